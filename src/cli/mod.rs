@@ -1,0 +1,322 @@
+//! The commands behind the `driftwatch` binary. Each writes to the given output and
+//! returns the process exit code, so tests call them directly.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use anyhow::Context as _;
+use chrono::Utc;
+use serde_json::{Value, json};
+
+use crate::config::{self, Runtime, source::ConfigError};
+use crate::deliver::{ConsoleSink, JsonLinesSink, Sink, dispatch};
+use crate::model::{App, Destination, DestinationKind};
+use crate::pipeline::{Pipeline, Skip};
+use crate::replay::{self, Snapshot};
+use crate::state::StateStore;
+use crate::template::{RenderContext, Target};
+
+/// Exit codes.
+pub const OK: i32 = 0;
+/// Check found errors, or a replay had failed deliveries.
+pub const FAILED: i32 = 1;
+/// Bad input (a file that is not an Application, an unknown trigger...).
+pub const BAD_INPUT: i32 = 2;
+
+/// Output format of `trigger run` and `template notify`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Format {
+    Text,
+    Json,
+}
+
+fn print_errors(err: &mut dyn Write, errors: &[ConfigError]) -> std::io::Result<()> {
+    for e in errors {
+        writeln!(err, "error: {e}")?;
+    }
+    Ok(())
+}
+
+/// Loads the configuration or prints every error.
+fn load(config: Option<&Path>, err: &mut dyn Write) -> anyhow::Result<Option<Runtime>> {
+    match config::load(config) {
+        Ok(rt) => Ok(Some(rt)),
+        Err(errors) => {
+            print_errors(err, &errors)?;
+            writeln!(err, "{} configuration error(s)", errors.len())?;
+            Ok(None)
+        }
+    }
+}
+
+/// Rich Applications every template is rendered against by `check`, so a JSON field
+/// that cannot render to JSON is found before a real notification needs it.
+const CHECK_SAMPLES: &[&str] = &[include_str!("check_sample_single_source.json"), include_str!("check_sample_multi_source.json")];
+
+/// `driftwatch check`: compiles everything, renders every template for every kind
+/// against sample Applications, prints every error and warning.
+pub fn check(config: Option<&Path>, out: &mut dyn Write, err: &mut dyn Write) -> anyhow::Result<i32> {
+    let Some(rt) = load(config, err)? else { return Ok(FAILED) };
+    let mut errors = 0;
+    for w in &rt.warnings {
+        match &w.pos {
+            Some(p) => writeln!(err, "warning: {p}: {}", w.message)?,
+            None => writeln!(err, "warning: {}", w.message)?,
+        }
+    }
+    let kinds: Vec<(DestinationKind, String)> = DestinationKind::ALL
+        .iter()
+        .filter(|k| **k != DestinationKind::Webhook)
+        .map(|k| (*k, k.as_str().to_string()))
+        .chain(rt.services.values().filter(|s| s.config.kind() == DestinationKind::Webhook).map(|s| (DestinationKind::Webhook, s.name.clone())))
+        .collect();
+    let mut seen = std::collections::BTreeSet::new();
+    for sample in CHECK_SAMPLES {
+        let app = App::from_value(serde_json::from_str(sample).context("built-in check sample")?).context("built-in check sample")?;
+        let mut ctx = RenderContext::new(&app, &rt.context);
+        for name in rt.templates.names() {
+            for (kind, service) in &kinds {
+                let target = Target { trigger: "check", kind: *kind, service, recipient: "check" };
+                match rt.templates.render(name, &mut ctx, &target, &app) {
+                    Ok(_) | Err(crate::template::RenderError::NoWebhookField { .. }) => {}
+                    Err(e) => {
+                        if seen.insert(e.to_string()) {
+                            writeln!(err, "error: {e} (rendering a sample Application for {kind})")?;
+                            errors += 1;
+                        }
+                    }
+                }
+            }
+        }
+    }
+    if errors > 0 {
+        writeln!(err, "{errors} configuration error(s)")?;
+        return Ok(FAILED);
+    }
+    writeln!(
+        out,
+        "ok: {} triggers, {} templates, {} services, {} warning(s)",
+        rt.triggers.len(),
+        rt.templates.names().count(),
+        rt.services.len(),
+        rt.warnings.len()
+    )?;
+    Ok(OK)
+}
+
+/// `driftwatch trigger run NAME APP_FILE`.
+pub fn trigger_run(name: &str, app_file: &Path, config: Option<&Path>, format: Format, out: &mut dyn Write, err: &mut dyn Write) -> anyhow::Result<i32> {
+    let Some(rt) = load(config, err)? else { return Ok(FAILED) };
+    let Some(trigger) = rt.triggers.get(name) else {
+        writeln!(err, "error: trigger {name:?} does not exist (known: {})", rt.triggers.keys().cloned().collect::<Vec<_>>().join(", "))?;
+        return Ok(BAD_INPUT);
+    };
+    let app = match replay::read_app(app_file) {
+        Ok(a) => a,
+        Err(e) => {
+            writeln!(err, "error: {e}")?;
+            return Ok(BAD_INPUT);
+        }
+    };
+    let mut scope = rt.engine.prepare(&app.object);
+    let results = crate::trigger::engine::with_now(Utc::now(), || rt.engine.run(trigger, &mut scope));
+    match format {
+        Format::Json => {
+            let v = json!({"trigger": name, "conditions": results});
+            writeln!(out, "{}", serde_json::to_string_pretty(&v)?)?;
+        }
+        Format::Text => {
+            if app.sync_status_is_stale() {
+                writeln!(out, "note: the sync status is stale (operation finished after the last reconcile); the daemon would skip this Application until Argo CD re-reconciles")?;
+            }
+            writeln!(out, "{:<3} {:<6} {:<20} {:<24} WHEN", "#", "RESULT", "ONCEPER", "SEND")?;
+            for r in &results {
+                let when: String = r.when.split_whitespace().collect::<Vec<_>>().join(" ");
+                writeln!(out, "{:<3} {:<6} {:<20} {:<24} {}", r.index, r.result, r.once_per.as_deref().unwrap_or("-"), r.send.join(","), when)?;
+                if let Some(e) = &r.error {
+                    writeln!(out, "    error: {e}")?;
+                }
+            }
+        }
+    }
+    Ok(OK)
+}
+
+/// `driftwatch template notify NAME APP_FILE [--recipient KIND:NAME ...]`.
+pub fn template_notify(name: &str, app_file: &Path, recipients: &[String], config: Option<&Path>, format: Format, out: &mut dyn Write, err: &mut dyn Write) -> anyhow::Result<i32> {
+    let Some(rt) = load(config, err)? else { return Ok(FAILED) };
+    if !rt.templates.contains(name) {
+        writeln!(err, "error: template {name:?} does not exist (known: {})", rt.templates.names().collect::<Vec<_>>().join(", "))?;
+        return Ok(BAD_INPUT);
+    }
+    let app = match replay::read_app(app_file) {
+        Ok(a) => a,
+        Err(e) => {
+            writeln!(err, "error: {e}")?;
+            return Ok(BAD_INPUT);
+        }
+    };
+    let destinations: Vec<Destination> = if recipients.is_empty() {
+        vec![Destination::new("console", "")]
+    } else {
+        recipients.iter().map(|r| Destination::parse(r)).collect()
+    };
+    let redactor = rt.secrets.redactor([]);
+    let mut ctx = RenderContext::new(&app, &rt.context);
+    let mut rendered = Vec::new();
+    for d in &destinations {
+        let Some(kind) = rt.service_kind(&d.service) else {
+            writeln!(err, "error: service {:?} is not configured and is not a destination kind", d.service)?;
+            return Ok(BAD_INPUT);
+        };
+        let target = Target { trigger: "", kind, service: &d.service, recipient: &d.recipient };
+        match rt.templates.render(name, &mut ctx, &target, &app) {
+            Ok(mut payload) => {
+                redactor.redact_json(&mut payload);
+                rendered.push(json!({"destination": kind, "service": d.service, "recipient": d.recipient, "payload": payload}));
+            }
+            Err(e) => {
+                writeln!(err, "error: {}", redactor.redact(&e.to_string()))?;
+                return Ok(FAILED);
+            }
+        }
+    }
+    match format {
+        Format::Json => writeln!(out, "{}", serde_json::to_string_pretty(&json!({"template": name, "notifications": rendered}))?)?,
+        Format::Text => {
+            for r in &rendered {
+                writeln!(out, "--- {} {}:{}", r["destination"].as_str().unwrap_or_default(), r["service"].as_str().unwrap_or_default(), r["recipient"].as_str().unwrap_or_default())?;
+                match &r["payload"] {
+                    Value::Object(m) if m.len() == 1 && m.contains_key("message") => writeln!(out, "{}", m["message"].as_str().unwrap_or_default())?,
+                    p => writeln!(out, "{}", serde_json::to_string_pretty(p)?)?,
+                }
+            }
+        }
+    }
+    Ok(OK)
+}
+
+/// Options of `driftwatch run --replay`.
+#[derive(Debug, Clone, Default)]
+pub struct ReplayOptions {
+    pub path: PathBuf,
+    pub config: Option<PathBuf>,
+    /// Persist notification state here (default: in memory, so every replay starts
+    /// from nothing).
+    pub state: Option<PathBuf>,
+    /// Also append every notification as a JSON line here.
+    pub jsonl: Option<PathBuf>,
+}
+
+fn summarize_app(app: &App) -> String {
+    let s = |p: &str| app.object.pointer(p).and_then(Value::as_str).unwrap_or("-").to_string();
+    let rev = s("/status/sync/revision");
+    let rev = if rev.len() > 7 { rev[..7].to_string() } else { rev };
+    format!(
+        "{}  sync={} health={} operation={} revision={}",
+        app.qualified_name(),
+        s("/status/sync/status"),
+        s("/status/health/status"),
+        s("/status/operationState/phase"),
+        rev
+    )
+}
+
+/// `driftwatch run --replay PATH`: feeds snapshots through the real pipeline and prints
+/// every notification it would send.
+pub fn run_replay(opts: &ReplayOptions, out: &mut dyn Write, err: &mut dyn Write) -> anyhow::Result<i32> {
+    let Some(rt) = load(opts.config.as_deref(), err)? else { return Ok(FAILED) };
+    let max_keys = rt.state.max_keys_per_app;
+    let state = match &opts.state {
+        Some(p) => StateStore::open(p)?,
+        None => StateStore::in_memory()?,
+    };
+    let state = match max_keys {
+        Some(n) => state.with_max_keys_per_app(n),
+        None => state,
+    };
+    let steps = match replay::read_replay(&opts.path) {
+        Ok(s) => s,
+        Err(e) => {
+            writeln!(err, "error: {e}")?;
+            return Ok(BAD_INPUT);
+        }
+    };
+    let mut pipeline = Pipeline::new(Arc::new(rt));
+    let mut jsonl = match &opts.jsonl {
+        Some(p) => Some(JsonLinesSink::new(std::io::BufWriter::new(
+            std::fs::OpenOptions::new().create(true).append(true).open(p).with_context(|| format!("opening {}", p.display()))?,
+        ))),
+        None => None,
+    };
+    let (mut sent, mut failed, mut malformed, mut apps) = (0, 0, 0, 0);
+    for step in &steps {
+        let (app, deleted) = match &step.snapshot {
+            Snapshot::Project(p) => {
+                writeln!(out, "== {}  AppProject {}", step.label, p.name)?;
+                pipeline.projects.insert(p.name.clone(), p.clone());
+                continue;
+            }
+            Snapshot::Malformed(reason) => {
+                malformed += 1;
+                writeln!(out, "== {}  skipped: {reason}", step.label)?;
+                tracing::warn!(step = %step.label, %reason, "malformed object skipped");
+                continue;
+            }
+            Snapshot::App(app) => (app.as_ref().clone(), false),
+            Snapshot::Deleted(app) => {
+                let mut app = app.as_ref().clone();
+                // A DELETED event may carry the object without a deletionTimestamp; it
+                // is deleted all the same, and on-deleted must see it so.
+                if app.object.pointer("/metadata/deletionTimestamp").is_none_or(Value::is_null) {
+                    if let Some(meta) = app.object.get_mut("metadata").and_then(Value::as_object_mut) {
+                        meta.insert("deletionTimestamp".into(), Utc::now().to_rfc3339().into());
+                    }
+                }
+                (app, true)
+            }
+        };
+        apps += 1;
+        writeln!(out, "== {}  {}{}", step.label, summarize_app(&app), if deleted { " (deleted)" } else { "" })?;
+        let now = Utc::now();
+        let eval = pipeline.evaluate(&app, &state, now)?;
+        for e in &eval.annotation_errors {
+            writeln!(out, "  ! {e}")?;
+        }
+        if eval.stale {
+            writeln!(out, "  (sync status is stale: skipped until Argo CD re-reconciles)")?;
+            continue;
+        }
+        for r in &eval.rearm {
+            state.forget(&r.app_key, &r.key)?;
+        }
+        for s in &eval.skipped {
+            match s {
+                Skip::AlreadyNotified { .. } => {}
+                other => writeln!(out, "  ! {other:?}")?,
+            }
+        }
+        if eval.notifications.is_empty() {
+            writeln!(out, "  (no new notifications)")?;
+        }
+        let mut console = ConsoleSink::new(&mut *out);
+        let mut sinks: Vec<&mut dyn Sink> = vec![&mut console];
+        if let Some(j) = jsonl.as_mut() {
+            j.step = step.label.clone();
+            sinks.push(j);
+        }
+        let report = dispatch(&eval.notifications, &mut sinks, &state, u64::try_from(now.timestamp_millis()).unwrap_or(0))?;
+        sent += report.delivered;
+        failed += report.failed;
+        if deleted {
+            state.remove_app(&app.state_key())?;
+        }
+    }
+    writeln!(
+        out,
+        "\nreplayed {} step(s) ({apps} Application snapshot(s)): {sent} notification(s) sent, {failed} failed, {malformed} malformed object(s) skipped",
+        steps.len()
+    )?;
+    Ok(if failed > 0 { FAILED } else { OK })
+}

@@ -1,0 +1,415 @@
+//! Loads `driftwatch.yaml`, the trigger and template files and the built-in catalog,
+//! and compiles them into a [`Runtime`]. Everything is validated here, once; every
+//! error names file, line, column and key, and all errors are reported, not just the
+//! first.
+
+pub mod source;
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use serde::Deserialize;
+use serde::de::{self, MapAccess, Visitor};
+
+use crate::deliver::services::ServiceConfig;
+use crate::model::{Destination, DestinationKind};
+use crate::route::{GlobalSubscription, Router, Selector};
+use crate::secret::Secrets;
+use crate::template::{TemplateDef, TemplateSet, Warning};
+use crate::trigger::{Trigger, TriggerDef, TriggerEngine};
+use source::{At, ConfigError, SourceFile};
+
+/// The built-in catalog, embedded by `build.rs` from `triggers/` and `templates/`.
+pub mod catalog {
+    include!(concat!(env!("OUT_DIR"), "/catalog.rs"));
+}
+
+/// A config-level subscription as written.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SubscriptionDef {
+    /// `service:recipient` strings, e.g. `slack:prod-alerts`.
+    pub recipients: Vec<String>,
+    /// Trigger names; the default triggers when empty.
+    #[serde(default)]
+    pub triggers: Vec<String>,
+    /// A Kubernetes label selector on the Application (`env=prod,tier in (web)`).
+    #[serde(default)]
+    pub selector: Option<At<String>>,
+}
+
+/// Where notification state is kept.
+#[derive(Debug, Clone, Deserialize, Default)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct StateDef {
+    /// The state database file; relative to the config file.
+    pub path: Option<String>,
+    /// Most dedup keys kept per Application (oldest pruned first); 256 when absent.
+    pub max_keys_per_app: Option<usize>,
+}
+
+/// `driftwatch.yaml`. Every key is optional; unknown keys are errors.
+#[derive(Debug, Default)]
+pub struct ConfigFile {
+    /// Values templates see as `context.<key>` (`argocdUrl`, ...).
+    pub context: BTreeMap<String, String>,
+    /// Directory of trigger files; `triggers/` next to the config file when it exists.
+    pub triggers_dir: Option<String>,
+    /// Directory of template files; `templates/` next to the config file when it exists.
+    pub templates_dir: Option<String>,
+    /// Inline triggers by name.
+    pub triggers: BTreeMap<String, TriggerDef>,
+    /// Inline templates by name.
+    pub templates: BTreeMap<String, TemplateDef>,
+    /// Services by name; `type` says the kind (the name itself when it is one).
+    pub services: BTreeMap<String, At<BTreeMap<String, serde_json::Value>>>,
+    pub subscriptions: Vec<SubscriptionDef>,
+    /// Triggers for subscriptions that name none.
+    pub default_triggers: Vec<String>,
+    /// `defaultTriggers.<service>`: the default triggers for one service.
+    pub default_triggers_by_service: BTreeMap<String, Vec<String>>,
+    pub state: StateDef,
+    /// A secrets file or mounted Secret directory; relative to the config file.
+    pub secrets_file: Option<String>,
+}
+
+const CONFIG_KEYS: &[&str] = &[
+    "context",
+    "triggersDir",
+    "templatesDir",
+    "triggers",
+    "templates",
+    "services",
+    "subscriptions",
+    "defaultTriggers",
+    "defaultTriggers.<service>",
+    "state",
+    "secretsFile",
+];
+
+// Written by hand rather than derived: `defaultTriggers.<service>` is a key pattern,
+// which `deny_unknown_fields` cannot express, and `flatten` would lose the positions
+// of every nested value.
+impl<'de> Deserialize<'de> for ConfigFile {
+    fn deserialize<D: de::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = ConfigFile;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("the driftwatch configuration mapping")
+            }
+            fn visit_unit<E: de::Error>(self) -> Result<ConfigFile, E> {
+                Ok(ConfigFile::default())
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut m: A) -> Result<ConfigFile, A::Error> {
+                let mut c = ConfigFile::default();
+                while let Some(key) = m.next_key::<String>()? {
+                    match key.as_str() {
+                        "context" => c.context = m.next_value()?,
+                        "triggersDir" => c.triggers_dir = m.next_value()?,
+                        "templatesDir" => c.templates_dir = m.next_value()?,
+                        "triggers" => c.triggers = m.next_value()?,
+                        "templates" => c.templates = m.next_value()?,
+                        "services" => c.services = m.next_value()?,
+                        "subscriptions" => c.subscriptions = m.next_value()?,
+                        "defaultTriggers" => c.default_triggers = m.next_value()?,
+                        "state" => c.state = m.next_value()?,
+                        "secretsFile" => c.secrets_file = m.next_value()?,
+                        other => match other.strip_prefix("defaultTriggers.") {
+                            Some(service) if !service.is_empty() => {
+                                c.default_triggers_by_service.insert(service.to_string(), m.next_value()?);
+                            }
+                            _ => return Err(de::Error::unknown_field(other, CONFIG_KEYS)),
+                        },
+                    }
+                }
+                Ok(c)
+            }
+        }
+        d.deserialize_map(V)
+    }
+}
+
+/// A named service, validated.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Service {
+    pub name: String,
+    pub config: ServiceConfig,
+}
+
+/// Settings for the state store, resolved against the config file's directory.
+#[derive(Debug, Clone, Default)]
+pub struct StateSettings {
+    pub path: Option<PathBuf>,
+    pub max_keys_per_app: Option<usize>,
+}
+
+/// Everything compiled from one configuration: what the pipeline runs with. Built whole
+/// or not at all, so a reload can swap it in only when every part is valid.
+pub struct Runtime {
+    pub context: BTreeMap<String, String>,
+    pub engine: Arc<TriggerEngine>,
+    pub triggers: BTreeMap<String, Trigger>,
+    pub templates: TemplateSet,
+    pub services: BTreeMap<String, Service>,
+    pub router: Router,
+    pub state: StateSettings,
+    pub secrets: Secrets,
+    /// Non-fatal findings for `check` (paths that cannot exist, unset secrets).
+    pub warnings: Vec<Warning>,
+}
+
+impl Runtime {
+    /// The kind of a service named in a subscription: its configured kind, or the name
+    /// itself when it names a kind (`slack`, `email`...) and no service is configured.
+    pub fn service_kind(&self, service: &str) -> Option<DestinationKind> {
+        match self.services.get(service) {
+            Some(s) => Some(s.config.kind()),
+            None => DestinationKind::parse(service),
+        }
+    }
+}
+
+impl fmt::Debug for Runtime {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Runtime")
+            .field("triggers", &self.triggers.keys().collect::<Vec<_>>())
+            .field("templates", &self.templates)
+            .field("services", &self.services.keys().collect::<Vec<_>>())
+            .finish()
+    }
+}
+
+/// A trigger or template definition with the file it came from.
+type Sourced<T> = (String, T, SourceFile);
+
+fn read_dir_defs<T: serde::de::DeserializeOwned>(dir: &Path, what: &str, errors: &mut Vec<ConfigError>) -> Vec<Sourced<T>> {
+    let mut out = Vec::new();
+    let entries = match std::fs::read_dir(dir) {
+        Ok(e) => e,
+        Err(e) => {
+            errors.push(ConfigError::new(None, format!("{what}s directory {}", dir.display()), e.to_string()));
+            return out;
+        }
+    };
+    let mut paths: Vec<PathBuf> = entries.filter_map(|e| e.ok().map(|e| e.path())).collect();
+    paths.sort();
+    for path in paths {
+        if !path.extension().is_some_and(|e| e == "yaml" || e == "yml") {
+            continue;
+        }
+        let Some(name) = path.file_stem().and_then(|s| s.to_str()).map(str::to_string) else { continue };
+        match std::fs::read_to_string(&path) {
+            Ok(text) => {
+                let file = SourceFile::new(path.display().to_string(), text);
+                match file.parse::<T>(&format!("{what} {name}")) {
+                    Ok(def) => out.push((name, def, file)),
+                    Err(e) => errors.push(e),
+                }
+            }
+            Err(e) => errors.push(ConfigError::new(None, path.display().to_string(), e.to_string())),
+        }
+    }
+    out
+}
+
+fn builtin_defs<T: serde::de::DeserializeOwned>(list: &[(&str, &str, &str)], what: &str, errors: &mut Vec<ConfigError>) -> Vec<Sourced<T>> {
+    let mut out = Vec::new();
+    for (name, file, text) in list {
+        let file = SourceFile::new(*file, *text);
+        match file.parse::<T>(&format!("{what} {name}")) {
+            Ok(def) => out.push((name.to_string(), def, file)),
+            Err(e) => errors.push(e),
+        }
+    }
+    out
+}
+
+/// Later definitions override earlier ones with the same name.
+fn merge<T>(layers: Vec<Vec<Sourced<T>>>) -> Vec<Sourced<T>> {
+    let mut by_name: BTreeMap<String, Sourced<T>> = BTreeMap::new();
+    for layer in layers {
+        for item in layer {
+            by_name.insert(item.0.clone(), item);
+        }
+    }
+    by_name.into_values().collect()
+}
+
+/// Where a path setting in the config points: relative to the config file.
+fn relative_to(base: &Path, p: &str) -> PathBuf {
+    let p = Path::new(p);
+    if p.is_absolute() { p.to_path_buf() } else { base.join(p) }
+}
+
+/// Loads the built-in catalog and, when given, a user configuration on top of it.
+pub fn load(config: Option<&Path>) -> Result<Runtime, Vec<ConfigError>> {
+    load_with(config, Arc::new(TriggerEngine::new()))
+}
+
+/// As [`load`], compiling with an existing engine (a reload keeps the engine).
+pub fn load_with(config: Option<&Path>, engine: Arc<TriggerEngine>) -> Result<Runtime, Vec<ConfigError>> {
+    let mut errors = Vec::new();
+    let mut trigger_layers = vec![builtin_defs::<TriggerDef>(catalog::TRIGGERS, "trigger", &mut errors)];
+    let mut template_layers = vec![builtin_defs::<TemplateDef>(catalog::TEMPLATES, "template", &mut errors)];
+    let mut cfg = ConfigFile::default();
+    let mut cfg_file = SourceFile::new("<no config>", "");
+    let mut base = PathBuf::from(".");
+
+    if let Some(path) = config {
+        base = path.parent().map(Path::to_path_buf).unwrap_or_default();
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| vec![ConfigError::new(None, path.display().to_string(), format!("cannot read the configuration: {e}"))])?;
+        cfg_file = SourceFile::new(path.display().to_string(), text);
+        cfg = cfg_file.parse::<ConfigFile>("the configuration").map_err(|e| vec![e])?;
+        for (setting, dir_name, is_triggers) in [(&cfg.triggers_dir, "triggers", true), (&cfg.templates_dir, "templates", false)] {
+            let dir = match setting {
+                Some(d) => Some(relative_to(&base, d)),
+                None => Some(base.join(dir_name)).filter(|d| d.is_dir()),
+            };
+            if let Some(dir) = dir {
+                if is_triggers {
+                    trigger_layers.push(read_dir_defs(&dir, "trigger", &mut errors));
+                } else {
+                    template_layers.push(read_dir_defs(&dir, "template", &mut errors));
+                }
+            }
+        }
+        trigger_layers.push(std::mem::take(&mut cfg.triggers).into_iter().map(|(n, d)| (n, d, cfg_file.clone())).collect());
+        template_layers.push(std::mem::take(&mut cfg.templates).into_iter().map(|(n, d)| (n, d, cfg_file.clone())).collect());
+    }
+
+    // Compile everything, collecting every error.
+    let mut triggers = BTreeMap::new();
+    let trigger_defs = merge(trigger_layers);
+    for (name, def, file) in &trigger_defs {
+        match engine.compile(name, def, file) {
+            Ok(t) => {
+                triggers.insert(name.clone(), t);
+            }
+            Err(e) => errors.extend(e),
+        }
+    }
+    let template_defs = merge(template_layers);
+    let (templates, mut warnings) = match TemplateSet::compile(&template_defs) {
+        Ok(t) => (Some(t.0), t.1),
+        Err(e) => {
+            errors.extend(e);
+            (None, Vec::new())
+        }
+    };
+    let template_names: Vec<&str> = template_defs.iter().map(|(n, _, _)| n.as_str()).collect();
+    for (name, def, file) in &trigger_defs {
+        for (i, c) in def.iter().enumerate() {
+            for t in c.send.iter().filter(|t| !template_names.contains(&t.as_str())) {
+                errors.push(ConfigError::new(file.pos(&c.when.referenced), format!("trigger {name}[{i}].send"), format!("template {t:?} does not exist")));
+            }
+        }
+    }
+
+    let services = build_services(&cfg, &cfg_file, &mut errors);
+    let secrets = match &cfg.secrets_file {
+        Some(p) => match Secrets::load(&relative_to(&base, p)) {
+            Ok(s) => s,
+            Err(e) => {
+                errors.push(ConfigError::new(None, "secretsFile", e.to_string()));
+                Secrets::default()
+            }
+        },
+        None => Secrets::default(),
+    };
+    for s in services.values() {
+        for value in s.config.strings() {
+            for key in Secrets::references(value) {
+                if secrets.get(&key).is_err() {
+                    warnings.push(Warning {
+                        pos: None,
+                        message: format!("services.{}: secret ${key} is not set; deliveries to it will fail", s.name),
+                    });
+                }
+            }
+        }
+    }
+
+    let known_trigger = |t: &str| triggers.contains_key(t) || trigger_defs.iter().any(|(n, _, _)| n == t);
+    let mut global = Vec::new();
+    for (i, s) in cfg.subscriptions.iter().enumerate() {
+        let selector = match &s.selector {
+            None => Selector::default(),
+            Some(sel) => Selector::parse(&sel.value).unwrap_or_else(|e| {
+                errors.push(ConfigError::new(cfg_file.pos(&sel.referenced), format!("subscriptions[{i}].selector"), e));
+                Selector::default()
+            }),
+        };
+        for t in s.triggers.iter().filter(|t| !known_trigger(t)) {
+            errors.push(ConfigError::new(None, format!("subscriptions[{i}].triggers"), format!("trigger {t:?} does not exist")));
+        }
+        let recipients: Vec<Destination> = s.recipients.iter().map(|r| Destination::parse(r)).collect();
+        for d in &recipients {
+            if !services.contains_key(&d.service) && DestinationKind::parse(&d.service).is_none() {
+                errors.push(ConfigError::new(None, format!("subscriptions[{i}].recipients"), format!("service {:?} is not configured", d.service)));
+            }
+        }
+        global.push(GlobalSubscription { recipients, triggers: s.triggers.clone(), selector });
+    }
+    let default_lists = std::iter::once(("defaultTriggers".to_string(), &cfg.default_triggers))
+        .chain(cfg.default_triggers_by_service.iter().map(|(s, l)| (format!("defaultTriggers.{s}"), l)));
+    for (key, list) in default_lists {
+        for t in list.iter().filter(|t| !known_trigger(t)) {
+            errors.push(ConfigError::new(None, key.clone(), format!("trigger {t:?} does not exist")));
+        }
+    }
+
+    match templates {
+        Some(templates) if errors.is_empty() => Ok(Runtime {
+            context: cfg.context,
+            engine,
+            triggers,
+            templates,
+            services,
+            router: Router {
+                global,
+                default_triggers: cfg.default_triggers,
+                default_triggers_by_service: cfg.default_triggers_by_service,
+            },
+            state: StateSettings { path: cfg.state.path.as_deref().map(|p| relative_to(&base, p)), max_keys_per_app: cfg.state.max_keys_per_app },
+            secrets,
+            warnings,
+        }),
+        _ => Err(errors),
+    }
+}
+
+fn build_services(cfg: &ConfigFile, file: &SourceFile, errors: &mut Vec<ConfigError>) -> BTreeMap<String, Service> {
+    let mut out = BTreeMap::new();
+    for (name, spec) in &cfg.services {
+        let pos = file.pos(&spec.referenced);
+        let mut map = spec.value.clone();
+        let kind_name = match map.remove("type") {
+            Some(serde_json::Value::String(t)) => t,
+            Some(_) => {
+                errors.push(ConfigError::new(pos, format!("services.{name}.type"), "type must be a string"));
+                continue;
+            }
+            None => name.clone(),
+        };
+        let Some(kind) = DestinationKind::parse(&kind_name) else {
+            let kinds: Vec<&str> = DestinationKind::ALL.iter().map(|k| k.as_str()).collect();
+            errors.push(ConfigError::new(pos, format!("services.{name}.type"), format!("unknown service type {kind_name:?}; expected one of {}", kinds.join(", "))));
+            continue;
+        };
+        let value = serde_json::Value::Object(map.into_iter().collect());
+        match ServiceConfig::from_value(kind, value) {
+            Ok(config) => {
+                out.insert(name.clone(), Service { name: name.clone(), config });
+            }
+            Err(e) => errors.push(ConfigError::new(pos, format!("services.{name}"), e)),
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,121 @@
+//! Delivers rendered notifications and, only after a delivery succeeded, records it in
+//! the state store. For now the destinations are the console and a JSON-lines file
+//! (what a replay or a dry run shows); real network destinations plug in behind the
+//! same [`Sink`] trait.
+
+pub mod services;
+
+use std::collections::BTreeSet;
+use std::io::Write;
+
+use crate::model::Notification;
+use crate::state::{StateError, StateStore};
+
+#[derive(Debug, thiserror::Error)]
+pub enum DeliveryError {
+    #[error("write failed: {0}")]
+    Io(#[from] std::io::Error),
+    #[error("{0}")]
+    Failed(String),
+}
+
+/// A destination that takes rendered notifications.
+pub trait Sink {
+    fn deliver(&mut self, n: &Notification) -> Result<(), DeliveryError>;
+}
+
+/// Prints notifications for a person to read.
+pub struct ConsoleSink<W: Write> {
+    out: W,
+    /// Printed before each notification (the replay step), when set.
+    pub label: String,
+}
+
+impl<W: Write> ConsoleSink<W> {
+    pub fn new(out: W) -> Self {
+        ConsoleSink { out, label: String::new() }
+    }
+}
+
+impl<W: Write> Sink for ConsoleSink<W> {
+    fn deliver(&mut self, n: &Notification) -> Result<(), DeliveryError> {
+        let payload = serde_json::to_string_pretty(&n.payload).map_err(|e| DeliveryError::Failed(e.to_string()))?;
+        writeln!(
+            self.out,
+            "  -> {} {} via {} [{}] (template {}, condition {})",
+            n.kind, n.destination, n.trigger, n.app, n.template, n.condition
+        )?;
+        for line in payload.lines() {
+            writeln!(self.out, "     {line}")?;
+        }
+        Ok(())
+    }
+}
+
+/// Appends one JSON object per notification.
+pub struct JsonLinesSink<W: Write> {
+    out: W,
+    /// Added to every record as `step` (the replay file), when set.
+    pub step: String,
+}
+
+impl<W: Write> JsonLinesSink<W> {
+    pub fn new(out: W) -> Self {
+        JsonLinesSink { out, step: String::new() }
+    }
+}
+
+impl<W: Write> Sink for JsonLinesSink<W> {
+    fn deliver(&mut self, n: &Notification) -> Result<(), DeliveryError> {
+        let mut v = serde_json::to_value(n).map_err(|e| DeliveryError::Failed(e.to_string()))?;
+        if let (Some(map), false) = (v.as_object_mut(), self.step.is_empty()) {
+            map.insert("step".into(), self.step.clone().into());
+        }
+        writeln!(self.out, "{v}")?;
+        self.out.flush()?;
+        Ok(())
+    }
+}
+
+/// What [`dispatch`] did.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct DispatchReport {
+    pub delivered: usize,
+    pub failed: usize,
+    pub recorded: usize,
+}
+
+/// Sends every notification to every sink, then records each dedup key whose
+/// notifications all succeeded (a condition may send several templates under one key).
+/// A key with any failure is not recorded, so the next evaluation tries again.
+pub fn dispatch(notifications: &[Notification], sinks: &mut [&mut dyn Sink], state: &StateStore, now_millis: u64) -> Result<DispatchReport, StateError> {
+    let mut report = DispatchReport::default();
+    let mut failed_keys = BTreeSet::new();
+    for n in notifications {
+        let mut ok = true;
+        for sink in sinks.iter_mut() {
+            if let Err(e) = sink.deliver(n) {
+                tracing::warn!(app = %n.app, trigger = %n.trigger, destination = %n.destination, error = %e, "delivery failed; will retry on the next evaluation");
+                ok = false;
+            }
+        }
+        if ok {
+            report.delivered += 1;
+        } else {
+            report.failed += 1;
+            if let Some(r) = &n.record {
+                failed_keys.insert((r.app_key.clone(), r.key.clone()));
+            }
+        }
+    }
+    let mut recorded = BTreeSet::new();
+    for r in notifications.iter().filter_map(|n| n.record.as_ref()) {
+        let id = (r.app_key.clone(), r.key.clone());
+        if failed_keys.contains(&id) || !recorded.insert(id) {
+            continue;
+        }
+        state.record(&r.app_key, &r.key, now_millis)?;
+        report.recorded += 1;
+    }
+    Ok(report)
+}

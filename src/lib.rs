@@ -1,0 +1,41 @@
+//! driftwatch watches Argo CD `Application` objects, decides when something worth
+//! telling a human (or a SIEM) has happened, and delivers a rendered message.
+//!
+//! # Layout
+//!
+//! Data flows one way, each stage talking to the next through the plain types of
+//! [`model`]:
+//!
+//! ```text
+//! replay/watch -> trigger (rhai) -> state (dedup) -> template (handlebars) -> deliver -> state (record)
+//!                      ^ route (subscriptions decide which triggers run for whom)
+//! ```
+//!
+//! - [`config`]: loads `driftwatch.yaml`, trigger and template files (and the built-in
+//!   catalog) and compiles them into a [`config::Runtime`]; every error names file, line
+//!   and column.
+//! - [`model`]: the owned types passed between stages; no I/O.
+//! - [`trigger`]: the only module that knows rhai; turns an Application into condition
+//!   results.
+//! - [`template`]: the only module that knows handlebars; turns a firing into a payload
+//!   per destination kind.
+//! - [`route`]: subscriptions (Argo CD annotations, AppProjects, config-level
+//!   subscriptions with label selectors) -> which trigger goes to which destination.
+//! - [`state`]: the embedded notification-state store (dedup keys, written only after a
+//!   delivery succeeded).
+//! - [`pipeline`]: wires the stages for one Application snapshot.
+//! - [`deliver`]: destinations; for now the console and a JSON-lines file.
+//! - [`replay`]: reads a sequence of Application snapshots from disk.
+//! - [`secret`]: `$key` references and the redactor that keeps their values out of output.
+
+pub mod cli;
+pub mod config;
+pub mod deliver;
+pub mod model;
+pub mod pipeline;
+pub mod replay;
+pub mod route;
+pub mod secret;
+pub mod state;
+pub mod template;
+pub mod trigger;

@@ -1,0 +1,117 @@
+//! The `driftwatch` command line: flags and telemetry only; the commands live in
+//! `driftwatch::cli`.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+use driftwatch::cli::{self, Format, ReplayOptions};
+
+#[derive(Parser)]
+#[command(name = "driftwatch", version, about = "Watches Argo CD Applications for drift and routes notifications")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Compile every trigger and template, print every error and warning.
+    Check {
+        /// driftwatch.yaml (the built-in catalog alone when absent).
+        #[arg(long, short)]
+        config: Option<PathBuf>,
+    },
+    /// Trigger commands.
+    Trigger {
+        #[command(subcommand)]
+        command: TriggerCommand,
+    },
+    /// Template commands.
+    Template {
+        #[command(subcommand)]
+        command: TemplateCommand,
+    },
+    /// Run the pipeline. With --replay, on a sequence of Application snapshots.
+    Run {
+        /// A directory of numbered snapshot files, or a multi-document YAML file.
+        #[arg(long)]
+        replay: Option<PathBuf>,
+        #[arg(long, short)]
+        config: Option<PathBuf>,
+        /// Keep notification state in this file (default: in memory).
+        #[arg(long)]
+        state: Option<PathBuf>,
+        /// Also append every notification as a JSON line to this file.
+        #[arg(long)]
+        jsonl: Option<PathBuf>,
+    },
+}
+
+#[derive(Subcommand)]
+enum TriggerCommand {
+    /// Evaluate a trigger on an Application file; one row per condition.
+    Run {
+        name: String,
+        app_file: PathBuf,
+        #[arg(long, short)]
+        config: Option<PathBuf>,
+        #[arg(long, short = 'o', value_enum, default_value = "text")]
+        output: Format,
+    },
+}
+
+#[derive(Subcommand)]
+enum TemplateCommand {
+    /// Render a template for an Application file, per recipient.
+    Notify {
+        name: String,
+        app_file: PathBuf,
+        /// SERVICE:RECIPIENT, e.g. slack:my-channel (default: console).
+        #[arg(long = "recipient", short)]
+        recipients: Vec<String>,
+        #[arg(long, short)]
+        config: Option<PathBuf>,
+        #[arg(long, short = 'o', value_enum, default_value = "text")]
+        output: Format,
+    },
+}
+
+fn init_tracing() {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("DRIFTWATCH_LOG").unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
+}
+
+fn main() -> ExitCode {
+    let args = Cli::parse();
+    init_tracing();
+    let (mut out, mut err) = (std::io::stdout().lock(), std::io::stderr().lock());
+    let result = match args.command {
+        Command::Check { config } => cli::check(config.as_deref(), &mut out, &mut err),
+        Command::Trigger { command: TriggerCommand::Run { name, app_file, config, output } } => {
+            cli::trigger_run(&name, &app_file, config.as_deref(), output, &mut out, &mut err)
+        }
+        Command::Template { command: TemplateCommand::Notify { name, app_file, recipients, config, output } } => {
+            cli::template_notify(&name, &app_file, &recipients, config.as_deref(), output, &mut out, &mut err)
+        }
+        Command::Run { replay: Some(path), config, state, jsonl } => {
+            cli::run_replay(&ReplayOptions { path, config, state, jsonl }, &mut out, &mut err)
+        }
+        Command::Run { replay: None, .. } => {
+            use std::io::Write;
+            let _ = writeln!(
+                err,
+                "error: watching a live cluster is not available in this build; run with --replay PATH (see README)"
+            );
+            Ok(cli::BAD_INPUT)
+        }
+    };
+    match result {
+        Ok(code) => ExitCode::from(u8::try_from(code).unwrap_or(1)),
+        Err(e) => {
+            use std::io::Write;
+            let _ = writeln!(err, "error: {e:#}");
+            ExitCode::from(1)
+        }
+    }
+}

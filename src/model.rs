@@ -1,0 +1,333 @@
+//! The owned types passed between stages (an Application, a destination, a
+//! notification). No I/O and no rhai or handlebars types live here.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use serde::Serialize;
+use serde_json::Value;
+
+/// Why a document could not be taken as an Argo CD Application (or AppProject).
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum ObjectError {
+    #[error("not an object: expected a mapping with apiVersion, kind and metadata")]
+    NotAnObject,
+    #[error("kind is {found:?}, expected {expected:?}")]
+    WrongKind { expected: &'static str, found: String },
+    #[error("apiVersion is {0:?}, expected argoproj.io/v1alpha1")]
+    WrongApiVersion(String),
+    #[error("field {field} has the wrong type: expected {expected}")]
+    WrongType { field: &'static str, expected: &'static str },
+}
+
+/// An Argo CD `Application`, kept as the JSON the API server sent (triggers and
+/// templates see every field, as in Argo CD), plus the few metadata fields the
+/// pipeline itself needs, read once.
+#[derive(Debug, Clone, PartialEq)]
+pub struct App {
+    /// The whole object, exactly as received.
+    pub object: Value,
+    pub name: String,
+    pub namespace: String,
+    /// `metadata.uid`; empty for hand-written files that have none.
+    pub uid: String,
+    /// `spec.project`, `default` when absent (as Argo CD does).
+    pub project: String,
+    pub labels: BTreeMap<String, String>,
+    pub annotations: BTreeMap<String, String>,
+}
+
+/// Checks the shape the pipeline relies on; anything past it is the triggers' business
+/// (a field of an unexpected type there only makes a condition false).
+fn check_kind(object: &Value, expected: &'static str) -> Result<(), ObjectError> {
+    let map = object.as_object().ok_or(ObjectError::NotAnObject)?;
+    match map.get("kind") {
+        Some(Value::String(k)) if k == expected => {}
+        Some(Value::String(k)) => {
+            return Err(ObjectError::WrongKind { expected, found: k.clone() });
+        }
+        Some(_) => return Err(ObjectError::WrongType { field: "kind", expected: "a string" }),
+        None => return Err(ObjectError::WrongKind { expected, found: String::new() }),
+    }
+    if let Some(v) = map.get("apiVersion") {
+        match v.as_str() {
+            Some("argoproj.io/v1alpha1") => {}
+            Some(other) => return Err(ObjectError::WrongApiVersion(other.to_string())),
+            None => return Err(ObjectError::WrongType { field: "apiVersion", expected: "a string" }),
+        }
+    }
+    for field in ["metadata", "spec", "status"] {
+        if let Some(v) = map.get(field) {
+            if !v.is_object() && !v.is_null() {
+                let field: &'static str = match field {
+                    "metadata" => "metadata",
+                    "spec" => "spec",
+                    _ => "status",
+                };
+                return Err(ObjectError::WrongType { field, expected: "a mapping" });
+            }
+        }
+    }
+    Ok(())
+}
+
+fn string_map(meta: Option<&Value>, field: &'static str) -> Result<BTreeMap<String, String>, ObjectError> {
+    let Some(v) = meta.and_then(|m| m.get(field)) else {
+        return Ok(BTreeMap::new());
+    };
+    if v.is_null() {
+        return Ok(BTreeMap::new());
+    }
+    let obj = v.as_object().ok_or(ObjectError::WrongType {
+        field,
+        expected: "a mapping of strings",
+    })?;
+    obj.iter()
+        .map(|(k, v)| match v {
+            Value::String(s) => Ok((k.clone(), s.clone())),
+            _ => Err(ObjectError::WrongType { field, expected: "a mapping of strings" }),
+        })
+        .collect()
+}
+
+fn meta_str(meta: Option<&Value>, field: &'static str) -> Result<String, ObjectError> {
+    match meta.and_then(|m| m.get(field)) {
+        None | Some(Value::Null) => Ok(String::new()),
+        Some(Value::String(s)) => Ok(s.clone()),
+        Some(_) => Err(ObjectError::WrongType { field, expected: "a string" }),
+    }
+}
+
+impl App {
+    /// Takes a decoded document as an Application, or says why it is not one.
+    pub fn from_value(object: Value) -> Result<App, ObjectError> {
+        check_kind(&object, "Application")?;
+        let meta = object.get("metadata");
+        let name = meta_str(meta, "name")?;
+        let namespace = meta_str(meta, "namespace")?;
+        let uid = meta_str(meta, "uid")?;
+        let labels = string_map(meta, "labels")?;
+        let annotations = string_map(meta, "annotations")?;
+        let project = match object.pointer("/spec/project") {
+            None | Some(Value::Null) => "default".to_string(),
+            Some(Value::String(p)) if p.is_empty() => "default".to_string(),
+            Some(Value::String(p)) => p.clone(),
+            Some(_) => return Err(ObjectError::WrongType { field: "spec.project", expected: "a string" }),
+        };
+        Ok(App { object, name, namespace, uid, project, labels, annotations })
+    }
+
+    /// The key the state store files this Application's records under. The UID is part
+    /// of it so that a deleted and re-created Application starts afresh, as it does in
+    /// Argo CD (whose state lives in an annotation on the object itself).
+    pub fn state_key(&self) -> String {
+        if self.uid.is_empty() {
+            format!("{}/{}", self.namespace, self.name)
+        } else {
+            format!("{}/{}@{}", self.namespace, self.name, self.uid)
+        }
+    }
+
+    /// `namespace/name`, for logs and output.
+    pub fn qualified_name(&self) -> String {
+        if self.namespace.is_empty() {
+            self.name.clone()
+        } else {
+            format!("{}/{}", self.namespace, self.name)
+        }
+    }
+
+    fn str_at(&self, pointer: &str) -> Option<&str> {
+        self.object.pointer(pointer).and_then(Value::as_str)
+    }
+
+    /// Argo CD skips an Application while its sync status is stale: the operation has
+    /// finished and `operationState.finishedAt` is later than both `status.reconciledAt`
+    /// and `status.observedAt`. It is evaluated again once Argo CD has re-reconciled.
+    pub fn sync_status_is_stale(&self) -> bool {
+        let phase = self.str_at("/status/operationState/phase");
+        if !matches!(phase, Some("Succeeded" | "Failed" | "Error")) {
+            return false;
+        }
+        let Some(finished) = self.str_at("/status/operationState/finishedAt").and_then(parse_time) else {
+            return false;
+        };
+        let later_than = |pointer: &str| match self.str_at(pointer).and_then(parse_time) {
+            Some(t) => finished > t,
+            // Go's zero time: a missing timestamp is earlier than any finishedAt.
+            None => true,
+        };
+        later_than("/status/reconciledAt") && later_than("/status/observedAt")
+    }
+}
+
+fn parse_time(s: &str) -> Option<chrono::DateTime<chrono::Utc>> {
+    chrono::DateTime::parse_from_rfc3339(s).ok().map(|t| t.with_timezone(&chrono::Utc))
+}
+
+/// An Argo CD `AppProject`: only its annotations matter here (project-level
+/// subscriptions apply to all its Applications).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Project {
+    pub name: String,
+    pub namespace: String,
+    pub annotations: BTreeMap<String, String>,
+}
+
+impl Project {
+    pub fn from_value(object: &Value) -> Result<Project, ObjectError> {
+        check_kind(object, "AppProject")?;
+        let meta = object.get("metadata");
+        Ok(Project {
+            name: meta_str(meta, "name")?,
+            namespace: meta_str(meta, "namespace")?,
+            annotations: string_map(meta, "annotations")?,
+        })
+    }
+}
+
+/// The kinds of destination a template can render for. A service in the config has
+/// exactly one kind.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum DestinationKind {
+    Console,
+    Slack,
+    Email,
+    Pagerduty,
+    Webhook,
+}
+
+impl DestinationKind {
+    pub const ALL: [DestinationKind; 5] = [
+        DestinationKind::Console,
+        DestinationKind::Slack,
+        DestinationKind::Email,
+        DestinationKind::Pagerduty,
+        DestinationKind::Webhook,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DestinationKind::Console => "console",
+            DestinationKind::Slack => "slack",
+            DestinationKind::Email => "email",
+            DestinationKind::Pagerduty => "pagerduty",
+            DestinationKind::Webhook => "webhook",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<DestinationKind> {
+        DestinationKind::ALL.into_iter().find(|k| k.as_str() == s)
+    }
+}
+
+impl fmt::Display for DestinationKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Where one notification goes: a configured service (by name) and a recipient in it
+/// (a Slack channel, an e-mail address, a PagerDuty routing-key name...). Argo CD's
+/// subscriptions speak of exactly this pair.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+pub struct Destination {
+    pub service: String,
+    pub recipient: String,
+}
+
+impl Destination {
+    pub fn new(service: impl Into<String>, recipient: impl Into<String>) -> Self {
+        Destination { service: service.into(), recipient: recipient.into() }
+    }
+
+    /// Parses `service:recipient` (the recipient may itself contain `:`); a bare
+    /// `service` has an empty recipient.
+    pub fn parse(s: &str) -> Destination {
+        match s.split_once(':') {
+            Some((service, recipient)) => Destination::new(service.trim(), recipient.trim()),
+            None => Destination::new(s.trim(), ""),
+        }
+    }
+}
+
+impl fmt::Display for Destination {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}:{}", self.service, self.recipient)
+    }
+}
+
+/// One rendered notification, ready for a destination, with what the state store must
+/// record once it has been delivered.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Notification {
+    /// `namespace/name` of the Application.
+    pub app: String,
+    pub trigger: String,
+    /// Index of the trigger condition that fired.
+    pub condition: usize,
+    pub template: String,
+    pub destination: Destination,
+    pub kind: DestinationKind,
+    /// The payload for `kind`, secrets redacted.
+    pub payload: Value,
+    /// The state-store key this notification is recorded under after delivery.
+    #[serde(skip)]
+    pub record: Option<StateRecord>,
+}
+
+/// A dedup key for one Application, to be written after delivery succeeded.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StateRecord {
+    pub app_key: String,
+    pub key: String,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn application_metadata_is_read_once() {
+        let app = App::from_value(json!({
+            "apiVersion": "argoproj.io/v1alpha1", "kind": "Application",
+            "metadata": {"name": "guestbook", "namespace": "argocd", "uid": "u1",
+                          "labels": {"env": "prod"}, "annotations": {"a": "b"}},
+            "spec": {}
+        }))
+        .unwrap();
+        assert_eq!(app.project, "default");
+        assert_eq!(app.state_key(), "argocd/guestbook@u1");
+        assert_eq!(app.labels["env"], "prod");
+    }
+
+    #[test]
+    fn non_applications_are_refused_with_a_reason() {
+        let err = App::from_value(json!({"kind": "ConfigMap", "metadata": {}})).unwrap_err();
+        assert_eq!(err.to_string(), "kind is \"ConfigMap\", expected \"Application\"");
+        let err = App::from_value(json!({"kind": "Application", "status": "broken"})).unwrap_err();
+        assert_eq!(err.to_string(), "field status has the wrong type: expected a mapping");
+        assert_eq!(App::from_value(json!([1])).unwrap_err(), ObjectError::NotAnObject);
+    }
+
+    #[test]
+    fn stale_sync_status_follows_argo_cd() {
+        let app = |finished: &str, reconciled: &str| {
+            App::from_value(json!({"kind": "Application", "metadata": {"name": "a"},
+                "status": {"reconciledAt": reconciled, "observedAt": reconciled,
+                           "operationState": {"phase": "Succeeded", "finishedAt": finished}}}))
+            .unwrap()
+        };
+        assert!(app("2026-01-01T10:00:10Z", "2026-01-01T10:00:00Z").sync_status_is_stale());
+        assert!(!app("2026-01-01T10:00:00Z", "2026-01-01T10:00:10Z").sync_status_is_stale());
+    }
+
+    #[test]
+    fn destinations_parse_like_argo_cd_recipients() {
+        assert_eq!(Destination::parse("slack:my-channel"), Destination::new("slack", "my-channel"));
+        assert_eq!(Destination::parse("webhook:a:b"), Destination::new("webhook", "a:b"));
+        assert_eq!(Destination::parse("console"), Destination::new("console", ""));
+    }
+}

@@ -1,0 +1,128 @@
+//! Wires the stages for one Application snapshot: subscriptions -> triggers -> dedup
+//! check -> templates, producing the notifications to deliver and the keys to re-arm.
+//! Nothing here delivers or records a delivery: that is [`crate::deliver::dispatch`]'s
+//! job, after which the state store learns what was sent.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use chrono::{DateTime, Utc};
+
+use crate::config::Runtime;
+use crate::model::{App, Destination, Notification, Project, StateRecord};
+use crate::secret::Redactor;
+use crate::state::{StateError, StateStore, dedup_key};
+use crate::template::{RenderContext, Target};
+use crate::trigger::engine::with_now;
+
+/// Why a condition result did not become a notification (for `-v` output and tests).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Skip {
+    /// The state store has this key: it was delivered before.
+    AlreadyNotified { trigger: String, destination: Destination },
+    /// The subscription names a service that is neither configured nor a kind.
+    UnknownService { service: String },
+    /// The subscription names a trigger that does not exist.
+    UnknownTrigger { trigger: String },
+    /// Rendering failed (bad JSON field, unknown template...).
+    RenderFailed { trigger: String, destination: Destination, error: String },
+}
+
+/// The outcome of evaluating one Application.
+#[derive(Debug, Default)]
+pub struct Evaluation {
+    /// `true` when Argo CD's sync status was stale and nothing was evaluated.
+    pub stale: bool,
+    pub notifications: Vec<Notification>,
+    /// Keys of plain triggers whose condition is false now: forget them so the trigger
+    /// fires again next time it holds.
+    pub rearm: Vec<StateRecord>,
+    pub skipped: Vec<Skip>,
+    /// Malformed subscription annotations.
+    pub annotation_errors: Vec<String>,
+}
+
+/// The per-configuration pieces the pipeline needs, plus the projects seen so far.
+pub struct Pipeline {
+    pub runtime: Arc<Runtime>,
+    /// AppProjects by name (from the watch cache or replay files); never fetched per
+    /// evaluation.
+    pub projects: BTreeMap<String, Project>,
+    pub redactor: Redactor,
+}
+
+impl Pipeline {
+    pub fn new(runtime: Arc<Runtime>) -> Pipeline {
+        let redactor = runtime.secrets.redactor([]);
+        Pipeline { runtime, projects: BTreeMap::new(), redactor }
+    }
+
+    /// Evaluates every subscribed trigger on `app` at instant `now`.
+    pub fn evaluate(&self, app: &App, state: &StateStore, now: DateTime<Utc>) -> Result<Evaluation, StateError> {
+        let mut out = Evaluation::default();
+        if app.sync_status_is_stale() {
+            out.stale = true;
+            return Ok(out);
+        }
+        let rt = &self.runtime;
+        let (subs, annotation_errors) = rt.router.subscriptions(app, self.projects.get(&app.project));
+        out.annotation_errors = annotation_errors;
+        if subs.is_empty() {
+            return Ok(out);
+        }
+        let app_key = app.state_key();
+        // Converted once for all triggers and conditions of this pass.
+        let mut scope = rt.engine.prepare(&app.object);
+        let mut render_ctx = RenderContext::new(app, &rt.context);
+        for (trigger_name, destinations) in &subs {
+            let Some(trigger) = rt.triggers.get(trigger_name) else {
+                out.skipped.push(Skip::UnknownTrigger { trigger: trigger_name.clone() });
+                continue;
+            };
+            let results = with_now(now, || rt.engine.run(trigger, &mut scope));
+            for r in results {
+                for d in destinations {
+                    let key = dedup_key(r.once_per.as_deref(), trigger_name, &r.key, &d.service, &d.recipient);
+                    if !r.result {
+                        // Only keys without oncePer re-arm; an oncePer key is kept until
+                        // its value changes (a new value is a new key).
+                        out.rearm.push(StateRecord { app_key: app_key.clone(), key });
+                        continue;
+                    }
+                    if state.is_notified(&app_key, &key)? {
+                        out.skipped.push(Skip::AlreadyNotified { trigger: trigger_name.clone(), destination: d.clone() });
+                        continue;
+                    }
+                    let Some(kind) = rt.service_kind(&d.service) else {
+                        out.skipped.push(Skip::UnknownService { service: d.service.clone() });
+                        continue;
+                    };
+                    let target = Target { trigger: trigger_name, kind, service: &d.service, recipient: &d.recipient };
+                    for template in &r.send {
+                        match rt.templates.render(template, &mut render_ctx, &target, app) {
+                            Ok(mut payload) => {
+                                self.redactor.redact_json(&mut payload);
+                                out.notifications.push(Notification {
+                                    app: app.qualified_name(),
+                                    trigger: trigger_name.clone(),
+                                    condition: r.index,
+                                    template: template.clone(),
+                                    destination: d.clone(),
+                                    kind,
+                                    payload,
+                                    record: Some(StateRecord { app_key: app_key.clone(), key: key.clone() }),
+                                });
+                            }
+                            Err(e) => out.skipped.push(Skip::RenderFailed {
+                                trigger: trigger_name.clone(),
+                                destination: d.clone(),
+                                error: self.redactor.redact(&e.to_string()),
+                            }),
+                        }
+                    }
+                }
+            }
+        }
+        Ok(out)
+    }
+}

@@ -1,0 +1,221 @@
+//! The notification-state store: which dedup keys each Application has already been
+//! notified for. Kept in an embedded redb database on disk so it survives restarts.
+//!
+//! The pipeline asks [`StateStore::is_notified`] before sending and calls
+//! [`StateStore::record`] only after a delivery succeeded, so a failed send is retried on
+//! the next evaluation (Argo CD records first and loses it).
+
+use std::path::Path;
+
+use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition};
+
+/// `"<app key>\u{0}<dedup key>"` -> unix milliseconds of the delivery.
+const NOTIFIED: TableDefinition<&str, u64> = TableDefinition::new("notified");
+
+/// Separates the Application key from the dedup key (neither can contain NUL).
+const SEP: char = '\u{0}';
+
+/// How many keys one Application may hold before the oldest are pruned. Argo CD's
+/// annotation grows without bound; an `oncePer` per revision adds one key per deploy.
+pub const DEFAULT_MAX_KEYS_PER_APP: usize = 256;
+
+#[derive(Debug, thiserror::Error)]
+pub enum StateError {
+    #[error("state store {path}: {source}")]
+    Open { path: String, source: redb::DatabaseError },
+    #[error("state store: {0}")]
+    Storage(String),
+}
+
+fn storage<E: std::fmt::Display>(e: E) -> StateError {
+    StateError::Storage(e.to_string())
+}
+
+/// The dedup key of one (condition result, destination), in Argo CD's layout:
+/// `<oncePer>:<trigger>:<condition>:<service>:<recipient>`. A plain trigger has an empty
+/// `oncePer` part.
+pub fn dedup_key(once_per: Option<&str>, trigger: &str, condition_key: &str, service: &str, recipient: &str) -> String {
+    format!("{}:{trigger}:{condition_key}:{service}:{recipient}", once_per.unwrap_or(""))
+}
+
+/// The notification-state store.
+pub struct StateStore {
+    db: Database,
+    max_keys_per_app: usize,
+}
+
+impl StateStore {
+    /// Opens (or creates) the store at `path`.
+    pub fn open(path: &Path) -> Result<StateStore, StateError> {
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir).map_err(storage)?;
+        }
+        let db = Database::create(path).map_err(|source| StateError::Open { path: path.display().to_string(), source })?;
+        Self::init(db)
+    }
+
+    /// A store that lives in memory only (replays that should start from nothing).
+    pub fn in_memory() -> Result<StateStore, StateError> {
+        let db = Database::builder().create_with_backend(redb::backends::InMemoryBackend::new()).map_err(storage)?;
+        Self::init(db)
+    }
+
+    fn init(db: Database) -> Result<StateStore, StateError> {
+        let tx = db.begin_write().map_err(storage)?;
+        tx.open_table(NOTIFIED).map_err(storage)?;
+        tx.commit().map_err(storage)?;
+        Ok(StateStore { db, max_keys_per_app: DEFAULT_MAX_KEYS_PER_APP })
+    }
+
+    pub fn with_max_keys_per_app(mut self, n: usize) -> Self {
+        self.max_keys_per_app = n.max(1);
+        self
+    }
+
+    fn full_key(app: &str, key: &str) -> String {
+        format!("{app}{SEP}{key}")
+    }
+
+    pub fn is_notified(&self, app: &str, key: &str) -> Result<bool, StateError> {
+        let tx = self.db.begin_read().map_err(storage)?;
+        let table = tx.open_table(NOTIFIED).map_err(storage)?;
+        Ok(table.get(Self::full_key(app, key).as_str()).map_err(storage)?.is_some())
+    }
+
+    /// Records a delivered notification, then prunes the Application's oldest keys
+    /// beyond the bound. Durable when this returns.
+    pub fn record(&self, app: &str, key: &str, at_millis: u64) -> Result<(), StateError> {
+        let tx = self.db.begin_write().map_err(storage)?;
+        {
+            let mut table = tx.open_table(NOTIFIED).map_err(storage)?;
+            table.insert(Self::full_key(app, key).as_str(), at_millis).map_err(storage)?;
+            let (lo, hi) = app_range(app);
+            let mut entries: Vec<(String, u64)> = Vec::new();
+            for item in table.range(lo.as_str()..hi.as_str()).map_err(storage)? {
+                let (k, v) = item.map_err(storage)?;
+                entries.push((k.value().to_string(), v.value()));
+            }
+            if entries.len() > self.max_keys_per_app {
+                entries.sort_by_key(|(k, at)| (*at, k.clone()));
+                let excess = entries.len() - self.max_keys_per_app;
+                for (k, _) in entries.into_iter().take(excess) {
+                    table.remove(k.as_str()).map_err(storage)?;
+                }
+            }
+        }
+        tx.commit().map_err(storage)
+    }
+
+    /// Forgets one key (a plain trigger whose condition turned false re-arms).
+    /// Returns whether it was there.
+    pub fn forget(&self, app: &str, key: &str) -> Result<bool, StateError> {
+        let tx = self.db.begin_write().map_err(storage)?;
+        let removed = {
+            let mut table = tx.open_table(NOTIFIED).map_err(storage)?;
+            table.remove(Self::full_key(app, key).as_str()).map_err(storage)?.is_some()
+        };
+        tx.commit().map_err(storage)?;
+        Ok(removed)
+    }
+
+    /// Every key of one Application with its delivery time.
+    pub fn keys(&self, app: &str) -> Result<Vec<(String, u64)>, StateError> {
+        let tx = self.db.begin_read().map_err(storage)?;
+        let table = tx.open_table(NOTIFIED).map_err(storage)?;
+        let (lo, hi) = app_range(app);
+        let mut out = Vec::new();
+        for item in table.range(lo.as_str()..hi.as_str()).map_err(storage)? {
+            let (k, v) = item.map_err(storage)?;
+            let key = k.value().split_once(SEP).map(|(_, k)| k.to_string()).unwrap_or_default();
+            out.push((key, v.value()));
+        }
+        Ok(out)
+    }
+
+    /// Every Application key in the store.
+    pub fn apps(&self) -> Result<Vec<String>, StateError> {
+        let tx = self.db.begin_read().map_err(storage)?;
+        let table = tx.open_table(NOTIFIED).map_err(storage)?;
+        let mut out: Vec<String> = Vec::new();
+        for item in table.iter().map_err(storage)? {
+            let (k, _) = item.map_err(storage)?;
+            if let Some((app, _)) = k.value().split_once(SEP) {
+                if out.last().map(String::as_str) != Some(app) {
+                    out.push(app.to_string());
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// Drops everything about one Application (it was deleted).
+    pub fn remove_app(&self, app: &str) -> Result<usize, StateError> {
+        let tx = self.db.begin_write().map_err(storage)?;
+        let n = {
+            let mut table = tx.open_table(NOTIFIED).map_err(storage)?;
+            let (lo, hi) = app_range(app);
+            let keys: Vec<String> = table
+                .range(lo.as_str()..hi.as_str())
+                .map_err(storage)?
+                .map(|item| item.map(|(k, _)| k.value().to_string()))
+                .collect::<Result<_, _>>()
+                .map_err(storage)?;
+            for k in &keys {
+                table.remove(k.as_str()).map_err(storage)?;
+            }
+            keys.len()
+        };
+        tx.commit().map_err(storage)?;
+        Ok(n)
+    }
+}
+
+/// The half-open key range holding one Application's entries.
+fn app_range(app: &str) -> (String, String) {
+    (format!("{app}{SEP}"), format!("{app}\u{1}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn records_survive_reopening_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("state.redb");
+        {
+            let s = StateStore::open(&path).unwrap();
+            s.record("ns/a@u", "rev1:on-deployed:[0].x:slack:c", 1).unwrap();
+            assert!(s.is_notified("ns/a@u", "rev1:on-deployed:[0].x:slack:c").unwrap());
+        }
+        let s = StateStore::open(&path).unwrap();
+        assert!(s.is_notified("ns/a@u", "rev1:on-deployed:[0].x:slack:c").unwrap());
+        assert!(!s.is_notified("ns/a@u", "rev2:on-deployed:[0].x:slack:c").unwrap());
+        assert_eq!(s.apps().unwrap(), ["ns/a@u"]);
+    }
+
+    #[test]
+    fn keys_per_app_are_bounded_oldest_first() {
+        let s = StateStore::in_memory().unwrap().with_max_keys_per_app(3);
+        for i in 0..5u64 {
+            s.record("app", &format!("k{i}"), i).unwrap();
+        }
+        s.record("other", "k0", 0).unwrap();
+        let keys: Vec<String> = s.keys("app").unwrap().into_iter().map(|(k, _)| k).collect();
+        assert_eq!(keys, ["k2", "k3", "k4"]);
+        assert_eq!(s.keys("other").unwrap().len(), 1);
+    }
+
+    #[test]
+    fn forget_and_remove_app() {
+        let s = StateStore::in_memory().unwrap();
+        s.record("a", "k1", 1).unwrap();
+        s.record("a", "k2", 2).unwrap();
+        s.record("ab", "k1", 1).unwrap();
+        assert!(s.forget("a", "k1").unwrap());
+        assert!(!s.forget("a", "k1").unwrap());
+        assert_eq!(s.remove_app("a").unwrap(), 1);
+        assert!(s.keys("a").unwrap().is_empty());
+        assert_eq!(s.keys("ab").unwrap().len(), 1, "a prefix-sharing app is untouched");
+    }
+}

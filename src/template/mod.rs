@@ -1,0 +1,391 @@
+//! Turns a firing into the payload for a destination kind by rendering handlebars
+//! templates (the only module that knows handlebars).
+//!
+//! A template has a `message` and optional fields per destination kind. Every field is
+//! compiled at load time. Output is not HTML-escaped (Slack's `<url|text>` must survive);
+//! a reference to a missing variable renders empty, as in Argo CD.
+
+pub mod helpers;
+pub mod schema;
+
+use std::collections::BTreeMap;
+
+use handlebars::{Context, Handlebars};
+use serde::Deserialize;
+use serde_json::{Map, Value, json};
+
+use crate::config::source::{At, ConfigError, SourceFile};
+use crate::model::{App, DestinationKind};
+
+/// Most bytes one rendered field may have; longer text is cut (JSON fields fail).
+pub const MAX_FIELD_BYTES: usize = 64 * 1024;
+/// PagerDuty's limit on `payload.summary`.
+pub const PAGERDUTY_SUMMARY_MAX: usize = 1024;
+
+/// Slack fields of a template.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SlackDef {
+    /// Message text; the template's `message` when absent.
+    pub text: Option<At<String>>,
+    /// Legacy attachments, a JSON array.
+    pub attachments: Option<At<String>>,
+    /// Block Kit blocks, a JSON array.
+    pub blocks: Option<At<String>>,
+    /// Messages with the same rendered key go to one thread.
+    #[serde(rename = "groupingKey")]
+    pub grouping_key: Option<At<String>>,
+}
+
+/// E-mail fields of a template.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EmailDef {
+    pub subject: Option<At<String>>,
+    /// Plain-text body; the template's `message` when absent.
+    pub body: Option<At<String>>,
+    /// Optional HTML part.
+    pub html: Option<At<String>>,
+}
+
+/// PagerDuty Events API v2 fields of a template.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PagerDutyDef {
+    /// At most 1,024 characters after rendering (longer is cut); `message` when absent.
+    pub summary: Option<At<String>>,
+    /// `critical`, `error`, `warning` or `info`; `error` when absent.
+    pub severity: Option<At<String>>,
+    /// The affected system; the Application's `namespace/name` when absent.
+    pub source: Option<At<String>>,
+    pub component: Option<At<String>>,
+    pub group: Option<At<String>>,
+    pub class: Option<At<String>>,
+    /// A JSON object.
+    #[serde(rename = "customDetails")]
+    pub custom_details: Option<At<String>>,
+}
+
+/// Fields for one webhook service (`webhook.<service name>` in the template).
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WebhookDef {
+    /// HTTP method; `POST` when absent.
+    pub method: Option<At<String>>,
+    /// Appended to the service URL.
+    pub path: Option<At<String>>,
+    #[serde(default)]
+    pub headers: BTreeMap<String, At<String>>,
+    pub body: Option<At<String>>,
+}
+
+/// A template file.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TemplateDef {
+    /// The text every destination falls back to.
+    pub message: Option<At<String>>,
+    pub slack: Option<SlackDef>,
+    pub email: Option<EmailDef>,
+    pub pagerduty: Option<PagerDutyDef>,
+    /// Keyed by webhook service name.
+    #[serde(default)]
+    pub webhook: BTreeMap<String, WebhookDef>,
+}
+
+/// Why a notification could not be rendered.
+#[derive(Debug, thiserror::Error, PartialEq)]
+pub enum RenderError {
+    #[error("template {0} does not exist")]
+    UnknownTemplate(String),
+    #[error("template {template} field {field}: {message}")]
+    Field { template: String, field: String, message: String },
+    #[error("template {template} field {field} did not render to valid JSON: {error}")]
+    InvalidJson { template: String, field: String, error: String },
+    #[error("template {template} field {field} is too long ({bytes} bytes rendered)")]
+    TooLong { template: String, field: String, bytes: usize },
+    #[error("template {template} has no webhook.{service} field")]
+    NoWebhookField { template: String, service: String },
+}
+
+/// Whether a field must render to JSON.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum FieldKind {
+    Text,
+    Json,
+}
+
+/// All compiled templates of one configuration.
+pub struct TemplateSet {
+    hb: Handlebars<'static>,
+    /// Template name -> field path -> registered handlebars name.
+    fields: BTreeMap<String, BTreeMap<String, (String, FieldKind)>>,
+}
+
+impl std::fmt::Debug for TemplateSet {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TemplateSet").field("templates", &self.fields.keys().collect::<Vec<_>>()).finish()
+    }
+}
+
+/// A compile-time warning (for `check`): a path the Application schema does not have.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Warning {
+    pub pos: Option<crate::config::source::Pos>,
+    pub message: String,
+}
+
+/// What a rendering is for: the trigger that fired and the destination.
+#[derive(Debug, Clone, Copy)]
+pub struct Target<'a> {
+    pub trigger: &'a str,
+    pub kind: DestinationKind,
+    /// The service name (selects `webhook.<service>` fields).
+    pub service: &'a str,
+    pub recipient: &'a str,
+}
+
+/// The data a template sees for one Application, built once per Application and
+/// adjusted per destination (`serviceType`, `recipient`).
+pub struct RenderContext {
+    ctx: Context,
+}
+
+impl RenderContext {
+    pub fn new(app: &App, context: &BTreeMap<String, String>) -> RenderContext {
+        let data = json!({
+            "app": app.object,
+            "context": context,
+            "trigger": "",
+            "serviceType": "",
+            "recipient": "",
+        });
+        RenderContext { ctx: Context::from(data) }
+    }
+
+    fn for_destination(&mut self, trigger: &str, kind: DestinationKind, recipient: &str) -> &Context {
+        if let Some(map) = self.ctx.data_mut().as_object_mut() {
+            map.insert("trigger".into(), Value::String(trigger.into()));
+            map.insert("serviceType".into(), Value::String(kind.as_str().into()));
+            map.insert("recipient".into(), Value::String(recipient.into()));
+        }
+        &self.ctx
+    }
+}
+
+impl TemplateSet {
+    /// Compiles templates; every error names file, line and column. `defs` are
+    /// `(name, definition, file)`.
+    pub fn compile(defs: &[(String, TemplateDef, SourceFile)]) -> Result<(TemplateSet, Vec<Warning>), Vec<ConfigError>> {
+        let mut hb = Handlebars::new();
+        hb.register_escape_fn(handlebars::no_escape);
+        hb.set_strict_mode(false);
+        helpers::register(&mut hb);
+        let mut errors = Vec::new();
+        let mut warnings = Vec::new();
+        let mut fields = BTreeMap::new();
+        for (name, def, file) in defs {
+            let mut mine = BTreeMap::new();
+            for (field, kind, src) in def_fields(def) {
+                let reg = format!("{name}/{field}");
+                if let Err(e) = hb.register_template_string(&reg, &src.value) {
+                    let (line, col) = e.pos().unwrap_or((1, 1));
+                    errors.push(ConfigError::new(
+                        file.pos_in_scalar(&src.referenced, line, col).or_else(|| file.pos(&src.referenced)),
+                        format!("template {name}.{field}"),
+                        format!("invalid handlebars: {}", e.reason()),
+                    ));
+                    continue;
+                }
+                for unknown in schema::unknown_paths(&src.value) {
+                    warnings.push(Warning {
+                        pos: file.pos_in_scalar(&src.referenced, unknown.line, unknown.col),
+                        message: format!(
+                            "template {name}.{field}: {} does not exist in the Application schema (renders empty)",
+                            unknown.path
+                        ),
+                    });
+                }
+                mine.insert(field, (reg, kind));
+            }
+            if !mine.contains_key("message") && def.slack.is_none() && def.email.is_none() && def.pagerduty.is_none() && def.webhook.is_empty() {
+                errors.push(ConfigError::new(file.pos_at_start(), format!("template {name}"), "a template needs a message or a destination field"));
+            }
+            fields.insert(name.clone(), mine);
+        }
+        if errors.is_empty() { Ok((TemplateSet { hb, fields }, warnings)) } else { Err(errors) }
+    }
+
+    pub fn contains(&self, name: &str) -> bool {
+        self.fields.contains_key(name)
+    }
+
+    pub fn names(&self) -> impl Iterator<Item = &str> {
+        self.fields.keys().map(String::as_str)
+    }
+
+    /// Renders template `name` for a destination of `kind`; `service` names the webhook
+    /// service whose fields apply. The payload's shape per kind is documented in
+    /// `docs/templates.md`.
+    pub fn render(&self, name: &str, ctx: &mut RenderContext, target: &Target<'_>, app: &App) -> Result<Value, RenderError> {
+        let fields = self.fields.get(name).ok_or_else(|| RenderError::UnknownTemplate(name.to_string()))?;
+        let (kind, service) = (target.kind, target.service);
+        let ctx = ctx.for_destination(target.trigger, kind, target.recipient);
+        let r = Renderer { hb: &self.hb, template: name, fields, ctx };
+        let message = r.text("message")?.unwrap_or_default();
+        let mut out = Map::new();
+        match kind {
+            DestinationKind::Console => {
+                out.insert("message".into(), message.into());
+            }
+            DestinationKind::Slack => {
+                out.insert("text".into(), r.text("slack.text")?.unwrap_or(message).into());
+                for f in ["attachments", "blocks"] {
+                    if let Some(v) = r.json(&format!("slack.{f}"))? {
+                        out.insert(f.into(), v);
+                    }
+                }
+                if let Some(k) = r.text("slack.groupingKey")? {
+                    out.insert("groupingKey".into(), k.into());
+                }
+            }
+            DestinationKind::Email => {
+                let subject = match r.text("email.subject")? {
+                    Some(s) => s,
+                    None => message.lines().next().unwrap_or_default().to_string(),
+                };
+                out.insert("subject".into(), subject.into());
+                out.insert("body".into(), r.text("email.body")?.unwrap_or(message).into());
+                if let Some(h) = r.text("email.html")? {
+                    out.insert("html".into(), h.into());
+                }
+            }
+            DestinationKind::Pagerduty => {
+                let summary = r.text("pagerduty.summary")?.unwrap_or(message);
+                out.insert("summary".into(), helpers::truncate(summary.trim(), PAGERDUTY_SUMMARY_MAX).into());
+                let severity = r.text("pagerduty.severity")?.map(|s| s.trim().to_lowercase()).unwrap_or_else(|| "error".into());
+                if !matches!(severity.as_str(), "critical" | "error" | "warning" | "info") {
+                    return Err(RenderError::Field {
+                        template: name.into(),
+                        field: "pagerduty.severity".into(),
+                        message: format!("severity {severity:?} is not one of critical, error, warning, info"),
+                    });
+                }
+                out.insert("severity".into(), severity.into());
+                out.insert("source".into(), r.text("pagerduty.source")?.unwrap_or_else(|| app.qualified_name()).into());
+                for f in ["component", "group", "class"] {
+                    if let Some(v) = r.text(&format!("pagerduty.{f}"))? {
+                        out.insert(f.into(), v.into());
+                    }
+                }
+                if let Some(v) = r.json("pagerduty.customDetails")? {
+                    out.insert("custom_details".into(), v);
+                }
+            }
+            DestinationKind::Webhook => {
+                let prefix = format!("webhook.{service}");
+                if !fields.keys().any(|k| k.starts_with(&format!("{prefix}."))) {
+                    return Err(RenderError::NoWebhookField { template: name.into(), service: service.into() });
+                }
+                out.insert("method".into(), r.text(&format!("{prefix}.method"))?.map(|m| m.trim().to_uppercase()).unwrap_or_else(|| "POST".into()).into());
+                out.insert("path".into(), r.text(&format!("{prefix}.path"))?.unwrap_or_default().into());
+                let mut headers = Map::new();
+                for (field, _) in fields.range(format!("{prefix}.headers.")..) {
+                    let Some(header) = field.strip_prefix(&format!("{prefix}.headers.")) else { break };
+                    headers.insert(header.into(), r.text(field)?.unwrap_or_default().into());
+                }
+                out.insert("headers".into(), headers.into());
+                out.insert("body".into(), r.text(&format!("{prefix}.body"))?.unwrap_or_default().into());
+            }
+        }
+        Ok(Value::Object(out))
+    }
+}
+
+struct Renderer<'a> {
+    hb: &'a Handlebars<'static>,
+    template: &'a str,
+    fields: &'a BTreeMap<String, (String, FieldKind)>,
+    ctx: &'a Context,
+}
+
+impl Renderer<'_> {
+    fn raw(&self, field: &str) -> Result<Option<String>, RenderError> {
+        let Some((reg, _)) = self.fields.get(field) else { return Ok(None) };
+        let mut s = self.hb.render_with_context(reg, self.ctx).map_err(|e| RenderError::Field {
+            template: self.template.into(),
+            field: field.into(),
+            message: e.to_string(),
+        })?;
+        if s.len() > MAX_FIELD_BYTES {
+            if self.fields.get(field).is_some_and(|(_, k)| *k == FieldKind::Json) {
+                return Err(RenderError::TooLong { template: self.template.into(), field: field.into(), bytes: s.len() });
+            }
+            let mut cut = MAX_FIELD_BYTES;
+            while !s.is_char_boundary(cut) {
+                cut -= 1;
+            }
+            s.truncate(cut);
+        }
+        Ok(Some(s))
+    }
+
+    fn text(&self, field: &str) -> Result<Option<String>, RenderError> {
+        self.raw(field)
+    }
+
+    fn json(&self, field: &str) -> Result<Option<Value>, RenderError> {
+        let Some(s) = self.raw(field)? else { return Ok(None) };
+        if s.trim().is_empty() {
+            return Ok(None);
+        }
+        serde_json::from_str(&s).map(Some).map_err(|e| RenderError::InvalidJson {
+            template: self.template.into(),
+            field: field.into(),
+            error: e.to_string(),
+        })
+    }
+}
+
+/// Every field of a definition, with its path (`slack.attachments`) and kind.
+fn def_fields(def: &TemplateDef) -> Vec<(String, FieldKind, &At<String>)> {
+    use FieldKind::{Json, Text};
+    let mut all: Vec<(String, FieldKind, Option<&At<String>>)> = vec![("message".into(), Text, def.message.as_ref())];
+    if let Some(s) = &def.slack {
+        all.push(("slack.text".into(), Text, s.text.as_ref()));
+        all.push(("slack.attachments".into(), Json, s.attachments.as_ref()));
+        all.push(("slack.blocks".into(), Json, s.blocks.as_ref()));
+        all.push(("slack.groupingKey".into(), Text, s.grouping_key.as_ref()));
+    }
+    if let Some(e) = &def.email {
+        all.push(("email.subject".into(), Text, e.subject.as_ref()));
+        all.push(("email.body".into(), Text, e.body.as_ref()));
+        all.push(("email.html".into(), Text, e.html.as_ref()));
+    }
+    if let Some(p) = &def.pagerduty {
+        all.push(("pagerduty.summary".into(), Text, p.summary.as_ref()));
+        all.push(("pagerduty.severity".into(), Text, p.severity.as_ref()));
+        all.push(("pagerduty.source".into(), Text, p.source.as_ref()));
+        all.push(("pagerduty.component".into(), Text, p.component.as_ref()));
+        all.push(("pagerduty.group".into(), Text, p.group.as_ref()));
+        all.push(("pagerduty.class".into(), Text, p.class.as_ref()));
+        all.push(("pagerduty.customDetails".into(), Json, p.custom_details.as_ref()));
+    }
+    for (service, w) in &def.webhook {
+        all.push((format!("webhook.{service}.method"), Text, w.method.as_ref()));
+        all.push((format!("webhook.{service}.path"), Text, w.path.as_ref()));
+        for (h, v) in &w.headers {
+            all.push((format!("webhook.{service}.headers.{h}"), Text, Some(v)));
+        }
+        all.push((format!("webhook.{service}.body"), Text, w.body.as_ref()));
+    }
+    all.into_iter().filter_map(|(path, kind, v)| v.map(|v| (path, kind, v))).collect()
+}
+
+/// The JSON fields of every template, for `check` to render against a sample.
+pub fn json_field_names() -> &'static [&'static str] {
+    &["slack.attachments", "slack.blocks", "pagerduty.customDetails"]
+}
+
+#[cfg(test)]
+mod tests;

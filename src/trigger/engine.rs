@@ -1,0 +1,278 @@
+//! Builds the sandboxed rhai engine triggers run in, with the time and string helpers
+//! conditions may call. The engine holds no per-Application state: one is shared by
+//! every compiled trigger (and by the daemon's evaluation tasks, hence rhai's `sync`).
+
+use std::cell::Cell;
+
+use chrono::{DateTime, TimeDelta, Utc};
+use rhai::packages::Package;
+use rhai::{Dynamic, Engine, EvalAltResult, ImmutableString, Position, Token};
+
+/// Limits that keep a user trigger from hanging or exhausting the daemon. An endless
+/// loop runs out of operations; a runaway string or array hits its size limit.
+pub mod limits {
+    /// Operations one condition may run (a catalog condition takes under 100).
+    pub const MAX_OPERATIONS: u64 = 200_000;
+    pub const MAX_CALL_LEVELS: usize = 32;
+    pub const MAX_EXPR_DEPTH: usize = 64;
+    pub const MAX_FN_EXPR_DEPTH: usize = 32;
+    /// Large enough for an Application's biggest strings (a last-applied annotation).
+    pub const MAX_STRING_SIZE: usize = 1 << 20;
+    /// Large enough for `status.resources` of an app-of-apps with thousands of children.
+    pub const MAX_ARRAY_SIZE: usize = 100_000;
+    pub const MAX_MAP_SIZE: usize = 100_000;
+    pub const MAX_VARIABLES: usize = 256;
+}
+
+/// Reserved words of rhai that are plain field names in an Application. `sync` is the one
+/// every Argo CD user writes (`app.status.sync.status`); the others are reserved for
+/// syntax rhai does not have, so treating them as identifiers cannot change the meaning
+/// of a valid script. `nil` and `null` become identifiers too and are defined as `()`,
+/// so `x != nil` reads as it does in Argo CD's expr.
+const RESERVED_AS_IDENTIFIERS: &[&str] = &[
+    "sync", "async", "shared", "var", "use", "case", "public", "protected", "package", "super",
+    "spawn", "static", "default", "go", "goto", "exit", "match", "module", "new", "thread",
+    "await", "yield", "void", "null", "nil", "with",
+];
+
+thread_local! {
+    /// The instant `now()` returns during one evaluation pass (see [`with_now`]).
+    static NOW: Cell<Option<DateTime<Utc>>> = const { Cell::new(None) };
+}
+
+/// Runs `f` with `now()` fixed to `now`, so that every condition of one pass sees the
+/// same instant and tests and replays are deterministic.
+pub fn with_now<R>(now: DateTime<Utc>, f: impl FnOnce() -> R) -> R {
+    let previous = NOW.with(|c| c.replace(Some(now)));
+    let out = f();
+    NOW.with(|c| c.set(previous));
+    out
+}
+
+fn current_now() -> DateTime<Utc> {
+    NOW.with(Cell::get).unwrap_or_else(Utc::now)
+}
+
+/// A point in time in a condition (`now()`, `parse_time(...)`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Time(pub DateTime<Utc>);
+
+/// A length of time in a condition (`minutes(1)`, `duration("1h30m")`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Duration(pub TimeDelta);
+
+type Fallible<T> = Result<T, Box<EvalAltResult>>;
+
+fn fail<T>(msg: String) -> Fallible<T> {
+    Err(Box::new(EvalAltResult::ErrorRuntime(msg.into(), Position::NONE)))
+}
+
+fn parse_time(s: &str) -> Fallible<Time> {
+    match DateTime::parse_from_rfc3339(s) {
+        Ok(t) => Ok(Time(t.with_timezone(&Utc))),
+        Err(e) => fail(format!("parse_time: {s:?} is not an RFC 3339 timestamp ({e})")),
+    }
+}
+
+/// Parses Go-style durations as Argo CD users write them: `90s`, `5m`, `1h30m`, `2d`.
+pub fn parse_duration(s: &str) -> Result<TimeDelta, String> {
+    let s = s.trim();
+    if s.is_empty() {
+        return Err("empty duration".into());
+    }
+    let (negative, body) = match s.strip_prefix('-') {
+        Some(rest) => (true, rest),
+        None => (false, s),
+    };
+    let mut total = TimeDelta::zero();
+    let mut number = String::new();
+    let mut chars = body.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c.is_ascii_digit() {
+            number.push(c);
+            continue;
+        }
+        let mut unit = c.to_string();
+        if c == 'm' && chars.peek() == Some(&'s') {
+            unit.push('s');
+            chars.next();
+        }
+        let n: i64 = number.parse().map_err(|_| format!("invalid duration {s:?}"))?;
+        number.clear();
+        let part = match unit.as_str() {
+            "ms" => TimeDelta::try_milliseconds(n),
+            "s" => TimeDelta::try_seconds(n),
+            "m" => TimeDelta::try_minutes(n),
+            "h" => TimeDelta::try_hours(n),
+            "d" => TimeDelta::try_days(n),
+            _ => return Err(format!("invalid duration {s:?}: unknown unit {unit:?}")),
+        };
+        total = part
+            .and_then(|p| total.checked_add(&p))
+            .ok_or_else(|| format!("duration {s:?} is out of range"))?;
+    }
+    if !number.is_empty() {
+        return Err(format!("invalid duration {s:?}: missing unit after {number}"));
+    }
+    Ok(if negative { -total } else { total })
+}
+
+fn delta(unit: &str, n: i64) -> Fallible<Duration> {
+    let d = match unit {
+        "seconds" => TimeDelta::try_seconds(n),
+        "minutes" => TimeDelta::try_minutes(n),
+        "hours" => TimeDelta::try_hours(n),
+        _ => TimeDelta::try_days(n),
+    };
+    d.map(Duration).map_or_else(|| fail(format!("{unit}({n}) is out of range")), Ok)
+}
+
+fn add(t: Time, d: Duration) -> Fallible<Time> {
+    t.0.checked_add_signed(d.0)
+        .map(Time)
+        .map_or_else(|| fail("time out of range".into()), Ok)
+}
+
+/// The rhai engine every trigger is compiled and evaluated with.
+pub fn build() -> Engine {
+    let mut engine = Engine::new_raw();
+    // The standard packages without I/O: core language, arithmetic, strings, arrays,
+    // maps, logic. `new_raw` plus these leaves out `print`/`debug` output and `eval`.
+    engine.register_global_module(rhai::packages::StandardPackage::new().as_shared_module());
+    engine.disable_symbol("eval");
+    engine.on_print(|_| {});
+    engine.on_debug(|_, _, _| {});
+
+    engine.set_max_operations(limits::MAX_OPERATIONS);
+    engine.set_max_call_levels(limits::MAX_CALL_LEVELS);
+    engine.set_max_expr_depths(limits::MAX_EXPR_DEPTH, limits::MAX_FN_EXPR_DEPTH);
+    engine.set_max_string_size(limits::MAX_STRING_SIZE);
+    engine.set_max_array_size(limits::MAX_ARRAY_SIZE);
+    engine.set_max_map_size(limits::MAX_MAP_SIZE);
+    engine.set_max_variables(limits::MAX_VARIABLES);
+
+    // `on_parse_token` is marked deprecated only to flag it as volatile (rhai's own
+    // note); it is the one hook that lets `sync` be a field name.
+    #[allow(deprecated)]
+    engine.on_parse_token(|token, _pos, _state| match token {
+        Token::Reserved(word) if RESERVED_AS_IDENTIFIERS.contains(&word.as_str()) => Token::Identifier(word),
+        other => other,
+    });
+
+    register_time(&mut engine);
+    register_strings(&mut engine);
+    engine
+}
+
+fn register_time(engine: &mut Engine) {
+    engine.register_type_with_name::<Time>("Time");
+    engine.register_type_with_name::<Duration>("Duration");
+    engine.register_fn("now", || Time(current_now()));
+    engine.register_fn("parse_time", |s: ImmutableString| parse_time(&s));
+    engine.register_fn("parse_time", |v: ()| -> Fallible<Time> {
+        let _ = v;
+        fail("parse_time: the value is () (the field is missing)".into())
+    });
+    engine.register_fn("duration", |s: ImmutableString| -> Fallible<Duration> {
+        parse_duration(&s).map(Duration).or_else(fail)
+    });
+    for unit in ["seconds", "minutes", "hours", "days"] {
+        engine.register_fn(unit, move |n: i64| delta(unit, n));
+    }
+    engine.register_fn("add", add);
+    engine.register_fn("+", add);
+    engine.register_fn("-", |t: Time, d: Duration| add(t, Duration(-d.0)));
+    engine.register_fn("-", |a: Time, b: Time| Duration(a.0 - b.0));
+    engine.register_fn("sub", |a: Time, b: Time| Duration(a.0 - b.0));
+    engine.register_fn("before", |a: Time, b: Time| a < b);
+    engine.register_fn("after", |a: Time, b: Time| a > b);
+    engine.register_fn("<", |a: Time, b: Time| a < b);
+    engine.register_fn(">", |a: Time, b: Time| a > b);
+    engine.register_fn("<=", |a: Time, b: Time| a <= b);
+    engine.register_fn(">=", |a: Time, b: Time| a >= b);
+    engine.register_fn("==", |a: Time, b: Time| a == b);
+    engine.register_fn("!=", |a: Time, b: Time| a != b);
+    engine.register_fn("<", |a: Duration, b: Duration| a < b);
+    engine.register_fn(">", |a: Duration, b: Duration| a > b);
+    engine.register_fn("<=", |a: Duration, b: Duration| a <= b);
+    engine.register_fn(">=", |a: Duration, b: Duration| a >= b);
+    engine.register_fn("==", |a: Duration, b: Duration| a == b);
+    engine.register_fn("+", |a: Duration, b: Duration| Duration(a.0 + b.0));
+    engine.register_fn("unix", |t: Time| t.0.timestamp());
+    engine.register_fn("format", |t: Time, fmt: ImmutableString| -> Fallible<String> {
+        use std::fmt::Write;
+        let mut out = String::new();
+        match write!(out, "{}", t.0.format(&fmt)) {
+            Ok(()) => Ok(out),
+            Err(_) => fail(format!("format: invalid format string {fmt:?}")),
+        }
+    });
+    engine.register_fn("to_string", |t: Time| t.0.to_rfc3339_opts(chrono::SecondsFormat::Secs, true));
+    engine.register_fn("to_string", |d: Duration| format_duration(d.0));
+    engine.register_fn("seconds", |d: Duration| d.0.num_seconds());
+    engine.register_fn("minutes", |d: Duration| d.0.num_minutes());
+    engine.register_fn("hours", |d: Duration| d.0.num_hours());
+}
+
+/// `1h2m3s`-style rendering, the inverse of [`parse_duration`].
+pub fn format_duration(d: TimeDelta) -> String {
+    let mut secs = d.num_seconds();
+    let sign = if secs < 0 { "-" } else { "" };
+    secs = secs.abs();
+    let (h, m, s) = (secs / 3600, secs % 3600 / 60, secs % 60);
+    let mut out = sign.to_string();
+    if h > 0 {
+        out.push_str(&format!("{h}h"));
+    }
+    if m > 0 {
+        out.push_str(&format!("{m}m"));
+    }
+    if s > 0 || out.len() == sign.len() {
+        out.push_str(&format!("{s}s"));
+    }
+    out
+}
+
+fn register_strings(engine: &mut Engine) {
+    // Argo CD's expr has these as functions; rhai's own methods (`contains`,
+    // `starts_with`, `ends_with`, `to_lower`, `split`, `trim`) cover the rest.
+    engine.register_fn("has_prefix", |s: ImmutableString, p: ImmutableString| s.starts_with(p.as_str()));
+    engine.register_fn("has_suffix", |s: ImmutableString, p: ImmutableString| s.ends_with(p.as_str()));
+    engine.register_fn("lower", |s: ImmutableString| s.to_lowercase());
+    engine.register_fn("upper", |s: ImmutableString| s.to_uppercase());
+    // `string(x)` stringifies anything the way an `oncePer` value is stringified.
+    engine.register_fn("string", |v: Dynamic| stringify(&v));
+    // `()` has no length in rhai; in a condition a missing list is an empty one.
+    engine.register_fn("len", |_: ()| 0_i64);
+}
+
+/// How a condition's value becomes an `oncePer` key: as Go's `fmt.Sprintf("%v")` does in
+/// Argo CD, so `()` (Go's nil) is `<nil>` and still acts as a key.
+pub fn stringify(v: &Dynamic) -> String {
+    if v.is_unit() {
+        "<nil>".to_string()
+    } else if let Some(t) = v.clone().try_cast::<Time>() {
+        t.0.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+    } else if let Some(d) = v.clone().try_cast::<Duration>() {
+        format_duration(d.0)
+    } else {
+        v.to_string()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_parse_go_style() {
+        assert_eq!(parse_duration("90s").unwrap(), TimeDelta::seconds(90));
+        assert_eq!(parse_duration("1h30m").unwrap(), TimeDelta::minutes(90));
+        assert_eq!(parse_duration("250ms").unwrap(), TimeDelta::milliseconds(250));
+        assert_eq!(parse_duration("2d").unwrap(), TimeDelta::days(2));
+        assert!(parse_duration("5").is_err());
+        assert!(parse_duration("5x").is_err());
+        assert_eq!(format_duration(TimeDelta::minutes(14)), "14m");
+        assert_eq!(format_duration(TimeDelta::zero()), "0s");
+    }
+}

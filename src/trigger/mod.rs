@@ -1,0 +1,295 @@
+//! Turns an Application into condition results by evaluating rhai triggers (the only
+//! module that knows rhai).
+//!
+//! Semantics follow Argo CD's notifications engine: each condition of a trigger is
+//! evaluated on its own; a result counts only if it is boolean `true`; a runtime error
+//! counts as false and is reported once per distinct error; `oncePer` is evaluated only
+//! when `when` is true, and its value stringified (`()` as `<nil>`).
+
+pub mod convert;
+pub mod engine;
+
+use std::collections::HashSet;
+use std::hash::{Hash, Hasher};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use rhai::{AST, Dynamic, Engine, Scope};
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+use crate::config::source::{At, ConfigError, SourceFile};
+
+/// `when` as written: a rhai expression, or a YAML boolean (`when: true` in on-created).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(untagged)]
+pub enum WhenSource {
+    Bool(bool),
+    Expr(String),
+}
+
+impl WhenSource {
+    pub fn text(&self) -> String {
+        match self {
+            WhenSource::Bool(b) => b.to_string(),
+            WhenSource::Expr(s) => s.clone(),
+        }
+    }
+}
+
+/// One condition of a trigger as written in a trigger file.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ConditionDef {
+    /// The rhai condition; the notification is sent while it evaluates to `true`.
+    pub when: At<WhenSource>,
+    /// A rhai expression; the notification is sent once per distinct value of it.
+    #[serde(rename = "oncePer", default)]
+    pub once_per: Option<At<String>>,
+    /// Templates to render and send when the condition holds.
+    #[serde(default)]
+    pub send: Vec<String>,
+    /// Free text, shown by `trigger run`.
+    #[serde(default)]
+    pub description: Option<String>,
+}
+
+/// A trigger file: a list of conditions.
+pub type TriggerDef = Vec<ConditionDef>;
+
+/// A compiled condition.
+#[derive(Debug, Clone)]
+pub struct Condition {
+    pub index: usize,
+    pub when_text: String,
+    when: Compiled,
+    once_per: Option<(String, AST)>,
+    pub send: Vec<String>,
+    pub description: Option<String>,
+    /// Stable identity of the condition in dedup keys: `[index].<hash of when>`, as
+    /// Argo CD forms it, so editing a condition re-arms it.
+    pub key: String,
+}
+
+#[derive(Debug, Clone)]
+enum Compiled {
+    Const(bool),
+    Script(AST),
+}
+
+/// A compiled trigger.
+#[derive(Debug, Clone)]
+pub struct Trigger {
+    pub name: String,
+    pub conditions: Vec<Condition>,
+}
+
+/// What one condition decided for one Application.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ConditionResult {
+    pub index: usize,
+    pub when: String,
+    /// True only when the condition evaluated to boolean `true`.
+    pub result: bool,
+    /// The `oncePer` value, when the condition has one and fired.
+    #[serde(rename = "oncePer")]
+    pub once_per: Option<String>,
+    pub send: Vec<String>,
+    /// The condition's identity in dedup keys.
+    #[serde(skip)]
+    pub key: String,
+    /// Why the condition counts as false, when it failed at run time.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// Errors already reported, so a broken condition on 500 Applications logs once, not
+/// once per evaluation. Bounded: forgotten wholesale when full, so at worst an error is
+/// reported again.
+#[derive(Default)]
+struct SeenErrors {
+    seen: HashSet<u64>,
+}
+
+const MAX_SEEN_ERRORS: usize = 4096;
+
+/// The shared rhai engine plus runtime-error bookkeeping.
+pub struct TriggerEngine {
+    engine: Engine,
+    seen: Mutex<SeenErrors>,
+    /// Count of runtime errors (every occurrence), for metrics.
+    pub runtime_errors: AtomicU64,
+}
+
+impl Default for TriggerEngine {
+    fn default() -> Self {
+        TriggerEngine::new()
+    }
+}
+
+/// One Application converted to rhai, shared by every condition of a pass.
+pub struct AppScope {
+    scope: Scope<'static>,
+}
+
+impl TriggerEngine {
+    pub fn new() -> Self {
+        TriggerEngine { engine: engine::build(), seen: Mutex::new(SeenErrors::default()), runtime_errors: AtomicU64::new(0) }
+    }
+
+    /// Converts an Application once for a whole evaluation pass. `extra` adds more
+    /// read-only variables next to `app`.
+    pub fn prepare(&self, app: &serde_json::Value) -> AppScope {
+        let mut scope = Scope::new();
+        scope.push_constant("nil", ());
+        scope.push_constant("null", ());
+        scope.push_constant_dynamic("app", convert::to_dynamic(app));
+        AppScope { scope }
+    }
+
+    /// Compiles a trigger file's conditions; every error names file, line and column.
+    pub fn compile(&self, name: &str, def: &TriggerDef, file: &SourceFile) -> Result<Trigger, Vec<ConfigError>> {
+        let mut errors = Vec::new();
+        let mut conditions = Vec::new();
+        if def.is_empty() {
+            errors.push(ConfigError::new(file.pos_at_start(), format!("trigger {name}"), "a trigger needs at least one condition"));
+        }
+        for (index, c) in def.iter().enumerate() {
+            let key_path = format!("trigger {name}[{index}]");
+            let when = match &c.when.value {
+                WhenSource::Bool(b) => Some(Compiled::Const(*b)),
+                WhenSource::Expr(src) => match self.compile_expr(src) {
+                    Ok(ast) => Some(Compiled::Script(ast)),
+                    Err((msg, line, col)) => {
+                        errors.push(ConfigError::new(
+                            file.pos_in_scalar(&c.when.referenced, line, col).or_else(|| file.pos(&c.when.referenced)),
+                            format!("{key_path}.when"),
+                            msg,
+                        ));
+                        None
+                    }
+                },
+            };
+            let once_per = match &c.once_per {
+                None => Some(None),
+                Some(src) => match self.compile_expr(&src.value) {
+                    Ok(ast) => Some(Some((src.value.clone(), ast))),
+                    Err((msg, line, col)) => {
+                        errors.push(ConfigError::new(
+                            file.pos_in_scalar(&src.referenced, line, col).or_else(|| file.pos(&src.referenced)),
+                            format!("{key_path}.oncePer"),
+                            msg,
+                        ));
+                        None
+                    }
+                },
+            };
+            if c.send.is_empty() {
+                errors.push(ConfigError::new(file.pos(&c.when.referenced), format!("{key_path}.send"), "a condition must send at least one template"));
+            }
+            if let (Some(when), Some(once_per)) = (when, once_per) {
+                let when_text = c.when.value.text();
+                conditions.push(Condition {
+                    index,
+                    key: condition_key(index, &when_text),
+                    when_text,
+                    when,
+                    once_per,
+                    send: c.send.clone(),
+                    description: c.description.clone(),
+                });
+            }
+        }
+        if errors.is_empty() { Ok(Trigger { name: name.to_string(), conditions }) } else { Err(errors) }
+    }
+
+    /// Compiles one expression; on failure the message and its 1-based line/column
+    /// inside the expression.
+    fn compile_expr(&self, src: &str) -> Result<AST, (String, usize, usize)> {
+        self.engine.compile(src).map_err(|e| {
+            let pos = e.position();
+            let msg = e.err_type().to_string();
+            (format!("invalid rhai: {msg}"), pos.line().unwrap_or(1), pos.position().unwrap_or(1))
+        })
+    }
+
+    /// Evaluates every condition of `trigger` on the prepared Application.
+    pub fn run(&self, trigger: &Trigger, app: &mut AppScope) -> Vec<ConditionResult> {
+        trigger.conditions.iter().map(|c| self.run_condition(&trigger.name, c, app)).collect()
+    }
+
+    fn run_condition(&self, trigger: &str, c: &Condition, app: &mut AppScope) -> ConditionResult {
+        let mut error = None;
+        let result = match &c.when {
+            Compiled::Const(b) => *b,
+            Compiled::Script(ast) => match self.eval(ast, app) {
+                Ok(v) => v.as_bool().unwrap_or(false),
+                Err(e) => {
+                    self.report(trigger, c.index, "when", &e);
+                    error = Some(e);
+                    false
+                }
+            },
+        };
+        let once_per = match (&c.once_per, result) {
+            (Some((_, ast)), true) => match self.eval(ast, app) {
+                Ok(v) => Some(engine::stringify(&v)),
+                Err(e) => {
+                    // Argo CD leaves the key empty when oncePer fails; so do we, and say so.
+                    self.report(trigger, c.index, "oncePer", &e);
+                    error = Some(e);
+                    Some(String::new())
+                }
+            },
+            _ => None,
+        };
+        ConditionResult {
+            index: c.index,
+            when: c.when_text.clone(),
+            result,
+            once_per,
+            send: c.send.clone(),
+            key: c.key.clone(),
+            error,
+        }
+    }
+
+    fn eval(&self, ast: &AST, app: &mut AppScope) -> Result<Dynamic, String> {
+        // Variables a script declares must not leak into the next condition.
+        let len = app.scope.len();
+        let out = self.engine.eval_ast_with_scope::<Dynamic>(&mut app.scope, ast).map_err(|e| e.to_string());
+        app.scope.rewind(len);
+        out
+    }
+
+    fn report(&self, trigger: &str, index: usize, part: &str, error: &str) {
+        self.runtime_errors.fetch_add(1, Ordering::Relaxed);
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        (trigger, index, part, error).hash(&mut h);
+        let fingerprint = h.finish();
+        let first = {
+            // A poisoned lock only means another evaluation panicked mid-insert; the set
+            // is still usable.
+            let mut seen = self.seen.lock().unwrap_or_else(|p| p.into_inner());
+            if seen.seen.len() >= MAX_SEEN_ERRORS {
+                seen.seen.clear();
+            }
+            seen.seen.insert(fingerprint)
+        };
+        if first {
+            tracing::warn!(trigger, condition = index, part, %error, "trigger condition failed at run time; counted as false");
+        }
+    }
+}
+
+fn condition_key(index: usize, when: &str) -> String {
+    let digest = Sha256::digest(when.as_bytes());
+    let hex: String = digest.iter().take(8).map(|b| format!("{b:02x}")).collect();
+    format!("[{index}].{hex}")
+}
+
+/// Shared handle used by the runtime.
+pub type SharedEngine = Arc<TriggerEngine>;
+
+#[cfg(test)]
+mod tests;
