@@ -8,7 +8,11 @@ use clap::{Parser, Subcommand};
 use driftwatch::cli::{self, Format, ReplayOptions};
 
 #[derive(Parser)]
-#[command(name = "driftwatch", version, about = "Watches Argo CD Applications for drift and routes notifications")]
+#[command(
+    name = "driftwatch",
+    version,
+    about = "Watches Argo CD Applications for drift and routes notifications"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -78,8 +82,12 @@ enum TemplateCommand {
 }
 
 fn init_tracing() {
-    let filter = tracing_subscriber::EnvFilter::try_from_env("DRIFTWATCH_LOG").unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
-    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
+    let filter =
+        tracing_subscriber::EnvFilter::try_from_env("DRIFTWATCH_LOG").unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .init();
 }
 
 fn main() -> ExitCode {
@@ -88,15 +96,40 @@ fn main() -> ExitCode {
     let (mut out, mut err) = (std::io::stdout().lock(), std::io::stderr().lock());
     let result = match args.command {
         Command::Check { config } => cli::check(config.as_deref(), &mut out, &mut err),
-        Command::Trigger { command: TriggerCommand::Run { name, app_file, config, output } } => {
-            cli::trigger_run(&name, &app_file, config.as_deref(), output, &mut out, &mut err)
-        }
-        Command::Template { command: TemplateCommand::Notify { name, app_file, recipients, config, output } } => {
-            cli::template_notify(&name, &app_file, &recipients, config.as_deref(), output, &mut out, &mut err)
-        }
-        Command::Run { replay: Some(path), config, state, jsonl } => {
-            cli::run_replay(&ReplayOptions { path, config, state, jsonl }, &mut out, &mut err)
-        }
+        Command::Trigger {
+            command:
+                TriggerCommand::Run {
+                    name,
+                    app_file,
+                    config,
+                    output,
+                },
+        } => cli::trigger_run(&name, &app_file, config.as_deref(), output, &mut out, &mut err),
+        Command::Template {
+            command:
+                TemplateCommand::Notify {
+                    name,
+                    app_file,
+                    recipients,
+                    config,
+                    output,
+                },
+        } => cli::template_notify(&name, &app_file, &recipients, config.as_deref(), output, &mut out, &mut err),
+        Command::Run {
+            replay: Some(path),
+            config,
+            state,
+            jsonl,
+        } => cli::run_replay(
+            &ReplayOptions {
+                path,
+                config,
+                state,
+                jsonl,
+            },
+            &mut out,
+            &mut err,
+        ),
         Command::Run { replay: None, .. } => {
             use std::io::Write;
             let _ = writeln!(

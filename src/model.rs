@@ -44,28 +44,50 @@ fn check_kind(object: &Value, expected: &'static str) -> Result<(), ObjectError>
     match map.get("kind") {
         Some(Value::String(k)) if k == expected => {}
         Some(Value::String(k)) => {
-            return Err(ObjectError::WrongKind { expected, found: k.clone() });
+            return Err(ObjectError::WrongKind {
+                expected,
+                found: k.clone(),
+            });
         }
-        Some(_) => return Err(ObjectError::WrongType { field: "kind", expected: "a string" }),
-        None => return Err(ObjectError::WrongKind { expected, found: String::new() }),
+        Some(_) => {
+            return Err(ObjectError::WrongType {
+                field: "kind",
+                expected: "a string",
+            });
+        }
+        None => {
+            return Err(ObjectError::WrongKind {
+                expected,
+                found: String::new(),
+            });
+        }
     }
     if let Some(v) = map.get("apiVersion") {
         match v.as_str() {
             Some("argoproj.io/v1alpha1") => {}
             Some(other) => return Err(ObjectError::WrongApiVersion(other.to_string())),
-            None => return Err(ObjectError::WrongType { field: "apiVersion", expected: "a string" }),
+            None => {
+                return Err(ObjectError::WrongType {
+                    field: "apiVersion",
+                    expected: "a string",
+                });
+            }
         }
     }
     for field in ["metadata", "spec", "status"] {
-        if let Some(v) = map.get(field) {
-            if !v.is_object() && !v.is_null() {
-                let field: &'static str = match field {
-                    "metadata" => "metadata",
-                    "spec" => "spec",
-                    _ => "status",
-                };
-                return Err(ObjectError::WrongType { field, expected: "a mapping" });
-            }
+        if let Some(v) = map.get(field)
+            && !v.is_object()
+            && !v.is_null()
+        {
+            let field: &'static str = match field {
+                "metadata" => "metadata",
+                "spec" => "spec",
+                _ => "status",
+            };
+            return Err(ObjectError::WrongType {
+                field,
+                expected: "a mapping",
+            });
         }
     }
     Ok(())
@@ -85,7 +107,10 @@ fn string_map(meta: Option<&Value>, field: &'static str) -> Result<BTreeMap<Stri
     obj.iter()
         .map(|(k, v)| match v {
             Value::String(s) => Ok((k.clone(), s.clone())),
-            _ => Err(ObjectError::WrongType { field, expected: "a mapping of strings" }),
+            _ => Err(ObjectError::WrongType {
+                field,
+                expected: "a mapping of strings",
+            }),
         })
         .collect()
 }
@@ -94,7 +119,10 @@ fn meta_str(meta: Option<&Value>, field: &'static str) -> Result<String, ObjectE
     match meta.and_then(|m| m.get(field)) {
         None | Some(Value::Null) => Ok(String::new()),
         Some(Value::String(s)) => Ok(s.clone()),
-        Some(_) => Err(ObjectError::WrongType { field, expected: "a string" }),
+        Some(_) => Err(ObjectError::WrongType {
+            field,
+            expected: "a string",
+        }),
     }
 }
 
@@ -112,9 +140,22 @@ impl App {
             None | Some(Value::Null) => "default".to_string(),
             Some(Value::String(p)) if p.is_empty() => "default".to_string(),
             Some(Value::String(p)) => p.clone(),
-            Some(_) => return Err(ObjectError::WrongType { field: "spec.project", expected: "a string" }),
+            Some(_) => {
+                return Err(ObjectError::WrongType {
+                    field: "spec.project",
+                    expected: "a string",
+                });
+            }
         };
-        Ok(App { object, name, namespace, uid, project, labels, annotations })
+        Ok(App {
+            object,
+            name,
+            namespace,
+            uid,
+            project,
+            labels,
+            annotations,
+        })
     }
 
     /// The key the state store files this Application's records under. The UID is part
@@ -239,7 +280,10 @@ pub struct Destination {
 
 impl Destination {
     pub fn new(service: impl Into<String>, recipient: impl Into<String>) -> Self {
-        Destination { service: service.into(), recipient: recipient.into() }
+        Destination {
+            service: service.into(),
+            recipient: recipient.into(),
+        }
     }
 
     /// Parses `service:recipient` (the recipient may itself contain `:`); a bare

@@ -25,7 +25,11 @@ pub enum Skip {
     /// The subscription names a trigger that does not exist.
     UnknownTrigger { trigger: String },
     /// Rendering failed (bad JSON field, unknown template...).
-    RenderFailed { trigger: String, destination: Destination, error: String },
+    RenderFailed {
+        trigger: String,
+        destination: Destination,
+        error: String,
+    },
 }
 
 /// The outcome of evaluating one Application.
@@ -54,7 +58,11 @@ pub struct Pipeline {
 impl Pipeline {
     pub fn new(runtime: Arc<Runtime>) -> Pipeline {
         let redactor = runtime.secrets.redactor([]);
-        Pipeline { runtime, projects: BTreeMap::new(), redactor }
+        Pipeline {
+            runtime,
+            projects: BTreeMap::new(),
+            redactor,
+        }
     }
 
     /// Evaluates every subscribed trigger on `app` at instant `now`.
@@ -76,7 +84,9 @@ impl Pipeline {
         let mut render_ctx = RenderContext::new(app, &rt.context);
         for (trigger_name, destinations) in &subs {
             let Some(trigger) = rt.triggers.get(trigger_name) else {
-                out.skipped.push(Skip::UnknownTrigger { trigger: trigger_name.clone() });
+                out.skipped.push(Skip::UnknownTrigger {
+                    trigger: trigger_name.clone(),
+                });
                 continue;
             };
             let results = with_now(now, || rt.engine.run(trigger, &mut scope));
@@ -86,18 +96,31 @@ impl Pipeline {
                     if !r.result {
                         // Only keys without oncePer re-arm; an oncePer key is kept until
                         // its value changes (a new value is a new key).
-                        out.rearm.push(StateRecord { app_key: app_key.clone(), key });
+                        out.rearm.push(StateRecord {
+                            app_key: app_key.clone(),
+                            key,
+                        });
                         continue;
                     }
                     if state.is_notified(&app_key, &key)? {
-                        out.skipped.push(Skip::AlreadyNotified { trigger: trigger_name.clone(), destination: d.clone() });
+                        out.skipped.push(Skip::AlreadyNotified {
+                            trigger: trigger_name.clone(),
+                            destination: d.clone(),
+                        });
                         continue;
                     }
                     let Some(kind) = rt.service_kind(&d.service) else {
-                        out.skipped.push(Skip::UnknownService { service: d.service.clone() });
+                        out.skipped.push(Skip::UnknownService {
+                            service: d.service.clone(),
+                        });
                         continue;
                     };
-                    let target = Target { trigger: trigger_name, kind, service: &d.service, recipient: &d.recipient };
+                    let target = Target {
+                        trigger: trigger_name,
+                        kind,
+                        service: &d.service,
+                        recipient: &d.recipient,
+                    };
                     for template in &r.send {
                         match rt.templates.render(template, &mut render_ctx, &target, app) {
                             Ok(mut payload) => {
@@ -110,7 +133,10 @@ impl Pipeline {
                                     destination: d.clone(),
                                     kind,
                                     payload,
-                                    record: Some(StateRecord { app_key: app_key.clone(), key: key.clone() }),
+                                    record: Some(StateRecord {
+                                        app_key: app_key.clone(),
+                                        key: key.clone(),
+                                    }),
                                 });
                             }
                             Err(e) => out.skipped.push(Skip::RenderFailed {

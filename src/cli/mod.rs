@@ -52,7 +52,10 @@ fn load(config: Option<&Path>, err: &mut dyn Write) -> anyhow::Result<Option<Run
 
 /// Rich Applications every template is rendered against by `check`, so a JSON field
 /// that cannot render to JSON is found before a real notification needs it.
-const CHECK_SAMPLES: &[&str] = &[include_str!("check_sample_single_source.json"), include_str!("check_sample_multi_source.json")];
+const CHECK_SAMPLES: &[&str] = &[
+    include_str!("check_sample_single_source.json"),
+    include_str!("check_sample_multi_source.json"),
+];
 
 /// `driftwatch check`: compiles everything, renders every template for every kind
 /// against sample Applications, prints every error and warning.
@@ -69,7 +72,12 @@ pub fn check(config: Option<&Path>, out: &mut dyn Write, err: &mut dyn Write) ->
         .iter()
         .filter(|k| **k != DestinationKind::Webhook)
         .map(|k| (*k, k.as_str().to_string()))
-        .chain(rt.services.values().filter(|s| s.config.kind() == DestinationKind::Webhook).map(|s| (DestinationKind::Webhook, s.name.clone())))
+        .chain(
+            rt.services
+                .values()
+                .filter(|s| s.config.kind() == DestinationKind::Webhook)
+                .map(|s| (DestinationKind::Webhook, s.name.clone())),
+        )
         .collect();
     let mut seen = std::collections::BTreeSet::new();
     for sample in CHECK_SAMPLES {
@@ -77,7 +85,12 @@ pub fn check(config: Option<&Path>, out: &mut dyn Write, err: &mut dyn Write) ->
         let mut ctx = RenderContext::new(&app, &rt.context);
         for name in rt.templates.names() {
             for (kind, service) in &kinds {
-                let target = Target { trigger: "check", kind: *kind, service, recipient: "check" };
+                let target = Target {
+                    trigger: "check",
+                    kind: *kind,
+                    service,
+                    recipient: "check",
+                };
                 match rt.templates.render(name, &mut ctx, &target, &app) {
                     Ok(_) | Err(crate::template::RenderError::NoWebhookField { .. }) => {}
                     Err(e) => {
@@ -106,10 +119,21 @@ pub fn check(config: Option<&Path>, out: &mut dyn Write, err: &mut dyn Write) ->
 }
 
 /// `driftwatch trigger run NAME APP_FILE`.
-pub fn trigger_run(name: &str, app_file: &Path, config: Option<&Path>, format: Format, out: &mut dyn Write, err: &mut dyn Write) -> anyhow::Result<i32> {
+pub fn trigger_run(
+    name: &str,
+    app_file: &Path,
+    config: Option<&Path>,
+    format: Format,
+    out: &mut dyn Write,
+    err: &mut dyn Write,
+) -> anyhow::Result<i32> {
     let Some(rt) = load(config, err)? else { return Ok(FAILED) };
     let Some(trigger) = rt.triggers.get(name) else {
-        writeln!(err, "error: trigger {name:?} does not exist (known: {})", rt.triggers.keys().cloned().collect::<Vec<_>>().join(", "))?;
+        writeln!(
+            err,
+            "error: trigger {name:?} does not exist (known: {})",
+            rt.triggers.keys().cloned().collect::<Vec<_>>().join(", ")
+        )?;
         return Ok(BAD_INPUT);
     };
     let app = match replay::read_app(app_file) {
@@ -128,12 +152,23 @@ pub fn trigger_run(name: &str, app_file: &Path, config: Option<&Path>, format: F
         }
         Format::Text => {
             if app.sync_status_is_stale() {
-                writeln!(out, "note: the sync status is stale (operation finished after the last reconcile); the daemon would skip this Application until Argo CD re-reconciles")?;
+                writeln!(
+                    out,
+                    "note: the sync status is stale (operation finished after the last reconcile); the daemon would skip this Application until Argo CD re-reconciles"
+                )?;
             }
             writeln!(out, "{:<3} {:<6} {:<20} {:<24} WHEN", "#", "RESULT", "ONCEPER", "SEND")?;
             for r in &results {
                 let when: String = r.when.split_whitespace().collect::<Vec<_>>().join(" ");
-                writeln!(out, "{:<3} {:<6} {:<20} {:<24} {}", r.index, r.result, r.once_per.as_deref().unwrap_or("-"), r.send.join(","), when)?;
+                writeln!(
+                    out,
+                    "{:<3} {:<6} {:<20} {:<24} {}",
+                    r.index,
+                    r.result,
+                    r.once_per.as_deref().unwrap_or("-"),
+                    r.send.join(","),
+                    when
+                )?;
                 if let Some(e) = &r.error {
                     writeln!(out, "    error: {e}")?;
                 }
@@ -144,10 +179,22 @@ pub fn trigger_run(name: &str, app_file: &Path, config: Option<&Path>, format: F
 }
 
 /// `driftwatch template notify NAME APP_FILE [--recipient KIND:NAME ...]`.
-pub fn template_notify(name: &str, app_file: &Path, recipients: &[String], config: Option<&Path>, format: Format, out: &mut dyn Write, err: &mut dyn Write) -> anyhow::Result<i32> {
+pub fn template_notify(
+    name: &str,
+    app_file: &Path,
+    recipients: &[String],
+    config: Option<&Path>,
+    format: Format,
+    out: &mut dyn Write,
+    err: &mut dyn Write,
+) -> anyhow::Result<i32> {
     let Some(rt) = load(config, err)? else { return Ok(FAILED) };
     if !rt.templates.contains(name) {
-        writeln!(err, "error: template {name:?} does not exist (known: {})", rt.templates.names().collect::<Vec<_>>().join(", "))?;
+        writeln!(
+            err,
+            "error: template {name:?} does not exist (known: {})",
+            rt.templates.names().collect::<Vec<_>>().join(", ")
+        )?;
         return Ok(BAD_INPUT);
     }
     let app = match replay::read_app(app_file) {
@@ -167,10 +214,19 @@ pub fn template_notify(name: &str, app_file: &Path, recipients: &[String], confi
     let mut rendered = Vec::new();
     for d in &destinations {
         let Some(kind) = rt.service_kind(&d.service) else {
-            writeln!(err, "error: service {:?} is not configured and is not a destination kind", d.service)?;
+            writeln!(
+                err,
+                "error: service {:?} is not configured and is not a destination kind",
+                d.service
+            )?;
             return Ok(BAD_INPUT);
         };
-        let target = Target { trigger: "", kind, service: &d.service, recipient: &d.recipient };
+        let target = Target {
+            trigger: "",
+            kind,
+            service: &d.service,
+            recipient: &d.recipient,
+        };
         match rt.templates.render(name, &mut ctx, &target, &app) {
             Ok(mut payload) => {
                 redactor.redact_json(&mut payload);
@@ -183,12 +239,24 @@ pub fn template_notify(name: &str, app_file: &Path, recipients: &[String], confi
         }
     }
     match format {
-        Format::Json => writeln!(out, "{}", serde_json::to_string_pretty(&json!({"template": name, "notifications": rendered}))?)?,
+        Format::Json => writeln!(
+            out,
+            "{}",
+            serde_json::to_string_pretty(&json!({"template": name, "notifications": rendered}))?
+        )?,
         Format::Text => {
             for r in &rendered {
-                writeln!(out, "--- {} {}:{}", r["destination"].as_str().unwrap_or_default(), r["service"].as_str().unwrap_or_default(), r["recipient"].as_str().unwrap_or_default())?;
+                writeln!(
+                    out,
+                    "--- {} {}:{}",
+                    r["destination"].as_str().unwrap_or_default(),
+                    r["service"].as_str().unwrap_or_default(),
+                    r["recipient"].as_str().unwrap_or_default()
+                )?;
                 match &r["payload"] {
-                    Value::Object(m) if m.len() == 1 && m.contains_key("message") => writeln!(out, "{}", m["message"].as_str().unwrap_or_default())?,
+                    Value::Object(m) if m.len() == 1 && m.contains_key("message") => {
+                        writeln!(out, "{}", m["message"].as_str().unwrap_or_default())?
+                    }
                     p => writeln!(out, "{}", serde_json::to_string_pretty(p)?)?,
                 }
             }
@@ -226,7 +294,9 @@ fn summarize_app(app: &App) -> String {
 /// `driftwatch run --replay PATH`: feeds snapshots through the real pipeline and prints
 /// every notification it would send.
 pub fn run_replay(opts: &ReplayOptions, out: &mut dyn Write, err: &mut dyn Write) -> anyhow::Result<i32> {
-    let Some(rt) = load(opts.config.as_deref(), err)? else { return Ok(FAILED) };
+    let Some(rt) = load(opts.config.as_deref(), err)? else {
+        return Ok(FAILED);
+    };
     let max_keys = rt.state.max_keys_per_app;
     let state = match &opts.state {
         Some(p) => StateStore::open(p)?,
@@ -246,7 +316,11 @@ pub fn run_replay(opts: &ReplayOptions, out: &mut dyn Write, err: &mut dyn Write
     let mut pipeline = Pipeline::new(Arc::new(rt));
     let mut jsonl = match &opts.jsonl {
         Some(p) => Some(JsonLinesSink::new(std::io::BufWriter::new(
-            std::fs::OpenOptions::new().create(true).append(true).open(p).with_context(|| format!("opening {}", p.display()))?,
+            std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(p)
+                .with_context(|| format!("opening {}", p.display()))?,
         ))),
         None => None,
     };
@@ -269,16 +343,22 @@ pub fn run_replay(opts: &ReplayOptions, out: &mut dyn Write, err: &mut dyn Write
                 let mut app = app.as_ref().clone();
                 // A DELETED event may carry the object without a deletionTimestamp; it
                 // is deleted all the same, and on-deleted must see it so.
-                if app.object.pointer("/metadata/deletionTimestamp").is_none_or(Value::is_null) {
-                    if let Some(meta) = app.object.get_mut("metadata").and_then(Value::as_object_mut) {
-                        meta.insert("deletionTimestamp".into(), Utc::now().to_rfc3339().into());
-                    }
+                if app.object.pointer("/metadata/deletionTimestamp").is_none_or(Value::is_null)
+                    && let Some(meta) = app.object.get_mut("metadata").and_then(Value::as_object_mut)
+                {
+                    meta.insert("deletionTimestamp".into(), Utc::now().to_rfc3339().into());
                 }
                 (app, true)
             }
         };
         apps += 1;
-        writeln!(out, "== {}  {}{}", step.label, summarize_app(&app), if deleted { " (deleted)" } else { "" })?;
+        writeln!(
+            out,
+            "== {}  {}{}",
+            step.label,
+            summarize_app(&app),
+            if deleted { " (deleted)" } else { "" }
+        )?;
         let now = Utc::now();
         let eval = pipeline.evaluate(&app, &state, now)?;
         for e in &eval.annotation_errors {
@@ -306,7 +386,12 @@ pub fn run_replay(opts: &ReplayOptions, out: &mut dyn Write, err: &mut dyn Write
             j.step = step.label.clone();
             sinks.push(j);
         }
-        let report = dispatch(&eval.notifications, &mut sinks, &state, u64::try_from(now.timestamp_millis()).unwrap_or(0))?;
+        let report = dispatch(
+            &eval.notifications,
+            &mut sinks,
+            &state,
+            u64::try_from(now.timestamp_millis()).unwrap_or(0),
+        )?;
         sent += report.delivered;
         failed += report.failed;
         if deleted {

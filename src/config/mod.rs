@@ -65,11 +65,11 @@ pub struct ConfigFile {
     pub templates: BTreeMap<String, TemplateDef>,
     /// Services by name; `type` says the kind (the name itself when it is one).
     pub services: BTreeMap<String, At<BTreeMap<String, serde_json::Value>>>,
-    pub subscriptions: Vec<SubscriptionDef>,
+    pub subscriptions: Vec<At<SubscriptionDef>>,
     /// Triggers for subscriptions that name none.
-    pub default_triggers: Vec<String>,
+    pub default_triggers: Option<At<Vec<String>>>,
     /// `defaultTriggers.<service>`: the default triggers for one service.
-    pub default_triggers_by_service: BTreeMap<String, Vec<String>>,
+    pub default_triggers_by_service: BTreeMap<String, At<Vec<String>>>,
     pub state: StateDef,
     /// A secrets file or mounted Secret directory; relative to the config file.
     pub secrets_file: Option<String>,
@@ -190,7 +190,11 @@ fn read_dir_defs<T: serde::de::DeserializeOwned>(dir: &Path, what: &str, errors:
     let entries = match std::fs::read_dir(dir) {
         Ok(e) => e,
         Err(e) => {
-            errors.push(ConfigError::new(None, format!("{what}s directory {}", dir.display()), e.to_string()));
+            errors.push(ConfigError::new(
+                None,
+                format!("{what}s directory {}", dir.display()),
+                e.to_string(),
+            ));
             return out;
         }
     };
@@ -200,7 +204,9 @@ fn read_dir_defs<T: serde::de::DeserializeOwned>(dir: &Path, what: &str, errors:
         if !path.extension().is_some_and(|e| e == "yaml" || e == "yml") {
             continue;
         }
-        let Some(name) = path.file_stem().and_then(|s| s.to_str()).map(str::to_string) else { continue };
+        let Some(name) = path.file_stem().and_then(|s| s.to_str()).map(str::to_string) else {
+            continue;
+        };
         match std::fs::read_to_string(&path) {
             Ok(text) => {
                 let file = SourceFile::new(path.display().to_string(), text);
@@ -260,8 +266,13 @@ pub fn load_with(config: Option<&Path>, engine: Arc<TriggerEngine>) -> Result<Ru
 
     if let Some(path) = config {
         base = path.parent().map(Path::to_path_buf).unwrap_or_default();
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| vec![ConfigError::new(None, path.display().to_string(), format!("cannot read the configuration: {e}"))])?;
+        let text = std::fs::read_to_string(path).map_err(|e| {
+            vec![ConfigError::new(
+                None,
+                path.display().to_string(),
+                format!("cannot read the configuration: {e}"),
+            )]
+        })?;
         cfg_file = SourceFile::new(path.display().to_string(), text);
         cfg = cfg_file.parse::<ConfigFile>("the configuration").map_err(|e| vec![e])?;
         for (setting, dir_name, is_triggers) in [(&cfg.triggers_dir, "triggers", true), (&cfg.templates_dir, "templates", false)] {
@@ -277,8 +288,18 @@ pub fn load_with(config: Option<&Path>, engine: Arc<TriggerEngine>) -> Result<Ru
                 }
             }
         }
-        trigger_layers.push(std::mem::take(&mut cfg.triggers).into_iter().map(|(n, d)| (n, d, cfg_file.clone())).collect());
-        template_layers.push(std::mem::take(&mut cfg.templates).into_iter().map(|(n, d)| (n, d, cfg_file.clone())).collect());
+        trigger_layers.push(
+            std::mem::take(&mut cfg.triggers)
+                .into_iter()
+                .map(|(n, d)| (n, d, cfg_file.clone()))
+                .collect(),
+        );
+        template_layers.push(
+            std::mem::take(&mut cfg.templates)
+                .into_iter()
+                .map(|(n, d)| (n, d, cfg_file.clone()))
+                .collect(),
+        );
     }
 
     // Compile everything, collecting every error.
@@ -304,7 +325,11 @@ pub fn load_with(config: Option<&Path>, engine: Arc<TriggerEngine>) -> Result<Ru
     for (name, def, file) in &trigger_defs {
         for (i, c) in def.iter().enumerate() {
             for t in c.send.iter().filter(|t| !template_names.contains(&t.as_str())) {
-                errors.push(ConfigError::new(file.pos(&c.when.referenced), format!("trigger {name}[{i}].send"), format!("template {t:?} does not exist")));
+                errors.push(ConfigError::new(
+                    file.pos(&c.when.referenced),
+                    format!("trigger {name}[{i}].send"),
+                    format!("template {t:?} does not exist"),
+                ));
             }
         }
     }
@@ -335,30 +360,54 @@ pub fn load_with(config: Option<&Path>, engine: Arc<TriggerEngine>) -> Result<Ru
 
     let known_trigger = |t: &str| triggers.contains_key(t) || trigger_defs.iter().any(|(n, _, _)| n == t);
     let mut global = Vec::new();
-    for (i, s) in cfg.subscriptions.iter().enumerate() {
+    for (i, spanned) in cfg.subscriptions.iter().enumerate() {
+        let (s, pos) = (&spanned.value, cfg_file.pos(&spanned.referenced));
         let selector = match &s.selector {
             None => Selector::default(),
             Some(sel) => Selector::parse(&sel.value).unwrap_or_else(|e| {
-                errors.push(ConfigError::new(cfg_file.pos(&sel.referenced), format!("subscriptions[{i}].selector"), e));
+                errors.push(ConfigError::new(
+                    cfg_file.pos(&sel.referenced),
+                    format!("subscriptions[{i}].selector"),
+                    e,
+                ));
                 Selector::default()
             }),
         };
         for t in s.triggers.iter().filter(|t| !known_trigger(t)) {
-            errors.push(ConfigError::new(None, format!("subscriptions[{i}].triggers"), format!("trigger {t:?} does not exist")));
+            errors.push(ConfigError::new(
+                pos.clone(),
+                format!("subscriptions[{i}].triggers"),
+                format!("trigger {t:?} does not exist"),
+            ));
         }
         let recipients: Vec<Destination> = s.recipients.iter().map(|r| Destination::parse(r)).collect();
         for d in &recipients {
             if !services.contains_key(&d.service) && DestinationKind::parse(&d.service).is_none() {
-                errors.push(ConfigError::new(None, format!("subscriptions[{i}].recipients"), format!("service {:?} is not configured", d.service)));
+                errors.push(ConfigError::new(
+                    pos.clone(),
+                    format!("subscriptions[{i}].recipients"),
+                    format!("service {:?} is not configured", d.service),
+                ));
             }
         }
-        global.push(GlobalSubscription { recipients, triggers: s.triggers.clone(), selector });
+        global.push(GlobalSubscription {
+            recipients,
+            triggers: s.triggers.clone(),
+            selector,
+        });
     }
-    let default_lists = std::iter::once(("defaultTriggers".to_string(), &cfg.default_triggers))
-        .chain(cfg.default_triggers_by_service.iter().map(|(s, l)| (format!("defaultTriggers.{s}"), l)));
+    let default_lists = cfg.default_triggers.iter().map(|l| ("defaultTriggers".to_string(), l)).chain(
+        cfg.default_triggers_by_service
+            .iter()
+            .map(|(s, l)| (format!("defaultTriggers.{s}"), l)),
+    );
     for (key, list) in default_lists {
-        for t in list.iter().filter(|t| !known_trigger(t)) {
-            errors.push(ConfigError::new(None, key.clone(), format!("trigger {t:?} does not exist")));
+        for t in list.value.iter().filter(|t| !known_trigger(t)) {
+            errors.push(ConfigError::new(
+                cfg_file.pos(&list.referenced),
+                key.clone(),
+                format!("trigger {t:?} does not exist"),
+            ));
         }
     }
 
@@ -371,10 +420,13 @@ pub fn load_with(config: Option<&Path>, engine: Arc<TriggerEngine>) -> Result<Ru
             services,
             router: Router {
                 global,
-                default_triggers: cfg.default_triggers,
-                default_triggers_by_service: cfg.default_triggers_by_service,
+                default_triggers: cfg.default_triggers.map(|l| l.value).unwrap_or_default(),
+                default_triggers_by_service: cfg.default_triggers_by_service.into_iter().map(|(s, l)| (s, l.value)).collect(),
             },
-            state: StateSettings { path: cfg.state.path.as_deref().map(|p| relative_to(&base, p)), max_keys_per_app: cfg.state.max_keys_per_app },
+            state: StateSettings {
+                path: cfg.state.path.as_deref().map(|p| relative_to(&base, p)),
+                max_keys_per_app: cfg.state.max_keys_per_app,
+            },
             secrets,
             warnings,
         }),
@@ -397,13 +449,23 @@ fn build_services(cfg: &ConfigFile, file: &SourceFile, errors: &mut Vec<ConfigEr
         };
         let Some(kind) = DestinationKind::parse(&kind_name) else {
             let kinds: Vec<&str> = DestinationKind::ALL.iter().map(|k| k.as_str()).collect();
-            errors.push(ConfigError::new(pos, format!("services.{name}.type"), format!("unknown service type {kind_name:?}; expected one of {}", kinds.join(", "))));
+            errors.push(ConfigError::new(
+                pos,
+                format!("services.{name}.type"),
+                format!("unknown service type {kind_name:?}; expected one of {}", kinds.join(", ")),
+            ));
             continue;
         };
         let value = serde_json::Value::Object(map.into_iter().collect());
         match ServiceConfig::from_value(kind, value) {
             Ok(config) => {
-                out.insert(name.clone(), Service { name: name.clone(), config });
+                out.insert(
+                    name.clone(),
+                    Service {
+                        name: name.clone(),
+                        config,
+                    },
+                );
             }
             Err(e) => errors.push(ConfigError::new(pos, format!("services.{name}"), e)),
         }

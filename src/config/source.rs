@@ -34,7 +34,11 @@ pub struct ConfigError {
 
 impl ConfigError {
     pub fn new(pos: Option<Pos>, key: impl Into<String>, message: impl Into<String>) -> Self {
-        ConfigError { pos, key: key.into(), message: message.into() }
+        ConfigError {
+            pos,
+            key: key.into(),
+            message: message.into(),
+        }
     }
 }
 
@@ -47,19 +51,30 @@ pub struct SourceFile {
 
 impl SourceFile {
     pub fn new(name: impl Into<Arc<str>>, text: impl Into<Arc<str>>) -> Self {
-        SourceFile { name: name.into(), text: text.into() }
+        SourceFile {
+            name: name.into(),
+            text: text.into(),
+        }
     }
 
     /// The start of the file, for errors about the file as a whole.
     pub fn pos_at_start(&self) -> Option<Pos> {
-        Some(Pos { file: self.name.clone(), line: 1, col: 1 })
+        Some(Pos {
+            file: self.name.clone(),
+            line: 1,
+            col: 1,
+        })
     }
 
     pub fn pos(&self, loc: &Location) -> Option<Pos> {
         if loc.line() == 0 {
             return None;
         }
-        Some(Pos { file: self.name.clone(), line: loc.line(), col: loc.column() })
+        Some(Pos {
+            file: self.name.clone(),
+            line: loc.line(),
+            col: loc.column(),
+        })
     }
 
     /// Deserializes the whole file, or one error with the parser's position. `what` says
@@ -79,9 +94,12 @@ impl SourceFile {
     }
 
     /// The position of a character inside a scalar value: `line`/`col` are 1-based and
-    /// relative to the value's text. Handles plain, quoted and block (`|`, `>`) styles;
-    /// folded multi-line plain scalars are approximated to their first line.
-    pub fn pos_in_scalar(&self, value_loc: &Location, line: usize, col: usize) -> Option<Pos> {
+    /// relative to `value`, the scalar's text. Handles plain, quoted and block (`|`, `>`)
+    /// styles; folded multi-line plain scalars are approximated to their first line. A
+    /// position past the end (a parser's "unexpected end of input") is clamped to the
+    /// end of the value's last line.
+    pub fn pos_in_scalar(&self, value_loc: &Location, value: &str, line: usize, col: usize) -> Option<Pos> {
+        let (line, col) = clamp_to_text(value, line.max(1), col.max(1));
         let start = self.pos(value_loc)?;
         let lines: Vec<&str> = self.text.lines().collect();
         let idx = usize::try_from(start.line).ok()?.checked_sub(1)?;
@@ -97,14 +115,42 @@ impl SourceFile {
                     first += 1;
                 }
                 let indent = lines.get(first).map_or(0, |l| l.len() - l.trim_start().len());
-                let target = first + line.saturating_sub(1);
-                Some(Pos { file: self.name.clone(), line: target as u64 + 1, col: (indent + col) as u64 })
+                let target = first + line - 1;
+                Some(Pos {
+                    file: self.name.clone(),
+                    line: target as u64 + 1,
+                    col: (indent + col) as u64,
+                })
             }
-            "\"" | "'" if line <= 1 => Some(Pos { line: start.line, col: start.col + col as u64, ..start }),
-            _ if line <= 1 => Some(Pos { line: start.line, col: start.col + col as u64 - 1, ..start }),
-            _ => Some(Pos { line: start.line + line as u64 - 1, ..start }),
+            "\"" | "'" if line == 1 => Some(Pos {
+                line: start.line,
+                col: start.col + col as u64,
+                ..start
+            }),
+            _ if line == 1 => Some(Pos {
+                line: start.line,
+                col: start.col + col as u64 - 1,
+                ..start
+            }),
+            _ => Some(Pos {
+                line: start.line + line as u64 - 1,
+                ..start
+            }),
         }
     }
+}
+
+/// Keeps a (line, col) inside `text`: past the last line means the end of the last line.
+fn clamp_to_text(text: &str, line: usize, col: usize) -> (usize, usize) {
+    let lines: Vec<&str> = text.lines().collect();
+    if lines.is_empty() {
+        return (1, 1);
+    }
+    if line > lines.len() {
+        let last = lines.len();
+        return (last, lines[last - 1].chars().count() + 1);
+    }
+    (line, col)
 }
 
 fn strip_location_suffix(msg: &str) -> &str {
@@ -135,11 +181,11 @@ mod tests {
         let text = "a: x + y\nb: \"x + y\"\nc: |\n    first\n    second line\n";
         let file = SourceFile::new("f.yaml", text);
         let doc: Doc = file.parse("test").unwrap();
-        let p = file.pos_in_scalar(&doc.a.referenced, 1, 3).unwrap();
+        let p = file.pos_in_scalar(&doc.a.referenced, &doc.a.value, 1, 3).unwrap();
         assert_eq!((p.line, p.col), (1, 6));
-        let p = file.pos_in_scalar(&doc.b.referenced, 1, 3).unwrap();
+        let p = file.pos_in_scalar(&doc.b.referenced, &doc.b.value, 1, 3).unwrap();
         assert_eq!((p.line, p.col), (2, 7));
-        let p = file.pos_in_scalar(&doc.c.referenced, 2, 1).unwrap();
+        let p = file.pos_in_scalar(&doc.c.referenced, &doc.c.value, 2, 1).unwrap();
         assert_eq!((p.line, p.col), (5, 5));
     }
 

@@ -1,1 +1,208 @@
 use super::*;
+
+struct Fixture {
+    dir: tempfile::TempDir,
+}
+
+impl Fixture {
+    fn new() -> Self {
+        Fixture {
+            dir: tempfile::tempdir().unwrap(),
+        }
+    }
+    fn file(&self, rel: &str, text: &str) -> &Self {
+        let p = self.dir.path().join(rel);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, text).unwrap();
+        self
+    }
+    fn load(&self) -> Result<Runtime, Vec<ConfigError>> {
+        load(Some(&self.dir.path().join("driftwatch.yaml")))
+    }
+    fn errors(&self) -> Vec<String> {
+        match self.load() {
+            Ok(_) => panic!("expected errors"),
+            Err(e) => e
+                .iter()
+                .map(|e| e.to_string().replace(&self.dir.path().display().to_string(), "D"))
+                .collect(),
+        }
+    }
+}
+
+#[test]
+fn builtin_catalog_alone() {
+    let rt = load(None).unwrap();
+    assert!(rt.triggers.contains_key("on-sync-failed"));
+    assert!(rt.templates.contains("app-sync-failed"));
+    assert!(rt.warnings.is_empty(), "{:?}", rt.warnings);
+}
+
+#[test]
+fn a_full_configuration_loads() {
+    let f = Fixture::new();
+    f.file(
+        "driftwatch.yaml",
+        r#"
+context:
+  argocdUrl: https://argocd.example.com
+services:
+  slack:
+    token: $slack-token
+  oncall:
+    type: pagerduty
+    routingKeys:
+      platform: $pd-key
+  hook:
+    type: webhook
+    url: https://hooks.example.com/x
+    bearerToken: $hook-token
+subscriptions:
+  - recipients: [slack:prod-alerts]
+    triggers: [on-sync-failed]
+    selector: env=prod
+defaultTriggers: [on-sync-status-unknown]
+defaultTriggers.slack: [on-sync-failed, on-health-degraded]
+state:
+  path: state/driftwatch.redb
+  maxKeysPerApp: 64
+secretsFile: secrets.yaml
+"#,
+    )
+    .file("secrets.yaml", "slack-token: xoxb-1\npd-key: abc123\n")
+    .file(
+        "triggers/on-custom.yaml",
+        "- when: app.status.sync.status == \"OutOfSync\"\n  send: [custom]\n",
+    )
+    .file("templates/custom.yaml", "message: custom {{app.metadata.name}}\n")
+    .file("templates/app-sync-failed.yaml", "message: overridden\n");
+    let rt = f.load().unwrap_or_else(|e| panic!("{e:#?}"));
+    assert_eq!(rt.context["argocdUrl"], "https://argocd.example.com");
+    assert_eq!(rt.service_kind("oncall"), Some(DestinationKind::Pagerduty));
+    assert_eq!(rt.service_kind("slack"), Some(DestinationKind::Slack));
+    assert_eq!(rt.service_kind("email"), Some(DestinationKind::Email), "an unconfigured kind name");
+    assert_eq!(rt.service_kind("nope"), None);
+    assert!(rt.triggers.contains_key("on-custom") && rt.triggers.contains_key("on-deployed"));
+    assert_eq!(
+        rt.router.default_triggers_by_service["slack"],
+        ["on-sync-failed", "on-health-degraded"]
+    );
+    assert_eq!(rt.state.max_keys_per_app, Some(64));
+    assert!(rt.state.path.unwrap().ends_with("state/driftwatch.redb"));
+    let warnings: Vec<&str> = rt.warnings.iter().map(|w| w.message.as_str()).collect();
+    assert_eq!(
+        warnings,
+        ["services.hook: secret $hook-token is not set; deliveries to it will fail"]
+    );
+}
+
+#[test]
+fn unknown_keys_are_errors_with_position() {
+    let f = Fixture::new();
+    f.file("driftwatch.yaml", "context:\n  argocdUrl: x\ndefaultTrigger: [on-sync-failed]\n");
+    let e = f.errors();
+    assert_eq!(e.len(), 1, "{e:?}");
+    assert!(e[0].starts_with("D/driftwatch.yaml:3:1: the configuration: "), "{e:?}");
+    assert!(e[0].contains("defaultTrigger"), "{e:?}");
+
+    let f = Fixture::new();
+    f.file("driftwatch.yaml", "services:\n  slack:\n    tokn: $x\n");
+    let e = f.errors();
+    assert!(
+        e[0].starts_with("D/driftwatch.yaml:3:") && e[0].contains("services.slack") && e[0].contains("tokn"),
+        "{e:?}"
+    );
+
+    let f = Fixture::new();
+    f.file("driftwatch.yaml", "triggersDir: t\n")
+        .file("t/on-x.yaml", "- when: true\n  send: [app-created]\n  sendd: []\n");
+    let e = f.errors();
+    assert!(
+        e[0].starts_with("D/t/on-x.yaml:3:3: trigger on-x: ") && e[0].contains("sendd"),
+        "{e:?}"
+    );
+
+    let f = Fixture::new();
+    f.file("driftwatch.yaml", "")
+        .file("templates/t.yaml", "message: x\nslack:\n  attachment: \"[]\"\n");
+    let e = f.errors();
+    assert!(
+        e[0].starts_with("D/templates/t.yaml:3:3: template t: ") && e[0].contains("attachment"),
+        "{e:?}"
+    );
+}
+
+#[test]
+fn every_error_is_reported_not_just_the_first() {
+    let f = Fixture::new();
+    f.file(
+        "driftwatch.yaml",
+        "subscriptions:\n  - recipients: [nowhere:x]\n    triggers: [on-missing]\n    selector: \"a in b\"\ndefaultTriggers: [on-gone]\n",
+    )
+    .file(
+        "triggers/bad-rhai.yaml",
+        "- when: |\n    app.status.sync.status ==\n  send: [app-created]\n",
+    )
+    .file("triggers/bad-send.yaml", "- when: true\n  send: [no-such-template]\n")
+    .file("templates/bad-hbs.yaml", "message: |\n  line one\n  {{#if app.x}}unclosed\n")
+    .file("templates/bad-yaml.yaml", "message: [unclosed\n");
+    let e = f.errors();
+    let has = |needle: &str| assert!(e.iter().any(|m| m.contains(needle)), "no {needle:?} in {e:#?}");
+    has("D/triggers/bad-rhai.yaml:2:");
+    has("trigger bad-rhai[0].when: invalid rhai");
+    has("trigger bad-send[0].send: template \"no-such-template\" does not exist");
+    has("D/templates/bad-hbs.yaml:");
+    has("template bad-hbs.message: invalid handlebars");
+    has("D/templates/bad-yaml.yaml:");
+    has("subscriptions[0].selector");
+    has("subscriptions[0].triggers: trigger \"on-missing\" does not exist");
+    has("subscriptions[0].recipients: service \"nowhere\" is not configured");
+    has("defaultTriggers: trigger \"on-gone\" does not exist");
+    has("D/templates/bad-yaml.yaml:1:10: template bad-yaml");
+    has("D/driftwatch.yaml:2:5: subscriptions[0].triggers");
+    has("D/driftwatch.yaml:5:18: defaultTriggers: trigger \"on-gone\"");
+    assert_eq!(e.len(), 8, "{e:#?}");
+}
+
+#[test]
+fn handlebars_errors_point_at_the_line_in_the_file() {
+    let f = Fixture::new();
+    f.file("driftwatch.yaml", "").file(
+        "templates/t.yaml",
+        "# c\nmessage: |\n  ok\n  still ok {{app.metadata.name}}\n  bad {{#each app.x}}\n",
+    );
+    let e = f.errors();
+    assert!(e[0].starts_with("D/templates/t.yaml:"), "{e:?}");
+    let line: u64 = e[0].split(':').nth(1).unwrap().parse().unwrap();
+    assert!((4..=6).contains(&line), "{e:?}");
+}
+
+#[test]
+fn schema_warnings_for_paths_that_cannot_exist() {
+    let f = Fixture::new();
+    f.file("driftwatch.yaml", "").file(
+        "templates/t.yaml",
+        "message: |\n  {{app.status.sync.statuss}} {{app.metadata.name}}\n",
+    );
+    let rt = f.load().unwrap();
+    assert_eq!(rt.warnings.len(), 1, "{:?}", rt.warnings);
+    let w = &rt.warnings[0];
+    assert!(w.message.contains("app.status.sync.statuss does not exist"), "{w:?}");
+    let pos = w.pos.as_ref().unwrap();
+    assert_eq!((pos.line, pos.col), (2, 5));
+}
+
+#[test]
+fn inline_triggers_and_templates() {
+    let f = Fixture::new();
+    f.file(
+        "driftwatch.yaml",
+        "triggers:\n  on-x:\n    - when: app.x == 1\n      send: [x]\ntemplates:\n  x:\n    message: hi\n",
+    );
+    let rt = f.load().unwrap();
+    assert!(rt.triggers.contains_key("on-x") && rt.templates.contains("x"));
+    let f = Fixture::new();
+    f.file("driftwatch.yaml", "triggers:\n  on-x:\n    - when: app.x ==\n      send: [x]\n");
+    let e = f.errors();
+    assert!(e[0].starts_with("D/driftwatch.yaml:3:"), "{e:?}");
+}

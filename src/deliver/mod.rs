@@ -42,8 +42,8 @@ impl<W: Write> Sink for ConsoleSink<W> {
         let payload = serde_json::to_string_pretty(&n.payload).map_err(|e| DeliveryError::Failed(e.to_string()))?;
         writeln!(
             self.out,
-            "  -> {} {} via {} [{}] (template {}, condition {})",
-            n.kind, n.destination, n.trigger, n.app, n.template, n.condition
+            "  -> {} ({}) {}: {}[{}] -> {}",
+            n.destination, n.kind, n.app, n.trigger, n.condition, n.template
         )?;
         for line in payload.lines() {
             writeln!(self.out, "     {line}")?;
@@ -88,7 +88,12 @@ pub struct DispatchReport {
 /// Sends every notification to every sink, then records each dedup key whose
 /// notifications all succeeded (a condition may send several templates under one key).
 /// A key with any failure is not recorded, so the next evaluation tries again.
-pub fn dispatch(notifications: &[Notification], sinks: &mut [&mut dyn Sink], state: &StateStore, now_millis: u64) -> Result<DispatchReport, StateError> {
+pub fn dispatch(
+    notifications: &[Notification],
+    sinks: &mut [&mut dyn Sink],
+    state: &StateStore,
+    now_millis: u64,
+) -> Result<DispatchReport, StateError> {
     let mut report = DispatchReport::default();
     let mut failed_keys = BTreeSet::new();
     for n in notifications {

@@ -95,10 +95,10 @@ impl Selector {
             if !valid_key(key) {
                 return Err(format!("invalid label key {key:?} in selector {s:?}"));
             }
-            if let Some(v) = value {
-                if !valid_value(v) {
-                    return Err(format!("invalid label value {v:?} in selector {s:?}"));
-                }
+            if let Some(v) = value
+                && !valid_value(v)
+            {
+                return Err(format!("invalid label value {v:?} in selector {s:?}"));
             }
             requirements.push(req);
         }

@@ -50,13 +50,18 @@ impl StateStore {
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
             std::fs::create_dir_all(dir).map_err(storage)?;
         }
-        let db = Database::create(path).map_err(|source| StateError::Open { path: path.display().to_string(), source })?;
+        let db = Database::create(path).map_err(|source| StateError::Open {
+            path: path.display().to_string(),
+            source,
+        })?;
         Self::init(db)
     }
 
     /// A store that lives in memory only (replays that should start from nothing).
     pub fn in_memory() -> Result<StateStore, StateError> {
-        let db = Database::builder().create_with_backend(redb::backends::InMemoryBackend::new()).map_err(storage)?;
+        let db = Database::builder()
+            .create_with_backend(redb::backends::InMemoryBackend::new())
+            .map_err(storage)?;
         Self::init(db)
     }
 
@@ -64,7 +69,10 @@ impl StateStore {
         let tx = db.begin_write().map_err(storage)?;
         tx.open_table(NOTIFIED).map_err(storage)?;
         tx.commit().map_err(storage)?;
-        Ok(StateStore { db, max_keys_per_app: DEFAULT_MAX_KEYS_PER_APP })
+        Ok(StateStore {
+            db,
+            max_keys_per_app: DEFAULT_MAX_KEYS_PER_APP,
+        })
     }
 
     pub fn with_max_keys_per_app(mut self, n: usize) -> Self {
@@ -139,10 +147,10 @@ impl StateStore {
         let mut out: Vec<String> = Vec::new();
         for item in table.iter().map_err(storage)? {
             let (k, _) = item.map_err(storage)?;
-            if let Some((app, _)) = k.value().split_once(SEP) {
-                if out.last().map(String::as_str) != Some(app) {
-                    out.push(app.to_string());
-                }
+            if let Some((app, _)) = k.value().split_once(SEP)
+                && out.last().map(String::as_str) != Some(app)
+            {
+                out.push(app.to_string());
             }
         }
         Ok(out)

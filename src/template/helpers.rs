@@ -3,10 +3,12 @@
 //! - `json v`: `v` as JSON text (a string with its quotes), for JSON fields.
 //! - `json_escape s`: `s` escaped for use inside a JSON string literal you quote yourself.
 //! - `slack_escape s`: escapes only `&`, `<`, `>` as Slack's mrkdwn requires.
-//! - `truncate s n`: at most `n` characters, with `…` when cut.
+//! - `truncate s n [suffix="…"]`: at most `n` characters, ending in `suffix` when cut
+//!   (`truncate app.status.sync.revision 7 suffix=""` is a short commit hash).
 //! - `default v fallback`: `v` unless it is missing, null or empty.
 //! - `time_format ts fmt`: an RFC 3339 timestamp in a strftime format (`%H:%M UTC`).
 //! - `upper s`, `lower s`, `trim s`.
+//!
 //! Handlebars' own `eq ne gt gte lt lte and or not len` are built in.
 
 use handlebars::{Handlebars, JsonValue as Json, handlebars_helper};
@@ -32,21 +34,26 @@ pub fn slack_escape(s: &str) -> String {
 
 /// At most `n` characters; the last one is `…` when the text was cut.
 pub fn truncate(s: &str, n: usize) -> String {
+    truncate_with(s, n, "…")
+}
+
+/// At most `n` characters, ending in `suffix` when the text was cut.
+pub fn truncate_with(s: &str, n: usize, suffix: &str) -> String {
     if s.chars().count() <= n {
         return s.to_string();
     }
-    if n == 0 {
-        return String::new();
-    }
-    let mut out: String = s.chars().take(n - 1).collect();
-    out.push('…');
+    let keep = n.saturating_sub(suffix.chars().count());
+    let mut out: String = s.chars().take(keep).collect();
+    out.push_str(suffix);
     out
 }
 
 handlebars_helper!(json_helper: |v: Json| v.to_string());
 handlebars_helper!(json_escape_helper: |v: Json| json_escape(&display(v)));
 handlebars_helper!(slack_escape_helper: |v: Json| slack_escape(&display(v)));
-handlebars_helper!(truncate_helper: |v: Json, n: u64| truncate(&display(v), usize::try_from(n).unwrap_or(usize::MAX)));
+handlebars_helper!(truncate_helper: |v: Json, n: u64, {suffix: str = "…"}| {
+    truncate_with(&display(v), usize::try_from(n).unwrap_or(usize::MAX), suffix)
+});
 handlebars_helper!(default_helper: |v: Json, fallback: Json| {
     let empty = match v { Json::Null => true, Json::String(s) => s.is_empty(), _ => false };
     if empty { fallback.clone() } else { v.clone() }
@@ -99,7 +106,12 @@ mod tests {
         assert_eq!(render("\"{{json_escape s}}\"", d.clone()), r#""a \"q\" <b> & c""#);
         assert_eq!(render("{{slack_escape s}}", d.clone()), "a \"q\" &lt;b&gt; &amp; c");
         assert_eq!(render("{{truncate long 4}}", d.clone()), "abc…");
-        assert_eq!(render("{{default n \"none\"}}|{{default missing \"x\"}}|{{default s \"y\"}}", d.clone()), "none|x|a \"q\" <b> & c");
+        assert_eq!(render("{{truncate long 3 suffix=\"\"}}", d.clone()), "abc");
+        assert_eq!(render("{{truncate long 10}}", d.clone()), "abcdef");
+        assert_eq!(
+            render("{{default n \"none\"}}|{{default missing \"x\"}}|{{default s \"y\"}}", d.clone()),
+            "none|x|a \"q\" <b> & c"
+        );
         assert_eq!(render("{{time_format t \"%H:%M UTC\"}}", d.clone()), "03:12 UTC");
         assert_eq!(render("{{upper long}}", d), "ABCDEF");
     }

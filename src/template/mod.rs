@@ -124,7 +124,9 @@ pub struct TemplateSet {
 
 impl std::fmt::Debug for TemplateSet {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("TemplateSet").field("templates", &self.fields.keys().collect::<Vec<_>>()).finish()
+        f.debug_struct("TemplateSet")
+            .field("templates", &self.fields.keys().collect::<Vec<_>>())
+            .finish()
     }
 }
 
@@ -191,7 +193,8 @@ impl TemplateSet {
                 if let Err(e) = hb.register_template_string(&reg, &src.value) {
                     let (line, col) = e.pos().unwrap_or((1, 1));
                     errors.push(ConfigError::new(
-                        file.pos_in_scalar(&src.referenced, line, col).or_else(|| file.pos(&src.referenced)),
+                        file.pos_in_scalar(&src.referenced, &src.value, line, col)
+                            .or_else(|| file.pos(&src.referenced)),
                         format!("template {name}.{field}"),
                         format!("invalid handlebars: {}", e.reason()),
                     ));
@@ -199,7 +202,7 @@ impl TemplateSet {
                 }
                 for unknown in schema::unknown_paths(&src.value) {
                     warnings.push(Warning {
-                        pos: file.pos_in_scalar(&src.referenced, unknown.line, unknown.col),
+                        pos: file.pos_in_scalar(&src.referenced, &src.value, unknown.line, unknown.col),
                         message: format!(
                             "template {name}.{field}: {} does not exist in the Application schema (renders empty)",
                             unknown.path
@@ -208,12 +211,20 @@ impl TemplateSet {
                 }
                 mine.insert(field, (reg, kind));
             }
-            if !mine.contains_key("message") && def.slack.is_none() && def.email.is_none() && def.pagerduty.is_none() && def.webhook.is_empty() {
-                errors.push(ConfigError::new(file.pos_at_start(), format!("template {name}"), "a template needs a message or a destination field"));
+            if def_fields(def).is_empty() {
+                errors.push(ConfigError::new(
+                    file.pos_at_start(),
+                    format!("template {name}"),
+                    "a template needs a message or a destination field",
+                ));
             }
             fields.insert(name.clone(), mine);
         }
-        if errors.is_empty() { Ok((TemplateSet { hb, fields }, warnings)) } else { Err(errors) }
+        if errors.is_empty() {
+            Ok((TemplateSet { hb, fields }, warnings))
+        } else {
+            Err(errors)
+        }
     }
 
     pub fn contains(&self, name: &str) -> bool {
@@ -228,10 +239,18 @@ impl TemplateSet {
     /// service whose fields apply. The payload's shape per kind is documented in
     /// `docs/templates.md`.
     pub fn render(&self, name: &str, ctx: &mut RenderContext, target: &Target<'_>, app: &App) -> Result<Value, RenderError> {
-        let fields = self.fields.get(name).ok_or_else(|| RenderError::UnknownTemplate(name.to_string()))?;
+        let fields = self
+            .fields
+            .get(name)
+            .ok_or_else(|| RenderError::UnknownTemplate(name.to_string()))?;
         let (kind, service) = (target.kind, target.service);
         let ctx = ctx.for_destination(target.trigger, kind, target.recipient);
-        let r = Renderer { hb: &self.hb, template: name, fields, ctx };
+        let r = Renderer {
+            hb: &self.hb,
+            template: name,
+            fields,
+            ctx,
+        };
         let message = r.text("message")?.unwrap_or_default();
         let mut out = Map::new();
         match kind {
@@ -263,7 +282,10 @@ impl TemplateSet {
             DestinationKind::Pagerduty => {
                 let summary = r.text("pagerduty.summary")?.unwrap_or(message);
                 out.insert("summary".into(), helpers::truncate(summary.trim(), PAGERDUTY_SUMMARY_MAX).into());
-                let severity = r.text("pagerduty.severity")?.map(|s| s.trim().to_lowercase()).unwrap_or_else(|| "error".into());
+                let severity = r
+                    .text("pagerduty.severity")?
+                    .map(|s| s.trim().to_lowercase())
+                    .unwrap_or_else(|| "error".into());
                 if !matches!(severity.as_str(), "critical" | "error" | "warning" | "info") {
                     return Err(RenderError::Field {
                         template: name.into(),
@@ -272,7 +294,10 @@ impl TemplateSet {
                     });
                 }
                 out.insert("severity".into(), severity.into());
-                out.insert("source".into(), r.text("pagerduty.source")?.unwrap_or_else(|| app.qualified_name()).into());
+                out.insert(
+                    "source".into(),
+                    r.text("pagerduty.source")?.unwrap_or_else(|| app.qualified_name()).into(),
+                );
                 for f in ["component", "group", "class"] {
                     if let Some(v) = r.text(&format!("pagerduty.{f}"))? {
                         out.insert(f.into(), v.into());
@@ -285,13 +310,24 @@ impl TemplateSet {
             DestinationKind::Webhook => {
                 let prefix = format!("webhook.{service}");
                 if !fields.keys().any(|k| k.starts_with(&format!("{prefix}."))) {
-                    return Err(RenderError::NoWebhookField { template: name.into(), service: service.into() });
+                    return Err(RenderError::NoWebhookField {
+                        template: name.into(),
+                        service: service.into(),
+                    });
                 }
-                out.insert("method".into(), r.text(&format!("{prefix}.method"))?.map(|m| m.trim().to_uppercase()).unwrap_or_else(|| "POST".into()).into());
+                out.insert(
+                    "method".into(),
+                    r.text(&format!("{prefix}.method"))?
+                        .map(|m| m.trim().to_uppercase())
+                        .unwrap_or_else(|| "POST".into())
+                        .into(),
+                );
                 out.insert("path".into(), r.text(&format!("{prefix}.path"))?.unwrap_or_default().into());
                 let mut headers = Map::new();
                 for (field, _) in fields.range(format!("{prefix}.headers.")..) {
-                    let Some(header) = field.strip_prefix(&format!("{prefix}.headers.")) else { break };
+                    let Some(header) = field.strip_prefix(&format!("{prefix}.headers.")) else {
+                        break;
+                    };
                     headers.insert(header.into(), r.text(field)?.unwrap_or_default().into());
                 }
                 out.insert("headers".into(), headers.into());
@@ -319,7 +355,11 @@ impl Renderer<'_> {
         })?;
         if s.len() > MAX_FIELD_BYTES {
             if self.fields.get(field).is_some_and(|(_, k)| *k == FieldKind::Json) {
-                return Err(RenderError::TooLong { template: self.template.into(), field: field.into(), bytes: s.len() });
+                return Err(RenderError::TooLong {
+                    template: self.template.into(),
+                    field: field.into(),
+                    bytes: s.len(),
+                });
             }
             let mut cut = MAX_FIELD_BYTES;
             while !s.is_char_boundary(cut) {

@@ -1,1 +1,154 @@
 use super::*;
+use crate::config::source::SourceFile;
+
+fn set(yaml: &str) -> TemplateSet {
+    let file = SourceFile::new("t.yaml", yaml.to_string());
+    let def: TemplateDef = file.parse("template t").unwrap();
+    TemplateSet::compile(&[("t".to_string(), def, file)])
+        .map(|(s, _)| s)
+        .unwrap_or_else(|e| panic!("{e:?}"))
+}
+
+fn app() -> App {
+    App::from_value(json!({
+        "apiVersion": "argoproj.io/v1alpha1", "kind": "Application",
+        "metadata": {"name": "web", "namespace": "argocd"},
+        "status": {"sync": {"status": "OutOfSync"}, "conditions": [{"type": "SyncError", "message": "bad \"quote\""}]}
+    }))
+    .unwrap()
+}
+
+fn render(s: &TemplateSet, kind: DestinationKind, service: &str) -> Result<Value, RenderError> {
+    let app = app();
+    let ctx_map: BTreeMap<String, String> = [("argocdUrl".to_string(), "https://cd.example.com".to_string())].into();
+    let mut ctx = RenderContext::new(&app, &ctx_map);
+    s.render(
+        "t",
+        &mut ctx,
+        &Target {
+            trigger: "on-x",
+            kind,
+            service,
+            recipient: "ops",
+        },
+        &app,
+    )
+}
+
+#[test]
+fn payload_per_destination_kind() {
+    let s = set(r#"
+message: "{{app.metadata.name}} is {{app.status.sync.status}} ({{serviceType}} {{recipient}} {{trigger}}) <{{context.argocdUrl}}|open>{{app.missing.field}}"
+slack:
+  attachments: |
+    [{"title": {{json app.metadata.name}}, "fields": [{{#each app.status.conditions}}{{#if @index}},{{/if}}{"title": "{{json_escape type}}", "value": "{{json_escape message}}"}{{/each}}]}]
+  groupingKey: "{{app.metadata.name}}"
+email:
+  subject: Drift in {{app.metadata.name}}
+  html: "<b>{{app.metadata.name}}</b>"
+pagerduty:
+  severity: Critical
+  component: "{{app.metadata.name}}"
+  customDetails: |
+    {"sync": {{json app.status.sync}}}
+webhook:
+  siem:
+    method: put
+    path: /events/{{app.metadata.name}}
+    headers:
+      X-App: "{{app.metadata.name}}"
+    body: |
+      {"app": {{json app.metadata.name}}}
+"#);
+    assert_eq!(
+        render(&s, DestinationKind::Console, "console").unwrap(),
+        json!({"message": "web is OutOfSync (console ops on-x) <https://cd.example.com|open>"})
+    );
+    let slack = render(&s, DestinationKind::Slack, "slack").unwrap();
+    assert_eq!(slack["text"], "web is OutOfSync (slack ops on-x) <https://cd.example.com|open>");
+    assert_eq!(
+        slack["attachments"][0]["fields"][0],
+        json!({"title": "SyncError", "value": "bad \"quote\""})
+    );
+    assert_eq!(slack["groupingKey"], "web");
+    let email = render(&s, DestinationKind::Email, "email").unwrap();
+    assert_eq!(email["subject"], "Drift in web");
+    assert_eq!(email["html"], "<b>web</b>");
+    assert!(email["body"].as_str().unwrap().starts_with("web is OutOfSync (email"));
+    let pd = render(&s, DestinationKind::Pagerduty, "pagerduty").unwrap();
+    assert_eq!(pd["severity"], "critical");
+    assert_eq!(pd["source"], "argocd/web");
+    assert_eq!(pd["component"], "web");
+    assert_eq!(pd["custom_details"], json!({"sync": {"status": "OutOfSync"}}));
+    let hook = render(&s, DestinationKind::Webhook, "siem").unwrap();
+    assert_eq!(
+        hook,
+        json!({"method": "PUT", "path": "/events/web", "headers": {"X-App": "web"}, "body": "{\"app\": \"web\"}\n"})
+    );
+    assert_eq!(
+        render(&s, DestinationKind::Webhook, "other").unwrap_err(),
+        RenderError::NoWebhookField {
+            template: "t".into(),
+            service: "other".into()
+        }
+    );
+}
+
+#[test]
+fn invalid_json_fields_name_template_and_field() {
+    let s = set("message: x\nslack:\n  attachments: '[{\"title\": \"{{app.metadata.name}}\",]'\n");
+    let e = render(&s, DestinationKind::Slack, "slack").unwrap_err();
+    assert!(
+        matches!(&e, RenderError::InvalidJson { template, field, .. } if template == "t" && field == "slack.attachments"),
+        "{e}"
+    );
+    assert!(
+        e.to_string()
+            .starts_with("template t field slack.attachments did not render to valid JSON"),
+        "{e}"
+    );
+}
+
+#[test]
+fn pagerduty_summary_is_truncated_and_severity_checked() {
+    let s = set(&format!("message: \"{}\"\n", "x".repeat(3000)));
+    let pd = render(&s, DestinationKind::Pagerduty, "pagerduty").unwrap();
+    assert_eq!(pd["summary"].as_str().unwrap().chars().count(), PAGERDUTY_SUMMARY_MAX);
+    assert_eq!(pd["severity"], "error");
+    let s = set("message: x\npagerduty:\n  severity: \"{{app.metadata.name}}\"\n");
+    let e = render(&s, DestinationKind::Pagerduty, "pagerduty").unwrap_err();
+    assert!(e.to_string().contains("severity \"web\" is not one of"), "{e}");
+}
+
+#[test]
+fn output_is_bounded() {
+    let s = set("message: \"{{#each app.status.conditions}}{{/each}}x\"\nslack:\n  text: \"{{app.metadata.name}}\"\n");
+    assert_eq!(render(&s, DestinationKind::Slack, "slack").unwrap()["text"], "web");
+    // A body that would be enormous is cut to the limit, on a character boundary.
+    let big = "é".repeat(MAX_FIELD_BYTES);
+    let app = App::from_value(json!({"kind": "Application", "metadata": {"name": big}})).unwrap();
+    let s = set("message: \"{{app.metadata.name}}{{app.metadata.name}}\"\n");
+    let mut ctx = RenderContext::new(&app, &BTreeMap::new());
+    let out = s
+        .render(
+            "t",
+            &mut ctx,
+            &Target {
+                trigger: "",
+                kind: DestinationKind::Console,
+                service: "console",
+                recipient: "",
+            },
+            &app,
+        )
+        .unwrap();
+    assert!(out["message"].as_str().unwrap().len() <= MAX_FIELD_BYTES);
+}
+
+#[test]
+fn a_template_needs_some_field() {
+    let file = SourceFile::new("t.yaml", "{}\n");
+    let def: TemplateDef = file.parse("template t").unwrap();
+    let e = TemplateSet::compile(&[("t".to_string(), def, file)]).unwrap_err();
+    assert!(e[0].to_string().contains("a template needs a message"), "{e:?}");
+}

@@ -30,9 +30,32 @@ pub mod limits {
 /// of a valid script. `nil` and `null` become identifiers too and are defined as `()`,
 /// so `x != nil` reads as it does in Argo CD's expr.
 const RESERVED_AS_IDENTIFIERS: &[&str] = &[
-    "sync", "async", "shared", "var", "use", "case", "public", "protected", "package", "super",
-    "spawn", "static", "default", "go", "goto", "exit", "match", "module", "new", "thread",
-    "await", "yield", "void", "null", "nil", "with",
+    "sync",
+    "async",
+    "shared",
+    "var",
+    "use",
+    "case",
+    "public",
+    "protected",
+    "package",
+    "super",
+    "spawn",
+    "static",
+    "default",
+    "go",
+    "goto",
+    "exit",
+    "match",
+    "module",
+    "new",
+    "thread",
+    "await",
+    "yield",
+    "void",
+    "null",
+    "nil",
+    "with",
 ];
 
 thread_local! {
@@ -169,8 +192,7 @@ fn register_time(engine: &mut Engine) {
     engine.register_type_with_name::<Duration>("Duration");
     engine.register_fn("now", || Time(current_now()));
     engine.register_fn("parse_time", |s: ImmutableString| parse_time(&s));
-    engine.register_fn("parse_time", |v: ()| -> Fallible<Time> {
-        let _ = v;
+    engine.register_fn("parse_time", |_: ()| -> Fallible<Time> {
         fail("parse_time: the value is () (the field is missing)".into())
     });
     engine.register_fn("duration", |s: ImmutableString| -> Fallible<Duration> {

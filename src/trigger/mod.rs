@@ -134,7 +134,11 @@ pub struct AppScope {
 
 impl TriggerEngine {
     pub fn new() -> Self {
-        TriggerEngine { engine: engine::build(), seen: Mutex::new(SeenErrors::default()), runtime_errors: AtomicU64::new(0) }
+        TriggerEngine {
+            engine: engine::build(),
+            seen: Mutex::new(SeenErrors::default()),
+            runtime_errors: AtomicU64::new(0),
+        }
     }
 
     /// Converts an Application once for a whole evaluation pass. `extra` adds more
@@ -152,7 +156,11 @@ impl TriggerEngine {
         let mut errors = Vec::new();
         let mut conditions = Vec::new();
         if def.is_empty() {
-            errors.push(ConfigError::new(file.pos_at_start(), format!("trigger {name}"), "a trigger needs at least one condition"));
+            errors.push(ConfigError::new(
+                file.pos_at_start(),
+                format!("trigger {name}"),
+                "a trigger needs at least one condition",
+            ));
         }
         for (index, c) in def.iter().enumerate() {
             let key_path = format!("trigger {name}[{index}]");
@@ -162,7 +170,8 @@ impl TriggerEngine {
                     Ok(ast) => Some(Compiled::Script(ast)),
                     Err((msg, line, col)) => {
                         errors.push(ConfigError::new(
-                            file.pos_in_scalar(&c.when.referenced, line, col).or_else(|| file.pos(&c.when.referenced)),
+                            file.pos_in_scalar(&c.when.referenced, src, line, col)
+                                .or_else(|| file.pos(&c.when.referenced)),
                             format!("{key_path}.when"),
                             msg,
                         ));
@@ -176,7 +185,8 @@ impl TriggerEngine {
                     Ok(ast) => Some(Some((src.value.clone(), ast))),
                     Err((msg, line, col)) => {
                         errors.push(ConfigError::new(
-                            file.pos_in_scalar(&src.referenced, line, col).or_else(|| file.pos(&src.referenced)),
+                            file.pos_in_scalar(&src.referenced, &src.value, line, col)
+                                .or_else(|| file.pos(&src.referenced)),
                             format!("{key_path}.oncePer"),
                             msg,
                         ));
@@ -185,7 +195,11 @@ impl TriggerEngine {
                 },
             };
             if c.send.is_empty() {
-                errors.push(ConfigError::new(file.pos(&c.when.referenced), format!("{key_path}.send"), "a condition must send at least one template"));
+                errors.push(ConfigError::new(
+                    file.pos(&c.when.referenced),
+                    format!("{key_path}.send"),
+                    "a condition must send at least one template",
+                ));
             }
             if let (Some(when), Some(once_per)) = (when, once_per) {
                 let when_text = c.when.value.text();
@@ -200,7 +214,14 @@ impl TriggerEngine {
                 });
             }
         }
-        if errors.is_empty() { Ok(Trigger { name: name.to_string(), conditions }) } else { Err(errors) }
+        if errors.is_empty() {
+            Ok(Trigger {
+                name: name.to_string(),
+                conditions,
+            })
+        } else {
+            Err(errors)
+        }
     }
 
     /// Compiles one expression; on failure the message and its 1-based line/column
@@ -215,7 +236,11 @@ impl TriggerEngine {
 
     /// Evaluates every condition of `trigger` on the prepared Application.
     pub fn run(&self, trigger: &Trigger, app: &mut AppScope) -> Vec<ConditionResult> {
-        trigger.conditions.iter().map(|c| self.run_condition(&trigger.name, c, app)).collect()
+        trigger
+            .conditions
+            .iter()
+            .map(|c| self.run_condition(&trigger.name, c, app))
+            .collect()
     }
 
     fn run_condition(&self, trigger: &str, c: &Condition, app: &mut AppScope) -> ConditionResult {
@@ -257,9 +282,17 @@ impl TriggerEngine {
     fn eval(&self, ast: &AST, app: &mut AppScope) -> Result<Dynamic, String> {
         // Variables a script declares must not leak into the next condition.
         let len = app.scope.len();
-        let out = self.engine.eval_ast_with_scope::<Dynamic>(&mut app.scope, ast).map_err(|e| e.to_string());
+        let out = self
+            .engine
+            .eval_ast_with_scope::<Dynamic>(&mut app.scope, ast)
+            .map_err(|e| e.to_string());
         app.scope.rewind(len);
         out
+    }
+
+    /// How many distinct runtime errors have been reported (logged) so far.
+    pub fn distinct_errors_reported(&self) -> usize {
+        self.seen.lock().unwrap_or_else(|p| p.into_inner()).seen.len()
     }
 
     fn report(&self, trigger: &str, index: usize, part: &str, error: &str) {

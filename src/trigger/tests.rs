@@ -1,1 +1,177 @@
 use super::*;
+use chrono::TimeZone;
+use serde_json::json;
+
+fn compile(engine: &TriggerEngine, yaml: &str) -> Result<Trigger, Vec<ConfigError>> {
+    let file = SourceFile::new("t.yaml", yaml.to_string());
+    let def: TriggerDef = file.parse("trigger t").map_err(|e| vec![e])?;
+    engine.compile("t", &def, &file)
+}
+
+fn run(engine: &TriggerEngine, yaml: &str, app: serde_json::Value) -> Vec<ConditionResult> {
+    let t = compile(engine, yaml).unwrap_or_else(|e| panic!("{e:?}"));
+    let mut scope = engine.prepare(&app);
+    let now = chrono::Utc.with_ymd_and_hms(2026, 3, 1, 12, 0, 0).unwrap();
+    engine::with_now(now, || engine.run(&t, &mut scope))
+}
+
+fn one(yaml_when: &str, app: serde_json::Value) -> ConditionResult {
+    let engine = TriggerEngine::new();
+    let yaml = format!("- when: {}\n  send: [x]\n", serde_json::to_string(yaml_when).unwrap());
+    run(&engine, &yaml, app).remove(0)
+}
+
+#[test]
+fn sync_is_usable_as_a_field_name_as_argo_cd_users_write_it() {
+    let app = json!({"status": {"sync": {"status": "OutOfSync"}}});
+    let r = one("app.status.sync.status == \"OutOfSync\"", app.clone());
+    assert!(r.result, "{r:?}");
+    assert!(one("app.status?.sync?.status == \"OutOfSync\"", app.clone()).result);
+    assert!(one("app[\"status\"][\"sync\"].status == \"OutOfSync\"", app).result);
+}
+
+#[test]
+fn nil_and_unit_both_mean_missing() {
+    let app = json!({"status": {}});
+    assert!(one("app.status.operationState == ()", app.clone()).result);
+    assert!(one("app.status.operationState == nil", app.clone()).result);
+    assert!(!one("app.status != nil", json!({})).result);
+    assert!(one("app.status != nil", app).result);
+}
+
+#[test]
+fn only_boolean_true_counts() {
+    let app = json!({"metadata": {"name": "a"}});
+    for (when, want) in [
+        ("app.metadata.name", false),
+        ("1", false),
+        ("\"true\"", false),
+        ("true", true),
+        ("()", false),
+    ] {
+        let r = one(when, app.clone());
+        assert_eq!(r.result, want, "{when}");
+        assert!(r.error.is_none(), "{when}: {:?}", r.error);
+    }
+}
+
+#[test]
+fn runtime_errors_are_false_and_reported_once() {
+    let engine = TriggerEngine::new();
+    let yaml = "- when: app.status.operationState.phase == \"Failed\"\n  send: [x]\n";
+    for _ in 0..3 {
+        let r = run(&engine, yaml, json!({"status": {}})).remove(0);
+        assert!(!r.result);
+        assert!(r.error.as_deref().unwrap_or_default().contains("phase"), "{r:?}");
+    }
+    assert_eq!(engine.runtime_errors.load(Ordering::Relaxed), 3);
+    assert_eq!(engine.distinct_errors_reported(), 1);
+}
+
+#[test]
+fn once_per_is_only_evaluated_when_the_condition_holds() {
+    let engine = TriggerEngine::new();
+    let yaml = "- when: app.fire\n  oncePer: app.missing.deeper\n  send: [x]\n";
+    let r = run(&engine, yaml, json!({"fire": false})).remove(0);
+    assert_eq!((r.result, r.once_per.clone(), r.error.clone()), (false, None, None));
+    assert_eq!(engine.runtime_errors.load(Ordering::Relaxed), 0);
+    let yaml = "- when: app.fire\n  oncePer: app.rev\n  send: [x]\n";
+    assert_eq!(
+        run(&engine, yaml, json!({"fire": true, "rev": "abc"}))[0].once_per.as_deref(),
+        Some("abc")
+    );
+    assert_eq!(run(&engine, yaml, json!({"fire": true}))[0].once_per.as_deref(), Some("<nil>"));
+    assert_eq!(
+        run(&engine, yaml, json!({"fire": true, "rev": 42}))[0].once_per.as_deref(),
+        Some("42")
+    );
+}
+
+#[test]
+fn conditions_are_independent_and_do_not_share_variables() {
+    let engine = TriggerEngine::new();
+    let yaml = "- when: let x = 1; x == 1\n  send: [a]\n- when: x == 1\n  send: [b]\n- when: app.status.boom.x\n  send: [c]\n- when: true\n  send: [d]\n";
+    let r = run(&engine, yaml, json!({"status": {}}));
+    assert_eq!(r.iter().map(|c| c.result).collect::<Vec<_>>(), [true, false, false, true]);
+    assert!(r[1].error.as_deref().unwrap_or_default().contains("x"), "{:?}", r[1]);
+    assert_ne!(r[0].key, r[1].key);
+    assert!(r[0].key.starts_with("[0]."));
+}
+
+#[test]
+fn the_sandbox_stops_endless_loops_and_runaway_values() {
+    let r = one("loop {} ; true", json!({}));
+    assert!(!r.result);
+    assert!(r.error.as_deref().unwrap_or_default().contains("Too many operations"), "{r:?}");
+    let r = one("let s = \"x\"; loop { s += s; }", json!({}));
+    assert!(!r.result);
+    assert!(r.error.is_some());
+    let r = one("fn f(n) { f(n + 1) } f(0)", json!({}));
+    assert!(!r.result, "{r:?}");
+    let r = one("app.metadata.name = \"changed\"; true", json!({"metadata": {"name": "a"}}));
+    assert!(!r.result, "app is read-only: {r:?}");
+}
+
+#[test]
+fn module_loading_and_eval_are_not_available() {
+    let engine = TriggerEngine::new();
+    assert!(compile(&engine, "- when: import \"x\" as y; true\n  send: [x]\n").is_err());
+    let errors = compile(&engine, "- when: eval(\"true\")\n  send: [x]\n").unwrap_err();
+    assert!(errors[0].message.contains("eval"), "{errors:?}");
+}
+
+#[test]
+fn time_helpers() {
+    let app = json!({"a": "2026-03-01T11:59:00Z", "b": "2026-03-01T12:00:30+00:00"});
+    for when in [
+        "parse_time(app.a).before(parse_time(app.b))",
+        "parse_time(app.b).after(parse_time(app.a))",
+        "parse_time(app.a).add(minutes(1)) == now()",
+        "parse_time(app.a) + duration(\"90s\") == parse_time(app.b)",
+        "now() - parse_time(app.a) == seconds(60)",
+        "(now() - parse_time(app.a)).seconds() == 60",
+        "parse_time(app.a) < now() && now() <= now()",
+        "parse_time(app.a).format(\"%H:%M\") == \"11:59\"",
+        "has_prefix(\"OutOfSync\", \"Out\") && \"OutOfSync\".contains(\"Of\") && lower(\"AB\") == \"ab\"",
+        "len(app.missing) == 0 && string(app.missing) == \"<nil>\"",
+        "parse_time(app.a).unix() == 1772366340",
+    ] {
+        let r = one(when, app.clone());
+        assert!(r.result, "{when}: {r:?}");
+    }
+    let r = one("parse_time(app.missing).before(now())", app.clone());
+    assert!(!r.result && r.error.as_deref().unwrap_or_default().contains("missing"), "{r:?}");
+    let r = one("parse_time(\"yesterday\").before(now())", app);
+    assert!(!r.result && r.error.as_deref().unwrap_or_default().contains("RFC 3339"), "{r:?}");
+}
+
+#[test]
+fn compile_errors_point_into_the_file() {
+    let engine = TriggerEngine::new();
+    let yaml = "# comment\n- when: |\n    app.status.health.status ==\n      == \"x\"\n  send: [x]\n- when: app.a ==\n  oncePer: app.(\n  send: []\n";
+    let errors = compile(&engine, yaml).unwrap_err();
+    let rendered: Vec<String> = errors.iter().map(ToString::to_string).collect();
+    assert_eq!(errors.len(), 4, "{rendered:#?}");
+    assert!(rendered[0].starts_with("t.yaml:4:"), "{rendered:#?}");
+    assert!(rendered[0].contains("trigger t[0].when: invalid rhai"), "{rendered:#?}");
+    assert!(rendered[1].starts_with("t.yaml:6:"), "{rendered:#?}");
+    assert!(
+        rendered[2].starts_with("t.yaml:7:") && rendered[2].contains("oncePer"),
+        "{rendered:#?}"
+    );
+    assert!(
+        rendered[3].contains("send: a condition must send at least one template"),
+        "{rendered:#?}"
+    );
+}
+
+#[test]
+fn yaml_boolean_and_string_when_are_both_accepted() {
+    let engine = TriggerEngine::new();
+    let r = run(
+        &engine,
+        "- when: true\n  send: [x]\n- when: \"true\"\n  send: [x]\n- when: false\n  send: [x]\n",
+        json!({}),
+    );
+    assert_eq!(r.iter().map(|c| c.result).collect::<Vec<_>>(), [true, true, false]);
+}

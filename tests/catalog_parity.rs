@@ -1,0 +1,262 @@
+//! The rewritten Argo CD catalog triggers give, on the same Application, the result and
+//! `oncePer` value Argo CD's expr conditions give. Expected values are worked out from
+//! Argo CD's semantics (expr-lang, `fmt.Sprintf("%v")` of the oncePer value, a runtime
+//! error counting as false) and noted beside each case.
+
+mod common;
+
+use chrono::TimeZone;
+use common::{AppBuilder, REV1, REV2};
+use driftwatch::config;
+
+/// Runs trigger `name` on `app`; returns (result, oncePer) of its only condition.
+fn eval(rt: &config::Runtime, name: &str, app: &serde_json::Value) -> (bool, Option<String>) {
+    let t = rt.triggers.get(name).unwrap_or_else(|| panic!("trigger {name} missing"));
+    let mut scope = rt.engine.prepare(app);
+    let now = chrono::Utc.with_ymd_and_hms(2026, 3, 1, 12, 0, 0).unwrap();
+    let mut results = driftwatch::trigger::engine::with_now(now, || rt.engine.run(t, &mut scope));
+    assert_eq!(results.len(), 1, "catalog triggers have one condition");
+    let r = results.remove(0);
+    (r.result, r.once_per)
+}
+
+/// One row: trigger, fixture, expected result, expected oncePer.
+fn check(rows: &[(&str, &str, AppBuilder, bool, Option<&str>)]) {
+    let rt = config::load(None).expect("built-in catalog loads");
+    for (trigger, case, app, want, want_once) in rows {
+        let got = eval(&rt, trigger, &app.clone().build());
+        assert_eq!(got, (*want, want_once.map(str::to_string)), "{trigger}: {case}");
+    }
+}
+
+fn base() -> AppBuilder {
+    AppBuilder::new("guestbook")
+}
+
+const START: &str = "2026-03-01T11:58:00Z";
+const FINISH: &str = "2026-03-01T11:59:00Z";
+
+#[test]
+fn on_created_and_on_deleted() {
+    check(&[
+        ("on-created", "any application", base(), true, Some("guestbook")),
+        // metadata.name missing: nil in expr, "<nil>" once stringified
+        ("on-created", "no name", base().remove("/metadata/name"), true, Some("<nil>")),
+        ("on-deleted", "not being deleted", base(), false, None),
+        ("on-deleted", "deletionTimestamp set", base().deleting(), true, Some("guestbook")),
+        (
+            "on-deleted",
+            "deletionTimestamp null",
+            base().field("/metadata/deletionTimestamp", serde_json::Value::Null),
+            false,
+            None,
+        ),
+    ]);
+}
+
+#[test]
+fn on_deployed_time_window_on_both_sides() {
+    let ok = || base().synced().operation("Succeeded", REV1, START, Some(FINISH));
+    check(&[
+        ("on-deployed", "operationState absent", base().synced().healthy(), false, None),
+        // healthy 30 s after the sync finished: !(lt+1m < finishedAt) = !(false)
+        (
+            "on-deployed",
+            "healthy after finish",
+            ok().health("Healthy", "2026-03-01T11:59:30Z"),
+            true,
+            Some(REV1),
+        ),
+        // healthy 59 s before the finish: lt+1m = finish+1s, not before finish -> true
+        (
+            "on-deployed",
+            "inside the one-minute window",
+            ok().health("Healthy", "2026-03-01T11:58:01Z"),
+            true,
+            Some(REV1),
+        ),
+        // exactly 60 s before: lt+1m == finish, Before is strict -> true
+        (
+            "on-deployed",
+            "window boundary",
+            ok().health("Healthy", "2026-03-01T11:58:00Z")
+                .operation("Succeeded", REV1, "2026-03-01T11:57:00Z", Some(FINISH)),
+            true,
+            Some(REV1),
+        ),
+        // 61 s before the finish but after the start: outside the window, not before start -> false
+        (
+            "on-deployed",
+            "outside the window",
+            ok().health("Healthy", "2026-03-01T11:57:59Z")
+                .operation("Succeeded", REV1, "2026-03-01T11:57:00Z", Some(FINISH)),
+            false,
+            None,
+        ),
+        // healthy since before the sync started: second disjunct -> true
+        (
+            "on-deployed",
+            "healthy before start",
+            ok().health("Healthy", "2026-03-01T11:00:00Z"),
+            true,
+            Some(REV1),
+        ),
+        (
+            "on-deployed",
+            "degraded",
+            ok().health("Degraded", "2026-03-01T11:59:30Z"),
+            false,
+            None,
+        ),
+        (
+            "on-deployed",
+            "still running",
+            base().synced().healthy().operation("Running", REV1, START, None),
+            false,
+            None,
+        ),
+        (
+            "on-deployed",
+            "failed",
+            base().synced().healthy().operation("Failed", REV1, START, Some(FINISH)),
+            false,
+            None,
+        ),
+        // time.Parse on a missing lastTransitionTime fails: a runtime error is false
+        (
+            "on-deployed",
+            "no lastTransitionTime",
+            ok().field("/status/health", serde_json::json!({"status": "Healthy"})),
+            false,
+            None,
+        ),
+        // multi-source apps record `revisions`, not `revision`: oncePer is nil
+        (
+            "on-deployed",
+            "multi-source",
+            ok().multi_source()
+                .health("Healthy", "2026-03-01T11:59:30Z")
+                .field("/status/operationState/syncResult", serde_json::json!({"revisions": [REV1, REV2]})),
+            true,
+            Some("<nil>"),
+        ),
+    ]);
+}
+
+#[test]
+fn on_health_degraded() {
+    check(&[
+        ("on-health-degraded", "healthy", base().synced().healthy(), false, None),
+        (
+            "on-health-degraded",
+            "degraded after a sync",
+            base().synced().degraded().operation("Succeeded", REV2, START, Some(FINISH)),
+            true,
+            Some(REV2),
+        ),
+        // `?.` makes a missing operationState nil rather than an error
+        (
+            "on-health-degraded",
+            "degraded, operationState absent",
+            base().synced().degraded(),
+            true,
+            Some("<nil>"),
+        ),
+        ("on-health-degraded", "no health at all", base(), false, None),
+    ]);
+}
+
+#[test]
+fn on_sync_phases() {
+    let op = |phase: &str| base().synced().healthy().operation(phase, REV1, START, Some(FINISH));
+    check(&[
+        ("on-sync-failed", "Failed", op("Failed"), true, Some(REV1)),
+        ("on-sync-failed", "Error", op("Error"), true, Some(REV1)),
+        ("on-sync-failed", "Succeeded", op("Succeeded"), false, None),
+        ("on-sync-failed", "operationState absent", base().synced(), false, None),
+        (
+            "on-sync-failed",
+            "no syncResult",
+            op("Failed").remove("/status/operationState/syncResult"),
+            true,
+            Some("<nil>"),
+        ),
+        (
+            "on-sync-running",
+            "Running",
+            base().operation("Running", REV2, START, None),
+            true,
+            Some(REV2),
+        ),
+        ("on-sync-running", "Succeeded", op("Succeeded"), false, None),
+        ("on-sync-running", "operationState absent", base(), false, None),
+        ("on-sync-succeeded", "Succeeded", op("Succeeded"), true, Some(REV1)),
+        ("on-sync-succeeded", "Failed", op("Failed"), false, None),
+        ("on-sync-succeeded", "operationState absent", base(), false, None),
+        (
+            "on-sync-succeeded",
+            "multi-source",
+            op("Succeeded")
+                .multi_source()
+                .field("/status/operationState/syncResult", serde_json::json!({"revisions": [REV1]})),
+            true,
+            Some("<nil>"),
+        ),
+    ]);
+}
+
+#[test]
+fn on_sync_status_unknown_and_out_of_sync() {
+    check(&[
+        ("on-sync-status-unknown", "Unknown", base().sync("Unknown", ""), true, Some("<nil>")),
+        (
+            "on-sync-status-unknown",
+            "Unknown after a sync",
+            base().sync("Unknown", REV1).operation("Failed", REV1, START, Some(FINISH)),
+            true,
+            Some(REV1),
+        ),
+        ("on-sync-status-unknown", "Synced", base().synced(), false, None),
+        ("on-sync-status-unknown", "no status", base(), false, None),
+        ("on-out-of-sync", "OutOfSync", base().out_of_sync().healthy(), true, Some(REV1)),
+        ("on-out-of-sync", "new revision", base().sync("OutOfSync", REV2), true, Some(REV2)),
+        ("on-out-of-sync", "Synced", base().synced(), false, None),
+        (
+            "on-out-of-sync",
+            "multi-source",
+            base().multi_source().field(
+                "/status/sync",
+                serde_json::json!({"status": "OutOfSync", "revisions": [REV1, REV2]}),
+            ),
+            true,
+            Some("<nil>"),
+        ),
+    ]);
+}
+
+#[test]
+fn every_catalog_trigger_has_a_template_and_is_covered() {
+    let rt = config::load(None).unwrap();
+    let names: Vec<&String> = rt.triggers.keys().collect();
+    assert_eq!(
+        names,
+        [
+            "on-created",
+            "on-deleted",
+            "on-deployed",
+            "on-health-degraded",
+            "on-out-of-sync",
+            "on-sync-failed",
+            "on-sync-running",
+            "on-sync-status-unknown",
+            "on-sync-succeeded"
+        ]
+    );
+    for t in rt.triggers.values() {
+        for c in &t.conditions {
+            for s in &c.send {
+                assert!(rt.templates.contains(s), "{} sends {s}", t.name);
+            }
+        }
+    }
+}

@@ -1,0 +1,321 @@
+//! The `driftwatch` binary as a user runs it: `check`, `trigger run`, `template notify`
+//! and `run --replay`, on files that are not in the repository.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use common::{AppBuilder, REV1};
+use serde_json::{Value, json};
+
+fn driftwatch(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_driftwatch"))
+        .args(args)
+        .env_remove("DRIFTWATCH_LOG")
+        .output()
+        .expect("run driftwatch")
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).to_string()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).to_string()
+}
+
+fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
+    let p = dir.join(name);
+    std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+    std::fs::write(&p, text).unwrap();
+    p
+}
+
+fn repo(rel: &str) -> String {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join(rel).display().to_string()
+}
+
+#[test]
+fn trigger_run_json_for_every_catalog_trigger() {
+    let dir = tempfile::tempdir().unwrap();
+    let app = AppBuilder::new("shop")
+        .sync("Unknown", REV1)
+        .degraded()
+        .operation("Failed", REV1, "2026-03-01T11:58:00Z", Some("2026-03-01T11:59:00Z"))
+        .deleting()
+        .build();
+    // JSON input, as `kubectl get -o json` gives it.
+    let file = write(dir.path(), "shop.json", &serde_json::to_string_pretty(&app).unwrap());
+    let want = [
+        ("on-created", true, json!("shop")),
+        ("on-deleted", true, json!("shop")),
+        ("on-deployed", false, Value::Null),
+        ("on-health-degraded", true, json!(REV1)),
+        ("on-out-of-sync", false, Value::Null),
+        ("on-sync-failed", true, json!(REV1)),
+        ("on-sync-running", false, Value::Null),
+        ("on-sync-status-unknown", true, json!(REV1)),
+        ("on-sync-succeeded", false, Value::Null),
+    ];
+    for (trigger, result, once_per) in want {
+        let o = driftwatch(&["trigger", "run", trigger, file.to_str().unwrap(), "-o", "json"]);
+        assert!(o.status.success(), "{trigger}: {}", stderr(&o));
+        let v: Value = serde_json::from_str(&stdout(&o)).unwrap();
+        assert_eq!(v["trigger"], trigger);
+        let c = &v["conditions"][0];
+        assert_eq!(c["index"], 0);
+        assert_eq!(c["result"], result, "{trigger}: {v}");
+        assert_eq!(c["oncePer"], once_per, "{trigger}: {v}");
+        assert!(c["send"][0].as_str().unwrap().starts_with("app-"), "{v}");
+        assert!(c["when"].is_string());
+    }
+}
+
+#[test]
+fn trigger_run_table() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = write(
+        dir.path(),
+        "a.yaml",
+        &serde_json::to_string(&AppBuilder::new("a").sync("OutOfSync", REV1).build()).unwrap(),
+    );
+    let o = driftwatch(&["trigger", "run", "on-out-of-sync", file.to_str().unwrap()]);
+    assert!(o.status.success());
+    let out = stdout(&o);
+    assert!(out.contains("RESULT") && out.contains(&format!("0   true   {REV1}")), "{out}");
+}
+
+#[test]
+fn template_notify_json_per_recipient() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = write(
+        dir.path(),
+        "a.yaml",
+        &serde_json::to_string(&AppBuilder::new("payments").multi_source().synced().healthy().build()).unwrap(),
+    );
+    let o = driftwatch(&[
+        "template",
+        "notify",
+        "app-deployed",
+        file.to_str().unwrap(),
+        "--recipient",
+        "slack:deploys",
+        "--recipient",
+        "email:ops@example.com",
+        "-o",
+        "json",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(v["template"], "app-deployed");
+    let n = v["notifications"].as_array().unwrap();
+    assert_eq!(n.len(), 2);
+    assert_eq!(
+        (n[0]["destination"].as_str(), n[0]["recipient"].as_str()),
+        (Some("slack"), Some("deploys"))
+    );
+    let fields = &n[0]["payload"]["attachments"][0]["fields"];
+    assert_eq!(fields[1]["title"], "Repositories", "multi-source: {fields}");
+    assert_eq!(
+        fields[1]["value"],
+        ":arrow_heading_up: https://git.example.com/a.git\n:arrow_heading_up: https://charts.example.com"
+    );
+    assert_eq!(n[1]["destination"], "email");
+    assert_eq!(
+        n[1]["payload"]["subject"],
+        "New version of an application payments is up and running."
+    );
+    // Default recipient: the console.
+    let o = driftwatch(&["template", "notify", "app-created", file.to_str().unwrap()]);
+    assert_eq!(stdout(&o), "--- console console:\nApplication payments has been created.\n");
+}
+
+#[test]
+fn a_file_that_is_not_an_application_is_a_clear_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let cm = write(dir.path(), "cm.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\n");
+    let o = driftwatch(&["trigger", "run", "on-created", cm.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o).contains("cm.yaml: not an Application: kind is \"ConfigMap\", expected \"Application\""),
+        "{}",
+        stderr(&o)
+    );
+    let bad = write(dir.path(), "bad.yaml", "kind: Application\nmetadata: {name: [x\n");
+    let o = driftwatch(&["template", "notify", "app-created", bad.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("bad.yaml:"), "{}", stderr(&o));
+    let o = driftwatch(&["trigger", "run", "on-nothing", cm.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("trigger \"on-nothing\" does not exist"));
+}
+
+#[test]
+fn check_passes_on_the_catalog_and_the_examples() {
+    let o = driftwatch(&["check"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stdout(&o).starts_with("ok: 9 triggers, 9 templates"), "{}", stdout(&o));
+    let o = driftwatch(&["check", "--config", &repo("examples/drift-incident/driftwatch.yaml")]);
+    assert!(o.status.success(), "{}", stderr(&o));
+}
+
+#[test]
+fn check_reports_every_broken_file_with_positions() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = write(
+        dir.path(),
+        "driftwatch.yaml",
+        "context:\n  argocdUrl: https://cd\nservice:\n  slack: {}\n",
+    );
+    let o = driftwatch(&["check", "--config", cfg.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(1));
+    let err = stderr(&o);
+    assert!(
+        err.contains(&format!("error: {}:3:1: the configuration: ", cfg.display())) && err.contains("service"),
+        "{err}"
+    );
+
+    let cfg = write(dir.path(), "driftwatch.yaml", "context:\n  argocdUrl: https://cd\n");
+    write(
+        dir.path(),
+        "triggers/on-bad.yaml",
+        "- when: app.status.sync.status === \"OutOfSync\"\n  send: [app-created]\n",
+    );
+    write(dir.path(), "templates/bad-hbs.yaml", "message: \"{{#if app.x}}open\"\n");
+    let o = driftwatch(&["check", "--config", cfg.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(1));
+    let err = stderr(&o);
+    assert!(
+        err.contains("on-bad.yaml:1:") && err.contains("trigger on-bad[0].when: invalid rhai"),
+        "{err}"
+    );
+    assert!(
+        err.contains("bad-hbs.yaml:1:") && err.contains("template bad-hbs.message: invalid handlebars"),
+        "{err}"
+    );
+    assert!(err.contains("2 configuration error(s)"), "{err}");
+
+    // A JSON field that compiles but does not render to JSON is found by rendering.
+    std::fs::remove_file(dir.path().join("triggers/on-bad.yaml")).unwrap();
+    write(
+        dir.path(),
+        "templates/bad-hbs.yaml",
+        "message: x\nslack:\n  attachments: |\n    [{\"title\": \"{{app.metadata.name}}\" \"color\": 1}]\n",
+    );
+    let o = driftwatch(&["check", "--config", cfg.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        stderr(&o).contains("template bad-hbs field slack.attachments did not render to valid JSON"),
+        "{}",
+        stderr(&o)
+    );
+
+    // A path the Application schema does not have is a warning, not an error.
+    write(dir.path(), "templates/bad-hbs.yaml", "message: \"{{app.status.healthh.status}}\"\n");
+    let o = driftwatch(&["check", "--config", cfg.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("warning: ") && stderr(&o).contains("app.status.healthh.status does not exist"),
+        "{}",
+        stderr(&o)
+    );
+}
+
+/// The shipped example shows exactly the notifications its files describe, once each.
+#[test]
+fn replay_of_the_drift_incident_example() {
+    let dir = tempfile::tempdir().unwrap();
+    let jsonl = dir.path().join("out.jsonl");
+    let o = driftwatch(&[
+        "run",
+        "--replay",
+        &repo("examples/drift-incident"),
+        "--config",
+        &repo("examples/drift-incident/driftwatch.yaml"),
+        "--jsonl",
+        jsonl.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let sent: Vec<Value> = std::fs::read_to_string(&jsonl)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let summary: Vec<String> = sent
+        .iter()
+        .map(|n| {
+            format!(
+                "{} {} {}:{}",
+                n["step"].as_str().unwrap(),
+                n["trigger"].as_str().unwrap(),
+                n["destination"]["service"].as_str().unwrap(),
+                n["destination"]["recipient"].as_str().unwrap()
+            )
+        })
+        .collect();
+    assert_eq!(
+        summary,
+        [
+            "01-deployed.yaml on-deployed slack:deployments",
+            "02-kubectl-edit.yaml on-out-of-sync slack:drift",
+            "05-self-heal-failed.yaml on-sync-failed email:oncall@example.com",
+            "05-self-heal-failed.yaml on-sync-failed slack:drift",
+            "06-fixed-in-git.yaml on-deployed slack:deployments",
+        ]
+    );
+    assert_eq!(sent[2]["payload"]["subject"], "Failed to sync application guestbook.");
+    assert!(
+        sent[1]["payload"]["text"]
+            .as_str()
+            .unwrap()
+            .contains("https://argocd.example.com/applications/guestbook")
+    );
+    let out = stdout(&o);
+    assert!(out.contains("(sync status is stale: skipped until Argo CD re-reconciles)"), "{out}");
+    assert!(out.contains("5 notification(s) sent, 0 failed"), "{out}");
+}
+
+#[test]
+fn replay_state_persists_across_runs_and_malformed_objects_are_counted() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state.redb");
+    let replay = write(
+        dir.path(),
+        "replay.yaml",
+        &format!(
+            "{}\n---\napiVersion: argoproj.io/v1alpha1\nkind: Application\nmetadata: {{name: broken}}\nstatus: \"not a mapping\"\n---\n{}\n",
+            serde_json::to_string(
+                &AppBuilder::new("a")
+                    .sync("OutOfSync", REV1)
+                    .annotate("notifications.argoproj.io/subscribe.on-out-of-sync.slack", "x")
+                    .build()
+            )
+            .unwrap(),
+            r#"{"type": "DELETED", "object": {"apiVersion": "argoproj.io/v1alpha1", "kind": "Application", "metadata": {"name": "gone", "namespace": "argocd", "annotations": {"notifications.argoproj.io/subscribe.on-deleted.slack": "x"}}}}"#,
+        ),
+    );
+    let run = || driftwatch(&["run", "--replay", replay.to_str().unwrap(), "--state", state.to_str().unwrap()]);
+    let first = stdout(&run());
+    assert!(
+        first.contains("2 notification(s) sent") && first.contains("1 malformed object(s) skipped"),
+        "{first}"
+    );
+    assert!(
+        first.contains("replay.yaml#2  skipped: replay.yaml#2: not an Application: field status has the wrong type"),
+        "{first}"
+    );
+    assert!(first.contains("slack:x (slack) argocd/gone: on-deleted[0]"), "{first}");
+    // Second run, same state file: the live app was already notified; the deleted one's
+    // state was cleaned, so its deletion is reported again (it is a new deletion).
+    let second = stdout(&run());
+    assert!(second.contains("1 notification(s) sent"), "{second}");
+    assert!(!second.contains("on-out-of-sync[0]"), "{second}");
+}
+
+#[test]
+fn run_without_replay_says_what_to_do() {
+    let o = driftwatch(&["run"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("--replay"));
+}

@@ -1,0 +1,114 @@
+//! Fluent fixtures for Applications (`App::test().out_of_sync().healthy()...`) shared by
+//! the integration tests.
+#![allow(dead_code)]
+
+use serde_json::{Value, json};
+
+pub const REV1: &str = "a1b2c3d4e5f60718293a4b5c6d7e8f9012345678";
+pub const REV2: &str = "ffeeddccbbaa99887766554433221100ffeeddcc";
+
+/// Builds an Application object step by step.
+#[derive(Clone)]
+pub struct AppBuilder {
+    pub v: Value,
+}
+
+impl AppBuilder {
+    pub fn new(name: &str) -> Self {
+        AppBuilder {
+            v: json!({
+                "apiVersion": "argoproj.io/v1alpha1",
+                "kind": "Application",
+                "metadata": {"name": name, "namespace": "argocd", "uid": format!("uid-{name}"), "annotations": {}, "labels": {}},
+                "spec": {
+                    "project": "default",
+                    "source": {"repoURL": "https://git.example.com/apps.git", "path": name, "targetRevision": "HEAD"},
+                    "destination": {"server": "https://kubernetes.default.svc", "namespace": name}
+                },
+                "status": {
+                    "reconciledAt": "2026-03-01T12:00:00Z",
+                    "observedAt": "2026-03-01T12:00:00Z"
+                }
+            }),
+        }
+    }
+
+    fn set(mut self, pointer: &str, value: Value) -> Self {
+        let mut parts: Vec<&str> = pointer.trim_start_matches('/').split('/').collect();
+        let last = parts.pop().expect("non-empty pointer");
+        let mut node = &mut self.v;
+        for p in parts {
+            if node.get(p).is_none() {
+                node[p] = json!({});
+            }
+            node = &mut node[p];
+        }
+        node[last] = value;
+        self
+    }
+
+    pub fn remove(mut self, pointer: &str) -> Self {
+        let (parent, last) = pointer.rsplit_once('/').expect("pointer with a parent");
+        if let Some(obj) = self.v.pointer_mut(parent).and_then(Value::as_object_mut) {
+            obj.remove(last);
+        }
+        self
+    }
+
+    pub fn sync(self, status: &str, revision: &str) -> Self {
+        self.set("/status/sync", json!({"status": status, "revision": revision}))
+    }
+    pub fn synced(self) -> Self {
+        self.sync("Synced", REV1)
+    }
+    pub fn out_of_sync(self) -> Self {
+        self.sync("OutOfSync", REV1)
+    }
+    pub fn health(self, status: &str, last_transition: &str) -> Self {
+        self.set("/status/health", json!({"status": status, "lastTransitionTime": last_transition}))
+    }
+    pub fn healthy(self) -> Self {
+        self.health("Healthy", "2026-03-01T11:58:30Z")
+    }
+    pub fn degraded(self) -> Self {
+        self.health("Degraded", "2026-03-01T11:58:30Z")
+    }
+    /// An operation in `phase` at `revision`, started and finished at the given times.
+    pub fn operation(self, phase: &str, revision: &str, started: &str, finished: Option<&str>) -> Self {
+        let mut op = json!({"phase": phase, "message": format!("operation {phase}"), "startedAt": started,
+                            "syncResult": {"revision": revision}});
+        if let Some(f) = finished {
+            op["finishedAt"] = json!(f);
+        }
+        self.set("/status/operationState", op)
+    }
+    pub fn reconciled_at(self, t: &str) -> Self {
+        self.set("/status/reconciledAt", json!(t)).set("/status/observedAt", json!(t))
+    }
+    pub fn multi_source(self) -> Self {
+        self.remove("/spec/source").set(
+            "/spec/sources",
+            json!([{"repoURL": "https://git.example.com/a.git", "path": "a"}, {"repoURL": "https://charts.example.com", "chart": "b"}]),
+        )
+    }
+    pub fn annotate(mut self, key: &str, value: &str) -> Self {
+        self.v["metadata"]["annotations"][key] = json!(value);
+        self
+    }
+    pub fn label(mut self, key: &str, value: &str) -> Self {
+        self.v["metadata"]["labels"][key] = json!(value);
+        self
+    }
+    pub fn deleting(self) -> Self {
+        self.set("/metadata/deletionTimestamp", json!("2026-03-01T12:01:00Z"))
+    }
+    pub fn field(self, pointer: &str, value: Value) -> Self {
+        self.set(pointer, value)
+    }
+    pub fn build(self) -> Value {
+        self.v
+    }
+    pub fn app(self) -> driftwatch::model::App {
+        driftwatch::model::App::from_value(self.v).expect("fixture is an Application")
+    }
+}

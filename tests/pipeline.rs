@@ -1,0 +1,267 @@
+//! The pipeline end to end on the library API: subscriptions, triggers, the state store
+//! (dedup, re-arm, retry after a failed delivery, restart) and redaction.
+
+mod common;
+
+use std::path::Path;
+use std::sync::Arc;
+
+use chrono::{TimeZone, Utc};
+use common::{AppBuilder, REV1, REV2};
+use driftwatch::config;
+use driftwatch::deliver::{DeliveryError, Sink, dispatch};
+use driftwatch::model::{App, Notification, Project};
+use driftwatch::pipeline::{Pipeline, Skip};
+use driftwatch::state::StateStore;
+
+/// Records what it was given; fails the first `fail_first` deliveries.
+#[derive(Default)]
+struct Recorder {
+    got: Vec<Notification>,
+    fail_first: usize,
+    attempts: usize,
+}
+
+impl Sink for Recorder {
+    fn deliver(&mut self, n: &Notification) -> Result<(), DeliveryError> {
+        self.attempts += 1;
+        if self.attempts <= self.fail_first {
+            return Err(DeliveryError::Failed("receiver answered 503".into()));
+        }
+        self.got.push(n.clone());
+        Ok(())
+    }
+}
+
+fn pipeline(config_yaml: Option<&str>, dir: &Path) -> Pipeline {
+    let rt = match config_yaml {
+        Some(y) => {
+            let p = dir.join("driftwatch.yaml");
+            std::fs::write(&p, y).unwrap();
+            config::load(Some(&p)).unwrap_or_else(|e| panic!("{e:#?}"))
+        }
+        None => config::load(None).unwrap(),
+    };
+    Pipeline::new(Arc::new(rt))
+}
+
+/// Evaluates and delivers one snapshot; returns `trigger -> destination` of what was sent.
+fn step(p: &Pipeline, state: &StateStore, sink: &mut Recorder, app: &App) -> Vec<String> {
+    let now = Utc.with_ymd_and_hms(2026, 3, 1, 12, 0, 0).unwrap();
+    let eval = p.evaluate(app, state, now).unwrap();
+    for r in &eval.rearm {
+        state.forget(&r.app_key, &r.key).unwrap();
+    }
+    let before = sink.got.len();
+    dispatch(&eval.notifications, &mut [sink as &mut dyn Sink], state, 1).unwrap();
+    sink.got[before..]
+        .iter()
+        .map(|n| format!("{} -> {}", n.trigger, n.destination))
+        .collect()
+}
+
+const DEGRADED_PLAIN: &str = r#"
+triggers:
+  on-degraded-plain:
+    - when: app.status.health.status == "Degraded"
+      send: [app-health-degraded]
+"#;
+
+#[test]
+fn a_plain_trigger_rearms_when_its_condition_turns_false() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = pipeline(Some(DEGRADED_PLAIN), dir.path());
+    let state = StateStore::in_memory().unwrap();
+    let app = |b: AppBuilder| {
+        b.annotate("notifications.argoproj.io/subscribe.on-degraded-plain.slack", "ops")
+            .app()
+    };
+    let sent = |b| step(&p, &state, &mut Recorder::default(), &app(b));
+    assert_eq!(sent(AppBuilder::new("a").synced().degraded()), ["on-degraded-plain -> slack:ops"]);
+    assert!(
+        sent(AppBuilder::new("a").synced().degraded()).is_empty(),
+        "still degraded: already notified"
+    );
+    assert!(sent(AppBuilder::new("a").synced().healthy()).is_empty());
+    assert_eq!(
+        sent(AppBuilder::new("a").synced().degraded()),
+        ["on-degraded-plain -> slack:ops"],
+        "re-armed by the healthy snapshot"
+    );
+}
+
+#[test]
+fn an_once_per_key_is_kept_until_its_value_changes() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = pipeline(None, dir.path());
+    let state = StateStore::in_memory().unwrap();
+    let mut sink = Recorder::default();
+    let app = |b: AppBuilder| {
+        b.annotate("notifications.argoproj.io/subscribe.on-out-of-sync.slack", "drift")
+            .app()
+    };
+    assert_eq!(
+        step(&p, &state, &mut sink, &app(AppBuilder::new("a").sync("OutOfSync", REV1))),
+        ["on-out-of-sync -> slack:drift"]
+    );
+    assert!(step(&p, &state, &mut sink, &app(AppBuilder::new("a").sync("Synced", REV1))).is_empty());
+    assert!(
+        step(&p, &state, &mut sink, &app(AppBuilder::new("a").sync("OutOfSync", REV1))).is_empty(),
+        "same revision: once per revision"
+    );
+    assert_eq!(
+        step(&p, &state, &mut sink, &app(AppBuilder::new("a").sync("OutOfSync", REV2))),
+        ["on-out-of-sync -> slack:drift"]
+    );
+}
+
+#[test]
+fn a_failed_delivery_is_retried_on_the_next_evaluation_even_for_once_per() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = pipeline(None, dir.path());
+    let state = StateStore::in_memory().unwrap();
+    let app = AppBuilder::new("a")
+        .synced()
+        .healthy()
+        .operation("Failed", REV1, "2026-03-01T11:58:00Z", Some("2026-03-01T11:59:00Z"))
+        .annotate("notifications.argoproj.io/subscribe.on-sync-failed.slack", "ops")
+        .app();
+    let mut sink = Recorder {
+        fail_first: 1,
+        ..Default::default()
+    };
+    assert!(step(&p, &state, &mut sink, &app).is_empty(), "the receiver failed");
+    assert!(
+        state.keys(&app.state_key()).unwrap().is_empty(),
+        "nothing recorded for a failed send"
+    );
+    assert_eq!(step(&p, &state, &mut sink, &app), ["on-sync-failed -> slack:ops"], "retried");
+    assert!(step(&p, &state, &mut sink, &app).is_empty(), "recorded after success");
+    assert_eq!(sink.attempts, 2);
+}
+
+#[test]
+fn state_survives_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("state.redb");
+    let app = AppBuilder::new("a")
+        .sync("OutOfSync", REV1)
+        .annotate("notifications.argoproj.io/subscribe.on-out-of-sync.slack", "drift")
+        .app();
+    {
+        let p = pipeline(None, dir.path());
+        let state = StateStore::open(&path).unwrap();
+        assert_eq!(step(&p, &state, &mut Recorder::default(), &app).len(), 1);
+    }
+    // A new process: new pipeline, the store reopened from disk.
+    let p = pipeline(None, dir.path());
+    let state = StateStore::open(&path).unwrap();
+    assert!(step(&p, &state, &mut Recorder::default(), &app).is_empty());
+    let keys = state.keys(&app.state_key()).unwrap();
+    assert_eq!(keys.len(), 1);
+    assert!(keys[0].0.starts_with(&format!("{REV1}:on-out-of-sync:[0].")), "{keys:?}");
+    assert!(keys[0].0.ends_with(":slack:drift"), "{keys:?}");
+}
+
+#[test]
+fn stale_sync_status_is_skipped_until_reconciled() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = pipeline(None, dir.path());
+    let state = StateStore::in_memory().unwrap();
+    let b = AppBuilder::new("a")
+        .synced()
+        .healthy()
+        .operation("Failed", REV1, "2026-03-01T12:00:00Z", Some("2026-03-01T12:00:10Z"))
+        .annotate("notifications.argoproj.io/subscribe.on-sync-failed.slack", "ops");
+    let eval = p
+        .evaluate(&b.clone().reconciled_at("2026-03-01T12:00:05Z").app(), &state, Utc::now())
+        .unwrap();
+    assert!(eval.stale && eval.notifications.is_empty());
+    let eval = p
+        .evaluate(&b.reconciled_at("2026-03-01T12:00:20Z").app(), &state, Utc::now())
+        .unwrap();
+    assert!(!eval.stale);
+    assert_eq!(eval.notifications.len(), 1);
+}
+
+#[test]
+fn project_subscriptions_and_global_selectors_route_without_app_annotations() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut p = pipeline(
+        Some("subscriptions:\n  - recipients: [email:sre@example.com]\n    triggers: [on-health-degraded]\n    selector: env=prod\n"),
+        dir.path(),
+    );
+    p.projects.insert(
+        "default".into(),
+        Project {
+            name: "default".into(),
+            namespace: "argocd".into(),
+            annotations: [(
+                "notifications.argoproj.io/subscribe.on-health-degraded.slack".to_string(),
+                "team".to_string(),
+            )]
+            .into(),
+        },
+    );
+    let state = StateStore::in_memory().unwrap();
+    let prod = AppBuilder::new("a").synced().degraded().label("env", "prod").app();
+    assert_eq!(
+        step(&p, &state, &mut Recorder::default(), &prod),
+        ["on-health-degraded -> email:sre@example.com", "on-health-degraded -> slack:team"]
+    );
+    let dev = AppBuilder::new("b").synced().degraded().label("env", "dev").app();
+    assert_eq!(
+        step(&p, &state, &mut Recorder::default(), &dev),
+        ["on-health-degraded -> slack:team"]
+    );
+}
+
+#[test]
+fn unknown_services_and_triggers_are_reported_not_fatal() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = pipeline(None, dir.path());
+    let state = StateStore::in_memory().unwrap();
+    let app = AppBuilder::new("a")
+        .synced()
+        .degraded()
+        .annotate("notifications.argoproj.io/subscribe.on-health-degraded.teams", "x")
+        .annotate("notifications.argoproj.io/subscribe.on-nonexistent.slack", "x")
+        .annotate("notifications.argoproj.io/subscribe.on-health-degraded.slack", "ok")
+        .app();
+    let eval = p.evaluate(&app, &state, Utc::now()).unwrap();
+    assert_eq!(eval.notifications.len(), 1);
+    assert!(
+        eval.skipped.contains(&Skip::UnknownService { service: "teams".into() }),
+        "{:?}",
+        eval.skipped
+    );
+    assert!(
+        eval.skipped.contains(&Skip::UnknownTrigger {
+            trigger: "on-nonexistent".into()
+        }),
+        "{:?}",
+        eval.skipped
+    );
+}
+
+#[test]
+fn secret_values_never_reach_a_rendered_payload() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("secrets.yaml"), "slack-token: xoxb-TOPSECRET-0001\n").unwrap();
+    let p = pipeline(
+        Some(
+            "secretsFile: secrets.yaml\nservices:\n  slack:\n    token: $slack-token\ntemplates:\n  leak:\n    message: \"{{app.metadata.annotations.note}}\"\ntriggers:\n  on-any:\n    - when: true\n      send: [leak]\n",
+        ),
+        dir.path(),
+    );
+    let state = StateStore::in_memory().unwrap();
+    let app = AppBuilder::new("a")
+        .annotate("note", "someone pasted xoxb-TOPSECRET-0001 here")
+        .annotate("notifications.argoproj.io/subscribe.on-any.slack", "ops")
+        .app();
+    let mut sink = Recorder::default();
+    step(&p, &state, &mut sink, &app);
+    let text = serde_json::to_string(&sink.got[0].payload).unwrap();
+    assert!(!text.contains("TOPSECRET"), "{text}");
+    assert!(text.contains("someone pasted *** here"), "{text}");
+}
