@@ -36,6 +36,11 @@ enum Command {
         #[command(subcommand)]
         command: TemplateCommand,
     },
+    /// Inspect the notification-state store.
+    State {
+        #[command(subcommand)]
+        command: StateCommand,
+    },
     /// Run the pipeline. With --replay, on a sequence of Application snapshots.
     Run {
         /// A directory of numbered snapshot files, or a multi-document YAML file.
@@ -60,6 +65,20 @@ enum TriggerCommand {
         app_file: PathBuf,
         #[arg(long, short)]
         config: Option<PathBuf>,
+        #[arg(long, short = 'o', value_enum, default_value = "text")]
+        output: Format,
+    },
+}
+
+#[derive(Subcommand)]
+enum StateCommand {
+    /// List the delivered-notification keys, per Application.
+    List {
+        #[arg(long)]
+        state: PathBuf,
+        /// Only Applications whose key (`namespace/name@uid`) starts with this.
+        #[arg(long)]
+        app: Option<String>,
         #[arg(long, short = 'o', value_enum, default_value = "text")]
         output: Format,
     },
@@ -115,6 +134,9 @@ fn main() -> ExitCode {
                     output,
                 },
         } => cli::template_notify(&name, &app_file, &recipients, config.as_deref(), output, &mut out, &mut err),
+        Command::State {
+            command: StateCommand::List { state, app, output },
+        } => cli::state_list(&state, app.as_deref(), output, &mut out, &mut err),
         Command::Run {
             replay: Some(path),
             config,

@@ -288,6 +288,13 @@ impl Destination {
 
     /// Parses `service:recipient` (the recipient may itself contain `:`); a bare
     /// `service` has an empty recipient.
+    ///
+    /// ```
+    /// use driftwatch::model::Destination;
+    /// assert_eq!(Destination::parse("slack:prod-alerts"), Destination::new("slack", "prod-alerts"));
+    /// assert_eq!(Destination::parse("webhook:a:b").recipient, "a:b");
+    /// assert_eq!(Destination::parse("siem").recipient, "");
+    /// ```
     pub fn parse(s: &str) -> Destination {
         match s.split_once(':') {
             Some((service, recipient)) => Destination::new(service.trim(), recipient.trim()),

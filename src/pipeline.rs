@@ -81,7 +81,8 @@ impl Pipeline {
         let app_key = app.state_key();
         // Converted once for all triggers and conditions of this pass.
         let mut scope = rt.engine.prepare(&app.object);
-        let mut render_ctx = RenderContext::new(app, &rt.context);
+        // Built on the first notification only: most passes render nothing.
+        let mut render_ctx: Option<RenderContext> = None;
         for (trigger_name, destinations) in &subs {
             let Some(trigger) = rt.triggers.get(trigger_name) else {
                 out.skipped.push(Skip::UnknownTrigger {
@@ -122,7 +123,8 @@ impl Pipeline {
                         recipient: &d.recipient,
                     };
                     for template in &r.send {
-                        match rt.templates.render(template, &mut render_ctx, &target, app) {
+                        let ctx = render_ctx.get_or_insert_with(|| RenderContext::new(app, &rt.context));
+                        match rt.templates.render(template, ctx, &target, app) {
                             Ok(mut payload) => {
                                 self.redactor.redact_json(&mut payload);
                                 out.notifications.push(Notification {

@@ -158,6 +158,21 @@ fn check_passes_on_the_catalog_and_the_examples() {
     assert!(stdout(&o).starts_with("ok: 9 triggers, 9 templates"), "{}", stdout(&o));
     let o = driftwatch(&["check", "--config", &repo("examples/drift-incident/driftwatch.yaml")]);
     assert!(o.status.success(), "{}", stderr(&o));
+    // The reference configuration: valid, with warnings for its unset secrets only.
+    let o = driftwatch(&["check", "--config", &repo("deploy/driftwatch.yaml")]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        stdout(&o).starts_with("ok: 10 triggers, 10 templates, 4 services, 4 warning(s)"),
+        "{}",
+        stdout(&o)
+    );
+    assert!(
+        stderr(&o)
+            .lines()
+            .all(|l| l.starts_with("warning: services.") && l.contains("is not set")),
+        "{}",
+        stderr(&o)
+    );
 }
 
 #[test]
@@ -311,6 +326,17 @@ fn replay_state_persists_across_runs_and_malformed_objects_are_counted() {
     let second = stdout(&run());
     assert!(second.contains("1 notification(s) sent"), "{second}");
     assert!(!second.contains("on-out-of-sync[0]"), "{second}");
+    // The store, inspected after both runs: one key for the live app, none for the deleted.
+    let o = driftwatch(&["state", "list", "--state", state.to_str().unwrap(), "-o", "json"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let rows: Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(rows.as_array().unwrap().len(), 1, "{rows}");
+    assert_eq!(rows[0]["app"], "argocd/a@uid-a");
+    assert!(
+        rows[0]["key"].as_str().unwrap().starts_with(&format!("{REV1}:on-out-of-sync:[0].")),
+        "{rows}"
+    );
+    assert!(rows[0]["key"].as_str().unwrap().ends_with(":slack:x"), "{rows}");
 }
 
 #[test]

@@ -265,6 +265,43 @@ pub fn template_notify(
     Ok(OK)
 }
 
+/// `driftwatch state list --state FILE [--app PREFIX]`: what the store says was
+/// delivered, per Application.
+pub fn state_list(path: &Path, app_prefix: Option<&str>, format: Format, out: &mut dyn Write, err: &mut dyn Write) -> anyhow::Result<i32> {
+    if !path.exists() {
+        writeln!(err, "error: {}: no such state file", path.display())?;
+        return Ok(BAD_INPUT);
+    }
+    let state = StateStore::open(path)?;
+    let mut rows = Vec::new();
+    for app in state.apps()? {
+        if app_prefix.is_some_and(|p| !app.starts_with(p)) {
+            continue;
+        }
+        for (key, at) in state.keys(&app)? {
+            let when = i64::try_from(at)
+                .ok()
+                .and_then(chrono::DateTime::from_timestamp_millis)
+                .map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true))
+                .unwrap_or_default();
+            rows.push((app.clone(), key, when));
+        }
+    }
+    match format {
+        Format::Json => {
+            let v: Vec<Value> = rows.iter().map(|(a, k, w)| json!({"app": a, "key": k, "deliveredAt": w})).collect();
+            writeln!(out, "{}", serde_json::to_string_pretty(&v)?)?;
+        }
+        Format::Text => {
+            writeln!(out, "{:<40} {:<22} KEY", "APP", "DELIVERED")?;
+            for (a, k, w) in &rows {
+                writeln!(out, "{a:<40} {w:<22} {k}")?;
+            }
+        }
+    }
+    Ok(OK)
+}
+
 /// Options of `driftwatch run --replay`.
 #[derive(Debug, Clone, Default)]
 pub struct ReplayOptions {

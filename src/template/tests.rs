@@ -146,6 +146,14 @@ fn output_is_bounded() {
 }
 
 #[test]
+fn else_if_chains_and_each_with_index() {
+    let s = set(
+        "message: \"{{#if app.nope}}a{{else if app.metadata.name}}b{{else}}c{{/if}} {{#each app.status.conditions}}{{@index}}={{type}}{{/each}}\"\n",
+    );
+    assert_eq!(render(&s, DestinationKind::Console, "console").unwrap()["message"], "b 0=SyncError");
+}
+
+#[test]
 fn a_template_needs_some_field() {
     let file = SourceFile::new("t.yaml", "{}\n");
     let def: TemplateDef = file.parse("template t").unwrap();

@@ -135,6 +135,8 @@ fn time_helpers() {
         "has_prefix(\"OutOfSync\", \"Out\") && \"OutOfSync\".contains(\"Of\") && lower(\"AB\") == \"ab\"",
         "len(app.missing) == 0 && string(app.missing) == \"<nil>\"",
         "parse_time(app.a).unix() == 1772366340",
+        "\"Sync\" in \"OutOfSync\" && \"a\" in app && !(\"zz\" in app) && 2 in [1, 2]",
+        "len(\"abc\") == 3 && len([1]) == 1 && len(app) == 2",
     ] {
         let r = one(when, app.clone());
         assert!(r.result, "{when}: {r:?}");
