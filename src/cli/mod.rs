@@ -118,6 +118,27 @@ pub fn check(config: Option<&Path>, out: &mut dyn Write, err: &mut dyn Write) ->
     Ok(OK)
 }
 
+/// Reports a trigger or template name that does not exist, with the known ones.
+fn unknown<'a>(err: &mut dyn Write, what: &str, name: &str, known: impl Iterator<Item = &'a str>) -> anyhow::Result<i32> {
+    writeln!(
+        err,
+        "error: {what} {name:?} does not exist (known: {})",
+        known.collect::<Vec<_>>().join(", ")
+    )?;
+    Ok(BAD_INPUT)
+}
+
+/// Reads the one Application a command works on, or reports why it cannot.
+fn read_app(path: &Path, err: &mut dyn Write) -> anyhow::Result<Option<App>> {
+    match replay::read_app(path) {
+        Ok(a) => Ok(Some(a)),
+        Err(e) => {
+            writeln!(err, "error: {e}")?;
+            Ok(None)
+        }
+    }
+}
+
 /// `driftwatch trigger run NAME APP_FILE`.
 pub fn trigger_run(
     name: &str,
@@ -129,19 +150,10 @@ pub fn trigger_run(
 ) -> anyhow::Result<i32> {
     let Some(rt) = load(config, err)? else { return Ok(FAILED) };
     let Some(trigger) = rt.triggers.get(name) else {
-        writeln!(
-            err,
-            "error: trigger {name:?} does not exist (known: {})",
-            rt.triggers.keys().cloned().collect::<Vec<_>>().join(", ")
-        )?;
-        return Ok(BAD_INPUT);
+        return unknown(err, "trigger", name, rt.triggers.keys().map(String::as_str));
     };
-    let app = match replay::read_app(app_file) {
-        Ok(a) => a,
-        Err(e) => {
-            writeln!(err, "error: {e}")?;
-            return Ok(BAD_INPUT);
-        }
+    let Some(app) = read_app(app_file, err)? else {
+        return Ok(BAD_INPUT);
     };
     let mut scope = rt.engine.prepare(&app.object);
     let results = crate::trigger::engine::with_now(Utc::now(), || rt.engine.run(trigger, &mut scope));
@@ -190,19 +202,10 @@ pub fn template_notify(
 ) -> anyhow::Result<i32> {
     let Some(rt) = load(config, err)? else { return Ok(FAILED) };
     if !rt.templates.contains(name) {
-        writeln!(
-            err,
-            "error: template {name:?} does not exist (known: {})",
-            rt.templates.names().collect::<Vec<_>>().join(", ")
-        )?;
-        return Ok(BAD_INPUT);
+        return unknown(err, "template", name, rt.templates.names());
     }
-    let app = match replay::read_app(app_file) {
-        Ok(a) => a,
-        Err(e) => {
-            writeln!(err, "error: {e}")?;
-            return Ok(BAD_INPUT);
-        }
+    let Some(app) = read_app(app_file, err)? else {
+        return Ok(BAD_INPUT);
     };
     let destinations: Vec<Destination> = if recipients.is_empty() {
         vec![Destination::new("console", "")]
