@@ -57,7 +57,7 @@ pub struct Pipeline {
 
 impl Pipeline {
     pub fn new(runtime: Arc<Runtime>) -> Pipeline {
-        let redactor = runtime.secrets.redactor([]);
+        let redactor = runtime.redactor.clone();
         Pipeline {
             runtime,
             projects: BTreeMap::new(),

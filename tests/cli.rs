@@ -132,6 +132,39 @@ fn template_notify_json_per_recipient() {
 }
 
 #[test]
+fn template_notify_never_prints_a_secret_from_the_environment() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = write(
+        dir.path(),
+        "driftwatch.yaml",
+        "services:\n  hook:\n    type: webhook\n    url: https://h.example.com\n    bearerToken: $hook-token\ntemplates:\n  t:\n    message: \"note: {{app.metadata.annotations.note}}\"\n",
+    );
+    let app = write(
+        dir.path(),
+        "a.json",
+        &serde_json::to_string(&AppBuilder::new("a").annotate("note", "tok-SUPERSECRET-42").build()).unwrap(),
+    );
+    let o = Command::new(env!("CARGO_BIN_EXE_driftwatch"))
+        .args([
+            "template",
+            "notify",
+            "t",
+            app.to_str().unwrap(),
+            "--config",
+            cfg.to_str().unwrap(),
+            "-o",
+            "json",
+        ])
+        .env("DRIFTWATCH_SECRET_HOOK_TOKEN", "tok-SUPERSECRET-42")
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    let all = format!("{}{}", stdout(&o), stderr(&o));
+    assert!(!all.contains("SUPERSECRET"), "{all}");
+    assert!(stdout(&o).contains("note: ***"), "{all}");
+}
+
+#[test]
 fn a_file_that_is_not_an_application_is_a_clear_error() {
     let dir = tempfile::tempdir().unwrap();
     let cm = write(dir.path(), "cm.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\n");

@@ -212,7 +212,7 @@ pub fn template_notify(
     } else {
         recipients.iter().map(|r| Destination::parse(r)).collect()
     };
-    let redactor = rt.secrets.redactor([]);
+    let redactor = &rt.redactor;
     let mut ctx = RenderContext::new(&app, &rt.context);
     let mut rendered = Vec::new();
     for d in &destinations {

@@ -16,7 +16,7 @@ use serde::de::{self, MapAccess, Visitor};
 use crate::deliver::services::ServiceConfig;
 use crate::model::{Destination, DestinationKind};
 use crate::route::{GlobalSubscription, Router, Selector};
-use crate::secret::Secrets;
+use crate::secret::{Redactor, Secrets};
 use crate::template::{TemplateDef, TemplateSet, Warning};
 use crate::trigger::{Trigger, TriggerDef, TriggerEngine};
 use source::{At, ConfigError, SourceFile};
@@ -157,6 +157,9 @@ pub struct Runtime {
     pub router: Router,
     pub state: StateSettings,
     pub secrets: Secrets,
+    /// Scrubs the value of every secret the configuration holds or references (from the
+    /// secrets file or the environment) from anything printed or sent for preview.
+    pub redactor: Redactor,
     /// Non-fatal findings for `check` (paths that cannot exist, unset secrets).
     pub warnings: Vec<Warning>,
 }
@@ -345,18 +348,21 @@ pub fn load_with(config: Option<&Path>, engine: Arc<TriggerEngine>) -> Result<Ru
         },
         None => Secrets::default(),
     };
+    let mut referenced = Vec::new();
     for s in services.values() {
         for value in s.config.strings() {
             for key in Secrets::references(value) {
-                if secrets.get(&key).is_err() {
-                    warnings.push(Warning {
+                match secrets.get(&key) {
+                    Ok(v) => referenced.push(v),
+                    Err(_) => warnings.push(Warning {
                         pos: None,
                         message: format!("services.{}: secret ${key} is not set; deliveries to it will fail", s.name),
-                    });
+                    }),
                 }
             }
         }
     }
+    let redactor = secrets.redactor(referenced);
 
     let known_trigger = |t: &str| triggers.contains_key(t) || trigger_defs.iter().any(|(n, _, _)| n == t);
     let mut global = Vec::new();
@@ -428,6 +434,7 @@ pub fn load_with(config: Option<&Path>, engine: Arc<TriggerEngine>) -> Result<Ru
                 max_keys_per_app: cfg.state.max_keys_per_app,
             },
             secrets,
+            redactor,
             warnings,
         }),
         _ => Err(errors),
