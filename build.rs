@@ -16,10 +16,7 @@ fn list(dir: &str) -> Vec<(String, String)> {
             continue;
         }
         println!("cargo:rerun-if-changed={}", path.display());
-        let stem = path
-            .file_stem()
-            .and_then(|s| s.to_str())
-            .unwrap_or_else(|| panic!("bad file name {}", path.display()));
+        let stem = path.file_stem().and_then(|s| s.to_str()).unwrap_or_else(|| panic!("bad file name {}", path.display()));
         out.push((stem.to_string(), path.display().to_string()));
     }
     out.sort();

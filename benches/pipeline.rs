@@ -83,10 +83,7 @@ fn main() {
     let rt = Arc::new(config::load(None).expect("catalog loads"));
     let object = app(0);
     let application = App::from_value(object.clone()).expect("fixture is an Application");
-    println!(
-        "driftwatch evaluation-path benchmark ({} bytes of Application JSON)\n",
-        object.to_string().len()
-    );
+    println!("driftwatch evaluation-path benchmark ({} bytes of Application JSON)\n", object.to_string().len());
 
     let convert = measure("convert Application to rhai values (once per pass)", 2_000, || {
         let _ = black_box(to_dynamic(black_box(&object)));
@@ -104,18 +101,9 @@ fn main() {
     println!("{:<58} {:>12.0}x", "conversion / condition evaluation", convert / cond);
 
     let mut ctx = RenderContext::new(&application, &rt.context);
-    let target = Target {
-        trigger: "on-sync-failed",
-        kind: DestinationKind::Slack,
-        service: "slack",
-        recipient: "ops",
-    };
+    let target = Target { trigger: "on-sync-failed", kind: DestinationKind::Slack, service: "slack", recipient: "ops" };
     measure("render app-sync-failed for Slack (attachments JSON)", 5_000, || {
-        black_box(
-            rt.templates
-                .render("app-sync-failed", &mut ctx, &target, &application)
-                .expect("renders"),
-        );
+        black_box(rt.templates.render("app-sync-failed", &mut ctx, &target, &application).expect("renders"));
     });
 
     // A whole pass: 9 subscribed triggers, dedup lookups in the store; every firing

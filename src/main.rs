@@ -8,11 +8,7 @@ use clap::{Parser, Subcommand};
 use driftwatch::cli::{self, Format, ReplayOptions};
 
 #[derive(Parser)]
-#[command(
-    name = "driftwatch",
-    version,
-    about = "Watches Argo CD Applications for drift and routes notifications"
-)]
+#[command(name = "driftwatch", version, about = "Watches Argo CD Applications for drift and routes notifications")]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -97,67 +93,40 @@ enum TemplateCommand {
         config: Option<PathBuf>,
         #[arg(long, short = 'o', value_enum, default_value = "text")]
         output: Format,
+        /// Also deliver it for real through the configured services.
+        #[arg(long)]
+        send: bool,
     },
 }
 
 fn init_tracing() {
     let filter =
         tracing_subscriber::EnvFilter::try_from_env("DRIFTWATCH_LOG").unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .init();
+    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
 }
 
 fn main() -> ExitCode {
     let args = Cli::parse();
+    driftwatch::deliver::http::init_crypto();
     init_tracing();
     let (mut out, mut err) = (std::io::stdout().lock(), std::io::stderr().lock());
     let result = match args.command {
         Command::Check { config } => cli::check(config.as_deref(), &mut out, &mut err),
-        Command::Trigger {
-            command:
-                TriggerCommand::Run {
-                    name,
-                    app_file,
-                    config,
-                    output,
-                },
-        } => cli::trigger_run(&name, &app_file, config.as_deref(), output, &mut out, &mut err),
-        Command::Template {
-            command:
-                TemplateCommand::Notify {
-                    name,
-                    app_file,
-                    recipients,
-                    config,
-                    output,
-                },
-        } => cli::template_notify(&name, &app_file, &recipients, config.as_deref(), output, &mut out, &mut err),
-        Command::State {
-            command: StateCommand::List { state, app, output },
-        } => cli::state_list(&state, app.as_deref(), output, &mut out, &mut err),
-        Command::Run {
-            replay: Some(path),
-            config,
-            state,
-            jsonl,
-        } => cli::run_replay(
-            &ReplayOptions {
-                path,
-                config,
-                state,
-                jsonl,
-            },
-            &mut out,
-            &mut err,
-        ),
+        Command::Trigger { command: TriggerCommand::Run { name, app_file, config, output } } => {
+            cli::trigger_run(&name, &app_file, config.as_deref(), output, &mut out, &mut err)
+        }
+        Command::Template { command: TemplateCommand::Notify { name, app_file, recipients, config, output, send } } => {
+            cli::template_notify(&name, &app_file, &recipients, config.as_deref(), output, send, &mut out, &mut err)
+        }
+        Command::State { command: StateCommand::List { state, app, output } } => {
+            cli::state_list(&state, app.as_deref(), output, &mut out, &mut err)
+        }
+        Command::Run { replay: Some(path), config, state, jsonl } => {
+            cli::run_replay(&ReplayOptions { path, config, state, jsonl }, &mut out, &mut err)
+        }
         Command::Run { replay: None, .. } => {
             use std::io::Write;
-            let _ = writeln!(
-                err,
-                "error: watching a live cluster is not available in this build; run with --replay PATH (see README)"
-            );
+            let _ = writeln!(err, "error: watching a live cluster is not available in this build; run with --replay PATH (see README)");
             Ok(cli::BAD_INPUT)
         }
     };

@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 use std::fmt;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 /// Why a document could not be taken as an Argo CD Application (or AppProject).
@@ -44,22 +44,13 @@ fn check_kind(object: &Value, expected: &'static str) -> Result<(), ObjectError>
     match map.get("kind") {
         Some(Value::String(k)) if k == expected => {}
         Some(Value::String(k)) => {
-            return Err(ObjectError::WrongKind {
-                expected,
-                found: k.clone(),
-            });
+            return Err(ObjectError::WrongKind { expected, found: k.clone() });
         }
         Some(_) => {
-            return Err(ObjectError::WrongType {
-                field: "kind",
-                expected: "a string",
-            });
+            return Err(ObjectError::WrongType { field: "kind", expected: "a string" });
         }
         None => {
-            return Err(ObjectError::WrongKind {
-                expected,
-                found: String::new(),
-            });
+            return Err(ObjectError::WrongKind { expected, found: String::new() });
         }
     }
     if let Some(v) = map.get("apiVersion") {
@@ -67,10 +58,7 @@ fn check_kind(object: &Value, expected: &'static str) -> Result<(), ObjectError>
             Some("argoproj.io/v1alpha1") => {}
             Some(other) => return Err(ObjectError::WrongApiVersion(other.to_string())),
             None => {
-                return Err(ObjectError::WrongType {
-                    field: "apiVersion",
-                    expected: "a string",
-                });
+                return Err(ObjectError::WrongType { field: "apiVersion", expected: "a string" });
             }
         }
     }
@@ -84,10 +72,7 @@ fn check_kind(object: &Value, expected: &'static str) -> Result<(), ObjectError>
                 "spec" => "spec",
                 _ => "status",
             };
-            return Err(ObjectError::WrongType {
-                field,
-                expected: "a mapping",
-            });
+            return Err(ObjectError::WrongType { field, expected: "a mapping" });
         }
     }
     Ok(())
@@ -100,17 +85,11 @@ fn string_map(meta: Option<&Value>, field: &'static str) -> Result<BTreeMap<Stri
     if v.is_null() {
         return Ok(BTreeMap::new());
     }
-    let obj = v.as_object().ok_or(ObjectError::WrongType {
-        field,
-        expected: "a mapping of strings",
-    })?;
+    let obj = v.as_object().ok_or(ObjectError::WrongType { field, expected: "a mapping of strings" })?;
     obj.iter()
         .map(|(k, v)| match v {
             Value::String(s) => Ok((k.clone(), s.clone())),
-            _ => Err(ObjectError::WrongType {
-                field,
-                expected: "a mapping of strings",
-            }),
+            _ => Err(ObjectError::WrongType { field, expected: "a mapping of strings" }),
         })
         .collect()
 }
@@ -119,10 +98,7 @@ fn meta_str(meta: Option<&Value>, field: &'static str) -> Result<String, ObjectE
     match meta.and_then(|m| m.get(field)) {
         None | Some(Value::Null) => Ok(String::new()),
         Some(Value::String(s)) => Ok(s.clone()),
-        Some(_) => Err(ObjectError::WrongType {
-            field,
-            expected: "a string",
-        }),
+        Some(_) => Err(ObjectError::WrongType { field, expected: "a string" }),
     }
 }
 
@@ -141,21 +117,10 @@ impl App {
             Some(Value::String(p)) if p.is_empty() => "default".to_string(),
             Some(Value::String(p)) => p.clone(),
             Some(_) => {
-                return Err(ObjectError::WrongType {
-                    field: "spec.project",
-                    expected: "a string",
-                });
+                return Err(ObjectError::WrongType { field: "spec.project", expected: "a string" });
             }
         };
-        Ok(App {
-            object,
-            name,
-            namespace,
-            uid,
-            project,
-            labels,
-            annotations,
-        })
+        Ok(App { object, name, namespace, uid, project, labels, annotations })
     }
 
     /// The key the state store files this Application's records under. The UID is part
@@ -171,11 +136,7 @@ impl App {
 
     /// `namespace/name`, for logs and output.
     pub fn qualified_name(&self) -> String {
-        if self.namespace.is_empty() {
-            self.name.clone()
-        } else {
-            format!("{}/{}", self.namespace, self.name)
-        }
+        if self.namespace.is_empty() { self.name.clone() } else { format!("{}/{}", self.namespace, self.name) }
     }
 
     fn str_at(&self, pointer: &str) -> Option<&str> {
@@ -229,23 +190,32 @@ impl Project {
 
 /// The kinds of destination a template can render for. A service in the config has
 /// exactly one kind.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
-#[serde(rename_all = "lowercase")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
 pub enum DestinationKind {
     Console,
     Slack,
     Email,
     Pagerduty,
     Webhook,
+    /// Splunk HTTP Event Collector (SIEM).
+    Splunk,
+    /// A JSON webhook signed with HMAC-SHA256 (SIEM).
+    SignedWebhook,
+    /// Syslog RFC 5424 over UDP, TCP or TLS (SIEM).
+    Syslog,
 }
 
 impl DestinationKind {
-    pub const ALL: [DestinationKind; 5] = [
+    pub const ALL: [DestinationKind; 8] = [
         DestinationKind::Console,
         DestinationKind::Slack,
         DestinationKind::Email,
         DestinationKind::Pagerduty,
         DestinationKind::Webhook,
+        DestinationKind::Splunk,
+        DestinationKind::SignedWebhook,
+        DestinationKind::Syslog,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -255,11 +225,20 @@ impl DestinationKind {
             DestinationKind::Email => "email",
             DestinationKind::Pagerduty => "pagerduty",
             DestinationKind::Webhook => "webhook",
+            DestinationKind::Splunk => "splunk",
+            DestinationKind::SignedWebhook => "signed-webhook",
+            DestinationKind::Syslog => "syslog",
         }
     }
 
     pub fn parse(s: &str) -> Option<DestinationKind> {
         DestinationKind::ALL.into_iter().find(|k| k.as_str() == s)
+    }
+
+    /// SIEM kinds receive an Elastic Common Schema record built from the notification,
+    /// with the template's `message` as its `message`.
+    pub fn is_siem(self) -> bool {
+        matches!(self, DestinationKind::Splunk | DestinationKind::SignedWebhook | DestinationKind::Syslog)
     }
 }
 
@@ -272,7 +251,7 @@ impl fmt::Display for DestinationKind {
 /// Where one notification goes: a configured service (by name) and a recipient in it
 /// (a Slack channel, an e-mail address, a PagerDuty routing-key name...). Argo CD's
 /// subscriptions speak of exactly this pair.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub struct Destination {
     pub service: String,
     pub recipient: String,
@@ -280,10 +259,7 @@ pub struct Destination {
 
 impl Destination {
     pub fn new(service: impl Into<String>, recipient: impl Into<String>) -> Self {
-        Destination {
-            service: service.into(),
-            recipient: recipient.into(),
-        }
+        Destination { service: service.into(), recipient: recipient.into() }
     }
 
     /// Parses `service:recipient` (the recipient may itself contain `:`); a bare
@@ -309,30 +285,133 @@ impl fmt::Display for Destination {
     }
 }
 
+/// Whether a notification announces that a condition holds, or that it cleared.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Action {
+    #[default]
+    Fire,
+    /// The condition of a trigger marked `resolve: true` turned false after it had
+    /// been notified: PagerDuty gets `resolve`, Slack updates the original message.
+    Resolve,
+}
+
+/// What a destination may need to know about the Application beyond the rendered
+/// payload (SIEM records, PagerDuty dedup keys, links). Read once per notification.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct AppMeta {
+    pub name: String,
+    pub namespace: String,
+    pub uid: String,
+    pub project: String,
+    #[serde(default)]
+    pub sync_status: String,
+    #[serde(default)]
+    pub health_status: String,
+    #[serde(default)]
+    pub revision: String,
+}
+
+impl AppMeta {
+    pub fn of(app: &App) -> AppMeta {
+        let s = |p: &str| app.object.pointer(p).and_then(Value::as_str).unwrap_or_default().to_string();
+        AppMeta {
+            name: app.name.clone(),
+            namespace: app.namespace.clone(),
+            uid: app.uid.clone(),
+            project: app.project.clone(),
+            sync_status: s("/status/sync/status"),
+            health_status: s("/status/health/status"),
+            revision: s("/status/sync/revision"),
+        }
+    }
+}
+
+/// Severity of a notification, as templates write it (`critical`, `error`, `warning`,
+/// `info`); PagerDuty takes it as is, SIEM records as a syslog severity number.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Severity {
+    Critical,
+    Error,
+    Warning,
+    #[default]
+    Info,
+}
+
+impl Severity {
+    pub fn parse(s: &str) -> Option<Severity> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "critical" => Some(Severity::Critical),
+            "error" => Some(Severity::Error),
+            "warning" => Some(Severity::Warning),
+            "info" => Some(Severity::Info),
+            _ => None,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Severity::Critical => "critical",
+            Severity::Error => "error",
+            Severity::Warning => "warning",
+            Severity::Info => "info",
+        }
+    }
+
+    /// RFC 5424 severity: critical 2, error 3, warning 4, informational 6.
+    pub fn syslog(self) -> u8 {
+        match self {
+            Severity::Critical => 2,
+            Severity::Error => 3,
+            Severity::Warning => 4,
+            Severity::Info => 6,
+        }
+    }
+}
+
 /// One rendered notification, ready for a destination, with what the state store must
-/// record once it has been delivered.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+/// record once it has been delivered. Serialized whole into the outbox, so it survives
+/// a crash between evaluation and delivery.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Notification {
     /// `namespace/name` of the Application.
     pub app: String,
+    pub meta: AppMeta,
     pub trigger: String,
     /// Index of the trigger condition that fired.
     pub condition: usize,
+    /// Stable identity of the condition (`[index].<hash of when>`).
+    pub condition_key: String,
     pub template: String,
     pub destination: Destination,
     pub kind: DestinationKind,
+    #[serde(default)]
+    pub action: Action,
+    #[serde(default)]
+    pub severity: Severity,
     /// The payload for `kind`, secrets redacted.
     pub payload: Value,
-    /// The state-store key this notification is recorded under after delivery.
-    #[serde(skip)]
+    /// What the state store learns once this notification was delivered.
     pub record: Option<StateRecord>,
 }
 
-/// A dedup key for one Application, to be written after delivery succeeded.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// A change to one Application's dedup keys, applied after delivery succeeded.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct StateRecord {
     pub app_key: String,
     pub key: String,
+    /// `Set` after a firing; `Clear` after a resolve (the trigger re-arms).
+    #[serde(default)]
+    pub op: RecordOp,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RecordOp {
+    #[default]
+    Set,
+    Clear,
 }
 
 #[cfg(test)]

@@ -16,20 +16,13 @@ pub enum ReadError {
     #[error("{0}")]
     Parse(ConfigError),
     #[error("{path}{}: not an Application: {error}", doc.map(|d| format!(" (document {d})")).unwrap_or_default())]
-    NotAnApplication {
-        path: String,
-        doc: Option<usize>,
-        error: ObjectError,
-    },
+    NotAnApplication { path: String, doc: Option<usize>, error: ObjectError },
 }
 
 /// Parses a YAML or JSON file into its documents. JSON goes through serde_json (exact
 /// numbers, exact error positions); anything else through the YAML parser.
 pub fn read_documents(path: &Path) -> Result<Vec<Value>, ReadError> {
-    let text = std::fs::read_to_string(path).map_err(|e| ReadError::Io {
-        path: path.display().to_string(),
-        message: e.to_string(),
-    })?;
+    let text = std::fs::read_to_string(path).map_err(|e| ReadError::Io { path: path.display().to_string(), message: e.to_string() })?;
     parse_documents(&path.display().to_string(), &text)
 }
 
@@ -37,11 +30,7 @@ pub fn parse_documents(name: &str, text: &str) -> Result<Vec<Value>, ReadError> 
     if name.ends_with(".json") {
         return serde_json::from_str::<Value>(text).map(|v| vec![v]).map_err(|e| {
             ReadError::Parse(ConfigError::new(
-                Some(crate::config::source::Pos {
-                    file: name.into(),
-                    line: e.line() as u64,
-                    col: e.column() as u64,
-                }),
+                Some(crate::config::source::Pos { file: name.into(), line: e.line() as u64, col: e.column() as u64 }),
                 "document",
                 e.to_string().split(" at line").next().unwrap_or("invalid JSON").to_string(),
             ))
@@ -62,19 +51,9 @@ pub fn read_app(path: &Path) -> Result<App, ReadError> {
     let docs = read_documents(path)?;
     let name = path.display().to_string();
     match docs.as_slice() {
-        [one] => App::from_value(one.clone()).map_err(|error| ReadError::NotAnApplication {
-            path: name,
-            doc: None,
-            error,
-        }),
-        [] => Err(ReadError::Io {
-            path: name,
-            message: "the file holds no document".into(),
-        }),
-        _ => Err(ReadError::Io {
-            path: name,
-            message: format!("expected one Application, found {} documents", docs.len()),
-        }),
+        [one] => App::from_value(one.clone()).map_err(|error| ReadError::NotAnApplication { path: name, doc: None, error }),
+        [] => Err(ReadError::Io { path: name, message: "the file holds no document".into() }),
+        _ => Err(ReadError::Io { path: name, message: format!("expected one Application, found {} documents", docs.len()) }),
     }
 }
 
@@ -131,10 +110,7 @@ fn leading_number(name: &str) -> Option<u64> {
 /// is an error; a document that is not an Application is a `Malformed` step.
 pub fn read_replay(path: &Path) -> Result<Vec<Step>, ReadError> {
     let files: Vec<PathBuf> = if path.is_dir() {
-        let entries = std::fs::read_dir(path).map_err(|e| ReadError::Io {
-            path: path.display().to_string(),
-            message: e.to_string(),
-        })?;
+        let entries = std::fs::read_dir(path).map_err(|e| ReadError::Io { path: path.display().to_string(), message: e.to_string() })?;
         let mut files: Vec<PathBuf> = entries
             .filter_map(|e| e.ok().map(|e| e.path()))
             .filter(|p| p.extension().is_some_and(|e| e == "yaml" || e == "yml" || e == "json"))
@@ -145,10 +121,7 @@ pub fn read_replay(path: &Path) -> Result<Vec<Step>, ReadError> {
             (leading_number(&name), name)
         });
         if files.is_empty() {
-            return Err(ReadError::Io {
-                path: path.display().to_string(),
-                message: "no numbered .yaml/.yml/.json snapshot files".into(),
-            });
+            return Err(ReadError::Io { path: path.display().to_string(), message: "no numbered .yaml/.yml/.json snapshot files".into() });
         }
         files
     } else {
@@ -161,10 +134,7 @@ pub fn read_replay(path: &Path) -> Result<Vec<Step>, ReadError> {
         let many = docs.len() > 1;
         for (i, doc) in docs.into_iter().enumerate() {
             let label = if many { format!("{name}#{}", i + 1) } else { name.clone() };
-            steps.push(Step {
-                snapshot: classify(doc, &label),
-                label,
-            });
+            steps.push(Step { snapshot: classify(doc, &label), label });
         }
     }
     Ok(steps)
@@ -208,9 +178,7 @@ mod tests {
 
     #[test]
     fn parse_errors_have_positions() {
-        let e = parse_documents("bad.yaml", "kind: Application\nmetadata: [unclosed\n")
-            .unwrap_err()
-            .to_string();
+        let e = parse_documents("bad.yaml", "kind: Application\nmetadata: [unclosed\n").unwrap_err().to_string();
         assert!(e.starts_with("bad.yaml:"), "{e}");
         let e = parse_documents("bad.json", "{\n  \"kind\": \n}").unwrap_err().to_string();
         assert!(e.starts_with("bad.json:3:1"), "{e}");

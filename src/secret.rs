@@ -47,18 +47,13 @@ pub struct Secrets {
 
 impl fmt::Debug for Secrets {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Secrets")
-            .field("keys", &self.values.keys().collect::<Vec<_>>())
-            .finish()
+        f.debug_struct("Secrets").field("keys", &self.values.keys().collect::<Vec<_>>()).finish()
     }
 }
 
 fn env_name(key: &str) -> String {
     let mut s = String::from("DRIFTWATCH_SECRET_");
-    s.extend(
-        key.chars()
-            .map(|c| if c.is_ascii_alphanumeric() { c.to_ascii_uppercase() } else { '_' }),
-    );
+    s.extend(key.chars().map(|c| if c.is_ascii_alphanumeric() { c.to_ascii_uppercase() } else { '_' }));
     s
 }
 
@@ -68,18 +63,13 @@ fn is_key_char(c: char) -> bool {
 
 impl Secrets {
     pub fn from_map<K: Into<String>, V: Into<String>>(map: impl IntoIterator<Item = (K, V)>) -> Secrets {
-        Secrets {
-            values: map.into_iter().map(|(k, v)| (k.into(), Secret(v.into()))).collect(),
-        }
+        Secrets { values: map.into_iter().map(|(k, v)| (k.into(), Secret(v.into()))).collect() }
     }
 
     /// Loads a secrets file (YAML/JSON map of strings) or directory (one file per key,
     /// as Kubernetes mounts a Secret).
     pub fn load(path: &Path) -> Result<Secrets, SecretError> {
-        let err = |message: String| SecretError::File {
-            path: path.display().to_string(),
-            message,
-        };
+        let err = |message: String| SecretError::File { path: path.display().to_string(), message };
         if path.is_dir() {
             let mut values = BTreeMap::new();
             for entry in std::fs::read_dir(path).map_err(|e| err(e.to_string()))? {
@@ -108,9 +98,7 @@ impl Secrets {
         if let Some(v) = self.values.get(key) {
             return Ok(v.clone());
         }
-        std::env::var(env_name(key))
-            .map(Secret)
-            .map_err(|_| SecretError::Missing(key.to_string()))
+        std::env::var(env_name(key)).map(Secret).map_err(|_| SecretError::Missing(key.to_string()))
     }
 
     /// Replaces every `$key` in `s` with its value (`$$` is a literal `$`).
@@ -160,12 +148,7 @@ impl Secrets {
     /// A redactor for every value these secrets hold, plus the given extra values
     /// (secrets resolved from the environment).
     pub fn redactor(&self, extra: impl IntoIterator<Item = Secret>) -> Redactor {
-        let mut needles: Vec<String> = self
-            .values
-            .values()
-            .map(|s| s.0.clone())
-            .chain(extra.into_iter().map(|s| s.0))
-            .collect();
+        let mut needles: Vec<String> = self.values.values().map(|s| s.0.clone()).chain(extra.into_iter().map(|s| s.0)).collect();
         // Very short values would redact ordinary words; a secret that short is not one.
         needles.retain(|n| n.len() >= 4);
         needles.sort_by_key(|n| std::cmp::Reverse(n.len()));

@@ -44,13 +44,7 @@ fn on_created_and_on_deleted() {
         ("on-created", "no name", base().remove("/metadata/name"), true, Some("<nil>")),
         ("on-deleted", "not being deleted", base(), false, None),
         ("on-deleted", "deletionTimestamp set", base().deleting(), true, Some("guestbook")),
-        (
-            "on-deleted",
-            "deletionTimestamp null",
-            base().field("/metadata/deletionTimestamp", serde_json::Value::Null),
-            false,
-            None,
-        ),
+        ("on-deleted", "deletionTimestamp null", base().field("/metadata/deletionTimestamp", serde_json::Value::Null), false, None),
     ]);
 }
 
@@ -60,27 +54,14 @@ fn on_deployed_time_window_on_both_sides() {
     check(&[
         ("on-deployed", "operationState absent", base().synced().healthy(), false, None),
         // healthy 30 s after the sync finished: !(lt+1m < finishedAt) = !(false)
-        (
-            "on-deployed",
-            "healthy after finish",
-            ok().health("Healthy", "2026-03-01T11:59:30Z"),
-            true,
-            Some(REV1),
-        ),
+        ("on-deployed", "healthy after finish", ok().health("Healthy", "2026-03-01T11:59:30Z"), true, Some(REV1)),
         // healthy 59 s before the finish: lt+1m = finish+1s, not before finish -> true
-        (
-            "on-deployed",
-            "inside the one-minute window",
-            ok().health("Healthy", "2026-03-01T11:58:01Z"),
-            true,
-            Some(REV1),
-        ),
+        ("on-deployed", "inside the one-minute window", ok().health("Healthy", "2026-03-01T11:58:01Z"), true, Some(REV1)),
         // exactly 60 s before: lt+1m == finish, Before is strict -> true
         (
             "on-deployed",
             "window boundary",
-            ok().health("Healthy", "2026-03-01T11:58:00Z")
-                .operation("Succeeded", REV1, "2026-03-01T11:57:00Z", Some(FINISH)),
+            ok().health("Healthy", "2026-03-01T11:58:00Z").operation("Succeeded", REV1, "2026-03-01T11:57:00Z", Some(FINISH)),
             true,
             Some(REV1),
         ),
@@ -88,48 +69,17 @@ fn on_deployed_time_window_on_both_sides() {
         (
             "on-deployed",
             "outside the window",
-            ok().health("Healthy", "2026-03-01T11:57:59Z")
-                .operation("Succeeded", REV1, "2026-03-01T11:57:00Z", Some(FINISH)),
+            ok().health("Healthy", "2026-03-01T11:57:59Z").operation("Succeeded", REV1, "2026-03-01T11:57:00Z", Some(FINISH)),
             false,
             None,
         ),
         // healthy since before the sync started: second disjunct -> true
-        (
-            "on-deployed",
-            "healthy before start",
-            ok().health("Healthy", "2026-03-01T11:00:00Z"),
-            true,
-            Some(REV1),
-        ),
-        (
-            "on-deployed",
-            "degraded",
-            ok().health("Degraded", "2026-03-01T11:59:30Z"),
-            false,
-            None,
-        ),
-        (
-            "on-deployed",
-            "still running",
-            base().synced().healthy().operation("Running", REV1, START, None),
-            false,
-            None,
-        ),
-        (
-            "on-deployed",
-            "failed",
-            base().synced().healthy().operation("Failed", REV1, START, Some(FINISH)),
-            false,
-            None,
-        ),
+        ("on-deployed", "healthy before start", ok().health("Healthy", "2026-03-01T11:00:00Z"), true, Some(REV1)),
+        ("on-deployed", "degraded", ok().health("Degraded", "2026-03-01T11:59:30Z"), false, None),
+        ("on-deployed", "still running", base().synced().healthy().operation("Running", REV1, START, None), false, None),
+        ("on-deployed", "failed", base().synced().healthy().operation("Failed", REV1, START, Some(FINISH)), false, None),
         // time.Parse on a missing lastTransitionTime fails: a runtime error is false
-        (
-            "on-deployed",
-            "no lastTransitionTime",
-            ok().field("/status/health", serde_json::json!({"status": "Healthy"})),
-            false,
-            None,
-        ),
+        ("on-deployed", "no lastTransitionTime", ok().field("/status/health", serde_json::json!({"status": "Healthy"})), false, None),
         // multi-source apps record `revisions`, not `revision`: oncePer is nil
         (
             "on-deployed",
@@ -155,13 +105,7 @@ fn on_health_degraded() {
             Some(REV2),
         ),
         // `?.` makes a missing operationState nil rather than an error
-        (
-            "on-health-degraded",
-            "degraded, operationState absent",
-            base().synced().degraded(),
-            true,
-            Some("<nil>"),
-        ),
+        ("on-health-degraded", "degraded, operationState absent", base().synced().degraded(), true, Some("<nil>")),
         ("on-health-degraded", "no health at all", base(), false, None),
     ]);
 }
@@ -174,20 +118,8 @@ fn on_sync_phases() {
         ("on-sync-failed", "Error", op("Error"), true, Some(REV1)),
         ("on-sync-failed", "Succeeded", op("Succeeded"), false, None),
         ("on-sync-failed", "operationState absent", base().synced(), false, None),
-        (
-            "on-sync-failed",
-            "no syncResult",
-            op("Failed").remove("/status/operationState/syncResult"),
-            true,
-            Some("<nil>"),
-        ),
-        (
-            "on-sync-running",
-            "Running",
-            base().operation("Running", REV2, START, None),
-            true,
-            Some(REV2),
-        ),
+        ("on-sync-failed", "no syncResult", op("Failed").remove("/status/operationState/syncResult"), true, Some("<nil>")),
+        ("on-sync-running", "Running", base().operation("Running", REV2, START, None), true, Some(REV2)),
         ("on-sync-running", "Succeeded", op("Succeeded"), false, None),
         ("on-sync-running", "operationState absent", base(), false, None),
         ("on-sync-succeeded", "Succeeded", op("Succeeded"), true, Some(REV1)),
@@ -196,9 +128,7 @@ fn on_sync_phases() {
         (
             "on-sync-succeeded",
             "multi-source",
-            op("Succeeded")
-                .multi_source()
-                .field("/status/operationState/syncResult", serde_json::json!({"revisions": [REV1]})),
+            op("Succeeded").multi_source().field("/status/operationState/syncResult", serde_json::json!({"revisions": [REV1]})),
             true,
             Some("<nil>"),
         ),
@@ -224,10 +154,7 @@ fn on_sync_status_unknown_and_out_of_sync() {
         (
             "on-out-of-sync",
             "multi-source",
-            base().multi_source().field(
-                "/status/sync",
-                serde_json::json!({"status": "OutOfSync", "revisions": [REV1, REV2]}),
-            ),
+            base().multi_source().field("/status/sync", serde_json::json!({"status": "OutOfSync", "revisions": [REV1, REV2]})),
             true,
             Some("<nil>"),
         ),

@@ -10,11 +10,7 @@ use common::{AppBuilder, REV1};
 use serde_json::{Value, json};
 
 fn driftwatch(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_driftwatch"))
-        .args(args)
-        .env_remove("DRIFTWATCH_LOG")
-        .output()
-        .expect("run driftwatch")
+    Command::new(env!("CARGO_BIN_EXE_driftwatch")).args(args).env_remove("DRIFTWATCH_LOG").output().expect("run driftwatch")
 }
 
 fn stdout(o: &Output) -> String {
@@ -75,11 +71,7 @@ fn trigger_run_json_for_every_catalog_trigger() {
 #[test]
 fn trigger_run_table() {
     let dir = tempfile::tempdir().unwrap();
-    let file = write(
-        dir.path(),
-        "a.yaml",
-        &serde_json::to_string(&AppBuilder::new("a").sync("OutOfSync", REV1).build()).unwrap(),
-    );
+    let file = write(dir.path(), "a.yaml", &serde_json::to_string(&AppBuilder::new("a").sync("OutOfSync", REV1).build()).unwrap());
     let o = driftwatch(&["trigger", "run", "on-out-of-sync", file.to_str().unwrap()]);
     assert!(o.status.success());
     let out = stdout(&o);
@@ -111,21 +103,12 @@ fn template_notify_json_per_recipient() {
     assert_eq!(v["template"], "app-deployed");
     let n = v["notifications"].as_array().unwrap();
     assert_eq!(n.len(), 2);
-    assert_eq!(
-        (n[0]["destination"].as_str(), n[0]["recipient"].as_str()),
-        (Some("slack"), Some("deploys"))
-    );
+    assert_eq!((n[0]["destination"].as_str(), n[0]["recipient"].as_str()), (Some("slack"), Some("deploys")));
     let fields = &n[0]["payload"]["attachments"][0]["fields"];
     assert_eq!(fields[1]["title"], "Repositories", "multi-source: {fields}");
-    assert_eq!(
-        fields[1]["value"],
-        ":arrow_heading_up: https://git.example.com/a.git\n:arrow_heading_up: https://charts.example.com"
-    );
+    assert_eq!(fields[1]["value"], ":arrow_heading_up: https://git.example.com/a.git\n:arrow_heading_up: https://charts.example.com");
     assert_eq!(n[1]["destination"], "email");
-    assert_eq!(
-        n[1]["payload"]["subject"],
-        "New version of an application payments is up and running."
-    );
+    assert_eq!(n[1]["payload"]["subject"], "New version of an application payments is up and running.");
     // Default recipient: the console.
     let o = driftwatch(&["template", "notify", "app-created", file.to_str().unwrap()]);
     assert_eq!(stdout(&o), "--- console console:\nApplication payments has been created.\n");
@@ -139,22 +122,10 @@ fn template_notify_never_prints_a_secret_from_the_environment() {
         "driftwatch.yaml",
         "services:\n  hook:\n    type: webhook\n    url: https://h.example.com\n    bearerToken: $hook-token\ntemplates:\n  t:\n    message: \"note: {{app.metadata.annotations.note}}\"\n",
     );
-    let app = write(
-        dir.path(),
-        "a.json",
-        &serde_json::to_string(&AppBuilder::new("a").annotate("note", "tok-SUPERSECRET-42").build()).unwrap(),
-    );
+    let app =
+        write(dir.path(), "a.json", &serde_json::to_string(&AppBuilder::new("a").annotate("note", "tok-SUPERSECRET-42").build()).unwrap());
     let o = Command::new(env!("CARGO_BIN_EXE_driftwatch"))
-        .args([
-            "template",
-            "notify",
-            "t",
-            app.to_str().unwrap(),
-            "--config",
-            cfg.to_str().unwrap(),
-            "-o",
-            "json",
-        ])
+        .args(["template", "notify", "t", app.to_str().unwrap(), "--config", cfg.to_str().unwrap(), "-o", "json"])
         .env("DRIFTWATCH_SECRET_HOOK_TOKEN", "tok-SUPERSECRET-42")
         .output()
         .unwrap();
@@ -170,11 +141,7 @@ fn a_file_that_is_not_an_application_is_a_clear_error() {
     let cm = write(dir.path(), "cm.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\n");
     let o = driftwatch(&["trigger", "run", "on-created", cm.to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(2));
-    assert!(
-        stderr(&o).contains("cm.yaml: not an Application: kind is \"ConfigMap\", expected \"Application\""),
-        "{}",
-        stderr(&o)
-    );
+    assert!(stderr(&o).contains("cm.yaml: not an Application: kind is \"ConfigMap\", expected \"Application\""), "{}", stderr(&o));
     let bad = write(dir.path(), "bad.yaml", "kind: Application\nmetadata: {name: [x\n");
     let o = driftwatch(&["template", "notify", "app-created", bad.to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(2));
@@ -194,54 +161,27 @@ fn check_passes_on_the_catalog_and_the_examples() {
     // The reference configuration: valid, with warnings for its unset secrets only.
     let o = driftwatch(&["check", "--config", &repo("deploy/driftwatch.yaml")]);
     assert!(o.status.success(), "{}", stderr(&o));
-    assert!(
-        stdout(&o).starts_with("ok: 10 triggers, 10 templates, 4 services, 4 warning(s)"),
-        "{}",
-        stdout(&o)
-    );
-    assert!(
-        stderr(&o)
-            .lines()
-            .all(|l| l.starts_with("warning: services.") && l.contains("is not set")),
-        "{}",
-        stderr(&o)
-    );
+    assert!(stdout(&o).starts_with("ok: 10 triggers, 10 templates, 4 services, 4 warning(s)"), "{}", stdout(&o));
+    assert!(stderr(&o).lines().all(|l| l.starts_with("warning: services.") && l.contains("is not set")), "{}", stderr(&o));
 }
 
 #[test]
 fn check_reports_every_broken_file_with_positions() {
     let dir = tempfile::tempdir().unwrap();
-    let cfg = write(
-        dir.path(),
-        "driftwatch.yaml",
-        "context:\n  argocdUrl: https://cd\nservice:\n  slack: {}\n",
-    );
+    let cfg = write(dir.path(), "driftwatch.yaml", "context:\n  argocdUrl: https://cd\nservice:\n  slack: {}\n");
     let o = driftwatch(&["check", "--config", cfg.to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(1));
     let err = stderr(&o);
-    assert!(
-        err.contains(&format!("error: {}:3:1: the configuration: ", cfg.display())) && err.contains("service"),
-        "{err}"
-    );
+    assert!(err.contains(&format!("error: {}:3:1: the configuration: ", cfg.display())) && err.contains("service"), "{err}");
 
     let cfg = write(dir.path(), "driftwatch.yaml", "context:\n  argocdUrl: https://cd\n");
-    write(
-        dir.path(),
-        "triggers/on-bad.yaml",
-        "- when: app.status.sync.status === \"OutOfSync\"\n  send: [app-created]\n",
-    );
+    write(dir.path(), "triggers/on-bad.yaml", "- when: app.status.sync.status === \"OutOfSync\"\n  send: [app-created]\n");
     write(dir.path(), "templates/bad-hbs.yaml", "message: \"{{#if app.x}}open\"\n");
     let o = driftwatch(&["check", "--config", cfg.to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(1));
     let err = stderr(&o);
-    assert!(
-        err.contains("on-bad.yaml:1:") && err.contains("trigger on-bad[0].when: invalid rhai"),
-        "{err}"
-    );
-    assert!(
-        err.contains("bad-hbs.yaml:1:") && err.contains("template bad-hbs.message: invalid handlebars"),
-        "{err}"
-    );
+    assert!(err.contains("on-bad.yaml:1:") && err.contains("trigger on-bad[0].when: invalid rhai"), "{err}");
+    assert!(err.contains("bad-hbs.yaml:1:") && err.contains("template bad-hbs.message: invalid handlebars"), "{err}");
     assert!(err.contains("2 configuration error(s)"), "{err}");
 
     // A JSON field that compiles but does not render to JSON is found by rendering.
@@ -253,21 +193,13 @@ fn check_reports_every_broken_file_with_positions() {
     );
     let o = driftwatch(&["check", "--config", cfg.to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(1));
-    assert!(
-        stderr(&o).contains("template bad-hbs field slack.attachments did not render to valid JSON"),
-        "{}",
-        stderr(&o)
-    );
+    assert!(stderr(&o).contains("template bad-hbs field slack.attachments did not render to valid JSON"), "{}", stderr(&o));
 
     // A path the Application schema does not have is a warning, not an error.
     write(dir.path(), "templates/bad-hbs.yaml", "message: \"{{app.status.healthh.status}}\"\n");
     let o = driftwatch(&["check", "--config", cfg.to_str().unwrap()]);
     assert!(o.status.success(), "{}", stderr(&o));
-    assert!(
-        stderr(&o).contains("warning: ") && stderr(&o).contains("app.status.healthh.status does not exist"),
-        "{}",
-        stderr(&o)
-    );
+    assert!(stderr(&o).contains("warning: ") && stderr(&o).contains("app.status.healthh.status does not exist"), "{}", stderr(&o));
 }
 
 /// The shipped example shows exactly the notifications its files describe, once each.
@@ -285,11 +217,7 @@ fn replay_of_the_drift_incident_example() {
         jsonl.to_str().unwrap(),
     ]);
     assert!(o.status.success(), "{}", stderr(&o));
-    let sent: Vec<Value> = std::fs::read_to_string(&jsonl)
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let sent: Vec<Value> = std::fs::read_to_string(&jsonl).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
     let summary: Vec<String> = sent
         .iter()
         .map(|n| {
@@ -313,12 +241,7 @@ fn replay_of_the_drift_incident_example() {
         ]
     );
     assert_eq!(sent[2]["payload"]["subject"], "Failed to sync application guestbook.");
-    assert!(
-        sent[1]["payload"]["text"]
-            .as_str()
-            .unwrap()
-            .contains("https://argocd.example.com/applications/guestbook")
-    );
+    assert!(sent[1]["payload"]["text"].as_str().unwrap().contains("https://argocd.example.com/applications/guestbook"));
     let out = stdout(&o);
     assert!(out.contains("(sync status is stale: skipped until Argo CD re-reconciles)"), "{out}");
     assert!(out.contains("5 notification(s) sent, 0 failed"), "{out}");
@@ -345,14 +268,8 @@ fn replay_state_persists_across_runs_and_malformed_objects_are_counted() {
     );
     let run = || driftwatch(&["run", "--replay", replay.to_str().unwrap(), "--state", state.to_str().unwrap()]);
     let first = stdout(&run());
-    assert!(
-        first.contains("2 notification(s) sent") && first.contains("1 malformed object(s) skipped"),
-        "{first}"
-    );
-    assert!(
-        first.contains("replay.yaml#2  skipped: replay.yaml#2: not an Application: field status has the wrong type"),
-        "{first}"
-    );
+    assert!(first.contains("2 notification(s) sent") && first.contains("1 malformed object(s) skipped"), "{first}");
+    assert!(first.contains("replay.yaml#2  skipped: replay.yaml#2: not an Application: field status has the wrong type"), "{first}");
     assert!(first.contains("slack:x (slack) argocd/gone: on-deleted[0]"), "{first}");
     // Second run, same state file: the live app was already notified; the deleted one's
     // state was cleaned, so its deletion is reported again (it is a new deletion).
@@ -365,10 +282,7 @@ fn replay_state_persists_across_runs_and_malformed_objects_are_counted() {
     let rows: Value = serde_json::from_str(&stdout(&o)).unwrap();
     assert_eq!(rows.as_array().unwrap().len(), 1, "{rows}");
     assert_eq!(rows[0]["app"], "argocd/a@uid-a");
-    assert!(
-        rows[0]["key"].as_str().unwrap().starts_with(&format!("{REV1}:on-out-of-sync:[0].")),
-        "{rows}"
-    );
+    assert!(rows[0]["key"].as_str().unwrap().starts_with(&format!("{REV1}:on-out-of-sync:[0].")), "{rows}");
     assert!(rows[0]["key"].as_str().unwrap().ends_with(":slack:x"), "{rows}");
 }
 

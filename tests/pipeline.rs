@@ -54,10 +54,7 @@ fn step(p: &Pipeline, state: &StateStore, sink: &mut Recorder, app: &App) -> Vec
     }
     let before = sink.got.len();
     dispatch(&eval.notifications, &mut [sink as &mut dyn Sink], state, 1).unwrap();
-    sink.got[before..]
-        .iter()
-        .map(|n| format!("{} -> {}", n.trigger, n.destination))
-        .collect()
+    sink.got[before..].iter().map(|n| format!("{} -> {}", n.trigger, n.destination)).collect()
 }
 
 const DEGRADED_PLAIN: &str = r#"
@@ -72,22 +69,12 @@ fn a_plain_trigger_rearms_when_its_condition_turns_false() {
     let dir = tempfile::tempdir().unwrap();
     let p = pipeline(Some(DEGRADED_PLAIN), dir.path());
     let state = StateStore::in_memory().unwrap();
-    let app = |b: AppBuilder| {
-        b.annotate("notifications.argoproj.io/subscribe.on-degraded-plain.slack", "ops")
-            .app()
-    };
+    let app = |b: AppBuilder| b.annotate("notifications.argoproj.io/subscribe.on-degraded-plain.slack", "ops").app();
     let sent = |b| step(&p, &state, &mut Recorder::default(), &app(b));
     assert_eq!(sent(AppBuilder::new("a").synced().degraded()), ["on-degraded-plain -> slack:ops"]);
-    assert!(
-        sent(AppBuilder::new("a").synced().degraded()).is_empty(),
-        "still degraded: already notified"
-    );
+    assert!(sent(AppBuilder::new("a").synced().degraded()).is_empty(), "still degraded: already notified");
     assert!(sent(AppBuilder::new("a").synced().healthy()).is_empty());
-    assert_eq!(
-        sent(AppBuilder::new("a").synced().degraded()),
-        ["on-degraded-plain -> slack:ops"],
-        "re-armed by the healthy snapshot"
-    );
+    assert_eq!(sent(AppBuilder::new("a").synced().degraded()), ["on-degraded-plain -> slack:ops"], "re-armed by the healthy snapshot");
 }
 
 #[test]
@@ -96,23 +83,11 @@ fn an_once_per_key_is_kept_until_its_value_changes() {
     let p = pipeline(None, dir.path());
     let state = StateStore::in_memory().unwrap();
     let mut sink = Recorder::default();
-    let app = |b: AppBuilder| {
-        b.annotate("notifications.argoproj.io/subscribe.on-out-of-sync.slack", "drift")
-            .app()
-    };
-    assert_eq!(
-        step(&p, &state, &mut sink, &app(AppBuilder::new("a").sync("OutOfSync", REV1))),
-        ["on-out-of-sync -> slack:drift"]
-    );
+    let app = |b: AppBuilder| b.annotate("notifications.argoproj.io/subscribe.on-out-of-sync.slack", "drift").app();
+    assert_eq!(step(&p, &state, &mut sink, &app(AppBuilder::new("a").sync("OutOfSync", REV1))), ["on-out-of-sync -> slack:drift"]);
     assert!(step(&p, &state, &mut sink, &app(AppBuilder::new("a").sync("Synced", REV1))).is_empty());
-    assert!(
-        step(&p, &state, &mut sink, &app(AppBuilder::new("a").sync("OutOfSync", REV1))).is_empty(),
-        "same revision: once per revision"
-    );
-    assert_eq!(
-        step(&p, &state, &mut sink, &app(AppBuilder::new("a").sync("OutOfSync", REV2))),
-        ["on-out-of-sync -> slack:drift"]
-    );
+    assert!(step(&p, &state, &mut sink, &app(AppBuilder::new("a").sync("OutOfSync", REV1))).is_empty(), "same revision: once per revision");
+    assert_eq!(step(&p, &state, &mut sink, &app(AppBuilder::new("a").sync("OutOfSync", REV2))), ["on-out-of-sync -> slack:drift"]);
 }
 
 #[test]
@@ -126,15 +101,9 @@ fn a_failed_delivery_is_retried_on_the_next_evaluation_even_for_once_per() {
         .operation("Failed", REV1, "2026-03-01T11:58:00Z", Some("2026-03-01T11:59:00Z"))
         .annotate("notifications.argoproj.io/subscribe.on-sync-failed.slack", "ops")
         .app();
-    let mut sink = Recorder {
-        fail_first: 1,
-        ..Default::default()
-    };
+    let mut sink = Recorder { fail_first: 1, ..Default::default() };
     assert!(step(&p, &state, &mut sink, &app).is_empty(), "the receiver failed");
-    assert!(
-        state.keys(&app.state_key()).unwrap().is_empty(),
-        "nothing recorded for a failed send"
-    );
+    assert!(state.keys(&app.state_key()).unwrap().is_empty(), "nothing recorded for a failed send");
     assert_eq!(step(&p, &state, &mut sink, &app), ["on-sync-failed -> slack:ops"], "retried");
     assert!(step(&p, &state, &mut sink, &app).is_empty(), "recorded after success");
     assert_eq!(sink.attempts, 2);
@@ -144,10 +113,8 @@ fn a_failed_delivery_is_retried_on_the_next_evaluation_even_for_once_per() {
 fn state_survives_a_restart() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("state.redb");
-    let app = AppBuilder::new("a")
-        .sync("OutOfSync", REV1)
-        .annotate("notifications.argoproj.io/subscribe.on-out-of-sync.slack", "drift")
-        .app();
+    let app =
+        AppBuilder::new("a").sync("OutOfSync", REV1).annotate("notifications.argoproj.io/subscribe.on-out-of-sync.slack", "drift").app();
     {
         let p = pipeline(None, dir.path());
         let state = StateStore::open(&path).unwrap();
@@ -173,13 +140,9 @@ fn stale_sync_status_is_skipped_until_reconciled() {
         .healthy()
         .operation("Failed", REV1, "2026-03-01T12:00:00Z", Some("2026-03-01T12:00:10Z"))
         .annotate("notifications.argoproj.io/subscribe.on-sync-failed.slack", "ops");
-    let eval = p
-        .evaluate(&b.clone().reconciled_at("2026-03-01T12:00:05Z").app(), &state, Utc::now())
-        .unwrap();
+    let eval = p.evaluate(&b.clone().reconciled_at("2026-03-01T12:00:05Z").app(), &state, Utc::now()).unwrap();
     assert!(eval.stale && eval.notifications.is_empty());
-    let eval = p
-        .evaluate(&b.reconciled_at("2026-03-01T12:00:20Z").app(), &state, Utc::now())
-        .unwrap();
+    let eval = p.evaluate(&b.reconciled_at("2026-03-01T12:00:20Z").app(), &state, Utc::now()).unwrap();
     assert!(!eval.stale);
     assert_eq!(eval.notifications.len(), 1);
 }
@@ -196,11 +159,7 @@ fn project_subscriptions_and_global_selectors_route_without_app_annotations() {
         Project {
             name: "default".into(),
             namespace: "argocd".into(),
-            annotations: [(
-                "notifications.argoproj.io/subscribe.on-health-degraded.slack".to_string(),
-                "team".to_string(),
-            )]
-            .into(),
+            annotations: [("notifications.argoproj.io/subscribe.on-health-degraded.slack".to_string(), "team".to_string())].into(),
         },
     );
     let state = StateStore::in_memory().unwrap();
@@ -210,10 +169,7 @@ fn project_subscriptions_and_global_selectors_route_without_app_annotations() {
         ["on-health-degraded -> email:sre@example.com", "on-health-degraded -> slack:team"]
     );
     let dev = AppBuilder::new("b").synced().degraded().label("env", "dev").app();
-    assert_eq!(
-        step(&p, &state, &mut Recorder::default(), &dev),
-        ["on-health-degraded -> slack:team"]
-    );
+    assert_eq!(step(&p, &state, &mut Recorder::default(), &dev), ["on-health-degraded -> slack:team"]);
 }
 
 #[test]
@@ -230,18 +186,8 @@ fn unknown_services_and_triggers_are_reported_not_fatal() {
         .app();
     let eval = p.evaluate(&app, &state, Utc::now()).unwrap();
     assert_eq!(eval.notifications.len(), 1);
-    assert!(
-        eval.skipped.contains(&Skip::UnknownService { service: "teams".into() }),
-        "{:?}",
-        eval.skipped
-    );
-    assert!(
-        eval.skipped.contains(&Skip::UnknownTrigger {
-            trigger: "on-nonexistent".into()
-        }),
-        "{:?}",
-        eval.skipped
-    );
+    assert!(eval.skipped.contains(&Skip::UnknownService { service: "teams".into() }), "{:?}", eval.skipped);
+    assert!(eval.skipped.contains(&Skip::UnknownTrigger { trigger: "on-nonexistent".into() }), "{:?}", eval.skipped);
 }
 
 #[test]

@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 
 use crate::config::{self, Runtime, source::ConfigError};
 use crate::deliver::{ConsoleSink, JsonLinesSink, Sink, dispatch};
-use crate::model::{App, Destination, DestinationKind};
+use crate::model::{Action, App, AppMeta, Destination, DestinationKind, Notification};
 use crate::pipeline::{Pipeline, Skip};
 use crate::replay::{self, Snapshot};
 use crate::state::StateStore;
@@ -52,10 +52,7 @@ fn load(config: Option<&Path>, err: &mut dyn Write) -> anyhow::Result<Option<Run
 
 /// Rich Applications every template is rendered against by `check`, so a JSON field
 /// that cannot render to JSON is found before a real notification needs it.
-const CHECK_SAMPLES: &[&str] = &[
-    include_str!("check_sample_single_source.json"),
-    include_str!("check_sample_multi_source.json"),
-];
+const CHECK_SAMPLES: &[&str] = &[include_str!("check_sample_single_source.json"), include_str!("check_sample_multi_source.json")];
 
 /// `driftwatch check`: compiles everything, renders every template for every kind
 /// against sample Applications, prints every error and warning.
@@ -75,7 +72,7 @@ pub fn check(config: Option<&Path>, out: &mut dyn Write, err: &mut dyn Write) ->
         .chain(
             rt.services
                 .values()
-                .filter(|s| s.config.kind() == DestinationKind::Webhook)
+                .filter(|s| s.spec.config.kind() == DestinationKind::Webhook)
                 .map(|s| (DestinationKind::Webhook, s.name.clone())),
         )
         .collect();
@@ -85,12 +82,7 @@ pub fn check(config: Option<&Path>, out: &mut dyn Write, err: &mut dyn Write) ->
         let mut ctx = RenderContext::new(&app, &rt.context);
         for name in rt.templates.names() {
             for (kind, service) in &kinds {
-                let target = Target {
-                    trigger: "check",
-                    kind: *kind,
-                    service,
-                    recipient: "check",
-                };
+                let target = Target { trigger: "check", kind: *kind, service, recipient: "check", resolved: false };
                 match rt.templates.render(name, &mut ctx, &target, &app) {
                     Ok(_) | Err(crate::template::RenderError::NoWebhookField { .. }) => {}
                     Err(e) => {
@@ -120,11 +112,7 @@ pub fn check(config: Option<&Path>, out: &mut dyn Write, err: &mut dyn Write) ->
 
 /// Reports a trigger or template name that does not exist, with the known ones.
 fn unknown<'a>(err: &mut dyn Write, what: &str, name: &str, known: impl Iterator<Item = &'a str>) -> anyhow::Result<i32> {
-    writeln!(
-        err,
-        "error: {what} {name:?} does not exist (known: {})",
-        known.collect::<Vec<_>>().join(", ")
-    )?;
+    writeln!(err, "error: {what} {name:?} does not exist (known: {})", known.collect::<Vec<_>>().join(", "))?;
     Ok(BAD_INPUT)
 }
 
@@ -190,13 +178,17 @@ pub fn trigger_run(
     Ok(OK)
 }
 
-/// `driftwatch template notify NAME APP_FILE [--recipient KIND:NAME ...]`.
+/// `driftwatch template notify NAME APP_FILE [--recipient SERVICE:RECIPIENT ...] [--send]`:
+/// renders the template for each recipient; with `send`, delivers it for real through
+/// the configured services (to try a configuration by hand).
+#[allow(clippy::too_many_arguments)]
 pub fn template_notify(
     name: &str,
     app_file: &Path,
     recipients: &[String],
     config: Option<&Path>,
     format: Format,
+    send: bool,
     out: &mut dyn Write,
     err: &mut dyn Write,
 ) -> anyhow::Result<i32> {
@@ -204,9 +196,7 @@ pub fn template_notify(
     if !rt.templates.contains(name) {
         return unknown(err, "template", name, rt.templates.names());
     }
-    let Some(app) = read_app(app_file, err)? else {
-        return Ok(BAD_INPUT);
-    };
+    let Some(app) = read_app(app_file, err)? else { return Ok(BAD_INPUT) };
     let destinations: Vec<Destination> = if recipients.is_empty() {
         vec![Destination::new("console", "")]
     } else {
@@ -214,26 +204,31 @@ pub fn template_notify(
     };
     let redactor = &rt.redactor;
     let mut ctx = RenderContext::new(&app, &rt.context);
-    let mut rendered = Vec::new();
+    let mut notifications = Vec::new();
     for d in &destinations {
         let Some(kind) = rt.service_kind(&d.service) else {
-            writeln!(
-                err,
-                "error: service {:?} is not configured and is not a destination kind",
-                d.service
-            )?;
+            writeln!(err, "error: service {:?} is not configured and is not a destination kind", d.service)?;
             return Ok(BAD_INPUT);
         };
-        let target = Target {
-            trigger: "",
-            kind,
-            service: &d.service,
-            recipient: &d.recipient,
-        };
+        let target = Target { trigger: "", kind, service: &d.service, recipient: &d.recipient, resolved: false };
         match rt.templates.render(name, &mut ctx, &target, &app) {
-            Ok(mut payload) => {
+            Ok(rendered) => {
+                let mut payload = rendered.payload;
                 redactor.redact_json(&mut payload);
-                rendered.push(json!({"destination": kind, "service": d.service, "recipient": d.recipient, "payload": payload}));
+                notifications.push(Notification {
+                    app: app.qualified_name(),
+                    meta: AppMeta::of(&app),
+                    trigger: "manual".into(),
+                    condition: 0,
+                    condition_key: "manual".into(),
+                    template: name.to_string(),
+                    destination: d.clone(),
+                    kind,
+                    action: Action::Fire,
+                    severity: rendered.severity,
+                    payload,
+                    record: None,
+                });
             }
             Err(e) => {
                 writeln!(err, "error: {}", redactor.redact(&e.to_string()))?;
@@ -242,21 +237,17 @@ pub fn template_notify(
         }
     }
     match format {
-        Format::Json => writeln!(
-            out,
-            "{}",
-            serde_json::to_string_pretty(&json!({"template": name, "notifications": rendered}))?
-        )?,
+        Format::Json => {
+            let list: Vec<Value> = notifications
+                .iter()
+                .map(|n| json!({"destination": n.kind, "service": n.destination.service, "recipient": n.destination.recipient, "payload": n.payload}))
+                .collect();
+            writeln!(out, "{}", serde_json::to_string_pretty(&json!({"template": name, "notifications": list}))?)?;
+        }
         Format::Text => {
-            for r in &rendered {
-                writeln!(
-                    out,
-                    "--- {} {}:{}",
-                    r["destination"].as_str().unwrap_or_default(),
-                    r["service"].as_str().unwrap_or_default(),
-                    r["recipient"].as_str().unwrap_or_default()
-                )?;
-                match &r["payload"] {
+            for n in &notifications {
+                writeln!(out, "--- {} {}", n.kind, n.destination)?;
+                match &n.payload {
                     Value::Object(m) if m.len() == 1 && m.contains_key("message") => {
                         writeln!(out, "{}", m["message"].as_str().unwrap_or_default())?
                     }
@@ -265,7 +256,65 @@ pub fn template_notify(
             }
         }
     }
-    Ok(OK)
+    if !send {
+        return Ok(OK);
+    }
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    runtime.block_on(send_now(&rt, &notifications, err))
+}
+
+/// Delivers notifications once through the configured services (in-memory state: a
+/// manual send is not recorded) and reports what each destination did.
+async fn send_now(rt: &Runtime, notifications: &[Notification], err: &mut dyn Write) -> anyhow::Result<i32> {
+    let state = Arc::new(StateStore::in_memory()?);
+    let env = crate::deliver::services::Env {
+        http: crate::deliver::http::client(None, false)?,
+        state: state.clone(),
+        secrets: rt.secrets.clone(),
+        context: rt.context.clone(),
+    };
+    let mut services = Vec::new();
+    for n in notifications {
+        let Some(s) = rt.services.get(&n.destination.service) else {
+            writeln!(err, "error: service {:?} is not configured (services: in the config); nothing sent to it", n.destination.service)?;
+            return Ok(FAILED);
+        };
+        if services.iter().any(|r: &crate::deliver::ServiceRuntime| r.name == s.name) {
+            continue;
+        }
+        match crate::deliver::services::build(&s.name, &s.spec, &env) {
+            Ok(mut r) => {
+                // A manual try should answer quickly: a few attempts within a minute.
+                r.settings.retry.max_attempts = r.settings.retry.max_attempts.min(3);
+                services.push(r);
+            }
+            Err(e) => {
+                writeln!(err, "error: service {}: {e}", s.name)?;
+                return Ok(FAILED);
+            }
+        }
+    }
+    let delivery = crate::deliver::Delivery::start(services, state.clone());
+    delivery.submit(notifications)?;
+    delivery.settle(std::time::Duration::from_secs(60), std::time::Duration::from_secs(90)).await;
+    delivery.shutdown(std::time::Duration::from_secs(5)).await;
+    let dead = state.dead_letters()?;
+    let pending = state.outbox(None)?;
+    for d in &dead {
+        writeln!(err, "failed: {} {}: {}", d.notification.kind, d.notification.destination, d.error)?;
+    }
+    for p in &pending {
+        writeln!(
+            err,
+            "not delivered yet: {} {}: {}",
+            p.notification.kind,
+            p.notification.destination,
+            p.last_error.as_deref().unwrap_or("-")
+        )?;
+    }
+    let sent = notifications.len() - dead.len() - pending.len();
+    writeln!(err, "sent {sent} of {} notification(s)", notifications.len())?;
+    Ok(if dead.is_empty() && pending.is_empty() { OK } else { FAILED })
 }
 
 /// `driftwatch state list --state FILE [--app PREFIX]`: what the store says was
@@ -356,11 +405,7 @@ pub fn run_replay(opts: &ReplayOptions, out: &mut dyn Write, err: &mut dyn Write
     let mut pipeline = Pipeline::new(Arc::new(rt));
     let mut jsonl = match &opts.jsonl {
         Some(p) => Some(JsonLinesSink::new(std::io::BufWriter::new(
-            std::fs::OpenOptions::new()
-                .create(true)
-                .append(true)
-                .open(p)
-                .with_context(|| format!("opening {}", p.display()))?,
+            std::fs::OpenOptions::new().create(true).append(true).open(p).with_context(|| format!("opening {}", p.display()))?,
         ))),
         None => None,
     };
@@ -392,13 +437,7 @@ pub fn run_replay(opts: &ReplayOptions, out: &mut dyn Write, err: &mut dyn Write
             }
         };
         apps += 1;
-        writeln!(
-            out,
-            "== {}  {}{}",
-            step.label,
-            summarize_app(&app),
-            if deleted { " (deleted)" } else { "" }
-        )?;
+        writeln!(out, "== {}  {}{}", step.label, summarize_app(&app), if deleted { " (deleted)" } else { "" })?;
         let now = Utc::now();
         let eval = pipeline.evaluate(&app, &state, now)?;
         for e in &eval.annotation_errors {
@@ -426,12 +465,7 @@ pub fn run_replay(opts: &ReplayOptions, out: &mut dyn Write, err: &mut dyn Write
             j.step = step.label.clone();
             sinks.push(j);
         }
-        let report = dispatch(
-            &eval.notifications,
-            &mut sinks,
-            &state,
-            u64::try_from(now.timestamp_millis()).unwrap_or(0),
-        )?;
+        let report = dispatch(&eval.notifications, &mut sinks, &state, u64::try_from(now.timestamp_millis()).unwrap_or(0))?;
         sent += report.delivered;
         failed += report.failed;
         if deleted {

@@ -13,7 +13,7 @@ use std::sync::Arc;
 use serde::Deserialize;
 use serde::de::{self, MapAccess, Visitor};
 
-use crate::deliver::services::ServiceConfig;
+use crate::deliver::services::ServiceSpec;
 use crate::model::{Destination, DestinationKind};
 use crate::route::{GlobalSubscription, Router, Selector};
 use crate::secret::{Redactor, Secrets};
@@ -136,7 +136,7 @@ impl<'de> Deserialize<'de> for ConfigFile {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Service {
     pub name: String,
-    pub config: ServiceConfig,
+    pub spec: ServiceSpec,
 }
 
 /// Settings for the state store, resolved against the config file's directory.
@@ -169,7 +169,7 @@ impl Runtime {
     /// itself when it names a kind (`slack`, `email`...) and no service is configured.
     pub fn service_kind(&self, service: &str) -> Option<DestinationKind> {
         match self.services.get(service) {
-            Some(s) => Some(s.config.kind()),
+            Some(s) => Some(s.spec.config.kind()),
             None => DestinationKind::parse(service),
         }
     }
@@ -193,11 +193,7 @@ fn read_dir_defs<T: serde::de::DeserializeOwned>(dir: &Path, what: &str, errors:
     let entries = match std::fs::read_dir(dir) {
         Ok(e) => e,
         Err(e) => {
-            errors.push(ConfigError::new(
-                None,
-                format!("{what}s directory {}", dir.display()),
-                e.to_string(),
-            ));
+            errors.push(ConfigError::new(None, format!("{what}s directory {}", dir.display()), e.to_string()));
             return out;
         }
     };
@@ -269,13 +265,8 @@ pub fn load_with(config: Option<&Path>, engine: Arc<TriggerEngine>) -> Result<Ru
 
     if let Some(path) = config {
         base = path.parent().map(Path::to_path_buf).unwrap_or_default();
-        let text = std::fs::read_to_string(path).map_err(|e| {
-            vec![ConfigError::new(
-                None,
-                path.display().to_string(),
-                format!("cannot read the configuration: {e}"),
-            )]
-        })?;
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| vec![ConfigError::new(None, path.display().to_string(), format!("cannot read the configuration: {e}"))])?;
         cfg_file = SourceFile::new(path.display().to_string(), text);
         cfg = cfg_file.parse::<ConfigFile>("the configuration").map_err(|e| vec![e])?;
         for (setting, dir_name, is_triggers) in [(&cfg.triggers_dir, "triggers", true), (&cfg.templates_dir, "templates", false)] {
@@ -291,18 +282,8 @@ pub fn load_with(config: Option<&Path>, engine: Arc<TriggerEngine>) -> Result<Ru
                 }
             }
         }
-        trigger_layers.push(
-            std::mem::take(&mut cfg.triggers)
-                .into_iter()
-                .map(|(n, d)| (n, d, cfg_file.clone()))
-                .collect(),
-        );
-        template_layers.push(
-            std::mem::take(&mut cfg.templates)
-                .into_iter()
-                .map(|(n, d)| (n, d, cfg_file.clone()))
-                .collect(),
-        );
+        trigger_layers.push(std::mem::take(&mut cfg.triggers).into_iter().map(|(n, d)| (n, d, cfg_file.clone())).collect());
+        template_layers.push(std::mem::take(&mut cfg.templates).into_iter().map(|(n, d)| (n, d, cfg_file.clone())).collect());
     }
 
     // Compile everything, collecting every error.
@@ -350,7 +331,7 @@ pub fn load_with(config: Option<&Path>, engine: Arc<TriggerEngine>) -> Result<Ru
     };
     let mut referenced = Vec::new();
     for s in services.values() {
-        for value in s.config.strings() {
+        for value in s.spec.config.strings() {
             for key in Secrets::references(value) {
                 match secrets.get(&key) {
                     Ok(v) => referenced.push(v),
@@ -371,20 +352,12 @@ pub fn load_with(config: Option<&Path>, engine: Arc<TriggerEngine>) -> Result<Ru
         let selector = match &s.selector {
             None => Selector::default(),
             Some(sel) => Selector::parse(&sel.value).unwrap_or_else(|e| {
-                errors.push(ConfigError::new(
-                    cfg_file.pos(&sel.referenced),
-                    format!("subscriptions[{i}].selector"),
-                    e,
-                ));
+                errors.push(ConfigError::new(cfg_file.pos(&sel.referenced), format!("subscriptions[{i}].selector"), e));
                 Selector::default()
             }),
         };
         for t in s.triggers.iter().filter(|t| !known_trigger(t)) {
-            errors.push(ConfigError::new(
-                pos.clone(),
-                format!("subscriptions[{i}].triggers"),
-                format!("trigger {t:?} does not exist"),
-            ));
+            errors.push(ConfigError::new(pos.clone(), format!("subscriptions[{i}].triggers"), format!("trigger {t:?} does not exist")));
         }
         let recipients: Vec<Destination> = s.recipients.iter().map(|r| Destination::parse(r)).collect();
         for d in &recipients {
@@ -396,24 +369,16 @@ pub fn load_with(config: Option<&Path>, engine: Arc<TriggerEngine>) -> Result<Ru
                 ));
             }
         }
-        global.push(GlobalSubscription {
-            recipients,
-            triggers: s.triggers.clone(),
-            selector,
-        });
+        global.push(GlobalSubscription { recipients, triggers: s.triggers.clone(), selector });
     }
-    let default_lists = cfg.default_triggers.iter().map(|l| ("defaultTriggers".to_string(), l)).chain(
-        cfg.default_triggers_by_service
-            .iter()
-            .map(|(s, l)| (format!("defaultTriggers.{s}"), l)),
-    );
+    let default_lists = cfg
+        .default_triggers
+        .iter()
+        .map(|l| ("defaultTriggers".to_string(), l))
+        .chain(cfg.default_triggers_by_service.iter().map(|(s, l)| (format!("defaultTriggers.{s}"), l)));
     for (key, list) in default_lists {
         for t in list.value.iter().filter(|t| !known_trigger(t)) {
-            errors.push(ConfigError::new(
-                cfg_file.pos(&list.referenced),
-                key.clone(),
-                format!("trigger {t:?} does not exist"),
-            ));
+            errors.push(ConfigError::new(cfg_file.pos(&list.referenced), key.clone(), format!("trigger {t:?} does not exist")));
         }
     }
 
@@ -464,15 +429,9 @@ fn build_services(cfg: &ConfigFile, file: &SourceFile, errors: &mut Vec<ConfigEr
             continue;
         };
         let value = serde_json::Value::Object(map.into_iter().collect());
-        match ServiceConfig::from_value(kind, value) {
-            Ok(config) => {
-                out.insert(
-                    name.clone(),
-                    Service {
-                        name: name.clone(),
-                        config,
-                    },
-                );
+        match ServiceSpec::from_value(kind, value) {
+            Ok(spec) => {
+                out.insert(name.clone(), Service { name: name.clone(), spec });
             }
             Err(e) => errors.push(ConfigError::new(pos, format!("services.{name}"), e)),
         }

@@ -34,11 +34,7 @@ pub struct ConfigError {
 
 impl ConfigError {
     pub fn new(pos: Option<Pos>, key: impl Into<String>, message: impl Into<String>) -> Self {
-        ConfigError {
-            pos,
-            key: key.into(),
-            message: message.into(),
-        }
+        ConfigError { pos, key: key.into(), message: message.into() }
     }
 }
 
@@ -51,30 +47,19 @@ pub struct SourceFile {
 
 impl SourceFile {
     pub fn new(name: impl Into<Arc<str>>, text: impl Into<Arc<str>>) -> Self {
-        SourceFile {
-            name: name.into(),
-            text: text.into(),
-        }
+        SourceFile { name: name.into(), text: text.into() }
     }
 
     /// The start of the file, for errors about the file as a whole.
     pub fn pos_at_start(&self) -> Option<Pos> {
-        Some(Pos {
-            file: self.name.clone(),
-            line: 1,
-            col: 1,
-        })
+        Some(Pos { file: self.name.clone(), line: 1, col: 1 })
     }
 
     pub fn pos(&self, loc: &Location) -> Option<Pos> {
         if loc.line() == 0 {
             return None;
         }
-        Some(Pos {
-            file: self.name.clone(),
-            line: loc.line(),
-            col: loc.column(),
-        })
+        Some(Pos { file: self.name.clone(), line: loc.line(), col: loc.column() })
     }
 
     /// Deserializes the whole file, or one error with the parser's position. `what` says
@@ -116,26 +101,11 @@ impl SourceFile {
                 }
                 let indent = lines.get(first).map_or(0, |l| l.len() - l.trim_start().len());
                 let target = first + line - 1;
-                Some(Pos {
-                    file: self.name.clone(),
-                    line: target as u64 + 1,
-                    col: (indent + col) as u64,
-                })
+                Some(Pos { file: self.name.clone(), line: target as u64 + 1, col: (indent + col) as u64 })
             }
-            "\"" | "'" if line == 1 => Some(Pos {
-                line: start.line,
-                col: start.col + col as u64,
-                ..start
-            }),
-            _ if line == 1 => Some(Pos {
-                line: start.line,
-                col: start.col + col as u64 - 1,
-                ..start
-            }),
-            _ => Some(Pos {
-                line: start.line + line as u64 - 1,
-                ..start
-            }),
+            "\"" | "'" if line == 1 => Some(Pos { line: start.line, col: start.col + col as u64, ..start }),
+            _ if line == 1 => Some(Pos { line: start.line, col: start.col + col as u64 - 1, ..start }),
+            _ => Some(Pos { line: start.line + line as u64 - 1, ..start }),
         }
     }
 }

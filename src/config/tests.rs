@@ -6,9 +6,7 @@ struct Fixture {
 
 impl Fixture {
     fn new() -> Self {
-        Fixture {
-            dir: tempfile::tempdir().unwrap(),
-        }
+        Fixture { dir: tempfile::tempdir().unwrap() }
     }
     fn file(&self, rel: &str, text: &str) -> &Self {
         let p = self.dir.path().join(rel);
@@ -22,10 +20,7 @@ impl Fixture {
     fn errors(&self) -> Vec<String> {
         match self.load() {
             Ok(_) => panic!("expected errors"),
-            Err(e) => e
-                .iter()
-                .map(|e| e.to_string().replace(&self.dir.path().display().to_string(), "D"))
-                .collect(),
+            Err(e) => e.iter().map(|e| e.to_string().replace(&self.dir.path().display().to_string(), "D")).collect(),
         }
     }
 }
@@ -70,10 +65,7 @@ secretsFile: secrets.yaml
 "#,
     )
     .file("secrets.yaml", "slack-token: xoxb-1\npd-key: abc123\n")
-    .file(
-        "triggers/on-custom.yaml",
-        "- when: app.status.sync.status == \"OutOfSync\"\n  send: [custom]\n",
-    )
+    .file("triggers/on-custom.yaml", "- when: app.status.sync.status == \"OutOfSync\"\n  send: [custom]\n")
     .file("templates/custom.yaml", "message: custom {{app.metadata.name}}\n")
     .file("templates/app-sync-failed.yaml", "message: overridden\n");
     let rt = f.load().unwrap_or_else(|e| panic!("{e:#?}"));
@@ -83,17 +75,11 @@ secretsFile: secrets.yaml
     assert_eq!(rt.service_kind("email"), Some(DestinationKind::Email), "an unconfigured kind name");
     assert_eq!(rt.service_kind("nope"), None);
     assert!(rt.triggers.contains_key("on-custom") && rt.triggers.contains_key("on-deployed"));
-    assert_eq!(
-        rt.router.default_triggers_by_service["slack"],
-        ["on-sync-failed", "on-health-degraded"]
-    );
+    assert_eq!(rt.router.default_triggers_by_service["slack"], ["on-sync-failed", "on-health-degraded"]);
     assert_eq!(rt.state.max_keys_per_app, Some(64));
     assert!(rt.state.path.unwrap().ends_with("state/driftwatch.redb"));
     let warnings: Vec<&str> = rt.warnings.iter().map(|w| w.message.as_str()).collect();
-    assert_eq!(
-        warnings,
-        ["services.hook: secret $hook-token is not set; deliveries to it will fail"]
-    );
+    assert_eq!(warnings, ["services.hook: secret $hook-token is not set; deliveries to it will fail"]);
 }
 
 #[test]
@@ -108,28 +94,17 @@ fn unknown_keys_are_errors_with_position() {
     let f = Fixture::new();
     f.file("driftwatch.yaml", "services:\n  slack:\n    tokn: $x\n");
     let e = f.errors();
-    assert!(
-        e[0].starts_with("D/driftwatch.yaml:3:") && e[0].contains("services.slack") && e[0].contains("tokn"),
-        "{e:?}"
-    );
+    assert!(e[0].starts_with("D/driftwatch.yaml:3:") && e[0].contains("services.slack") && e[0].contains("tokn"), "{e:?}");
 
     let f = Fixture::new();
-    f.file("driftwatch.yaml", "triggersDir: t\n")
-        .file("t/on-x.yaml", "- when: true\n  send: [app-created]\n  sendd: []\n");
+    f.file("driftwatch.yaml", "triggersDir: t\n").file("t/on-x.yaml", "- when: true\n  send: [app-created]\n  sendd: []\n");
     let e = f.errors();
-    assert!(
-        e[0].starts_with("D/t/on-x.yaml:3:3: trigger on-x: ") && e[0].contains("sendd"),
-        "{e:?}"
-    );
+    assert!(e[0].starts_with("D/t/on-x.yaml:3:3: trigger on-x: ") && e[0].contains("sendd"), "{e:?}");
 
     let f = Fixture::new();
-    f.file("driftwatch.yaml", "")
-        .file("templates/t.yaml", "message: x\nslack:\n  attachment: \"[]\"\n");
+    f.file("driftwatch.yaml", "").file("templates/t.yaml", "message: x\nslack:\n  attachment: \"[]\"\n");
     let e = f.errors();
-    assert!(
-        e[0].starts_with("D/templates/t.yaml:3:3: template t: ") && e[0].contains("attachment"),
-        "{e:?}"
-    );
+    assert!(e[0].starts_with("D/templates/t.yaml:3:3: template t: ") && e[0].contains("attachment"), "{e:?}");
 }
 
 #[test]
@@ -139,10 +114,7 @@ fn every_error_is_reported_not_just_the_first() {
         "driftwatch.yaml",
         "subscriptions:\n  - recipients: [nowhere:x]\n    triggers: [on-missing]\n    selector: \"a in b\"\ndefaultTriggers: [on-gone]\n",
     )
-    .file(
-        "triggers/bad-rhai.yaml",
-        "- when: |\n    app.status.sync.status ==\n  send: [app-created]\n",
-    )
+    .file("triggers/bad-rhai.yaml", "- when: |\n    app.status.sync.status ==\n  send: [app-created]\n")
     .file("triggers/bad-send.yaml", "- when: true\n  send: [no-such-template]\n")
     .file("templates/bad-hbs.yaml", "message: |\n  line one\n  {{#if app.x}}unclosed\n")
     .file("templates/bad-yaml.yaml", "message: [unclosed\n");
@@ -167,10 +139,8 @@ fn every_error_is_reported_not_just_the_first() {
 #[test]
 fn handlebars_errors_point_at_the_line_in_the_file() {
     let f = Fixture::new();
-    f.file("driftwatch.yaml", "").file(
-        "templates/t.yaml",
-        "# c\nmessage: |\n  ok\n  still ok {{app.metadata.name}}\n  bad {{#each app.x}}\n",
-    );
+    f.file("driftwatch.yaml", "")
+        .file("templates/t.yaml", "# c\nmessage: |\n  ok\n  still ok {{app.metadata.name}}\n  bad {{#each app.x}}\n");
     let e = f.errors();
     assert!(e[0].starts_with("D/templates/t.yaml:"), "{e:?}");
     let line: u64 = e[0].split(':').nth(1).unwrap().parse().unwrap();
@@ -180,10 +150,7 @@ fn handlebars_errors_point_at_the_line_in_the_file() {
 #[test]
 fn schema_warnings_for_paths_that_cannot_exist() {
     let f = Fixture::new();
-    f.file("driftwatch.yaml", "").file(
-        "templates/t.yaml",
-        "message: |\n  {{app.status.sync.statuss}} {{app.metadata.name}}\n",
-    );
+    f.file("driftwatch.yaml", "").file("templates/t.yaml", "message: |\n  {{app.status.sync.statuss}} {{app.metadata.name}}\n");
     let rt = f.load().unwrap();
     assert_eq!(rt.warnings.len(), 1, "{:?}", rt.warnings);
     let w = &rt.warnings[0];
@@ -195,10 +162,7 @@ fn schema_warnings_for_paths_that_cannot_exist() {
 #[test]
 fn inline_triggers_and_templates() {
     let f = Fixture::new();
-    f.file(
-        "driftwatch.yaml",
-        "triggers:\n  on-x:\n    - when: app.x == 1\n      send: [x]\ntemplates:\n  x:\n    message: hi\n",
-    );
+    f.file("driftwatch.yaml", "triggers:\n  on-x:\n    - when: app.x == 1\n      send: [x]\ntemplates:\n  x:\n    message: hi\n");
     let rt = f.load().unwrap();
     assert!(rt.triggers.contains_key("on-x") && rt.templates.contains("x"));
     let f = Fixture::new();

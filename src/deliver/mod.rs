@@ -1,9 +1,61 @@
-//! Delivers rendered notifications and, only after a delivery succeeded, records it in
-//! the state store. For now the destinations are the console and a JSON-lines file
-//! (what a replay or a dry run shows); real network destinations plug in behind the
-//! same [`Sink`] trait.
+//! Delivers rendered notifications and, only after a delivery succeeded, records them
+//! in the state store.
+//!
+//! Two paths share the pipeline's output:
+//! - the network path: [`worker::Delivery`] writes notifications to the durable outbox
+//!   and runs one worker per configured service (rate limit, per-attempt timeout,
+//!   retries with jittered backoff honouring `Retry-After`, dead letters). Each
+//!   destination kind is a folder with the same files: `config.rs`, `payload.rs` (pure,
+//!   tested without a network), `client.rs`, `tests.rs` (the shared compliance harness
+//!   against a real listener);
+//! - the preview path: [`dispatch`] hands notifications to local [`Sink`]s (console,
+//!   JSON lines), as `run --replay` does.
 
+pub mod ecs;
+pub mod email;
+pub mod http;
+pub mod outcome;
+pub mod pagerduty;
 pub mod services;
+pub mod signed_webhook;
+pub mod slack;
+pub mod splunk;
+pub mod syslog;
+#[cfg(test)]
+pub(crate) mod testkit;
+pub mod webhook;
+pub mod worker;
+
+pub use worker::{Deliverer, Delivery, ServiceRuntime};
+
+/// This machine's host name (syslog HOSTNAME, Splunk `host`).
+pub fn hostname() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|h| h.trim().to_string())
+        .ok()
+        .filter(|h| !h.is_empty())
+        .or_else(|| std::env::var("HOSTNAME").ok())
+        .unwrap_or_else(|| "driftwatch".into())
+}
+
+/// The `console` service: prints each notification as one JSON line on stdout.
+pub struct ConsoleDeliverer;
+
+impl Deliverer for ConsoleDeliverer {
+    fn deliver<'a>(&'a self, batch: &'a [Notification]) -> worker::BoxFuture<'a, outcome::Outcome> {
+        Box::pin(async move {
+            use std::io::Write;
+            let mut out = std::io::stdout().lock();
+            for n in batch {
+                let line = serde_json::json!({"app": n.app, "trigger": n.trigger, "destination": n.destination, "action": n.action, "payload": n.payload});
+                if let Err(e) = writeln!(out, "{line}") {
+                    return outcome::Outcome::retry(format!("stdout: {e}"));
+                }
+            }
+            outcome::Outcome::Delivered
+        })
+    }
+}
 
 use std::collections::BTreeSet;
 use std::io::Write;
@@ -40,11 +92,7 @@ impl<W: Write> ConsoleSink<W> {
 impl<W: Write> Sink for ConsoleSink<W> {
     fn deliver(&mut self, n: &Notification) -> Result<(), DeliveryError> {
         let payload = serde_json::to_string_pretty(&n.payload).map_err(|e| DeliveryError::Failed(e.to_string()))?;
-        writeln!(
-            self.out,
-            "  -> {} ({}) {}: {}[{}] -> {}",
-            n.destination, n.kind, n.app, n.trigger, n.condition, n.template
-        )?;
+        writeln!(self.out, "  -> {} ({}) {}: {}[{}] -> {}", n.destination, n.kind, n.app, n.trigger, n.condition, n.template)?;
         for line in payload.lines() {
             writeln!(self.out, "     {line}")?;
         }

@@ -1,94 +1,111 @@
-//! Service configuration per destination kind, as written under `services:` in
-//! `driftwatch.yaml`. Secret values are `$key` references, resolved only when a
-//! delivery client is built (see [`crate::secret`]).
+//! Service configuration as written under `services:` in `driftwatch.yaml`, and the
+//! step that turns a validated configuration into running delivery clients. Secret
+//! values are `$key` references, resolved only here.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use serde::Deserialize;
+use serde_json::Value;
 
+use super::ecs::Origin;
+use super::email::EmailConfig;
+use super::outcome::{ConfigDuration, DeliverySettings, RateSettings, RetrySettings};
+use super::pagerduty::PagerDutyConfig;
+use super::signed_webhook::SignedWebhookConfig;
+use super::slack::SlackConfig;
+use super::splunk::SplunkConfig;
+use super::syslog::SyslogConfig;
+use super::webhook::WebhookConfig;
+use super::worker::{Deliverer, ServiceRuntime};
 use crate::model::DestinationKind;
+use crate::secret::Secrets;
+use crate::state::StateStore;
 
-/// Slack: a bot token for the Web API, or an incoming-webhook URL.
-#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-pub struct SlackService {
-    /// Bot token (`$slack-token`).
-    pub token: Option<String>,
-    /// Incoming-webhook URL (`$slack-webhook`), instead of a token.
-    pub webhook_url: Option<String>,
-    /// Web API base URL; Slack's own when absent.
-    pub api_url: Option<String>,
-    pub username: Option<String>,
-    pub icon: Option<String>,
-}
-
-/// How an SMTP connection is secured.
-#[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq, Eq)]
-#[serde(rename_all = "lowercase")]
-pub enum TlsMode {
-    None,
-    #[default]
-    Starttls,
-    Implicit,
-}
-
-/// E-mail over SMTP.
-#[derive(Debug, Clone, Deserialize, PartialEq)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-pub struct EmailService {
-    pub host: String,
-    /// 587 for STARTTLS, 465 for implicit TLS, 25 otherwise, when absent.
-    pub port: Option<u16>,
-    pub from: String,
-    pub username: Option<String>,
-    /// `$smtp-password`.
-    pub password: Option<String>,
-    #[serde(default)]
-    pub tls: TlsMode,
-}
-
-/// PagerDuty Events API v2.
-#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-pub struct PagerDutyService {
-    /// Recipient name -> routing key (`$pd-routing-key`).
-    #[serde(default)]
-    pub routing_keys: BTreeMap<String, String>,
-    /// Events API base URL; PagerDuty's own when absent.
-    pub api_url: Option<String>,
-}
-
-#[derive(Debug, Clone, Deserialize, PartialEq)]
-#[serde(deny_unknown_fields)]
-pub struct BasicAuth {
-    pub username: String,
-    /// `$webhook-password`.
-    pub password: String,
-}
-
-/// A generic HTTP webhook; templates add method, path, headers and body.
-#[derive(Debug, Clone, Deserialize, PartialEq)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-pub struct WebhookService {
-    pub url: String,
-    #[serde(default)]
-    pub headers: BTreeMap<String, String>,
-    pub basic_auth: Option<BasicAuth>,
-    /// `$webhook-token`.
-    pub bearer_token: Option<String>,
-    /// TLS certificates are verified unless this is set.
-    #[serde(default)]
-    pub insecure_skip_verify: bool,
-}
-
-/// The configuration of one named service.
+/// The kind-specific configuration of one named service.
 #[derive(Debug, Clone, PartialEq)]
 pub enum ServiceConfig {
     Console,
-    Slack(SlackService),
-    Email(EmailService),
-    Pagerduty(PagerDutyService),
-    Webhook(WebhookService),
+    Slack(SlackConfig),
+    Email(EmailConfig),
+    Pagerduty(PagerDutyConfig),
+    Webhook(WebhookConfig),
+    Splunk(SplunkConfig),
+    SignedWebhook(SignedWebhookConfig),
+    Syslog(SyslogConfig),
+}
+
+/// Settings every service may override (`timeout`, `retry`, `rateLimit`).
+#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct CommonDef {
+    /// One attempt's time limit; 10s.
+    pub timeout: Option<ConfigDuration>,
+    pub retry: Option<RetrySettings>,
+    pub rate_limit: Option<RateSettings>,
+}
+
+/// A service's configuration: its kind's settings and the common ones.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ServiceSpec {
+    pub config: ServiceConfig,
+    pub settings: DeliverySettings,
+}
+
+const COMMON_KEYS: [&str; 3] = ["timeout", "retry", "rateLimit"];
+
+impl ServiceSpec {
+    /// Builds the typed configuration of `kind` from the YAML mapping (without `type`).
+    pub fn from_value(kind: DestinationKind, v: Value) -> Result<ServiceSpec, String> {
+        let mut map = match v {
+            Value::Object(m) => m,
+            Value::Null => serde_json::Map::new(),
+            _ => return Err("a service must be a mapping".into()),
+        };
+        let mut common = serde_json::Map::new();
+        for k in COMMON_KEYS {
+            if let Some(v) = map.remove(k) {
+                common.insert(k.into(), v);
+            }
+        }
+        let common: CommonDef = serde_json::from_value(Value::Object(common)).map_err(|e| e.to_string())?;
+        let mut settings = DeliverySettings::for_kind(kind);
+        if let Some(t) = common.timeout {
+            settings.timeout = t.0;
+        }
+        if let Some(r) = common.retry {
+            settings.retry = r;
+        }
+        if let Some(r) = common.rate_limit {
+            if r.per_second <= 0.0 {
+                return Err("rateLimit.perSecond must be positive".into());
+            }
+            settings.rate = r;
+        }
+        let v = Value::Object(map);
+        let e = |e: serde_json::Error| e.to_string();
+        let config = match kind {
+            DestinationKind::Console => {
+                if v.as_object().is_some_and(|m| !m.is_empty()) {
+                    return Err("a console service takes no settings but timeout, retry and rateLimit".into());
+                }
+                ServiceConfig::Console
+            }
+            DestinationKind::Slack => ServiceConfig::Slack(serde_json::from_value(v).map_err(e)?),
+            DestinationKind::Email => ServiceConfig::Email(serde_json::from_value(v).map_err(e)?),
+            DestinationKind::Pagerduty => ServiceConfig::Pagerduty(serde_json::from_value(v).map_err(e)?),
+            DestinationKind::Webhook => ServiceConfig::Webhook(serde_json::from_value(v).map_err(e)?),
+            DestinationKind::Splunk => ServiceConfig::Splunk(serde_json::from_value(v).map_err(e)?),
+            DestinationKind::SignedWebhook => ServiceConfig::SignedWebhook(serde_json::from_value(v).map_err(e)?),
+            DestinationKind::Syslog => ServiceConfig::Syslog(serde_json::from_value(v).map_err(e)?),
+        };
+        if let ServiceConfig::Slack(s) = &config
+            && s.token.is_none() == s.webhook_url.is_none()
+        {
+            return Err("a slack service needs exactly one of token and webhookUrl".into());
+        }
+        Ok(ServiceSpec { config, settings })
+    }
 }
 
 impl ServiceConfig {
@@ -99,31 +116,17 @@ impl ServiceConfig {
             ServiceConfig::Email(_) => DestinationKind::Email,
             ServiceConfig::Pagerduty(_) => DestinationKind::Pagerduty,
             ServiceConfig::Webhook(_) => DestinationKind::Webhook,
+            ServiceConfig::Splunk(_) => DestinationKind::Splunk,
+            ServiceConfig::SignedWebhook(_) => DestinationKind::SignedWebhook,
+            ServiceConfig::Syslog(_) => DestinationKind::Syslog,
         }
     }
 
-    /// Builds the typed configuration of `kind` from the YAML mapping (without `type`).
-    pub fn from_value(kind: DestinationKind, v: serde_json::Value) -> Result<ServiceConfig, String> {
-        let e = |e: serde_json::Error| e.to_string();
-        Ok(match kind {
-            DestinationKind::Console => {
-                if v.as_object().is_some_and(|m| !m.is_empty()) {
-                    return Err("a console service takes no settings".into());
-                }
-                ServiceConfig::Console
-            }
-            DestinationKind::Slack => ServiceConfig::Slack(serde_json::from_value(v).map_err(e)?),
-            DestinationKind::Email => ServiceConfig::Email(serde_json::from_value(v).map_err(e)?),
-            DestinationKind::Pagerduty => ServiceConfig::Pagerduty(serde_json::from_value(v).map_err(e)?),
-            DestinationKind::Webhook => ServiceConfig::Webhook(serde_json::from_value(v).map_err(e)?),
-        })
-    }
-
-    /// Every string setting, for finding `$secret` references.
+    /// Every string setting that may reference a `$secret`.
     pub fn strings(&self) -> Vec<&str> {
         let mut out: Vec<&str> = Vec::new();
         match self {
-            ServiceConfig::Console => {}
+            ServiceConfig::Console | ServiceConfig::Syslog(_) => {}
             ServiceConfig::Slack(s) => out.extend([&s.token, &s.webhook_url, &s.api_url].into_iter().flatten().map(String::as_str)),
             ServiceConfig::Email(s) => out.extend([&s.username, &s.password].into_iter().flatten().map(String::as_str)),
             ServiceConfig::Pagerduty(s) => out.extend(s.routing_keys.values().map(String::as_str)),
@@ -135,7 +138,55 @@ impl ServiceConfig {
                     out.push(&b.password);
                 }
             }
+            ServiceConfig::Splunk(s) => out.extend([s.url.as_str(), s.token.as_str()]),
+            ServiceConfig::SignedWebhook(s) => {
+                out.extend([s.url.as_str(), s.secret.as_str()]);
+                out.extend(s.headers.values().map(String::as_str));
+            }
         }
         out
     }
+}
+
+/// What building delivery clients needs besides each service's configuration.
+pub struct Env {
+    /// The one shared HTTP client.
+    pub http: reqwest::Client,
+    pub state: Arc<StateStore>,
+    pub secrets: Secrets,
+    /// The config's `context:` (`argocdUrl`, `clusterName`).
+    pub context: BTreeMap<String, String>,
+}
+
+impl Env {
+    pub fn origin(&self) -> Origin {
+        Origin {
+            cluster: self.context.get("clusterName").cloned().unwrap_or_default(),
+            argocd_url: self.context.get("argocdUrl").cloned().unwrap_or_default(),
+        }
+    }
+}
+
+/// Builds the client of one service; errors name what is missing (an unset secret, an
+/// unreadable CA file), never a secret value.
+pub fn build(name: &str, spec: &ServiceSpec, env: &Env) -> Result<ServiceRuntime, String> {
+    let deliverer: Arc<dyn Deliverer> = match &spec.config {
+        ServiceConfig::Console => Arc::new(super::ConsoleDeliverer),
+        ServiceConfig::Slack(c) => Arc::new(super::slack::SlackClient::new(name, c, env)?),
+        ServiceConfig::Email(c) => Arc::new(super::email::EmailClient::new(c, &env.secrets)?),
+        ServiceConfig::Pagerduty(c) => Arc::new(super::pagerduty::PagerDutyClient::new(c, env)?),
+        ServiceConfig::Webhook(c) => Arc::new(super::webhook::WebhookClient::new(c, &env.secrets, &env.http)?),
+        ServiceConfig::Splunk(c) => Arc::new(super::splunk::SplunkClient::new(c, env)?),
+        ServiceConfig::SignedWebhook(c) => Arc::new(super::signed_webhook::SignedWebhookClient::new(c, env)?),
+        ServiceConfig::Syslog(c) => Arc::new(super::syslog::SyslogClient::new(c, env)?),
+    };
+    let mut referenced = Vec::new();
+    for s in spec.config.strings() {
+        for key in Secrets::references(s) {
+            if let Ok(v) = env.secrets.get(&key) {
+                referenced.push(v);
+            }
+        }
+    }
+    Ok(ServiceRuntime { name: name.to_string(), deliverer, settings: spec.settings, redactor: env.secrets.redactor(referenced) })
 }

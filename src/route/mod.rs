@@ -67,9 +67,7 @@ pub fn parse_annotations(annotations: &BTreeMap<String, String>) -> (Vec<RawSubs
                 ["", service] => (None, *service),
                 [trigger, service] => (Some(trigger.to_string()), *service),
                 _ => {
-                    errors.push(format!(
-                        "annotation {key}: expected subscribe.<trigger>.<service> or subscribe.<service>"
-                    ));
+                    errors.push(format!("annotation {key}: expected subscribe.<trigger>.<service> or subscribe.<service>"));
                     continue;
                 }
             };
@@ -79,20 +77,13 @@ pub fn parse_annotations(annotations: &BTreeMap<String, String>) -> (Vec<RawSubs
             }
             // As Argo CD: split on `;` and trim; an empty value is one empty recipient.
             let recipients = value.split(';').map(|r| r.trim().to_string()).collect();
-            subs.push(RawSubscription {
-                trigger,
-                service: service.to_string(),
-                recipients,
-            });
+            subs.push(RawSubscription { trigger, service: service.to_string(), recipients });
         } else if key == SUBSCRIPTIONS_KEY {
             match serde_saphyr::from_str::<Vec<AnnotationSubscription>>(value) {
                 Ok(list) => {
                     for s in list {
-                        let triggers: Vec<Option<String>> = if s.trigger.is_empty() {
-                            vec![None]
-                        } else {
-                            s.trigger.into_iter().map(Some).collect()
-                        };
+                        let triggers: Vec<Option<String>> =
+                            if s.trigger.is_empty() { vec![None] } else { s.trigger.into_iter().map(Some).collect() };
                         for t in &triggers {
                             for d in &s.destinations {
                                 subs.push(RawSubscription {
@@ -156,11 +147,7 @@ impl Router {
                 continue;
             }
             for d in &g.recipients {
-                let triggers = if g.triggers.is_empty() {
-                    self.defaults_for(&d.service)
-                } else {
-                    &g.triggers
-                };
+                let triggers = if g.triggers.is_empty() { self.defaults_for(&d.service) } else { &g.triggers };
                 for t in triggers {
                     out.entry(t.clone()).or_default().insert(d.clone());
                 }

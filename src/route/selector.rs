@@ -56,10 +56,7 @@ fn split_top_level(s: &str) -> Result<Vec<&str>, String> {
 
 fn parse_set(key: &str, rest: &str) -> Result<Vec<String>, String> {
     let rest = rest.trim();
-    let inner = rest
-        .strip_prefix('(')
-        .and_then(|r| r.strip_suffix(')'))
-        .ok_or_else(|| format!("expected (values) after {key:?}"))?;
+    let inner = rest.strip_prefix('(').and_then(|r| r.strip_suffix(')')).ok_or_else(|| format!("expected (values) after {key:?}"))?;
     let values: Vec<String> = inner.split(',').map(|v| v.trim().to_string()).collect();
     if let Some(bad) = values.iter().find(|v| !valid_value(v)) {
         return Err(format!("invalid label value {bad:?}"));

@@ -33,31 +33,15 @@ fn every_argo_cd_annotation_form() {
     // trigger + service, recipients split on ';' and trimmed
     check(
         &[("notifications.argoproj.io/subscribe.on-sync-succeeded.slack", "c1; c2 ;c3")],
-        &[
-            "on-sync-succeeded -> slack:c1",
-            "on-sync-succeeded -> slack:c2",
-            "on-sync-succeeded -> slack:c3",
-        ],
+        &["on-sync-succeeded -> slack:c1", "on-sync-succeeded -> slack:c2", "on-sync-succeeded -> slack:c3"],
     );
     // empty value = one empty recipient
-    check(
-        &[("notifications.argoproj.io/subscribe.on-sync-succeeded.webhook", "")],
-        &["on-sync-succeeded -> webhook:"],
-    );
+    check(&[("notifications.argoproj.io/subscribe.on-sync-succeeded.webhook", "")], &["on-sync-succeeded -> webhook:"]);
     // service only and the empty-trigger form use the default triggers
-    check(
-        &[("notifications.argoproj.io/subscribe.slack", "ops")],
-        &["on-health-degraded -> slack:ops", "on-sync-failed -> slack:ops"],
-    );
-    check(
-        &[("notifications.argoproj.io/subscribe..slack", "ops")],
-        &["on-health-degraded -> slack:ops", "on-sync-failed -> slack:ops"],
-    );
+    check(&[("notifications.argoproj.io/subscribe.slack", "ops")], &["on-health-degraded -> slack:ops", "on-sync-failed -> slack:ops"]);
+    check(&[("notifications.argoproj.io/subscribe..slack", "ops")], &["on-health-degraded -> slack:ops", "on-sync-failed -> slack:ops"]);
     // defaultTriggers.<service> overrides the defaults for that service
-    check(
-        &[("notifications.argoproj.io/subscribe.email", "a@example.com")],
-        &["on-deleted -> email:a@example.com"],
-    );
+    check(&[("notifications.argoproj.io/subscribe.email", "a@example.com")], &["on-deleted -> email:a@example.com"]);
     // the YAML list form, with and without triggers
     check(
         &[(
@@ -97,16 +81,9 @@ fn project_annotations_apply_to_its_applications() {
     let project = Project {
         name: "p".into(),
         namespace: "argocd".into(),
-        annotations: [(
-            "notifications.argoproj.io/subscribe.on-deployed.slack".to_string(),
-            "team".to_string(),
-        )]
-        .into(),
+        annotations: [("notifications.argoproj.io/subscribe.on-deployed.slack".to_string(), "team".to_string())].into(),
     };
-    let (subs, _) = router().subscriptions(
-        &app(&[("notifications.argoproj.io/subscribe.on-deployed.slack", "mine")], &[]),
-        Some(&project),
-    );
+    let (subs, _) = router().subscriptions(&app(&[("notifications.argoproj.io/subscribe.on-deployed.slack", "mine")], &[]), Some(&project));
     assert_eq!(flat(&subs), ["on-deployed -> slack:mine", "on-deployed -> slack:team"]);
 }
 
@@ -124,14 +101,7 @@ fn global_subscriptions_follow_label_selectors() {
         selector: Selector::default(),
     });
     let (subs, _) = r.subscriptions(&app(&[], &[("env", "prod")]), None);
-    assert_eq!(
-        flat(&subs),
-        [
-            "on-health-degraded -> slack:all",
-            "on-out-of-sync -> slack:prod-alerts",
-            "on-sync-failed -> slack:all"
-        ]
-    );
+    assert_eq!(flat(&subs), ["on-health-degraded -> slack:all", "on-out-of-sync -> slack:prod-alerts", "on-sync-failed -> slack:all"]);
     let (subs, _) = r.subscriptions(&app(&[], &[("env", "dev")]), None);
     assert_eq!(flat(&subs), ["on-health-degraded -> slack:all", "on-sync-failed -> slack:all"]);
 }

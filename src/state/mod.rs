@@ -1,9 +1,20 @@
-//! The notification-state store: which dedup keys each Application has already been
-//! notified for. Kept in an embedded redb database on disk so it survives restarts.
+//! The notification-state store, in an embedded redb database on disk so it survives
+//! restarts:
 //!
-//! The pipeline asks [`StateStore::is_notified`] before sending and calls
-//! [`StateStore::record`] only after a delivery succeeded, so a failed send is retried on
-//! the next evaluation (Argo CD records first and loses it).
+//! - which dedup keys each Application has been notified for;
+//! - the outbox: notifications decided but not yet delivered, the durable queue the
+//!   delivery workers pull from (so a crash loses nothing);
+//! - dead letters: what finally failed;
+//! - references to sent Slack messages (to update them and thread under them).
+//!
+//! The pipeline asks [`StateStore::is_notified`] and [`StateStore::is_pending`] before
+//! enqueuing; a dedup key is written only when its delivery succeeded
+//! ([`StateStore::complete`]), so a failed send is tried again (Argo CD records first and
+//! loses it).
+
+mod outbox;
+
+pub use outbox::{DeadLetter, EnqueueReport, MAX_DEAD_LETTERS, MAX_OUTBOX_PER_SERVICE, OutboxEntry, SlackRef};
 
 use std::path::Path;
 
@@ -27,7 +38,7 @@ pub enum StateError {
     Storage(String),
 }
 
-fn storage<E: std::fmt::Display>(e: E) -> StateError {
+pub(crate) fn storage<E: std::fmt::Display>(e: E) -> StateError {
     StateError::Storage(e.to_string())
 }
 
@@ -50,34 +61,31 @@ impl StateStore {
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
             std::fs::create_dir_all(dir).map_err(storage)?;
         }
-        let db = Database::create(path).map_err(|source| StateError::Open {
-            path: path.display().to_string(),
-            source,
-        })?;
+        let db = Database::create(path).map_err(|source| StateError::Open { path: path.display().to_string(), source })?;
         Self::init(db)
     }
 
     /// A store that lives in memory only (replays that should start from nothing).
     pub fn in_memory() -> Result<StateStore, StateError> {
-        let db = Database::builder()
-            .create_with_backend(redb::backends::InMemoryBackend::new())
-            .map_err(storage)?;
+        let db = Database::builder().create_with_backend(redb::backends::InMemoryBackend::new()).map_err(storage)?;
         Self::init(db)
     }
 
     fn init(db: Database) -> Result<StateStore, StateError> {
         let tx = db.begin_write().map_err(storage)?;
         tx.open_table(NOTIFIED).map_err(storage)?;
+        outbox::create_tables(&tx)?;
         tx.commit().map_err(storage)?;
-        Ok(StateStore {
-            db,
-            max_keys_per_app: DEFAULT_MAX_KEYS_PER_APP,
-        })
+        Ok(StateStore { db, max_keys_per_app: DEFAULT_MAX_KEYS_PER_APP })
     }
 
     pub fn with_max_keys_per_app(mut self, n: usize) -> Self {
         self.max_keys_per_app = n.max(1);
         self
+    }
+
+    pub(crate) fn db(&self) -> &Database {
+        &self.db
     }
 
     fn full_key(app: &str, key: &str) -> String {
@@ -94,24 +102,35 @@ impl StateStore {
     /// beyond the bound. Durable when this returns.
     pub fn record(&self, app: &str, key: &str, at_millis: u64) -> Result<(), StateError> {
         let tx = self.db.begin_write().map_err(storage)?;
-        {
-            let mut table = tx.open_table(NOTIFIED).map_err(storage)?;
-            table.insert(Self::full_key(app, key).as_str(), at_millis).map_err(storage)?;
-            let (lo, hi) = app_range(app);
-            let mut entries: Vec<(String, u64)> = Vec::new();
-            for item in table.range(lo.as_str()..hi.as_str()).map_err(storage)? {
-                let (k, v) = item.map_err(storage)?;
-                entries.push((k.value().to_string(), v.value()));
-            }
-            if entries.len() > self.max_keys_per_app {
-                entries.sort_by_key(|(k, at)| (*at, k.clone()));
-                let excess = entries.len() - self.max_keys_per_app;
-                for (k, _) in entries.into_iter().take(excess) {
-                    table.remove(k.as_str()).map_err(storage)?;
-                }
+        self.record_in(&tx, app, key, at_millis)?;
+        tx.commit().map_err(storage)
+    }
+
+    /// [`StateStore::record`] inside a caller's transaction.
+    pub(crate) fn record_in(&self, tx: &redb::WriteTransaction, app: &str, key: &str, at_millis: u64) -> Result<(), StateError> {
+        let mut table = tx.open_table(NOTIFIED).map_err(storage)?;
+        table.insert(Self::full_key(app, key).as_str(), at_millis).map_err(storage)?;
+        let (lo, hi) = app_range(app);
+        let mut entries: Vec<(String, u64)> = Vec::new();
+        for item in table.range(lo.as_str()..hi.as_str()).map_err(storage)? {
+            let (k, v) = item.map_err(storage)?;
+            entries.push((k.value().to_string(), v.value()));
+        }
+        if entries.len() > self.max_keys_per_app {
+            entries.sort_by_key(|(k, at)| (*at, k.clone()));
+            let excess = entries.len() - self.max_keys_per_app;
+            for (k, _) in entries.into_iter().take(excess) {
+                table.remove(k.as_str()).map_err(storage)?;
             }
         }
-        tx.commit().map_err(storage)
+        Ok(())
+    }
+
+    /// Forgets a key inside a caller's transaction.
+    pub(crate) fn forget_in(tx: &redb::WriteTransaction, app: &str, key: &str) -> Result<(), StateError> {
+        let mut table = tx.open_table(NOTIFIED).map_err(storage)?;
+        table.remove(Self::full_key(app, key).as_str()).map_err(storage)?;
+        Ok(())
     }
 
     /// Forgets one key (a plain trigger whose condition turned false re-arms).

@@ -108,10 +108,7 @@ mod tests {
         assert_eq!(render("{{truncate long 4}}", d.clone()), "abc…");
         assert_eq!(render("{{truncate long 3 suffix=\"\"}}", d.clone()), "abc");
         assert_eq!(render("{{truncate long 10}}", d.clone()), "abcdef");
-        assert_eq!(
-            render("{{default n \"none\"}}|{{default missing \"x\"}}|{{default s \"y\"}}", d.clone()),
-            "none|x|a \"q\" <b> & c"
-        );
+        assert_eq!(render("{{default n \"none\"}}|{{default missing \"x\"}}|{{default s \"y\"}}", d.clone()), "none|x|a \"q\" <b> & c");
         assert_eq!(render("{{time_format t \"%H:%M UTC\"}}", d.clone()), "03:12 UTC");
         assert_eq!(render("{{upper long}}", d), "ABCDEF");
     }

@@ -15,7 +15,7 @@ use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
 use crate::config::source::{At, ConfigError, SourceFile};
-use crate::model::{App, DestinationKind};
+use crate::model::{App, DestinationKind, Severity};
 
 /// Most bytes one rendered field may have; longer text is cut (JSON fields fail).
 pub const MAX_FIELD_BYTES: usize = 64 * 1024;
@@ -85,6 +85,9 @@ pub struct WebhookDef {
 pub struct TemplateDef {
     /// The text every destination falls back to.
     pub message: Option<At<String>>,
+    /// `critical`, `error`, `warning` or `info` (default `info`): the SIEM record's
+    /// severity and PagerDuty's when `pagerduty.severity` is absent.
+    pub severity: Option<At<String>>,
     pub slack: Option<SlackDef>,
     pub email: Option<EmailDef>,
     pub pagerduty: Option<PagerDutyDef>,
@@ -124,9 +127,7 @@ pub struct TemplateSet {
 
 impl std::fmt::Debug for TemplateSet {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("TemplateSet")
-            .field("templates", &self.fields.keys().collect::<Vec<_>>())
-            .finish()
+        f.debug_struct("TemplateSet").field("templates", &self.fields.keys().collect::<Vec<_>>()).finish()
     }
 }
 
@@ -145,6 +146,15 @@ pub struct Target<'a> {
     /// The service name (selects `webhook.<service>` fields).
     pub service: &'a str,
     pub recipient: &'a str,
+    /// Rendering the notice that the condition cleared (`{{#if resolved}}`).
+    pub resolved: bool,
+}
+
+/// A rendered notification: the payload for its kind and its severity.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Rendered {
+    pub payload: Value,
+    pub severity: Severity,
 }
 
 /// The data a template sees for one Application, built once per Application and
@@ -161,15 +171,17 @@ impl RenderContext {
             "trigger": "",
             "serviceType": "",
             "recipient": "",
+            "resolved": false,
         });
         RenderContext { ctx: Context::from(data) }
     }
 
-    fn for_destination(&mut self, trigger: &str, kind: DestinationKind, recipient: &str) -> &Context {
+    fn for_target(&mut self, t: &Target<'_>) -> &Context {
         if let Some(map) = self.ctx.data_mut().as_object_mut() {
-            map.insert("trigger".into(), Value::String(trigger.into()));
-            map.insert("serviceType".into(), Value::String(kind.as_str().into()));
-            map.insert("recipient".into(), Value::String(recipient.into()));
+            map.insert("trigger".into(), Value::String(t.trigger.into()));
+            map.insert("serviceType".into(), Value::String(t.kind.as_str().into()));
+            map.insert("recipient".into(), Value::String(t.recipient.into()));
+            map.insert("resolved".into(), Value::Bool(t.resolved));
         }
         &self.ctx
     }
@@ -193,8 +205,7 @@ impl TemplateSet {
                 if let Err(e) = hb.register_template_string(&reg, &src.value) {
                     let (line, col) = e.pos().unwrap_or((1, 1));
                     errors.push(ConfigError::new(
-                        file.pos_in_scalar(&src.referenced, &src.value, line, col)
-                            .or_else(|| file.pos(&src.referenced)),
+                        file.pos_in_scalar(&src.referenced, &src.value, line, col).or_else(|| file.pos(&src.referenced)),
                         format!("template {name}.{field}"),
                         format!("invalid handlebars: {}", e.reason()),
                     ));
@@ -220,11 +231,7 @@ impl TemplateSet {
             }
             fields.insert(name.clone(), mine);
         }
-        if errors.is_empty() {
-            Ok((TemplateSet { hb, fields }, warnings))
-        } else {
-            Err(errors)
-        }
+        if errors.is_empty() { Ok((TemplateSet { hb, fields }, warnings)) } else { Err(errors) }
     }
 
     pub fn contains(&self, name: &str) -> bool {
@@ -238,24 +245,20 @@ impl TemplateSet {
     /// Renders template `name` for a destination of `kind`; `service` names the webhook
     /// service whose fields apply. The payload's shape per kind is documented in
     /// `docs/templates.md`.
-    pub fn render(&self, name: &str, ctx: &mut RenderContext, target: &Target<'_>, app: &App) -> Result<Value, RenderError> {
-        let fields = self
-            .fields
-            .get(name)
-            .ok_or_else(|| RenderError::UnknownTemplate(name.to_string()))?;
+    pub fn render(&self, name: &str, ctx: &mut RenderContext, target: &Target<'_>, app: &App) -> Result<Rendered, RenderError> {
+        let fields = self.fields.get(name).ok_or_else(|| RenderError::UnknownTemplate(name.to_string()))?;
         let (kind, service) = (target.kind, target.service);
-        let ctx = ctx.for_destination(target.trigger, kind, target.recipient);
-        let r = Renderer {
-            hb: &self.hb,
-            template: name,
-            fields,
-            ctx,
-        };
+        let ctx = ctx.for_target(target);
+        let r = Renderer { hb: &self.hb, template: name, fields, ctx };
         let message = r.text("message")?.unwrap_or_default();
+        let severity = r.severity("severity")?;
         let mut out = Map::new();
         match kind {
             DestinationKind::Console => {
                 out.insert("message".into(), message.into());
+            }
+            DestinationKind::Splunk | DestinationKind::SignedWebhook | DestinationKind::Syslog => {
+                out.insert("message".into(), message.trim_end().into());
             }
             DestinationKind::Slack => {
                 out.insert("text".into(), r.text("slack.text")?.unwrap_or(message).into());
@@ -265,7 +268,7 @@ impl TemplateSet {
                     }
                 }
                 if let Some(k) = r.text("slack.groupingKey")? {
-                    out.insert("groupingKey".into(), k.into());
+                    out.insert("groupingKey".into(), k.trim().into());
                 }
             }
             DestinationKind::Email => {
@@ -273,7 +276,7 @@ impl TemplateSet {
                     Some(s) => s,
                     None => message.lines().next().unwrap_or_default().to_string(),
                 };
-                out.insert("subject".into(), subject.into());
+                out.insert("subject".into(), subject.trim().into());
                 out.insert("body".into(), r.text("email.body")?.unwrap_or(message).into());
                 if let Some(h) = r.text("email.html")? {
                     out.insert("html".into(), h.into());
@@ -282,22 +285,9 @@ impl TemplateSet {
             DestinationKind::Pagerduty => {
                 let summary = r.text("pagerduty.summary")?.unwrap_or(message);
                 out.insert("summary".into(), helpers::truncate(summary.trim(), PAGERDUTY_SUMMARY_MAX).into());
-                let severity = r
-                    .text("pagerduty.severity")?
-                    .map(|s| s.trim().to_lowercase())
-                    .unwrap_or_else(|| "error".into());
-                if !matches!(severity.as_str(), "critical" | "error" | "warning" | "info") {
-                    return Err(RenderError::Field {
-                        template: name.into(),
-                        field: "pagerduty.severity".into(),
-                        message: format!("severity {severity:?} is not one of critical, error, warning, info"),
-                    });
-                }
-                out.insert("severity".into(), severity.into());
-                out.insert(
-                    "source".into(),
-                    r.text("pagerduty.source")?.unwrap_or_else(|| app.qualified_name()).into(),
-                );
+                let pd_severity = r.severity("pagerduty.severity")?.or(severity).unwrap_or(Severity::Error);
+                out.insert("severity".into(), pd_severity.as_str().into());
+                out.insert("source".into(), r.text("pagerduty.source")?.unwrap_or_else(|| app.qualified_name()).into());
                 for f in ["component", "group", "class"] {
                     if let Some(v) = r.text(&format!("pagerduty.{f}"))? {
                         out.insert(f.into(), v.into());
@@ -310,31 +300,21 @@ impl TemplateSet {
             DestinationKind::Webhook => {
                 let prefix = format!("webhook.{service}");
                 if !fields.keys().any(|k| k.starts_with(&format!("{prefix}."))) {
-                    return Err(RenderError::NoWebhookField {
-                        template: name.into(),
-                        service: service.into(),
-                    });
+                    return Err(RenderError::NoWebhookField { template: name.into(), service: service.into() });
                 }
-                out.insert(
-                    "method".into(),
-                    r.text(&format!("{prefix}.method"))?
-                        .map(|m| m.trim().to_uppercase())
-                        .unwrap_or_else(|| "POST".into())
-                        .into(),
-                );
-                out.insert("path".into(), r.text(&format!("{prefix}.path"))?.unwrap_or_default().into());
+                let method = r.text(&format!("{prefix}.method"))?.map(|m| m.trim().to_uppercase()).unwrap_or_else(|| "POST".into());
+                out.insert("method".into(), method.into());
+                out.insert("path".into(), r.text(&format!("{prefix}.path"))?.unwrap_or_default().trim().into());
                 let mut headers = Map::new();
                 for (field, _) in fields.range(format!("{prefix}.headers.")..) {
-                    let Some(header) = field.strip_prefix(&format!("{prefix}.headers.")) else {
-                        break;
-                    };
+                    let Some(header) = field.strip_prefix(&format!("{prefix}.headers.")) else { break };
                     headers.insert(header.into(), r.text(field)?.unwrap_or_default().into());
                 }
                 out.insert("headers".into(), headers.into());
                 out.insert("body".into(), r.text(&format!("{prefix}.body"))?.unwrap_or_default().into());
             }
         }
-        Ok(Value::Object(out))
+        Ok(Rendered { payload: Value::Object(out), severity: severity.unwrap_or_default() })
     }
 }
 
@@ -355,11 +335,7 @@ impl Renderer<'_> {
         })?;
         if s.len() > MAX_FIELD_BYTES {
             if self.fields.get(field).is_some_and(|(_, k)| *k == FieldKind::Json) {
-                return Err(RenderError::TooLong {
-                    template: self.template.into(),
-                    field: field.into(),
-                    bytes: s.len(),
-                });
+                return Err(RenderError::TooLong { template: self.template.into(), field: field.into(), bytes: s.len() });
             }
             let mut cut = MAX_FIELD_BYTES;
             while !s.is_char_boundary(cut) {
@@ -372,6 +348,15 @@ impl Renderer<'_> {
 
     fn text(&self, field: &str) -> Result<Option<String>, RenderError> {
         self.raw(field)
+    }
+
+    fn severity(&self, field: &str) -> Result<Option<Severity>, RenderError> {
+        let Some(s) = self.raw(field)? else { return Ok(None) };
+        Severity::parse(&s).map(Some).ok_or_else(|| RenderError::Field {
+            template: self.template.into(),
+            field: field.into(),
+            message: format!("severity {:?} is not one of critical, error, warning, info", s.trim()),
+        })
     }
 
     fn json(&self, field: &str) -> Result<Option<Value>, RenderError> {
@@ -390,7 +375,8 @@ impl Renderer<'_> {
 /// Every field of a definition, with its path (`slack.attachments`) and kind.
 fn def_fields(def: &TemplateDef) -> Vec<(String, FieldKind, &At<String>)> {
     use FieldKind::{Json, Text};
-    let mut all: Vec<(String, FieldKind, Option<&At<String>>)> = vec![("message".into(), Text, def.message.as_ref())];
+    let mut all: Vec<(String, FieldKind, Option<&At<String>>)> =
+        vec![("message".into(), Text, def.message.as_ref()), ("severity".into(), Text, def.severity.as_ref())];
     if let Some(s) = &def.slack {
         all.push(("slack.text".into(), Text, s.text.as_ref()));
         all.push(("slack.attachments".into(), Json, s.attachments.as_ref()));

@@ -72,11 +72,7 @@ pub fn unknown_paths(src: &str) -> Vec<UnknownPath> {
             let segments: Vec<&str> = after.split('.').filter(|s| !s.is_empty()).collect();
             if !path_exists(&segments) {
                 let (line, col) = line_col(src, inner_start + tok_start);
-                out.push(UnknownPath {
-                    path: path.to_string(),
-                    line,
-                    col,
-                });
+                out.push(UnknownPath { path: path.to_string(), line, col });
             }
         }
         offset += open + close + 2;
@@ -137,13 +133,6 @@ mod tests {
     fn finds_typos_with_positions() {
         let src = "ok {{app.metadata.name}}\n{{#if app.status.helth.status}}x{{/if}} {{default app.spec.project \"d\"}}";
         let found = unknown_paths(src);
-        assert_eq!(
-            found,
-            vec![UnknownPath {
-                path: "app.status.helth.status".into(),
-                line: 2,
-                col: 7
-            }]
-        );
+        assert_eq!(found, vec![UnknownPath { path: "app.status.helth.status".into(), line: 2, col: 7 }]);
     }
 }

@@ -4,9 +4,7 @@ use crate::config::source::SourceFile;
 fn set(yaml: &str) -> TemplateSet {
     let file = SourceFile::new("t.yaml", yaml.to_string());
     let def: TemplateDef = file.parse("template t").unwrap();
-    TemplateSet::compile(&[("t".to_string(), def, file)])
-        .map(|(s, _)| s)
-        .unwrap_or_else(|e| panic!("{e:?}"))
+    TemplateSet::compile(&[("t".to_string(), def, file)]).map(|(s, _)| s).unwrap_or_else(|e| panic!("{e:?}"))
 }
 
 fn app() -> App {
@@ -19,20 +17,14 @@ fn app() -> App {
 }
 
 fn render(s: &TemplateSet, kind: DestinationKind, service: &str) -> Result<Value, RenderError> {
+    render_full(s, kind, service).map(|r| r.payload)
+}
+
+fn render_full(s: &TemplateSet, kind: DestinationKind, service: &str) -> Result<Rendered, RenderError> {
     let app = app();
     let ctx_map: BTreeMap<String, String> = [("argocdUrl".to_string(), "https://cd.example.com".to_string())].into();
     let mut ctx = RenderContext::new(&app, &ctx_map);
-    s.render(
-        "t",
-        &mut ctx,
-        &Target {
-            trigger: "on-x",
-            kind,
-            service,
-            recipient: "ops",
-        },
-        &app,
-    )
+    s.render("t", &mut ctx, &Target { trigger: "on-x", kind, service, recipient: "ops", resolved: false }, &app)
 }
 
 #[test]
@@ -66,10 +58,7 @@ webhook:
     );
     let slack = render(&s, DestinationKind::Slack, "slack").unwrap();
     assert_eq!(slack["text"], "web is OutOfSync (slack ops on-x) <https://cd.example.com|open>");
-    assert_eq!(
-        slack["attachments"][0]["fields"][0],
-        json!({"title": "SyncError", "value": "bad \"quote\""})
-    );
+    assert_eq!(slack["attachments"][0]["fields"][0], json!({"title": "SyncError", "value": "bad \"quote\""}));
     assert_eq!(slack["groupingKey"], "web");
     let email = render(&s, DestinationKind::Email, "email").unwrap();
     assert_eq!(email["subject"], "Drift in web");
@@ -81,16 +70,10 @@ webhook:
     assert_eq!(pd["component"], "web");
     assert_eq!(pd["custom_details"], json!({"sync": {"status": "OutOfSync"}}));
     let hook = render(&s, DestinationKind::Webhook, "siem").unwrap();
-    assert_eq!(
-        hook,
-        json!({"method": "PUT", "path": "/events/web", "headers": {"X-App": "web"}, "body": "{\"app\": \"web\"}\n"})
-    );
+    assert_eq!(hook, json!({"method": "PUT", "path": "/events/web", "headers": {"X-App": "web"}, "body": "{\"app\": \"web\"}\n"}));
     assert_eq!(
         render(&s, DestinationKind::Webhook, "other").unwrap_err(),
-        RenderError::NoWebhookField {
-            template: "t".into(),
-            service: "other".into()
-        }
+        RenderError::NoWebhookField { template: "t".into(), service: "other".into() }
     );
 }
 
@@ -98,15 +81,8 @@ webhook:
 fn invalid_json_fields_name_template_and_field() {
     let s = set("message: x\nslack:\n  attachments: '[{\"title\": \"{{app.metadata.name}}\",]'\n");
     let e = render(&s, DestinationKind::Slack, "slack").unwrap_err();
-    assert!(
-        matches!(&e, RenderError::InvalidJson { template, field, .. } if template == "t" && field == "slack.attachments"),
-        "{e}"
-    );
-    assert!(
-        e.to_string()
-            .starts_with("template t field slack.attachments did not render to valid JSON"),
-        "{e}"
-    );
+    assert!(matches!(&e, RenderError::InvalidJson { template, field, .. } if template == "t" && field == "slack.attachments"), "{e}");
+    assert!(e.to_string().starts_with("template t field slack.attachments did not render to valid JSON"), "{e}");
 }
 
 #[test]
@@ -129,20 +105,9 @@ fn output_is_bounded() {
     let app = App::from_value(json!({"kind": "Application", "metadata": {"name": big}})).unwrap();
     let s = set("message: \"{{app.metadata.name}}{{app.metadata.name}}\"\n");
     let mut ctx = RenderContext::new(&app, &BTreeMap::new());
-    let out = s
-        .render(
-            "t",
-            &mut ctx,
-            &Target {
-                trigger: "",
-                kind: DestinationKind::Console,
-                service: "console",
-                recipient: "",
-            },
-            &app,
-        )
-        .unwrap();
-    assert!(out["message"].as_str().unwrap().len() <= MAX_FIELD_BYTES);
+    let out =
+        s.render("t", &mut ctx, &Target { trigger: "", kind: DestinationKind::Console, service: "console", recipient: "", resolved: false }, &app).unwrap();
+    assert!(out.payload["message"].as_str().unwrap().len() <= MAX_FIELD_BYTES);
 }
 
 #[test]
@@ -159,4 +124,19 @@ fn a_template_needs_some_field() {
     let def: TemplateDef = file.parse("template t").unwrap();
     let e = TemplateSet::compile(&[("t".to_string(), def, file)]).unwrap_err();
     assert!(e[0].to_string().contains("a template needs a message"), "{e:?}");
+}
+
+#[test]
+fn severity_resolved_and_siem_payloads() {
+    let s = set("message: \"{{#if resolved}}resolved{{else}}firing{{/if}} {{app.metadata.name}}\"\nseverity: warning\n");
+    let r = render_full(&s, DestinationKind::Splunk, "siem").unwrap();
+    assert_eq!(r.payload, json!({"message": "firing web"}));
+    assert_eq!(r.severity, Severity::Warning);
+    assert_eq!(render(&s, DestinationKind::Pagerduty, "pd").unwrap()["severity"], "warning", "the template severity is PagerDuty's default");
+    let app = app();
+    let mut ctx = RenderContext::new(&app, &BTreeMap::new());
+    let t = Target { trigger: "on-x", kind: DestinationKind::Syslog, service: "s", recipient: "", resolved: true };
+    assert_eq!(s.render("t", &mut ctx, &t, &app).unwrap().payload["message"], "resolved web");
+    let bad = set("message: x\nseverity: loud\n");
+    assert!(render(&bad, DestinationKind::Console, "c").unwrap_err().to_string().contains("severity \"loud\""));
 }

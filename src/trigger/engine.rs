@@ -130,9 +130,7 @@ pub fn parse_duration(s: &str) -> Result<TimeDelta, String> {
             "d" => TimeDelta::try_days(n),
             _ => return Err(format!("invalid duration {s:?}: unknown unit {unit:?}")),
         };
-        total = part
-            .and_then(|p| total.checked_add(&p))
-            .ok_or_else(|| format!("duration {s:?} is out of range"))?;
+        total = part.and_then(|p| total.checked_add(&p)).ok_or_else(|| format!("duration {s:?} is out of range"))?;
     }
     if !number.is_empty() {
         return Err(format!("invalid duration {s:?}: missing unit after {number}"));
@@ -151,9 +149,7 @@ fn delta(unit: &str, n: i64) -> Fallible<Duration> {
 }
 
 fn add(t: Time, d: Duration) -> Fallible<Time> {
-    t.0.checked_add_signed(d.0)
-        .map(Time)
-        .map_or_else(|| fail("time out of range".into()), Ok)
+    t.0.checked_add_signed(d.0).map(Time).map_or_else(|| fail("time out of range".into()), Ok)
 }
 
 /// The rhai engine every trigger is compiled and evaluated with.
@@ -192,12 +188,8 @@ fn register_time(engine: &mut Engine) {
     engine.register_type_with_name::<Duration>("Duration");
     engine.register_fn("now", || Time(current_now()));
     engine.register_fn("parse_time", |s: ImmutableString| parse_time(&s));
-    engine.register_fn("parse_time", |_: ()| -> Fallible<Time> {
-        fail("parse_time: the value is () (the field is missing)".into())
-    });
-    engine.register_fn("duration", |s: ImmutableString| -> Fallible<Duration> {
-        parse_duration(&s).map(Duration).or_else(fail)
-    });
+    engine.register_fn("parse_time", |_: ()| -> Fallible<Time> { fail("parse_time: the value is () (the field is missing)".into()) });
+    engine.register_fn("duration", |s: ImmutableString| -> Fallible<Duration> { parse_duration(&s).map(Duration).or_else(fail) });
     for unit in ["seconds", "minutes", "hours", "days"] {
         engine.register_fn(unit, move |n: i64| delta(unit, n));
     }

@@ -52,6 +52,11 @@ pub struct ConditionDef {
     /// Free text, shown by `trigger run`.
     #[serde(default)]
     pub description: Option<String>,
+    /// When the condition turns false after it was notified, send a resolve: PagerDuty
+    /// `resolve` with the same `dedup_key`, Slack updates the original message, other
+    /// destinations get the template rendered with `resolved` true. The trigger re-arms.
+    #[serde(default)]
+    pub resolve: bool,
 }
 
 /// A trigger file: a list of conditions.
@@ -66,6 +71,7 @@ pub struct Condition {
     once_per: Option<(String, AST)>,
     pub send: Vec<String>,
     pub description: Option<String>,
+    pub resolve: bool,
     /// Stable identity of the condition in dedup keys: `[index].<hash of when>`, as
     /// Argo CD forms it, so editing a condition re-arms it.
     pub key: String,
@@ -98,6 +104,9 @@ pub struct ConditionResult {
     /// The condition's identity in dedup keys.
     #[serde(skip)]
     pub key: String,
+    /// Whether the condition is marked `resolve: true`.
+    #[serde(skip)]
+    pub resolve: bool,
     /// Why the condition counts as false, when it failed at run time.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
@@ -134,11 +143,7 @@ pub struct AppScope {
 
 impl TriggerEngine {
     pub fn new() -> Self {
-        TriggerEngine {
-            engine: engine::build(),
-            seen: Mutex::new(SeenErrors::default()),
-            runtime_errors: AtomicU64::new(0),
-        }
+        TriggerEngine { engine: engine::build(), seen: Mutex::new(SeenErrors::default()), runtime_errors: AtomicU64::new(0) }
     }
 
     /// Converts an Application once for a whole evaluation pass. `extra` adds more
@@ -156,11 +161,7 @@ impl TriggerEngine {
         let mut errors = Vec::new();
         let mut conditions = Vec::new();
         if def.is_empty() {
-            errors.push(ConfigError::new(
-                file.pos_at_start(),
-                format!("trigger {name}"),
-                "a trigger needs at least one condition",
-            ));
+            errors.push(ConfigError::new(file.pos_at_start(), format!("trigger {name}"), "a trigger needs at least one condition"));
         }
         for (index, c) in def.iter().enumerate() {
             let key_path = format!("trigger {name}[{index}]");
@@ -170,8 +171,7 @@ impl TriggerEngine {
                     Ok(ast) => Some(Compiled::Script(ast)),
                     Err((msg, line, col)) => {
                         errors.push(ConfigError::new(
-                            file.pos_in_scalar(&c.when.referenced, src, line, col)
-                                .or_else(|| file.pos(&c.when.referenced)),
+                            file.pos_in_scalar(&c.when.referenced, src, line, col).or_else(|| file.pos(&c.when.referenced)),
                             format!("{key_path}.when"),
                             msg,
                         ));
@@ -185,8 +185,7 @@ impl TriggerEngine {
                     Ok(ast) => Some(Some((src.value.clone(), ast))),
                     Err((msg, line, col)) => {
                         errors.push(ConfigError::new(
-                            file.pos_in_scalar(&src.referenced, &src.value, line, col)
-                                .or_else(|| file.pos(&src.referenced)),
+                            file.pos_in_scalar(&src.referenced, &src.value, line, col).or_else(|| file.pos(&src.referenced)),
                             format!("{key_path}.oncePer"),
                             msg,
                         ));
@@ -211,17 +210,11 @@ impl TriggerEngine {
                     once_per,
                     send: c.send.clone(),
                     description: c.description.clone(),
+                    resolve: c.resolve,
                 });
             }
         }
-        if errors.is_empty() {
-            Ok(Trigger {
-                name: name.to_string(),
-                conditions,
-            })
-        } else {
-            Err(errors)
-        }
+        if errors.is_empty() { Ok(Trigger { name: name.to_string(), conditions }) } else { Err(errors) }
     }
 
     /// Compiles one expression; on failure the message and its 1-based line/column
@@ -236,11 +229,7 @@ impl TriggerEngine {
 
     /// Evaluates every condition of `trigger` on the prepared Application.
     pub fn run(&self, trigger: &Trigger, app: &mut AppScope) -> Vec<ConditionResult> {
-        trigger
-            .conditions
-            .iter()
-            .map(|c| self.run_condition(&trigger.name, c, app))
-            .collect()
+        trigger.conditions.iter().map(|c| self.run_condition(&trigger.name, c, app)).collect()
     }
 
     fn run_condition(&self, trigger: &str, c: &Condition, app: &mut AppScope) -> ConditionResult {
@@ -275,6 +264,7 @@ impl TriggerEngine {
             once_per,
             send: c.send.clone(),
             key: c.key.clone(),
+            resolve: c.resolve,
             error,
         }
     }
@@ -282,10 +272,7 @@ impl TriggerEngine {
     fn eval(&self, ast: &AST, app: &mut AppScope) -> Result<Dynamic, String> {
         // Variables a script declares must not leak into the next condition.
         let len = app.scope.len();
-        let out = self
-            .engine
-            .eval_ast_with_scope::<Dynamic>(&mut app.scope, ast)
-            .map_err(|e| e.to_string());
+        let out = self.engine.eval_ast_with_scope::<Dynamic>(&mut app.scope, ast).map_err(|e| e.to_string());
         app.scope.rewind(len);
         out
     }

@@ -42,13 +42,7 @@ fn nil_and_unit_both_mean_missing() {
 #[test]
 fn only_boolean_true_counts() {
     let app = json!({"metadata": {"name": "a"}});
-    for (when, want) in [
-        ("app.metadata.name", false),
-        ("1", false),
-        ("\"true\"", false),
-        ("true", true),
-        ("()", false),
-    ] {
+    for (when, want) in [("app.metadata.name", false), ("1", false), ("\"true\"", false), ("true", true), ("()", false)] {
         let r = one(when, app.clone());
         assert_eq!(r.result, want, "{when}");
         assert!(r.error.is_none(), "{when}: {:?}", r.error);
@@ -76,15 +70,9 @@ fn once_per_is_only_evaluated_when_the_condition_holds() {
     assert_eq!((r.result, r.once_per.clone(), r.error.clone()), (false, None, None));
     assert_eq!(engine.runtime_errors.load(Ordering::Relaxed), 0);
     let yaml = "- when: app.fire\n  oncePer: app.rev\n  send: [x]\n";
-    assert_eq!(
-        run(&engine, yaml, json!({"fire": true, "rev": "abc"}))[0].once_per.as_deref(),
-        Some("abc")
-    );
+    assert_eq!(run(&engine, yaml, json!({"fire": true, "rev": "abc"}))[0].once_per.as_deref(), Some("abc"));
     assert_eq!(run(&engine, yaml, json!({"fire": true}))[0].once_per.as_deref(), Some("<nil>"));
-    assert_eq!(
-        run(&engine, yaml, json!({"fire": true, "rev": 42}))[0].once_per.as_deref(),
-        Some("42")
-    );
+    assert_eq!(run(&engine, yaml, json!({"fire": true, "rev": 42}))[0].once_per.as_deref(), Some("42"));
 }
 
 #[test]
@@ -157,23 +145,13 @@ fn compile_errors_point_into_the_file() {
     assert!(rendered[0].starts_with("t.yaml:4:"), "{rendered:#?}");
     assert!(rendered[0].contains("trigger t[0].when: invalid rhai"), "{rendered:#?}");
     assert!(rendered[1].starts_with("t.yaml:6:"), "{rendered:#?}");
-    assert!(
-        rendered[2].starts_with("t.yaml:7:") && rendered[2].contains("oncePer"),
-        "{rendered:#?}"
-    );
-    assert!(
-        rendered[3].contains("send: a condition must send at least one template"),
-        "{rendered:#?}"
-    );
+    assert!(rendered[2].starts_with("t.yaml:7:") && rendered[2].contains("oncePer"), "{rendered:#?}");
+    assert!(rendered[3].contains("send: a condition must send at least one template"), "{rendered:#?}");
 }
 
 #[test]
 fn yaml_boolean_and_string_when_are_both_accepted() {
     let engine = TriggerEngine::new();
-    let r = run(
-        &engine,
-        "- when: true\n  send: [x]\n- when: \"true\"\n  send: [x]\n- when: false\n  send: [x]\n",
-        json!({}),
-    );
+    let r = run(&engine, "- when: true\n  send: [x]\n- when: \"true\"\n  send: [x]\n- when: false\n  send: [x]\n", json!({}));
     assert_eq!(r.iter().map(|c| c.result).collect::<Vec<_>>(), [true, true, false]);
 }

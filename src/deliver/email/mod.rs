@@ -1,0 +1,12 @@
+//! E-mail over SMTP with lettre: plain, STARTTLS or implicit TLS, optional
+//! authentication, a text part and an optional HTML part, several recipients.
+
+mod client;
+mod config;
+mod payload;
+#[cfg(test)]
+mod tests;
+
+pub use client::EmailClient;
+pub use config::EmailConfig;
+pub use payload::{message, recipients};

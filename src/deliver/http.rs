@@ -1,0 +1,79 @@
+//! The one HTTP client every HTTP destination shares (rustls with the ring provider),
+//! and the helper that turns a response into an [`Outcome`].
+
+use std::time::Duration;
+
+use super::outcome::{Outcome, classify_status, parse_retry_after};
+
+/// Installs ring as the process's rustls crypto provider. Idempotent; must run before
+/// any TLS client or server is built (kube and reqwest panic without one).
+pub fn init_crypto() {
+    // An error only means a provider is already installed, which is what we want.
+    let _ = rustls::crypto::ring::default_provider().install_default();
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    #[error("CA file {path}: {message}")]
+    Ca { path: String, message: String },
+    #[error("building the HTTP client: {0}")]
+    Build(String),
+}
+
+/// Builds an HTTP client. The shared one has no extra settings; a service that needs
+/// its own CA or (explicitly) no verification gets its own.
+pub fn client(ca_file: Option<&str>, insecure_skip_verify: bool) -> Result<reqwest::Client, ClientError> {
+    init_crypto();
+    let mut b = reqwest::Client::builder()
+        .user_agent(concat!("driftwatch/", env!("CARGO_PKG_VERSION")))
+        .connect_timeout(Duration::from_secs(5))
+        .pool_idle_timeout(Duration::from_secs(60))
+        .redirect(reqwest::redirect::Policy::limited(3));
+    if let Some(path) = ca_file {
+        let pem = std::fs::read(path).map_err(|e| ClientError::Ca { path: path.into(), message: e.to_string() })?;
+        let certs =
+            reqwest::Certificate::from_pem_bundle(&pem).map_err(|e| ClientError::Ca { path: path.into(), message: e.to_string() })?;
+        for c in certs {
+            b = b.add_root_certificate(c);
+        }
+    }
+    if insecure_skip_verify {
+        b = b.danger_accept_invalid_certs(true);
+    }
+    b.build().map_err(|e| ClientError::Build(e.to_string()))
+}
+
+/// Sends a request and classifies the answer. Transport errors (refused, reset, TLS
+/// handshake, timeout) are retried, except a certificate the client does not trust.
+pub async fn send(req: reqwest::RequestBuilder) -> (Outcome, Option<String>) {
+    match req.send().await {
+        Ok(resp) => {
+            let status = resp.status().as_u16();
+            let retry_after = resp
+                .headers()
+                .get(reqwest::header::RETRY_AFTER)
+                .and_then(|v| v.to_str().ok())
+                .and_then(|v| parse_retry_after(v, chrono::Utc::now()));
+            let body = resp.text().await.unwrap_or_default();
+            (classify_status(status, retry_after, &body), Some(body))
+        }
+        Err(e) => (transport_error(e), None),
+    }
+}
+
+/// A transport error as an outcome. The URL is left out: it may carry a secret (a
+/// Slack webhook URL is one).
+pub fn transport_error(e: reqwest::Error) -> Outcome {
+    let e = e.without_url();
+    let mut msg = e.to_string();
+    let mut source = std::error::Error::source(&e);
+    while let Some(s) = source {
+        msg.push_str(": ");
+        msg.push_str(&s.to_string());
+        source = s.source();
+    }
+    if msg.contains("certificate") || msg.contains("UnknownIssuer") {
+        return Outcome::Permanent(format!("TLS: {msg}"));
+    }
+    Outcome::retry(msg)
+}

@@ -1,0 +1,199 @@
+//! Retry decisions as data, in one place: what an attempt's result means, how long to
+//! wait before the next one, and the per-service limits (attempts, deadline, timeout,
+//! rate).
+
+use std::time::Duration;
+
+use rand::Rng;
+use serde::Deserialize;
+
+/// The result of one delivery attempt.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome {
+    Delivered,
+    /// Try again; `after` is what the receiver asked for (`Retry-After`).
+    Retry {
+        reason: String,
+        after: Option<Duration>,
+    },
+    /// Trying again cannot help (a 400, an unknown channel, a rejected address).
+    Permanent(String),
+}
+
+impl Outcome {
+    pub fn retry(reason: impl Into<String>) -> Outcome {
+        Outcome::Retry { reason: reason.into(), after: None }
+    }
+}
+
+/// HTTP status -> outcome: 2xx delivered; 408, 429 and 5xx retried (honouring
+/// `Retry-After`); any other status permanent.
+pub fn classify_status(status: u16, retry_after: Option<Duration>, body: &str) -> Outcome {
+    let snippet: String = body.chars().take(300).collect();
+    match status {
+        200..=299 => Outcome::Delivered,
+        408 | 429 | 500..=599 => Outcome::Retry { reason: format!("HTTP {status}: {snippet}"), after: retry_after },
+        _ => Outcome::Permanent(format!("HTTP {status}: {snippet}")),
+    }
+}
+
+/// `Retry-After` as seconds or an HTTP date; capped at an hour.
+pub fn parse_retry_after(value: &str, now: chrono::DateTime<chrono::Utc>) -> Option<Duration> {
+    let value = value.trim();
+    let d = if let Ok(secs) = value.parse::<u64>() {
+        Duration::from_secs(secs)
+    } else {
+        let at = chrono::DateTime::parse_from_rfc2822(value).ok()?.with_timezone(&chrono::Utc);
+        (at - now).to_std().unwrap_or(Duration::ZERO)
+    };
+    Some(d.min(Duration::from_secs(3600)))
+}
+
+/// A duration in a config file: `"30s"`, `"5m"`, `"1h"`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ConfigDuration(pub Duration);
+
+impl<'de> Deserialize<'de> for ConfigDuration {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        let delta = crate::trigger::engine::parse_duration(&s).map_err(serde::de::Error::custom)?;
+        delta.to_std().map(ConfigDuration).map_err(|_| serde::de::Error::custom(format!("duration {s:?} must not be negative")))
+    }
+}
+
+/// Per-service retry settings (`retry:` in a service's config).
+#[derive(Debug, Clone, Copy, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct RetrySettings {
+    /// Attempts in all, the first included; 10 when absent.
+    #[serde(default = "defaults::max_attempts")]
+    pub max_attempts: u32,
+    /// Wait after the first failure; doubles each time (with full jitter); 1s.
+    #[serde(default = "defaults::initial_backoff")]
+    pub initial_backoff: ConfigDuration,
+    /// Longest wait between attempts; 5m.
+    #[serde(default = "defaults::max_backoff")]
+    pub max_backoff: ConfigDuration,
+    /// Give up on a notification this long after it was decided; 1h.
+    #[serde(default = "defaults::deadline")]
+    pub deadline: ConfigDuration,
+}
+
+/// Rate limit (`rateLimit:` in a service's config).
+#[derive(Debug, Clone, Copy, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct RateSettings {
+    pub per_second: f64,
+    #[serde(default = "defaults::burst")]
+    pub burst: u32,
+}
+
+mod defaults {
+    use super::ConfigDuration;
+    use std::time::Duration;
+    pub fn max_attempts() -> u32 {
+        10
+    }
+    pub fn initial_backoff() -> ConfigDuration {
+        ConfigDuration(Duration::from_secs(1))
+    }
+    pub fn max_backoff() -> ConfigDuration {
+        ConfigDuration(Duration::from_secs(300))
+    }
+    pub fn deadline() -> ConfigDuration {
+        ConfigDuration(Duration::from_secs(3600))
+    }
+    pub fn burst() -> u32 {
+        1
+    }
+}
+
+impl Default for RetrySettings {
+    fn default() -> Self {
+        RetrySettings {
+            max_attempts: defaults::max_attempts(),
+            initial_backoff: defaults::initial_backoff(),
+            max_backoff: defaults::max_backoff(),
+            deadline: defaults::deadline(),
+        }
+    }
+}
+
+/// Delivery settings every service has, with defaults per kind.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct DeliverySettings {
+    pub retry: RetrySettings,
+    pub rate: RateSettings,
+    /// One attempt's time limit.
+    pub timeout: Duration,
+}
+
+impl DeliverySettings {
+    /// Sensible defaults for a kind: Slack about one message per second, PagerDuty well
+    /// under its 120 events a minute, SIEMs fast.
+    pub fn for_kind(kind: crate::model::DestinationKind) -> DeliverySettings {
+        use crate::model::DestinationKind as K;
+        let (per_second, burst) = match kind {
+            K::Slack => (1.0, 3),
+            K::Pagerduty => (1.5, 10),
+            K::Email => (5.0, 10),
+            K::Webhook | K::SignedWebhook => (10.0, 20),
+            K::Splunk | K::Syslog => (50.0, 100),
+            K::Console => (1000.0, 1000),
+        };
+        DeliverySettings { retry: RetrySettings::default(), rate: RateSettings { per_second, burst }, timeout: Duration::from_secs(10) }
+    }
+
+    /// Wait before attempt `attempt + 1` (attempt counts from 1): full jitter over an
+    /// exponentially growing window, at least `floor` (the receiver's `Retry-After`).
+    pub fn backoff(&self, attempt: u32, floor: Option<Duration>) -> Duration {
+        let base = self.retry.initial_backoff.0.as_millis() as f64;
+        let cap = self.retry.max_backoff.0.as_millis() as f64;
+        let window = (base * 2f64.powi(attempt.saturating_sub(1).min(30) as i32)).min(cap).max(1.0);
+        let jittered = Duration::from_millis(rand::rng().random_range(window / 2.0..=window) as u64);
+        jittered.max(floor.unwrap_or(Duration::ZERO))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use chrono::TimeZone;
+
+    #[test]
+    fn status_classification() {
+        assert_eq!(classify_status(200, None, ""), Outcome::Delivered);
+        assert_eq!(classify_status(202, None, ""), Outcome::Delivered);
+        for s in [408, 429, 500, 502, 503] {
+            assert!(matches!(classify_status(s, None, "x"), Outcome::Retry { .. }), "{s}");
+        }
+        for s in [400, 401, 403, 404, 413] {
+            assert!(matches!(classify_status(s, None, "x"), Outcome::Permanent(_)), "{s}");
+        }
+        assert_eq!(
+            classify_status(429, Some(Duration::from_secs(2)), "slow down"),
+            Outcome::Retry { reason: "HTTP 429: slow down".into(), after: Some(Duration::from_secs(2)) }
+        );
+    }
+
+    #[test]
+    fn retry_after_forms() {
+        let now = chrono::Utc.with_ymd_and_hms(2026, 3, 1, 12, 0, 0).unwrap();
+        assert_eq!(parse_retry_after("7", now), Some(Duration::from_secs(7)));
+        assert_eq!(parse_retry_after("Sun, 01 Mar 2026 12:00:30 GMT", now), Some(Duration::from_secs(30)));
+        assert_eq!(parse_retry_after("999999", now), Some(Duration::from_secs(3600)));
+        assert_eq!(parse_retry_after("soon", now), None);
+    }
+
+    #[test]
+    fn backoff_grows_is_capped_and_honours_retry_after() {
+        let s = DeliverySettings::for_kind(crate::model::DestinationKind::Webhook);
+        for _ in 0..50 {
+            let first = s.backoff(1, None);
+            assert!(first >= Duration::from_millis(500) && first <= Duration::from_secs(1), "{first:?}");
+            let tenth = s.backoff(10, None);
+            assert!(tenth >= Duration::from_secs(150) && tenth <= Duration::from_secs(300), "{tenth:?}");
+            assert!(s.backoff(1, Some(Duration::from_secs(30))) >= Duration::from_secs(30));
+        }
+    }
+}

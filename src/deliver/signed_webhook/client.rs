@@ -1,0 +1,62 @@
+use std::collections::BTreeMap;
+
+use super::config::SignedWebhookConfig;
+use super::payload::signed_request;
+use crate::deliver::ecs::{self, Origin};
+use crate::deliver::http;
+use crate::deliver::outcome::Outcome;
+use crate::deliver::services::Env;
+use crate::deliver::worker::{BoxFuture, Deliverer};
+use crate::model::Notification;
+use crate::secret::Secret;
+
+pub struct SignedWebhookClient {
+    http: reqwest::Client,
+    url: String,
+    key: Secret,
+    headers: BTreeMap<String, String>,
+    origin: Origin,
+}
+
+impl SignedWebhookClient {
+    pub fn new(cfg: &SignedWebhookConfig, env: &Env) -> Result<SignedWebhookClient, String> {
+        let resolve = |s: &str| env.secrets.resolve(s).map_err(|e| e.to_string());
+        let http = if cfg.ca_file.is_some() || cfg.insecure_skip_verify {
+            http::client(cfg.ca_file.as_deref(), cfg.insecure_skip_verify).map_err(|e| e.to_string())?
+        } else {
+            env.http.clone()
+        };
+        let mut headers = BTreeMap::new();
+        for (k, v) in &cfg.headers {
+            headers.insert(k.clone(), resolve(v)?.expose().to_string());
+        }
+        Ok(SignedWebhookClient {
+            http,
+            url: resolve(&cfg.url)?.expose().to_string(),
+            key: resolve(&cfg.secret)?,
+            headers,
+            origin: env.origin(),
+        })
+    }
+}
+
+impl Deliverer for SignedWebhookClient {
+    fn deliver<'a>(&'a self, batch: &'a [Notification]) -> BoxFuture<'a, Outcome> {
+        Box::pin(async move {
+            for n in batch {
+                let now = chrono::Utc::now();
+                let record = ecs::record(n, &self.origin, now);
+                let r = signed_request(&self.url, self.key.expose().as_bytes(), &record, now.timestamp());
+                let mut req = self.http.post(&r.url).body(r.body);
+                for (k, v) in self.headers.iter().chain(r.headers.iter()) {
+                    req = req.header(k, v);
+                }
+                let (outcome, _) = http::send(req).await;
+                if outcome != Outcome::Delivered {
+                    return outcome;
+                }
+            }
+            Outcome::Delivered
+        })
+    }
+}

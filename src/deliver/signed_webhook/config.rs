@@ -1,0 +1,17 @@
+use std::collections::BTreeMap;
+
+use serde::Deserialize;
+
+#[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct SignedWebhookConfig {
+    pub url: String,
+    /// The HMAC key (`$siem-hmac-key`).
+    pub secret: String,
+    /// Extra headers (values may reference `$secrets`).
+    #[serde(default)]
+    pub headers: BTreeMap<String, String>,
+    pub ca_file: Option<String>,
+    #[serde(default)]
+    pub insecure_skip_verify: bool,
+}

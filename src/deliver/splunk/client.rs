@@ -1,0 +1,75 @@
+use super::config::SplunkConfig;
+use super::payload::{EnvelopeMeta, batch_body, classify, envelope};
+use crate::deliver::ecs::{self, Origin};
+use crate::deliver::http;
+use crate::deliver::outcome::{Outcome, parse_retry_after};
+use crate::deliver::services::Env;
+use crate::deliver::worker::{BoxFuture, Deliverer};
+use crate::model::Notification;
+use crate::secret::Secret;
+
+pub struct SplunkClient {
+    http: reqwest::Client,
+    endpoint: String,
+    token: Secret,
+    meta: EnvelopeMeta,
+    batch: usize,
+    origin: Origin,
+}
+
+impl SplunkClient {
+    pub fn new(cfg: &SplunkConfig, env: &Env) -> Result<SplunkClient, String> {
+        let resolve = |s: &str| env.secrets.resolve(s).map_err(|e| e.to_string());
+        let http = if cfg.ca_file.is_some() || cfg.insecure_skip_verify {
+            http::client(cfg.ca_file.as_deref(), cfg.insecure_skip_verify).map_err(|e| e.to_string())?
+        } else {
+            env.http.clone()
+        };
+        let base = resolve(&cfg.url)?.expose().trim_end_matches('/').to_string();
+        Ok(SplunkClient {
+            http,
+            endpoint: format!("{base}/services/collector/event"),
+            token: resolve(&cfg.token)?,
+            meta: EnvelopeMeta {
+                host: cfg.host.clone().unwrap_or_else(crate::deliver::hostname),
+                source: cfg.source.clone().unwrap_or_else(|| "driftwatch".into()),
+                sourcetype: cfg.sourcetype.clone().unwrap_or_else(|| "driftwatch:notification".into()),
+                index: cfg.index.clone(),
+            },
+            batch: cfg.batch_size.unwrap_or(50).clamp(1, 100),
+            origin: env.origin(),
+        })
+    }
+}
+
+impl Deliverer for SplunkClient {
+    fn max_batch(&self) -> usize {
+        self.batch
+    }
+
+    fn deliver<'a>(&'a self, batch: &'a [Notification]) -> BoxFuture<'a, Outcome> {
+        Box::pin(async move {
+            let now = chrono::Utc::now();
+            let envelopes: Vec<_> = batch.iter().map(|n| envelope(&self.meta, ecs::record(n, &self.origin, now), now)).collect();
+            let req = self
+                .http
+                .post(&self.endpoint)
+                .header("Authorization", format!("Splunk {}", self.token.expose()))
+                .header("Content-Type", "application/json")
+                .body(batch_body(&envelopes));
+            match req.send().await {
+                Ok(resp) => {
+                    let status = resp.status().as_u16();
+                    let retry_after = resp
+                        .headers()
+                        .get("retry-after")
+                        .and_then(|v| v.to_str().ok())
+                        .and_then(|v| parse_retry_after(v, chrono::Utc::now()));
+                    let body = resp.text().await.unwrap_or_default();
+                    classify(status, retry_after, &body)
+                }
+                Err(e) => http::transport_error(e),
+            }
+        })
+    }
+}

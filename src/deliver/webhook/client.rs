@@ -1,0 +1,76 @@
+use std::collections::BTreeMap;
+
+use super::config::WebhookConfig;
+use super::payload::{HttpRequest, request};
+use crate::deliver::http;
+use crate::deliver::outcome::Outcome;
+use crate::deliver::worker::{BoxFuture, Deliverer};
+use crate::model::Notification;
+use crate::secret::{Secret, SecretError, Secrets};
+
+/// Sends webhook requests.
+pub struct WebhookClient {
+    http: reqwest::Client,
+    url: String,
+    headers: BTreeMap<String, String>,
+    basic: Option<(String, Secret)>,
+    bearer: Option<Secret>,
+}
+
+impl WebhookClient {
+    pub fn new(cfg: &WebhookConfig, secrets: &Secrets, shared: &reqwest::Client) -> Result<WebhookClient, String> {
+        let resolve = |s: &str| secrets.resolve(s).map_err(|e: SecretError| e.to_string());
+        let http = if cfg.ca_file.is_some() || cfg.insecure_skip_verify {
+            http::client(cfg.ca_file.as_deref(), cfg.insecure_skip_verify).map_err(|e| e.to_string())?
+        } else {
+            shared.clone()
+        };
+        let mut headers = BTreeMap::new();
+        for (k, v) in &cfg.headers {
+            headers.insert(k.clone(), resolve(v)?.expose().to_string());
+        }
+        Ok(WebhookClient {
+            http,
+            url: resolve(&cfg.url)?.expose().to_string(),
+            headers,
+            basic: match &cfg.basic_auth {
+                Some(b) => Some((b.username.clone(), resolve(&b.password)?)),
+                None => None,
+            },
+            bearer: cfg.bearer_token.as_deref().map(resolve).transpose()?,
+        })
+    }
+
+    /// Sends one prepared request with this service's authentication.
+    pub async fn send(&self, r: &HttpRequest) -> Outcome {
+        let method = match reqwest::Method::from_bytes(r.method.as_bytes()) {
+            Ok(m) => m,
+            Err(_) => return Outcome::Permanent(format!("invalid HTTP method {:?}", r.method)),
+        };
+        let mut req = self.http.request(method, &r.url).body(r.body.clone());
+        for (k, v) in &r.headers {
+            req = req.header(k, v);
+        }
+        if let Some((user, pass)) = &self.basic {
+            req = req.basic_auth(user, Some(pass.expose()));
+        }
+        if let Some(t) = &self.bearer {
+            req = req.bearer_auth(t.expose());
+        }
+        http::send(req).await.0
+    }
+}
+
+impl Deliverer for WebhookClient {
+    fn deliver<'a>(&'a self, batch: &'a [Notification]) -> BoxFuture<'a, Outcome> {
+        Box::pin(async move {
+            for n in batch {
+                let outcome = self.send(&request(&self.url, &self.headers, n)).await;
+                if outcome != Outcome::Delivered {
+                    return outcome;
+                }
+            }
+            Outcome::Delivered
+        })
+    }
+}

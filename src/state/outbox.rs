@@ -1,0 +1,426 @@
+//! The outbox (durable per-service delivery queue), dead letters and Slack message
+//! references, as tables of the state store.
+//!
+//! An entry is written when the pipeline decides to send, and removed — in the same
+//! transaction that records its dedup key — only when the delivery succeeded. A crash
+//! anywhere in between leaves it in the outbox, and the workers deliver it after the
+//! restart.
+
+use redb::{ReadableDatabase, ReadableTable, ReadableTableMetadata, TableDefinition, WriteTransaction};
+use serde::{Deserialize, Serialize};
+
+use super::{StateError, StateStore, storage};
+use crate::model::{Action, Notification, RecordOp};
+
+/// `"<service>\u{0}<id, 20 digits>"` -> JSON [`OutboxEntry`]; ordered by service, then age.
+const OUTBOX: TableDefinition<&str, &str> = TableDefinition::new("outbox");
+/// `"<app>\u{0}<dedup key>\u{0}<template>\u{0}<action>"` -> outbox id: what is in flight.
+const PENDING: TableDefinition<&str, u64> = TableDefinition::new("pending");
+/// id -> JSON [`DeadLetter`].
+const DEAD: TableDefinition<u64, &str> = TableDefinition::new("dead_letters");
+/// `"<service>\u{0}<reference key>"` -> JSON [`SlackRef`].
+const SLACK: TableDefinition<&str, &str> = TableDefinition::new("slack_messages");
+const META: TableDefinition<&str, u64> = TableDefinition::new("meta");
+
+/// Most undelivered notifications one service may hold; past it new ones are
+/// dead-lettered as "queue full" rather than growing without bound.
+pub const MAX_OUTBOX_PER_SERVICE: usize = 10_000;
+/// Most dead letters kept (oldest dropped).
+pub const MAX_DEAD_LETTERS: usize = 1_000;
+/// Most Slack message references kept (oldest dropped).
+pub const MAX_SLACK_REFS: usize = 50_000;
+
+pub(super) fn create_tables(tx: &WriteTransaction) -> Result<(), StateError> {
+    tx.open_table(OUTBOX).map_err(storage)?;
+    tx.open_table(PENDING).map_err(storage)?;
+    tx.open_table(DEAD).map_err(storage)?;
+    tx.open_table(SLACK).map_err(storage)?;
+    tx.open_table(META).map_err(storage)?;
+    Ok(())
+}
+
+/// A notification waiting to be delivered.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct OutboxEntry {
+    pub id: u64,
+    pub notification: Notification,
+    /// Delivery attempts made so far.
+    pub attempts: u32,
+    pub enqueued_ms: u64,
+    /// Not to be tried before this instant (backoff, `Retry-After`).
+    pub next_attempt_ms: u64,
+    /// Why the last attempt failed (secrets redacted).
+    pub last_error: Option<String>,
+}
+
+/// A notification that finally failed.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DeadLetter {
+    pub id: u64,
+    pub failed_ms: u64,
+    pub attempts: u32,
+    pub error: String,
+    /// Permanent failures (a 400, an unknown channel) are recorded as delivered so they
+    /// are not re-sent; others are decided again at the next evaluation.
+    pub permanent: bool,
+    pub notification: Notification,
+}
+
+/// Where a sent Slack message is, to update it or reply in its thread.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SlackRef {
+    pub channel: String,
+    pub ts: String,
+    pub at_ms: u64,
+}
+
+fn outbox_key(service: &str, id: u64) -> String {
+    format!("{service}\u{0}{id:020}")
+}
+
+fn service_range(service: &str) -> (String, String) {
+    (format!("{service}\u{0}"), format!("{service}\u{1}"))
+}
+
+/// The in-flight identity of a notification.
+pub fn pending_key(n: &Notification) -> Option<String> {
+    let r = n.record.as_ref()?;
+    Some(pending_key_of(&r.app_key, &r.key, &n.template, n.action))
+}
+
+fn pending_key_of(app: &str, key: &str, template: &str, action: Action) -> String {
+    let action = match action {
+        Action::Fire => "fire",
+        Action::Resolve => "resolve",
+    };
+    format!("{app}\u{0}{key}\u{0}{template}\u{0}{action}")
+}
+
+fn to_json<T: Serialize>(v: &T) -> Result<String, StateError> {
+    serde_json::to_string(v).map_err(storage)
+}
+
+fn from_json<T: for<'de> Deserialize<'de>>(s: &str) -> Result<T, StateError> {
+    serde_json::from_str(s).map_err(storage)
+}
+
+/// What [`StateStore::enqueue`] did with each notification.
+#[derive(Debug, Default, PartialEq)]
+pub struct EnqueueReport {
+    pub queued: usize,
+    /// Already in flight (same key, template and action).
+    pub duplicates: usize,
+    /// The service's outbox was full: dead-lettered.
+    pub rejected: usize,
+}
+
+impl StateStore {
+    fn next_id(tx: &WriteTransaction) -> Result<u64, StateError> {
+        let mut meta = tx.open_table(META).map_err(storage)?;
+        let id = meta.get("next_id").map_err(storage)?.map_or(1, |v| v.value());
+        meta.insert("next_id", id + 1).map_err(storage)?;
+        Ok(id)
+    }
+
+    /// Whether this notification (key, template, action) is waiting in the outbox.
+    pub fn is_pending(&self, app: &str, key: &str, template: &str, action: Action) -> Result<bool, StateError> {
+        let tx = self.db().begin_read().map_err(storage)?;
+        let t = tx.open_table(PENDING).map_err(storage)?;
+        Ok(t.get(pending_key_of(app, key, template, action).as_str()).map_err(storage)?.is_some())
+    }
+
+    /// Writes notifications to the outbox in one transaction, skipping any already in
+    /// flight. Durable when this returns.
+    pub fn enqueue(&self, items: &[Notification], now_ms: u64) -> Result<EnqueueReport, StateError> {
+        let mut report = EnqueueReport::default();
+        let tx = self.db().begin_write().map_err(storage)?;
+        {
+            let mut outbox = tx.open_table(OUTBOX).map_err(storage)?;
+            let mut pending = tx.open_table(PENDING).map_err(storage)?;
+            for n in items {
+                let pkey = pending_key(n);
+                if let Some(p) = &pkey
+                    && pending.get(p.as_str()).map_err(storage)?.is_some()
+                {
+                    report.duplicates += 1;
+                    continue;
+                }
+                let id = Self::next_id(&tx)?;
+                let (lo, hi) = service_range(&n.destination.service);
+                let queued = outbox.range(lo.as_str()..hi.as_str()).map_err(storage)?.count();
+                if queued >= MAX_OUTBOX_PER_SERVICE {
+                    report.rejected += 1;
+                    let dead = DeadLetter {
+                        id,
+                        failed_ms: now_ms,
+                        attempts: 0,
+                        error: format!("queue full: service {} has {queued} undelivered notifications", n.destination.service),
+                        permanent: false,
+                        notification: n.clone(),
+                    };
+                    Self::insert_dead(&tx, &dead)?;
+                    continue;
+                }
+                let entry = OutboxEntry {
+                    id,
+                    notification: n.clone(),
+                    attempts: 0,
+                    enqueued_ms: now_ms,
+                    next_attempt_ms: now_ms,
+                    last_error: None,
+                };
+                outbox.insert(outbox_key(&n.destination.service, id).as_str(), to_json(&entry)?.as_str()).map_err(storage)?;
+                if let Some(p) = &pkey {
+                    pending.insert(p.as_str(), id).map_err(storage)?;
+                }
+                report.queued += 1;
+            }
+        }
+        tx.commit().map_err(storage)?;
+        Ok(report)
+    }
+
+    /// Up to `limit` entries of `service` due at `now_ms`, oldest first.
+    pub fn due(&self, service: &str, now_ms: u64, limit: usize) -> Result<Vec<OutboxEntry>, StateError> {
+        let tx = self.db().begin_read().map_err(storage)?;
+        let t = tx.open_table(OUTBOX).map_err(storage)?;
+        let (lo, hi) = service_range(service);
+        let mut out = Vec::new();
+        for item in t.range(lo.as_str()..hi.as_str()).map_err(storage)? {
+            let (_, v) = item.map_err(storage)?;
+            let e: OutboxEntry = from_json(v.value())?;
+            if e.next_attempt_ms <= now_ms {
+                out.push(e);
+                if out.len() >= limit {
+                    break;
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// The earliest `next_attempt_ms` of `service`'s entries, if it has any.
+    pub fn next_due_ms(&self, service: &str) -> Result<Option<u64>, StateError> {
+        Ok(self.outbox(Some(service))?.iter().map(|e| e.next_attempt_ms).min())
+    }
+
+    /// Every outbox entry (of one service, or all), oldest first per service.
+    pub fn outbox(&self, service: Option<&str>) -> Result<Vec<OutboxEntry>, StateError> {
+        let tx = self.db().begin_read().map_err(storage)?;
+        let t = tx.open_table(OUTBOX).map_err(storage)?;
+        let mut out = Vec::new();
+        let range = match service {
+            Some(s) => {
+                let (lo, hi) = service_range(s);
+                t.range::<&str>(lo.as_str()..hi.as_str()).map_err(storage)?.collect::<Vec<_>>()
+            }
+            None => t.iter().map_err(storage)?.collect::<Vec<_>>(),
+        };
+        for item in range {
+            let (_, v) = item.map_err(storage)?;
+            out.push(from_json(v.value())?);
+        }
+        Ok(out)
+    }
+
+    fn remove_entry(tx: &WriteTransaction, e: &OutboxEntry) -> Result<(), StateError> {
+        tx.open_table(OUTBOX).map_err(storage)?.remove(outbox_key(&e.notification.destination.service, e.id).as_str()).map_err(storage)?;
+        if let Some(p) = pending_key(&e.notification) {
+            tx.open_table(PENDING).map_err(storage)?.remove(p.as_str()).map_err(storage)?;
+        }
+        Ok(())
+    }
+
+    fn apply_record(&self, tx: &WriteTransaction, n: &Notification, now_ms: u64) -> Result<(), StateError> {
+        match &n.record {
+            Some(r) if r.op == RecordOp::Set => self.record_in(tx, &r.app_key, &r.key, now_ms),
+            Some(r) => Self::forget_in(tx, &r.app_key, &r.key),
+            None => Ok(()),
+        }
+    }
+
+    /// The entry was delivered: remove it and record its dedup key, atomically.
+    pub fn complete(&self, e: &OutboxEntry, now_ms: u64) -> Result<(), StateError> {
+        let tx = self.db().begin_write().map_err(storage)?;
+        Self::remove_entry(&tx, e)?;
+        self.apply_record(&tx, &e.notification, now_ms)?;
+        tx.commit().map_err(storage)
+    }
+
+    /// The attempt failed and will be tried again at `next_ms`.
+    pub fn reschedule(&self, e: &OutboxEntry, next_ms: u64, error: &str) -> Result<(), StateError> {
+        let mut e = e.clone();
+        e.attempts += 1;
+        e.next_attempt_ms = next_ms;
+        e.last_error = Some(error.to_string());
+        let tx = self.db().begin_write().map_err(storage)?;
+        tx.open_table(OUTBOX)
+            .map_err(storage)?
+            .insert(outbox_key(&e.notification.destination.service, e.id).as_str(), to_json(&e)?.as_str())
+            .map_err(storage)?;
+        tx.commit().map_err(storage)
+    }
+
+    /// The entry finally failed: move it to the dead letters. A permanent failure is
+    /// recorded as delivered (re-sending a 400 gets a 400 again); otherwise the next
+    /// evaluation decides again.
+    pub fn dead_letter(&self, e: &OutboxEntry, error: &str, permanent: bool, now_ms: u64) -> Result<(), StateError> {
+        let tx = self.db().begin_write().map_err(storage)?;
+        Self::remove_entry(&tx, e)?;
+        if permanent {
+            self.apply_record(&tx, &e.notification, now_ms)?;
+        }
+        let dead = DeadLetter {
+            id: e.id,
+            failed_ms: now_ms,
+            attempts: e.attempts + 1,
+            error: error.to_string(),
+            permanent,
+            notification: e.notification.clone(),
+        };
+        Self::insert_dead(&tx, &dead)?;
+        tx.commit().map_err(storage)
+    }
+
+    /// Dead-letters a notification that never entered the outbox (its service is not
+    /// configured).
+    pub fn reject(&self, n: &Notification, error: &str, now_ms: u64) -> Result<(), StateError> {
+        let tx = self.db().begin_write().map_err(storage)?;
+        let id = Self::next_id(&tx)?;
+        Self::insert_dead(
+            &tx,
+            &DeadLetter { id, failed_ms: now_ms, attempts: 0, error: error.to_string(), permanent: false, notification: n.clone() },
+        )?;
+        tx.commit().map_err(storage)
+    }
+
+    fn insert_dead(tx: &WriteTransaction, dead: &DeadLetter) -> Result<(), StateError> {
+        let mut t = tx.open_table(DEAD).map_err(storage)?;
+        t.insert(dead.id, to_json(dead)?.as_str()).map_err(storage)?;
+        while t.len().map_err(storage)? > MAX_DEAD_LETTERS as u64 {
+            let Some(first) = t.first().map_err(storage)?.map(|(k, _)| k.value()) else { break };
+            t.remove(first).map_err(storage)?;
+        }
+        Ok(())
+    }
+
+    /// Every dead letter, oldest first.
+    pub fn dead_letters(&self) -> Result<Vec<DeadLetter>, StateError> {
+        let tx = self.db().begin_read().map_err(storage)?;
+        let t = tx.open_table(DEAD).map_err(storage)?;
+        let mut out = Vec::new();
+        for item in t.iter().map_err(storage)? {
+            let (_, v) = item.map_err(storage)?;
+            out.push(from_json(v.value())?);
+        }
+        Ok(out)
+    }
+
+    pub fn slack_ref(&self, service: &str, key: &str) -> Result<Option<SlackRef>, StateError> {
+        let tx = self.db().begin_read().map_err(storage)?;
+        let t = tx.open_table(SLACK).map_err(storage)?;
+        match t.get(format!("{service}\u{0}{key}").as_str()).map_err(storage)? {
+            Some(v) => Ok(Some(from_json(v.value())?)),
+            None => Ok(None),
+        }
+    }
+
+    pub fn set_slack_ref(&self, service: &str, key: &str, r: &SlackRef) -> Result<(), StateError> {
+        let tx = self.db().begin_write().map_err(storage)?;
+        {
+            let mut t = tx.open_table(SLACK).map_err(storage)?;
+            t.insert(format!("{service}\u{0}{key}").as_str(), to_json(r)?.as_str()).map_err(storage)?;
+            if t.len().map_err(storage)? > MAX_SLACK_REFS as u64 {
+                let mut oldest: Option<(String, u64)> = None;
+                for item in t.iter().map_err(storage)? {
+                    let (k, v) = item.map_err(storage)?;
+                    let at = from_json::<SlackRef>(v.value())?.at_ms;
+                    if oldest.as_ref().is_none_or(|(_, o)| at < *o) {
+                        oldest = Some((k.value().to_string(), at));
+                    }
+                }
+                if let Some((k, _)) = oldest {
+                    t.remove(k.as_str()).map_err(storage)?;
+                }
+            }
+        }
+        tx.commit().map_err(storage)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{AppMeta, Destination, DestinationKind, Severity, StateRecord};
+
+    fn n(service: &str, key: &str) -> Notification {
+        Notification {
+            app: "ns/a".into(),
+            meta: AppMeta::default(),
+            trigger: "on-x".into(),
+            condition: 0,
+            condition_key: "[0].x".into(),
+            template: "t".into(),
+            destination: Destination::new(service, "r"),
+            kind: DestinationKind::Webhook,
+            action: Action::Fire,
+            severity: Severity::Info,
+            payload: serde_json::json!({}),
+            record: Some(StateRecord { app_key: "ns/a@u".into(), key: key.into(), op: RecordOp::Set }),
+        }
+    }
+
+    #[test]
+    fn enqueue_deduplicates_in_flight_and_complete_records() {
+        let s = StateStore::in_memory().unwrap();
+        let r = s.enqueue(&[n("hook", "k1"), n("hook", "k1"), n("slack", "k2")], 10).unwrap();
+        assert_eq!(r, EnqueueReport { queued: 2, duplicates: 1, rejected: 0 });
+        assert!(s.is_pending("ns/a@u", "k1", "t", Action::Fire).unwrap());
+        assert_eq!(s.enqueue(&[n("hook", "k1")], 11).unwrap().duplicates, 1, "still in flight");
+        let due = s.due("hook", 10, 10).unwrap();
+        assert_eq!(due.len(), 1);
+        s.complete(&due[0], 12).unwrap();
+        assert!(s.is_notified("ns/a@u", "k1").unwrap());
+        assert!(!s.is_pending("ns/a@u", "k1", "t", Action::Fire).unwrap());
+        assert!(s.due("hook", 100, 10).unwrap().is_empty());
+        assert_eq!(s.due("slack", 100, 10).unwrap().len(), 1, "other services untouched");
+    }
+
+    #[test]
+    fn reschedule_and_dead_letter() {
+        let s = StateStore::in_memory().unwrap();
+        s.enqueue(&[n("hook", "k1"), n("hook", "k2")], 0).unwrap();
+        let due = s.due("hook", 0, 10).unwrap();
+        s.reschedule(&due[0], 5_000, "503").unwrap();
+        assert_eq!(s.due("hook", 1_000, 10).unwrap().len(), 1, "the rescheduled one waits");
+        assert_eq!(s.next_due_ms("hook").unwrap(), Some(0));
+        let later = s.due("hook", 5_000, 10).unwrap();
+        assert_eq!(later[0].attempts, 1);
+        assert_eq!(later[0].last_error.as_deref(), Some("503"));
+        s.dead_letter(&later[0], "gave up after 503", false, 6_000).unwrap();
+        s.dead_letter(&later[1], "400 bad request", true, 6_000).unwrap();
+        let dead = s.dead_letters().unwrap();
+        assert_eq!(dead.len(), 2);
+        assert!(!s.is_notified("ns/a@u", "k1").unwrap(), "retryable failure: decided again later");
+        assert!(s.is_notified("ns/a@u", "k2").unwrap(), "permanent failure: not re-sent");
+        assert!(s.outbox(None).unwrap().is_empty());
+    }
+
+    #[test]
+    fn the_outbox_survives_reopening() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("s.redb");
+        StateStore::open(&p).unwrap().enqueue(&[n("hook", "k1")], 0).unwrap();
+        let s = StateStore::open(&p).unwrap();
+        assert_eq!(s.due("hook", 0, 10).unwrap()[0].notification, n("hook", "k1"));
+    }
+
+    #[test]
+    fn slack_refs_round_trip() {
+        let s = StateStore::in_memory().unwrap();
+        let r = SlackRef { channel: "C1".into(), ts: "1.2".into(), at_ms: 1 };
+        s.set_slack_ref("slack", "k", &r).unwrap();
+        assert_eq!(s.slack_ref("slack", "k").unwrap(), Some(r));
+        assert_eq!(s.slack_ref("slack", "other").unwrap(), None);
+    }
+}
