@@ -105,8 +105,14 @@ fn output_is_bounded() {
     let app = App::from_value(json!({"kind": "Application", "metadata": {"name": big}})).unwrap();
     let s = set("message: \"{{app.metadata.name}}{{app.metadata.name}}\"\n");
     let mut ctx = RenderContext::new(&app, &BTreeMap::new());
-    let out =
-        s.render("t", &mut ctx, &Target { trigger: "", kind: DestinationKind::Console, service: "console", recipient: "", resolved: false }, &app).unwrap();
+    let out = s
+        .render(
+            "t",
+            &mut ctx,
+            &Target { trigger: "", kind: DestinationKind::Console, service: "console", recipient: "", resolved: false },
+            &app,
+        )
+        .unwrap();
     assert!(out.payload["message"].as_str().unwrap().len() <= MAX_FIELD_BYTES);
 }
 
@@ -132,7 +138,11 @@ fn severity_resolved_and_siem_payloads() {
     let r = render_full(&s, DestinationKind::Splunk, "siem").unwrap();
     assert_eq!(r.payload, json!({"message": "firing web"}));
     assert_eq!(r.severity, Severity::Warning);
-    assert_eq!(render(&s, DestinationKind::Pagerduty, "pd").unwrap()["severity"], "warning", "the template severity is PagerDuty's default");
+    assert_eq!(
+        render(&s, DestinationKind::Pagerduty, "pd").unwrap()["severity"],
+        "warning",
+        "the template severity is PagerDuty's default"
+    );
     let app = app();
     let mut ctx = RenderContext::new(&app, &BTreeMap::new());
     let t = Target { trigger: "on-x", kind: DestinationKind::Syslog, service: "s", recipient: "", resolved: true };

@@ -1,1 +1,62 @@
 use super::*;
+use crate::deliver::ecs::tests::sample;
+use crate::deliver::services::{ServiceSpec, build};
+use crate::deliver::testkit::{HttpReceiver, Reply, Scenario, check_scenario};
+use crate::model::DestinationKind;
+use crate::secret::Secrets;
+
+const KEY: &str = "hmac-key-SECRET-456";
+
+#[test]
+fn hmac_sha256_matches_the_rfc_4231_vector() {
+    assert_eq!(
+        signature(b"Jefe", b"what do ya want for nothing?"),
+        "sha256=5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843"
+    );
+    assert!(verify(b"Jefe", b"what do ya want for nothing?", "sha256=5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843"));
+    assert!(!verify(b"Jefe", b"tampered", "sha256=5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843"));
+    assert!(!verify(b"Jefe", b"x", "md5=00"));
+}
+
+#[test]
+fn signed_request_headers() {
+    let record = serde_json::json!({"event": {"action": "on-out-of-sync"}, "@timestamp": "2026-03-02T03:12:30.000Z"});
+    let r = signed_request("https://siem.example.com/in", b"k", &record, 1_772_421_150);
+    assert_eq!(r.headers["X-Signature"], signature(b"k", r.body.as_bytes()));
+    assert_eq!(r.headers["X-Signature-Timestamp"], "1772421150");
+    assert_eq!(r.headers["X-Driftwatch-Event"], "on-out-of-sync");
+    assert_eq!(r.headers["Content-Type"], "application/json");
+}
+
+#[tokio::test]
+async fn compliance() {
+    let rx = HttpReceiver::start(Reply::new(204, "")).await;
+    let secrets = Secrets::from_map([("siem-key", KEY)]);
+    let spec = ServiceSpec::from_value(
+        DestinationKind::SignedWebhook,
+        serde_json::json!({"url": format!("{}/ingest", rx.url()), "secret": "$siem-key"}),
+    )
+    .unwrap();
+    let make = |env: &crate::deliver::services::Env| build("siem", &spec, env).unwrap();
+    let n = sample(DestinationKind::SignedWebhook, "siem");
+    for (scenario, replies) in [
+        (Scenario::Success, vec![]),
+        (Scenario::RetryableThenSuccess, vec![Reply::new(502, "bad gateway")]),
+        (Scenario::Permanent, vec![Reply::new(401, "bad signature")]),
+        (Scenario::TimeoutThenSuccess, vec![Reply::new(204, "").delayed(std::time::Duration::from_millis(1500))]),
+        (Scenario::RateLimitedThenSuccess, vec![Reply::new(429, "").header("Retry-After", "1")]),
+    ] {
+        rx.clear();
+        rx.script(replies);
+        check_scenario(scenario, &rx, &make, &n, &secrets, KEY).await;
+    }
+    // A receiver can check the signature and the timestamp.
+    let r = rx.requests().pop().unwrap();
+    assert_eq!(r.path, "/ingest");
+    assert!(verify(KEY.as_bytes(), r.body.as_bytes(), &r.headers["x-signature"]));
+    let record: serde_json::Value = serde_json::from_str(&r.body).unwrap();
+    assert_eq!(record["event"]["kind"], "alert");
+    assert_eq!(record["rule"]["name"], "on-out-of-sync");
+    let ts = chrono::DateTime::parse_from_rfc3339(record["@timestamp"].as_str().unwrap()).unwrap().timestamp();
+    assert_eq!(r.headers["x-signature-timestamp"], ts.to_string());
+}

@@ -1,1 +1,89 @@
+use std::collections::BTreeMap;
+
 use super::*;
+use crate::deliver::ecs::tests::sample;
+use crate::deliver::services::{ServiceConfig, ServiceSpec, build};
+use crate::deliver::testkit::{HttpReceiver, Reply, Scenario, check_scenario};
+use crate::model::DestinationKind;
+use crate::secret::Secrets;
+
+const TOKEN: &str = "hook-token-SECRET-123";
+
+fn notification() -> crate::model::Notification {
+    let mut n = sample(DestinationKind::Webhook, "hook");
+    n.payload = serde_json::json!({"method": "PUT", "path": "/events/guestbook", "headers": {"X-App": "guestbook"}, "body": "{\"app\":\"guestbook\"}"});
+    n
+}
+
+#[test]
+fn request_joins_url_and_template_fields() {
+    let mut headers = BTreeMap::new();
+    headers.insert("X-Team".to_string(), "platform".to_string());
+    headers.insert("X-App".to_string(), "overridden".to_string());
+    let r = request("https://hooks.example.com/base/", &headers, &notification());
+    assert_eq!(r.method, "PUT");
+    assert_eq!(r.url, "https://hooks.example.com/base/events/guestbook");
+    assert_eq!(r.headers["X-App"], "guestbook", "the template's header wins");
+    assert_eq!(r.headers["X-Team"], "platform");
+    assert_eq!(r.body, "{\"app\":\"guestbook\"}");
+    assert_eq!(payload_join("https://x/", ""), "https://x/");
+}
+
+fn payload_join(a: &str, b: &str) -> String {
+    super::payload::join_url(a, b)
+}
+
+fn spec(url: &str) -> ServiceSpec {
+    ServiceSpec::from_value(
+        DestinationKind::Webhook,
+        serde_json::json!({"url": url, "bearerToken": "$hook-token", "headers": {"X-Static": "1"}}),
+    )
+    .unwrap()
+}
+
+#[tokio::test]
+async fn compliance() {
+    let rx = HttpReceiver::start(Reply::new(200, "ok")).await;
+    let secrets = Secrets::from_map([("hook-token", TOKEN)]);
+    let s = spec(&rx.url());
+    assert!(matches!(s.config, ServiceConfig::Webhook(_)));
+    let make = |env: &crate::deliver::services::Env| build("hook", &s, env).unwrap();
+    for (scenario, replies) in [
+        (Scenario::Success, vec![]),
+        (Scenario::RetryableThenSuccess, vec![Reply::new(503, "busy")]),
+        (Scenario::Permanent, vec![Reply::new(400, "bad request")]),
+        (Scenario::TimeoutThenSuccess, vec![Reply::new(200, "ok").delayed(std::time::Duration::from_millis(1500))]),
+        (Scenario::RateLimitedThenSuccess, vec![Reply::new(429, "slow down").header("Retry-After", "1")]),
+    ] {
+        rx.clear();
+        rx.script(replies);
+        check_scenario(scenario, &rx, &make, &notification(), &secrets, TOKEN).await;
+    }
+    // What the receiver saw: the templated request with the service's auth.
+    rx.clear();
+    check_scenario(Scenario::Success, &rx, &make, &notification(), &secrets, TOKEN).await;
+    let r = &rx.requests()[0];
+    assert_eq!((r.method.as_str(), r.path.as_str()), ("PUT", "/events/guestbook"));
+    assert_eq!(r.headers["authorization"], format!("Bearer {TOKEN}"));
+    assert_eq!(r.headers["x-static"], "1");
+    assert_eq!(r.headers["x-app"], "guestbook");
+}
+
+#[tokio::test]
+async fn tls_is_verified_by_default_and_a_private_ca_can_be_trusted() {
+    let (server, tls) = crate::deliver::testkit::https_server(Reply::new(200, "ok")).await;
+    let secrets = Secrets::from_map([("hook-token", TOKEN)]);
+    let url = format!("https://localhost:{}", server.port());
+    let state = std::sync::Arc::new(crate::state::StateStore::in_memory().unwrap());
+    let env = crate::deliver::testkit::env(state, secrets);
+    let untrusting = build("hook", &spec(&url), &env).unwrap();
+    let outcome = untrusting.deliverer.deliver(std::slice::from_ref(&notification())).await;
+    assert!(matches!(&outcome, crate::deliver::outcome::Outcome::Permanent(m) if m.contains("TLS")), "{outcome:?}");
+    assert!(server.inner.requests().is_empty());
+    let with_ca =
+        ServiceSpec::from_value(DestinationKind::Webhook, serde_json::json!({"url": url, "caFile": tls.ca_file.path().to_str().unwrap()}))
+            .unwrap();
+    let trusting = build("hook", &with_ca, &env).unwrap();
+    assert_eq!(trusting.deliverer.deliver(std::slice::from_ref(&notification())).await, crate::deliver::outcome::Outcome::Delivered);
+    assert_eq!(server.inner.requests().len(), 1);
+}
