@@ -101,7 +101,7 @@ fn main() {
     println!("{:<58} {:>12.0}x", "conversion / condition evaluation", convert / cond);
 
     let mut ctx = RenderContext::new(&application, &rt.context);
-    let target = Target { trigger: "on-sync-failed", kind: DestinationKind::Slack, service: "slack", recipient: "ops" };
+    let target = Target { trigger: "on-sync-failed", kind: DestinationKind::Slack, service: "slack", recipient: "ops", resolved: false };
     measure("render app-sync-failed for Slack (attachments JSON)", 5_000, || {
         black_box(rt.templates.render("app-sync-failed", &mut ctx, &target, &application).expect("renders"));
     });

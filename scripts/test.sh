@@ -1,8 +1,13 @@
 #!/usr/bin/env bash
 # The whole test suite: formatting, lints, unit, integration and doc tests.
-# Everything the tests need is built by cargo; no service has to run yet.
+# The e-mail tests run a real SMTP server (aiosmtpd, from PyPI), installed here when
+# missing; every other listener (HTTP, syslog UDP/TCP/TLS) the tests start themselves.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+if ! python3 -c 'import aiosmtpd' 2>/dev/null; then
+  python3 -m pip install --quiet --disable-pip-version-check aiosmtpd
+fi
 
 cargo fmt --all -- --check
 cargo clippy --all-targets --locked -- -D warnings

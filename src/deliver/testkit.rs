@@ -62,7 +62,6 @@ pub struct Recorded {
     /// Lower-case names.
     pub headers: BTreeMap<String, String>,
     pub body: String,
-    pub status: u16,
     pub accepted: bool,
 }
 
@@ -128,7 +127,7 @@ async fn handle(req: Request<Incoming>, state: Arc<Mutex<HttpState>>) -> Result<
     let reply = {
         let mut s = state.lock().expect("lock");
         let r = s.script.pop_front().unwrap_or_else(|| s.default.clone());
-        s.requests.push(Recorded { at, method, path, headers, body, status: r.status, accepted: r.accepted });
+        s.requests.push(Recorded { at, method, path, headers, body, accepted: r.accepted });
         r
     };
     if !reply.delay.is_zero() {
@@ -298,7 +297,6 @@ pub async fn check_scenario(
 pub struct TestTls {
     /// The CA certificate, PEM, in a file (what `caFile` settings point at).
     pub ca_file: tempfile::NamedTempFile,
-    pub ca_pem: String,
     pub server: Arc<rustls::ServerConfig>,
     /// The server certificate and key as PEM (for external servers such as the SMTP one).
     pub cert_pem: String,
@@ -320,7 +318,7 @@ pub fn test_tls() -> TestTls {
     let server = rustls::ServerConfig::builder().with_no_client_auth().with_single_cert(certs, key).expect("server config");
     let mut ca_file = tempfile::NamedTempFile::new().expect("temp file");
     std::io::Write::write_all(&mut ca_file, ca.pem().as_bytes()).expect("write CA");
-    TestTls { ca_pem: ca.pem(), ca_file, server: Arc::new(server), cert_pem: leaf.pem(), key_pem: leaf_key.serialize_pem() }
+    TestTls { ca_file, server: Arc::new(server), cert_pem: leaf.pem(), key_pem: leaf_key.serialize_pem() }
 }
 
 /// An HTTPS server (hyper over rustls) answering `default`; returns it and its TLS.
