@@ -50,6 +50,20 @@ enum Command {
         /// Also append every notification as a JSON line to this file.
         #[arg(long)]
         jsonl: Option<PathBuf>,
+        /// Deliver through the configured services for real; wait at most this many
+        /// seconds at the end for deliveries to finish.
+        #[arg(long, value_name = "SECONDS", num_args = 0..=1, default_missing_value = "60")]
+        deliver: Option<u64>,
+    },
+    /// List undelivered notifications and dead letters.
+    Deliveries {
+        #[arg(long)]
+        state: PathBuf,
+        /// Only what finally failed.
+        #[arg(long)]
+        failed: bool,
+        #[arg(long, short = 'o', value_enum, default_value = "text")]
+        output: Format,
     },
 }
 
@@ -121,9 +135,11 @@ fn main() -> ExitCode {
         Command::State { command: StateCommand::List { state, app, output } } => {
             cli::state_list(&state, app.as_deref(), output, &mut out, &mut err)
         }
-        Command::Run { replay: Some(path), config, state, jsonl } => {
-            cli::run_replay(&ReplayOptions { path, config, state, jsonl }, &mut out, &mut err)
+        Command::Run { replay: Some(path), config, state, jsonl, deliver } => {
+            let deliver = deliver.map(std::time::Duration::from_secs);
+            cli::run_replay(&ReplayOptions { path, config, state, jsonl, deliver }, &mut out, &mut err)
         }
+        Command::Deliveries { state, failed, output } => cli::deliveries(&state, failed, output, &mut out, &mut err),
         Command::Run { replay: None, .. } => {
             use std::io::Write;
             let _ = writeln!(err, "error: watching a live cluster is not available in this build; run with --replay PATH (see README)");

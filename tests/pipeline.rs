@@ -211,3 +211,43 @@ fn secret_values_never_reach_a_rendered_payload() {
     assert!(!text.contains("TOPSECRET"), "{text}");
     assert!(text.contains("someone pasted *** here"), "{text}");
 }
+
+#[test]
+fn a_resolve_trigger_sends_resolve_when_its_condition_clears_then_rearms() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = pipeline(
+        Some(
+            r#"
+triggers:
+  on-degraded-page:
+    - when: app.status.health.status == "Degraded"
+      oncePer: app.status.sync.revision
+      resolve: true
+      send: [page]
+templates:
+  page:
+    message: "{{#if resolved}}RESOLVED{{else}}FIRING{{/if}} {{app.metadata.name}}"
+    severity: critical
+"#,
+        ),
+        dir.path(),
+    );
+    let state = StateStore::in_memory().unwrap();
+    let app = |b: AppBuilder| b.annotate("notifications.argoproj.io/subscribe.on-degraded-page.pagerduty", "platform").app();
+    let mut sink = Recorder::default();
+    assert_eq!(step(&p, &state, &mut sink, &app(AppBuilder::new("a").synced().degraded())), ["on-degraded-page -> pagerduty:platform"]);
+    let fired = sink.got.last().unwrap().clone();
+    assert_eq!(fired.action, driftwatch::model::Action::Fire);
+    assert_eq!(fired.payload["summary"], "FIRING a");
+    assert_eq!(fired.payload["severity"], "critical");
+    assert!(step(&p, &state, &mut sink, &app(AppBuilder::new("a").synced().degraded())).is_empty(), "still degraded");
+    // Healthy again: a resolve, for the same condition and destination.
+    assert_eq!(step(&p, &state, &mut sink, &app(AppBuilder::new("a").synced().healthy())), ["on-degraded-page -> pagerduty:platform"]);
+    let resolved = sink.got.last().unwrap().clone();
+    assert_eq!(resolved.action, driftwatch::model::Action::Resolve);
+    assert_eq!(resolved.payload["summary"], "RESOLVED a");
+    assert_eq!(resolved.condition_key, fired.condition_key, "the same PagerDuty dedup_key");
+    assert!(state.keys(&resolved.record.as_ref().unwrap().app_key).unwrap().is_empty(), "the key was cleared");
+    assert!(step(&p, &state, &mut sink, &app(AppBuilder::new("a").synced().healthy())).is_empty(), "resolved once");
+    assert_eq!(step(&p, &state, &mut sink, &app(AppBuilder::new("a").synced().degraded())).len(), 1, "re-armed: a new episode pages again");
+}

@@ -354,6 +354,72 @@ pub fn state_list(path: &Path, app_prefix: Option<&str>, format: Format, out: &m
     Ok(OK)
 }
 
+/// `driftwatch deliveries --state FILE [--failed]`: undelivered notifications (the
+/// outbox) and dead letters.
+pub fn deliveries(path: &Path, failed_only: bool, format: Format, out: &mut dyn Write, err: &mut dyn Write) -> anyhow::Result<i32> {
+    if !path.exists() {
+        writeln!(err, "error: {}: no such state file", path.display())?;
+        return Ok(BAD_INPUT);
+    }
+    let state = StateStore::open(path)?;
+    let dead = state.dead_letters()?;
+    let pending = if failed_only { Vec::new() } else { state.outbox(None)? };
+    let time = |ms: u64| {
+        i64::try_from(ms)
+            .ok()
+            .and_then(chrono::DateTime::from_timestamp_millis)
+            .map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true))
+            .unwrap_or_default()
+    };
+    match format {
+        Format::Json => {
+            let v = json!({
+                "failed": dead.iter().map(|d| json!({"id": d.id, "failedAt": time(d.failed_ms), "attempts": d.attempts, "permanent": d.permanent,
+                    "error": d.error, "app": d.notification.app, "trigger": d.notification.trigger, "destination": d.notification.destination,
+                    "kind": d.notification.kind, "action": d.notification.action})).collect::<Vec<_>>(),
+                "pending": pending.iter().map(|p| json!({"id": p.id, "enqueuedAt": time(p.enqueued_ms), "nextAttemptAt": time(p.next_attempt_ms),
+                    "attempts": p.attempts, "lastError": p.last_error, "app": p.notification.app, "trigger": p.notification.trigger,
+                    "destination": p.notification.destination, "kind": p.notification.kind})).collect::<Vec<_>>(),
+            });
+            writeln!(out, "{}", serde_json::to_string_pretty(&v)?)?;
+        }
+        Format::Text => {
+            writeln!(out, "FAILED ({})", dead.len())?;
+            for d in &dead {
+                let kind = if d.permanent { "permanent" } else { "gave up" };
+                writeln!(
+                    out,
+                    "  #{} {} {} {} -> {} after {} attempt(s), {kind}: {}",
+                    d.id,
+                    time(d.failed_ms),
+                    d.notification.app,
+                    d.notification.trigger,
+                    d.notification.destination,
+                    d.attempts,
+                    d.error
+                )?;
+            }
+            if !failed_only {
+                writeln!(out, "PENDING ({})", pending.len())?;
+                for p in &pending {
+                    writeln!(
+                        out,
+                        "  #{} {} {} -> {} attempts {} next {}{}",
+                        p.id,
+                        p.notification.app,
+                        p.notification.trigger,
+                        p.notification.destination,
+                        p.attempts,
+                        time(p.next_attempt_ms),
+                        p.last_error.as_deref().map(|e| format!(" last error: {e}")).unwrap_or_default()
+                    )?;
+                }
+            }
+        }
+    }
+    Ok(OK)
+}
+
 /// Options of `driftwatch run --replay`.
 #[derive(Debug, Clone, Default)]
 pub struct ReplayOptions {
@@ -364,6 +430,10 @@ pub struct ReplayOptions {
     pub state: Option<PathBuf>,
     /// Also append every notification as a JSON line here.
     pub jsonl: Option<PathBuf>,
+    /// Deliver through the configured services for real, waiting at most this long at
+    /// the end for the outbox to drain (what is left is delivered by the next run with
+    /// the same `--state`).
+    pub deliver: Option<std::time::Duration>,
 }
 
 fn summarize_app(app: &App) -> String {
@@ -391,10 +461,10 @@ pub fn run_replay(opts: &ReplayOptions, out: &mut dyn Write, err: &mut dyn Write
         Some(p) => StateStore::open(p)?,
         None => StateStore::in_memory()?,
     };
-    let state = match max_keys {
+    let state = Arc::new(match max_keys {
         Some(n) => state.with_max_keys_per_app(n),
         None => state,
-    };
+    });
     let steps = match replay::read_replay(&opts.path) {
         Ok(s) => s,
         Err(e) => {
@@ -402,6 +472,36 @@ pub fn run_replay(opts: &ReplayOptions, out: &mut dyn Write, err: &mut dyn Write
             return Ok(BAD_INPUT);
         }
     };
+    // Real delivery: a runtime for the workers, which start on whatever a previous run
+    // left in the outbox.
+    let tokio_rt = match opts.deliver {
+        Some(_) => Some(tokio::runtime::Runtime::new()?),
+        None => None,
+    };
+    let _entered = tokio_rt.as_ref().map(|r| r.enter());
+    let delivery = match &tokio_rt {
+        Some(_) => {
+            let env = crate::deliver::services::Env {
+                http: crate::deliver::http::client(None, false)?,
+                state: state.clone(),
+                secrets: rt.secrets.clone(),
+                context: rt.context.clone(),
+            };
+            let mut services = Vec::new();
+            for s in rt.services.values() {
+                match crate::deliver::services::build(&s.name, &s.spec, &env) {
+                    Ok(r) => services.push(r),
+                    Err(e) => {
+                        writeln!(err, "error: service {}: {e}", s.name)?;
+                        return Ok(FAILED);
+                    }
+                }
+            }
+            Some(crate::deliver::Delivery::start(services, state.clone()))
+        }
+        None => None,
+    };
+    let mut deleted_apps = Vec::new();
     let mut pipeline = Pipeline::new(Arc::new(rt));
     let mut jsonl = match &opts.jsonl {
         Some(p) => Some(JsonLinesSink::new(std::io::BufWriter::new(
@@ -465,12 +565,40 @@ pub fn run_replay(opts: &ReplayOptions, out: &mut dyn Write, err: &mut dyn Write
             j.step = step.label.clone();
             sinks.push(j);
         }
+        if let Some(d) = &delivery {
+            // Shown here, recorded by the delivery workers once the service took it.
+            for n in &eval.notifications {
+                for s in sinks.iter_mut() {
+                    if let Err(e) = s.deliver(n) {
+                        writeln!(err, "warning: {e}")?;
+                    }
+                }
+            }
+            d.submit(&eval.notifications)?;
+            if deleted {
+                deleted_apps.push(app.state_key());
+            }
+            continue;
+        }
         let report = dispatch(&eval.notifications, &mut sinks, &state, u64::try_from(now.timestamp_millis()).unwrap_or(0))?;
         sent += report.delivered;
         failed += report.failed;
         if deleted {
             state.remove_app(&app.state_key())?;
         }
+    }
+    if let (Some(d), Some(r), Some(wait)) = (delivery, &tokio_rt, opts.deliver) {
+        writeln!(out, "\nreplayed {} step(s) ({apps} Application snapshot(s)); delivering (waiting at most {wait:?})", steps.len())?;
+        out.flush()?;
+        r.block_on(d.settle(std::time::Duration::from_secs(3600), wait));
+        r.block_on(d.shutdown(std::time::Duration::from_secs(5)));
+        for a in &deleted_apps {
+            state.remove_app(a)?;
+        }
+        let dead = state.dead_letters()?.len();
+        let pending = state.outbox(None)?.len();
+        writeln!(out, "deliveries: {pending} still pending, {dead} dead letter(s) in the store; see `driftwatch deliveries --state …`")?;
+        return Ok(if dead > 0 || pending > 0 { FAILED } else { OK });
     }
     writeln!(
         out,

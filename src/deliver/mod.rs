@@ -60,7 +60,7 @@ impl Deliverer for ConsoleDeliverer {
 use std::collections::BTreeSet;
 use std::io::Write;
 
-use crate::model::Notification;
+use crate::model::{Notification, RecordOp};
 use crate::state::{StateError, StateStore};
 
 #[derive(Debug, thiserror::Error)]
@@ -167,7 +167,12 @@ pub fn dispatch(
         if failed_keys.contains(&id) || !recorded.insert(id) {
             continue;
         }
-        state.record(&r.app_key, &r.key, now_millis)?;
+        match r.op {
+            RecordOp::Set => state.record(&r.app_key, &r.key, now_millis)?,
+            RecordOp::Clear => {
+                state.forget(&r.app_key, &r.key)?;
+            }
+        }
         report.recorded += 1;
     }
     Ok(report)
