@@ -126,6 +126,14 @@ impl Secrets {
         Ok(Secret(out))
     }
 
+    /// Resolves every value of a header map (values may reference secrets).
+    pub fn resolve_map(
+        &self,
+        map: &std::collections::BTreeMap<String, String>,
+    ) -> Result<std::collections::BTreeMap<String, String>, SecretError> {
+        map.iter().map(|(k, v)| Ok((k.clone(), self.resolve(v)?.expose().to_string()))).collect()
+    }
+
     /// Every `$key` referenced in `s`.
     pub fn references(s: &str) -> Vec<String> {
         let mut out = Vec::new();

@@ -263,16 +263,21 @@ pub fn template_notify(
     runtime.block_on(send_now(&rt, &notifications, err))
 }
 
-/// Delivers notifications once through the configured services (in-memory state: a
-/// manual send is not recorded) and reports what each destination did.
-async fn send_now(rt: &Runtime, notifications: &[Notification], err: &mut dyn Write) -> anyhow::Result<i32> {
-    let state = Arc::new(StateStore::in_memory()?);
-    let env = crate::deliver::services::Env {
+/// What building delivery clients needs, from the loaded configuration.
+fn delivery_env(rt: &Runtime, state: &Arc<StateStore>) -> anyhow::Result<crate::deliver::services::Env> {
+    Ok(crate::deliver::services::Env {
         http: crate::deliver::http::client(None, false)?,
         state: state.clone(),
         secrets: rt.secrets.clone(),
         context: rt.context.clone(),
-    };
+    })
+}
+
+/// Delivers notifications once through the configured services (in-memory state: a
+/// manual send is not recorded) and reports what each destination did.
+async fn send_now(rt: &Runtime, notifications: &[Notification], err: &mut dyn Write) -> anyhow::Result<i32> {
+    let state = Arc::new(StateStore::in_memory()?);
+    let env = delivery_env(rt, &state)?;
     let mut services = Vec::new();
     for n in notifications {
         let Some(s) = rt.services.get(&n.destination.service) else {
@@ -481,12 +486,7 @@ pub fn run_replay(opts: &ReplayOptions, out: &mut dyn Write, err: &mut dyn Write
     let _entered = tokio_rt.as_ref().map(|r| r.enter());
     let delivery = match &tokio_rt {
         Some(_) => {
-            let env = crate::deliver::services::Env {
-                http: crate::deliver::http::client(None, false)?,
-                state: state.clone(),
-                secrets: rt.secrets.clone(),
-                context: rt.context.clone(),
-            };
+            let env = delivery_env(&rt, &state)?;
             let mut services = Vec::new();
             for s in rt.services.values() {
                 match crate::deliver::services::build(&s.name, &s.spec, &env) {

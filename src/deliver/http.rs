@@ -43,6 +43,16 @@ pub fn client(ca_file: Option<&str>, insecure_skip_verify: bool) -> Result<reqwe
     b.build().map_err(|e| ClientError::Build(e.to_string()))
 }
 
+/// The shared client, unless the service needs its own CA or (explicitly) no
+/// certificate verification.
+pub fn client_for(shared: &reqwest::Client, ca_file: Option<&str>, insecure_skip_verify: bool) -> Result<reqwest::Client, String> {
+    if ca_file.is_some() || insecure_skip_verify {
+        client(ca_file, insecure_skip_verify).map_err(|e| e.to_string())
+    } else {
+        Ok(shared.clone())
+    }
+}
+
 /// Sends a request and classifies the answer. Transport errors (refused, reset, TLS
 /// handshake, timeout) are retried, except a certificate the client does not trust.
 pub async fn send(req: reqwest::RequestBuilder) -> (Outcome, Option<String>) {

@@ -21,15 +21,8 @@ pub struct SignedWebhookClient {
 impl SignedWebhookClient {
     pub fn new(cfg: &SignedWebhookConfig, env: &Env) -> Result<SignedWebhookClient, String> {
         let resolve = |s: &str| env.secrets.resolve(s).map_err(|e| e.to_string());
-        let http = if cfg.ca_file.is_some() || cfg.insecure_skip_verify {
-            http::client(cfg.ca_file.as_deref(), cfg.insecure_skip_verify).map_err(|e| e.to_string())?
-        } else {
-            env.http.clone()
-        };
-        let mut headers = BTreeMap::new();
-        for (k, v) in &cfg.headers {
-            headers.insert(k.clone(), resolve(v)?.expose().to_string());
-        }
+        let http = http::client_for(&env.http, cfg.ca_file.as_deref(), cfg.insecure_skip_verify)?;
+        let headers = env.secrets.resolve_map(&cfg.headers).map_err(|e| e.to_string())?;
         Ok(SignedWebhookClient {
             http,
             url: resolve(&cfg.url)?.expose().to_string(),

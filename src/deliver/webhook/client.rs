@@ -20,15 +20,8 @@ pub struct WebhookClient {
 impl WebhookClient {
     pub fn new(cfg: &WebhookConfig, secrets: &Secrets, shared: &reqwest::Client) -> Result<WebhookClient, String> {
         let resolve = |s: &str| secrets.resolve(s).map_err(|e: SecretError| e.to_string());
-        let http = if cfg.ca_file.is_some() || cfg.insecure_skip_verify {
-            http::client(cfg.ca_file.as_deref(), cfg.insecure_skip_verify).map_err(|e| e.to_string())?
-        } else {
-            shared.clone()
-        };
-        let mut headers = BTreeMap::new();
-        for (k, v) in &cfg.headers {
-            headers.insert(k.clone(), resolve(v)?.expose().to_string());
-        }
+        let http = http::client_for(shared, cfg.ca_file.as_deref(), cfg.insecure_skip_verify)?;
+        let headers = secrets.resolve_map(&cfg.headers).map_err(|e| e.to_string())?;
         Ok(WebhookClient {
             http,
             url: resolve(&cfg.url)?.expose().to_string(),
