@@ -28,9 +28,12 @@
 //! - [`replay`]: reads a sequence of Application snapshots from disk.
 //! - [`secret`]: `$key` references and the redactor that keeps their values out of output.
 
+pub mod admin;
 pub mod cli;
 pub mod config;
+pub mod daemon;
 pub mod deliver;
+pub mod metrics;
 pub mod model;
 pub mod pipeline;
 pub mod replay;
@@ -39,3 +42,4 @@ pub mod secret;
 pub mod state;
 pub mod template;
 pub mod trigger;
+pub mod watch;

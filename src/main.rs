@@ -37,8 +37,29 @@ enum Command {
         #[command(subcommand)]
         command: StateCommand,
     },
-    /// Run the pipeline. With --replay, on a sequence of Application snapshots.
+    /// Watch a cluster and send notifications; with --replay, run on snapshot files.
     Run {
+        /// kubeconfig file (default: in-cluster, then $KUBECONFIG or ~/.kube/config).
+        #[arg(long)]
+        kubeconfig: Option<PathBuf>,
+        /// kubeconfig context.
+        #[arg(long)]
+        context: Option<String>,
+        /// Namespace to watch (repeatable; default: all).
+        #[arg(long = "namespace", short = 'n')]
+        namespaces: Vec<String>,
+        /// Label selector on Applications.
+        #[arg(long, short = 'l')]
+        selector: Option<String>,
+        /// Address of /healthz, /readyz and /metrics.
+        #[arg(long, default_value = "0.0.0.0:9090")]
+        listen: std::net::SocketAddr,
+        /// Seconds between re-evaluations of time-dependent triggers.
+        #[arg(long, default_value_t = 60)]
+        resync: u64,
+        /// Seconds in-flight deliveries get on SIGTERM.
+        #[arg(long, default_value_t = 10)]
+        shutdown_grace: u64,
         /// A directory of numbered snapshot files, or a multi-document YAML file.
         #[arg(long)]
         replay: Option<PathBuf>,
@@ -113,17 +134,20 @@ enum TemplateCommand {
     },
 }
 
-fn init_tracing() {
+fn init_tracing(default: &str) {
     let filter =
-        tracing_subscriber::EnvFilter::try_from_env("DRIFTWATCH_LOG").unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+        tracing_subscriber::EnvFilter::try_from_env("DRIFTWATCH_LOG").unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
     tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
 }
 
 fn main() -> ExitCode {
     let args = Cli::parse();
     driftwatch::deliver::http::init_crypto();
-    init_tracing();
-    let (mut out, mut err) = (std::io::stdout().lock(), std::io::stderr().lock());
+    // The daemon reports what it does; the one-shot commands only warn.
+    init_tracing(if matches!(args.command, Command::Run { replay: None, .. }) { "info" } else { "warn" });
+    // Unlocked handles: worker threads log to stderr and the console service prints to
+    // stdout while a command runs; a lock held here for the whole run would block them.
+    let (mut out, mut err) = (std::io::stdout(), std::io::stderr());
     let result = match args.command {
         Command::Check { config } => cli::check(config.as_deref(), &mut out, &mut err),
         Command::Trigger { command: TriggerCommand::Run { name, app_file, config, output } } => {
@@ -135,15 +159,26 @@ fn main() -> ExitCode {
         Command::State { command: StateCommand::List { state, app, output } } => {
             cli::state_list(&state, app.as_deref(), output, &mut out, &mut err)
         }
-        Command::Run { replay: Some(path), config, state, jsonl, deliver } => {
+        Command::Run { replay: Some(path), config, state, jsonl, deliver, .. } => {
             let deliver = deliver.map(std::time::Duration::from_secs);
             cli::run_replay(&ReplayOptions { path, config, state, jsonl, deliver }, &mut out, &mut err)
         }
         Command::Deliveries { state, failed, output } => cli::deliveries(&state, failed, output, &mut out, &mut err),
-        Command::Run { replay: None, .. } => {
-            use std::io::Write;
-            let _ = writeln!(err, "error: watching a live cluster is not available in this build; run with --replay PATH (see README)");
-            Ok(cli::BAD_INPUT)
+        Command::Run { replay: None, config, state, kubeconfig, context, namespaces, selector, listen, resync, shutdown_grace, .. } => {
+            let opts = driftwatch::daemon::DaemonOptions {
+                config,
+                kubeconfig,
+                context,
+                watch: driftwatch::watch::WatchOptions { namespaces, selector },
+                state,
+                listen,
+                resync: std::time::Duration::from_secs(resync.max(1)),
+                shutdown_grace: std::time::Duration::from_secs(shutdown_grace),
+            };
+            match tokio::runtime::Runtime::new() {
+                Ok(rt) => rt.block_on(driftwatch::daemon::run(opts, &mut err)),
+                Err(e) => Err(e.into()),
+            }
         }
     };
     match result {

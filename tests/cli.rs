@@ -287,8 +287,19 @@ fn replay_state_persists_across_runs_and_malformed_objects_are_counted() {
 }
 
 #[test]
-fn run_without_replay_says_what_to_do() {
-    let o = driftwatch(&["run"]);
-    assert_eq!(o.status.code(), Some(2));
-    assert!(stderr(&o).contains("--replay"));
+fn run_without_a_cluster_says_what_to_do() {
+    let home = tempfile::tempdir().unwrap();
+    let o = Command::new(env!("CARGO_BIN_EXE_driftwatch"))
+        .arg("run")
+        .current_dir(home.path())
+        .env("HOME", home.path())
+        .env_remove("KUBECONFIG")
+        .env_remove("KUBERNETES_SERVICE_HOST")
+        .env_remove("KUBERNETES_SERVICE_PORT")
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1));
+    let err = stderr(&o);
+    assert!(err.contains("no cluster configuration found") && err.contains("--replay"), "{err}");
+    assert_eq!(std::fs::read_dir(home.path()).unwrap().count(), 0, "nothing created without a cluster");
 }

@@ -4,41 +4,14 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader, Read, Write};
+use common::receiver::receiver;
+
+use std::io::{BufRead, BufReader};
 use std::net::TcpListener;
 use std::process::{Command, Stdio};
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use common::{AppBuilder, REV1};
-
-/// A minimal real HTTP/1.1 receiver: records each request body, answers 200.
-fn receiver(listener: TcpListener) -> Arc<Mutex<Vec<String>>> {
-    let got = Arc::new(Mutex::new(Vec::new()));
-    let g = got.clone();
-    std::thread::spawn(move || {
-        for stream in listener.incoming() {
-            let Ok(mut stream) = stream else { continue };
-            let mut reader = BufReader::new(stream.try_clone().expect("clone stream"));
-            let mut len = 0usize;
-            loop {
-                let mut line = String::new();
-                if reader.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
-                    break;
-                }
-                if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
-                    len = v.trim().parse().unwrap_or(0);
-                }
-            }
-            let mut body = vec![0u8; len];
-            if reader.read_exact(&mut body).is_ok() {
-                g.lock().unwrap().push(String::from_utf8_lossy(&body).to_string());
-            }
-            let _ = stream.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\nconnection: close\r\n\r\nok");
-        }
-    });
-    got
-}
 
 fn driftwatch() -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_driftwatch"));

@@ -188,5 +188,11 @@ pub fn build(name: &str, spec: &ServiceSpec, env: &Env) -> Result<ServiceRuntime
             }
         }
     }
-    Ok(ServiceRuntime { name: name.to_string(), deliverer, settings: spec.settings, redactor: env.secrets.redactor(referenced) })
+    Ok(ServiceRuntime {
+        name: name.to_string(),
+        kind: spec.config.kind(),
+        deliverer,
+        settings: spec.settings,
+        redactor: env.secrets.redactor(referenced),
+    })
 }

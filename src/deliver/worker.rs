@@ -16,6 +16,7 @@ use tokio::sync::{Notify, watch};
 use tokio::task::JoinHandle;
 
 use super::outcome::{DeliverySettings, Outcome};
+use crate::metrics::METRICS;
 use crate::model::Notification;
 use crate::secret::Redactor;
 use crate::state::{EnqueueReport, OutboxEntry, StateError, StateStore};
@@ -44,6 +45,7 @@ pub struct Stats {
 /// A service ready to run: its name, client and settings.
 pub struct ServiceRuntime {
     pub name: String,
+    pub kind: crate::model::DestinationKind,
     pub deliverer: Arc<dyn Deliverer>,
     pub settings: DeliverySettings,
     /// Scrubs this configuration's secret values from error texts.
@@ -106,16 +108,20 @@ impl Worker {
         let s = &self.service.settings;
         let notifications: Vec<Notification> = batch.iter().map(|e| e.notification.clone()).collect();
         self.stats.attempts.fetch_add(1, Ordering::Relaxed);
+        let started = std::time::Instant::now();
         let outcome = match tokio::time::timeout(s.timeout, self.service.deliverer.deliver(&notifications)).await {
             Ok(o) => o,
             Err(_) => Outcome::retry(format!("timed out after {:?}", s.timeout)),
         };
+        METRICS.delivery_latency.observe(started.elapsed());
+        let kind = self.service.kind.as_str();
         let now = now_ms();
         for e in batch {
             let n = &e.notification;
             let result = match &outcome {
                 Outcome::Delivered => {
                     self.stats.delivered.fetch_add(1, Ordering::Relaxed);
+                    METRICS.sent.inc(kind);
                     tracing::info!(service = %self.service.name, app = %n.app, trigger = %n.trigger, destination = %n.destination, "delivered");
                     self.state.complete(e, now)
                 }
@@ -125,11 +131,13 @@ impl Worker {
                     let age = Duration::from_millis(now.saturating_sub(e.enqueued_ms));
                     if attempts >= s.retry.max_attempts || age >= s.retry.deadline.0 {
                         self.stats.dead.fetch_add(1, Ordering::Relaxed);
+                        METRICS.failed.inc(&format!("{kind}:exhausted"));
                         let error = format!("gave up after {attempts} attempt(s): {reason}");
                         tracing::warn!(service = %self.service.name, app = %n.app, trigger = %n.trigger, %error, "dead-lettered");
                         self.state.dead_letter(e, &error, false, now)
                     } else {
                         self.stats.retried.fetch_add(1, Ordering::Relaxed);
+                        METRICS.failed.inc(&format!("{kind}:retry"));
                         let wait = s.backoff(attempts, *after);
                         tracing::info!(service = %self.service.name, app = %n.app, attempt = attempts, ?wait, %reason, "will retry");
                         self.state.reschedule(e, now + u64::try_from(wait.as_millis()).unwrap_or(u64::MAX / 2), &reason)
@@ -137,6 +145,7 @@ impl Worker {
                 }
                 Outcome::Permanent(reason) => {
                     self.stats.dead.fetch_add(1, Ordering::Relaxed);
+                    METRICS.failed.inc(&format!("{kind}:permanent"));
                     let error = self.service.redactor.redact(reason);
                     tracing::warn!(service = %self.service.name, app = %n.app, trigger = %n.trigger, %error, "permanent failure; dead-lettered");
                     self.state.dead_letter(e, &error, true, now)

@@ -2,6 +2,9 @@
 //! the integration tests.
 #![allow(dead_code)]
 
+pub mod apiserver;
+pub mod receiver;
+
 use serde_json::{Value, json};
 
 pub const REV1: &str = "a1b2c3d4e5f60718293a4b5c6d7e8f9012345678";

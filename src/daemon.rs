@@ -1,0 +1,388 @@
+//! `driftwatch run` against a live cluster: watches Applications and AppProjects,
+//! evaluates an Application when it changes (and on a schedule only when a trigger
+//! reads the clock), hands notifications to the delivery workers, reloads the
+//! configuration on SIGHUP or when its files change, serves the operations endpoints,
+//! and stops cleanly on SIGTERM.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::hash::{Hash, Hasher};
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant, SystemTime};
+
+use chrono::Utc;
+use futures::StreamExt;
+use serde_json::Value;
+
+use crate::config::{self, Runtime};
+use crate::deliver::{Delivery, ServiceRuntime};
+use crate::metrics::METRICS;
+use crate::model::App;
+use crate::pipeline::Pipeline;
+use crate::state::StateStore;
+use crate::trigger::TriggerEngine;
+use crate::watch::{self, Change, Kind, WatchOptions};
+
+/// Options of `driftwatch run` (live).
+#[derive(Debug, Clone)]
+pub struct DaemonOptions {
+    pub config: Option<PathBuf>,
+    pub kubeconfig: Option<PathBuf>,
+    pub context: Option<String>,
+    pub watch: WatchOptions,
+    /// The state file; the config's `state.path`, else `driftwatch-state.redb`.
+    pub state: Option<PathBuf>,
+    /// Where `/healthz`, `/readyz` and `/metrics` listen.
+    pub listen: SocketAddr,
+    /// How often time-dependent triggers are re-evaluated.
+    pub resync: Duration,
+    /// How long in-flight deliveries get on shutdown.
+    pub shutdown_grace: Duration,
+}
+
+/// The object without the fields whose change cannot affect a trigger.
+fn fingerprint(app: &App) -> u64 {
+    let mut v = app.object.clone();
+    if let Some(meta) = v.get_mut("metadata").and_then(Value::as_object_mut) {
+        meta.remove("resourceVersion");
+        meta.remove("managedFields");
+    }
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    v.to_string().hash(&mut h);
+    h.finish()
+}
+
+/// Whether any condition reads the clock: only then is a periodic re-evaluation needed.
+fn time_dependent(rt: &Runtime) -> bool {
+    rt.triggers.values().flat_map(|t| &t.conditions).any(|c| c.when_text.contains("now("))
+}
+
+/// What the configuration reload watches: the config file and the trigger/template
+/// directories' files, with their modification times and sizes (a mounted ConfigMap
+/// update swaps them).
+fn config_fingerprint(config: Option<&Path>) -> Vec<(PathBuf, Option<SystemTime>, u64)> {
+    let Some(path) = config else { return Vec::new() };
+    let mut files = vec![path.to_path_buf()];
+    let base = path.parent().map(Path::to_path_buf).unwrap_or_default();
+    for dir in ["triggers", "templates"] {
+        if let Ok(entries) = std::fs::read_dir(base.join(dir)) {
+            files.extend(entries.filter_map(|e| e.ok().map(|e| e.path())));
+        }
+    }
+    files.sort();
+    files
+        .into_iter()
+        .map(|p| {
+            let meta = std::fs::metadata(&p).ok();
+            let mtime = meta.as_ref().and_then(|m| m.modified().ok());
+            let len = meta.map_or(0, |m| m.len());
+            (p, mtime, len)
+        })
+        .collect()
+}
+
+fn build_services(rt: &Runtime, state: &Arc<StateStore>) -> Result<Vec<ServiceRuntime>, String> {
+    let env = crate::deliver::services::Env {
+        http: crate::deliver::http::client(None, false).map_err(|e| e.to_string())?,
+        state: state.clone(),
+        secrets: rt.secrets.clone(),
+        context: rt.context.clone(),
+    };
+    let services: Vec<ServiceRuntime> = rt
+        .services
+        .values()
+        .map(|s| crate::deliver::services::build(&s.name, &s.spec, &env).map_err(|e| format!("service {}: {e}", s.name)))
+        .collect::<Result<_, _>>()?;
+    for s in &services {
+        // Every configured service has a queue-depth series, zero until something waits.
+        if METRICS.queue_depth.get(&s.name) == 0 {
+            METRICS.queue_depth.set(&s.name, 0);
+        }
+    }
+    Ok(services)
+}
+
+/// A one-line description of a change for debug logs (no whole objects).
+struct ChangeSummary<'a>(&'a Change);
+
+impl std::fmt::Debug for ChangeSummary<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.0 {
+            Change::App(a) => write!(f, "app {}", a.qualified_name()),
+            Change::AppDeleted(a) => write!(f, "app deleted {}", a.qualified_name()),
+            Change::Project(p) => write!(f, "project {}", p.name),
+            Change::ProjectDeleted(p) => write!(f, "project deleted {p}"),
+            Change::ListStarted(k) => write!(f, "list started {}", k.as_str()),
+            Change::ListDone(k) => write!(f, "list done {}", k.as_str()),
+            Change::Malformed { kind, name, .. } => write!(f, "malformed {} {name}", kind.as_str()),
+            Change::Error { kind, error } => write!(f, "error {}: {error}", kind.as_str()),
+        }
+    }
+}
+
+struct Daemon {
+    pipeline: Pipeline,
+    state: Arc<StateStore>,
+    delivery: Option<Delivery>,
+    /// Latest Application per state key (for re-evaluation and missed deletes).
+    apps: HashMap<String, App>,
+    /// Fingerprint of what was last evaluated, per state key.
+    evaluated: HashMap<String, u64>,
+    /// State keys seen during the current (re)list of Applications.
+    listing: Option<BTreeSet<String>>,
+    lists_done: BTreeSet<Kind>,
+}
+
+impl Daemon {
+    fn evaluate(&mut self, app: &App, force: bool) {
+        let key = app.state_key();
+        let fp = fingerprint(app);
+        if !force && self.evaluated.get(&key) == Some(&fp) {
+            return;
+        }
+        let started = Instant::now();
+        let eval = match self.pipeline.evaluate(app, &self.state, Utc::now()) {
+            Ok(e) => e,
+            Err(e) => {
+                tracing::error!(app = %app.qualified_name(), error = %e, "evaluation failed (state store)");
+                return;
+            }
+        };
+        METRICS.evaluations.fetch_add(1, Ordering::Relaxed);
+        METRICS.evaluation_latency.observe(started.elapsed());
+        self.evaluated.insert(key, fp);
+        for e in &eval.annotation_errors {
+            tracing::warn!(app = %app.qualified_name(), error = %e, "malformed subscription annotation");
+        }
+        for r in &eval.rearm {
+            if let Err(e) = self.state.forget(&r.app_key, &r.key) {
+                tracing::error!(error = %e, "re-arming failed");
+            }
+        }
+        for n in &eval.notifications {
+            METRICS.fired.inc(&n.trigger);
+        }
+        if let (Some(d), false) = (&self.delivery, eval.notifications.is_empty())
+            && let Err(e) = d.submit(&eval.notifications)
+        {
+            tracing::error!(error = %e, "writing to the outbox failed");
+        }
+    }
+
+    fn deleted(&mut self, mut app: App) {
+        METRICS.events.inc("application_delete");
+        if app.object.pointer("/metadata/deletionTimestamp").is_none_or(Value::is_null)
+            && let Some(meta) = app.object.get_mut("metadata").and_then(Value::as_object_mut)
+        {
+            meta.insert("deletionTimestamp".into(), Utc::now().to_rfc3339().into());
+        }
+        self.evaluate(&app, true);
+        let key = app.state_key();
+        self.apps.remove(&key);
+        self.evaluated.remove(&key);
+        if let Err(e) = self.state.remove_app(&key) {
+            tracing::error!(error = %e, "cleaning a deleted Application's state failed");
+        }
+    }
+
+    fn handle(&mut self, change: Change) {
+        tracing::debug!(change = ?ChangeSummary(&change), "watch");
+        match change {
+            Change::App(app) => {
+                METRICS.events.inc("application_apply");
+                let key = app.state_key();
+                if let Some(seen) = self.listing.as_mut() {
+                    seen.insert(key.clone());
+                }
+                self.evaluate(&app, false);
+                self.apps.insert(key, *app);
+            }
+            Change::AppDeleted(app) => self.deleted(*app),
+            Change::Project(p) => {
+                METRICS.events.inc("appproject_apply");
+                let name = p.name.clone();
+                let changed = self.pipeline.projects.get(&name) != Some(&p);
+                self.pipeline.projects.insert(name.clone(), p);
+                if changed {
+                    // Project subscriptions apply to its Applications: evaluate them now.
+                    let members: Vec<App> = self.apps.values().filter(|a| a.project == name).cloned().collect();
+                    for a in members {
+                        self.evaluate(&a, true);
+                    }
+                }
+            }
+            Change::ProjectDeleted(name) => {
+                METRICS.events.inc("appproject_delete");
+                self.pipeline.projects.remove(&name);
+            }
+            Change::ListStarted(kind) => {
+                METRICS.events.inc(&format!("{}_list", kind.as_str()));
+                if kind == Kind::Application {
+                    self.listing = Some(BTreeSet::new());
+                }
+            }
+            Change::ListDone(kind) => {
+                if kind == Kind::Application
+                    && let Some(seen) = self.listing.take()
+                {
+                    // Deleted while we were not watching: the relist no longer has them.
+                    let gone: Vec<App> = self.apps.iter().filter(|(k, _)| !seen.contains(*k)).map(|(_, a)| a.clone()).collect();
+                    for a in gone {
+                        self.deleted(a);
+                    }
+                }
+                self.lists_done.insert(kind);
+                if self.lists_done.len() == 2 {
+                    METRICS.ready.store(1, Ordering::Relaxed);
+                }
+            }
+            Change::Malformed { kind, name, reason } => {
+                METRICS.malformed.inc(kind.as_str());
+                tracing::warn!(kind = kind.as_str(), object = %name, %reason, "malformed object skipped");
+            }
+            Change::Error { kind, error } => {
+                METRICS.watch_restarts.inc(kind.as_str());
+                tracing::warn!(kind = kind.as_str(), %error, "watch failed; retrying with backoff");
+            }
+        }
+    }
+
+    fn reevaluate_all(&mut self) {
+        let apps: Vec<App> = self.apps.values().cloned().collect();
+        for a in apps {
+            self.evaluate(&a, true);
+        }
+    }
+}
+
+/// Builds everything new; swaps it in only if all of it is valid.
+async fn reload(d: &mut Daemon, opts: &DaemonOptions, engine: &Arc<TriggerEngine>, grace: Duration) {
+    match config::load_with(opts.config.as_deref(), engine.clone()) {
+        Ok(rt) => match build_services(&rt, &d.state) {
+            Ok(services) => {
+                if let Some(old) = d.delivery.take() {
+                    // Undelivered notifications stay in the outbox for the new workers.
+                    old.shutdown(grace).await;
+                }
+                d.delivery = Some(Delivery::start(services, d.state.clone()));
+                let projects = std::mem::take(&mut d.pipeline.projects);
+                d.pipeline = Pipeline::new(Arc::new(rt));
+                d.pipeline.projects = projects;
+                METRICS.reload_ok.store(1, Ordering::Relaxed);
+                tracing::info!("configuration reloaded");
+                d.evaluated.clear();
+                d.reevaluate_all();
+            }
+            Err(e) => {
+                METRICS.reload_ok.store(0, Ordering::Relaxed);
+                tracing::error!(error = %e, "configuration reload failed; keeping the running configuration");
+            }
+        },
+        Err(errors) => {
+            METRICS.reload_ok.store(0, Ordering::Relaxed);
+            for e in &errors {
+                tracing::error!(error = %e, "configuration reload failed; keeping the running configuration");
+            }
+        }
+    }
+}
+
+/// Runs until SIGTERM or SIGINT. Returns the exit code.
+pub async fn run(opts: DaemonOptions, err: &mut dyn std::io::Write) -> anyhow::Result<i32> {
+    let engine = Arc::new(TriggerEngine::new());
+    let rt = match config::load_with(opts.config.as_deref(), engine.clone()) {
+        Ok(rt) => rt,
+        Err(errors) => {
+            for e in &errors {
+                writeln!(err, "error: {e}")?;
+            }
+            return Ok(crate::cli::FAILED);
+        }
+    };
+    // The cluster first: without one there is nothing to do, and nothing is created.
+    let client = match watch::client(opts.kubeconfig.as_deref(), opts.context.as_deref()).await {
+        Ok(c) => c,
+        Err(e) => {
+            writeln!(err, "error: {e}")?;
+            writeln!(err, "(to try driftwatch without a cluster: driftwatch run --replay examples/drift-incident)")?;
+            return Ok(crate::cli::FAILED);
+        }
+    };
+    let state_path = opts.state.clone().or_else(|| rt.state.path.clone()).unwrap_or_else(|| PathBuf::from("driftwatch-state.redb"));
+    let mut store = StateStore::open(&state_path)?;
+    if let Some(n) = rt.state.max_keys_per_app {
+        store = store.with_max_keys_per_app(n);
+    }
+    let state = Arc::new(store);
+    let services = build_services(&rt, &state).map_err(anyhow::Error::msg)?;
+    let bound = crate::admin::serve(opts.listen, state.clone()).await?;
+    tracing::info!(%bound, "operations endpoints listening");
+    // One replica sends; leader election between replicas is not part of this build.
+    METRICS.leader.store(1, Ordering::Relaxed);
+    let mut changes = watch::changes(client, &opts.watch).boxed();
+    let mut time_dep = time_dependent(&rt);
+    let mut d = Daemon {
+        pipeline: Pipeline::new(Arc::new(rt)),
+        state: state.clone(),
+        delivery: Some(Delivery::start(services, state.clone())),
+        apps: HashMap::new(),
+        evaluated: HashMap::new(),
+        listing: None,
+        lists_done: BTreeSet::new(),
+    };
+    let mut sigterm = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+    let mut sighup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())?;
+    let mut config_poll = tokio::time::interval(Duration::from_secs(2));
+    let mut resync = tokio::time::interval(opts.resync);
+    let mut last_config = config_fingerprint(opts.config.as_deref());
+    loop {
+        tokio::select! {
+            change = changes.next() => match change {
+                Some(c) => d.handle(c),
+                None => {
+                    tracing::error!("watch streams ended");
+                    break;
+                }
+            },
+            _ = sighup.recv() => {
+                tracing::info!("SIGHUP: reloading the configuration");
+                reload(&mut d, &opts, &engine, opts.shutdown_grace).await;
+                time_dep = time_dependent(&d.pipeline.runtime);
+                last_config = config_fingerprint(opts.config.as_deref());
+            }
+            _ = config_poll.tick() => {
+                let now = config_fingerprint(opts.config.as_deref());
+                if now != last_config {
+                    tracing::info!("configuration files changed: reloading");
+                    last_config = now;
+                    reload(&mut d, &opts, &engine, opts.shutdown_grace).await;
+                    time_dep = time_dependent(&d.pipeline.runtime);
+                }
+            }
+            _ = resync.tick(), if time_dep => d.reevaluate_all(),
+            _ = sigterm.recv() => {
+                tracing::info!("SIGTERM: stopping");
+                break;
+            }
+            _ = tokio::signal::ctrl_c() => {
+                tracing::info!("interrupted: stopping");
+                break;
+            }
+        }
+    }
+    // Stop watching first, then let in-flight deliveries finish; what is left stays in
+    // the outbox for the next start.
+    drop(changes);
+    METRICS.ready.store(0, Ordering::Relaxed);
+    if let Some(delivery) = d.delivery.take() {
+        delivery.shutdown(opts.shutdown_grace).await;
+    }
+    let pending: BTreeMap<String, usize> = state.outbox(None).unwrap_or_default().into_iter().fold(BTreeMap::new(), |mut m, e| {
+        *m.entry(e.notification.destination.service).or_default() += 1;
+        m
+    });
+    tracing::info!(?pending, "stopped");
+    Ok(crate::cli::OK)
+}

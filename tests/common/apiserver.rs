@@ -1,0 +1,273 @@
+//! A fake Kubernetes API server that speaks the real list/watch protocol over HTTP for
+//! `applications.argoproj.io` and `appprojects.argoproj.io`: lists with a
+//! `resourceVersion`, chunked watch streams of JSON events from a given version,
+//! bookmarks, `410 Gone` (an `ERROR` event with `code: 410`) for versions older than the
+//! compacted history, label selectors, and connections it can drop on demand. Like the
+//! real Application CRD, it has no status subresource: a status change is an update of
+//! the whole object.
+#![allow(dead_code)]
+
+use std::collections::BTreeMap;
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+
+use http_body_util::{BodyExt, Full, StreamBody};
+use hyper::body::{Bytes, Frame, Incoming};
+use hyper::{Request, Response};
+use hyper_util::rt::TokioIo;
+use serde_json::{Value, json};
+use tokio::sync::broadcast;
+
+#[derive(Clone)]
+struct Event {
+    rv: u64,
+    plural: &'static str,
+    kind: &'static str,
+    object: Value,
+}
+
+#[derive(Default)]
+struct World {
+    rv: u64,
+    /// (plural, namespace, name) -> object.
+    objects: BTreeMap<(String, String, String), Value>,
+    history: Vec<Event>,
+    /// Watches asking for versions older than this get 410 Gone.
+    compacted_below: u64,
+    lists: u64,
+    watches: u64,
+}
+
+pub struct FakeApiServer {
+    pub addr: SocketAddr,
+    world: Arc<Mutex<World>>,
+    events: broadcast::Sender<Event>,
+    /// Closing signal for open watch streams.
+    drop_tx: broadcast::Sender<()>,
+    runtime: Option<tokio::runtime::Runtime>,
+}
+
+type Body = http_body_util::combinators::BoxBody<Bytes, Infallible>;
+
+fn full(status: u16, v: &Value) -> Response<Body> {
+    Response::builder()
+        .status(status)
+        .header("content-type", "application/json")
+        .body(Full::new(Bytes::from(v.to_string())).boxed())
+        .expect("response")
+}
+
+fn plural_of(kind: &str) -> &'static str {
+    if kind == "AppProject" { "appprojects" } else { "applications" }
+}
+
+fn matches_selector(obj: &Value, selector: Option<&str>) -> bool {
+    let Some(sel) = selector else { return true };
+    sel.split(',').filter(|s| !s.is_empty()).all(|req| match req.split_once('=') {
+        Some((k, v)) => obj.pointer(&format!("/metadata/labels/{}", k.replace('/', "~1"))).and_then(Value::as_str) == Some(v),
+        None => obj.pointer(&format!("/metadata/labels/{}", req.replace('/', "~1"))).is_some(),
+    })
+}
+
+impl FakeApiServer {
+    /// Starts on 127.0.0.1 with its own runtime (tests using it may be synchronous).
+    pub fn start() -> FakeApiServer {
+        let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("runtime");
+        let world = Arc::new(Mutex::new(World { rv: 100, ..Default::default() }));
+        let (events, _) = broadcast::channel(1024);
+        let (drop_tx, _) = broadcast::channel(16);
+        let listener = runtime.block_on(tokio::net::TcpListener::bind("127.0.0.1:0")).expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        let (w, ev, dt) = (world.clone(), events.clone(), drop_tx.clone());
+        runtime.spawn(async move {
+            while let Ok((stream, _)) = listener.accept().await {
+                let (w, ev, dt) = (w.clone(), ev.clone(), dt.clone());
+                tokio::spawn(async move {
+                    let svc = hyper::service::service_fn(move |req| handle(req, w.clone(), ev.clone(), dt.clone()));
+                    let _ = hyper::server::conn::http1::Builder::new().serve_connection(TokioIo::new(stream), svc).await;
+                });
+            }
+        });
+        FakeApiServer { addr, world, events, drop_tx, runtime: Some(runtime) }
+    }
+
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// A kubeconfig pointing at this server.
+    pub fn kubeconfig(&self, path: &std::path::Path) {
+        let kc = format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: fake\n  cluster:\n    server: {}\nusers:\n- name: tester\n  user:\n    token: fake-token\ncontexts:\n- name: fake\n  context:\n    cluster: fake\n    user: tester\ncurrent-context: fake\n",
+            self.url()
+        );
+        std::fs::write(path, kc).expect("write kubeconfig");
+    }
+
+    /// Creates or replaces an object (ADDED or MODIFIED), as `kubectl apply` would,
+    /// including its status: the CRD has no status subresource.
+    pub fn apply(&self, mut obj: Value) -> u64 {
+        let kind = obj["kind"].as_str().unwrap_or("Application").to_string();
+        let plural = plural_of(&kind);
+        let ns = obj.pointer("/metadata/namespace").and_then(Value::as_str).unwrap_or("argocd").to_string();
+        let name = obj.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default().to_string();
+        let mut w = self.world.lock().unwrap();
+        w.rv += 1;
+        let rv = w.rv;
+        obj["metadata"]["resourceVersion"] = json!(rv.to_string());
+        obj["metadata"]["namespace"] = json!(ns);
+        if obj.pointer("/metadata/uid").is_none() {
+            obj["metadata"]["uid"] = json!(format!("uid-{ns}-{name}"));
+        }
+        let key = (plural.to_string(), ns, name);
+        let kind_ev = if w.objects.contains_key(&key) { "MODIFIED" } else { "ADDED" };
+        w.objects.insert(key, obj.clone());
+        let ev = Event { rv, plural, kind: kind_ev, object: obj };
+        w.history.push(ev.clone());
+        drop(w);
+        let _ = self.events.send(ev);
+        rv
+    }
+
+    pub fn delete(&self, plural: &'static str, ns: &str, name: &str) {
+        let mut w = self.world.lock().unwrap();
+        let Some(mut obj) = w.objects.remove(&(plural.to_string(), ns.to_string(), name.to_string())) else { return };
+        w.rv += 1;
+        let rv = w.rv;
+        obj["metadata"]["resourceVersion"] = json!(rv.to_string());
+        let ev = Event { rv, plural, kind: "DELETED", object: obj };
+        w.history.push(ev.clone());
+        drop(w);
+        let _ = self.events.send(ev);
+    }
+
+    /// Forgets history: a watch resuming from an older version gets 410 Gone.
+    pub fn compact(&self) {
+        let mut w = self.world.lock().unwrap();
+        w.compacted_below = w.rv + 1;
+        w.history.clear();
+    }
+
+    /// Closes every open watch stream (an API server restart, a load balancer timeout).
+    pub fn drop_watches(&self) {
+        let _ = self.drop_tx.send(());
+    }
+
+    /// (lists served, watches opened).
+    pub fn counts(&self) -> (u64, u64) {
+        let w = self.world.lock().unwrap();
+        (w.lists, w.watches)
+    }
+}
+
+impl Drop for FakeApiServer {
+    fn drop(&mut self) {
+        if let Some(rt) = self.runtime.take() {
+            rt.shutdown_background();
+        }
+    }
+}
+
+fn query(req: &Request<Incoming>) -> BTreeMap<String, String> {
+    req.uri()
+        .query()
+        .unwrap_or_default()
+        .split('&')
+        .filter_map(|kv| kv.split_once('='))
+        .map(|(k, v)| (k.to_string(), v.replace("%3D", "=").replace("%2C", ",").replace("%2F", "/")))
+        .collect()
+}
+
+async fn handle(
+    req: Request<Incoming>,
+    world: Arc<Mutex<World>>,
+    events: broadcast::Sender<Event>,
+    drop_tx: broadcast::Sender<()>,
+) -> Result<Response<Body>, Infallible> {
+    let path = req.uri().path().to_string();
+    let q = query(&req);
+    if std::env::var_os("DRIFTWATCH_TEST_LOGS").is_some() {
+        eprintln!("fake apiserver: {} {}", req.method(), req.uri());
+    }
+    // /apis/argoproj.io/v1alpha1[/namespaces/{ns}]/{plural}
+    let rest = path.trim_start_matches("/apis/argoproj.io/v1alpha1/");
+    let (ns, plural) = match rest.split('/').collect::<Vec<_>>().as_slice() {
+        ["namespaces", ns, plural] => (Some(ns.to_string()), plural.to_string()),
+        [plural] => (None, plural.to_string()),
+        _ => return Ok(full(404, &json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "code": 404, "reason": "NotFound"}))),
+    };
+    if plural != "applications" && plural != "appprojects" {
+        return Ok(full(404, &json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "code": 404, "reason": "NotFound"})));
+    }
+    let kind = if plural == "appprojects" { "AppProject" } else { "Application" };
+    let selector = q.get("labelSelector").cloned();
+    let in_scope = |o: &Value| {
+        ns.as_deref().is_none_or(|n| o.pointer("/metadata/namespace").and_then(Value::as_str) == Some(n))
+            && matches_selector(o, selector.as_deref())
+    };
+    if q.get("watch").map(String::as_str) != Some("true") {
+        let mut w = world.lock().unwrap();
+        w.lists += 1;
+        let items: Vec<Value> = w.objects.iter().filter(|((p, _, _), o)| *p == plural && in_scope(o)).map(|(_, o)| o.clone()).collect();
+        return Ok(full(
+            200,
+            &json!({"apiVersion": "argoproj.io/v1alpha1", "kind": format!("{kind}List"), "metadata": {"resourceVersion": w.rv.to_string()}, "items": items}),
+        ));
+    }
+    let from: u64 = q.get("resourceVersion").and_then(|v| v.parse().ok()).unwrap_or(0);
+    let bookmarks = q.get("allowWatchBookmarks").map(String::as_str) == Some("true");
+    // Subscribed before the backlog is read, so no event falls between the two.
+    let mut live = events.subscribe();
+    let (backlog, gone, current) = {
+        let mut w = world.lock().unwrap();
+        w.watches += 1;
+        let gone = from < w.compacted_below;
+        let backlog: Vec<Event> = w.history.iter().filter(|e| e.rv > from && e.plural == plural && in_scope(&e.object)).cloned().collect();
+        (backlog, gone, w.rv)
+    };
+    let (tx, rx) = tokio::sync::mpsc::channel::<Bytes>(64);
+    let mut dropped = drop_tx.subscribe();
+    let last_backlog = backlog.last().map_or(from, |e| e.rv.max(from));
+    let scope_ns = ns.clone();
+    let scope_sel = selector.clone();
+    let plural_s = plural.clone();
+    tokio::spawn(async move {
+        let line = |v: Value| Bytes::from(format!("{v}\n"));
+        if gone {
+            let status = json!({"type": "ERROR", "object": {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+                "message": format!("too old resource version: {from} ({current})"), "reason": "Expired", "code": 410}});
+            let _ = tx.send(line(status)).await;
+            return;
+        }
+        for e in backlog {
+            if tx.send(line(json!({"type": e.kind, "object": e.object}))).await.is_err() {
+                return;
+            }
+        }
+        if bookmarks {
+            let b = json!({"type": "BOOKMARK", "object": {"kind": kind, "apiVersion": "argoproj.io/v1alpha1", "metadata": {"resourceVersion": current.to_string()}}});
+            let _ = tx.send(line(b)).await;
+        }
+        loop {
+            tokio::select! {
+                ev = live.recv() => match ev {
+                    Ok(e) if e.plural == plural_s
+                        && e.rv > last_backlog
+                        && scope_ns.as_deref().is_none_or(|n| e.object.pointer("/metadata/namespace").and_then(Value::as_str) == Some(n))
+                        && matches_selector(&e.object, scope_sel.as_deref()) => {
+                        if tx.send(line(json!({"type": e.kind, "object": e.object}))).await.is_err() {
+                            return;
+                        }
+                    }
+                    Ok(_) => {}
+                    Err(_) => return,
+                },
+                _ = dropped.recv() => return,
+            }
+        }
+    });
+    let stream = futures::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|b| (Ok::<_, Infallible>(Frame::data(b)), rx)) });
+    let body = StreamBody::new(stream).boxed();
+    Ok(Response::builder().status(200).header("content-type", "application/json").body(body).expect("response"))
+}

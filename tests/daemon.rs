@@ -1,0 +1,235 @@
+//! `driftwatch run` against a fake API server that speaks the real list/watch protocol,
+//! through the real kube client: initial list, status updates of the whole object, a
+//! malformed Application, watch restarts, 410 Gone and relist, deletes, a bad reload
+//! that keeps the old configuration, the operations endpoints, SIGTERM, and a restart
+//! that re-sends nothing.
+
+mod common;
+
+use std::net::TcpListener;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use common::apiserver::FakeApiServer;
+use common::receiver::{get, receiver};
+use common::{AppBuilder, REV1, REV2};
+
+const CONFIG: &str = r#"services:
+  hook:
+    type: webhook
+    url: http://127.0.0.1:PORT
+    retry: {initialBackoff: 100ms, maxBackoff: 500ms}
+templates:
+  drift:
+    message: "{{app.metadata.name}} drifted"
+    webhook:
+      hook:
+        body: '{"VERSION": "{{app.metadata.name}}", "rev": "{{app.status.sync.revision}}"}'
+  gone:
+    message: "{{app.metadata.name}} deleted"
+    webhook:
+      hook:
+        body: '{"gone": "{{app.metadata.name}}"}'
+triggers:
+  on-drift:
+    - when: app.status.sync.status == "OutOfSync"
+      oncePer: app.status.sync.revision
+      send: [drift]
+  on-gone:
+    - when: app.metadata.deletionTimestamp != ()
+      oncePer: app.metadata.name
+      send: [gone]
+"#;
+
+fn config(version: &str, port: u16) -> String {
+    CONFIG.replace("PORT", &port.to_string()).replace("VERSION", version)
+}
+
+fn app(name: &str, status: &str, rev: &str) -> serde_json::Value {
+    AppBuilder::new(name)
+        .sync(status, rev)
+        .healthy()
+        .annotate("notifications.argoproj.io/subscribe.on-drift.hook", "")
+        .annotate("notifications.argoproj.io/subscribe.on-gone.hook", "")
+        .build()
+}
+
+fn wait_for(what: &str, timeout: Duration, mut cond: impl FnMut() -> bool) {
+    let start = Instant::now();
+    while !cond() {
+        assert!(start.elapsed() < timeout, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+struct Daemon {
+    child: Child,
+    admin: String,
+}
+
+impl Daemon {
+    fn start(dir: &Path) -> Daemon {
+        let admin_port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let admin = format!("127.0.0.1:{admin_port}");
+        let child = Command::new(env!("CARGO_BIN_EXE_driftwatch"))
+            .args(["run", "--kubeconfig"])
+            .arg(dir.join("kubeconfig"))
+            .arg("--config")
+            .arg(dir.join("driftwatch.yaml"))
+            .arg("--state")
+            .arg(dir.join("state.redb"))
+            .args(["--listen", &admin, "--shutdown-grace", "3"])
+            .env("DRIFTWATCH_LOG", std::env::var("DRIFTWATCH_TEST_LOGS").unwrap_or_else(|_| "info".into()))
+            .stdout(Stdio::null())
+            .stderr(if std::env::var_os("DRIFTWATCH_TEST_LOGS").is_some() { Stdio::inherit() } else { Stdio::null() })
+            .spawn()
+            .unwrap();
+        let d = Daemon { child, admin };
+        wait_for("/readyz", Duration::from_secs(30), || get(&d.admin, "/readyz").is_some_and(|(s, _)| s == 200));
+        d
+    }
+
+    fn metrics(&self) -> String {
+        get(&self.admin, "/metrics").map(|(_, b)| b).unwrap_or_default()
+    }
+
+    fn metric(&self, line_prefix: &str) -> Option<f64> {
+        self.metrics().lines().find(|l| l.starts_with(line_prefix)).and_then(|l| l.rsplit(' ').next()).and_then(|v| v.parse().ok())
+    }
+
+    fn signal(&self, sig: &str) {
+        let ok = Command::new("kill").args([&format!("-{sig}"), &self.child.id().to_string()]).status().unwrap().success();
+        assert!(ok, "kill -{sig}");
+    }
+
+    fn stop(mut self) -> std::process::ExitStatus {
+        self.signal("TERM");
+        let start = Instant::now();
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return status;
+            }
+            assert!(start.elapsed() < Duration::from_secs(20), "driftwatch did not stop within 20 s of SIGTERM");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn bodies(got: &Arc<Mutex<Vec<String>>>) -> Vec<String> {
+    got.lock().unwrap().clone()
+}
+
+fn has(got: &Arc<Mutex<Vec<String>>>, needle: &str) -> bool {
+    bodies(got).iter().any(|b| b.contains(needle))
+}
+
+#[test]
+fn watches_a_cluster_end_to_end() {
+    let dir = tempfile::tempdir().unwrap();
+    let api = FakeApiServer::start();
+    api.kubeconfig(&dir.path().join("kubeconfig"));
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let got = receiver(listener);
+    let cfg = dir.path().join("driftwatch.yaml");
+    std::fs::write(&cfg, config("app", port)).unwrap();
+
+    api.apply(serde_json::json!({"apiVersion": "argoproj.io/v1alpha1", "kind": "AppProject", "metadata": {"name": "default", "namespace": "argocd"}, "spec": {}}));
+    api.apply(app("shop-frontend", "OutOfSync", REV1));
+    api.apply(app("shop-backend", "Synced", REV1));
+    let d = Daemon::start(dir.path());
+
+    // Initial list: the drifted app is notified once.
+    wait_for("shop-frontend", Duration::from_secs(15), || has(&got, r#""app": "shop-frontend""#));
+
+    // A status change arrives as an update of the whole object (no status subresource).
+    api.apply(app("shop-backend", "OutOfSync", REV1));
+    if std::env::var_os("DRIFTWATCH_TEST_LOGS").is_some() {
+        std::thread::sleep(Duration::from_secs(3));
+        eprintln!("bodies: {:?}\n{}", bodies(&got), d.metrics());
+    }
+    wait_for("shop-backend", Duration::from_secs(15), || has(&got, r#""app": "shop-backend""#));
+
+    // A malformed Application is skipped and counted; the stream goes on.
+    let mut bad = app("shop-broken", "OutOfSync", REV1);
+    bad["status"] = serde_json::json!("not a mapping");
+    api.apply(bad);
+    api.apply(app("shop-cart", "OutOfSync", REV1));
+    wait_for("shop-cart", Duration::from_secs(15), || has(&got, r#""app": "shop-cart""#));
+    assert_eq!(d.metric("driftwatch_malformed_objects_total{kind=\"application\"}"), Some(1.0));
+
+    // The watch connection drops mid-stream: the watcher resumes.
+    api.drop_watches();
+    std::thread::sleep(Duration::from_millis(200));
+    api.apply(app("shop-search", "OutOfSync", REV1));
+    wait_for("shop-search", Duration::from_secs(20), || has(&got, r#""app": "shop-search""#));
+
+    // History compacted while disconnected: 410 Gone, relist; nothing is re-sent, and
+    // what changed in between is delivered once.
+    let (lists_before, _) = api.counts();
+    api.compact();
+    api.drop_watches();
+    api.apply(app("shop-payments", "OutOfSync", REV1));
+    wait_for("shop-payments", Duration::from_secs(30), || has(&got, r#""app": "shop-payments""#));
+    wait_for("a relist", Duration::from_secs(10), || api.counts().0 > lists_before);
+
+    // A deleted Application: on-deleted style trigger fires, its state is cleaned.
+    api.delete("applications", "argocd", "shop-cart");
+    wait_for("the deletion", Duration::from_secs(15), || has(&got, r#""gone": "shop-cart""#));
+
+    // A bad reload keeps the old configuration running.
+    std::fs::write(&cfg, config("app", port).replace("app.status.sync.status == \"OutOfSync\"", "app.status.sync.status ==")).unwrap();
+    d.signal("HUP");
+    wait_for("reload failure gauge", Duration::from_secs(10), || d.metric("driftwatch_config_last_reload_successful") == Some(0.0));
+    api.apply(app("shop-admin", "OutOfSync", REV1));
+    wait_for("shop-admin with the old config", Duration::from_secs(15), || has(&got, r#""app": "shop-admin""#));
+    // A good configuration is picked up from the file change alone.
+    std::fs::write(&cfg, config("v2", port)).unwrap();
+    wait_for("reload success gauge", Duration::from_secs(15), || d.metric("driftwatch_config_last_reload_successful") == Some(1.0));
+    api.apply(app("shop-admin", "OutOfSync", REV2));
+    wait_for("the new config", Duration::from_secs(15), || has(&got, r#""v2": "shop-admin""#));
+
+    // No notification was sent twice.
+    let mut all = bodies(&got);
+    let n = all.len();
+    all.sort();
+    all.dedup();
+    assert_eq!(all.len(), n, "duplicates: {:?}", bodies(&got));
+
+    // Operations endpoints.
+    assert_eq!(get(&d.admin, "/healthz").map(|(s, _)| s), Some(200));
+    let metrics = d.metrics();
+    for needle in [
+        "driftwatch_watch_events_total{type=\"application_apply\"}",
+        "driftwatch_evaluations_total ",
+        "driftwatch_notifications_sent_total{kind=\"webhook\"}",
+        "driftwatch_queue_depth{service=\"hook\"} 0",
+        "driftwatch_evaluation_duration_seconds_bucket",
+        "driftwatch_leader 1",
+        "driftwatch_triggers_fired_total{trigger=\"on-drift\"}",
+    ] {
+        assert!(metrics.contains(needle), "no {needle} in\n{metrics}");
+    }
+    assert!(!metrics.contains("shop-"), "an Application name is a metric label:\n{metrics}");
+
+    // SIGTERM: a clean exit.
+    let status = d.stop();
+    assert!(status.success(), "{status:?}");
+
+    // Restarted with the same state: the initial list re-sends nothing.
+    let before = bodies(&got).len();
+    let d = Daemon::start(dir.path());
+    wait_for("the initial evaluations", Duration::from_secs(15), || d.metric("driftwatch_evaluations_total").is_some_and(|v| v >= 5.0));
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(bodies(&got).len(), before, "re-sent after a restart: {:?}", &bodies(&got)[before..]);
+    assert!(d.stop().success());
+}
