@@ -7,7 +7,7 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::hash::{Hash, Hasher};
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant, SystemTime};
@@ -59,16 +59,18 @@ fn time_dependent(rt: &Runtime) -> bool {
     rt.triggers.values().flat_map(|t| &t.conditions).any(|c| c.when_text.contains("now("))
 }
 
-/// What the configuration reload watches: the config file and the trigger/template
-/// directories' files, with their modification times and sizes (a mounted ConfigMap
-/// update swaps them).
-fn config_fingerprint(config: Option<&Path>) -> Vec<(PathBuf, Option<SystemTime>, u64)> {
-    let Some(path) = config else { return Vec::new() };
-    let mut files = vec![path.to_path_buf()];
-    let base = path.parent().map(Path::to_path_buf).unwrap_or_default();
-    for dir in ["triggers", "templates"] {
-        if let Ok(entries) = std::fs::read_dir(base.join(dir)) {
-            files.extend(entries.filter_map(|e| e.ok().map(|e| e.path())));
+/// What the configuration reload watches: every file the configuration was read from
+/// (the config file, each file of its trigger and template directories), with
+/// modification times and sizes. A mounted ConfigMap update swaps them.
+fn config_fingerprint(sources: &[PathBuf]) -> Vec<(PathBuf, Option<SystemTime>, u64)> {
+    let mut files = Vec::new();
+    for p in sources {
+        if p.is_dir() {
+            if let Ok(entries) = std::fs::read_dir(p) {
+                files.extend(entries.filter_map(|e| e.ok().map(|e| e.path())));
+            }
+        } else {
+            files.push(p.clone());
         }
     }
     files.sort();
@@ -336,7 +338,8 @@ pub async fn run(opts: DaemonOptions, err: &mut dyn std::io::Write) -> anyhow::R
     let mut sighup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())?;
     let mut config_poll = tokio::time::interval(Duration::from_secs(2));
     let mut resync = tokio::time::interval(opts.resync);
-    let mut last_config = config_fingerprint(opts.config.as_deref());
+    let mut sources = d.pipeline.runtime.sources.clone();
+    let mut last_config = config_fingerprint(&sources);
     loop {
         tokio::select! {
             change = changes.next() => match change {
@@ -350,15 +353,17 @@ pub async fn run(opts: DaemonOptions, err: &mut dyn std::io::Write) -> anyhow::R
                 tracing::info!("SIGHUP: reloading the configuration");
                 reload(&mut d, &opts, &engine, opts.shutdown_grace).await;
                 time_dep = time_dependent(&d.pipeline.runtime);
-                last_config = config_fingerprint(opts.config.as_deref());
+                sources = d.pipeline.runtime.sources.clone();
+                last_config = config_fingerprint(&sources);
             }
             _ = config_poll.tick() => {
-                let now = config_fingerprint(opts.config.as_deref());
+                let now = config_fingerprint(&sources);
                 if now != last_config {
                     tracing::info!("configuration files changed: reloading");
                     last_config = now;
                     reload(&mut d, &opts, &engine, opts.shutdown_grace).await;
                     time_dep = time_dependent(&d.pipeline.runtime);
+                    sources = d.pipeline.runtime.sources.clone();
                 }
             }
             _ = resync.tick(), if time_dep => d.reevaluate_all(),

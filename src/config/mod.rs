@@ -162,6 +162,8 @@ pub struct Runtime {
     pub redactor: Redactor,
     /// Non-fatal findings for `check` (paths that cannot exist, unset secrets).
     pub warnings: Vec<Warning>,
+    /// Files and directories this configuration was read from (what a reload watches).
+    pub sources: Vec<PathBuf>,
 }
 
 impl Runtime {
@@ -262,6 +264,7 @@ pub fn load_with(config: Option<&Path>, engine: Arc<TriggerEngine>) -> Result<Ru
     let mut cfg = ConfigFile::default();
     let mut cfg_file = SourceFile::new("<no config>", "");
     let mut base = PathBuf::from(".");
+    let mut sources: Vec<PathBuf> = Vec::new();
 
     if let Some(path) = config {
         base = path.parent().map(Path::to_path_buf).unwrap_or_default();
@@ -269,12 +272,14 @@ pub fn load_with(config: Option<&Path>, engine: Arc<TriggerEngine>) -> Result<Ru
             .map_err(|e| vec![ConfigError::new(None, path.display().to_string(), format!("cannot read the configuration: {e}"))])?;
         cfg_file = SourceFile::new(path.display().to_string(), text);
         cfg = cfg_file.parse::<ConfigFile>("the configuration").map_err(|e| vec![e])?;
+        sources.push(path.to_path_buf());
         for (setting, dir_name, is_triggers) in [(&cfg.triggers_dir, "triggers", true), (&cfg.templates_dir, "templates", false)] {
             let dir = match setting {
                 Some(d) => Some(relative_to(&base, d)),
                 None => Some(base.join(dir_name)).filter(|d| d.is_dir()),
             };
             if let Some(dir) = dir {
+                sources.push(dir.clone());
                 if is_triggers {
                     trigger_layers.push(read_dir_defs(&dir, "trigger", &mut errors));
                 } else {
@@ -401,6 +406,7 @@ pub fn load_with(config: Option<&Path>, engine: Arc<TriggerEngine>) -> Result<Ru
             secrets,
             redactor,
             warnings,
+            sources,
         }),
         _ => Err(errors),
     }
