@@ -11,6 +11,7 @@ use hyper::body::{Bytes, Incoming};
 use hyper::{Request, Response};
 use hyper_util::rt::TokioIo;
 
+use crate::daemon::SharedState;
 use crate::metrics::METRICS;
 use crate::state::StateStore;
 
@@ -23,14 +24,15 @@ fn text(status: u16, body: String, content_type: &str) -> Response<Full<Bytes>> 
     r
 }
 
-async fn handle(req: Request<Incoming>, state: Arc<StateStore>) -> Result<Response<Full<Bytes>>, Infallible> {
+async fn handle(req: Request<Incoming>, shared: SharedState) -> Result<Response<Full<Bytes>>, Infallible> {
+    let state: Option<Arc<StateStore>> = shared.read().map(|s| s.clone()).unwrap_or(None);
     Ok(match req.uri().path() {
         "/healthz" => text(200, "ok\n".into(), "text/plain"),
         "/readyz" if METRICS.ready.load(Ordering::Relaxed) == 1 => text(200, "ready\n".into(), "text/plain"),
         "/readyz" => text(503, "not ready: initial lists not done\n".into(), "text/plain"),
         "/metrics" => {
             // Queue depth is read from the outbox at scrape time: it is the truth.
-            if let Ok(entries) = state.outbox(None) {
+            if let Some(Ok(entries)) = state.as_ref().map(|s| s.outbox(None)) {
                 let mut depth: std::collections::BTreeMap<String, u64> = std::collections::BTreeMap::new();
                 for e in entries {
                     *depth.entry(e.notification.destination.service).or_default() += 1;
@@ -49,7 +51,7 @@ async fn handle(req: Request<Incoming>, state: Arc<StateStore>) -> Result<Respon
 }
 
 /// Serves the endpoints until the task is dropped. Returns the bound address.
-pub async fn serve(addr: SocketAddr, state: Arc<StateStore>) -> std::io::Result<SocketAddr> {
+pub async fn serve(addr: SocketAddr, state: SharedState) -> std::io::Result<SocketAddr> {
     let listener = tokio::net::TcpListener::bind(addr).await?;
     let bound = listener.local_addr()?;
     tokio::spawn(async move {

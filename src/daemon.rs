@@ -40,6 +40,8 @@ pub struct DaemonOptions {
     pub resync: Duration,
     /// How long in-flight deliveries get on shutdown.
     pub shutdown_grace: Duration,
+    /// Leader election between replicas; `None`: this process always sends.
+    pub lease: Option<crate::lease::LeaseConfig>,
 }
 
 /// The object without the fields whose change cannot affect a trigger.
@@ -124,9 +126,16 @@ impl std::fmt::Debug for ChangeSummary<'_> {
     }
 }
 
+/// The state store the operations endpoints read (none while not leading).
+pub type SharedState = Arc<std::sync::RwLock<Option<Arc<StateStore>>>>;
+
 struct Daemon {
     pipeline: Pipeline,
-    state: Arc<StateStore>,
+    /// Open only while this process leads: the file lock of the store is what keeps a
+    /// second process from writing to it.
+    state: Option<Arc<StateStore>>,
+    shared: SharedState,
+    state_path: PathBuf,
     delivery: Option<Delivery>,
     /// Latest Application per state key (for re-evaluation and missed deletes).
     apps: HashMap<String, App>,
@@ -139,13 +148,15 @@ struct Daemon {
 
 impl Daemon {
     fn evaluate(&mut self, app: &App, force: bool) {
+        // A standby replica keeps its cache warm and evaluates nothing.
+        let Some(state) = self.state.clone() else { return };
         let key = app.state_key();
         let fp = fingerprint(app);
         if !force && self.evaluated.get(&key) == Some(&fp) {
             return;
         }
         let started = Instant::now();
-        let eval = match self.pipeline.evaluate(app, &self.state, Utc::now()) {
+        let eval = match self.pipeline.evaluate(app, &state, Utc::now()) {
             Ok(e) => e,
             Err(e) => {
                 tracing::error!(app = %app.qualified_name(), error = %e, "evaluation failed (state store)");
@@ -159,7 +170,7 @@ impl Daemon {
             tracing::warn!(app = %app.qualified_name(), error = %e, "malformed subscription annotation");
         }
         for r in &eval.rearm {
-            if let Err(e) = self.state.forget(&r.app_key, &r.key) {
+            if let Err(e) = state.forget(&r.app_key, &r.key) {
                 tracing::error!(error = %e, "re-arming failed");
             }
         }
@@ -184,7 +195,9 @@ impl Daemon {
         let key = app.state_key();
         self.apps.remove(&key);
         self.evaluated.remove(&key);
-        if let Err(e) = self.state.remove_app(&key) {
+        if let Some(state) = &self.state
+            && let Err(e) = state.remove_app(&key)
+        {
             tracing::error!(error = %e, "cleaning a deleted Application's state failed");
         }
     }
@@ -257,18 +270,78 @@ impl Daemon {
             self.evaluate(&a, true);
         }
     }
+
+    /// Takes over sending: opens the state store (the previous holder's file lock must
+    /// be gone), starts the workers (which deliver what the outbox holds first), and
+    /// evaluates every cached Application. Returns false if the store is still locked.
+    fn lead(&mut self) -> bool {
+        if self.state.is_some() {
+            return true;
+        }
+        let mut store = match StateStore::open(&self.state_path) {
+            Ok(s) => s,
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot open the state store yet; retrying");
+                return false;
+            }
+        };
+        if let Some(n) = self.pipeline.runtime.state.max_keys_per_app {
+            store = store.with_max_keys_per_app(n);
+        }
+        let state = Arc::new(store);
+        match build_services(&self.pipeline.runtime, &state) {
+            Ok(services) => self.delivery = Some(Delivery::start(services, state.clone())),
+            Err(e) => {
+                tracing::error!(error = %e, "building the delivery clients failed");
+                return false;
+            }
+        }
+        *self.shared.write().unwrap_or_else(|p| p.into_inner()) = Some(state.clone());
+        self.state = Some(state);
+        METRICS.leader.store(1, Ordering::Relaxed);
+        tracing::info!("leading: sending notifications");
+        self.evaluated.clear();
+        self.reevaluate_all();
+        true
+    }
+
+    /// Stops sending: workers stop after their current attempt, the store is closed
+    /// (releasing its file lock), undelivered notifications stay in its outbox.
+    async fn step_down(&mut self, grace: Duration) {
+        METRICS.leader.store(0, Ordering::Relaxed);
+        if let Some(d) = self.delivery.take() {
+            d.shutdown(grace).await;
+        }
+        *self.shared.write().unwrap_or_else(|p| p.into_inner()) = None;
+        self.state = None;
+        self.evaluated.clear();
+        tracing::info!("standing by: not sending");
+    }
 }
 
 /// Builds everything new; swaps it in only if all of it is valid.
 async fn reload(d: &mut Daemon, opts: &DaemonOptions, engine: &Arc<TriggerEngine>, grace: Duration) {
+    let probe = match &d.state {
+        Some(s) => s.clone(),
+        // Not leading: validate the services against a throwaway store.
+        None => match StateStore::in_memory() {
+            Ok(s) => Arc::new(s),
+            Err(e) => {
+                tracing::error!(error = %e, "configuration reload failed");
+                return;
+            }
+        },
+    };
     match config::load_with(opts.config.as_deref(), engine.clone()) {
-        Ok(rt) => match build_services(&rt, &d.state) {
+        Ok(rt) => match build_services(&rt, &probe) {
             Ok(services) => {
                 if let Some(old) = d.delivery.take() {
                     // Undelivered notifications stay in the outbox for the new workers.
                     old.shutdown(grace).await;
                 }
-                d.delivery = Some(Delivery::start(services, d.state.clone()));
+                if let Some(state) = &d.state {
+                    d.delivery = Some(Delivery::start(services, state.clone()));
+                }
                 let projects = std::mem::take(&mut d.pipeline.projects);
                 d.pipeline = Pipeline::new(Arc::new(rt));
                 d.pipeline.projects = projects;
@@ -313,27 +386,41 @@ pub async fn run(opts: DaemonOptions, err: &mut dyn std::io::Write) -> anyhow::R
         }
     };
     let state_path = opts.state.clone().or_else(|| rt.state.path.clone()).unwrap_or_else(|| PathBuf::from("driftwatch-state.redb"));
-    let mut store = StateStore::open(&state_path)?;
-    if let Some(n) = rt.state.max_keys_per_app {
-        store = store.with_max_keys_per_app(n);
+    if let Some(dir) = state_path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir)?;
     }
-    let state = Arc::new(store);
-    let services = build_services(&rt, &state).map_err(anyhow::Error::msg)?;
-    let bound = crate::admin::serve(opts.listen, state.clone()).await?;
+    let shared: SharedState = Arc::new(std::sync::RwLock::new(None));
+    let bound = crate::admin::serve(opts.listen, shared.clone()).await?;
     tracing::info!(%bound, "operations endpoints listening");
-    // One replica sends; leader election between replicas is not part of this build.
-    METRICS.leader.store(1, Ordering::Relaxed);
+    // Without leader election this process always sends (the sender is kept so the
+    // channel stays open).
+    let (_always_leading, always) = tokio::sync::watch::channel(true);
+    let mut leader_rx = match &opts.lease {
+        Some(cfg) => crate::lease::spawn(client.clone(), cfg.clone()),
+        None => always,
+    };
     let mut changes = watch::changes(client, &opts.watch).boxed();
     let mut time_dep = time_dependent(&rt);
     let mut d = Daemon {
         pipeline: Pipeline::new(Arc::new(rt)),
-        state: state.clone(),
-        delivery: Some(Delivery::start(services, state.clone())),
+        state: None,
+        shared,
+        state_path,
+        delivery: None,
         apps: HashMap::new(),
         evaluated: HashMap::new(),
         listing: None,
         lists_done: BTreeSet::new(),
     };
+    if opts.lease.is_none() && !d.lead() {
+        writeln!(err, "error: cannot open the state store {} (is another driftwatch using it?)", d.state_path.display())?;
+        return Ok(crate::cli::FAILED);
+    }
+    let step_down_grace = match &opts.lease {
+        Some(l) => opts.shutdown_grace.min(l.duration / 4),
+        None => opts.shutdown_grace,
+    };
+    let mut lead_retry = tokio::time::interval(Duration::from_millis(500));
     let mut sigterm = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
     let mut sighup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())?;
     let mut config_poll = tokio::time::interval(Duration::from_secs(2));
@@ -367,6 +454,21 @@ pub async fn run(opts: DaemonOptions, err: &mut dyn std::io::Write) -> anyhow::R
                 }
             }
             _ = resync.tick(), if time_dep => d.reevaluate_all(),
+            changed = leader_rx.changed(), if opts.lease.is_some() => {
+                if changed.is_err() {
+                    tracing::error!("leader election stopped");
+                    break;
+                }
+                let leading = *leader_rx.borrow();
+                if leading {
+                    d.lead();
+                } else if d.state.is_some() {
+                    d.step_down(step_down_grace).await;
+                }
+            }
+            _ = lead_retry.tick(), if d.state.is_none() && *leader_rx.borrow() => {
+                d.lead();
+            }
             _ = sigterm.recv() => {
                 tracing::info!("SIGTERM: stopping");
                 break;
@@ -384,10 +486,11 @@ pub async fn run(opts: DaemonOptions, err: &mut dyn std::io::Write) -> anyhow::R
     if let Some(delivery) = d.delivery.take() {
         delivery.shutdown(opts.shutdown_grace).await;
     }
-    let pending: BTreeMap<String, usize> = state.outbox(None).unwrap_or_default().into_iter().fold(BTreeMap::new(), |mut m, e| {
-        *m.entry(e.notification.destination.service).or_default() += 1;
-        m
-    });
+    let pending: BTreeMap<String, usize> =
+        d.state.as_ref().and_then(|s| s.outbox(None).ok()).unwrap_or_default().into_iter().fold(BTreeMap::new(), |mut m, e| {
+            *m.entry(e.notification.destination.service).or_default() += 1;
+            m
+        });
     tracing::info!(?pending, "stopped");
     Ok(crate::cli::OK)
 }

@@ -33,6 +33,7 @@ pub mod cli;
 pub mod config;
 pub mod daemon;
 pub mod deliver;
+pub mod lease;
 pub mod metrics;
 pub mod model;
 pub mod pipeline;

@@ -14,6 +14,8 @@ struct Cli {
     command: Command,
 }
 
+// Parsed once per process: the size of the largest variant does not matter.
+#[allow(clippy::large_enum_variant)]
 #[derive(Subcommand)]
 enum Command {
     /// Compile every trigger and template, print every error and warning.
@@ -60,6 +62,18 @@ enum Command {
         /// Seconds in-flight deliveries get on SIGTERM.
         #[arg(long, default_value_t = 10)]
         shutdown_grace: u64,
+        /// Elect one sending replica with a coordination.k8s.io Lease.
+        #[arg(long)]
+        leader_election: bool,
+        /// Name of the Lease.
+        #[arg(long, default_value = "driftwatch")]
+        lease_name: String,
+        /// Namespace of the Lease (default: $POD_NAMESPACE, else argocd).
+        #[arg(long)]
+        lease_namespace: Option<String>,
+        /// Seconds a Lease holds without renewal.
+        #[arg(long, default_value_t = 15)]
+        lease_duration: u64,
         /// A directory of numbered snapshot files, or a multi-document YAML file.
         #[arg(long)]
         replay: Option<PathBuf>,
@@ -164,7 +178,29 @@ fn main() -> ExitCode {
             cli::run_replay(&ReplayOptions { path, config, state, jsonl, deliver }, &mut out, &mut err)
         }
         Command::Deliveries { state, failed, output } => cli::deliveries(&state, failed, output, &mut out, &mut err),
-        Command::Run { replay: None, config, state, kubeconfig, context, namespaces, selector, listen, resync, shutdown_grace, .. } => {
+        Command::Run {
+            replay: None,
+            config,
+            state,
+            kubeconfig,
+            context,
+            namespaces,
+            selector,
+            listen,
+            resync,
+            shutdown_grace,
+            leader_election,
+            lease_name,
+            lease_namespace,
+            lease_duration,
+            ..
+        } => {
+            let lease = leader_election.then(|| driftwatch::lease::LeaseConfig {
+                name: lease_name,
+                namespace: lease_namespace.or_else(|| std::env::var("POD_NAMESPACE").ok()).unwrap_or_else(|| "argocd".into()),
+                identity: format!("{}-{}", driftwatch::deliver::hostname(), std::process::id()),
+                duration: std::time::Duration::from_secs(lease_duration.max(2)),
+            });
             let opts = driftwatch::daemon::DaemonOptions {
                 config,
                 kubeconfig,
@@ -174,6 +210,7 @@ fn main() -> ExitCode {
                 listen,
                 resync: std::time::Duration::from_secs(resync.max(1)),
                 shutdown_grace: std::time::Duration::from_secs(shutdown_grace),
+                lease,
             };
             match tokio::runtime::Runtime::new() {
                 Ok(rt) => rt.block_on(driftwatch::daemon::run(opts, &mut err)),

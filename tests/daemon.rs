@@ -71,6 +71,10 @@ struct Daemon {
 
 impl Daemon {
     fn start(dir: &Path) -> Daemon {
+        Daemon::start_with(dir, &[])
+    }
+
+    fn start_with(dir: &Path, extra: &[&str]) -> Daemon {
         let admin_port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
         let admin = format!("127.0.0.1:{admin_port}");
         let child = Command::new(env!("CARGO_BIN_EXE_driftwatch"))
@@ -81,6 +85,7 @@ impl Daemon {
             .arg("--state")
             .arg(dir.join("state.redb"))
             .args(["--listen", &admin, "--shutdown-grace", "3"])
+            .args(extra)
             .env("DRIFTWATCH_LOG", std::env::var("DRIFTWATCH_TEST_LOGS").unwrap_or_else(|_| "info".into()))
             .stdout(Stdio::null())
             .stderr(if std::env::var_os("DRIFTWATCH_TEST_LOGS").is_some() { Stdio::inherit() } else { Stdio::null() })
@@ -232,4 +237,48 @@ fn watches_a_cluster_end_to_end() {
     std::thread::sleep(Duration::from_millis(500));
     assert_eq!(bodies(&got).len(), before, "re-sent after a restart: {:?}", &bodies(&got)[before..]);
     assert!(d.stop().success());
+}
+
+/// Two replicas share the state file (as on a shared volume) and elect the sender with a
+/// Lease: the standby sends nothing; when the leader is killed, the standby takes over
+/// once the lease expires, delivers what changed meanwhile, and re-sends nothing.
+#[test]
+fn leader_handover_without_duplicates() {
+    let dir = tempfile::tempdir().unwrap();
+    let api = FakeApiServer::start();
+    api.kubeconfig(&dir.path().join("kubeconfig"));
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let got = receiver(listener);
+    std::fs::write(dir.path().join("driftwatch.yaml"), config("app", port)).unwrap();
+    let ha = ["--leader-election", "--lease-duration", "2", "--lease-namespace", "argocd"];
+
+    let a = Daemon::start_with(dir.path(), &ha);
+    wait_for("a leads", Duration::from_secs(10), || a.metric("driftwatch_leader") == Some(1.0));
+    let b = Daemon::start_with(dir.path(), &ha);
+    std::thread::sleep(Duration::from_millis(1500));
+    assert_eq!(b.metric("driftwatch_leader"), Some(0.0), "the standby must not lead while the leader renews");
+
+    api.apply(app("ha-one", "OutOfSync", REV1));
+    wait_for("ha-one", Duration::from_secs(10), || has(&got, r#""app": "ha-one""#));
+
+    // The leader dies without a goodbye; a change happens before anyone takes over.
+    let mut a = a;
+    a.child.kill().unwrap();
+    a.child.wait().unwrap();
+    api.apply(app("ha-two", "OutOfSync", REV1));
+    wait_for("b takes over", Duration::from_secs(15), || b.metric("driftwatch_leader") == Some(1.0));
+    wait_for("ha-two", Duration::from_secs(10), || has(&got, r#""app": "ha-two""#));
+    std::thread::sleep(Duration::from_millis(500));
+    let all = bodies(&got);
+    assert_eq!(all.iter().filter(|b| b.contains("ha-one")).count(), 1, "{all:?}");
+    assert_eq!(all.iter().filter(|b| b.contains("ha-two")).count(), 1, "{all:?}");
+
+    // A leader that cannot renew its lease stops sending (before the lease could pass
+    // to another replica), and leads again once it can.
+    api.lease_outage(true);
+    wait_for("b steps down", Duration::from_secs(10), || b.metric("driftwatch_leader") == Some(0.0));
+    api.lease_outage(false);
+    wait_for("b leads again", Duration::from_secs(10), || b.metric("driftwatch_leader") == Some(1.0));
+    assert!(b.stop().success());
 }

@@ -37,6 +37,8 @@ struct World {
     compacted_below: u64,
     lists: u64,
     watches: u64,
+    /// Lease requests fail with 503 (the API server unreachable for the elector).
+    lease_outage: bool,
 }
 
 pub struct FakeApiServer {
@@ -154,6 +156,11 @@ impl FakeApiServer {
         let _ = self.drop_tx.send(());
     }
 
+    /// Makes every Lease request fail (503) until turned off.
+    pub fn lease_outage(&self, on: bool) {
+        self.world.lock().unwrap().lease_outage = on;
+    }
+
     /// (lists served, watches opened).
     pub fn counts(&self) -> (u64, u64) {
         let w = self.world.lock().unwrap();
@@ -189,6 +196,9 @@ async fn handle(
     let q = query(&req);
     if std::env::var_os("DRIFTWATCH_TEST_LOGS").is_some() {
         eprintln!("fake apiserver: {} {}", req.method(), req.uri());
+    }
+    if let Some(rest) = path.strip_prefix("/apis/coordination.k8s.io/v1/namespaces/") {
+        return Ok(lease(req, rest, &world).await);
     }
     // /apis/argoproj.io/v1alpha1[/namespaces/{ns}]/{plural}
     let rest = path.trim_start_matches("/apis/argoproj.io/v1alpha1/");
@@ -270,4 +280,65 @@ async fn handle(
     let stream = futures::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|b| (Ok::<_, Infallible>(Frame::data(b)), rx)) });
     let body = StreamBody::new(stream).boxed();
     Ok(Response::builder().status(200).header("content-type", "application/json").body(body).expect("response"))
+}
+
+fn status(code: u16, reason: &str) -> Response<Body> {
+    full(
+        code,
+        &json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure", "message": reason, "reason": reason, "code": code}),
+    )
+}
+
+/// Leases: GET, POST (create; 409 if it exists), PUT (replace; 409 unless the
+/// resourceVersion matches), as the API server does for optimistic concurrency.
+async fn lease(req: Request<Incoming>, rest: &str, world: &Arc<Mutex<World>>) -> Response<Body> {
+    let parts: Vec<&str> = rest.split('/').collect();
+    let (ns, name) = match parts.as_slice() {
+        [ns, "leases"] => (ns.to_string(), None),
+        [ns, "leases", name] => (ns.to_string(), Some(name.to_string())),
+        _ => return status(404, "NotFound"),
+    };
+    let method = req.method().clone();
+    let body: Value = match req.into_body().collect().await {
+        Ok(b) => serde_json::from_slice(&b.to_bytes()).unwrap_or(Value::Null),
+        Err(_) => Value::Null,
+    };
+    let mut w = world.lock().unwrap();
+    if w.lease_outage {
+        return status(503, "ServiceUnavailable");
+    }
+    let key = |n: &str| ("leases".to_string(), ns.clone(), n.to_string());
+    match (method.as_str(), name) {
+        ("GET", Some(n)) => match w.objects.get(&key(&n)) {
+            Some(o) => full(200, o),
+            None => status(404, "NotFound"),
+        },
+        ("POST", _) => {
+            let n = body.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default().to_string();
+            if w.objects.contains_key(&key(&n)) {
+                return status(409, "AlreadyExists");
+            }
+            w.rv += 1;
+            let mut o = body;
+            o["metadata"]["resourceVersion"] = json!(w.rv.to_string());
+            o["metadata"]["namespace"] = json!(ns);
+            w.objects.insert(key(&n), o.clone());
+            full(201, &o)
+        }
+        ("PUT", Some(n)) => {
+            let current = w.objects.get(&key(&n)).and_then(|o| o.pointer("/metadata/resourceVersion")).cloned();
+            if current.is_none() {
+                return status(404, "NotFound");
+            }
+            if body.pointer("/metadata/resourceVersion") != current.as_ref() {
+                return status(409, "Conflict");
+            }
+            w.rv += 1;
+            let mut o = body;
+            o["metadata"]["resourceVersion"] = json!(w.rv.to_string());
+            w.objects.insert(key(&n), o.clone());
+            full(200, &o)
+        }
+        _ => status(405, "MethodNotAllowed"),
+    }
 }

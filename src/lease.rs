@@ -1,0 +1,111 @@
+//! Leader election with a `coordination.k8s.io/v1` Lease: of several replicas, the one
+//! holding the lease sends. A holder that cannot renew steps down after two thirds of
+//! the lease duration, so it has stopped sending before anyone else may take over.
+
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, PostParams};
+use serde_json::{Value, json};
+use tokio::sync::watch;
+
+#[derive(Debug, Clone)]
+pub struct LeaseConfig {
+    pub name: String,
+    pub namespace: String,
+    /// This replica's identity (host name and process id).
+    pub identity: String,
+    pub duration: Duration,
+}
+
+fn resource() -> ApiResource {
+    ApiResource::from_gvk(&GroupVersionKind::gvk("coordination.k8s.io", "v1", "Lease"))
+}
+
+/// Lease times are RFC 3339 with microseconds (`MicroTime`).
+fn micro(t: DateTime<Utc>) -> String {
+    t.to_rfc3339_opts(chrono::SecondsFormat::Micros, true)
+}
+
+fn parse(v: Option<&Value>) -> Option<DateTime<Utc>> {
+    v.and_then(Value::as_str).and_then(|s| DateTime::parse_from_rfc3339(s).ok()).map(|t| t.with_timezone(&Utc))
+}
+
+fn is_conflict(e: &kube::Error) -> bool {
+    matches!(e, kube::Error::Api(s) if s.code == 409)
+}
+
+/// One round: acquire the lease if free or expired, renew it if ours. Returns whether
+/// this replica holds it now.
+pub async fn try_acquire_or_renew(api: &Api<DynamicObject>, cfg: &LeaseConfig, now: DateTime<Utc>) -> Result<bool, kube::Error> {
+    let secs = cfg.duration.as_secs().max(1);
+    let spec = |acquire: DateTime<Utc>, transitions: u64| json!({"holderIdentity": cfg.identity, "leaseDurationSeconds": secs, "acquireTime": micro(acquire), "renewTime": micro(now), "leaseTransitions": transitions});
+    let Some(mut lease) = api.get_opt(&cfg.name).await? else {
+        let mut obj = DynamicObject::new(&cfg.name, &resource()).within(&cfg.namespace);
+        obj.data = json!({"spec": spec(now, 0)});
+        return match api.create(&PostParams::default(), &obj).await {
+            Ok(_) => Ok(true),
+            Err(e) if is_conflict(&e) => Ok(false),
+            Err(e) => Err(e),
+        };
+    };
+    let s = lease.data.get("spec").cloned().unwrap_or(Value::Null);
+    let holder = s.get("holderIdentity").and_then(Value::as_str).unwrap_or_default();
+    let duration = s.get("leaseDurationSeconds").and_then(Value::as_i64).unwrap_or(secs as i64);
+    let renewed = parse(s.get("renewTime")).unwrap_or(DateTime::<Utc>::MIN_UTC);
+    let transitions = s.get("leaseTransitions").and_then(Value::as_u64).unwrap_or(0);
+    let new_spec = if holder == cfg.identity {
+        spec(parse(s.get("acquireTime")).unwrap_or(now), transitions)
+    } else if holder.is_empty() || renewed + chrono::TimeDelta::seconds(duration) < now {
+        spec(now, transitions + 1)
+    } else {
+        return Ok(false);
+    };
+    lease.data["spec"] = new_spec;
+    // The replace carries the resourceVersion we read: a concurrent writer makes it 409.
+    match api.replace(&cfg.name, &PostParams::default(), &lease).await {
+        Ok(_) => Ok(true),
+        Err(e) if is_conflict(&e) => Ok(false),
+        Err(e) => Err(e),
+    }
+}
+
+/// Runs the election until the receiver side is dropped; the channel says whether this
+/// replica leads.
+pub fn spawn(client: kube::Client, cfg: LeaseConfig) -> watch::Receiver<bool> {
+    let (tx, rx) = watch::channel(false);
+    let api: Api<DynamicObject> = Api::namespaced_with(client, &cfg.namespace, &resource());
+    tokio::spawn(async move {
+        let retry = cfg.duration / 3;
+        let step_down_after = cfg.duration * 2 / 3;
+        let mut last_renewed: Option<tokio::time::Instant> = None;
+        loop {
+            // The client retries 429/503 with backoff on its own; a round that does not
+            // finish within the retry period counts as failed, so stepping down is on time.
+            let round = tokio::time::timeout(retry.max(Duration::from_millis(100)), try_acquire_or_renew(&api, &cfg, Utc::now()));
+            let leading = match round.await.unwrap_or_else(|_| Err(kube::Error::Service("lease request timed out".into()))) {
+                Ok(true) => {
+                    last_renewed = Some(tokio::time::Instant::now());
+                    true
+                }
+                Ok(false) => false,
+                Err(e) => {
+                    tracing::warn!(error = %e, lease = %cfg.name, "lease request failed");
+                    // Keep leading only while the lease we hold cannot have expired.
+                    last_renewed.is_some_and(|t| t.elapsed() < step_down_after) && *tx.borrow()
+                }
+            };
+            if !leading {
+                last_renewed = None;
+            }
+            if *tx.borrow() != leading {
+                tracing::info!(identity = %cfg.identity, leading, "leadership changed");
+            }
+            if tx.send(leading).is_err() {
+                return;
+            }
+            tokio::time::sleep(retry.max(Duration::from_millis(100))).await;
+        }
+    });
+    rx
+}
