@@ -325,7 +325,12 @@ pub fn load_with(config: Option<&Path>, engine: Arc<TriggerEngine>) -> Result<Ru
 
     let services = build_services(&cfg, &cfg_file, &mut errors);
     let secrets = match &cfg.secrets_file {
-        Some(p) => match Secrets::load(&relative_to(&base, p)) {
+        Some(p) => match Secrets::load(&{
+            let path = relative_to(&base, p);
+            // A reload follows a rotated Secret too.
+            sources.push(path.clone());
+            path
+        }) {
             Ok(s) => s,
             Err(e) => {
                 errors.push(ConfigError::new(None, "secretsFile", e.to_string()));
