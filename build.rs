@@ -1,5 +1,8 @@
 //! Embeds the built-in catalog (`triggers/` and `templates/`) in the binary, so the CLI
 //! works with no configuration at all.
+//!
+//! The panics here are on the repository's own files at build time: a failure is a
+//! broken checkout, reported by cargo, never a runtime condition.
 
 use std::fmt::Write;
 use std::path::Path;

@@ -137,16 +137,29 @@ fn has(got: &Arc<Mutex<Vec<String>>>, needle: &str) -> bool {
     bodies(got).iter().any(|b| b.contains(needle))
 }
 
-#[test]
-fn watches_a_cluster_end_to_end() {
+/// A fake API server, a receiver for the `hook` service, and a config pointing at it.
+struct Setup {
+    dir: tempfile::TempDir,
+    api: FakeApiServer,
+    got: Arc<Mutex<Vec<String>>>,
+    port: u16,
+}
+
+fn setup() -> Setup {
     let dir = tempfile::tempdir().unwrap();
     let api = FakeApiServer::start();
     api.kubeconfig(&dir.path().join("kubeconfig"));
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let port = listener.local_addr().unwrap().port();
     let got = receiver(listener);
+    std::fs::write(dir.path().join("driftwatch.yaml"), config("app", port)).unwrap();
+    Setup { dir, api, got, port }
+}
+
+#[test]
+fn watches_a_cluster_end_to_end() {
+    let Setup { dir, api, got, port } = setup();
     let cfg = dir.path().join("driftwatch.yaml");
-    std::fs::write(&cfg, config("app", port)).unwrap();
 
     api.apply(serde_json::json!({"apiVersion": "argoproj.io/v1alpha1", "kind": "AppProject", "metadata": {"name": "default", "namespace": "argocd"}, "spec": {}}));
     api.apply(app("shop-frontend", "OutOfSync", REV1));
@@ -244,13 +257,7 @@ fn watches_a_cluster_end_to_end() {
 /// once the lease expires, delivers what changed meanwhile, and re-sends nothing.
 #[test]
 fn leader_handover_without_duplicates() {
-    let dir = tempfile::tempdir().unwrap();
-    let api = FakeApiServer::start();
-    api.kubeconfig(&dir.path().join("kubeconfig"));
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let port = listener.local_addr().unwrap().port();
-    let got = receiver(listener);
-    std::fs::write(dir.path().join("driftwatch.yaml"), config("app", port)).unwrap();
+    let Setup { dir, api, got, .. } = setup();
     let ha = ["--leader-election", "--lease-duration", "2", "--lease-namespace", "argocd"];
 
     let a = Daemon::start_with(dir.path(), &ha);
