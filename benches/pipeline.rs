@@ -122,6 +122,19 @@ fn main() {
     });
     println!("{:<58} {:>12.0} apps/s on one core", "=> full evaluation passes", 1e9 / pass);
 
+    // What the daemon does per changed Application: evaluate, then apply the re-arm
+    // keys, on a file-backed store (durable writes).
+    let dir = std::env::temp_dir().join(format!("driftwatch-bench-{}", std::process::id()));
+    let file_state = StateStore::open(&dir.join("state.redb")).expect("file store");
+    measure("evaluate + apply re-arms, file-backed store, steady state", 500, || {
+        let eval = pipeline.evaluate(&application, &file_state, now).expect("evaluates");
+        for r in &eval.rearm {
+            file_state.forget(&r.app_key, &r.key).expect("forget");
+        }
+        black_box(eval);
+    });
+    let _ = std::fs::remove_dir_all(&dir);
+
     let fresh = StateStore::in_memory().expect("in-memory store");
     measure("Pipeline::evaluate, 9 triggers, first sight (renders 4)", 500, || {
         black_box(pipeline.evaluate(&application, &fresh, now).expect("evaluates"));

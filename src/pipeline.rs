@@ -89,9 +89,11 @@ impl Pipeline {
                     if !r.result {
                         if r.resolve {
                             self.resolve(app, &app_key, trigger_name, &r, d, state, &mut render_ctx, &mut out)?;
-                        } else {
+                        } else if state.is_notified(&app_key, &key)? {
                             // Only keys without oncePer re-arm; an oncePer key is kept until
-                            // its value changes (a new value is a new key).
+                            // its value changes (a new value is a new key). Checked with a
+                            // read first: most conditions are false most of the time, and a
+                            // forget is a durable write.
                             out.rearm.push(StateRecord { app_key: app_key.clone(), key, op: RecordOp::Clear });
                         }
                         continue;
