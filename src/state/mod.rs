@@ -14,7 +14,7 @@
 
 mod outbox;
 
-pub use outbox::{DeadLetter, EnqueueReport, MAX_DEAD_LETTERS, MAX_OUTBOX_PER_SERVICE, OutboxEntry, SlackRef};
+pub use outbox::{DeadLetter, EnqueueReport, MAX_DEAD_LETTERS, MAX_OUTBOX_PER_SERVICE, MAX_SLACK_REFS, OutboxEntry, SlackRef};
 
 use std::path::Path;
 

@@ -408,10 +408,5 @@ fn def_fields(def: &TemplateDef) -> Vec<(String, FieldKind, &At<String>)> {
     all.into_iter().filter_map(|(path, kind, v)| v.map(|v| (path, kind, v))).collect()
 }
 
-/// The JSON fields of every template, for `check` to render against a sample.
-pub fn json_field_names() -> &'static [&'static str] {
-    &["slack.attachments", "slack.blocks", "pagerduty.customDetails"]
-}
-
 #[cfg(test)]
 mod tests;

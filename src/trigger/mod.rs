@@ -11,8 +11,8 @@ pub mod engine;
 
 use std::collections::HashSet;
 use std::hash::{Hash, Hasher};
+use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
 
 use rhai::{AST, Dynamic, Engine, Scope};
 use serde::{Deserialize, Serialize};
@@ -307,9 +307,6 @@ fn condition_key(index: usize, when: &str) -> String {
     let hex: String = digest.iter().take(8).map(|b| format!("{b:02x}")).collect();
     format!("[{index}].{hex}")
 }
-
-/// Shared handle used by the runtime.
-pub type SharedEngine = Arc<TriggerEngine>;
 
 #[cfg(test)]
 mod tests;
