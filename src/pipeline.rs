@@ -75,7 +75,8 @@ impl Pipeline {
         }
         let app_key = app.state_key();
         // Converted once for all triggers and conditions of this pass.
-        let mut scope = rt.engine.prepare(&app.object);
+        let drift = rt.classes.drift(&app.object);
+        let mut scope = rt.engine.prepare_with(&app.object, &[("drift", &drift)]);
         let mut render_ctx: Option<RenderContext> = None;
         for (trigger_name, destinations) in &subs {
             let Some(trigger) = rt.triggers.get(trigger_name) else {
@@ -162,7 +163,7 @@ impl Pipeline {
                 continue;
             }
             // Built on the first notification only: most passes render nothing.
-            let ctx = ctx.get_or_insert_with(|| RenderContext::new(app, &rt.context));
+            let ctx = ctx.get_or_insert_with(|| RenderContext::new(app, &rt.context).with("drift", rt.classes.drift(&app.object)));
             match rt.templates.render(template, ctx, &target, app) {
                 Ok(rendered) => {
                     let mut payload = rendered.payload;

@@ -251,3 +251,46 @@ templates:
     assert!(step(&p, &state, &mut sink, &app(AppBuilder::new("a").synced().healthy())).is_empty(), "resolved once");
     assert_eq!(step(&p, &state, &mut sink, &app(AppBuilder::new("a").synced().degraded())).len(), 1, "re-armed: a new episode pages again");
 }
+
+#[test]
+fn drift_classes_reach_triggers_and_templates() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = pipeline(
+        Some(
+            r#"
+resourceClasses:
+  - {group: example.com, kind: Widget, class: crd}
+triggers:
+  on-rbac-drift:
+    - when: '"rbac" in drift.classes'
+      oncePer: app.status.sync.revision
+      send: [classes]
+templates:
+  classes:
+    message: "{{#each drift.resources}}{{kind}}/{{name}}={{class}} {{/each}}({{drift.count}})"
+"#,
+        ),
+        dir.path(),
+    );
+    let state = StateStore::in_memory().unwrap();
+    let resources = serde_json::json!([
+        {"group": "rbac.authorization.k8s.io", "kind": "ClusterRoleBinding", "name": "admins", "status": "OutOfSync"},
+        {"group": "example.com", "kind": "Widget", "namespace": "a", "name": "w", "status": "OutOfSync"},
+        {"group": "apps", "kind": "Deployment", "namespace": "a", "name": "web", "status": "Synced"}
+    ]);
+    let app = AppBuilder::new("a")
+        .out_of_sync()
+        .field("/status/resources", resources)
+        .annotate("notifications.argoproj.io/subscribe.on-rbac-drift.console", "")
+        .app();
+    let mut sink = Recorder::default();
+    assert_eq!(step(&p, &state, &mut sink, &app), ["on-rbac-drift -> console:"]);
+    assert_eq!(sink.got[0].payload["message"], "ClusterRoleBinding/admins=rbac Widget/w=crd (2)");
+    // Only a workload drifted: the RBAC trigger stays quiet.
+    let workload = AppBuilder::new("b")
+        .out_of_sync()
+        .field("/status/resources", serde_json::json!([{"group": "apps", "kind": "Deployment", "name": "web", "status": "OutOfSync"}]))
+        .annotate("notifications.argoproj.io/subscribe.on-rbac-drift.console", "")
+        .app();
+    assert!(step(&p, &state, &mut sink, &workload).is_empty());
+}

@@ -143,7 +143,8 @@ pub fn trigger_run(
     let Some(app) = read_app(app_file, err)? else {
         return Ok(BAD_INPUT);
     };
-    let mut scope = rt.engine.prepare(&app.object);
+    let drift = rt.classes.drift(&app.object);
+    let mut scope = rt.engine.prepare_with(&app.object, &[("drift", &drift)]);
     let results = crate::trigger::engine::with_now(Utc::now(), || rt.engine.run(trigger, &mut scope));
     match format {
         Format::Json => {
@@ -203,7 +204,7 @@ pub fn template_notify(
         recipients.iter().map(|r| Destination::parse(r)).collect()
     };
     let redactor = &rt.redactor;
-    let mut ctx = RenderContext::new(&app, &rt.context);
+    let mut ctx = RenderContext::new(&app, &rt.context).with("drift", rt.classes.drift(&app.object));
     let mut notifications = Vec::new();
     for d in &destinations {
         let Some(kind) = rt.service_kind(&d.service) else {

@@ -15,6 +15,7 @@ use serde::de::{self, MapAccess, Visitor};
 
 use crate::deliver::services::ServiceSpec;
 use crate::model::{Destination, DestinationKind};
+use crate::route::classes::{ClassMap, ClassRule};
 use crate::route::{GlobalSubscription, Router, Selector};
 use crate::secret::{Redactor, Secrets};
 use crate::template::{TemplateDef, TemplateSet, Warning};
@@ -73,6 +74,8 @@ pub struct ConfigFile {
     pub state: StateDef,
     /// A secrets file or mounted Secret directory; relative to the config file.
     pub secrets_file: Option<String>,
+    /// Extra (group, kind) -> class rules on top of the defaults.
+    pub resource_classes: Option<At<Vec<ClassRule>>>,
 }
 
 const CONFIG_KEYS: &[&str] = &[
@@ -87,6 +90,7 @@ const CONFIG_KEYS: &[&str] = &[
     "defaultTriggers.<service>",
     "state",
     "secretsFile",
+    "resourceClasses",
 ];
 
 // Written by hand rather than derived: `defaultTriggers.<service>` is a key pattern,
@@ -117,6 +121,7 @@ impl<'de> Deserialize<'de> for ConfigFile {
                         "defaultTriggers" => c.default_triggers = m.next_value()?,
                         "state" => c.state = m.next_value()?,
                         "secretsFile" => c.secrets_file = m.next_value()?,
+                        "resourceClasses" => c.resource_classes = m.next_value()?,
                         other => match other.strip_prefix("defaultTriggers.") {
                             Some(service) if !service.is_empty() => {
                                 c.default_triggers_by_service.insert(service.to_string(), m.next_value()?);
@@ -164,6 +169,8 @@ pub struct Runtime {
     pub warnings: Vec<Warning>,
     /// Files and directories this configuration was read from (what a reload watches).
     pub sources: Vec<PathBuf>,
+    /// Resource classes of drifted resources.
+    pub classes: ClassMap,
 }
 
 impl Runtime {
@@ -392,8 +399,16 @@ pub fn load_with(config: Option<&Path>, engine: Arc<TriggerEngine>) -> Result<Ru
         }
     }
 
+    let classes = match &cfg.resource_classes {
+        Some(rules) => ClassMap::with_rules(&rules.value).unwrap_or_else(|e| {
+            errors.push(ConfigError::new(cfg_file.pos(&rules.referenced), "resourceClasses", e));
+            ClassMap::default()
+        }),
+        None => ClassMap::default(),
+    };
     match templates {
         Some(templates) if errors.is_empty() => Ok(Runtime {
+            classes,
             context: cfg.context,
             engine,
             triggers,

@@ -170,3 +170,11 @@ fn inline_triggers_and_templates() {
     let e = f.errors();
     assert!(e[0].starts_with("D/driftwatch.yaml:3:"), "{e:?}");
 }
+
+#[test]
+fn resource_class_rules_are_validated() {
+    let f = Fixture::new();
+    f.file("driftwatch.yaml", "resourceClasses:\n  - {group: example.com, kind: Widget, class: dangerous}\n");
+    let e = f.errors();
+    assert!(e[0].starts_with("D/driftwatch.yaml:2:") && e[0].contains("resourceClasses") && e[0].contains("dangerous"), "{e:?}");
+}

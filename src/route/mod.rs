@@ -2,6 +2,7 @@
 //! subscription annotations (on the Application and on its AppProject) and config-level
 //! subscriptions with label selectors, merged and de-duplicated per trigger.
 
+pub mod classes;
 pub mod selector;
 
 use std::collections::{BTreeMap, BTreeSet};

@@ -176,6 +176,14 @@ impl RenderContext {
         RenderContext { ctx: Context::from(data) }
     }
 
+    /// Adds a top-level variable (`drift`).
+    pub fn with(mut self, name: &str, value: Value) -> RenderContext {
+        if let Some(map) = self.ctx.data_mut().as_object_mut() {
+            map.insert(name.into(), value);
+        }
+        self
+    }
+
     fn for_target(&mut self, t: &Target<'_>) -> &Context {
         if let Some(map) = self.ctx.data_mut().as_object_mut() {
             map.insert("trigger".into(), Value::String(t.trigger.into()));

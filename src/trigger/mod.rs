@@ -146,13 +146,20 @@ impl TriggerEngine {
         TriggerEngine { engine: engine::build(), seen: Mutex::new(SeenErrors::default()), runtime_errors: AtomicU64::new(0) }
     }
 
-    /// Converts an Application once for a whole evaluation pass. `extra` adds more
-    /// read-only variables next to `app`.
+    /// Converts an Application once for a whole evaluation pass.
     pub fn prepare(&self, app: &serde_json::Value) -> AppScope {
+        self.prepare_with(app, &[])
+    }
+
+    /// As [`TriggerEngine::prepare`], with more read-only variables (`drift`).
+    pub fn prepare_with(&self, app: &serde_json::Value, extra: &[(&str, &serde_json::Value)]) -> AppScope {
         let mut scope = Scope::new();
         scope.push_constant("nil", ());
         scope.push_constant("null", ());
         scope.push_constant_dynamic("app", convert::to_dynamic(app));
+        for (name, v) in extra {
+            scope.push_constant_dynamic(name.to_string(), convert::to_dynamic(v));
+        }
         AppScope { scope }
     }
 
