@@ -45,6 +45,13 @@ pub struct Evaluation {
     pub annotation_errors: Vec<String>,
 }
 
+/// The render context of one pass, built on the first notification only (most passes
+/// render nothing), from the `drift` the pass already computed.
+struct LazyRender<'a> {
+    drift: &'a serde_json::Value,
+    ctx: Option<RenderContext>,
+}
+
 /// The per-configuration pieces the pipeline needs, plus the projects seen so far.
 pub struct Pipeline {
     pub runtime: Arc<Runtime>,
@@ -77,7 +84,7 @@ impl Pipeline {
         // Converted once for all triggers and conditions of this pass.
         let drift = rt.classes.drift(&app.object);
         let mut scope = rt.engine.prepare_with(&app.object, &[("drift", &drift)]);
-        let mut render_ctx: Option<RenderContext> = None;
+        let mut render_ctx = LazyRender { drift: &drift, ctx: None };
         for (trigger_name, destinations) in &subs {
             let Some(trigger) = rt.triggers.get(trigger_name) else {
                 out.skipped.push(Skip::UnknownTrigger { trigger: trigger_name.clone() });
@@ -123,7 +130,7 @@ impl Pipeline {
         r: &ConditionResult,
         d: &Destination,
         state: &StateStore,
-        ctx: &mut Option<RenderContext>,
+        ctx: &mut LazyRender<'_>,
         out: &mut Evaluation,
     ) -> Result<(), StateError> {
         let suffix = format!(":{trigger}:{}:{}:{}", r.key, d.service, d.recipient);
@@ -148,7 +155,7 @@ impl Pipeline {
         action: Action,
         record: StateRecord,
         state: &StateStore,
-        ctx: &mut Option<RenderContext>,
+        ctx: &mut LazyRender<'_>,
         out: &mut Evaluation,
     ) -> Result<(), StateError> {
         let rt = &self.runtime;
@@ -162,8 +169,8 @@ impl Pipeline {
                 out.skipped.push(Skip::InFlight { trigger: trigger.to_string(), destination: d.clone() });
                 continue;
             }
-            // Built on the first notification only: most passes render nothing.
-            let ctx = ctx.get_or_insert_with(|| RenderContext::new(app, &rt.context).with("drift", rt.classes.drift(&app.object)));
+            let drift = ctx.drift;
+            let ctx = ctx.ctx.get_or_insert_with(|| RenderContext::new(app, &rt.context).with("drift", drift.clone()));
             match rt.templates.render(template, ctx, &target, app) {
                 Ok(rendered) => {
                     let mut payload = rendered.payload;

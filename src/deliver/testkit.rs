@@ -287,7 +287,15 @@ pub async fn check_scenario(
         }
     }
     let leaked = |what: &str, text: &str| assert!(!text.contains(secret), "{scenario:?}: the secret appears in {what}: {text}");
-    leaked("the logs", &logs.text());
+    // The log check only means something if the worker's logs were captured.
+    let log_text = logs.text();
+    let expected = match scenario {
+        Scenario::Permanent => "dead-lettered",
+        Scenario::Success => "delivered",
+        _ => "will retry",
+    };
+    assert!(log_text.contains(expected), "{scenario:?}: no {expected:?} in the captured logs:\n{log_text}");
+    leaked("the logs", &log_text);
     leaked("the dead letters", &serde_json::to_string(&dead).expect("json"));
     leaked("the outbox", &serde_json::to_string(&state.outbox(None).expect("outbox")).expect("json"));
     leaked("the counters", &format!("{stats:?}"));
