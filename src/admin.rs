@@ -1,5 +1,7 @@
 //! The operations endpoints: `/healthz` (the process is alive), `/readyz` (initial
-//! lists done and configuration loaded) and `/metrics` (Prometheus text).
+//! lists done and configuration loaded), `/metrics` (Prometheus text) and `/history`
+//! (the drift history as JSON, the same query as `driftwatch history`, answered by the
+//! leader, which holds the state store open).
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -46,8 +48,62 @@ async fn handle(req: Request<Incoming>, shared: SharedState) -> Result<Response<
             }
             text(200, METRICS.render(), "text/plain; version=0.0.4")
         }
+        "/history" => match state {
+            None => text(503, "not leading: the leader holds the history\n".into(), "text/plain"),
+            Some(s) => match history_query(req.uri().query().unwrap_or_default()) {
+                Err(e) => text(400, format!("{e}\n"), "text/plain"),
+                Ok(q) => match s.episodes(&q) {
+                    Ok(eps) => {
+                        let now = chrono::Utc::now();
+                        let v: Vec<serde_json::Value> = eps.iter().map(|e| crate::cli::drift::history_record(e, now)).collect();
+                        text(200, serde_json::to_string(&v).unwrap_or_default(), "application/json")
+                    }
+                    Err(e) => text(500, format!("{e}\n"), "text/plain"),
+                },
+            },
+        },
         _ => text(404, "not found\n".into(), "text/plain"),
     })
+}
+
+/// `app=..&since=..&class=..` (percent-encoded) as a history query.
+fn history_query(query: &str) -> Result<crate::state::HistoryQuery, String> {
+    let mut q = crate::state::HistoryQuery::default();
+    for pair in query.split('&').filter(|p| !p.is_empty()) {
+        let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
+        let v = percent_decode(v);
+        match k {
+            "app" => q.app = Some(v),
+            "class" => q.class = Some(v),
+            "since" => q.since = Some(crate::cli::drift::parse_since(&v, chrono::Utc::now())?),
+            other => return Err(format!("unknown parameter {other:?} (app, since, class)")),
+        }
+    }
+    Ok(q)
+}
+
+fn percent_decode(s: &str) -> String {
+    let bytes = s.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        match bytes[i] {
+            b'%' if i + 2 < bytes.len() => {
+                match std::str::from_utf8(&bytes[i + 1..i + 3]).ok().and_then(|h| u8::from_str_radix(h, 16).ok()) {
+                    Some(b) => {
+                        out.push(b);
+                        i += 3;
+                        continue;
+                    }
+                    None => out.push(b'%'),
+                }
+            }
+            b'+' => out.push(b' '),
+            b => out.push(b),
+        }
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
 }
 
 /// Serves the endpoints until the task is dropped. Returns the bound address.
@@ -64,4 +120,19 @@ pub async fn serve(addr: SocketAddr, state: SharedState) -> std::io::Result<Sock
         }
     });
     Ok(bound)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn history_queries_are_decoded() {
+        let q = history_query("app=argocd%2Fweb&class=rbac&since=24h").unwrap();
+        assert_eq!((q.app.as_deref(), q.class.as_deref()), (Some("argocd/web"), Some("rbac")));
+        assert!(q.since.is_some());
+        assert!(history_query("limit=3").unwrap_err().contains("limit"));
+        assert_eq!(percent_decode("a%2"), "a%2");
+        assert_eq!(percent_decode("%e2%9c%93+x"), "\u{2713} x");
+    }
 }

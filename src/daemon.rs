@@ -18,6 +18,7 @@ use serde_json::Value;
 
 use crate::config::{self, Runtime};
 use crate::deliver::{Delivery, ServiceRuntime};
+use crate::live::LiveFetcher;
 use crate::metrics::METRICS;
 use crate::model::App;
 use crate::pipeline::Pipeline;
@@ -144,6 +145,11 @@ struct Daemon {
     /// State keys seen during the current (re)list of Applications.
     listing: Option<BTreeSet<String>>,
     lists_done: BTreeSet<Kind>,
+    /// Reads live objects for attribution (none when `attribution.enabled: false`).
+    live: Option<LiveFetcher>,
+    /// When an Application must be evaluated again although nothing changed (a
+    /// hold-down elapsing, a repeat falling due), by state key.
+    wakeups: HashMap<String, chrono::DateTime<Utc>>,
 }
 
 impl Daemon {
@@ -156,7 +162,8 @@ impl Daemon {
             return;
         }
         let started = Instant::now();
-        let eval = match self.pipeline.evaluate(app, &state, Utc::now()) {
+        let now = Utc::now();
+        let eval = match self.pipeline.evaluate(app, &state, now) {
             Ok(e) => e,
             Err(e) => {
                 tracing::error!(app = %app.qualified_name(), error = %e, "evaluation failed (state store)");
@@ -165,14 +172,31 @@ impl Daemon {
         };
         METRICS.evaluations.fetch_add(1, Ordering::Relaxed);
         METRICS.evaluation_latency.observe(started.elapsed());
-        self.evaluated.insert(key, fp);
+        self.evaluated.insert(key.clone(), fp);
         for e in &eval.annotation_errors {
             tracing::warn!(app = %app.qualified_name(), error = %e, "malformed subscription annotation");
         }
-        for r in &eval.rearm {
-            if let Err(e) = state.forget(&r.app_key, &r.key) {
-                tracing::error!(error = %e, "re-arming failed");
+        if let Err(e) = crate::pipeline::apply(&eval, &key, &state, &self.pipeline.runtime, now) {
+            tracing::error!(app = %app.qualified_name(), error = %e, "recording the evaluation failed (state store)");
+        }
+        if let (Some(ep), Some(event)) = (&eval.episode, eval.episode_event)
+            && event != crate::episode::Event::Updated
+        {
+            METRICS.episodes.inc(event.as_str());
+            tracing::info!(app = %app.qualified_name(), episode = %ep.id, event = event.as_str(), severity = ep.severity.as_str(),
+                direction = %ep.direction, "drift episode");
+        }
+        match eval.wake_at {
+            Some(at) => {
+                self.wakeups.insert(key.clone(), at);
             }
+            None => {
+                self.wakeups.remove(&key);
+            }
+        }
+        if let Some(live) = self.live.as_mut() {
+            let started = live.request(&key, crate::live::Wanted::from_drift(&eval.drift));
+            METRICS.live_reads.fetch_add(started as u64, Ordering::Relaxed);
         }
         for n in &eval.notifications {
             METRICS.fired.inc(&n.trigger);
@@ -182,6 +206,58 @@ impl Daemon {
         {
             tracing::error!(error = %e, "writing to the outbox failed");
         }
+    }
+
+    /// A live object was read: update its attribution and re-evaluate the
+    /// Applications waiting for it when it changed what is known.
+    fn live_read(&mut self, fetched: crate::live::Fetched) {
+        let Some(live) = self.live.as_mut() else { return };
+        let f = live.complete(fetched);
+        let key = f.wanted.key();
+        let next = match &f.object {
+            Ok(Some(object)) => {
+                Some(crate::attribution::attribute(object, &f.wanted.class, &self.pipeline.runtime.attribution.ignore_managers))
+            }
+            Ok(None) => None,
+            Err(e) => {
+                METRICS.live_read_errors.fetch_add(1, Ordering::Relaxed);
+                tracing::warn!(resource = %key, error = %e, "reading a drifted resource for attribution failed");
+                return;
+            }
+        };
+        let changed = self.pipeline.live.get(&key) != next.as_ref();
+        match next {
+            Some(a) => {
+                self.pipeline.live.insert(key, a);
+            }
+            None => {
+                self.pipeline.live.remove(&key);
+            }
+        }
+        if changed {
+            let apps: Vec<App> = f.apps.iter().filter_map(|k| self.apps.get(k).cloned()).collect();
+            for a in apps {
+                self.evaluate(&a, true);
+            }
+        }
+    }
+
+    /// Evaluates the Applications whose wake-up time has come.
+    fn wake_due(&mut self) {
+        let now = Utc::now();
+        let due: Vec<String> = self.wakeups.iter().filter(|(_, at)| **at <= now).map(|(k, _)| k.clone()).collect();
+        for k in due {
+            self.wakeups.remove(&k);
+            if let Some(a) = self.apps.get(&k).cloned() {
+                self.evaluate(&a, true);
+            }
+        }
+    }
+
+    /// How long until the next wake-up.
+    fn next_wake(&self) -> Option<Duration> {
+        let at = self.wakeups.values().min()?;
+        Some((*at - Utc::now()).to_std().unwrap_or(Duration::ZERO))
     }
 
     fn deleted(&mut self, mut app: App) {
@@ -195,6 +271,7 @@ impl Daemon {
         let key = app.state_key();
         self.apps.remove(&key);
         self.evaluated.remove(&key);
+        self.wakeups.remove(&key);
         if let Some(state) = &self.state
             && let Err(e) = state.remove_app(&key)
         {
@@ -343,8 +420,10 @@ async fn reload(d: &mut Daemon, opts: &DaemonOptions, engine: &Arc<TriggerEngine
                     d.delivery = Some(Delivery::start(services, state.clone()));
                 }
                 let projects = std::mem::take(&mut d.pipeline.projects);
+                let live = std::mem::take(&mut d.pipeline.live);
                 d.pipeline = Pipeline::new(Arc::new(rt));
                 d.pipeline.projects = projects;
+                d.pipeline.live = live;
                 METRICS.reload_ok.store(1, Ordering::Relaxed);
                 tracing::info!("configuration reloaded");
                 d.evaluated.clear();
@@ -399,6 +478,13 @@ pub async fn run(opts: DaemonOptions, err: &mut dyn std::io::Write) -> anyhow::R
         Some(cfg) => crate::lease::spawn(client.clone(), cfg.clone()),
         None => always,
     };
+    let (live, mut live_rx) = match rt.attribution.enabled {
+        true => {
+            let (f, rx) = LiveFetcher::new(client.clone(), rt.attribution.concurrency, rt.attribution.ttl);
+            (Some(f), Some(rx))
+        }
+        false => (None, None),
+    };
     let mut changes = watch::changes(client, &opts.watch).boxed();
     let mut time_dep = time_dependent(&rt);
     let mut d = Daemon {
@@ -411,6 +497,8 @@ pub async fn run(opts: DaemonOptions, err: &mut dyn std::io::Write) -> anyhow::R
         evaluated: HashMap::new(),
         listing: None,
         lists_done: BTreeSet::new(),
+        live,
+        wakeups: HashMap::new(),
     };
     if opts.lease.is_none() && !d.lead() {
         writeln!(err, "error: cannot open the state store {} (is another driftwatch using it?)", d.state_path.display())?;
@@ -428,7 +516,12 @@ pub async fn run(opts: DaemonOptions, err: &mut dyn std::io::Write) -> anyhow::R
     let mut sources = d.pipeline.runtime.sources.clone();
     let mut last_config = config_fingerprint(&sources);
     loop {
+        let next_wake = d.next_wake();
         tokio::select! {
+            Some(fetched) = async { match live_rx.as_mut() { Some(rx) => rx.recv().await, None => None } }, if live_rx.is_some() => {
+                d.live_read(fetched);
+            }
+            _ = tokio::time::sleep(next_wake.unwrap_or(Duration::from_secs(3600))), if next_wake.is_some() => d.wake_due(),
             change = changes.next() => match change {
                 Some(c) => d.handle(c),
                 None => {

@@ -29,11 +29,14 @@
 //! - [`secret`]: `$key` references and the redactor that keeps their values out of output.
 
 pub mod admin;
+pub mod attribution;
 pub mod cli;
 pub mod config;
 pub mod daemon;
 pub mod deliver;
+pub mod episode;
 pub mod lease;
+pub mod live;
 pub mod metrics;
 pub mod model;
 pub mod pipeline;

@@ -90,6 +90,31 @@ enum Command {
         #[arg(long, value_name = "SECONDS", num_args = 0..=1, default_missing_value = "60")]
         deliver: Option<u64>,
     },
+    /// Route-tree commands.
+    Routes {
+        #[command(subcommand)]
+        command: RoutesCommand,
+    },
+    /// Query the drift history: every drift episode with its duration, classes,
+    /// resources, attribution and the notifications sent.
+    History {
+        /// The state file (default: the config's state.path, else driftwatch-state.redb).
+        #[arg(long)]
+        state: Option<PathBuf>,
+        #[arg(long, short)]
+        config: Option<PathBuf>,
+        /// Only this Application (`name` or `namespace/name`).
+        #[arg(long)]
+        app: Option<String>,
+        /// Only episodes open since then: a duration back from now (24h, 7d) or an RFC 3339 time.
+        #[arg(long)]
+        since: Option<String>,
+        /// Only episodes in which a resource of this class drifted (rbac, network-policy, ...).
+        #[arg(long)]
+        class: Option<String>,
+        #[arg(long, short = 'o', value_enum, default_value = "table")]
+        output: cli::drift::HistoryFormat,
+    },
     /// List undelivered notifications and dead letters.
     Deliveries {
         #[arg(long)]
@@ -108,6 +133,25 @@ enum TriggerCommand {
     Run {
         name: String,
         app_file: PathBuf,
+        #[arg(long, short)]
+        config: Option<PathBuf>,
+        #[arg(long, short = 'o', value_enum, default_value = "text")]
+        output: Format,
+    },
+}
+
+#[derive(Subcommand)]
+enum RoutesCommand {
+    /// Which destinations an Application's drift would reach, and why (which route
+    /// matched, which subscription), as if driftwatch met it for the first time.
+    Test {
+        /// The Application (YAML or JSON).
+        #[arg(long)]
+        app: PathBuf,
+        /// Live objects of its resources (with metadata.managedFields), for attribution;
+        /// repeatable, multi-document files accepted.
+        #[arg(long)]
+        live: Vec<PathBuf>,
         #[arg(long, short)]
         config: Option<PathBuf>,
         #[arg(long, short = 'o', value_enum, default_value = "text")]
@@ -148,6 +192,41 @@ enum TemplateCommand {
     },
 }
 
+#[allow(clippy::too_many_arguments)]
+fn history(
+    state: Option<PathBuf>,
+    config: Option<PathBuf>,
+    app: Option<String>,
+    since: Option<String>,
+    class: Option<String>,
+    output: cli::drift::HistoryFormat,
+    err: &mut std::io::Stderr,
+) -> anyhow::Result<i32> {
+    use std::io::Write;
+    let since = match since.map(|s| cli::drift::parse_since(&s, chrono::Utc::now())).transpose() {
+        Ok(s) => s,
+        Err(e) => {
+            writeln!(err, "error: {e}")?;
+            return Ok(cli::BAD_INPUT);
+        }
+    };
+    let path = match state {
+        Some(p) => p,
+        None => match config.as_deref().map(|c| driftwatch::config::load(Some(c))) {
+            Some(Ok(rt)) => rt.state.path.clone().unwrap_or_else(|| PathBuf::from("driftwatch-state.redb")),
+            Some(Err(errors)) => {
+                for e in &errors {
+                    writeln!(err, "error: {e}")?;
+                }
+                return Ok(cli::FAILED);
+            }
+            None => PathBuf::from("driftwatch-state.redb"),
+        },
+    };
+    let query = driftwatch::state::HistoryQuery { app, since, class };
+    cli::drift::history(&path, &query, output, &mut std::io::stdout(), err)
+}
+
 fn init_tracing(default: &str) {
     let filter =
         tracing_subscriber::EnvFilter::try_from_env("DRIFTWATCH_LOG").unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
@@ -177,6 +256,10 @@ fn main() -> ExitCode {
             let deliver = deliver.map(std::time::Duration::from_secs);
             cli::run_replay(&ReplayOptions { path, config, state, jsonl, deliver }, &mut out, &mut err)
         }
+        Command::Routes { command: RoutesCommand::Test { app, live, config, output } } => {
+            cli::drift::routes_test(&app, &live, config.as_deref(), output, &mut out, &mut err)
+        }
+        Command::History { state, config, app, since, class, output } => history(state, config, app, since, class, output, &mut err),
         Command::Deliveries { state, failed, output } => cli::deliveries(&state, failed, output, &mut out, &mut err),
         Command::Run {
             replay: None,

@@ -102,6 +102,11 @@ pub struct Metrics {
     pub leader: AtomicU64,
     pub reload_ok: AtomicU64,
     pub ready: AtomicU64,
+    /// Drift episode transitions, by `event` (opened, escalated, resolved).
+    pub episodes: Family,
+    /// Live objects read for attribution, and the reads that failed.
+    pub live_reads: AtomicU64,
+    pub live_read_errors: AtomicU64,
 }
 
 pub static METRICS: LazyLock<Metrics> = LazyLock::new(|| Metrics {
@@ -118,6 +123,9 @@ pub static METRICS: LazyLock<Metrics> = LazyLock::new(|| Metrics {
     leader: AtomicU64::new(0),
     reload_ok: AtomicU64::new(1),
     ready: AtomicU64::new(0),
+    episodes: Family::default(),
+    live_reads: AtomicU64::new(0),
+    live_read_errors: AtomicU64::new(0),
 });
 
 fn family(out: &mut String, name: &str, help: &str, kind: &str, label: &str, f: &Family) {
@@ -194,6 +202,21 @@ impl Metrics {
             "counter",
             "kind",
             &self.watch_restarts,
+        );
+        family(&mut o, "driftwatch_drift_episodes_total", "Drift episode transitions, by event.", "counter", "event", &self.episodes);
+        scalar(
+            &mut o,
+            "driftwatch_live_reads_total",
+            "Live objects read for attribution.",
+            "counter",
+            self.live_reads.load(Ordering::Relaxed),
+        );
+        scalar(
+            &mut o,
+            "driftwatch_live_read_errors_total",
+            "Reads of live objects that failed.",
+            "counter",
+            self.live_read_errors.load(Ordering::Relaxed),
         );
         histogram(&mut o, "driftwatch_evaluation_duration_seconds", "Time to evaluate one Application.", &self.evaluation_latency);
         histogram(&mut o, "driftwatch_delivery_duration_seconds", "Time of one delivery attempt.", &self.delivery_latency);

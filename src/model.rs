@@ -394,6 +394,10 @@ pub struct Notification {
     pub payload: Value,
     /// What the state store learns once this notification was delivered.
     pub record: Option<StateRecord>,
+    /// The Application's drift episode when this was decided (`episode` as templates
+    /// see it): SIEM records carry it, and the delivery is noted in its history.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub episode: Option<Value>,
 }
 
 /// A change to one Application's dedup keys, applied after delivery succeeded.

@@ -8,8 +8,11 @@ use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
 
+use crate::attribution::LiveIndex;
 use crate::config::Runtime;
+use crate::episode::{self, Episode, Event};
 use crate::model::{Action, App, AppMeta, Destination, Notification, Project, RecordOp, StateRecord};
+use crate::route::tree::{RouteHit, RouteInput};
 use crate::secret::Redactor;
 use crate::state::{StateError, StateStore, dedup_key};
 use crate::template::{RenderContext, Target};
@@ -29,6 +32,8 @@ pub enum Skip {
     UnknownTrigger { trigger: String },
     /// Rendering failed (bad JSON field, unknown template...).
     RenderFailed { trigger: String, destination: Destination, error: String },
+    /// The condition holds but its `for:` hold-down has not elapsed.
+    HeldDown { trigger: String, until: DateTime<Utc> },
 }
 
 /// The outcome of evaluating one Application.
@@ -43,12 +48,55 @@ pub struct Evaluation {
     pub skipped: Vec<Skip>,
     /// Malformed subscription annotations.
     pub annotation_errors: Vec<String>,
+    /// What drifted (`drift` as triggers see it).
+    pub drift: serde_json::Value,
+    /// The Application's episode after this observation (open or last resolved).
+    pub episode: Option<Episode>,
+    /// What this observation did to the episode; `Some` means store it.
+    pub episode_event: Option<Event>,
+    /// Routes of the route tree that took this drift.
+    pub routes: Vec<RouteHit>,
+    /// Hold-downs to start (`Some(since ms)`) or end (`None`), by hold key.
+    pub holds: Vec<(String, Option<u64>)>,
+    /// When this Application must be evaluated again even if nothing changes (a
+    /// hold-down elapsing, a `repeat:` falling due).
+    pub wake_at: Option<DateTime<Utc>>,
+}
+
+impl Evaluation {
+    fn wake(&mut self, at: DateTime<Utc>) {
+        self.wake_at = Some(self.wake_at.map_or(at, |w| w.min(at)));
+    }
+}
+
+/// Writes what an evaluation decided about state other than deliveries: the episode,
+/// hold-downs, re-armed keys. Delivery records are written by whoever delivers.
+pub fn apply(eval: &Evaluation, app_key: &str, state: &StateStore, rt: &Runtime, now: DateTime<Utc>) -> Result<(), StateError> {
+    if let (Some(ep), Some(_)) = (&eval.episode, eval.episode_event) {
+        state.save_episode(ep, rt.retention, now)?;
+    }
+    for (key, since) in &eval.holds {
+        state.set_hold(app_key, key, *since)?;
+    }
+    for r in &eval.rearm {
+        state.forget(&r.app_key, &r.key)?;
+    }
+    Ok(())
+}
+
+fn millis(t: DateTime<Utc>) -> u64 {
+    u64::try_from(t.timestamp_millis()).unwrap_or(0)
+}
+
+fn from_millis(ms: u64) -> DateTime<Utc> {
+    DateTime::from_timestamp_millis(i64::try_from(ms).unwrap_or(i64::MAX)).unwrap_or(DateTime::<Utc>::MAX_UTC)
 }
 
 /// The render context of one pass, built on the first notification only (most passes
 /// render nothing), from the `drift` the pass already computed.
 struct LazyRender<'a> {
     drift: &'a serde_json::Value,
+    episode: &'a serde_json::Value,
     ctx: Option<RenderContext>,
 }
 
@@ -58,13 +106,16 @@ pub struct Pipeline {
     /// AppProjects by name (from the watch cache or replay files); never fetched per
     /// evaluation.
     pub projects: BTreeMap<String, Project>,
+    /// Attribution of drifted resources, read from the live objects outside the
+    /// evaluation path (the daemon's fetcher, or live objects in a replay).
+    pub live: LiveIndex,
     pub redactor: Redactor,
 }
 
 impl Pipeline {
     pub fn new(runtime: Arc<Runtime>) -> Pipeline {
         let redactor = runtime.redactor.clone();
-        Pipeline { runtime, projects: BTreeMap::new(), redactor }
+        Pipeline { runtime, projects: BTreeMap::new(), live: LiveIndex::new(), redactor }
     }
 
     /// Evaluates every subscribed trigger on `app` at instant `now`.
@@ -75,16 +126,33 @@ impl Pipeline {
             return Ok(out);
         }
         let rt = &self.runtime;
-        let (subs, annotation_errors) = rt.router.subscriptions(app, self.projects.get(&app.project));
+        let app_key = app.state_key();
+        // What drifted and the episode come first: every Application's drift is
+        // recorded, subscribed or not, and routes match on them.
+        let drift = rt.classes.drift(&app.object, &self.live);
+        let obs = episode::observe(state.latest_episode(&app_key)?, app, &drift, now);
+        let episode_view = obs.episode.as_ref().map_or(serde_json::Value::Null, |e| e.view(now));
+        let (mut subs, annotation_errors) = rt.router.subscriptions(app, self.projects.get(&app.project));
         out.annotation_errors = annotation_errors;
+        if !rt.routes.is_empty() {
+            let subject = if episode_view.is_null() { &drift } else { &episode_view };
+            let input = RouteInput { labels: &app.labels, project: &app.project, subject };
+            out.routes = rt.routes.matches(&input);
+            for hit in &out.routes {
+                for t in &hit.triggers {
+                    subs.entry(t.clone()).or_default().extend(hit.recipients.iter().cloned());
+                }
+            }
+        }
+        out.episode = obs.episode;
+        out.episode_event = obs.event;
         if subs.is_empty() {
+            out.drift = drift;
             return Ok(out);
         }
-        let app_key = app.state_key();
         // Converted once for all triggers and conditions of this pass.
-        let drift = rt.classes.drift(&app.object);
-        let mut scope = rt.engine.prepare_with(&app.object, &[("drift", &drift)]);
-        let mut render_ctx = LazyRender { drift: &drift, ctx: None };
+        let mut scope = rt.engine.prepare_with(&app.object, &[("drift", &drift), ("episode", &episode_view)]);
+        let mut render_ctx = LazyRender { drift: &drift, episode: &episode_view, ctx: None };
         for (trigger_name, destinations) in &subs {
             let Some(trigger) = rt.triggers.get(trigger_name) else {
                 out.skipped.push(Skip::UnknownTrigger { trigger: trigger_name.clone() });
@@ -92,6 +160,9 @@ impl Pipeline {
             };
             let results = with_now(now, || rt.engine.run(trigger, &mut scope));
             for r in results {
+                if !self.held_long_enough(&app_key, trigger_name, &r, state, now, &mut out)? {
+                    continue;
+                }
                 for d in destinations {
                     let key = dedup_key(r.once_per.as_deref(), trigger_name, &r.key, &d.service, &d.recipient);
                     if !r.result {
@@ -106,16 +177,68 @@ impl Pipeline {
                         }
                         continue;
                     }
-                    if state.is_notified(&app_key, &key)? {
-                        out.skipped.push(Skip::AlreadyNotified { trigger: trigger_name.clone(), destination: d.clone() });
-                        continue;
+                    if let Some(at) = state.notified_at(&app_key, &key)? {
+                        // `repeat:` notifies again once the interval since the last
+                        // delivery has passed.
+                        let due =
+                            r.repeat.map(|every| from_millis(at) + chrono::Duration::from_std(every).unwrap_or(chrono::Duration::MAX));
+                        match due {
+                            Some(due) if due <= now => {}
+                            Some(due) => {
+                                out.wake(due);
+                                out.skipped.push(Skip::AlreadyNotified { trigger: trigger_name.clone(), destination: d.clone() });
+                                continue;
+                            }
+                            None => {
+                                out.skipped.push(Skip::AlreadyNotified { trigger: trigger_name.clone(), destination: d.clone() });
+                                continue;
+                            }
+                        }
                     }
                     let record = StateRecord { app_key: app_key.clone(), key, op: RecordOp::Set };
                     self.render_all(app, trigger_name, &r, d, Action::Fire, record, state, &mut render_ctx, &mut out)?;
                 }
             }
         }
+        out.drift = drift;
         Ok(out)
+    }
+
+    /// The `for:` hold-down of a condition: true when the result may go on (no
+    /// hold-down, the condition is false, or it has held long enough). Starts and ends
+    /// hold-downs in `out` and schedules the re-evaluation when one will elapse.
+    fn held_long_enough(
+        &self,
+        app_key: &str,
+        trigger: &str,
+        r: &ConditionResult,
+        state: &StateStore,
+        now: DateTime<Utc>,
+        out: &mut Evaluation,
+    ) -> Result<bool, StateError> {
+        let Some(hold) = r.hold else { return Ok(true) };
+        let hold_key = format!("{trigger}:{}", r.key);
+        let since = state.hold_since(app_key, &hold_key)?;
+        if !r.result {
+            if since.is_some() {
+                out.holds.push((hold_key, None));
+            }
+            return Ok(true);
+        }
+        let since = match since {
+            Some(ms) => from_millis(ms),
+            None => {
+                out.holds.push((hold_key, Some(millis(now))));
+                now
+            }
+        };
+        let until = since + chrono::Duration::from_std(hold).unwrap_or(chrono::Duration::MAX);
+        if until <= now {
+            return Ok(true);
+        }
+        out.wake(until);
+        out.skipped.push(Skip::HeldDown { trigger: trigger.to_string(), until });
+        Ok(false)
     }
 
     /// The condition (marked `resolve: true`) is false: every key still recorded for it
@@ -164,13 +287,16 @@ impl Pipeline {
             return Ok(());
         };
         let target = Target { trigger, kind, service: &d.service, recipient: &d.recipient, resolved: action == Action::Resolve };
+        let ctx_episode = ctx.episode;
         for template in &r.send {
             if state.is_pending(&record.app_key, &record.key, template, action)? {
                 out.skipped.push(Skip::InFlight { trigger: trigger.to_string(), destination: d.clone() });
                 continue;
             }
-            let drift = ctx.drift;
-            let ctx = ctx.ctx.get_or_insert_with(|| RenderContext::new(app, &rt.context).with("drift", drift.clone()));
+            let (drift, episode) = (ctx.drift, ctx.episode);
+            let ctx = ctx
+                .ctx
+                .get_or_insert_with(|| RenderContext::new(app, &rt.context).with("drift", drift.clone()).with("episode", episode.clone()));
             match rt.templates.render(template, ctx, &target, app) {
                 Ok(rendered) => {
                     let mut payload = rendered.payload;
@@ -188,6 +314,7 @@ impl Pipeline {
                         severity: rendered.severity,
                         payload,
                         record: Some(record.clone()),
+                        episode: Some(ctx_episode.clone()).filter(|e| !e.is_null()),
                     });
                 }
                 Err(e) => out.skipped.push(Skip::RenderFailed {

@@ -65,6 +65,9 @@ pub enum Snapshot {
     /// An Application that was deleted (a watch `DELETED` event).
     Deleted(Box<App>),
     Project(Project),
+    /// A live object of a managed resource (any kind with `metadata.managedFields`): it
+    /// stands in for what the daemon reads from the cluster to attribute drift.
+    Live(Box<Value>),
     /// A document that is neither: skipped and counted, with the reason.
     Malformed(String),
 }
@@ -92,6 +95,10 @@ fn classify(doc: Value, label: &str) -> Snapshot {
             Ok(p) => Snapshot::Project(p),
             Err(e) => Snapshot::Malformed(format!("{label}: {e}")),
         };
+    }
+    let is_argo = matches!(doc.get("apiVersion").and_then(Value::as_str), Some(v) if v.starts_with("argoproj.io/"));
+    if !is_argo && doc.pointer("/metadata/managedFields").is_some_and(Value::is_array) {
+        return Snapshot::Live(Box::new(doc));
     }
     match App::from_value(doc) {
         Ok(app) => Snapshot::App(Box::new(app)),
@@ -166,7 +173,7 @@ mod tests {
         let p = dir.path().join("replay.yaml");
         std::fs::write(
             &p,
-            "kind: AppProject\napiVersion: argoproj.io/v1alpha1\nmetadata: {name: p}\n---\nkind: Application\nmetadata: {name: a}\n---\nkind: ConfigMap\n---\ntype: DELETED\nobject: {kind: Application, metadata: {name: a}}\n",
+            "kind: AppProject\napiVersion: argoproj.io/v1alpha1\nmetadata: {name: p}\n---\nkind: Application\nmetadata: {name: a}\n---\nkind: ConfigMap\n---\ntype: DELETED\nobject: {kind: Application, metadata: {name: a}}\n---\napiVersion: apps/v1\nkind: Deployment\nmetadata: {name: web, managedFields: []}\n",
         )
         .unwrap();
         let steps = read_replay(&p).unwrap();
@@ -174,6 +181,7 @@ mod tests {
         assert!(matches!(steps[1].snapshot, Snapshot::App(_)));
         assert!(matches!(&steps[2].snapshot, Snapshot::Malformed(m) if m.contains("replay.yaml#3")));
         assert!(matches!(steps[3].snapshot, Snapshot::Deleted(_)));
+        assert!(matches!(steps[4].snapshot, Snapshot::Live(_)), "a live object with managed fields");
     }
 
     #[test]

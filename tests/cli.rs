@@ -155,13 +155,13 @@ fn a_file_that_is_not_an_application_is_a_clear_error() {
 fn check_passes_on_the_catalog_and_the_examples() {
     let o = driftwatch(&["check"]);
     assert!(o.status.success(), "{}", stderr(&o));
-    assert!(stdout(&o).starts_with("ok: 9 triggers, 9 templates"), "{}", stdout(&o));
+    assert!(stdout(&o).starts_with("ok: 15 triggers, 15 templates"), "{}", stdout(&o));
     let o = driftwatch(&["check", "--config", &repo("examples/drift-incident/driftwatch.yaml")]);
     assert!(o.status.success(), "{}", stderr(&o));
     // The reference configuration: valid, with warnings for its unset secrets only.
     let o = driftwatch(&["check", "--config", &repo("deploy/driftwatch.yaml")]);
     assert!(o.status.success(), "{}", stderr(&o));
-    assert!(stdout(&o).starts_with("ok: 10 triggers, 10 templates, 4 services, 4 warning(s)"), "{}", stdout(&o));
+    assert!(stdout(&o).starts_with("ok: 16 triggers, 16 templates, 4 services, 4 warning(s)"), "{}", stdout(&o));
     assert!(stderr(&o).lines().all(|l| l.starts_with("warning: services.") && l.contains("is not set")), "{}", stderr(&o));
 }
 
@@ -245,6 +245,215 @@ fn replay_of_the_drift_incident_example() {
     let out = stdout(&o);
     assert!(out.contains("(sync status is stale: skipped until Argo CD re-reconciles)"), "{out}");
     assert!(out.contains("5 notification(s) sent, 0 failed"), "{out}");
+}
+
+/// The production policy example: a Git change notifies chat quietly, live drift alerts
+/// chat, attribution escalates it to a page, self-heal resolves page and message, a
+/// Degraded blip shorter than the hold-down pages nobody, and the SIEM gets every
+/// episode record. Then the history is queried from the state file.
+#[test]
+fn replay_of_the_production_example_and_its_history() {
+    let dir = tempfile::tempdir().unwrap();
+    let jsonl = dir.path().join("out.jsonl");
+    let state = dir.path().join("state.redb");
+    let config = repo("examples/production/driftwatch.yaml");
+    let replay = |jsonl: &Path| {
+        driftwatch(&[
+            "run",
+            "--replay",
+            &repo("examples/production"),
+            "--config",
+            &config,
+            "--state",
+            state.to_str().unwrap(),
+            "--jsonl",
+            jsonl.to_str().unwrap(),
+        ])
+    };
+    let o = replay(&jsonl);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let sent: Vec<Value> = std::fs::read_to_string(&jsonl).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let summary: Vec<String> = sent
+        .iter()
+        .map(|n| {
+            format!(
+                "{} {}[{}] {}:{} {}",
+                n["step"].as_str().unwrap(),
+                n["trigger"].as_str().unwrap(),
+                n["condition"],
+                n["destination"]["service"].as_str().unwrap(),
+                n["destination"]["recipient"].as_str().unwrap(),
+                n["action"].as_str().unwrap()
+            )
+        })
+        .collect();
+    assert_eq!(
+        summary,
+        [
+            "02-git-change.yaml on-drift-episode[0] siem: fire",
+            "02-git-change.yaml on-git-change[0] chat:deploys fire",
+            "03-synced.yaml on-drift-episode[2] siem: fire",
+            "04-kubectl-edit.yaml on-drift-episode[0] siem: fire",
+            "04-kubectl-edit.yaml on-live-drift[0] chat:drift fire",
+            "06-attributed.yaml on-drift-episode[1] siem: fire",
+            "06-attributed.yaml on-security-drift[0] oncall:platform fire",
+            "09-self-healed.yaml on-drift-episode[2] siem: fire",
+            "09-self-healed.yaml on-drift-resolved[0] chat:drift fire",
+            "09-self-healed.yaml on-live-drift[0] chat:drift resolve",
+            "09-self-healed.yaml on-security-drift[0] oncall:platform resolve",
+            "10-degraded-blip.yaml on-drift-episode[0] siem: fire",
+            "11-healthy.yaml on-drift-episode[2] siem: fire",
+            "11-healthy.yaml on-health-recovered[0] chat:drift fire",
+        ]
+    );
+    // The page names who changed which security field, and when.
+    let page = &sent[6]["payload"];
+    assert_eq!(page["severity"], "critical");
+    assert!(page["summary"].as_str().unwrap().contains("by kubectl-edit"), "{page}");
+    let attribution = &page["custom_details"]["attribution"];
+    let edit = attribution.as_array().unwrap().iter().find(|a| a["kind"] == "Deployment").unwrap();
+    assert_eq!(edit["manager"], "kubectl-edit");
+    assert_eq!(edit["securityFields"], json!(["spec.template.spec.containers[api].securityContext.privileged"]));
+    assert_eq!(edit["time"], "2026-03-02T03:12:04Z");
+    // The chat message is updated in place when the drift resolves, with the duration.
+    assert_eq!(sent[9]["payload"]["groupingKey"], sent[4]["payload"]["groupingKey"]);
+    assert!(sent[9]["payload"]["text"].as_str().unwrap().contains("Resolved after 14 min"), "{}", sent[9]["payload"]);
+    // The SIEM's resolved record carries the duration.
+    assert!(sent[7]["payload"]["message"].as_str().unwrap().contains("resolved after 14 min"), "{}", sent[7]["payload"]);
+    assert_eq!(sent[7]["episode"]["durationSeconds"], 14 * 60);
+    let out = stdout(&o);
+    assert!(out.contains("(held down: on-degraded holds, notifies if it still does at 04:02:00 UTC)"), "{out}");
+
+    // A restart in the middle of the episode: the first process saw steps 01-06, the
+    // second sees 06 again (nothing is re-sent) and the rest; together they send
+    // exactly what one process did.
+    let (part1, part2) = (dir.path().join("part1"), dir.path().join("part2"));
+    let split_state = dir.path().join("split.redb");
+    for (part, range) in [(&part1, 1..=6), (&part2, 5..=11)] {
+        std::fs::create_dir_all(part).unwrap();
+        for entry in std::fs::read_dir(repo("examples/production")).unwrap() {
+            let path = entry.unwrap().path();
+            let name = path.file_name().unwrap().to_str().unwrap().to_string();
+            if name.ends_with(".yaml") && name != "driftwatch.yaml" && range.contains(&name[..2].parse::<u32>().unwrap()) {
+                std::fs::copy(&path, part.join(&name)).unwrap();
+            }
+        }
+    }
+    let mut split = Vec::new();
+    for (i, part) in [&part1, &part2].into_iter().enumerate() {
+        let out = dir.path().join(format!("split{i}.jsonl"));
+        let o = driftwatch(&[
+            "run",
+            "--replay",
+            part.to_str().unwrap(),
+            "--config",
+            &config,
+            "--state",
+            split_state.to_str().unwrap(),
+            "--jsonl",
+            out.to_str().unwrap(),
+        ]);
+        assert!(o.status.success(), "{}", stderr(&o));
+        for l in std::fs::read_to_string(&out).unwrap_or_default().lines() {
+            let n: Value = serde_json::from_str(l).unwrap();
+            split.push(format!("{} {}[{}] {}", n["step"].as_str().unwrap(), n["trigger"].as_str().unwrap(), n["condition"], n["action"]));
+        }
+    }
+    let whole: Vec<String> = sent
+        .iter()
+        .map(|n| format!("{} {}[{}] {}", n["step"].as_str().unwrap(), n["trigger"].as_str().unwrap(), n["condition"], n["action"]))
+        .collect();
+    assert_eq!(split, whole, "a restart mid-episode neither loses nor repeats a notification");
+
+    // The history, after the process that wrote it has exited.
+    let o = driftwatch(&["history", "--state", state.to_str().unwrap(), "-o", "json"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let eps: Vec<Value> = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(eps.len(), 3, "git change, live drift, degraded blip");
+    let live = &eps[1];
+    assert_eq!((live["direction"].as_str(), live["severity"].as_str()), (Some("live"), Some("critical")));
+    assert_eq!(live["classes"], json!(["config", "rbac", "security-context", "workload"]));
+    assert_eq!(live["durationSeconds"], 14 * 60);
+    assert_eq!(live["openedAt"], "2026-03-02T03:12:30Z");
+    assert_eq!(live["cluster"], "prod-eu-1");
+    assert_eq!(live["revision"], "0b1c2d3e4f5a69788796a5b4c3d2e1f001122334");
+    let managers: Vec<&str> = live["attribution"].as_array().unwrap().iter().map(|a| a["manager"].as_str().unwrap()).collect();
+    assert!(managers.contains(&"kubectl-edit") && managers.contains(&"kubectl-patch"), "{managers:?}");
+    let sent_in_episode: Vec<String> = live["notifications"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| {
+            format!(
+                "{} {}:{} {}",
+                n["trigger"].as_str().unwrap(),
+                n["service"].as_str().unwrap(),
+                n["recipient"].as_str().unwrap(),
+                n["action"].as_str().unwrap()
+            )
+        })
+        .collect();
+    assert!(sent_in_episode.contains(&"on-security-drift oncall:platform resolve".to_string()), "{sent_in_episode:?}");
+    assert_eq!(eps[2]["durationSeconds"], 30);
+
+    let o = driftwatch(&["history", "--state", state.to_str().unwrap(), "--class", "rbac", "-o", "csv"]);
+    let csv = stdout(&o);
+    let lines: Vec<&str> = csv.lines().collect();
+    assert_eq!(lines.len(), 2, "{csv}");
+    assert!(lines[0].starts_with("id,app,project,cluster,opened,resolved,duration_seconds"), "{csv}");
+    assert!(
+        lines[1].contains(",argocd/payments-api,payments,prod-eu-1,2026-03-02T03:12:30Z,2026-03-02T03:26:30Z,840,resolved,critical,live,"),
+        "{csv}"
+    );
+    let o = driftwatch(&["history", "--state", state.to_str().unwrap(), "--app", "argocd/payments-api", "--since", "2026-03-02T03:30:00Z"]);
+    let table = stdout(&o);
+    assert!(table.contains("30 s") && table.ends_with("1 episode(s)\n"), "{table}");
+    let o = driftwatch(&["history", "--state", state.to_str().unwrap(), "--since", "soon"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("--since"), "{}", stderr(&o));
+}
+
+/// `routes test` explains which route takes an Application's drift, with attribution
+/// from live objects given as files.
+#[test]
+fn routes_test_explains_where_drift_goes() {
+    let config = repo("examples/production/driftwatch.yaml");
+    let app = repo("examples/production/08-role-drift.yaml");
+    let o = driftwatch(&["routes", "test", "--config", &config, "--app", &app]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = stdout(&o);
+    assert!(out.contains("direction=live, severity=critical"), "{out}");
+    assert!(out.contains("routes[0] \"security-page\" matched: class=rbac (Role payments/api-reader)"), "{out}");
+    assert!(out.contains("on-security-drift -> oncall:platform  (sends now: app-security-drift)"), "{out}");
+    assert!(out.contains("routes[4] \"live-drift\" matched: catch-all"), "{out}");
+    assert!(!out.contains("git-changes"), "{out}");
+
+    // Without the RBAC drift, only attribution makes the Deployment a security matter.
+    let dir = tempfile::tempdir().unwrap();
+    let edited = std::fs::read_to_string(repo("examples/production/06-attributed.yaml")).unwrap();
+    let app = write(dir.path(), "app.yaml", &edited);
+    let o = driftwatch(&["routes", "test", "--config", &config, "--app", app.to_str().unwrap(), "-o", "json"]);
+    let v: Value = serde_json::from_str(&stdout(&o)).unwrap();
+    let paths: Vec<&str> = v["routes"].as_array().unwrap().iter().map(|r| r["path"].as_str().unwrap()).collect();
+    assert_eq!(paths, ["routes[1]", "routes[2]", "routes[4]"], "no security page without attribution: {v}");
+    let o = driftwatch(&[
+        "routes",
+        "test",
+        "--config",
+        &config,
+        "--app",
+        app.to_str().unwrap(),
+        "--live",
+        &repo("examples/production/05-live-objects.yaml"),
+        "-o",
+        "json",
+    ]);
+    let v: Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(v["routes"][0]["path"], "routes[0]");
+    assert_eq!(v["routes"][0]["reasons"], json!(["class=security-context (Deployment payments/api)"]));
+    assert_eq!(v["drift"]["resources"][0]["kindClass"], "workload");
+    let sent: Vec<&str> = v["notifications"].as_array().unwrap().iter().map(|n| n["destination"].as_str().unwrap()).collect();
+    assert!(sent.contains(&"oncall:platform"), "{v}");
 }
 
 #[test]

@@ -294,3 +294,109 @@ templates:
         .app();
     assert!(step(&p, &state, &mut sink, &workload).is_empty());
 }
+
+/// Evaluates at `now`, records what the evaluation decided (episode, hold-downs,
+/// re-arms) and delivers; returns what was sent and the wake-up time.
+fn step_at(
+    p: &Pipeline,
+    state: &StateStore,
+    sink: &mut Recorder,
+    app: &App,
+    now: chrono::DateTime<Utc>,
+) -> (Vec<String>, Option<chrono::DateTime<Utc>>) {
+    let eval = p.evaluate(app, state, now).unwrap();
+    driftwatch::pipeline::apply(&eval, &app.state_key(), state, &p.runtime, now).unwrap();
+    let before = sink.got.len();
+    dispatch(&eval.notifications, &mut [sink as &mut dyn Sink], state, u64::try_from(now.timestamp_millis()).unwrap()).unwrap();
+    let sent = sink.got[before..].iter().map(|n| format!("{} {:?}", n.trigger, n.action)).collect();
+    (sent, eval.wake_at)
+}
+
+#[test]
+fn hold_down_fires_only_after_the_condition_held_long_enough_and_repeat_renotifies() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("state.redb");
+    let p = pipeline(
+        Some(
+            r#"
+triggers:
+  on-degraded-2m:
+    - when: app.status.health.status == "Degraded"
+      for: 2m
+      repeat: 1h
+      resolve: true
+      send: [app-health-degraded]
+subscriptions:
+  - recipients: [console]
+    triggers: [on-degraded-2m]
+"#,
+        ),
+        dir.path(),
+    );
+    let t = |secs: i64| Utc.with_ymd_and_hms(2026, 3, 1, 12, 0, 0).unwrap() + chrono::Duration::seconds(secs);
+    let degraded = AppBuilder::new("a").synced().degraded().app();
+    let healthy = AppBuilder::new("a").synced().healthy().app();
+    let mut sink = Recorder::default();
+    {
+        let state = StateStore::open(&path).unwrap();
+        // A 30-second blip pages nobody, and the hold-down ends with it.
+        assert_eq!(step_at(&p, &state, &mut sink, &degraded, t(0)), (vec![], Some(t(120))));
+        assert_eq!(step_at(&p, &state, &mut sink, &healthy, t(30)), (vec![], None));
+        // Degraded again: the clock starts over.
+        assert_eq!(step_at(&p, &state, &mut sink, &degraded, t(60)), (vec![], Some(t(180))));
+        assert_eq!(step_at(&p, &state, &mut sink, &degraded, t(120)).0, Vec::<String>::new(), "held for 60 s only");
+    }
+    // The hold-down survives a restart.
+    let state = StateStore::open(&path).unwrap();
+    let (sent, wake) = step_at(&p, &state, &mut sink, &degraded, t(180));
+    assert_eq!(sent, ["on-degraded-2m Fire"]);
+    assert_eq!(wake, None, "delivered just now: the repeat is scheduled by the next evaluation");
+    // Still degraded: the repeat falls due an hour after the delivery.
+    assert_eq!(step_at(&p, &state, &mut sink, &degraded, t(600)), (vec![], Some(t(180 + 3600))));
+    assert_eq!(step_at(&p, &state, &mut sink, &degraded, t(180 + 3600)).0, ["on-degraded-2m Fire"]);
+    // Healthy: resolved once.
+    assert_eq!(step_at(&p, &state, &mut sink, &healthy, t(4000)).0, ["on-degraded-2m Resolve"]);
+    assert_eq!(step_at(&p, &state, &mut sink, &healthy, t(4010)).0, Vec::<String>::new());
+}
+
+#[test]
+fn a_route_escalation_is_resolved_even_though_the_drift_that_matched_it_is_gone() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = pipeline(
+        Some(
+            r#"
+routes:
+  - match: {class: rbac}
+    triggers: [on-security-drift]
+    recipients: [pagerduty:platform]
+"#,
+        ),
+        dir.path(),
+    );
+    let state = StateStore::in_memory().unwrap();
+    let t = |min: i64| Utc.with_ymd_and_hms(2026, 3, 1, 12, 0, 0).unwrap() + chrono::Duration::minutes(min);
+    let role = serde_json::json!([{"group": "rbac.authorization.k8s.io", "version": "v1", "kind": "Role", "namespace": "a", "name": "r", "status": "OutOfSync"}]);
+    // No annotation at all: the route alone pages.
+    let drifted = AppBuilder::new("a")
+        .sync("OutOfSync", REV1)
+        .healthy()
+        .field("/status/history", serde_json::json!([{"revision": REV1}]))
+        .field("/status/resources", role)
+        .app();
+    let mut sink = Recorder::default();
+    assert_eq!(step_at(&p, &state, &mut sink, &drifted, t(0)).0, ["on-security-drift Fire"]);
+    let page = sink.got[0].clone();
+    assert_eq!(page.kind, driftwatch::model::DestinationKind::Pagerduty);
+    assert_eq!(page.payload["severity"], "critical");
+    // Synced: no Role drifts any more, yet the route still matches the (resolved) episode.
+    let synced = AppBuilder::new("a").sync("Synced", REV1).healthy().app();
+    assert_eq!(step_at(&p, &state, &mut sink, &synced, t(14)).0, ["on-security-drift Resolve"]);
+    let resolve = sink.got.last().unwrap();
+    assert_eq!((resolve.condition_key.as_str(), &resolve.destination), (page.condition_key.as_str(), &page.destination));
+    assert!(resolve.payload["summary"].as_str().unwrap().contains("Security drift in a"), "{}", resolve.payload);
+    let history = state.episodes(&Default::default()).unwrap();
+    assert_eq!(history.len(), 1);
+    assert_eq!(history[0].duration_secs(t(99)), 14 * 60);
+    let sent: Vec<&str> = history[0].notifications.iter().map(|n| n.action.as_str()).collect();
+    assert_eq!(sent, ["fire", "resolve"], "the episode remembers what was sent");
+}

@@ -1,6 +1,8 @@
 //! The commands behind the `driftwatch` binary. Each writes to the given output and
 //! returns the process exit code, so tests call them directly.
 
+pub mod drift;
+
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -127,6 +129,15 @@ fn read_app(path: &Path, err: &mut dyn Write) -> anyhow::Result<Option<App>> {
     }
 }
 
+/// `drift` and `episode` for a single Application file, as the daemon would see them
+/// the first time it met the Application in this state (an episode opens now if it
+/// is OutOfSync or Degraded).
+fn first_sight(rt: &Runtime, app: &App, live: &crate::attribution::LiveIndex, now: chrono::DateTime<Utc>) -> (Value, Value) {
+    let drift = rt.classes.drift(&app.object, live);
+    let episode = crate::episode::observe(None, app, &drift, now).episode.map_or(Value::Null, |e| e.view(now));
+    (drift, episode)
+}
+
 /// `driftwatch trigger run NAME APP_FILE`.
 pub fn trigger_run(
     name: &str,
@@ -143,8 +154,8 @@ pub fn trigger_run(
     let Some(app) = read_app(app_file, err)? else {
         return Ok(BAD_INPUT);
     };
-    let drift = rt.classes.drift(&app.object);
-    let mut scope = rt.engine.prepare_with(&app.object, &[("drift", &drift)]);
+    let (drift, episode) = first_sight(&rt, &app, &crate::attribution::LiveIndex::new(), Utc::now());
+    let mut scope = rt.engine.prepare_with(&app.object, &[("drift", &drift), ("episode", &episode)]);
     let results = crate::trigger::engine::with_now(Utc::now(), || rt.engine.run(trigger, &mut scope));
     match format {
         Format::Json => {
@@ -204,7 +215,8 @@ pub fn template_notify(
         recipients.iter().map(|r| Destination::parse(r)).collect()
     };
     let redactor = &rt.redactor;
-    let mut ctx = RenderContext::new(&app, &rt.context).with("drift", rt.classes.drift(&app.object));
+    let (drift, episode) = first_sight(&rt, &app, &crate::attribution::LiveIndex::new(), Utc::now());
+    let mut ctx = RenderContext::new(&app, &rt.context).with("drift", drift).with("episode", episode);
     let mut notifications = Vec::new();
     for d in &destinations {
         let Some(kind) = rt.service_kind(&d.service) else {
@@ -229,6 +241,7 @@ pub fn template_notify(
                     severity: rendered.severity,
                     payload,
                     record: None,
+                    episode: None,
                 });
             }
             Err(e) => {
@@ -456,6 +469,36 @@ fn summarize_app(app: &App) -> String {
     )
 }
 
+/// When Argo CD produced this snapshot: `status.reconciledAt`, else `observedAt`.
+fn observed_at(app: &App) -> Option<chrono::DateTime<Utc>> {
+    ["/status/reconciledAt", "/status/observedAt"]
+        .iter()
+        .filter_map(|p| app.object.pointer(p).and_then(Value::as_str))
+        .filter_map(|t| chrono::DateTime::parse_from_rfc3339(t).ok())
+        .map(|t| t.with_timezone(&Utc))
+        .max()
+}
+
+/// The attribution of a live object (a replay's stand-in for the cluster), under the
+/// key the pipeline looks it up by.
+pub(crate) fn live_attribution(rt: &Runtime, object: &Value) -> (String, crate::attribution::Attribution) {
+    let s = |p: &str| object.pointer(p).and_then(Value::as_str).unwrap_or_default();
+    let group = s("/apiVersion").rsplit_once('/').map(|(g, _)| g).unwrap_or_default();
+    let class = rt.classes.class_of(group, s("/kind"));
+    let key = crate::attribution::resource_key(group, s("/kind"), s("/metadata/namespace"), s("/metadata/name"));
+    (key, crate::attribution::attribute(object, class, &rt.attribution.ignore_managers))
+}
+
+/// One line about an episode for replay and `routes test` output.
+fn episode_line(ep: &crate::episode::Episode, now: chrono::DateTime<Utc>) -> String {
+    let classes: Vec<&str> = ep.classes.iter().map(String::as_str).collect();
+    let after = match ep.resolved_at {
+        Some(_) => format!(" after {}", crate::episode::human_duration(ep.duration_secs(now))),
+        None => String::new(),
+    };
+    format!("{} severity={} direction={} classes=[{}]{after}", ep.id, ep.severity.as_str(), ep.direction, classes.join(","))
+}
+
 /// `driftwatch run --replay PATH`: feeds snapshots through the real pipeline and prints
 /// every notification it would send.
 pub fn run_replay(opts: &ReplayOptions, out: &mut dyn Write, err: &mut dyn Write) -> anyhow::Result<i32> {
@@ -511,11 +554,28 @@ pub fn run_replay(opts: &ReplayOptions, out: &mut dyn Write, err: &mut dyn Write
         None => None,
     };
     let (mut sent, mut failed, mut malformed, mut apps) = (0, 0, 0, 0);
+    let mut now = chrono::DateTime::<Utc>::MIN_UTC;
     for step in &steps {
         let (app, deleted) = match &step.snapshot {
             Snapshot::Project(p) => {
                 writeln!(out, "== {}  AppProject {}", step.label, p.name)?;
                 pipeline.projects.insert(p.name.clone(), p.clone());
+                continue;
+            }
+            Snapshot::Live(object) => {
+                let (key, a) = live_attribution(&pipeline.runtime, object);
+                let who: Vec<String> = a
+                    .managers
+                    .iter()
+                    .map(|m| format!("{}{}", m.manager, if m.security_fields.is_empty() { "" } else { " (security fields)" }))
+                    .collect();
+                writeln!(
+                    out,
+                    "== {}  live object {key}: {}",
+                    step.label,
+                    if who.is_empty() { "only Argo CD".into() } else { who.join(", ") }
+                )?;
+                pipeline.live.insert(key, a);
                 continue;
             }
             Snapshot::Malformed(reason) => {
@@ -539,7 +599,9 @@ pub fn run_replay(opts: &ReplayOptions, out: &mut dyn Write, err: &mut dyn Write
         };
         apps += 1;
         writeln!(out, "== {}  {}{}", step.label, summarize_app(&app), if deleted { " (deleted)" } else { "" })?;
-        let now = Utc::now();
+        // A snapshot is what Argo CD reported when it last reconciled: replays run on
+        // that clock (hold-downs and episode durations), never going backwards.
+        now = observed_at(&app).unwrap_or_else(Utc::now).max(now);
         let eval = pipeline.evaluate(&app, &state, now)?;
         for e in &eval.annotation_errors {
             writeln!(out, "  ! {e}")?;
@@ -548,12 +610,16 @@ pub fn run_replay(opts: &ReplayOptions, out: &mut dyn Write, err: &mut dyn Write
             writeln!(out, "  (sync status is stale: skipped until Argo CD re-reconciles)")?;
             continue;
         }
-        for r in &eval.rearm {
-            state.forget(&r.app_key, &r.key)?;
+        crate::pipeline::apply(&eval, &app.state_key(), &state, &pipeline.runtime, now)?;
+        if let (Some(ep), Some(event)) = (&eval.episode, eval.episode_event) {
+            writeln!(out, "  episode {}: {}", event.as_str(), episode_line(ep, now))?;
         }
         for s in &eval.skipped {
             match s {
                 Skip::AlreadyNotified { .. } => {}
+                Skip::HeldDown { trigger, until } => {
+                    writeln!(out, "  (held down: {trigger} holds, notifies if it still does at {})", until.format("%H:%M:%S UTC"))?
+                }
                 other => writeln!(out, "  ! {other:?}")?,
             }
         }

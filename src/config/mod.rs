@@ -16,8 +16,10 @@ use serde::de::{self, MapAccess, Visitor};
 use crate::deliver::services::ServiceSpec;
 use crate::model::{Destination, DestinationKind};
 use crate::route::classes::{ClassMap, ClassRule};
+use crate::route::tree::{RouteDef, RouteTree};
 use crate::route::{GlobalSubscription, Router, Selector};
 use crate::secret::{Redactor, Secrets};
+use crate::state::Retention;
 use crate::template::{TemplateDef, TemplateSet, Warning};
 use crate::trigger::{Trigger, TriggerDef, TriggerEngine};
 use source::{At, ConfigError, SourceFile};
@@ -51,6 +53,47 @@ pub struct StateDef {
     pub max_keys_per_app: Option<usize>,
 }
 
+/// `history:`: how much drift history the state store keeps.
+#[derive(Debug, Clone, Deserialize, Default)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct HistoryDef {
+    /// Most episodes kept (oldest dropped first); 10000 when absent.
+    pub max_episodes: Option<usize>,
+    /// Resolved episodes older than this are dropped (`90d` when absent).
+    pub max_age: Option<At<String>>,
+}
+
+/// `attribution:`: reading the live objects of drifted resources.
+#[derive(Debug, Clone, Deserialize, Default)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct AttributionDef {
+    /// Field managers whose fields count as desired state, besides Argo CD's
+    /// (`argocd-controller`, `argocd-application-controller`).
+    #[serde(default)]
+    pub ignore_managers: Vec<String>,
+    /// Whether to read live objects at all (true when absent).
+    pub enabled: Option<bool>,
+    /// Live objects read at the same time; 4 when absent.
+    pub concurrency: Option<usize>,
+    /// How long a read stays fresh (`1m` when absent).
+    pub ttl: Option<At<String>>,
+}
+
+/// Attribution settings, validated.
+#[derive(Debug, Clone)]
+pub struct AttributionSettings {
+    pub ignore_managers: Vec<String>,
+    pub enabled: bool,
+    pub concurrency: usize,
+    pub ttl: std::time::Duration,
+}
+
+impl Default for AttributionSettings {
+    fn default() -> Self {
+        AttributionSettings { ignore_managers: Vec::new(), enabled: true, concurrency: 4, ttl: std::time::Duration::from_secs(60) }
+    }
+}
+
 /// `driftwatch.yaml`. Every key is optional; unknown keys are errors.
 #[derive(Debug, Default)]
 pub struct ConfigFile {
@@ -76,6 +119,10 @@ pub struct ConfigFile {
     pub secrets_file: Option<String>,
     /// Extra (group, kind) -> class rules on top of the defaults.
     pub resource_classes: Option<At<Vec<ClassRule>>>,
+    /// The route tree (destinations by what drifted).
+    pub routes: Option<At<Vec<RouteDef>>>,
+    pub history: HistoryDef,
+    pub attribution: AttributionDef,
 }
 
 const CONFIG_KEYS: &[&str] = &[
@@ -91,6 +138,9 @@ const CONFIG_KEYS: &[&str] = &[
     "state",
     "secretsFile",
     "resourceClasses",
+    "routes",
+    "history",
+    "attribution",
 ];
 
 // Written by hand rather than derived: `defaultTriggers.<service>` is a key pattern,
@@ -122,6 +172,9 @@ impl<'de> Deserialize<'de> for ConfigFile {
                         "state" => c.state = m.next_value()?,
                         "secretsFile" => c.secrets_file = m.next_value()?,
                         "resourceClasses" => c.resource_classes = m.next_value()?,
+                        "routes" => c.routes = m.next_value()?,
+                        "history" => c.history = m.next_value()?,
+                        "attribution" => c.attribution = m.next_value()?,
                         other => match other.strip_prefix("defaultTriggers.") {
                             Some(service) if !service.is_empty() => {
                                 c.default_triggers_by_service.insert(service.to_string(), m.next_value()?);
@@ -171,6 +224,11 @@ pub struct Runtime {
     pub sources: Vec<PathBuf>,
     /// Resource classes of drifted resources.
     pub classes: ClassMap,
+    /// Destinations by what drifted, on top of subscriptions.
+    pub routes: RouteTree,
+    /// How much drift history is kept.
+    pub retention: Retention,
+    pub attribution: AttributionSettings,
 }
 
 impl Runtime {
@@ -406,8 +464,40 @@ pub fn load_with(config: Option<&Path>, engine: Arc<TriggerEngine>) -> Result<Ru
         }),
         None => ClassMap::default(),
     };
+    let known_service = |s: &str| services.contains_key(s) || DestinationKind::parse(s).is_some();
+    let routes = match &cfg.routes {
+        Some(defs) => RouteTree::build(&defs.value, &known_trigger, &known_service).unwrap_or_else(|errs| {
+            let pos = cfg_file.pos(&defs.referenced);
+            errors.extend(errs.into_iter().map(|(key, msg)| ConfigError::new(pos.clone(), key, msg)));
+            RouteTree::default()
+        }),
+        None => RouteTree::default(),
+    };
+    let mut duration = |d: &Option<At<String>>, key: &str, default: std::time::Duration| match d {
+        None => default,
+        Some(d) => crate::trigger::parse_duration(&d.value).unwrap_or_else(|e| {
+            errors.push(ConfigError::new(cfg_file.pos(&d.referenced), key, e));
+            default
+        }),
+    };
+    let defaults = Retention::default();
+    let max_age = duration(&cfg.history.max_age, "history.maxAge", defaults.max_age.to_std().unwrap_or_default());
+    let retention = Retention {
+        max_episodes: cfg.history.max_episodes.unwrap_or(defaults.max_episodes).max(1),
+        max_age: chrono::Duration::from_std(max_age).unwrap_or(defaults.max_age),
+    };
+    let attribution_defaults = AttributionSettings::default();
+    let attribution = AttributionSettings {
+        ttl: duration(&cfg.attribution.ttl, "attribution.ttl", attribution_defaults.ttl),
+        ignore_managers: cfg.attribution.ignore_managers.clone(),
+        enabled: cfg.attribution.enabled.unwrap_or(true),
+        concurrency: cfg.attribution.concurrency.unwrap_or(attribution_defaults.concurrency).clamp(1, 64),
+    };
     match templates {
         Some(templates) if errors.is_empty() => Ok(Runtime {
+            routes,
+            retention,
+            attribution,
             classes,
             context: cfg.context,
             engine,

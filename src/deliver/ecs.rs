@@ -53,6 +53,9 @@ pub fn record(n: &Notification, origin: &Origin, now: chrono::DateTime<chrono::U
             "action": match n.action { Action::Fire => "fire", Action::Resolve => "resolve" },
         },
     });
+    if let (Some(ep), Some(map)) = (n.episode.as_ref().filter(|e| e.is_object()), v.as_object_mut()) {
+        add_episode(map, ep);
+    }
     if !origin.argocd_url.is_empty()
         && let Some(map) = v.as_object_mut()
     {
@@ -60,6 +63,42 @@ pub fn record(n: &Notification, origin: &Origin, now: chrono::DateTime<chrono::U
         map.insert("url".into(), json!({"full": url}));
     }
     v
+}
+
+/// The drift episode in ECS terms: `event.start`/`end`/`duration` (nanoseconds),
+/// `user.name` (the latest field manager other than Argo CD's), and the whole episode
+/// under `driftwatch.episode` with `event`: `opened`, `escalated` or `resolved`.
+fn add_episode(map: &mut serde_json::Map<String, Value>, ep: &Value) {
+    let open = ep.get("open").and_then(Value::as_bool).unwrap_or(true);
+    let escalations = ep.get("escalations").and_then(Value::as_u64).unwrap_or(0);
+    let event_name = match (open, escalations) {
+        (false, _) => "resolved",
+        (true, 0) => "opened",
+        (true, _) => "escalated",
+    };
+    if let Some(event) = map.get_mut("event").and_then(Value::as_object_mut) {
+        if let Some(t) = ep.get("openedAt") {
+            event.insert("start".into(), t.clone());
+        }
+        if !open {
+            if let Some(t) = ep.get("resolvedAt") {
+                event.insert("end".into(), t.clone());
+            }
+            let secs = ep.get("durationSeconds").and_then(Value::as_u64).unwrap_or(0);
+            event.insert("duration".into(), json!(secs.saturating_mul(1_000_000_000)));
+            event.insert("type".into(), json!(["change", "end"]));
+            event.insert("outcome".into(), json!("success"));
+        }
+    }
+    let manager = ep.pointer("/attribution/0/manager").and_then(Value::as_str);
+    if let Some(m) = manager {
+        map.insert("user".into(), json!({"name": m}));
+    }
+    let mut episode = ep.clone();
+    if let Some(e) = episode.as_object_mut() {
+        e.insert("event".into(), json!(event_name));
+    }
+    map.insert("driftwatch".into(), json!({"episode": episode}));
 }
 
 #[cfg(test)]
@@ -94,6 +133,7 @@ pub(crate) mod tests {
                 key: "a1b2c3d:on-out-of-sync:[0].abc:siem:".into(),
                 op: RecordOp::Set,
             }),
+            episode: None,
         }
     }
 
@@ -118,5 +158,26 @@ pub(crate) mod tests {
         let mut resolved = n.clone();
         resolved.action = Action::Resolve;
         assert_eq!(record(&resolved, &Origin::default(), now)["event"]["type"], json!(["change", "end"]));
+    }
+
+    #[test]
+    fn episode_records_carry_duration_and_who_changed_what() {
+        let mut n = sample(DestinationKind::Syslog, "siem");
+        n.episode = Some(json!({"id": "argocd/guestbook@1", "open": false, "escalations": 1, "openedAt": "2026-03-02T03:12:30Z",
+            "resolvedAt": "2026-03-02T03:26:30Z", "durationSeconds": 840, "severity": "critical", "classes": ["security-context"],
+            "attribution": [{"manager": "kubectl-edit", "fields": ["spec.template.spec.containers[app].securityContext.privileged"]}]}));
+        let now = chrono::Utc::now();
+        let r = record(&n, &Origin::default(), now);
+        assert_eq!(r["event"]["start"], "2026-03-02T03:12:30Z");
+        assert_eq!(r["event"]["end"], "2026-03-02T03:26:30Z");
+        assert_eq!(r["event"]["duration"], 840_000_000_000u64);
+        assert_eq!(r["event"]["type"], json!(["change", "end"]));
+        assert_eq!(r["user"]["name"], "kubectl-edit");
+        assert_eq!(r["driftwatch"]["episode"]["event"], "resolved");
+        assert_eq!(r["driftwatch"]["episode"]["classes"], json!(["security-context"]));
+        n.episode.as_mut().unwrap()["open"] = json!(true);
+        let r = record(&n, &Origin::default(), now);
+        assert_eq!(r["driftwatch"]["episode"]["event"], "escalated");
+        assert!(r["event"].get("duration").is_none());
     }
 }

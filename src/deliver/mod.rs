@@ -92,7 +92,8 @@ impl<W: Write> ConsoleSink<W> {
 impl<W: Write> Sink for ConsoleSink<W> {
     fn deliver(&mut self, n: &Notification) -> Result<(), DeliveryError> {
         let payload = serde_json::to_string_pretty(&n.payload).map_err(|e| DeliveryError::Failed(e.to_string()))?;
-        writeln!(self.out, "  -> {} ({}) {}: {}[{}] -> {}", n.destination, n.kind, n.app, n.trigger, n.condition, n.template)?;
+        let action = if n.action == crate::model::Action::Resolve { " [resolve]" } else { "" };
+        writeln!(self.out, "  -> {} ({}) {}: {}[{}] -> {}{action}", n.destination, n.kind, n.app, n.trigger, n.condition, n.template)?;
         for line in payload.lines() {
             writeln!(self.out, "     {line}")?;
         }
@@ -154,6 +155,7 @@ pub fn dispatch(
         }
         if ok {
             report.delivered += 1;
+            state.note_sent(n, now_millis)?;
         } else {
             report.failed += 1;
             if let Some(r) = &n.record {

@@ -9,6 +9,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
+use crate::attribution::{LiveIndex, resource_key};
+
 /// The default (group, kind) -> class table. `""` is the core group.
 const DEFAULTS: &[(&str, &str, &str)] = &[
     ("rbac.authorization.k8s.io", "Role", "rbac"),
@@ -90,26 +92,114 @@ impl ClassMap {
         self.by_kind.get(&(group.to_string(), kind.to_string())).map_or("other", String::as_str)
     }
 
-    /// What drifted in an Application: every OutOfSync resource with its class, and the
-    /// set of classes. `{"classes": [...], "resources": [{group, kind, namespace, name,
-    /// class}], "count": n}`.
-    pub fn drift(&self, app: &Value) -> Value {
+    /// What drifted in an Application, from its status and the attribution read from
+    /// the live objects (`live`, possibly empty):
+    ///
+    /// - `resources`: every OutOfSync resource `{group, version, kind, namespace, name,
+    ///   class, kindClass, attribution}`; a resource whose kind class is not rbac,
+    ///   network-policy or admission becomes `security-context` when a field manager
+    ///   other than Argo CD's owns one of its security fields;
+    /// - `classes`, `count`;
+    /// - `direction`: `git` (the compared revision differs from the deployed one),
+    ///   `live` (same revision, resources went OutOfSync), `unknown` (no deployed
+    ///   revision to compare with) or `none` (not OutOfSync); with `revision` and
+    ///   `deployedRevision`;
+    /// - `attribution`: the managers behind the drift, flattened over resources
+    ///   `{resource, kind, namespace, name, manager, operation, time, fields,
+    ///   securityFields}`, latest first;
+    /// - `security`: a security field changed by someone other than Argo CD, or a
+    ///   security class drifted other than by a Git change;
+    /// - `severity`: `critical` (security), `warning` (live/unknown drift or Degraded),
+    ///   `info` (a Git change), `none`.
+    pub fn drift(&self, app: &Value, live: &LiveIndex) -> Value {
         let mut classes = BTreeSet::new();
         let mut resources = Vec::new();
+        let mut attribution = Vec::new();
+        let mut attributed_security = false;
         if let Some(list) = app.pointer("/status/resources").and_then(Value::as_array) {
             for r in list {
                 if r.get("status").and_then(Value::as_str) != Some("OutOfSync") {
                     continue;
                 }
                 let s = |k: &str| r.get(k).and_then(Value::as_str).unwrap_or_default();
-                let class = self.class_of(s("group"), s("kind"));
+                let kind_class = self.class_of(s("group"), s("kind"));
+                let attr = live.get(&resource_key(s("group"), s("kind"), s("namespace"), s("name")));
+                let mut class = kind_class;
+                if attr.is_some_and(|a| a.security) {
+                    attributed_security = true;
+                    if !matches!(kind_class, "rbac" | "network-policy" | "admission") {
+                        class = "security-context";
+                    }
+                }
                 classes.insert(class.to_string());
-                resources
-                    .push(json!({"group": s("group"), "kind": s("kind"), "namespace": s("namespace"), "name": s("name"), "class": class}));
+                let resource = format!("{} {}/{}", s("kind"), s("namespace"), s("name"));
+                for m in attr.map(|a| a.managers.as_slice()).unwrap_or_default() {
+                    if attribution.len() < MAX_ATTRIBUTION_ENTRIES {
+                        attribution.push(json!({"resource": resource, "kind": s("kind"), "namespace": s("namespace"), "name": s("name"),
+                            "manager": m.manager, "operation": m.operation, "time": m.time, "fields": m.fields,
+                            "securityFields": m.security_fields}));
+                    }
+                }
+                resources.push(json!({"group": s("group"), "version": s("version"), "kind": s("kind"), "namespace": s("namespace"),
+                    "name": s("name"), "class": class, "kindClass": kind_class,
+                    "attribution": attr.map(|a| serde_json::to_value(a).unwrap_or(Value::Null)).unwrap_or(Value::Null)}));
             }
         }
-        json!({"classes": classes.into_iter().collect::<Vec<_>>(), "count": resources.len(), "resources": resources})
+        attribution.sort_by(|a, b| b["time"].as_str().cmp(&a["time"].as_str()));
+        let (direction, revision, deployed) = direction(app);
+        let degraded = app.pointer("/status/health/status").and_then(Value::as_str) == Some("Degraded");
+        let security = attributed_security || (direction != "git" && classes.iter().any(|c| SECURITY_CLASSES.contains(&c.as_str())));
+        let severity = if security {
+            "critical"
+        } else if matches!(direction, "live" | "unknown") || degraded {
+            "warning"
+        } else if direction == "git" {
+            "info"
+        } else {
+            "none"
+        };
+        json!({"classes": classes.into_iter().collect::<Vec<_>>(), "count": resources.len(), "resources": resources,
+               "direction": direction, "revision": revision, "deployedRevision": deployed,
+               "attribution": attribution, "security": security, "severity": severity, "degraded": degraded})
     }
+}
+
+/// Classes whose drift is a security matter (escalated by the default policy).
+pub const SECURITY_CLASSES: &[&str] = &["rbac", "network-policy", "security-context", "admission"];
+
+/// At most this many attribution entries per drift.
+pub const MAX_ATTRIBUTION_ENTRIES: usize = 32;
+
+/// `(direction, revision, deployed revision)` of an Application. The deployed revision
+/// is the newest of `status.history` (successful syncs), else the revision of a
+/// succeeded operation; multi-source Applications compare their revision lists.
+pub fn direction(app: &Value) -> (&'static str, String, String) {
+    let revs = |v: Option<&Value>| -> String {
+        match v {
+            Some(o) => match (o.get("revision").and_then(Value::as_str), o.get("revisions").and_then(Value::as_array)) {
+                (Some(r), _) if !r.is_empty() => r.to_string(),
+                (_, Some(list)) => list.iter().filter_map(Value::as_str).collect::<Vec<_>>().join(","),
+                _ => String::new(),
+            },
+            None => String::new(),
+        }
+    };
+    let revision = revs(app.pointer("/status/sync"));
+    let mut deployed = revs(app.pointer("/status/history").and_then(Value::as_array).and_then(|h| h.last()));
+    if deployed.is_empty() && app.pointer("/status/operationState/phase").and_then(Value::as_str) == Some("Succeeded") {
+        deployed = revs(app.pointer("/status/operationState/syncResult"));
+    }
+    if app.pointer("/status/sync/status").and_then(Value::as_str) != Some("OutOfSync") {
+        return ("none", revision, deployed);
+    }
+    let dir = if revision.is_empty() || deployed.is_empty() {
+        "unknown"
+    } else if revision != deployed {
+        "git"
+    } else {
+        "live"
+    };
+    (dir, revision, deployed)
 }
 
 #[cfg(test)]
@@ -126,14 +216,70 @@ mod tests {
             {"group": "example.com", "kind": "Widget", "namespace": "a", "name": "w", "status": "OutOfSync"},
             {"group": "cilium.io", "kind": "CiliumNetworkPolicy", "namespace": "a", "name": "p", "status": "OutOfSync"}
         ]}});
-        let d = m.drift(&app);
+        let d = m.drift(&app, &LiveIndex::new());
         assert_eq!(d["classes"], json!(["network-policy", "other", "rbac", "workload"]));
         assert_eq!(d["count"], 4);
         assert_eq!(
             d["resources"][0],
-            json!({"group": "rbac.authorization.k8s.io", "kind": "Role", "namespace": "a", "name": "r", "class": "rbac"})
+            json!({"group": "rbac.authorization.k8s.io", "version": "", "kind": "Role", "namespace": "a", "name": "r",
+                   "class": "rbac", "kindClass": "rbac", "attribution": null})
         );
-        assert_eq!(m.drift(&json!({})), json!({"classes": [], "count": 0, "resources": []}));
+        // No sync status: no direction; a security class without a Git change is critical.
+        assert_eq!(
+            (d["direction"].as_str(), d["severity"].as_str(), d["security"].as_bool()),
+            (Some("none"), Some("critical"), Some(true))
+        );
+        let empty = m.drift(&json!({}), &LiveIndex::new());
+        assert_eq!((empty["count"].as_u64(), empty["severity"].as_str()), (Some(0), Some("none")));
+    }
+
+    fn app(sync_rev: &str, deployed: &str, resources: Value) -> Value {
+        json!({"status": {"sync": {"status": "OutOfSync", "revision": sync_rev},
+                          "history": [{"revision": "old"}, {"revision": deployed}], "resources": resources}})
+    }
+
+    #[test]
+    fn direction_tells_a_git_change_from_live_drift() {
+        let m = ClassMap::default();
+        let role = json!([{"group": "rbac.authorization.k8s.io", "kind": "Role", "namespace": "a", "name": "r", "status": "OutOfSync"}]);
+        let git = m.drift(&app("new", "cur", role.clone()), &LiveIndex::new());
+        assert_eq!(
+            (git["direction"].as_str(), git["revision"].as_str(), git["deployedRevision"].as_str()),
+            (Some("git"), Some("new"), Some("cur"))
+        );
+        assert_eq!((git["security"].as_bool(), git["severity"].as_str()), (Some(false), Some("info")), "a reviewed Git change is quiet");
+        let live = m.drift(&app("cur", "cur", role), &LiveIndex::new());
+        assert_eq!((live["direction"].as_str(), live["severity"].as_str()), (Some("live"), Some("critical")));
+        let cm = json!([{"kind": "ConfigMap", "namespace": "a", "name": "c", "status": "OutOfSync"}]);
+        assert_eq!(m.drift(&app("cur", "cur", cm.clone()), &LiveIndex::new())["severity"], "warning");
+        assert_eq!(m.drift(&app("cur", "", cm), &LiveIndex::new())["direction"], "unknown");
+        let multi = json!({"status": {"sync": {"status": "OutOfSync", "revisions": ["a", "b"]}, "history": [{"revisions": ["a", "b"]}]}});
+        assert_eq!(direction(&multi).0, "live");
+        let op = json!({"status": {"sync": {"status": "OutOfSync", "revision": "x"},
+                                   "operationState": {"phase": "Succeeded", "syncResult": {"revision": "y"}}}});
+        assert_eq!(direction(&op).0, "git");
+    }
+
+    #[test]
+    fn attribution_makes_a_workload_drift_a_security_drift() {
+        let m = ClassMap::default();
+        let mut live = LiveIndex::new();
+        let object = json!({"metadata": {"managedFields": [{"manager": "kubectl-edit", "operation": "Update", "time": "2026-03-02T03:12:00Z",
+            "fieldsV1": {"f:spec": {"f:template": {"f:spec": {"f:containers": {"k:{\"name\":\"app\"}": {"f:securityContext": {"f:privileged": {}}}}}}}}}]}});
+        live.insert(resource_key("apps", "Deployment", "shop", "web"), crate::attribution::attribute(&object, "workload", &[]));
+        let res = json!([{"group": "apps", "kind": "Deployment", "namespace": "shop", "name": "web", "status": "OutOfSync"},
+                         {"kind": "ConfigMap", "namespace": "shop", "name": "c", "status": "OutOfSync"}]);
+        // Even alongside a Git change, a security field edited by hand is critical.
+        let d = m.drift(&app("new", "cur", res), &live);
+        assert_eq!(d["classes"], json!(["config", "security-context"]));
+        assert_eq!(
+            (d["resources"][0]["class"].as_str(), d["resources"][0]["kindClass"].as_str()),
+            (Some("security-context"), Some("workload"))
+        );
+        assert_eq!((d["security"].as_bool(), d["severity"].as_str()), (Some(true), Some("critical")));
+        assert_eq!(d["attribution"][0]["manager"], "kubectl-edit");
+        assert_eq!(d["attribution"][0]["resource"], "Deployment shop/web");
+        assert_eq!(d["attribution"][0]["securityFields"], json!(["spec.template.spec.containers[app].securityContext.privileged"]));
     }
 
     #[test]

@@ -4,6 +4,7 @@
 
 pub mod classes;
 pub mod selector;
+pub mod tree;
 
 use std::collections::{BTreeMap, BTreeSet};
 

@@ -12,7 +12,10 @@
 //! ([`StateStore::complete`]), so a failed send is tried again (Argo CD records first and
 //! loses it).
 
+mod history;
 mod outbox;
+
+pub use history::{HistoryQuery, Retention};
 
 pub use outbox::{DeadLetter, EnqueueReport, MAX_DEAD_LETTERS, MAX_OUTBOX_PER_SERVICE, MAX_SLACK_REFS, OutboxEntry, SlackRef};
 
@@ -75,6 +78,7 @@ impl StateStore {
         let tx = db.begin_write().map_err(storage)?;
         tx.open_table(NOTIFIED).map_err(storage)?;
         outbox::create_tables(&tx)?;
+        history::create_tables(&tx)?;
         tx.commit().map_err(storage)?;
         Ok(StateStore { db, max_keys_per_app: DEFAULT_MAX_KEYS_PER_APP })
     }
@@ -145,6 +149,21 @@ impl StateStore {
         Ok(removed)
     }
 
+    /// When a key was recorded (unix ms), if it is.
+    pub fn notified_at(&self, app: &str, key: &str) -> Result<Option<u64>, StateError> {
+        let tx = self.db.begin_read().map_err(storage)?;
+        let table = tx.open_table(NOTIFIED).map_err(storage)?;
+        Ok(table.get(Self::full_key(app, key).as_str()).map_err(storage)?.map(|v| v.value()))
+    }
+
+    /// Remembers a delivered notification in its drift episode (the preview path; the
+    /// delivery workers do it in their own transaction).
+    pub fn note_sent(&self, n: &crate::model::Notification, now_ms: u64) -> Result<(), StateError> {
+        let tx = self.db.begin_write().map_err(storage)?;
+        Self::note_sent_in(&tx, n, now_ms)?;
+        tx.commit().map_err(storage)
+    }
+
     /// Every key of one Application with its delivery time.
     pub fn keys(&self, app: &str) -> Result<Vec<(String, u64)>, StateError> {
         let tx = self.db.begin_read().map_err(storage)?;
@@ -192,6 +211,7 @@ impl StateStore {
             }
             keys.len()
         };
+        Self::forget_app_history_in(&tx, app)?;
         tx.commit().map_err(storage)?;
         Ok(n)
     }

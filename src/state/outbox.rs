@@ -232,6 +232,7 @@ impl StateStore {
     }
 
     fn apply_record(&self, tx: &WriteTransaction, n: &Notification, now_ms: u64) -> Result<(), StateError> {
+        Self::note_sent_in(tx, n, now_ms)?;
         match &n.record {
             Some(r) if r.op == RecordOp::Set => self.record_in(tx, &r.app_key, &r.key, now_ms),
             Some(r) => Self::forget_in(tx, &r.app_key, &r.key),
@@ -367,6 +368,7 @@ mod tests {
             severity: Severity::Info,
             payload: serde_json::json!({}),
             record: Some(StateRecord { app_key: "ns/a@u".into(), key: key.into(), op: RecordOp::Set }),
+            episode: None,
         }
     }
 

@@ -57,6 +57,44 @@ pub struct ConditionDef {
     /// destinations get the template rendered with `resolved` true. The trigger re-arms.
     #[serde(default)]
     pub resolve: bool,
+    /// Hold-down: notify only once the condition has held this long without a break
+    /// (`30s`, `2m`, `1h30m`).
+    #[serde(rename = "for", default)]
+    pub hold: Option<At<String>>,
+    /// Notify again every this long while the condition keeps holding (`4h`).
+    #[serde(default)]
+    pub repeat: Option<At<String>>,
+}
+
+/// Parses a duration as triggers write it: a sequence of `<n><unit>` with units `d`,
+/// `h`, `m`, `s` (`90s`, `2m`, `1h30m`, `1d`). Zero is refused.
+pub fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
+    let text = s.trim();
+    let mut total: u64 = 0;
+    let mut digits = String::new();
+    for ch in text.chars() {
+        if ch.is_ascii_digit() {
+            digits.push(ch);
+            continue;
+        }
+        let unit = match ch {
+            'd' => 86_400,
+            'h' => 3600,
+            'm' => 60,
+            's' => 1,
+            _ => return Err(format!("invalid duration {text:?}: unexpected {ch:?} (use e.g. 30s, 2m, 1h30m, 1d)")),
+        };
+        let n: u64 = digits.parse().map_err(|_| format!("invalid duration {text:?}: a number must come before {ch:?}"))?;
+        total = total.saturating_add(n.saturating_mul(unit));
+        digits.clear();
+    }
+    if !digits.is_empty() {
+        return Err(format!("invalid duration {text:?}: {digits} has no unit (s, m, h or d)"));
+    }
+    if total == 0 {
+        return Err(format!("invalid duration {text:?}: must be more than zero"));
+    }
+    Ok(std::time::Duration::from_secs(total))
 }
 
 /// A trigger file: a list of conditions.
@@ -72,6 +110,8 @@ pub struct Condition {
     pub send: Vec<String>,
     pub description: Option<String>,
     pub resolve: bool,
+    pub hold: Option<std::time::Duration>,
+    pub repeat: Option<std::time::Duration>,
     /// Stable identity of the condition in dedup keys: `[index].<hash of when>`, as
     /// Argo CD forms it, so editing a condition re-arms it.
     pub key: String,
@@ -107,6 +147,11 @@ pub struct ConditionResult {
     /// Whether the condition is marked `resolve: true`.
     #[serde(skip)]
     pub resolve: bool,
+    /// The condition's `for:` hold-down and `repeat:` interval.
+    #[serde(skip)]
+    pub hold: Option<std::time::Duration>,
+    #[serde(skip)]
+    pub repeat: Option<std::time::Duration>,
     /// Why the condition counts as false, when it failed at run time.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
@@ -207,6 +252,14 @@ impl TriggerEngine {
                     "a condition must send at least one template",
                 ));
             }
+            let mut duration = |d: &Option<At<String>>, key: &str| -> Option<std::time::Duration> {
+                let d = d.as_ref()?;
+                parse_duration(&d.value)
+                    .map_err(|e| errors.push(ConfigError::new(file.pos(&d.referenced), format!("{key_path}.{key}"), e)))
+                    .ok()
+            };
+            let hold = duration(&c.hold, "for");
+            let repeat = duration(&c.repeat, "repeat");
             if let (Some(when), Some(once_per)) = (when, once_per) {
                 let when_text = c.when.value.text();
                 conditions.push(Condition {
@@ -218,6 +271,8 @@ impl TriggerEngine {
                     send: c.send.clone(),
                     description: c.description.clone(),
                     resolve: c.resolve,
+                    hold,
+                    repeat,
                 });
             }
         }
@@ -272,6 +327,8 @@ impl TriggerEngine {
             send: c.send.clone(),
             key: c.key.clone(),
             resolve: c.resolve,
+            hold: c.hold,
+            repeat: c.repeat,
             error,
         }
     }

@@ -155,3 +155,17 @@ fn yaml_boolean_and_string_when_are_both_accepted() {
     let r = run(&engine, "- when: true\n  send: [x]\n- when: \"true\"\n  send: [x]\n- when: false\n  send: [x]\n", json!({}));
     assert_eq!(r.iter().map(|c| c.result).collect::<Vec<_>>(), [true, true, false]);
 }
+
+#[test]
+fn hold_down_and_repeat_durations_are_parsed_and_checked() {
+    let engine = TriggerEngine::new();
+    let t = compile(&engine, "- when: \"true\"\n  for: 2m\n  repeat: 1h30m\n  send: [x]\n").unwrap();
+    assert_eq!(t.conditions[0].hold, Some(std::time::Duration::from_secs(120)));
+    assert_eq!(t.conditions[0].repeat, Some(std::time::Duration::from_secs(5400)));
+    let errors = compile(&engine, "- when: \"true\"\n  for: 2 minutes\n  send: [x]\n").unwrap_err();
+    let rendered = errors[0].to_string();
+    assert!(rendered.starts_with("t.yaml:2:") && rendered.contains("trigger t[0].for: invalid duration"), "{rendered}");
+    assert_eq!(parse_duration("1d").unwrap().as_secs(), 86_400);
+    assert!(parse_duration("0s").is_err());
+    assert!(parse_duration("15").unwrap_err().contains("no unit"));
+}

@@ -1,0 +1,275 @@
+//! `driftwatch routes test` and `driftwatch history`: the drift-intelligence commands.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use chrono::{DateTime, Utc};
+use serde_json::{Value, json};
+
+use super::{BAD_INPUT, FAILED, Format, OK, live_attribution, load, read_app};
+use crate::episode::{Episode, human_duration};
+use crate::pipeline::Pipeline;
+use crate::replay::read_documents;
+use crate::state::{HistoryQuery, StateStore};
+
+/// `driftwatch routes test --app FILE [--live FILE ...]`: which destinations this
+/// Application's drift would reach, through which route or subscription, and what
+/// would be sent now — as if driftwatch met the Application for the first time.
+pub fn routes_test(
+    app_file: &Path,
+    live_files: &[PathBuf],
+    config: Option<&Path>,
+    format: Format,
+    out: &mut dyn Write,
+    err: &mut dyn Write,
+) -> anyhow::Result<i32> {
+    let Some(rt) = load(config, err)? else { return Ok(FAILED) };
+    let Some(app) = read_app(app_file, err)? else { return Ok(BAD_INPUT) };
+    let mut pipeline = Pipeline::new(Arc::new(rt));
+    for f in live_files {
+        let docs = match read_documents(f) {
+            Ok(d) => d,
+            Err(e) => {
+                writeln!(err, "error: {e}")?;
+                return Ok(BAD_INPUT);
+            }
+        };
+        for d in docs {
+            let (key, a) = live_attribution(&pipeline.runtime, &d);
+            pipeline.live.insert(key, a);
+        }
+    }
+    let (subs, annotation_errors) = pipeline.runtime.router.subscriptions(&app, None);
+    let state = StateStore::in_memory()?;
+    let now = Utc::now();
+    let eval = pipeline.evaluate(&app, &state, now)?;
+    let fired: Vec<(String, String, String)> =
+        eval.notifications.iter().map(|n| (n.trigger.clone(), n.destination.to_string(), n.template.clone())).collect();
+    let fires = |trigger: &str, dest: &str| -> Vec<&str> {
+        fired.iter().filter(|(t, d, _)| t == trigger && d == dest).map(|(_, _, tpl)| tpl.as_str()).collect()
+    };
+    match format {
+        Format::Json => {
+            let routes: Vec<Value> = eval
+                .routes
+                .iter()
+                .map(|h| {
+                    json!({"path": h.path, "name": h.name, "reasons": h.reasons, "triggers": h.triggers,
+                           "recipients": h.recipients.iter().map(ToString::to_string).collect::<Vec<_>>()})
+                })
+                .collect();
+            let subscriptions: serde_json::Map<String, Value> =
+                subs.iter().map(|(t, ds)| (t.clone(), json!(ds.iter().map(ToString::to_string).collect::<Vec<_>>()))).collect();
+            let notifications: Vec<Value> =
+                fired.iter().map(|(t, d, tpl)| json!({"trigger": t, "destination": d, "template": tpl})).collect();
+            let v = json!({"app": app.qualified_name(), "drift": eval.drift,
+                "episode": eval.episode.as_ref().map(|e| e.view(now)), "routes": routes, "subscriptions": subscriptions,
+                "notifications": notifications, "annotationErrors": annotation_errors});
+            writeln!(out, "{}", serde_json::to_string_pretty(&v)?)?;
+        }
+        Format::Text => {
+            let d = &eval.drift;
+            let s = |v: &Value, k: &str| v.get(k).and_then(Value::as_str).unwrap_or("-").to_string();
+            writeln!(
+                out,
+                "{}  drift: {} resource(s), direction={}, severity={}",
+                app.qualified_name(),
+                d["count"].as_u64().unwrap_or(0),
+                s(d, "direction"),
+                s(d, "severity")
+            )?;
+            for r in d["resources"].as_array().map(Vec::as_slice).unwrap_or_default() {
+                let class = s(r, "class");
+                let kind_class = s(r, "kindClass");
+                let refined = if class == kind_class { String::new() } else { format!(" (by kind: {kind_class})") };
+                writeln!(out, "  {} {}/{}  class={class}{refined}", s(r, "kind"), s(r, "namespace"), s(r, "name"))?;
+            }
+            for a in d["attribution"].as_array().map(Vec::as_slice).unwrap_or_default() {
+                let fields: Vec<&str> = a["fields"].as_array().map(|f| f.iter().filter_map(Value::as_str).collect()).unwrap_or_default();
+                let security = if a["securityFields"].as_array().is_some_and(|f| !f.is_empty()) { "  [security]" } else { "" };
+                writeln!(
+                    out,
+                    "  {} ({}) changed {} on {} at {}{security}",
+                    s(a, "manager"),
+                    s(a, "operation"),
+                    fields.join(", "),
+                    s(a, "resource"),
+                    s(a, "time")
+                )?;
+            }
+            writeln!(out, "\nroutes:")?;
+            if eval.routes.is_empty() {
+                writeln!(out, "  (none matched)")?;
+            }
+            for h in &eval.routes {
+                let name = h.name.as_deref().map(|n| format!(" {n:?}")).unwrap_or_default();
+                let why = if h.reasons.is_empty() { "catch-all".to_string() } else { h.reasons.join(", ") };
+                writeln!(out, "  {}{name} matched: {why}", h.path)?;
+                for t in &h.triggers {
+                    for r in &h.recipients {
+                        let now = fires(t, &r.to_string());
+                        let when = if now.is_empty() { "not now".to_string() } else { format!("sends now: {}", now.join(", ")) };
+                        writeln!(out, "    {t} -> {r}  ({when})")?;
+                    }
+                }
+            }
+            writeln!(out, "\nsubscriptions (annotations, config):")?;
+            if subs.is_empty() {
+                writeln!(out, "  (none)")?;
+            }
+            for (t, ds) in &subs {
+                for r in ds {
+                    let now = fires(t, &r.to_string());
+                    let when = if now.is_empty() { "not now".to_string() } else { format!("sends now: {}", now.join(", ")) };
+                    writeln!(out, "    {t} -> {r}  ({when})")?;
+                }
+            }
+            for e in &annotation_errors {
+                writeln!(out, "  ! {e}")?;
+            }
+        }
+    }
+    Ok(OK)
+}
+
+/// Output formats of `history`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum HistoryFormat {
+    Table,
+    Json,
+    Csv,
+}
+
+/// Parses `--since`: a duration back from now (`24h`, `7d`) or an RFC 3339 instant.
+pub fn parse_since(s: &str, now: DateTime<Utc>) -> Result<DateTime<Utc>, String> {
+    if let Ok(t) = DateTime::parse_from_rfc3339(s) {
+        return Ok(t.with_timezone(&Utc));
+    }
+    let d = crate::trigger::parse_duration(s).map_err(|e| format!("--since: {e}, or an RFC 3339 time"))?;
+    Ok(now - chrono::Duration::from_std(d).unwrap_or(chrono::Duration::MAX))
+}
+
+/// `driftwatch history --state FILE [--app A] [--since 24h] [--class C] [-o table|json|csv]`.
+pub fn history(path: &Path, query: &HistoryQuery, format: HistoryFormat, out: &mut dyn Write, err: &mut dyn Write) -> anyhow::Result<i32> {
+    if !path.exists() {
+        writeln!(err, "error: {}: no such state file", path.display())?;
+        return Ok(BAD_INPUT);
+    }
+    let state = match StateStore::open(path) {
+        Ok(s) => s,
+        Err(e) => {
+            writeln!(err, "error: {e}")?;
+            writeln!(err, "(a running driftwatch holds the file; its /history endpoint answers the same query)")?;
+            return Ok(FAILED);
+        }
+    };
+    let episodes = state.episodes(query)?;
+    write_history(&episodes, format, Utc::now(), out)?;
+    Ok(OK)
+}
+
+/// Prints episodes in one of the `history` formats.
+pub fn write_history(episodes: &[Episode], format: HistoryFormat, now: DateTime<Utc>, out: &mut dyn Write) -> std::io::Result<()> {
+    let time = |t: Option<DateTime<Utc>>| t.map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)).unwrap_or_default();
+    let managers = |e: &Episode| -> String {
+        let mut m: Vec<&str> = e.attribution.iter().filter_map(|a| a.get("manager").and_then(Value::as_str)).collect();
+        m.dedup();
+        m.join(";")
+    };
+    let resources = |e: &Episode| -> String {
+        e.resources
+            .iter()
+            .map(|r| {
+                let s = |k: &str| r.get(k).and_then(Value::as_str).unwrap_or_default();
+                format!("{} {}/{}", s("kind"), s("namespace"), s("name"))
+            })
+            .collect::<Vec<_>>()
+            .join(";")
+    };
+    match format {
+        HistoryFormat::Json => {
+            let v: Vec<Value> = episodes.iter().map(|e| history_record(e, now)).collect();
+            writeln!(out, "{}", serde_json::to_string_pretty(&v).unwrap_or_default())?;
+        }
+        HistoryFormat::Csv => {
+            writeln!(
+                out,
+                "id,app,project,cluster,opened,resolved,duration_seconds,state,severity,direction,classes,resources,managers,revision,notifications"
+            )?;
+            for e in episodes {
+                let row = [
+                    e.id.clone(),
+                    format!("{}/{}", e.namespace, e.name),
+                    e.project.clone(),
+                    e.cluster.clone(),
+                    time(Some(e.opened_at)),
+                    time(e.resolved_at),
+                    e.duration_secs(now).to_string(),
+                    if e.resolved_at.is_some() { "resolved".into() } else { "open".into() },
+                    e.severity.as_str().into(),
+                    e.direction.clone(),
+                    e.classes.iter().cloned().collect::<Vec<_>>().join(";"),
+                    resources(e),
+                    managers(e),
+                    e.revision.clone(),
+                    e.notifications.len().to_string(),
+                ];
+                writeln!(out, "{}", row.iter().map(|c| csv_field(c)).collect::<Vec<_>>().join(","))?;
+            }
+        }
+        HistoryFormat::Table => {
+            writeln!(
+                out,
+                "{:<20} {:<28} {:<9} {:<10} {:<8} {:<8} {:<28} {:<20} SENT",
+                "OPENED", "APP", "STATE", "DURATION", "SEVERITY", "DIRECTION", "CLASSES", "CHANGED BY"
+            )?;
+            for e in episodes {
+                let classes = e.classes.iter().cloned().collect::<Vec<_>>().join(",");
+                writeln!(
+                    out,
+                    "{:<20} {:<28} {:<9} {:<10} {:<8} {:<8} {:<28} {:<20} {}",
+                    time(Some(e.opened_at)),
+                    format!("{}/{}", e.namespace, e.name),
+                    if e.resolved_at.is_some() { "resolved" } else { "open" },
+                    human_duration(e.duration_secs(now)),
+                    e.severity.as_str(),
+                    e.direction,
+                    classes,
+                    managers(e),
+                    e.notifications.len()
+                )?;
+            }
+            writeln!(out, "{} episode(s)", episodes.len())?;
+        }
+    }
+    Ok(())
+}
+
+/// One episode as `history -o json` and the `/history` endpoint give it.
+pub fn history_record(e: &Episode, now: DateTime<Utc>) -> Value {
+    let mut v = e.view(now);
+    if let Some(m) = v.as_object_mut() {
+        m.insert("notifications".into(), serde_json::to_value(&e.notifications).unwrap_or(Value::Null));
+    }
+    v
+}
+
+fn csv_field(s: &str) -> String {
+    if s.contains([',', '"', '\n']) { format!("\"{}\"", s.replace('"', "\"\"")) } else { s.to_string() }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn since_takes_a_duration_or_a_time() {
+        let now = DateTime::parse_from_rfc3339("2026-03-02T12:00:00Z").unwrap().with_timezone(&Utc);
+        assert_eq!(parse_since("24h", now).unwrap(), now - chrono::Duration::hours(24));
+        assert_eq!(parse_since("2026-03-01T00:00:00Z", now).unwrap().to_rfc3339(), "2026-03-01T00:00:00+00:00");
+        assert!(parse_since("yesterday", now).is_err());
+        assert_eq!(csv_field("a,b"), "\"a,b\"");
+        assert_eq!(csv_field("say \"hi\""), "\"say \"\"hi\"\"\"");
+    }
+}

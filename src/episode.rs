@@ -1,0 +1,394 @@
+//! Drift episodes: an Application's stretch of time away from its desired state.
+//!
+//! An episode opens when the Application goes OutOfSync or Degraded, gathers what
+//! drifted (classes, resources, attribution) while it lasts, escalates when its
+//! severity rises, and resolves when the Application is Synced and not Degraded again
+//! (or is deleted). [`observe`] is the pure transition; the pipeline calls it once per
+//! evaluation and the caller stores the result (`state::history`). Triggers and
+//! templates see the episode as `episode` ([`Episode::view`]).
+
+use std::collections::BTreeSet;
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+use crate::model::{App, Severity};
+
+/// Bounds on what one episode keeps.
+pub const MAX_RESOURCES: usize = 64;
+pub const MAX_ATTRIBUTION: usize = 32;
+pub const MAX_NOTIFICATIONS: usize = 64;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum EpisodeState {
+    Open,
+    Resolved,
+}
+
+/// A notification delivered during an episode (kept in its history).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Sent {
+    pub trigger: String,
+    pub service: String,
+    pub recipient: String,
+    /// `fire` or `resolve`.
+    pub action: String,
+    pub at: DateTime<Utc>,
+}
+
+/// One drift episode, as stored in the history.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Episode {
+    /// `<namespace>/<name>@<opened unix ms>`: unique, and stable as an `oncePer` value.
+    pub id: String,
+    /// The state-store key of the Application (`namespace/name@uid`).
+    pub app_key: String,
+    pub namespace: String,
+    pub name: String,
+    pub project: String,
+    /// `spec.destination.name`, else `spec.destination.server`.
+    pub cluster: String,
+    pub state: EpisodeState,
+    pub opened_at: DateTime<Utc>,
+    #[serde(default)]
+    pub resolved_at: Option<DateTime<Utc>>,
+    /// When the severity last rose.
+    #[serde(default)]
+    pub escalated_at: Option<DateTime<Utc>>,
+    /// How many times the severity rose.
+    #[serde(default)]
+    pub escalations: u32,
+    /// `synced` or `deleted` once resolved.
+    #[serde(default)]
+    pub resolution: Option<String>,
+    /// The highest severity reached.
+    pub severity: Severity,
+    /// `live` if any observation of the episode was live drift, else `git`, `unknown`.
+    pub direction: String,
+    /// `status.sync.revision` when it opened, and the deployed one then.
+    pub revision: String,
+    #[serde(default)]
+    pub deployed_revision: String,
+    /// Whether it was ever OutOfSync / Degraded.
+    pub out_of_sync: bool,
+    pub degraded: bool,
+    /// The health status last seen.
+    #[serde(default)]
+    pub health: String,
+    /// When health came back from Degraded while the episode lasted.
+    #[serde(default)]
+    pub health_recovered_at: Option<DateTime<Utc>>,
+    pub classes: BTreeSet<String>,
+    /// Every resource that drifted during the episode, with class and attribution.
+    pub resources: Vec<Value>,
+    /// Field managers other than Argo CD's that changed drifted resources.
+    pub attribution: Vec<Value>,
+    #[serde(default)]
+    pub notifications: Vec<Sent>,
+}
+
+/// What an observation did to the episode.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Event {
+    Opened,
+    Escalated,
+    Updated,
+    Resolved,
+}
+
+impl Event {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Event::Opened => "opened",
+            Event::Escalated => "escalated",
+            Event::Updated => "updated",
+            Event::Resolved => "resolved",
+        }
+    }
+}
+
+/// The result of one observation: the episode to show (open, or the last resolved
+/// one) and, when it changed, what happened (the caller stores it).
+#[derive(Debug, Clone, Default)]
+pub struct Observation {
+    pub episode: Option<Episode>,
+    pub event: Option<Event>,
+}
+
+fn str_at<'a>(v: &'a Value, p: &str) -> &'a str {
+    v.pointer(p).and_then(Value::as_str).unwrap_or_default()
+}
+
+/// The severity of the current drift (`drift.severity`), `none` as `None`.
+fn drift_severity(drift: &Value) -> Option<Severity> {
+    drift.get("severity").and_then(Value::as_str).and_then(Severity::parse)
+}
+
+/// Is `a` more severe than `b`? (`Severity` orders critical first.)
+fn more_severe(a: Severity, b: Severity) -> bool {
+    a < b
+}
+
+/// One observation of `app` (with its computed `drift`) at `now`, given the last
+/// episode stored for it.
+pub fn observe(prev: Option<Episode>, app: &App, drift: &Value, now: DateTime<Utc>) -> Observation {
+    let sync = str_at(&app.object, "/status/sync/status");
+    let health = str_at(&app.object, "/status/health/status");
+    let deleted = app.object.pointer("/metadata/deletionTimestamp").is_some_and(|v| !v.is_null());
+    let drifting = !deleted && (sync == "OutOfSync" || health == "Degraded");
+    match prev {
+        Some(mut ep) if ep.state == EpisodeState::Open => {
+            if !drifting {
+                ep.state = EpisodeState::Resolved;
+                ep.resolved_at = Some(now);
+                ep.resolution = Some(if deleted { "deleted" } else { "synced" }.to_string());
+                if ep.health == "Degraded" && health != "Degraded" {
+                    ep.health_recovered_at = Some(now);
+                }
+                ep.health = health.to_string();
+                return Observation { episode: Some(ep), event: Some(Event::Resolved) };
+            }
+            let before = ep.clone();
+            let escalated = merge(&mut ep, sync, health, drift, now);
+            let event = if escalated {
+                Some(Event::Escalated)
+            } else if ep != before {
+                Some(Event::Updated)
+            } else {
+                None
+            };
+            Observation { episode: Some(ep), event }
+        }
+        prev if drifting => {
+            let dest = |k: &str| str_at(&app.object, &format!("/spec/destination/{k}")).to_string();
+            let cluster = Some(dest("name")).filter(|s| !s.is_empty()).unwrap_or_else(|| dest("server"));
+            let mut ep = Episode {
+                id: format!("{}@{}", app.qualified_name(), now.timestamp_millis()),
+                app_key: app.state_key(),
+                namespace: app.namespace.clone(),
+                name: app.name.clone(),
+                project: app.project.clone(),
+                cluster,
+                state: EpisodeState::Open,
+                opened_at: now,
+                resolved_at: None,
+                escalated_at: None,
+                escalations: 0,
+                resolution: None,
+                severity: drift_severity(drift).unwrap_or(Severity::Info),
+                direction: "none".into(),
+                revision: str_at(drift, "/revision").to_string(),
+                deployed_revision: str_at(drift, "/deployedRevision").to_string(),
+                out_of_sync: false,
+                degraded: false,
+                health: String::new(),
+                health_recovered_at: None,
+                classes: BTreeSet::new(),
+                resources: Vec::new(),
+                attribution: Vec::new(),
+                notifications: Vec::new(),
+            };
+            // A new episode does not carry the previous one's notifications.
+            drop(prev);
+            merge(&mut ep, sync, health, drift, now);
+            ep.escalated_at = None;
+            ep.escalations = 0;
+            Observation { episode: Some(ep), event: Some(Event::Opened) }
+        }
+        prev => Observation { episode: prev, event: None },
+    }
+}
+
+/// Folds one observation into an open episode; returns whether the severity rose.
+fn merge(ep: &mut Episode, sync: &str, health: &str, drift: &Value, now: DateTime<Utc>) -> bool {
+    ep.out_of_sync |= sync == "OutOfSync";
+    ep.degraded |= health == "Degraded";
+    if ep.health == "Degraded" && health != "Degraded" {
+        ep.health_recovered_at = Some(now);
+    }
+    ep.health = health.to_string();
+    let dir = str_at(drift, "/direction");
+    ep.direction = match (ep.direction.as_str(), dir) {
+        ("live", _) | (_, "live") => "live".into(),
+        ("git", _) | (_, "git") => "git".into(),
+        ("unknown", _) | (_, "unknown") => "unknown".into(),
+        _ => ep.direction.clone(),
+    };
+    if let Some(list) = drift.get("classes").and_then(Value::as_array) {
+        ep.classes.extend(list.iter().filter_map(Value::as_str).map(str::to_string));
+    }
+    if let Some(list) = drift.get("resources").and_then(Value::as_array) {
+        for r in list {
+            let same = |o: &Value| ["group", "kind", "namespace", "name"].iter().all(|k| o.get(*k) == r.get(*k));
+            match ep.resources.iter().position(same) {
+                // Keep the latest view (class may have been refined by attribution).
+                Some(i) => ep.resources[i] = r.clone(),
+                None if ep.resources.len() < MAX_RESOURCES => ep.resources.push(r.clone()),
+                None => {}
+            }
+        }
+    }
+    if let Some(list) = drift.get("attribution").and_then(Value::as_array) {
+        for a in list {
+            let same = |o: &Value| ["resource", "manager", "time"].iter().all(|k| o.get(*k) == a.get(*k));
+            if !ep.attribution.iter().any(same) && ep.attribution.len() < MAX_ATTRIBUTION {
+                ep.attribution.push(a.clone());
+            }
+        }
+    }
+    match drift_severity(drift) {
+        Some(s) if more_severe(s, ep.severity) => {
+            ep.severity = s;
+            ep.escalated_at = Some(now);
+            ep.escalations += 1;
+            true
+        }
+        _ => false,
+    }
+}
+
+/// "45 s", "14 min", "2 h 5 min", "3 d 4 h".
+pub fn human_duration(secs: i64) -> String {
+    let secs = secs.max(0);
+    match secs {
+        s if s < 60 => format!("{s} s"),
+        s if s < 3600 => format!("{} min", s / 60),
+        s if s < 86_400 => match (s / 3600, (s % 3600) / 60) {
+            (h, 0) => format!("{h} h"),
+            (h, m) => format!("{h} h {m} min"),
+        },
+        s => match (s / 86_400, (s % 86_400) / 3600) {
+            (d, 0) => format!("{d} d"),
+            (d, h) => format!("{d} d {h} h"),
+        },
+    }
+}
+
+impl Episode {
+    /// Seconds from opening to resolution (or to `now` while open).
+    pub fn duration_secs(&self, now: DateTime<Utc>) -> i64 {
+        (self.resolved_at.unwrap_or(now) - self.opened_at).num_seconds().max(0)
+    }
+
+    /// What triggers and templates see as `episode`: the stored fields plus
+    /// `durationSeconds`, `duration` (human) and `open`.
+    pub fn view(&self, now: DateTime<Utc>) -> Value {
+        let mut v = serde_json::to_value(self).unwrap_or(Value::Null);
+        let secs = self.duration_secs(now);
+        if let Some(m) = v.as_object_mut() {
+            m.remove("notifications");
+            m.remove("appKey");
+            m.insert("open".into(), json!(self.state == EpisodeState::Open));
+            m.insert("durationSeconds".into(), json!(secs));
+            m.insert("duration".into(), json!(human_duration(secs)));
+            m.insert("severity".into(), json!(self.severity.as_str()));
+            m.insert("resourceCount".into(), json!(self.resources.len()));
+        }
+        v
+    }
+
+    /// Remembers a delivered notification (bounded: the oldest are dropped).
+    pub fn note_sent(&mut self, sent: Sent) {
+        if self.notifications.len() >= MAX_NOTIFICATIONS {
+            self.notifications.remove(0);
+        }
+        self.notifications.push(sent);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn app(sync: &str, health: &str) -> App {
+        App::from_value(json!({"apiVersion": "argoproj.io/v1alpha1", "kind": "Application",
+            "metadata": {"name": "web", "namespace": "argocd", "uid": "u1"},
+            "spec": {"project": "shop", "destination": {"server": "https://kubernetes.default.svc"}},
+            "status": {"sync": {"status": sync}, "health": {"status": health}}}))
+        .unwrap()
+    }
+
+    fn at(min: i64) -> DateTime<Utc> {
+        DateTime::parse_from_rfc3339("2026-03-02T03:00:00Z").unwrap().with_timezone(&Utc) + chrono::Duration::minutes(min)
+    }
+
+    fn drift(severity: &str, class: &str, direction: &str) -> Value {
+        json!({"severity": severity, "direction": direction, "classes": [class], "revision": "abc",
+               "resources": [{"group": "apps", "kind": "Deployment", "namespace": "shop", "name": "web", "class": class}],
+               "attribution": [{"resource": "Deployment shop/web", "manager": "kubectl-edit", "time": "t"}]})
+    }
+
+    #[test]
+    fn opens_escalates_and_resolves_with_a_duration() {
+        let o = observe(None, &app("OutOfSync", "Healthy"), &drift("warning", "workload", "live"), at(0));
+        assert_eq!(o.event, Some(Event::Opened));
+        let ep = o.episode.unwrap();
+        assert_eq!(ep.id, format!("argocd/web@{}", at(0).timestamp_millis()));
+        assert_eq!(
+            (ep.severity, ep.direction.as_str(), ep.cluster.as_str()),
+            (Severity::Warning, "live", "https://kubernetes.default.svc")
+        );
+
+        // Same drift again: nothing to store.
+        let o = observe(Some(ep.clone()), &app("OutOfSync", "Healthy"), &drift("warning", "workload", "live"), at(1));
+        assert_eq!(o.event, None);
+
+        // Attribution found a security field: escalated.
+        let o = observe(Some(ep), &app("OutOfSync", "Healthy"), &drift("critical", "security-context", "live"), at(3));
+        assert_eq!(o.event, Some(Event::Escalated));
+        let ep = o.episode.unwrap();
+        assert_eq!(ep.severity, Severity::Critical);
+        assert_eq!(ep.escalated_at, Some(at(3)));
+        assert_eq!(ep.classes.iter().collect::<Vec<_>>(), ["security-context", "workload"]);
+        assert_eq!(ep.resources.len(), 1, "the same resource is kept once, with its latest class");
+        assert_eq!(ep.resources[0]["class"], "security-context");
+        assert_eq!(ep.attribution.len(), 1);
+
+        let o = observe(Some(ep), &app("Synced", "Healthy"), &json!({"severity": "none", "direction": "none"}), at(14));
+        assert_eq!(o.event, Some(Event::Resolved));
+        let ep = o.episode.unwrap();
+        assert_eq!(ep.resolution.as_deref(), Some("synced"));
+        let v = ep.view(at(20));
+        assert_eq!(v["durationSeconds"], 14 * 60);
+        assert_eq!(v["duration"], "14 min");
+        assert_eq!(v["open"], false);
+        assert_eq!(v["severity"], "critical");
+
+        // Still synced: the resolved episode stays the one shown, unchanged.
+        let o = observe(Some(ep.clone()), &app("Synced", "Healthy"), &json!({}), at(30));
+        assert_eq!((o.event, o.episode), (None, Some(ep.clone())));
+        // Drift again: a new episode with a new id.
+        let o = observe(Some(ep.clone()), &app("OutOfSync", "Healthy"), &drift("info", "config", "git"), at(40));
+        let next = o.episode.unwrap();
+        assert_ne!(next.id, ep.id);
+        assert_eq!((next.severity, next.escalations), (Severity::Info, 0));
+    }
+
+    #[test]
+    fn degraded_health_opens_and_recovery_is_noted() {
+        let o = observe(None, &app("Synced", "Degraded"), &json!({"severity": "warning", "direction": "none"}), at(0));
+        let ep = o.episode.unwrap();
+        assert!(ep.degraded && !ep.out_of_sync);
+        let o = observe(Some(ep), &app("OutOfSync", "Healthy"), &drift("warning", "workload", "live"), at(2));
+        let ep = o.episode.unwrap();
+        assert_eq!(ep.health_recovered_at, Some(at(2)));
+        assert_eq!(ep.state, EpisodeState::Open);
+        let mut deleted = app("OutOfSync", "Healthy");
+        deleted.object["metadata"]["deletionTimestamp"] = json!("2026-03-02T04:00:00Z");
+        let o = observe(Some(ep), &deleted, &json!({}), at(5));
+        assert_eq!(o.episode.unwrap().resolution.as_deref(), Some("deleted"));
+    }
+
+    #[test]
+    fn durations_read_like_a_human_wrote_them() {
+        assert_eq!(human_duration(45), "45 s");
+        assert_eq!(human_duration(14 * 60 + 5), "14 min");
+        assert_eq!(human_duration(2 * 3600 + 5 * 60), "2 h 5 min");
+        assert_eq!(human_duration(3600), "1 h");
+        assert_eq!(human_duration(3 * 86_400 + 4 * 3600), "3 d 4 h");
+    }
+}

@@ -1,0 +1,472 @@
+//! The route tree: destinations decided by *what* drifted, on top of subscriptions.
+//!
+//! Routes work like Alertmanager's: the top-level list is tried in order; the first
+//! route whose `match` holds takes the drift, its children are tried the same way, and
+//! when no child matches the route's own recipients get it. `continue: true` goes on to
+//! the next sibling after a match. A child inherits its parent's `triggers` and
+//! `recipients` unless it names its own.
+//!
+//! A route is matched against the Application's drift episode (the open one, or the
+//! last resolved one — so the page a route opened also gets its resolve), or against
+//! the current drift when there has been no episode.
+
+use std::collections::BTreeMap;
+
+use serde::Deserialize;
+use serde_json::Value;
+
+use crate::model::{Destination, Severity};
+use crate::route::Subscriptions;
+use crate::route::classes::CLASSES;
+use crate::route::selector::Selector;
+
+/// Routes nest at most this deep, and there are at most this many in all.
+pub const MAX_DEPTH: usize = 8;
+pub const MAX_ROUTES: usize = 256;
+
+/// Directions a route may match (`drift.direction`).
+pub const DIRECTIONS: &[&str] = &["git", "live", "unknown", "none"];
+
+/// One value or a list of them.
+#[derive(Debug, Clone, Deserialize, Default, PartialEq, Eq)]
+#[serde(untagged)]
+pub enum OneOrMany {
+    #[default]
+    None,
+    One(String),
+    Many(Vec<String>),
+}
+
+impl OneOrMany {
+    pub fn values(&self) -> Vec<String> {
+        match self {
+            OneOrMany::None => Vec::new(),
+            OneOrMany::One(s) => vec![s.clone()],
+            OneOrMany::Many(v) => v.clone(),
+        }
+    }
+}
+
+/// `match:` of a route as written. Every given matcher must hold; a list matches any
+/// of its values. `class`, `kind` and `namespace` are about one drifted resource (some
+/// resource must match all three); the others about the Application and its episode.
+#[derive(Debug, Clone, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct MatchDef {
+    #[serde(default)]
+    pub class: OneOrMany,
+    #[serde(default)]
+    pub kind: OneOrMany,
+    /// Namespace of the drifted resource.
+    #[serde(default)]
+    pub namespace: OneOrMany,
+    /// `spec.project` of the Application.
+    #[serde(default)]
+    pub project: OneOrMany,
+    /// The episode's severity (the highest it reached): critical, error, warning, info.
+    #[serde(default)]
+    pub severity: OneOrMany,
+    /// `git`, `live`, `unknown` or `none`.
+    #[serde(default)]
+    pub direction: OneOrMany,
+    /// A label selector on the Application (`env=prod,tier in (web)`).
+    #[serde(default)]
+    pub selector: Option<String>,
+    /// Exact Application labels.
+    #[serde(default)]
+    pub labels: BTreeMap<String, String>,
+}
+
+/// A route as written in `routes:`.
+#[derive(Debug, Clone, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct RouteDef {
+    /// A name for `routes test` output and logs.
+    #[serde(default)]
+    pub name: Option<String>,
+    #[serde(default, rename = "match")]
+    pub matcher: MatchDef,
+    /// Triggers whose notifications this route delivers; inherited when empty.
+    #[serde(default)]
+    pub triggers: Vec<String>,
+    /// `service:recipient` strings; inherited when empty.
+    #[serde(default)]
+    pub recipients: Vec<String>,
+    #[serde(default, rename = "continue")]
+    pub continue_: bool,
+    #[serde(default)]
+    pub routes: Vec<RouteDef>,
+}
+
+/// A validated route.
+#[derive(Debug, Clone)]
+pub struct Route {
+    /// `routes[0].routes[2]`, for explanations.
+    pub path: String,
+    pub name: Option<String>,
+    classes: Vec<String>,
+    kinds: Vec<String>,
+    namespaces: Vec<String>,
+    projects: Vec<String>,
+    severities: Vec<Severity>,
+    directions: Vec<String>,
+    selector: Option<(String, Selector)>,
+    labels: BTreeMap<String, String>,
+    pub triggers: Vec<String>,
+    pub recipients: Vec<Destination>,
+    pub continue_: bool,
+    pub routes: Vec<Route>,
+}
+
+/// What a route is matched against: the Application and its episode (or drift).
+pub struct RouteInput<'a> {
+    pub labels: &'a BTreeMap<String, String>,
+    pub project: &'a str,
+    /// The episode (open or last resolved) when there is one, else the current drift:
+    /// both have `resources[{class, kind, namespace}]`, `severity` and `direction`.
+    pub subject: &'a Value,
+}
+
+/// A route that took the drift, and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RouteHit {
+    pub path: String,
+    pub name: Option<String>,
+    /// The matchers that held, as `class=rbac` etc.; empty for a catch-all.
+    pub reasons: Vec<String>,
+    pub triggers: Vec<String>,
+    pub recipients: Vec<Destination>,
+}
+
+/// The validated tree.
+#[derive(Debug, Clone, Default)]
+pub struct RouteTree {
+    pub routes: Vec<Route>,
+}
+
+impl RouteTree {
+    /// Validates `defs`; `known_trigger` and `known_service` say what exists. Errors
+    /// name the route's path and key.
+    pub fn build(
+        defs: &[RouteDef],
+        known_trigger: &dyn Fn(&str) -> bool,
+        known_service: &dyn Fn(&str) -> bool,
+    ) -> Result<RouteTree, Vec<(String, String)>> {
+        let mut errors = Vec::new();
+        let mut count = 0;
+        let routes = build_level(defs, "routes", 1, &[], &[], known_trigger, known_service, &mut count, &mut errors);
+        if count > MAX_ROUTES {
+            errors.push(("routes".into(), format!("{count} routes; at most {MAX_ROUTES} are allowed")));
+        }
+        if errors.is_empty() { Ok(RouteTree { routes }) } else { Err(errors) }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.routes.is_empty()
+    }
+
+    /// The routes that take this drift, in tree order.
+    pub fn matches(&self, input: &RouteInput<'_>) -> Vec<RouteHit> {
+        let mut out = Vec::new();
+        walk(&self.routes, input, &mut out);
+        out
+    }
+
+    /// The (trigger, destination) pairs the matching routes add.
+    pub fn subscriptions(&self, input: &RouteInput<'_>) -> Subscriptions {
+        let mut out = Subscriptions::new();
+        for hit in self.matches(input) {
+            for t in &hit.triggers {
+                out.entry(t.clone()).or_default().extend(hit.recipients.iter().cloned());
+            }
+        }
+        out
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn build_level(
+    defs: &[RouteDef],
+    prefix: &str,
+    depth: usize,
+    parent_triggers: &[String],
+    parent_recipients: &[Destination],
+    known_trigger: &dyn Fn(&str) -> bool,
+    known_service: &dyn Fn(&str) -> bool,
+    count: &mut usize,
+    errors: &mut Vec<(String, String)>,
+) -> Vec<Route> {
+    let mut out = Vec::new();
+    for (i, d) in defs.iter().enumerate() {
+        *count += 1;
+        let path = if depth == 1 { format!("{prefix}[{i}]") } else { format!("{prefix}.routes[{i}]") };
+        if depth > MAX_DEPTH {
+            errors.push((path, format!("routes nest at most {MAX_DEPTH} deep")));
+            continue;
+        }
+        let m = &d.matcher;
+        let classes = m.class.values();
+        for c in classes.iter().filter(|c| !CLASSES.contains(&c.as_str())) {
+            errors.push((format!("{path}.match.class"), format!("class {c:?} is not one of {}", CLASSES.join(", "))));
+        }
+        let mut severities = Vec::new();
+        for s in m.severity.values() {
+            match Severity::parse(&s) {
+                Some(s) => severities.push(s),
+                None => {
+                    errors.push((format!("{path}.match.severity"), format!("severity {s:?} is not one of critical, error, warning, info")))
+                }
+            }
+        }
+        let directions = m.direction.values();
+        for dir in directions.iter().filter(|d| !DIRECTIONS.contains(&d.as_str())) {
+            errors.push((format!("{path}.match.direction"), format!("direction {dir:?} is not one of {}", DIRECTIONS.join(", "))));
+        }
+        let selector = match &m.selector {
+            None => None,
+            Some(s) => match Selector::parse(s) {
+                Ok(sel) => Some((s.clone(), sel)),
+                Err(e) => {
+                    errors.push((format!("{path}.match.selector"), e));
+                    None
+                }
+            },
+        };
+        let triggers = if d.triggers.is_empty() { parent_triggers.to_vec() } else { d.triggers.clone() };
+        for t in d.triggers.iter().filter(|t| !known_trigger(t)) {
+            errors.push((format!("{path}.triggers"), format!("trigger {t:?} does not exist")));
+        }
+        let recipients: Vec<Destination> =
+            if d.recipients.is_empty() { parent_recipients.to_vec() } else { d.recipients.iter().map(|r| Destination::parse(r)).collect() };
+        for r in d.recipients.iter().map(|r| Destination::parse(r)).filter(|r| !known_service(&r.service)) {
+            errors.push((format!("{path}.recipients"), format!("service {:?} is not configured", r.service)));
+        }
+        if d.routes.is_empty() && (triggers.is_empty() || recipients.is_empty()) {
+            errors.push((path.clone(), "a route without child routes needs triggers and recipients (its own or its parent's)".into()));
+        }
+        let routes = build_level(&d.routes, &path, depth + 1, &triggers, &recipients, known_trigger, known_service, count, errors);
+        out.push(Route {
+            path,
+            name: d.name.clone(),
+            classes,
+            kinds: m.kind.values(),
+            namespaces: m.namespace.values(),
+            projects: m.project.values(),
+            severities,
+            directions,
+            selector,
+            labels: m.labels.clone(),
+            triggers,
+            recipients,
+            continue_: d.continue_,
+            routes,
+        });
+    }
+    out
+}
+
+/// Alertmanager's walk: returns whether any route at this level matched.
+fn walk(routes: &[Route], input: &RouteInput<'_>, out: &mut Vec<RouteHit>) -> bool {
+    let mut matched = false;
+    for r in routes {
+        let Some(reasons) = r.matches(input) else { continue };
+        matched = true;
+        let before = out.len();
+        let child = walk(&r.routes, input, out);
+        if !child {
+            out.insert(
+                before,
+                RouteHit {
+                    path: r.path.clone(),
+                    name: r.name.clone(),
+                    reasons,
+                    triggers: r.triggers.clone(),
+                    recipients: r.recipients.clone(),
+                },
+            );
+        }
+        if !r.continue_ {
+            break;
+        }
+    }
+    matched
+}
+
+impl Route {
+    /// `Some(reasons)` when every matcher holds.
+    fn matches(&self, input: &RouteInput<'_>) -> Option<Vec<String>> {
+        let mut reasons = Vec::new();
+        let s = input.subject;
+        if !self.projects.is_empty() {
+            if !self.projects.iter().any(|p| p == input.project) {
+                return None;
+            }
+            reasons.push(format!("project={}", input.project));
+        }
+        if let Some((text, sel)) = &self.selector {
+            if !sel.matches(input.labels) {
+                return None;
+            }
+            reasons.push(format!("selector {text}"));
+        }
+        for (k, v) in &self.labels {
+            if input.labels.get(k) != Some(v) {
+                return None;
+            }
+            reasons.push(format!("label {k}={v}"));
+        }
+        if !self.severities.is_empty() {
+            let sev = s.get("severity").and_then(Value::as_str).and_then(Severity::parse);
+            match sev {
+                Some(sev) if self.severities.contains(&sev) => reasons.push(format!("severity={}", sev.as_str())),
+                _ => return None,
+            }
+        }
+        if !self.directions.is_empty() {
+            let dir = s.get("direction").and_then(Value::as_str).unwrap_or("none");
+            if !self.directions.iter().any(|d| d == dir) {
+                return None;
+            }
+            reasons.push(format!("direction={dir}"));
+        }
+        if !self.classes.is_empty() || !self.kinds.is_empty() || !self.namespaces.is_empty() {
+            let resources = s.get("resources").and_then(Value::as_array).map(Vec::as_slice).unwrap_or_default();
+            let field = |r: &Value, k: &str| r.get(k).and_then(Value::as_str).unwrap_or_default().to_string();
+            let hit = resources.iter().find(|r| {
+                (self.classes.is_empty() || self.classes.contains(&field(r, "class")))
+                    && (self.kinds.is_empty() || self.kinds.contains(&field(r, "kind")))
+                    && (self.namespaces.is_empty() || self.namespaces.contains(&field(r, "namespace")))
+            })?;
+            let mut parts = Vec::new();
+            if !self.classes.is_empty() {
+                parts.push(format!("class={}", field(hit, "class")));
+            }
+            if !self.kinds.is_empty() {
+                parts.push(format!("kind={}", field(hit, "kind")));
+            }
+            if !self.namespaces.is_empty() {
+                parts.push(format!("namespace={}", field(hit, "namespace")));
+            }
+            reasons.push(format!("{} ({} {}/{})", parts.join(" "), field(hit, "kind"), field(hit, "namespace"), field(hit, "name")));
+        }
+        Some(reasons)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn tree(yaml: &str) -> RouteTree {
+        let defs: Vec<RouteDef> = serde_saphyr::from_str(yaml).unwrap();
+        RouteTree::build(&defs, &|t| t.starts_with("on-"), &|s| ["oncall", "slack", "siem"].contains(&s)).unwrap()
+    }
+
+    const POLICY: &str = r#"
+- name: security
+  match: {class: [rbac, network-policy, security-context, admission]}
+  triggers: [on-security-drift]
+  recipients: [oncall:platform]
+  continue: true
+- name: siem
+  triggers: [on-drift-episode]
+  recipients: [siem]
+  continue: true
+- name: chat
+  match: {direction: [live, unknown]}
+  triggers: [on-live-drift]
+  recipients: [slack:drift]
+  routes:
+    - match: {project: payments}
+      recipients: [slack:payments-drift]
+"#;
+
+    fn subject(class: &str, direction: &str) -> Value {
+        json!({"severity": "warning", "direction": direction,
+               "resources": [{"class": class, "kind": "Role", "namespace": "prod", "name": "reader"}]})
+    }
+
+    #[test]
+    fn first_match_wins_unless_continue_and_children_refine() {
+        let t = tree(POLICY);
+        let labels = BTreeMap::new();
+        let s = subject("rbac", "live");
+        let hits = t.matches(&RouteInput { labels: &labels, project: "default", subject: &s });
+        let paths: Vec<&str> = hits.iter().map(|h| h.path.as_str()).collect();
+        assert_eq!(paths, ["routes[0]", "routes[1]", "routes[2]"]);
+        assert_eq!(hits[0].reasons, ["class=rbac (Role prod/reader)"]);
+        assert!(hits[1].reasons.is_empty(), "the SIEM route is a catch-all");
+        let subs = t.subscriptions(&RouteInput { labels: &labels, project: "default", subject: &s });
+        assert_eq!(subs["on-security-drift"].iter().next(), Some(&Destination::new("oncall", "platform")));
+
+        // A payments workload: no security page; the child route takes the chat part,
+        // inheriting the parent's trigger.
+        let s = subject("workload", "live");
+        let hits = t.matches(&RouteInput { labels: &labels, project: "payments", subject: &s });
+        let paths: Vec<&str> = hits.iter().map(|h| h.path.as_str()).collect();
+        assert_eq!(paths, ["routes[1]", "routes[2].routes[0]"]);
+        assert_eq!(hits[1].triggers, ["on-live-drift"]);
+        assert_eq!(hits[1].recipients, [Destination::new("slack", "payments-drift")]);
+
+        // A Git change reaches only the SIEM.
+        let s = subject("config", "git");
+        let hits = t.matches(&RouteInput { labels: &labels, project: "default", subject: &s });
+        assert_eq!(hits.len(), 1);
+        assert_eq!(hits[0].path, "routes[1]");
+    }
+
+    #[test]
+    fn resource_matchers_must_hold_on_one_resource_and_labels_on_the_app() {
+        let t = tree(
+            r#"
+- match: {kind: Deployment, namespace: prod, selector: "env=prod", severity: [critical, warning]}
+  triggers: [on-live-drift]
+  recipients: [slack:x]
+"#,
+        );
+        let mut labels = BTreeMap::new();
+        let s = json!({"severity": "warning", "resources": [
+            {"class": "workload", "kind": "Deployment", "namespace": "dev", "name": "a"},
+            {"class": "config", "kind": "ConfigMap", "namespace": "prod", "name": "b"}]});
+        labels.insert("env".to_string(), "prod".to_string());
+        assert!(
+            t.matches(&RouteInput { labels: &labels, project: "p", subject: &s }).is_empty(),
+            "kind and namespace on different resources"
+        );
+        let s =
+            json!({"severity": "warning", "resources": [{"class": "workload", "kind": "Deployment", "namespace": "prod", "name": "a"}]});
+        let hits = t.matches(&RouteInput { labels: &labels, project: "p", subject: &s });
+        assert_eq!(hits[0].reasons, ["selector env=prod", "severity=warning", "kind=Deployment namespace=prod (Deployment prod/a)"]);
+        labels.insert("env".to_string(), "dev".to_string());
+        assert!(t.matches(&RouteInput { labels: &labels, project: "p", subject: &s }).is_empty());
+    }
+
+    #[test]
+    fn invalid_routes_are_reported_with_their_path() {
+        let defs: Vec<RouteDef> = serde_saphyr::from_str(
+            r#"
+- match: {class: loud, severity: huge, direction: sideways}
+  triggers: [nope]
+  recipients: [pager:x]
+- routes:
+    - name: orphan
+"#,
+        )
+        .unwrap();
+        let errs = RouteTree::build(&defs, &|t| t.starts_with("on-"), &|s| s == "slack").unwrap_err();
+        let keys: Vec<&str> = errs.iter().map(|(k, _)| k.as_str()).collect();
+        assert_eq!(
+            keys,
+            [
+                "routes[0].match.class",
+                "routes[0].match.severity",
+                "routes[0].match.direction",
+                "routes[0].triggers",
+                "routes[0].recipients",
+                "routes[1].routes[0]"
+            ]
+        );
+        assert!(serde_saphyr::from_str::<Vec<RouteDef>>("- matcher: {}").is_err(), "unknown keys are errors");
+    }
+}

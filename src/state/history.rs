@@ -1,0 +1,311 @@
+//! Drift history and hold-downs in the state store.
+//!
+//! - `episodes`: every drift episode, keyed by opening time then Application, as JSON;
+//!   bounded by count and age (the oldest resolved ones go first);
+//! - `latest_episode`: per Application, the key of its newest episode (open or last
+//!   resolved), which the pipeline reads on every evaluation;
+//! - `holds`: per Application and condition, since when a condition with `for:` has
+//!   held (so a hold-down survives a restart).
+
+use chrono::{DateTime, Utc};
+use redb::{ReadableDatabase, ReadableTable, ReadableTableMetadata, TableDefinition, WriteTransaction};
+
+use super::{SEP, StateError, StateStore, app_range, storage};
+use crate::episode::{Episode, EpisodeState, Sent};
+use crate::model::{Action, Notification};
+
+const EPISODES: TableDefinition<&str, &str> = TableDefinition::new("episodes");
+const LATEST: TableDefinition<&str, &str> = TableDefinition::new("latest_episode");
+const HOLDS: TableDefinition<&str, u64> = TableDefinition::new("holds");
+
+/// How much history is kept.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Retention {
+    pub max_episodes: usize,
+    pub max_age: chrono::Duration,
+}
+
+impl Default for Retention {
+    fn default() -> Self {
+        Retention { max_episodes: 10_000, max_age: chrono::Duration::days(90) }
+    }
+}
+
+/// What `driftwatch history` asks for.
+#[derive(Debug, Clone, Default)]
+pub struct HistoryQuery {
+    /// `name` or `namespace/name`.
+    pub app: Option<String>,
+    /// Episodes open at or after this instant.
+    pub since: Option<DateTime<Utc>>,
+    pub class: Option<String>,
+}
+
+pub(super) fn create_tables(tx: &WriteTransaction) -> Result<(), StateError> {
+    tx.open_table(EPISODES).map_err(storage)?;
+    tx.open_table(LATEST).map_err(storage)?;
+    tx.open_table(HOLDS).map_err(storage)?;
+    Ok(())
+}
+
+fn episode_key(ep: &Episode) -> String {
+    format!("{:015}{SEP}{}", ep.opened_at.timestamp_millis().max(0), ep.app_key)
+}
+
+fn parse(json: &str) -> Result<Episode, StateError> {
+    serde_json::from_str(json).map_err(storage)
+}
+
+impl StateStore {
+    /// The newest episode of an Application (open, or the last resolved one).
+    pub fn latest_episode(&self, app: &str) -> Result<Option<Episode>, StateError> {
+        let tx = self.db().begin_read().map_err(storage)?;
+        let latest = tx.open_table(LATEST).map_err(storage)?;
+        let Some(key) = latest.get(app).map_err(storage)? else { return Ok(None) };
+        let episodes = tx.open_table(EPISODES).map_err(storage)?;
+        match episodes.get(key.value()).map_err(storage)? {
+            Some(v) => parse(v.value()).map(Some),
+            None => Ok(None),
+        }
+    }
+
+    /// Stores an episode (new or changed) as its Application's latest; a new one
+    /// prunes the history to `retention`.
+    pub fn save_episode(&self, ep: &Episode, retention: Retention, now: DateTime<Utc>) -> Result<(), StateError> {
+        let key = episode_key(ep);
+        let json = serde_json::to_string(ep).map_err(storage)?;
+        let tx = self.db().begin_write().map_err(storage)?;
+        {
+            let mut episodes = tx.open_table(EPISODES).map_err(storage)?;
+            let new = episodes.insert(key.as_str(), json.as_str()).map_err(storage)?.is_none();
+            tx.open_table(LATEST).map_err(storage)?.insert(ep.app_key.as_str(), key.as_str()).map_err(storage)?;
+            if new {
+                prune(&mut episodes, &tx, retention, now)?;
+            }
+        }
+        tx.commit().map_err(storage)
+    }
+
+    /// Episodes matching `q`, oldest first.
+    pub fn episodes(&self, q: &HistoryQuery) -> Result<Vec<Episode>, StateError> {
+        let tx = self.db().begin_read().map_err(storage)?;
+        let table = tx.open_table(EPISODES).map_err(storage)?;
+        let mut out = Vec::new();
+        for item in table.iter().map_err(storage)? {
+            let (_, v) = item.map_err(storage)?;
+            let ep = parse(v.value())?;
+            if let Some(a) = &q.app
+                && *a != ep.name
+                && *a != format!("{}/{}", ep.namespace, ep.name)
+            {
+                continue;
+            }
+            if let Some(since) = q.since
+                && ep.state == EpisodeState::Resolved
+                && ep.resolved_at.is_some_and(|r| r < since)
+            {
+                continue;
+            }
+            if let Some(c) = &q.class
+                && !ep.classes.contains(c)
+            {
+                continue;
+            }
+            out.push(ep);
+        }
+        Ok(out)
+    }
+
+    /// Remembers a delivered notification in its episode, inside the delivery's
+    /// transaction.
+    pub(crate) fn note_sent_in(tx: &WriteTransaction, n: &Notification, now_ms: u64) -> Result<(), StateError> {
+        let (Some(id), Some(r)) = (n.episode.as_ref().and_then(|e| e.get("id")).and_then(|v| v.as_str()), &n.record) else {
+            return Ok(());
+        };
+        let key = match tx.open_table(LATEST).map_err(storage)?.get(r.app_key.as_str()).map_err(storage)? {
+            Some(k) => k.value().to_string(),
+            None => return Ok(()),
+        };
+        let mut episodes = tx.open_table(EPISODES).map_err(storage)?;
+        let mut ep = match episodes.get(key.as_str()).map_err(storage)? {
+            Some(v) => parse(v.value())?,
+            None => return Ok(()),
+        };
+        if ep.id != id {
+            return Ok(());
+        }
+        let at = DateTime::from_timestamp_millis(i64::try_from(now_ms).unwrap_or(i64::MAX)).unwrap_or_else(Utc::now);
+        ep.note_sent(Sent {
+            trigger: n.trigger.clone(),
+            service: n.destination.service.clone(),
+            recipient: n.destination.recipient.clone(),
+            action: match n.action {
+                Action::Fire => "fire",
+                Action::Resolve => "resolve",
+            }
+            .into(),
+            at,
+        });
+        let json = serde_json::to_string(&ep).map_err(storage)?;
+        episodes.insert(key.as_str(), json.as_str()).map_err(storage)?;
+        Ok(())
+    }
+
+    /// Since when (unix ms) a held condition has held, if it is being held.
+    pub fn hold_since(&self, app: &str, key: &str) -> Result<Option<u64>, StateError> {
+        let tx = self.db().begin_read().map_err(storage)?;
+        let table = tx.open_table(HOLDS).map_err(storage)?;
+        Ok(table.get(format!("{app}{SEP}{key}").as_str()).map_err(storage)?.map(|v| v.value()))
+    }
+
+    /// Starts (`Some(since)`) or ends (`None`) a hold-down.
+    pub fn set_hold(&self, app: &str, key: &str, since_ms: Option<u64>) -> Result<(), StateError> {
+        let tx = self.db().begin_write().map_err(storage)?;
+        {
+            let mut table = tx.open_table(HOLDS).map_err(storage)?;
+            let k = format!("{app}{SEP}{key}");
+            match since_ms {
+                Some(ms) => {
+                    table.insert(k.as_str(), ms).map_err(storage)?;
+                }
+                None => {
+                    table.remove(k.as_str()).map_err(storage)?;
+                }
+            }
+        }
+        tx.commit().map_err(storage)
+    }
+
+    /// A deleted Application: its hold-downs and latest-episode pointer go; its
+    /// episodes stay in the history.
+    pub(crate) fn forget_app_history_in(tx: &WriteTransaction, app: &str) -> Result<(), StateError> {
+        tx.open_table(LATEST).map_err(storage)?.remove(app).map_err(storage)?;
+        let mut holds = tx.open_table(HOLDS).map_err(storage)?;
+        let (lo, hi) = app_range(app);
+        let keys: Vec<String> = holds
+            .range(lo.as_str()..hi.as_str())
+            .map_err(storage)?
+            .map(|i| i.map(|(k, _)| k.value().to_string()))
+            .collect::<Result<_, _>>()
+            .map_err(storage)?;
+        for k in keys {
+            holds.remove(k.as_str()).map_err(storage)?;
+        }
+        Ok(())
+    }
+}
+
+/// Drops the oldest episodes beyond the count, and resolved ones older than the age.
+/// An open episode is never dropped for age (it is still someone's problem).
+fn prune(
+    episodes: &mut redb::Table<&str, &str>,
+    tx: &WriteTransaction,
+    retention: Retention,
+    now: DateTime<Utc>,
+) -> Result<(), StateError> {
+    let len = usize::try_from(episodes.len().map_err(storage)?).unwrap_or(usize::MAX);
+    let mut excess = len.saturating_sub(retention.max_episodes.max(1));
+    let cutoff = (now - retention.max_age).timestamp_millis();
+    let mut drop = Vec::new();
+    for item in episodes.iter().map_err(storage)? {
+        let (k, v) = item.map_err(storage)?;
+        let ep = parse(v.value())?;
+        let old = ep.state == EpisodeState::Resolved && ep.resolved_at.is_some_and(|r| r.timestamp_millis() < cutoff);
+        if excess > 0 || old {
+            drop.push((k.value().to_string(), ep.app_key.clone()));
+            excess = excess.saturating_sub(1);
+        } else if ep.opened_at.timestamp_millis() >= cutoff {
+            break;
+        }
+    }
+    if drop.is_empty() {
+        return Ok(());
+    }
+    let mut latest = tx.open_table(LATEST).map_err(storage)?;
+    for (k, app) in drop {
+        episodes.remove(k.as_str()).map_err(storage)?;
+        if latest.get(app.as_str()).map_err(storage)?.is_some_and(|v| v.value() == k) {
+            latest.remove(app.as_str()).map_err(storage)?;
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::App;
+    use serde_json::json;
+
+    fn at(min: i64) -> DateTime<Utc> {
+        DateTime::parse_from_rfc3339("2026-03-02T03:00:00Z").unwrap().with_timezone(&Utc) + chrono::Duration::minutes(min)
+    }
+
+    fn episode(name: &str, min: i64, class: &str) -> Episode {
+        let app = App::from_value(json!({"apiVersion": "argoproj.io/v1alpha1", "kind": "Application",
+            "metadata": {"name": name, "namespace": "argocd", "uid": name},
+            "status": {"sync": {"status": "OutOfSync"}}}))
+        .unwrap();
+        crate::episode::observe(None, &app, &json!({"classes": [class], "severity": "warning", "direction": "live"}), at(min))
+            .episode
+            .unwrap()
+    }
+
+    #[test]
+    fn episodes_survive_reopening_and_are_queryable() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s.redb");
+        {
+            let s = StateStore::open(&path).unwrap();
+            let mut a = episode("a", 0, "rbac");
+            s.save_episode(&a, Retention::default(), at(0)).unwrap();
+            s.save_episode(&episode("b", 5, "config"), Retention::default(), at(5)).unwrap();
+            a.state = EpisodeState::Resolved;
+            a.resolved_at = Some(at(14));
+            s.save_episode(&a, Retention::default(), at(14)).unwrap();
+        }
+        let s = StateStore::open(&path).unwrap();
+        assert_eq!(s.latest_episode("argocd/a@a").unwrap().unwrap().resolved_at, Some(at(14)));
+        assert_eq!(s.episodes(&HistoryQuery::default()).unwrap().len(), 2, "an update does not add an episode");
+        let q = |app: Option<&str>, since: Option<i64>, class: Option<&str>| {
+            s.episodes(&HistoryQuery { app: app.map(Into::into), since: since.map(at), class: class.map(Into::into) })
+                .unwrap()
+                .into_iter()
+                .map(|e| e.name)
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(q(Some("argocd/a"), None, None), ["a"]);
+        assert_eq!(q(None, None, Some("rbac")), ["a"]);
+        assert_eq!(q(None, Some(20), None), ["b"], "a resolved before --since is left out; an open one is not");
+    }
+
+    #[test]
+    fn history_is_bounded_by_count_and_age_and_deleted_apps_keep_theirs() {
+        let s = StateStore::in_memory().unwrap();
+        let keep3 = Retention { max_episodes: 3, max_age: chrono::Duration::days(1) };
+        for i in 0..5 {
+            s.save_episode(&episode(&format!("app{i}"), i, "config"), keep3, at(i)).unwrap();
+        }
+        let names: Vec<String> = s.episodes(&HistoryQuery::default()).unwrap().into_iter().map(|e| e.name).collect();
+        assert_eq!(names, ["app2", "app3", "app4"]);
+        assert!(s.latest_episode("argocd/app0@app0").unwrap().is_none());
+
+        let mut old = episode("old", 0, "config");
+        old.state = EpisodeState::Resolved;
+        old.resolved_at = Some(at(1));
+        let s = StateStore::in_memory().unwrap();
+        s.save_episode(&old, Retention::default(), at(1)).unwrap();
+        s.save_episode(&episode("open", 2, "config"), Retention::default(), at(2)).unwrap();
+        let later = at(2) + chrono::Duration::days(100);
+        s.save_episode(&episode("new", 100 * 24 * 60, "config"), Retention::default(), later).unwrap();
+        let names: Vec<String> = s.episodes(&HistoryQuery::default()).unwrap().into_iter().map(|e| e.name).collect();
+        assert_eq!(names, ["open", "new"], "the old resolved episode aged out; the open one stays");
+
+        s.set_hold("argocd/new@new", "on-x:[0].h", Some(7)).unwrap();
+        assert_eq!(s.hold_since("argocd/new@new", "on-x:[0].h").unwrap(), Some(7));
+        s.remove_app("argocd/new@new").unwrap();
+        assert_eq!(s.hold_since("argocd/new@new", "on-x:[0].h").unwrap(), None);
+        assert!(s.latest_episode("argocd/new@new").unwrap().is_none());
+        assert_eq!(s.episodes(&HistoryQuery { app: Some("new".into()), ..Default::default() }).unwrap().len(), 1);
+    }
+}
