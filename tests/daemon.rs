@@ -289,3 +289,138 @@ fn leader_handover_without_duplicates() {
     wait_for("b leads again", Duration::from_secs(10), || b.metric("driftwatch_leader") == Some(1.0));
     assert!(b.stop().success());
 }
+
+const DRIFT_CONFIG: &str = r#"services:
+  siem:
+    type: signed-webhook
+    url: http://127.0.0.1:PORT
+    secret: test-hmac-key
+    retry: {initialBackoff: 100ms, maxBackoff: 500ms}
+routes:
+  - name: security-page
+    match: {class: [rbac, network-policy, security-context, admission]}
+    triggers: [on-security-drift]
+    recipients: [siem:page]
+    continue: true
+  - name: siem
+    triggers: [on-drift-episode]
+    recipients: [siem]
+attribution:
+  ttl: 1s
+"#;
+
+fn drifted_shop(sync: &str) -> serde_json::Value {
+    let status = |kind: &str| if sync == "OutOfSync" && kind != "Service" { "OutOfSync" } else { "Synced" };
+    AppBuilder::new("shop")
+        .sync(sync, REV1)
+        .healthy()
+        .field("/status/history", serde_json::json!([{"id": 1, "revision": REV1}]))
+        .field(
+            "/status/resources",
+            serde_json::json!([
+                {"group": "apps", "version": "v1", "kind": "Deployment", "namespace": "shop", "name": "web", "status": status("Deployment")},
+                {"version": "v1", "kind": "ConfigMap", "namespace": "shop", "name": "web-config", "status": status("ConfigMap")},
+                {"version": "v1", "kind": "Service", "namespace": "shop", "name": "web", "status": status("Service")}
+            ]),
+        )
+        .build()
+}
+
+fn records(got: &Arc<Mutex<Vec<String>>>) -> Vec<serde_json::Value> {
+    bodies(got).iter().filter_map(|b| serde_json::from_str(b).ok()).collect()
+}
+
+fn find(got: &Arc<Mutex<Vec<String>>>, rule: &str, event: &str) -> Option<serde_json::Value> {
+    records(got).into_iter().find(|r| r["rule"]["name"] == rule && r["driftwatch"]["episode"]["event"] == event)
+}
+
+/// Drift intelligence against the API server, through the real kube client: the
+/// daemon reads the drifted resources' live objects (metadata only), attributes a
+/// privileged securityContext to `kubectl-edit`, escalates the episode to a page (by
+/// route, with no annotation), resolves the page when the Application is Synced again,
+/// and keeps the episode in a history that survives a restart.
+#[test]
+fn live_drift_is_attributed_escalated_resolved_and_kept() {
+    let Setup { dir, api, got, port } = setup();
+    std::fs::write(dir.path().join("driftwatch.yaml"), DRIFT_CONFIG.replace("PORT", &port.to_string())).unwrap();
+    api.put_live(serde_json::json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web", "namespace": "shop",
+        "managedFields": [
+            {"manager": "argocd-controller", "operation": "Apply", "time": "2026-03-01T10:00:00Z", "fieldsType": "FieldsV1",
+             "fieldsV1": {"f:spec": {"f:template": {"f:spec": {"f:containers": {"k:{\"name\":\"web\"}": {".": {}, "f:image": {}}}}}}}},
+            {"manager": "kubectl-edit", "operation": "Update", "time": "2026-03-02T03:12:04Z", "fieldsType": "FieldsV1",
+             "fieldsV1": {"f:spec": {"f:template": {"f:spec": {"f:containers": {"k:{\"name\":\"web\"}": {"f:securityContext": {".": {}, "f:privileged": {}}}}}}}}}]},
+        "spec": {"template": {"spec": {"containers": [{"name": "web", "securityContext": {"privileged": true}}]}}}}));
+    api.put_live(serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "web-config", "namespace": "shop",
+        "managedFields": [{"manager": "kubectl-patch", "operation": "Update", "time": "2026-03-02T03:13:00Z", "fieldsType": "FieldsV1",
+                           "fieldsV1": {"f:data": {"f:LOG_LEVEL": {}}}}]}, "data": {"LOG_LEVEL": "debug"}}));
+    api.apply(drifted_shop("OutOfSync"));
+    let d = Daemon::start(dir.path());
+
+    // Opened before anything was read (warning), then escalated once attribution came in.
+    wait_for("the episode opening", Duration::from_secs(15), || find(&got, "on-drift-episode", "opened").is_some());
+    wait_for("the page", Duration::from_secs(15), || find(&got, "on-security-drift", "escalated").is_some());
+    let page = find(&got, "on-security-drift", "escalated").unwrap();
+    assert_eq!(page["user"]["name"], "kubectl-edit", "{page}");
+    assert_eq!(page["event"]["severity"], 2, "critical: {page}");
+    let ep = &page["driftwatch"]["episode"];
+    assert_eq!(ep["classes"], serde_json::json!(["config", "security-context", "workload"]), "the episode keeps what it saw before attribution: {ep}");
+    assert_eq!(ep["direction"], "live");
+    let edit = ep["attribution"].as_array().unwrap().iter().find(|a| a["kind"] == "Deployment").unwrap();
+    assert_eq!(edit["securityFields"], serde_json::json!(["spec.template.spec.containers[web].securityContext.privileged"]));
+    assert!(page["message"].as_str().unwrap().contains("kubectl-edit (Update) changed spec.template.spec.containers[web].securityContext.privileged on Deployment shop/web at 03:12 UTC"), "{page}");
+    wait_for("the escalated record", Duration::from_secs(15), || find(&got, "on-drift-episode", "escalated").is_some());
+
+    // Only metadata was asked for (no Secret data could ever be read this way).
+    let gets = api.live_gets();
+    assert!(gets.iter().any(|(p, _)| p == "/apis/apps/v1/namespaces/shop/deployments/web"), "{gets:?}");
+    assert!(gets.iter().any(|(p, _)| p == "/api/v1/namespaces/shop/configmaps/web-config"), "{gets:?}");
+    assert!(gets.iter().all(|(_, accept)| accept.contains("as=PartialObjectMetadata")), "{gets:?}");
+    assert_eq!(d.metric("driftwatch_drift_episodes_total{event=\"escalated\"}"), Some(1.0));
+    assert!(d.metric("driftwatch_live_reads_total").is_some_and(|n| n >= 2.0));
+
+    // Self-heal: Synced again. The page is resolved (same condition), the SIEM gets the
+    // resolved record with the duration.
+    api.apply(drifted_shop("Synced"));
+    wait_for("the resolve", Duration::from_secs(15), || {
+        records(&got).iter().any(|r| r["rule"]["name"] == "on-security-drift" && r["labels"]["action"] == "resolve")
+    });
+    wait_for("the resolved record", Duration::from_secs(15), || find(&got, "on-drift-episode", "resolved").is_some());
+    let resolved = find(&got, "on-drift-episode", "resolved").unwrap();
+    assert_eq!(resolved["event"]["type"], serde_json::json!(["change", "end"]));
+    assert!(resolved["event"]["duration"].as_u64().is_some(), "{resolved}");
+    let pages: Vec<serde_json::Value> = records(&got).into_iter().filter(|r| r["rule"]["name"] == "on-security-drift").collect();
+    assert_eq!(pages.len(), 2, "one page, one resolve: {pages:?}");
+    assert_eq!(pages[0]["rule"]["id"], pages[1]["rule"]["id"]);
+
+    // The history, from the running leader and after a restart.
+    let (status, body) = get(&d.admin, "/history?app=argocd%2Fshop").unwrap();
+    assert_eq!(status, 200, "{body}");
+    let eps: Vec<serde_json::Value> = serde_json::from_str(&body).unwrap();
+    assert_eq!(eps.len(), 1, "{body}");
+    assert_eq!((eps[0]["state"].as_str(), eps[0]["severity"].as_str()), (Some("resolved"), Some("critical")));
+    let sent: Vec<String> = eps[0]["notifications"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| format!("{} {}", n["trigger"].as_str().unwrap(), n["action"].as_str().unwrap()))
+        .collect();
+    assert!(sent.contains(&"on-security-drift fire".to_string()) && sent.contains(&"on-security-drift resolve".to_string()), "{sent:?}");
+    assert!(d.stop().success());
+    let o = Command::new(env!("CARGO_BIN_EXE_driftwatch"))
+        .args(["history", "--state"])
+        .arg(dir.path().join("state.redb"))
+        .args(["--class", "security-context", "-o", "json"])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let eps: Vec<serde_json::Value> = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(eps.len(), 1);
+    assert!(eps[0]["attribution"][0]["manager"].as_str().is_some(), "{eps:?}");
+    // Restarted on a Synced cluster: nothing is sent again.
+    let before = bodies(&got).len();
+    let d = Daemon::start(dir.path());
+    wait_for("the initial evaluation", Duration::from_secs(15), || d.metric("driftwatch_evaluations_total").is_some_and(|v| v >= 1.0));
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(bodies(&got).len(), before, "re-sent after a restart: {:?}", &bodies(&got)[before..]);
+    assert!(d.stop().success());
+}

@@ -39,6 +39,44 @@ struct World {
     watches: u64,
     /// Lease requests fail with 503 (the API server unreachable for the elector).
     lease_outage: bool,
+    /// Live objects of managed resources by request path.
+    live: BTreeMap<String, Value>,
+    /// `(path, Accept header)` of every GET of a live object.
+    live_gets: Vec<(String, String)>,
+}
+
+/// (group, version, kind, plural, namespaced) of the resources discovery knows.
+const RESOURCES: &[(&str, &str, &str, &str, bool)] = &[
+    ("", "v1", "ConfigMap", "configmaps", true),
+    ("", "v1", "Secret", "secrets", true),
+    ("", "v1", "Service", "services", true),
+    ("", "v1", "ServiceAccount", "serviceaccounts", true),
+    ("apps", "v1", "Deployment", "deployments", true),
+    ("rbac.authorization.k8s.io", "v1", "Role", "roles", true),
+    ("rbac.authorization.k8s.io", "v1", "RoleBinding", "rolebindings", true),
+    ("rbac.authorization.k8s.io", "v1", "ClusterRole", "clusterroles", false),
+    ("networking.k8s.io", "v1", "NetworkPolicy", "networkpolicies", true),
+];
+
+fn api_prefix(group: &str, version: &str) -> String {
+    if group.is_empty() { format!("/api/{version}") } else { format!("/apis/{group}/{version}") }
+}
+
+/// The discovery document of one group version, if it is known.
+fn discovery(path: &str) -> Option<Value> {
+    let resources: Vec<Value> = RESOURCES
+        .iter()
+        .filter(|(g, v, ..)| api_prefix(g, v) == path)
+        .map(|(_, _, kind, plural, namespaced)| {
+            json!({"name": plural, "singularName": kind.to_lowercase(), "namespaced": namespaced, "kind": kind,
+                   "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"]})
+        })
+        .collect();
+    if resources.is_empty() {
+        return None;
+    }
+    let gv = path.trim_start_matches("/apis/").trim_start_matches("/api/");
+    Some(json!({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": gv, "resources": resources}))
 }
 
 pub struct FakeApiServer {
@@ -132,6 +170,27 @@ impl FakeApiServer {
         rv
     }
 
+    /// Puts the live object of a managed resource (with its `managedFields`).
+    pub fn put_live(&self, obj: Value) {
+        let api_version = obj["apiVersion"].as_str().unwrap_or("v1");
+        let (group, version) = api_version.rsplit_once('/').unwrap_or(("", api_version));
+        let kind = obj["kind"].as_str().unwrap_or_default();
+        let (_, _, _, plural, namespaced) = RESOURCES.iter().find(|r| r.0 == group && r.2 == kind).expect("a kind the fake server knows");
+        let name = obj.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default();
+        let path = if *namespaced {
+            let ns = obj.pointer("/metadata/namespace").and_then(Value::as_str).unwrap_or("default");
+            format!("{}/namespaces/{ns}/{plural}/{name}", api_prefix(group, version))
+        } else {
+            format!("{}/{plural}/{name}", api_prefix(group, version))
+        };
+        self.world.lock().unwrap().live.insert(path, obj);
+    }
+
+    /// `(path, Accept)` of every GET of a live object so far.
+    pub fn live_gets(&self) -> Vec<(String, String)> {
+        self.world.lock().unwrap().live_gets.clone()
+    }
+
     pub fn delete(&self, plural: &'static str, ns: &str, name: &str) {
         let mut w = self.world.lock().unwrap();
         let Some(mut obj) = w.objects.remove(&(plural.to_string(), ns.to_string(), name.to_string())) else { return };
@@ -199,6 +258,22 @@ async fn handle(
     }
     if let Some(rest) = path.strip_prefix("/apis/coordination.k8s.io/v1/namespaces/") {
         return Ok(lease(req, rest, &world).await);
+    }
+    if !path.starts_with("/apis/argoproj.io/") {
+        if let Some(doc) = discovery(&path) {
+            return Ok(full(200, &doc));
+        }
+        let accept = req.headers().get("accept").and_then(|v| v.to_str().ok()).unwrap_or_default().to_string();
+        let mut w = world.lock().unwrap();
+        w.live_gets.push((path.clone(), accept.clone()));
+        return Ok(match w.live.get(&path) {
+            // Asked for metadata only, as driftwatch does: a PartialObjectMetadata.
+            Some(o) if accept.contains("as=PartialObjectMetadata") => {
+                full(200, &json!({"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1", "metadata": o["metadata"]}))
+            }
+            Some(o) => full(200, o),
+            None => full(404, &json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "code": 404, "reason": "NotFound"})),
+        });
     }
     // /apis/argoproj.io/v1alpha1[/namespaces/{ns}]/{plural}
     let rest = path.trim_start_matches("/apis/argoproj.io/v1alpha1/");
