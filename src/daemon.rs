@@ -195,8 +195,11 @@ impl Daemon {
             }
         }
         if let Some(live) = self.live.as_mut() {
-            let started = live.request(&key, crate::live::Wanted::from_drift(&eval.drift));
-            METRICS.live_reads.fetch_add(started as u64, Ordering::Relaxed);
+            let r = live.request(&key, crate::live::Wanted::from_drift(&eval.drift));
+            METRICS.live_reads.fetch_add(r.started as u64, Ordering::Relaxed);
+            for k in r.forgotten {
+                self.pipeline.live.remove(&k);
+            }
         }
         for n in &eval.notifications {
             METRICS.fired.inc(&n.trigger);
@@ -214,6 +217,10 @@ impl Daemon {
         let Some(live) = self.live.as_mut() else { return };
         let f = live.complete(fetched);
         let key = f.wanted.key();
+        if f.apps.is_empty() && f.object.is_err() {
+            // Nobody reports this resource as drifted any more.
+            return;
+        }
         let next = match &f.object {
             Ok(Some(object)) => {
                 Some(crate::attribution::attribute(object, &f.wanted.class, &self.pipeline.runtime.attribution.ignore_managers))
@@ -272,6 +279,11 @@ impl Daemon {
         self.apps.remove(&key);
         self.evaluated.remove(&key);
         self.wakeups.remove(&key);
+        if let Some(live) = self.live.as_mut() {
+            for k in live.request(&key, Vec::new()).forgotten {
+                self.pipeline.live.remove(&k);
+            }
+        }
         if let Some(state) = &self.state
             && let Err(e) = state.remove_app(&key)
         {

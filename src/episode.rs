@@ -84,7 +84,8 @@ pub struct Episode {
     pub classes: BTreeSet<String>,
     /// Every resource that drifted during the episode, with class and attribution.
     pub resources: Vec<Value>,
-    /// Field managers other than Argo CD's that changed drifted resources.
+    /// Field managers other than Argo CD's that changed drifted resources: those that
+    /// changed a security field first, then the latest.
     pub attribution: Vec<Value>,
     #[serde(default)]
     pub notifications: Vec<Sent>,
@@ -239,6 +240,10 @@ fn merge(ep: &mut Episode, sync: &str, health: &str, drift: &Value, now: DateTim
                 ep.attribution.push(a.clone());
             }
         }
+        // Most relevant first: whoever changed a security field, then the latest.
+        let security = |a: &Value| a.get("securityFields").and_then(Value::as_array).is_some_and(|f| !f.is_empty());
+        let time = |a: &Value| a.get("time").and_then(Value::as_str).unwrap_or_default().to_string();
+        ep.attribution.sort_by(|a, b| security(b).cmp(&security(a)).then_with(|| time(b).cmp(&time(a))));
     }
     match drift_severity(drift) {
         Some(s) if more_severe(s, ep.severity) => {
@@ -381,6 +386,23 @@ mod tests {
         deleted.object["metadata"]["deletionTimestamp"] = json!("2026-03-02T04:00:00Z");
         let o = observe(Some(ep), &deleted, &json!({}), at(5));
         assert_eq!(o.episode.unwrap().resolution.as_deref(), Some("deleted"));
+    }
+
+    #[test]
+    fn whoever_changed_a_security_field_comes_first() {
+        let d = |entries: Value| json!({"severity": "warning", "direction": "live", "attribution": entries});
+        let o = observe(
+            None,
+            &app("OutOfSync", "Healthy"),
+            &d(json!([{"resource": "ConfigMap a/c", "manager": "kubectl-patch", "time": "2026-03-02T03:13:00Z", "securityFields": []}])),
+            at(0),
+        );
+        let late = d(
+            json!([{"resource": "Deployment a/w", "manager": "kubectl-edit", "time": "2026-03-02T03:12:00Z", "securityFields": ["spec.x.privileged"]}]),
+        );
+        let ep = observe(o.episode, &app("OutOfSync", "Healthy"), &late, at(1)).episode.unwrap();
+        let managers: Vec<&str> = ep.attribution.iter().map(|a| a["manager"].as_str().unwrap()).collect();
+        assert_eq!(managers, ["kubectl-edit", "kubectl-patch"], "read second, but the security change leads");
     }
 
     #[test]

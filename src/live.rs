@@ -82,7 +82,22 @@ pub struct LiveFetcher {
     fetched: HashMap<String, Instant>,
     /// Reads in flight, and the Applications waiting for each.
     pending: HashMap<String, BTreeSet<String>>,
+    /// The drifted resources each Application asked for last, and how many
+    /// Applications ask for each resource.
+    by_app: HashMap<String, BTreeSet<String>>,
+    refs: HashMap<String, usize>,
     ttl: Duration,
+}
+
+/// What [`LiveFetcher::request`] did.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Requested {
+    /// Reads started.
+    pub started: usize,
+    /// Resources no Application reports as drifted any more: their attribution is
+    /// stale (Argo CD may have taken the fields back) and must be dropped, so a later
+    /// drift of the same resource is read afresh.
+    pub forgotten: Vec<String>,
 }
 
 impl LiveFetcher {
@@ -96,15 +111,38 @@ impl LiveFetcher {
             discovery: Arc::new(Mutex::new(HashMap::new())),
             fetched: HashMap::new(),
             pending: HashMap::new(),
+            by_app: HashMap::new(),
+            refs: HashMap::new(),
             ttl,
         };
         (f, rx)
     }
 
-    /// Asks for the resources of `app`'s drift that were never read or are stale.
-    /// Returns how many reads were started.
-    pub fn request(&mut self, app: &str, wanted: Vec<Wanted>) -> usize {
-        let mut started = 0;
+    /// Asks for the resources of `app`'s drift that were never read or are stale, and
+    /// forgets those `app` no longer reports (with no other Application reporting
+    /// them). An empty `wanted` is how a synced or deleted Application lets go.
+    pub fn request(&mut self, app: &str, wanted: Vec<Wanted>) -> Requested {
+        let mut out = Requested::default();
+        let now: BTreeSet<String> = wanted.iter().map(Wanted::key).collect();
+        let before = if now.is_empty() {
+            self.by_app.remove(app).unwrap_or_default()
+        } else {
+            self.by_app.insert(app.to_string(), now.clone()).unwrap_or_default()
+        };
+        for k in now.difference(&before) {
+            *self.refs.entry(k.clone()).or_default() += 1;
+        }
+        for k in before.difference(&now) {
+            let n = self.refs.get_mut(k).map(|n| {
+                *n = n.saturating_sub(1);
+                *n
+            });
+            if n == Some(0) {
+                self.refs.remove(k);
+                self.fetched.remove(k);
+                out.forgotten.push(k.clone());
+            }
+        }
         for w in wanted {
             let key = w.key();
             if let Some(waiting) = self.pending.get_mut(&key) {
@@ -119,7 +157,7 @@ impl LiveFetcher {
                 continue;
             }
             self.pending.insert(key, BTreeSet::from([app.to_string()]));
-            started += 1;
+            out.started += 1;
             let (client, permits, results, discovery) =
                 (self.client.clone(), self.permits.clone(), self.results.clone(), self.discovery.clone());
             tokio::spawn(async move {
@@ -131,14 +169,20 @@ impl LiveFetcher {
                 let _ = results.send(Fetched { wanted: w, object, apps: BTreeSet::new() }).await;
             });
         }
-        started
+        out
     }
 
     /// Takes a completed read: marks it fresh and returns it with the Applications
-    /// that were waiting for it.
+    /// that were waiting for it. A read of a resource nobody reports any more is
+    /// returned with no Applications and not marked fresh (its result is dropped).
     pub fn complete(&mut self, mut f: Fetched) -> Fetched {
         let key = f.wanted.key();
         f.apps = self.pending.remove(&key).unwrap_or_default();
+        if !self.refs.contains_key(&key) {
+            f.apps.clear();
+            f.object = Err("no longer drifted".into());
+            return f;
+        }
         if f.object.is_ok() {
             self.fetched.insert(key, Instant::now());
         }
@@ -176,5 +220,46 @@ async fn read(
     match meta {
         Some(m) => serde_json::to_value(&m).map(Some).map_err(|e| e.to_string()),
         None => Ok(None),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn wanted(name: &str) -> Wanted {
+        Wanted {
+            group: "apps".into(),
+            version: "v1".into(),
+            kind: "Deployment".into(),
+            namespace: "shop".into(),
+            name: name.into(),
+            class: "workload".into(),
+        }
+    }
+
+    #[tokio::test]
+    async fn requests_are_shared_and_released_when_no_application_reports_the_drift() {
+        crate::deliver::http::init_crypto();
+        // Nothing listens there: reads fail, which is all this test needs.
+        let client = kube::Client::try_from(kube::Config::new("http://127.0.0.1:9".parse().unwrap())).unwrap();
+        let (mut f, mut rx) = LiveFetcher::new(client, 2, Duration::from_secs(60));
+        assert_eq!(f.request("a", vec![wanted("web"), wanted("api")]).started, 2);
+        // Another Application with the same drifted resource waits for the same read.
+        assert_eq!(f.request("b", vec![wanted("web")]).started, 0);
+        assert_eq!(f.request("a", vec![wanted("web")]).forgotten, vec![wanted("api").key()]);
+        assert!(f.request("a", Vec::new()).forgotten.is_empty(), "b still reports web");
+        assert_eq!(f.request("b", Vec::new()).forgotten, vec![wanted("web").key()]);
+        // Completed reads of resources nobody reports any more are dropped.
+        for _ in 0..2 {
+            let done = f.complete(rx.recv().await.unwrap());
+            assert!(done.apps.is_empty() && done.object.is_err());
+        }
+        assert!(f.fetched.is_empty());
+        assert_eq!(
+            Wanted::from_drift(&serde_json::json!({"resources": [{"kind": "X", "name": "n"}]})),
+            vec![],
+            "no version: cannot be read"
+        );
     }
 }

@@ -512,3 +512,25 @@ fn run_without_a_cluster_says_what_to_do() {
     assert!(err.contains("no cluster configuration found") && err.contains("--replay"), "{err}");
     assert_eq!(std::fs::read_dir(home.path()).unwrap().count(), 0, "nothing created without a cluster");
 }
+
+/// `check` renders every template with a drifted, attributed episode and its
+/// resolution too, so a template that only breaks on drift fails `check`, not at 3 a.m.
+#[test]
+fn check_renders_templates_with_drift_and_episodes() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = write(
+        dir.path(),
+        "driftwatch.yaml",
+        "templates:\n  broken-on-drift:\n    message: \"{{#if episode}}{{episode.resources.length}} changed by {{episode.attribution.[0].manager}}{{/if}}\"\n",
+    );
+    let o = driftwatch(&["check", "--config", cfg.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(1), "{}", stdout(&o));
+    assert!(stderr(&o).contains("broken-on-drift"), "{}", stderr(&o));
+    let cfg = write(
+        dir.path(),
+        "driftwatch.yaml",
+        "templates:\n  fine:\n    message: \"{{#if episode}}{{episode.resourceCount}} changed by {{episode.attribution.[0].manager}}{{/if}}\"\n",
+    );
+    let o = driftwatch(&["check", "--config", cfg.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+}

@@ -363,7 +363,11 @@ fn live_drift_is_attributed_escalated_resolved_and_kept() {
     assert_eq!(page["user"]["name"], "kubectl-edit", "{page}");
     assert_eq!(page["event"]["severity"], 2, "critical: {page}");
     let ep = &page["driftwatch"]["episode"];
-    assert_eq!(ep["classes"], serde_json::json!(["config", "security-context", "workload"]), "the episode keeps what it saw before attribution: {ep}");
+    assert_eq!(
+        ep["classes"],
+        serde_json::json!(["config", "security-context", "workload"]),
+        "the episode keeps what it saw before attribution: {ep}"
+    );
     assert_eq!(ep["direction"], "live");
     let edit = ep["attribution"].as_array().unwrap().iter().find(|a| a["kind"] == "Deployment").unwrap();
     assert_eq!(edit["securityFields"], serde_json::json!(["spec.template.spec.containers[web].securityContext.privileged"]));
@@ -422,5 +426,43 @@ fn live_drift_is_attributed_escalated_resolved_and_kept() {
     wait_for("the initial evaluation", Duration::from_secs(15), || d.metric("driftwatch_evaluations_total").is_some_and(|v| v >= 1.0));
     std::thread::sleep(Duration::from_millis(500));
     assert_eq!(bodies(&got).len(), before, "re-sent after a restart: {:?}", &bodies(&got)[before..]);
+    assert!(d.stop().success());
+}
+
+/// A hold-down in the daemon: an Application Degraded longer than `for:` is notified
+/// with no further change from the API server (the daemon wakes itself up); one that
+/// recovers within it is never notified.
+#[test]
+fn hold_down_wakes_the_daemon_and_a_blip_pages_nobody() {
+    let Setup { dir, api, got, port } = setup();
+    let config = r#"services:
+  hook:
+    type: webhook
+    url: http://127.0.0.1:PORT
+triggers:
+  on-degraded-held:
+    - when: app.status.health.status == "Degraded"
+      for: 2s
+      send: [degraded]
+templates:
+  degraded:
+    message: "{{app.metadata.name}} degraded"
+    webhook:
+      hook:
+        body: '{"degraded": "{{app.metadata.name}}"}'
+subscriptions:
+  - recipients: [hook]
+    triggers: [on-degraded-held]
+"#;
+    std::fs::write(dir.path().join("driftwatch.yaml"), config.replace("PORT", &port.to_string())).unwrap();
+    api.apply(AppBuilder::new("steady").synced().degraded().build());
+    api.apply(AppBuilder::new("blip").synced().degraded().build());
+    let d = Daemon::start(dir.path());
+    api.apply(AppBuilder::new("blip").synced().healthy().build());
+    wait_for("the held-down notification", Duration::from_secs(15), || has(&got, r#""degraded": "steady""#));
+    // Past the hold-down of the blip as well: it was never notified.
+    std::thread::sleep(Duration::from_secs(2));
+    assert!(!has(&got, r#""degraded": "blip""#), "{:?}", bodies(&got));
+    assert_eq!(bodies(&got).len(), 1, "{:?}", bodies(&got));
     assert!(d.stop().success());
 }

@@ -81,16 +81,18 @@ pub fn check(config: Option<&Path>, out: &mut dyn Write, err: &mut dyn Write) ->
     let mut seen = std::collections::BTreeSet::new();
     for sample in CHECK_SAMPLES {
         let app = App::from_value(serde_json::from_str(sample).context("built-in check sample")?).context("built-in check sample")?;
-        let mut ctx = RenderContext::new(&app, &rt.context);
-        for name in rt.templates.names() {
-            for (kind, service) in &kinds {
-                let target = Target { trigger: "check", kind: *kind, service, recipient: "check", resolved: false };
-                match rt.templates.render(name, &mut ctx, &target, &app) {
-                    Ok(_) | Err(crate::template::RenderError::NoWebhookField { .. }) => {}
-                    Err(e) => {
-                        if seen.insert(e.to_string()) {
-                            writeln!(err, "error: {e} (rendering a sample Application for {kind})")?;
-                            errors += 1;
+        for (drift, episode, resolved) in check_drift_samples(&rt, &app) {
+            let mut ctx = RenderContext::new(&app, &rt.context).with("drift", drift).with("episode", episode);
+            for name in rt.templates.names() {
+                for (kind, service) in &kinds {
+                    let target = Target { trigger: "check", kind: *kind, service, recipient: "check", resolved };
+                    match rt.templates.render(name, &mut ctx, &target, &app) {
+                        Ok(_) | Err(crate::template::RenderError::NoWebhookField { .. }) => {}
+                        Err(e) => {
+                            if seen.insert(e.to_string()) {
+                                writeln!(err, "error: {e} (rendering a sample Application for {kind})")?;
+                                errors += 1;
+                            }
                         }
                     }
                 }
@@ -110,6 +112,40 @@ pub fn check(config: Option<&Path>, out: &mut dyn Write, err: &mut dyn Write) ->
         rt.warnings.len()
     )?;
     Ok(OK)
+}
+
+/// `drift` and `episode` values `check` renders every template with: none (a synced
+/// Application), an open security episode with attribution, and its resolution.
+fn check_drift_samples(rt: &Runtime, app: &App) -> Vec<(Value, Value, bool)> {
+    let t0 = chrono::DateTime::<Utc>::from_timestamp(1_772_420_000, 0).unwrap_or_default();
+    let none = rt.classes.drift(&app.object, &crate::attribution::LiveIndex::new());
+    let mut drifted = app.clone();
+    // The samples are being deleted (for on-deleted); a drifting one is not.
+    if let Some(meta) = drifted.object.get_mut("metadata").and_then(Value::as_object_mut) {
+        meta.remove("deletionTimestamp");
+    }
+    drifted.object["status"]["sync"]["status"] = json!("OutOfSync");
+    drifted.object["status"]["resources"] = json!([
+        {"group": "apps", "version": "v1", "kind": "Deployment", "namespace": "ns", "name": "web", "status": "OutOfSync"},
+        {"group": "rbac.authorization.k8s.io", "version": "v1", "kind": "Role", "namespace": "ns", "name": "reader", "status": "OutOfSync"}
+    ]);
+    let live_object = json!({"metadata": {"managedFields": [{"manager": "kubectl-edit", "operation": "Update", "time": "2026-03-02T03:12:00Z",
+        "fieldsV1": {"f:spec": {"f:template": {"f:spec": {"f:containers": {"k:{\"name\":\"web\"}": {"f:securityContext": {"f:privileged": {}}}}}}}}}]}});
+    let mut live = crate::attribution::LiveIndex::new();
+    live.insert(
+        crate::attribution::resource_key("apps", "Deployment", "ns", "web"),
+        crate::attribution::attribute(&live_object, "workload", &[]),
+    );
+    let drift = rt.classes.drift(&drifted.object, &live);
+    let open = crate::episode::observe(None, &drifted, &drift, t0).episode;
+    debug_assert!(open.is_some(), "the drifted sample opens an episode");
+    let resolved = crate::episode::observe(open.clone(), app, &none, t0 + chrono::Duration::minutes(14)).episode;
+    let view = |e: &Option<crate::episode::Episode>, at| e.as_ref().map_or(Value::Null, |e| e.view(at));
+    vec![
+        (none.clone(), Value::Null, false),
+        (drift, view(&open, t0), false),
+        (none, view(&resolved, t0 + chrono::Duration::minutes(14)), true),
+    ]
 }
 
 /// Reports a trigger or template name that does not exist, with the known ones.

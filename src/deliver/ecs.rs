@@ -66,7 +66,8 @@ pub fn record(n: &Notification, origin: &Origin, now: chrono::DateTime<chrono::U
 }
 
 /// The drift episode in ECS terms: `event.start`/`end`/`duration` (nanoseconds),
-/// `user.name` (the latest field manager other than Argo CD's), and the whole episode
+/// `user.name` (the field manager other than Argo CD's that changed a security field,
+/// else the latest one), and the whole episode
 /// under `driftwatch.episode` with `event`: `opened`, `escalated` or `resolved`.
 fn add_episode(map: &mut serde_json::Map<String, Value>, ep: &Value) {
     let open = ep.get("open").and_then(Value::as_bool).unwrap_or(true);

@@ -106,7 +106,7 @@ impl ClassMap {
     ///   `deployedRevision`;
     /// - `attribution`: the managers behind the drift, flattened over resources
     ///   `{resource, kind, namespace, name, manager, operation, time, fields,
-    ///   securityFields}`, latest first;
+    ///   securityFields}`, those that changed a security field first, then latest first;
     /// - `security`: a security field changed by someone other than Argo CD, or a
     ///   security class drifted other than by a Git change;
     /// - `severity`: `critical` (security), `warning` (live/unknown drift or Degraded),
@@ -145,7 +145,9 @@ impl ClassMap {
                     "attribution": attr.map(|a| serde_json::to_value(a).unwrap_or(Value::Null)).unwrap_or(Value::Null)}));
             }
         }
-        attribution.sort_by(|a, b| b["time"].as_str().cmp(&a["time"].as_str()));
+        // Most relevant first: whoever changed a security field, then the latest.
+        let security = |a: &Value| a["securityFields"].as_array().is_some_and(|f| !f.is_empty());
+        attribution.sort_by(|a, b| security(b).cmp(&security(a)).then_with(|| b["time"].as_str().cmp(&a["time"].as_str())));
         let (direction, revision, deployed) = direction(app);
         let degraded = app.pointer("/status/health/status").and_then(Value::as_str) == Some("Degraded");
         let security = attributed_security || (direction != "git" && classes.iter().any(|c| SECURITY_CLASSES.contains(&c.as_str())));
