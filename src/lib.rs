@@ -20,11 +20,16 @@
 //! - [`template`]: the only module that knows handlebars; turns a firing into a payload
 //!   per destination kind.
 //! - [`route`]: subscriptions (Argo CD annotations, AppProjects, config-level
-//!   subscriptions with label selectors) -> which trigger goes to which destination.
+//!   subscriptions with label selectors) and the route tree -> which trigger goes to
+//!   which destination; what drifted (`drift`: classes, direction, severity).
+//! - [`attribution`]: who changed a drifted resource, from its `managedFields`.
+//! - [`episode`]: drift episodes (open, escalate, resolve) as a pure transition.
+//! - [`live`]: the daemon's background reads of drifted resources' live objects.
 //! - [`state`]: the embedded notification-state store (dedup keys, written only after a
-//!   delivery succeeded).
+//!   delivery succeeded; the outbox; the drift history and hold-downs).
 //! - [`pipeline`]: wires the stages for one Application snapshot.
-//! - [`deliver`]: destinations; for now the console and a JSON-lines file.
+//! - [`deliver`]: destinations (Slack, PagerDuty, e-mail, webhooks, SIEMs) behind a
+//!   durable outbox; the console and a JSON-lines file for previews.
 //! - [`replay`]: reads a sequence of Application snapshots from disk.
 //! - [`secret`]: `$key` references and the redactor that keeps their values out of output.
 

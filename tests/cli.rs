@@ -161,7 +161,7 @@ fn check_passes_on_the_catalog_and_the_examples() {
     // The reference configuration: valid, with warnings for its unset secrets only.
     let o = driftwatch(&["check", "--config", &repo("deploy/driftwatch.yaml")]);
     assert!(o.status.success(), "{}", stderr(&o));
-    assert!(stdout(&o).starts_with("ok: 16 triggers, 16 templates, 4 services, 4 warning(s)"), "{}", stdout(&o));
+    assert!(stdout(&o).starts_with("ok: 16 triggers, 16 templates, 5 services, 5 warning(s)"), "{}", stdout(&o));
     assert!(stderr(&o).lines().all(|l| l.starts_with("warning: services.") && l.contains("is not set")), "{}", stderr(&o));
 }
 
