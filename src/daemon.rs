@@ -195,7 +195,11 @@ impl Daemon {
             }
         }
         if let Some(live) = self.live.as_mut() {
-            let r = live.request(&key, crate::live::Wanted::from_drift(&eval.drift));
+            let wanted = match self.pipeline.runtime.attribution.reads(app) {
+                true => crate::live::Wanted::from_drift(&eval.drift),
+                false => Vec::new(),
+            };
+            let r = live.request(&key, wanted);
             METRICS.live_reads.fetch_add(r.started as u64, Ordering::Relaxed);
             for k in r.forgotten {
                 self.pipeline.live.remove(&k);

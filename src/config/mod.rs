@@ -77,6 +77,10 @@ pub struct AttributionDef {
     pub concurrency: Option<usize>,
     /// How long a read stays fresh (`1m` when absent).
     pub ttl: Option<At<String>>,
+    /// Application destinations (`spec.destination.server` or `.name`) that are the
+    /// cluster driftwatch talks to; resources of other destinations are not read.
+    /// `https://kubernetes.default.svc` and `in-cluster` when absent.
+    pub destinations: Option<Vec<String>>,
 }
 
 /// Attribution settings, validated.
@@ -86,11 +90,29 @@ pub struct AttributionSettings {
     pub enabled: bool,
     pub concurrency: usize,
     pub ttl: std::time::Duration,
+    pub destinations: Vec<String>,
 }
 
 impl Default for AttributionSettings {
     fn default() -> Self {
-        AttributionSettings { ignore_managers: Vec::new(), enabled: true, concurrency: 4, ttl: std::time::Duration::from_secs(60) }
+        AttributionSettings {
+            ignore_managers: Vec::new(),
+            enabled: true,
+            concurrency: 4,
+            ttl: std::time::Duration::from_secs(60),
+            destinations: vec!["https://kubernetes.default.svc".into(), "in-cluster".into()],
+        }
+    }
+}
+
+impl AttributionSettings {
+    /// Whether `app`'s resources live in the cluster driftwatch reads (an Application
+    /// deploying to a remote cluster cannot be attributed from here: a same-named
+    /// object in this cluster would be the wrong one).
+    pub fn reads(&self, app: &crate::model::App) -> bool {
+        let dest = |k: &str| app.object.pointer(&format!("/spec/destination/{k}")).and_then(serde_json::Value::as_str).unwrap_or_default();
+        let (server, name) = (dest("server"), dest("name"));
+        self.destinations.iter().any(|d| (!server.is_empty() && d == server) || (!name.is_empty() && d == name))
     }
 }
 
@@ -120,7 +142,7 @@ pub struct ConfigFile {
     /// Extra (group, kind) -> class rules on top of the defaults.
     pub resource_classes: Option<At<Vec<ClassRule>>>,
     /// The route tree (destinations by what drifted).
-    pub routes: Option<At<Vec<RouteDef>>>,
+    pub routes: Option<At<Vec<At<RouteDef>>>>,
     pub history: HistoryDef,
     pub attribution: AttributionDef,
 }
@@ -467,8 +489,9 @@ pub fn load_with(config: Option<&Path>, engine: Arc<TriggerEngine>) -> Result<Ru
     let known_service = |s: &str| services.contains_key(s) || DestinationKind::parse(s).is_some();
     let routes = match &cfg.routes {
         Some(defs) => RouteTree::build(&defs.value, &known_trigger, &known_service).unwrap_or_else(|errs| {
-            let pos = cfg_file.pos(&defs.referenced);
-            errors.extend(errs.into_iter().map(|(key, msg)| ConfigError::new(pos.clone(), key, msg)));
+            errors.extend(errs.into_iter().map(|(key, msg, at)| {
+                ConfigError::new(at.as_ref().and_then(|l| cfg_file.pos(l)).or_else(|| cfg_file.pos(&defs.referenced)), key, msg)
+            }));
             RouteTree::default()
         }),
         None => RouteTree::default(),
@@ -492,6 +515,7 @@ pub fn load_with(config: Option<&Path>, engine: Arc<TriggerEngine>) -> Result<Ru
         ignore_managers: cfg.attribution.ignore_managers.clone(),
         enabled: cfg.attribution.enabled.unwrap_or(true),
         concurrency: cfg.attribution.concurrency.unwrap_or(attribution_defaults.concurrency).clamp(1, 64),
+        destinations: cfg.attribution.destinations.clone().unwrap_or(attribution_defaults.destinations),
     };
     match templates {
         Some(templates) if errors.is_empty() => Ok(Runtime {

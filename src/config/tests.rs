@@ -178,3 +178,35 @@ fn resource_class_rules_are_validated() {
     let e = f.errors();
     assert!(e[0].starts_with("D/driftwatch.yaml:2:") && e[0].contains("resourceClasses") && e[0].contains("dangerous"), "{e:?}");
 }
+
+#[test]
+fn drift_settings_routes_history_attribution() {
+    let f = Fixture::new();
+    f.file(
+        "driftwatch.yaml",
+        "routes:\n  - match: {class: rbac}\n    triggers: [on-security-drift]\n    recipients: [pagerduty:platform]\nhistory: {maxEpisodes: 5, maxAge: 7d}\nattribution: {ttl: 30s, concurrency: 2, ignoreManagers: [my-operator], destinations: [prod-eu-1]}\n",
+    );
+    let rt = f.load().unwrap();
+    assert_eq!(rt.routes.routes.len(), 1);
+    assert_eq!(rt.retention, Retention { max_episodes: 5, max_age: chrono::Duration::days(7) });
+    assert_eq!((rt.attribution.ttl.as_secs(), rt.attribution.concurrency), (30, 2));
+    let app = |dest: serde_json::Value| {
+        crate::model::App::from_value(serde_json::json!({"kind": "Application", "metadata": {"name": "a"}, "spec": {"destination": dest}}))
+            .unwrap()
+    };
+    assert!(rt.attribution.reads(&app(serde_json::json!({"name": "prod-eu-1"}))));
+    assert!(!rt.attribution.reads(&app(serde_json::json!({"server": "https://kubernetes.default.svc"}))), "replaced by the list");
+    assert!(AttributionSettings::default().reads(&app(serde_json::json!({"server": "https://kubernetes.default.svc"}))));
+    assert!(!AttributionSettings::default().reads(&app(serde_json::json!({"server": "https://remote.example.com"}))), "a remote cluster");
+
+    // Bad values name the key and the position.
+    f.file(
+        "driftwatch.yaml",
+        "routes:\n  - match: {class: loud}\n    triggers: [on-nothing]\n    recipients: [slack:x]\nhistory: {maxAge: forever}\n",
+    );
+    let errors = f.errors();
+    assert_eq!(errors.len(), 3, "{errors:#?}");
+    assert!(errors[0].starts_with("D/driftwatch.yaml:2:") && errors[0].contains("routes[0].match.class"), "{errors:#?}");
+    assert!(errors[1].contains("routes[0].triggers: trigger \"on-nothing\" does not exist"), "{errors:#?}");
+    assert!(errors[2].starts_with("D/driftwatch.yaml:5:") && errors[2].contains("history.maxAge: invalid duration"), "{errors:#?}");
+}

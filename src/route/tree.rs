@@ -15,6 +15,7 @@ use std::collections::BTreeMap;
 use serde::Deserialize;
 use serde_json::Value;
 
+use crate::config::source::At;
 use crate::model::{Destination, Severity};
 use crate::route::Subscriptions;
 use crate::route::classes::CLASSES;
@@ -95,8 +96,12 @@ pub struct RouteDef {
     #[serde(default, rename = "continue")]
     pub continue_: bool,
     #[serde(default)]
-    pub routes: Vec<RouteDef>,
+    pub routes: Vec<At<RouteDef>>,
 }
+
+/// A route error: the route's path and key, the message, and where the route is
+/// written.
+pub type RouteError = (String, String, Option<serde_saphyr::Location>);
 
 /// A validated route.
 #[derive(Debug, Clone)]
@@ -148,15 +153,15 @@ impl RouteTree {
     /// Validates `defs`; `known_trigger` and `known_service` say what exists. Errors
     /// name the route's path and key.
     pub fn build(
-        defs: &[RouteDef],
+        defs: &[At<RouteDef>],
         known_trigger: &dyn Fn(&str) -> bool,
         known_service: &dyn Fn(&str) -> bool,
-    ) -> Result<RouteTree, Vec<(String, String)>> {
+    ) -> Result<RouteTree, Vec<RouteError>> {
         let mut errors = Vec::new();
         let mut count = 0;
         let routes = build_level(defs, "routes", 1, &[], &[], known_trigger, known_service, &mut count, &mut errors);
         if count > MAX_ROUTES {
-            errors.push(("routes".into(), format!("{count} routes; at most {MAX_ROUTES} are allowed")));
+            errors.push(("routes".into(), format!("{count} routes; at most {MAX_ROUTES} are allowed"), None));
         }
         if errors.is_empty() { Ok(RouteTree { routes }) } else { Err(errors) }
     }
@@ -186,7 +191,7 @@ impl RouteTree {
 
 #[allow(clippy::too_many_arguments)]
 fn build_level(
-    defs: &[RouteDef],
+    defs: &[At<RouteDef>],
     prefix: &str,
     depth: usize,
     parent_triggers: &[String],
@@ -194,14 +199,17 @@ fn build_level(
     known_trigger: &dyn Fn(&str) -> bool,
     known_service: &dyn Fn(&str) -> bool,
     count: &mut usize,
-    errors: &mut Vec<(String, String)>,
+    all_errors: &mut Vec<RouteError>,
 ) -> Vec<Route> {
     let mut out = Vec::new();
-    for (i, d) in defs.iter().enumerate() {
+    for (i, spanned) in defs.iter().enumerate() {
+        let d = &spanned.value;
+        let at = Some(spanned.referenced);
+        let mut errors: Vec<(String, String)> = Vec::new();
         *count += 1;
         let path = if depth == 1 { format!("{prefix}[{i}]") } else { format!("{prefix}.routes[{i}]") };
         if depth > MAX_DEPTH {
-            errors.push((path, format!("routes nest at most {MAX_DEPTH} deep")));
+            all_errors.push((path, format!("routes nest at most {MAX_DEPTH} deep"), at));
             continue;
         }
         let m = &d.matcher;
@@ -244,7 +252,8 @@ fn build_level(
         if d.routes.is_empty() && (triggers.is_empty() || recipients.is_empty()) {
             errors.push((path.clone(), "a route without child routes needs triggers and recipients (its own or its parent's)".into()));
         }
-        let routes = build_level(&d.routes, &path, depth + 1, &triggers, &recipients, known_trigger, known_service, count, errors);
+        all_errors.extend(errors.into_iter().map(|(k, m)| (k, m, at)));
+        let routes = build_level(&d.routes, &path, depth + 1, &triggers, &recipients, known_trigger, known_service, count, all_errors);
         out.push(Route {
             path,
             name: d.name.clone(),
@@ -359,7 +368,7 @@ mod tests {
     use serde_json::json;
 
     fn tree(yaml: &str) -> RouteTree {
-        let defs: Vec<RouteDef> = serde_saphyr::from_str(yaml).unwrap();
+        let defs: Vec<At<RouteDef>> = serde_saphyr::from_str(yaml).unwrap();
         RouteTree::build(&defs, &|t| t.starts_with("on-"), &|s| ["oncall", "slack", "siem"].contains(&s)).unwrap()
     }
 
@@ -444,7 +453,7 @@ mod tests {
 
     #[test]
     fn invalid_routes_are_reported_with_their_path() {
-        let defs: Vec<RouteDef> = serde_saphyr::from_str(
+        let defs: Vec<At<RouteDef>> = serde_saphyr::from_str(
             r#"
 - match: {class: loud, severity: huge, direction: sideways}
   triggers: [nope]
@@ -455,7 +464,9 @@ mod tests {
         )
         .unwrap();
         let errs = RouteTree::build(&defs, &|t| t.starts_with("on-"), &|s| s == "slack").unwrap_err();
-        let keys: Vec<&str> = errs.iter().map(|(k, _)| k.as_str()).collect();
+        let keys: Vec<&str> = errs.iter().map(|(k, _, _)| k.as_str()).collect();
+        let lines: Vec<u64> = errs.iter().map(|(_, _, at)| at.map_or(0, |l| l.line())).collect();
+        assert_eq!(lines, [2, 2, 2, 2, 2, 6], "each error points at its route");
         assert_eq!(
             keys,
             [
