@@ -97,6 +97,11 @@ fn from_millis(ms: u64) -> DateTime<Utc> {
 struct LazyRender<'a> {
     drift: &'a serde_json::Value,
     episode: &'a serde_json::Value,
+    /// Whether this pass's notifications belong to the episode: it is open, or this
+    /// very observation resolved it. A notification about something else long after an
+    /// episode ended (an `on-deployed` next week) does not carry it, so it is neither
+    /// noted in that episode's history nor sent to a SIEM as part of it.
+    belongs: bool,
     ctx: Option<RenderContext>,
 }
 
@@ -152,7 +157,9 @@ impl Pipeline {
         }
         // Converted once for all triggers and conditions of this pass.
         let mut scope = rt.engine.prepare_with(&app.object, &[("drift", &drift), ("episode", &episode_view)]);
-        let mut render_ctx = LazyRender { drift: &drift, episode: &episode_view, ctx: None };
+        let belongs = out.episode.as_ref().is_some_and(|e| e.state == crate::episode::EpisodeState::Open)
+            || out.episode_event == Some(Event::Resolved);
+        let mut render_ctx = LazyRender { drift: &drift, episode: &episode_view, belongs, ctx: None };
         for (trigger_name, destinations) in &subs {
             let Some(trigger) = rt.triggers.get(trigger_name) else {
                 out.skipped.push(Skip::UnknownTrigger { trigger: trigger_name.clone() });
@@ -287,7 +294,7 @@ impl Pipeline {
             return Ok(());
         };
         let target = Target { trigger, kind, service: &d.service, recipient: &d.recipient, resolved: action == Action::Resolve };
-        let ctx_episode = ctx.episode;
+        let ctx_episode = if ctx.belongs { ctx.episode } else { &serde_json::Value::Null };
         for template in &r.send {
             if state.is_pending(&record.app_key, &record.key, template, action)? {
                 out.skipped.push(Skip::InFlight { trigger: trigger.to_string(), destination: d.clone() });

@@ -399,4 +399,17 @@ routes:
     assert_eq!(history[0].duration_secs(t(99)), 14 * 60);
     let sent: Vec<&str> = history[0].notifications.iter().map(|n| n.action.as_str()).collect();
     assert_eq!(sent, ["fire", "resolve"], "the episode remembers what was sent");
+    assert!(page.episode.is_some() && resolve.episode.is_some(), "both belong to the episode");
+
+    // Later, something unrelated (a sync succeeds): not part of the ended episode.
+    let later = AppBuilder::new("a")
+        .sync("Synced", REV2)
+        .healthy()
+        .operation("Succeeded", REV2, "2026-03-01T13:00:00Z", Some("2026-03-01T13:00:30Z"))
+        .reconciled_at("2026-03-01T13:01:00Z")
+        .annotate("notifications.argoproj.io/subscribe.on-sync-succeeded.console", "")
+        .app();
+    assert_eq!(step_at(&p, &state, &mut sink, &later, t(90)).0, ["on-sync-succeeded Fire"]);
+    assert_eq!(sink.got.last().unwrap().episode, None);
+    assert_eq!(state.episodes(&Default::default()).unwrap()[0].notifications.len(), 2, "not noted in the old episode");
 }
