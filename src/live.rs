@@ -19,6 +19,8 @@ use crate::attribution::resource_key;
 
 /// At most this many resources are remembered (fresh or not); past it the oldest go.
 pub const MAX_CACHED: usize = 10_000;
+/// One read (discovery included) gives up after this long.
+pub const READ_TIMEOUT: Duration = Duration::from_secs(15);
 /// At most this many reads wait for a permit at once; more requests are dropped and
 /// asked for again at the next evaluation.
 pub const MAX_PENDING: usize = 1_000;
@@ -162,7 +164,11 @@ impl LiveFetcher {
                 (self.client.clone(), self.permits.clone(), self.results.clone(), self.discovery.clone());
             tokio::spawn(async move {
                 let object = match permits.acquire_owned().await {
-                    Ok(_permit) => read(&client, &discovery, &w).await,
+                    // A hung request must not hold a permit for long.
+                    Ok(_permit) => match tokio::time::timeout(READ_TIMEOUT, read(&client, &discovery, &w)).await {
+                        Ok(r) => r,
+                        Err(_) => Err(format!("no answer within {READ_TIMEOUT:?}")),
+                    },
                     Err(_) => Err("closed".into()),
                 };
                 // The receiver is gone only when the daemon is shutting down.
@@ -183,9 +189,9 @@ impl LiveFetcher {
             f.object = Err("no longer drifted".into());
             return f;
         }
-        if f.object.is_ok() {
-            self.fetched.insert(key, Instant::now());
-        }
+        // A failed read is fresh too: it is tried again after the TTL, not at every
+        // evaluation (a kind the API server does not serve would fail every time).
+        self.fetched.insert(key, Instant::now());
         if self.fetched.len() > MAX_CACHED {
             let mut by_age: Vec<(String, Instant)> = self.fetched.iter().map(|(k, v)| (k.clone(), *v)).collect();
             by_age.sort_by_key(|(_, at)| *at);

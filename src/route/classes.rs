@@ -100,10 +100,10 @@ impl ClassMap {
     ///   network-policy or admission becomes `security-context` when a field manager
     ///   other than Argo CD's owns one of its security fields;
     /// - `classes`, `count`;
-    /// - `direction`: `git` (the compared revision differs from the deployed one),
-    ///   `live` (same revision, resources went OutOfSync), `unknown` (no deployed
-    ///   revision to compare with) or `none` (not OutOfSync); with `revision` and
-    ///   `deployedRevision`;
+    /// - `direction`: `git` (the compared revision differs from the deployed one, or
+    ///   nothing was deployed yet), `live` (same revision, resources went OutOfSync),
+    ///   `unknown` (no revision to compare) or `none` (not OutOfSync); with `revision`
+    ///   and `deployedRevision`;
     /// - `attribution`: the managers behind the drift, flattened over resources
     ///   `{resource, kind, namespace, name, manager, operation, time, fields,
     ///   securityFields}`, those that changed a security field first, then latest first;
@@ -194,9 +194,10 @@ pub fn direction(app: &Value) -> (&'static str, String, String) {
     if app.pointer("/status/sync/status").and_then(Value::as_str) != Some("OutOfSync") {
         return ("none", revision, deployed);
     }
-    let dir = if revision.is_empty() || deployed.is_empty() {
+    let dir = if revision.is_empty() {
         "unknown"
-    } else if revision != deployed {
+    } else if deployed.is_empty() || revision != deployed {
+        // Nothing deployed yet (a new Application) is Git's content waiting, too.
         "git"
     } else {
         "live"
@@ -254,7 +255,8 @@ mod tests {
         assert_eq!((live["direction"].as_str(), live["severity"].as_str()), (Some("live"), Some("critical")));
         let cm = json!([{"kind": "ConfigMap", "namespace": "a", "name": "c", "status": "OutOfSync"}]);
         assert_eq!(m.drift(&app("cur", "cur", cm.clone()), &LiveIndex::new())["severity"], "warning");
-        assert_eq!(m.drift(&app("cur", "", cm), &LiveIndex::new())["direction"], "unknown");
+        assert_eq!(m.drift(&app("cur", "", cm.clone()), &LiveIndex::new())["direction"], "git", "never deployed: Git's content waits");
+        assert_eq!(m.drift(&app("", "cur", cm), &LiveIndex::new())["direction"], "unknown", "no revision to compare");
         let multi = json!({"status": {"sync": {"status": "OutOfSync", "revisions": ["a", "b"]}, "history": [{"revisions": ["a", "b"]}]}});
         assert_eq!(direction(&multi).0, "live");
         let op = json!({"status": {"sync": {"status": "OutOfSync", "revision": "x"},
