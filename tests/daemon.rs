@@ -409,6 +409,11 @@ fn live_drift_is_attributed_escalated_resolved_and_kept() {
         .map(|n| format!("{} {}", n["trigger"].as_str().unwrap(), n["action"].as_str().unwrap()))
         .collect();
     assert!(sent.contains(&"on-security-drift fire".to_string()) && sent.contains(&"on-security-drift resolve".to_string()), "{sent:?}");
+    // While the daemon holds the state file, the CLI says where to ask instead.
+    let o =
+        Command::new(env!("CARGO_BIN_EXE_driftwatch")).args(["history", "--state"]).arg(dir.path().join("state.redb")).output().unwrap();
+    assert_eq!(o.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("/history endpoint"), "{}", String::from_utf8_lossy(&o.stderr));
     assert!(d.stop().success());
     let o = Command::new(env!("CARGO_BIN_EXE_driftwatch"))
         .args(["history", "--state"])
