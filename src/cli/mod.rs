@@ -605,12 +605,10 @@ pub fn run_replay(opts: &ReplayOptions, out: &mut dyn Write, err: &mut dyn Write
                     .iter()
                     .map(|m| format!("{}{}", m.manager, if m.security_fields.is_empty() { "" } else { " (security fields)" }))
                     .collect();
-                writeln!(
-                    out,
-                    "== {}  live object {key}: {}",
-                    step.label,
-                    if who.is_empty() { "only Argo CD".into() } else { who.join(", ") }
-                )?;
+                let s = |p: &str| object.pointer(p).and_then(Value::as_str).unwrap_or_default();
+                let what = format!("{} {}/{}", s("/kind"), s("/metadata/namespace"), s("/metadata/name"));
+                let who = if who.is_empty() { "only Argo CD".to_string() } else { format!("changed by {}", who.join(", ")) };
+                writeln!(out, "== {}  live object {what}: {who}", step.label)?;
                 pipeline.live.insert(key, a);
                 continue;
             }
