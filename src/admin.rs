@@ -49,6 +49,7 @@ async fn handle(req: Request<Incoming>, shared: SharedState) -> Result<Response<
             text(200, METRICS.render(), "text/plain; version=0.0.4")
         }
         "/history" => match state {
+            // The newest `limit` episodes (1000 unless asked, at most 10000).
             None => text(503, "not leading: the leader holds the history\n".into(), "text/plain"),
             Some(s) => match history_query(req.uri().query().unwrap_or_default()) {
                 Err(e) => text(400, format!("{e}\n"), "text/plain"),
@@ -66,9 +67,13 @@ async fn handle(req: Request<Incoming>, shared: SharedState) -> Result<Response<
     })
 }
 
-/// `app=..&since=..&class=..` (percent-encoded) as a history query.
+/// Episodes `/history` returns unless asked (`limit=`), and at most.
+const DEFAULT_HISTORY_LIMIT: usize = 1000;
+const MAX_HISTORY_LIMIT: usize = 10_000;
+
+/// `app=..&since=..&class=..&limit=..` (percent-encoded) as a history query.
 fn history_query(query: &str) -> Result<crate::state::HistoryQuery, String> {
-    let mut q = crate::state::HistoryQuery::default();
+    let mut q = crate::state::HistoryQuery { limit: Some(DEFAULT_HISTORY_LIMIT), ..Default::default() };
     for pair in query.split('&').filter(|p| !p.is_empty()) {
         let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
         let v = percent_decode(v);
@@ -76,7 +81,11 @@ fn history_query(query: &str) -> Result<crate::state::HistoryQuery, String> {
             "app" => q.app = Some(v),
             "class" => q.class = Some(v),
             "since" => q.since = Some(crate::cli::drift::parse_since(&v, chrono::Utc::now())?),
-            other => return Err(format!("unknown parameter {other:?} (app, since, class)")),
+            "limit" => {
+                let n: usize = v.parse().map_err(|_| format!("limit {v:?} is not a number"))?;
+                q.limit = Some(n.clamp(1, MAX_HISTORY_LIMIT));
+            }
+            other => return Err(format!("unknown parameter {other:?} (app, since, class, limit)")),
         }
     }
     Ok(q)
@@ -131,7 +140,10 @@ mod tests {
         let q = history_query("app=argocd%2Fweb&class=rbac&since=24h").unwrap();
         assert_eq!((q.app.as_deref(), q.class.as_deref()), (Some("argocd/web"), Some("rbac")));
         assert!(q.since.is_some());
-        assert!(history_query("limit=3").unwrap_err().contains("limit"));
+        assert_eq!(q.limit, Some(DEFAULT_HISTORY_LIMIT));
+        assert_eq!(history_query("limit=99999999").unwrap().limit, Some(MAX_HISTORY_LIMIT));
+        assert!(history_query("limit=many").unwrap_err().contains("many"));
+        assert!(history_query("page=3").unwrap_err().contains("page"));
         assert_eq!(percent_decode("a%2"), "a%2");
         assert_eq!(percent_decode("%e2%9c%93+x"), "\u{2713} x");
     }

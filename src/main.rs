@@ -112,6 +112,9 @@ enum Command {
         /// Only episodes in which a resource of this class drifted (rbac, network-policy, ...).
         #[arg(long)]
         class: Option<String>,
+        /// At most this many episodes, the newest.
+        #[arg(long)]
+        limit: Option<usize>,
         #[arg(long, short = 'o', value_enum, default_value = "table")]
         output: cli::drift::HistoryFormat,
     },
@@ -152,6 +155,9 @@ enum RoutesCommand {
         /// repeatable, multi-document files accepted.
         #[arg(long)]
         live: Vec<PathBuf>,
+        /// The Application's AppProject, for project-level subscription annotations.
+        #[arg(long)]
+        project: Option<PathBuf>,
         #[arg(long, short)]
         config: Option<PathBuf>,
         #[arg(long, short = 'o', value_enum, default_value = "text")]
@@ -192,13 +198,11 @@ enum TemplateCommand {
     },
 }
 
-#[allow(clippy::too_many_arguments)]
 fn history(
     state: Option<PathBuf>,
     config: Option<PathBuf>,
-    app: Option<String>,
+    mut query: driftwatch::state::HistoryQuery,
     since: Option<String>,
-    class: Option<String>,
     output: cli::drift::HistoryFormat,
     err: &mut std::io::Stderr,
 ) -> anyhow::Result<i32> {
@@ -223,7 +227,7 @@ fn history(
             None => PathBuf::from("driftwatch-state.redb"),
         },
     };
-    let query = driftwatch::state::HistoryQuery { app, since, class };
+    query.since = since;
     cli::drift::history(&path, &query, output, &mut std::io::stdout(), err)
 }
 
@@ -256,10 +260,12 @@ fn main() -> ExitCode {
             let deliver = deliver.map(std::time::Duration::from_secs);
             cli::run_replay(&ReplayOptions { path, config, state, jsonl, deliver }, &mut out, &mut err)
         }
-        Command::Routes { command: RoutesCommand::Test { app, live, config, output } } => {
-            cli::drift::routes_test(&app, &live, config.as_deref(), output, &mut out, &mut err)
+        Command::Routes { command: RoutesCommand::Test { app, live, project, config, output } } => {
+            cli::drift::routes_test(&app, &live, project.as_deref(), config.as_deref(), output, &mut out, &mut err)
         }
-        Command::History { state, config, app, since, class, output } => history(state, config, app, since, class, output, &mut err),
+        Command::History { state, config, app, since, class, limit, output } => {
+            history(state, config, driftwatch::state::HistoryQuery { app, since: None, class, limit }, since, output, &mut err)
+        }
         Command::Deliveries { state, failed, output } => cli::deliveries(&state, failed, output, &mut out, &mut err),
         Command::Run {
             replay: None,

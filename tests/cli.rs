@@ -395,6 +395,9 @@ fn replay_of_the_production_example_and_its_history() {
         .collect();
     assert!(sent_in_episode.contains(&"on-security-drift oncall:platform resolve".to_string()), "{sent_in_episode:?}");
     assert_eq!(eps[2]["durationSeconds"], 30);
+    let o = driftwatch(&["history", "--state", state.to_str().unwrap(), "--limit", "1", "-o", "json"]);
+    let newest: Vec<Value> = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!((newest.len(), &newest[0]["durationSeconds"]), (1, &json!(30)), "--limit keeps the newest");
 
     let o = driftwatch(&["history", "--state", state.to_str().unwrap(), "--class", "rbac", "-o", "csv"]);
     let csv = stdout(&o);
@@ -427,6 +430,20 @@ fn routes_test_explains_where_drift_goes() {
     assert!(out.contains("on-security-drift -> oncall:platform  (sends now: app-security-drift)"), "{out}");
     assert!(out.contains("routes[4] \"live-drift\" matched: catch-all"), "{out}");
     assert!(!out.contains("git-changes"), "{out}");
+
+    // Project-level subscriptions come on top of the routes.
+    let dir = tempfile::tempdir().unwrap();
+    let project = write(
+        dir.path(),
+        "project.yaml",
+        "apiVersion: argoproj.io/v1alpha1\nkind: AppProject\nmetadata:\n  name: payments\n  namespace: argocd\n  annotations:\n    notifications.argoproj.io/subscribe.on-live-drift.slack: payments-team\n",
+    );
+    let o = driftwatch(&["routes", "test", "--config", &config, "--app", &app, "--project", project.to_str().unwrap()]);
+    let out = stdout(&o);
+    assert!(out.contains("on-live-drift -> slack:payments-team  (sends now: app-live-drift)"), "{out}");
+    let o = driftwatch(&["routes", "test", "--config", &config, "--app", &app, "--project", &app]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("not an AppProject"), "{}", stderr(&o));
 
     // Without the RBAC drift, only attribution makes the Deployment a security matter.
     let dir = tempfile::tempdir().unwrap();

@@ -16,9 +16,11 @@ use crate::state::{HistoryQuery, StateStore};
 /// `driftwatch routes test --app FILE [--live FILE ...]`: which destinations this
 /// Application's drift would reach, through which route or subscription, and what
 /// would be sent now — as if driftwatch met the Application for the first time.
+#[allow(clippy::too_many_arguments)]
 pub fn routes_test(
     app_file: &Path,
     live_files: &[PathBuf],
+    project_file: Option<&Path>,
     config: Option<&Path>,
     format: Format,
     out: &mut dyn Write,
@@ -40,7 +42,22 @@ pub fn routes_test(
             pipeline.live.insert(key, a);
         }
     }
-    let (subs, annotation_errors) = pipeline.runtime.router.subscriptions(&app, None);
+    if let Some(f) = project_file {
+        let project = read_documents(f).map_err(|e| e.to_string()).and_then(|docs| match docs.as_slice() {
+            [one] => crate::model::Project::from_value(one).map_err(|e| format!("{}: not an AppProject: {e}", f.display())),
+            _ => Err(format!("{}: expected one AppProject", f.display())),
+        });
+        match project {
+            Ok(p) => {
+                pipeline.projects.insert(p.name.clone(), p);
+            }
+            Err(e) => {
+                writeln!(err, "error: {e}")?;
+                return Ok(BAD_INPUT);
+            }
+        }
+    }
+    let (subs, annotation_errors) = pipeline.runtime.router.subscriptions(&app, pipeline.projects.get(&app.project));
     let state = StateStore::in_memory()?;
     let now = Utc::now();
     let eval = pipeline.evaluate(&app, &state, now)?;
@@ -114,7 +131,7 @@ pub fn routes_test(
                     }
                 }
             }
-            writeln!(out, "\nsubscriptions (annotations, config):")?;
+            writeln!(out, "\nsubscriptions (annotations, AppProject, config):")?;
             if subs.is_empty() {
                 writeln!(out, "  (none)")?;
             }

@@ -39,6 +39,8 @@ pub struct HistoryQuery {
     /// Episodes open at or after this instant.
     pub since: Option<DateTime<Utc>>,
     pub class: Option<String>,
+    /// At most this many, the newest.
+    pub limit: Option<usize>,
 }
 
 pub(super) fn create_tables(tx: &WriteTransaction) -> Result<(), StateError> {
@@ -112,6 +114,10 @@ impl StateStore {
                 continue;
             }
             out.push(ep);
+        }
+        if let Some(n) = q.limit {
+            let excess = out.len().saturating_sub(n);
+            out.drain(..excess);
         }
         Ok(out)
     }
@@ -268,7 +274,7 @@ mod tests {
         assert_eq!(s.latest_episode("argocd/a@a").unwrap().unwrap().resolved_at, Some(at(14)));
         assert_eq!(s.episodes(&HistoryQuery::default()).unwrap().len(), 2, "an update does not add an episode");
         let q = |app: Option<&str>, since: Option<i64>, class: Option<&str>| {
-            s.episodes(&HistoryQuery { app: app.map(Into::into), since: since.map(at), class: class.map(Into::into) })
+            s.episodes(&HistoryQuery { app: app.map(Into::into), since: since.map(at), class: class.map(Into::into), limit: None })
                 .unwrap()
                 .into_iter()
                 .map(|e| e.name)
@@ -277,6 +283,8 @@ mod tests {
         assert_eq!(q(Some("argocd/a"), None, None), ["a"]);
         assert_eq!(q(None, None, Some("rbac")), ["a"]);
         assert_eq!(q(None, Some(20), None), ["b"], "a resolved before --since is left out; an open one is not");
+        let newest = s.episodes(&HistoryQuery { limit: Some(1), ..Default::default() }).unwrap();
+        assert_eq!(newest.iter().map(|e| e.name.as_str()).collect::<Vec<_>>(), ["b"], "--limit keeps the newest");
     }
 
     #[test]
