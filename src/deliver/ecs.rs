@@ -95,11 +95,100 @@ fn add_episode(map: &mut serde_json::Map<String, Value>, ep: &Value) {
     if let Some(m) = manager {
         map.insert("user".into(), json!({"name": m}));
     }
-    let mut episode = ep.clone();
-    if let Some(e) = episode.as_object_mut() {
-        e.insert("event".into(), json!(event_name));
+    map.insert("driftwatch".into(), json!({"episode": compact_episode(ep, event_name)}));
+}
+
+/// At most this many resources and attribution entries (and fields per entry) go into
+/// a SIEM record; the whole episode is in the history. ([`fit`] shrinks a record further
+/// for a transport with a hard size limit, syslog over UDP.)
+const MAX_RECORD_RESOURCES: usize = 16;
+const MAX_RECORD_ATTRIBUTION: usize = 8;
+const MAX_RECORD_FIELDS: usize = 8;
+
+/// The episode as a SIEM record carries it: scalar fields whole, resources as
+/// `{kind, namespace, name, class}`, attribution without repeated detail, each list
+/// bounded, with how many were left out.
+fn compact_episode(ep: &Value, event_name: &str) -> Value {
+    let mut out = serde_json::Map::new();
+    if let Some(m) = ep.as_object() {
+        for (k, v) in m {
+            if !matches!(k.as_str(), "resources" | "attribution") {
+                out.insert(k.clone(), v.clone());
+            }
+        }
     }
-    map.insert("driftwatch".into(), json!({"episode": episode}));
+    out.insert("event".into(), json!(event_name));
+    let list = |k: &str| ep.get(k).and_then(Value::as_array).map(Vec::as_slice).unwrap_or_default();
+    let pick = |v: &Value, keys: &[&str]| -> Value {
+        Value::Object(keys.iter().filter_map(|k| v.get(*k).map(|x| (k.to_string(), x.clone()))).collect())
+    };
+    let resources = list("resources");
+    out.insert(
+        "resources".into(),
+        Value::Array(resources.iter().take(MAX_RECORD_RESOURCES).map(|r| pick(r, &["kind", "namespace", "name", "class"])).collect()),
+    );
+    let attribution = list("attribution");
+    out.insert(
+        "attribution".into(),
+        Value::Array(
+            attribution
+                .iter()
+                .take(MAX_RECORD_ATTRIBUTION)
+                .map(|a| {
+                    let mut c = pick(a, &["resource", "manager", "operation", "time"]);
+                    for k in ["fields", "securityFields"] {
+                        let f: Vec<Value> = a
+                            .get(k)
+                            .and_then(Value::as_array)
+                            .map(|f| f.iter().take(MAX_RECORD_FIELDS).cloned().collect())
+                            .unwrap_or_default();
+                        if let Some(m) = c.as_object_mut() {
+                            m.insert(k.into(), Value::Array(f));
+                        }
+                    }
+                    c
+                })
+                .collect(),
+        ),
+    );
+    let omitted = resources.len().saturating_sub(MAX_RECORD_RESOURCES) + attribution.len().saturating_sub(MAX_RECORD_ATTRIBUTION);
+    if omitted > 0 {
+        out.insert("omitted".into(), json!(omitted));
+    }
+    Value::Object(out)
+}
+
+/// Shrinks a record to at most `max` bytes of JSON for a transport that cannot carry
+/// more (one syslog datagram): first the episode's resource and attribution lists go
+/// (counted in `omitted`), then the message is cut. Never produces invalid JSON, unlike
+/// cutting the serialized bytes.
+pub fn fit(mut record: Value, max: usize) -> Value {
+    let size = |r: &Value| r.to_string().len();
+    if size(&record) <= max {
+        return record;
+    }
+    if let Some(ep) = record.pointer_mut("/driftwatch/episode").and_then(Value::as_object_mut) {
+        let n = |ep: &serde_json::Map<String, Value>, k: &str| ep.get(k).and_then(Value::as_array).map_or(0, Vec::len);
+        let dropped = n(ep, "resources") + n(ep, "attribution");
+        let before = ep.get("omitted").and_then(Value::as_u64).unwrap_or(0);
+        ep.remove("resources");
+        ep.remove("attribution");
+        ep.insert("omitted".into(), json!(before + dropped as u64));
+    }
+    const MARK: &str = " [truncated]";
+    // JSON escaping can make a character longer than one byte: cut, measure, repeat.
+    for _ in 0..8 {
+        let over = size(&record).saturating_sub(max);
+        let Some(Value::String(m)) = record.get_mut("message").filter(|_| over > 0) else { break };
+        let base = m.strip_suffix(MARK).map_or(m.len(), str::len);
+        let mut cut = base.saturating_sub(over + MARK.len());
+        while cut > 0 && !m.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        m.truncate(cut);
+        m.push_str(MARK);
+    }
+    record
 }
 
 #[cfg(test)]
@@ -180,5 +269,39 @@ pub(crate) mod tests {
         let r = record(&n, &Origin::default(), now);
         assert_eq!(r["driftwatch"]["episode"]["event"], "escalated");
         assert!(r["event"].get("duration").is_none());
+
+        // The largest episode an Application can have still fits one syslog datagram.
+        let fields: Vec<String> =
+            (0..32).map(|i| format!("spec.template.spec.containers[app-{i}].securityContext.capabilities.add")).collect();
+        let resources: Vec<Value> = (0..64)
+            .map(|i| json!({"group": "apps", "version": "v1", "kind": "Deployment", "namespace": "payments-production", "name": format!("service-{i}"),
+                            "class": "security-context", "kindClass": "workload", "attribution": {"managers": [{"manager": "kubectl-edit", "fields": fields}]}}))
+            .collect();
+        let attribution: Vec<Value> = (0..32)
+            .map(|i| {
+                json!({"resource": format!("Deployment payments-production/service-{i}"), "manager": "kubectl-edit", "operation": "Update",
+                            "time": "2026-03-02T03:12:00Z", "fields": fields, "securityFields": fields})
+            })
+            .collect();
+        let big = n.episode.as_mut().unwrap();
+        big["resources"] = json!(resources);
+        big["attribution"] = json!(attribution);
+        let r = record(&n, &Origin::default(), now);
+        assert_eq!(r["driftwatch"]["episode"]["omitted"], 48 + 24, "lists are bounded");
+        assert_eq!(
+            r["driftwatch"]["episode"]["resources"][0],
+            json!({"kind": "Deployment", "namespace": "payments-production", "name": "service-0", "class": "security-context"})
+        );
+        assert_eq!(r["user"]["name"], "kubectl-edit");
+        // For one syslog datagram: still valid JSON with the episode's identity.
+        n.payload["message"] = json!("x".repeat(20_000));
+        let small = fit(record(&n, &Origin::default(), now), 7_168);
+        let len = small.to_string().len();
+        assert!((6_000..=7_168).contains(&len), "{len} bytes: fits, without cutting more than needed");
+        assert_eq!(small["driftwatch"]["episode"]["id"], "argocd/guestbook@1");
+        assert_eq!(small["driftwatch"]["episode"]["omitted"], 64 + 32);
+        assert!(small["message"].as_str().unwrap().ends_with(" [truncated]"));
+        let already_small = record(&sample(DestinationKind::Syslog, "siem"), &Origin::default(), now);
+        assert_eq!(fit(already_small.clone(), 7_168), already_small);
     }
 }

@@ -65,7 +65,11 @@ impl SyslogClient {
 
     /// The syslog line for a notification.
     pub fn line(&self, n: &Notification, now: chrono::DateTime<chrono::Utc>) -> String {
-        let record = ecs::record(n, &self.origin, now);
+        let mut record = ecs::record(n, &self.origin, now);
+        if self.protocol == Protocol::Udp && self.format == Format::Json {
+            // One datagram: leave room for the RFC 5424 header and structured data.
+            record = ecs::fit(record, MAX_UDP_BYTES - 1024);
+        }
         let msg = match self.format {
             Format::Json => record.to_string(),
             Format::Cef => cef(n, &record),
