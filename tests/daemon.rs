@@ -369,7 +369,7 @@ fn live_drift_is_attributed_escalated_resolved_and_kept() {
         "the episode keeps what it saw before attribution: {ep}"
     );
     assert_eq!(ep["direction"], "live");
-    let edit = ep["attribution"].as_array().unwrap().iter().find(|a| a["kind"] == "Deployment").unwrap();
+    let edit = ep["attribution"].as_array().unwrap().iter().find(|a| a["resource"] == "Deployment shop/web").unwrap();
     assert_eq!(edit["securityFields"], serde_json::json!(["spec.template.spec.containers[web].securityContext.privileged"]));
     assert!(page["message"].as_str().unwrap().contains("kubectl-edit (Update) changed spec.template.spec.containers[web].securityContext.privileged on Deployment shop/web at 03:12 UTC"), "{page}");
     wait_for("the escalated record", Duration::from_secs(15), || find(&got, "on-drift-episode", "escalated").is_some());
