@@ -56,7 +56,7 @@ async fn handle(req: Request<Incoming>, shared: SharedState) -> Result<Response<
                 Ok(q) => match s.episodes(&q) {
                     Ok(eps) => {
                         let now = chrono::Utc::now();
-                        let v: Vec<serde_json::Value> = eps.iter().map(|e| crate::cli::drift::history_record(e, now)).collect();
+                        let v: Vec<serde_json::Value> = eps.iter().map(|e| e.record(now)).collect();
                         text(200, serde_json::to_string(&v).unwrap_or_default(), "application/json")
                     }
                     Err(e) => text(500, format!("{e}\n"), "text/plain"),
@@ -80,7 +80,7 @@ fn history_query(query: &str) -> Result<crate::state::HistoryQuery, String> {
         match k {
             "app" => q.app = Some(v),
             "class" => q.class = Some(v),
-            "since" => q.since = Some(crate::cli::drift::parse_since(&v, chrono::Utc::now())?),
+            "since" => q.since = Some(crate::state::parse_since(&v, chrono::Utc::now())?),
             "limit" => {
                 let n: usize = v.parse().map_err(|_| format!("limit {v:?} is not a number"))?;
                 q.limit = Some(n.clamp(1, MAX_HISTORY_LIMIT));

@@ -73,13 +73,6 @@ pub struct Attribution {
     pub security: bool,
 }
 
-impl Attribution {
-    /// The manager with the latest write, if any.
-    pub fn latest(&self) -> Option<&Manager> {
-        self.managers.first()
-    }
-}
-
 /// Reads the attribution of a live object (a full object or only its metadata).
 /// `class` is the resource's class by kind (`rbac`, `network-policy`, ...), which
 /// decides what counts as a security field; `ignore` are field managers to skip besides
@@ -219,7 +212,6 @@ mod tests {
         assert_eq!(edit.security_fields, edit.fields);
         assert_eq!(a.managers[1].fields, ["metadata.labels.team"]);
         assert!(a.managers[1].security_fields.is_empty());
-        assert_eq!(a.latest().map(|m| m.manager.as_str()), Some("kubectl-edit"));
     }
 
     #[test]

@@ -20,13 +20,6 @@ pub const MAX_RESOURCES: usize = 64;
 pub const MAX_ATTRIBUTION: usize = 32;
 pub const MAX_NOTIFICATIONS: usize = 64;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum EpisodeState {
-    Open,
-    Resolved,
-}
-
 /// A notification delivered during an episode (kept in its history).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Sent {
@@ -51,8 +44,8 @@ pub struct Episode {
     pub project: String,
     /// `spec.destination.name`, else `spec.destination.server`.
     pub cluster: String,
-    pub state: EpisodeState,
     pub opened_at: DateTime<Utc>,
+    /// Set when it resolved; an episode without it is open.
     #[serde(default)]
     pub resolved_at: Option<DateTime<Utc>>,
     /// When the severity last rose.
@@ -142,9 +135,8 @@ pub fn observe(prev: Option<Episode>, app: &App, drift: &Value, now: DateTime<Ut
     let deleted = app.object.pointer("/metadata/deletionTimestamp").is_some_and(|v| !v.is_null());
     let drifting = !deleted && (sync == "OutOfSync" || health == "Degraded");
     match prev {
-        Some(mut ep) if ep.state == EpisodeState::Open => {
+        Some(mut ep) if ep.is_open() => {
             if !drifting {
-                ep.state = EpisodeState::Resolved;
                 ep.resolved_at = Some(now);
                 ep.resolution = Some(if deleted { "deleted" } else { "synced" }.to_string());
                 if ep.health == "Degraded" && health != "Degraded" {
@@ -164,7 +156,7 @@ pub fn observe(prev: Option<Episode>, app: &App, drift: &Value, now: DateTime<Ut
             };
             Observation { episode: Some(ep), event }
         }
-        prev if drifting => {
+        _ if drifting => {
             let dest = |k: &str| str_at(&app.object, &format!("/spec/destination/{k}")).to_string();
             let cluster = Some(dest("name")).filter(|s| !s.is_empty()).unwrap_or_else(|| dest("server"));
             let mut ep = Episode {
@@ -174,7 +166,6 @@ pub fn observe(prev: Option<Episode>, app: &App, drift: &Value, now: DateTime<Ut
                 name: app.name.clone(),
                 project: app.project.clone(),
                 cluster,
-                state: EpisodeState::Open,
                 opened_at: now,
                 resolved_at: None,
                 escalated_at: None,
@@ -193,11 +184,8 @@ pub fn observe(prev: Option<Episode>, app: &App, drift: &Value, now: DateTime<Ut
                 attribution: Vec::new(),
                 notifications: Vec::new(),
             };
-            // A new episode does not carry the previous one's notifications.
-            drop(prev);
+            // Its severity starts at the drift's, so this merge cannot escalate it.
             merge(&mut ep, sync, health, drift, now);
-            ep.escalated_at = None;
-            ep.escalations = 0;
             Observation { episode: Some(ep), event: Some(Event::Opened) }
         }
         prev => Observation { episode: prev, event: None },
@@ -279,18 +267,33 @@ impl Episode {
         (self.resolved_at.unwrap_or(now) - self.opened_at).num_seconds().max(0)
     }
 
-    /// What triggers and templates see as `episode`: the stored fields plus
-    /// `durationSeconds`, `duration` (human) and `open`.
+    pub fn is_open(&self) -> bool {
+        self.resolved_at.is_none()
+    }
+
+    /// What triggers and templates see as `episode`: the stored fields (without the
+    /// notifications) plus `open`, `state` (`open`/`resolved`), `durationSeconds`,
+    /// `duration` (human) and `resourceCount`.
     pub fn view(&self, now: DateTime<Utc>) -> Value {
+        let mut v = self.record(now);
+        if let Some(m) = v.as_object_mut() {
+            m.remove("notifications");
+        }
+        v
+    }
+
+    /// The episode as `driftwatch history -o json` and `/history` give it: the view
+    /// with the notifications delivered for it.
+    pub fn record(&self, now: DateTime<Utc>) -> Value {
+        // Serializing plain data with string keys cannot fail.
         let mut v = serde_json::to_value(self).unwrap_or(Value::Null);
         let secs = self.duration_secs(now);
         if let Some(m) = v.as_object_mut() {
-            m.remove("notifications");
             m.remove("appKey");
-            m.insert("open".into(), json!(self.state == EpisodeState::Open));
+            m.insert("open".into(), json!(self.is_open()));
+            m.insert("state".into(), json!(if self.is_open() { "open" } else { "resolved" }));
             m.insert("durationSeconds".into(), json!(secs));
             m.insert("duration".into(), json!(human_duration(secs)));
-            m.insert("severity".into(), json!(self.severity.as_str()));
             m.insert("resourceCount".into(), json!(self.resources.len()));
         }
         v
@@ -381,7 +384,7 @@ mod tests {
         let o = observe(Some(ep), &app("OutOfSync", "Healthy"), &drift("warning", "workload", "live"), at(2));
         let ep = o.episode.unwrap();
         assert_eq!(ep.health_recovered_at, Some(at(2)));
-        assert_eq!(ep.state, EpisodeState::Open);
+        assert!(ep.is_open());
         let mut deleted = app("OutOfSync", "Healthy");
         deleted.object["metadata"]["deletionTimestamp"] = json!("2026-03-02T04:00:00Z");
         let o = observe(Some(ep), &deleted, &json!({}), at(5));

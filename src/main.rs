@@ -207,7 +207,7 @@ fn history(
     err: &mut std::io::Stderr,
 ) -> anyhow::Result<i32> {
     use std::io::Write;
-    let since = match since.map(|s| cli::drift::parse_since(&s, chrono::Utc::now())).transpose() {
+    let since = match since.map(|s| driftwatch::state::parse_since(&s, chrono::Utc::now())).transpose() {
         Ok(s) => s,
         Err(e) => {
             writeln!(err, "error: {e}")?;

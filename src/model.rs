@@ -234,12 +234,6 @@ impl DestinationKind {
     pub fn parse(s: &str) -> Option<DestinationKind> {
         DestinationKind::ALL.into_iter().find(|k| k.as_str() == s)
     }
-
-    /// SIEM kinds receive an Elastic Common Schema record built from the notification,
-    /// with the template's `message` as its `message`.
-    pub fn is_siem(self) -> bool {
-        matches!(self, DestinationKind::Splunk | DestinationKind::SignedWebhook | DestinationKind::Syslog)
-    }
 }
 
 impl fmt::Display for DestinationKind {

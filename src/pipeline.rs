@@ -136,29 +136,27 @@ impl Pipeline {
         // recorded, subscribed or not, and routes match on them.
         let drift = rt.classes.drift(&app.object, &self.live);
         let obs = episode::observe(state.latest_episode(&app_key)?, app, &drift, now);
-        let episode_view = obs.episode.as_ref().map_or(serde_json::Value::Null, |e| e.view(now));
-        let (mut subs, annotation_errors) = rt.router.subscriptions(app, self.projects.get(&app.project));
-        out.annotation_errors = annotation_errors;
-        if !rt.routes.is_empty() {
-            let subject = if episode_view.is_null() { &drift } else { &episode_view };
-            let input = RouteInput { labels: &app.labels, project: &app.project, subject };
-            out.routes = rt.routes.matches(&input);
-            for hit in &out.routes {
-                for t in &hit.triggers {
-                    subs.entry(t.clone()).or_default().extend(hit.recipients.iter().cloned());
-                }
-            }
-        }
         out.episode = obs.episode;
         out.episode_event = obs.event;
+        let (mut subs, annotation_errors) = rt.router.subscriptions(app, self.projects.get(&app.project));
+        out.annotation_errors = annotation_errors;
+        if subs.is_empty() && rt.routes.is_empty() {
+            out.drift = drift;
+            return Ok(out);
+        }
+        let episode_view = out.episode.as_ref().map_or(serde_json::Value::Null, |e| e.view(now));
+        if !rt.routes.is_empty() {
+            let subject = if episode_view.is_null() { &drift } else { &episode_view };
+            out.routes = rt.routes.matches(&RouteInput { labels: &app.labels, project: &app.project, subject });
+            out.routes.iter().for_each(|hit| hit.add_to(&mut subs));
+        }
         if subs.is_empty() {
             out.drift = drift;
             return Ok(out);
         }
         // Converted once for all triggers and conditions of this pass.
         let mut scope = rt.engine.prepare_with(&app.object, &[("drift", &drift), ("episode", &episode_view)]);
-        let belongs = out.episode.as_ref().is_some_and(|e| e.state == crate::episode::EpisodeState::Open)
-            || out.episode_event == Some(Event::Resolved);
+        let belongs = out.episode.as_ref().is_some_and(Episode::is_open) || out.episode_event == Some(Event::Resolved);
         let mut render_ctx = LazyRender { drift: &drift, episode: &episode_view, belongs, ctx: None };
         for (trigger_name, destinations) in &subs {
             let Some(trigger) = rt.triggers.get(trigger_name) else {

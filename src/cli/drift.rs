@@ -158,15 +158,6 @@ pub enum HistoryFormat {
     Csv,
 }
 
-/// Parses `--since`: a duration back from now (`24h`, `7d`) or an RFC 3339 instant.
-pub fn parse_since(s: &str, now: DateTime<Utc>) -> Result<DateTime<Utc>, String> {
-    if let Ok(t) = DateTime::parse_from_rfc3339(s) {
-        return Ok(t.with_timezone(&Utc));
-    }
-    let d = crate::trigger::parse_duration(s).map_err(|e| format!("--since: {e}, or an RFC 3339 time"))?;
-    Ok(now - chrono::Duration::from_std(d).unwrap_or(chrono::Duration::MAX))
-}
-
 /// `driftwatch history --state FILE [--app A] [--since 24h] [--class C] [-o table|json|csv]`.
 pub fn history(path: &Path, query: &HistoryQuery, format: HistoryFormat, out: &mut dyn Write, err: &mut dyn Write) -> anyhow::Result<i32> {
     if !path.exists() {
@@ -206,7 +197,7 @@ pub fn write_history(episodes: &[Episode], format: HistoryFormat, now: DateTime<
     };
     match format {
         HistoryFormat::Json => {
-            let v: Vec<Value> = episodes.iter().map(|e| history_record(e, now)).collect();
+            let v: Vec<Value> = episodes.iter().map(|e| e.record(now)).collect();
             writeln!(out, "{}", serde_json::to_string_pretty(&v).unwrap_or_default())?;
         }
         HistoryFormat::Csv => {
@@ -223,7 +214,7 @@ pub fn write_history(episodes: &[Episode], format: HistoryFormat, now: DateTime<
                     time(Some(e.opened_at)),
                     time(e.resolved_at),
                     e.duration_secs(now).to_string(),
-                    if e.resolved_at.is_some() { "resolved".into() } else { "open".into() },
+                    if e.is_open() { "open".into() } else { "resolved".into() },
                     e.severity.as_str().into(),
                     e.direction.clone(),
                     e.classes.iter().cloned().collect::<Vec<_>>().join(";"),
@@ -248,7 +239,7 @@ pub fn write_history(episodes: &[Episode], format: HistoryFormat, now: DateTime<
                     "{:<20} {:<28} {:<9} {:<10} {:<8} {:<8} {:<28} {:<20} {}",
                     time(Some(e.opened_at)),
                     format!("{}/{}", e.namespace, e.name),
-                    if e.resolved_at.is_some() { "resolved" } else { "open" },
+                    if e.is_open() { "open" } else { "resolved" },
                     human_duration(e.duration_secs(now)),
                     e.severity.as_str(),
                     e.direction,
@@ -263,15 +254,6 @@ pub fn write_history(episodes: &[Episode], format: HistoryFormat, now: DateTime<
     Ok(())
 }
 
-/// One episode as `history -o json` and the `/history` endpoint give it.
-pub fn history_record(e: &Episode, now: DateTime<Utc>) -> Value {
-    let mut v = e.view(now);
-    if let Some(m) = v.as_object_mut() {
-        m.insert("notifications".into(), serde_json::to_value(&e.notifications).unwrap_or(Value::Null));
-    }
-    v
-}
-
 fn csv_field(s: &str) -> String {
     if s.contains([',', '"', '\n']) { format!("\"{}\"", s.replace('"', "\"\"")) } else { s.to_string() }
 }
@@ -281,11 +263,11 @@ mod tests {
     use super::*;
 
     #[test]
-    fn since_takes_a_duration_or_a_time() {
+    fn since_takes_a_duration_or_a_time_and_csv_quotes() {
         let now = DateTime::parse_from_rfc3339("2026-03-02T12:00:00Z").unwrap().with_timezone(&Utc);
-        assert_eq!(parse_since("24h", now).unwrap(), now - chrono::Duration::hours(24));
-        assert_eq!(parse_since("2026-03-01T00:00:00Z", now).unwrap().to_rfc3339(), "2026-03-01T00:00:00+00:00");
-        assert!(parse_since("yesterday", now).is_err());
+        assert_eq!(crate::state::parse_since("24h", now).unwrap(), now - chrono::Duration::hours(24));
+        assert_eq!(crate::state::parse_since("2026-03-01T00:00:00Z", now).unwrap().to_rfc3339(), "2026-03-01T00:00:00+00:00");
+        assert!(crate::state::parse_since("yesterday", now).is_err());
         assert_eq!(csv_field("a,b"), "\"a,b\"");
         assert_eq!(csv_field("say \"hi\""), "\"say \"\"hi\"\"\"");
     }

@@ -168,8 +168,8 @@ fn read_app(path: &Path, err: &mut dyn Write) -> anyhow::Result<Option<App>> {
 /// `drift` and `episode` for a single Application file, as the daemon would see them
 /// the first time it met the Application in this state (an episode opens now if it
 /// is OutOfSync or Degraded).
-fn first_sight(rt: &Runtime, app: &App, live: &crate::attribution::LiveIndex, now: chrono::DateTime<Utc>) -> (Value, Value) {
-    let drift = rt.classes.drift(&app.object, live);
+fn first_sight(rt: &Runtime, app: &App, now: chrono::DateTime<Utc>) -> (Value, Value) {
+    let drift = rt.classes.drift(&app.object, &crate::attribution::LiveIndex::new());
     let episode = crate::episode::observe(None, app, &drift, now).episode.map_or(Value::Null, |e| e.view(now));
     (drift, episode)
 }
@@ -190,7 +190,7 @@ pub fn trigger_run(
     let Some(app) = read_app(app_file, err)? else {
         return Ok(BAD_INPUT);
     };
-    let (drift, episode) = first_sight(&rt, &app, &crate::attribution::LiveIndex::new(), Utc::now());
+    let (drift, episode) = first_sight(&rt, &app, Utc::now());
     let mut scope = rt.engine.prepare_with(&app.object, &[("drift", &drift), ("episode", &episode)]);
     let results = crate::trigger::engine::with_now(Utc::now(), || rt.engine.run(trigger, &mut scope));
     match format {
@@ -251,7 +251,7 @@ pub fn template_notify(
         recipients.iter().map(|r| Destination::parse(r)).collect()
     };
     let redactor = &rt.redactor;
-    let (drift, episode) = first_sight(&rt, &app, &crate::attribution::LiveIndex::new(), Utc::now());
+    let (drift, episode) = first_sight(&rt, &app, Utc::now());
     let mut ctx = RenderContext::new(&app, &rt.context).with("drift", drift).with("episode", episode);
     let mut notifications = Vec::new();
     for d in &destinations {

@@ -22,7 +22,7 @@ use crate::secret::{Redactor, Secrets};
 use crate::state::Retention;
 use crate::template::{TemplateDef, TemplateSet, Warning};
 use crate::trigger::{Trigger, TriggerDef, TriggerEngine};
-use source::{At, ConfigError, SourceFile};
+use source::{At, ConfigDuration, ConfigError, SourceFile};
 
 /// The built-in catalog, embedded by `build.rs` from `triggers/` and `templates/`.
 pub mod catalog {
@@ -60,7 +60,7 @@ pub struct HistoryDef {
     /// Most episodes kept (oldest dropped first); 10000 when absent.
     pub max_episodes: Option<usize>,
     /// Resolved episodes older than this are dropped (`90d` when absent).
-    pub max_age: Option<At<String>>,
+    pub max_age: Option<ConfigDuration>,
 }
 
 /// `attribution:`: reading the live objects of drifted resources.
@@ -76,7 +76,7 @@ pub struct AttributionDef {
     /// Live objects read at the same time; 4 when absent.
     pub concurrency: Option<usize>,
     /// How long a read stays fresh (`1m` when absent).
-    pub ttl: Option<At<String>>,
+    pub ttl: Option<ConfigDuration>,
     /// Application destinations (`spec.destination.server` or `.name`) that are the
     /// cluster driftwatch talks to; resources of other destinations are not read.
     /// `https://kubernetes.default.svc` and `in-cluster` when absent.
@@ -496,22 +496,14 @@ pub fn load_with(config: Option<&Path>, engine: Arc<TriggerEngine>) -> Result<Ru
         }),
         None => RouteTree::default(),
     };
-    let mut duration = |d: &Option<At<String>>, key: &str, default: std::time::Duration| match d {
-        None => default,
-        Some(d) => crate::trigger::parse_duration(&d.value).unwrap_or_else(|e| {
-            errors.push(ConfigError::new(cfg_file.pos(&d.referenced), key, e));
-            default
-        }),
-    };
     let defaults = Retention::default();
-    let max_age = duration(&cfg.history.max_age, "history.maxAge", defaults.max_age.to_std().unwrap_or_default());
     let retention = Retention {
         max_episodes: cfg.history.max_episodes.unwrap_or(defaults.max_episodes).max(1),
-        max_age: chrono::Duration::from_std(max_age).unwrap_or(defaults.max_age),
+        max_age: cfg.history.max_age.and_then(|d| chrono::Duration::from_std(d.0).ok()).unwrap_or(defaults.max_age),
     };
     let attribution_defaults = AttributionSettings::default();
     let attribution = AttributionSettings {
-        ttl: duration(&cfg.attribution.ttl, "attribution.ttl", attribution_defaults.ttl),
+        ttl: cfg.attribution.ttl.map_or(attribution_defaults.ttl, |d| d.0),
         ignore_managers: cfg.attribution.ignore_managers.clone(),
         enabled: cfg.attribution.enabled.unwrap_or(true),
         concurrency: cfg.attribution.concurrency.unwrap_or(attribution_defaults.concurrency).clamp(1, 64),

@@ -134,6 +134,20 @@ fn strip_location_suffix(msg: &str) -> &str {
 /// A value with where it came from.
 pub type At<T> = Spanned<T>;
 
+/// A duration in a config, trigger or template file, written as Argo CD users write
+/// durations (`"250ms"`, `"30s"`, `"5m"`, `"1h30m"`, `"2d"`); a bad one is a
+/// deserialization error, reported at its position.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ConfigDuration(pub std::time::Duration);
+
+impl<'de> serde::Deserialize<'de> for ConfigDuration {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        let delta = crate::trigger::engine::parse_duration(&s).map_err(serde::de::Error::custom)?;
+        delta.to_std().map(ConfigDuration).map_err(|_| serde::de::Error::custom(format!("duration {s:?} must not be negative")))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -7,6 +7,8 @@ use std::time::Duration;
 use rand::Rng;
 use serde::Deserialize;
 
+pub use crate::config::source::ConfigDuration;
+
 /// The result of one delivery attempt.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Outcome {
@@ -47,18 +49,6 @@ pub fn parse_retry_after(value: &str, now: chrono::DateTime<chrono::Utc>) -> Opt
         (at - now).to_std().unwrap_or(Duration::ZERO)
     };
     Some(d.min(Duration::from_secs(3600)))
-}
-
-/// A duration in a config file: `"30s"`, `"5m"`, `"1h"`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ConfigDuration(pub Duration);
-
-impl<'de> Deserialize<'de> for ConfigDuration {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let s = String::deserialize(d)?;
-        let delta = crate::trigger::engine::parse_duration(&s).map_err(serde::de::Error::custom)?;
-        delta.to_std().map(ConfigDuration).map_err(|_| serde::de::Error::custom(format!("duration {s:?} must not be negative")))
-    }
 }
 
 /// Per-service retry settings (`retry:` in a service's config).

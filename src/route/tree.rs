@@ -176,16 +176,14 @@ impl RouteTree {
         walk(&self.routes, input, &mut out);
         out
     }
+}
 
-    /// The (trigger, destination) pairs the matching routes add.
-    pub fn subscriptions(&self, input: &RouteInput<'_>) -> Subscriptions {
-        let mut out = Subscriptions::new();
-        for hit in self.matches(input) {
-            for t in &hit.triggers {
-                out.entry(t.clone()).or_default().extend(hit.recipients.iter().cloned());
-            }
+impl RouteHit {
+    /// Adds this route's (trigger, destination) pairs to subscriptions.
+    pub fn add_to(&self, subs: &mut Subscriptions) {
+        for t in &self.triggers {
+            subs.entry(t.clone()).or_default().extend(self.recipients.iter().cloned());
         }
-        out
     }
 }
 
@@ -406,7 +404,8 @@ mod tests {
         assert_eq!(paths, ["routes[0]", "routes[1]", "routes[2]"]);
         assert_eq!(hits[0].reasons, ["class=rbac (Role prod/reader)"]);
         assert!(hits[1].reasons.is_empty(), "the SIEM route is a catch-all");
-        let subs = t.subscriptions(&RouteInput { labels: &labels, project: "default", subject: &s });
+        let mut subs = Subscriptions::new();
+        hits.iter().for_each(|h| h.add_to(&mut subs));
         assert_eq!(subs["on-security-drift"].iter().next(), Some(&Destination::new("oncall", "platform")));
 
         // A payments workload: no security page; the child route takes the chat part,

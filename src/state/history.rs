@@ -11,7 +11,7 @@ use chrono::{DateTime, Utc};
 use redb::{ReadableDatabase, ReadableTable, ReadableTableMetadata, TableDefinition, WriteTransaction};
 
 use super::{SEP, StateError, StateStore, app_range, storage};
-use crate::episode::{Episode, EpisodeState, Sent};
+use crate::episode::{Episode, Sent};
 use crate::model::{Action, Notification};
 
 const EPISODES: TableDefinition<&str, &str> = TableDefinition::new("episodes");
@@ -41,6 +41,17 @@ pub struct HistoryQuery {
     pub class: Option<String>,
     /// At most this many, the newest.
     pub limit: Option<usize>,
+}
+
+/// Parses `--since` (and `/history?since=`): a duration back from now (`24h`, `7d`) or
+/// an RFC 3339 instant.
+pub fn parse_since(s: &str, now: DateTime<Utc>) -> Result<DateTime<Utc>, String> {
+    if let Ok(t) = DateTime::parse_from_rfc3339(s) {
+        return Ok(t.with_timezone(&Utc));
+    }
+    let d =
+        crate::trigger::engine::parse_duration(s).map_err(|e| format!("--since: {e}; expected a duration (24h) or an RFC 3339 time"))?;
+    Ok(now - d)
 }
 
 pub(super) fn create_tables(tx: &WriteTransaction) -> Result<(), StateError> {
@@ -103,7 +114,6 @@ impl StateStore {
                 continue;
             }
             if let Some(since) = q.since
-                && ep.state == EpisodeState::Resolved
                 && ep.resolved_at.is_some_and(|r| r < since)
             {
                 continue;
@@ -216,7 +226,7 @@ fn prune(
     for item in episodes.iter().map_err(storage)? {
         let (k, v) = item.map_err(storage)?;
         let ep = parse(v.value())?;
-        let old = ep.state == EpisodeState::Resolved && ep.resolved_at.is_some_and(|r| r.timestamp_millis() < cutoff);
+        let old = ep.resolved_at.is_some_and(|r| r.timestamp_millis() < cutoff);
         if excess > 0 || old {
             drop.push((k.value().to_string(), ep.app_key.clone()));
             excess = excess.saturating_sub(1);
@@ -266,7 +276,6 @@ mod tests {
             let mut a = episode("a", 0, "rbac");
             s.save_episode(&a, Retention::default(), at(0)).unwrap();
             s.save_episode(&episode("b", 5, "config"), Retention::default(), at(5)).unwrap();
-            a.state = EpisodeState::Resolved;
             a.resolved_at = Some(at(14));
             s.save_episode(&a, Retention::default(), at(14)).unwrap();
         }
@@ -299,7 +308,6 @@ mod tests {
         assert!(s.latest_episode("argocd/app0@app0").unwrap().is_none());
 
         let mut old = episode("old", 0, "config");
-        old.state = EpisodeState::Resolved;
         old.resolved_at = Some(at(1));
         let s = StateStore::in_memory().unwrap();
         s.save_episode(&old, Retention::default(), at(1)).unwrap();

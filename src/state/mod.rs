@@ -15,7 +15,7 @@
 mod history;
 mod outbox;
 
-pub use history::{HistoryQuery, Retention};
+pub use history::{HistoryQuery, Retention, parse_since};
 
 pub use outbox::{DeadLetter, EnqueueReport, MAX_DEAD_LETTERS, MAX_OUTBOX_PER_SERVICE, MAX_SLACK_REFS, OutboxEntry, SlackRef};
 

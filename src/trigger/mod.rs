@@ -18,7 +18,7 @@ use rhai::{AST, Dynamic, Engine, Scope};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use crate::config::source::{At, ConfigError, SourceFile};
+use crate::config::source::{At, ConfigDuration, ConfigError, SourceFile};
 
 /// `when` as written: a rhai expression, or a YAML boolean (`when: true` in on-created).
 #[derive(Debug, Clone, Deserialize)]
@@ -60,41 +60,10 @@ pub struct ConditionDef {
     /// Hold-down: notify only once the condition has held this long without a break
     /// (`30s`, `2m`, `1h30m`).
     #[serde(rename = "for", default)]
-    pub hold: Option<At<String>>,
+    pub hold: Option<At<ConfigDuration>>,
     /// Notify again every this long while the condition keeps holding (`4h`).
     #[serde(default)]
-    pub repeat: Option<At<String>>,
-}
-
-/// Parses a duration as triggers write it: a sequence of `<n><unit>` with units `d`,
-/// `h`, `m`, `s` (`90s`, `2m`, `1h30m`, `1d`). Zero is refused.
-pub fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
-    let text = s.trim();
-    let mut total: u64 = 0;
-    let mut digits = String::new();
-    for ch in text.chars() {
-        if ch.is_ascii_digit() {
-            digits.push(ch);
-            continue;
-        }
-        let unit = match ch {
-            'd' => 86_400,
-            'h' => 3600,
-            'm' => 60,
-            's' => 1,
-            _ => return Err(format!("invalid duration {text:?}: unexpected {ch:?} (use e.g. 30s, 2m, 1h30m, 1d)")),
-        };
-        let n: u64 = digits.parse().map_err(|_| format!("invalid duration {text:?}: a number must come before {ch:?}"))?;
-        total = total.saturating_add(n.saturating_mul(unit));
-        digits.clear();
-    }
-    if !digits.is_empty() {
-        return Err(format!("invalid duration {text:?}: {digits} has no unit (s, m, h or d)"));
-    }
-    if total == 0 {
-        return Err(format!("invalid duration {text:?}: must be more than zero"));
-    }
-    Ok(std::time::Duration::from_secs(total))
+    pub repeat: Option<At<ConfigDuration>>,
 }
 
 /// A trigger file: a list of conditions.
@@ -252,11 +221,13 @@ impl TriggerEngine {
                     "a condition must send at least one template",
                 ));
             }
-            let mut duration = |d: &Option<At<String>>, key: &str| -> Option<std::time::Duration> {
+            let mut duration = |d: &Option<At<ConfigDuration>>, key: &str| -> Option<std::time::Duration> {
                 let d = d.as_ref()?;
-                parse_duration(&d.value)
-                    .map_err(|e| errors.push(ConfigError::new(file.pos(&d.referenced), format!("{key_path}.{key}"), e)))
-                    .ok()
+                if d.value.0.is_zero() {
+                    errors.push(ConfigError::new(file.pos(&d.referenced), format!("{key_path}.{key}"), "must be more than zero"));
+                    return None;
+                }
+                Some(d.value.0)
             };
             let hold = duration(&c.hold, "for");
             let repeat = duration(&c.repeat, "repeat");
