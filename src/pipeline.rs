@@ -14,7 +14,7 @@ use crate::episode::{self, Episode, Event};
 use crate::model::{Action, App, AppMeta, Destination, Notification, Project, RecordOp, StateRecord};
 use crate::route::tree::{RouteHit, RouteInput};
 use crate::secret::Redactor;
-use crate::state::{StateError, StateStore, dedup_key};
+use crate::state::{StateError, StateStore, dedup_key, from_millis, to_millis};
 use crate::template::{RenderContext, Target};
 use crate::trigger::ConditionResult;
 use crate::trigger::engine::with_now;
@@ -82,14 +82,6 @@ pub fn apply(eval: &Evaluation, app_key: &str, state: &StateStore, rt: &Runtime,
         state.forget(&r.app_key, &r.key)?;
     }
     Ok(())
-}
-
-fn millis(t: DateTime<Utc>) -> u64 {
-    u64::try_from(t.timestamp_millis()).unwrap_or(0)
-}
-
-fn from_millis(ms: u64) -> DateTime<Utc> {
-    DateTime::from_timestamp_millis(i64::try_from(ms).unwrap_or(i64::MAX)).unwrap_or(DateTime::<Utc>::MAX_UTC)
 }
 
 /// The render context of one pass, built on the first notification only (most passes
@@ -233,7 +225,7 @@ impl Pipeline {
         let since = match since {
             Some(ms) => from_millis(ms),
             None => {
-                out.holds.push((hold_key, Some(millis(now))));
+                out.holds.push((hold_key, Some(to_millis(now))));
                 now
             }
         };

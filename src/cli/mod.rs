@@ -386,11 +386,7 @@ pub fn state_list(path: &Path, app_prefix: Option<&str>, format: Format, out: &m
             continue;
         }
         for (key, at) in state.keys(&app)? {
-            let when = i64::try_from(at)
-                .ok()
-                .and_then(chrono::DateTime::from_timestamp_millis)
-                .map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true))
-                .unwrap_or_default();
+            let when = crate::state::from_millis(at).to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
             rows.push((app.clone(), key, when));
         }
     }
@@ -419,13 +415,7 @@ pub fn deliveries(path: &Path, failed_only: bool, format: Format, out: &mut dyn 
     let state = StateStore::open(path)?;
     let dead = state.dead_letters()?;
     let pending = if failed_only { Vec::new() } else { state.outbox(None)? };
-    let time = |ms: u64| {
-        i64::try_from(ms)
-            .ok()
-            .and_then(chrono::DateTime::from_timestamp_millis)
-            .map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true))
-            .unwrap_or_default()
-    };
+    let time = |ms: u64| crate::state::from_millis(ms).to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
     match format {
         Format::Json => {
             let v = json!({
@@ -681,7 +671,7 @@ pub fn run_replay(opts: &ReplayOptions, out: &mut dyn Write, err: &mut dyn Write
             }
             continue;
         }
-        let report = dispatch(&eval.notifications, &mut sinks, &state, u64::try_from(now.timestamp_millis()).unwrap_or(0))?;
+        let report = dispatch(&eval.notifications, &mut sinks, &state, crate::state::to_millis(now))?;
         sent += report.delivered;
         failed += report.failed;
         if deleted {

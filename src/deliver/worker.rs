@@ -53,7 +53,7 @@ pub struct ServiceRuntime {
 }
 
 fn now_ms() -> u64 {
-    u64::try_from(chrono::Utc::now().timestamp_millis()).unwrap_or(0)
+    crate::state::to_millis(chrono::Utc::now())
 }
 
 struct Worker {

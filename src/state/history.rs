@@ -10,7 +10,7 @@
 use chrono::{DateTime, Utc};
 use redb::{ReadableDatabase, ReadableTable, ReadableTableMetadata, TableDefinition, WriteTransaction};
 
-use super::{SEP, StateError, StateStore, app_range, storage};
+use super::{SEP, StateError, StateStore, from_millis, remove_app_entries, storage};
 use crate::episode::{Episode, Sent};
 use crate::model::{Action, Notification};
 
@@ -150,7 +150,7 @@ impl StateStore {
         if ep.id != id {
             return Ok(());
         }
-        let at = DateTime::from_timestamp_millis(i64::try_from(now_ms).unwrap_or(i64::MAX)).unwrap_or_else(Utc::now);
+        let at = from_millis(now_ms);
         ep.note_sent(Sent {
             trigger: n.trigger.clone(),
             service: n.destination.service.clone(),
@@ -171,7 +171,7 @@ impl StateStore {
     pub fn hold_since(&self, app: &str, key: &str) -> Result<Option<u64>, StateError> {
         let tx = self.db().begin_read().map_err(storage)?;
         let table = tx.open_table(HOLDS).map_err(storage)?;
-        Ok(table.get(format!("{app}{SEP}{key}").as_str()).map_err(storage)?.map(|v| v.value()))
+        Ok(table.get(Self::full_key(app, key).as_str()).map_err(storage)?.map(|v| v.value()))
     }
 
     /// Starts (`Some(since)`) or ends (`None`) a hold-down.
@@ -179,7 +179,7 @@ impl StateStore {
         let tx = self.db().begin_write().map_err(storage)?;
         {
             let mut table = tx.open_table(HOLDS).map_err(storage)?;
-            let k = format!("{app}{SEP}{key}");
+            let k = Self::full_key(app, key);
             match since_ms {
                 Some(ms) => {
                     table.insert(k.as_str(), ms).map_err(storage)?;
@@ -196,17 +196,7 @@ impl StateStore {
     /// episodes stay in the history.
     pub(crate) fn forget_app_history_in(tx: &WriteTransaction, app: &str) -> Result<(), StateError> {
         tx.open_table(LATEST).map_err(storage)?.remove(app).map_err(storage)?;
-        let mut holds = tx.open_table(HOLDS).map_err(storage)?;
-        let (lo, hi) = app_range(app);
-        let keys: Vec<String> = holds
-            .range(lo.as_str()..hi.as_str())
-            .map_err(storage)?
-            .map(|i| i.map(|(k, _)| k.value().to_string()))
-            .collect::<Result<_, _>>()
-            .map_err(storage)?;
-        for k in keys {
-            holds.remove(k.as_str()).map_err(storage)?;
-        }
+        remove_app_entries(&mut tx.open_table(HOLDS).map_err(storage)?, app)?;
         Ok(())
     }
 }

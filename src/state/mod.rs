@@ -21,10 +21,22 @@ pub use outbox::{DeadLetter, EnqueueReport, MAX_DEAD_LETTERS, MAX_OUTBOX_PER_SER
 
 use std::path::Path;
 
+use chrono::{DateTime, Utc};
 use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition};
 
 /// `"<app key>\u{0}<dedup key>"` -> unix milliseconds of the delivery.
 const NOTIFIED: TableDefinition<&str, u64> = TableDefinition::new("notified");
+
+/// Unix milliseconds, as the store keeps instants.
+pub fn to_millis(t: DateTime<Utc>) -> u64 {
+    u64::try_from(t.timestamp_millis()).unwrap_or(0)
+}
+
+/// The instant of unix milliseconds the store kept (saturating at the representable
+/// range).
+pub fn from_millis(ms: u64) -> DateTime<Utc> {
+    DateTime::from_timestamp_millis(i64::try_from(ms).unwrap_or(i64::MAX)).unwrap_or(DateTime::<Utc>::MAX_UTC)
+}
 
 /// Separates the Application key from the dedup key (neither can contain NUL).
 const SEP: char = '\u{0}';
@@ -92,14 +104,12 @@ impl StateStore {
         &self.db
     }
 
-    fn full_key(app: &str, key: &str) -> String {
+    pub(crate) fn full_key(app: &str, key: &str) -> String {
         format!("{app}{SEP}{key}")
     }
 
     pub fn is_notified(&self, app: &str, key: &str) -> Result<bool, StateError> {
-        let tx = self.db.begin_read().map_err(storage)?;
-        let table = tx.open_table(NOTIFIED).map_err(storage)?;
-        Ok(table.get(Self::full_key(app, key).as_str()).map_err(storage)?.is_some())
+        Ok(self.notified_at(app, key)?.is_some())
     }
 
     /// Records a delivered notification, then prunes the Application's oldest keys
@@ -197,24 +207,25 @@ impl StateStore {
     /// Drops everything about one Application (it was deleted).
     pub fn remove_app(&self, app: &str) -> Result<usize, StateError> {
         let tx = self.db.begin_write().map_err(storage)?;
-        let n = {
-            let mut table = tx.open_table(NOTIFIED).map_err(storage)?;
-            let (lo, hi) = app_range(app);
-            let keys: Vec<String> = table
-                .range(lo.as_str()..hi.as_str())
-                .map_err(storage)?
-                .map(|item| item.map(|(k, _)| k.value().to_string()))
-                .collect::<Result<_, _>>()
-                .map_err(storage)?;
-            for k in &keys {
-                table.remove(k.as_str()).map_err(storage)?;
-            }
-            keys.len()
-        };
+        let n = remove_app_entries(&mut tx.open_table(NOTIFIED).map_err(storage)?, app)?;
         Self::forget_app_history_in(&tx, app)?;
         tx.commit().map_err(storage)?;
         Ok(n)
     }
+}
+
+/// Removes every entry of one Application from a table keyed `<app>\0...`; returns
+/// how many there were.
+pub(crate) fn remove_app_entries<V: redb::Value + 'static>(table: &mut redb::Table<&str, V>, app: &str) -> Result<usize, StateError> {
+    let (lo, hi) = app_range(app);
+    let mut n = 0;
+    table
+        .retain_in(lo.as_str()..hi.as_str(), |_, _| {
+            n += 1;
+            false
+        })
+        .map_err(storage)?;
+    Ok(n)
 }
 
 /// The half-open key range holding one Application's entries.

@@ -86,7 +86,7 @@ impl SlackClient {
                 http::send(self.http.post(url.expose()).json(&body)).await.0
             }
             Mode::Api { base, token } => {
-                let now = u64::try_from(chrono::Utc::now().timestamp_millis()).unwrap_or(0);
+                let now = crate::state::to_millis(chrono::Utc::now());
                 let store_err = |e: crate::state::StateError| Outcome::retry(format!("state store: {e}"));
                 let existing = match message_key(n) {
                     Some(k) => match self.state.slack_ref(&self.service, &k) {
