@@ -74,10 +74,9 @@ const MAX_HISTORY_LIMIT: usize = 10_000;
 /// `app=..&since=..&class=..&limit=..` (percent-encoded) as a history query.
 fn history_query(query: &str) -> Result<crate::state::HistoryQuery, String> {
     let mut q = crate::state::HistoryQuery { limit: Some(DEFAULT_HISTORY_LIMIT), ..Default::default() };
-    for pair in query.split('&').filter(|p| !p.is_empty()) {
-        let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
-        let v = percent_decode(v);
-        match k {
+    for (k, v) in form_urlencoded::parse(query.as_bytes()) {
+        let v = v.into_owned();
+        match k.as_ref() {
             "app" => q.app = Some(v),
             "class" => q.class = Some(v),
             "since" => q.since = Some(crate::state::parse_since(&v, chrono::Utc::now())?),
@@ -89,30 +88,6 @@ fn history_query(query: &str) -> Result<crate::state::HistoryQuery, String> {
         }
     }
     Ok(q)
-}
-
-fn percent_decode(s: &str) -> String {
-    let bytes = s.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        match bytes[i] {
-            b'%' if i + 2 < bytes.len() => {
-                match std::str::from_utf8(&bytes[i + 1..i + 3]).ok().and_then(|h| u8::from_str_radix(h, 16).ok()) {
-                    Some(b) => {
-                        out.push(b);
-                        i += 3;
-                        continue;
-                    }
-                    None => out.push(b'%'),
-                }
-            }
-            b'+' => out.push(b' '),
-            b => out.push(b),
-        }
-        i += 1;
-    }
-    String::from_utf8_lossy(&out).into_owned()
 }
 
 /// Serves the endpoints until the task is dropped. Returns the bound address.
@@ -144,7 +119,6 @@ mod tests {
         assert_eq!(history_query("limit=99999999").unwrap().limit, Some(MAX_HISTORY_LIMIT));
         assert!(history_query("limit=many").unwrap_err().contains("many"));
         assert!(history_query("page=3").unwrap_err().contains("page"));
-        assert_eq!(percent_decode("a%2"), "a%2");
-        assert_eq!(percent_decode("%e2%9c%93+x"), "\u{2713} x");
+        assert_eq!(history_query("app=a%2Fb+c").unwrap().app.as_deref(), Some("a/b c"));
     }
 }

@@ -219,12 +219,10 @@ impl Daemon {
     /// Applications waiting for it when it changed what is known.
     fn live_read(&mut self, fetched: crate::live::Fetched) {
         let Some(live) = self.live.as_mut() else { return };
-        let f = live.complete(fetched);
+        // None: nobody reports this resource as drifted any more.
+        let Some(waiting) = live.complete(&fetched) else { return };
+        let f = fetched;
         let key = f.wanted.key();
-        if f.apps.is_empty() && f.object.is_err() {
-            // Nobody reports this resource as drifted any more.
-            return;
-        }
         let next = match &f.object {
             Ok(Some(object)) => {
                 Some(crate::attribution::attribute(object, &f.wanted.class, &self.pipeline.runtime.attribution.ignore_managers))
@@ -246,7 +244,7 @@ impl Daemon {
             }
         }
         if changed {
-            let apps: Vec<App> = f.apps.iter().filter_map(|k| self.apps.get(k).cloned()).collect();
+            let apps: Vec<App> = waiting.iter().filter_map(|k| self.apps.get(k).cloned()).collect();
             for a in apps {
                 self.evaluate(&a, true);
             }

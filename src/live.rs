@@ -69,8 +69,6 @@ pub struct Fetched {
     /// The object's metadata as JSON (`{"metadata": {...managedFields}}`), `None` when
     /// it does not exist (any more), or why the read failed.
     pub object: Result<Option<Value>, String>,
-    /// The Applications (state keys) that asked for it.
-    pub apps: BTreeSet<String>,
 }
 
 /// The background reader and its cache bookkeeping (the attributions themselves live
@@ -172,34 +170,29 @@ impl LiveFetcher {
                     Err(_) => Err("closed".into()),
                 };
                 // The receiver is gone only when the daemon is shutting down.
-                let _ = results.send(Fetched { wanted: w, object, apps: BTreeSet::new() }).await;
+                let _ = results.send(Fetched { wanted: w, object }).await;
             });
         }
         out
     }
 
-    /// Takes a completed read: marks it fresh and returns it with the Applications
-    /// that were waiting for it. A read of a resource nobody reports any more is
-    /// returned with no Applications and not marked fresh (its result is dropped).
-    pub fn complete(&mut self, mut f: Fetched) -> Fetched {
+    /// Takes a completed read: marks it fresh (a failed one too, so it is tried again
+    /// after the TTL rather than at every evaluation: a kind the API server does not
+    /// serve would fail every time) and returns the Applications waiting for it, or
+    /// `None` when no Application reports the resource as drifted any more (the result
+    /// is to be dropped).
+    pub fn complete(&mut self, f: &Fetched) -> Option<BTreeSet<String>> {
         let key = f.wanted.key();
-        f.apps = self.pending.remove(&key).unwrap_or_default();
+        let apps = self.pending.remove(&key).unwrap_or_default();
         if !self.refs.contains_key(&key) {
-            f.apps.clear();
-            f.object = Err("no longer drifted".into());
-            return f;
+            return None;
         }
-        // A failed read is fresh too: it is tried again after the TTL, not at every
-        // evaluation (a kind the API server does not serve would fail every time).
         self.fetched.insert(key, Instant::now());
-        if self.fetched.len() > MAX_CACHED {
-            let mut by_age: Vec<(String, Instant)> = self.fetched.iter().map(|(k, v)| (k.clone(), *v)).collect();
-            by_age.sort_by_key(|(_, at)| *at);
-            for (k, _) in by_age.into_iter().take(self.fetched.len() - MAX_CACHED) {
-                self.fetched.remove(&k);
-            }
+        while self.fetched.len() > MAX_CACHED {
+            let Some(oldest) = self.fetched.iter().min_by_key(|(_, at)| **at).map(|(k, _)| k.clone()) else { break };
+            self.fetched.remove(&oldest);
         }
-        f
+        Some(apps)
     }
 }
 
@@ -258,8 +251,9 @@ mod tests {
         assert_eq!(f.request("b", Vec::new()).forgotten, vec![wanted("web").key()]);
         // Completed reads of resources nobody reports any more are dropped.
         for _ in 0..2 {
-            let done = f.complete(rx.recv().await.unwrap());
-            assert!(done.apps.is_empty() && done.object.is_err());
+            let done = rx.recv().await.unwrap();
+            assert!(done.object.is_err(), "nothing listens there");
+            assert_eq!(f.complete(&done), None);
         }
         assert!(f.fetched.is_empty());
         assert_eq!(

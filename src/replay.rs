@@ -46,15 +46,27 @@ pub fn parse_documents(name: &str, text: &str) -> Result<Vec<Value>, ReadError> 
     Ok(docs.into_iter().filter(|d| !d.is_null()).collect())
 }
 
+/// Reads exactly one document from a YAML or JSON file; `what` names it in errors.
+fn read_one(path: &Path, what: &str) -> Result<Value, ReadError> {
+    let mut docs = read_documents(path)?;
+    let name = path.display().to_string();
+    match docs.len() {
+        1 => Ok(docs.remove(0)),
+        0 => Err(ReadError::Io { path: name, message: "the file holds no document".into() }),
+        n => Err(ReadError::Io { path: name, message: format!("expected one {what}, found {n} documents") }),
+    }
+}
+
 /// Reads exactly one Application from a YAML or JSON file.
 pub fn read_app(path: &Path) -> Result<App, ReadError> {
-    let docs = read_documents(path)?;
-    let name = path.display().to_string();
-    match docs.as_slice() {
-        [one] => App::from_value(one.clone()).map_err(|error| ReadError::NotAnApplication { path: name, doc: None, error }),
-        [] => Err(ReadError::Io { path: name, message: "the file holds no document".into() }),
-        _ => Err(ReadError::Io { path: name, message: format!("expected one Application, found {} documents", docs.len()) }),
-    }
+    let doc = read_one(path, "Application")?;
+    App::from_value(doc).map_err(|error| ReadError::NotAnApplication { path: path.display().to_string(), doc: None, error })
+}
+
+/// Reads exactly one AppProject from a YAML or JSON file.
+pub fn read_project(path: &Path) -> Result<Project, ReadError> {
+    let doc = read_one(path, "AppProject")?;
+    Project::from_value(&doc).map_err(|e| ReadError::Io { path: path.display().to_string(), message: format!("not an AppProject: {e}") })
 }
 
 /// One entry of a replay.

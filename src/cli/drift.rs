@@ -43,11 +43,7 @@ pub fn routes_test(
         }
     }
     if let Some(f) = project_file {
-        let project = read_documents(f).map_err(|e| e.to_string()).and_then(|docs| match docs.as_slice() {
-            [one] => crate::model::Project::from_value(one).map_err(|e| format!("{}: not an AppProject: {e}", f.display())),
-            _ => Err(format!("{}: expected one AppProject", f.display())),
-        });
-        match project {
+        match crate::replay::read_project(f) {
             Ok(p) => {
                 pipeline.projects.insert(p.name.clone(), p);
             }

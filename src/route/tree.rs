@@ -338,11 +338,12 @@ impl Route {
         }
         if !self.classes.is_empty() || !self.kinds.is_empty() || !self.namespaces.is_empty() {
             let resources = s.get("resources").and_then(Value::as_array).map(Vec::as_slice).unwrap_or_default();
-            let field = |r: &Value, k: &str| r.get(k).and_then(Value::as_str).unwrap_or_default().to_string();
+            fn field<'v>(r: &'v Value, k: &str) -> &'v str {
+                r.get(k).and_then(Value::as_str).unwrap_or_default()
+            }
+            let any = |list: &[String], v: &str| list.is_empty() || list.iter().any(|x| x == v);
             let hit = resources.iter().find(|r| {
-                (self.classes.is_empty() || self.classes.contains(&field(r, "class")))
-                    && (self.kinds.is_empty() || self.kinds.contains(&field(r, "kind")))
-                    && (self.namespaces.is_empty() || self.namespaces.contains(&field(r, "namespace")))
+                any(&self.classes, field(r, "class")) && any(&self.kinds, field(r, "kind")) && any(&self.namespaces, field(r, "namespace"))
             })?;
             let mut parts = Vec::new();
             if !self.classes.is_empty() {
