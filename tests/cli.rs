@@ -32,6 +32,34 @@ fn repo(rel: &str) -> String {
     Path::new(env!("CARGO_MANIFEST_DIR")).join(rel).display().to_string()
 }
 
+/// `run --replay PATH --config CONFIG [--state STATE] --jsonl JSONL` (JSONL in `dir`):
+/// the process output and every notification it wrote as a JSON line.
+fn replay_jsonl(dir: &Path, path: &str, config: &str, state: Option<&Path>) -> (Output, Vec<Value>) {
+    let jsonl = tempfile::NamedTempFile::new_in(dir).unwrap();
+    let mut args = vec!["run", "--replay", path, "--config", config, "--jsonl", jsonl.path().to_str().unwrap()];
+    if let Some(s) = state {
+        args.extend(["--state", s.to_str().unwrap()]);
+    }
+    let o = driftwatch(&args);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let sent = std::fs::read_to_string(jsonl.path()).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    (o, sent)
+}
+
+/// One written notification as `<step> <trigger>[<condition>] <service>:<recipient> <action>`.
+fn summary(n: &Value) -> String {
+    let s = |p: &str| n.pointer(p).and_then(Value::as_str).unwrap_or_default().to_string();
+    format!(
+        "{} {}[{}] {}:{} {}",
+        s("/step"),
+        s("/trigger"),
+        n["condition"],
+        s("/destination/service"),
+        s("/destination/recipient"),
+        s("/action")
+    )
+}
+
 #[test]
 fn trigger_run_json_for_every_catalog_trigger() {
     let dir = tempfile::tempdir().unwrap();
@@ -206,38 +234,15 @@ fn check_reports_every_broken_file_with_positions() {
 #[test]
 fn replay_of_the_drift_incident_example() {
     let dir = tempfile::tempdir().unwrap();
-    let jsonl = dir.path().join("out.jsonl");
-    let o = driftwatch(&[
-        "run",
-        "--replay",
-        &repo("examples/drift-incident"),
-        "--config",
-        &repo("examples/drift-incident/driftwatch.yaml"),
-        "--jsonl",
-        jsonl.to_str().unwrap(),
-    ]);
-    assert!(o.status.success(), "{}", stderr(&o));
-    let sent: Vec<Value> = std::fs::read_to_string(&jsonl).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
-    let summary: Vec<String> = sent
-        .iter()
-        .map(|n| {
-            format!(
-                "{} {} {}:{}",
-                n["step"].as_str().unwrap(),
-                n["trigger"].as_str().unwrap(),
-                n["destination"]["service"].as_str().unwrap(),
-                n["destination"]["recipient"].as_str().unwrap()
-            )
-        })
-        .collect();
+    let (o, sent) = replay_jsonl(dir.path(), &repo("examples/drift-incident"), &repo("examples/drift-incident/driftwatch.yaml"), None);
     assert_eq!(
-        summary,
+        sent.iter().map(summary).collect::<Vec<_>>(),
         [
-            "01-deployed.yaml on-deployed slack:deployments",
-            "02-kubectl-edit.yaml on-out-of-sync slack:drift",
-            "05-self-heal-failed.yaml on-sync-failed email:oncall@example.com",
-            "05-self-heal-failed.yaml on-sync-failed slack:drift",
-            "06-fixed-in-git.yaml on-deployed slack:deployments",
+            "01-deployed.yaml on-deployed[0] slack:deployments fire",
+            "02-kubectl-edit.yaml on-out-of-sync[0] slack:drift fire",
+            "05-self-heal-failed.yaml on-sync-failed[0] email:oncall@example.com fire",
+            "05-self-heal-failed.yaml on-sync-failed[0] slack:drift fire",
+            "06-fixed-in-git.yaml on-deployed[0] slack:deployments fire",
         ]
     );
     assert_eq!(sent[2]["payload"]["subject"], "Failed to sync application guestbook.");
@@ -254,41 +259,11 @@ fn replay_of_the_drift_incident_example() {
 #[test]
 fn replay_of_the_production_example_and_its_history() {
     let dir = tempfile::tempdir().unwrap();
-    let jsonl = dir.path().join("out.jsonl");
     let state = dir.path().join("state.redb");
     let config = repo("examples/production/driftwatch.yaml");
-    let replay = |jsonl: &Path| {
-        driftwatch(&[
-            "run",
-            "--replay",
-            &repo("examples/production"),
-            "--config",
-            &config,
-            "--state",
-            state.to_str().unwrap(),
-            "--jsonl",
-            jsonl.to_str().unwrap(),
-        ])
-    };
-    let o = replay(&jsonl);
-    assert!(o.status.success(), "{}", stderr(&o));
-    let sent: Vec<Value> = std::fs::read_to_string(&jsonl).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
-    let summary: Vec<String> = sent
-        .iter()
-        .map(|n| {
-            format!(
-                "{} {}[{}] {}:{} {}",
-                n["step"].as_str().unwrap(),
-                n["trigger"].as_str().unwrap(),
-                n["condition"],
-                n["destination"]["service"].as_str().unwrap(),
-                n["destination"]["recipient"].as_str().unwrap(),
-                n["action"].as_str().unwrap()
-            )
-        })
-        .collect();
+    let (o, sent) = replay_jsonl(dir.path(), &repo("examples/production"), &config, Some(&state));
     assert_eq!(
-        summary,
+        sent.iter().map(summary).collect::<Vec<_>>(),
         [
             "02-git-change.yaml on-drift-episode[0] siem: fire",
             "02-git-change.yaml on-git-change[0] chat:deploys fire",
@@ -340,29 +315,10 @@ fn replay_of_the_production_example_and_its_history() {
         }
     }
     let mut split = Vec::new();
-    for (i, part) in [&part1, &part2].into_iter().enumerate() {
-        let out = dir.path().join(format!("split{i}.jsonl"));
-        let o = driftwatch(&[
-            "run",
-            "--replay",
-            part.to_str().unwrap(),
-            "--config",
-            &config,
-            "--state",
-            split_state.to_str().unwrap(),
-            "--jsonl",
-            out.to_str().unwrap(),
-        ]);
-        assert!(o.status.success(), "{}", stderr(&o));
-        for l in std::fs::read_to_string(&out).unwrap_or_default().lines() {
-            let n: Value = serde_json::from_str(l).unwrap();
-            split.push(format!("{} {}[{}] {}", n["step"].as_str().unwrap(), n["trigger"].as_str().unwrap(), n["condition"], n["action"]));
-        }
+    for part in [&part1, &part2] {
+        split.extend(replay_jsonl(dir.path(), part.to_str().unwrap(), &config, Some(&split_state)).1.iter().map(summary));
     }
-    let whole: Vec<String> = sent
-        .iter()
-        .map(|n| format!("{} {}[{}] {}", n["step"].as_str().unwrap(), n["trigger"].as_str().unwrap(), n["condition"], n["action"]))
-        .collect();
+    let whole: Vec<String> = sent.iter().map(summary).collect();
     assert_eq!(split, whole, "a restart mid-episode neither loses nor repeats a notification");
 
     // The history, after the process that wrote it has exited.

@@ -137,6 +137,19 @@ fn has(got: &Arc<Mutex<Vec<String>>>, needle: &str) -> bool {
     bodies(got).iter().any(|b| b.contains(needle))
 }
 
+/// Starts the daemon again on the same state, waits for its initial evaluations, and
+/// checks that nothing more reached the receiver; stops it.
+fn restart_sends_nothing(dir: &Path, got: &Arc<Mutex<Vec<String>>>, evaluations: f64) {
+    let before = bodies(got).len();
+    let d = Daemon::start(dir);
+    wait_for("the initial evaluations", Duration::from_secs(15), || {
+        d.metric("driftwatch_evaluations_total").is_some_and(|v| v >= evaluations)
+    });
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(bodies(got).len(), before, "re-sent after a restart: {:?}", &bodies(got)[before..]);
+    assert!(d.stop().success());
+}
+
 /// A fake API server, a receiver for the `hook` service, and a config pointing at it.
 struct Setup {
     dir: tempfile::TempDir,
@@ -244,12 +257,7 @@ fn watches_a_cluster_end_to_end() {
     assert!(status.success(), "{status:?}");
 
     // Restarted with the same state: the initial list re-sends nothing.
-    let before = bodies(&got).len();
-    let d = Daemon::start(dir.path());
-    wait_for("the initial evaluations", Duration::from_secs(15), || d.metric("driftwatch_evaluations_total").is_some_and(|v| v >= 5.0));
-    std::thread::sleep(Duration::from_millis(500));
-    assert_eq!(bodies(&got).len(), before, "re-sent after a restart: {:?}", &bodies(&got)[before..]);
-    assert!(d.stop().success());
+    restart_sends_nothing(dir.path(), &got, 5.0);
 }
 
 /// Two replicas share the state file (as on a shared volume) and elect the sender with a
@@ -382,6 +390,11 @@ fn live_drift_is_attributed_escalated_resolved_and_kept() {
     assert_eq!(d.metric("driftwatch_drift_episodes_total{event=\"escalated\"}"), Some(1.0));
     assert!(d.metric("driftwatch_live_reads_total").is_some_and(|n| n >= 2.0));
 
+    // Both reads are in the episode (the ConfigMap's may come after the page).
+    wait_for("the ConfigMap's attribution", Duration::from_secs(15), || {
+        get(&d.admin, "/history").is_some_and(|(_, body)| body.contains("\"manager\":\"kubectl-patch\""))
+    });
+
     // Self-heal: Synced again. The page is resolved (same condition), the SIEM gets the
     // resolved record with the duration.
     api.apply(drifted_shop("Synced"));
@@ -424,14 +437,10 @@ fn live_drift_is_attributed_escalated_resolved_and_kept() {
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let eps: Vec<serde_json::Value> = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(eps.len(), 1);
-    assert!(eps[0]["attribution"][0]["manager"].as_str().is_some(), "{eps:?}");
+    assert_eq!(eps[0]["attribution"][0]["manager"], "kubectl-edit", "the security change leads: {eps:?}");
+    assert_eq!(eps[0]["attribution"][1]["manager"], "kubectl-patch", "{eps:?}");
     // Restarted on a Synced cluster: nothing is sent again.
-    let before = bodies(&got).len();
-    let d = Daemon::start(dir.path());
-    wait_for("the initial evaluation", Duration::from_secs(15), || d.metric("driftwatch_evaluations_total").is_some_and(|v| v >= 1.0));
-    std::thread::sleep(Duration::from_millis(500));
-    assert_eq!(bodies(&got).len(), before, "re-sent after a restart: {:?}", &bodies(&got)[before..]);
-    assert!(d.stop().success());
+    restart_sends_nothing(dir.path(), &got, 1.0);
 }
 
 /// A hold-down in the daemon: an Application Degraded longer than `for:` is notified

@@ -45,16 +45,27 @@ fn pipeline(config_yaml: Option<&str>, dir: &Path) -> Pipeline {
     Pipeline::new(Arc::new(rt))
 }
 
-/// Evaluates and delivers one snapshot; returns `trigger -> destination` of what was sent.
+/// What the daemon does with one snapshot at `now`: evaluate, record what was decided
+/// (episode, hold-downs, re-arms), deliver; returns what was delivered and when the
+/// Application asked to be evaluated again.
+fn deliver_at(
+    p: &Pipeline,
+    state: &StateStore,
+    sink: &mut Recorder,
+    app: &App,
+    now: chrono::DateTime<Utc>,
+) -> (Vec<Notification>, Option<chrono::DateTime<Utc>>) {
+    let eval = p.evaluate(app, state, now).unwrap();
+    driftwatch::pipeline::apply(&eval, &app.state_key(), state, &p.runtime, now).unwrap();
+    let before = sink.got.len();
+    dispatch(&eval.notifications, &mut [sink as &mut dyn Sink], state, driftwatch::state::to_millis(now)).unwrap();
+    (sink.got[before..].to_vec(), eval.wake_at)
+}
+
+/// [`deliver_at`] at a fixed instant; returns `trigger -> destination` of what was sent.
 fn step(p: &Pipeline, state: &StateStore, sink: &mut Recorder, app: &App) -> Vec<String> {
     let now = Utc.with_ymd_and_hms(2026, 3, 1, 12, 0, 0).unwrap();
-    let eval = p.evaluate(app, state, now).unwrap();
-    for r in &eval.rearm {
-        state.forget(&r.app_key, &r.key).unwrap();
-    }
-    let before = sink.got.len();
-    dispatch(&eval.notifications, &mut [sink as &mut dyn Sink], state, 1).unwrap();
-    sink.got[before..].iter().map(|n| format!("{} -> {}", n.trigger, n.destination)).collect()
+    deliver_at(p, state, sink, app, now).0.iter().map(|n| format!("{} -> {}", n.trigger, n.destination)).collect()
 }
 
 const DEGRADED_PLAIN: &str = r#"
@@ -295,8 +306,7 @@ templates:
     assert!(step(&p, &state, &mut sink, &workload).is_empty());
 }
 
-/// Evaluates at `now`, records what the evaluation decided (episode, hold-downs,
-/// re-arms) and delivers; returns what was sent and the wake-up time.
+/// [`deliver_at`]; returns `trigger Action` of what was sent, and the wake-up.
 fn step_at(
     p: &Pipeline,
     state: &StateStore,
@@ -304,12 +314,8 @@ fn step_at(
     app: &App,
     now: chrono::DateTime<Utc>,
 ) -> (Vec<String>, Option<chrono::DateTime<Utc>>) {
-    let eval = p.evaluate(app, state, now).unwrap();
-    driftwatch::pipeline::apply(&eval, &app.state_key(), state, &p.runtime, now).unwrap();
-    let before = sink.got.len();
-    dispatch(&eval.notifications, &mut [sink as &mut dyn Sink], state, u64::try_from(now.timestamp_millis()).unwrap()).unwrap();
-    let sent = sink.got[before..].iter().map(|n| format!("{} {:?}", n.trigger, n.action)).collect();
-    (sent, eval.wake_at)
+    let (sent, wake) = deliver_at(p, state, sink, app, now);
+    (sent.iter().map(|n| format!("{} {:?}", n.trigger, n.action)).collect(), wake)
 }
 
 #[test]
