@@ -176,6 +176,10 @@ impl Daemon {
         for e in &eval.annotation_errors {
             tracing::warn!(app = %app.qualified_name(), error = %e, "malformed subscription annotation");
         }
+        if eval.stale {
+            // Nothing was decided: pending wake-ups and attribution reads stay as they are.
+            return;
+        }
         if let Err(e) = crate::pipeline::apply(&eval, &key, &state, &self.pipeline.runtime, now) {
             tracing::error!(app = %app.qualified_name(), error = %e, "recording the evaluation failed (state store)");
         }

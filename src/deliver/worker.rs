@@ -33,7 +33,7 @@ pub trait Deliverer: Send + Sync {
     fn deliver<'a>(&'a self, batch: &'a [Notification]) -> BoxFuture<'a, Outcome>;
 }
 
-/// Counters per service, for tests, `--send` and (later) metrics.
+/// Counters per service, for tests and `--send` (the process-wide metrics are in `crate::metrics`).
 #[derive(Debug, Default)]
 pub struct Stats {
     pub attempts: AtomicU64,
