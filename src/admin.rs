@@ -30,8 +30,23 @@ async fn handle(req: Request<Incoming>, shared: SharedState) -> Result<Response<
     let state: Option<Arc<StateStore>> = shared.read().map(|s| s.clone()).unwrap_or(None);
     Ok(match req.uri().path() {
         "/healthz" => text(200, "ok\n".into(), "text/plain"),
-        "/readyz" if METRICS.ready.load(Ordering::Relaxed) == 1 => text(200, "ready\n".into(), "text/plain"),
-        "/readyz" => text(503, "not ready: initial lists not done\n".into(), "text/plain"),
+        "/readyz" => {
+            // A refused reload leaves the previous configuration running (still ready),
+            // and says why here, as `driftwatch check` would.
+            let mut body = match METRICS.ready.load(Ordering::Relaxed) {
+                1 => "ready\n".to_string(),
+                _ => "not ready: initial lists not done\n".to_string(),
+            };
+            let refused = METRICS.reload_errors();
+            if !refused.is_empty() {
+                body.push_str("the last configuration reload was refused; the previous configuration is running:\n");
+                for e in refused {
+                    body.push_str(&format!("error: {e}\n"));
+                }
+            }
+            let status = if METRICS.ready.load(Ordering::Relaxed) == 1 { 200 } else { 503 };
+            text(status, body, "text/plain")
+        }
         "/metrics" => {
             // Queue depth is read from the outbox at scrape time: it is the truth.
             if let Some(Ok(entries)) = state.as_ref().map(|s| s.outbox(None)) {

@@ -71,6 +71,36 @@ pub struct Attribution {
     pub managers: Vec<Manager>,
     /// Whether any of them owns a security field.
     pub security: bool,
+    /// Set when the live object was deliberately not read, or the API server refused
+    /// the read: the drift is still classified and reported, only who made it is
+    /// unknown (and this says why).
+    #[serde(default, rename = "notRead", skip_serializing_if = "Option::is_none")]
+    pub not_read: Option<NotRead>,
+}
+
+/// Why a drifted resource's live object was not read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum NotReadReason {
+    /// The API server answered 403: driftwatch's RBAC does not grant `get` on it.
+    Forbidden,
+    /// A Secret, and `attribution.readSecrets` is off (the default).
+    SecretsOff,
+}
+
+/// A resource whose attribution is unknown, and why.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NotRead {
+    pub reason: NotReadReason,
+    /// For humans: what was refused and what would allow it.
+    pub message: String,
+}
+
+impl Attribution {
+    /// The attribution of a resource that was not read.
+    pub fn not_read(reason: NotReadReason, message: String) -> Attribution {
+        Attribution { managers: Vec::new(), security: false, not_read: Some(NotRead { reason, message }) }
+    }
 }
 
 /// Reads the attribution of a live object (a full object or only its metadata).
@@ -108,7 +138,7 @@ pub fn attribute(object: &Value, class: &str, ignore: &[String]) -> Attribution 
     managers.sort_by(|a, b| b.time.cmp(&a.time).then_with(|| a.manager.cmp(&b.manager)));
     managers.truncate(MAX_MANAGERS);
     let security = managers.iter().any(|m| !m.security_fields.is_empty());
-    Attribution { managers, security }
+    Attribution { managers, security, not_read: None }
 }
 
 /// Fields every writer touches that say nothing about drift.

@@ -16,9 +16,10 @@ use chrono::Utc;
 use futures::StreamExt;
 use serde_json::Value;
 
+use crate::attribution::{Attribution, NotReadReason};
 use crate::config::{self, Runtime};
 use crate::deliver::{Delivery, ServiceRuntime};
-use crate::live::LiveFetcher;
+use crate::live::{LiveFetcher, ReadError};
 use crate::metrics::METRICS;
 use crate::model::App;
 use crate::pipeline::Pipeline;
@@ -109,6 +110,17 @@ fn build_services(rt: &Runtime, state: &Arc<StateStore>) -> Result<Vec<ServiceRu
     Ok(services)
 }
 
+/// What keeps the configuration's services from being built: every missing secret
+/// (with where it was looked for), else the first client that fails to build against
+/// a throwaway store.
+fn services_problems(rt: &Runtime) -> Result<(), Vec<String>> {
+    if !rt.missing_secrets.is_empty() {
+        return Err(rt.missing_secrets.clone());
+    }
+    let probe = StateStore::in_memory().map_err(|e| vec![e.to_string()])?;
+    build_services(rt, &Arc::new(probe)).map(drop).map_err(|e| vec![e])
+}
+
 /// A one-line description of a change for debug logs (no whole objects).
 struct ChangeSummary<'a>(&'a Change);
 
@@ -125,6 +137,14 @@ impl std::fmt::Debug for ChangeSummary<'_> {
             Change::Error { kind, error } => write!(f, "error {}: {error}", kind.as_str()),
         }
     }
+}
+
+/// Why [`Daemon::lead`] could not take over sending.
+enum LeadError {
+    /// The state file is held (another driftwatch) or cannot be opened.
+    Store(String),
+    /// A delivery client could not be built (a CA file gone, ...).
+    Services(String),
 }
 
 /// The state store the operations endpoints read (none while not leading).
@@ -150,7 +170,13 @@ struct Daemon {
     /// When an Application must be evaluated again although nothing changed (a
     /// hold-down elapsing, a repeat falling due), by state key.
     wakeups: HashMap<String, chrono::DateTime<Utc>>,
+    /// Resources (`deployments.apps`) whose refused reads were logged, so each is
+    /// logged once.
+    forbidden_logged: BTreeSet<String>,
 }
+
+/// At most this many refused resources are remembered for logging once.
+const MAX_FORBIDDEN_LOGGED: usize = 256;
 
 impl Daemon {
     fn evaluate(&mut self, app: &App, force: bool) {
@@ -204,7 +230,6 @@ impl Daemon {
                 false => Vec::new(),
             };
             let r = live.request(&key, wanted);
-            METRICS.live_reads.fetch_add(r.started as u64, Ordering::Relaxed);
             for k in r.forgotten {
                 self.pipeline.live.remove(&k);
             }
@@ -232,7 +257,20 @@ impl Daemon {
                 Some(crate::attribution::attribute(object, &f.wanted.class, &self.pipeline.runtime.attribution.ignore_managers))
             }
             Ok(None) => None,
-            Err(e) => {
+            Err(e @ ReadError::Forbidden { group, resource }) => {
+                let label = ReadError::resource_label(group, resource);
+                METRICS.live_reads_forbidden.inc(&label);
+                // Once per kind: the drift is still reported, and the read is not
+                // retried for a while (`live::FORBIDDEN_BACKOFF`).
+                if self.forbidden_logged.len() < MAX_FORBIDDEN_LOGGED && self.forbidden_logged.insert(label.clone()) {
+                    tracing::warn!(resource = %label, rule = %ReadError::rule(group, resource), label = crate::live::AGGREGATE_LABEL,
+                        "attribution is not permitted to read this kind of resource: its drift is reported without who made it; \
+                         add the rule to a ClusterRole with the label to allow it");
+                }
+                Some(Attribution::not_read(NotReadReason::Forbidden, e.to_string()))
+            }
+            Err(e @ ReadError::SecretsOff) => Some(Attribution::not_read(NotReadReason::SecretsOff, e.to_string())),
+            Err(ReadError::Failed(e)) => {
                 METRICS.live_read_errors.fetch_add(1, Ordering::Relaxed);
                 tracing::warn!(resource = %key, error = %e, "reading a drifted resource for attribution failed");
                 return;
@@ -368,16 +406,17 @@ impl Daemon {
 
     /// Takes over sending: opens the state store (the previous holder's file lock must
     /// be gone), starts the workers (which deliver what the outbox holds first), and
-    /// evaluates every cached Application. Returns false if the store is still locked.
-    fn lead(&mut self) -> bool {
+    /// evaluates every cached Application. Fails if the store is still locked or a
+    /// delivery client cannot be built; the caller retries.
+    fn lead(&mut self) -> Result<(), LeadError> {
         if self.state.is_some() {
-            return true;
+            return Ok(());
         }
         let mut store = match StateStore::open(&self.state_path) {
             Ok(s) => s,
             Err(e) => {
                 tracing::warn!(error = %e, "cannot open the state store yet; retrying");
-                return false;
+                return Err(LeadError::Store(e.to_string()));
             }
         };
         if let Some(n) = self.pipeline.runtime.state.max_keys_per_app {
@@ -387,8 +426,9 @@ impl Daemon {
         match build_services(&self.pipeline.runtime, &state) {
             Ok(services) => self.delivery = Some(Delivery::start(services, state.clone())),
             Err(e) => {
+                // The store is closed again (dropped here): a standby may take it.
                 tracing::error!(error = %e, "building the delivery clients failed");
-                return false;
+                return Err(LeadError::Services(e));
             }
         }
         *self.shared.write().unwrap_or_else(|p| p.into_inner()) = Some(state.clone());
@@ -397,7 +437,7 @@ impl Daemon {
         tracing::info!("leading: sending notifications");
         self.evaluated.clear();
         self.reevaluate_all();
-        true
+        Ok(())
     }
 
     /// Stops sending: workers stop after their current attempt, the store is closed
@@ -428,6 +468,13 @@ async fn reload(d: &mut Daemon, opts: &DaemonOptions, engine: &Arc<TriggerEngine
         },
     };
     match config::load_with(opts.config.as_deref(), engine.clone()) {
+        Ok(rt) if !rt.missing_secrets.is_empty() => {
+            METRICS.reload_ok.store(0, Ordering::Relaxed);
+            for e in &rt.missing_secrets {
+                tracing::error!(error = %e, "configuration reload failed; keeping the running configuration");
+            }
+            METRICS.set_reload_errors(rt.missing_secrets.clone());
+        }
         Ok(rt) => match build_services(&rt, &probe) {
             Ok(services) => {
                 if let Some(old) = d.delivery.take() {
@@ -443,6 +490,7 @@ async fn reload(d: &mut Daemon, opts: &DaemonOptions, engine: &Arc<TriggerEngine
                 d.pipeline.projects = projects;
                 d.pipeline.live = live;
                 METRICS.reload_ok.store(1, Ordering::Relaxed);
+                METRICS.set_reload_errors(Vec::new());
                 tracing::info!("configuration reloaded");
                 d.evaluated.clear();
                 d.reevaluate_all();
@@ -450,6 +498,7 @@ async fn reload(d: &mut Daemon, opts: &DaemonOptions, engine: &Arc<TriggerEngine
             Err(e) => {
                 METRICS.reload_ok.store(0, Ordering::Relaxed);
                 tracing::error!(error = %e, "configuration reload failed; keeping the running configuration");
+                METRICS.set_reload_errors(vec![e]);
             }
         },
         Err(errors) => {
@@ -457,6 +506,7 @@ async fn reload(d: &mut Daemon, opts: &DaemonOptions, engine: &Arc<TriggerEngine
             for e in &errors {
                 tracing::error!(error = %e, "configuration reload failed; keeping the running configuration");
             }
+            METRICS.set_reload_errors(errors.iter().map(ToString::to_string).collect());
         }
     }
 }
@@ -473,6 +523,15 @@ pub async fn run(opts: DaemonOptions, err: &mut dyn std::io::Write) -> anyhow::R
             return Ok(crate::cli::FAILED);
         }
     };
+    // Every delivery client is built once before anything else happens, so a missing
+    // secret or an unreadable CA file is the one error reported, with nothing created.
+    if let Err(problems) = services_problems(&rt) {
+        for p in &problems {
+            writeln!(err, "error: {p}")?;
+        }
+        writeln!(err, "driftwatch does not start until the services can be built (`driftwatch check` lists the same)")?;
+        return Ok(crate::cli::FAILED);
+    }
     // The cluster first: without one there is nothing to do, and nothing is created.
     let client = match watch::client(opts.kubeconfig.as_deref(), opts.context.as_deref()).await {
         Ok(c) => c,
@@ -498,7 +557,7 @@ pub async fn run(opts: DaemonOptions, err: &mut dyn std::io::Write) -> anyhow::R
     };
     let (live, mut live_rx) = match rt.attribution.enabled {
         true => {
-            let (f, rx) = LiveFetcher::new(client.clone(), rt.attribution.concurrency, rt.attribution.ttl);
+            let (f, rx) = LiveFetcher::new(client.clone(), rt.attribution.concurrency, rt.attribution.ttl, rt.attribution.read_secrets);
             (Some(f), Some(rx))
         }
         false => (None, None),
@@ -517,10 +576,20 @@ pub async fn run(opts: DaemonOptions, err: &mut dyn std::io::Write) -> anyhow::R
         lists_done: BTreeSet::new(),
         live,
         wakeups: HashMap::new(),
+        forbidden_logged: BTreeSet::new(),
     };
-    if opts.lease.is_none() && !d.lead() {
-        writeln!(err, "error: cannot open the state store {} (is another driftwatch using it?)", d.state_path.display())?;
-        return Ok(crate::cli::FAILED);
+    if opts.lease.is_none() {
+        match d.lead() {
+            Ok(()) => {}
+            Err(LeadError::Store(e)) => {
+                writeln!(err, "error: cannot open the state store {}: {e} (is another driftwatch using it?)", d.state_path.display())?;
+                return Ok(crate::cli::FAILED);
+            }
+            Err(LeadError::Services(e)) => {
+                writeln!(err, "error: {e}")?;
+                return Ok(crate::cli::FAILED);
+            }
+        }
     }
     let step_down_grace = match &opts.lease {
         Some(l) => opts.shutdown_grace.min(l.duration / 4),
@@ -572,13 +641,13 @@ pub async fn run(opts: DaemonOptions, err: &mut dyn std::io::Write) -> anyhow::R
                 }
                 let leading = *leader_rx.borrow();
                 if leading {
-                    d.lead();
+                    let _ = d.lead();
                 } else if d.state.is_some() {
                     d.step_down(step_down_grace).await;
                 }
             }
             _ = lead_retry.tick(), if d.state.is_none() && *leader_rx.borrow() => {
-                d.lead();
+                let _ = d.lead();
             }
             _ = sigterm.recv() => {
                 tracing::info!("SIGTERM: stopping");

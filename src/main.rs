@@ -234,7 +234,9 @@ fn history(
 fn init_tracing(default: &str) {
     let filter =
         tracing_subscriber::EnvFilter::try_from_env("DRIFTWATCH_LOG").unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
-    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
+    // Colour only on a terminal: a pod's log (not a terminal) stays plain text.
+    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
+    tracing_subscriber::fmt().with_env_filter(filter).with_ansi(ansi).with_writer(std::io::stderr).init();
 }
 
 fn main() -> ExitCode {

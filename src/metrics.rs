@@ -107,6 +107,12 @@ pub struct Metrics {
     /// Live objects read for attribution, and the reads that failed.
     pub live_reads: AtomicU64,
     pub live_read_errors: AtomicU64,
+    /// Reads of live objects the RBAC refused (or a refusal remembered for the kind),
+    /// by `resource` (`deployments.apps`: API resources the cluster serves).
+    pub live_reads_forbidden: Family,
+    /// Why the last configuration reload was refused (empty after a good one): not a
+    /// metric, the text `/readyz` adds for whoever looks (never a secret value).
+    reload_errors: Mutex<Vec<String>>,
 }
 
 pub static METRICS: LazyLock<Metrics> = LazyLock::new(|| Metrics {
@@ -126,6 +132,8 @@ pub static METRICS: LazyLock<Metrics> = LazyLock::new(|| Metrics {
     episodes: Family::default(),
     live_reads: AtomicU64::new(0),
     live_read_errors: AtomicU64::new(0),
+    live_reads_forbidden: Family::default(),
+    reload_errors: Mutex::new(Vec::new()),
 });
 
 fn family(out: &mut String, name: &str, help: &str, kind: &str, label: &str, f: &Family) {
@@ -160,6 +168,16 @@ fn histogram(out: &mut String, name: &str, help: &str, h: &Histogram) {
 }
 
 impl Metrics {
+    /// Records why the last reload was refused (at most 20 lines kept).
+    pub fn set_reload_errors(&self, mut errors: Vec<String>) {
+        errors.truncate(20);
+        *self.reload_errors.lock().unwrap_or_else(|p| p.into_inner()) = errors;
+    }
+
+    pub fn reload_errors(&self) -> Vec<String> {
+        self.reload_errors.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
     /// Services that have a queue-depth series (to reset them to zero).
     pub fn queue_depth_services(&self) -> Vec<(String, u64)> {
         self.queue_depth.snapshot().into_iter().collect()
@@ -217,6 +235,14 @@ impl Metrics {
             "Reads of live objects that failed.",
             "counter",
             self.live_read_errors.load(Ordering::Relaxed),
+        );
+        family(
+            &mut o,
+            "driftwatch_live_reads_forbidden_total",
+            "Reads of live objects for attribution that the RBAC does not allow, by resource.",
+            "counter",
+            "resource",
+            &self.live_reads_forbidden,
         );
         histogram(&mut o, "driftwatch_evaluation_duration_seconds", "Time to evaluate one Application.", &self.evaluation_latency);
         histogram(&mut o, "driftwatch_delivery_duration_seconds", "Time of one delivery attempt.", &self.delivery_latency);

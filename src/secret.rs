@@ -33,8 +33,9 @@ impl fmt::Display for Secret {
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum SecretError {
-    #[error("secret ${0} is not set (secrets file or DRIFTWATCH_SECRET_ environment variable)")]
-    Missing(String),
+    /// Names the key and every place it was looked for.
+    #[error("secret ${key} is not set: {looked}")]
+    Missing { key: String, looked: String },
     #[error("secrets file {path}: {message}")]
     File { path: String, message: String },
 }
@@ -43,6 +44,8 @@ pub enum SecretError {
 #[derive(Clone, Default)]
 pub struct Secrets {
     values: BTreeMap<String, Secret>,
+    /// Where they were loaded from ("the secrets file ..."), for error messages.
+    source: Option<String>,
 }
 
 impl fmt::Debug for Secrets {
@@ -63,7 +66,7 @@ fn is_key_char(c: char) -> bool {
 
 impl Secrets {
     pub fn from_map<K: Into<String>, V: Into<String>>(map: impl IntoIterator<Item = (K, V)>) -> Secrets {
-        Secrets { values: map.into_iter().map(|(k, v)| (k.into(), Secret(v.into()))).collect() }
+        Secrets { values: map.into_iter().map(|(k, v)| (k.into(), Secret(v.into()))).collect(), source: None }
     }
 
     /// Loads a secrets file (YAML/JSON map of strings) or directory (one file per key,
@@ -82,7 +85,7 @@ impl Secrets {
                 let value = std::fs::read_to_string(entry.path()).map_err(|e| err(e.to_string()))?;
                 values.insert(name, Secret(value.trim_end_matches('\n').to_string()));
             }
-            return Ok(Secrets { values });
+            return Ok(Secrets { values, source: Some(format!("the secrets directory {}", path.display())) });
         }
         let text = std::fs::read_to_string(path).map_err(|e| err(e.to_string()))?;
         // Never echo the parser's snippet: it would contain secret values.
@@ -90,7 +93,7 @@ impl Secrets {
             let line = e.location().map(|l| format!(" at line {}", l.line())).unwrap_or_default();
             err(format!("expected a mapping of key: value strings{line}"))
         })?;
-        Ok(Secrets::from_map(map))
+        Ok(Secrets { source: Some(format!("the secrets file {}", path.display())), ..Secrets::from_map(map) })
     }
 
     /// The value of `key`: the loaded secrets first, then the environment.
@@ -98,7 +101,17 @@ impl Secrets {
         if let Some(v) = self.values.get(key) {
             return Ok(v.clone());
         }
-        std::env::var(env_name(key)).map(Secret).map_err(|_| SecretError::Missing(key.to_string()))
+        std::env::var(env_name(key)).map(Secret).map_err(|_| self.missing(key))
+    }
+
+    /// The error for an unset `key`, naming where it was looked for.
+    fn missing(&self, key: &str) -> SecretError {
+        let env = env_name(key);
+        let looked = match &self.source {
+            Some(source) => format!("no key {key:?} in {source}, and no environment variable {env}"),
+            None => format!("no secretsFile is configured, and no environment variable {env}"),
+        };
+        SecretError::Missing { key: key.to_string(), looked }
     }
 
     /// Replaces every `$key` in `s` with its value (`$$` is a literal `$`).
@@ -220,7 +233,10 @@ mod tests {
         let s = Secrets::from_map([("slack-token", "xoxb-123456"), ("pw", "hunter22")]);
         assert_eq!(s.resolve("Bearer $slack-token").unwrap().expose(), "Bearer xoxb-123456");
         assert_eq!(s.resolve("$$literal $pw").unwrap().expose(), "$literal hunter22");
-        assert_eq!(s.resolve("$nope"), Err(SecretError::Missing("nope".into())));
+        assert_eq!(
+            s.resolve("$nope").unwrap_err().to_string(),
+            "secret $nope is not set: no secretsFile is configured, and no environment variable DRIFTWATCH_SECRET_NOPE"
+        );
         assert_eq!(format!("{:?} {}", s.get("pw").unwrap(), s.get("pw").unwrap()), "Secret(***) ***");
         assert!(!format!("{s:?}").contains("hunter22"));
         assert_eq!(Secrets::references("a $x-y b $$c $z"), ["x-y", "z"]);

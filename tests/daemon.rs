@@ -67,6 +67,8 @@ fn wait_for(what: &str, timeout: Duration, mut cond: impl FnMut() -> bool) {
 struct Daemon {
     child: Child,
     admin: String,
+    /// Its standard error (the log), unless DRIFTWATCH_TEST_LOGS sends it to the test's.
+    log: std::path::PathBuf,
 }
 
 impl Daemon {
@@ -77,6 +79,7 @@ impl Daemon {
     fn start_with(dir: &Path, extra: &[&str]) -> Daemon {
         let admin_port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
         let admin = format!("127.0.0.1:{admin_port}");
+        let log = dir.join(format!("driftwatch-{admin_port}.log"));
         let child = Command::new(env!("CARGO_BIN_EXE_driftwatch"))
             .args(["run", "--kubeconfig"])
             .arg(dir.join("kubeconfig"))
@@ -88,12 +91,21 @@ impl Daemon {
             .args(extra)
             .env("DRIFTWATCH_LOG", std::env::var("DRIFTWATCH_TEST_LOGS").unwrap_or_else(|_| "info".into()))
             .stdout(Stdio::null())
-            .stderr(if std::env::var_os("DRIFTWATCH_TEST_LOGS").is_some() { Stdio::inherit() } else { Stdio::null() })
+            .stderr(if std::env::var_os("DRIFTWATCH_TEST_LOGS").is_some() {
+                Stdio::inherit()
+            } else {
+                Stdio::from(std::fs::File::create(&log).unwrap())
+            })
             .spawn()
             .unwrap();
-        let d = Daemon { child, admin };
+        let d = Daemon { child, admin, log };
         wait_for("/readyz", Duration::from_secs(30), || get(&d.admin, "/readyz").is_some_and(|(s, _)| s == 200));
         d
+    }
+
+    /// The log lines so far that contain `needle`.
+    fn log_lines(&self, needle: &str) -> Vec<String> {
+        std::fs::read_to_string(&self.log).unwrap_or_default().lines().filter(|l| l.contains(needle)).map(String::from).collect()
     }
 
     fn metrics(&self) -> String {
@@ -479,4 +491,149 @@ subscriptions:
     assert!(!has(&got, r#""degraded": "blip""#), "{:?}", bodies(&got));
     assert_eq!(bodies(&got).len(), 1, "{:?}", bodies(&got));
     assert!(d.stop().success());
+}
+
+/// An Application whose Secret, custom resource (a kind the shipped RBAC does not
+/// cover) and ConfigMap drifted live.
+fn drifted_vault(generation: u32) -> serde_json::Value {
+    AppBuilder::new("vault")
+        .sync("OutOfSync", REV1)
+        .healthy()
+        .field("/metadata/labels/generation", serde_json::json!(generation.to_string()))
+        .field("/status/history", serde_json::json!([{"id": 1, "revision": REV1}]))
+        .field(
+            "/status/resources",
+            serde_json::json!([
+                {"version": "v1", "kind": "Secret", "namespace": "shop", "name": "db", "status": "OutOfSync"},
+                {"group": "example.com", "version": "v1", "kind": "Widget", "namespace": "shop", "name": "w", "status": "OutOfSync"},
+                {"version": "v1", "kind": "ConfigMap", "namespace": "shop", "name": "cfg", "status": "OutOfSync"}
+            ]),
+        )
+        .build()
+}
+
+/// The attribution of `kind` in the one episode `/history` holds.
+fn attribution_in_history(d: &Daemon, kind: &str) -> Option<serde_json::Value> {
+    let (_, body) = get(&d.admin, "/history?app=argocd%2Fvault")?;
+    let eps: Vec<serde_json::Value> = serde_json::from_str(&body).ok()?;
+    let r = eps.first()?["resources"].as_array()?.iter().find(|r| r["kind"] == kind)?.clone();
+    Some(r["attribution"].clone()).filter(|a| !a.is_null())
+}
+
+/// Least privilege under the shipped RBAC (the fake API server enforces it): a drifted
+/// Secret is classified and reported but never read; a kind the RBAC does not cover is
+/// refused once, logged once, counted, marked "forbidden" in the episode and not asked
+/// again while the drift lasts; the ConfigMap is attributed as usual. With the opt-in
+/// (its ClusterRole and `attribution.readSecrets`), the Secret's metadata is read.
+#[test]
+fn secrets_are_not_read_and_a_forbidden_kind_is_reported_once() {
+    let Setup { dir, api, got, port } = setup();
+    std::fs::write(dir.path().join("driftwatch.yaml"), DRIFT_CONFIG.replace("PORT", &port.to_string())).unwrap();
+    let edited = |kind: &str, name: &str, fields: serde_json::Value| {
+        serde_json::json!({"metadata": {"name": name, "namespace": "shop", "managedFields": [
+            {"manager": "kubectl-edit", "operation": "Update", "time": "2026-03-02T03:12:04Z", "fieldsType": "FieldsV1", "fieldsV1": fields}]},
+            "kind": kind})
+    };
+    let mut secret = edited("Secret", "db", serde_json::json!({"f:data": {"f:password": {}}}));
+    secret["apiVersion"] = "v1".into();
+    secret["data"] = serde_json::json!({"password": "aHVudGVyMg=="});
+    api.put_live(secret);
+    let mut widget = edited("Widget", "w", serde_json::json!({"f:spec": {"f:size": {}}}));
+    widget["apiVersion"] = "example.com/v1".into();
+    api.put_live(widget);
+    let mut cm = edited("ConfigMap", "cfg", serde_json::json!({"f:data": {"f:LOG_LEVEL": {}}}));
+    cm["apiVersion"] = "v1".into();
+    api.put_live(cm);
+    api.apply(drifted_vault(0));
+    let d = Daemon::start(dir.path());
+
+    // Reported (classified) although nothing about the Secret or the Widget is known.
+    wait_for("the episode opening", Duration::from_secs(15), || find(&got, "on-drift-episode", "opened").is_some());
+    let opened = find(&got, "on-drift-episode", "opened").unwrap();
+    assert_eq!(opened["driftwatch"]["episode"]["classes"], serde_json::json!(["config", "other", "secret"]), "{opened}");
+    wait_for("all three attributions", Duration::from_secs(15), || {
+        ["Secret", "Widget", "ConfigMap"].iter().all(|k| attribution_in_history(&d, k).is_some())
+    });
+    let secret = attribution_in_history(&d, "Secret").unwrap();
+    assert_eq!(secret["notRead"]["reason"], "secrets-off", "{secret}");
+    assert!(secret["notRead"]["message"].as_str().unwrap().contains("attribution.readSecrets"), "{secret}");
+    let widget = attribution_in_history(&d, "Widget").unwrap();
+    assert_eq!(widget["notRead"]["reason"], "forbidden", "{widget}");
+    let why = widget["notRead"]["message"].as_str().unwrap();
+    assert!(why.contains(r#"{apiGroups: ["example.com"], resources: ["widgets"], verbs: ["get"]}"#), "{why}");
+    assert!(why.contains("driftwatch.io/aggregate-to-attribution"), "{why}");
+    let cm = attribution_in_history(&d, "ConfigMap").unwrap();
+    assert_eq!(cm["managers"][0]["manager"], "kubectl-edit", "{cm}");
+    assert!(cm.get("notRead").is_none(), "{cm}");
+
+    // The drift goes on past the attribution TTL (1s) and the Application changes:
+    // the refusal is answered from memory, no request is sent again.
+    let forbidden = r#"driftwatch_live_reads_forbidden_total{resource="widgets.example.com"}"#;
+    for generation in 1..=2 {
+        std::thread::sleep(Duration::from_millis(1100));
+        api.apply(drifted_vault(generation));
+        wait_for("the refusal answered again", Duration::from_secs(15), || d.metric(forbidden) >= Some(f64::from(generation) + 1.0));
+    }
+    let refused = api.refused();
+    assert_eq!(
+        refused,
+        vec![("get".to_string(), "/apis/example.com/v1/namespaces/shop/widgets/w".to_string())],
+        "one request, one refusal"
+    );
+    let gets = api.live_gets();
+    assert!(!gets.iter().any(|(p, _)| p.contains("/secrets/")), "a Secret was asked for: {gets:?}");
+    assert_eq!(d.log_lines("attribution is not permitted").len(), 1, "logged once per kind");
+    assert!(d.log_lines("attribution is not permitted")[0].contains("widgets.example.com"));
+    assert!(d.stop().success());
+
+    // The opt-in: its ClusterRole applied and readSecrets on. Only metadata is asked for.
+    api.set_rbac(Some(common::rbac::service_account_rules(true)));
+    let opt_in = DRIFT_CONFIG.replace("PORT", &port.to_string()).replace("  ttl: 1s\n", "  ttl: 1s\n  readSecrets: true\n");
+    std::fs::write(dir.path().join("driftwatch.yaml"), opt_in).unwrap();
+    let d = Daemon::start(dir.path());
+    wait_for("the Secret's attribution", Duration::from_secs(15), || {
+        attribution_in_history(&d, "Secret").is_some_and(|a| a["managers"][0]["manager"] == "kubectl-edit")
+    });
+    let gets = api.live_gets();
+    let secret_gets: Vec<_> = gets.iter().filter(|(p, _)| p == "/api/v1/namespaces/shop/secrets/db").collect();
+    assert!(!secret_gets.is_empty() && secret_gets.iter().all(|(_, accept)| accept.contains("as=PartialObjectMetadata")), "{gets:?}");
+    assert!(d.stop().success());
+}
+
+/// A service whose secret is not set: `run` says which service, which key and where it
+/// was looked for, exits non-zero before touching the cluster or the state file, with
+/// no second error; `check` names the same secret.
+#[test]
+fn a_missing_secret_is_the_one_start_up_error() {
+    let Setup { dir, .. } = setup();
+    let cfg = "services:\n  oncall:\n    type: pagerduty\n    routingKeys:\n      platform: $pd-key\n";
+    std::fs::write(dir.path().join("driftwatch.yaml"), cfg).unwrap();
+    let o = Command::new(env!("CARGO_BIN_EXE_driftwatch"))
+        .args(["run", "--kubeconfig"])
+        .arg(dir.path().join("kubeconfig"))
+        .arg("--config")
+        .arg(dir.path().join("driftwatch.yaml"))
+        .arg("--state")
+        .arg(dir.path().join("state.redb"))
+        .args(["--listen", "127.0.0.1:0"])
+        .env_remove("DRIFTWATCH_SECRET_PD_KEY")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{stderr}");
+    let missing =
+        "services.oncall: secret $pd-key is not set: no secretsFile is configured, and no environment variable DRIFTWATCH_SECRET_PD_KEY";
+    let errors: Vec<&str> = stderr.lines().filter(|l| l.starts_with("error: ")).collect();
+    assert_eq!(errors, [format!("error: {missing}")], "{stderr}");
+    assert!(!stderr.contains("state store"), "no second, misleading error: {stderr}");
+    assert!(!dir.path().join("state.redb").exists(), "nothing created");
+
+    let o = Command::new(env!("CARGO_BIN_EXE_driftwatch"))
+        .args(["check", "--config"])
+        .arg(dir.path().join("driftwatch.yaml"))
+        .env_remove("DRIFTWATCH_SECRET_PD_KEY")
+        .output()
+        .unwrap();
+    let check = String::from_utf8_lossy(&o.stderr);
+    assert!(check.contains(&format!("warning: {missing} (driftwatch run will not start without it)")), "{check}");
 }

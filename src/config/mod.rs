@@ -81,6 +81,11 @@ pub struct AttributionDef {
     /// cluster driftwatch talks to; resources of other destinations are not read.
     /// `https://kubernetes.default.svc` and `in-cluster` when absent.
     pub destinations: Option<Vec<String>>,
+    /// Whether drifted Secrets are read too (false when absent). Needs the opt-in RBAC
+    /// (`deploy/kubernetes/attribution-secrets.yaml`), which lets whoever holds
+    /// driftwatch's token read every Secret's data: off, a drifted Secret is still
+    /// classified and reported, with its attribution marked as not read.
+    pub read_secrets: Option<bool>,
 }
 
 /// Attribution settings, validated.
@@ -91,6 +96,7 @@ pub struct AttributionSettings {
     pub concurrency: usize,
     pub ttl: std::time::Duration,
     pub destinations: Vec<String>,
+    pub read_secrets: bool,
 }
 
 impl Default for AttributionSettings {
@@ -101,6 +107,7 @@ impl Default for AttributionSettings {
             concurrency: 4,
             ttl: std::time::Duration::from_secs(60),
             destinations: vec!["https://kubernetes.default.svc".into(), "in-cluster".into()],
+            read_secrets: false,
         }
     }
 }
@@ -242,6 +249,10 @@ pub struct Runtime {
     pub redactor: Redactor,
     /// Non-fatal findings for `check` (paths that cannot exist, unset secrets).
     pub warnings: Vec<Warning>,
+    /// Secrets services reference that are not set (`services.<name>: secret $key is
+    /// not set: ...where it was looked for`). `check` warns about them; `run` refuses
+    /// to start, and a reload to swap, while any is missing.
+    pub missing_secrets: Vec<String>,
     /// Files and directories this configuration was read from (what a reload watches).
     pub sources: Vec<PathBuf>,
     /// Resource classes of drifted resources.
@@ -427,15 +438,17 @@ pub fn load_with(config: Option<&Path>, engine: Arc<TriggerEngine>) -> Result<Ru
         None => Secrets::default(),
     };
     let mut referenced = Vec::new();
+    let mut missing_secrets = Vec::new();
     for s in services.values() {
         for value in s.spec.config.strings() {
             for key in Secrets::references(value) {
                 match secrets.get(&key) {
                     Ok(v) => referenced.push(v),
-                    Err(_) => warnings.push(Warning {
-                        pos: None,
-                        message: format!("services.{}: secret ${key} is not set; deliveries to it will fail", s.name),
-                    }),
+                    Err(e) => {
+                        let message = format!("services.{}: {e}", s.name);
+                        warnings.push(Warning { pos: None, message: format!("{message} (driftwatch run will not start without it)") });
+                        missing_secrets.push(message);
+                    }
                 }
             }
         }
@@ -508,6 +521,7 @@ pub fn load_with(config: Option<&Path>, engine: Arc<TriggerEngine>) -> Result<Ru
         enabled: cfg.attribution.enabled.unwrap_or(true),
         concurrency: cfg.attribution.concurrency.unwrap_or(attribution_defaults.concurrency).clamp(1, 64),
         destinations: cfg.attribution.destinations.clone().unwrap_or(attribution_defaults.destinations),
+        read_secrets: cfg.attribution.read_secrets.unwrap_or(attribution_defaults.read_secrets),
     };
     match templates {
         Some(templates) if errors.is_empty() => Ok(Runtime {
@@ -532,6 +546,7 @@ pub fn load_with(config: Option<&Path>, engine: Arc<TriggerEngine>) -> Result<Ru
             secrets,
             redactor,
             warnings,
+            missing_secrets,
             sources,
         }),
         _ => Err(errors),

@@ -79,7 +79,14 @@ secretsFile: secrets.yaml
     assert_eq!(rt.state.max_keys_per_app, Some(64));
     assert!(rt.state.path.unwrap().ends_with("state/driftwatch.redb"));
     let warnings: Vec<&str> = rt.warnings.iter().map(|w| w.message.as_str()).collect();
-    assert_eq!(warnings, ["services.hook: secret $hook-token is not set; deliveries to it will fail"]);
+    // Says where it was looked for: the configured secrets file, then the environment.
+    let file = f.dir.path().join("secrets.yaml");
+    let missing = format!(
+        "services.hook: secret $hook-token is not set: no key \"hook-token\" in the secrets file {}, and no environment variable DRIFTWATCH_SECRET_HOOK_TOKEN",
+        file.display()
+    );
+    assert_eq!(warnings, [format!("{missing} (driftwatch run will not start without it)")]);
+    assert_eq!(rt.missing_secrets, [missing]);
 }
 
 #[test]

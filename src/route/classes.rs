@@ -11,41 +11,48 @@ use serde_json::{Value, json};
 
 use crate::attribution::{LiveIndex, resource_key};
 
-/// The default (group, kind) -> class table. `""` is the core group.
-const DEFAULTS: &[(&str, &str, &str)] = &[
-    ("rbac.authorization.k8s.io", "Role", "rbac"),
-    ("rbac.authorization.k8s.io", "ClusterRole", "rbac"),
-    ("rbac.authorization.k8s.io", "RoleBinding", "rbac"),
-    ("rbac.authorization.k8s.io", "ClusterRoleBinding", "rbac"),
-    ("", "ServiceAccount", "rbac"),
-    ("networking.k8s.io", "NetworkPolicy", "network-policy"),
-    ("cilium.io", "CiliumNetworkPolicy", "network-policy"),
-    ("cilium.io", "CiliumClusterwideNetworkPolicy", "network-policy"),
-    ("crd.projectcalico.org", "NetworkPolicy", "network-policy"),
-    ("crd.projectcalico.org", "GlobalNetworkPolicy", "network-policy"),
-    ("projectcalico.org", "NetworkPolicy", "network-policy"),
-    ("projectcalico.org", "GlobalNetworkPolicy", "network-policy"),
-    ("security.istio.io", "AuthorizationPolicy", "network-policy"),
-    ("security.istio.io", "PeerAuthentication", "network-policy"),
-    ("policy.linkerd.io", "AuthorizationPolicy", "network-policy"),
-    ("policy.linkerd.io", "Server", "network-policy"),
-    ("policy.linkerd.io", "ServerAuthorization", "network-policy"),
-    ("admissionregistration.k8s.io", "ValidatingWebhookConfiguration", "admission"),
-    ("admissionregistration.k8s.io", "MutatingWebhookConfiguration", "admission"),
-    ("admissionregistration.k8s.io", "ValidatingAdmissionPolicy", "admission"),
-    ("admissionregistration.k8s.io", "ValidatingAdmissionPolicyBinding", "admission"),
-    ("", "Secret", "secret"),
-    ("apiextensions.k8s.io", "CustomResourceDefinition", "crd"),
-    ("apps", "Deployment", "workload"),
-    ("apps", "StatefulSet", "workload"),
-    ("apps", "DaemonSet", "workload"),
-    ("apps", "ReplicaSet", "workload"),
-    ("batch", "Job", "workload"),
-    ("batch", "CronJob", "workload"),
-    ("", "Pod", "workload"),
-    ("", "ReplicationController", "workload"),
-    ("", "ConfigMap", "config"),
+/// The default (group, kind, API resource, class) table. `""` is the core group; the
+/// resource name is what RBAC rules grant (`tests/rbac.rs` checks that the shipped
+/// attribution rules cover every kind here but [`NOT_READ_BY_DEFAULT`]).
+pub const KNOWN_KINDS: &[(&str, &str, &str, &str)] = &[
+    ("rbac.authorization.k8s.io", "Role", "roles", "rbac"),
+    ("rbac.authorization.k8s.io", "ClusterRole", "clusterroles", "rbac"),
+    ("rbac.authorization.k8s.io", "RoleBinding", "rolebindings", "rbac"),
+    ("rbac.authorization.k8s.io", "ClusterRoleBinding", "clusterrolebindings", "rbac"),
+    ("", "ServiceAccount", "serviceaccounts", "rbac"),
+    ("networking.k8s.io", "NetworkPolicy", "networkpolicies", "network-policy"),
+    ("cilium.io", "CiliumNetworkPolicy", "ciliumnetworkpolicies", "network-policy"),
+    ("cilium.io", "CiliumClusterwideNetworkPolicy", "ciliumclusterwidenetworkpolicies", "network-policy"),
+    ("crd.projectcalico.org", "NetworkPolicy", "networkpolicies", "network-policy"),
+    ("crd.projectcalico.org", "GlobalNetworkPolicy", "globalnetworkpolicies", "network-policy"),
+    ("projectcalico.org", "NetworkPolicy", "networkpolicies", "network-policy"),
+    ("projectcalico.org", "GlobalNetworkPolicy", "globalnetworkpolicies", "network-policy"),
+    ("security.istio.io", "AuthorizationPolicy", "authorizationpolicies", "network-policy"),
+    ("security.istio.io", "PeerAuthentication", "peerauthentications", "network-policy"),
+    ("policy.linkerd.io", "AuthorizationPolicy", "authorizationpolicies", "network-policy"),
+    ("policy.linkerd.io", "Server", "servers", "network-policy"),
+    ("policy.linkerd.io", "ServerAuthorization", "serverauthorizations", "network-policy"),
+    ("admissionregistration.k8s.io", "ValidatingWebhookConfiguration", "validatingwebhookconfigurations", "admission"),
+    ("admissionregistration.k8s.io", "MutatingWebhookConfiguration", "mutatingwebhookconfigurations", "admission"),
+    ("admissionregistration.k8s.io", "ValidatingAdmissionPolicy", "validatingadmissionpolicies", "admission"),
+    ("admissionregistration.k8s.io", "ValidatingAdmissionPolicyBinding", "validatingadmissionpolicybindings", "admission"),
+    ("", "Secret", "secrets", "secret"),
+    ("apiextensions.k8s.io", "CustomResourceDefinition", "customresourcedefinitions", "crd"),
+    ("apps", "Deployment", "deployments", "workload"),
+    ("apps", "StatefulSet", "statefulsets", "workload"),
+    ("apps", "DaemonSet", "daemonsets", "workload"),
+    ("apps", "ReplicaSet", "replicasets", "workload"),
+    ("batch", "Job", "jobs", "workload"),
+    ("batch", "CronJob", "cronjobs", "workload"),
+    ("", "Pod", "pods", "workload"),
+    ("", "ReplicationController", "replicationcontrollers", "workload"),
+    ("", "ConfigMap", "configmaps", "config"),
 ];
+
+/// Kinds whose live objects are not read unless the configuration opts in
+/// (`attribution.readSecrets`): RBAC cannot limit a `get` to metadata, so granting it
+/// on Secrets would let anyone holding driftwatch's token read every Secret's data.
+pub const NOT_READ_BY_DEFAULT: &[(&str, &str)] = &[("", "Secret")];
 
 /// Class names the configuration may use.
 pub const CLASSES: &[&str] = &["rbac", "network-policy", "admission", "secret", "crd", "workload", "config", "security-context", "other"];
@@ -70,7 +77,7 @@ pub struct ClassMap {
 
 impl Default for ClassMap {
     fn default() -> Self {
-        ClassMap { by_kind: DEFAULTS.iter().map(|(g, k, c)| ((g.to_string(), k.to_string()), c.to_string())).collect() }
+        ClassMap { by_kind: KNOWN_KINDS.iter().map(|(g, k, _, c)| ((g.to_string(), k.to_string()), c.to_string())).collect() }
     }
 }
 
@@ -284,6 +291,18 @@ mod tests {
         assert_eq!(d["attribution"][0]["manager"], "kubectl-edit");
         assert_eq!(d["attribution"][0]["resource"], "Deployment shop/web");
         assert_eq!(d["attribution"][0]["securityFields"], json!(["spec.template.spec.containers[app].securityContext.privileged"]));
+    }
+
+    #[test]
+    fn a_resource_not_read_is_reported_with_why() {
+        use crate::attribution::{Attribution, NotReadReason};
+        let mut live = LiveIndex::new();
+        live.insert(resource_key("", "Secret", "shop", "db"), Attribution::not_read(NotReadReason::SecretsOff, "off".into()));
+        let res = json!([{"version": "v1", "kind": "Secret", "namespace": "shop", "name": "db", "status": "OutOfSync"}]);
+        let d = ClassMap::default().drift(&app("cur", "cur", res), &live);
+        assert_eq!(d["classes"], json!(["secret"]), "still classified and reported");
+        assert_eq!(d["resources"][0]["attribution"]["notRead"], json!({"reason": "secrets-off", "message": "off"}));
+        assert_eq!(d["attribution"], json!([]), "nobody to name");
     }
 
     #[test]

@@ -4,7 +4,9 @@
 //! bookmarks, `410 Gone` (an `ERROR` event with `code: 410`) for versions older than the
 //! compacted history, label selectors, and connections it can drop on demand. Like the
 //! real Application CRD, it has no status subresource: a status change is an update of
-//! the whole object.
+//! the whole object. It enforces RBAC as the API server does, with the rules the
+//! project ships for the `driftwatch` service account (`deploy/`): a request they do
+//! not allow gets `403 Forbidden`.
 #![allow(dead_code)]
 
 use std::collections::BTreeMap;
@@ -18,6 +20,8 @@ use hyper::{Request, Response};
 use hyper_util::rt::TokioIo;
 use serde_json::{Value, json};
 use tokio::sync::broadcast;
+
+use super::rbac::{Rule, service_account_rules};
 
 #[derive(Clone)]
 struct Event {
@@ -43,6 +47,10 @@ struct World {
     live: BTreeMap<String, Value>,
     /// `(path, Accept header)` of every GET of a live object.
     live_gets: Vec<(String, String)>,
+    /// The rules requests are checked against; `None`: everything is allowed.
+    rbac: Option<Vec<Rule>>,
+    /// `(verb, path)` of every request RBAC refused.
+    refused: Vec<(String, String)>,
 }
 
 /// (group, version, kind, plural, namespaced) of the resources discovery knows.
@@ -56,6 +64,8 @@ const RESOURCES: &[(&str, &str, &str, &str, bool)] = &[
     ("rbac.authorization.k8s.io", "v1", "RoleBinding", "rolebindings", true),
     ("rbac.authorization.k8s.io", "v1", "ClusterRole", "clusterroles", false),
     ("networking.k8s.io", "v1", "NetworkPolicy", "networkpolicies", true),
+    // A custom resource the shipped RBAC does not cover.
+    ("example.com", "v1", "Widget", "widgets", true),
 ];
 
 fn api_prefix(group: &str, version: &str) -> String {
@@ -111,10 +121,11 @@ fn matches_selector(obj: &Value, selector: Option<&str>) -> bool {
 }
 
 impl FakeApiServer {
-    /// Starts on 127.0.0.1 with its own runtime (tests using it may be synchronous).
+    /// Starts on 127.0.0.1 with its own runtime (tests using it may be synchronous),
+    /// enforcing the shipped RBAC without the opt-ins.
     pub fn start() -> FakeApiServer {
         let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("runtime");
-        let world = Arc::new(Mutex::new(World { rv: 100, ..Default::default() }));
+        let world = Arc::new(Mutex::new(World { rv: 100, rbac: Some(service_account_rules(false)), ..Default::default() }));
         let (events, _) = broadcast::channel(1024);
         let (drop_tx, _) = broadcast::channel(16);
         let listener = runtime.block_on(tokio::net::TcpListener::bind("127.0.0.1:0")).expect("bind");
@@ -186,6 +197,16 @@ impl FakeApiServer {
         self.world.lock().unwrap().live.insert(path, obj);
     }
 
+    /// Replaces the rules requests are checked against (`None`: allow everything).
+    pub fn set_rbac(&self, rules: Option<Vec<Rule>>) {
+        self.world.lock().unwrap().rbac = rules;
+    }
+
+    /// `(verb, path)` of every request refused so far.
+    pub fn refused(&self) -> Vec<(String, String)> {
+        self.world.lock().unwrap().refused.clone()
+    }
+
     /// `(path, Accept)` of every GET of a live object so far.
     pub fn live_gets(&self) -> Vec<(String, String)> {
         self.world.lock().unwrap().live_gets.clone()
@@ -255,6 +276,22 @@ async fn handle(
     let q = query(&req);
     if std::env::var_os("DRIFTWATCH_TEST_LOGS").is_some() {
         eprintln!("fake apiserver: {} {}", req.method(), req.uri());
+    }
+    if let Some((group, resource, verb, ns)) = attributes(req.method().as_str(), &path, q.get("watch").is_some_and(|w| w == "true")) {
+        let mut w = world.lock().unwrap();
+        if w.rbac.as_ref().is_some_and(|rules| !rules.iter().any(|r| r.allows(&group, &resource, &verb, ns.as_deref()))) {
+            w.refused.push((verb.clone(), path.clone()));
+            let gr = if group.is_empty() { resource.clone() } else { format!("{resource}.{group}") };
+            let scope = ns.map(|n| format!(" in the namespace \"{n}\"")).unwrap_or_else(|| " at the cluster scope".into());
+            let message = format!(
+                "{gr} is forbidden: User \"system:serviceaccount:argocd:driftwatch\" cannot {verb} resource \"{resource}\" in API group \"{group}\"{scope}"
+            );
+            return Ok(full(
+                403,
+                &json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure", "message": message,
+                        "reason": "Forbidden", "details": {"group": group, "kind": resource}, "code": 403}),
+            ));
+        }
     }
     if let Some(rest) = path.strip_prefix("/apis/coordination.k8s.io/v1/namespaces/") {
         return Ok(lease(req, rest, &world).await);
@@ -362,6 +399,35 @@ fn status(code: u16, reason: &str) -> Response<Body> {
         code,
         &json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure", "message": reason, "reason": reason, "code": code}),
     )
+}
+
+/// `(group, resource, verb, namespace)` of a resource request as RBAC sees it; `None`
+/// for discovery documents (allowed to every authenticated user).
+fn attributes(method: &str, path: &str, watch: bool) -> Option<(String, String, String, Option<String>)> {
+    let parts: Vec<&str> = path.trim_start_matches('/').split('/').collect();
+    let (group, rest) = match parts.as_slice() {
+        ["api", _version, rest @ ..] => (String::new(), rest),
+        ["apis", group, _version, rest @ ..] => (group.to_string(), rest),
+        _ => return None,
+    };
+    let (ns, resource, named) = match rest {
+        ["namespaces", ns, resource] => (Some(ns.to_string()), resource, false),
+        ["namespaces", ns, resource, _name] => (Some(ns.to_string()), resource, true),
+        [resource] => (None, resource, false),
+        [resource, _name] => (None, resource, true),
+        _ => return None,
+    };
+    let verb = match (method, named) {
+        ("GET", true) => "get",
+        ("GET", false) if watch => "watch",
+        ("GET", false) => "list",
+        ("POST", _) => "create",
+        ("PUT", _) => "update",
+        ("PATCH", _) => "patch",
+        ("DELETE", _) => "delete",
+        _ => "unknown",
+    };
+    Some((group, resource.to_string(), verb.to_string(), ns))
 }
 
 /// Leases: GET, POST (create; 409 if it exists), PUT (replace; 409 unless the
