@@ -25,7 +25,7 @@ use crate::model::App;
 use crate::pipeline::Pipeline;
 use crate::state::StateStore;
 use crate::trigger::TriggerEngine;
-use crate::watch::{self, Change, Kind, WatchOptions};
+use crate::watch::{self, Change, Kind, Stream, WatchOptions};
 
 /// Options of `driftwatch run` (live).
 #[derive(Debug, Clone)]
@@ -131,8 +131,8 @@ impl std::fmt::Debug for ChangeSummary<'_> {
             Change::AppDeleted(a) => write!(f, "app deleted {}", a.qualified_name()),
             Change::Project(p) => write!(f, "project {}", p.name),
             Change::ProjectDeleted(p) => write!(f, "project deleted {p}"),
-            Change::ListStarted(k) => write!(f, "list started {}", k.as_str()),
-            Change::ListDone(k) => write!(f, "list done {}", k.as_str()),
+            Change::ListStarted(s) => write!(f, "list started: {s}"),
+            Change::ListDone(s) => write!(f, "list done: {s}"),
             Change::Malformed { kind, name, .. } => write!(f, "malformed {} {name}", kind.as_str()),
             Change::Error { kind, error } => write!(f, "error {}: {error}", kind.as_str()),
         }
@@ -162,9 +162,13 @@ struct Daemon {
     apps: HashMap<String, App>,
     /// Fingerprint of what was last evaluated, per state key.
     evaluated: HashMap<String, u64>,
-    /// State keys seen during the current (re)list of Applications.
-    listing: Option<BTreeSet<String>>,
-    lists_done: BTreeSet<Kind>,
+    /// Per watch stream with a (re)list in progress, the objects seen so far (state
+    /// keys of Applications, names of AppProjects). Per stream, because each namespace
+    /// relists on its own: a `410 Gone` in one says nothing about another.
+    listing: HashMap<Stream, BTreeSet<String>>,
+    /// Streams whose first list is done; ready once all of `streams` are.
+    lists_done: BTreeSet<Stream>,
+    streams: BTreeSet<Stream>,
     /// Reads live objects for attribution (none when `attribution.enabled: false`).
     live: Option<LiveFetcher>,
     /// When an Application must be evaluated again although nothing changed (a
@@ -341,8 +345,10 @@ impl Daemon {
             Change::App(app) => {
                 METRICS.events.inc("application_apply");
                 let key = app.state_key();
-                if let Some(seen) = self.listing.as_mut() {
-                    seen.insert(key.clone());
+                for (stream, seen) in self.listing.iter_mut() {
+                    if stream.kind == Kind::Application && stream.covers(&app.namespace) {
+                        seen.insert(key.clone());
+                    }
                 }
                 self.evaluate(&app, false);
                 self.apps.insert(key, *app);
@@ -351,6 +357,11 @@ impl Daemon {
             Change::Project(p) => {
                 METRICS.events.inc("appproject_apply");
                 let name = p.name.clone();
+                for (stream, seen) in self.listing.iter_mut() {
+                    if stream.kind == Kind::AppProject && stream.covers(&p.namespace) {
+                        seen.insert(name.clone());
+                    }
+                }
                 let changed = self.pipeline.projects.get(&name) != Some(&p);
                 self.pipeline.projects.insert(name.clone(), p);
                 if changed {
@@ -365,24 +376,43 @@ impl Daemon {
                 METRICS.events.inc("appproject_delete");
                 self.pipeline.projects.remove(&name);
             }
-            Change::ListStarted(kind) => {
-                METRICS.events.inc(&format!("{}_list", kind.as_str()));
-                if kind == Kind::Application {
-                    self.listing = Some(BTreeSet::new());
-                }
+            Change::ListStarted(stream) => {
+                METRICS.events.inc(&format!("{}_list", stream.kind.as_str()));
+                self.listing.insert(stream, BTreeSet::new());
             }
-            Change::ListDone(kind) => {
-                if kind == Kind::Application
-                    && let Some(seen) = self.listing.take()
-                {
-                    // Deleted while we were not watching: the relist no longer has them.
-                    let gone: Vec<App> = self.apps.iter().filter(|(k, _)| !seen.contains(*k)).map(|(_, a)| a.clone()).collect();
-                    for a in gone {
-                        self.deleted(a);
+            Change::ListDone(stream) => {
+                if let Some(seen) = self.listing.remove(&stream) {
+                    // Deleted while this stream was not watching: its relist no longer
+                    // has them. Objects of other streams' namespaces are not its to judge.
+                    match stream.kind {
+                        Kind::Application => {
+                            let gone: Vec<App> = self
+                                .apps
+                                .iter()
+                                .filter(|(k, a)| stream.covers(&a.namespace) && !seen.contains(*k))
+                                .map(|(_, a)| a.clone())
+                                .collect();
+                            for a in gone {
+                                self.deleted(a);
+                            }
+                        }
+                        Kind::AppProject => {
+                            let gone: Vec<String> = self
+                                .pipeline
+                                .projects
+                                .iter()
+                                .filter(|(name, p)| stream.covers(&p.namespace) && !seen.contains(*name))
+                                .map(|(name, _)| name.clone())
+                                .collect();
+                            for name in gone {
+                                METRICS.events.inc("appproject_delete");
+                                self.pipeline.projects.remove(&name);
+                            }
+                        }
                     }
                 }
-                self.lists_done.insert(kind);
-                if self.lists_done.len() == 2 {
+                self.lists_done.insert(stream);
+                if self.streams.iter().all(|s| self.lists_done.contains(s)) {
                     METRICS.ready.store(1, Ordering::Relaxed);
                 }
             }
@@ -572,8 +602,9 @@ pub async fn run(opts: DaemonOptions, err: &mut dyn std::io::Write) -> anyhow::R
         delivery: None,
         apps: HashMap::new(),
         evaluated: HashMap::new(),
-        listing: None,
+        listing: HashMap::new(),
         lists_done: BTreeSet::new(),
+        streams: opts.watch.streams().into_iter().collect(),
         live,
         wakeups: HashMap::new(),
         forbidden_logged: BTreeSet::new(),

@@ -53,6 +53,10 @@ enum Command {
         /// Label selector on Applications.
         #[arg(long, short = 'l')]
         selector: Option<String>,
+        /// Namespace whose AppProjects are watched, whatever -n says (repeatable;
+        /// default: all). Argo CD keeps AppProjects in its own namespace: `argocd`.
+        #[arg(long = "projects-namespace")]
+        projects_namespaces: Vec<String>,
         /// Address of /healthz, /readyz and /metrics.
         #[arg(long, default_value = "0.0.0.0:9090")]
         listen: std::net::SocketAddr,
@@ -277,6 +281,7 @@ fn main() -> ExitCode {
             context,
             namespaces,
             selector,
+            projects_namespaces,
             listen,
             resync,
             shutdown_grace,
@@ -296,7 +301,7 @@ fn main() -> ExitCode {
                 config,
                 kubeconfig,
                 context,
-                watch: driftwatch::watch::WatchOptions { namespaces, selector },
+                watch: driftwatch::watch::WatchOptions { namespaces, selector, project_namespaces: projects_namespaces },
                 state,
                 listen,
                 resync: std::time::Duration::from_secs(resync.max(1)),

@@ -2,11 +2,13 @@
 //! [`Change`]s (the only module that knows kube). Uses `kube::runtime::watcher`: list,
 //! then watch from the list's `resourceVersion` with bookmarks; on a dropped connection
 //! it resumes, on `410 Gone` it lists again (objects come back as `InitApply`, which
-//! the state store's dedup keys make harmless).
+//! the state store's dedup keys make harmless). There is one stream per kind and
+//! namespace (or one for all namespaces); each reports its own lists as a [`Stream`],
+//! because a relist of one namespace says nothing about the objects of another.
 
 use std::time::Duration;
 
-use futures::{Stream, StreamExt};
+use futures::StreamExt;
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind};
 use kube::runtime::{WatchStreamExt, watcher};
 use serde_json::Value;
@@ -20,10 +22,11 @@ pub enum Change {
     AppDeleted(Box<App>),
     Project(Project),
     ProjectDeleted(String),
-    /// A (re)list started: objects follow, then `ListDone`.
-    ListStarted(Kind),
-    /// A (re)list ended: objects not seen since `ListStarted` were deleted meanwhile.
-    ListDone(Kind),
+    /// A (re)list of one stream started: objects follow, then `ListDone`.
+    ListStarted(Stream),
+    /// A (re)list of one stream ended: objects of *that stream's scope* not seen since
+    /// `ListStarted` were deleted meanwhile.
+    ListDone(Stream),
     /// An object that is not a valid Application/AppProject (skipped, counted).
     Malformed {
         kind: Kind,
@@ -35,6 +38,29 @@ pub enum Change {
         kind: Kind,
         error: String,
     },
+}
+
+/// One watch stream: a kind in one namespace, or in all (`namespace: None`).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Stream {
+    pub kind: Kind,
+    pub namespace: Option<String>,
+}
+
+impl Stream {
+    /// Whether an object in `namespace` belongs to this stream's scope.
+    pub fn covers(&self, namespace: &str) -> bool {
+        self.namespace.as_deref().is_none_or(|n| n == namespace)
+    }
+}
+
+impl std::fmt::Display for Stream {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.namespace {
+            Some(ns) => write!(f, "{} in {ns}", self.kind.as_str()),
+            None => write!(f, "{} in all namespaces", self.kind.as_str()),
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -55,10 +81,33 @@ impl Kind {
 /// What to watch.
 #[derive(Debug, Clone, Default)]
 pub struct WatchOptions {
-    /// Namespaces to watch; all when empty.
+    /// Namespaces whose Applications are watched; all when empty.
     pub namespaces: Vec<String>,
     /// Label selector on Applications.
     pub selector: Option<String>,
+    /// Namespaces whose AppProjects are watched (where Argo CD keeps them, whatever
+    /// `namespaces` says: Applications in `team-a` belong to projects in `argocd`); all
+    /// when empty.
+    pub project_namespaces: Vec<String>,
+}
+
+impl WatchOptions {
+    /// The streams [`changes`] opens, AppProjects first. Readiness waits for the first
+    /// list of each.
+    pub fn streams(&self) -> Vec<Stream> {
+        let scoped = |kind: Kind, namespaces: &[String]| -> Vec<Stream> {
+            let mut ns: Vec<String> = namespaces.to_vec();
+            ns.sort();
+            ns.dedup();
+            match ns.is_empty() {
+                true => vec![Stream { kind, namespace: None }],
+                false => ns.into_iter().map(|n| Stream { kind, namespace: Some(n) }).collect(),
+            }
+        };
+        let mut out = scoped(Kind::AppProject, &self.project_namespaces);
+        out.extend(scoped(Kind::Application, &self.namespaces));
+        out
+    }
 }
 
 fn resource(kind: Kind) -> ApiResource {
@@ -93,36 +142,36 @@ fn to_change(kind: Kind, obj: DynamicObject, deleted: bool) -> Change {
     }
 }
 
-fn stream_for(api: Api<DynamicObject>, kind: Kind, config: watcher::Config) -> impl Stream<Item = Change> + Send {
+fn stream_for(api: Api<DynamicObject>, stream: Stream, config: watcher::Config) -> impl futures::Stream<Item = Change> + Send {
+    let kind = stream.kind;
     watcher(api, config).default_backoff().map(move |ev| match ev {
         Ok(watcher::Event::Apply(o)) | Ok(watcher::Event::InitApply(o)) => to_change(kind, o, false),
         Ok(watcher::Event::Delete(o)) => to_change(kind, o, true),
-        Ok(watcher::Event::Init) => Change::ListStarted(kind),
-        Ok(watcher::Event::InitDone) => Change::ListDone(kind),
+        Ok(watcher::Event::Init) => Change::ListStarted(stream.clone()),
+        Ok(watcher::Event::InitDone) => Change::ListDone(stream.clone()),
         Err(e) => Change::Error { kind, error: e.to_string() },
     })
 }
 
-/// Every Application and AppProject change, merged into one stream.
-pub fn changes(client: kube::Client, opts: &WatchOptions) -> impl Stream<Item = Change> + Send {
+/// Every Application and AppProject change of [`WatchOptions::streams`], merged into
+/// one stream.
+pub fn changes(client: kube::Client, opts: &WatchOptions) -> impl futures::Stream<Item = Change> + Send {
     let mut streams = Vec::new();
-    for kind in [Kind::AppProject, Kind::Application] {
-        let ar = resource(kind);
+    for stream in opts.streams() {
+        let ar = resource(stream.kind);
         // Bookmarks keep the resume point fresh; a timeout under the API server's own
         // keeps connections recycled.
         let mut config = watcher::Config::default().timeout(290);
-        if kind == Kind::Application
+        if stream.kind == Kind::Application
             && let Some(sel) = &opts.selector
         {
             config = config.labels(sel);
         }
-        if opts.namespaces.is_empty() {
-            streams.push(stream_for(Api::all_with(client.clone(), &ar), kind, config).boxed());
-        } else {
-            for ns in &opts.namespaces {
-                streams.push(stream_for(Api::namespaced_with(client.clone(), ns, &ar), kind, config.clone()).boxed());
-            }
-        }
+        let api = match &stream.namespace {
+            None => Api::all_with(client.clone(), &ar),
+            Some(ns) => Api::namespaced_with(client.clone(), ns, &ar),
+        };
+        streams.push(stream_for(api, stream, config).boxed());
     }
     futures::stream::select_all(streams)
 }

@@ -77,6 +77,13 @@ impl Daemon {
     }
 
     fn start_with(dir: &Path, extra: &[&str]) -> Daemon {
+        let d = Daemon::spawn(dir, extra);
+        wait_for("/readyz", Duration::from_secs(30), || get(&d.admin, "/readyz").is_some_and(|(s, _)| s == 200));
+        d
+    }
+
+    /// Starts the daemon without waiting for it to be ready.
+    fn spawn(dir: &Path, extra: &[&str]) -> Daemon {
         let admin_port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
         let admin = format!("127.0.0.1:{admin_port}");
         let log = dir.join(format!("driftwatch-{admin_port}.log"));
@@ -99,7 +106,7 @@ impl Daemon {
             .spawn()
             .unwrap();
         let d = Daemon { child, admin, log };
-        wait_for("/readyz", Duration::from_secs(30), || get(&d.admin, "/readyz").is_some_and(|(s, _)| s == 200));
+        wait_for("the operations endpoints", Duration::from_secs(30), || get(&d.admin, "/healthz").is_some());
         d
     }
 
@@ -636,4 +643,67 @@ fn a_missing_secret_is_the_one_start_up_error() {
         .unwrap();
     let check = String::from_utf8_lossy(&o.stderr);
     assert!(check.contains(&format!("warning: {missing} (driftwatch run will not start without it)")), "{check}");
+}
+
+/// An Application in `ns` subscribed to `on-drift` and `on-gone` on the hook.
+fn app_in(ns: &str, name: &str, rev: &str) -> serde_json::Value {
+    let mut v = app(name, "OutOfSync", rev);
+    v["metadata"]["namespace"] = ns.into();
+    v
+}
+
+/// `-n team-a -n team-b`, as the issue saw it against a real API server: readiness waits
+/// for every namespace's list, AppProjects are watched in Argo CD's namespace whatever
+/// `-n` says, and a `410 Gone` in one namespace relists that namespace only: nothing is
+/// deleted, nothing re-sent, the other namespace's stream goes on.
+#[test]
+fn several_namespaces_relist_one_at_a_time_without_deletes_or_resends() {
+    let Setup { dir, api, got, .. } = setup();
+    // A project in argocd subscribes its Applications (which carry no annotation).
+    api.apply(serde_json::json!({"apiVersion": "argoproj.io/v1alpha1", "kind": "AppProject",
+        "metadata": {"name": "payments", "namespace": "argocd",
+                     "annotations": {"notifications.argoproj.io/subscribe.on-drift.hook": ""}}, "spec": {}}));
+    for ns in ["team-a", "team-b"] {
+        for i in 1..=3 {
+            api.apply(app_in(ns, &format!("{ns}-{i}"), REV1));
+        }
+    }
+    let mut by_project = AppBuilder::new("team-a-billing")
+        .sync("OutOfSync", REV1)
+        .healthy()
+        .field("/metadata/namespace", serde_json::json!("team-a"))
+        .build();
+    by_project["spec"]["project"] = "payments".into();
+    api.apply(by_project);
+
+    // team-b's list is slow: team-a is evaluated, but the daemon is not ready yet.
+    api.hold_lists("team-b", true);
+    let d = Daemon::spawn(dir.path(), &["-n", "team-a", "-n", "team-b"]);
+    wait_for("team-a", Duration::from_secs(15), || (1..=3).all(|i| has(&got, &format!(r#""app": "team-a-{i}""#))));
+    let (status, body) = get(&d.admin, "/readyz").unwrap();
+    assert_eq!(status, 503, "ready before team-b was listed: {body}");
+    api.hold_lists("team-b", false);
+    wait_for("ready", Duration::from_secs(15), || get(&d.admin, "/readyz").is_some_and(|(s, _)| s == 200));
+    wait_for("team-b", Duration::from_secs(15), || (1..=3).all(|i| has(&got, &format!(r#""app": "team-b-{i}""#))));
+    wait_for("the project's subscription", Duration::from_secs(15), || has(&got, r#""app": "team-a-billing""#));
+    let sent = bodies(&got).len();
+    assert_eq!(sent, 7, "{:?}", bodies(&got));
+
+    // etcd compacted under team-a's watch: 410 Gone, team-a relists.
+    let lists = d.metric(r#"driftwatch_watch_events_total{type="application_list"}"#).unwrap();
+    api.compact_namespace("team-a");
+    api.drop_watches_in("team-a");
+    wait_for("team-a's relist", Duration::from_secs(20), || {
+        d.metric(r#"driftwatch_watch_events_total{type="application_list"}"#).is_some_and(|n| n > lists)
+    });
+    // Events after the relist arrive in order on both streams.
+    api.apply(app_in("team-a", "team-a-4", REV1));
+    api.apply(app_in("team-b", "team-b-1", REV2));
+    wait_for("team-a-4", Duration::from_secs(15), || has(&got, r#""app": "team-a-4""#));
+    wait_for("team-b-1's new revision", Duration::from_secs(15), || has(&got, &format!(r#""rev": "{REV2}""#)));
+    let all = bodies(&got);
+    assert_eq!(all.len(), sent + 2, "nothing deleted, nothing re-sent: {:?}", &all[sent..]);
+    assert!(!all.iter().any(|b| b.contains("gone")), "{all:?}");
+    assert_eq!(d.metric(r#"driftwatch_watch_events_total{type="application_delete"}"#), None, "no delete counted");
+    assert!(d.stop().success());
 }

@@ -39,6 +39,10 @@ struct World {
     history: Vec<Event>,
     /// Watches asking for versions older than this get 410 Gone.
     compacted_below: u64,
+    /// The same, for the watches of one namespace only.
+    compacted_in: BTreeMap<String, u64>,
+    /// Namespaces whose list requests wait until released.
+    held_lists: std::collections::BTreeSet<String>,
     lists: u64,
     watches: u64,
     /// Lease requests fail with 503 (the API server unreachable for the elector).
@@ -94,7 +98,7 @@ pub struct FakeApiServer {
     world: Arc<Mutex<World>>,
     events: broadcast::Sender<Event>,
     /// Closing signal for open watch streams.
-    drop_tx: broadcast::Sender<()>,
+    drop_tx: broadcast::Sender<Option<String>>,
     runtime: Option<tokio::runtime::Runtime>,
 }
 
@@ -233,7 +237,33 @@ impl FakeApiServer {
 
     /// Closes every open watch stream (an API server restart, a load balancer timeout).
     pub fn drop_watches(&self) {
-        let _ = self.drop_tx.send(());
+        let _ = self.drop_tx.send(None);
+    }
+
+    /// Forgets the history of one namespace's watches only: the watch of that
+    /// namespace resuming from an older version gets 410 Gone, others resume.
+    pub fn compact_namespace(&self, ns: &str) {
+        let mut w = self.world.lock().unwrap();
+        // As if etcd moved on (a write elsewhere) and compacted: every version this
+        // namespace's watch has seen is gone, a list from now is not.
+        w.rv += 1;
+        let below = w.rv;
+        w.compacted_in.insert(ns.to_string(), below);
+    }
+
+    /// Closes the open watch streams of one namespace.
+    pub fn drop_watches_in(&self, ns: &str) {
+        let _ = self.drop_tx.send(Some(ns.to_string()));
+    }
+
+    /// Holds (or releases) list requests for one namespace: they get no answer until
+    /// released, as a slow API server would.
+    pub fn hold_lists(&self, ns: &str, held: bool) {
+        let mut w = self.world.lock().unwrap();
+        match held {
+            true => w.held_lists.insert(ns.to_string()),
+            false => w.held_lists.remove(ns),
+        };
     }
 
     /// Makes every Lease request fail (503) until turned off.
@@ -270,7 +300,7 @@ async fn handle(
     req: Request<Incoming>,
     world: Arc<Mutex<World>>,
     events: broadcast::Sender<Event>,
-    drop_tx: broadcast::Sender<()>,
+    drop_tx: broadcast::Sender<Option<String>>,
 ) -> Result<Response<Body>, Infallible> {
     let path = req.uri().path().to_string();
     let q = query(&req);
@@ -329,6 +359,9 @@ async fn handle(
             && matches_selector(o, selector.as_deref())
     };
     if q.get("watch").map(String::as_str) != Some("true") {
+        while ns.as_ref().is_some_and(|n| world.lock().unwrap().held_lists.contains(n)) {
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
         let mut w = world.lock().unwrap();
         w.lists += 1;
         let items: Vec<Value> = w.objects.iter().filter(|((p, _, _), o)| *p == plural && in_scope(o)).map(|(_, o)| o.clone()).collect();
@@ -344,7 +377,7 @@ async fn handle(
     let (backlog, gone, current) = {
         let mut w = world.lock().unwrap();
         w.watches += 1;
-        let gone = from < w.compacted_below;
+        let gone = from < w.compacted_below || ns.as_ref().and_then(|n| w.compacted_in.get(n)).is_some_and(|below| from < *below);
         let backlog: Vec<Event> = w.history.iter().filter(|e| e.rv > from && e.plural == plural && in_scope(&e.object)).cloned().collect();
         (backlog, gone, w.rv)
     };
@@ -385,7 +418,11 @@ async fn handle(
                     Ok(_) => {}
                     Err(_) => return,
                 },
-                _ = dropped.recv() => return,
+                Ok(target) = dropped.recv() => {
+                    if target.is_none() || target == scope_ns {
+                        return;
+                    }
+                }
             }
         }
     });
