@@ -56,7 +56,11 @@ pub async fn try_acquire_or_renew(api: &Api<DynamicObject>, cfg: &LeaseConfig, n
     let transitions = s.get("leaseTransitions").and_then(Value::as_u64).unwrap_or(0);
     let new_spec = if holder == cfg.identity {
         spec(parse(s.get("acquireTime")).unwrap_or(now), transitions)
-    } else if holder.is_empty() || renewed + chrono::TimeDelta::seconds(duration) < now {
+    } else if holder.is_empty()
+        // The Lease comes from the cluster: an expiry that is not representable (a
+        // nonsensical leaseDurationSeconds) counts as expired rather than panicking.
+        || chrono::TimeDelta::try_seconds(duration).and_then(|d| renewed.checked_add_signed(d)).is_none_or(|expiry| expiry < now)
+    {
         spec(now, transitions + 1)
     } else {
         return Ok(false);

@@ -136,11 +136,15 @@ pub static METRICS: LazyLock<Metrics> = LazyLock::new(|| Metrics {
     reload_errors: Mutex::new(Vec::new()),
 });
 
+/// A label value as the Prometheus text format wants it: `\`, `"` and newlines escaped.
+fn escape_label(v: &str) -> String {
+    v.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n")
+}
+
 fn family(out: &mut String, name: &str, help: &str, kind: &str, label: &str, f: &Family) {
     let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
     for (k, v) in f.snapshot() {
-        let k = k.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', " ");
-        let _ = writeln!(out, "{name}{{{label}=\"{k}\"}} {v}");
+        let _ = writeln!(out, "{name}{{{label}=\"{}\"}} {v}", escape_label(&k));
     }
 }
 
@@ -148,7 +152,7 @@ fn two_labels(out: &mut String, name: &str, help: &str, labels: (&str, &str), f:
     let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} counter");
     for (k, v) in f.snapshot() {
         let (a, b) = k.split_once(':').unwrap_or((k.as_str(), ""));
-        let _ = writeln!(out, "{name}{{{}=\"{a}\",{}=\"{b}\"}} {v}", labels.0, labels.1);
+        let _ = writeln!(out, "{name}{{{}=\"{}\",{}=\"{}\"}} {v}", labels.0, escape_label(a), labels.1, escape_label(b));
     }
 }
 
@@ -281,6 +285,15 @@ mod tests {
         let mut out = String::new();
         family(&mut out, "x_total", "help", "counter", "k", &f);
         assert!(out.contains("x_total{k=\"l0\"} 1\n"));
+        // Label values from configuration (service, trigger names) are escaped.
+        let odd = Family::default();
+        odd.inc("a\"b\\c\nd:e\"");
+        let mut out = String::new();
+        family(&mut out, "y", "help", "counter", "k", &odd);
+        assert!(out.contains(r#"y{k="a\"b\\c\nd:e\""} 1"#), "{out}");
+        let mut out = String::new();
+        two_labels(&mut out, "z", "help", ("kind", "reason"), &odd);
+        assert!(out.contains(r#"z{kind="a\"b\\c\nd",reason="e\""} 1"#), "{out}");
         let h = Histogram::new();
         h.observe(Duration::from_millis(3));
         let mut out = String::new();

@@ -177,8 +177,12 @@ impl Pipeline {
                     if let Some(at) = state.notified_at(&app_key, &key)? {
                         // `repeat:` notifies again once the interval since the last
                         // delivery has passed.
-                        let due =
-                            r.repeat.map(|every| from_millis(at) + chrono::Duration::from_std(every).unwrap_or(chrono::Duration::MAX));
+                        // A repeat so far off that the time is not representable never
+                        // falls due (the configuration bounds it; this keeps the
+                        // arithmetic total).
+                        let due = r
+                            .repeat
+                            .and_then(|every| chrono::Duration::from_std(every).ok().and_then(|d| from_millis(at).checked_add_signed(d)));
                         match due {
                             Some(due) if due <= now => {}
                             Some(due) => {
@@ -229,7 +233,11 @@ impl Pipeline {
                 now
             }
         };
-        let until = since + chrono::Duration::from_std(hold).unwrap_or(chrono::Duration::MAX);
+        // An unrepresentable end (the configuration bounds `for:`) never elapses.
+        let Some(until) = chrono::Duration::from_std(hold).ok().and_then(|d| since.checked_add_signed(d)) else {
+            out.skipped.push(Skip::HeldDown { trigger: trigger.to_string(), until: DateTime::<Utc>::MAX_UTC });
+            return Ok(false);
+        };
         if until <= now {
             return Ok(true);
         }

@@ -367,6 +367,10 @@ fn replay_of_the_production_example_and_its_history() {
     let o = driftwatch(&["history", "--state", state.to_str().unwrap(), "--app", "argocd/payments-api", "--since", "2026-03-02T03:30:00Z"]);
     let table = stdout(&o);
     assert!(table.contains("30 s") && table.ends_with("1 episode(s)\n"), "{table}");
+    // Before any representable time: an error, not a panic.
+    let o = driftwatch(&["history", "--state", state.to_str().unwrap(), "--since", "100000000d"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("100000000d"), "{}", stderr(&o));
     let o = driftwatch(&["history", "--state", state.to_str().unwrap(), "--since", "soon"]);
     assert_eq!(o.status.code(), Some(2));
     assert!(stderr(&o).contains("--since"), "{}", stderr(&o));

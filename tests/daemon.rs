@@ -84,10 +84,23 @@ impl Daemon {
 
     /// Starts the daemon without waiting for it to be ready.
     fn spawn(dir: &Path, extra: &[&str]) -> Daemon {
+        Daemon::spawn_limited(dir, extra, None)
+    }
+
+    /// Starts the daemon, with at most `fd_limit` open file descriptors when given.
+    fn spawn_limited(dir: &Path, extra: &[&str], fd_limit: Option<u32>) -> Daemon {
         let admin_port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
         let admin = format!("127.0.0.1:{admin_port}");
         let log = dir.join(format!("driftwatch-{admin_port}.log"));
-        let child = Command::new(env!("CARGO_BIN_EXE_driftwatch"))
+        let mut cmd = match fd_limit {
+            None => Command::new(env!("CARGO_BIN_EXE_driftwatch")),
+            Some(n) => {
+                let mut c = Command::new("sh");
+                c.args(["-c", &format!("ulimit -n {n} && exec \"$0\" \"$@\""), env!("CARGO_BIN_EXE_driftwatch")]);
+                c
+            }
+        };
+        let child = cmd
             .args(["run", "--kubeconfig"])
             .arg(dir.join("kubeconfig"))
             .arg("--config")
@@ -706,4 +719,30 @@ fn several_namespaces_relist_one_at_a_time_without_deletes_or_resends() {
     assert!(!all.iter().any(|b| b.contains("gone")), "{all:?}");
     assert_eq!(d.metric(r#"driftwatch_watch_events_total{type="application_delete"}"#), None, "no delete counted");
     assert!(d.stop().success());
+}
+
+/// Out of file descriptors (connections held open against the operations port until
+/// accept fails), the operations server goes on: once they close, `/healthz` answers.
+/// The accept loop used to end at the first accept error, taking `/healthz` with it.
+#[test]
+fn the_operations_server_survives_running_out_of_descriptors() {
+    let Setup { dir, api, .. } = setup();
+    api.apply(app("shop", "Synced", REV1));
+    let d = Daemon::spawn_limited(dir.path(), &[], Some(96));
+    wait_for("/readyz", Duration::from_secs(30), || get(&d.admin, "/readyz").is_some_and(|(s, _)| s == 200));
+    // Hold connections open until the daemon has no descriptor left to accept with.
+    let mut held = Vec::new();
+    for _ in 0..200 {
+        match std::net::TcpStream::connect(&d.admin) {
+            Ok(s) => held.push(s),
+            Err(_) => break,
+        }
+    }
+    let fds = || std::fs::read_dir(format!("/proc/{}/fd", d.child.id())).map_or(0, |e| e.count());
+    wait_for("the descriptor table full", Duration::from_secs(10), || fds() >= 95);
+    drop(held);
+    wait_for("/healthz after the descriptors came back", Duration::from_secs(10), || {
+        get(&d.admin, "/healthz").is_some_and(|(s, _)| s == 200)
+    });
+    assert!(!d.log_lines("accepting an operations connection failed").is_empty(), "the failure is logged");
 }

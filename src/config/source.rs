@@ -136,15 +136,24 @@ pub type At<T> = Spanned<T>;
 
 /// A duration in a config, trigger or template file, written as Argo CD users write
 /// durations (`"250ms"`, `"30s"`, `"5m"`, `"1h30m"`, `"2d"`); a bad one is a
-/// deserialization error, reported at its position.
+/// deserialization error, reported at its position. At most [`MAX_CONFIG_DURATION`]:
+/// every duration a configuration gives is added to a time somewhere (a repeat, a
+/// hold-down, a retention cutoff), and nothing driftwatch waits for is decades away.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ConfigDuration(pub std::time::Duration);
+
+/// The longest duration a configuration may give: ten years.
+pub const MAX_CONFIG_DURATION: std::time::Duration = std::time::Duration::from_secs(3650 * 24 * 3600);
 
 impl<'de> serde::Deserialize<'de> for ConfigDuration {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let s = String::deserialize(d)?;
         let delta = crate::trigger::engine::parse_duration(&s).map_err(serde::de::Error::custom)?;
-        delta.to_std().map(ConfigDuration).map_err(|_| serde::de::Error::custom(format!("duration {s:?} must not be negative")))
+        let d = delta.to_std().map_err(|_| serde::de::Error::custom(format!("duration {s:?} must not be negative")))?;
+        if d > MAX_CONFIG_DURATION {
+            return Err(serde::de::Error::custom(format!("duration {s:?} is longer than the maximum, 3650d (ten years)")));
+        }
+        Ok(ConfigDuration(d))
     }
 }
 

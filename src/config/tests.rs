@@ -216,3 +216,25 @@ fn drift_settings_routes_history_attribution() {
     f.file("driftwatch.yaml", "history: {maxAge: forever}\n");
     assert_eq!(f.errors(), ["D/driftwatch.yaml:1:19: the configuration: invalid duration \"forever\""]);
 }
+
+/// `repeat: 100000000d` once passed `check` and then panicked the evaluation (a time
+/// past chrono's range): every duration is bounded when it loads, with its position.
+#[test]
+fn durations_past_ten_years_are_refused_with_their_position() {
+    let f = Fixture::new();
+    f.file(
+        "driftwatch.yaml",
+        "triggers:\n  on-x:\n    - when: app.x == 1\n      repeat: 100000000d\n      send: [x]\ntemplates:\n  x:\n    message: hi\n",
+    );
+    let e = f.errors();
+    assert_eq!(e.len(), 1, "{e:?}");
+    assert!(e[0].starts_with("D/driftwatch.yaml:4:") && e[0].contains("longer than the maximum"), "{e:?}");
+    f.file("driftwatch.yaml", "history: {maxAge: 100000000d}\n");
+    let e = f.errors();
+    assert!(e[0].starts_with("D/driftwatch.yaml:1:") && e[0].contains("100000000d"), "{e:?}");
+    f.file("driftwatch.yaml", "triggers:\n  on-x:\n    - when: app.x == 1\n      for: 99999999999999999999d\n      send: [x]\n");
+    assert!(f.errors()[0].starts_with("D/driftwatch.yaml:4:"), "{:?}", f.errors());
+    // Ten years is allowed.
+    f.file("driftwatch.yaml", "history: {maxAge: 3650d}\nattribution: {ttl: 1h}\n");
+    assert!(f.load().is_ok());
+}

@@ -64,11 +64,31 @@ pub async fn send(req: reqwest::RequestBuilder) -> (Outcome, Option<String>) {
                 .get(reqwest::header::RETRY_AFTER)
                 .and_then(|v| v.to_str().ok())
                 .and_then(|v| parse_retry_after(v, chrono::Utc::now()));
-            let body = resp.text().await.unwrap_or_default();
+            let body = read_body(resp).await;
             (classify_status(status, retry_after, &body), Some(body))
         }
         Err(e) => (transport_error(e), None),
     }
+}
+
+/// At most this much of a receiver's response body is read (it only feeds error
+/// messages and Slack's `ok`/`ts`): a receiver cannot make driftwatch buffer more.
+pub const MAX_RESPONSE_BODY: usize = 64 * 1024;
+
+/// A response's body, cut at [`MAX_RESPONSE_BODY`] bytes (the rest is not read), as
+/// text; a body that breaks off is kept as far as it came.
+pub async fn read_body(mut resp: reqwest::Response) -> String {
+    let mut buf: Vec<u8> = Vec::new();
+    while buf.len() < MAX_RESPONSE_BODY {
+        match resp.chunk().await {
+            Ok(Some(chunk)) => {
+                let room = MAX_RESPONSE_BODY - buf.len();
+                buf.extend_from_slice(&chunk[..chunk.len().min(room)]);
+            }
+            Ok(None) | Err(_) => break,
+        }
+    }
+    String::from_utf8_lossy(&buf).into_owned()
 }
 
 /// A transport error as an outcome. The URL is left out: it may carry a secret (a
@@ -86,4 +106,33 @@ pub fn transport_error(e: reqwest::Error) -> Outcome {
         return Outcome::Permanent(format!("TLS: {msg}"));
     }
     Outcome::retry(msg)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    /// A receiver answering with 10 MB: only the first 64 KiB are read.
+    #[tokio::test]
+    async fn a_huge_response_body_is_read_only_up_to_the_cap() {
+        init_crypto();
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(async move {
+            let (mut s, _) = listener.accept().await.unwrap();
+            let mut request = [0u8; 4096];
+            let _ = s.read(&mut request).await;
+            let _ = s.write_all(b"HTTP/1.1 500 Internal Server Error\r\ncontent-length: 10485760\r\n\r\n").await;
+            let chunk = vec![b'x'; 64 * 1024];
+            for _ in 0..160 {
+                if s.write_all(&chunk).await.is_err() {
+                    return;
+                }
+            }
+        });
+        let (outcome, body) = send(client(None, false).unwrap().get(format!("http://{addr}/"))).await;
+        assert!(!matches!(outcome, Outcome::Delivered), "{outcome:?}");
+        assert_eq!(body.unwrap().len(), MAX_RESPONSE_BODY);
+    }
 }

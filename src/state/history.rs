@@ -51,7 +51,7 @@ pub fn parse_since(s: &str, now: DateTime<Utc>) -> Result<DateTime<Utc>, String>
     }
     let d =
         crate::trigger::engine::parse_duration(s).map_err(|e| format!("--since: {e}; expected a duration (24h) or an RFC 3339 time"))?;
-    Ok(now - d)
+    now.checked_sub_signed(d).ok_or_else(|| format!("--since {s:?} reaches before the earliest time driftwatch can represent"))
 }
 
 pub(super) fn create_tables(tx: &WriteTransaction) -> Result<(), StateError> {
@@ -211,7 +211,8 @@ fn prune(
 ) -> Result<(), StateError> {
     let len = usize::try_from(episodes.len().map_err(storage)?).unwrap_or(usize::MAX);
     let mut excess = len.saturating_sub(retention.max_episodes.max(1));
-    let cutoff = (now - retention.max_age).timestamp_millis();
+    // A maximum age reaching before representable time drops nothing for age.
+    let cutoff = now.checked_sub_signed(retention.max_age).map_or(i64::MIN, |c| c.timestamp_millis());
     let mut drop = Vec::new();
     for item in episodes.iter().map_err(storage)? {
         let (k, v) = item.map_err(storage)?;

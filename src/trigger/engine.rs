@@ -211,7 +211,12 @@ fn register_time(engine: &mut Engine) {
     engine.register_fn("<=", |a: Duration, b: Duration| a <= b);
     engine.register_fn(">=", |a: Duration, b: Duration| a >= b);
     engine.register_fn("==", |a: Duration, b: Duration| a == b);
-    engine.register_fn("+", |a: Duration, b: Duration| Duration(a.0 + b.0));
+    engine.register_fn("+", |a: Duration, b: Duration| -> Fallible<Duration> {
+        a.0.checked_add(&b.0).map(Duration).map_or_else(|| fail("duration out of range".into()), Ok)
+    });
+    engine.register_fn("-", |a: Duration, b: Duration| -> Fallible<Duration> {
+        a.0.checked_sub(&b.0).map(Duration).map_or_else(|| fail("duration out of range".into()), Ok)
+    });
     engine.register_fn("unix", |t: Time| t.0.timestamp());
     engine.register_fn("format", |t: Time, fmt: ImmutableString| -> Fallible<String> {
         use std::fmt::Write;

@@ -169,3 +169,18 @@ fn hold_down_and_repeat_durations_are_parsed_and_checked() {
     let rendered = errors[0].to_string();
     assert!(rendered.starts_with("t.yaml:2:") && rendered.contains("trigger t[0].repeat: must be more than zero"), "{rendered}");
 }
+
+#[test]
+fn time_arithmetic_out_of_range_is_an_error_not_a_panic() {
+    let app = json!({});
+    for when in [
+        "days(100000000000) + days(100000000000) > days(1)",
+        "days(-100000000000) - days(100000000000) < days(1)",
+        "now() + days(100000000000) > now()",
+        "days(1000000000000000) > days(1)",
+    ] {
+        let r = one(when, app.clone());
+        assert!(!r.result, "{when}");
+        assert!(r.error.as_deref().unwrap_or_default().contains("out of range"), "{when}: {r:?}");
+    }
+}

@@ -67,7 +67,7 @@ impl SlackClient {
                 let status = resp.status().as_u16();
                 let retry_after =
                     resp.headers().get("retry-after").and_then(|v| v.to_str().ok()).and_then(|v| parse_retry_after(v, chrono::Utc::now()));
-                let text = resp.text().await.unwrap_or_default();
+                let text = http::read_body(resp).await;
                 match classify_status(status, retry_after, &text) {
                     Outcome::Delivered => api_result(&text),
                     other => Err(other),

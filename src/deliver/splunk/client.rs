@@ -61,7 +61,7 @@ impl Deliverer for SplunkClient {
                         .get("retry-after")
                         .and_then(|v| v.to_str().ok())
                         .and_then(|v| parse_retry_after(v, chrono::Utc::now()));
-                    let body = resp.text().await.unwrap_or_default();
+                    let body = http::read_body(resp).await;
                     classify(status, retry_after, &body)
                 }
                 Err(e) => http::transport_error(e),
