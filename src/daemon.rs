@@ -58,9 +58,10 @@ fn fingerprint(app: &App) -> u64 {
     h.finish()
 }
 
-/// Whether any condition reads the clock: only then is a periodic re-evaluation needed.
+/// Whether any condition reads the clock (decided from the compiled script): only then
+/// is a periodic re-evaluation needed.
 fn time_dependent(rt: &Runtime) -> bool {
-    rt.triggers.values().flat_map(|t| &t.conditions).any(|c| c.when_text.contains("now("))
+    rt.triggers.values().flat_map(|t| &t.conditions).any(|c| c.reads_clock)
 }
 
 /// What the configuration reload watches: every file the configuration was read from

@@ -746,3 +746,41 @@ fn the_operations_server_survives_running_out_of_descriptors() {
     });
     assert!(!d.log_lines("accepting an operations connection failed").is_empty(), "the failure is logged");
 }
+
+/// A condition on an episode's duration (computed from the clock) is re-evaluated on
+/// the resync schedule with no change from the API server. Time-dependence used to be
+/// guessed from the text `now(`, so this one never fired.
+#[test]
+fn a_condition_on_the_episode_duration_fires_without_a_change() {
+    let Setup { dir, api, got, port } = setup();
+    let cfg = format!(
+        r#"services:
+  hook:
+    type: webhook
+    url: http://127.0.0.1:{port}
+templates:
+  long:
+    message: "{{{{app.metadata.name}}}} drifted for long"
+    webhook:
+      hook:
+        body: '{{"long": "{{{{app.metadata.name}}}}"}}'
+triggers:
+  on-long-drift:
+    - when: episode.open && episode.durationSeconds >= 2
+      oncePer: episode.id
+      send: [long]
+"#
+    );
+    std::fs::write(dir.path().join("driftwatch.yaml"), cfg).unwrap();
+    api.apply(
+        AppBuilder::new("slow")
+            .sync("OutOfSync", REV1)
+            .healthy()
+            .annotate("notifications.argoproj.io/subscribe.on-long-drift.hook", "")
+            .build(),
+    );
+    let d = Daemon::start_with(dir.path(), &["--resync", "1"]);
+    wait_for("the long-drift notification", Duration::from_secs(15), || has(&got, r#""long": "slow""#));
+    assert_eq!(bodies(&got).len(), 1, "{:?}", bodies(&got));
+    assert!(d.stop().success());
+}

@@ -84,6 +84,32 @@ pub struct Condition {
     /// Stable identity of the condition in dedup keys: `[index].<hash of when>`, as
     /// Argo CD forms it, so editing a condition re-arms it.
     pub key: String,
+    /// Whether its result can change with time alone (it calls `now()` or reads an
+    /// episode's duration), decided from the compiled script: only then does the daemon
+    /// re-evaluate on a schedule.
+    pub reads_clock: bool,
+}
+
+/// Fields of the episode view computed from the current time.
+const CLOCK_FIELDS: &[&str] = &["durationSeconds", "duration"];
+
+/// Whether a compiled script reads the clock: a call of `now`, or an access (`.x` or
+/// `["x"]`) of a field in [`CLOCK_FIELDS`].
+fn reads_clock(ast: &AST) -> bool {
+    use rhai::{ASTNode, Expr};
+    let mut found = false;
+    ast.walk(&mut |path: &[ASTNode]| {
+        if let Some(ASTNode::Expr(e)) = path.last() {
+            found |= match e {
+                Expr::FnCall(f, _) | Expr::MethodCall(f, _) => f.name.as_str() == "now",
+                Expr::Property(p, _) => CLOCK_FIELDS.contains(&p.2.as_str()),
+                Expr::StringConstant(s, _) => CLOCK_FIELDS.contains(&s.as_str()),
+                _ => false,
+            };
+        }
+        !found
+    });
+    found
 }
 
 #[derive(Debug, Clone)]
@@ -233,6 +259,8 @@ impl TriggerEngine {
             let repeat = duration(&c.repeat, "repeat");
             if let (Some(when), Some(once_per)) = (when, once_per) {
                 let when_text = c.when.value.text();
+                let reads_clock = matches!(&when, Compiled::Script(ast) if reads_clock(ast))
+                    || once_per.as_ref().is_some_and(|(_, ast)| reads_clock(ast));
                 conditions.push(Condition {
                     index,
                     key: condition_key(index, &when_text),
@@ -244,6 +272,7 @@ impl TriggerEngine {
                     resolve: c.resolve,
                     hold,
                     repeat,
+                    reads_clock,
                 });
             }
         }

@@ -184,3 +184,26 @@ fn time_arithmetic_out_of_range_is_an_error_not_a_panic() {
         assert!(r.error.as_deref().unwrap_or_default().contains("out of range"), "{when}: {r:?}");
     }
 }
+
+/// Time-dependence comes from the compiled script, not its text: `now ()` with a
+/// space, an episode's duration (computed from now), or `now` inside `oncePer`.
+#[test]
+fn reading_the_clock_is_found_in_the_compiled_script() {
+    let engine = TriggerEngine::new();
+    let reads = |when: &str, once_per: Option<&str>| {
+        let mut yaml = format!("- when: {}\n  send: [x]\n", serde_json::to_string(when).unwrap());
+        if let Some(o) = once_per {
+            yaml.push_str(&format!("  oncePer: {}\n", serde_json::to_string(o).unwrap()));
+        }
+        compile(&engine, &yaml).unwrap().conditions[0].reads_clock
+    };
+    assert!(reads("now() > parse_time(app.status.reconciledAt)", None));
+    assert!(reads("now () > parse_time(app.status.reconciledAt)", None), "whitespace does not hide a call");
+    assert!(reads("episode.durationSeconds > 300", None), "computed from now");
+    assert!(reads("episode[\"duration\"] != \"\"", None));
+    assert!(reads("let d = episode; d.durationSeconds > 1", None));
+    assert!(reads("true", Some("now().unix() / 3600")));
+    assert!(!reads("app.status.sync.status == \"OutOfSync\"", None));
+    assert!(!reads("app.metadata.name == \"now()\"", None), "a string is not a call");
+    assert!(!reads("duration(\"5m\") > duration(\"1m\")", None), "the duration() function is not the clock");
+}
