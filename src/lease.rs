@@ -76,31 +76,39 @@ pub async fn try_acquire_or_renew(api: &Api<DynamicObject>, cfg: &LeaseConfig, n
 
 /// Runs the election until the receiver side is dropped; the channel says whether this
 /// replica leads.
+///
+/// A round renews every third of the duration. The Lease's `renewTime` is stamped when
+/// a round starts, and that is when the others' clock for expiry starts, so a leader
+/// stops leading two thirds of the duration after the *start* of its last successful
+/// round — by a timer, even while a round hangs — and no standby can take over before.
 pub fn spawn(client: kube::Client, cfg: LeaseConfig) -> watch::Receiver<bool> {
     let (tx, rx) = watch::channel(false);
     let api: Api<DynamicObject> = Api::namespaced_with(client, &cfg.namespace, &resource());
     tokio::spawn(async move {
-        let retry = cfg.duration / 3;
+        let period = (cfg.duration / 3).max(Duration::from_millis(100));
         let step_down_after = cfg.duration * 2 / 3;
-        let mut last_renewed: Option<tokio::time::Instant> = None;
+        // When the last round that renewed the lease started.
+        let mut renewed_at: Option<tokio::time::Instant> = None;
         loop {
+            let started = tokio::time::Instant::now();
             // The client retries 429/503 with backoff on its own; a round that does not
-            // finish within the retry period counts as failed, so stepping down is on time.
-            let round = tokio::time::timeout(retry.max(Duration::from_millis(100)), try_acquire_or_renew(&api, &cfg, Utc::now()));
-            let leading = match round.await.unwrap_or_else(|_| Err(kube::Error::Service("lease request timed out".into()))) {
+            // finish within the period counts as failed.
+            let round = tokio::time::timeout(period, try_acquire_or_renew(&api, &cfg, Utc::now()));
+            let result = until_deadline(round, renewed_at, step_down_after, &tx).await;
+            let leading = match result.unwrap_or_else(|_| Err(kube::Error::Service("lease request timed out".into()))) {
                 Ok(true) => {
-                    last_renewed = Some(tokio::time::Instant::now());
-                    true
+                    renewed_at = Some(started);
+                    started.elapsed() < step_down_after
                 }
                 Ok(false) => false,
                 Err(e) => {
                     tracing::warn!(error = %e, lease = %cfg.name, "lease request failed");
                     // Keep leading only while the lease we hold cannot have expired.
-                    last_renewed.is_some_and(|t| t.elapsed() < step_down_after) && *tx.borrow()
+                    renewed_at.is_some_and(|t| t.elapsed() < step_down_after) && *tx.borrow()
                 }
             };
             if !leading {
-                last_renewed = None;
+                renewed_at = None;
             }
             if *tx.borrow() != leading {
                 tracing::info!(identity = %cfg.identity, leading, "leadership changed");
@@ -108,8 +116,31 @@ pub fn spawn(client: kube::Client, cfg: LeaseConfig) -> watch::Receiver<bool> {
             if tx.send(leading).is_err() {
                 return;
             }
-            tokio::time::sleep(retry.max(Duration::from_millis(100))).await;
+            until_deadline(tokio::time::sleep(period), renewed_at, step_down_after, &tx).await;
         }
     });
     rx
+}
+
+/// Awaits `fut`; if this replica leads and its last renewal (`renewed_at`) becomes
+/// `after` old first, steps down at that moment and goes on waiting.
+async fn until_deadline<F: std::future::Future>(
+    fut: F,
+    renewed_at: Option<tokio::time::Instant>,
+    after: Duration,
+    tx: &watch::Sender<bool>,
+) -> F::Output {
+    let mut fut = std::pin::pin!(fut);
+    if let Some(t) = renewed_at
+        && *tx.borrow()
+    {
+        tokio::select! {
+            out = &mut fut => return out,
+            _ = tokio::time::sleep_until(t + after) => {
+                tracing::warn!("the lease was not renewed within two thirds of its duration: stepping down");
+                let _ = tx.send(false);
+            }
+        }
+    }
+    fut.await
 }

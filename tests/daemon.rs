@@ -784,3 +784,37 @@ triggers:
     assert_eq!(bodies(&got).len(), 1, "{:?}", bodies(&got));
     assert!(d.stop().success());
 }
+
+/// A leader whose lease renewals hang (no answer, not an error) stops sending two
+/// thirds of the lease duration after the `renewTime` of its last renewal — the moment
+/// the others' expiry clock started — even when that renewal itself was slow. It used to
+/// measure from the *end* of the last round and check only between rounds, so a slow
+/// renewal followed by a hang kept it leading up to the lease's expiry or past it.
+#[test]
+fn a_leader_whose_renewals_hang_steps_down_before_its_lease_expires() {
+    let Setup { dir, api, .. } = setup();
+    let d = Daemon::start_with(dir.path(), &["--leader-election", "--lease-duration", "3", "--lease-namespace", "argocd"]);
+    wait_for("leading", Duration::from_secs(10), || d.metric("driftwatch_leader") == Some(1.0));
+    let renew_time = |api: &FakeApiServer| {
+        let lease = api.lease("argocd", "driftwatch").unwrap();
+        chrono::DateTime::parse_from_rfc3339(lease["spec"]["renewTime"].as_str().unwrap()).unwrap().with_timezone(&chrono::Utc)
+    };
+    // Renewals get slow (0.8 s of the 1 s round), then hang.
+    api.lease_put_delay(Duration::from_millis(800));
+    let first = renew_time(&api);
+    wait_for("a slow renewal", Duration::from_secs(10), || renew_time(&api) != first);
+    let second = renew_time(&api);
+    wait_for("another slow renewal", Duration::from_secs(10), || renew_time(&api) != second);
+    api.lease_hang(true);
+    wait_for("stepping down", Duration::from_secs(10), || d.metric("driftwatch_leader") == Some(0.0));
+    let stepped_down = chrono::Utc::now();
+    // Read once stepped down: nothing changes the Lease while requests hang.
+    let renewed = renew_time(&api);
+    let after = (stepped_down - renewed).num_milliseconds() as f64 / 1000.0;
+    // Aimed at 2 s (two thirds of 3 s) after renewTime; a standby may take over at 3 s.
+    assert!(after < 2.5, "stepped down {after:.2} s after the last renewTime (the lease expires for others at 3 s)");
+    api.lease_hang(false);
+    api.lease_put_delay(Duration::ZERO);
+    wait_for("leading again", Duration::from_secs(10), || d.metric("driftwatch_leader") == Some(1.0));
+    assert!(d.stop().success());
+}

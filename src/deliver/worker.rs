@@ -241,11 +241,14 @@ impl Delivery {
     /// the outbox for the next start. Waits at most `grace`.
     pub async fn shutdown(self, grace: Duration) {
         let _ = self.shutdown.send(true);
-        for (_, h) in self.workers {
+        // All workers at once: the grace is the whole stop's, not each worker's (a
+        // leader stepping down must be done within its share of the lease).
+        let stops = self.workers.into_values().map(|h| async move {
             let abort = h.task.abort_handle();
             if tokio::time::timeout(grace, h.task).await.is_err() {
                 abort.abort();
             }
-        }
+        });
+        futures::future::join_all(stops).await;
     }
 }

@@ -47,6 +47,10 @@ struct World {
     watches: u64,
     /// Lease requests fail with 503 (the API server unreachable for the elector).
     lease_outage: bool,
+    /// Lease requests get no answer at all (a partition that drops packets).
+    lease_hang: bool,
+    /// Lease updates (PUT) are answered this late (a slow API server).
+    lease_put_delay: std::time::Duration,
     /// Live objects of managed resources by request path.
     live: BTreeMap<String, Value>,
     /// `(path, Accept header)` of every GET of a live object.
@@ -266,6 +270,21 @@ impl FakeApiServer {
         };
     }
 
+    /// Makes every Lease request hang (no answer) until turned off.
+    pub fn lease_hang(&self, on: bool) {
+        self.world.lock().unwrap().lease_hang = on;
+    }
+
+    /// Answers Lease updates (renewals) this late.
+    pub fn lease_put_delay(&self, delay: std::time::Duration) {
+        self.world.lock().unwrap().lease_put_delay = delay;
+    }
+
+    /// The Lease object, as stored.
+    pub fn lease(&self, ns: &str, name: &str) -> Option<Value> {
+        self.world.lock().unwrap().objects.get(&("leases".to_string(), ns.to_string(), name.to_string())).cloned()
+    }
+
     /// Makes every Lease request fail (503) until turned off.
     pub fn lease_outage(&self, on: bool) {
         self.world.lock().unwrap().lease_outage = on;
@@ -481,6 +500,13 @@ async fn lease(req: Request<Incoming>, rest: &str, world: &Arc<Mutex<World>>) ->
         Ok(b) => serde_json::from_slice(&b.to_bytes()).unwrap_or(Value::Null),
         Err(_) => Value::Null,
     };
+    while world.lock().unwrap().lease_hang {
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    if method == hyper::Method::PUT {
+        let delay = world.lock().unwrap().lease_put_delay;
+        tokio::time::sleep(delay).await;
+    }
     let mut w = world.lock().unwrap();
     if w.lease_outage {
         return status(503, "ServiceUnavailable");
