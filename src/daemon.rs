@@ -178,7 +178,14 @@ struct Daemon {
     /// Resources (`deployments.apps`) whose refused reads were logged, so each is
     /// logged once.
     forbidden_logged: BTreeSet<String>,
+    /// A state store write failed: the main loop reopens the store (at most once per
+    /// [`STORE_RETRY`], `last_reopen`).
+    reopen_store: bool,
+    last_reopen: Option<Instant>,
 }
+
+/// How soon a pass whose state writes failed is tried again.
+const STORE_RETRY: Duration = Duration::from_secs(2);
 
 /// At most this many refused resources are remembered for logging once.
 const MAX_FORBIDDEN_LOGGED: usize = 256;
@@ -198,21 +205,27 @@ impl Daemon {
             Ok(e) => e,
             Err(e) => {
                 tracing::error!(app = %app.qualified_name(), error = %e, "evaluation failed (state store)");
+                self.store_failed(&key, now);
                 return;
             }
         };
         METRICS.evaluations.fetch_add(1, Ordering::Relaxed);
         METRICS.evaluation_latency.observe(started.elapsed());
-        self.evaluated.insert(key.clone(), fp);
         for e in &eval.annotation_errors {
             tracing::warn!(app = %app.qualified_name(), error = %e, "malformed subscription annotation");
         }
         if eval.stale {
             // Nothing was decided: pending wake-ups and attribution reads stay as they are.
+            self.evaluated.insert(key, fp);
             return;
         }
+        // Decisions are written (state, then the outbox) before the fingerprint is
+        // recorded: a pass whose writes failed (a full disk) is done again, not lost
+        // until the Application changes.
         if let Err(e) = crate::pipeline::apply(&eval, &key, &state, &self.pipeline.runtime, now) {
-            tracing::error!(app = %app.qualified_name(), error = %e, "recording the evaluation failed (state store)");
+            tracing::error!(app = %app.qualified_name(), error = %e, "recording the evaluation failed (state store); will retry");
+            self.store_failed(&key, now);
+            return;
         }
         if let (Some(ep), Some(event)) = (&eval.episode, eval.episode_event)
             && event != crate::episode::Event::Updated
@@ -245,8 +258,37 @@ impl Daemon {
         if let (Some(d), false) = (&self.delivery, eval.notifications.is_empty())
             && let Err(e) = d.submit(&eval.notifications)
         {
-            tracing::error!(error = %e, "writing to the outbox failed");
+            tracing::error!(app = %app.qualified_name(), error = %e, "writing to the outbox failed; will retry");
+            self.store_failed(&key, now);
+            return;
         }
+        self.evaluated.insert(key, fp);
+    }
+
+    /// A write to the state store failed for `key`'s pass: evaluate it again after
+    /// [`STORE_RETRY`], and have the store reopened (redb refuses every write after an
+    /// I/O error until it is opened again).
+    fn store_failed(&mut self, key: &str, now: chrono::DateTime<Utc>) {
+        self.evaluated.remove(key);
+        let at = now + chrono::Duration::from_std(STORE_RETRY).unwrap_or(chrono::Duration::zero());
+        let due = self.wakeups.entry(key.to_string()).or_insert(at);
+        *due = (*due).min(at);
+        self.reopen_store = true;
+    }
+
+    /// Closes and reopens the state store after a failed write (workers stopped and
+    /// started again, the outbox delivered from where it was). Until it opens again
+    /// (the disk still full), `lead` is retried.
+    async fn reopen(&mut self, grace: Duration) {
+        self.reopen_store = false;
+        self.last_reopen = Some(Instant::now());
+        tracing::warn!("reopening the state store after a failed write");
+        if let Some(d) = self.delivery.take() {
+            d.shutdown(grace).await;
+        }
+        *self.shared.write().unwrap_or_else(|p| p.into_inner()) = None;
+        self.state = None;
+        let _ = self.lead();
     }
 
     /// A live object was read: update its attribution and re-evaluate the
@@ -609,6 +651,8 @@ pub async fn run(opts: DaemonOptions, err: &mut dyn std::io::Write) -> anyhow::R
         live,
         wakeups: HashMap::new(),
         forbidden_logged: BTreeSet::new(),
+        reopen_store: false,
+        last_reopen: None,
     };
     if opts.lease.is_none() {
         match d.lead() {
@@ -689,6 +733,9 @@ pub async fn run(opts: DaemonOptions, err: &mut dyn std::io::Write) -> anyhow::R
                 tracing::info!("interrupted: stopping");
                 break;
             }
+        }
+        if d.reopen_store && d.state.is_some() && d.last_reopen.is_none_or(|t| t.elapsed() >= STORE_RETRY) {
+            d.reopen(step_down_grace).await;
         }
     }
     // Stop watching first, then let in-flight deliveries finish; what is left stays in

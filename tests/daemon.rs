@@ -818,3 +818,61 @@ fn a_leader_whose_renewals_hang_steps_down_before_its_lease_expires() {
     wait_for("leading again", Duration::from_secs(10), || d.metric("driftwatch_leader") == Some(1.0));
     assert!(d.stop().success());
 }
+
+/// A small tmpfs (the tests run as root, as CI does), unmounted when dropped.
+struct SmallDisk {
+    path: std::path::PathBuf,
+}
+
+impl SmallDisk {
+    fn mount(path: &Path, size: &str) -> SmallDisk {
+        std::fs::create_dir_all(path).unwrap();
+        let ok = Command::new("mount").args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"]).arg(path).status().unwrap().success();
+        assert!(ok, "mounting a tmpfs at {} failed (the test needs root, as CI has)", path.display());
+        SmallDisk { path: path.to_path_buf() }
+    }
+
+    /// Fills the disk to the last byte; returns the filler file.
+    fn fill(&self) -> std::path::PathBuf {
+        use std::io::Write;
+        let filler = self.path.join("filler");
+        let mut f = std::fs::File::create(&filler).unwrap();
+        let chunk = vec![0u8; 4096];
+        while f.write_all(&chunk).and_then(|_| f.flush()).is_ok() {}
+        filler
+    }
+}
+
+impl Drop for SmallDisk {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg("-l").arg(&self.path).status();
+    }
+}
+
+/// The disk under the state file fills up: the pass that cannot write its outbox entry
+/// is not marked as done (its fingerprint used to be recorded first, losing the
+/// notification until the Application changed again). It is retried, the store is
+/// reopened (redb refuses writes after an I/O error), and once there is room again the
+/// notification is delivered, once, with no change from the API server.
+#[test]
+fn a_full_disk_delays_a_notification_and_loses_nothing() {
+    let Setup { dir, api, got, .. } = setup();
+    let disk = SmallDisk::mount(&dir.path().join("disk"), "4m");
+    std::os::unix::fs::symlink(disk.path.join("state.redb"), dir.path().join("state.redb")).unwrap();
+    api.apply(app("full", "Synced", REV1));
+    let d = Daemon::start(dir.path());
+    wait_for("the first evaluation", Duration::from_secs(10), || d.metric("driftwatch_evaluations_total") >= Some(1.0));
+
+    let filler = disk.fill();
+    api.apply(app("full", "OutOfSync", REV1));
+    wait_for("a failed write", Duration::from_secs(15), || {
+        !d.log_lines("(state store)").is_empty() || !d.log_lines("outbox failed").is_empty()
+    });
+    assert!(!has(&got, r#""app": "full""#), "nothing can have been queued");
+    std::fs::remove_file(filler).unwrap();
+    wait_for("the delivery once there is room", Duration::from_secs(20), || has(&got, r#""app": "full""#));
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(bodies(&got).len(), 1, "{:?}", bodies(&got));
+    assert!(d.stop().success());
+    drop(disk);
+}
