@@ -73,9 +73,18 @@ impl Worker {
         // fall back to one per second rather than panic.
         let quota = Quota::with_period(period).unwrap_or_else(|| Quota::per_second(NonZeroU32::MIN)).allow_burst(burst);
         let limiter = RateLimiter::direct(quota);
+        // A `Retry-After` from the receiver pauses the whole service, not only the
+        // entry that got it: the receiver asked the sender to stop for that long.
+        let mut paused_until: Option<tokio::time::Instant> = None;
         loop {
             if *shutdown.borrow() {
                 return;
+            }
+            if let Some(until) = paused_until.take() {
+                tokio::select! {
+                    _ = tokio::time::sleep_until(until) => {}
+                    _ = shutdown.changed() => return,
+                }
             }
             let batch = match self.state.due(&self.service.name, now_ms(), self.service.deliverer.max_batch().max(1)) {
                 Ok(b) => b,
@@ -100,11 +109,14 @@ impl Worker {
                 _ = limiter.until_ready() => {}
                 _ = shutdown.changed() => return,
             }
-            self.attempt(&batch).await;
+            if let Some(after) = self.attempt(&batch).await {
+                paused_until = Some(tokio::time::Instant::now() + after);
+            }
         }
     }
 
-    async fn attempt(&self, batch: &[OutboxEntry]) {
+    /// One attempt at a batch; returns the receiver's `Retry-After`, if it gave one.
+    async fn attempt(&self, batch: &[OutboxEntry]) -> Option<Duration> {
         let s = &self.service.settings;
         let notifications: Vec<Notification> = batch.iter().map(|e| e.notification.clone()).collect();
         self.stats.attempts.fetch_add(1, Ordering::Relaxed);
@@ -154,6 +166,10 @@ impl Worker {
             if let Err(err) = result {
                 tracing::error!(service = %self.service.name, error = %err, "updating the outbox failed");
             }
+        }
+        match outcome {
+            Outcome::Retry { after, .. } => after,
+            _ => None,
         }
     }
 }

@@ -43,3 +43,116 @@ pub fn get(addr: &str, path: &str) -> Option<(u16, String)> {
     let body = resp.split_once("\r\n\r\n").map(|(_, b)| b.to_string()).unwrap_or_default();
     Some((status, body))
 }
+
+/// How a [`Scripted`] receiver answers right now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// 200 at once.
+    Up,
+    /// Not listening at all: connections are refused.
+    Refuse,
+    /// This status at once (500, 503, ...).
+    Status(u16),
+    /// 429 with `Retry-After: <seconds>`.
+    TooMany(u64),
+    /// 200 after this many milliseconds (a slow receiver; the body is recorded on
+    /// arrival, so a sender killed meanwhile has delivered without knowing it).
+    Slow(u64),
+}
+
+/// A loopback HTTP receiver whose behaviour a test switches while it runs; records
+/// every request body with the mode that answered it.
+pub struct Scripted {
+    pub port: u16,
+    mode: Arc<Mutex<Mode>>,
+    got: Arc<Mutex<Vec<(Mode, String)>>>,
+}
+
+impl Scripted {
+    pub fn start(mode: Mode) -> Scripted {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+        let port = listener.local_addr().expect("addr").port();
+        let s = Scripted { port, mode: Arc::new(Mutex::new(mode)), got: Arc::new(Mutex::new(Vec::new())) };
+        let (mode, got) = (s.mode.clone(), s.got.clone());
+        std::thread::spawn(move || {
+            let mut listener = Some(listener);
+            loop {
+                let now = *mode.lock().unwrap();
+                if now == Mode::Refuse {
+                    listener = None;
+                    std::thread::sleep(std::time::Duration::from_millis(5));
+                    continue;
+                }
+                let l = match &listener {
+                    Some(l) => l,
+                    None => match TcpListener::bind(("127.0.0.1", port)) {
+                        Ok(l) => listener.insert(l),
+                        Err(_) => {
+                            std::thread::sleep(std::time::Duration::from_millis(5));
+                            continue;
+                        }
+                    },
+                };
+                l.set_nonblocking(true).expect("nonblocking");
+                match l.accept() {
+                    Ok((stream, _)) => {
+                        let (mode, got) = (mode.clone(), got.clone());
+                        std::thread::spawn(move || serve(stream, &mode, &got));
+                    }
+                    Err(_) => std::thread::sleep(std::time::Duration::from_millis(2)),
+                }
+            }
+        });
+        s
+    }
+
+    pub fn set(&self, mode: Mode) {
+        *self.mode.lock().unwrap() = mode;
+    }
+
+    /// Every request so far, with the mode that answered it.
+    pub fn requests(&self) -> Vec<(Mode, String)> {
+        self.got.lock().unwrap().clone()
+    }
+
+    /// The bodies that were answered with success.
+    pub fn delivered(&self) -> Vec<String> {
+        self.requests().into_iter().filter(|(m, _)| matches!(m, Mode::Up | Mode::Slow(_))).map(|(_, b)| b).collect()
+    }
+
+    /// How many requests were answered in `mode`.
+    pub fn count(&self, mode: Mode) -> usize {
+        self.got.lock().unwrap().iter().filter(|(m, _)| *m == mode).count()
+    }
+}
+
+fn serve(mut stream: std::net::TcpStream, mode: &Mutex<Mode>, got: &Mutex<Vec<(Mode, String)>>) {
+    let _ = stream.set_nonblocking(false);
+    let mut reader = BufReader::new(stream.try_clone().expect("clone stream"));
+    let mut len = 0usize;
+    loop {
+        let mut line = String::new();
+        if reader.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
+            break;
+        }
+        if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
+            len = v.trim().parse().unwrap_or(0);
+        }
+    }
+    let mut body = vec![0u8; len];
+    if reader.read_exact(&mut body).is_err() {
+        return;
+    }
+    let m = *mode.lock().unwrap();
+    got.lock().unwrap().push((m, String::from_utf8_lossy(&body).to_string()));
+    let head = match m {
+        Mode::Up | Mode::Refuse => "HTTP/1.1 202 Accepted\r\n".to_string(),
+        Mode::Slow(ms) => {
+            std::thread::sleep(std::time::Duration::from_millis(ms));
+            "HTTP/1.1 202 Accepted\r\n".to_string()
+        }
+        Mode::Status(code) => format!("HTTP/1.1 {code} Failing\r\n"),
+        Mode::TooMany(secs) => format!("HTTP/1.1 429 Too Many Requests\r\nretry-after: {secs}\r\n"),
+    };
+    let _ = stream.write_all(format!("{head}content-length: 2\r\nconnection: close\r\n\r\nok").as_bytes());
+}
