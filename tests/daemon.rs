@@ -764,3 +764,52 @@ fn a_full_disk_delays_a_notification_and_loses_nothing() {
     assert!(d.stop().success());
     drop(disk);
 }
+
+/// When `pattern` first appears in a daemon's log: the timestamp tracing writes first.
+fn logged_at(d: &Daemon, pattern: &str) -> Option<chrono::DateTime<chrono::Utc>> {
+    let line = d.log_lines(pattern).into_iter().next()?;
+    let stamp = line.split_whitespace().next()?;
+    chrono::DateTime::parse_from_rfc3339(stamp).ok().map(|t| t.with_timezone(&chrono::Utc))
+}
+
+/// Two replicas, the leader cut off from the API server (a partition: its requests get
+/// no answer, its watches close). The old leader stops sending before the standby takes
+/// over, the standby takes over within the lease duration (plus one renewal period)
+/// and delivers what changed meanwhile, and nothing is sent twice.
+#[test]
+fn a_leader_cut_off_from_the_api_server_hands_over_without_duplicates() {
+    let Setup { dir, api, got, port } = setup();
+    let (a_dir, b_dir) = (dir.path().join("a"), dir.path().join("b"));
+    for (d, name) in [(&a_dir, "a"), (&b_dir, "b")] {
+        std::fs::create_dir_all(d).unwrap();
+        api.kubeconfig_as(&d.join("kubeconfig"), name);
+        std::fs::write(d.join("driftwatch.yaml"), config("app", port)).unwrap();
+        // One state file on the "shared volume".
+        std::os::unix::fs::symlink(dir.path().join("state.redb"), d.join("state.redb")).unwrap();
+    }
+    let ha = ["--leader-election", "--lease-duration", "3", "--lease-namespace", "argocd"];
+    api.apply(app("part-one", "OutOfSync", REV1));
+    let a = Daemon::start_with(&a_dir, &ha);
+    wait_for("a leads", Duration::from_secs(10), || a.metric("driftwatch_leader") == Some(1.0));
+    wait_for("part-one", Duration::from_secs(10), || has(&got, r#""app": "part-one""#));
+    let b = Daemon::start_with(&b_dir, &ha);
+
+    let cut = chrono::Utc::now();
+    api.cut_off("a", true);
+    api.apply(app("part-two", "OutOfSync", REV1));
+    wait_for("b takes over", Duration::from_secs(15), || b.metric("driftwatch_leader") == Some(1.0));
+    wait_for("part-two, from b", Duration::from_secs(10), || has(&got, r#""app": "part-two""#));
+    let stopped = logged_at(&a, "standing by").expect("a logged that it stopped sending");
+    let took_over = logged_at(&b, "leading: sending notifications").expect("b logged that it leads");
+    assert!(stopped < took_over, "a stopped at {stopped}, b took over at {took_over}");
+    let handover = (took_over - cut).num_milliseconds();
+    assert!(handover < 4_500, "b took over {handover} ms after the cut (lease 3 s, renewals every 1 s)");
+    std::thread::sleep(Duration::from_millis(500));
+    let all = bodies(&got);
+    assert_eq!(all.len(), 2, "nothing sent twice: {all:?}");
+    // Healed: a stays a standby while b renews.
+    api.cut_off("a", false);
+    std::thread::sleep(Duration::from_millis(1500));
+    assert_eq!(a.metric("driftwatch_leader"), Some(0.0));
+    assert!(b.stop().success());
+}

@@ -49,6 +49,8 @@ struct World {
     lease_outage: bool,
     /// Lease requests get no answer at all (a partition that drops packets).
     lease_hang: bool,
+    /// Clients (see `kubeconfig_as`) cut off: their requests get no answer.
+    cut_off: std::collections::BTreeSet<String>,
     /// Lease updates (PUT) are answered this late (a slow API server).
     lease_put_delay: std::time::Duration,
     /// Live objects of managed resources by request path.
@@ -102,11 +104,20 @@ pub struct FakeApiServer {
     world: Arc<Mutex<World>>,
     events: broadcast::Sender<Event>,
     /// Closing signal for open watch streams.
-    drop_tx: broadcast::Sender<Option<String>>,
+    drop_tx: broadcast::Sender<DropTarget>,
     runtime: Option<tokio::runtime::Runtime>,
 }
 
 type Body = http_body_util::combinators::BoxBody<Bytes, Infallible>;
+
+/// Which open watch streams to close.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum DropTarget {
+    All,
+    Namespace(String),
+    /// Those of one client (see [`FakeApiServer::kubeconfig_as`]).
+    Client(String),
+}
 
 fn full(status: u16, v: &Value) -> Response<Body> {
     Response::builder()
@@ -162,6 +173,28 @@ impl FakeApiServer {
             self.url()
         );
         std::fs::write(path, kc).expect("write kubeconfig");
+    }
+
+    /// A kubeconfig whose server URL carries `/clients/<name>`: the server tells this
+    /// client's requests apart, so one replica can be cut off while another is not.
+    pub fn kubeconfig_as(&self, path: &std::path::Path, name: &str) {
+        self.kubeconfig(path);
+        let kc = std::fs::read_to_string(path).expect("kubeconfig");
+        std::fs::write(path, kc.replace(&self.url(), &format!("{}/clients/{name}", self.url()))).expect("write kubeconfig");
+    }
+
+    /// Cuts one client off (a network partition between it and the API server): its
+    /// open watches close and its requests get no answer, until `on` is false.
+    pub fn cut_off(&self, client: &str, on: bool) {
+        let mut w = self.world.lock().unwrap();
+        match on {
+            true => w.cut_off.insert(client.to_string()),
+            false => w.cut_off.remove(client),
+        };
+        drop(w);
+        if on {
+            let _ = self.drop_tx.send(DropTarget::Client(client.to_string()));
+        }
     }
 
     /// Creates or replaces an object (ADDED or MODIFIED), as `kubectl apply` would,
@@ -241,7 +274,7 @@ impl FakeApiServer {
 
     /// Closes every open watch stream (an API server restart, a load balancer timeout).
     pub fn drop_watches(&self) {
-        let _ = self.drop_tx.send(None);
+        let _ = self.drop_tx.send(DropTarget::All);
     }
 
     /// Forgets the history of one namespace's watches only: the watch of that
@@ -257,7 +290,7 @@ impl FakeApiServer {
 
     /// Closes the open watch streams of one namespace.
     pub fn drop_watches_in(&self, ns: &str) {
-        let _ = self.drop_tx.send(Some(ns.to_string()));
+        let _ = self.drop_tx.send(DropTarget::Namespace(ns.to_string()));
     }
 
     /// Holds (or releases) list requests for one namespace: they get no answer until
@@ -319,9 +352,18 @@ async fn handle(
     req: Request<Incoming>,
     world: Arc<Mutex<World>>,
     events: broadcast::Sender<Event>,
-    drop_tx: broadcast::Sender<Option<String>>,
+    drop_tx: broadcast::Sender<DropTarget>,
 ) -> Result<Response<Body>, Infallible> {
-    let path = req.uri().path().to_string();
+    let mut path = req.uri().path().to_string();
+    let mut client = None;
+    if let Some(rest) = path.strip_prefix("/clients/") {
+        let (name, rest) = rest.split_once('/').unwrap_or((rest, ""));
+        client = Some(name.to_string());
+        path = format!("/{rest}");
+    }
+    while client.as_ref().is_some_and(|c| world.lock().unwrap().cut_off.contains(c)) {
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
     let q = query(&req);
     if std::env::var_os("DRIFTWATCH_TEST_LOGS").is_some() {
         eprintln!("fake apiserver: {} {}", req.method(), req.uri());
@@ -404,6 +446,7 @@ async fn handle(
     let mut dropped = drop_tx.subscribe();
     let last_backlog = backlog.last().map_or(from, |e| e.rv.max(from));
     let scope_ns = ns.clone();
+    let scope_client = client.clone();
     let scope_sel = selector.clone();
     let plural_s = plural.clone();
     tokio::spawn(async move {
@@ -438,7 +481,12 @@ async fn handle(
                     Err(_) => return,
                 },
                 Ok(target) = dropped.recv() => {
-                    if target.is_none() || target == scope_ns {
+                    let hit = match &target {
+                        DropTarget::All => true,
+                        DropTarget::Namespace(n) => scope_ns.as_ref() == Some(n),
+                        DropTarget::Client(c) => scope_client.as_ref() == Some(c),
+                    };
+                    if hit {
                         return;
                     }
                 }
