@@ -187,6 +187,21 @@ proptest! {
         prop_assert_eq!(ext.get("cs1").map(String::as_str), Some(app.as_str()));
     }
 
+    /// RFC 5424: the structured data element reads back whatever the names, and the
+    /// header fields are single tokens (no space, no control character).
+    #[test]
+    fn syslog_structured_data_reads_back(trigger in ".{0,30}", app in ".{0,30}", message in ".{0,40}") {
+        let n = notification(&trigger, &message, &app);
+        let h = driftwatch::deliver::syslog::Header { facility: 10, hostname: "h o\nst".into(), app_name: "driftwatch".into(), procid: "1".into() };
+        let line = driftwatch::deliver::syslog::rfc5424(&h, &n, &message, Utc::now());
+        let head: Vec<&str> = line.splitn(7, ' ').collect();
+        prop_assert_eq!(head.len(), 7);
+        prop_assert!(head[..6].iter().all(|t| !t.is_empty() && t.chars().all(|c| c.is_ascii_graphic())), "{}", line);
+        let sd = &line[line.find('[').unwrap()..];
+        prop_assert_eq!(sd_param(sd, "app"), Some(app.clone()));
+        prop_assert_eq!(sd_param(sd, "trigger"), Some(trigger.clone()));
+    }
+
     /// The ECS record is JSON that carries the strings unchanged.
     #[test]
     fn ecs_records_carry_any_string(trigger in ".{0,30}", message in ".{0,80}", app in ".{0,30}") {
@@ -250,6 +265,21 @@ fn notification(trigger: &str, message: &str, app: &str) -> driftwatch::model::N
         record: None,
         episode: None,
     }
+}
+
+/// The value of `name="..."` in an RFC 5424 SD-ELEMENT, unescaped (`\"`, `\\`, `\]`).
+fn sd_param(sd: &str, name: &str) -> Option<String> {
+    let start = sd.find(&format!(" {name}=\""))? + name.len() + 3;
+    let mut out = String::new();
+    let mut chars = sd[start..].chars();
+    while let Some(c) = chars.next() {
+        match c {
+            '\\' => out.push(chars.next()?),
+            '"' => return Some(out),
+            c => out.push(c),
+        }
+    }
+    None
 }
 
 /// Splits at `sep` where it is not escaped with a backslash.

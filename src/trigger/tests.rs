@@ -96,6 +96,12 @@ fn the_sandbox_stops_endless_loops_and_runaway_values() {
     assert!(r.error.is_some());
     let r = one("fn f(n) { f(n + 1) } f(0)", json!({}));
     assert!(!r.result, "{r:?}");
+    assert!(r.error.as_deref().unwrap_or_default().contains("Stack overflow"), "a clear error: {r:?}");
+    // A 10 MB string from the cluster cannot be grown further, and reading it is fine.
+    let big = json!({"status": {"operationState": {"message": "x".repeat(10 << 20)}}});
+    let r = one("let m = app.status.operationState.message; m += m; true", big.clone());
+    assert!(!r.result && r.error.as_deref().unwrap_or_default().contains("Length of string"), "{r:?}");
+    assert!(one("app.status.operationState.message.len() > 0", big).result);
     let r = one("app.metadata.name = \"changed\"; true", json!({"metadata": {"name": "a"}}));
     assert!(!r.result, "app is read-only: {r:?}");
 }

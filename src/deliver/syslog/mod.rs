@@ -9,4 +9,4 @@ mod tests;
 
 pub use client::SyslogClient;
 pub use config::{Format, Protocol, SyslogConfig};
-pub use payload::{cef, frame, rfc5424};
+pub use payload::{Header, cef, frame, rfc5424};
