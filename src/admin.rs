@@ -48,12 +48,10 @@ async fn handle(req: Request<Incoming>, shared: SharedState) -> Result<Response<
             text(status, body, "text/plain")
         }
         "/metrics" => {
-            // Queue depth is read from the outbox at scrape time: it is the truth.
-            if let Some(Ok(entries)) = state.as_ref().map(|s| s.outbox(None)) {
-                let mut depth: std::collections::BTreeMap<String, u64> = std::collections::BTreeMap::new();
-                for e in entries {
-                    *depth.entry(e.notification.destination.service).or_default() += 1;
-                }
+            // Queue depth comes from the outbox's per-service counters at scrape time
+            // (kept in the transactions that change the outbox): the truth, not a scan.
+            if let Some(Ok(depths)) = state.as_ref().map(|s| s.queue_depths()) {
+                let depth: std::collections::BTreeMap<String, u64> = depths.into_iter().collect();
                 for (service, _) in METRICS.queue_depth_services() {
                     METRICS.queue_depth.set(&service, depth.get(&service).copied().unwrap_or(0));
                 }

@@ -745,11 +745,7 @@ pub async fn run(opts: DaemonOptions, err: &mut dyn std::io::Write) -> anyhow::R
     if let Some(delivery) = d.delivery.take() {
         delivery.shutdown(opts.shutdown_grace).await;
     }
-    let pending: BTreeMap<String, usize> =
-        d.state.as_ref().and_then(|s| s.outbox(None).ok()).unwrap_or_default().into_iter().fold(BTreeMap::new(), |mut m, e| {
-            *m.entry(e.notification.destination.service).or_default() += 1;
-            m
-        });
+    let pending: BTreeMap<String, u64> = d.state.as_ref().and_then(|s| s.queue_depths().ok()).unwrap_or_default().into_iter().collect();
     tracing::info!(?pending, "stopped");
     Ok(crate::cli::OK)
 }

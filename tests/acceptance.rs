@@ -83,7 +83,8 @@ fn cpu_ticks(d: &Daemon) -> u64 {
 /// Crash: an incident of 150 pages, the daemon SIGKILLed five times while deliveries
 /// are in flight (the receiver answers slowly and records a body on arrival, so a kill
 /// lands between a delivery and its record), restarted each time. Every page arrives;
-/// the only repeats are pages that were in flight at a kill, at most one per kill, and
+/// the only repeats are pages that were in flight at a kill (at most PagerDuty's
+/// concurrency, two, per kill), and
 /// each repeat carries the same `dedup_key`, so PagerDuty folds it into the same
 /// incident. A last restart sends nothing.
 #[test]
@@ -122,7 +123,8 @@ fn crash_at_many_points_loses_nothing_and_repeats_only_what_was_in_flight() {
     assert_eq!(by_key.len(), APPS, "one incident per Application");
     let repeats: usize = by_key.values().map(|v| v.len() - 1).sum();
     eprintln!("crash: {APPS} pages, {kills} SIGKILLs, {} requests, {repeats} repeat(s)", pd.requests().len());
-    assert!(repeats <= kills, "{repeats} repeats for {kills} kills: more than what was in flight");
+    // PagerDuty's default concurrency is 2: at most two deliveries in flight at a kill.
+    assert!(repeats <= kills * 2, "{repeats} repeats for {kills} kills: more than what was in flight");
     // A repeat is the same event (only `payload.timestamp`, the time of sending, moves).
     let event = |b: &str| {
         let mut v: serde_json::Value = serde_json::from_str(b).unwrap();

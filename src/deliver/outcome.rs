@@ -116,6 +116,8 @@ pub struct DeliverySettings {
     pub rate: RateSettings,
     /// One attempt's time limit.
     pub timeout: Duration,
+    /// Deliveries in flight at once (never two for one Application and destination).
+    pub concurrency: usize,
 }
 
 impl DeliverySettings {
@@ -123,15 +125,24 @@ impl DeliverySettings {
     /// under its 120 events a minute, SIEMs fast.
     pub fn for_kind(kind: crate::model::DestinationKind) -> DeliverySettings {
         use crate::model::DestinationKind as K;
-        let (per_second, burst) = match kind {
-            K::Slack => (1.0, 3),
-            K::Pagerduty => (1.5, 10),
-            K::Email => (5.0, 10),
-            K::Webhook | K::SignedWebhook => (10.0, 20),
-            K::Splunk | K::Syslog => (50.0, 100),
-            K::Console => (1000.0, 1000),
+        // Concurrency: a syslog stream and the console are one ordered sequence; Slack
+        // and PagerDuty are bounded by their own rate limits anyway; HTTP receivers
+        // (webhooks, SIEMs) take several requests at once.
+        let (per_second, burst, concurrency) = match kind {
+            K::Slack => (1.0, 3, 2),
+            K::Pagerduty => (1.5, 10, 2),
+            K::Email => (5.0, 10, 2),
+            K::Webhook | K::SignedWebhook => (10.0, 20, 16),
+            K::Splunk => (50.0, 100, 4),
+            K::Syslog => (50.0, 100, 1),
+            K::Console => (1000.0, 1000, 1),
         };
-        DeliverySettings { retry: RetrySettings::default(), rate: RateSettings { per_second, burst }, timeout: Duration::from_secs(10) }
+        DeliverySettings {
+            retry: RetrySettings::default(),
+            rate: RateSettings { per_second, burst },
+            timeout: Duration::from_secs(10),
+            concurrency,
+        }
     }
 
     /// Wait before attempt `attempt + 1` (attempt counts from 1): full jitter over an

@@ -43,6 +43,8 @@ pub struct CommonDef {
     pub timeout: Option<ConfigDuration>,
     pub retry: Option<RetrySettings>,
     pub rate_limit: Option<RateSettings>,
+    /// Deliveries in flight at once (1 to 64); a default per kind.
+    pub concurrency: Option<usize>,
 }
 
 /// A service's configuration: its kind's settings and the common ones.
@@ -52,7 +54,7 @@ pub struct ServiceSpec {
     pub settings: DeliverySettings,
 }
 
-const COMMON_KEYS: [&str; 3] = ["timeout", "retry", "rateLimit"];
+const COMMON_KEYS: [&str; 4] = ["timeout", "retry", "rateLimit", "concurrency"];
 
 impl ServiceSpec {
     /// Builds the typed configuration of `kind` from the YAML mapping (without `type`).
@@ -77,10 +79,16 @@ impl ServiceSpec {
             settings.retry = r;
         }
         if let Some(r) = common.rate_limit {
-            if r.per_second <= 0.0 {
-                return Err("rateLimit.perSecond must be positive".into());
+            if !(r.per_second > 0.0 && r.per_second.is_finite()) {
+                return Err("rateLimit.perSecond must be a positive number".into());
             }
             settings.rate = r;
+        }
+        if let Some(c) = common.concurrency {
+            if !(1..=64).contains(&c) {
+                return Err(format!("concurrency must be from 1 to 64, not {c}"));
+            }
+            settings.concurrency = c;
         }
         let v = Value::Object(map);
         let e = |e: serde_json::Error| e.to_string();

@@ -178,6 +178,7 @@ pub fn fast_settings(base: DeliverySettings) -> DeliverySettings {
         },
         rate: RateSettings { per_second: 1000.0, burst: 100 },
         timeout: base.timeout.min(Duration::from_millis(600)),
+        concurrency: base.concurrency,
     }
 }
 

@@ -1,9 +1,10 @@
 //! One worker per configured service pulls due notifications from the durable outbox,
-//! rate-limits, delivers with a per-attempt timeout, and completes, reschedules or
-//! dead-letters each one. Services never wait on each other: a slow Slack does not
+//! rate-limits, keeps up to `concurrency` deliveries in flight (in order per
+//! Application and destination), and completes, reschedules or dead-letters them, the
+//! outcomes of everything that finished together in one transaction. Services never wait on each other: a slow Slack does not
 //! delay a PagerDuty page.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 use std::future::Future;
 use std::num::NonZeroU32;
 use std::pin::Pin;
@@ -13,13 +14,13 @@ use std::time::Duration;
 
 use governor::{Quota, RateLimiter};
 use tokio::sync::{Notify, watch};
-use tokio::task::JoinHandle;
+use tokio::task::{JoinHandle, JoinSet};
 
 use super::outcome::{DeliverySettings, Outcome};
 use crate::metrics::METRICS;
 use crate::model::Notification;
 use crate::secret::Redactor;
-use crate::state::{EnqueueReport, OutboxEntry, StateError, StateStore};
+use crate::state::{EnqueueReport, OutboxEntry, Settle, StateError, StateStore};
 
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
@@ -63,9 +64,27 @@ struct Worker {
     stats: Arc<Stats>,
 }
 
+/// What an attempt in flight reports back: its entries and what happened.
+struct Attempted {
+    batch: Vec<OutboxEntry>,
+    outcome: Outcome,
+}
+
+/// The key whose notifications must reach the destination in order: one Application
+/// at one destination (a PagerDuty trigger before its resolve, a Slack message before
+/// its `chat.update` or thread reply). Entries with different keys go in parallel.
+fn order_key(n: &Notification) -> String {
+    format!("{}\u{0}{}", n.app, n.destination)
+}
+
 impl Worker {
+    /// Pulls due entries and keeps up to `concurrency` attempts in flight, never two of
+    /// one [`order_key`]; settles finished attempts together (one transaction for all
+    /// that finished meanwhile); a `Retry-After` pauses the whole service. Store reads
+    /// and writes run on the blocking pool, not on the runtime's workers.
     async fn run(self, mut shutdown: watch::Receiver<bool>) {
-        let s = &self.service.settings;
+        let this = Arc::new(self);
+        let s = this.service.settings;
         let per_second = s.rate.per_second.max(0.001);
         let period = Duration::from_secs_f64(1.0 / per_second);
         let burst = NonZeroU32::new(s.rate.burst.max(1)).unwrap_or(NonZeroU32::MIN);
@@ -73,50 +92,149 @@ impl Worker {
         // fall back to one per second rather than panic.
         let quota = Quota::with_period(period).unwrap_or_else(|| Quota::per_second(NonZeroU32::MIN)).allow_burst(burst);
         let limiter = RateLimiter::direct(quota);
+        let concurrency = s.concurrency.max(1);
+        let max_batch = this.service.deliverer.max_batch().max(1);
+        let mut in_flight: JoinSet<Attempted> = JoinSet::new();
+        // Order keys with an attempt in flight (their later entries wait).
+        let mut busy: HashSet<String> = HashSet::new();
         // A `Retry-After` from the receiver pauses the whole service, not only the
         // entry that got it: the receiver asked the sender to stop for that long.
         let mut paused_until: Option<tokio::time::Instant> = None;
         loop {
             if *shutdown.borrow() {
+                // Attempts in flight finish and are recorded (the caller's grace bounds
+                // how long): a stop must not turn a delivery into a repeat.
+                this.drain(&mut in_flight, &mut busy).await;
                 return;
             }
-            if let Some(until) = paused_until.take() {
-                tokio::select! {
-                    _ = tokio::time::sleep_until(until) => {}
-                    _ = shutdown.changed() => return,
+            // Settle everything that finished, in one transaction.
+            let mut done = Vec::new();
+            while let Some(r) = in_flight.try_join_next() {
+                if let Ok(a) = r {
+                    done.push(a);
                 }
             }
-            let batch = match self.state.due(&self.service.name, now_ms(), self.service.deliverer.max_batch().max(1)) {
-                Ok(b) => b,
-                Err(e) => {
-                    tracing::error!(service = %self.service.name, error = %e, "reading the outbox failed");
-                    Vec::new()
-                }
-            };
-            if batch.is_empty() {
-                let wait = match self.state.next_due_ms(&self.service.name) {
-                    Ok(Some(at)) => Duration::from_millis(at.saturating_sub(now_ms())).min(Duration::from_secs(1)),
-                    _ => Duration::from_secs(1),
-                };
-                tokio::select! {
-                    _ = self.wake.notified() => {}
-                    _ = tokio::time::sleep(wait) => {}
-                    _ = shutdown.changed() => {}
+            if !done.is_empty() {
+                if let Some(after) = this.settle(done, &mut busy).await {
+                    paused_until = Some(tokio::time::Instant::now() + after);
                 }
                 continue;
             }
-            tokio::select! {
-                _ = limiter.until_ready() => {}
-                _ = shutdown.changed() => return,
+            let paused = paused_until.is_some_and(|t| t > tokio::time::Instant::now());
+            let free = concurrency.saturating_sub(in_flight.len());
+            let mut started = 0;
+            if free > 0 && !paused {
+                // Enough candidates to fill the free slots past entries whose key is busy.
+                let limit = free * max_batch * 2 + busy.len();
+                let st = this.state.clone();
+                let name = this.service.name.clone();
+                let due = tokio::task::spawn_blocking(move || st.due(&name, now_ms(), limit)).await;
+                let due = match due {
+                    Ok(Ok(b)) => b,
+                    Ok(Err(e)) => {
+                        tracing::error!(service = %this.service.name, error = %e, "reading the outbox failed");
+                        Vec::new()
+                    }
+                    Err(_) => Vec::new(),
+                };
+                let mut batches: Vec<Vec<OutboxEntry>> = Vec::new();
+                let mut batch = Vec::new();
+                // Keys of the batch being filled: more of the same key may join it (one
+                // request keeps their order), never another batch.
+                let mut open_keys: HashSet<String> = HashSet::new();
+                for e in due {
+                    if batches.len() >= free {
+                        break;
+                    }
+                    let key = order_key(&e.notification);
+                    if !open_keys.contains(&key) {
+                        if !busy.insert(key.clone()) {
+                            continue;
+                        }
+                        open_keys.insert(key);
+                    }
+                    batch.push(e);
+                    if batch.len() >= max_batch {
+                        batches.push(std::mem::take(&mut batch));
+                        open_keys.clear();
+                    }
+                }
+                if !batch.is_empty() && batches.len() < free {
+                    batches.push(batch);
+                } else {
+                    // Not started this round: its keys are free again.
+                    for e in batch {
+                        busy.remove(&order_key(&e.notification));
+                    }
+                }
+                for batch in batches {
+                    tokio::select! {
+                        _ = limiter.until_ready() => {}
+                        _ = shutdown.changed() => {
+                            for e in &batch {
+                                busy.remove(&order_key(&e.notification));
+                            }
+                            this.drain(&mut in_flight, &mut busy).await;
+                            return;
+                        }
+                    }
+                    let w = this.clone();
+                    in_flight.spawn(async move {
+                        let outcome = w.attempt(&batch).await;
+                        Attempted { batch, outcome }
+                    });
+                    started += 1;
+                }
             }
-            if let Some(after) = self.attempt(&batch).await {
-                paused_until = Some(tokio::time::Instant::now() + after);
+            if started > 0 {
+                continue;
+            }
+            // Nothing to start: wait for a completion, new work, the next due entry or
+            // the end of a pause.
+            let wait = if paused {
+                paused_until.map_or(Duration::from_secs(1), |t| t.saturating_duration_since(tokio::time::Instant::now()))
+            } else {
+                let st = this.state.clone();
+                let name = this.service.name.clone();
+                match tokio::task::spawn_blocking(move || st.next_due_ms(&name)).await {
+                    Ok(Ok(Some(at))) if free > 0 => Duration::from_millis(at.saturating_sub(now_ms())).min(Duration::from_secs(1)),
+                    _ => Duration::from_secs(1),
+                }
+            };
+            tokio::select! {
+                Some(r) = in_flight.join_next(), if !in_flight.is_empty() => {
+                    if let Ok(a) = r {
+                        let mut done = vec![a];
+                        while let Some(Ok(more)) = in_flight.try_join_next() {
+                            done.push(more);
+                        }
+                        if let Some(after) = this.settle(done, &mut busy).await {
+                            paused_until = Some(tokio::time::Instant::now() + after);
+                        }
+                    }
+                }
+                _ = this.wake.notified() => {}
+                _ = tokio::time::sleep(wait) => {}
+                _ = shutdown.changed() => {}
             }
         }
     }
 
-    /// One attempt at a batch; returns the receiver's `Retry-After`, if it gave one.
-    async fn attempt(&self, batch: &[OutboxEntry]) -> Option<Duration> {
+    /// Waits for every attempt in flight and records how each ended.
+    async fn drain(&self, in_flight: &mut JoinSet<Attempted>, busy: &mut HashSet<String>) {
+        let mut done = Vec::new();
+        while let Some(r) = in_flight.join_next().await {
+            if let Ok(a) = r {
+                done.push(a);
+            }
+        }
+        if !done.is_empty() {
+            self.settle(done, busy).await;
+        }
+    }
+
+    /// One attempt at a batch under the per-attempt timeout.
+    async fn attempt(&self, batch: &[OutboxEntry]) -> Outcome {
         let s = &self.service.settings;
         let notifications: Vec<Notification> = batch.iter().map(|e| e.notification.clone()).collect();
         self.stats.attempts.fetch_add(1, Ordering::Relaxed);
@@ -126,51 +244,76 @@ impl Worker {
             Err(_) => Outcome::retry(format!("timed out after {:?}", s.timeout)),
         };
         METRICS.delivery_latency.observe(started.elapsed());
+        outcome
+    }
+
+    /// Decides what each finished entry becomes, writes all of it in one transaction,
+    /// then frees the entries' order keys. Returns the longest `Retry-After` given.
+    async fn settle(&self, done: Vec<Attempted>, busy: &mut HashSet<String>) -> Option<Duration> {
+        let s = &self.service.settings;
         let kind = self.service.kind.as_str();
         let now = now_ms();
-        for e in batch {
-            let n = &e.notification;
-            let result = match &outcome {
-                Outcome::Delivered => {
-                    self.stats.delivered.fetch_add(1, Ordering::Relaxed);
-                    METRICS.sent.inc(kind);
-                    tracing::info!(service = %self.service.name, app = %n.app, trigger = %n.trigger, destination = %n.destination, "delivered");
-                    self.state.complete(e, now)
-                }
-                Outcome::Retry { reason, after } => {
-                    let reason = self.service.redactor.redact(reason);
-                    let attempts = e.attempts + 1;
-                    let age = Duration::from_millis(now.saturating_sub(e.enqueued_ms));
-                    if attempts >= s.retry.max_attempts || age >= s.retry.deadline.0 {
-                        self.stats.dead.fetch_add(1, Ordering::Relaxed);
-                        METRICS.failed.inc(&format!("{kind}:exhausted"));
-                        let error = format!("gave up after {attempts} attempt(s): {reason}");
-                        tracing::warn!(service = %self.service.name, app = %n.app, trigger = %n.trigger, %error, "dead-lettered");
-                        self.state.dead_letter(e, &error, false, now)
-                    } else {
-                        self.stats.retried.fetch_add(1, Ordering::Relaxed);
-                        METRICS.failed.inc(&format!("{kind}:retry"));
-                        let wait = s.backoff(attempts, *after);
-                        tracing::info!(service = %self.service.name, app = %n.app, attempt = attempts, ?wait, %reason, "will retry");
-                        self.state.reschedule(e, now + u64::try_from(wait.as_millis()).unwrap_or(u64::MAX / 2), &reason)
+        let mut outcomes = Vec::new();
+        let mut retry_after: Option<Duration> = None;
+        for a in &done {
+            if let Outcome::Retry { after: Some(d), .. } = &a.outcome {
+                retry_after = Some(retry_after.map_or(*d, |r| r.max(*d)));
+            }
+            for e in &a.batch {
+                let n = &e.notification;
+                let how = match &a.outcome {
+                    Outcome::Delivered => {
+                        self.stats.delivered.fetch_add(1, Ordering::Relaxed);
+                        METRICS.sent.inc(kind);
+                        tracing::info!(service = %self.service.name, app = %n.app, trigger = %n.trigger, destination = %n.destination, "delivered");
+                        Settle::Delivered
                     }
-                }
-                Outcome::Permanent(reason) => {
-                    self.stats.dead.fetch_add(1, Ordering::Relaxed);
-                    METRICS.failed.inc(&format!("{kind}:permanent"));
-                    let error = self.service.redactor.redact(reason);
-                    tracing::warn!(service = %self.service.name, app = %n.app, trigger = %n.trigger, %error, "permanent failure; dead-lettered");
-                    self.state.dead_letter(e, &error, true, now)
-                }
-            };
-            if let Err(err) = result {
-                tracing::error!(service = %self.service.name, error = %err, "updating the outbox failed");
+                    Outcome::Retry { reason, after } => {
+                        let reason = self.service.redactor.redact(reason);
+                        let attempts = e.attempts + 1;
+                        let age = Duration::from_millis(now.saturating_sub(e.enqueued_ms));
+                        if attempts >= s.retry.max_attempts || age >= s.retry.deadline.0 {
+                            self.stats.dead.fetch_add(1, Ordering::Relaxed);
+                            METRICS.failed.inc(&format!("{kind}:exhausted"));
+                            let error = format!("gave up after {attempts} attempt(s): {reason}");
+                            tracing::warn!(service = %self.service.name, app = %n.app, trigger = %n.trigger, %error, "dead-lettered");
+                            Settle::Dead { error, permanent: false }
+                        } else {
+                            self.stats.retried.fetch_add(1, Ordering::Relaxed);
+                            METRICS.failed.inc(&format!("{kind}:retry"));
+                            let wait = s.backoff(attempts, *after);
+                            tracing::info!(service = %self.service.name, app = %n.app, attempt = attempts, ?wait, %reason, "will retry");
+                            Settle::Retry {
+                                next_ms: now.saturating_add(u64::try_from(wait.as_millis()).unwrap_or(u64::MAX / 2)),
+                                error: reason,
+                            }
+                        }
+                    }
+                    Outcome::Permanent(reason) => {
+                        self.stats.dead.fetch_add(1, Ordering::Relaxed);
+                        METRICS.failed.inc(&format!("{kind}:permanent"));
+                        let error = self.service.redactor.redact(reason);
+                        tracing::warn!(service = %self.service.name, app = %n.app, trigger = %n.trigger, %error, "permanent failure; dead-lettered");
+                        Settle::Dead { error, permanent: true }
+                    }
+                };
+                outcomes.push((e.clone(), how));
             }
         }
-        match outcome {
-            Outcome::Retry { after, .. } => after,
-            _ => None,
+        let st = self.state.clone();
+        let written = tokio::task::spawn_blocking(move || st.settle(&outcomes, now)).await;
+        match written {
+            Ok(Ok(())) => {}
+            Ok(Err(err)) => tracing::error!(service = %self.service.name, error = %err, "updating the outbox failed"),
+            Err(err) => tracing::error!(service = %self.service.name, error = %err, "updating the outbox failed"),
         }
+        // Only now: until the outcome is written, the entries are still due in the store.
+        for a in &done {
+            for e in &a.batch {
+                busy.remove(&order_key(&e.notification));
+            }
+        }
+        retry_after
     }
 }
 
@@ -266,5 +409,85 @@ impl Delivery {
             }
         });
         futures::future::join_all(stops).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Mutex;
+    use std::sync::atomic::AtomicUsize;
+
+    use super::*;
+    use crate::deliver::ecs::tests::sample;
+    use crate::model::{Action, DestinationKind};
+
+    /// Holds each delivery a moment and records when it started and ended.
+    #[derive(Default)]
+    struct Probe {
+        now: AtomicUsize,
+        max: AtomicUsize,
+        /// (app, action, started, ended) in the order deliveries ended.
+        log: Mutex<Vec<(String, Action, std::time::Instant, std::time::Instant)>>,
+    }
+
+    impl Deliverer for Probe {
+        fn deliver<'a>(&'a self, batch: &'a [Notification]) -> BoxFuture<'a, Outcome> {
+            Box::pin(async move {
+                let n = self.now.fetch_add(1, Ordering::SeqCst) + 1;
+                self.max.fetch_max(n, Ordering::SeqCst);
+                let started = std::time::Instant::now();
+                tokio::time::sleep(Duration::from_millis(40)).await;
+                self.now.fetch_sub(1, Ordering::SeqCst);
+                let mut log = self.log.lock().unwrap();
+                for b in batch {
+                    log.push((b.app.clone(), b.action, started, std::time::Instant::now()));
+                }
+                Outcome::Delivered
+            })
+        }
+    }
+
+    /// Up to `concurrency` deliveries at once, but an Application's notifications to one
+    /// destination one after another, in order (a fire before its resolve).
+    #[tokio::test]
+    async fn deliveries_run_in_parallel_but_in_order_per_application() {
+        let state = Arc::new(StateStore::in_memory().unwrap());
+        let mut items = Vec::new();
+        for app in 0..6 {
+            for action in [Action::Fire, Action::Resolve] {
+                let mut n = sample(DestinationKind::Webhook, "hook");
+                n.app = format!("argocd/app-{app}");
+                n.action = action;
+                if let Some(r) = n.record.as_mut() {
+                    r.app_key = format!("argocd/app-{app}@u");
+                }
+                items.push(n);
+            }
+        }
+        state.enqueue(&items, 0).unwrap();
+        let probe = Arc::new(Probe::default());
+        let mut settings = DeliverySettings::for_kind(DestinationKind::Webhook);
+        settings.rate.per_second = 1000.0;
+        settings.rate.burst = 100;
+        settings.concurrency = 4;
+        let service = ServiceRuntime {
+            name: "hook".into(),
+            kind: DestinationKind::Webhook,
+            deliverer: probe.clone(),
+            settings,
+            redactor: crate::secret::Secrets::default().redactor(Vec::new()),
+        };
+        let delivery = Delivery::start(vec![service], state.clone());
+        assert!(delivery.settle(Duration::from_secs(60), Duration::from_secs(20)).await, "everything delivered");
+        delivery.shutdown(Duration::from_secs(1)).await;
+        assert_eq!(probe.max.load(Ordering::SeqCst), 4, "four in flight at once, never more");
+        let log = probe.log.lock().unwrap().clone();
+        assert_eq!(log.len(), 12);
+        for app in 0..6 {
+            let mine: Vec<_> = log.iter().filter(|(a, ..)| *a == format!("argocd/app-{app}")).collect();
+            assert_eq!(mine[0].1, Action::Fire, "the fire first");
+            assert!(mine[0].3 <= mine[1].2, "one after the other: {mine:?}");
+        }
+        assert_eq!(state.queue_depths().unwrap(), vec![], "the counters follow");
     }
 }

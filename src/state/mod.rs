@@ -17,7 +17,7 @@ mod outbox;
 
 pub use history::{HistoryQuery, Retention, parse_since};
 
-pub use outbox::{DeadLetter, EnqueueReport, MAX_DEAD_LETTERS, MAX_OUTBOX_PER_SERVICE, MAX_SLACK_REFS, OutboxEntry, SlackRef};
+pub use outbox::{DeadLetter, EnqueueReport, MAX_DEAD_LETTERS, MAX_OUTBOX_PER_SERVICE, MAX_SLACK_REFS, OutboxEntry, Settle, SlackRef};
 
 use std::path::Path;
 

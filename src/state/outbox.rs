@@ -5,6 +5,12 @@
 //! transaction that records its dedup key — only when the delivery succeeded. A crash
 //! anywhere in between leaves it in the outbox, and the workers deliver it after the
 //! restart.
+//!
+//! Cost per item does not grow with the queue: entries are stored by id, an index keyed
+//! by (service, next attempt time, id) gives the due entries and the next wake-up of a
+//! service in O(log n) without decoding any other entry, and a per-service counter is
+//! the queue depth (for the bound and for `/metrics`). Outcomes of several attempts are
+//! settled in one transaction ([`StateStore::settle`]).
 
 use redb::{ReadableDatabase, ReadableTable, ReadableTableMetadata, TableDefinition, WriteTransaction};
 use serde::{Deserialize, Serialize};
@@ -12,8 +18,16 @@ use serde::{Deserialize, Serialize};
 use super::{StateError, StateStore, storage};
 use crate::model::{Action, Notification, RecordOp};
 
-/// `"<service>\u{0}<id, 20 digits>"` -> JSON [`OutboxEntry`]; ordered by service, then age.
-const OUTBOX: TableDefinition<&str, &str> = TableDefinition::new("outbox");
+/// The first layout, `"<service>\u{0}<id>"` -> JSON entry: read once at open to move its
+/// entries to the tables below, then left empty.
+const OUTBOX_V1: TableDefinition<&str, &str> = TableDefinition::new("outbox");
+/// id -> JSON [`OutboxEntry`].
+const ENTRIES: TableDefinition<u64, &str> = TableDefinition::new("outbox_entries");
+/// `"<service>\u{0}<next attempt ms, 20 digits>\u{0}<id, 20 digits>"` -> id: what is due
+/// when, per service, in order.
+const DUE: TableDefinition<&str, u64> = TableDefinition::new("outbox_due");
+/// service -> how many entries it has in the outbox.
+const DEPTH: TableDefinition<&str, u64> = TableDefinition::new("outbox_depth");
 /// `"<app>\u{0}<dedup key>\u{0}<template>\u{0}<action>"` -> outbox id: what is in flight.
 const PENDING: TableDefinition<&str, u64> = TableDefinition::new("pending");
 /// id -> JSON [`DeadLetter`].
@@ -31,7 +45,10 @@ pub const MAX_DEAD_LETTERS: usize = 1_000;
 pub const MAX_SLACK_REFS: usize = 50_000;
 
 pub(super) fn create_tables(tx: &WriteTransaction) -> Result<(), StateError> {
-    tx.open_table(OUTBOX).map_err(storage)?;
+    tx.open_table(ENTRIES).map_err(storage)?;
+    tx.open_table(DUE).map_err(storage)?;
+    tx.open_table(DEPTH).map_err(storage)?;
+    migrate_v1(tx)?;
     tx.open_table(PENDING).map_err(storage)?;
     tx.open_table(DEAD).map_err(storage)?;
     tx.open_table(SLACK).map_err(storage)?;
@@ -74,12 +91,53 @@ pub struct SlackRef {
     pub at_ms: u64,
 }
 
-fn outbox_key(service: &str, id: u64) -> String {
-    format!("{service}\u{0}{id:020}")
+/// Moves the entries of the first layout (one table keyed by service and id) into the
+/// indexed one, in the transaction that opens the store.
+fn migrate_v1(tx: &WriteTransaction) -> Result<(), StateError> {
+    let mut old = tx.open_table(OUTBOX_V1).map_err(storage)?;
+    if old.is_empty().map_err(storage)? {
+        return Ok(());
+    }
+    let mut moved = Vec::new();
+    for item in old.iter().map_err(storage)? {
+        let (_, v) = item.map_err(storage)?;
+        moved.push(from_json::<OutboxEntry>(v.value())?);
+    }
+    old.retain(|_, _| false).map_err(storage)?;
+    for e in moved {
+        insert_entry(tx, &e)?;
+    }
+    Ok(())
+}
+
+fn due_key(service: &str, next_ms: u64, id: u64) -> String {
+    format!("{service}\u{0}{next_ms:020}\u{0}{id:020}")
 }
 
 fn service_range(service: &str) -> (String, String) {
     (format!("{service}\u{0}"), format!("{service}\u{1}"))
+}
+
+/// Writes an entry, its place in the due index, and counts it.
+fn insert_entry(tx: &WriteTransaction, e: &OutboxEntry) -> Result<(), StateError> {
+    let service = e.notification.destination.service.as_str();
+    tx.open_table(ENTRIES).map_err(storage)?.insert(e.id, to_json(e)?.as_str()).map_err(storage)?;
+    tx.open_table(DUE).map_err(storage)?.insert(due_key(service, e.next_attempt_ms, e.id).as_str(), e.id).map_err(storage)?;
+    let mut depth = tx.open_table(DEPTH).map_err(storage)?;
+    let n = depth.get(service).map_err(storage)?.map_or(0, |v| v.value());
+    depth.insert(service, n + 1).map_err(storage)?;
+    Ok(())
+}
+
+/// How a settled attempt ends for one entry.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Settle {
+    /// Delivered: removed, its dedup key recorded.
+    Delivered,
+    /// To be tried again at `next_ms`.
+    Retry { next_ms: u64, error: String },
+    /// Finally failed: moved to the dead letters (recorded as handled when permanent).
+    Dead { error: String, permanent: bool },
 }
 
 /// The in-flight identity of a notification.
@@ -135,7 +193,6 @@ impl StateStore {
         let mut report = EnqueueReport::default();
         let tx = self.db().begin_write().map_err(storage)?;
         {
-            let mut outbox = tx.open_table(OUTBOX).map_err(storage)?;
             let mut pending = tx.open_table(PENDING).map_err(storage)?;
             for n in items {
                 let pkey = pending_key(n);
@@ -146,9 +203,9 @@ impl StateStore {
                     continue;
                 }
                 let id = Self::next_id(&tx)?;
-                let (lo, hi) = service_range(&n.destination.service);
-                let queued = outbox.range(lo.as_str()..hi.as_str()).map_err(storage)?.count();
-                if queued >= MAX_OUTBOX_PER_SERVICE {
+                let queued =
+                    tx.open_table(DEPTH).map_err(storage)?.get(n.destination.service.as_str()).map_err(storage)?.map_or(0, |v| v.value());
+                if queued >= MAX_OUTBOX_PER_SERVICE as u64 {
                     report.rejected += 1;
                     let dead = DeadLetter {
                         id,
@@ -169,7 +226,7 @@ impl StateStore {
                     next_attempt_ms: now_ms,
                     last_error: None,
                 };
-                outbox.insert(outbox_key(&n.destination.service, id).as_str(), to_json(&entry)?.as_str()).map_err(storage)?;
+                insert_entry(&tx, &entry)?;
                 if let Some(p) = &pkey {
                     pending.insert(p.as_str(), id).map_err(storage)?;
                 }
@@ -180,51 +237,92 @@ impl StateStore {
         Ok(report)
     }
 
-    /// Up to `limit` entries of `service` due at `now_ms`, oldest first.
+    /// Up to `limit` entries of `service` due at `now_ms`, the earliest due first (among
+    /// those, the oldest first): a range of the due index, decoding only what it returns.
     pub fn due(&self, service: &str, now_ms: u64, limit: usize) -> Result<Vec<OutboxEntry>, StateError> {
         let tx = self.db().begin_read().map_err(storage)?;
-        let t = tx.open_table(OUTBOX).map_err(storage)?;
-        let (lo, hi) = service_range(service);
+        let index = tx.open_table(DUE).map_err(storage)?;
+        let entries = tx.open_table(ENTRIES).map_err(storage)?;
+        let lo = format!("{service}\u{0}");
+        let hi = format!("{service}\u{0}{:020}", now_ms.saturating_add(1));
         let mut out = Vec::new();
-        for item in t.range(lo.as_str()..hi.as_str()).map_err(storage)? {
-            let (_, v) = item.map_err(storage)?;
-            let e: OutboxEntry = from_json(v.value())?;
-            if e.next_attempt_ms <= now_ms {
-                out.push(e);
-                if out.len() >= limit {
-                    break;
-                }
+        for item in index.range(lo.as_str()..hi.as_str()).map_err(storage)?.take(limit) {
+            let (_, id) = item.map_err(storage)?;
+            if let Some(v) = entries.get(id.value()).map_err(storage)? {
+                out.push(from_json(v.value())?);
             }
         }
         Ok(out)
     }
 
-    /// The earliest `next_attempt_ms` of `service`'s entries, if it has any.
+    /// The earliest `next_attempt_ms` of `service`'s entries, if it has any: the first
+    /// key of its range of the due index.
     pub fn next_due_ms(&self, service: &str) -> Result<Option<u64>, StateError> {
-        Ok(self.outbox(Some(service))?.iter().map(|e| e.next_attempt_ms).min())
+        let tx = self.db().begin_read().map_err(storage)?;
+        let index = tx.open_table(DUE).map_err(storage)?;
+        let (lo, hi) = service_range(service);
+        let first = index.range(lo.as_str()..hi.as_str()).map_err(storage)?.next();
+        match first {
+            Some(item) => {
+                let (k, _) = item.map_err(storage)?;
+                Ok(k.value().split('\u{0}').nth(1).and_then(|ms| ms.parse().ok()))
+            }
+            None => Ok(None),
+        }
     }
 
-    /// Every outbox entry (of one service, or all), oldest first per service.
+    /// How many entries each service has in the outbox (counters, not a scan).
+    pub fn queue_depths(&self) -> Result<Vec<(String, u64)>, StateError> {
+        let tx = self.db().begin_read().map_err(storage)?;
+        let t = tx.open_table(DEPTH).map_err(storage)?;
+        let mut out = Vec::new();
+        for item in t.iter().map_err(storage)? {
+            let (k, v) = item.map_err(storage)?;
+            out.push((k.value().to_string(), v.value()));
+        }
+        Ok(out)
+    }
+
+    /// Every outbox entry (of one service, or all), in due order per service. Reads the
+    /// whole outbox: for `driftwatch deliveries`, not for a running daemon's loops.
     pub fn outbox(&self, service: Option<&str>) -> Result<Vec<OutboxEntry>, StateError> {
         let tx = self.db().begin_read().map_err(storage)?;
-        let t = tx.open_table(OUTBOX).map_err(storage)?;
-        let mut out = Vec::new();
-        let range = match service {
+        let index = tx.open_table(DUE).map_err(storage)?;
+        let entries = tx.open_table(ENTRIES).map_err(storage)?;
+        let ids: Vec<u64> = match service {
             Some(s) => {
                 let (lo, hi) = service_range(s);
-                t.range::<&str>(lo.as_str()..hi.as_str()).map_err(storage)?.collect::<Vec<_>>()
+                index
+                    .range::<&str>(lo.as_str()..hi.as_str())
+                    .map_err(storage)?
+                    .map(|i| i.map(|(_, id)| id.value()))
+                    .collect::<Result<_, _>>()
             }
-            None => t.iter().map_err(storage)?.collect::<Vec<_>>(),
-        };
-        for item in range {
-            let (_, v) = item.map_err(storage)?;
-            out.push(from_json(v.value())?);
+            None => index.iter().map_err(storage)?.map(|i| i.map(|(_, id)| id.value())).collect::<Result<_, _>>(),
+        }
+        .map_err(storage)?;
+        let mut out = Vec::new();
+        for id in ids {
+            if let Some(v) = entries.get(id).map_err(storage)? {
+                out.push(from_json(v.value())?);
+            }
         }
         Ok(out)
     }
 
+    /// Removes an entry (as it was read: its `next_attempt_ms` locates it in the index).
     fn remove_entry(tx: &WriteTransaction, e: &OutboxEntry) -> Result<(), StateError> {
-        tx.open_table(OUTBOX).map_err(storage)?.remove(outbox_key(&e.notification.destination.service, e.id).as_str()).map_err(storage)?;
+        let service = e.notification.destination.service.as_str();
+        let existed = tx.open_table(ENTRIES).map_err(storage)?.remove(e.id).map_err(storage)?.is_some();
+        tx.open_table(DUE).map_err(storage)?.remove(due_key(service, e.next_attempt_ms, e.id).as_str()).map_err(storage)?;
+        if existed {
+            let mut depth = tx.open_table(DEPTH).map_err(storage)?;
+            let n = depth.get(service).map_err(storage)?.map_or(0, |v| v.value());
+            match n {
+                0 | 1 => depth.remove(service).map_err(storage)?,
+                n => depth.insert(service, n - 1).map_err(storage)?,
+            };
+        }
         if let Some(p) = pending_key(&e.notification) {
             tx.open_table(PENDING).map_err(storage)?.remove(p.as_str()).map_err(storage)?;
         }
@@ -240,47 +338,66 @@ impl StateStore {
         }
     }
 
+    /// Settles the outcomes of several attempts in one transaction (group commit): one
+    /// durable write for a batch of completions, whatever its size. A delivered entry is
+    /// removed and its dedup key recorded; a retried one moves in the due index; a dead
+    /// one moves to the dead letters (permanent failures recorded as handled: re-sending
+    /// a 400 gets a 400 again; otherwise the next evaluation decides again).
+    pub fn settle(&self, outcomes: &[(OutboxEntry, Settle)], now_ms: u64) -> Result<(), StateError> {
+        if outcomes.is_empty() {
+            return Ok(());
+        }
+        let tx = self.db().begin_write().map_err(storage)?;
+        for (e, how) in outcomes {
+            match how {
+                Settle::Delivered => {
+                    Self::remove_entry(&tx, e)?;
+                    self.apply_record(&tx, &e.notification, now_ms)?;
+                }
+                Settle::Retry { next_ms, error } => {
+                    let service = e.notification.destination.service.as_str();
+                    let mut next = e.clone();
+                    next.attempts += 1;
+                    next.next_attempt_ms = *next_ms;
+                    next.last_error = Some(error.clone());
+                    let mut index = tx.open_table(DUE).map_err(storage)?;
+                    index.remove(due_key(service, e.next_attempt_ms, e.id).as_str()).map_err(storage)?;
+                    index.insert(due_key(service, next.next_attempt_ms, e.id).as_str(), e.id).map_err(storage)?;
+                    tx.open_table(ENTRIES).map_err(storage)?.insert(e.id, to_json(&next)?.as_str()).map_err(storage)?;
+                }
+                Settle::Dead { error, permanent } => {
+                    Self::remove_entry(&tx, e)?;
+                    if *permanent {
+                        self.apply_record(&tx, &e.notification, now_ms)?;
+                    }
+                    let dead = DeadLetter {
+                        id: e.id,
+                        failed_ms: now_ms,
+                        attempts: e.attempts + 1,
+                        error: error.clone(),
+                        permanent: *permanent,
+                        notification: e.notification.clone(),
+                    };
+                    Self::insert_dead(&tx, &dead)?;
+                }
+            }
+        }
+        tx.commit().map_err(storage)
+    }
+
     /// The entry was delivered: remove it and record its dedup key, atomically.
     pub fn complete(&self, e: &OutboxEntry, now_ms: u64) -> Result<(), StateError> {
-        let tx = self.db().begin_write().map_err(storage)?;
-        Self::remove_entry(&tx, e)?;
-        self.apply_record(&tx, &e.notification, now_ms)?;
-        tx.commit().map_err(storage)
+        self.settle(&[(e.clone(), Settle::Delivered)], now_ms)
     }
 
     /// The attempt failed and will be tried again at `next_ms`.
     pub fn reschedule(&self, e: &OutboxEntry, next_ms: u64, error: &str) -> Result<(), StateError> {
-        let mut e = e.clone();
-        e.attempts += 1;
-        e.next_attempt_ms = next_ms;
-        e.last_error = Some(error.to_string());
-        let tx = self.db().begin_write().map_err(storage)?;
-        tx.open_table(OUTBOX)
-            .map_err(storage)?
-            .insert(outbox_key(&e.notification.destination.service, e.id).as_str(), to_json(&e)?.as_str())
-            .map_err(storage)?;
-        tx.commit().map_err(storage)
+        self.settle(&[(e.clone(), Settle::Retry { next_ms, error: error.to_string() })], 0)
     }
 
-    /// The entry finally failed: move it to the dead letters. A permanent failure is
-    /// recorded as delivered (re-sending a 400 gets a 400 again); otherwise the next
-    /// evaluation decides again.
+    /// The entry finally failed: move it to the dead letters.
     pub fn dead_letter(&self, e: &OutboxEntry, error: &str, permanent: bool, now_ms: u64) -> Result<(), StateError> {
-        let tx = self.db().begin_write().map_err(storage)?;
-        Self::remove_entry(&tx, e)?;
-        if permanent {
-            self.apply_record(&tx, &e.notification, now_ms)?;
-        }
-        let dead = DeadLetter {
-            id: e.id,
-            failed_ms: now_ms,
-            attempts: e.attempts + 1,
-            error: error.to_string(),
-            permanent,
-            notification: e.notification.clone(),
-        };
-        Self::insert_dead(&tx, &dead)?;
-        tx.commit().map_err(storage)
+        self.settle(&[(e.clone(), Settle::Dead { error: error.to_string(), permanent })], now_ms)
     }
 
     /// Dead-letters a notification that never entered the outbox (its service is not
@@ -396,11 +513,12 @@ mod tests {
         s.reschedule(&due[0], 5_000, "503").unwrap();
         assert_eq!(s.due("hook", 1_000, 10).unwrap().len(), 1, "the rescheduled one waits");
         assert_eq!(s.next_due_ms("hook").unwrap(), Some(0));
+        // In due order: k2 (due at 0) before the rescheduled k1 (due at 5000).
         let later = s.due("hook", 5_000, 10).unwrap();
-        assert_eq!(later[0].attempts, 1);
-        assert_eq!(later[0].last_error.as_deref(), Some("503"));
-        s.dead_letter(&later[0], "gave up after 503", false, 6_000).unwrap();
-        s.dead_letter(&later[1], "400 bad request", true, 6_000).unwrap();
+        assert_eq!(later[1].attempts, 1);
+        assert_eq!(later[1].last_error.as_deref(), Some("503"));
+        s.dead_letter(&later[1], "gave up after 503", false, 6_000).unwrap();
+        s.dead_letter(&later[0], "400 bad request", true, 6_000).unwrap();
         let dead = s.dead_letters().unwrap();
         assert_eq!(dead.len(), 2);
         assert!(!s.is_notified("ns/a@u", "k1").unwrap(), "retryable failure: decided again later");
@@ -424,5 +542,80 @@ mod tests {
         s.set_slack_ref("slack", "k", &r).unwrap();
         assert_eq!(s.slack_ref("slack", "k").unwrap(), Some(r));
         assert_eq!(s.slack_ref("slack", "other").unwrap(), None);
+    }
+
+    #[test]
+    fn the_due_index_and_depth_counters_follow_every_change() {
+        let s = StateStore::in_memory().unwrap();
+        let keys: Vec<String> = (0..5).map(|i| format!("k{i}")).collect();
+        let items: Vec<Notification> = keys.iter().map(|k| n("hook", k)).chain([n("slack", "s1")]).collect();
+        s.enqueue(&items, 100).unwrap();
+        let depth = |s: &StateStore| s.queue_depths().unwrap().into_iter().collect::<std::collections::BTreeMap<_, _>>();
+        assert_eq!(depth(&s), [("hook".to_string(), 5), ("slack".to_string(), 1)].into());
+        let due = s.due("hook", 100, 10).unwrap();
+        assert_eq!(due.len(), 5);
+        // One transaction settles a batch: delivered, retried later, dead.
+        s.settle(
+            &[
+                (due[0].clone(), Settle::Delivered),
+                (due[1].clone(), Settle::Retry { next_ms: 10_000, error: "503".into() }),
+                (due[2].clone(), Settle::Dead { error: "400".into(), permanent: true }),
+            ],
+            200,
+        )
+        .unwrap();
+        assert_eq!(depth(&s)["hook"], 3, "one delivered, one dead, three left");
+        assert!(s.is_notified("ns/a@u", "k0").unwrap() && s.is_notified("ns/a@u", "k2").unwrap());
+        assert_eq!(s.due("hook", 200, 10).unwrap().len(), 2, "the retried one waits");
+        assert_eq!(s.next_due_ms("hook").unwrap(), Some(100));
+        let rest = s.due("hook", 200, 10).unwrap();
+        s.settle(&rest.iter().map(|e| (e.clone(), Settle::Delivered)).collect::<Vec<_>>(), 300).unwrap();
+        assert_eq!(s.next_due_ms("hook").unwrap(), Some(10_000), "the next wake-up is the retried entry");
+        assert_eq!(s.due("hook", 10_000, 10).unwrap()[0].attempts, 1);
+        assert_eq!(s.next_due_ms("nothing").unwrap(), None);
+        assert_eq!(s.outbox(None).unwrap().len(), 2, "the retried hook entry and slack's");
+    }
+
+    #[test]
+    fn the_outbox_bound_counts_without_scanning() {
+        let s = StateStore::in_memory().unwrap();
+        let items: Vec<Notification> = (0..MAX_OUTBOX_PER_SERVICE + 3).map(|i| n("hook", &format!("k{i}"))).collect();
+        let r = s.enqueue(&items, 0).unwrap();
+        assert_eq!((r.queued, r.rejected), (MAX_OUTBOX_PER_SERVICE, 3));
+        assert_eq!(s.queue_depths().unwrap(), vec![("hook".to_string(), MAX_OUTBOX_PER_SERVICE as u64)]);
+    }
+
+    #[test]
+    fn a_state_file_of_the_first_layout_is_migrated_when_opened() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("s.redb");
+        {
+            // Written as the first release did: one table keyed by service and id.
+            let db = redb::Database::create(&p).unwrap();
+            let tx = db.begin_write().unwrap();
+            {
+                let mut t = tx.open_table(OUTBOX_V1).unwrap();
+                for (id, key) in [(7u64, "k1"), (9, "k2")] {
+                    let e = OutboxEntry {
+                        id,
+                        notification: n("hook", key),
+                        attempts: 2,
+                        enqueued_ms: 5,
+                        next_attempt_ms: 50,
+                        last_error: None,
+                    };
+                    t.insert(format!("hook\u{0}{id:020}").as_str(), serde_json::to_string(&e).unwrap().as_str()).unwrap();
+                }
+            }
+            tx.commit().unwrap();
+        }
+        let s = StateStore::open(&p).unwrap();
+        let due = s.due("hook", 50, 10).unwrap();
+        assert_eq!(due.iter().map(|e| e.id).collect::<Vec<_>>(), vec![7, 9]);
+        assert_eq!(due[0].attempts, 2);
+        assert_eq!(s.queue_depths().unwrap(), vec![("hook".to_string(), 2)]);
+        drop(s);
+        let s = StateStore::open(&p).unwrap();
+        assert_eq!(s.outbox(None).unwrap().len(), 2, "migrated once, not twice");
     }
 }

@@ -1,0 +1,364 @@
+//! End-to-end benchmark of the live daemon, as users run it: the real `driftwatch run`
+//! binary (release build) against the fake API server of the tests (real list/watch
+//! protocol, through the real kube client) and a keep-alive loopback webhook receiver.
+//!
+//! `cargo bench --bench live` runs every scenario; `cargo bench --bench live -- NAME`
+//! one of them:
+//!
+//! - `latency`: 1,000 Applications, 100 status changes/s for 30 s, then 1,000/s for
+//!   10 s: watch event -> receiver p50/p99/max, deliveries/s, queue depth over time.
+//! - `ready`: 10,000 Applications of ~5 KB (with managedFields): process start ->
+//!   `/readyz`, and RSS once ready.
+//! - `drain`: 10,000 notifications queued while the receiver answers 503, then the
+//!   receiver recovers: drain time and deliveries/s; CPU while idle-waiting.
+//!
+//! Figures go to BENCHMARKS.md with the command, machine and date.
+
+#[path = "../tests/common/mod.rs"]
+mod common;
+
+use std::collections::HashMap;
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use common::apiserver::FakeApiServer;
+use common::receiver::get;
+use http_body_util::{BodyExt, Full};
+use hyper::body::{Bytes, Incoming};
+use hyper::{Request, Response};
+use hyper_util::rt::TokioIo;
+use serde_json::{Value, json};
+
+/// A keep-alive HTTP receiver: records when each revision arrived; answers 503 while
+/// `failing`.
+struct Receiver {
+    addr: SocketAddr,
+    arrivals: Arc<Mutex<HashMap<String, Instant>>>,
+    count: Arc<AtomicU64>,
+    failing: Arc<AtomicBool>,
+    _rt: tokio::runtime::Runtime,
+}
+
+impl Receiver {
+    fn start() -> Receiver {
+        let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap();
+        let listener = rt.block_on(tokio::net::TcpListener::bind("127.0.0.1:0")).unwrap();
+        let addr = listener.local_addr().unwrap();
+        let arrivals: Arc<Mutex<HashMap<String, Instant>>> = Arc::default();
+        let count = Arc::new(AtomicU64::new(0));
+        let failing = Arc::new(AtomicBool::new(false));
+        let (a, c, f) = (arrivals.clone(), count.clone(), failing.clone());
+        rt.spawn(async move {
+            while let Ok((stream, _)) = listener.accept().await {
+                let (a, c, f) = (a.clone(), c.clone(), f.clone());
+                tokio::spawn(async move {
+                    let svc = hyper::service::service_fn(move |req: Request<Incoming>| {
+                        let (a, c, f) = (a.clone(), c.clone(), f.clone());
+                        async move {
+                            let body = req.into_body().collect().await.map(|b| b.to_bytes()).unwrap_or_default();
+                            if f.load(Ordering::Relaxed) {
+                                let mut r = Response::new(Full::new(Bytes::from_static(b"down")));
+                                *r.status_mut() = hyper::StatusCode::SERVICE_UNAVAILABLE;
+                                return Ok::<_, Infallible>(r);
+                            }
+                            let now = Instant::now();
+                            if let Ok(v) = serde_json::from_slice::<Value>(&body)
+                                && let Some(rev) = v["rev"].as_str()
+                            {
+                                a.lock().unwrap().entry(rev.to_string()).or_insert(now);
+                            }
+                            c.fetch_add(1, Ordering::Relaxed);
+                            Ok::<_, Infallible>(Response::new(Full::new(Bytes::from_static(b"ok"))))
+                        }
+                    });
+                    let _ = hyper::server::conn::http1::Builder::new().keep_alive(true).serve_connection(TokioIo::new(stream), svc).await;
+                });
+            }
+        });
+        Receiver { addr, arrivals, count, failing, _rt: rt }
+    }
+}
+
+fn config(port: u16) -> String {
+    format!(
+        r#"services:
+  hook:
+    type: webhook
+    url: http://127.0.0.1:{port}
+    rateLimit: {{perSecond: 2000, burst: 100}}
+    retry: {{initialBackoff: 200ms, maxBackoff: 1s, maxAttempts: 1000, deadline: 1h}}
+templates:
+  drift:
+    message: "{{{{app.metadata.name}}}} drifted"
+    webhook:
+      hook:
+        body: '{{"app": "{{{{app.metadata.name}}}}", "rev": "{{{{app.status.sync.revision}}}}"}}'
+triggers:
+  on-drift:
+    - when: app.status.sync.status == "OutOfSync"
+      oncePer: app.status.sync.revision
+      send: [drift]
+"#
+    )
+}
+
+/// An Application of about 5 KB as the API server returns it: 20 resources, history,
+/// an operation state and managedFields.
+fn app(i: usize, sync: &str, rev: &str) -> Value {
+    let resources: Vec<Value> = (0..20)
+        .map(|r| {
+            json!({"group": "apps", "version": "v1", "kind": "Deployment", "namespace": "shop", "name": format!("res-{r}"),
+                   "status": "Synced", "health": {"status": "Healthy"}})
+        })
+        .collect();
+    let managed: Vec<Value> = ["argocd-controller", "argocd-server", "kubectl-client-side-apply"]
+        .iter()
+        .map(|m| {
+            json!({"manager": m, "operation": "Update", "apiVersion": "argoproj.io/v1alpha1", "time": "2026-03-01T09:00:00Z",
+                   "fieldsType": "FieldsV1", "fieldsV1": {"f:status": {"f:sync": {"f:status": {}, "f:revision": {}},
+                   "f:health": {"f:status": {}}, "f:resources": {}, "f:history": {}, "f:operationState": {"f:phase": {}}}}})
+        })
+        .collect();
+    json!({
+        "apiVersion": "argoproj.io/v1alpha1", "kind": "Application",
+        "metadata": {"name": format!("app-{i:05}"), "namespace": "argocd", "uid": format!("uid-{i}"), "managedFields": managed,
+                     "labels": {"team": "shop"},
+                     "annotations": {"notifications.argoproj.io/subscribe.on-drift.hook": ""}},
+        "spec": {"project": "default", "source": {"repoURL": "https://git.example.com/shop.git", "path": format!("apps/{i}"), "targetRevision": "main"},
+                 "destination": {"server": "https://kubernetes.default.svc", "namespace": "shop"}},
+        "status": {"sync": {"status": sync, "revision": rev}, "health": {"status": "Healthy"},
+                   "reconciledAt": "2026-03-01T09:01:00Z", "resources": resources,
+                   "history": [{"id": 1, "revision": "r0", "deployedAt": "2026-03-01T08:00:00Z"}],
+                   "operationState": {"phase": "Succeeded", "message": "successfully synced", "startedAt": "2026-03-01T09:00:00Z",
+                                      "finishedAt": "2026-03-01T09:00:30Z"}}
+    })
+}
+
+struct Daemon {
+    child: Child,
+    admin: String,
+    _dir: tempfile::TempDir,
+}
+
+impl Daemon {
+    fn start(api: &FakeApiServer, receiver_port: u16) -> (Daemon, Duration) {
+        let dir = tempfile::tempdir().unwrap();
+        api.kubeconfig(&dir.path().join("kubeconfig"));
+        std::fs::write(dir.path().join("driftwatch.yaml"), config(receiver_port)).unwrap();
+        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let admin = format!("127.0.0.1:{port}");
+        let started = Instant::now();
+        let child = Command::new(env!("CARGO_BIN_EXE_driftwatch"))
+            .args(["run", "--kubeconfig"])
+            .arg(dir.path().join("kubeconfig"))
+            .arg("--config")
+            .arg(dir.path().join("driftwatch.yaml"))
+            .arg("--state")
+            .arg(dir.path().join("state.redb"))
+            .args(["--listen", &admin])
+            .env("DRIFTWATCH_LOG", "warn")
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .unwrap();
+        let d = Daemon { child, admin, _dir: dir };
+        while get(&d.admin, "/readyz").is_none_or(|(s, _)| s != 200) {
+            assert!(started.elapsed() < Duration::from_secs(300), "not ready after 300 s");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        (d, started.elapsed())
+    }
+
+    fn metric(&self, prefix: &str) -> f64 {
+        get(&self.admin, "/metrics")
+            .and_then(|(_, b)| b.lines().find(|l| l.starts_with(prefix)).and_then(|l| l.rsplit(' ').next()?.parse().ok()))
+            .unwrap_or(0.0)
+    }
+
+    fn rss_mb(&self) -> f64 {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id())).unwrap_or_default();
+        let kib: f64 =
+            status.lines().find_map(|l| l.strip_prefix("VmRSS:")).and_then(|v| v.split_whitespace().next()?.parse().ok()).unwrap_or(0.0);
+        kib / 1024.0
+    }
+
+    fn cpu_seconds(&self) -> f64 {
+        let stat = std::fs::read_to_string(format!("/proc/{}/stat", self.child.id())).unwrap_or_default();
+        let rest = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or_default();
+        let f: Vec<f64> = rest.split_whitespace().map(|x| x.parse().unwrap_or(0.0)).collect();
+        (f.get(11).copied().unwrap_or(0.0) + f.get(12).copied().unwrap_or(0.0)) / 100.0
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn percentile(sorted: &[Duration], p: f64) -> Duration {
+    if sorted.is_empty() {
+        return Duration::ZERO;
+    }
+    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[i.min(sorted.len() - 1)]
+}
+
+fn ms(d: Duration) -> String {
+    format!("{:.1} ms", d.as_secs_f64() * 1000.0)
+}
+
+/// Changes `rate` Applications a second (round robin over `apps`) for `secs`: each
+/// change a new revision, OutOfSync, so each is one notification. Returns when each
+/// revision was applied.
+fn drive(api: &FakeApiServer, d: &Daemon, apps: usize, rate: u64, secs: u64, first: usize) -> (HashMap<String, Instant>, Vec<(u64, f64)>) {
+    let mut applied = HashMap::new();
+    let mut depth = Vec::new();
+    let start = Instant::now();
+    let total = (rate * secs) as usize;
+    let mut last_sample = 0;
+    for n in 0..total {
+        let due = start + Duration::from_secs_f64(n as f64 / rate as f64);
+        if let Some(wait) = due.checked_duration_since(Instant::now()) {
+            std::thread::sleep(wait);
+        }
+        let rev = format!("rev-{}", first + n);
+        api.apply(app(n % apps, "OutOfSync", &rev));
+        applied.insert(rev, Instant::now());
+        let second = start.elapsed().as_secs();
+        if second > last_sample {
+            last_sample = second;
+            depth.push((second, d.metric(r#"driftwatch_queue_depth{service="hook"}"#)));
+        }
+    }
+    (applied, depth)
+}
+
+fn report_latency(label: &str, applied: &HashMap<String, Instant>, rx: &Receiver, took: Duration) {
+    let arrivals = rx.arrivals.lock().unwrap().clone();
+    let mut lat: Vec<Duration> =
+        applied.iter().filter_map(|(rev, at)| arrivals.get(rev).map(|got| got.saturating_duration_since(*at))).collect();
+    lat.sort();
+    let delivered = lat.len();
+    println!(
+        "{label}: {} changes, {delivered} delivered, p50 {}, p99 {}, max {}, {:.0} deliveries/s over {:.1} s",
+        applied.len(),
+        ms(percentile(&lat, 0.5)),
+        ms(percentile(&lat, 0.99)),
+        ms(lat.last().copied().unwrap_or_default()),
+        delivered as f64 / took.as_secs_f64(),
+        took.as_secs_f64()
+    );
+}
+
+/// Waits until every applied revision arrived (or `limit` passed); returns how long.
+fn settle(rx: &Receiver, applied: &HashMap<String, Instant>, since: Instant, limit: Duration) -> Duration {
+    loop {
+        let arrived = { rx.arrivals.lock().unwrap().keys().filter(|k| applied.contains_key(*k)).count() };
+        if arrived >= applied.len() || since.elapsed() > limit {
+            return since.elapsed();
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn latency() {
+    let api = FakeApiServer::start();
+    api.set_rbac(None);
+    let rx = Receiver::start();
+    const APPS: usize = 1_000;
+    for i in 0..APPS {
+        api.apply(app(i, "Synced", "r0"));
+    }
+    let (d, ready) = Daemon::start(&api, rx.addr.port());
+    println!("latency: {APPS} Applications ready in {}, RSS {:.0} MB", ms(ready), d.rss_mb());
+    for (rate, secs, first) in [(100u64, 30u64, 0usize), (1_000, 10, 1_000_000)] {
+        let start = Instant::now();
+        let (applied, depth) = drive(&api, &d, APPS, rate, secs, first);
+        let took = settle(&rx, &applied, start, Duration::from_secs(120));
+        report_latency(&format!("latency: {APPS} apps @ {rate}/s for {secs} s"), &applied, &rx, took);
+        let max_depth = depth.iter().map(|(_, q)| *q).fold(0.0, f64::max);
+        println!(
+            "latency:   queue depth per second {:?} (max {max_depth}), RSS {:.0} MB",
+            depth.iter().map(|(_, q)| *q as u64).collect::<Vec<_>>(),
+            d.rss_mb()
+        );
+    }
+}
+
+fn ready() {
+    let api = FakeApiServer::start();
+    api.set_rbac(None);
+    let rx = Receiver::start();
+    const APPS: usize = 10_000;
+    for i in 0..APPS {
+        api.apply(app(i, "Synced", "r0"));
+    }
+    let size = serde_json::to_string(&app(0, "Synced", "r0")).unwrap().len();
+    let (d, ready) = Daemon::start(&api, rx.addr.port());
+    std::thread::sleep(Duration::from_secs(2));
+    println!(
+        "ready: {APPS} Applications of {size} bytes: start -> /readyz {}, RSS {:.0} MB ({:.1} KB per Application), {} evaluations",
+        ms(ready),
+        d.rss_mb(),
+        d.rss_mb() * 1024.0 / APPS as f64,
+        d.metric("driftwatch_evaluations_total")
+    );
+}
+
+fn drain() {
+    let api = FakeApiServer::start();
+    api.set_rbac(None);
+    let rx = Receiver::start();
+    rx.failing.store(true, Ordering::Relaxed);
+    const N: usize = 10_000;
+    for i in 0..N {
+        api.apply(app(i, "OutOfSync", &format!("q-{i}")));
+    }
+    let (d, _) = Daemon::start(&api, rx.addr.port());
+    let start = Instant::now();
+    while d.metric(r#"driftwatch_queue_depth{service="hook"}"#) < N as f64 && start.elapsed() < Duration::from_secs(300) {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let queued = d.metric(r#"driftwatch_queue_depth{service="hook"}"#);
+    let cpu = d.cpu_seconds();
+    std::thread::sleep(Duration::from_secs(5));
+    let idle_cpu = d.cpu_seconds() - cpu;
+    println!("drain: {queued} queued in {:.1} s; CPU while the receiver is down: {:.2} s in 5 s", start.elapsed().as_secs_f64(), idle_cpu);
+    rx.failing.store(false, Ordering::Relaxed);
+    let before = rx.count.load(Ordering::Relaxed);
+    let start = Instant::now();
+    // At most two minutes: a slow drain is reported as its rate so far.
+    while (rx.count.load(Ordering::Relaxed) - before) < N as u64 && start.elapsed() < Duration::from_secs(120) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let took = start.elapsed();
+    let n = rx.count.load(Ordering::Relaxed) - before;
+    println!(
+        "drain: {n} delivered in {:.1} s: {:.0} deliveries/s, RSS {:.0} MB",
+        took.as_secs_f64(),
+        n as f64 / took.as_secs_f64(),
+        d.rss_mb()
+    );
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).filter(|a| !a.starts_with("--")).collect();
+    let all = args.is_empty();
+    let want = |name: &str| all || args.iter().any(|a| a == name);
+    println!("live benchmark: the release binary, the fake API server, a keep-alive loopback receiver");
+    if want("ready") {
+        ready();
+    }
+    if want("latency") {
+        latency();
+    }
+    if want("drain") {
+        drain();
+    }
+}
