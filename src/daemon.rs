@@ -13,7 +13,7 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant, SystemTime};
 
 use chrono::Utc;
-use futures::StreamExt;
+use futures::{FutureExt, StreamExt};
 use serde_json::Value;
 
 use crate::attribution::{Attribution, NotReadReason};
@@ -178,11 +178,16 @@ struct Daemon {
     /// Resources (`deployments.apps`) whose refused reads were logged, so each is
     /// logged once.
     forbidden_logged: BTreeSet<String>,
+    /// State keys of passes written since the last [`Daemon::flush`].
+    unflushed: Vec<String>,
     /// A state store write failed: the main loop reopens the store (at most once per
     /// [`STORE_RETRY`], `last_reopen`).
     reopen_store: bool,
     last_reopen: Option<Instant>,
 }
+
+/// At most this many changes that have already arrived are handled before a flush.
+const MAX_BURST: usize = 256;
 
 /// How soon a pass whose state writes failed is tried again.
 const STORE_RETRY: Duration = Duration::from_secs(2);
@@ -219,14 +224,7 @@ impl Daemon {
             self.evaluated.insert(key, fp);
             return;
         }
-        // Decisions are written (state, then the outbox) before the fingerprint is
-        // recorded: a pass whose writes failed (a full disk) is done again, not lost
-        // until the Application changes.
-        if let Err(e) = crate::pipeline::apply(&eval, &key, &state, &self.pipeline.runtime, now) {
-            tracing::error!(app = %app.qualified_name(), error = %e, "recording the evaluation failed (state store); will retry");
-            self.store_failed(&key, now);
-            return;
-        }
+
         if let (Some(ep), Some(event)) = (&eval.episode, eval.episode_event)
             && event != crate::episode::Event::Updated
         {
@@ -255,14 +253,39 @@ impl Daemon {
         for n in &eval.notifications {
             METRICS.fired.inc(&n.trigger);
         }
-        if let (Some(d), false) = (&self.delivery, eval.notifications.is_empty())
-            && let Err(e) = d.submit(&eval.notifications)
-        {
-            tracing::error!(app = %app.qualified_name(), error = %e, "writing to the outbox failed; will retry");
+        // The pass's decisions (episode, hold-downs, re-arms) and its outbox entries
+        // are written in one transaction before the fingerprint is recorded: a pass
+        // whose write failed (a full disk) is done again, not lost until the
+        // Application changes.
+        let pass = crate::pipeline::pass_write(&eval, &key, &self.pipeline.runtime);
+        let written = match &self.delivery {
+            Some(d) => d.submit_pass(&pass, &eval.notifications).map(drop),
+            None => state.write_pass(&pass, &[], crate::state::to_millis(now)).map(drop),
+        };
+        if let Err(e) = written {
+            tracing::error!(app = %app.qualified_name(), error = %e, "recording the evaluation failed (state store); will retry");
             self.store_failed(&key, now);
             return;
         }
+        self.unflushed.push(key.clone());
         self.evaluated.insert(key, fp);
+    }
+
+    /// Makes the passes written since the last flush durable (one disk write for a
+    /// burst of changes); if that fails, they are evaluated again.
+    fn flush(&mut self) {
+        if self.unflushed.is_empty() {
+            return;
+        }
+        let keys = std::mem::take(&mut self.unflushed);
+        let Some(state) = self.state.clone() else { return };
+        if let Err(e) = state.flush() {
+            tracing::error!(error = %e, "making the evaluations durable failed (state store); will retry");
+            let now = Utc::now();
+            for k in keys {
+                self.store_failed(&k, now);
+            }
+        }
     }
 
     /// A write to the state store failed for `key`'s pass: evaluate it again after
@@ -282,6 +305,7 @@ impl Daemon {
     async fn reopen(&mut self, grace: Duration) {
         self.reopen_store = false;
         self.last_reopen = Some(Instant::now());
+        self.flush();
         tracing::warn!("reopening the state store after a failed write");
         if let Some(d) = self.delivery.take() {
             d.shutdown(grace).await;
@@ -496,6 +520,9 @@ impl Daemon {
             store = store.with_max_keys_per_app(n);
         }
         let state = Arc::new(store);
+        // Passes commit without waiting for the disk; the main loop flushes after each
+        // burst of changes.
+        state.defer_durability(true);
         match build_services(&self.pipeline.runtime, &state) {
             Ok(services) => self.delivery = Some(Delivery::start(services, state.clone())),
             Err(e) => {
@@ -516,6 +543,7 @@ impl Daemon {
     /// Stops sending: workers stop after their current attempt, the store is closed
     /// (releasing its file lock), undelivered notifications stay in its outbox.
     async fn step_down(&mut self, grace: Duration) {
+        self.flush();
         METRICS.leader.store(0, Ordering::Relaxed);
         if let Some(d) = self.delivery.take() {
             d.shutdown(grace).await;
@@ -653,6 +681,7 @@ pub async fn run(opts: DaemonOptions, err: &mut dyn std::io::Write) -> anyhow::R
         forbidden_logged: BTreeSet::new(),
         reopen_store: false,
         last_reopen: None,
+        unflushed: Vec::new(),
     };
     if opts.lease.is_none() {
         match d.lead() {
@@ -679,6 +708,8 @@ pub async fn run(opts: DaemonOptions, err: &mut dyn std::io::Write) -> anyhow::R
     let mut sources = d.pipeline.runtime.sources.clone();
     let mut last_config = config_fingerprint(&sources);
     loop {
+        // Everything the last iteration evaluated becomes durable in one write.
+        d.flush();
         let next_wake = d.next_wake();
         tokio::select! {
             Some(fetched) = async { match live_rx.as_mut() { Some(rx) => rx.recv().await, None => None } }, if live_rx.is_some() => {
@@ -686,7 +717,16 @@ pub async fn run(opts: DaemonOptions, err: &mut dyn std::io::Write) -> anyhow::R
             }
             _ = tokio::time::sleep(next_wake.unwrap_or(Duration::from_secs(3600))), if next_wake.is_some() => d.wake_due(),
             change = changes.next() => match change {
-                Some(c) => d.handle(c),
+                Some(c) => {
+                    d.handle(c);
+                    // A burst: what has already arrived is handled before the flush.
+                    for _ in 0..MAX_BURST {
+                        match changes.next().now_or_never() {
+                            Some(Some(c)) => d.handle(c),
+                            _ => break,
+                        }
+                    }
+                }
                 None => {
                     tracing::error!("watch streams ended");
                     break;
@@ -741,6 +781,7 @@ pub async fn run(opts: DaemonOptions, err: &mut dyn std::io::Write) -> anyhow::R
     // Stop watching first, then let in-flight deliveries finish; what is left stays in
     // the outbox for the next start.
     drop(changes);
+    d.flush();
     METRICS.ready.store(0, Ordering::Relaxed);
     if let Some(delivery) = d.delivery.take() {
         delivery.shutdown(opts.shutdown_grace).await;

@@ -69,19 +69,25 @@ impl Evaluation {
     }
 }
 
+/// What an evaluation decided about state other than deliveries — the episode (when it
+/// changed), hold-downs, re-armed keys — for [`StateStore::write_pass`].
+pub fn pass_write<'a>(eval: &'a Evaluation, app_key: &'a str, rt: &Runtime) -> crate::state::PassWrite<'a> {
+    crate::state::PassWrite {
+        app_key,
+        episode: match (&eval.episode, eval.episode_event) {
+            (Some(ep), Some(_)) => Some((ep, rt.retention)),
+            _ => None,
+        },
+        holds: &eval.holds,
+        forgets: eval.rearm.iter().map(|r| r.key.as_str()).collect(),
+    }
+}
+
 /// Writes what an evaluation decided about state other than deliveries: the episode,
-/// hold-downs, re-armed keys. Delivery records are written by whoever delivers.
+/// hold-downs, re-armed keys, in one transaction. Delivery records are written by
+/// whoever delivers.
 pub fn apply(eval: &Evaluation, app_key: &str, state: &StateStore, rt: &Runtime, now: DateTime<Utc>) -> Result<(), StateError> {
-    if let (Some(ep), Some(_)) = (&eval.episode, eval.episode_event) {
-        state.save_episode(ep, rt.retention, now)?;
-    }
-    for (key, since) in &eval.holds {
-        state.set_hold(app_key, key, *since)?;
-    }
-    for r in &eval.rearm {
-        state.forget(&r.app_key, &r.key)?;
-    }
-    Ok(())
+    state.write_pass(&pass_write(eval, app_key, rt), &[], crate::state::to_millis(now)).map(drop)
 }
 
 /// The render context of one pass, built on the first notification only (most passes

@@ -358,11 +358,17 @@ impl Delivery {
     /// Writes notifications to the outbox (durably) and wakes their workers. A
     /// notification for a service that is not configured is dead-lettered.
     pub fn submit(&self, notifications: &[Notification]) -> Result<SubmitReport, StateError> {
+        self.submit_pass(&crate::state::PassWrite::default(), notifications)
+    }
+
+    /// Writes an evaluation pass and its notifications in one transaction
+    /// ([`StateStore::write_pass`]) and wakes the workers concerned.
+    pub fn submit_pass(&self, pass: &crate::state::PassWrite, notifications: &[Notification]) -> Result<SubmitReport, StateError> {
         let (known, unknown): (Vec<&Notification>, Vec<&Notification>) =
             notifications.iter().partition(|n| self.workers.contains_key(&n.destination.service));
         let known: Vec<Notification> = known.into_iter().cloned().collect();
         let now = now_ms();
-        let enqueue = self.state.enqueue(&known, now)?;
+        let enqueue = self.state.write_pass(pass, &known, now)?;
         let mut unconfigured = 0;
         for n in unknown {
             tracing::warn!(service = %n.destination.service, app = %n.app, trigger = %n.trigger, "service is not configured; dead-lettered");

@@ -85,18 +85,21 @@ impl StateStore {
     /// Stores an episode (new or changed) as its Application's latest; a new one
     /// prunes the history to `retention`.
     pub fn save_episode(&self, ep: &Episode, retention: Retention, now: DateTime<Utc>) -> Result<(), StateError> {
+        let tx = self.db().begin_write().map_err(storage)?;
+        Self::save_episode_in(&tx, ep, retention, now)?;
+        tx.commit().map_err(storage)
+    }
+
+    pub(crate) fn save_episode_in(tx: &WriteTransaction, ep: &Episode, retention: Retention, now: DateTime<Utc>) -> Result<(), StateError> {
         let key = episode_key(ep);
         let json = serde_json::to_string(ep).map_err(storage)?;
-        let tx = self.db().begin_write().map_err(storage)?;
-        {
-            let mut episodes = tx.open_table(EPISODES).map_err(storage)?;
-            let new = episodes.insert(key.as_str(), json.as_str()).map_err(storage)?.is_none();
-            tx.open_table(LATEST).map_err(storage)?.insert(ep.app_key.as_str(), key.as_str()).map_err(storage)?;
-            if new {
-                prune(&mut episodes, &tx, retention, now)?;
-            }
+        let mut episodes = tx.open_table(EPISODES).map_err(storage)?;
+        let new = episodes.insert(key.as_str(), json.as_str()).map_err(storage)?.is_none();
+        tx.open_table(LATEST).map_err(storage)?.insert(ep.app_key.as_str(), key.as_str()).map_err(storage)?;
+        if new {
+            prune(&mut episodes, tx, retention, now)?;
         }
-        tx.commit().map_err(storage)
+        Ok(())
     }
 
     /// Episodes matching `q`, oldest first.
@@ -177,19 +180,22 @@ impl StateStore {
     /// Starts (`Some(since)`) or ends (`None`) a hold-down.
     pub fn set_hold(&self, app: &str, key: &str, since_ms: Option<u64>) -> Result<(), StateError> {
         let tx = self.db().begin_write().map_err(storage)?;
-        {
-            let mut table = tx.open_table(HOLDS).map_err(storage)?;
-            let k = Self::full_key(app, key);
-            match since_ms {
-                Some(ms) => {
-                    table.insert(k.as_str(), ms).map_err(storage)?;
-                }
-                None => {
-                    table.remove(k.as_str()).map_err(storage)?;
-                }
+        Self::set_hold_in(&tx, app, key, since_ms)?;
+        tx.commit().map_err(storage)
+    }
+
+    pub(crate) fn set_hold_in(tx: &WriteTransaction, app: &str, key: &str, since_ms: Option<u64>) -> Result<(), StateError> {
+        let mut table = tx.open_table(HOLDS).map_err(storage)?;
+        let k = Self::full_key(app, key);
+        match since_ms {
+            Some(ms) => {
+                table.insert(k.as_str(), ms).map_err(storage)?;
+            }
+            None => {
+                table.remove(k.as_str()).map_err(storage)?;
             }
         }
-        tx.commit().map_err(storage)
+        Ok(())
     }
 
     /// A deleted Application: its hold-downs and latest-episode pointer go; its

@@ -68,6 +68,19 @@ pub fn dedup_key(once_per: Option<&str>, trigger: &str, condition_key: &str, ser
 pub struct StateStore {
     db: Database,
     max_keys_per_app: usize,
+    /// Evaluation passes commit without waiting for the disk; [`StateStore::flush`]
+    /// makes everything before it durable (see [`StateStore::write_pass`]).
+    deferred: std::sync::atomic::AtomicBool,
+}
+
+/// What one evaluation pass writes besides deliveries: its episode (when it changed),
+/// hold-downs started or ended, dedup keys re-armed.
+#[derive(Debug, Default)]
+pub struct PassWrite<'a> {
+    pub app_key: &'a str,
+    pub episode: Option<(&'a crate::episode::Episode, Retention)>,
+    pub holds: &'a [(String, Option<u64>)],
+    pub forgets: Vec<&'a str>,
 }
 
 impl StateStore {
@@ -92,7 +105,7 @@ impl StateStore {
         outbox::create_tables(&tx)?;
         history::create_tables(&tx)?;
         tx.commit().map_err(storage)?;
-        Ok(StateStore { db, max_keys_per_app: DEFAULT_MAX_KEYS_PER_APP })
+        Ok(StateStore { db, max_keys_per_app: DEFAULT_MAX_KEYS_PER_APP, deferred: std::sync::atomic::AtomicBool::new(false) })
     }
 
     pub fn with_max_keys_per_app(mut self, n: usize) -> Self {
@@ -102,6 +115,49 @@ impl StateStore {
 
     pub(crate) fn db(&self) -> &Database {
         &self.db
+    }
+
+    /// Lets evaluation passes commit without waiting for the disk (the daemon, which
+    /// calls [`StateStore::flush`] after each burst of passes).
+    pub fn defer_durability(&self, on: bool) {
+        self.deferred.store(on, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Makes every commit so far durable: one write to the disk for a burst of passes.
+    /// A settled delivery does the same (its commit is durable and covers what came
+    /// before it).
+    pub fn flush(&self) -> Result<(), StateError> {
+        self.db.begin_write().map_err(storage)?.commit().map_err(storage)
+    }
+
+    /// Writes one evaluation pass — episode, hold-downs, re-armed keys and the outbox
+    /// entries of its notifications — in one transaction. With deferred durability it
+    /// does not wait for the disk: a crash before the next flush loses the pass, which
+    /// the re-evaluation at start-up decides again (no fingerprint survives a restart),
+    /// and nothing of it can have been delivered (a delivery's record is durable and
+    /// would have made the pass durable first).
+    pub fn write_pass(
+        &self,
+        pass: &PassWrite,
+        notifications: &[crate::model::Notification],
+        now_ms: u64,
+    ) -> Result<EnqueueReport, StateError> {
+        let mut tx = self.db.begin_write().map_err(storage)?;
+        if self.deferred.load(std::sync::atomic::Ordering::Relaxed) {
+            tx.set_durability(redb::Durability::None).map_err(storage)?;
+        }
+        if let Some((ep, retention)) = pass.episode {
+            Self::save_episode_in(&tx, ep, retention, from_millis(now_ms))?;
+        }
+        for (key, since) in pass.holds {
+            Self::set_hold_in(&tx, pass.app_key, key, *since)?;
+        }
+        for key in &pass.forgets {
+            Self::forget_in(&tx, pass.app_key, key)?;
+        }
+        let report = if notifications.is_empty() { EnqueueReport::default() } else { Self::enqueue_in(&tx, notifications, now_ms)? };
+        tx.commit().map_err(storage)?;
+        Ok(report)
     }
 
     pub(crate) fn full_key(app: &str, key: &str) -> String {

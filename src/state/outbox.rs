@@ -190,8 +190,15 @@ impl StateStore {
     /// Writes notifications to the outbox in one transaction, skipping any already in
     /// flight. Durable when this returns.
     pub fn enqueue(&self, items: &[Notification], now_ms: u64) -> Result<EnqueueReport, StateError> {
-        let mut report = EnqueueReport::default();
         let tx = self.db().begin_write().map_err(storage)?;
+        let report = Self::enqueue_in(&tx, items, now_ms)?;
+        tx.commit().map_err(storage)?;
+        Ok(report)
+    }
+
+    /// [`StateStore::enqueue`] inside a transaction of the caller's.
+    pub(crate) fn enqueue_in(tx: &WriteTransaction, items: &[Notification], now_ms: u64) -> Result<EnqueueReport, StateError> {
+        let mut report = EnqueueReport::default();
         {
             let mut pending = tx.open_table(PENDING).map_err(storage)?;
             for n in items {
@@ -202,7 +209,7 @@ impl StateStore {
                     report.duplicates += 1;
                     continue;
                 }
-                let id = Self::next_id(&tx)?;
+                let id = Self::next_id(tx)?;
                 let queued =
                     tx.open_table(DEPTH).map_err(storage)?.get(n.destination.service.as_str()).map_err(storage)?.map_or(0, |v| v.value());
                 if queued >= MAX_OUTBOX_PER_SERVICE as u64 {
@@ -215,7 +222,7 @@ impl StateStore {
                         permanent: false,
                         notification: n.clone(),
                     };
-                    Self::insert_dead(&tx, &dead)?;
+                    Self::insert_dead(tx, &dead)?;
                     continue;
                 }
                 let entry = OutboxEntry {
@@ -226,14 +233,13 @@ impl StateStore {
                     next_attempt_ms: now_ms,
                     last_error: None,
                 };
-                insert_entry(&tx, &entry)?;
+                insert_entry(tx, &entry)?;
                 if let Some(p) = &pkey {
                     pending.insert(p.as_str(), id).map_err(storage)?;
                 }
                 report.queued += 1;
             }
         }
-        tx.commit().map_err(storage)?;
         Ok(report)
     }
 
