@@ -148,6 +148,30 @@ enum LeadError {
     Services(String),
 }
 
+/// An Application between evaluations: its JSON text, and what the loops over all
+/// Applications filter on. About the size of the object's JSON, where a
+/// `serde_json::Value` tree takes several times that; parsed again only when the
+/// Application is evaluated without a change of its own (a wake-up, a reload, an
+/// attribution read, a change of its AppProject).
+struct Kept {
+    json: Box<str>,
+    namespace: String,
+    project: String,
+}
+
+impl Kept {
+    fn of(app: &App) -> Kept {
+        Kept { json: app.object.to_string().into_boxed_str(), namespace: app.namespace.clone(), project: app.project.clone() }
+    }
+
+    /// The Application again. It was one when kept, so this does not fail in practice;
+    /// if it did, the Application is skipped until its next change.
+    fn app(&self) -> Option<App> {
+        let v: Value = serde_json::from_str(&self.json).ok()?;
+        App::from_value(v).ok()
+    }
+}
+
 /// The state store the operations endpoints read (none while not leading).
 pub type SharedState = Arc<std::sync::RwLock<Option<Arc<StateStore>>>>;
 
@@ -159,8 +183,9 @@ struct Daemon {
     shared: SharedState,
     state_path: PathBuf,
     delivery: Option<Delivery>,
-    /// Latest Application per state key (for re-evaluation and missed deletes).
-    apps: HashMap<String, App>,
+    /// Latest Application per state key (for re-evaluation and missed deletes), kept
+    /// compact between evaluations.
+    apps: HashMap<String, Kept>,
     /// Fingerprint of what was last evaluated, per state key.
     evaluated: HashMap<String, u64>,
     /// Per watch stream with a (re)list in progress, the objects seen so far (state
@@ -357,7 +382,7 @@ impl Daemon {
             }
         }
         if changed {
-            let apps: Vec<App> = waiting.iter().filter_map(|k| self.apps.get(k).cloned()).collect();
+            let apps: Vec<App> = waiting.iter().filter_map(|k| self.apps.get(k).and_then(Kept::app)).collect();
             for a in apps {
                 self.evaluate(&a, true);
             }
@@ -370,7 +395,7 @@ impl Daemon {
         let due: Vec<String> = self.wakeups.iter().filter(|(_, at)| **at <= now).map(|(k, _)| k.clone()).collect();
         for k in due {
             self.wakeups.remove(&k);
-            if let Some(a) = self.apps.get(&k).cloned() {
+            if let Some(a) = self.apps.get(&k).and_then(Kept::app) {
                 self.evaluate(&a, true);
             }
         }
@@ -418,7 +443,7 @@ impl Daemon {
                     }
                 }
                 self.evaluate(&app, false);
-                self.apps.insert(key, *app);
+                self.apps.insert(key, Kept::of(&app));
             }
             Change::AppDeleted(app) => self.deleted(*app),
             Change::Project(p) => {
@@ -433,7 +458,7 @@ impl Daemon {
                 self.pipeline.projects.insert(name.clone(), p);
                 if changed {
                     // Project subscriptions apply to its Applications: evaluate them now.
-                    let members: Vec<App> = self.apps.values().filter(|a| a.project == name).cloned().collect();
+                    let members: Vec<App> = self.apps.values().filter(|a| a.project == name).filter_map(Kept::app).collect();
                     for a in members {
                         self.evaluate(&a, true);
                     }
@@ -457,7 +482,7 @@ impl Daemon {
                                 .apps
                                 .iter()
                                 .filter(|(k, a)| stream.covers(&a.namespace) && !seen.contains(*k))
-                                .map(|(_, a)| a.clone())
+                                .filter_map(|(_, a)| a.app())
                                 .collect();
                             for a in gone {
                                 self.deleted(a);
@@ -495,9 +520,12 @@ impl Daemon {
     }
 
     fn reevaluate_all(&mut self) {
-        let apps: Vec<App> = self.apps.values().cloned().collect();
-        for a in apps {
-            self.evaluate(&a, true);
+        // One at a time: parsed Applications never pile up (10,000 of them would).
+        let keys: Vec<String> = self.apps.keys().cloned().collect();
+        for k in keys {
+            if let Some(a) = self.apps.get(&k).and_then(Kept::app) {
+                self.evaluate(&a, true);
+            }
         }
     }
 

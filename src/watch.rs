@@ -123,7 +123,18 @@ fn name_of(v: &Value) -> String {
     format!("{}/{}", s("/metadata/namespace"), s("/metadata/name"))
 }
 
-fn to_change(kind: Kind, obj: DynamicObject, deleted: bool) -> Change {
+/// Drops what no trigger, template, route or fingerprint reads and what makes an
+/// Application large: `metadata.managedFields` (often as big as the rest) and the
+/// `kubectl.kubernetes.io/last-applied-configuration` annotation (a copy of the spec).
+fn strip(obj: &mut DynamicObject) {
+    obj.metadata.managed_fields = None;
+    if let Some(a) = obj.metadata.annotations.as_mut() {
+        a.remove("kubectl.kubernetes.io/last-applied-configuration");
+    }
+}
+
+fn to_change(kind: Kind, mut obj: DynamicObject, deleted: bool) -> Change {
+    strip(&mut obj);
     let v = match serde_json::to_value(&obj) {
         Ok(v) => v,
         Err(e) => return Change::Malformed { kind, name: obj.metadata.name.unwrap_or_default(), reason: e.to_string() },
