@@ -138,6 +138,11 @@ fn app(i: usize, sync: &str, rev: &str) -> Value {
     })
 }
 
+/// The daemon binary: this build's, or `LIVE_BENCH_BIN`.
+fn binary() -> String {
+    std::env::var("LIVE_BENCH_BIN").unwrap_or_else(|_| env!("CARGO_BIN_EXE_driftwatch").to_string())
+}
+
 struct Daemon {
     child: Child,
     admin: String,
@@ -152,7 +157,18 @@ impl Daemon {
         let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
         let admin = format!("127.0.0.1:{port}");
         let started = Instant::now();
-        let child = Command::new(env!("CARGO_BIN_EXE_driftwatch"))
+        // LIVE_BENCH_WRAP="valgrind --tool=massif ..." runs the daemon under a profiler;
+        // LIVE_BENCH_BIN=path runs another build (an earlier commit's, to compare).
+        let mut cmd = match std::env::var("LIVE_BENCH_WRAP") {
+            Ok(wrap) if !wrap.trim().is_empty() => {
+                let mut parts = wrap.split_whitespace();
+                let mut c = Command::new(parts.next().unwrap_or("env"));
+                c.args(parts).arg(binary());
+                c
+            }
+            _ => Command::new(binary()),
+        };
+        let child = cmd
             .args(["run", "--kubeconfig"])
             .arg(dir.path().join("kubeconfig"))
             .arg("--config")
@@ -195,7 +211,16 @@ impl Daemon {
 }
 
 impl Drop for Daemon {
+    /// SIGTERM first (a profiler the daemon runs under writes its report on exit).
     fn drop(&mut self) {
+        let _ = Command::new("kill").args(["-TERM", &self.child.id().to_string()]).status();
+        let started = Instant::now();
+        while started.elapsed() < Duration::from_secs(30) {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
@@ -295,18 +320,35 @@ fn ready() {
     let api = FakeApiServer::start();
     api.set_rbac(None);
     let rx = Receiver::start();
-    const APPS: usize = 10_000;
-    for i in 0..APPS {
+    let apps: usize = std::env::var("LIVE_BENCH_APPS").ok().and_then(|v| v.parse().ok()).unwrap_or(10_000);
+    for i in 0..apps {
         api.apply(app(i, "Synced", "r0"));
     }
     let size = serde_json::to_string(&app(0, "Synced", "r0")).unwrap().len();
     let (d, ready) = Daemon::start(&api, rx.addr.port());
     std::thread::sleep(Duration::from_secs(2));
+    if std::env::var_os("LIVE_BENCH_SMAPS").is_some() {
+        let smaps = std::fs::read_to_string(format!("/proc/{}/smaps", d.child.id())).unwrap_or_default();
+        let mut regions: Vec<(u64, String)> = Vec::new();
+        let mut name = String::new();
+        for l in smaps.lines() {
+            if l.contains('-') && !l.starts_with(|c: char| c.is_ascii_uppercase()) {
+                name = l.to_string();
+            } else if let Some(v) = l.strip_prefix("Rss:") {
+                let kb: u64 = v.split_whitespace().next().and_then(|x| x.parse().ok()).unwrap_or(0);
+                regions.push((kb, name.clone()));
+            }
+        }
+        regions.sort_by_key(|r| std::cmp::Reverse(r.0));
+        for (kb, n) in regions.iter().take(8) {
+            println!("ready:   {kb} KB  {n}");
+        }
+    }
     println!(
-        "ready: {APPS} Applications of {size} bytes: start -> /readyz {}, RSS {:.0} MB ({:.1} KB per Application), {} evaluations",
+        "ready: {apps} Applications of {size} bytes: start -> /readyz {}, RSS {:.0} MB ({:.1} KB per Application), {} evaluations",
         ms(ready),
         d.rss_mb(),
-        d.rss_mb() * 1024.0 / APPS as f64,
+        d.rss_mb() * 1024.0 / apps as f64,
         d.metric("driftwatch_evaluations_total")
     );
 }

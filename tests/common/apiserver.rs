@@ -1,6 +1,6 @@
 //! A fake Kubernetes API server that speaks the real list/watch protocol over HTTP for
-//! `applications.argoproj.io` and `appprojects.argoproj.io`: lists with a
-//! `resourceVersion`, chunked watch streams of JSON events from a given version,
+//! `applications.argoproj.io` and `appprojects.argoproj.io`: lists in pages (`limit`,
+//! `continue`) with a `resourceVersion`, chunked watch streams of JSON events from a given version,
 //! bookmarks, `410 Gone` (an `ERROR` event with `code: 410`) for versions older than the
 //! compacted history, label selectors, and connections it can drop on demand. Like the
 //! real Application CRD, it has no status subresource: a status change is an update of
@@ -425,10 +425,28 @@ async fn handle(
         }
         let mut w = world.lock().unwrap();
         w.lists += 1;
-        let items: Vec<Value> = w.objects.iter().filter(|((p, _, _), o)| *p == plural && in_scope(o)).map(|(_, o)| o.clone()).collect();
+        // Pages as the API server serves them: `limit` objects, then a `continue` token
+        // (here the list's version and how many objects were served) for the next one.
+        let limit: usize = q.get("limit").and_then(|v| v.parse().ok()).unwrap_or(0);
+        let (list_rv, offset) = match q.get("continue").and_then(|c| {
+            let (rv, n) = c.split_once('.')?;
+            Some((rv.parse::<u64>().ok()?, n.parse::<usize>().ok()?))
+        }) {
+            Some(t) => t,
+            None => (w.rv, 0),
+        };
+        let mut matching = w.objects.iter().filter(|((p, _, _), o)| *p == plural && in_scope(o)).skip(offset);
+        let take = if limit > 0 { limit } else { usize::MAX };
+        let items: Vec<Value> = matching.by_ref().take(take).map(|(_, o)| o.clone()).collect();
+        let more = matching.next().is_some();
+        let take = items.len();
+        let mut metadata = json!({"resourceVersion": list_rv.to_string()});
+        if more {
+            metadata["continue"] = json!(format!("{list_rv}.{}", offset + take));
+        }
         return Ok(full(
             200,
-            &json!({"apiVersion": "argoproj.io/v1alpha1", "kind": format!("{kind}List"), "metadata": {"resourceVersion": w.rv.to_string()}, "items": items}),
+            &json!({"apiVersion": "argoproj.io/v1alpha1", "kind": format!("{kind}List"), "metadata": metadata, "items": items}),
         ));
     }
     let from: u64 = q.get("resourceVersion").and_then(|v| v.parse().ok()).unwrap_or(0);
