@@ -188,6 +188,9 @@ fn main() {
             file_state.record(&r.app_key, &r.key, 0).expect("records");
         }
     }
+    measure("production policy: evaluate only, file store, steady", 500, || {
+        black_box(pipeline.evaluate(&drifted, &file_state, now).expect("evaluates"));
+    });
     let pass = measure("production policy: evaluate + apply, file store, steady", 500, || {
         let eval = pipeline.evaluate(&drifted, &file_state, now).expect("evaluates");
         driftwatch::pipeline::apply(&eval, &drifted.state_key(), &file_state, &prod, now).expect("applies");
