@@ -142,6 +142,10 @@ impl StateStore {
         notifications: &[crate::model::Notification],
         now_ms: u64,
     ) -> Result<EnqueueReport, StateError> {
+        if pass.episode.is_none() && pass.holds.is_empty() && pass.forgets.is_empty() && notifications.is_empty() {
+            // Most passes decide nothing to write: no transaction at all.
+            return Ok(EnqueueReport::default());
+        }
         let mut tx = self.db.begin_write().map_err(storage)?;
         if self.deferred.load(std::sync::atomic::Ordering::Relaxed) {
             tx.set_durability(redb::Durability::None).map_err(storage)?;
