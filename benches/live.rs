@@ -88,26 +88,16 @@ impl Receiver {
 }
 
 fn config(port: u16) -> String {
-    format!(
+    let services = format!(
         r#"services:
   hook:
     type: webhook
     url: http://127.0.0.1:{port}
     rateLimit: {{perSecond: 2000, burst: 100}}
     retry: {{initialBackoff: 200ms, maxBackoff: 1s, maxAttempts: 1000, deadline: 1h}}
-templates:
-  drift:
-    message: "{{{{app.metadata.name}}}} drifted"
-    webhook:
-      hook:
-        body: '{{"app": "{{{{app.metadata.name}}}}", "rev": "{{{{app.status.sync.revision}}}}"}}'
-triggers:
-  on-drift:
-    - when: app.status.sync.status == "OutOfSync"
-      oncePer: app.status.sync.revision
-      send: [drift]
 "#
-    )
+    );
+    services + common::DRIFT_TRIGGER
 }
 
 /// An Application of about 5 KB as the API server returns it: 20 resources, history,
@@ -173,12 +163,7 @@ impl Daemon {
             _ => Command::new(binary()),
         };
         let child = cmd
-            .args(["run", "--kubeconfig"])
-            .arg(dir.path().join("kubeconfig"))
-            .arg("--config")
-            .arg(dir.path().join("driftwatch.yaml"))
-            .arg("--state")
-            .arg(dir.path().join("state.redb"))
+            .args(common::daemon::run_args(dir.path()))
             .args(["--listen", &admin])
             .env("DRIFTWATCH_LOG", "warn")
             .stdout(Stdio::null())

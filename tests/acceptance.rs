@@ -17,7 +17,7 @@ use common::{AppBuilder, REV1};
 /// A PagerDuty service and a webhook pointing at loopback receivers, a trigger that
 /// pages once per revision of an OutOfSync Application.
 fn config(pd_port: u16, hook_port: u16) -> String {
-    format!(
+    let services = format!(
         r#"services:
   pd:
     type: pagerduty
@@ -30,19 +30,9 @@ fn config(pd_port: u16, hook_port: u16) -> String {
     url: http://127.0.0.1:{hook_port}
     rateLimit: {{perSecond: 1000, burst: 10}}
     retry: {{initialBackoff: 100ms, maxBackoff: 300ms, maxAttempts: 1000, deadline: 10m}}
-templates:
-  page:
-    message: "{{{{app.metadata.name}}}} drifted"
-    webhook:
-      hook:
-        body: '{{"app": "{{{{app.metadata.name}}}}", "rev": "{{{{app.status.sync.revision}}}}"}}'
-triggers:
-  on-drift:
-    - when: app.status.sync.status == "OutOfSync"
-      oncePer: app.status.sync.revision
-      send: [page]
 "#
-    )
+    );
+    services + common::DRIFT_TRIGGER
 }
 
 fn drifted(name: &str, services: &[&str]) -> serde_json::Value {

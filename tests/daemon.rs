@@ -517,12 +517,7 @@ fn a_missing_secret_is_the_one_start_up_error() {
     let cfg = "services:\n  oncall:\n    type: pagerduty\n    routingKeys:\n      platform: $pd-key\n";
     std::fs::write(dir.path().join("driftwatch.yaml"), cfg).unwrap();
     let o = Command::new(env!("CARGO_BIN_EXE_driftwatch"))
-        .args(["run", "--kubeconfig"])
-        .arg(dir.path().join("kubeconfig"))
-        .arg("--config")
-        .arg(dir.path().join("driftwatch.yaml"))
-        .arg("--state")
-        .arg(dir.path().join("state.redb"))
+        .args(common::daemon::run_args(dir.path()))
         .args(["--listen", "127.0.0.1:0"])
         .env_remove("DRIFTWATCH_SECRET_PD_KEY")
         .output()

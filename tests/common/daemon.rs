@@ -10,6 +10,17 @@ use std::time::{Duration, Instant};
 
 use super::receiver::get;
 
+/// `driftwatch run` with the kubeconfig, configuration and state file of a test
+/// directory (`kubeconfig`, `driftwatch.yaml`, `state.redb`).
+pub fn run_args(dir: &Path) -> Vec<std::ffi::OsString> {
+    let mut args: Vec<std::ffi::OsString> = vec!["run".into()];
+    for (flag, file) in [("--kubeconfig", "kubeconfig"), ("--config", "driftwatch.yaml"), ("--state", "state.redb")] {
+        args.push(flag.into());
+        args.push(dir.join(file).into());
+    }
+    args
+}
+
 pub fn wait_for(what: &str, timeout: Duration, mut cond: impl FnMut() -> bool) {
     let start = Instant::now();
     while !cond() {
@@ -55,12 +66,7 @@ impl Daemon {
             }
         };
         let child = cmd
-            .args(["run", "--kubeconfig"])
-            .arg(dir.join("kubeconfig"))
-            .arg("--config")
-            .arg(dir.join("driftwatch.yaml"))
-            .arg("--state")
-            .arg(dir.join("state.redb"))
+            .args(run_args(dir))
             .args(["--listen", &admin, "--shutdown-grace", "3"])
             .args(extra)
             .env("DRIFTWATCH_LOG", std::env::var("DRIFTWATCH_TEST_LOGS").unwrap_or_else(|_| "info".into()))

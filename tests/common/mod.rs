@@ -9,6 +9,22 @@ pub mod receiver;
 
 use serde_json::{Value, json};
 
+/// The `drift` template (a message, and a webhook body with the Application's name and
+/// revision) and the `on-drift` trigger (OutOfSync, once per revision) that the
+/// acceptance tests and the live benchmark append to their services.
+pub const DRIFT_TRIGGER: &str = r#"templates:
+  drift:
+    message: "{{app.metadata.name}} drifted"
+    webhook:
+      hook:
+        body: '{"app": "{{app.metadata.name}}", "rev": "{{app.status.sync.revision}}"}'
+triggers:
+  on-drift:
+    - when: app.status.sync.status == "OutOfSync"
+      oncePer: app.status.sync.revision
+      send: [drift]
+"#;
+
 pub const REV1: &str = "a1b2c3d4e5f60718293a4b5c6d7e8f9012345678";
 pub const REV2: &str = "ffeeddccbbaa99887766554433221100ffeeddcc";
 

@@ -11,20 +11,8 @@ pub fn receiver(listener: TcpListener) -> Arc<Mutex<Vec<String>>> {
     std::thread::spawn(move || {
         for stream in listener.incoming() {
             let Ok(mut stream) = stream else { continue };
-            let mut reader = BufReader::new(stream.try_clone().expect("clone stream"));
-            let mut len = 0usize;
-            loop {
-                let mut line = String::new();
-                if reader.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
-                    break;
-                }
-                if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
-                    len = v.trim().parse().unwrap_or(0);
-                }
-            }
-            let mut body = vec![0u8; len];
-            if reader.read_exact(&mut body).is_ok() {
-                g.lock().unwrap().push(String::from_utf8_lossy(&body).to_string());
+            if let Some(body) = read_body(&stream) {
+                g.lock().unwrap().push(body);
             }
             let _ = stream.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\nconnection: close\r\n\r\nok");
         }
@@ -126,8 +114,8 @@ impl Scripted {
     }
 }
 
-fn serve(mut stream: std::net::TcpStream, mode: &Mutex<Mode>, got: &Mutex<Vec<(Mode, String)>>) {
-    let _ = stream.set_nonblocking(false);
+/// The body of one HTTP/1.1 request (by its `content-length`), or `None` if it broke off.
+fn read_body(stream: &std::net::TcpStream) -> Option<String> {
     let mut reader = BufReader::new(stream.try_clone().expect("clone stream"));
     let mut len = 0usize;
     loop {
@@ -140,11 +128,15 @@ fn serve(mut stream: std::net::TcpStream, mode: &Mutex<Mode>, got: &Mutex<Vec<(M
         }
     }
     let mut body = vec![0u8; len];
-    if reader.read_exact(&mut body).is_err() {
-        return;
-    }
+    reader.read_exact(&mut body).ok()?;
+    Some(String::from_utf8_lossy(&body).to_string())
+}
+
+fn serve(mut stream: std::net::TcpStream, mode: &Mutex<Mode>, got: &Mutex<Vec<(Mode, String)>>) {
+    let _ = stream.set_nonblocking(false);
+    let Some(body) = read_body(&stream) else { return };
     let m = *mode.lock().unwrap();
-    got.lock().unwrap().push((m, String::from_utf8_lossy(&body).to_string()));
+    got.lock().unwrap().push((m, body));
     let head = match m {
         Mode::Up | Mode::Refuse => "HTTP/1.1 202 Accepted\r\n".to_string(),
         Mode::Slow(ms) => {
