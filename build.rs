@@ -8,7 +8,10 @@ use std::fmt::Write;
 use std::path::Path;
 
 fn list(dir: &str) -> Vec<(String, String)> {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join(dir);
+    // Read when the script runs, not when it was compiled: a build script binary can be
+    // reused for a checkout in another place (a shared target directory).
+    let manifest = std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR");
+    let root = Path::new(&manifest).join(dir);
     println!("cargo:rerun-if-changed={}", root.display());
     let mut out = Vec::new();
     let entries = std::fs::read_dir(&root).unwrap_or_else(|e| panic!("reading {}: {e}", root.display()));
