@@ -249,7 +249,6 @@ impl Daemon {
             self.evaluated.insert(key, fp);
             return;
         }
-
         if let (Some(ep), Some(event)) = (&eval.episode, eval.episode_event)
             && event != crate::episode::Event::Updated
         {
@@ -283,6 +282,7 @@ impl Daemon {
         // whose write failed (a full disk) is done again, not lost until the
         // Application changes.
         let pass = crate::pipeline::pass_write(&eval, &key, &self.pipeline.runtime);
+        let writes = !pass.is_empty() || !eval.notifications.is_empty();
         let written = match &self.delivery {
             Some(d) => d.submit_pass(&pass, &eval.notifications).map(drop),
             None => state.write_pass(&pass, &[], crate::state::to_millis(now)).map(drop),
@@ -292,7 +292,10 @@ impl Daemon {
             self.store_failed(&key, now);
             return;
         }
-        self.unflushed.push(key.clone());
+        if writes {
+            // Only passes that wrote need the flush (an empty one would still fsync).
+            self.unflushed.push(key.clone());
+        }
         self.evaluated.insert(key, fp);
     }
 

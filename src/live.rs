@@ -230,7 +230,8 @@ impl LiveFetcher {
                 (self.client.clone(), self.permits.clone(), self.results.clone(), self.discovery.clone(), self.forbidden.clone());
             let read_secrets = self.read_secrets;
             tokio::spawn(async move {
-                let object = if w.group.is_empty() && w.kind == "Secret" && !read_secrets {
+                let not_read = crate::route::classes::NOT_READ_BY_DEFAULT.contains(&(w.group.as_str(), w.kind.as_str()));
+                let object = if not_read && !read_secrets {
                     Err(ReadError::SecretsOff)
                 } else if let Some(e) = known_forbidden(&forbidden, &w) {
                     Err(e)

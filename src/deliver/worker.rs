@@ -123,6 +123,9 @@ impl Worker {
             let paused = paused_until.is_some_and(|t| t > tokio::time::Instant::now());
             let free = concurrency.saturating_sub(in_flight.len());
             let mut started = 0;
+            // Due entries were found, but every one waits for an attempt in flight of
+            // its key: only a completion can change that.
+            let mut blocked = false;
             if free > 0 && !paused {
                 // Enough candidates to fill the free slots past entries whose key is busy.
                 let limit = free * max_batch * 2 + busy.len();
@@ -137,6 +140,7 @@ impl Worker {
                     }
                     Err(_) => Vec::new(),
                 };
+                blocked = !due.is_empty();
                 let mut batches: Vec<Vec<OutboxEntry>> = Vec::new();
                 let mut batch = Vec::new();
                 // Keys of the batch being filled: more of the same key may join it (one
@@ -193,6 +197,9 @@ impl Worker {
             // the end of a pause.
             let wait = if paused {
                 paused_until.map_or(Duration::from_secs(1), |t| t.saturating_duration_since(tokio::time::Instant::now()))
+            } else if blocked {
+                // Not the next due time (already past: that would poll in a loop).
+                Duration::from_secs(1)
             } else {
                 let st = this.state.clone();
                 let name = this.service.name.clone();

@@ -83,6 +83,13 @@ pub struct PassWrite<'a> {
     pub forgets: Vec<&'a str>,
 }
 
+impl PassWrite<'_> {
+    /// Nothing to write (most passes).
+    pub fn is_empty(&self) -> bool {
+        self.episode.is_none() && self.holds.is_empty() && self.forgets.is_empty()
+    }
+}
+
 impl StateStore {
     /// Opens (or creates) the store at `path`.
     pub fn open(path: &Path) -> Result<StateStore, StateError> {
@@ -142,7 +149,7 @@ impl StateStore {
         notifications: &[crate::model::Notification],
         now_ms: u64,
     ) -> Result<EnqueueReport, StateError> {
-        if pass.episode.is_none() && pass.holds.is_empty() && pass.forgets.is_empty() && notifications.is_empty() {
+        if pass.is_empty() && notifications.is_empty() {
             // Most passes decide nothing to write: no transaction at all.
             return Ok(EnqueueReport::default());
         }
