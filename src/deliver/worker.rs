@@ -400,10 +400,12 @@ impl Delivery {
     pub async fn settle(&self, within: Duration, timeout: Duration) -> bool {
         let deadline = tokio::time::Instant::now() + timeout;
         loop {
-            let pending = self.state.outbox(None).unwrap_or_default();
+            // The depth counters and each service's first due time: no outbox scan.
+            let empty = self.state.queue_depths().map(|d| d.is_empty()).unwrap_or(false);
             let horizon = now_ms() + u64::try_from(within.as_millis()).unwrap_or(0);
-            if pending.iter().all(|e| e.next_attempt_ms > horizon) || tokio::time::Instant::now() >= deadline {
-                return pending.is_empty();
+            let nothing_due = self.workers.keys().all(|s| self.state.next_due_ms(s).ok().flatten().is_none_or(|at| at > horizon));
+            if empty || nothing_due || tokio::time::Instant::now() >= deadline {
+                return empty;
             }
             tokio::time::sleep(Duration::from_millis(20)).await;
         }

@@ -391,21 +391,6 @@ impl StateStore {
         tx.commit().map_err(storage)
     }
 
-    /// The entry was delivered: remove it and record its dedup key, atomically.
-    pub fn complete(&self, e: &OutboxEntry, now_ms: u64) -> Result<(), StateError> {
-        self.settle(&[(e.clone(), Settle::Delivered)], now_ms)
-    }
-
-    /// The attempt failed and will be tried again at `next_ms`.
-    pub fn reschedule(&self, e: &OutboxEntry, next_ms: u64, error: &str) -> Result<(), StateError> {
-        self.settle(&[(e.clone(), Settle::Retry { next_ms, error: error.to_string() })], 0)
-    }
-
-    /// The entry finally failed: move it to the dead letters.
-    pub fn dead_letter(&self, e: &OutboxEntry, error: &str, permanent: bool, now_ms: u64) -> Result<(), StateError> {
-        self.settle(&[(e.clone(), Settle::Dead { error: error.to_string(), permanent })], now_ms)
-    }
-
     /// Dead-letters a notification that never entered the outbox (its service is not
     /// configured).
     pub fn reject(&self, n: &Notification, error: &str, now_ms: u64) -> Result<(), StateError> {
@@ -504,7 +489,7 @@ mod tests {
         assert_eq!(s.enqueue(&[n("hook", "k1")], 11).unwrap().duplicates, 1, "still in flight");
         let due = s.due("hook", 10, 10).unwrap();
         assert_eq!(due.len(), 1);
-        s.complete(&due[0], 12).unwrap();
+        s.settle(&[(due[0].clone(), Settle::Delivered)], 12).unwrap();
         assert!(s.is_notified("ns/a@u", "k1").unwrap());
         assert!(!s.is_pending("ns/a@u", "k1", "t", Action::Fire).unwrap());
         assert!(s.due("hook", 100, 10).unwrap().is_empty());
@@ -516,15 +501,15 @@ mod tests {
         let s = StateStore::in_memory().unwrap();
         s.enqueue(&[n("hook", "k1"), n("hook", "k2")], 0).unwrap();
         let due = s.due("hook", 0, 10).unwrap();
-        s.reschedule(&due[0], 5_000, "503").unwrap();
+        s.settle(&[(due[0].clone(), Settle::Retry { next_ms: 5_000, error: "503".into() })], 1).unwrap();
         assert_eq!(s.due("hook", 1_000, 10).unwrap().len(), 1, "the rescheduled one waits");
         assert_eq!(s.next_due_ms("hook").unwrap(), Some(0));
         // In due order: k2 (due at 0) before the rescheduled k1 (due at 5000).
         let later = s.due("hook", 5_000, 10).unwrap();
         assert_eq!(later[1].attempts, 1);
         assert_eq!(later[1].last_error.as_deref(), Some("503"));
-        s.dead_letter(&later[1], "gave up after 503", false, 6_000).unwrap();
-        s.dead_letter(&later[0], "400 bad request", true, 6_000).unwrap();
+        s.settle(&[(later[1].clone(), Settle::Dead { error: "gave up after 503".into(), permanent: false })], 6_000).unwrap();
+        s.settle(&[(later[0].clone(), Settle::Dead { error: "400 bad request".into(), permanent: true })], 6_000).unwrap();
         let dead = s.dead_letters().unwrap();
         assert_eq!(dead.len(), 2);
         assert!(!s.is_notified("ns/a@u", "k1").unwrap(), "retryable failure: decided again later");
