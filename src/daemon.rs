@@ -90,9 +90,15 @@ fn config_fingerprint(sources: &[PathBuf]) -> Vec<(PathBuf, Option<SystemTime>, 
         .collect()
 }
 
-fn build_services(rt: &Runtime, state: &Arc<StateStore>) -> Result<Vec<ServiceRuntime>, String> {
+/// Every configured service's client, or why not: every missing secret (with where it
+/// was looked for), else the first client that fails to build. Start-up, leading and
+/// reloads all go through here, so they refuse the same things in the same words.
+fn build_services(rt: &Runtime, state: &Arc<StateStore>) -> Result<Vec<ServiceRuntime>, Vec<String>> {
+    if !rt.missing_secrets.is_empty() {
+        return Err(rt.missing_secrets.clone());
+    }
     let env = crate::deliver::services::Env {
-        http: crate::deliver::http::client(None, false).map_err(|e| e.to_string())?,
+        http: crate::deliver::http::client(None, false).map_err(|e| vec![e.to_string()])?,
         state: state.clone(),
         secrets: rt.secrets.clone(),
         context: rt.context.clone(),
@@ -100,7 +106,7 @@ fn build_services(rt: &Runtime, state: &Arc<StateStore>) -> Result<Vec<ServiceRu
     let services: Vec<ServiceRuntime> = rt
         .services
         .values()
-        .map(|s| crate::deliver::services::build(&s.name, &s.spec, &env).map_err(|e| format!("service {}: {e}", s.name)))
+        .map(|s| crate::deliver::services::build(&s.name, &s.spec, &env).map_err(|e| vec![format!("service {}: {e}", s.name)]))
         .collect::<Result<_, _>>()?;
     for s in &services {
         // Every configured service has a queue-depth series, zero until something waits.
@@ -111,15 +117,11 @@ fn build_services(rt: &Runtime, state: &Arc<StateStore>) -> Result<Vec<ServiceRu
     Ok(services)
 }
 
-/// What keeps the configuration's services from being built: every missing secret
-/// (with where it was looked for), else the first client that fails to build against
-/// a throwaway store.
+/// What keeps the configuration's services from being built, checked against a
+/// throwaway store before anything is opened.
 fn services_problems(rt: &Runtime) -> Result<(), Vec<String>> {
-    if !rt.missing_secrets.is_empty() {
-        return Err(rt.missing_secrets.clone());
-    }
     let probe = StateStore::in_memory().map_err(|e| vec![e.to_string()])?;
-    build_services(rt, &Arc::new(probe)).map(drop).map_err(|e| vec![e])
+    build_services(rt, &Arc::new(probe)).map(drop)
 }
 
 /// A one-line description of a change for debug logs (no whole objects).
@@ -145,7 +147,7 @@ enum LeadError {
     /// The state file is held (another driftwatch) or cannot be opened.
     Store(String),
     /// A delivery client could not be built (a CA file gone, ...).
-    Services(String),
+    Services(Vec<String>),
 }
 
 /// An Application between evaluations: its JSON text, and what the loops over all
@@ -558,7 +560,9 @@ impl Daemon {
             Ok(services) => self.delivery = Some(Delivery::start(services, state.clone())),
             Err(e) => {
                 // The store is closed again (dropped here): a standby may take it.
-                tracing::error!(error = %e, "building the delivery clients failed");
+                for e in &e {
+                    tracing::error!(error = %e, "building the delivery clients failed");
+                }
                 return Err(LeadError::Services(e));
             }
         }
@@ -600,13 +604,6 @@ async fn reload(d: &mut Daemon, opts: &DaemonOptions, engine: &Arc<TriggerEngine
         },
     };
     match config::load_with(opts.config.as_deref(), engine.clone()) {
-        Ok(rt) if !rt.missing_secrets.is_empty() => {
-            METRICS.reload_ok.store(0, Ordering::Relaxed);
-            for e in &rt.missing_secrets {
-                tracing::error!(error = %e, "configuration reload failed; keeping the running configuration");
-            }
-            METRICS.set_reload_errors(rt.missing_secrets.clone());
-        }
         Ok(rt) => match build_services(&rt, &probe) {
             Ok(services) => {
                 if let Some(old) = d.delivery.take() {
@@ -627,10 +624,12 @@ async fn reload(d: &mut Daemon, opts: &DaemonOptions, engine: &Arc<TriggerEngine
                 d.evaluated.clear();
                 d.reevaluate_all();
             }
-            Err(e) => {
+            Err(errors) => {
                 METRICS.reload_ok.store(0, Ordering::Relaxed);
-                tracing::error!(error = %e, "configuration reload failed; keeping the running configuration");
-                METRICS.set_reload_errors(vec![e]);
+                for e in &errors {
+                    tracing::error!(error = %e, "configuration reload failed; keeping the running configuration");
+                }
+                METRICS.set_reload_errors(errors);
             }
         },
         Err(errors) => {
@@ -721,8 +720,10 @@ pub async fn run(opts: DaemonOptions, err: &mut dyn std::io::Write) -> anyhow::R
                 writeln!(err, "error: cannot open the state store {}: {e} (is another driftwatch using it?)", d.state_path.display())?;
                 return Ok(crate::cli::FAILED);
             }
-            Err(LeadError::Services(e)) => {
-                writeln!(err, "error: {e}")?;
+            Err(LeadError::Services(errors)) => {
+                for e in errors {
+                    writeln!(err, "error: {e}")?;
+                }
                 return Ok(crate::cli::FAILED);
             }
         }

@@ -808,3 +808,25 @@ fn a_leader_cut_off_from_the_api_server_hands_over_without_duplicates() {
     assert_eq!(a.metric("driftwatch_leader"), Some(0.0));
     assert!(b.stop().success());
 }
+
+/// A reload that would lose a secret is refused like any bad reload: the running
+/// configuration stays, and `/readyz` (still ready) names the secret in the words of
+/// `driftwatch check`.
+#[test]
+fn a_reload_with_a_missing_secret_is_refused_and_readyz_says_why() {
+    let Setup { dir, api, got, port } = setup();
+    api.apply(app("kept", "OutOfSync", REV1));
+    let d = Daemon::start(dir.path());
+    wait_for("kept", Duration::from_secs(15), || has(&got, r#""app": "kept""#));
+    let cfg = config("app", port).replace("    retry:", "    bearerToken: $hook-token\n    retry:");
+    std::fs::write(dir.path().join("driftwatch.yaml"), cfg).unwrap();
+    d.signal("HUP");
+    wait_for("the refused reload", Duration::from_secs(15), || d.metric("driftwatch_config_last_reload_successful") == Some(0.0));
+    let (status, body) = get(&d.admin, "/readyz").unwrap();
+    assert_eq!(status, 200, "the previous configuration runs: {body}");
+    assert!(body.contains("error: services.hook: secret $hook-token is not set"), "{body}");
+    // The old configuration still delivers.
+    api.apply(app("after", "OutOfSync", REV1));
+    wait_for("after, with the old configuration", Duration::from_secs(15), || has(&got, r#""app": "after""#));
+    assert!(d.stop().success());
+}
