@@ -47,15 +47,64 @@ pub struct DaemonOptions {
 }
 
 /// The object without the fields whose change cannot affect a trigger.
+/// Walks the object instead of cloning and serialising it (this runs for every watch
+/// event).
 fn fingerprint(app: &App) -> u64 {
-    let mut v = app.object.clone();
-    if let Some(meta) = v.get_mut("metadata").and_then(Value::as_object_mut) {
-        meta.remove("resourceVersion");
-        meta.remove("managedFields");
-    }
     let mut h = std::collections::hash_map::DefaultHasher::new();
-    v.to_string().hash(&mut h);
+    match &app.object {
+        Value::Object(top) => {
+            for (k, v) in top {
+                k.hash(&mut h);
+                match (k.as_str(), v) {
+                    ("metadata", Value::Object(meta)) => {
+                        for (mk, mv) in meta.iter().filter(|(mk, _)| !matches!(mk.as_str(), "resourceVersion" | "managedFields")) {
+                            mk.hash(&mut h);
+                            hash_value(mv, &mut h);
+                        }
+                    }
+                    _ => hash_value(v, &mut h),
+                }
+            }
+        }
+        other => hash_value(other, &mut h),
+    }
     h.finish()
+}
+
+/// Feeds a JSON value to a hasher, with a tag per type so `"1"` and `1` differ.
+fn hash_value(v: &Value, h: &mut impl Hasher) {
+    match v {
+        Value::Null => h.write_u8(0),
+        Value::Bool(b) => {
+            h.write_u8(1);
+            b.hash(h);
+        }
+        Value::Number(n) => {
+            h.write_u8(2);
+            match (n.as_i64(), n.as_u64()) {
+                (Some(i), _) => i.hash(h),
+                (None, Some(u)) => u.hash(h),
+                _ => n.as_f64().unwrap_or_default().to_bits().hash(h),
+            }
+        }
+        Value::String(s) => {
+            h.write_u8(3);
+            s.hash(h);
+        }
+        Value::Array(a) => {
+            h.write_u8(4);
+            a.len().hash(h);
+            a.iter().for_each(|x| hash_value(x, h));
+        }
+        Value::Object(m) => {
+            h.write_u8(5);
+            m.len().hash(h);
+            for (k, x) in m {
+                k.hash(h);
+                hash_value(x, h);
+            }
+        }
+    }
 }
 
 /// Whether any condition reads the clock (decided from the compiled script): only then
@@ -821,4 +870,27 @@ pub async fn run(opts: DaemonOptions, err: &mut dyn std::io::Write) -> anyhow::R
     let pending: BTreeMap<String, u64> = d.state.as_ref().and_then(|s| s.queue_depths().ok()).unwrap_or_default().into_iter().collect();
     tracing::info!(?pending, "stopped");
     Ok(crate::cli::OK)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_fingerprint_ignores_resource_version_and_managed_fields_only() {
+        let app = |rv: &str, managers: Value, sync: Value| {
+            App::from_value(serde_json::json!({"apiVersion": "argoproj.io/v1alpha1", "kind": "Application",
+                "metadata": {"name": "a", "namespace": "argocd", "uid": "u", "resourceVersion": rv, "managedFields": managers},
+                "status": {"sync": {"status": sync}}}))
+            .unwrap()
+        };
+        let base = fingerprint(&app("1", serde_json::json!([]), serde_json::json!("Synced")));
+        assert_eq!(base, fingerprint(&app("2", serde_json::json!([{"manager": "x"}]), serde_json::json!("Synced"))));
+        assert_ne!(base, fingerprint(&app("1", serde_json::json!([]), serde_json::json!("OutOfSync"))));
+        assert_ne!(
+            fingerprint(&app("1", serde_json::json!([]), serde_json::json!("1"))),
+            fingerprint(&app("1", serde_json::json!([]), serde_json::json!(1))),
+            "a string is not a number"
+        );
+    }
 }
