@@ -114,13 +114,17 @@ impl Scripted {
     }
 }
 
-/// The body of one HTTP/1.1 request (by its `content-length`), or `None` if it broke off.
+/// The body of one HTTP/1.1 request (by its `content-length`), or `None` if it broke off
+/// (a sender killed mid-request must not count as an empty request).
 fn read_body(stream: &std::net::TcpStream) -> Option<String> {
     let mut reader = BufReader::new(stream.try_clone().expect("clone stream"));
     let mut len = 0usize;
     loop {
         let mut line = String::new();
-        if reader.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
+        if reader.read_line(&mut line).unwrap_or(0) == 0 {
+            return None;
+        }
+        if line == "\r\n" {
             break;
         }
         if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
