@@ -65,6 +65,13 @@ fn episode_key(ep: &Episode) -> String {
     format!("{:015}{SEP}{}", ep.opened_at.timestamp_millis().max(0), ep.app_key)
 }
 
+/// An episode's notifications alone (the rest of the JSON is skipped, not built).
+#[derive(serde::Deserialize)]
+struct SentOnly {
+    #[serde(default)]
+    notifications: Vec<Sent>,
+}
+
 fn parse(json: &str) -> Result<Episode, StateError> {
     serde_json::from_str(json).map_err(storage)
 }
@@ -90,10 +97,23 @@ impl StateStore {
         tx.commit().map_err(storage)
     }
 
+    /// The pass owns everything in an episode but its `notifications`, which the
+    /// outbox workers own: the pass read its copy before a delivery may have noted a
+    /// `Sent` on the stored one, so the stored list is kept, not overwritten (redb
+    /// serialises write transactions, so the read and the insert here are atomic).
     pub(crate) fn save_episode_in(tx: &WriteTransaction, ep: &Episode, retention: Retention, now: DateTime<Utc>) -> Result<(), StateError> {
         let key = episode_key(ep);
-        let json = serde_json::to_string(ep).map_err(storage)?;
         let mut episodes = tx.open_table(EPISODES).map_err(storage)?;
+        let stored = match episodes.get(key.as_str()).map_err(storage)? {
+            Some(v) => Some(serde_json::from_str::<SentOnly>(v.value()).map_err(storage)?.notifications),
+            None => None,
+        };
+        let json = match stored {
+            Some(notifications) if notifications != ep.notifications => {
+                serde_json::to_string(&Episode { notifications, ..ep.clone() }).map_err(storage)?
+            }
+            _ => serde_json::to_string(ep).map_err(storage)?,
+        };
         let new = episodes.insert(key.as_str(), json.as_str()).map_err(storage)?.is_none();
         tx.open_table(LATEST).map_err(storage)?.insert(ep.app_key.as_str(), key.as_str()).map_err(storage)?;
         if new {
@@ -291,6 +311,26 @@ mod tests {
         assert_eq!(q(None, Some(20), None), ["b"], "a resolved before --since is left out; an open one is not");
         let newest = s.episodes(&HistoryQuery { limit: Some(1), ..Default::default() }).unwrap();
         assert_eq!(newest.iter().map(|e| e.name.as_str()).collect::<Vec<_>>(), ["b"], "--limit keeps the newest");
+    }
+
+    #[test]
+    fn a_pass_saving_a_stale_copy_keeps_the_notifications_noted_since() {
+        let s = StateStore::in_memory().unwrap();
+        let stale = episode("a", 0, "rbac");
+        s.save_episode(&stale, Retention::default(), at(0)).unwrap();
+        // A delivery notes a Sent on the stored episode after the pass read it.
+        let mut noted = stale.clone();
+        noted.note_sent(Sent { trigger: "on-rbac".into(), service: "pd".into(), recipient: "".into(), action: "fire".into(), at: at(1) });
+        let tx = s.db().begin_write().unwrap();
+        tx.open_table(EPISODES).unwrap().insert(episode_key(&noted).as_str(), serde_json::to_string(&noted).unwrap().as_str()).unwrap();
+        tx.commit().unwrap();
+        // The pass writes its copy, changed otherwise.
+        let mut changed = stale;
+        changed.classes.insert("config".into());
+        s.save_episode(&changed, Retention::default(), at(2)).unwrap();
+        let got = s.latest_episode("argocd/a@a").unwrap().unwrap();
+        assert!(got.classes.contains("config"), "the pass's change is kept");
+        assert_eq!(got.notifications, noted.notifications, "and so is the delivery's");
     }
 
     #[test]
