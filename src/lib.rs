@@ -40,6 +40,7 @@ pub mod config;
 pub mod daemon;
 pub mod deliver;
 pub mod episode;
+pub mod import;
 pub mod lease;
 pub mod live;
 pub mod metrics;

@@ -9,7 +9,8 @@
 //! - `time_format ts fmt`: an RFC 3339 timestamp in a strftime format (`%H:%M UTC`).
 //! - `upper s`, `lower s`, `trim s`.
 //!
-//! Handlebars' own `eq ne gt gte lt lte and or not len` are built in.
+//! Handlebars' own `eq ne gt gte lt lte and or not len lookup` are built in; the Go
+//! template and Sprig functions Argo CD users know are in [`super::sprig`].
 
 use handlebars::{Handlebars, JsonValue as Json, handlebars_helper};
 
@@ -85,6 +86,7 @@ pub fn register(hb: &mut Handlebars<'static>) {
     hb.register_helper("upper", Box::new(upper_helper));
     hb.register_helper("lower", Box::new(lower_helper));
     hb.register_helper("trim", Box::new(trim_helper));
+    super::sprig::register(hb);
 }
 
 #[cfg(test)]

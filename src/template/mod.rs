@@ -7,6 +7,7 @@
 
 pub mod helpers;
 pub mod schema;
+pub mod sprig;
 
 use std::collections::BTreeMap;
 

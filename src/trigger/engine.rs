@@ -72,6 +72,11 @@ pub fn with_now<R>(now: DateTime<Utc>, f: impl FnOnce() -> R) -> R {
     out
 }
 
+/// The instant `now()` returns: fixed during a pass (see [`with_now`]), else the clock.
+pub fn now() -> DateTime<Utc> {
+    current_now()
+}
+
 fn current_now() -> DateTime<Utc> {
     NOW.with(Cell::get).unwrap_or_else(Utc::now)
 }
@@ -148,6 +153,10 @@ fn delta(unit: &str, n: i64) -> Fallible<Duration> {
     d.map(Duration).map_or_else(|| fail(format!("{unit}({n}) is out of range")), Ok)
 }
 
+fn scale(d: Duration, n: i64) -> Fallible<Duration> {
+    i32::try_from(n).ok().and_then(|n| d.0.checked_mul(n)).map(Duration).map_or_else(|| fail(format!("{n} * duration is out of range")), Ok)
+}
+
 fn add(t: Time, d: Duration) -> Fallible<Time> {
     t.0.checked_add_signed(d.0).map(Time).map_or_else(|| fail("time out of range".into()), Ok)
 }
@@ -211,6 +220,10 @@ fn register_time(engine: &mut Engine) {
     engine.register_fn("<=", |a: Duration, b: Duration| a <= b);
     engine.register_fn(">=", |a: Duration, b: Duration| a >= b);
     engine.register_fn("==", |a: Duration, b: Duration| a == b);
+    // `5 * time.Minute` as `driftwatch import` translates it.
+    engine.register_fn("*", |n: i64, d: Duration| scale(d, n));
+    engine.register_fn("*", |d: Duration, n: i64| scale(d, n));
+    engine.register_fn("equal", |a: Time, b: Time| a == b);
     engine.register_fn("+", |a: Duration, b: Duration| -> Fallible<Duration> {
         a.0.checked_add(&b.0).map(Duration).map_or_else(|| fail("duration out of range".into()), Ok)
     });
@@ -263,6 +276,45 @@ fn register_strings(engine: &mut Engine) {
     engine.register_fn("string", |v: Dynamic| stringify(&v));
     // `()` has no length in rhai; in a condition a missing list is an empty one.
     engine.register_fn("len", |_: ()| 0_i64);
+    // Pure forms of expr's string operators (rhai's `trim` and `replace` change a
+    // variable in place), for `driftwatch import` and for anyone.
+    engine.register_fn("str_contains", |s: ImmutableString, sub: ImmutableString| s.contains(sub.as_str()));
+    engine.register_fn("trim_space", |s: ImmutableString| s.trim().to_string());
+    engine.register_fn("replace_all", |s: ImmutableString, from: ImmutableString, to: ImmutableString| s.replace(from.as_str(), &to));
+    engine.register_fn("split_all", |s: ImmutableString, sep: ImmutableString| -> rhai::Array {
+        s.split(sep.as_str()).map(|p| Dynamic::from(p.to_string())).collect()
+    });
+    engine.register_fn("to_float", |f: f64| f);
+    engine.register_fn("matches", |s: ImmutableString, re: ImmutableString| -> Fallible<bool> { regex_matches(&s, &re) });
+}
+
+/// Compiled patterns of `matches`, per thread: conditions use a handful, each is
+/// compiled once (bounded: past [`MAX_PATTERNS`] the cache starts over).
+const MAX_PATTERNS: usize = 64;
+
+thread_local! {
+    static PATTERNS: std::cell::RefCell<std::collections::HashMap<String, regex::Regex>> = std::cell::RefCell::default();
+}
+
+/// expr's `matches` (Go's RE2 syntax, which Rust's regex shares); a pattern that does
+/// not compile is a runtime error, as in Argo CD.
+fn regex_matches(s: &str, pattern: &str) -> Fallible<bool> {
+    PATTERNS.with(|cache| {
+        let mut cache = cache.borrow_mut();
+        if let Some(re) = cache.get(pattern) {
+            return Ok(re.is_match(s));
+        }
+        let re = regex::RegexBuilder::new(pattern)
+            .size_limit(1 << 20)
+            .build()
+            .or_else(|e| fail(format!("matches: bad pattern {pattern:?}: {e}")))?;
+        if cache.len() >= MAX_PATTERNS {
+            cache.clear();
+        }
+        let hit = re.is_match(s);
+        cache.insert(pattern.to_string(), re);
+        Ok(hit)
+    })
 }
 
 /// How a condition's value becomes an `oncePer` key: as Go's `fmt.Sprintf("%v")` does in

@@ -1,0 +1,3 @@
+//! `driftwatch import`: an Argo CD notifications configuration turned into driftwatch's.
+pub mod expr;
+pub mod gotmpl;
