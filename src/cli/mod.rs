@@ -25,6 +25,8 @@ pub const OK: i32 = 0;
 pub const FAILED: i32 = 1;
 /// Bad input (a file that is not an Application, an unknown trigger...).
 pub const BAD_INPUT: i32 = 2;
+/// `import` converted what it could; some items need a hand.
+pub const NEEDS_HAND: i32 = 3;
 
 /// Output format of `trigger run` and `template notify`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -403,6 +405,23 @@ pub fn state_list(path: &Path, app_prefix: Option<&str>, format: Format, out: &m
         }
     }
     Ok(OK)
+}
+
+/// `driftwatch import FILE... --out DIR`: converts an Argo CD notifications
+/// configuration and prints the report.
+pub fn import(files: &[PathBuf], dir: &Path, force: bool, format: Format, out: &mut dyn Write, err: &mut dyn Write) -> anyhow::Result<i32> {
+    let report = match crate::import::import(files, dir, force) {
+        Ok(r) => r,
+        Err(e) => {
+            writeln!(err, "error: {e}")?;
+            return Ok(BAD_INPUT);
+        }
+    };
+    match format {
+        Format::Json => writeln!(out, "{}", serde_json::to_string_pretty(&report)?)?,
+        Format::Text => write!(out, "{}", crate::import::render_report(&report))?,
+    }
+    Ok(if report.complete() { OK } else { NEEDS_HAND })
 }
 
 /// `driftwatch deliveries --state FILE [--failed]`: undelivered notifications (the

@@ -309,6 +309,7 @@ fn read_dir_defs<T: serde::de::DeserializeOwned>(dir: &Path, what: &str, errors:
         match std::fs::read_to_string(&path) {
             Ok(text) => {
                 let file = SourceFile::new(path.display().to_string(), text);
+                errors.extend(source::import_todos(&file));
                 match file.parse::<T>(&format!("{what} {name}")) {
                     Ok(def) => out.push((name, def, file)),
                     Err(e) => errors.push(e),
@@ -369,6 +370,7 @@ pub fn load_with(config: Option<&Path>, engine: Arc<TriggerEngine>) -> Result<Ru
         let text = std::fs::read_to_string(path)
             .map_err(|e| vec![ConfigError::new(None, path.display().to_string(), format!("cannot read the configuration: {e}"))])?;
         cfg_file = SourceFile::new(path.display().to_string(), text);
+        errors.extend(source::import_todos(&cfg_file));
         cfg = cfg_file.parse::<ConfigFile>("the configuration").map_err(|e| vec![e])?;
         sources.push(path.to_path_buf());
         for (setting, dir_name, is_triggers) in [(&cfg.triggers_dir, "triggers", true), (&cfg.templates_dir, "templates", false)] {

@@ -110,6 +110,27 @@ impl SourceFile {
     }
 }
 
+/// What `driftwatch import` writes beside an item it could not convert.
+pub const IMPORT_TODO: &str = "TODO(import)";
+
+/// Every `TODO(import)` mark in a file, as an error at its line: a configuration that
+/// still has one is refused (by `check`, `run` and reloads) until a person resolves it,
+/// so nothing the import could not convert is silently left out.
+pub fn import_todos(file: &SourceFile) -> Vec<ConfigError> {
+    let mut out = Vec::new();
+    for (i, line) in file.text.lines().enumerate() {
+        if let Some(col) = line.find(IMPORT_TODO) {
+            let what = line[col + IMPORT_TODO.len()..].trim();
+            out.push(ConfigError::new(
+                Some(Pos { file: file.name.clone(), line: i as u64 + 1, col: col as u64 + 1 }),
+                "import",
+                format!("not converted by `driftwatch import`, resolve it and delete the mark: {what}"),
+            ));
+        }
+    }
+    out
+}
+
 /// Keeps a (line, col) inside `text`: past the last line means the end of the last line.
 fn clamp_to_text(text: &str, line: usize, col: usize) -> (usize, usize) {
     let lines: Vec<&str> = text.lines().collect();

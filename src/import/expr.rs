@@ -19,7 +19,45 @@ pub fn to_rhai(src: &str) -> Result<String, String> {
     }
     let mut out = String::new();
     emit(&e, &mut out, &mut Vec::new())?;
+    if out.len() > 100
+        && let E::Binary(op @ ("&&" | "||"), ..) = &e
+    {
+        // A long chain reads best one operand a line, as the catalog is written.
+        let mut operands = Vec::new();
+        chain(&e, op, &mut operands);
+        let mut lines = Vec::new();
+        for o in operands {
+            let mut s = String::new();
+            paren_in(o, op, &mut s, &mut Vec::new())?;
+            lines.push(s);
+        }
+        out = lines.join(&format!(" {op}\n"));
+    }
     Ok(out)
+}
+
+/// The operands of a chain of one operator (`a && b && c`).
+fn chain<'a>(e: &'a E, op: &str, out: &mut Vec<&'a E>) {
+    match e {
+        E::Binary(o, a, b) if *o == op => {
+            chain(a, op, out);
+            chain(b, op, out);
+        }
+        other => out.push(other),
+    }
+}
+
+/// An operand of `parent`: parenthesised unless it binds tighter anyway (a
+/// comparison under `&&`/`||`) or is the same associative operator.
+fn paren_in(e: &E, parent: &str, out: &mut String, scope: &mut Vec<String>) -> Result<(), String> {
+    if let E::Binary(op, ..) = e {
+        let logical = matches!(parent, "&&" | "||");
+        let comparison = matches!(*op, "==" | "!=" | "<" | ">" | "<=" | ">=" | "in");
+        if (logical && comparison) || (*op == parent && logical) {
+            return emit(e, out, scope);
+        }
+    }
+    paren(e, out, scope)
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -596,9 +634,9 @@ fn emit(e: &E, out: &mut String, scope: &mut Vec<String>) -> Result<(), String> 
                 paren(b, out, scope)?;
             }
             _ => {
-                paren(a, out, scope)?;
+                paren_in(a, op, out, scope)?;
                 let _ = write!(out, " {op} ");
-                paren(b, out, scope)?;
+                paren_in(b, op, out, scope)?;
             }
         },
         E::Ternary(c, a, b) => {
@@ -738,7 +776,7 @@ mod tests {
     fn the_catalog_idioms() {
         assert_eq!(
             t("app.status.operationState != nil and app.status.operationState.phase in ['Running']"),
-            r#"(app.status.operationState != ()) && (app.status.operationState.phase in ["Running"])"#
+            r#"app.status.operationState != () && app.status.operationState.phase in ["Running"]"#
         );
         assert_eq!(t("app.status.operationState?.syncResult?.revision"), "app.status.operationState?.syncResult?.revision");
         assert_eq!(
@@ -751,8 +789,8 @@ mod tests {
 
     #[test]
     fn operators_and_precedence() {
-        assert_eq!(t("app.b == 1 or not (app.c > 2 and app.d)"), "(app.b == 1) || !((app.c > 2) && app.d)");
-        assert_eq!(t("app.x == 1 || app.y != 'z' && !app.w"), r#"(app.x == 1) || ((app.y != "z") && !app.w)"#);
+        assert_eq!(t("app.b == 1 or not (app.c > 2 and app.d)"), "app.b == 1 || !(app.c > 2 && app.d)");
+        assert_eq!(t("app.x == 1 || app.y != 'z' && !app.w"), r#"app.x == 1 || (app.y != "z" && !app.w)"#);
         assert_eq!(t("app.x not in ['a', \"b\"]"), r#"!(app.x in ["a", "b"])"#);
         assert_eq!(t("app.m.name matches '^web-'"), r#"matches(app.m.name, "^web-")"#);
         assert_eq!(t("app.m.name startsWith 'web'"), r#"has_prefix(app.m.name, "web")"#);

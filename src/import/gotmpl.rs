@@ -29,13 +29,25 @@ pub struct Translation {
 
 /// Translates one Go template to handlebars, or says why it cannot.
 pub fn to_handlebars(src: &str) -> Result<Translation, String> {
+    translate(src, false)
+}
+
+/// As [`to_handlebars`], for a field that must render to JSON (Slack attachments, a
+/// JSON webhook body): a value written inside a JSON string literal is escaped with
+/// `json_escape`, so a quote or newline in, say, a condition message cannot break the
+/// JSON (it does in Argo CD). Where the value has no such character the text is Go's.
+pub fn to_handlebars_in_json(src: &str) -> Result<Translation, String> {
+    translate(src, true)
+}
+
+fn translate(src: &str, json: bool) -> Result<Translation, String> {
     let pieces = split(src)?;
     let mut p = Parser { pieces, pos: 0 };
     let (nodes, end) = p.block(&[])?;
     if let Some(end) = end {
         return Err(format!("`{{{{{end}}}}}` without a matching `if`, `range` or `with`"));
     }
-    let mut e = Emitter { scopes: vec![Scope::default()], depth: 0, params: 0, notes: Vec::new(), absolute: false };
+    let mut e = Emitter { scopes: vec![Scope::default()], depth: 0, params: 0, notes: Vec::new(), absolute: false, json: json.then_some(false) };
     let mut out = String::new();
     e.nodes(&nodes, &mut out)?;
     Ok(Translation { text: out, notes: e.notes })
@@ -499,6 +511,8 @@ struct Emitter {
     /// Root paths as `@root.…` even at the top: while translating a variable's value,
     /// which may be read inside a block.
     absolute: bool,
+    /// In a JSON field: whether the text so far ends inside a JSON string literal.
+    json: Option<bool>,
 }
 
 /// A translated value: a path or literal usable as an argument, or a helper call.
@@ -641,13 +655,29 @@ impl Emitter {
             // `\{{` as an escaped mustache.
             match n {
                 Node::Text(t) => {
+                    if let Some(in_string) = self.json.as_mut() {
+                        let mut escaped = false;
+                        for c in t.chars() {
+                            match c {
+                                '\\' if *in_string => escaped = !escaped,
+                                '"' if !escaped => *in_string = !*in_string,
+                                _ => escaped = false,
+                            }
+                            if c != '\\' {
+                                escaped = false;
+                            }
+                        }
+                    }
                     out.push_str(&t.replace("{{", "\\{{"));
                     if t.ends_with('\\') && i + 1 < nodes.len() {
                         out.push('\\');
                     }
                 }
                 Node::Out(p) => {
-                    let v = self.pipe(p)?;
+                    let mut v = self.pipe(p)?;
+                    if self.json == Some(true) && v.literal.is_none() {
+                        v = Val::call(format!("(json_escape {})", v.text));
+                    }
                     if let Some(lit) = v.literal {
                         out.push_str(&lit.replace("{{", "\\{{"));
                     } else if v.call {
@@ -658,12 +688,16 @@ impl Emitter {
                 }
                 Node::Assign { var, declare, pipe } => self.assign(var, *declare, pipe)?,
                 Node::If { branches, otherwise } => {
+                    // Each branch starts in the JSON state the `if` starts in.
+                    let json_at_start = self.json;
                     for (k, (cond, body)) in branches.iter().enumerate() {
+                        self.json = json_at_start;
                         let c = self.pipe(cond)?;
                         out.push_str(&if k == 0 { format!("{{{{#if {}}}}}", c.text) } else { format!("{{{{else if {}}}}}", c.text) });
                         self.scoped(body, out)?;
                     }
                     if let Some(o) = otherwise {
+                        self.json = json_at_start;
                         out.push_str("{{else}}");
                         self.scoped(o, out)?;
                     }
@@ -1073,6 +1107,21 @@ mod tests {
         let tr = to_handlebars("{{$c := call .repo.GetCommitMetadata .app.status.sync.revision}}{{$c.Author}}").unwrap();
         assert_eq!(tr.notes.len(), 1, "{tr:?}");
         assert_eq!(render("{{printf \"%s!\" .recipient}} {{\"lit\"}} {{42}}", d), "ops! lit 42");
+    }
+
+    #[test]
+    fn values_inside_json_strings_are_escaped() {
+        let src = r#"[{"title": "{{.app.metadata.name}}", "n": {{len .app.status.conditions}}, "v": {{- if .app.spec.source }} "x" {{- else }} "{{range .app.status.conditions}}{{.message}};{{end}}" {{- end }}, "m": "{{.app.status.operationState.message}}"}]"#;
+        let hbs = to_handlebars_in_json(src).unwrap().text;
+        let mut hb = handlebars::Handlebars::new();
+        hb.register_escape_fn(handlebars::no_escape);
+        crate::template::helpers::register(&mut hb);
+        let text = hb.render_template(&hbs, &app()).unwrap();
+        let v: serde_json::Value = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{hbs}\n{text}\n{e}"));
+        assert_eq!(v[0]["m"], "a \"quoted\" failure");
+        assert_eq!(v[0]["n"], 2, "a value outside a string is as Go prints it");
+        assert_eq!(v[0]["v"], "boom;meh;");
+        assert_eq!(v[0]["title"], "guestbook");
     }
 
     #[test]
