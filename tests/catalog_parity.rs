@@ -2,6 +2,10 @@
 //! `oncePer` value Argo CD's expr conditions give. Expected values are worked out from
 //! Argo CD's semantics (expr-lang, `fmt.Sprintf("%v")` of the oncePer value, a runtime
 //! error counting as false) and noted beside each case.
+//!
+//! Every row runs twice: on driftwatch's built-in catalog, and on the catalog as
+//! `driftwatch import` translates it from Argo CD's own ConfigMap
+//! (`tests/import/argocd-catalog-cm.yaml`), so the import keeps expr's semantics.
 
 mod common;
 
@@ -20,12 +24,34 @@ fn eval(rt: &config::Runtime, name: &str, app: &serde_json::Value) -> (bool, Opt
     (r.result, r.once_per)
 }
 
+/// Argo CD's catalog ConfigMap through `driftwatch import`, loaded on its own: the
+/// imported triggers replace the built-in ones of the same name.
+fn imported() -> (tempfile::TempDir, config::Runtime) {
+    let dir = tempfile::tempdir().unwrap();
+    let cm = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/import/argocd-catalog-cm.yaml");
+    let report = driftwatch::import::import(&[cm], dir.path(), false).expect("the catalog imports");
+    assert!(report.complete(), "{}", driftwatch::import::render_report(&report));
+    assert_eq!(report.triggers.converted, 8);
+    let rt = config::load(Some(&dir.path().join("driftwatch.yaml"))).unwrap_or_else(|e| panic!("{e:?}"));
+    for t in rt.triggers.values().filter(|t| dir.path().join(format!("triggers/{}.yaml", t.name)).exists()) {
+        let file = std::fs::read_to_string(dir.path().join(format!("triggers/{}.yaml", t.name))).unwrap();
+        let when = &t.conditions[0].when_text;
+        assert!(when.lines().all(|l| file.contains(l)), "{}: the imported condition is the one evaluated: {when}", t.name);
+    }
+    (dir, rt)
+}
+
 /// One row: trigger, fixture, expected result, expected oncePer.
 fn check(rows: &[(&str, &str, AppBuilder, bool, Option<&str>)]) {
-    let rt = config::load(None).expect("built-in catalog loads");
+    let builtin = config::load(None).expect("built-in catalog loads");
+    let (dir, imported) = imported();
     for (trigger, case, app, want, want_once) in rows {
-        let got = eval(&rt, trigger, &app.clone().build());
-        assert_eq!(got, (*want, want_once.map(str::to_string)), "{trigger}: {case}");
+        let app = app.clone().build();
+        let want = (*want, want_once.map(str::to_string));
+        assert_eq!(eval(&builtin, trigger, &app), want, "built-in {trigger}: {case}");
+        let file = dir.path().join(format!("triggers/{trigger}.yaml"));
+        let imported_when = std::fs::read_to_string(&file).unwrap_or_default();
+        assert_eq!(eval(&imported, trigger, &app), want, "imported {trigger}: {case}\n{imported_when}");
     }
 }
 

@@ -53,7 +53,7 @@ fn paren_in(e: &E, parent: &str, out: &mut String, scope: &mut Vec<String>) -> R
     if let E::Binary(op, ..) = e {
         let logical = matches!(parent, "&&" | "||");
         let comparison = matches!(*op, "==" | "!=" | "<" | ">" | "<=" | ">=" | "in");
-        if (logical && comparison) || (*op == parent && logical) {
+        if logical && (comparison || *op == parent) {
             return emit(e, out, scope);
         }
     }
@@ -83,8 +83,8 @@ impl Tok {
 
 /// Longest first, so `?.` is not read as `?` then `.`.
 const OPS: &[&str] = &[
-    "?.", "??", "==", "!=", "<=", ">=", "&&", "||", "**", "..", "<", ">", "+", "-", "*", "/", "%", "^", "!", "(", ")", "[", "]", "{",
-    "}", ",", ".", "?", ":", "#", "|",
+    "?.", "??", "==", "!=", "<=", ">=", "&&", "||", "**", "..", "<", ">", "+", "-", "*", "/", "%", "^", "!", "(", ")", "[", "]", "{", "}",
+    ",", ".", "?", ":", "#", "|",
 ];
 
 fn lex(src: &str) -> Result<Vec<Tok>, String> {
@@ -244,11 +244,7 @@ impl Parser {
     }
 
     fn expect(&mut self, op: &str) -> Result<(), String> {
-        if self.eat(op) {
-            Ok(())
-        } else {
-            Err(format!("expected `{op}`, found {}", self.peek().map_or("the end".into(), Tok::describe)))
-        }
+        if self.eat(op) { Ok(()) } else { Err(format!("expected `{op}`, found {}", self.peek().map_or("the end".into(), Tok::describe))) }
     }
 
     fn expr(&mut self, min: u8) -> Result<E, String> {
@@ -340,7 +336,9 @@ impl Parser {
                 }
                 match self.next() {
                     Some(Tok::Ident(name)) => e = E::Member(Box::new(e), name, optional),
-                    other => return Err(format!("expected a field name after `.`, found {}", other.map_or("the end".into(), |t| t.describe()))),
+                    other => {
+                        return Err(format!("expected a field name after `.`, found {}", other.map_or("the end".into(), |t| t.describe())));
+                    }
                 }
             } else if self.eat("[") {
                 if self.eat(":") || self.slice_ahead() {
@@ -467,9 +465,42 @@ fn leak(op: &str) -> &'static str {
 
 /// Words rhai reserves, which cannot follow `.` as a field name.
 const RHAI_KEYWORDS: &[&str] = &[
-    "true", "false", "let", "const", "if", "else", "switch", "do", "while", "until", "loop", "for", "in", "continue", "break", "return",
-    "throw", "try", "catch", "fn", "private", "import", "export", "as", "global", "Fn", "call", "curry", "this", "is_def_var",
-    "is_def_fn", "is_shared", "type_of", "print", "debug", "eval",
+    "true",
+    "false",
+    "let",
+    "const",
+    "if",
+    "else",
+    "switch",
+    "do",
+    "while",
+    "until",
+    "loop",
+    "for",
+    "in",
+    "continue",
+    "break",
+    "return",
+    "throw",
+    "try",
+    "catch",
+    "fn",
+    "private",
+    "import",
+    "export",
+    "as",
+    "global",
+    "Fn",
+    "call",
+    "curry",
+    "this",
+    "is_def_var",
+    "is_def_fn",
+    "is_shared",
+    "type_of",
+    "print",
+    "debug",
+    "eval",
 ];
 
 fn is_plain_ident(s: &str) -> bool {
@@ -526,7 +557,18 @@ fn emit_args(args: &[E], out: &mut String, scope: &mut Vec<String>) -> Result<()
 fn paren(e: &E, out: &mut String, scope: &mut Vec<String>) -> Result<(), String> {
     let simple = matches!(
         e,
-        E::Nil | E::Bool(_) | E::Int(_) | E::Str(_) | E::Ident(_) | E::Pointer | E::Member(..) | E::Index(..) | E::Call(..) | E::Array(_) | E::Map(_) | E::Unary(..)
+        E::Nil
+            | E::Bool(_)
+            | E::Int(_)
+            | E::Str(_)
+            | E::Ident(_)
+            | E::Pointer
+            | E::Member(..)
+            | E::Index(..)
+            | E::Call(..)
+            | E::Array(_)
+            | E::Map(_)
+            | E::Unary(..)
     );
     if !simple {
         out.push('(');
@@ -780,7 +822,9 @@ mod tests {
         );
         assert_eq!(t("app.status.operationState?.syncResult?.revision"), "app.status.operationState?.syncResult?.revision");
         assert_eq!(
-            t("!time.Parse(app.status.health.lastTransitionTime).Add(1 * time.Minute).Before(time.Parse(app.status.operationState.finishedAt))"),
+            t(
+                "!time.Parse(app.status.health.lastTransitionTime).Add(1 * time.Minute).Before(time.Parse(app.status.operationState.finishedAt))"
+            ),
             "!parse_time(app.status.health.lastTransitionTime).add(1 * minutes(1)).before(parse_time(app.status.operationState.finishedAt))"
         );
         assert_eq!(t("app.metadata.deletionTimestamp != nil"), "app.metadata.deletionTimestamp != ()");
@@ -805,10 +849,7 @@ mod tests {
 
     #[test]
     fn predicates_strings_and_time() {
-        assert_eq!(
-            t("any(app.status.conditions, {.type == 'SyncError'})"),
-            r#"app.status.conditions.some(|it0| it0.type == "SyncError")"#
-        );
+        assert_eq!(t("any(app.status.conditions, {.type == 'SyncError'})"), r#"app.status.conditions.some(|it0| it0.type == "SyncError")"#);
         assert_eq!(t("all(app.status.resources, # .status == 'Synced')"), r#"app.status.resources.all(|it0| it0.status == "Synced")"#);
         assert_eq!(t("none(app.x, #.y)"), "!app.x.some(|it0| it0.y)");
         assert_eq!(t("count(app.x, #.y) > 1"), "app.x.filter(|it0| it0.y).len() > 1");

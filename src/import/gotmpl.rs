@@ -47,7 +47,8 @@ fn translate(src: &str, json: bool) -> Result<Translation, String> {
     if let Some(end) = end {
         return Err(format!("`{{{{{end}}}}}` without a matching `if`, `range` or `with`"));
     }
-    let mut e = Emitter { scopes: vec![Scope::default()], depth: 0, params: 0, notes: Vec::new(), absolute: false, json: json.then_some(false) };
+    let mut e =
+        Emitter { scopes: vec![Scope::default()], depth: 0, params: 0, notes: Vec::new(), absolute: false, json: json.then_some(false) };
     let mut out = String::new();
     e.nodes(&nodes, &mut out)?;
     Ok(Translation { text: out, notes: e.notes })
@@ -583,8 +584,8 @@ fn function(name: &str) -> Option<Shape> {
         "toJson" | "toRawJson" | "mustToJson" | "mustToRawJson" => Same("json"),
         "toPrettyJson" | "mustToPrettyJson" => Same("toPrettyJson"),
         "upper" | "lower" | "trim" | "trunc" | "substr" | "replace" | "contains" | "hasPrefix" | "hasSuffix" | "trimPrefix"
-        | "trimSuffix" | "trimAll" | "title" | "quote" | "squote" | "b64enc" | "b64dec" | "toString" | "list" | "dict" | "has"
-        | "join" | "now" | "date" | "unixEpoch" | "ternary" => Same(static_name(name)),
+        | "trimSuffix" | "trimAll" | "title" | "quote" | "squote" | "b64enc" | "b64dec" | "toString" | "list" | "dict" | "has" | "join"
+        | "now" | "date" | "unixEpoch" | "ternary" => Same(static_name(name)),
         _ => return None,
     })
 }
@@ -703,7 +704,9 @@ impl Emitter {
                     }
                     out.push_str("{{/if}}");
                 }
-                Node::Range { key, value, pipe, body, otherwise } => self.range(key.as_deref(), value.as_deref(), pipe, body, otherwise, out)?,
+                Node::Range { key, value, pipe, body, otherwise } => {
+                    self.range(key.as_deref(), value.as_deref(), pipe, body, otherwise, out)?
+                }
                 Node::With { pipe, body, otherwise } => {
                     let v = self.pipe(pipe)?;
                     let param = self.new_param("it");
@@ -812,7 +815,10 @@ impl Emitter {
                 }
             }
         }
-        let params = match &index { Some(i) => format!("{item} {i}"), None => item.clone() };
+        let params = match &index {
+            Some(i) => format!("{item} {i}"),
+            None => item.clone(),
+        };
         out.push_str(&format!("{{{{#each {} as |{params}|}}}}", v.text));
         self.block(Some(item), vars, body, out)?;
         if let Some(o) = otherwise {
@@ -827,11 +833,10 @@ impl Emitter {
     fn repo_call(&mut self, pipe: &Pipe) -> Option<Binding> {
         let [cmd] = pipe.cmds.as_slice() else { return None };
         match cmd.as_slice() {
-            [Arg::Func(call), Arg::Dot(f), ..] if call == "call" && f.len() == 2 && f[0] == "repo" && (f[1] == "GetCommitMetadata" || f[1] == "GetAppDetails") => {
-                self.notes.push(format!(
-                    "`call .repo.{}` needs Argo CD's repo server; its fields render as a marked placeholder",
-                    f[1]
-                ));
+            [Arg::Func(call), Arg::Dot(f), ..]
+                if call == "call" && f.len() == 2 && f[0] == "repo" && (f[1] == "GetCommitMetadata" || f[1] == "GetAppDetails") =>
+            {
+                self.notes.push(format!("`call .repo.{}` needs Argo CD's repo server; its fields render as a marked placeholder", f[1]));
                 Some(Binding::RepoCall(format!("repo.{}", f[1])))
             }
             _ => None,
@@ -931,9 +936,7 @@ impl Emitter {
             Arg::Dot(f) => Val::plain(self.dot(f)),
             Arg::Var(v, f) if v.is_empty() => Val::plain(self.root(f)),
             Arg::Var(v, f) => match self.lookup(v).cloned() {
-                Some(Binding::Expr(e)) if f.is_empty() => {
-                    Val { call: e.starts_with('('), literal: literal_text(&e), text: e }
-                }
+                Some(Binding::Expr(e)) if f.is_empty() => Val { call: e.starts_with('('), literal: literal_text(&e), text: e },
                 Some(Binding::Expr(e)) if e.starts_with('(') => {
                     let mut acc = e;
                     for k in f {

@@ -158,6 +158,12 @@ fn document(doc: &Value, file: &str, text: &str, input: &mut Input) {
                 }
             }
         }
+        "" if obj.get("data").is_some_and(Value::is_object) && !obj.contains_key("notifications") => {
+            // A bare `data:` map, as cut out of the ConfigMap.
+            for (k, v) in obj.get("data").and_then(Value::as_object).into_iter().flatten() {
+                push(k, v.clone());
+            }
+        }
         _ => {
             if let Some(n) = obj.get("notifications").and_then(Value::as_object) {
                 helm(n, file, text, input);
@@ -268,7 +274,12 @@ pub fn import(files: &[PathBuf], out_dir: &Path, force: bool) -> Result<Report, 
             .collect(),
     };
     for name in &input.unrecognised {
-        out.report.notes.push(Todo { file: name.clone(), line: 1, item: "file".into(), reason: "nothing to import was found in it".into() });
+        out.report.notes.push(Todo {
+            file: name.clone(),
+            line: 1,
+            item: "file".into(),
+            reason: "nothing to import was found in it".into(),
+        });
     }
     for e in &input.entries {
         convert_entry(e, &mut out);
@@ -629,7 +640,11 @@ fn template(e: &Entry, name: &str, out: &mut Out) {
             (s, v) if OTHER_KINDS.contains(&s) => {
                 // No such service is configured: the section could not be sent in Argo
                 // CD either. Kept for the record, not a TODO.
-                out.note(e, &format!("{item}.{s}"), &format!("no {s} service is configured (and driftwatch has no {s} destination); kept commented out"));
+                out.note(
+                    e,
+                    &format!("{item}.{s}"),
+                    &format!("no {s} service is configured (and driftwatch has no {s} destination); kept commented out"),
+                );
                 w.comments.push_str(&format!("# Not imported: no {s} service is configured, and driftwatch has no {s} destination.\n"));
                 w.comments.push_str(&commented(&yaml::to_yaml(&json!({ s: v }))));
             }
@@ -695,7 +710,9 @@ fn service(e: &Entry, rest: &str, out: &mut Out) {
             for k in cfg.keys() {
                 match k.as_str() {
                     "token" | "username" | "icon" | "apiURL" => {}
-                    "signingSecret" => out.note(e, &format!("{item}.signingSecret"), "used by Argo CD for incoming Slack requests only; not needed"),
+                    "signingSecret" => {
+                        out.note(e, &format!("{item}.signingSecret"), "used by Argo CD for incoming Slack requests only; not needed")
+                    }
                     other => unknown.push(other.into()),
                 }
             }
@@ -908,11 +925,16 @@ fn write(input: &Input, mut out: Out, dir: &Path) -> Result<Report, Unreadable> 
 /// The report as text, for a person.
 pub fn render_report(r: &Report) -> String {
     let mut s = String::new();
-    for (what, c) in [("triggers", &r.triggers), ("templates", &r.templates), ("services", &r.services), ("subscriptions", &r.subscriptions)] {
+    for (what, c) in
+        [("triggers", &r.triggers), ("templates", &r.templates), ("services", &r.services), ("subscriptions", &r.subscriptions)]
+    {
         s.push_str(&format!("{what:<14} {:>3} converted, {:>3} need a hand\n", c.converted, c.todo));
     }
     if !r.todos.is_empty() {
-        s.push_str(&format!("\n{} item(s) need a hand (marked {TODO_MARKER} in the output; `driftwatch check` fails until they are resolved):\n", r.todos.len()));
+        s.push_str(&format!(
+            "\n{} item(s) need a hand (marked {TODO_MARKER} in the output; `driftwatch check` fails until they are resolved):\n",
+            r.todos.len()
+        ));
         for t in &r.todos {
             s.push_str(&format!("  {}:{}: {}: {}\n", t.file, t.line, t.item, t.reason));
         }

@@ -357,11 +357,23 @@ mod tests {
         let d = json!({"rev": "0123456789abcdef", "s": "  a-b-c  ", "url": "git@github.com:argoproj/argo-cd.git"});
         assert_eq!(render("{{trunc 7 rev}}|{{trunc -3 rev}}|{{trunc 99 \"ab\"}}", d.clone()), "0123456|def|ab");
         assert_eq!(render("{{substr 2 5 rev}}|{{substr -1 3 rev}}|{{substr 14 99 rev}}", d.clone()), "234|012|ef");
-        assert_eq!(render("{{replace \"-\" \"_\" s}}|{{trimAll \" \" s}}|{{trimSuffix \"-c\" \"a-b-c\"}}", d.clone()), "  a_b_c  |a-b-c|a-b");
+        assert_eq!(
+            render("{{replace \"-\" \"_\" s}}|{{trimAll \" \" s}}|{{trimSuffix \"-c\" \"a-b-c\"}}", d.clone()),
+            "  a_b_c  |a-b-c|a-b"
+        );
         assert_eq!(render("{{#if (hasPrefix \"git@\" url)}}ssh{{/if}} {{contains \"argo\" url}}", d.clone()), "ssh true");
-        assert_eq!(render("{{title \"hello big world\"}} {{quote \"a\\\"b\" 1}} {{squote \"x\"}}", d.clone()), "Hello Big World \"a\\\"b\" \"1\" 'x'");
-        assert_eq!(render("{{b64enc \"user:pw\"}}|{{b64dec \"dXNlcjpwdw==\"}}|{{urlquery \"a b&c\"}}", d.clone()), "dXNlcjpwdw==|user:pw|a+b%26c");
-        assert_eq!(render("{{repo_url_to_https url}} {{repo_full_name url}}", d.clone()), "https://github.com/argoproj/argo-cd.git argoproj/argo-cd");
+        assert_eq!(
+            render("{{title \"hello big world\"}} {{quote \"a\\\"b\" 1}} {{squote \"x\"}}", d.clone()),
+            "Hello Big World \"a\\\"b\" \"1\" 'x'"
+        );
+        assert_eq!(
+            render("{{b64enc \"user:pw\"}}|{{b64dec \"dXNlcjpwdw==\"}}|{{urlquery \"a b&c\"}}", d.clone()),
+            "dXNlcjpwdw==|user:pw|a+b%26c"
+        );
+        assert_eq!(
+            render("{{repo_url_to_https url}} {{repo_full_name url}}", d.clone()),
+            "https://github.com/argoproj/argo-cd.git argoproj/argo-cd"
+        );
         assert_eq!(repo_url_to_https("ssh://git@gitlab.example.com:2222/team/app.git"), "https://gitlab.example.com:2222/team/app.git");
         assert_eq!(repo_full_name("https://github.com/org/repo"), "org/repo");
     }
@@ -371,7 +383,10 @@ mod tests {
         let d = json!({"t": "2026-03-02T03:12:04Z", "m": {"a": 1}, "n": 42});
         assert_eq!(render("{{join \", \" (list \"a\" \"b\" n)}}|{{#if (has 2 (list 1 2))}}yes{{/if}}", d.clone()), "a, b, 42|yes");
         assert_eq!(render("{{toJson (dict \"k\" \"v\" \"n\" n)}}|{{toJson m}}", d.clone()), r#"{"k":"v","n":42}|{"a":1}"#);
-        assert_eq!(render("{{date \"2006-01-02 15:04:05 MST\" t}}|{{date \"Jan _2 3:04PM\" t}}|{{unixEpoch t}}", d.clone()), "2026-03-02 03:12:04 UTC|Mar  2 3:12AM|1772421124");
+        assert_eq!(
+            render("{{date \"2006-01-02 15:04:05 MST\" t}}|{{date \"Jan _2 3:04PM\" t}}|{{unixEpoch t}}", d.clone()),
+            "2026-03-02 03:12:04 UTC|Mar  2 3:12AM|1772421124"
+        );
         assert_eq!(render("{{printf \"%s is %d (%q) %.2f %v%%\" \"x\" n \"q\" 1.5 m}}", d.clone()), "x is 42 (\"q\") 1.50 map[a:1]%");
         assert_eq!(render("{{print \"a\" 1 2 \"b\"}}", d.clone()), "a1 2b");
         assert_eq!(render("{{ternary \"on\" \"off\" n}}|{{ternary \"on\" \"off\" 0}}", d), "on|off");
