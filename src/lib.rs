@@ -31,6 +31,8 @@
 //! - [`deliver`]: destinations (Slack, PagerDuty, e-mail, webhooks, SIEMs) behind a
 //!   durable outbox; the console and a JSON-lines file for previews.
 //! - [`replay`]: reads a sequence of Application snapshots from disk.
+//! - [`import`]: `driftwatch import`, an Argo CD notifications configuration (expr
+//!   triggers, Go templates) converted into driftwatch's.
 //! - [`secret`]: `$key` references and the redactor that keeps their values out of output.
 
 pub mod admin;

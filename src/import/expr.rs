@@ -810,7 +810,7 @@ mod tests {
     /// Translates and compiles with the trigger engine.
     fn t(src: &str) -> String {
         let out = to_rhai(src).unwrap_or_else(|e| panic!("{src}: {e}"));
-        crate::trigger::engine::build().compile_expression(&out).unwrap_or_else(|e| panic!("{src} -> {out}: {e}"));
+        crate::trigger::compiles(&out).unwrap_or_else(|e| panic!("{src} -> {out}: {e}"));
         out
     }
 

@@ -829,6 +829,11 @@ impl Emitter {
         Ok(())
     }
 
+    fn is_repo_call(&self, pipe: &Pipe) -> bool {
+        matches!(pipe.cmds.as_slice(), [cmd] if matches!(cmd.as_slice(),
+            [Arg::Func(call), Arg::Dot(f), ..] if call == "call" && f.len() == 2 && f[0] == "repo" && (f[1] == "GetCommitMetadata" || f[1] == "GetAppDetails")))
+    }
+
     /// `call .repo.GetCommitMetadata …` and friends: a marked placeholder.
     fn repo_call(&mut self, pipe: &Pipe) -> Option<Binding> {
         let [cmd] = pipe.cmds.as_slice() else { return None };
@@ -868,6 +873,9 @@ impl Emitter {
                 }
                 self.func(name, args)
             }
+            // `(call .repo.GetAppDetails).Helm.GetParameterValueByName "image.tag"`: a
+            // method of a repo-server result; the whole command is the placeholder.
+            Arg::Sub(p, f) if self.is_repo_call(p) => self.arg(&Arg::Sub(p.clone(), f.clone())),
             _ if cmd.len() == 1 && piped.is_none() => self.arg(first),
             _ => Err("a value cannot take arguments or be piped into".into()),
         }
@@ -1028,10 +1036,7 @@ mod tests {
     /// Translates and renders with driftwatch's handlebars setup.
     fn render(src: &str, data: serde_json::Value) -> String {
         let hbs = t(src);
-        let mut hb = handlebars::Handlebars::new();
-        hb.register_escape_fn(handlebars::no_escape);
-        crate::template::helpers::register(&mut hb);
-        hb.render_template(&hbs, &data).unwrap_or_else(|e| panic!("{src} -> {hbs}: {e}"))
+        crate::template::render_text(&hbs, &data).unwrap_or_else(|e| panic!("{src} -> {hbs}: {e}"))
     }
 
     fn app() -> serde_json::Value {
@@ -1107,6 +1112,10 @@ mod tests {
             render("{{(call .repo.GetCommitMetadata .app.status.sync.revision).Message}}", d.clone()),
             "[repo.GetCommitMetadata.Message: not available, driftwatch has no Argo CD repo server]"
         );
+        assert_eq!(
+            render("{{ (call .repo.GetAppDetails).Helm.GetParameterValueByName \"image.tag\" }}", d.clone()),
+            "[repo.GetAppDetails.Helm.GetParameterValueByName: not available, driftwatch has no Argo CD repo server]"
+        );
         let tr = to_handlebars("{{$c := call .repo.GetCommitMetadata .app.status.sync.revision}}{{$c.Author}}").unwrap();
         assert_eq!(tr.notes.len(), 1, "{tr:?}");
         assert_eq!(render("{{printf \"%s!\" .recipient}} {{\"lit\"}} {{42}}", d), "ops! lit 42");
@@ -1116,10 +1125,7 @@ mod tests {
     fn values_inside_json_strings_are_escaped() {
         let src = r#"[{"title": "{{.app.metadata.name}}", "n": {{len .app.status.conditions}}, "v": {{- if .app.spec.source }} "x" {{- else }} "{{range .app.status.conditions}}{{.message}};{{end}}" {{- end }}, "m": "{{.app.status.operationState.message}}"}]"#;
         let hbs = to_handlebars_in_json(src).unwrap().text;
-        let mut hb = handlebars::Handlebars::new();
-        hb.register_escape_fn(handlebars::no_escape);
-        crate::template::helpers::register(&mut hb);
-        let text = hb.render_template(&hbs, &app()).unwrap();
+        let text = crate::template::render_text(&hbs, &app()).unwrap();
         let v: serde_json::Value = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{hbs}\n{text}\n{e}"));
         assert_eq!(v[0]["m"], "a \"quoted\" failure");
         assert_eq!(v[0]["n"], 2, "a value outside a string is as Go prints it");

@@ -348,6 +348,14 @@ fn inner_line(e: &Entry, needle: &str) -> usize {
     s.lines().position(|l| l.contains(first)).map_or(e.line, |i| e.line + i + 1)
 }
 
+/// An expr expression as rhai that compiles.
+fn translate_expr(src: &str) -> Result<String, String> {
+    let rhai = expr::to_rhai(src)?;
+    crate::trigger::compiles(&rhai)
+        .map_err(|e| format!("the translation does not compile ({e}); please report this as a driftwatch bug"))?;
+    Ok(rhai)
+}
+
 fn trigger(e: &Entry, name: &str, out: &mut Out) {
     let item = format!("trigger {name}");
     let parsed = match embedded(&e.value) {
@@ -389,7 +397,7 @@ fn trigger(e: &Entry, name: &str, out: &mut Out) {
             Some(Value::Bool(b)) => {
                 cond.insert("when".into(), json!(b));
             }
-            Some(Value::String(src)) => match expr::to_rhai(src) {
+            Some(Value::String(src)) => match translate_expr(src) {
                 Ok(rhai) => {
                     cond.insert("when".into(), json!(rhai));
                 }
@@ -423,7 +431,7 @@ fn trigger(e: &Entry, name: &str, out: &mut Out) {
         }
         cond.insert("send".into(), Value::Array(send));
         match c.get("oncePer") {
-            Some(Value::String(src)) if !src.trim().is_empty() => match expr::to_rhai(src) {
+            Some(Value::String(src)) if !src.trim().is_empty() => match translate_expr(src) {
                 Ok(rhai) => {
                     cond.insert("oncePer".into(), json!(rhai));
                 }
@@ -523,6 +531,11 @@ fn is_json_field(field: &str, src: &str) -> bool {
 impl TemplateWork<'_> {
     fn translate(&mut self, out: &mut Out, field: &str, src: &str) -> Option<String> {
         let translated = if is_json_field(field, src) { gotmpl::to_handlebars_in_json(src) } else { gotmpl::to_handlebars(src) };
+        // What is written must compile; a translation that does not is reported, not written.
+        let translated = translated.and_then(|t| match crate::template::compiles(&t.text) {
+            Ok(()) => Ok(t),
+            Err(e) => Err(format!("the translation does not compile ({e}); please report this as a driftwatch bug")),
+        });
         match translated {
             Ok(t) => {
                 for n in t.notes {

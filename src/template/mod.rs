@@ -196,6 +196,20 @@ impl RenderContext {
     }
 }
 
+/// Renders one handlebars text with driftwatch's helpers and no HTML escaping, as every
+/// template field is rendered; for `driftwatch import` to check what it wrote, and tests.
+pub fn render_text(src: &str, data: &serde_json::Value) -> Result<String, String> {
+    let mut hb = Handlebars::new();
+    hb.register_escape_fn(handlebars::no_escape);
+    helpers::register(&mut hb);
+    hb.render_template(src, data).map_err(|e| e.to_string())
+}
+
+/// Whether a handlebars text compiles.
+pub fn compiles(src: &str) -> Result<(), String> {
+    handlebars::Template::compile(src).map(|_| ()).map_err(|e| e.to_string())
+}
+
 impl TemplateSet {
     /// Compiles templates; every error names file, line and column. `defs` are
     /// `(name, definition, file)`.

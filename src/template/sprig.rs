@@ -10,7 +10,8 @@
 //! Lists and maps: `list x...`, `dict k v...`, `has x list`, `join sep list`.
 //! JSON: `toJson x` (the same as `json`), `toPrettyJson x`.
 //! Time: `now` (RFC 3339), `date layout t` (a Go layout such as `"2006-01-02 15:04"`;
-//! `t` an RFC 3339 timestamp or Unix seconds), `unixEpoch t`.
+//! `t` an RFC 3339 timestamp or Unix seconds), `toDate layout s` (parses `s` in a Go
+//! layout), `unixEpoch t`.
 //! Go's own: `printf format x...` (`%s %v %d %q %t %f %x %%`), `print x...`.
 //! Logic: `ternary a b cond` (`a` when `cond` is truthy, else `b`).
 //! Argo CD's: `repo_url_to_https url` (`call .repo.RepoURLToHTTPS`),
@@ -187,6 +188,8 @@ pub fn printf(format: &str, args: &[&Json]) -> String {
             continue;
         };
         match verb {
+            // `%.7s`: at most 7 characters (the short-commit idiom).
+            's' | 'v' if precision.is_some() => out.push_str(&trunc(precision.unwrap_or(0) as i64, &go_value(arg))),
             'q' => out.push_str(&go_quote(&display(arg))),
             'd' => out.push_str(&arg.as_i64().map_or_else(|| format!("%!d({})", go_value(arg)), |n| n.to_string())),
             'f' => match arg.as_f64() {
@@ -294,6 +297,19 @@ handlebars_helper!(date_helper: |layout: Json, t: Json| {
         None => String::new(),
     }
 });
+handlebars_helper!(to_date_helper: |layout: Json, s: Json| {
+    // Sprig's `toDate layout s`: the time as RFC 3339, which `date` and `unixEpoch` take.
+    let text = display(s);
+    let parsed = DateTime::parse_from_rfc3339(&text).map(|t| t.with_timezone(&Utc)).ok().or_else(|| {
+        let fmt = go_layout(&display(layout));
+        DateTime::parse_from_str(&text, &fmt)
+            .map(|t| t.with_timezone(&Utc))
+            .ok()
+            .or_else(|| chrono::NaiveDateTime::parse_from_str(&text, &fmt).ok().map(|n| n.and_utc()))
+            .or_else(|| chrono::NaiveDate::parse_from_str(&text, &fmt).ok().and_then(|d| d.and_hms_opt(0, 0, 0)).map(|n| n.and_utc()))
+    });
+    parsed.map(t_json).unwrap_or(Json::Null)
+});
 handlebars_helper!(unix_epoch_helper: |t: Json| time_of(t).map(|t| t.timestamp().to_string()).unwrap_or_default());
 handlebars_helper!(printf_helper: |format: Json, *args| printf(&display(format), &args[1..]));
 handlebars_helper!(print_helper: |*args| print(&args));
@@ -332,6 +348,7 @@ pub fn register(hb: &mut Handlebars<'static>) {
     hb.register_helper("now", Box::new(now_helper));
     hb.register_helper("date", Box::new(date_helper));
     hb.register_helper("unixEpoch", Box::new(unix_epoch_helper));
+    hb.register_helper("toDate", Box::new(to_date_helper));
     hb.register_helper("printf", Box::new(printf_helper));
     hb.register_helper("print", Box::new(print_helper));
     hb.register_helper("ternary", Box::new(ternary_helper));
@@ -389,6 +406,8 @@ mod tests {
         );
         assert_eq!(render("{{printf \"%s is %d (%q) %.2f %v%%\" \"x\" n \"q\" 1.5 m}}", d.clone()), "x is 42 (\"q\") 1.50 map[a:1]%");
         assert_eq!(render("{{print \"a\" 1 2 \"b\"}}", d.clone()), "a1 2b");
+        assert_eq!(render("{{printf \"%.7s\" \"0123456789\"}}", d.clone()), "0123456");
+        assert_eq!(render("{{date \"Jan 02\" (toDate \"2006-01-02\" \"2026-05-07\")}}", d.clone()), "May 07");
         assert_eq!(render("{{ternary \"on\" \"off\" n}}|{{ternary \"on\" \"off\" 0}}", d), "on|off");
     }
 }

@@ -170,6 +170,13 @@ pub struct TriggerEngine {
     pub runtime_errors: AtomicU64,
 }
 
+/// Whether a condition compiles with the trigger engine; for `driftwatch import` to check
+/// what it wrote.
+pub fn compiles(src: &str) -> Result<(), String> {
+    static ENGINE: std::sync::OnceLock<Engine> = std::sync::OnceLock::new();
+    ENGINE.get_or_init(engine::build).compile_expression(src).map(|_| ()).map_err(|e| e.to_string())
+}
+
 impl Default for TriggerEngine {
     fn default() -> Self {
         TriggerEngine::new()
