@@ -132,6 +132,40 @@ proptest! {
         evaluate(app);
     }
 
+    /// `driftwatch import` reads conditions and templates written by hand: any text is
+    /// translated or refused with a reason, and what is translated compiles.
+    #[test]
+    fn any_expr_condition_is_translated_or_refused(
+        tokens in prop::collection::vec(prop::sample::select(vec![
+            "app", ".", "status", "sync", "?.", "==", "!=", "'x'", "\"y\"", "nil", "and", "or", "not", "!", "(", ")", "[", "]",
+            "in", "1", "2.5", ",", "len", "matches", "#", "{", "}", "any", "all", "time.Now()", "time.Parse", "-", "*",
+            "time.Minute", "?", ":", "??", "contains", "startsWith", ".Add", ".Before", "|", "upper", "'", "..", "type",
+        ]), 0..24),
+        glue in prop::collection::vec(prop::bool::ANY, 24),
+    ) {
+        let s: String = tokens.iter().zip(glue.iter()).map(|(t, g)| if *g { format!("{t} ") } else { t.to_string() }).collect();
+        if let Ok(rhai) = driftwatch::import::expr::to_rhai(&s) {
+            prop_assert!(driftwatch::trigger::compiles(&rhai).is_ok(), "{} -> {}", s, rhai);
+        }
+    }
+
+    #[test]
+    fn any_go_template_is_translated_or_refused(
+        tokens in prop::collection::vec(prop::sample::select(vec![
+            "{{", "{{- ", "}}", " -}}", ".app", ".x", ".", "$", "$v", ":=", "=", "if ", "range ", "with ", "end", "else", "else if ",
+            "$i, $v := ", "eq", "\"s\"", "1", "(", ")", "|", "trunc 7", "printf \"%s\"", "call .repo.GetCommitMetadata", "text ",
+            "\\", "\n", "index", "not", "and", "default \"d\"", "/* c */", "template", "toJson", "$.app",
+        ]), 0..30),
+    ) {
+        let s: String = tokens.concat();
+        if let Ok(t) = driftwatch::import::gotmpl::to_handlebars(&s) {
+            prop_assert!(driftwatch::template::compiles(&t.text).is_ok(), "{} -> {}", s, t.text);
+        }
+        if let Ok(t) = driftwatch::import::gotmpl::to_handlebars_in_json(&s) {
+            prop_assert!(driftwatch::template::compiles(&t.text).is_ok(), "{} -> {}", s, t.text);
+        }
+    }
+
     #[test]
     fn any_duration_text_parses_or_is_refused(s in ".{0,24}") {
         let _ = driftwatch::trigger::engine::parse_duration(&s);

@@ -12,7 +12,7 @@ use std::fmt::Write as _;
 /// Translates one expr expression to rhai, or says why it cannot.
 pub fn to_rhai(src: &str) -> Result<String, String> {
     let tokens = lex(src)?;
-    let mut p = Parser { tokens, pos: 0, closures: 0 };
+    let mut p = Parser { tokens, pos: 0, closures: 0, depth: 0 };
     let e = p.expr(0)?;
     if let Some(t) = p.peek() {
         return Err(format!("unexpected {} after the expression", t.describe()));
@@ -192,7 +192,12 @@ struct Parser {
     tokens: Vec<Tok>,
     pos: usize,
     closures: usize,
+    /// Nesting of the recursive descent, bounded by [`MAX_DEPTH`].
+    depth: usize,
 }
+
+/// Deeper than any real condition; a bound keeps hostile input off the stack's end.
+const MAX_DEPTH: usize = 64;
 
 /// Binary operators: token, precedence, right-associative. After expr-lang's table.
 fn binary(t: &Tok) -> Option<(&'static str, u8, bool)> {
@@ -248,6 +253,16 @@ impl Parser {
     }
 
     fn expr(&mut self, min: u8) -> Result<E, String> {
+        self.depth += 1;
+        if self.depth > MAX_DEPTH {
+            return Err(format!("nested deeper than {MAX_DEPTH} levels"));
+        }
+        let r = self.expr_inner(min);
+        self.depth -= 1;
+        r
+    }
+
+    fn expr_inner(&mut self, min: u8) -> Result<E, String> {
         let mut left = self.unary()?;
         loop {
             // `not in`
@@ -866,5 +881,7 @@ mod tests {
         assert!(to_rhai("app.x[1:2]").unwrap_err().contains("slices"));
         assert!(to_rhai("'unterminated").is_err());
         assert!(to_rhai("secrets.x").unwrap_err().contains("unknown variable"));
+        assert!(to_rhai(&"(".repeat(10_000)).unwrap_err().contains("nested deeper"));
+        assert!(to_rhai(&"!".repeat(10_000)).unwrap_err().contains("nested deeper"));
     }
 }

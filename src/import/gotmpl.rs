@@ -42,7 +42,7 @@ pub fn to_handlebars_in_json(src: &str) -> Result<Translation, String> {
 
 fn translate(src: &str, json: bool) -> Result<Translation, String> {
     let pieces = split(src)?;
-    let mut p = Parser { pieces, pos: 0 };
+    let mut p = Parser { pieces, pos: 0, depth: 0 };
     let (nodes, end) = p.block(&[])?;
     if let Some(end) = end {
         return Err(format!("`{{{{{end}}}}}` without a matching `if`, `range` or `with`"));
@@ -306,7 +306,12 @@ fn lex_action(src: &str) -> Result<Vec<Tok>, String> {
 struct Parser {
     pieces: Vec<Piece>,
     pos: usize,
+    /// Nesting of blocks, bounded by [`MAX_DEPTH`].
+    depth: usize,
 }
+
+/// Deeper than any real template; a bound keeps hostile input off the stack's end.
+const MAX_DEPTH: usize = 64;
 
 /// What ended a block: `end`, `else`, or `else if …`/`else with …` (with the rest).
 type BlockEnd = Option<String>;
@@ -314,6 +319,16 @@ type BlockEnd = Option<String>;
 impl Parser {
     /// Nodes up to an `end`/`else` action (returned) or the end of input.
     fn block(&mut self, open: &[&str]) -> Result<(Vec<Node>, BlockEnd), String> {
+        self.depth += 1;
+        if self.depth > MAX_DEPTH {
+            return Err(format!("blocks nested deeper than {MAX_DEPTH} levels"));
+        }
+        let r = self.block_inner(open);
+        self.depth -= 1;
+        r
+    }
+
+    fn block_inner(&mut self, open: &[&str]) -> Result<(Vec<Node>, BlockEnd), String> {
         let mut nodes = Vec::new();
         while self.pos < self.pieces.len() {
             let piece = self.pieces[self.pos].clone();
@@ -426,6 +441,10 @@ fn action_node(src: &str) -> Result<Node, String> {
 }
 
 fn parse_pipe(toks: &[Tok]) -> Result<Pipe, String> {
+    let opens = toks.iter().filter(|t| **t == Tok::Open).count();
+    if opens > MAX_DEPTH {
+        return Err(format!("more than {MAX_DEPTH} parentheses in one action"));
+    }
     let mut pos = 0;
     let pipe = parse_pipe_at(toks, &mut pos)?;
     if pos < toks.len() {
@@ -1141,5 +1160,7 @@ mod tests {
         assert!(to_handlebars("{{frobnicate .a}}").unwrap_err().contains("frobnicate"));
         assert!(to_handlebars("{{.a").unwrap_err().contains("not closed"));
         assert!(to_handlebars("{{$x}}").unwrap_err().contains("not defined"));
+        assert!(to_handlebars(&"{{if .a}}".repeat(10_000)).unwrap_err().contains("nested deeper"));
+        assert!(to_handlebars(&format!("{{{{{}}}}}", "(".repeat(10_000))).unwrap_err().contains("parentheses"));
     }
 }
