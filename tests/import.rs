@@ -160,7 +160,8 @@ fn secrets_skeleton_has_keys_never_values() {
 /// A template as Argo CD users write it, rendered after import, against the text Go's
 /// text/template gives for the same Application (worked out by hand: trim markers eat
 /// the whitespace and newline beside them; `range` over an empty list runs `else`; a
-/// `$first` flag set in the loop separates items; `with` sets the dot).
+/// `$first` flag set in the loop separates items; `with` sets the dot; an action alone on
+/// its line leaves the line's newline, which handlebars alone would drop).
 #[test]
 fn an_imported_template_renders_what_go_renders() {
     let dir = tempfile::tempdir().unwrap();
@@ -182,6 +183,9 @@ fn an_imported_template_renders_what_go_renders() {
       {{- if eq .app.status.health.status "Healthy" }} healthy{{ else if eq .app.status.health.status "Degraded" }} degraded{{ else }} unknown{{ end }}
       Resources: {{ len .app.status.resources }}{{ if gt (len .app.status.resources) 1 }} (several){{ end }}
       {{ printf "%s/%s" .app.metadata.namespace $name | quote }}
+      {{ if .app.status.summary.images }}
+      has images
+      {{ end }}
 "#,
     )
     .unwrap();
@@ -215,11 +219,11 @@ fn an_imported_template_renders_what_go_renders() {
     let conds = serde_json::json!([{"type": "SyncError", "message": "x"}, {"type": "OrphanedResourceWarning", "message": "y"}]);
     assert_eq!(
         render(app(conds, serde_json::json!({"phase": "Succeeded"}))),
-        "App guestbook (a1b2c3d):\n  0. SyncError on guestbook\n  1. OrphanedResourceWarning on guestbook\nImages: nginx:1.25, redis:7\nsucceeded degraded\nResources: 2 (several)\n\"argocd/guestbook\"\n"
+        "App guestbook (a1b2c3d):\n  0. SyncError on guestbook\n  1. OrphanedResourceWarning on guestbook\nImages: nginx:1.25, redis:7\nsucceeded degraded\nResources: 2 (several)\n\"argocd/guestbook\"\n\nhas images\n\n"
     );
     assert_eq!(
         render(app(serde_json::json!([]), serde_json::Value::Null)),
-        "App guestbook (a1b2c3d):\n  no conditions\nImages: nginx:1.25, redis:7\nnever synced degraded\nResources: 2 (several)\n\"argocd/guestbook\"\n"
+        "App guestbook (a1b2c3d):\n  no conditions\nImages: nginx:1.25, redis:7\nnever synced degraded\nResources: 2 (several)\n\"argocd/guestbook\"\n\nhas images\n\n"
     );
 }
 

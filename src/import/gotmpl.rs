@@ -51,7 +51,43 @@ fn translate(src: &str, json: bool) -> Result<Translation, String> {
         Emitter { scopes: vec![Scope::default()], depth: 0, params: 0, notes: Vec::new(), absolute: false, json: json.then_some(false) };
     let mut out = String::new();
     e.nodes(&nodes, &mut out)?;
-    Ok(Translation { text: out, notes: e.notes })
+    Ok(Translation { text: keep_standalone_lines(&out), notes: e.notes })
+}
+
+/// Handlebars removes a line that holds only a block tag (`{{#each}}`, `{{else}}`,
+/// `{{/if}}`: a "standalone" tag), where Go keeps its whitespace and newline. An empty
+/// comment before such a tag keeps the line as Go has it.
+fn keep_standalone_lines(hbs: &str) -> String {
+    let mut out = String::with_capacity(hbs.len());
+    let mut rest = hbs;
+    while let Some(open) = rest.find("{{") {
+        // `\{{` is an escaped mustache, text.
+        if rest[..open].ends_with('\\') && !rest[..open].ends_with("\\\\") {
+            out.push_str(&rest[..open + 2]);
+            rest = &rest[open + 2..];
+            continue;
+        }
+        let Some(close) = rest[open..].find("}}").map(|c| open + c + 2) else { break };
+        let tag = &rest[open..close];
+        let block = tag.starts_with("{{#") || tag.starts_with("{{/") || tag.starts_with("{{else") || tag.starts_with("{{^");
+        let blank = |t: &str| t.chars().all(|c| c == ' ' || c == '\t');
+        let pre = &rest[..open];
+        let alone_before = match pre.rfind('\n') {
+            Some(i) => blank(&pre[i + 1..]),
+            None => blank(pre) && blank(out.rfind('\n').map_or(out.as_str(), |i| &out[i + 1..])),
+        };
+        let after = &rest[close..];
+        let line_end = after.find('\n').unwrap_or(after.len());
+        let alone_after = after[..line_end].chars().all(|c| c == ' ' || c == '\t' || c == '\r');
+        out.push_str(&rest[..open]);
+        if block && alone_before && alone_after {
+            out.push_str("{{!}}");
+        }
+        out.push_str(tag);
+        rest = &rest[close..];
+    }
+    out.push_str(rest);
+    out
 }
 
 // ---- lexing: text and actions -------------------------------------------------------
@@ -1103,6 +1139,15 @@ mod tests {
             render(vars, app()),
             "guestbook:https://argocd.example.com/applications/guestbook guestbook:https://argocd.example.com/applications/guestbook "
         );
+    }
+
+    /// Handlebars drops a line holding only a block tag ("standalone"); Go keeps it.
+    #[test]
+    fn block_tags_alone_on_a_line_keep_their_lines() {
+        let d = json!({"x": [1, 2], "app": {"a": true}});
+        assert_eq!(render("A\n{{range .x}}\n- {{.}}\n{{end}}\nB\n", d.clone()), "A\n\n- 1\n\n- 2\n\nB\n");
+        assert_eq!(render("A\n  {{if .app.a}}\n  yes\n  {{else}}\n  no\n  {{end}}\nB", d.clone()), "A\n  \n  yes\n  \nB");
+        assert_eq!(render("{{with .app}}\n{{.a}}\n{{end}}\n", d), "\ntrue\n\n");
     }
 
     #[test]
