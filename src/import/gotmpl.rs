@@ -14,6 +14,8 @@
 //!   read as `@first`. Any other reassignment is refused.
 //! - Functions map to handlebars built-ins and the helpers in `template::sprig`, with
 //!   the piped value as the last argument, as Go passes it.
+//! - Trim markers are applied to the text; a block tag left alone on its line gets an
+//!   empty comment before it, since handlebars would drop that line and Go keeps it.
 //!
 //! What cannot be kept is refused with a reason (see [`Translation::notes`] for what
 //! is kept with a caveat).
@@ -1132,6 +1134,11 @@ mod tests {
             r#""value": ":arrow_heading_up: https://a.example/x.git\n:arrow_heading_up: git@b.example:org/y.git","#
         );
         assert_eq!(render("{{range .app.status.missing}}x{{else}}none{{end}}", app()), "none");
+        let nested = "{{range $s := .app.spec.sources}}{{range $.app.status.conditions}}{{$s.repoURL}}:{{.type}} {{end}}{{end}}";
+        assert_eq!(
+            render(nested, app()),
+            "https://a.example/x.git:SyncError https://a.example/x.git:Warn git@b.example:org/y.git:SyncError git@b.example:org/y.git:Warn "
+        );
         assert_eq!(render("{{with .app.status.operationState}}{{.phase}}: {{$.app.metadata.name}}{{end}}", app()), "Failed: guestbook");
         assert_eq!(render("{{with .app.status.nothing}}x{{else}}empty{{end}}", app()), "empty");
         let vars = "{{$name := .app.metadata.name}}{{$url := printf \"%s/applications/%s\" .context.argocdUrl $name}}{{range .app.status.conditions}}{{$name}}:{{$url}} {{end}}";
