@@ -204,10 +204,18 @@ pub enum DestinationKind {
     SignedWebhook,
     /// Syslog RFC 5424 over UDP, TCP or TLS (SIEM).
     Syslog,
+    /// Microsoft Teams incoming webhooks (MessageCard).
+    Teams,
+    /// Opsgenie alerts (create, close by alias).
+    Opsgenie,
+    /// Prometheus Alertmanager's v2 alerts API (fire, resolve with `endsAt`).
+    Alertmanager,
+    /// Google Chat incoming webhooks (cards v2, threads).
+    Googlechat,
 }
 
 impl DestinationKind {
-    pub const ALL: [DestinationKind; 8] = [
+    pub const ALL: [DestinationKind; 12] = [
         DestinationKind::Console,
         DestinationKind::Slack,
         DestinationKind::Email,
@@ -216,6 +224,10 @@ impl DestinationKind {
         DestinationKind::Splunk,
         DestinationKind::SignedWebhook,
         DestinationKind::Syslog,
+        DestinationKind::Teams,
+        DestinationKind::Opsgenie,
+        DestinationKind::Alertmanager,
+        DestinationKind::Googlechat,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -228,10 +240,19 @@ impl DestinationKind {
             DestinationKind::Splunk => "splunk",
             DestinationKind::SignedWebhook => "signed-webhook",
             DestinationKind::Syslog => "syslog",
+            DestinationKind::Teams => "teams",
+            DestinationKind::Opsgenie => "opsgenie",
+            DestinationKind::Alertmanager => "alertmanager",
+            DestinationKind::Googlechat => "googlechat",
         }
     }
 
+    /// A kind by name; `pagerdutyv2`, Argo CD's name for PagerDuty's Events API v2, is
+    /// `pagerduty`.
     pub fn parse(s: &str) -> Option<DestinationKind> {
+        if s == "pagerdutyv2" {
+            return Some(DestinationKind::Pagerduty);
+        }
         DestinationKind::ALL.into_iter().find(|k| k.as_str() == s)
     }
 }

@@ -123,9 +123,13 @@ fn what_each_case_reports() {
     assert_eq!((r.triggers.converted, r.templates.converted, r.services.converted, r.subscriptions.converted), (2, 2, 1, 2));
 
     let r = case("teams-cards");
+    assert!(r.complete(), "Teams converts: {:?}", r.todos);
+    assert_eq!((r.services.converted, r.templates.converted), (1, 1));
+
+    let r = case("github-status");
     let items: Vec<&str> = r.todos.iter().map(|t| t.item.as_str()).collect();
-    assert_eq!(items, ["service teams", "template app-sync-succeeded.teams"], "{r:?}");
-    assert!(r.todos.iter().all(|t| t.file.ends_with("teams-cards/argocd-notifications-cm.yaml") && t.line > 1), "{r:?}");
+    assert_eq!(items, ["service github", "template app-deployed.github"], "{r:?}");
+    assert!(r.todos.iter().all(|t| t.file.ends_with("github-status/argocd-notifications-cm.yaml") && t.line > 1), "{r:?}");
 
     let r = case("github-status");
     assert!(r.notes.iter().any(|n| n.reason.contains("repo server")), "{r:?}");
@@ -231,8 +235,8 @@ fn an_imported_template_renders_what_go_renders() {
 fn the_command_reports_and_exits_as_documented() {
     let bin = env!("CARGO_BIN_EXE_driftwatch");
     let out = tempfile::tempdir().unwrap();
-    let teams = corpus().join("teams-cards/argocd-notifications-cm.yaml");
-    let o = Command::new(bin).arg("import").arg(&teams).arg("--out").arg(out.path()).args(["-o", "json"]).output().unwrap();
+    let github = corpus().join("github-status/argocd-notifications-cm.yaml");
+    let o = Command::new(bin).arg("import").arg(&github).arg("--out").arg(out.path()).args(["-o", "json"]).output().unwrap();
     assert_eq!(o.status.code(), Some(3), "some items need a hand: {}", String::from_utf8_lossy(&o.stderr));
     let r: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(r["triggers"], serde_json::json!({"converted": 1, "todo": 0}));
@@ -246,10 +250,10 @@ fn the_command_reports_and_exits_as_documented() {
     let o = Command::new(bin).args(["check", "--config"]).arg(out.path().join("driftwatch.yaml")).output().unwrap();
     assert_eq!(o.status.code(), Some(1));
     let stderr = String::from_utf8_lossy(&o.stderr);
-    assert!(stderr.contains("templates/app-sync-succeeded.yaml:2:3: import: not converted by `driftwatch import`"), "{stderr}");
+    assert!(stderr.contains("templates/app-deployed.yaml:2:3: import: not converted by `driftwatch import`"), "{stderr}");
 
     // An existing driftwatch.yaml is not replaced without --force.
-    let o = Command::new(bin).arg("import").arg(&teams).arg("--out").arg(out.path()).output().unwrap();
+    let o = Command::new(bin).arg("import").arg(&github).arg("--out").arg(out.path()).output().unwrap();
     assert_eq!(o.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&o.stderr).contains("--force"));
 

@@ -11,9 +11,12 @@
 //! - the preview path: [`dispatch`] hands notifications to local [`Sink`]s (console,
 //!   JSON lines), as `run --replay` does.
 
+pub mod alertmanager;
 pub mod ecs;
 pub mod email;
+pub mod googlechat;
 pub mod http;
+pub mod opsgenie;
 pub mod outcome;
 pub mod pagerduty;
 pub mod services;
@@ -21,6 +24,7 @@ pub mod signed_webhook;
 pub mod slack;
 pub mod splunk;
 pub mod syslog;
+pub mod teams;
 #[cfg(test)]
 pub(crate) mod testkit;
 pub mod webhook;

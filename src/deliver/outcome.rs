@@ -135,6 +135,11 @@ impl DeliverySettings {
             K::Webhook | K::SignedWebhook => (10.0, 20, 16),
             K::Splunk => (50.0, 100, 4),
             K::Syslog => (50.0, 100, 1),
+            // Teams and Google Chat webhooks allow about one message a second per
+            // webhook; Opsgenie's API a few requests a second per key.
+            K::Teams | K::Googlechat => (1.0, 3, 2),
+            K::Opsgenie => (5.0, 10, 2),
+            K::Alertmanager => (20.0, 40, 4),
             K::Console => (1000.0, 1000, 1),
         };
         DeliverySettings {

@@ -8,14 +8,18 @@ use std::sync::Arc;
 use serde::Deserialize;
 use serde_json::Value;
 
+use super::alertmanager::AlertmanagerConfig;
 use super::ecs::Origin;
 use super::email::EmailConfig;
+use super::googlechat::GoogleChatConfig;
+use super::opsgenie::OpsgenieConfig;
 use super::outcome::{ConfigDuration, DeliverySettings, RateSettings, RetrySettings};
 use super::pagerduty::PagerDutyConfig;
 use super::signed_webhook::SignedWebhookConfig;
 use super::slack::SlackConfig;
 use super::splunk::SplunkConfig;
 use super::syslog::SyslogConfig;
+use super::teams::TeamsConfig;
 use super::webhook::WebhookConfig;
 use super::worker::{Deliverer, ServiceRuntime};
 use crate::model::DestinationKind;
@@ -33,6 +37,10 @@ pub enum ServiceConfig {
     Splunk(SplunkConfig),
     SignedWebhook(SignedWebhookConfig),
     Syslog(SyslogConfig),
+    Teams(TeamsConfig),
+    Opsgenie(OpsgenieConfig),
+    Alertmanager(AlertmanagerConfig),
+    Googlechat(GoogleChatConfig),
 }
 
 /// Settings every service may override (`timeout`, `retry`, `rateLimit`).
@@ -106,7 +114,16 @@ impl ServiceSpec {
             DestinationKind::Splunk => ServiceConfig::Splunk(serde_json::from_value(v).map_err(e)?),
             DestinationKind::SignedWebhook => ServiceConfig::SignedWebhook(serde_json::from_value(v).map_err(e)?),
             DestinationKind::Syslog => ServiceConfig::Syslog(serde_json::from_value(v).map_err(e)?),
+            DestinationKind::Teams => ServiceConfig::Teams(serde_json::from_value(v).map_err(e)?),
+            DestinationKind::Opsgenie => ServiceConfig::Opsgenie(serde_json::from_value(v).map_err(e)?),
+            DestinationKind::Alertmanager => ServiceConfig::Alertmanager(serde_json::from_value(v).map_err(e)?),
+            DestinationKind::Googlechat => ServiceConfig::Googlechat(serde_json::from_value(v).map_err(e)?),
         };
+        if let ServiceConfig::Alertmanager(a) = &config
+            && a.targets.is_empty()
+        {
+            return Err("an alertmanager service needs at least one of targets".into());
+        }
         if let ServiceConfig::Slack(s) = &config
             && s.token.is_none() == s.webhook_url.is_none()
         {
@@ -127,6 +144,10 @@ impl ServiceConfig {
             ServiceConfig::Splunk(_) => DestinationKind::Splunk,
             ServiceConfig::SignedWebhook(_) => DestinationKind::SignedWebhook,
             ServiceConfig::Syslog(_) => DestinationKind::Syslog,
+            ServiceConfig::Teams(_) => DestinationKind::Teams,
+            ServiceConfig::Opsgenie(_) => DestinationKind::Opsgenie,
+            ServiceConfig::Alertmanager(_) => DestinationKind::Alertmanager,
+            ServiceConfig::Googlechat(_) => DestinationKind::Googlechat,
         }
     }
 
@@ -150,6 +171,15 @@ impl ServiceConfig {
             ServiceConfig::SignedWebhook(s) => {
                 out.extend([s.url.as_str(), s.secret.as_str()]);
                 out.extend(s.headers.values().map(String::as_str));
+            }
+            ServiceConfig::Teams(s) => out.extend(s.recipient_urls.values().map(String::as_str)),
+            ServiceConfig::Googlechat(s) => out.extend(s.webhooks.values().map(String::as_str)),
+            ServiceConfig::Opsgenie(s) => out.extend(s.api_keys.values().map(String::as_str)),
+            ServiceConfig::Alertmanager(s) => {
+                out.extend(s.bearer_token.as_deref());
+                if let Some(b) = &s.basic_auth {
+                    out.push(&b.password);
+                }
             }
         }
         out
@@ -187,6 +217,10 @@ pub fn build(name: &str, spec: &ServiceSpec, env: &Env) -> Result<ServiceRuntime
         ServiceConfig::Splunk(c) => Arc::new(super::splunk::SplunkClient::new(c, env)?),
         ServiceConfig::SignedWebhook(c) => Arc::new(super::signed_webhook::SignedWebhookClient::new(c, env)?),
         ServiceConfig::Syslog(c) => Arc::new(super::syslog::SyslogClient::new(c, env)?),
+        ServiceConfig::Teams(c) => Arc::new(super::teams::TeamsClient::new(c, env)?),
+        ServiceConfig::Opsgenie(c) => Arc::new(super::opsgenie::OpsgenieClient::new(c, env)?),
+        ServiceConfig::Alertmanager(c) => Arc::new(super::alertmanager::AlertmanagerClient::new(c, env)?),
+        ServiceConfig::Googlechat(c) => Arc::new(super::googlechat::GoogleChatClient::new(c, env)?),
     };
     let mut referenced = Vec::new();
     for s in spec.config.strings() {

@@ -491,23 +491,57 @@ fn template_field(section: Option<&str>, field: &str) -> Option<&'static str> {
         (Some("pagerdutyv2"), "component") => "component",
         (Some("pagerdutyv2"), "group") => "group",
         (Some("pagerdutyv2"), "class") => "class",
+        (Some("teams"), f @ ("title" | "summary" | "text" | "themeColor" | "facts" | "sections" | "potentialAction" | "template")) => {
+            static_field(f)
+        }
+        (
+            Some("opsgenie"),
+            f @ ("description" | "priority" | "alias" | "note" | "entity" | "user" | "tags" | "actions" | "responders" | "visibleTo"
+            | "details"),
+        ) => static_field(f),
+        (Some("googlechat"), f @ ("cards" | "cardsV2" | "threadKey")) => static_field(f),
         _ => return None,
     })
+}
+
+/// The field names `template_field` passes through, as static strings.
+fn static_field(f: &str) -> &'static str {
+    const FIELDS: &[&str] = &[
+        "title",
+        "summary",
+        "text",
+        "themeColor",
+        "facts",
+        "sections",
+        "potentialAction",
+        "template",
+        "description",
+        "priority",
+        "alias",
+        "note",
+        "entity",
+        "user",
+        "tags",
+        "actions",
+        "responders",
+        "visibleTo",
+        "details",
+        "cards",
+        "cardsV2",
+        "threadKey",
+    ];
+    FIELDS.iter().find(|x| **x == f).copied().unwrap_or("text")
 }
 
 /// Destination kinds driftwatch does not have (yet): their template sections and
 /// services are reported.
 const OTHER_KINDS: &[&str] = &[
-    "teams",
     "github",
-    "googlechat",
-    "opsgenie",
     "mattermost",
     "rocketchat",
     "telegram",
     "webex",
     "pushover",
-    "alertmanager",
     "newrelic",
     "grafana",
     "pagerduty",
@@ -524,8 +558,22 @@ struct TemplateWork<'a> {
 
 /// Fields whose rendered text must be JSON.
 fn is_json_field(field: &str, src: &str) -> bool {
-    matches!(field, "slack.attachments" | "slack.blocks")
-        || (field.starts_with("webhook.") && field.ends_with(".body") && src.trim_start().starts_with(['{', '[']))
+    matches!(
+        field,
+        "slack.attachments"
+            | "slack.blocks"
+            | "teams.facts"
+            | "teams.sections"
+            | "teams.potentialAction"
+            | "teams.template"
+            | "opsgenie.tags"
+            | "opsgenie.actions"
+            | "opsgenie.responders"
+            | "opsgenie.visibleTo"
+            | "opsgenie.details"
+            | "googlechat.cards"
+            | "googlechat.cardsV2"
+    ) || (field.starts_with("webhook.") && field.ends_with(".body") && src.trim_start().starts_with(['{', '[']))
 }
 
 impl TemplateWork<'_> {
@@ -615,7 +663,36 @@ fn template(e: &Entry, name: &str, out: &mut Out) {
                 }
                 def.insert("webhook".into(), Value::Object(converted));
             }
-            (s @ ("email" | "slack" | "pagerdutyv2"), Value::Object(fields)) => {
+            ("alertmanager", Value::Object(fields)) => {
+                let mut f = Map::new();
+                for (k, v) in fields {
+                    match (k.as_str(), v) {
+                        ("labels" | "annotations", Value::Object(m)) => {
+                            let mut converted = Map::new();
+                            for (name, value) in m {
+                                let src = value.as_str().map(str::to_string).unwrap_or_else(|| value.to_string());
+                                if let Some(t) = w.translate(out, &format!("alertmanager.{k}.{name}"), &src) {
+                                    converted.insert(name.clone(), json!(t));
+                                }
+                            }
+                            f.insert(k.clone(), Value::Object(converted));
+                        }
+                        ("generatorURL", Value::String(src)) => {
+                            if let Some(t) = w.translate(out, "alertmanager.generatorURL", src) {
+                                f.insert(k.clone(), json!(t));
+                            }
+                        }
+                        _ => w.drop_section(
+                            out,
+                            &format!("alertmanager.{k}"),
+                            v,
+                            "not an alertmanager field (labels, annotations, generatorURL)",
+                        ),
+                    }
+                }
+                def.insert("alertmanager".into(), Value::Object(f));
+            }
+            (s @ ("email" | "slack" | "pagerdutyv2" | "teams" | "opsgenie" | "googlechat"), Value::Object(fields)) => {
                 let target = if s == "pagerdutyv2" { "pagerduty" } else { s };
                 let mut f = Map::new();
                 for (k, v) in fields {
@@ -624,6 +701,17 @@ fn template(e: &Entry, name: &str, out: &mut Out) {
                             if let Some(t) = w.translate(out, &format!("{s}.{k}"), src) {
                                 f.insert(dw.into(), json!(t));
                             }
+                        }
+                        // Lists and maps Argo CD takes as YAML (Opsgenie's tags, details):
+                        // driftwatch's fields are JSON text.
+                        (Some(dw), v @ (Value::Array(_) | Value::Object(_))) => {
+                            let src = serde_json::to_string_pretty(v).unwrap_or_default();
+                            if let Some(t) = w.translate(out, &format!("{s}.{k}"), &src) {
+                                f.insert(dw.into(), json!(t));
+                            }
+                        }
+                        (Some(dw), v @ (Value::Number(_) | Value::Bool(_))) => {
+                            f.insert(dw.into(), json!(v.to_string()));
                         }
                         _ => match (s, k.as_str(), v) {
                             ("slack", "notifyBroadcast", Value::Bool(false)) | ("slack", "deliveryPolicy", Value::String(_))
@@ -769,6 +857,23 @@ fn service(e: &Entry, rest: &str, out: &mut Out) {
                         out.note(e, &format!("{item}.{k}"), "driftwatch retries with its own backoff (see `retry:` in destinations.md)")
                     }
                     other => unknown.push(other.into()),
+                }
+            }
+            true
+        }
+        k @ ("teams" | "opsgenie" | "alertmanager" | "googlechat") => {
+            let allowed: &[&str] = match k {
+                "teams" => &["recipientUrls"],
+                "opsgenie" => &["apiUrl", "apiKeys"],
+                "alertmanager" => &["targets", "scheme", "apiPath", "basicAuth", "bearerToken", "insecureSkipVerify"],
+                _ => &["webhooks"],
+            };
+            svc.insert("type".into(), json!(k));
+            for (key, v) in &cfg {
+                if allowed.contains(&key.as_str()) {
+                    svc.insert(key.clone(), v.clone());
+                } else {
+                    unknown.push(key.clone());
                 }
             }
             true

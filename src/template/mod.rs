@@ -91,10 +91,77 @@ pub struct TemplateDef {
     pub severity: Option<At<String>>,
     pub slack: Option<SlackDef>,
     pub email: Option<EmailDef>,
+    /// Also read under Argo CD's name, `pagerdutyv2`.
+    #[serde(alias = "pagerdutyv2")]
     pub pagerduty: Option<PagerDutyDef>,
     /// Keyed by webhook service name.
     #[serde(default)]
     pub webhook: BTreeMap<String, WebhookDef>,
+    pub teams: Option<TeamsDef>,
+    pub opsgenie: Option<OpsgenieDef>,
+    pub alertmanager: Option<AlertmanagerDef>,
+    pub googlechat: Option<GoogleChatDef>,
+}
+
+/// Microsoft Teams MessageCard fields (Argo CD's names).
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct TeamsDef {
+    pub title: Option<At<String>>,
+    pub summary: Option<At<String>>,
+    pub text: Option<At<String>>,
+    pub theme_color: Option<At<String>>,
+    /// JSON arrays.
+    pub facts: Option<At<String>>,
+    pub sections: Option<At<String>>,
+    pub potential_action: Option<At<String>>,
+    /// A whole card (JSON object), sent as it is.
+    pub template: Option<At<String>>,
+}
+
+/// Opsgenie alert fields (Argo CD's names).
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct OpsgenieDef {
+    pub description: Option<At<String>>,
+    /// `P1` to `P5`; from the severity when absent.
+    pub priority: Option<At<String>>,
+    /// Stable per Application, trigger and condition when absent.
+    pub alias: Option<At<String>>,
+    pub note: Option<At<String>>,
+    pub entity: Option<At<String>>,
+    pub user: Option<At<String>>,
+    /// JSON arrays.
+    pub tags: Option<At<String>>,
+    pub actions: Option<At<String>>,
+    pub responders: Option<At<String>>,
+    pub visible_to: Option<At<String>>,
+    /// A JSON object.
+    pub details: Option<At<String>>,
+}
+
+/// Alertmanager alert fields (Argo CD's names).
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AlertmanagerDef {
+    #[serde(default)]
+    pub labels: BTreeMap<String, At<String>>,
+    #[serde(default)]
+    pub annotations: BTreeMap<String, At<String>>,
+    #[serde(rename = "generatorURL")]
+    pub generator_url: Option<At<String>>,
+}
+
+/// Google Chat fields (Argo CD's names).
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GoogleChatDef {
+    /// JSON arrays: legacy cards and cards v2.
+    pub cards: Option<At<String>>,
+    #[serde(rename = "cardsV2")]
+    pub cards_v2: Option<At<String>>,
+    #[serde(rename = "threadKey")]
+    pub thread_key: Option<At<String>>,
 }
 
 /// Why a notification could not be rendered.
@@ -320,6 +387,58 @@ impl TemplateSet {
                     out.insert("custom_details".into(), v);
                 }
             }
+            DestinationKind::Teams => {
+                out.insert("message".into(), message.into());
+                for f in ["title", "summary", "text", "themeColor"] {
+                    if let Some(v) = r.text(&format!("teams.{f}"))? {
+                        out.insert(f.into(), v.trim().into());
+                    }
+                }
+                for f in ["facts", "sections", "potentialAction", "template"] {
+                    if let Some(v) = r.json(&format!("teams.{f}"))? {
+                        out.insert(f.into(), v);
+                    }
+                }
+            }
+            DestinationKind::Opsgenie => {
+                out.insert("message".into(), message.into());
+                for f in ["description", "priority", "alias", "note", "entity", "user"] {
+                    if let Some(v) = r.text(&format!("opsgenie.{f}"))? {
+                        out.insert(f.into(), v.into());
+                    }
+                }
+                for f in ["tags", "actions", "responders", "visibleTo", "details"] {
+                    if let Some(v) = r.json(&format!("opsgenie.{f}"))? {
+                        out.insert(f.into(), v);
+                    }
+                }
+            }
+            DestinationKind::Alertmanager => {
+                out.insert("message".into(), message.into());
+                for group in ["labels", "annotations"] {
+                    let prefix = format!("alertmanager.{group}.");
+                    let mut m = Map::new();
+                    for (field, _) in fields.range(prefix.clone()..) {
+                        let Some(name) = field.strip_prefix(&prefix) else { break };
+                        m.insert(name.into(), r.text(field)?.unwrap_or_default().trim().into());
+                    }
+                    out.insert(group.into(), m.into());
+                }
+                if let Some(g) = r.text("alertmanager.generatorURL")? {
+                    out.insert("generatorURL".into(), g.trim().into());
+                }
+            }
+            DestinationKind::Googlechat => {
+                out.insert("message".into(), message.into());
+                for f in ["cards", "cardsV2"] {
+                    if let Some(v) = r.json(&format!("googlechat.{f}"))? {
+                        out.insert(f.into(), v);
+                    }
+                }
+                if let Some(k) = r.text("googlechat.threadKey")? {
+                    out.insert("threadKey".into(), k.trim().into());
+                }
+            }
             DestinationKind::Webhook => {
                 let prefix = format!("webhook.{service}");
                 if !fields.keys().any(|k| k.starts_with(&format!("{prefix}."))) {
@@ -427,6 +546,51 @@ fn def_fields(def: &TemplateDef) -> Vec<(String, FieldKind, &At<String>)> {
             all.push((format!("webhook.{service}.headers.{h}"), Text, Some(v)));
         }
         all.push((format!("webhook.{service}.body"), Text, w.body.as_ref()));
+    }
+    if let Some(t) = &def.teams {
+        for (f, k, v) in [
+            ("title", Text, &t.title),
+            ("summary", Text, &t.summary),
+            ("text", Text, &t.text),
+            ("themeColor", Text, &t.theme_color),
+            ("facts", Json, &t.facts),
+            ("sections", Json, &t.sections),
+            ("potentialAction", Json, &t.potential_action),
+            ("template", Json, &t.template),
+        ] {
+            all.push((format!("teams.{f}"), k, v.as_ref()));
+        }
+    }
+    if let Some(o) = &def.opsgenie {
+        for (f, k, v) in [
+            ("description", Text, &o.description),
+            ("priority", Text, &o.priority),
+            ("alias", Text, &o.alias),
+            ("note", Text, &o.note),
+            ("entity", Text, &o.entity),
+            ("user", Text, &o.user),
+            ("tags", Json, &o.tags),
+            ("actions", Json, &o.actions),
+            ("responders", Json, &o.responders),
+            ("visibleTo", Json, &o.visible_to),
+            ("details", Json, &o.details),
+        ] {
+            all.push((format!("opsgenie.{f}"), k, v.as_ref()));
+        }
+    }
+    if let Some(a) = &def.alertmanager {
+        for (l, v) in &a.labels {
+            all.push((format!("alertmanager.labels.{l}"), Text, Some(v)));
+        }
+        for (l, v) in &a.annotations {
+            all.push((format!("alertmanager.annotations.{l}"), Text, Some(v)));
+        }
+        all.push(("alertmanager.generatorURL".into(), Text, a.generator_url.as_ref()));
+    }
+    if let Some(g) = &def.googlechat {
+        all.push(("googlechat.cards".into(), Json, g.cards.as_ref()));
+        all.push(("googlechat.cardsV2".into(), Json, g.cards_v2.as_ref()));
+        all.push(("googlechat.threadKey".into(), Text, g.thread_key.as_ref()));
     }
     all.into_iter().filter_map(|(path, kind, v)| v.map(|v| (path, kind, v))).collect()
 }

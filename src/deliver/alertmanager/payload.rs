@@ -1,0 +1,49 @@
+//! The alert for one notification: a pure function.
+
+use serde_json::{Map, Value, json};
+
+use crate::model::{Action, Notification};
+
+/// The body: a list of one alert. Firing: `startsAt` now; resolving: `endsAt` now.
+pub fn alerts(n: &Notification, argocd_url: &str, now: chrono::DateTime<chrono::Utc>) -> Value {
+    let p = &n.payload;
+    let mut labels = Map::new();
+    labels.insert("alertname".into(), json!(n.trigger));
+    labels.insert("application".into(), json!(n.meta.name));
+    labels.insert("namespace".into(), json!(n.meta.namespace));
+    if !n.meta.project.is_empty() {
+        labels.insert("project".into(), json!(n.meta.project));
+    }
+    labels.insert("severity".into(), json!(n.severity.as_str()));
+    for (k, v) in p.get("labels").and_then(Value::as_object).into_iter().flatten() {
+        let v = v.as_str().map(str::trim).unwrap_or_default();
+        if !v.is_empty() {
+            labels.insert(k.clone(), json!(v));
+        }
+    }
+    let mut annotations = Map::new();
+    if let Some(m) = p.get("message").and_then(Value::as_str).map(str::trim).filter(|m| !m.is_empty()) {
+        annotations.insert("summary".into(), json!(m.lines().next().unwrap_or_default()));
+        annotations.insert("description".into(), json!(m));
+    }
+    for (k, v) in p.get("annotations").and_then(Value::as_object).into_iter().flatten() {
+        annotations.insert(k.clone(), json!(v.as_str().unwrap_or_default()));
+    }
+    let generator =
+        p.get("generatorURL").and_then(Value::as_str).map(str::trim).filter(|g| !g.is_empty()).map(str::to_string).or_else(|| {
+            (!argocd_url.is_empty())
+                .then(|| format!("{}/applications/{}/{}", argocd_url.trim_end_matches('/'), n.meta.namespace, n.meta.name))
+        });
+    let ts = now.to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+    let mut alert = Map::new();
+    alert.insert("labels".into(), Value::Object(labels));
+    alert.insert("annotations".into(), Value::Object(annotations));
+    if let Some(g) = generator {
+        alert.insert("generatorURL".into(), json!(g));
+    }
+    match n.action {
+        Action::Fire => alert.insert("startsAt".into(), json!(ts)),
+        Action::Resolve => alert.insert("endsAt".into(), json!(ts)),
+    };
+    json!([alert])
+}

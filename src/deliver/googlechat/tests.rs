@@ -1,0 +1,63 @@
+use super::*;
+use crate::deliver::ecs::tests::sample;
+use crate::deliver::services::{ServiceConfig, ServiceSpec, build};
+use crate::deliver::testkit::{HttpReceiver, Reply, Scenario, check_scenario};
+use crate::model::DestinationKind;
+use crate::secret::Secrets;
+
+const KEY: &str = "SECRET-chat-key-9";
+
+fn notification() -> crate::model::Notification {
+    let mut n = sample(DestinationKind::Googlechat, "googlechat");
+    n.destination.recipient = "platform".into();
+    n.payload = serde_json::json!({"message": "guestbook drifted\n", "threadKey": "argocd/guestbook",
+        "cardsV2": [{"cardId": "drift", "card": {"header": {"title": "guestbook"}}}]});
+    n
+}
+
+#[test]
+fn cards_and_threads() {
+    let m = message(&notification());
+    assert_eq!(m["text"], "guestbook drifted");
+    assert_eq!(m["cardsV2"][0]["cardId"], "drift");
+    assert_eq!(m["thread"]["threadKey"], "argocd/guestbook");
+    assert_eq!(
+        url_with_thread("https://chat.example/v1/spaces/A/messages?key=k&token=t", &notification()),
+        "https://chat.example/v1/spaces/A/messages?key=k&token=t&messageReplyOption=REPLY_MESSAGE_FALLBACK_TO_NEW_THREAD"
+    );
+    let mut plain = notification();
+    plain.payload = serde_json::json!({"message": "hi"});
+    assert_eq!(url_with_thread("https://x/y?key=k", &plain), "https://x/y?key=k");
+    assert!(message(&plain).get("thread").is_none());
+}
+
+#[tokio::test]
+async fn compliance() {
+    let rx = HttpReceiver::start(Reply::new(200, r#"{"name":"spaces/A/messages/1"}"#)).await;
+    let url = format!("{}/v1/spaces/AAA/messages?key={KEY}&token=t", rx.url());
+    let secrets = Secrets::from_map([("chat-url", url.as_str())]);
+    let s = ServiceSpec::from_value(DestinationKind::Googlechat, serde_json::json!({"webhooks": {"platform": "$chat-url"}})).unwrap();
+    assert!(matches!(s.config, ServiceConfig::Googlechat(_)));
+    let make = |env: &crate::deliver::services::Env| build("googlechat", &s, env).unwrap();
+    for (scenario, replies) in [
+        (Scenario::Success, vec![]),
+        (Scenario::RetryableThenSuccess, vec![Reply::new(503, "busy")]),
+        (Scenario::Permanent, vec![Reply::new(400, r#"{"error":{"code":400,"message":"Invalid JSON payload"}}"#)]),
+        (Scenario::TimeoutThenSuccess, vec![Reply::new(200, "{}").delayed(std::time::Duration::from_millis(1500))]),
+        (Scenario::RateLimitedThenSuccess, vec![Reply::new(429, "slow down").header("Retry-After", "1")]),
+    ] {
+        rx.clear();
+        rx.script(replies);
+        check_scenario(scenario, &rx, &make, &notification(), &secrets, KEY).await;
+    }
+    rx.clear();
+    check_scenario(Scenario::Success, &rx, &make, &notification(), &secrets, KEY).await;
+    let r = &rx.requests()[0];
+    assert!(
+        r.path.starts_with("/v1/spaces/AAA/messages?key=") && r.path.ends_with("&messageReplyOption=REPLY_MESSAGE_FALLBACK_TO_NEW_THREAD"),
+        "{}",
+        r.path
+    );
+    let body: serde_json::Value = serde_json::from_str(&r.body).unwrap();
+    assert_eq!(body["thread"]["threadKey"], "argocd/guestbook");
+}

@@ -1,0 +1,63 @@
+use std::collections::BTreeMap;
+
+use super::config::OpsgenieConfig;
+use super::payload::{close, create};
+use crate::deliver::http;
+use crate::deliver::outcome::Outcome;
+use crate::deliver::services::Env;
+use crate::deliver::worker::{BoxFuture, Deliverer};
+use crate::model::{Action, Notification};
+use crate::secret::Secret;
+
+pub struct OpsgenieClient {
+    http: reqwest::Client,
+    base: String,
+    /// Recipient -> API integration key.
+    keys: BTreeMap<String, Secret>,
+    argocd_url: String,
+}
+
+impl OpsgenieClient {
+    pub fn new(cfg: &OpsgenieConfig, env: &Env) -> Result<OpsgenieClient, String> {
+        let mut keys = BTreeMap::new();
+        for (recipient, key) in &cfg.api_keys {
+            keys.insert(recipient.clone(), env.secrets.resolve(key).map_err(|e| e.to_string())?);
+        }
+        let mut base = cfg.api_url.clone().unwrap_or_else(|| "https://api.opsgenie.com".into());
+        if !base.contains("://") {
+            // Argo CD's examples write the host alone (`apiUrl: api.opsgenie.com`).
+            base = format!("https://{base}");
+        }
+        Ok(OpsgenieClient {
+            http: env.http.clone(),
+            base: base.trim_end_matches('/').to_string(),
+            keys,
+            argocd_url: env.context.get("argocdUrl").cloned().unwrap_or_default(),
+        })
+    }
+}
+
+impl Deliverer for OpsgenieClient {
+    fn deliver<'a>(&'a self, batch: &'a [Notification]) -> BoxFuture<'a, Outcome> {
+        Box::pin(async move {
+            for n in batch {
+                let Some(key) = self.keys.get(&n.destination.recipient) else {
+                    return Outcome::Permanent(format!("no API key for recipient {:?} (services.<name>.apiKeys)", n.destination.recipient));
+                };
+                let (url, body) = match n.action {
+                    Action::Fire => (format!("{}/v2/alerts", self.base), create(n, &self.argocd_url)),
+                    Action::Resolve => {
+                        let (path, body) = close(n);
+                        (format!("{}{path}", self.base), body)
+                    }
+                };
+                let req = self.http.post(&url).header("Authorization", format!("GenieKey {}", key.expose())).json(&body);
+                let (outcome, _) = http::send(req).await;
+                if outcome != Outcome::Delivered {
+                    return outcome;
+                }
+            }
+            Outcome::Delivered
+        })
+    }
+}

@@ -1,0 +1,52 @@
+use std::collections::BTreeMap;
+
+use super::config::TeamsConfig;
+use super::payload::card;
+use crate::deliver::http;
+use crate::deliver::outcome::Outcome;
+use crate::deliver::services::Env;
+use crate::deliver::worker::{BoxFuture, Deliverer};
+use crate::model::Notification;
+use crate::secret::Secret;
+
+pub struct TeamsClient {
+    http: reqwest::Client,
+    /// Recipient -> webhook URL.
+    urls: BTreeMap<String, Secret>,
+}
+
+impl TeamsClient {
+    pub fn new(cfg: &TeamsConfig, env: &Env) -> Result<TeamsClient, String> {
+        let mut urls = BTreeMap::new();
+        for (recipient, url) in &cfg.recipient_urls {
+            urls.insert(recipient.clone(), env.secrets.resolve(url).map_err(|e| e.to_string())?);
+        }
+        Ok(TeamsClient { http: env.http.clone(), urls })
+    }
+}
+
+impl Deliverer for TeamsClient {
+    fn deliver<'a>(&'a self, batch: &'a [Notification]) -> BoxFuture<'a, Outcome> {
+        Box::pin(async move {
+            for n in batch {
+                let Some(url) = self.urls.get(&n.destination.recipient) else {
+                    return Outcome::Permanent(format!(
+                        "no webhook URL for recipient {:?} (services.<name>.recipientUrls)",
+                        n.destination.recipient
+                    ));
+                };
+                let (outcome, body) = http::send(self.http.post(url.expose()).json(&card(n))).await;
+                // A retired or misconfigured connector answers 200 with the error as text.
+                if outcome == Outcome::Delivered
+                    && let Some(b) = body.filter(|b| b.contains("delivery failed"))
+                {
+                    return Outcome::Permanent(format!("Teams refused the card: {}", b.chars().take(300).collect::<String>()));
+                }
+                if outcome != Outcome::Delivered {
+                    return outcome;
+                }
+            }
+            Outcome::Delivered
+        })
+    }
+}
