@@ -212,10 +212,12 @@ pub enum DestinationKind {
     Alertmanager,
     /// Google Chat incoming webhooks (cards v2, threads).
     Googlechat,
+    /// GitHub commit statuses, deployments, pull-request comments.
+    Github,
 }
 
 impl DestinationKind {
-    pub const ALL: [DestinationKind; 12] = [
+    pub const ALL: [DestinationKind; 13] = [
         DestinationKind::Console,
         DestinationKind::Slack,
         DestinationKind::Email,
@@ -228,6 +230,7 @@ impl DestinationKind {
         DestinationKind::Opsgenie,
         DestinationKind::Alertmanager,
         DestinationKind::Googlechat,
+        DestinationKind::Github,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -244,6 +247,7 @@ impl DestinationKind {
             DestinationKind::Opsgenie => "opsgenie",
             DestinationKind::Alertmanager => "alertmanager",
             DestinationKind::Googlechat => "googlechat",
+            DestinationKind::Github => "github",
         }
     }
 

@@ -14,6 +14,11 @@ use std::path::Path;
 pub struct Secret(String);
 
 impl Secret {
+    /// A secret obtained at run time (an installation token), never configured.
+    pub fn new(value: String) -> Secret {
+        Secret(value)
+    }
+
     pub fn expose(&self) -> &str {
         &self.0
     }

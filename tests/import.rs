@@ -58,7 +58,7 @@ fn the_corpus_imports_to_its_golden_outputs() {
     let update = std::env::var_os("UPDATE_GOLDEN").is_some();
     let mut cases: Vec<PathBuf> = std::fs::read_dir(corpus()).unwrap().map(|e| e.unwrap().path()).collect();
     cases.sort();
-    assert!(cases.len() >= 8, "{cases:?}");
+    assert!(cases.len() >= 9, "{cases:?}");
     for case in cases {
         let (dir, _) = run_case(&case);
         let expected = case.join("expected");
@@ -126,14 +126,15 @@ fn what_each_case_reports() {
     assert!(r.complete(), "Teams converts: {:?}", r.todos);
     assert_eq!((r.services.converted, r.templates.converted), (1, 1));
 
-    let r = case("github-status");
+    let r = case("mattermost");
     let items: Vec<&str> = r.todos.iter().map(|t| t.item.as_str()).collect();
-    assert_eq!(items, ["service github", "template app-deployed.github"], "{r:?}");
-    assert!(r.todos.iter().all(|t| t.file.ends_with("github-status/argocd-notifications-cm.yaml") && t.line > 1), "{r:?}");
+    assert_eq!(items, ["service mattermost", "template app-sync-failed.mattermost"], "{r:?}");
+    assert!(r.todos.iter().all(|t| t.file.ends_with("mattermost/argocd-notifications-cm.yaml") && t.line > 1), "{r:?}");
 
     let r = case("github-status");
     assert!(r.notes.iter().any(|n| n.reason.contains("repo server")), "{r:?}");
-    assert!(r.todos.iter().any(|t| t.item == "template app-deployed.github"), "{r:?}");
+    assert!(r.complete(), "GitHub converts: {:?}", r.todos);
+    assert_eq!((r.services.converted, r.templates.converted), (1, 1));
 
     let r = case("legacy-and-mistakes");
     let reasons: Vec<String> = r.todos.iter().map(|t| format!("{}: {}", t.item, t.reason)).collect();
@@ -235,7 +236,7 @@ fn an_imported_template_renders_what_go_renders() {
 fn the_command_reports_and_exits_as_documented() {
     let bin = env!("CARGO_BIN_EXE_driftwatch");
     let out = tempfile::tempdir().unwrap();
-    let github = corpus().join("github-status/argocd-notifications-cm.yaml");
+    let github = corpus().join("mattermost/argocd-notifications-cm.yaml");
     let o = Command::new(bin).arg("import").arg(&github).arg("--out").arg(out.path()).args(["-o", "json"]).output().unwrap();
     assert_eq!(o.status.code(), Some(3), "some items need a hand: {}", String::from_utf8_lossy(&o.stderr));
     let r: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
@@ -250,7 +251,7 @@ fn the_command_reports_and_exits_as_documented() {
     let o = Command::new(bin).args(["check", "--config"]).arg(out.path().join("driftwatch.yaml")).output().unwrap();
     assert_eq!(o.status.code(), Some(1));
     let stderr = String::from_utf8_lossy(&o.stderr);
-    assert!(stderr.contains("templates/app-deployed.yaml:2:3: import: not converted by `driftwatch import`"), "{stderr}");
+    assert!(stderr.contains("templates/app-sync-failed.yaml:2:3: import: not converted by `driftwatch import`"), "{stderr}");
 
     // An existing driftwatch.yaml is not replaced without --force.
     let o = Command::new(bin).arg("import").arg(&github).arg("--out").arg(out.path()).output().unwrap();

@@ -191,13 +191,13 @@ fn unknown_services_and_triggers_are_reported_not_fatal() {
     let app = AppBuilder::new("a")
         .synced()
         .degraded()
-        .annotate("notifications.argoproj.io/subscribe.on-health-degraded.teams", "x")
+        .annotate("notifications.argoproj.io/subscribe.on-health-degraded.hipchat", "x")
         .annotate("notifications.argoproj.io/subscribe.on-nonexistent.slack", "x")
         .annotate("notifications.argoproj.io/subscribe.on-health-degraded.slack", "ok")
         .app();
     let eval = p.evaluate(&app, &state, Utc::now()).unwrap();
     assert_eq!(eval.notifications.len(), 1);
-    assert!(eval.skipped.contains(&Skip::UnknownService { service: "teams".into() }), "{:?}", eval.skipped);
+    assert!(eval.skipped.contains(&Skip::UnknownService { service: "hipchat".into() }), "{:?}", eval.skipped);
     assert!(eval.skipped.contains(&Skip::UnknownTrigger { trigger: "on-nonexistent".into() }), "{:?}", eval.skipped);
 }
 

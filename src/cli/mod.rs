@@ -89,7 +89,8 @@ pub fn check(config: Option<&Path>, out: &mut dyn Write, err: &mut dyn Write) ->
                 for (kind, service) in &kinds {
                     let target = Target { trigger: "check", kind: *kind, service, recipient: "check", resolved };
                     match rt.templates.render(name, &mut ctx, &target, &app) {
-                        Ok(_) | Err(crate::template::RenderError::NoWebhookField { .. }) => {}
+                        Ok(_)
+                        | Err(crate::template::RenderError::NoWebhookField { .. } | crate::template::RenderError::NoKindFields { .. }) => {}
                         Err(e) => {
                             if seen.insert(e.to_string()) {
                                 writeln!(err, "error: {e} (rendering a sample Application for {kind})")?;

@@ -14,6 +14,7 @@
 pub mod alertmanager;
 pub mod ecs;
 pub mod email;
+pub mod github;
 pub mod googlechat;
 pub mod http;
 pub mod opsgenie;

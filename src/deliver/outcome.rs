@@ -140,6 +140,8 @@ impl DeliverySettings {
             K::Teams | K::Googlechat => (1.0, 3, 2),
             K::Opsgenie => (5.0, 10, 2),
             K::Alertmanager => (20.0, 40, 4),
+            // GitHub asks for at most about one content-creating request a second.
+            K::Github => (1.0, 5, 2),
             K::Console => (1000.0, 1000, 1),
         };
         DeliverySettings {

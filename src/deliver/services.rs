@@ -11,6 +11,7 @@ use serde_json::Value;
 use super::alertmanager::AlertmanagerConfig;
 use super::ecs::Origin;
 use super::email::EmailConfig;
+use super::github::GitHubConfig;
 use super::googlechat::GoogleChatConfig;
 use super::opsgenie::OpsgenieConfig;
 use super::outcome::{ConfigDuration, DeliverySettings, RateSettings, RetrySettings};
@@ -41,6 +42,7 @@ pub enum ServiceConfig {
     Opsgenie(OpsgenieConfig),
     Alertmanager(AlertmanagerConfig),
     Googlechat(GoogleChatConfig),
+    Github(GitHubConfig),
 }
 
 /// Settings every service may override (`timeout`, `retry`, `rateLimit`).
@@ -118,7 +120,15 @@ impl ServiceSpec {
             DestinationKind::Opsgenie => ServiceConfig::Opsgenie(serde_json::from_value(v).map_err(e)?),
             DestinationKind::Alertmanager => ServiceConfig::Alertmanager(serde_json::from_value(v).map_err(e)?),
             DestinationKind::Googlechat => ServiceConfig::Googlechat(serde_json::from_value(v).map_err(e)?),
+            DestinationKind::Github => ServiceConfig::Github(serde_json::from_value(v).map_err(e)?),
         };
+        if let ServiceConfig::Github(g) = &config {
+            let app = [&g.app_id, &g.installation_id, &g.private_key].iter().all(|x| x.is_some());
+            let none = [&g.app_id, &g.installation_id, &g.private_key].iter().all(|x| x.is_none());
+            if !((g.token.is_some() && none) || (g.token.is_none() && app)) {
+                return Err("a github service needs either token, or appID, installationID and privateKey".into());
+            }
+        }
         if let ServiceConfig::Alertmanager(a) = &config
             && a.targets.is_empty()
         {
@@ -148,6 +158,7 @@ impl ServiceConfig {
             ServiceConfig::Opsgenie(_) => DestinationKind::Opsgenie,
             ServiceConfig::Alertmanager(_) => DestinationKind::Alertmanager,
             ServiceConfig::Googlechat(_) => DestinationKind::Googlechat,
+            ServiceConfig::Github(_) => DestinationKind::Github,
         }
     }
 
@@ -175,6 +186,7 @@ impl ServiceConfig {
             ServiceConfig::Teams(s) => out.extend(s.recipient_urls.values().map(String::as_str)),
             ServiceConfig::Googlechat(s) => out.extend(s.webhooks.values().map(String::as_str)),
             ServiceConfig::Opsgenie(s) => out.extend(s.api_keys.values().map(String::as_str)),
+            ServiceConfig::Github(s) => out.extend([&s.token, &s.private_key].into_iter().flatten().map(String::as_str)),
             ServiceConfig::Alertmanager(s) => {
                 out.extend(s.bearer_token.as_deref());
                 if let Some(b) = &s.basic_auth {
@@ -221,6 +233,7 @@ pub fn build(name: &str, spec: &ServiceSpec, env: &Env) -> Result<ServiceRuntime
         ServiceConfig::Opsgenie(c) => Arc::new(super::opsgenie::OpsgenieClient::new(c, env)?),
         ServiceConfig::Alertmanager(c) => Arc::new(super::alertmanager::AlertmanagerClient::new(c, env)?),
         ServiceConfig::Googlechat(c) => Arc::new(super::googlechat::GoogleChatClient::new(c, env)?),
+        ServiceConfig::Github(c) => Arc::new(super::github::GitHubClient::new(c, env)?),
     };
     let mut referenced = Vec::new();
     for s in spec.config.strings() {

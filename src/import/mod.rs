@@ -535,19 +535,8 @@ fn static_field(f: &str) -> &'static str {
 
 /// Destination kinds driftwatch does not have (yet): their template sections and
 /// services are reported.
-const OTHER_KINDS: &[&str] = &[
-    "github",
-    "mattermost",
-    "rocketchat",
-    "telegram",
-    "webex",
-    "pushover",
-    "newrelic",
-    "grafana",
-    "pagerduty",
-    "awssqs",
-    "teams-workflows",
-];
+const OTHER_KINDS: &[&str] =
+    &["mattermost", "rocketchat", "telegram", "webex", "pushover", "newrelic", "grafana", "pagerduty", "awssqs", "teams-workflows"];
 
 struct TemplateWork<'a> {
     e: &'a Entry,
@@ -662,6 +651,62 @@ fn template(e: &Entry, name: &str, out: &mut Out) {
                     converted.insert(svc.clone(), Value::Object(f));
                 }
                 def.insert("webhook".into(), Value::Object(converted));
+            }
+            ("github", Value::Object(fields)) => {
+                let mut f = Map::new();
+                for (k, v) in fields {
+                    let subfields: &[&str] = match k.as_str() {
+                        "status" => &["state", "label", "targetURL"],
+                        "deployment" => &[
+                            "state",
+                            "environment",
+                            "environmentURL",
+                            "logURL",
+                            "reference",
+                            "requiredContexts",
+                            "autoMerge",
+                            "transientEnvironment",
+                        ],
+                        "pullRequestComment" => &["content", "commentTag"],
+                        _ => &[],
+                    };
+                    match (k.as_str(), v) {
+                        ("repoURLPath" | "revisionPath", Value::String(src)) => {
+                            if let Some(t) = w.translate(out, &format!("github.{k}"), src) {
+                                f.insert(k.clone(), json!(t));
+                            }
+                        }
+                        (_, Value::Object(m)) if !subfields.is_empty() => {
+                            let mut sub = Map::new();
+                            for (sk, sv) in m {
+                                match sv {
+                                    _ if !subfields.contains(&sk.as_str()) => w.drop_section(
+                                        out,
+                                        &format!("github.{k}.{sk}"),
+                                        sv,
+                                        &format!("driftwatch's github.{k} has no `{sk}` field"),
+                                    ),
+                                    Value::String(src) => {
+                                        if let Some(t) = w.translate(out, &format!("github.{k}.{sk}"), src) {
+                                            sub.insert(sk.clone(), json!(t));
+                                        }
+                                    }
+                                    other => {
+                                        sub.insert(sk.clone(), other.clone());
+                                    }
+                                }
+                            }
+                            f.insert(k.clone(), Value::Object(sub));
+                        }
+                        _ => w.drop_section(
+                            out,
+                            &format!("github.{k}"),
+                            v,
+                            "not a github field driftwatch has (repoURLPath, revisionPath, status, deployment, pullRequestComment)",
+                        ),
+                    }
+                }
+                def.insert("github".into(), Value::Object(f));
             }
             ("alertmanager", Value::Object(fields)) => {
                 let mut f = Map::new();
@@ -861,8 +906,9 @@ fn service(e: &Entry, rest: &str, out: &mut Out) {
             }
             true
         }
-        k @ ("teams" | "opsgenie" | "alertmanager" | "googlechat") => {
+        k @ ("teams" | "opsgenie" | "alertmanager" | "googlechat" | "github") => {
             let allowed: &[&str] = match k {
+                "github" => &["appID", "installationID", "privateKey", "enterpriseBaseURL"],
                 "teams" => &["recipientUrls"],
                 "opsgenie" => &["apiUrl", "apiKeys"],
                 "alertmanager" => &["targets", "scheme", "apiPath", "basicAuth", "bearerToken", "insecureSkipVerify"],

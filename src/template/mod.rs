@@ -101,6 +101,59 @@ pub struct TemplateDef {
     pub opsgenie: Option<OpsgenieDef>,
     pub alertmanager: Option<AlertmanagerDef>,
     pub googlechat: Option<GoogleChatDef>,
+    pub github: Option<GitHubDef>,
+}
+
+/// GitHub fields (Argo CD's names). Without `status`, `deployment` or
+/// `pullRequestComment` a template is not sent to a github service.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct GitHubDef {
+    /// The repository; `app.spec.source.repoURL` (or the first source's) when absent.
+    #[serde(rename = "repoURLPath")]
+    pub repo_url_path: Option<At<String>>,
+    /// The commit; `app.status.operationState.syncResult.revision` (else
+    /// `app.status.sync.revision`) when absent.
+    pub revision_path: Option<At<String>>,
+    pub status: Option<GitHubStatusDef>,
+    pub deployment: Option<GitHubDeploymentDef>,
+    pub pull_request_comment: Option<GitHubCommentDef>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GitHubStatusDef {
+    /// `error`, `failure`, `pending` or `success` (default).
+    pub state: Option<At<String>>,
+    /// The status context; `continuous-delivery/<app>` when absent.
+    pub label: Option<At<String>>,
+    #[serde(rename = "targetURL")]
+    pub target_url: Option<At<String>>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct GitHubDeploymentDef {
+    pub state: Option<At<String>>,
+    pub environment: Option<At<String>>,
+    #[serde(rename = "environmentURL")]
+    pub environment_url: Option<At<String>>,
+    #[serde(rename = "logURL")]
+    pub log_url: Option<At<String>>,
+    /// The ref deployed; the revision when absent.
+    pub reference: Option<At<String>>,
+    #[serde(default)]
+    pub required_contexts: Vec<String>,
+    pub auto_merge: Option<bool>,
+    pub transient_environment: Option<bool>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct GitHubCommentDef {
+    pub content: Option<At<String>>,
+    /// A comment carrying the tag is updated instead of adding another.
+    pub comment_tag: Option<At<String>>,
 }
 
 /// Microsoft Teams MessageCard fields (Argo CD's names).
@@ -177,6 +230,8 @@ pub enum RenderError {
     TooLong { template: String, field: String, bytes: usize },
     #[error("template {template} has no webhook.{service} field")]
     NoWebhookField { template: String, service: String },
+    #[error("template {template} has no {kind} fields")]
+    NoKindFields { template: String, kind: &'static str },
 }
 
 /// Whether a field must render to JSON.
@@ -191,6 +246,9 @@ pub struct TemplateSet {
     hb: Handlebars<'static>,
     /// Template name -> field path -> registered handlebars name.
     fields: BTreeMap<String, BTreeMap<String, (String, FieldKind)>>,
+    /// The `github` sections (which parts a template has, and its settings that are
+    /// not templates: booleans, required contexts).
+    github: BTreeMap<String, GitHubDef>,
 }
 
 impl std::fmt::Debug for TemplateSet {
@@ -288,6 +346,7 @@ impl TemplateSet {
         let mut errors = Vec::new();
         let mut warnings = Vec::new();
         let mut fields = BTreeMap::new();
+        let mut github = BTreeMap::new();
         for (name, def, file) in defs {
             let mut mine = BTreeMap::new();
             for (field, kind, src) in def_fields(def) {
@@ -320,8 +379,11 @@ impl TemplateSet {
                 ));
             }
             fields.insert(name.clone(), mine);
+            if let Some(g) = &def.github {
+                github.insert(name.clone(), g.clone());
+            }
         }
-        if errors.is_empty() { Ok((TemplateSet { hb, fields }, warnings)) } else { Err(errors) }
+        if errors.is_empty() { Ok((TemplateSet { hb, fields, github }, warnings)) } else { Err(errors) }
     }
 
     pub fn contains(&self, name: &str) -> bool {
@@ -437,6 +499,65 @@ impl TemplateSet {
                 }
                 if let Some(k) = r.text("googlechat.threadKey")? {
                     out.insert("threadKey".into(), k.trim().into());
+                }
+            }
+            DestinationKind::Github => {
+                let Some(gh) = self.github.get(name) else {
+                    return Err(RenderError::NoKindFields { template: name.into(), kind: "github" });
+                };
+                if gh.status.is_none() && gh.deployment.is_none() && gh.pull_request_comment.is_none() {
+                    return Err(RenderError::NoKindFields { template: name.into(), kind: "github" });
+                }
+                out.insert("message".into(), message.into());
+                let o = &app.object;
+                let repo = r.text("github.repoURLPath")?.map(|s| s.trim().to_string()).unwrap_or_else(|| {
+                    o.pointer("/spec/source/repoURL")
+                        .or_else(|| o.pointer("/spec/sources/0/repoURL"))
+                        .and_then(Value::as_str)
+                        .unwrap_or_default()
+                        .to_string()
+                });
+                let revision = r.text("github.revisionPath")?.map(|s| s.trim().to_string()).unwrap_or_else(|| {
+                    o.pointer("/status/operationState/syncResult/revision")
+                        .or_else(|| o.pointer("/status/sync/revision"))
+                        .and_then(Value::as_str)
+                        .unwrap_or_default()
+                        .to_string()
+                });
+                out.insert("repoURL".into(), repo.into());
+                out.insert("revision".into(), revision.into());
+                if gh.status.is_some() {
+                    let mut m = Map::new();
+                    for f in ["state", "label", "targetURL"] {
+                        if let Some(v) = r.text(&format!("github.status.{f}"))? {
+                            m.insert(f.into(), v.trim().into());
+                        }
+                    }
+                    out.insert("status".into(), m.into());
+                }
+                if let Some(d) = &gh.deployment {
+                    let mut m = Map::new();
+                    for f in ["state", "environment", "environmentURL", "logURL", "reference"] {
+                        if let Some(v) = r.text(&format!("github.deployment.{f}"))? {
+                            m.insert(f.into(), v.trim().into());
+                        }
+                    }
+                    m.insert("requiredContexts".into(), d.required_contexts.clone().into());
+                    if let Some(b) = d.auto_merge {
+                        m.insert("autoMerge".into(), b.into());
+                    }
+                    if let Some(b) = d.transient_environment {
+                        m.insert("transientEnvironment".into(), b.into());
+                    }
+                    out.insert("deployment".into(), m.into());
+                }
+                if gh.pull_request_comment.is_some() {
+                    let mut m = Map::new();
+                    m.insert("content".into(), r.text("github.pullRequestComment.content")?.unwrap_or_default().into());
+                    if let Some(t) = r.text("github.pullRequestComment.commentTag")? {
+                        m.insert("commentTag".into(), t.trim().into());
+                    }
+                    out.insert("pullRequestComment".into(), m.into());
                 }
             }
             DestinationKind::Webhook => {
@@ -586,6 +707,30 @@ fn def_fields(def: &TemplateDef) -> Vec<(String, FieldKind, &At<String>)> {
             all.push((format!("alertmanager.annotations.{l}"), Text, Some(v)));
         }
         all.push(("alertmanager.generatorURL".into(), Text, a.generator_url.as_ref()));
+    }
+    if let Some(g) = &def.github {
+        all.push(("github.repoURLPath".into(), Text, g.repo_url_path.as_ref()));
+        all.push(("github.revisionPath".into(), Text, g.revision_path.as_ref()));
+        if let Some(st) = &g.status {
+            all.push(("github.status.state".into(), Text, st.state.as_ref()));
+            all.push(("github.status.label".into(), Text, st.label.as_ref()));
+            all.push(("github.status.targetURL".into(), Text, st.target_url.as_ref()));
+        }
+        if let Some(d) = &g.deployment {
+            for (f, v) in [
+                ("state", &d.state),
+                ("environment", &d.environment),
+                ("environmentURL", &d.environment_url),
+                ("logURL", &d.log_url),
+                ("reference", &d.reference),
+            ] {
+                all.push((format!("github.deployment.{f}"), Text, v.as_ref()));
+            }
+        }
+        if let Some(c) = &g.pull_request_comment {
+            all.push(("github.pullRequestComment.content".into(), Text, c.content.as_ref()));
+            all.push(("github.pullRequestComment.commentTag".into(), Text, c.comment_tag.as_ref()));
+        }
     }
     if let Some(g) = &def.googlechat {
         all.push(("googlechat.cards".into(), Json, g.cards.as_ref()));

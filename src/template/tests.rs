@@ -150,3 +150,57 @@ fn severity_resolved_and_siem_payloads() {
     let bad = set("message: x\nseverity: loud\n");
     assert!(render(&bad, DestinationKind::Console, "c").unwrap_err().to_string().contains("severity \"loud\""));
 }
+
+/// The kinds with Argo CD's field names: Teams, Google Chat, Opsgenie, Alertmanager,
+/// GitHub (with the repository and revision taken from the Application by default).
+#[test]
+fn payloads_of_the_argo_cd_named_kinds() {
+    let s = set(r##"
+message: "{{app.metadata.name}} drifted"
+teams:
+  title: "{{app.metadata.name}}"
+  themeColor: "#FF0000"
+  facts: '[{"name": "Sync", "value": "{{json_escape app.status.sync.status}}"}]'
+googlechat:
+  threadKey: "{{app.metadata.namespace}}/{{app.metadata.name}}"
+  cardsV2: '[{"cardId": "c", "card": {"header": {"title": {{json app.metadata.name}}}}}]'
+opsgenie:
+  priority: P2
+  tags: '["argocd", {{json app.metadata.name}}]'
+  details: '{"sync": {{json app.status.sync.status}}}'
+alertmanager:
+  labels:
+    team: platform
+    app: "{{app.metadata.name}}"
+  annotations:
+    runbook: https://runbooks/{{app.metadata.name}}
+  generatorURL: "{{context.argocdUrl}}/applications/{{app.metadata.name}}"
+github:
+  status:
+    state: "{{#if resolved}}success{{else}}failure{{/if}}"
+    label: cd/{{app.metadata.name}}
+"##);
+    let teams = render(&s, DestinationKind::Teams, "teams").unwrap();
+    assert_eq!((teams["title"].as_str(), teams["themeColor"].as_str()), (Some("web"), Some("#FF0000")));
+    assert_eq!(teams["facts"][0]["value"], "OutOfSync");
+    let chat = render(&s, DestinationKind::Googlechat, "googlechat").unwrap();
+    assert_eq!((chat["threadKey"].as_str(), chat["cardsV2"][0]["card"]["header"]["title"].as_str()), (Some("argocd/web"), Some("web")));
+    let og = render(&s, DestinationKind::Opsgenie, "opsgenie").unwrap();
+    assert_eq!(
+        (og["priority"].as_str(), og["tags"][1].as_str(), og["details"]["sync"].as_str()),
+        (Some("P2"), Some("web"), Some("OutOfSync"))
+    );
+    let am = render(&s, DestinationKind::Alertmanager, "alertmanager").unwrap();
+    assert_eq!(am["labels"], json!({"app": "web", "team": "platform"}));
+    assert_eq!(am["annotations"]["runbook"], "https://runbooks/web");
+    assert_eq!(am["generatorURL"], "https://cd.example.com/applications/web");
+    let gh = render(&s, DestinationKind::Github, "github").unwrap();
+    assert_eq!(gh["status"], json!({"state": "failure", "label": "cd/web"}));
+    assert_eq!((gh["repoURL"].as_str(), gh["revision"].as_str()), (Some(""), Some("")), "this Application has neither");
+    // A template without a github section is not sent to a github service.
+    let plain = set("message: hi\n");
+    assert!(matches!(render(&plain, DestinationKind::Github, "github"), Err(RenderError::NoKindFields { kind: "github", .. })));
+    // Argo CD's `pagerdutyv2:` is read as `pagerduty:`.
+    let pd = set("message: m\npagerdutyv2:\n  summary: \"{{app.metadata.name}} down\"\n");
+    assert_eq!(render(&pd, DestinationKind::Pagerduty, "pagerduty").unwrap()["summary"], "web down");
+}

@@ -1,0 +1,92 @@
+//! What one notification asks of GitHub: pure functions.
+
+use serde_json::{Value, json};
+
+use crate::model::Notification;
+
+/// A repository on GitHub.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Repo {
+    pub owner: String,
+    pub name: String,
+}
+
+/// `owner/name` of a Git URL: `https://github.com/o/r(.git)`, `git@github.com:o/r.git`,
+/// `ssh://git@github.example.com:22/o/r.git`.
+pub fn repo_of(url: &str) -> Option<Repo> {
+    let url = url.trim().trim_end_matches('/');
+    let path = if let Some((_, rest)) = url.split_once("://") { rest.split_once('/')?.1 } else { url.split_once(':')?.1 };
+    let path = path.trim_end_matches(".git");
+    let mut parts = path.rsplitn(2, '/');
+    let name = parts.next()?.to_string();
+    let owner = parts.next()?.rsplit('/').next()?.to_string();
+    (!owner.is_empty() && !name.is_empty()).then_some(Repo { owner, name })
+}
+
+fn text<'a>(v: &'a Value, k: &str) -> Option<&'a str> {
+    v.get(k).and_then(Value::as_str).map(str::trim).filter(|s| !s.is_empty())
+}
+
+/// The description GitHub shows beside a status or deployment: the message's first
+/// line, at most 140 characters (GitHub's limit for statuses).
+fn description(n: &Notification) -> String {
+    text(&n.payload, "message").and_then(|m| m.lines().next()).unwrap_or_default().chars().take(140).collect()
+}
+
+const STATES: &[&str] = &["error", "failure", "pending", "success"];
+const DEPLOYMENT_STATES: &[&str] = &["error", "failure", "inactive", "in_progress", "queued", "pending", "success"];
+
+/// `POST /repos/{owner}/{repo}/statuses/{sha}`.
+pub fn status(n: &Notification) -> Option<Result<Value, String>> {
+    let s = n.payload.get("status")?;
+    let state = text(s, "state").unwrap_or("success");
+    if !STATES.contains(&state) {
+        return Some(Err(format!("github.status.state {state:?} is not one of {}", STATES.join(", "))));
+    }
+    let context = text(s, "label").map(str::to_string).unwrap_or_else(|| format!("continuous-delivery/{}", n.meta.name));
+    let mut body = json!({"state": state, "context": context, "description": description(n)});
+    if let Some(u) = text(s, "targetURL") {
+        body["target_url"] = json!(u);
+    }
+    Some(Ok(body))
+}
+
+/// `POST /repos/{owner}/{repo}/deployments` and then its status.
+pub fn deployment(n: &Notification, sha: &str) -> Option<Result<(Value, Value), String>> {
+    let d = n.payload.get("deployment")?;
+    let state = text(d, "state").unwrap_or("success");
+    if !DEPLOYMENT_STATES.contains(&state) {
+        return Some(Err(format!("github.deployment.state {state:?} is not one of {}", DEPLOYMENT_STATES.join(", "))));
+    }
+    let environment = text(d, "environment").unwrap_or("production");
+    let contexts = d.get("requiredContexts").cloned().filter(Value::is_array).unwrap_or_else(|| json!([]));
+    let mut create = json!({
+        "ref": text(d, "reference").unwrap_or(sha),
+        "environment": environment,
+        "required_contexts": contexts,
+        "auto_merge": d.get("autoMerge").and_then(Value::as_bool).unwrap_or(false),
+        "description": description(n),
+    });
+    if let Some(t) = d.get("transientEnvironment").and_then(Value::as_bool) {
+        create["transient_environment"] = json!(t);
+    }
+    let mut status = json!({"state": state, "environment": environment, "description": description(n)});
+    for (from, to) in [("environmentURL", "environment_url"), ("logURL", "log_url")] {
+        if let Some(u) = text(d, from) {
+            status[to] = json!(u);
+        }
+    }
+    Some(Ok((create, status)))
+}
+
+/// The comment for the pull requests of the revision, and the tag that finds a comment
+/// to update instead of adding another.
+pub fn comment(n: &Notification) -> Option<(String, Option<String>)> {
+    let c = n.payload.get("pullRequestComment")?;
+    let content = c.get("content").and_then(Value::as_str).unwrap_or_default().to_string();
+    let tag = text(c, "commentTag").map(str::to_string);
+    Some(match &tag {
+        Some(t) => (format!("{content}\n<!-- argocd-notifications {t} -->"), tag),
+        None => (content, None),
+    })
+}
