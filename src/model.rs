@@ -214,10 +214,18 @@ pub enum DestinationKind {
     Googlechat,
     /// GitHub commit statuses, deployments, pull-request comments.
     Github,
+    /// Telegram's Bot API.
+    Telegram,
+    /// Mattermost posts.
+    Mattermost,
+    /// Grafana annotations.
+    Grafana,
+    /// Webex messages.
+    Webex,
 }
 
 impl DestinationKind {
-    pub const ALL: [DestinationKind; 13] = [
+    pub const ALL: [DestinationKind; 17] = [
         DestinationKind::Console,
         DestinationKind::Slack,
         DestinationKind::Email,
@@ -231,6 +239,10 @@ impl DestinationKind {
         DestinationKind::Alertmanager,
         DestinationKind::Googlechat,
         DestinationKind::Github,
+        DestinationKind::Telegram,
+        DestinationKind::Mattermost,
+        DestinationKind::Grafana,
+        DestinationKind::Webex,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -248,6 +260,10 @@ impl DestinationKind {
             DestinationKind::Alertmanager => "alertmanager",
             DestinationKind::Googlechat => "googlechat",
             DestinationKind::Github => "github",
+            DestinationKind::Telegram => "telegram",
+            DestinationKind::Mattermost => "mattermost",
+            DestinationKind::Grafana => "grafana",
+            DestinationKind::Webex => "webex",
         }
     }
 

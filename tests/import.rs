@@ -58,7 +58,7 @@ fn the_corpus_imports_to_its_golden_outputs() {
     let update = std::env::var_os("UPDATE_GOLDEN").is_some();
     let mut cases: Vec<PathBuf> = std::fs::read_dir(corpus()).unwrap().map(|e| e.unwrap().path()).collect();
     cases.sort();
-    assert!(cases.len() >= 9, "{cases:?}");
+    assert!(cases.len() >= 10, "{cases:?}");
     for case in cases {
         let (dir, _) = run_case(&case);
         let expected = case.join("expected");
@@ -126,10 +126,10 @@ fn what_each_case_reports() {
     assert!(r.complete(), "Teams converts: {:?}", r.todos);
     assert_eq!((r.services.converted, r.templates.converted), (1, 1));
 
-    let r = case("mattermost");
+    let r = case("rocketchat");
     let items: Vec<&str> = r.todos.iter().map(|t| t.item.as_str()).collect();
-    assert_eq!(items, ["service mattermost", "template app-sync-failed.mattermost"], "{r:?}");
-    assert!(r.todos.iter().all(|t| t.file.ends_with("mattermost/argocd-notifications-cm.yaml") && t.line > 1), "{r:?}");
+    assert_eq!(items, ["service rocketchat", "template app-sync-failed.rocketchat"], "{r:?}");
+    assert!(r.todos.iter().all(|t| t.file.ends_with("rocketchat/argocd-notifications-cm.yaml") && t.line > 1), "{r:?}");
 
     let r = case("github-status");
     assert!(r.notes.iter().any(|n| n.reason.contains("repo server")), "{r:?}");
@@ -146,6 +146,10 @@ fn what_each_case_reports() {
     assert!(r.notes.iter().any(|n| n.item == "trigger on-image-changed" && n.reason.contains("map")), "{:?}", r.notes);
     let weird = r.todos.iter().find(|t| t.item == "trigger on-weird[0].when").unwrap();
     assert_eq!(weird.line, 15, "the line of the condition itself, under its key on line 14");
+
+    let r = case("chat-services");
+    assert!(r.complete(), "{:?}", r.todos);
+    assert_eq!((r.services.converted, r.templates.converted, r.subscriptions.converted), (4, 1, 1));
 
     let r = case("kubectl-dump");
     assert!(r.complete() && r.triggers.converted == 1 && r.templates.converted == 1, "{r:?}");
@@ -236,7 +240,7 @@ fn an_imported_template_renders_what_go_renders() {
 fn the_command_reports_and_exits_as_documented() {
     let bin = env!("CARGO_BIN_EXE_driftwatch");
     let out = tempfile::tempdir().unwrap();
-    let github = corpus().join("mattermost/argocd-notifications-cm.yaml");
+    let github = corpus().join("rocketchat/argocd-notifications-cm.yaml");
     let o = Command::new(bin).arg("import").arg(&github).arg("--out").arg(out.path()).args(["-o", "json"]).output().unwrap();
     assert_eq!(o.status.code(), Some(3), "some items need a hand: {}", String::from_utf8_lossy(&o.stderr));
     let r: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();

@@ -16,7 +16,9 @@ pub mod ecs;
 pub mod email;
 pub mod github;
 pub mod googlechat;
+pub mod grafana;
 pub mod http;
+pub mod mattermost;
 pub mod opsgenie;
 pub mod outcome;
 pub mod pagerduty;
@@ -26,8 +28,10 @@ pub mod slack;
 pub mod splunk;
 pub mod syslog;
 pub mod teams;
+pub mod telegram;
 #[cfg(test)]
 pub(crate) mod testkit;
+pub mod webex;
 pub mod webhook;
 pub mod worker;
 

@@ -142,6 +142,10 @@ impl DeliverySettings {
             K::Alertmanager => (20.0, 40, 4),
             // GitHub asks for at most about one content-creating request a second.
             K::Github => (1.0, 5, 2),
+            // Telegram: about one message a second per chat; the others are chat APIs
+            // with per-token limits of a few a second.
+            K::Telegram | K::Mattermost | K::Webex => (1.0, 5, 2),
+            K::Grafana => (10.0, 20, 4),
             K::Console => (1000.0, 1000, 1),
         };
         DeliverySettings {

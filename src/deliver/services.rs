@@ -13,6 +13,8 @@ use super::ecs::Origin;
 use super::email::EmailConfig;
 use super::github::GitHubConfig;
 use super::googlechat::GoogleChatConfig;
+use super::grafana::GrafanaConfig;
+use super::mattermost::MattermostConfig;
 use super::opsgenie::OpsgenieConfig;
 use super::outcome::{ConfigDuration, DeliverySettings, RateSettings, RetrySettings};
 use super::pagerduty::PagerDutyConfig;
@@ -21,6 +23,8 @@ use super::slack::SlackConfig;
 use super::splunk::SplunkConfig;
 use super::syslog::SyslogConfig;
 use super::teams::TeamsConfig;
+use super::telegram::TelegramConfig;
+use super::webex::WebexConfig;
 use super::webhook::WebhookConfig;
 use super::worker::{Deliverer, ServiceRuntime};
 use crate::model::DestinationKind;
@@ -43,6 +47,10 @@ pub enum ServiceConfig {
     Alertmanager(AlertmanagerConfig),
     Googlechat(GoogleChatConfig),
     Github(GitHubConfig),
+    Telegram(TelegramConfig),
+    Mattermost(MattermostConfig),
+    Grafana(GrafanaConfig),
+    Webex(WebexConfig),
 }
 
 /// Settings every service may override (`timeout`, `retry`, `rateLimit`).
@@ -121,6 +129,10 @@ impl ServiceSpec {
             DestinationKind::Alertmanager => ServiceConfig::Alertmanager(serde_json::from_value(v).map_err(e)?),
             DestinationKind::Googlechat => ServiceConfig::Googlechat(serde_json::from_value(v).map_err(e)?),
             DestinationKind::Github => ServiceConfig::Github(serde_json::from_value(v).map_err(e)?),
+            DestinationKind::Telegram => ServiceConfig::Telegram(serde_json::from_value(v).map_err(e)?),
+            DestinationKind::Mattermost => ServiceConfig::Mattermost(serde_json::from_value(v).map_err(e)?),
+            DestinationKind::Grafana => ServiceConfig::Grafana(serde_json::from_value(v).map_err(e)?),
+            DestinationKind::Webex => ServiceConfig::Webex(serde_json::from_value(v).map_err(e)?),
         };
         if let ServiceConfig::Github(g) = &config {
             let app = [&g.app_id, &g.installation_id, &g.private_key].iter().all(|x| x.is_some());
@@ -159,6 +171,10 @@ impl ServiceConfig {
             ServiceConfig::Alertmanager(_) => DestinationKind::Alertmanager,
             ServiceConfig::Googlechat(_) => DestinationKind::Googlechat,
             ServiceConfig::Github(_) => DestinationKind::Github,
+            ServiceConfig::Telegram(_) => DestinationKind::Telegram,
+            ServiceConfig::Mattermost(_) => DestinationKind::Mattermost,
+            ServiceConfig::Grafana(_) => DestinationKind::Grafana,
+            ServiceConfig::Webex(_) => DestinationKind::Webex,
         }
     }
 
@@ -187,6 +203,10 @@ impl ServiceConfig {
             ServiceConfig::Googlechat(s) => out.extend(s.webhooks.values().map(String::as_str)),
             ServiceConfig::Opsgenie(s) => out.extend(s.api_keys.values().map(String::as_str)),
             ServiceConfig::Github(s) => out.extend([&s.token, &s.private_key].into_iter().flatten().map(String::as_str)),
+            ServiceConfig::Telegram(s) => out.push(&s.token),
+            ServiceConfig::Mattermost(s) => out.push(&s.token),
+            ServiceConfig::Grafana(s) => out.push(&s.api_key),
+            ServiceConfig::Webex(s) => out.push(&s.token),
             ServiceConfig::Alertmanager(s) => {
                 out.extend(s.bearer_token.as_deref());
                 if let Some(b) = &s.basic_auth {
@@ -234,6 +254,10 @@ pub fn build(name: &str, spec: &ServiceSpec, env: &Env) -> Result<ServiceRuntime
         ServiceConfig::Alertmanager(c) => Arc::new(super::alertmanager::AlertmanagerClient::new(c, env)?),
         ServiceConfig::Googlechat(c) => Arc::new(super::googlechat::GoogleChatClient::new(c, env)?),
         ServiceConfig::Github(c) => Arc::new(super::github::GitHubClient::new(c, env)?),
+        ServiceConfig::Telegram(c) => Arc::new(super::telegram::TelegramClient::new(c, env)?),
+        ServiceConfig::Mattermost(c) => Arc::new(super::mattermost::MattermostClient::new(c, env)?),
+        ServiceConfig::Grafana(c) => Arc::new(super::grafana::GrafanaClient::new(c, env)?),
+        ServiceConfig::Webex(c) => Arc::new(super::webex::WebexClient::new(c, env)?),
     };
     let mut referenced = Vec::new();
     for s in spec.config.strings() {

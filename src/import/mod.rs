@@ -500,6 +500,8 @@ fn template_field(section: Option<&str>, field: &str) -> Option<&'static str> {
             | "details"),
         ) => static_field(f),
         (Some("googlechat"), f @ ("cards" | "cardsV2" | "threadKey")) => static_field(f),
+        (Some("mattermost"), "attachments") => "attachments",
+        (Some("telegram"), "parseMode") => "parseMode",
         _ => return None,
     })
 }
@@ -536,7 +538,7 @@ fn static_field(f: &str) -> &'static str {
 /// Destination kinds driftwatch does not have (yet): their template sections and
 /// services are reported.
 const OTHER_KINDS: &[&str] =
-    &["mattermost", "rocketchat", "telegram", "webex", "pushover", "newrelic", "grafana", "pagerduty", "awssqs", "teams-workflows"];
+    &["rocketchat", "pushover", "newrelic", "pagerduty", "awssqs", "teams-workflows", "gitlab", "nats", "pubsub", "kafka"];
 
 struct TemplateWork<'a> {
     e: &'a Entry,
@@ -562,6 +564,7 @@ fn is_json_field(field: &str, src: &str) -> bool {
             | "opsgenie.details"
             | "googlechat.cards"
             | "googlechat.cardsV2"
+            | "mattermost.attachments"
     ) || (field.starts_with("webhook.") && field.ends_with(".body") && src.trim_start().starts_with(['{', '[']))
 }
 
@@ -737,7 +740,10 @@ fn template(e: &Entry, name: &str, out: &mut Out) {
                 }
                 def.insert("alertmanager".into(), Value::Object(f));
             }
-            (s @ ("email" | "slack" | "pagerdutyv2" | "teams" | "opsgenie" | "googlechat"), Value::Object(fields)) => {
+            (
+                s @ ("email" | "slack" | "pagerdutyv2" | "teams" | "opsgenie" | "googlechat" | "mattermost" | "telegram"),
+                Value::Object(fields),
+            ) => {
                 let target = if s == "pagerdutyv2" { "pagerduty" } else { s };
                 let mut f = Map::new();
                 for (k, v) in fields {
@@ -906,8 +912,11 @@ fn service(e: &Entry, rest: &str, out: &mut Out) {
             }
             true
         }
-        k @ ("teams" | "opsgenie" | "alertmanager" | "googlechat" | "github") => {
+        k @ ("teams" | "opsgenie" | "alertmanager" | "googlechat" | "github" | "telegram" | "mattermost" | "grafana" | "webex") => {
             let allowed: &[&str] = match k {
+                "telegram" | "webex" => &["token"],
+                "mattermost" => &["apiURL", "token", "insecureSkipVerify"],
+                "grafana" => &["apiUrl", "apiKey", "insecureSkipVerify"],
                 "github" => &["appID", "installationID", "privateKey", "enterpriseBaseURL"],
                 "teams" => &["recipientUrls"],
                 "opsgenie" => &["apiUrl", "apiKeys"],

@@ -102,6 +102,25 @@ pub struct TemplateDef {
     pub alertmanager: Option<AlertmanagerDef>,
     pub googlechat: Option<GoogleChatDef>,
     pub github: Option<GitHubDef>,
+    pub mattermost: Option<MattermostDef>,
+    pub telegram: Option<TelegramDef>,
+}
+
+/// Mattermost fields (Argo CD's names).
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MattermostDef {
+    /// A JSON array of Slack-style attachments.
+    pub attachments: Option<At<String>>,
+}
+
+/// Telegram fields.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TelegramDef {
+    /// `Markdown`, `MarkdownV2` or `HTML`.
+    #[serde(rename = "parseMode")]
+    pub parse_mode: Option<At<String>>,
 }
 
 /// GitHub fields (Argo CD's names). Without `status`, `deployment` or
@@ -501,6 +520,21 @@ impl TemplateSet {
                     out.insert("threadKey".into(), k.trim().into());
                 }
             }
+            DestinationKind::Grafana | DestinationKind::Webex => {
+                out.insert("message".into(), message.into());
+            }
+            DestinationKind::Telegram => {
+                out.insert("message".into(), message.into());
+                if let Some(m) = r.text("telegram.parseMode")? {
+                    out.insert("parseMode".into(), m.trim().into());
+                }
+            }
+            DestinationKind::Mattermost => {
+                out.insert("message".into(), message.into());
+                if let Some(v) = r.json("mattermost.attachments")? {
+                    out.insert("attachments".into(), v);
+                }
+            }
             DestinationKind::Github => {
                 let Some(gh) = self.github.get(name) else {
                     return Err(RenderError::NoKindFields { template: name.into(), kind: "github" });
@@ -731,6 +765,12 @@ fn def_fields(def: &TemplateDef) -> Vec<(String, FieldKind, &At<String>)> {
             all.push(("github.pullRequestComment.content".into(), Text, c.content.as_ref()));
             all.push(("github.pullRequestComment.commentTag".into(), Text, c.comment_tag.as_ref()));
         }
+    }
+    if let Some(m) = &def.mattermost {
+        all.push(("mattermost.attachments".into(), Json, m.attachments.as_ref()));
+    }
+    if let Some(t) = &def.telegram {
+        all.push(("telegram.parseMode".into(), Text, t.parse_mode.as_ref()));
     }
     if let Some(g) = &def.googlechat {
         all.push(("googlechat.cards".into(), Json, g.cards.as_ref()));

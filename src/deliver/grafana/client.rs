@@ -1,0 +1,39 @@
+use super::config::GrafanaConfig;
+use super::payload::annotation;
+use crate::deliver::http;
+use crate::deliver::outcome::Outcome;
+use crate::deliver::services::Env;
+use crate::deliver::worker::{BoxFuture, Deliverer};
+use crate::model::Notification;
+use crate::secret::Secret;
+
+pub struct GrafanaClient {
+    http: reqwest::Client,
+    url: String,
+    key: Secret,
+}
+
+impl GrafanaClient {
+    pub fn new(cfg: &GrafanaConfig, env: &Env) -> Result<GrafanaClient, String> {
+        Ok(GrafanaClient {
+            http: http::client_for(&env.http, cfg.ca_file.as_deref(), cfg.insecure_skip_verify)?,
+            url: format!("{}/annotations", cfg.api_url.trim_end_matches('/')),
+            key: env.secrets.resolve(&cfg.api_key).map_err(|e| e.to_string())?,
+        })
+    }
+}
+
+impl Deliverer for GrafanaClient {
+    fn deliver<'a>(&'a self, batch: &'a [Notification]) -> BoxFuture<'a, Outcome> {
+        Box::pin(async move {
+            for n in batch {
+                let req = self.http.post(&self.url).bearer_auth(self.key.expose()).json(&annotation(n, chrono::Utc::now()));
+                let (outcome, _) = http::send(req).await;
+                if outcome != Outcome::Delivered {
+                    return outcome;
+                }
+            }
+            Outcome::Delivered
+        })
+    }
+}

@@ -1,0 +1,54 @@
+use super::*;
+use crate::deliver::ecs::tests::sample;
+use crate::deliver::services::{ServiceConfig, ServiceSpec, build};
+use crate::deliver::testkit::{HttpReceiver, Reply, Scenario, check_scenario};
+use crate::model::DestinationKind;
+use crate::secret::Secrets;
+
+const KEY: &str = "glsa_SECRET_grafana_3";
+
+fn notification() -> crate::model::Notification {
+    let mut n = sample(DestinationKind::Grafana, "grafana");
+    n.destination.recipient = "deploy|prod".into();
+    n.payload = serde_json::json!({"message": "guestbook synced to a1b2c3d\n"});
+    n
+}
+
+#[test]
+fn the_annotation_carries_the_tags() {
+    let now = chrono::DateTime::parse_from_rfc3339("2026-03-02T03:12:00Z").unwrap().with_timezone(&chrono::Utc);
+    let a = annotation(&notification(), now);
+    assert_eq!(a["tags"], serde_json::json!(["deploy", "prod", "argocd", "app:guestbook", "trigger:on-out-of-sync"]));
+    assert_eq!(a["time"], 1_772_421_120_000i64);
+    assert_eq!(a["text"], "guestbook synced to a1b2c3d");
+    assert_eq!(a["isRegion"], false);
+}
+
+#[tokio::test]
+async fn compliance() {
+    let rx = HttpReceiver::start(Reply::new(200, r#"{"message":"Annotation added","id":1}"#)).await;
+    let secrets = Secrets::from_map([("grafana-key", KEY)]);
+    let s = ServiceSpec::from_value(
+        DestinationKind::Grafana,
+        serde_json::json!({"apiUrl": format!("{}/api", rx.url()), "apiKey": "$grafana-key"}),
+    )
+    .unwrap();
+    assert!(matches!(s.config, ServiceConfig::Grafana(_)));
+    let make = |env: &crate::deliver::services::Env| build("grafana", &s, env).unwrap();
+    for (scenario, replies) in [
+        (Scenario::Success, vec![]),
+        (Scenario::RetryableThenSuccess, vec![Reply::new(500, "oops")]),
+        (Scenario::Permanent, vec![Reply::new(401, r#"{"message":"invalid API key"}"#)]),
+        (Scenario::TimeoutThenSuccess, vec![Reply::new(200, "{}").delayed(std::time::Duration::from_millis(1500))]),
+        (Scenario::RateLimitedThenSuccess, vec![Reply::new(429, "slow down").header("Retry-After", "1")]),
+    ] {
+        rx.clear();
+        rx.script(replies);
+        check_scenario(scenario, &rx, &make, &notification(), &secrets, KEY).await;
+    }
+    rx.clear();
+    check_scenario(Scenario::Success, &rx, &make, &notification(), &secrets, KEY).await;
+    let r = &rx.requests()[0];
+    assert_eq!((r.method.as_str(), r.path.as_str()), ("POST", "/api/annotations"));
+    assert_eq!(r.headers["authorization"], format!("Bearer {KEY}"));
+}

@@ -1,0 +1,48 @@
+use super::*;
+use crate::deliver::ecs::tests::sample;
+use crate::deliver::services::{ServiceConfig, ServiceSpec, build};
+use crate::deliver::testkit::{HttpReceiver, Reply, Scenario, check_scenario};
+use crate::model::DestinationKind;
+use crate::secret::Secrets;
+
+const TOKEN: &str = "mm-SECRET-token-5";
+
+fn notification() -> crate::model::Notification {
+    let mut n = sample(DestinationKind::Mattermost, "mattermost");
+    n.destination.recipient = "4xp9fdt77pncbef59f4k1qe83o".into();
+    n.payload = serde_json::json!({"message": "guestbook drifted\n", "attachments": [{"title": "guestbook", "color": "#E96D76"}]});
+    n
+}
+
+#[test]
+fn the_post_carries_the_attachments() {
+    let p = post(&notification());
+    assert_eq!(p["channel_id"], "4xp9fdt77pncbef59f4k1qe83o");
+    assert_eq!(p["message"], "guestbook drifted");
+    assert_eq!(p["props"]["attachments"][0]["title"], "guestbook");
+}
+
+#[tokio::test]
+async fn compliance() {
+    let rx = HttpReceiver::start(Reply::new(201, r#"{"id":"p1"}"#)).await;
+    let secrets = Secrets::from_map([("mm-token", TOKEN)]);
+    let s = ServiceSpec::from_value(DestinationKind::Mattermost, serde_json::json!({"apiURL": rx.url(), "token": "$mm-token"})).unwrap();
+    assert!(matches!(s.config, ServiceConfig::Mattermost(_)));
+    let make = |env: &crate::deliver::services::Env| build("mattermost", &s, env).unwrap();
+    for (scenario, replies) in [
+        (Scenario::Success, vec![]),
+        (Scenario::RetryableThenSuccess, vec![Reply::new(503, "busy")]),
+        (Scenario::Permanent, vec![Reply::new(403, r#"{"id":"api.context.permissions.app_error"}"#)]),
+        (Scenario::TimeoutThenSuccess, vec![Reply::new(201, "{}").delayed(std::time::Duration::from_millis(1500))]),
+        (Scenario::RateLimitedThenSuccess, vec![Reply::new(429, "slow down").header("Retry-After", "1")]),
+    ] {
+        rx.clear();
+        rx.script(replies);
+        check_scenario(scenario, &rx, &make, &notification(), &secrets, TOKEN).await;
+    }
+    rx.clear();
+    check_scenario(Scenario::Success, &rx, &make, &notification(), &secrets, TOKEN).await;
+    let r = &rx.requests()[0];
+    assert_eq!((r.method.as_str(), r.path.as_str()), ("POST", "/api/v4/posts"));
+    assert_eq!(r.headers["authorization"], format!("Bearer {TOKEN}"));
+}

@@ -1,0 +1,11 @@
+//! The message for one notification: a pure function.
+
+use serde_json::{Value, json};
+
+use crate::model::Notification;
+
+pub fn message(n: &Notification) -> Value {
+    let text = n.payload.get("message").and_then(Value::as_str).unwrap_or_default().trim_end();
+    let r = n.destination.recipient.trim();
+    if r.contains('@') { json!({"toPersonEmail": r, "markdown": text}) } else { json!({"roomId": r, "markdown": text}) }
+}

@@ -1,0 +1,48 @@
+use super::*;
+use crate::deliver::ecs::tests::sample;
+use crate::deliver::services::{ServiceConfig, ServiceSpec, build};
+use crate::deliver::testkit::{HttpReceiver, Reply, Scenario, check_scenario};
+use crate::model::DestinationKind;
+use crate::secret::Secrets;
+
+const TOKEN: &str = "webex-SECRET-bot-8";
+
+fn notification() -> crate::model::Notification {
+    let mut n = sample(DestinationKind::Webex, "webex");
+    n.destination.recipient = "oncall@example.com".into();
+    n.payload = serde_json::json!({"message": "**guestbook** drifted\n"});
+    n
+}
+
+#[test]
+fn to_a_person_or_a_room() {
+    assert_eq!(message(&notification()), serde_json::json!({"toPersonEmail": "oncall@example.com", "markdown": "**guestbook** drifted"}));
+    let mut room = notification();
+    room.destination.recipient = "Y2lzY29zcGFyazovL3VzL1JPT00v".into();
+    assert_eq!(message(&room)["roomId"], "Y2lzY29zcGFyazovL3VzL1JPT00v");
+}
+
+#[tokio::test]
+async fn compliance() {
+    let rx = HttpReceiver::start(Reply::new(200, r#"{"id":"m1"}"#)).await;
+    let secrets = Secrets::from_map([("webex-token", TOKEN)]);
+    let s = ServiceSpec::from_value(DestinationKind::Webex, serde_json::json!({"token": "$webex-token", "apiUrl": rx.url()})).unwrap();
+    assert!(matches!(s.config, ServiceConfig::Webex(_)));
+    let make = |env: &crate::deliver::services::Env| build("webex", &s, env).unwrap();
+    for (scenario, replies) in [
+        (Scenario::Success, vec![]),
+        (Scenario::RetryableThenSuccess, vec![Reply::new(503, "busy")]),
+        (Scenario::Permanent, vec![Reply::new(404, r#"{"message":"Could not find a room"}"#)]),
+        (Scenario::TimeoutThenSuccess, vec![Reply::new(200, "{}").delayed(std::time::Duration::from_millis(1500))]),
+        (Scenario::RateLimitedThenSuccess, vec![Reply::new(429, "slow down").header("Retry-After", "1")]),
+    ] {
+        rx.clear();
+        rx.script(replies);
+        check_scenario(scenario, &rx, &make, &notification(), &secrets, TOKEN).await;
+    }
+    rx.clear();
+    check_scenario(Scenario::Success, &rx, &make, &notification(), &secrets, TOKEN).await;
+    let r = &rx.requests()[0];
+    assert_eq!((r.method.as_str(), r.path.as_str()), ("POST", "/v1/messages"));
+    assert_eq!(r.headers["authorization"], format!("Bearer {TOKEN}"));
+}
