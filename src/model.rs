@@ -222,10 +222,16 @@ pub enum DestinationKind {
     Grafana,
     /// Webex messages.
     Webex,
+    /// Microsoft Teams through a Power Automate workflow (Adaptive Cards).
+    TeamsWorkflows,
+    /// Pushover notifications.
+    Pushover,
+    /// New Relic deployment markers.
+    Newrelic,
 }
 
 impl DestinationKind {
-    pub const ALL: [DestinationKind; 17] = [
+    pub const ALL: [DestinationKind; 20] = [
         DestinationKind::Console,
         DestinationKind::Slack,
         DestinationKind::Email,
@@ -243,6 +249,9 @@ impl DestinationKind {
         DestinationKind::Mattermost,
         DestinationKind::Grafana,
         DestinationKind::Webex,
+        DestinationKind::TeamsWorkflows,
+        DestinationKind::Pushover,
+        DestinationKind::Newrelic,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -264,6 +273,9 @@ impl DestinationKind {
             DestinationKind::Mattermost => "mattermost",
             DestinationKind::Grafana => "grafana",
             DestinationKind::Webex => "webex",
+            DestinationKind::TeamsWorkflows => "teams-workflows",
+            DestinationKind::Pushover => "pushover",
+            DestinationKind::Newrelic => "newrelic",
         }
     }
 

@@ -19,15 +19,18 @@ pub mod googlechat;
 pub mod grafana;
 pub mod http;
 pub mod mattermost;
+pub mod newrelic;
 pub mod opsgenie;
 pub mod outcome;
 pub mod pagerduty;
+pub mod pushover;
 pub mod services;
 pub mod signed_webhook;
 pub mod slack;
 pub mod splunk;
 pub mod syslog;
 pub mod teams;
+pub mod teams_workflows;
 pub mod telegram;
 #[cfg(test)]
 pub(crate) mod testkit;

@@ -146,6 +146,8 @@ impl DeliverySettings {
             // with per-token limits of a few a second.
             K::Telegram | K::Mattermost | K::Webex => (1.0, 5, 2),
             K::Grafana => (10.0, 20, 4),
+            K::TeamsWorkflows => (1.0, 3, 2),
+            K::Pushover | K::Newrelic => (2.0, 5, 2),
             K::Console => (1000.0, 1000, 1),
         };
         DeliverySettings {

@@ -15,14 +15,17 @@ use super::github::GitHubConfig;
 use super::googlechat::GoogleChatConfig;
 use super::grafana::GrafanaConfig;
 use super::mattermost::MattermostConfig;
+use super::newrelic::NewRelicConfig;
 use super::opsgenie::OpsgenieConfig;
 use super::outcome::{ConfigDuration, DeliverySettings, RateSettings, RetrySettings};
 use super::pagerduty::PagerDutyConfig;
+use super::pushover::PushoverConfig;
 use super::signed_webhook::SignedWebhookConfig;
 use super::slack::SlackConfig;
 use super::splunk::SplunkConfig;
 use super::syslog::SyslogConfig;
 use super::teams::TeamsConfig;
+use super::teams_workflows::TeamsWorkflowsConfig;
 use super::telegram::TelegramConfig;
 use super::webex::WebexConfig;
 use super::webhook::WebhookConfig;
@@ -51,6 +54,9 @@ pub enum ServiceConfig {
     Mattermost(MattermostConfig),
     Grafana(GrafanaConfig),
     Webex(WebexConfig),
+    TeamsWorkflows(TeamsWorkflowsConfig),
+    Pushover(PushoverConfig),
+    Newrelic(NewRelicConfig),
 }
 
 /// Settings every service may override (`timeout`, `retry`, `rateLimit`).
@@ -133,6 +139,9 @@ impl ServiceSpec {
             DestinationKind::Mattermost => ServiceConfig::Mattermost(serde_json::from_value(v).map_err(e)?),
             DestinationKind::Grafana => ServiceConfig::Grafana(serde_json::from_value(v).map_err(e)?),
             DestinationKind::Webex => ServiceConfig::Webex(serde_json::from_value(v).map_err(e)?),
+            DestinationKind::TeamsWorkflows => ServiceConfig::TeamsWorkflows(serde_json::from_value(v).map_err(e)?),
+            DestinationKind::Pushover => ServiceConfig::Pushover(serde_json::from_value(v).map_err(e)?),
+            DestinationKind::Newrelic => ServiceConfig::Newrelic(serde_json::from_value(v).map_err(e)?),
         };
         if let ServiceConfig::Github(g) = &config {
             let app = [&g.app_id, &g.installation_id, &g.private_key].iter().all(|x| x.is_some());
@@ -175,6 +184,9 @@ impl ServiceConfig {
             ServiceConfig::Mattermost(_) => DestinationKind::Mattermost,
             ServiceConfig::Grafana(_) => DestinationKind::Grafana,
             ServiceConfig::Webex(_) => DestinationKind::Webex,
+            ServiceConfig::TeamsWorkflows(_) => DestinationKind::TeamsWorkflows,
+            ServiceConfig::Pushover(_) => DestinationKind::Pushover,
+            ServiceConfig::Newrelic(_) => DestinationKind::Newrelic,
         }
     }
 
@@ -207,6 +219,9 @@ impl ServiceConfig {
             ServiceConfig::Mattermost(s) => out.push(&s.token),
             ServiceConfig::Grafana(s) => out.push(&s.api_key),
             ServiceConfig::Webex(s) => out.push(&s.token),
+            ServiceConfig::TeamsWorkflows(s) => out.extend(s.recipient_urls.values().map(String::as_str)),
+            ServiceConfig::Pushover(s) => out.push(&s.token),
+            ServiceConfig::Newrelic(s) => out.push(&s.api_key),
             ServiceConfig::Alertmanager(s) => {
                 out.extend(s.bearer_token.as_deref());
                 if let Some(b) = &s.basic_auth {
@@ -258,6 +273,9 @@ pub fn build(name: &str, spec: &ServiceSpec, env: &Env) -> Result<ServiceRuntime
         ServiceConfig::Mattermost(c) => Arc::new(super::mattermost::MattermostClient::new(c, env)?),
         ServiceConfig::Grafana(c) => Arc::new(super::grafana::GrafanaClient::new(c, env)?),
         ServiceConfig::Webex(c) => Arc::new(super::webex::WebexClient::new(c, env)?),
+        ServiceConfig::TeamsWorkflows(c) => Arc::new(super::teams_workflows::TeamsWorkflowsClient::new(c, env)?),
+        ServiceConfig::Pushover(c) => Arc::new(super::pushover::PushoverClient::new(c, env)?),
+        ServiceConfig::Newrelic(c) => Arc::new(super::newrelic::NewRelicClient::new(c, env)?),
     };
     let mut referenced = Vec::new();
     for s in spec.config.strings() {

@@ -501,6 +501,12 @@ fn template_field(section: Option<&str>, field: &str) -> Option<&'static str> {
         ) => static_field(f),
         (Some("googlechat"), f @ ("cards" | "cardsV2" | "threadKey")) => static_field(f),
         (Some("mattermost"), "attachments") => "attachments",
+        (Some("pushover"), f @ ("title" | "priority" | "url" | "urlTitle" | "sound" | "device")) => static_field(f),
+        (Some("newrelic"), f @ ("revision" | "changelog" | "description" | "user")) => static_field(f),
+        (
+            Some("teams-workflows"),
+            f @ ("title" | "summary" | "text" | "themeColor" | "facts" | "sections" | "potentialAction" | "template"),
+        ) => static_field(f),
         (Some("telegram"), "parseMode") => "parseMode",
         _ => return None,
     })
@@ -531,14 +537,19 @@ fn static_field(f: &str) -> &'static str {
         "cards",
         "cardsV2",
         "threadKey",
+        "url",
+        "urlTitle",
+        "sound",
+        "device",
+        "revision",
+        "changelog",
     ];
     FIELDS.iter().find(|x| **x == f).copied().unwrap_or("text")
 }
 
 /// Destination kinds driftwatch does not have (yet): their template sections and
 /// services are reported.
-const OTHER_KINDS: &[&str] =
-    &["rocketchat", "pushover", "newrelic", "pagerduty", "awssqs", "teams-workflows", "gitlab", "nats", "pubsub", "kafka"];
+const OTHER_KINDS: &[&str] = &["rocketchat", "pagerduty", "awssqs", "gitlab", "nats", "pubsub", "kafka"];
 
 struct TemplateWork<'a> {
     e: &'a Entry,
@@ -557,6 +568,10 @@ fn is_json_field(field: &str, src: &str) -> bool {
             | "teams.sections"
             | "teams.potentialAction"
             | "teams.template"
+            | "teams-workflows.facts"
+            | "teams-workflows.sections"
+            | "teams-workflows.potentialAction"
+            | "teams-workflows.template"
             | "opsgenie.tags"
             | "opsgenie.actions"
             | "opsgenie.responders"
@@ -741,10 +756,16 @@ fn template(e: &Entry, name: &str, out: &mut Out) {
                 def.insert("alertmanager".into(), Value::Object(f));
             }
             (
-                s @ ("email" | "slack" | "pagerdutyv2" | "teams" | "opsgenie" | "googlechat" | "mattermost" | "telegram"),
+                s @ ("email" | "slack" | "pagerdutyv2" | "teams" | "teams-workflows" | "opsgenie" | "googlechat" | "mattermost"
+                | "telegram" | "pushover" | "newrelic"),
                 Value::Object(fields),
             ) => {
-                let target = if s == "pagerdutyv2" { "pagerduty" } else { s };
+                // Argo CD's `teams-workflows` fields are the `teams` ones, which both kinds read.
+                let target = match s {
+                    "pagerdutyv2" => "pagerduty",
+                    "teams-workflows" => "teams",
+                    other => other,
+                };
                 let mut f = Map::new();
                 for (k, v) in fields {
                     match (template_field(Some(s), k), v) {
@@ -912,9 +933,12 @@ fn service(e: &Entry, rest: &str, out: &mut Out) {
             }
             true
         }
-        k @ ("teams" | "opsgenie" | "alertmanager" | "googlechat" | "github" | "telegram" | "mattermost" | "grafana" | "webex") => {
+        k @ ("teams" | "opsgenie" | "alertmanager" | "googlechat" | "github" | "telegram" | "mattermost" | "grafana" | "webex"
+        | "teams-workflows" | "pushover" | "newrelic") => {
             let allowed: &[&str] = match k {
-                "telegram" | "webex" => &["token"],
+                "teams-workflows" => &["recipientUrls"],
+                "newrelic" => &["apiURL", "apiKey"],
+                "telegram" | "webex" | "pushover" => &["token"],
                 "mattermost" => &["apiURL", "token", "insecureSkipVerify"],
                 "grafana" => &["apiUrl", "apiKey", "insecureSkipVerify"],
                 "github" => &["appID", "installationID", "privateKey", "enterpriseBaseURL"],

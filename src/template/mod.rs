@@ -104,6 +104,31 @@ pub struct TemplateDef {
     pub github: Option<GitHubDef>,
     pub mattermost: Option<MattermostDef>,
     pub telegram: Option<TelegramDef>,
+    pub pushover: Option<PushoverDef>,
+    pub newrelic: Option<NewRelicDef>,
+}
+
+/// Pushover fields.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct PushoverDef {
+    pub title: Option<At<String>>,
+    /// -2 to 1.
+    pub priority: Option<At<String>>,
+    pub url: Option<At<String>>,
+    pub url_title: Option<At<String>>,
+    pub sound: Option<At<String>>,
+    pub device: Option<At<String>>,
+}
+
+/// New Relic deployment-marker fields (Argo CD's names).
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NewRelicDef {
+    pub revision: Option<At<String>>,
+    pub changelog: Option<At<String>>,
+    pub description: Option<At<String>>,
+    pub user: Option<At<String>>,
 }
 
 /// Mattermost fields (Argo CD's names).
@@ -468,7 +493,24 @@ impl TemplateSet {
                     out.insert("custom_details".into(), v);
                 }
             }
-            DestinationKind::Teams => {
+            DestinationKind::Pushover => {
+                out.insert("message".into(), message.into());
+                for f in ["title", "priority", "url", "urlTitle", "sound", "device"] {
+                    if let Some(v) = r.text(&format!("pushover.{f}"))? {
+                        out.insert(f.into(), v.trim().into());
+                    }
+                }
+            }
+            DestinationKind::Newrelic => {
+                out.insert("message".into(), message.into());
+                for f in ["revision", "changelog", "description", "user"] {
+                    if let Some(v) = r.text(&format!("newrelic.{f}"))? {
+                        out.insert(f.into(), v.trim().into());
+                    }
+                }
+            }
+            // A workflow's Adaptive Card is built from the same `teams.*` fields.
+            DestinationKind::Teams | DestinationKind::TeamsWorkflows => {
                 out.insert("message".into(), message.into());
                 for f in ["title", "summary", "text", "themeColor"] {
                     if let Some(v) = r.text(&format!("teams.{f}"))? {
@@ -764,6 +806,23 @@ fn def_fields(def: &TemplateDef) -> Vec<(String, FieldKind, &At<String>)> {
         if let Some(c) = &g.pull_request_comment {
             all.push(("github.pullRequestComment.content".into(), Text, c.content.as_ref()));
             all.push(("github.pullRequestComment.commentTag".into(), Text, c.comment_tag.as_ref()));
+        }
+    }
+    if let Some(p) = &def.pushover {
+        for (f, v) in [
+            ("title", &p.title),
+            ("priority", &p.priority),
+            ("url", &p.url),
+            ("urlTitle", &p.url_title),
+            ("sound", &p.sound),
+            ("device", &p.device),
+        ] {
+            all.push((format!("pushover.{f}"), Text, v.as_ref()));
+        }
+    }
+    if let Some(n) = &def.newrelic {
+        for (f, v) in [("revision", &n.revision), ("changelog", &n.changelog), ("description", &n.description), ("user", &n.user)] {
+            all.push((format!("newrelic.{f}"), Text, v.as_ref()));
         }
     }
     if let Some(m) = &def.mattermost {

@@ -1,0 +1,45 @@
+use super::config::NewRelicConfig;
+use super::payload::deployment;
+use crate::deliver::http;
+use crate::deliver::outcome::Outcome;
+use crate::deliver::services::Env;
+use crate::deliver::worker::{BoxFuture, Deliverer};
+use crate::model::Notification;
+use crate::secret::Secret;
+
+pub struct NewRelicClient {
+    http: reqwest::Client,
+    base: String,
+    key: Secret,
+}
+
+impl NewRelicClient {
+    pub fn new(cfg: &NewRelicConfig, env: &Env) -> Result<NewRelicClient, String> {
+        let base = cfg.api_url.clone().unwrap_or_else(|| "https://api.newrelic.com".into());
+        Ok(NewRelicClient {
+            http: env.http.clone(),
+            base: base.trim_end_matches('/').to_string(),
+            key: env.secrets.resolve(&cfg.api_key).map_err(|e| e.to_string())?,
+        })
+    }
+}
+
+impl Deliverer for NewRelicClient {
+    fn deliver<'a>(&'a self, batch: &'a [Notification]) -> BoxFuture<'a, Outcome> {
+        Box::pin(async move {
+            for n in batch {
+                let id = n.destination.recipient.trim();
+                if id.is_empty() || !id.chars().all(|c| c.is_ascii_digit()) {
+                    return Outcome::Permanent(format!("the recipient {id:?} is not a New Relic application id"));
+                }
+                let url = format!("{}/v2/applications/{id}/deployments.json", self.base);
+                let req = self.http.post(url).header("X-Api-Key", self.key.expose()).json(&deployment(n));
+                let (outcome, _) = http::send(req).await;
+                if outcome != Outcome::Delivered {
+                    return outcome;
+                }
+            }
+            Outcome::Delivered
+        })
+    }
+}

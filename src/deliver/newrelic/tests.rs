@@ -1,0 +1,48 @@
+use super::*;
+use crate::deliver::ecs::tests::sample;
+use crate::deliver::services::{ServiceConfig, ServiceSpec, build};
+use crate::deliver::testkit::{HttpReceiver, Reply, Scenario, check_scenario};
+use crate::model::DestinationKind;
+use crate::secret::Secrets;
+
+const KEY: &str = "NRAK-SECRET0000000000000000";
+
+fn notification() -> crate::model::Notification {
+    let mut n = sample(DestinationKind::Newrelic, "newrelic");
+    n.destination.recipient = "123456789".into();
+    n.payload = serde_json::json!({"message": "guestbook synced\n", "changelog": "Synced by Argo CD", "user": "argocd"});
+    n
+}
+
+#[test]
+fn the_marker_defaults_to_the_synced_revision() {
+    assert_eq!(
+        deployment(&notification()),
+        serde_json::json!({"deployment": {"revision": "a1b2c3d", "description": "guestbook synced", "changelog": "Synced by Argo CD", "user": "argocd"}})
+    );
+}
+
+#[tokio::test]
+async fn compliance() {
+    let rx = HttpReceiver::start(Reply::new(201, r#"{"deployment":{"id":1}}"#)).await;
+    let secrets = Secrets::from_map([("nr-key", KEY)]);
+    let s = ServiceSpec::from_value(DestinationKind::Newrelic, serde_json::json!({"apiURL": rx.url(), "apiKey": "$nr-key"})).unwrap();
+    assert!(matches!(s.config, ServiceConfig::Newrelic(_)));
+    let make = |env: &crate::deliver::services::Env| build("newrelic", &s, env).unwrap();
+    for (scenario, replies) in [
+        (Scenario::Success, vec![]),
+        (Scenario::RetryableThenSuccess, vec![Reply::new(503, "busy")]),
+        (Scenario::Permanent, vec![Reply::new(404, r#"{"error":{"title":"Application not found"}}"#)]),
+        (Scenario::TimeoutThenSuccess, vec![Reply::new(201, "{}").delayed(std::time::Duration::from_millis(1500))]),
+        (Scenario::RateLimitedThenSuccess, vec![Reply::new(429, "slow down").header("Retry-After", "1")]),
+    ] {
+        rx.clear();
+        rx.script(replies);
+        check_scenario(scenario, &rx, &make, &notification(), &secrets, KEY).await;
+    }
+    rx.clear();
+    check_scenario(Scenario::Success, &rx, &make, &notification(), &secrets, KEY).await;
+    let r = &rx.requests()[0];
+    assert_eq!((r.method.as_str(), r.path.as_str()), ("POST", "/v2/applications/123456789/deployments.json"));
+    assert_eq!(r.headers["x-api-key"], KEY);
+}

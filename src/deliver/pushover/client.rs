@@ -1,0 +1,41 @@
+use super::config::PushoverConfig;
+use super::payload::message;
+use crate::deliver::http;
+use crate::deliver::outcome::Outcome;
+use crate::deliver::services::Env;
+use crate::deliver::worker::{BoxFuture, Deliverer};
+use crate::model::Notification;
+use crate::secret::Secret;
+
+pub struct PushoverClient {
+    http: reqwest::Client,
+    url: String,
+    token: Secret,
+}
+
+impl PushoverClient {
+    pub fn new(cfg: &PushoverConfig, env: &Env) -> Result<PushoverClient, String> {
+        let base = cfg.api_url.clone().unwrap_or_else(|| "https://api.pushover.net".into());
+        Ok(PushoverClient {
+            http: env.http.clone(),
+            url: format!("{}/1/messages.json", base.trim_end_matches('/')),
+            token: env.secrets.resolve(&cfg.token).map_err(|e| e.to_string())?,
+        })
+    }
+}
+
+impl Deliverer for PushoverClient {
+    fn deliver<'a>(&'a self, batch: &'a [Notification]) -> BoxFuture<'a, Outcome> {
+        Box::pin(async move {
+            for n in batch {
+                let mut body = message(n);
+                body["token"] = serde_json::json!(self.token.expose());
+                let (outcome, _) = http::send(self.http.post(&self.url).json(&body)).await;
+                if outcome != Outcome::Delivered {
+                    return outcome;
+                }
+            }
+            Outcome::Delivered
+        })
+    }
+}

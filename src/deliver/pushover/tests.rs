@@ -1,0 +1,55 @@
+use super::*;
+use crate::deliver::ecs::tests::sample;
+use crate::deliver::services::{ServiceConfig, ServiceSpec, build};
+use crate::deliver::testkit::{HttpReceiver, Reply, Scenario, check_scenario};
+use crate::model::DestinationKind;
+use crate::secret::Secrets;
+
+const TOKEN: &str = "azGDORePK8gMaC0QOYAMyEEuzJnyUi";
+
+fn notification() -> crate::model::Notification {
+    let mut n = sample(DestinationKind::Pushover, "pushover");
+    n.destination.recipient = "uQiRzpo4DXghDmr9QzzfQu27cmVRsG".into();
+    n.payload = serde_json::json!({"message": "guestbook degraded\n", "title": "Argo CD", "priority": "1", "urlTitle": "Open", "url": "https://argocd.example.com"});
+    n
+}
+
+#[test]
+fn the_message_fields() {
+    let m = message(&notification());
+    assert_eq!(
+        m,
+        serde_json::json!({"user": "uQiRzpo4DXghDmr9QzzfQu27cmVRsG", "message": "guestbook degraded", "title": "Argo CD",
+        "url": "https://argocd.example.com", "url_title": "Open", "priority": 1})
+    );
+    let mut emergency = notification();
+    emergency.payload["priority"] = serde_json::json!("2");
+    assert!(message(&emergency).get("priority").is_none(), "emergency needs retry/expire; not offered");
+}
+
+#[tokio::test]
+async fn compliance() {
+    let rx = HttpReceiver::start(Reply::new(200, r#"{"status":1,"request":"r1"}"#)).await;
+    let secrets = Secrets::from_map([("pushover-token", TOKEN)]);
+    let s =
+        ServiceSpec::from_value(DestinationKind::Pushover, serde_json::json!({"token": "$pushover-token", "apiUrl": rx.url()})).unwrap();
+    assert!(matches!(s.config, ServiceConfig::Pushover(_)));
+    let make = |env: &crate::deliver::services::Env| build("pushover", &s, env).unwrap();
+    for (scenario, replies) in [
+        (Scenario::Success, vec![]),
+        (Scenario::RetryableThenSuccess, vec![Reply::new(500, "oops")]),
+        (Scenario::Permanent, vec![Reply::new(400, r#"{"user":"invalid","errors":["user identifier is invalid"],"status":0}"#)]),
+        (Scenario::TimeoutThenSuccess, vec![Reply::new(200, "{}").delayed(std::time::Duration::from_millis(1500))]),
+        (Scenario::RateLimitedThenSuccess, vec![Reply::new(429, "slow down").header("Retry-After", "1")]),
+    ] {
+        rx.clear();
+        rx.script(replies);
+        check_scenario(scenario, &rx, &make, &notification(), &secrets, TOKEN).await;
+    }
+    rx.clear();
+    check_scenario(Scenario::Success, &rx, &make, &notification(), &secrets, TOKEN).await;
+    let r = &rx.requests()[0];
+    assert_eq!((r.method.as_str(), r.path.as_str()), ("POST", "/1/messages.json"));
+    let body: serde_json::Value = serde_json::from_str(&r.body).unwrap();
+    assert_eq!(body["token"], TOKEN);
+}

@@ -1,0 +1,50 @@
+use super::*;
+use crate::deliver::ecs::tests::sample;
+use crate::deliver::services::{ServiceConfig, ServiceSpec, build};
+use crate::deliver::testkit::{HttpReceiver, Reply, Scenario, check_scenario};
+use crate::model::DestinationKind;
+use crate::secret::Secrets;
+
+const SIG: &str = "sig=SECRET-workflow-signature";
+
+fn notification() -> crate::model::Notification {
+    let mut n = sample(DestinationKind::TeamsWorkflows, "teams-workflows");
+    n.destination.recipient = "ops".into();
+    n.payload = serde_json::json!({"message": "guestbook degraded\nmore", "facts": [{"name": "Sync", "value": "OutOfSync"}],
+        "potentialAction": [{"@type": "OpenUri", "name": "Open", "targets": [{"os": "default", "uri": "https://argocd.example.com"}]}]});
+    n
+}
+
+#[test]
+fn an_adaptive_card_in_a_message() {
+    let m = message(&notification());
+    assert_eq!(m["type"], "message");
+    let a = &m["attachments"][0];
+    assert_eq!(a["contentType"], "application/vnd.microsoft.card.adaptive");
+    let c = &a["content"];
+    assert_eq!((c["type"].as_str(), c["version"].as_str()), (Some("AdaptiveCard"), Some("1.4")));
+    assert_eq!(c["body"][0]["text"], "guestbook degraded");
+    assert_eq!(c["body"][2]["facts"][0], serde_json::json!({"title": "Sync", "value": "OutOfSync"}));
+    assert_eq!(c["actions"][0], serde_json::json!({"type": "Action.OpenUrl", "title": "Open", "url": "https://argocd.example.com"}));
+}
+
+#[tokio::test]
+async fn compliance() {
+    let rx = HttpReceiver::start(Reply::new(202, "")).await;
+    let url = format!("{}/workflows/abc/triggers/manual/paths/invoke?api-version=2016-06-01&{SIG}", rx.url());
+    let secrets = Secrets::from_map([("wf-url", url.as_str())]);
+    let s = ServiceSpec::from_value(DestinationKind::TeamsWorkflows, serde_json::json!({"recipientUrls": {"ops": "$wf-url"}})).unwrap();
+    assert!(matches!(s.config, ServiceConfig::TeamsWorkflows(_)));
+    let make = |env: &crate::deliver::services::Env| build("teams-workflows", &s, env).unwrap();
+    for (scenario, replies) in [
+        (Scenario::Success, vec![]),
+        (Scenario::RetryableThenSuccess, vec![Reply::new(503, "busy")]),
+        (Scenario::Permanent, vec![Reply::new(400, r#"{"error":{"code":"InvalidRequestContent"}}"#)]),
+        (Scenario::TimeoutThenSuccess, vec![Reply::new(202, "").delayed(std::time::Duration::from_millis(1500))]),
+        (Scenario::RateLimitedThenSuccess, vec![Reply::new(429, "slow down").header("Retry-After", "1")]),
+    ] {
+        rx.clear();
+        rx.script(replies);
+        check_scenario(scenario, &rx, &make, &notification(), &secrets, SIG).await;
+    }
+}
