@@ -228,10 +228,12 @@ pub enum DestinationKind {
     Pushover,
     /// New Relic deployment markers.
     Newrelic,
+    /// Rocket.Chat messages.
+    Rocketchat,
 }
 
 impl DestinationKind {
-    pub const ALL: [DestinationKind; 20] = [
+    pub const ALL: [DestinationKind; 21] = [
         DestinationKind::Console,
         DestinationKind::Slack,
         DestinationKind::Email,
@@ -252,6 +254,7 @@ impl DestinationKind {
         DestinationKind::TeamsWorkflows,
         DestinationKind::Pushover,
         DestinationKind::Newrelic,
+        DestinationKind::Rocketchat,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -276,6 +279,7 @@ impl DestinationKind {
             DestinationKind::TeamsWorkflows => "teams-workflows",
             DestinationKind::Pushover => "pushover",
             DestinationKind::Newrelic => "newrelic",
+            DestinationKind::Rocketchat => "rocketchat",
         }
     }
 

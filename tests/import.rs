@@ -126,10 +126,10 @@ fn what_each_case_reports() {
     assert!(r.complete(), "Teams converts: {:?}", r.todos);
     assert_eq!((r.services.converted, r.templates.converted), (1, 1));
 
-    let r = case("rocketchat");
+    let r = case("awssqs");
     let items: Vec<&str> = r.todos.iter().map(|t| t.item.as_str()).collect();
-    assert_eq!(items, ["service rocketchat", "template app-sync-failed.rocketchat"], "{r:?}");
-    assert!(r.todos.iter().all(|t| t.file.ends_with("rocketchat/argocd-notifications-cm.yaml") && t.line > 1), "{r:?}");
+    assert_eq!(items, ["service awssqs", "template app-sync-failed.awssqs"], "{r:?}");
+    assert!(r.todos.iter().all(|t| t.file.ends_with("awssqs/argocd-notifications-cm.yaml") && t.line > 1), "{r:?}");
 
     let r = case("github-status");
     assert!(r.notes.iter().any(|n| n.reason.contains("repo server")), "{r:?}");
@@ -149,7 +149,7 @@ fn what_each_case_reports() {
 
     let r = case("chat-services");
     assert!(r.complete(), "{:?}", r.todos);
-    assert_eq!((r.services.converted, r.templates.converted, r.subscriptions.converted), (4, 1, 1));
+    assert_eq!((r.services.converted, r.templates.converted, r.subscriptions.converted), (5, 1, 1));
 
     let r = case("kubectl-dump");
     assert!(r.complete() && r.triggers.converted == 1 && r.templates.converted == 1, "{r:?}");
@@ -240,7 +240,7 @@ fn an_imported_template_renders_what_go_renders() {
 fn the_command_reports_and_exits_as_documented() {
     let bin = env!("CARGO_BIN_EXE_driftwatch");
     let out = tempfile::tempdir().unwrap();
-    let github = corpus().join("rocketchat/argocd-notifications-cm.yaml");
+    let github = corpus().join("awssqs/argocd-notifications-cm.yaml");
     let o = Command::new(bin).arg("import").arg(&github).arg("--out").arg(out.path()).args(["-o", "json"]).output().unwrap();
     assert_eq!(o.status.code(), Some(3), "some items need a hand: {}", String::from_utf8_lossy(&o.stderr));
     let r: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();

@@ -144,7 +144,7 @@ impl DeliverySettings {
             K::Github => (1.0, 5, 2),
             // Telegram: about one message a second per chat; the others are chat APIs
             // with per-token limits of a few a second.
-            K::Telegram | K::Mattermost | K::Webex => (1.0, 5, 2),
+            K::Telegram | K::Mattermost | K::Webex | K::Rocketchat => (1.0, 5, 2),
             K::Grafana => (10.0, 20, 4),
             K::TeamsWorkflows => (1.0, 3, 2),
             K::Pushover | K::Newrelic => (2.0, 5, 2),

@@ -20,6 +20,7 @@ use super::opsgenie::OpsgenieConfig;
 use super::outcome::{ConfigDuration, DeliverySettings, RateSettings, RetrySettings};
 use super::pagerduty::PagerDutyConfig;
 use super::pushover::PushoverConfig;
+use super::rocketchat::RocketChatConfig;
 use super::signed_webhook::SignedWebhookConfig;
 use super::slack::SlackConfig;
 use super::splunk::SplunkConfig;
@@ -57,6 +58,7 @@ pub enum ServiceConfig {
     TeamsWorkflows(TeamsWorkflowsConfig),
     Pushover(PushoverConfig),
     Newrelic(NewRelicConfig),
+    Rocketchat(RocketChatConfig),
 }
 
 /// Settings every service may override (`timeout`, `retry`, `rateLimit`).
@@ -142,7 +144,15 @@ impl ServiceSpec {
             DestinationKind::TeamsWorkflows => ServiceConfig::TeamsWorkflows(serde_json::from_value(v).map_err(e)?),
             DestinationKind::Pushover => ServiceConfig::Pushover(serde_json::from_value(v).map_err(e)?),
             DestinationKind::Newrelic => ServiceConfig::Newrelic(serde_json::from_value(v).map_err(e)?),
+            DestinationKind::Rocketchat => ServiceConfig::Rocketchat(serde_json::from_value(v).map_err(e)?),
         };
+        if let ServiceConfig::Rocketchat(r) = &config {
+            let login = r.email.is_some() && r.password.is_some() && r.user_id.is_none() && r.token.is_none();
+            let token = r.user_id.is_some() && r.token.is_some() && r.email.is_none() && r.password.is_none();
+            if !login && !token {
+                return Err("a rocketchat service needs email and password, or userId and token".into());
+            }
+        }
         if let ServiceConfig::Github(g) = &config {
             let app = [&g.app_id, &g.installation_id, &g.private_key].iter().all(|x| x.is_some());
             let none = [&g.app_id, &g.installation_id, &g.private_key].iter().all(|x| x.is_none());
@@ -187,6 +197,7 @@ impl ServiceConfig {
             ServiceConfig::TeamsWorkflows(_) => DestinationKind::TeamsWorkflows,
             ServiceConfig::Pushover(_) => DestinationKind::Pushover,
             ServiceConfig::Newrelic(_) => DestinationKind::Newrelic,
+            ServiceConfig::Rocketchat(_) => DestinationKind::Rocketchat,
         }
     }
 
@@ -222,6 +233,9 @@ impl ServiceConfig {
             ServiceConfig::TeamsWorkflows(s) => out.extend(s.recipient_urls.values().map(String::as_str)),
             ServiceConfig::Pushover(s) => out.push(&s.token),
             ServiceConfig::Newrelic(s) => out.push(&s.api_key),
+            ServiceConfig::Rocketchat(s) => {
+                out.extend([&s.email, &s.password, &s.user_id, &s.token].into_iter().flatten().map(String::as_str))
+            }
             ServiceConfig::Alertmanager(s) => {
                 out.extend(s.bearer_token.as_deref());
                 if let Some(b) = &s.basic_auth {
@@ -269,13 +283,14 @@ pub fn build(name: &str, spec: &ServiceSpec, env: &Env) -> Result<ServiceRuntime
         ServiceConfig::Alertmanager(c) => Arc::new(super::alertmanager::AlertmanagerClient::new(c, env)?),
         ServiceConfig::Googlechat(c) => Arc::new(super::googlechat::GoogleChatClient::new(c, env)?),
         ServiceConfig::Github(c) => Arc::new(super::github::GitHubClient::new(c, env)?),
-        ServiceConfig::Telegram(c) => Arc::new(super::telegram::TelegramClient::new(c, env)?),
-        ServiceConfig::Mattermost(c) => Arc::new(super::mattermost::MattermostClient::new(c, env)?),
+        ServiceConfig::Telegram(c) => Arc::new(super::telegram::TelegramClient::new(name, c, env)?),
+        ServiceConfig::Mattermost(c) => Arc::new(super::mattermost::MattermostClient::new(name, c, env)?),
         ServiceConfig::Grafana(c) => Arc::new(super::grafana::GrafanaClient::new(c, env)?),
-        ServiceConfig::Webex(c) => Arc::new(super::webex::WebexClient::new(c, env)?),
+        ServiceConfig::Webex(c) => Arc::new(super::webex::WebexClient::new(name, c, env)?),
         ServiceConfig::TeamsWorkflows(c) => Arc::new(super::teams_workflows::TeamsWorkflowsClient::new(c, env)?),
         ServiceConfig::Pushover(c) => Arc::new(super::pushover::PushoverClient::new(c, env)?),
         ServiceConfig::Newrelic(c) => Arc::new(super::newrelic::NewRelicClient::new(c, env)?),
+        ServiceConfig::Rocketchat(c) => Arc::new(super::rocketchat::RocketChatClient::new(name, c, env)?),
     };
     let mut referenced = Vec::new();
     for s in spec.config.strings() {

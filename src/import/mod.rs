@@ -501,6 +501,7 @@ fn template_field(section: Option<&str>, field: &str) -> Option<&'static str> {
         ) => static_field(f),
         (Some("googlechat"), f @ ("cards" | "cardsV2" | "threadKey")) => static_field(f),
         (Some("mattermost"), "attachments") => "attachments",
+        (Some("rocketchat"), f @ ("attachments" | "alias" | "emoji" | "avatar")) => static_field(f),
         (Some("pushover"), f @ ("title" | "priority" | "url" | "urlTitle" | "sound" | "device")) => static_field(f),
         (Some("newrelic"), f @ ("revision" | "changelog" | "description" | "user")) => static_field(f),
         (
@@ -543,13 +544,16 @@ fn static_field(f: &str) -> &'static str {
         "device",
         "revision",
         "changelog",
+        "attachments",
+        "emoji",
+        "avatar",
     ];
     FIELDS.iter().find(|x| **x == f).copied().unwrap_or("text")
 }
 
 /// Destination kinds driftwatch does not have (yet): their template sections and
 /// services are reported.
-const OTHER_KINDS: &[&str] = &["rocketchat", "pagerduty", "awssqs", "gitlab", "nats", "pubsub", "kafka"];
+const OTHER_KINDS: &[&str] = &["pagerduty", "awssqs", "gitlab", "nats", "pubsub", "kafka"];
 
 struct TemplateWork<'a> {
     e: &'a Entry,
@@ -580,6 +584,7 @@ fn is_json_field(field: &str, src: &str) -> bool {
             | "googlechat.cards"
             | "googlechat.cardsV2"
             | "mattermost.attachments"
+            | "rocketchat.attachments"
     ) || (field.starts_with("webhook.") && field.ends_with(".body") && src.trim_start().starts_with(['{', '[']))
 }
 
@@ -757,7 +762,7 @@ fn template(e: &Entry, name: &str, out: &mut Out) {
             }
             (
                 s @ ("email" | "slack" | "pagerdutyv2" | "teams" | "teams-workflows" | "opsgenie" | "googlechat" | "mattermost"
-                | "telegram" | "pushover" | "newrelic"),
+                | "telegram" | "pushover" | "newrelic" | "rocketchat"),
                 Value::Object(fields),
             ) => {
                 // Argo CD's `teams-workflows` fields are the `teams` ones, which both kinds read.
@@ -934,8 +939,9 @@ fn service(e: &Entry, rest: &str, out: &mut Out) {
             true
         }
         k @ ("teams" | "opsgenie" | "alertmanager" | "googlechat" | "github" | "telegram" | "mattermost" | "grafana" | "webex"
-        | "teams-workflows" | "pushover" | "newrelic") => {
+        | "teams-workflows" | "pushover" | "newrelic" | "rocketchat") => {
             let allowed: &[&str] = match k {
+                "rocketchat" => &["serverUrl", "email", "password"],
                 "teams-workflows" => &["recipientUrls"],
                 "newrelic" => &["apiURL", "apiKey"],
                 "telegram" | "webex" | "pushover" => &["token"],

@@ -106,6 +106,18 @@ pub struct TemplateDef {
     pub telegram: Option<TelegramDef>,
     pub pushover: Option<PushoverDef>,
     pub newrelic: Option<NewRelicDef>,
+    pub rocketchat: Option<RocketChatDef>,
+}
+
+/// Rocket.Chat fields (Argo CD's names).
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RocketChatDef {
+    /// A JSON array of attachments.
+    pub attachments: Option<At<String>>,
+    pub alias: Option<At<String>>,
+    pub emoji: Option<At<String>>,
+    pub avatar: Option<At<String>>,
 }
 
 /// Pushover fields.
@@ -571,6 +583,17 @@ impl TemplateSet {
                     out.insert("parseMode".into(), m.trim().into());
                 }
             }
+            DestinationKind::Rocketchat => {
+                out.insert("message".into(), message.into());
+                if let Some(v) = r.json("rocketchat.attachments")? {
+                    out.insert("attachments".into(), v);
+                }
+                for f in ["alias", "emoji", "avatar"] {
+                    if let Some(v) = r.text(&format!("rocketchat.{f}"))? {
+                        out.insert(f.into(), v.trim().into());
+                    }
+                }
+            }
             DestinationKind::Mattermost => {
                 out.insert("message".into(), message.into());
                 if let Some(v) = r.json("mattermost.attachments")? {
@@ -823,6 +846,12 @@ fn def_fields(def: &TemplateDef) -> Vec<(String, FieldKind, &At<String>)> {
     if let Some(n) = &def.newrelic {
         for (f, v) in [("revision", &n.revision), ("changelog", &n.changelog), ("description", &n.description), ("user", &n.user)] {
             all.push((format!("newrelic.{f}"), Text, v.as_ref()));
+        }
+    }
+    if let Some(r) = &def.rocketchat {
+        all.push(("rocketchat.attachments".into(), Json, r.attachments.as_ref()));
+        for (f, v) in [("alias", &r.alias), ("emoji", &r.emoji), ("avatar", &r.avatar)] {
+            all.push((format!("rocketchat.{f}"), Text, v.as_ref()));
         }
     }
     if let Some(m) = &def.mattermost {

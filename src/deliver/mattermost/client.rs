@@ -1,25 +1,57 @@
+use std::sync::Arc;
+
+use serde_json::{Value, json};
+
 use super::config::MattermostConfig;
 use super::payload::post;
 use crate::deliver::http;
+use crate::deliver::message_ref;
 use crate::deliver::outcome::Outcome;
 use crate::deliver::services::Env;
 use crate::deliver::worker::{BoxFuture, Deliverer};
 use crate::model::Notification;
 use crate::secret::Secret;
+use crate::state::StateStore;
 
 pub struct MattermostClient {
     http: reqwest::Client,
-    url: String,
+    base: String,
     token: Secret,
+    service: String,
+    state: Arc<StateStore>,
 }
 
 impl MattermostClient {
-    pub fn new(cfg: &MattermostConfig, env: &Env) -> Result<MattermostClient, String> {
+    pub fn new(service: &str, cfg: &MattermostConfig, env: &Env) -> Result<MattermostClient, String> {
         Ok(MattermostClient {
             http: http::client_for(&env.http, cfg.ca_file.as_deref(), cfg.insecure_skip_verify)?,
-            url: format!("{}/api/v4/posts", cfg.api_url.trim_end_matches('/')),
+            base: format!("{}/api/v4/posts", cfg.api_url.trim_end_matches('/')),
             token: env.secrets.resolve(&cfg.token).map_err(|e| e.to_string())?,
+            service: service.to_string(),
+            state: env.state.clone(),
         })
+    }
+
+    async fn deliver_one(&self, n: &Notification) -> Outcome {
+        let body = post(n);
+        // A resolve edits the original post when it is known.
+        let existing = match message_ref::for_resolve(&self.state, &self.service, n) {
+            Ok(r) => r,
+            Err(o) => return o,
+        };
+        if let Some(r) = existing {
+            let mut patch = body.clone();
+            patch["id"] = json!(r.ts);
+            let req = self.http.put(format!("{}/{}", self.base, r.ts)).bearer_auth(self.token.expose()).json(&patch);
+            return http::send(req).await.0;
+        }
+        let (outcome, answer) = http::send(self.http.post(&self.base).bearer_auth(self.token.expose()).json(&body)).await;
+        if outcome == Outcome::Delivered
+            && let Some(id) = answer.and_then(|a| serde_json::from_str::<Value>(&a).ok()).and_then(|v| v["id"].as_str().map(String::from))
+        {
+            message_ref::remember(&self.state, &self.service, n, &n.destination.recipient, &id);
+        }
+        outcome
     }
 }
 
@@ -27,8 +59,7 @@ impl Deliverer for MattermostClient {
     fn deliver<'a>(&'a self, batch: &'a [Notification]) -> BoxFuture<'a, Outcome> {
         Box::pin(async move {
             for n in batch {
-                let req = self.http.post(&self.url).bearer_auth(self.token.expose()).json(&post(n));
-                let (outcome, _) = http::send(req).await;
+                let outcome = self.deliver_one(n).await;
                 if outcome != Outcome::Delivered {
                     return outcome;
                 }

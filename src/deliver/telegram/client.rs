@@ -1,29 +1,73 @@
+use std::sync::Arc;
 use std::time::Duration;
 
-use serde_json::Value;
+use serde_json::{Value, json};
 
 use super::config::TelegramConfig;
 use super::payload::message;
 use crate::deliver::http;
+use crate::deliver::message_ref;
 use crate::deliver::outcome::Outcome;
 use crate::deliver::services::Env;
 use crate::deliver::worker::{BoxFuture, Deliverer};
 use crate::model::Notification;
 use crate::secret::Secret;
+use crate::state::StateStore;
 
 pub struct TelegramClient {
     http: reqwest::Client,
     base: String,
     token: Secret,
+    service: String,
+    state: Arc<StateStore>,
 }
 
 impl TelegramClient {
-    pub fn new(cfg: &TelegramConfig, env: &Env) -> Result<TelegramClient, String> {
+    pub fn new(service: &str, cfg: &TelegramConfig, env: &Env) -> Result<TelegramClient, String> {
         Ok(TelegramClient {
             http: env.http.clone(),
             base: cfg.api_url.clone().unwrap_or_else(|| "https://api.telegram.org".into()).trim_end_matches('/').to_string(),
             token: env.secrets.resolve(&cfg.token).map_err(|e| e.to_string())?,
+            service: service.to_string(),
+            state: env.state.clone(),
         })
+    }
+
+    async fn call(&self, method: &str, body: &Value) -> (Outcome, Option<String>) {
+        let url = format!("{}/bot{}/{method}", self.base, self.token.expose());
+        let (outcome, answer) = http::send(self.http.post(url).json(body)).await;
+        let outcome = match outcome {
+            Outcome::Retry { reason, after: None } => Outcome::Retry { after: answer.as_deref().and_then(retry_after), reason },
+            o => o,
+        };
+        (outcome, answer)
+    }
+
+    async fn deliver_one(&self, n: &Notification) -> Outcome {
+        let mut body = message(n);
+        let existing = match message_ref::for_resolve(&self.state, &self.service, n) {
+            Ok(r) => r,
+            Err(o) => return o,
+        };
+        if let Some(r) = existing
+            && let Ok(id) = r.ts.parse::<i64>()
+        {
+            // A resolve edits the original message.
+            body["message_id"] = json!(id);
+            if let Some(m) = body.as_object_mut() {
+                m.remove("disable_web_page_preview");
+            }
+            return self.call("editMessageText", &body).await.0;
+        }
+        let (outcome, answer) = self.call("sendMessage", &body).await;
+        if outcome == Outcome::Delivered
+            && let Some(id) = answer
+                .and_then(|a| serde_json::from_str::<Value>(&a).ok())
+                .and_then(|v| v.pointer("/result/message_id").and_then(Value::as_i64))
+        {
+            message_ref::remember(&self.state, &self.service, n, &n.destination.recipient, &id.to_string());
+        }
+        outcome
     }
 }
 
@@ -37,12 +81,7 @@ impl Deliverer for TelegramClient {
     fn deliver<'a>(&'a self, batch: &'a [Notification]) -> BoxFuture<'a, Outcome> {
         Box::pin(async move {
             for n in batch {
-                let url = format!("{}/bot{}/sendMessage", self.base, self.token.expose());
-                let (outcome, body) = http::send(self.http.post(url).json(&message(n))).await;
-                let outcome = match outcome {
-                    Outcome::Retry { reason, after: None } => Outcome::Retry { after: body.as_deref().and_then(retry_after), reason },
-                    o => o,
-                };
+                let outcome = self.deliver_one(n).await;
                 if outcome != Outcome::Delivered {
                     return outcome;
                 }

@@ -54,3 +54,23 @@ async fn compliance() {
     let r = &rx.requests()[0];
     assert_eq!((r.method.as_str(), r.path.as_str()), ("POST", format!("/bot{TOKEN}/sendMessage").as_str()));
 }
+
+/// A resolve edits the original message, found in the state store.
+#[tokio::test]
+async fn a_resolve_edits_the_original_message() {
+    let rx = HttpReceiver::start(Reply::new(200, r#"{"ok":true}"#)).await;
+    rx.script(vec![Reply::new(200, r#"{"ok":true,"result":{"message_id":321,"chat":{"id":-1001234567890}}}"#)]);
+    let s =
+        ServiceSpec::from_value(DestinationKind::Telegram, serde_json::json!({"token": "$telegram-token", "apiUrl": rx.url()})).unwrap();
+    let state = std::sync::Arc::new(crate::state::StateStore::in_memory().unwrap());
+    let env = crate::deliver::testkit::env(state, Secrets::from_map([("telegram-token", TOKEN)]));
+    let svc = build("telegram", &s, &env).unwrap();
+    assert_eq!(svc.deliverer.deliver(std::slice::from_ref(&notification())).await, crate::deliver::outcome::Outcome::Delivered);
+    let mut resolve = notification();
+    resolve.action = crate::model::Action::Resolve;
+    assert_eq!(svc.deliverer.deliver(std::slice::from_ref(&resolve)).await, crate::deliver::outcome::Outcome::Delivered);
+    let reqs = rx.requests();
+    assert_eq!(reqs[1].path, format!("/bot{TOKEN}/editMessageText"));
+    let body: serde_json::Value = serde_json::from_str(&reqs[1].body).unwrap();
+    assert_eq!((body["message_id"].as_i64(), body["chat_id"].as_i64()), (Some(321), Some(-1001234567890)));
+}

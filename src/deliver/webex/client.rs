@@ -1,26 +1,58 @@
+use std::sync::Arc;
+
+use serde_json::{Value, json};
+
 use super::config::WebexConfig;
 use super::payload::message;
 use crate::deliver::http;
+use crate::deliver::message_ref;
 use crate::deliver::outcome::Outcome;
 use crate::deliver::services::Env;
 use crate::deliver::worker::{BoxFuture, Deliverer};
 use crate::model::Notification;
 use crate::secret::Secret;
+use crate::state::StateStore;
 
 pub struct WebexClient {
     http: reqwest::Client,
     url: String,
     token: Secret,
+    service: String,
+    state: Arc<StateStore>,
 }
 
 impl WebexClient {
-    pub fn new(cfg: &WebexConfig, env: &Env) -> Result<WebexClient, String> {
+    pub fn new(service: &str, cfg: &WebexConfig, env: &Env) -> Result<WebexClient, String> {
         let base = cfg.api_url.clone().unwrap_or_else(|| "https://webexapis.com".into());
         Ok(WebexClient {
             http: env.http.clone(),
             url: format!("{}/v1/messages", base.trim_end_matches('/')),
             token: env.secrets.resolve(&cfg.token).map_err(|e| e.to_string())?,
+            service: service.to_string(),
+            state: env.state.clone(),
         })
+    }
+
+    async fn deliver_one(&self, n: &Notification) -> Outcome {
+        let body = message(n);
+        let existing = match message_ref::for_resolve(&self.state, &self.service, n) {
+            Ok(r) => r,
+            Err(o) => return o,
+        };
+        if let Some(r) = existing {
+            // A resolve edits the original message (Webex needs its room).
+            let edit = json!({"roomId": r.channel, "markdown": body["markdown"]});
+            let req = self.http.put(format!("{}/{}", self.url, r.ts)).bearer_auth(self.token.expose()).json(&edit);
+            return http::send(req).await.0;
+        }
+        let (outcome, answer) = http::send(self.http.post(&self.url).bearer_auth(self.token.expose()).json(&body)).await;
+        if outcome == Outcome::Delivered
+            && let Some(v) = answer.and_then(|a| serde_json::from_str::<Value>(&a).ok())
+            && let (Some(id), Some(room)) = (v["id"].as_str(), v["roomId"].as_str())
+        {
+            message_ref::remember(&self.state, &self.service, n, room, id);
+        }
+        outcome
     }
 }
 
@@ -28,8 +60,7 @@ impl Deliverer for WebexClient {
     fn deliver<'a>(&'a self, batch: &'a [Notification]) -> BoxFuture<'a, Outcome> {
         Box::pin(async move {
             for n in batch {
-                let req = self.http.post(&self.url).bearer_auth(self.token.expose()).json(&message(n));
-                let (outcome, _) = http::send(req).await;
+                let outcome = self.deliver_one(n).await;
                 if outcome != Outcome::Delivered {
                     return outcome;
                 }

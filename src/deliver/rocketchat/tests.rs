@@ -1,0 +1,107 @@
+use super::*;
+use crate::deliver::ecs::tests::sample;
+use crate::deliver::outcome::Outcome;
+use crate::deliver::services::{ServiceConfig, ServiceSpec, build};
+use crate::deliver::testkit::{HttpReceiver, Reply, Scenario, check_scenario};
+use crate::model::DestinationKind;
+use crate::secret::Secrets;
+
+const TOKEN: &str = "rc-SECRET-pat-4";
+const PASSWORD: &str = "rc-SECRET-password-1";
+
+fn notification() -> crate::model::Notification {
+    let mut n = sample(DestinationKind::Rocketchat, "rocketchat");
+    n.destination.recipient = "argocd".into();
+    n.payload = serde_json::json!({"message": "guestbook drifted\n", "emoji": ":warning:", "attachments": [{"title": "guestbook"}]});
+    n
+}
+
+#[test]
+fn channels_and_messages() {
+    assert_eq!((channel("argocd"), channel("#argocd"), channel("@oncall")), ("#argocd".into(), "#argocd".into(), "@oncall".into()));
+    assert_eq!(
+        message(&notification()),
+        serde_json::json!({"channel": "#argocd", "text": "guestbook drifted", "emoji": ":warning:", "attachments": [{"title": "guestbook"}]})
+    );
+    assert!(
+        ServiceSpec::from_value(DestinationKind::Rocketchat, serde_json::json!({"serverUrl": "https://x", "email": "a"})).is_err(),
+        "no password"
+    );
+}
+
+#[tokio::test]
+async fn compliance() {
+    let rx = HttpReceiver::start(Reply::new(200, r#"{"success":true,"message":{"_id":"m1","rid":"r1"}}"#)).await;
+    let secrets = Secrets::from_map([("rc-token", TOKEN)]);
+    let s = ServiceSpec::from_value(
+        DestinationKind::Rocketchat,
+        serde_json::json!({"serverUrl": rx.url(), "userId": "u1", "token": "$rc-token"}),
+    )
+    .unwrap();
+    assert!(matches!(s.config, ServiceConfig::Rocketchat(_)));
+    let make = |env: &crate::deliver::services::Env| build("rocketchat", &s, env).unwrap();
+    for (scenario, replies) in [
+        (Scenario::Success, vec![]),
+        (Scenario::RetryableThenSuccess, vec![Reply::new(503, "busy")]),
+        (Scenario::Permanent, vec![Reply::new(400, r#"{"success":false,"error":"error-invalid-channel"}"#)]),
+        (Scenario::TimeoutThenSuccess, vec![Reply::new(200, "{}").delayed(std::time::Duration::from_millis(1500))]),
+        (Scenario::RateLimitedThenSuccess, vec![Reply::new(429, "slow down").header("Retry-After", "1")]),
+    ] {
+        rx.clear();
+        rx.script(replies);
+        check_scenario(scenario, &rx, &make, &notification(), &secrets, TOKEN).await;
+    }
+}
+
+/// Argo CD's way: log in, post, reuse the session, edit on resolve, log in again
+/// after the session expired.
+#[tokio::test]
+async fn login_post_edit_and_a_new_session() {
+    let rx = HttpReceiver::start(Reply::new(200, "{}")).await;
+    let login = Reply::new(200, r#"{"status":"success","data":{"userId":"u7","authToken":"session-SECRET-1"}}"#);
+    rx.script(vec![
+        login.clone(),
+        Reply::new(200, r#"{"success":true,"message":{"_id":"m1","rid":"room-1"}}"#),
+        Reply::new(200, r#"{"success":true}"#),
+        Reply::new(401, r#"{"status":"error","message":"You must be logged in to do this."}"#),
+        login,
+        Reply::new(200, r#"{"success":true,"message":{"_id":"m2","rid":"room-1"}}"#),
+    ]);
+    let s = ServiceSpec::from_value(
+        DestinationKind::Rocketchat,
+        serde_json::json!({"serverUrl": rx.url(), "email": "argocd@example.com", "password": "$rc-password"}),
+    )
+    .unwrap();
+    let state = std::sync::Arc::new(crate::state::StateStore::in_memory().unwrap());
+    let env = crate::deliver::testkit::env(state, Secrets::from_map([("rc-password", PASSWORD)]));
+    let svc = build("rocketchat", &s, &env).unwrap();
+    let deliver = |n: crate::model::Notification| {
+        let svc = &svc;
+        async move { svc.deliverer.deliver(std::slice::from_ref(&n)).await }
+    };
+    assert_eq!(deliver(notification()).await, Outcome::Delivered);
+    let mut resolve = notification();
+    resolve.action = crate::model::Action::Resolve;
+    assert_eq!(deliver(resolve).await, Outcome::Delivered);
+    let mut other = notification();
+    other.record.as_mut().unwrap().key = "another".into();
+    assert!(matches!(deliver(other.clone()).await, Outcome::Retry { .. }), "a 401 drops the session and retries");
+    assert_eq!(deliver(other).await, Outcome::Delivered);
+    let reqs = rx.requests();
+    let seen: Vec<&str> = reqs.iter().map(|r| r.path.as_str()).collect();
+    assert_eq!(
+        seen,
+        [
+            "/api/v1/login",
+            "/api/v1/chat.postMessage",
+            "/api/v1/chat.update",
+            "/api/v1/chat.postMessage",
+            "/api/v1/login",
+            "/api/v1/chat.postMessage"
+        ]
+    );
+    assert_eq!(reqs[1].headers["x-auth-token"], "session-SECRET-1");
+    assert_eq!(reqs[1].headers["x-user-id"], "u7");
+    let update: serde_json::Value = serde_json::from_str(&reqs[2].body).unwrap();
+    assert_eq!((update["roomId"].as_str(), update["msgId"].as_str()), (Some("room-1"), Some("m1")));
+}
