@@ -933,6 +933,20 @@ impl Emitter {
             // `(call .repo.GetAppDetails).Helm.GetParameterValueByName "image.tag"`: a
             // method of a repo-server result; the whole command is the placeholder.
             Arg::Sub(p, f) if self.is_repo_call(p) => self.arg(&Arg::Sub(p.clone(), f.clone())),
+            // A time's `.Format "layout"` (after `.UTC` or `.Local`, which RFC 3339 text
+            // makes moot): Sprig's `date`.
+            Arg::Sub(_, f) | Arg::Var(_, f) if f.last().is_some_and(|l| l == "Format") && cmd.len() == 2 && piped.is_none() => {
+                if !f[..f.len() - 1].iter().all(|x| x == "UTC" || x == "Local") {
+                    return Err(format!("`.{}` on a time is not translated", f.join(".")));
+                }
+                let Arg::Str(layout) = &cmd[1] else { return Err("`.Format` takes a layout string".into()) };
+                let time = match first {
+                    Arg::Sub(p, _) => self.arg(&Arg::Sub(p.clone(), Vec::new()))?,
+                    Arg::Var(v, _) => self.arg(&Arg::Var(v.clone(), Vec::new()))?,
+                    _ => return Err("`.Format` of something other than a time".into()),
+                };
+                Ok(Val::call(format!("(date {} {})", hbs_string(layout), time.text)))
+            }
             _ if cmd.len() == 1 && piped.is_none() => self.arg(first),
             _ => Err("a value cannot take arguments or be piped into".into()),
         }
@@ -992,6 +1006,8 @@ impl Emitter {
                 _ => Err("`call .strings.ReplaceAll` takes three arguments".into()),
             },
             "time.Now" if args.is_empty() => Ok(Val::call("(now)".into())),
+            // A time as RFC 3339 text, which `date` formats (`.Format` below).
+            "time.Parse" => one("toDate \"\"", &args),
             _ => Err(format!("`call .{name}` is not translated")),
         }
     }
@@ -1189,7 +1205,17 @@ mod tests {
         );
         let tr = to_handlebars("{{$c := call .repo.GetCommitMetadata .app.status.sync.revision}}{{$c.Author}}").unwrap();
         assert_eq!(tr.notes.len(), 1, "{tr:?}");
-        assert_eq!(render("{{printf \"%s!\" .recipient}} {{\"lit\"}} {{42}}", d), "ops! lit 42");
+        assert_eq!(render("{{printf \"%s!\" .recipient}} {{\"lit\"}} {{42}}", d.clone()), "ops! lit 42");
+        let mut t = d.clone();
+        t["app"]["status"]["operationState"]["finishedAt"] = json!("2026-03-02T03:12:04Z");
+        assert_eq!(
+            render("{{ (call .time.Parse .app.status.operationState.finishedAt).UTC.Format \"15:04 Jan 2\" }}", t.clone()),
+            "03:12 Mar 2"
+        );
+        assert_eq!(
+            render("{{ $t := call .time.Parse .app.status.operationState.finishedAt }}{{ $t.Format \"2006-01-02\" }}", t),
+            "2026-03-02"
+        );
     }
 
     #[test]
