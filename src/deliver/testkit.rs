@@ -225,6 +225,31 @@ impl Receiver for HttpReceiver {
     }
 }
 
+/// Runs the five scenarios against an HTTP receiver with a kind's own answers: `ok`
+/// (what the vendor answers on success; delayed past the timeout once) and `refused`
+/// (a permanent refusal). A 503 and a 429 with `Retry-After: 1` are the same for all.
+pub async fn check_all_scenarios(
+    rx: &HttpReceiver,
+    build: &dyn Fn(&Env) -> ServiceRuntime,
+    n: &Notification,
+    secrets: &Secrets,
+    secret: &str,
+    ok: Reply,
+    refused: Reply,
+) {
+    for (scenario, replies) in [
+        (Scenario::Success, vec![]),
+        (Scenario::RetryableThenSuccess, vec![Reply::new(503, "busy")]),
+        (Scenario::Permanent, vec![refused]),
+        (Scenario::TimeoutThenSuccess, vec![ok.delayed(Duration::from_millis(1500))]),
+        (Scenario::RateLimitedThenSuccess, vec![Reply::new(429, "slow down").header("Retry-After", "1")]),
+    ] {
+        rx.clear();
+        rx.script(replies);
+        check_scenario(scenario, rx, build, n, secrets, secret).await;
+    }
+}
+
 /// Runs one scenario and checks what every destination kind must do in it. `build`
 /// makes the service under test; `secret` is a secret value its configuration uses.
 pub async fn check_scenario(

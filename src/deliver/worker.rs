@@ -24,6 +24,23 @@ use crate::state::{EnqueueReport, OutboxEntry, Settle, StateError, StateStore};
 
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
+/// Delivers a batch one notification at a time, stopping at the first that is not
+/// delivered (its outcome is the batch's): what every one-request-per-notification
+/// client does.
+pub async fn one_by_one<'a, F, Fut>(batch: &'a [Notification], mut deliver: F) -> Outcome
+where
+    F: FnMut(&'a Notification) -> Fut,
+    Fut: Future<Output = Outcome>,
+{
+    for n in batch {
+        let outcome = deliver(n).await;
+        if outcome != Outcome::Delivered {
+            return outcome;
+        }
+    }
+    Outcome::Delivered
+}
+
 /// A destination client: delivers a batch (one notification unless `max_batch` says
 /// more) and says what happened.
 pub trait Deliverer: Send + Sync {

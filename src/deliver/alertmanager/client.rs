@@ -3,7 +3,7 @@ use super::payload::alerts;
 use crate::deliver::http;
 use crate::deliver::outcome::Outcome;
 use crate::deliver::services::Env;
-use crate::deliver::worker::{BoxFuture, Deliverer};
+use crate::deliver::worker::{BoxFuture, Deliverer, one_by_one};
 use crate::model::Notification;
 use crate::secret::Secret;
 
@@ -42,41 +42,43 @@ impl AlertmanagerClient {
     }
 }
 
-impl Deliverer for AlertmanagerClient {
-    fn deliver<'a>(&'a self, batch: &'a [Notification]) -> BoxFuture<'a, Outcome> {
-        Box::pin(async move {
-            for n in batch {
-                let body = alerts(n, &self.argocd_url, chrono::Utc::now());
-                // Alertmanagers of one cluster gossip: one that accepts is enough. The
-                // worst answer is kept when none does.
-                let mut worst: Option<Outcome> = None;
-                let mut delivered = false;
-                for url in &self.urls {
-                    let mut req = self.http.post(url).json(&body);
-                    if let Some((user, pass)) = &self.basic {
-                        req = req.basic_auth(user, Some(pass.expose()));
-                    }
-                    if let Some(t) = &self.bearer {
-                        req = req.bearer_auth(t.expose());
-                    }
-                    match http::send(req).await.0 {
-                        Outcome::Delivered => {
-                            delivered = true;
-                            break;
-                        }
-                        o @ Outcome::Permanent(_) => worst = Some(o),
-                        o => {
-                            if !matches!(worst, Some(Outcome::Permanent(_))) {
-                                worst = Some(o);
-                            }
-                        }
-                    }
+impl AlertmanagerClient {
+    async fn deliver_one(&self, n: &Notification) -> Outcome {
+        let body = alerts(n, &self.argocd_url, chrono::Utc::now());
+        // Alertmanagers of one cluster gossip: one that accepts is enough. The
+        // worst answer is kept when none does.
+        let mut worst: Option<Outcome> = None;
+        let mut delivered = false;
+        for url in &self.urls {
+            let mut req = self.http.post(url).json(&body);
+            if let Some((user, pass)) = &self.basic {
+                req = req.basic_auth(user, Some(pass.expose()));
+            }
+            if let Some(t) = &self.bearer {
+                req = req.bearer_auth(t.expose());
+            }
+            match http::send(req).await.0 {
+                Outcome::Delivered => {
+                    delivered = true;
+                    break;
                 }
-                if !delivered {
-                    return worst.unwrap_or_else(|| Outcome::Permanent("no alertmanager targets".into()));
+                o @ Outcome::Permanent(_) => worst = Some(o),
+                o => {
+                    if !matches!(worst, Some(Outcome::Permanent(_))) {
+                        worst = Some(o);
+                    }
                 }
             }
-            Outcome::Delivered
-        })
+        }
+        if !delivered {
+            return worst.unwrap_or_else(|| Outcome::Permanent("no alertmanager targets".into()));
+        }
+        Outcome::Delivered
+    }
+}
+
+impl Deliverer for AlertmanagerClient {
+    fn deliver<'a>(&'a self, batch: &'a [Notification]) -> BoxFuture<'a, Outcome> {
+        Box::pin(one_by_one(batch, |n| self.deliver_one(n)))
     }
 }

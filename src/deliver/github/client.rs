@@ -9,7 +9,7 @@ use super::payload::{comment, deployment, repo_of, status};
 use crate::deliver::http;
 use crate::deliver::outcome::Outcome;
 use crate::deliver::services::Env;
-use crate::deliver::worker::{BoxFuture, Deliverer};
+use crate::deliver::worker::{BoxFuture, Deliverer, one_by_one};
 use crate::model::Notification;
 use crate::secret::Secret;
 
@@ -184,14 +184,6 @@ fn prefix(o: Outcome, step: &str) -> Outcome {
 
 impl Deliverer for GitHubClient {
     fn deliver<'a>(&'a self, batch: &'a [Notification]) -> BoxFuture<'a, Outcome> {
-        Box::pin(async move {
-            for n in batch {
-                let o = self.deliver_one(n).await;
-                if o != Outcome::Delivered {
-                    return o;
-                }
-            }
-            Outcome::Delivered
-        })
+        Box::pin(one_by_one(batch, |n| self.deliver_one(n)))
     }
 }

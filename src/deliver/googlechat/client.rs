@@ -5,7 +5,7 @@ use super::payload::{message, url_with_thread};
 use crate::deliver::http;
 use crate::deliver::outcome::Outcome;
 use crate::deliver::services::Env;
-use crate::deliver::worker::{BoxFuture, Deliverer};
+use crate::deliver::worker::{BoxFuture, Deliverer, one_by_one};
 use crate::model::Notification;
 use crate::secret::Secret;
 
@@ -25,23 +25,19 @@ impl GoogleChatClient {
     }
 }
 
+impl GoogleChatClient {
+    async fn deliver_one(&self, n: &Notification) -> Outcome {
+        let Some(url) = self.webhooks.get(&n.destination.recipient) else {
+            return Outcome::Permanent(format!("no webhook for recipient {:?} (services.<name>.webhooks)", n.destination.recipient));
+        };
+        let req = self.http.post(url_with_thread(url.expose(), n)).json(&message(n));
+        let (outcome, _) = http::send(req).await;
+        outcome
+    }
+}
+
 impl Deliverer for GoogleChatClient {
     fn deliver<'a>(&'a self, batch: &'a [Notification]) -> BoxFuture<'a, Outcome> {
-        Box::pin(async move {
-            for n in batch {
-                let Some(url) = self.webhooks.get(&n.destination.recipient) else {
-                    return Outcome::Permanent(format!(
-                        "no webhook for recipient {:?} (services.<name>.webhooks)",
-                        n.destination.recipient
-                    ));
-                };
-                let req = self.http.post(url_with_thread(url.expose(), n)).json(&message(n));
-                let (outcome, _) = http::send(req).await;
-                if outcome != Outcome::Delivered {
-                    return outcome;
-                }
-            }
-            Outcome::Delivered
-        })
+        Box::pin(one_by_one(batch, |n| self.deliver_one(n)))
     }
 }

@@ -1,7 +1,7 @@
 use super::*;
 use crate::deliver::ecs::tests::sample;
 use crate::deliver::services::{ServiceConfig, ServiceSpec, build};
-use crate::deliver::testkit::{HttpReceiver, Reply, Scenario, check_scenario};
+use crate::deliver::testkit::{HttpReceiver, Reply, Scenario, check_all_scenarios, check_scenario};
 use crate::model::DestinationKind;
 use crate::secret::Secrets;
 
@@ -39,17 +39,16 @@ async fn compliance() {
     let s = ServiceSpec::from_value(DestinationKind::Googlechat, serde_json::json!({"webhooks": {"platform": "$chat-url"}})).unwrap();
     assert!(matches!(s.config, ServiceConfig::Googlechat(_)));
     let make = |env: &crate::deliver::services::Env| build("googlechat", &s, env).unwrap();
-    for (scenario, replies) in [
-        (Scenario::Success, vec![]),
-        (Scenario::RetryableThenSuccess, vec![Reply::new(503, "busy")]),
-        (Scenario::Permanent, vec![Reply::new(400, r#"{"error":{"code":400,"message":"Invalid JSON payload"}}"#)]),
-        (Scenario::TimeoutThenSuccess, vec![Reply::new(200, "{}").delayed(std::time::Duration::from_millis(1500))]),
-        (Scenario::RateLimitedThenSuccess, vec![Reply::new(429, "slow down").header("Retry-After", "1")]),
-    ] {
-        rx.clear();
-        rx.script(replies);
-        check_scenario(scenario, &rx, &make, &notification(), &secrets, KEY).await;
-    }
+    check_all_scenarios(
+        &rx,
+        &make,
+        &notification(),
+        &secrets,
+        KEY,
+        Reply::new(200, "{}"),
+        Reply::new(400, r#"{"error":{"code":400,"message":"Invalid JSON payload"}}"#),
+    )
+    .await;
     rx.clear();
     check_scenario(Scenario::Success, &rx, &make, &notification(), &secrets, KEY).await;
     let r = &rx.requests()[0];

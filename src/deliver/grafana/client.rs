@@ -3,7 +3,7 @@ use super::payload::annotation;
 use crate::deliver::http;
 use crate::deliver::outcome::Outcome;
 use crate::deliver::services::Env;
-use crate::deliver::worker::{BoxFuture, Deliverer};
+use crate::deliver::worker::{BoxFuture, Deliverer, one_by_one};
 use crate::model::Notification;
 use crate::secret::Secret;
 
@@ -23,17 +23,16 @@ impl GrafanaClient {
     }
 }
 
+impl GrafanaClient {
+    async fn deliver_one(&self, n: &Notification) -> Outcome {
+        let req = self.http.post(&self.url).bearer_auth(self.key.expose()).json(&annotation(n, chrono::Utc::now()));
+        let (outcome, _) = http::send(req).await;
+        outcome
+    }
+}
+
 impl Deliverer for GrafanaClient {
     fn deliver<'a>(&'a self, batch: &'a [Notification]) -> BoxFuture<'a, Outcome> {
-        Box::pin(async move {
-            for n in batch {
-                let req = self.http.post(&self.url).bearer_auth(self.key.expose()).json(&annotation(n, chrono::Utc::now()));
-                let (outcome, _) = http::send(req).await;
-                if outcome != Outcome::Delivered {
-                    return outcome;
-                }
-            }
-            Outcome::Delivered
-        })
+        Box::pin(one_by_one(batch, |n| self.deliver_one(n)))
     }
 }

@@ -3,7 +3,7 @@ use super::payload::deployment;
 use crate::deliver::http;
 use crate::deliver::outcome::Outcome;
 use crate::deliver::services::Env;
-use crate::deliver::worker::{BoxFuture, Deliverer};
+use crate::deliver::worker::{BoxFuture, Deliverer, one_by_one};
 use crate::model::Notification;
 use crate::secret::Secret;
 
@@ -24,22 +24,21 @@ impl NewRelicClient {
     }
 }
 
+impl NewRelicClient {
+    async fn deliver_one(&self, n: &Notification) -> Outcome {
+        let id = n.destination.recipient.trim();
+        if id.is_empty() || !id.chars().all(|c| c.is_ascii_digit()) {
+            return Outcome::Permanent(format!("the recipient {id:?} is not a New Relic application id"));
+        }
+        let url = format!("{}/v2/applications/{id}/deployments.json", self.base);
+        let req = self.http.post(url).header("X-Api-Key", self.key.expose()).json(&deployment(n));
+        let (outcome, _) = http::send(req).await;
+        outcome
+    }
+}
+
 impl Deliverer for NewRelicClient {
     fn deliver<'a>(&'a self, batch: &'a [Notification]) -> BoxFuture<'a, Outcome> {
-        Box::pin(async move {
-            for n in batch {
-                let id = n.destination.recipient.trim();
-                if id.is_empty() || !id.chars().all(|c| c.is_ascii_digit()) {
-                    return Outcome::Permanent(format!("the recipient {id:?} is not a New Relic application id"));
-                }
-                let url = format!("{}/v2/applications/{id}/deployments.json", self.base);
-                let req = self.http.post(url).header("X-Api-Key", self.key.expose()).json(&deployment(n));
-                let (outcome, _) = http::send(req).await;
-                if outcome != Outcome::Delivered {
-                    return outcome;
-                }
-            }
-            Outcome::Delivered
-        })
+        Box::pin(one_by_one(batch, |n| self.deliver_one(n)))
     }
 }

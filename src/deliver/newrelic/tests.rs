@@ -1,7 +1,7 @@
 use super::*;
 use crate::deliver::ecs::tests::sample;
 use crate::deliver::services::{ServiceConfig, ServiceSpec, build};
-use crate::deliver::testkit::{HttpReceiver, Reply, Scenario, check_scenario};
+use crate::deliver::testkit::{HttpReceiver, Reply, Scenario, check_all_scenarios, check_scenario};
 use crate::model::DestinationKind;
 use crate::secret::Secrets;
 
@@ -29,17 +29,16 @@ async fn compliance() {
     let s = ServiceSpec::from_value(DestinationKind::Newrelic, serde_json::json!({"apiURL": rx.url(), "apiKey": "$nr-key"})).unwrap();
     assert!(matches!(s.config, ServiceConfig::Newrelic(_)));
     let make = |env: &crate::deliver::services::Env| build("newrelic", &s, env).unwrap();
-    for (scenario, replies) in [
-        (Scenario::Success, vec![]),
-        (Scenario::RetryableThenSuccess, vec![Reply::new(503, "busy")]),
-        (Scenario::Permanent, vec![Reply::new(404, r#"{"error":{"title":"Application not found"}}"#)]),
-        (Scenario::TimeoutThenSuccess, vec![Reply::new(201, "{}").delayed(std::time::Duration::from_millis(1500))]),
-        (Scenario::RateLimitedThenSuccess, vec![Reply::new(429, "slow down").header("Retry-After", "1")]),
-    ] {
-        rx.clear();
-        rx.script(replies);
-        check_scenario(scenario, &rx, &make, &notification(), &secrets, KEY).await;
-    }
+    check_all_scenarios(
+        &rx,
+        &make,
+        &notification(),
+        &secrets,
+        KEY,
+        Reply::new(201, "{}"),
+        Reply::new(404, r#"{"error":{"title":"Application not found"}}"#),
+    )
+    .await;
     rx.clear();
     check_scenario(Scenario::Success, &rx, &make, &notification(), &secrets, KEY).await;
     let r = &rx.requests()[0];

@@ -5,7 +5,7 @@ use super::payload::{close, create};
 use crate::deliver::http;
 use crate::deliver::outcome::Outcome;
 use crate::deliver::services::Env;
-use crate::deliver::worker::{BoxFuture, Deliverer};
+use crate::deliver::worker::{BoxFuture, Deliverer, one_by_one};
 use crate::model::{Action, Notification};
 use crate::secret::Secret;
 
@@ -37,27 +37,26 @@ impl OpsgenieClient {
     }
 }
 
+impl OpsgenieClient {
+    async fn deliver_one(&self, n: &Notification) -> Outcome {
+        let Some(key) = self.keys.get(&n.destination.recipient) else {
+            return Outcome::Permanent(format!("no API key for recipient {:?} (services.<name>.apiKeys)", n.destination.recipient));
+        };
+        let (url, body) = match n.action {
+            Action::Fire => (format!("{}/v2/alerts", self.base), create(n, &self.argocd_url)),
+            Action::Resolve => {
+                let (path, body) = close(n);
+                (format!("{}{path}", self.base), body)
+            }
+        };
+        let req = self.http.post(&url).header("Authorization", format!("GenieKey {}", key.expose())).json(&body);
+        let (outcome, _) = http::send(req).await;
+        outcome
+    }
+}
+
 impl Deliverer for OpsgenieClient {
     fn deliver<'a>(&'a self, batch: &'a [Notification]) -> BoxFuture<'a, Outcome> {
-        Box::pin(async move {
-            for n in batch {
-                let Some(key) = self.keys.get(&n.destination.recipient) else {
-                    return Outcome::Permanent(format!("no API key for recipient {:?} (services.<name>.apiKeys)", n.destination.recipient));
-                };
-                let (url, body) = match n.action {
-                    Action::Fire => (format!("{}/v2/alerts", self.base), create(n, &self.argocd_url)),
-                    Action::Resolve => {
-                        let (path, body) = close(n);
-                        (format!("{}{path}", self.base), body)
-                    }
-                };
-                let req = self.http.post(&url).header("Authorization", format!("GenieKey {}", key.expose())).json(&body);
-                let (outcome, _) = http::send(req).await;
-                if outcome != Outcome::Delivered {
-                    return outcome;
-                }
-            }
-            Outcome::Delivered
-        })
+        Box::pin(one_by_one(batch, |n| self.deliver_one(n)))
     }
 }

@@ -1,7 +1,7 @@
 use super::*;
 use crate::deliver::ecs::tests::sample;
 use crate::deliver::services::{ServiceConfig, ServiceSpec, build};
-use crate::deliver::testkit::{HttpReceiver, Reply, Scenario, check_scenario};
+use crate::deliver::testkit::{HttpReceiver, Reply, Scenario, check_all_scenarios, check_scenario};
 use crate::model::{Action, DestinationKind, Severity};
 use crate::secret::Secrets;
 
@@ -47,17 +47,16 @@ async fn compliance() {
         .unwrap();
     assert!(matches!(s.config, ServiceConfig::Opsgenie(_)));
     let make = |env: &crate::deliver::services::Env| build("opsgenie", &s, env).unwrap();
-    for (scenario, replies) in [
-        (Scenario::Success, vec![]),
-        (Scenario::RetryableThenSuccess, vec![Reply::new(503, "busy")]),
-        (Scenario::Permanent, vec![Reply::new(422, r#"{"message":"Request body is not processable"}"#)]),
-        (Scenario::TimeoutThenSuccess, vec![Reply::new(202, "{}").delayed(std::time::Duration::from_millis(1500))]),
-        (Scenario::RateLimitedThenSuccess, vec![Reply::new(429, "slow down").header("Retry-After", "1")]),
-    ] {
-        rx.clear();
-        rx.script(replies);
-        check_scenario(scenario, &rx, &make, &notification(), &secrets, KEY).await;
-    }
+    check_all_scenarios(
+        &rx,
+        &make,
+        &notification(),
+        &secrets,
+        KEY,
+        Reply::new(202, "{}"),
+        Reply::new(422, r#"{"message":"Request body is not processable"}"#),
+    )
+    .await;
     rx.clear();
     check_scenario(Scenario::Success, &rx, &make, &notification(), &secrets, KEY).await;
     let mut resolve = notification();

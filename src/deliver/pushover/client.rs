@@ -3,7 +3,7 @@ use super::payload::message;
 use crate::deliver::http;
 use crate::deliver::outcome::Outcome;
 use crate::deliver::services::Env;
-use crate::deliver::worker::{BoxFuture, Deliverer};
+use crate::deliver::worker::{BoxFuture, Deliverer, one_by_one};
 use crate::model::Notification;
 use crate::secret::Secret;
 
@@ -24,18 +24,17 @@ impl PushoverClient {
     }
 }
 
+impl PushoverClient {
+    async fn deliver_one(&self, n: &Notification) -> Outcome {
+        let mut body = message(n);
+        body["token"] = serde_json::json!(self.token.expose());
+        let (outcome, _) = http::send(self.http.post(&self.url).json(&body)).await;
+        outcome
+    }
+}
+
 impl Deliverer for PushoverClient {
     fn deliver<'a>(&'a self, batch: &'a [Notification]) -> BoxFuture<'a, Outcome> {
-        Box::pin(async move {
-            for n in batch {
-                let mut body = message(n);
-                body["token"] = serde_json::json!(self.token.expose());
-                let (outcome, _) = http::send(self.http.post(&self.url).json(&body)).await;
-                if outcome != Outcome::Delivered {
-                    return outcome;
-                }
-            }
-            Outcome::Delivered
-        })
+        Box::pin(one_by_one(batch, |n| self.deliver_one(n)))
     }
 }

@@ -1,7 +1,7 @@
 use super::*;
 use crate::deliver::ecs::tests::sample;
 use crate::deliver::services::{ServiceConfig, ServiceSpec, build};
-use crate::deliver::testkit::{HttpReceiver, Reply, Scenario, check_scenario};
+use crate::deliver::testkit::{HttpReceiver, Reply, Scenario, check_all_scenarios, check_scenario};
 use crate::model::DestinationKind;
 use crate::secret::Secrets;
 
@@ -35,17 +35,16 @@ async fn compliance() {
         ServiceSpec::from_value(DestinationKind::Pushover, serde_json::json!({"token": "$pushover-token", "apiUrl": rx.url()})).unwrap();
     assert!(matches!(s.config, ServiceConfig::Pushover(_)));
     let make = |env: &crate::deliver::services::Env| build("pushover", &s, env).unwrap();
-    for (scenario, replies) in [
-        (Scenario::Success, vec![]),
-        (Scenario::RetryableThenSuccess, vec![Reply::new(500, "oops")]),
-        (Scenario::Permanent, vec![Reply::new(400, r#"{"user":"invalid","errors":["user identifier is invalid"],"status":0}"#)]),
-        (Scenario::TimeoutThenSuccess, vec![Reply::new(200, "{}").delayed(std::time::Duration::from_millis(1500))]),
-        (Scenario::RateLimitedThenSuccess, vec![Reply::new(429, "slow down").header("Retry-After", "1")]),
-    ] {
-        rx.clear();
-        rx.script(replies);
-        check_scenario(scenario, &rx, &make, &notification(), &secrets, TOKEN).await;
-    }
+    check_all_scenarios(
+        &rx,
+        &make,
+        &notification(),
+        &secrets,
+        TOKEN,
+        Reply::new(200, "{}"),
+        Reply::new(400, r#"{"user":"invalid","errors":["user identifier is invalid"],"status":0}"#),
+    )
+    .await;
     rx.clear();
     check_scenario(Scenario::Success, &rx, &make, &notification(), &secrets, TOKEN).await;
     let r = &rx.requests()[0];

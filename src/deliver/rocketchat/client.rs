@@ -8,7 +8,7 @@ use crate::deliver::http;
 use crate::deliver::message_ref;
 use crate::deliver::outcome::Outcome;
 use crate::deliver::services::Env;
-use crate::deliver::worker::{BoxFuture, Deliverer};
+use crate::deliver::worker::{BoxFuture, Deliverer, one_by_one};
 use crate::model::Notification;
 use crate::secret::Secret;
 use crate::state::StateStore;
@@ -116,14 +116,6 @@ impl RocketChatClient {
 
 impl Deliverer for RocketChatClient {
     fn deliver<'a>(&'a self, batch: &'a [Notification]) -> BoxFuture<'a, Outcome> {
-        Box::pin(async move {
-            for n in batch {
-                let outcome = self.deliver_one(n).await;
-                if outcome != Outcome::Delivered {
-                    return outcome;
-                }
-            }
-            Outcome::Delivered
-        })
+        Box::pin(one_by_one(batch, |n| self.deliver_one(n)))
     }
 }

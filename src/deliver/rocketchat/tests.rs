@@ -2,7 +2,7 @@ use super::*;
 use crate::deliver::ecs::tests::sample;
 use crate::deliver::outcome::Outcome;
 use crate::deliver::services::{ServiceConfig, ServiceSpec, build};
-use crate::deliver::testkit::{HttpReceiver, Reply, Scenario, check_scenario};
+use crate::deliver::testkit::{HttpReceiver, Reply, check_all_scenarios};
 use crate::model::DestinationKind;
 use crate::secret::Secrets;
 
@@ -40,17 +40,16 @@ async fn compliance() {
     .unwrap();
     assert!(matches!(s.config, ServiceConfig::Rocketchat(_)));
     let make = |env: &crate::deliver::services::Env| build("rocketchat", &s, env).unwrap();
-    for (scenario, replies) in [
-        (Scenario::Success, vec![]),
-        (Scenario::RetryableThenSuccess, vec![Reply::new(503, "busy")]),
-        (Scenario::Permanent, vec![Reply::new(400, r#"{"success":false,"error":"error-invalid-channel"}"#)]),
-        (Scenario::TimeoutThenSuccess, vec![Reply::new(200, "{}").delayed(std::time::Duration::from_millis(1500))]),
-        (Scenario::RateLimitedThenSuccess, vec![Reply::new(429, "slow down").header("Retry-After", "1")]),
-    ] {
-        rx.clear();
-        rx.script(replies);
-        check_scenario(scenario, &rx, &make, &notification(), &secrets, TOKEN).await;
-    }
+    check_all_scenarios(
+        &rx,
+        &make,
+        &notification(),
+        &secrets,
+        TOKEN,
+        Reply::new(200, "{}"),
+        Reply::new(400, r#"{"success":false,"error":"error-invalid-channel"}"#),
+    )
+    .await;
 }
 
 /// Argo CD's way: log in, post, reuse the session, edit on resolve, log in again

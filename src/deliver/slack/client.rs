@@ -8,7 +8,7 @@ use super::payload::{api_result, message};
 use crate::deliver::http;
 use crate::deliver::outcome::{Outcome, classify_status, parse_retry_after};
 use crate::deliver::services::Env;
-use crate::deliver::worker::{BoxFuture, Deliverer};
+use crate::deliver::worker::{BoxFuture, Deliverer, one_by_one};
 use crate::model::{Action, Notification};
 use crate::secret::Secret;
 use crate::state::{SlackRef, StateStore};
@@ -137,14 +137,6 @@ impl SlackClient {
 
 impl Deliverer for SlackClient {
     fn deliver<'a>(&'a self, batch: &'a [Notification]) -> BoxFuture<'a, Outcome> {
-        Box::pin(async move {
-            for n in batch {
-                let o = self.deliver_one(n).await;
-                if o != Outcome::Delivered {
-                    return o;
-                }
-            }
-            Outcome::Delivered
-        })
+        Box::pin(one_by_one(batch, |n| self.deliver_one(n)))
     }
 }

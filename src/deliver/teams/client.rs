@@ -5,7 +5,7 @@ use super::payload::card;
 use crate::deliver::http;
 use crate::deliver::outcome::Outcome;
 use crate::deliver::services::Env;
-use crate::deliver::worker::{BoxFuture, Deliverer};
+use crate::deliver::worker::{BoxFuture, Deliverer, one_by_one};
 use crate::model::Notification;
 use crate::secret::Secret;
 
@@ -25,28 +25,27 @@ impl TeamsClient {
     }
 }
 
+impl TeamsClient {
+    async fn deliver_one(&self, n: &Notification) -> Outcome {
+        let Some(url) = self.urls.get(&n.destination.recipient) else {
+            return Outcome::Permanent(format!(
+                "no webhook URL for recipient {:?} (services.<name>.recipientUrls)",
+                n.destination.recipient
+            ));
+        };
+        let (outcome, body) = http::send(self.http.post(url.expose()).json(&card(n))).await;
+        // A retired or misconfigured connector answers 200 with the error as text.
+        if outcome == Outcome::Delivered
+            && let Some(b) = body.filter(|b| b.contains("delivery failed"))
+        {
+            return Outcome::Permanent(format!("Teams refused the card: {}", b.chars().take(300).collect::<String>()));
+        }
+        outcome
+    }
+}
+
 impl Deliverer for TeamsClient {
     fn deliver<'a>(&'a self, batch: &'a [Notification]) -> BoxFuture<'a, Outcome> {
-        Box::pin(async move {
-            for n in batch {
-                let Some(url) = self.urls.get(&n.destination.recipient) else {
-                    return Outcome::Permanent(format!(
-                        "no webhook URL for recipient {:?} (services.<name>.recipientUrls)",
-                        n.destination.recipient
-                    ));
-                };
-                let (outcome, body) = http::send(self.http.post(url.expose()).json(&card(n))).await;
-                // A retired or misconfigured connector answers 200 with the error as text.
-                if outcome == Outcome::Delivered
-                    && let Some(b) = body.filter(|b| b.contains("delivery failed"))
-                {
-                    return Outcome::Permanent(format!("Teams refused the card: {}", b.chars().take(300).collect::<String>()));
-                }
-                if outcome != Outcome::Delivered {
-                    return outcome;
-                }
-            }
-            Outcome::Delivered
-        })
+        Box::pin(one_by_one(batch, |n| self.deliver_one(n)))
     }
 }

@@ -5,7 +5,7 @@ use super::payload::message;
 use crate::deliver::http;
 use crate::deliver::outcome::Outcome;
 use crate::deliver::services::Env;
-use crate::deliver::worker::{BoxFuture, Deliverer};
+use crate::deliver::worker::{BoxFuture, Deliverer, one_by_one};
 use crate::model::Notification;
 use crate::secret::Secret;
 
@@ -24,22 +24,21 @@ impl TeamsWorkflowsClient {
     }
 }
 
+impl TeamsWorkflowsClient {
+    async fn deliver_one(&self, n: &Notification) -> Outcome {
+        let Some(url) = self.urls.get(&n.destination.recipient) else {
+            return Outcome::Permanent(format!(
+                "no workflow URL for recipient {:?} (services.<name>.recipientUrls)",
+                n.destination.recipient
+            ));
+        };
+        let (outcome, _) = http::send(self.http.post(url.expose()).json(&message(n))).await;
+        outcome
+    }
+}
+
 impl Deliverer for TeamsWorkflowsClient {
     fn deliver<'a>(&'a self, batch: &'a [Notification]) -> BoxFuture<'a, Outcome> {
-        Box::pin(async move {
-            for n in batch {
-                let Some(url) = self.urls.get(&n.destination.recipient) else {
-                    return Outcome::Permanent(format!(
-                        "no workflow URL for recipient {:?} (services.<name>.recipientUrls)",
-                        n.destination.recipient
-                    ));
-                };
-                let (outcome, _) = http::send(self.http.post(url.expose()).json(&message(n))).await;
-                if outcome != Outcome::Delivered {
-                    return outcome;
-                }
-            }
-            Outcome::Delivered
-        })
+        Box::pin(one_by_one(batch, |n| self.deliver_one(n)))
     }
 }

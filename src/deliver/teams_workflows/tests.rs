@@ -1,7 +1,7 @@
 use super::*;
 use crate::deliver::ecs::tests::sample;
 use crate::deliver::services::{ServiceConfig, ServiceSpec, build};
-use crate::deliver::testkit::{HttpReceiver, Reply, Scenario, check_scenario};
+use crate::deliver::testkit::{HttpReceiver, Reply, check_all_scenarios};
 use crate::model::DestinationKind;
 use crate::secret::Secrets;
 
@@ -36,15 +36,14 @@ async fn compliance() {
     let s = ServiceSpec::from_value(DestinationKind::TeamsWorkflows, serde_json::json!({"recipientUrls": {"ops": "$wf-url"}})).unwrap();
     assert!(matches!(s.config, ServiceConfig::TeamsWorkflows(_)));
     let make = |env: &crate::deliver::services::Env| build("teams-workflows", &s, env).unwrap();
-    for (scenario, replies) in [
-        (Scenario::Success, vec![]),
-        (Scenario::RetryableThenSuccess, vec![Reply::new(503, "busy")]),
-        (Scenario::Permanent, vec![Reply::new(400, r#"{"error":{"code":"InvalidRequestContent"}}"#)]),
-        (Scenario::TimeoutThenSuccess, vec![Reply::new(202, "").delayed(std::time::Duration::from_millis(1500))]),
-        (Scenario::RateLimitedThenSuccess, vec![Reply::new(429, "slow down").header("Retry-After", "1")]),
-    ] {
-        rx.clear();
-        rx.script(replies);
-        check_scenario(scenario, &rx, &make, &notification(), &secrets, SIG).await;
-    }
+    check_all_scenarios(
+        &rx,
+        &make,
+        &notification(),
+        &secrets,
+        SIG,
+        Reply::new(202, ""),
+        Reply::new(400, r#"{"error":{"code":"InvalidRequestContent"}}"#),
+    )
+    .await;
 }
