@@ -1,3 +1,5 @@
+//! Loading configurations: layering, cross-references, and errors with file, line and column.
+
 use super::*;
 
 struct Fixture {

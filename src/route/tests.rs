@@ -1,3 +1,5 @@
+//! Subscriptions, label selectors and the route tree.
+
 use super::*;
 use serde_json::json;
 

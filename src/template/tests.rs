@@ -1,3 +1,5 @@
+//! Rendering templates: the payload per destination kind, JSON fields, errors.
+
 use super::*;
 use crate::config::source::SourceFile;
 

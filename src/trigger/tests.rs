@@ -1,3 +1,5 @@
+//! Compiling and evaluating triggers with Argo CD's semantics.
+
 use super::*;
 use chrono::TimeZone;
 use serde_json::json;

@@ -1,3 +1,5 @@
+//! The Alertmanager client: sends each notification and turns the answer into an `Outcome` (delivered, retry, permanent).
+
 use super::config::AlertmanagerConfig;
 use super::payload::alerts;
 use crate::deliver::http;

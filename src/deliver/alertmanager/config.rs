@@ -1,3 +1,5 @@
+//! The settings of a Alertmanager service (`services.<name>` in driftwatch.yaml); `$key` references are resolved when the client is built.
+
 use serde::Deserialize;
 
 use crate::deliver::webhook::BasicAuth;

@@ -1,3 +1,5 @@
+//! The e-mail (SMTP) client: sends each notification and turns the answer into an `Outcome` (delivered, retry, permanent).
+
 use lettre::transport::smtp::authentication::Credentials;
 use lettre::transport::smtp::client::{Certificate, Tls, TlsParameters};
 use lettre::{AsyncSmtpTransport, AsyncTransport, Tokio1Executor};

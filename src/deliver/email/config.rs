@@ -1,3 +1,5 @@
+//! The settings of a e-mail (SMTP) service (`services.<name>` in driftwatch.yaml); `$key` references are resolved when the client is built.
+
 use serde::Deserialize;
 
 /// How an SMTP connection is secured.

@@ -1,3 +1,5 @@
+//! The e-mail (SMTP) destination: its requests, and the compliance harness (success, retry, permanent, timeout, `Retry-After`, no secret leaked).
+
 use std::io::BufRead;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};

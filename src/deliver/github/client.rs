@@ -1,3 +1,5 @@
+//! The GitHub client: sends each notification and turns the answer into an `Outcome` (delivered, retry, permanent).
+
 use std::sync::Mutex;
 
 use ring::signature::RsaKeyPair;

@@ -1,3 +1,5 @@
+//! The settings of a GitHub service (`services.<name>` in driftwatch.yaml); `$key` references are resolved when the client is built.
+
 use serde::Deserialize;
 
 /// Argo CD's settings (`appID`, `installationID`, `privateKey`, `enterpriseBaseURL`),

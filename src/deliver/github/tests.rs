@@ -1,3 +1,5 @@
+//! The GitHub destination: its requests, and the compliance harness (success, retry, permanent, timeout, `Retry-After`, no secret leaked).
+
 use super::*;
 use crate::deliver::ecs::tests::sample;
 use crate::deliver::services::{ServiceConfig, ServiceSpec, build};

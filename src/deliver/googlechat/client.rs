@@ -1,3 +1,5 @@
+//! The Google Chat client: sends each notification and turns the answer into an `Outcome` (delivered, retry, permanent).
+
 use std::collections::BTreeMap;
 
 use super::config::GoogleChatConfig;

@@ -1,3 +1,5 @@
+//! The Grafana client: sends each notification and turns the answer into an `Outcome` (delivered, retry, permanent).
+
 use super::config::GrafanaConfig;
 use super::payload::annotation;
 use crate::deliver::http;

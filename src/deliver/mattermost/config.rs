@@ -1,3 +1,5 @@
+//! The settings of a Mattermost service (`services.<name>` in driftwatch.yaml); `$key` references are resolved when the client is built.
+
 use serde::Deserialize;
 
 /// Argo CD's settings: `apiURL` (the server), `token` (`$mattermost-token`),

@@ -1,3 +1,5 @@
+//! The New Relic client: sends each notification and turns the answer into an `Outcome` (delivered, retry, permanent).
+
 use super::config::NewRelicConfig;
 use super::payload::deployment;
 use crate::deliver::http;

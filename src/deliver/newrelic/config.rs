@@ -1,3 +1,5 @@
+//! The settings of a New Relic service (`services.<name>` in driftwatch.yaml); `$key` references are resolved when the client is built.
+
 use serde::Deserialize;
 
 /// Argo CD's settings: `apiURL` (`https://api.newrelic.com`, or the EU one) and

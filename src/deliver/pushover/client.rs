@@ -1,3 +1,5 @@
+//! The Pushover client: sends each notification and turns the answer into an `Outcome` (delivered, retry, permanent).
+
 use super::config::PushoverConfig;
 use super::payload::message;
 use crate::deliver::http;

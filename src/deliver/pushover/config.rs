@@ -1,3 +1,5 @@
+//! The settings of a Pushover service (`services.<name>` in driftwatch.yaml); `$key` references are resolved when the client is built.
+
 use serde::Deserialize;
 
 /// `token`: the application's API token (`$pushover-token`); `apiUrl` defaults to

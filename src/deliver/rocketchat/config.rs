@@ -1,3 +1,5 @@
+//! The settings of a Rocket.Chat service (`services.<name>` in driftwatch.yaml); `$key` references are resolved when the client is built.
+
 use serde::Deserialize;
 
 /// Argo CD's settings (`serverUrl`, `email`, `password`), or a personal access token

@@ -1,3 +1,5 @@
+//! The Slack client: sends each notification and turns the answer into an `Outcome` (delivered, retry, permanent).
+
 use std::num::NonZeroU32;
 use std::sync::Arc;
 

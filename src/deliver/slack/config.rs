@@ -1,3 +1,5 @@
+//! The settings of a Slack service (`services.<name>` in driftwatch.yaml); `$key` references are resolved when the client is built.
+
 use serde::Deserialize;
 
 /// Slack: a bot token for the Web API, or an incoming-webhook URL.

@@ -1,3 +1,5 @@
+//! The Slack destination: its requests, and the compliance harness (success, retry, permanent, timeout, `Retry-After`, no secret leaked).
+
 use std::sync::Arc;
 
 use super::*;

@@ -1,3 +1,5 @@
+//! The Splunk HEC client: sends each notification and turns the answer into an `Outcome` (delivered, retry, permanent).
+
 use super::config::SplunkConfig;
 use super::payload::{EnvelopeMeta, batch_body, classify, envelope};
 use crate::deliver::ecs::{self, Origin};

@@ -1,3 +1,5 @@
+//! The settings of a Splunk HEC service (`services.<name>` in driftwatch.yaml); `$key` references are resolved when the client is built.
+
 use serde::Deserialize;
 
 #[derive(Debug, Clone, Deserialize, PartialEq, Eq)]

@@ -1,3 +1,5 @@
+//! The syslog destination: its requests, and the compliance harness (success, retry, permanent, timeout, `Retry-After`, no secret leaked).
+
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 

@@ -1,3 +1,5 @@
+//! The settings of a Teams workflow service (`services.<name>` in driftwatch.yaml); `$key` references are resolved when the client is built.
+
 use std::collections::BTreeMap;
 
 use serde::Deserialize;

@@ -1,3 +1,5 @@
+//! The settings of a Telegram service (`services.<name>` in driftwatch.yaml); `$key` references are resolved when the client is built.
+
 use serde::Deserialize;
 
 /// `token` (`$telegram-token`, from @BotFather); `apiUrl` for a local Bot API server.

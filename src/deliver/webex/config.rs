@@ -1,3 +1,5 @@
+//! The settings of a Webex service (`services.<name>` in driftwatch.yaml); `$key` references are resolved when the client is built.
+
 use serde::Deserialize;
 
 /// Argo CD's setting `token` (`$webex-token`, a bot's); `apiUrl` defaults to

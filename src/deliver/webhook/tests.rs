@@ -1,3 +1,5 @@
+//! The webhook destination: its requests, and the compliance harness (success, retry, permanent, timeout, `Retry-After`, no secret leaked).
+
 use std::collections::BTreeMap;
 
 use super::*;
