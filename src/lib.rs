@@ -31,6 +31,7 @@
 //! - [`deliver`]: destinations (Slack, PagerDuty, e-mail, webhooks, SIEMs) behind a
 //!   durable outbox; the console and a JSON-lines file for previews.
 //! - [`replay`]: reads a sequence of Application snapshots from disk.
+//! - [`duration`]: durations in Go's syntax (plus days), a leaf every stage may use.
 //! - [`import`]: `driftwatch import`, an Argo CD notifications configuration (expr
 //!   triggers, Go templates) converted into driftwatch's.
 //! - [`secret`]: `$key` references and the redactor that keeps their values out of output.
@@ -41,6 +42,7 @@ pub mod cli;
 pub mod config;
 pub mod daemon;
 pub mod deliver;
+pub mod duration;
 pub mod episode;
 pub mod import;
 pub mod lease;

@@ -156,7 +156,8 @@ fn strip_location_suffix(msg: &str) -> &str {
 pub type At<T> = Spanned<T>;
 
 /// A duration in a config, trigger or template file, written as Argo CD users write
-/// durations (`"250ms"`, `"30s"`, `"5m"`, `"1h30m"`, `"2d"`); a bad one is a
+/// durations (`"250ms"`, `"30s"`, `"5m"`, `"1h30m"`, `"1.5h"`, `"2d"`; see
+/// [`crate::duration`]); a bad one is a
 /// deserialization error, reported at its position. At most [`MAX_CONFIG_DURATION`]:
 /// every duration a configuration gives is added to a time somewhere (a repeat, a
 /// hold-down, a retention cutoff), and nothing driftwatch waits for is decades away.
@@ -169,7 +170,7 @@ pub const MAX_CONFIG_DURATION: std::time::Duration = std::time::Duration::from_s
 impl<'de> serde::Deserialize<'de> for ConfigDuration {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let s = String::deserialize(d)?;
-        let delta = crate::trigger::engine::parse_duration(&s).map_err(serde::de::Error::custom)?;
+        let delta = crate::duration::parse(&s).map_err(serde::de::Error::custom)?;
         let d = delta.to_std().map_err(|_| serde::de::Error::custom(format!("duration {s:?} must not be negative")))?;
         if d > MAX_CONFIG_DURATION {
             return Err(serde::de::Error::custom(format!("duration {s:?} is longer than the maximum, 3650d (ten years)")));

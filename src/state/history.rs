@@ -49,8 +49,7 @@ pub fn parse_since(s: &str, now: DateTime<Utc>) -> Result<DateTime<Utc>, String>
     if let Ok(t) = DateTime::parse_from_rfc3339(s) {
         return Ok(t.with_timezone(&Utc));
     }
-    let d =
-        crate::trigger::engine::parse_duration(s).map_err(|e| format!("--since: {e}; expected a duration (24h) or an RFC 3339 time"))?;
+    let d = crate::duration::parse(s).map_err(|e| format!("--since: {e}; expected a duration (24h) or an RFC 3339 time"))?;
     now.checked_sub_signed(d).ok_or_else(|| format!("--since {s:?} reaches before the earliest time driftwatch can represent"))
 }
 

@@ -102,45 +102,10 @@ fn parse_time(s: &str) -> Fallible<Time> {
     }
 }
 
-/// Parses Go-style durations as Argo CD users write them: `90s`, `5m`, `1h30m`, `2d`.
+/// Parses a duration as Argo CD users write it (Go's syntax plus days): see
+/// [`crate::duration`].
 pub fn parse_duration(s: &str) -> Result<TimeDelta, String> {
-    let s = s.trim();
-    if s.is_empty() {
-        return Err("empty duration".into());
-    }
-    let (negative, body) = match s.strip_prefix('-') {
-        Some(rest) => (true, rest),
-        None => (false, s),
-    };
-    let mut total = TimeDelta::zero();
-    let mut number = String::new();
-    let mut chars = body.chars().peekable();
-    while let Some(c) = chars.next() {
-        if c.is_ascii_digit() {
-            number.push(c);
-            continue;
-        }
-        let mut unit = c.to_string();
-        if c == 'm' && chars.peek() == Some(&'s') {
-            unit.push('s');
-            chars.next();
-        }
-        let n: i64 = number.parse().map_err(|_| format!("invalid duration {s:?}"))?;
-        number.clear();
-        let part = match unit.as_str() {
-            "ms" => TimeDelta::try_milliseconds(n),
-            "s" => TimeDelta::try_seconds(n),
-            "m" => TimeDelta::try_minutes(n),
-            "h" => TimeDelta::try_hours(n),
-            "d" => TimeDelta::try_days(n),
-            _ => return Err(format!("invalid duration {s:?}: unknown unit {unit:?}")),
-        };
-        total = part.and_then(|p| total.checked_add(&p)).ok_or_else(|| format!("duration {s:?} is out of range"))?;
-    }
-    if !number.is_empty() {
-        return Err(format!("invalid duration {s:?}: missing unit after {number}"));
-    }
-    Ok(if negative { -total } else { total })
+    crate::duration::parse(s)
 }
 
 fn delta(unit: &str, n: i64) -> Fallible<Duration> {
@@ -248,21 +213,7 @@ fn register_time(engine: &mut Engine) {
 
 /// `1h2m3s`-style rendering, the inverse of [`parse_duration`].
 pub fn format_duration(d: TimeDelta) -> String {
-    let mut secs = d.num_seconds();
-    let sign = if secs < 0 { "-" } else { "" };
-    secs = secs.abs();
-    let (h, m, s) = (secs / 3600, secs % 3600 / 60, secs % 60);
-    let mut out = sign.to_string();
-    if h > 0 {
-        out.push_str(&format!("{h}h"));
-    }
-    if m > 0 {
-        out.push_str(&format!("{m}m"));
-    }
-    if s > 0 || out.len() == sign.len() {
-        out.push_str(&format!("{s}s"));
-    }
-    out
+    crate::duration::format(d)
 }
 
 fn register_strings(engine: &mut Engine) {

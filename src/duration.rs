@@ -1,0 +1,143 @@
+//! Durations as Argo CD users write them: Go's `time.ParseDuration` syntax (`90s`,
+//! `1h30m`, `1.5h`, `250ms`, `10us`/`10µs`, `-5m`) plus days (`2d`), which Go lacks but
+//! retention settings want. A leaf module: the configuration, the trigger engine and
+//! the history all parse durations here. Hand-written because the duration crates
+//! parse other syntaxes (humantime's `1h 30m`, ISO 8601), not Go's.
+
+use chrono::TimeDelta;
+
+/// Nanoseconds per unit, longest unit names first so `ms` is not read as `m`.
+const UNITS: &[(&str, i128)] = &[
+    ("ns", 1),
+    ("us", 1_000),
+    ("µs", 1_000),
+    ("μs", 1_000),
+    ("ms", 1_000_000),
+    ("s", 1_000_000_000),
+    ("m", 60_000_000_000),
+    ("h", 3_600_000_000_000),
+    ("d", 86_400_000_000_000),
+];
+
+/// Parses a duration; out-of-range values are errors, never a wrap or a panic.
+pub fn parse(s: &str) -> Result<TimeDelta, String> {
+    let text = s.trim();
+    if text.is_empty() {
+        return Err("empty duration".into());
+    }
+    let (negative, mut rest) = match text.as_bytes()[0] {
+        b'-' => (true, &text[1..]),
+        b'+' => (false, &text[1..]),
+        _ => (false, text),
+    };
+    if rest == "0" {
+        return Ok(TimeDelta::zero());
+    }
+    if rest.is_empty() {
+        return Err(format!("invalid duration {s:?}"));
+    }
+    let mut total: i128 = 0;
+    while !rest.is_empty() {
+        // The number: digits, optionally a fraction.
+        let int_len = rest.bytes().take_while(u8::is_ascii_digit).count();
+        let (int_part, after) = rest.split_at(int_len);
+        let (frac_part, after) = match after.strip_prefix('.') {
+            Some(f) => {
+                let n = f.bytes().take_while(u8::is_ascii_digit).count();
+                f.split_at(n)
+            }
+            None => ("", after),
+        };
+        if int_part.is_empty() && frac_part.is_empty() {
+            return Err(format!("invalid duration {s:?}"));
+        }
+        let Some((unit, per)) = UNITS.iter().filter(|(u, _)| after.starts_with(u)).max_by_key(|(u, _)| u.len()) else {
+            let found: String = after.chars().take_while(|c| !c.is_ascii_digit() && *c != '.').collect();
+            return Err(if found.is_empty() {
+                format!("invalid duration {s:?}: missing unit (ns, us, ms, s, m, h, d)")
+            } else {
+                format!("invalid duration {s:?}: unknown unit {found:?}")
+            });
+        };
+        let too_big = || format!("duration {s:?} is out of range");
+        let whole: i128 = if int_part.is_empty() { 0 } else { int_part.parse::<i128>().map_err(|_| too_big())? };
+        let mut value = whole.checked_mul(*per).ok_or_else(too_big)?;
+        // The fraction, to the nanosecond (Go keeps the same precision).
+        let mut scale = *per;
+        for d in frac_part.bytes().take(18) {
+            scale /= 10;
+            value = value.checked_add(i128::from(d - b'0') * scale).ok_or_else(too_big)?;
+        }
+        total = total.checked_add(value).ok_or_else(too_big)?;
+        rest = &after[unit.len()..];
+    }
+    let out_of_range = || format!("duration {s:?} is out of range");
+    let secs = i64::try_from(total / 1_000_000_000).map_err(|_| out_of_range())?;
+    let nanos = u32::try_from(total % 1_000_000_000).map_err(|_| out_of_range())?;
+    let d = TimeDelta::new(secs, nanos).ok_or_else(out_of_range)?;
+    Ok(if negative { -d } else { d })
+}
+
+/// `1h2m3s`-style text, the inverse of [`parse`] at second precision.
+pub fn format(d: TimeDelta) -> String {
+    let mut secs = d.num_seconds();
+    let sign = if secs < 0 { "-" } else { "" };
+    secs = secs.abs();
+    let (h, m, s) = (secs / 3600, secs % 3600 / 60, secs % 60);
+    let mut out = sign.to_string();
+    if h > 0 {
+        out.push_str(&format!("{h}h"));
+    }
+    if m > 0 {
+        out.push_str(&format!("{m}m"));
+    }
+    if s > 0 || out.len() == sign.len() {
+        out.push_str(&format!("{s}s"));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn go_syntax_and_days() {
+        let ok = |s: &str| parse(s).unwrap_or_else(|e| panic!("{s}: {e}"));
+        assert_eq!(ok("90s"), TimeDelta::seconds(90));
+        assert_eq!(ok("1h30m"), TimeDelta::minutes(90));
+        assert_eq!(ok("1.5h"), TimeDelta::minutes(90));
+        assert_eq!(ok(".5s"), TimeDelta::milliseconds(500));
+        assert_eq!(ok("250ms"), TimeDelta::milliseconds(250));
+        assert_eq!(ok("1m30.25s"), TimeDelta::milliseconds(90_250));
+        assert_eq!(ok("10us"), TimeDelta::microseconds(10));
+        assert_eq!(ok("10µs"), TimeDelta::microseconds(10));
+        assert_eq!(ok("7ns"), TimeDelta::nanoseconds(7));
+        assert_eq!(ok("2d"), TimeDelta::days(2));
+        assert_eq!(ok("-1.5h"), -TimeDelta::minutes(90));
+        assert_eq!(ok("+5m"), TimeDelta::minutes(5));
+        assert_eq!(ok("0"), TimeDelta::zero());
+        assert_eq!(ok("1h0m0s"), TimeDelta::hours(1));
+    }
+
+    #[test]
+    fn bad_text_is_refused_with_a_reason() {
+        assert!(parse("").unwrap_err().contains("empty"));
+        assert!(parse("5").unwrap_err().contains("missing unit"));
+        assert!(parse("5x").unwrap_err().contains("unknown unit"));
+        assert_eq!(parse("h").unwrap_err(), "invalid duration \"h\"");
+        assert!(parse("-").is_err());
+        assert!(parse("1.h2").is_err());
+        assert!(parse("99999999999999999999999999999999999h").unwrap_err().contains("out of range"));
+        assert_eq!(parse("300000000h").unwrap(), TimeDelta::hours(300_000_000), "longer than i64 nanoseconds still parses");
+        assert!(parse("9999999999999999h").unwrap_err().contains("out of range"), "past what a TimeDelta holds");
+    }
+
+    #[test]
+    fn formats_back() {
+        assert_eq!(format(TimeDelta::minutes(14)), "14m");
+        assert_eq!(format(TimeDelta::zero()), "0s");
+        assert_eq!(format(TimeDelta::seconds(3723)), "1h2m3s");
+        assert_eq!(format(-TimeDelta::seconds(5)), "-5s");
+    }
+}
