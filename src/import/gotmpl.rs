@@ -202,7 +202,7 @@ enum Node {
     Assign { var: String, declare: bool, pipe: Pipe },
     If { branches: Vec<(Pipe, Vec<Node>)>, otherwise: Option<Vec<Node>> },
     Range { key: Option<String>, value: Option<String>, pipe: Pipe, body: Vec<Node>, otherwise: Option<Vec<Node>> },
-    With { pipe: Pipe, body: Vec<Node>, otherwise: Option<Vec<Node>> },
+    With { var: Option<String>, pipe: Pipe, body: Vec<Node>, otherwise: Option<Vec<Node>> },
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -454,9 +454,14 @@ impl Parser {
     }
 
     fn with(&mut self, rest: &str) -> Result<Node, String> {
-        let pipe = pipe_of(rest)?;
+        // `with $x := pipeline`: `$x` is the value, as the dot is.
+        let toks = lex_action(rest)?;
+        let (var, pipe) = match toks.as_slice() {
+            [Tok::Var(v, f), Tok::Declare, tail @ ..] if f.is_empty() => (Some(v.clone()), parse_pipe(tail)?),
+            _ => (None, pipe_of(rest)?),
+        };
         let (body, otherwise) = self.body_else("with")?;
-        Ok(Node::With { pipe, body, otherwise })
+        Ok(Node::With { var, pipe, body, otherwise })
     }
 }
 
@@ -764,11 +769,18 @@ impl Emitter {
                 Node::Range { key, value, pipe, body, otherwise } => {
                     self.range(key.as_deref(), value.as_deref(), pipe, body, otherwise, out)?
                 }
-                Node::With { pipe, body, otherwise } => {
+                Node::With { var, pipe, body, otherwise } => {
                     let v = self.pipe(pipe)?;
-                    let param = self.new_param("it");
+                    let param = match var {
+                        Some(name) => sanitize(name, &mut self.params),
+                        None => self.new_param("it"),
+                    };
+                    let mut vars = HashMap::new();
+                    if let Some(name) = var {
+                        vars.insert(name.clone(), Binding::Expr(param.clone()));
+                    }
                     out.push_str(&format!("{{{{#with {} as |{param}|}}}}", v.text));
-                    self.block(Some(param), HashMap::new(), body, out)?;
+                    self.block(Some(param), vars, body, out)?;
                     if let Some(o) = otherwise {
                         out.push_str("{{else}}");
                         self.scoped(o, out)?;
@@ -1157,6 +1169,7 @@ mod tests {
         );
         assert_eq!(render("{{with .app.status.operationState}}{{.phase}}: {{$.app.metadata.name}}{{end}}", app()), "Failed: guestbook");
         assert_eq!(render("{{with .app.status.nothing}}x{{else}}empty{{end}}", app()), "empty");
+        assert_eq!(render("{{with $op := .app.status.operationState}}{{$op.phase}}/{{.phase}}{{end}}", app()), "Failed/Failed");
         let vars = "{{$name := .app.metadata.name}}{{$url := printf \"%s/applications/%s\" .context.argocdUrl $name}}{{range .app.status.conditions}}{{$name}}:{{$url}} {{end}}";
         assert_eq!(
             render(vars, app()),
