@@ -219,39 +219,6 @@ enum TemplateCommand {
     },
 }
 
-fn history(
-    state: Option<PathBuf>,
-    config: Option<PathBuf>,
-    mut query: driftwatch::state::HistoryQuery,
-    since: Option<String>,
-    output: cli::drift::HistoryFormat,
-    err: &mut std::io::Stderr,
-) -> anyhow::Result<i32> {
-    use std::io::Write;
-    let since = match since.map(|s| driftwatch::state::parse_since(&s, chrono::Utc::now())).transpose() {
-        Ok(s) => s,
-        Err(e) => {
-            writeln!(err, "error: {e}")?;
-            return Ok(cli::BAD_INPUT);
-        }
-    };
-    let path = match state {
-        Some(p) => p,
-        None => match config.as_deref().map(|c| driftwatch::config::load(Some(c))) {
-            Some(Ok(rt)) => rt.state.path.clone().unwrap_or_else(|| PathBuf::from("driftwatch-state.redb")),
-            Some(Err(errors)) => {
-                for e in &errors {
-                    writeln!(err, "error: {e}")?;
-                }
-                return Ok(cli::FAILED);
-            }
-            None => PathBuf::from("driftwatch-state.redb"),
-        },
-    };
-    query.since = since;
-    cli::drift::history(&path, &query, output, &mut std::io::stdout(), err)
-}
-
 fn init_tracing(default: &str) {
     let filter =
         tracing_subscriber::EnvFilter::try_from_env("DRIFTWATCH_LOG").unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
@@ -286,9 +253,14 @@ fn main() -> ExitCode {
         Command::Routes { command: RoutesCommand::Test { app, live, project, config, output } } => {
             cli::drift::routes_test(&app, &live, project.as_deref(), config.as_deref(), output, &mut out, &mut err)
         }
-        Command::History { state, config, app, since, class, limit, output } => {
-            history(state, config, driftwatch::state::HistoryQuery { app, since: None, class, limit }, since, output, &mut err)
-        }
+        Command::History { state, config, app, since, class, limit, output } => cli::drift::history_command(
+            state.as_deref(),
+            config.as_deref(),
+            driftwatch::state::HistoryQuery { app, since: None, class, limit },
+            since,
+            output,
+            &mut err,
+        ),
         Command::Deliveries { state, failed, output } => cli::deliveries(&state, failed, output, &mut out, &mut err),
         Command::Import { files, out: dir, force, output } => cli::import(&files, &dir, force, output, &mut out, &mut err),
         Command::Run {

@@ -155,6 +155,41 @@ pub enum HistoryFormat {
 }
 
 /// `driftwatch history --state FILE [--app A] [--since 24h] [--class C] [-o table|json|csv]`.
+/// `driftwatch history` as the command line gives it: `--since` parsed, and the state
+/// file found from `--state`, else the configuration's `state.path`, else
+/// `driftwatch-state.redb`.
+pub fn history_command(
+    state: Option<&Path>,
+    config: Option<&Path>,
+    mut query: HistoryQuery,
+    since: Option<String>,
+    format: HistoryFormat,
+    err: &mut dyn Write,
+) -> anyhow::Result<i32> {
+    let since = match since.map(|s| crate::state::parse_since(&s, chrono::Utc::now())).transpose() {
+        Ok(s) => s,
+        Err(e) => {
+            writeln!(err, "error: {e}")?;
+            return Ok(super::BAD_INPUT);
+        }
+    };
+    let path = match state {
+        Some(p) => p.to_path_buf(),
+        None => match config.map(|c| crate::config::load(Some(c))) {
+            Some(Ok(rt)) => rt.state.path.clone().unwrap_or_else(|| std::path::PathBuf::from("driftwatch-state.redb")),
+            Some(Err(errors)) => {
+                for e in &errors {
+                    writeln!(err, "error: {e}")?;
+                }
+                return Ok(super::FAILED);
+            }
+            None => std::path::PathBuf::from("driftwatch-state.redb"),
+        },
+    };
+    query.since = since;
+    history(&path, &query, format, &mut std::io::stdout(), err)
+}
+
 pub fn history(path: &Path, query: &HistoryQuery, format: HistoryFormat, out: &mut dyn Write, err: &mut dyn Write) -> anyhow::Result<i32> {
     if !path.exists() {
         writeln!(err, "error: {}: no such state file", path.display())?;
