@@ -28,8 +28,9 @@
 //! - [`state`]: the embedded notification-state store (dedup keys, written only after a
 //!   delivery succeeded; the outbox; the drift history and hold-downs).
 //! - [`pipeline`]: wires the stages for one Application snapshot.
-//! - [`deliver`]: destinations (Slack, PagerDuty, e-mail, webhooks, SIEMs) behind a
-//!   durable outbox; the console and a JSON-lines file for previews.
+//! - [`deliver`]: every destination behind a durable outbox — Slack, PagerDuty, e-mail,
+//!   webhooks, SIEMs, and the other kinds Argo CD users rely on (GitHub, Teams,
+//!   Opsgenie, Alertmanager, ...); the console and a JSON-lines file for previews.
 //! - [`replay`]: reads a sequence of Application snapshots from disk.
 //! - [`duration`]: durations in Go's syntax (plus days), a leaf every stage may use.
 //! - [`import`]: `driftwatch import`, an Argo CD notifications configuration (expr

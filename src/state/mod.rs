@@ -9,7 +9,7 @@
 //!
 //! The pipeline asks [`StateStore::is_notified`] and [`StateStore::is_pending`] before
 //! enqueuing; a dedup key is written only when its delivery succeeded
-//! ([`StateStore::complete`]), so a failed send is tried again (Argo CD records first and
+//! ([`StateStore::settle`]), so a failed send is tried again (Argo CD records first and
 //! loses it).
 
 mod history;
