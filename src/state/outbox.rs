@@ -34,6 +34,9 @@ const PENDING: TableDefinition<&str, u64> = TableDefinition::new("pending");
 const DEAD: TableDefinition<u64, &str> = TableDefinition::new("dead_letters");
 /// `"<service>\u{0}<reference key>"` -> JSON [`SlackRef`].
 const SLACK: TableDefinition<&str, &str> = TableDefinition::new("slack_messages");
+/// `"<at_ms, 20 digits>\u{0}<service>\u{0}<reference key>"` -> nothing: the message
+/// references by age, so the oldest is dropped without a scan.
+const SLACK_BY_AGE: TableDefinition<&str, ()> = TableDefinition::new("slack_messages_by_age");
 const META: TableDefinition<&str, u64> = TableDefinition::new("meta");
 
 /// Most undelivered notifications one service may hold; past it new ones are
@@ -52,7 +55,28 @@ pub(super) fn create_tables(tx: &WriteTransaction) -> Result<(), StateError> {
     tx.open_table(PENDING).map_err(storage)?;
     tx.open_table(DEAD).map_err(storage)?;
     tx.open_table(SLACK).map_err(storage)?;
+    index_slack_refs(tx)?;
     tx.open_table(META).map_err(storage)?;
+    Ok(())
+}
+
+fn age_key(at_ms: u64, full_key: &str) -> String {
+    format!("{at_ms:020}\u{0}{full_key}")
+}
+
+/// Builds the age index of a state file written before it existed (once: the index is
+/// empty and the references are not).
+fn index_slack_refs(tx: &WriteTransaction) -> Result<(), StateError> {
+    let refs = tx.open_table(SLACK).map_err(storage)?;
+    let mut by_age = tx.open_table(SLACK_BY_AGE).map_err(storage)?;
+    if !by_age.is_empty().map_err(storage)? || refs.is_empty().map_err(storage)? {
+        return Ok(());
+    }
+    for item in refs.iter().map_err(storage)? {
+        let (k, v) = item.map_err(storage)?;
+        let at = from_json::<SlackRef>(v.value())?.at_ms;
+        by_age.insert(age_key(at, k.value()).as_str(), ()).map_err(storage)?;
+    }
     Ok(())
 }
 
@@ -434,23 +458,24 @@ impl StateStore {
         }
     }
 
+    /// Keeps a message reference; past [`MAX_SLACK_REFS`] the oldest goes, found
+    /// through the age index (no scan).
     pub fn set_slack_ref(&self, service: &str, key: &str, r: &SlackRef) -> Result<(), StateError> {
+        let full = format!("{service}\u{0}{key}");
         let tx = self.db().begin_write().map_err(storage)?;
         {
             let mut t = tx.open_table(SLACK).map_err(storage)?;
-            t.insert(format!("{service}\u{0}{key}").as_str(), to_json(r)?.as_str()).map_err(storage)?;
-            if t.len().map_err(storage)? > MAX_SLACK_REFS as u64 {
-                let mut oldest: Option<(String, u64)> = None;
-                for item in t.iter().map_err(storage)? {
-                    let (k, v) = item.map_err(storage)?;
-                    let at = from_json::<SlackRef>(v.value())?.at_ms;
-                    if oldest.as_ref().is_none_or(|(_, o)| at < *o) {
-                        oldest = Some((k.value().to_string(), at));
-                    }
-                }
-                if let Some((k, _)) = oldest {
-                    t.remove(k.as_str()).map_err(storage)?;
-                }
+            let mut by_age = tx.open_table(SLACK_BY_AGE).map_err(storage)?;
+            if let Some(old) = t.insert(full.as_str(), to_json(r)?.as_str()).map_err(storage)? {
+                let at = from_json::<SlackRef>(old.value())?.at_ms;
+                by_age.remove(age_key(at, &full).as_str()).map_err(storage)?;
+            }
+            by_age.insert(age_key(r.at_ms, &full).as_str(), ()).map_err(storage)?;
+            while t.len().map_err(storage)? > MAX_SLACK_REFS as u64 {
+                let Some(oldest) = by_age.pop_first().map_err(storage)? else { break };
+                let oldest = oldest.0.value().to_string();
+                let Some((_, full_key)) = oldest.split_once('\u{0}') else { continue };
+                t.remove(full_key).map_err(storage)?;
             }
         }
         tx.commit().map_err(storage)
@@ -524,6 +549,25 @@ mod tests {
         StateStore::open(&p).unwrap().enqueue(&[n("hook", "k1")], 0).unwrap();
         let s = StateStore::open(&p).unwrap();
         assert_eq!(s.due("hook", 0, 10).unwrap()[0].notification, n("hook", "k1"));
+    }
+
+    #[test]
+    fn message_references_past_the_bound_drop_the_oldest() {
+        let s = StateStore::in_memory().unwrap();
+        let r = |at: u64| SlackRef { channel: "C1".into(), ts: format!("{at}"), at_ms: at };
+        // Inserted newest-first, so insertion order is not what decides.
+        for i in (0..MAX_SLACK_REFS as u64 + 3).rev() {
+            s.set_slack_ref("slack", &format!("k{i}"), &r(i + 10)).unwrap();
+        }
+        // k0..k2 were the oldest; refreshing k3 moves it to the newest.
+        for i in 0..3 {
+            assert_eq!(s.slack_ref("slack", &format!("k{i}")).unwrap(), None, "k{i}");
+        }
+        s.set_slack_ref("slack", "k3", &r(1_000_000)).unwrap();
+        s.set_slack_ref("slack", "new", &r(1_000_001)).unwrap();
+        assert!(s.slack_ref("slack", "k3").unwrap().is_some(), "refreshed, so not the oldest");
+        assert_eq!(s.slack_ref("slack", "k4").unwrap(), None, "the oldest after k3 moved");
+        assert!(s.slack_ref("slack", "new").unwrap().is_some());
     }
 
     #[test]
