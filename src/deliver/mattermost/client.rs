@@ -37,7 +37,7 @@ impl MattermostClient {
     async fn deliver_one(&self, n: &Notification) -> Outcome {
         let body = post(n);
         // A resolve edits the original post when it is known.
-        let existing = match message_ref::for_resolve(&self.state, &self.service, n) {
+        let existing = match message_ref::for_resolve(&self.state, &self.service, n).await {
             Ok(r) => r,
             Err(o) => return o,
         };
@@ -51,7 +51,7 @@ impl MattermostClient {
         if outcome == Outcome::Delivered
             && let Some(id) = answer.and_then(|a| serde_json::from_str::<Value>(&a).ok()).and_then(|v| v["id"].as_str().map(String::from))
         {
-            message_ref::remember(&self.state, &self.service, n, &n.destination.recipient, &id);
+            message_ref::remember(&self.state, &self.service, n, &n.destination.recipient, &id).await;
         }
         outcome
     }

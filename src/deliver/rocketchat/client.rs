@@ -85,7 +85,7 @@ impl RocketChatClient {
             Ok(c) => c,
             Err(o) => return o,
         };
-        let existing = match message_ref::for_resolve(&self.state, &self.service, n) {
+        let existing = match message_ref::for_resolve(&self.state, &self.service, n).await {
             Ok(r) => r,
             Err(o) => return o,
         };
@@ -110,7 +110,7 @@ impl RocketChatClient {
             && let (Some(id), Some(room)) =
                 (v.pointer("/message/_id").and_then(Value::as_str), v.pointer("/message/rid").and_then(Value::as_str))
         {
-            message_ref::remember(&self.state, &self.service, n, room, id);
+            message_ref::remember(&self.state, &self.service, n, room, id).await;
         }
         outcome
     }

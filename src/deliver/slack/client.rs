@@ -7,10 +7,10 @@ use governor::{DefaultKeyedRateLimiter, Quota, RateLimiter};
 
 use super::config::SlackConfig;
 use super::payload::{api_result, message};
-use crate::deliver::http;
 use crate::deliver::outcome::{Outcome, classify_status, parse_retry_after};
 use crate::deliver::services::Env;
 use crate::deliver::worker::{BoxFuture, Deliverer, one_by_one};
+use crate::deliver::{http, message_ref};
 use crate::model::{Action, Notification};
 use crate::secret::Secret;
 use crate::state::{SlackRef, StateStore};
@@ -29,11 +29,6 @@ pub struct SlackClient {
     state: Arc<StateStore>,
     /// About one message per second per channel, as Slack asks.
     per_channel: DefaultKeyedRateLimiter<String>,
-}
-
-/// The state-store key of the message a notification's dedup key produced.
-fn message_key(n: &Notification) -> Option<String> {
-    n.record.as_ref().map(|r| format!("msg\u{0}{}\u{0}{}", r.app_key, r.key))
 }
 
 fn group_key(channel: &str, group: &str) -> String {
@@ -90,8 +85,8 @@ impl SlackClient {
             Mode::Api { base, token } => {
                 let now = crate::state::to_millis(chrono::Utc::now());
                 let store_err = |e: crate::state::StateError| Outcome::retry(format!("state store: {e}"));
-                let existing = match message_key(n) {
-                    Some(k) => match self.state.slack_ref(&self.service, &k) {
+                let existing = match message_ref::key(n) {
+                    Some(k) => match message_ref::get(&self.state, &self.service, &k).await {
                         Ok(r) => r,
                         Err(e) => return store_err(e),
                     },
@@ -108,7 +103,7 @@ impl SlackClient {
                 }
                 let group = n.payload.get("groupingKey").and_then(|v| v.as_str()).filter(|g| !g.is_empty());
                 let thread = match group {
-                    Some(g) => match self.state.slack_ref(&self.service, &group_key(&channel, g)) {
+                    Some(g) => match message_ref::get(&self.state, &self.service, &group_key(&channel, g)).await {
                         Ok(r) => r.map(|r| r.ts),
                         Err(e) => return store_err(e),
                     },
@@ -118,13 +113,13 @@ impl SlackClient {
                 match self.call(base, token, "chat.postMessage", &body).await {
                     Ok((posted_channel, ts)) => {
                         let r = SlackRef { channel: posted_channel, ts, at_ms: now };
-                        if let Some(k) = message_key(n)
-                            && let Err(e) = self.state.set_slack_ref(&self.service, &k, &r)
+                        if let Some(k) = message_ref::key(n)
+                            && let Err(e) = message_ref::set(&self.state, &self.service, &k, r.clone()).await
                         {
                             tracing::warn!(service = %self.service, error = %e, "could not keep the Slack message reference");
                         }
                         if let (Some(g), None) = (group, thread)
-                            && let Err(e) = self.state.set_slack_ref(&self.service, &group_key(&channel, g), &r)
+                            && let Err(e) = message_ref::set(&self.state, &self.service, &group_key(&channel, g), r.clone()).await
                         {
                             tracing::warn!(service = %self.service, error = %e, "could not keep the Slack thread reference");
                         }

@@ -47,7 +47,7 @@ impl TelegramClient {
 
     async fn deliver_one(&self, n: &Notification) -> Outcome {
         let mut body = message(n);
-        let existing = match message_ref::for_resolve(&self.state, &self.service, n) {
+        let existing = match message_ref::for_resolve(&self.state, &self.service, n).await {
             Ok(r) => r,
             Err(o) => return o,
         };
@@ -67,7 +67,7 @@ impl TelegramClient {
                 .and_then(|a| serde_json::from_str::<Value>(&a).ok())
                 .and_then(|v| v.pointer("/result/message_id").and_then(Value::as_i64))
         {
-            message_ref::remember(&self.state, &self.service, n, &n.destination.recipient, &id.to_string());
+            message_ref::remember(&self.state, &self.service, n, &n.destination.recipient, &id.to_string()).await;
         }
         outcome
     }

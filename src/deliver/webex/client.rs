@@ -37,7 +37,7 @@ impl WebexClient {
 
     async fn deliver_one(&self, n: &Notification) -> Outcome {
         let body = message(n);
-        let existing = match message_ref::for_resolve(&self.state, &self.service, n) {
+        let existing = match message_ref::for_resolve(&self.state, &self.service, n).await {
             Ok(r) => r,
             Err(o) => return o,
         };
@@ -52,7 +52,7 @@ impl WebexClient {
             && let Some(v) = answer.and_then(|a| serde_json::from_str::<Value>(&a).ok())
             && let (Some(id), Some(room)) = (v["id"].as_str(), v["roomId"].as_str())
         {
-            message_ref::remember(&self.state, &self.service, n, room, id);
+            message_ref::remember(&self.state, &self.service, n, room, id).await;
         }
         outcome
     }
