@@ -476,79 +476,14 @@ fn trigger(e: &Entry, name: &str, out: &mut Out) {
 
 // ---- templates ----------------------------------------------------------------------
 
-/// Argo CD template fields driftwatch has, under the driftwatch field name.
-fn template_field(section: Option<&str>, field: &str) -> Option<&'static str> {
-    Some(match (section, field) {
-        (None, "message") => "message",
-        (Some("email"), "subject") => "subject",
-        (Some("email"), "body") => "body",
-        (Some("slack"), "attachments") => "attachments",
-        (Some("slack"), "blocks") => "blocks",
-        (Some("slack"), "groupingKey") => "groupingKey",
-        (Some("pagerdutyv2"), "summary") => "summary",
-        (Some("pagerdutyv2"), "severity") => "severity",
-        (Some("pagerdutyv2"), "source") => "source",
-        (Some("pagerdutyv2"), "component") => "component",
-        (Some("pagerdutyv2"), "group") => "group",
-        (Some("pagerdutyv2"), "class") => "class",
-        (Some("teams"), f @ ("title" | "summary" | "text" | "themeColor" | "facts" | "sections" | "potentialAction" | "template")) => {
-            static_field(f)
-        }
-        (
-            Some("opsgenie"),
-            f @ ("description" | "priority" | "alias" | "note" | "entity" | "user" | "tags" | "actions" | "responders" | "visibleTo"
-            | "details"),
-        ) => static_field(f),
-        (Some("googlechat"), f @ ("cards" | "cardsV2" | "threadKey")) => static_field(f),
-        (Some("mattermost"), "attachments") => "attachments",
-        (Some("rocketchat"), f @ ("attachments" | "alias" | "emoji" | "avatar")) => static_field(f),
-        (Some("pushover"), f @ ("title" | "priority" | "url" | "urlTitle" | "sound" | "device")) => static_field(f),
-        (Some("newrelic"), f @ ("revision" | "changelog" | "description" | "user")) => static_field(f),
-        (
-            Some("teams-workflows"),
-            f @ ("title" | "summary" | "text" | "themeColor" | "facts" | "sections" | "potentialAction" | "template"),
-        ) => static_field(f),
-        (Some("telegram"), "parseMode") => "parseMode",
-        _ => return None,
-    })
-}
-
-/// The field names `template_field` passes through, as static strings.
-fn static_field(f: &str) -> &'static str {
-    const FIELDS: &[&str] = &[
-        "title",
-        "summary",
-        "text",
-        "themeColor",
-        "facts",
-        "sections",
-        "potentialAction",
-        "template",
-        "description",
-        "priority",
-        "alias",
-        "note",
-        "entity",
-        "user",
-        "tags",
-        "actions",
-        "responders",
-        "visibleTo",
-        "details",
-        "cards",
-        "cardsV2",
-        "threadKey",
-        "url",
-        "urlTitle",
-        "sound",
-        "device",
-        "revision",
-        "changelog",
-        "attachments",
-        "emoji",
-        "avatar",
-    ];
-    FIELDS.iter().find(|x| **x == f).copied().unwrap_or("text")
+/// The driftwatch section an Argo CD template section maps onto.
+fn target_section(section: &str) -> &str {
+    match section {
+        "pagerdutyv2" => "pagerduty",
+        // Argo CD's `teams-workflows` fields are the `teams` ones, which both kinds read.
+        "teams-workflows" => "teams",
+        other => other,
+    }
 }
 
 /// Destination kinds driftwatch does not have (yet): their template sections and
@@ -564,28 +499,9 @@ struct TemplateWork<'a> {
 
 /// Fields whose rendered text must be JSON.
 fn is_json_field(field: &str, src: &str) -> bool {
-    matches!(
-        field,
-        "slack.attachments"
-            | "slack.blocks"
-            | "teams.facts"
-            | "teams.sections"
-            | "teams.potentialAction"
-            | "teams.template"
-            | "teams-workflows.facts"
-            | "teams-workflows.sections"
-            | "teams-workflows.potentialAction"
-            | "teams-workflows.template"
-            | "opsgenie.tags"
-            | "opsgenie.actions"
-            | "opsgenie.responders"
-            | "opsgenie.visibleTo"
-            | "opsgenie.details"
-            | "googlechat.cards"
-            | "googlechat.cardsV2"
-            | "mattermost.attachments"
-            | "rocketchat.attachments"
-    ) || (field.starts_with("webhook.") && field.ends_with(".body") && src.trim_start().starts_with(['{', '[']))
+    let (section, rest) = field.split_once('.').unwrap_or((field, ""));
+    crate::template::is_json_field(&format!("{}.{rest}", target_section(section)))
+        || (section == "webhook" && field.ends_with(".body") && src.trim_start().starts_with(['{', '[']))
 }
 
 impl TemplateWork<'_> {
@@ -765,15 +681,10 @@ fn template(e: &Entry, name: &str, out: &mut Out) {
                 | "telegram" | "pushover" | "newrelic" | "rocketchat"),
                 Value::Object(fields),
             ) => {
-                // Argo CD's `teams-workflows` fields are the `teams` ones, which both kinds read.
-                let target = match s {
-                    "pagerdutyv2" => "pagerduty",
-                    "teams-workflows" => "teams",
-                    other => other,
-                };
+                let target = target_section(s);
                 let mut f = Map::new();
                 for (k, v) in fields {
-                    match (template_field(Some(s), k), v) {
+                    match (crate::template::has_field(&format!("{target}.{k}")).then_some(k.as_str()), v) {
                         (Some(dw), Value::String(src)) => {
                             if let Some(t) = w.translate(out, &format!("{s}.{k}"), src) {
                                 f.insert(dw.into(), json!(t));

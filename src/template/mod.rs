@@ -734,6 +734,78 @@ impl Renderer<'_> {
     }
 }
 
+/// The fields of the destination sections whose field names are fixed (not
+/// `webhook.<service>.*`, `alertmanager.labels.*` or `github.*`), and whether each must
+/// render to JSON. `def_fields` gives the same paths and kinds (a test holds them
+/// together); `driftwatch import` maps Argo CD's fields onto these.
+const SECTION_FIELDS: &[(&str, FieldKind)] = {
+    use FieldKind::{Json, Text};
+    &[
+        ("slack.text", Text),
+        ("slack.attachments", Json),
+        ("slack.blocks", Json),
+        ("slack.groupingKey", Text),
+        ("email.subject", Text),
+        ("email.body", Text),
+        ("email.html", Text),
+        ("pagerduty.summary", Text),
+        ("pagerduty.severity", Text),
+        ("pagerduty.source", Text),
+        ("pagerduty.component", Text),
+        ("pagerduty.group", Text),
+        ("pagerduty.class", Text),
+        ("pagerduty.customDetails", Json),
+        ("teams.title", Text),
+        ("teams.summary", Text),
+        ("teams.text", Text),
+        ("teams.themeColor", Text),
+        ("teams.facts", Json),
+        ("teams.sections", Json),
+        ("teams.potentialAction", Json),
+        ("teams.template", Json),
+        ("opsgenie.description", Text),
+        ("opsgenie.priority", Text),
+        ("opsgenie.alias", Text),
+        ("opsgenie.note", Text),
+        ("opsgenie.entity", Text),
+        ("opsgenie.user", Text),
+        ("opsgenie.tags", Json),
+        ("opsgenie.actions", Json),
+        ("opsgenie.responders", Json),
+        ("opsgenie.visibleTo", Json),
+        ("opsgenie.details", Json),
+        ("pushover.title", Text),
+        ("pushover.priority", Text),
+        ("pushover.url", Text),
+        ("pushover.urlTitle", Text),
+        ("pushover.sound", Text),
+        ("pushover.device", Text),
+        ("newrelic.revision", Text),
+        ("newrelic.changelog", Text),
+        ("newrelic.description", Text),
+        ("newrelic.user", Text),
+        ("rocketchat.attachments", Json),
+        ("rocketchat.alias", Text),
+        ("rocketchat.emoji", Text),
+        ("rocketchat.avatar", Text),
+        ("mattermost.attachments", Json),
+        ("telegram.parseMode", Text),
+        ("googlechat.cards", Json),
+        ("googlechat.cardsV2", Json),
+        ("googlechat.threadKey", Text),
+    ]
+};
+
+/// Whether `section.field` (`teams.facts`) is a field of a destination section.
+pub fn has_field(path: &str) -> bool {
+    SECTION_FIELDS.iter().any(|(p, _)| *p == path)
+}
+
+/// Whether `section.field` must render to JSON.
+pub fn is_json_field(path: &str) -> bool {
+    SECTION_FIELDS.iter().any(|(p, k)| *p == path && *k == FieldKind::Json)
+}
+
 /// Every field of a definition, with its path (`slack.attachments`) and kind.
 fn def_fields(def: &TemplateDef) -> Vec<(String, FieldKind, &At<String>)> {
     use FieldKind::{Json, Text};

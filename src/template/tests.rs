@@ -206,3 +206,29 @@ github:
     let pd = set("message: m\npagerdutyv2:\n  summary: \"{{app.metadata.name}} down\"\n");
     assert_eq!(render(&pd, DestinationKind::Pagerduty, "pagerduty").unwrap()["summary"], "web down");
 }
+
+/// `SECTION_FIELDS` (what `driftwatch import` maps onto) and the fields a definition
+/// has are the same list, kinds included.
+#[test]
+fn the_section_field_list_matches_the_definitions() {
+    let mut yaml = String::from("message: m\n");
+    let mut sections: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
+    for (path, _) in SECTION_FIELDS {
+        let (section, field) = path.split_once('.').unwrap();
+        sections.entry(section).or_default().push(field);
+    }
+    for (section, fields) in &sections {
+        yaml.push_str(&format!("{section}:\n"));
+        for f in fields {
+            yaml.push_str(&format!("  {f}: x\n"));
+        }
+    }
+    let file = SourceFile::new("t.yaml", yaml.clone());
+    let def: TemplateDef = file.parse("template t").unwrap_or_else(|e| panic!("{e}\n{yaml}"));
+    let got: std::collections::BTreeSet<(String, bool)> =
+        def_fields(&def).into_iter().filter(|(p, _, _)| p.contains('.')).map(|(p, k, _)| (p, k == FieldKind::Json)).collect();
+    let want: std::collections::BTreeSet<(String, bool)> =
+        SECTION_FIELDS.iter().map(|(p, k)| (p.to_string(), *k == FieldKind::Json)).collect();
+    assert_eq!(got, want);
+    assert!(is_json_field("teams.facts") && !is_json_field("teams.title") && has_field("telegram.parseMode") && !has_field("teams.nope"));
+}
