@@ -103,6 +103,23 @@ fn the_chart_grants_no_more_than_the_manifests() {
         let default = rules_of(install, false);
         assert!(!default.iter().any(|r| r.allows("", "secrets", "get", Some("payments"))), "{install:?}: get secrets");
     }
+    // Every permission a render grants (without the opt-in) the manifests grant too.
+    let manifests = rules_of(Install::Manifests, false);
+    for name in CHART_RENDERS {
+        for r in rules_of(Install::Chart(name), false) {
+            for g in &r.groups {
+                for res in &r.resources {
+                    for v in &r.verbs {
+                        assert!(
+                            manifests.iter().any(|m| m.allows(g, res, v, r.namespace.as_deref())),
+                            "the {name} render grants {v} on {res}.{g} in {:?}, the manifests do not",
+                            r.namespace
+                        );
+                    }
+                }
+            }
+        }
+    }
     // The default render has no opt-in; the `ha` render turns it on, as a marked role.
     assert_eq!(roles(Install::Chart("default")).iter().filter(|r| r.opt_in).count(), 0);
     assert_eq!(roles(Install::Chart("ha")).iter().filter(|r| r.opt_in).count(), 1);
