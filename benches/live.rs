@@ -192,10 +192,26 @@ impl Daemon {
     }
 
     fn cpu_seconds(&self) -> f64 {
-        let stat = std::fs::read_to_string(format!("/proc/{}/stat", self.child.id())).unwrap_or_default();
-        let rest = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or_default();
-        let f: Vec<f64> = rest.split_whitespace().map(|x| x.parse().unwrap_or(0.0)).collect();
-        (f.get(11).copied().unwrap_or(0.0) + f.get(12).copied().unwrap_or(0.0)) / 100.0
+        stat_cpu(&format!("/proc/{}/stat", self.child.id()))
+    }
+
+    /// CPU seconds of the daemon's threads, by thread name (`driftwatch-eval`: the
+    /// evaluation thread; `driftwatch`: the shell, decoding the watch; `tokio-rt-worker`:
+    /// delivery, live reads, the operations server).
+    fn cpu_by_thread(&self) -> Vec<(String, f64)> {
+        let mut out: Vec<(String, f64)> = Vec::new();
+        let dir = format!("/proc/{}/task", self.child.id());
+        for task in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+            let path = task.path();
+            let name = std::fs::read_to_string(path.join("comm")).unwrap_or_default().trim().to_string();
+            let cpu = stat_cpu(&path.join("stat").to_string_lossy());
+            match out.iter_mut().find(|(n, _)| *n == name) {
+                Some((_, c)) => *c += cpu,
+                None => out.push((name, cpu)),
+            }
+        }
+        out.sort_by(|a, b| b.1.total_cmp(&a.1));
+        out
     }
 }
 
@@ -213,6 +229,14 @@ impl Drop for Daemon {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// utime + stime of a `/proc/.../stat` file, in seconds.
+fn stat_cpu(path: &str) -> f64 {
+    let stat = std::fs::read_to_string(path).unwrap_or_default();
+    let rest = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or_default();
+    let f: Vec<f64> = rest.split_whitespace().map(|x| x.parse().unwrap_or(0.0)).collect();
+    (f.get(11).copied().unwrap_or(0.0) + f.get(12).copied().unwrap_or(0.0)) / 100.0
 }
 
 fn percentile(sorted: &[Duration], p: f64) -> Duration {
@@ -314,7 +338,32 @@ fn ready() {
         api.apply(app(i, "Synced", "r0"));
     }
     let size = serde_json::to_string(&app(0, "Synced", "r0")).unwrap().len();
+    // The API server's own share: the same list in pages of 500, read and dropped.
+    let addr = api.url().trim_start_matches("http://").to_string();
+    let listed = Instant::now();
+    let mut token = String::new();
+    let mut pages = 0;
+    loop {
+        let path = format!(
+            "/apis/argoproj.io/v1alpha1/applications?limit=500{}",
+            if token.is_empty() { String::new() } else { format!("&continue={token}") }
+        );
+        let (_, body) = get(&addr, &path).expect("list page");
+        pages += 1;
+        token = body.split_once(r#""continue":""#).and_then(|(_, r)| r.split_once('"')).map(|(t, _)| t.to_string()).unwrap_or_default();
+        if token.is_empty() {
+            break;
+        }
+    }
+    println!("ready: the list alone (the fake API server, {pages} pages read and dropped): {}", ms(listed.elapsed()));
     let (d, ready) = Daemon::start(&api, rx.addr.port());
+    // The daemon's own share of the start-up: its CPU time until ready, per thread.
+    let threads = d.cpu_by_thread();
+    println!(
+        "ready: daemon CPU until ready {:.2} s: {}",
+        threads.iter().map(|(_, c)| c).sum::<f64>(),
+        threads.iter().map(|(n, c)| format!("{n} {c:.2} s")).collect::<Vec<_>>().join(", ")
+    );
     std::thread::sleep(Duration::from_secs(2));
     if std::env::var_os("LIVE_BENCH_SMAPS").is_some() {
         let smaps = std::fs::read_to_string(format!("/proc/{}/smaps", d.child.id())).unwrap_or_default();

@@ -9,7 +9,7 @@
 use std::time::Duration;
 
 use futures::StreamExt;
-use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind};
+use kube::api::{Api, ApiResource, GroupVersionKind};
 use kube::runtime::{WatchStreamExt, watcher};
 use serde_json::Value;
 
@@ -123,28 +123,137 @@ fn name_of(v: &Value) -> String {
     format!("{}/{}", s("/metadata/namespace"), s("/metadata/name"))
 }
 
-/// Drops what no trigger, template, route or fingerprint reads and what makes an
-/// Application large: `metadata.managedFields` (often as big as the rest) and the
-/// `kubectl.kubernetes.io/last-applied-configuration` annotation (a copy of the spec).
-fn strip(obj: &mut DynamicObject) {
-    obj.metadata.managed_fields = None;
-    if let Some(a) = obj.metadata.annotations.as_mut() {
-        a.remove("kubectl.kubernetes.io/last-applied-configuration");
+/// An object as the watch decodes it: the JSON tree itself (no typed metadata, no
+/// `#[serde(flatten)]` buffering as [`kube::api::DynamicObject`] does, no second copy),
+/// without what no trigger, template, route or fingerprint reads and what makes an
+/// Application large: `metadata.managedFields` (often as big as the rest, skipped while
+/// parsing, never built) and the `kubectl.kubernetes.io/last-applied-configuration`
+/// annotation (a copy of the spec). `metadata` holds only what the watcher reads
+/// (`resourceVersion`) and what logs name. Any JSON object decodes: whether it is a
+/// valid Application is [`App::from_value`]'s to say, so one bad object is skipped and
+/// counted instead of failing its whole list page.
+#[derive(Debug, Clone)]
+pub struct Watched {
+    metadata: kube::api::ObjectMeta,
+    value: Value,
+}
+
+impl kube::Resource for Watched {
+    type DynamicType = ApiResource;
+    type Scope = kube::core::DynamicResourceScope;
+
+    fn kind(dt: &ApiResource) -> std::borrow::Cow<'_, str> {
+        dt.kind.as_str().into()
+    }
+    fn group(dt: &ApiResource) -> std::borrow::Cow<'_, str> {
+        dt.group.as_str().into()
+    }
+    fn version(dt: &ApiResource) -> std::borrow::Cow<'_, str> {
+        dt.version.as_str().into()
+    }
+    fn api_version(dt: &ApiResource) -> std::borrow::Cow<'_, str> {
+        dt.api_version.as_str().into()
+    }
+    fn plural(dt: &ApiResource) -> std::borrow::Cow<'_, str> {
+        dt.plural.as_str().into()
+    }
+    fn meta(&self) -> &kube::api::ObjectMeta {
+        &self.metadata
+    }
+    fn meta_mut(&mut self) -> &mut kube::api::ObjectMeta {
+        &mut self.metadata
     }
 }
 
-fn to_change(kind: Kind, mut obj: DynamicObject, deleted: bool) -> Change {
-    strip(&mut obj);
-    let v = match serde_json::to_value(&obj) {
-        Ok(v) => v,
-        Err(e) => return Change::Malformed { kind, name: obj.metadata.name.unwrap_or_default(), reason: e.to_string() },
-    };
+const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
+
+/// `metadata` without `managedFields` (skipped unparsed) and without the last-applied
+/// annotation.
+struct LeanMeta(serde_json::Map<String, Value>);
+
+impl<'de> serde::Deserialize<'de> for LeanMeta {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> serde::de::Visitor<'de> for V {
+            type Value = LeanMeta;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("object metadata")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<LeanMeta, A::Error> {
+                let mut out = serde_json::Map::new();
+                while let Some(key) = map.next_key::<String>()? {
+                    if key == "managedFields" {
+                        map.next_value::<serde::de::IgnoredAny>()?;
+                        continue;
+                    }
+                    let mut v: Value = map.next_value()?;
+                    if key == "annotations"
+                        && let Some(a) = v.as_object_mut()
+                    {
+                        a.remove(LAST_APPLIED);
+                    }
+                    out.insert(key, v);
+                }
+                Ok(LeanMeta(out))
+            }
+        }
+        d.deserialize_map(V)
+    }
+}
+
+/// The object's top level, with `metadata` read as [`LeanMeta`].
+struct LeanObject(serde_json::Map<String, Value>);
+
+impl<'de> serde::Deserialize<'de> for LeanObject {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> serde::de::Visitor<'de> for V {
+            type Value = LeanObject;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a Kubernetes object")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<LeanObject, A::Error> {
+                let mut out = serde_json::Map::new();
+                while let Some(key) = map.next_key::<String>()? {
+                    let v = match key.as_str() {
+                        "metadata" => Value::Object(map.next_value::<LeanMeta>()?.0),
+                        _ => map.next_value::<Value>()?,
+                    };
+                    out.insert(key, v);
+                }
+                Ok(LeanObject(out))
+            }
+        }
+        d.deserialize_map(V)
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for Watched {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let object = LeanObject::deserialize(d)?.0;
+        let meta = |k: &str| object.get("metadata").and_then(|m| m.get(k)).and_then(Value::as_str).map(str::to_string);
+        let metadata = kube::api::ObjectMeta {
+            name: meta("name"),
+            namespace: meta("namespace"),
+            resource_version: meta("resourceVersion"),
+            uid: meta("uid"),
+            ..Default::default()
+        };
+        Ok(Watched { metadata, value: Value::Object(object) })
+    }
+}
+
+fn to_change(kind: Kind, obj: Watched, deleted: bool) -> Change {
+    let v = obj.value;
     match kind {
-        Kind::Application => match App::from_value(v.clone()) {
-            Ok(app) if deleted => Change::AppDeleted(Box::new(app)),
-            Ok(app) => Change::App(Box::new(app)),
-            Err(e) => Change::Malformed { kind, name: name_of(&v), reason: e.to_string() },
-        },
+        Kind::Application => {
+            let name = name_of(&v);
+            match App::from_value(v) {
+                Ok(app) if deleted => Change::AppDeleted(Box::new(app)),
+                Ok(app) => Change::App(Box::new(app)),
+                Err(e) => Change::Malformed { kind, name, reason: e.to_string() },
+            }
+        }
         Kind::AppProject => match Project::from_value(&v) {
             Ok(p) if deleted => Change::ProjectDeleted(p.name),
             Ok(p) => Change::Project(p),
@@ -153,7 +262,7 @@ fn to_change(kind: Kind, mut obj: DynamicObject, deleted: bool) -> Change {
     }
 }
 
-fn stream_for(api: Api<DynamicObject>, stream: Stream, config: watcher::Config) -> impl futures::Stream<Item = Change> + Send {
+fn stream_for(api: Api<Watched>, stream: Stream, config: watcher::Config) -> impl futures::Stream<Item = Change> + Send {
     let kind = stream.kind;
     watcher(api, config).default_backoff().map(move |ev| match ev {
         Ok(watcher::Event::Apply(o)) | Ok(watcher::Event::InitApply(o)) => to_change(kind, o, false),

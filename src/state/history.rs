@@ -2,10 +2,15 @@
 //!
 //! - `episodes`: every drift episode, keyed by opening time then Application, as JSON;
 //!   bounded by count and age (the oldest resolved ones go first);
+//! - `episodes_by_resolved`: resolved episodes by when they resolved, so pruning by
+//!   age reads only what it drops (an open episode older than the age, a drift nobody
+//!   fixed for months, is never read to be skipped);
 //! - `latest_episode`: per Application, the key of its newest episode (open or last
 //!   resolved), which the pipeline reads on every evaluation;
 //! - `holds`: per Application and condition, since when a condition with `for:` has
 //!   held (so a hold-down survives a restart).
+
+use std::collections::BTreeMap;
 
 use chrono::{DateTime, Utc};
 use redb::{ReadableDatabase, ReadableTable, ReadableTableMetadata, TableDefinition, WriteTransaction};
@@ -17,6 +22,8 @@ use crate::model::{Action, Notification};
 const EPISODES: TableDefinition<&str, &str> = TableDefinition::new("episodes");
 const LATEST: TableDefinition<&str, &str> = TableDefinition::new("latest_episode");
 const HOLDS: TableDefinition<&str, u64> = TableDefinition::new("holds");
+/// `"<resolved at, unix ms, 15 digits>\u{0}<episode key>"` -> nothing.
+const RESOLVED: TableDefinition<&str, ()> = TableDefinition::new("episodes_by_resolved");
 
 /// How much history is kept.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -57,6 +64,29 @@ pub(super) fn create_tables(tx: &WriteTransaction) -> Result<(), StateError> {
     tx.open_table(EPISODES).map_err(storage)?;
     tx.open_table(LATEST).map_err(storage)?;
     tx.open_table(HOLDS).map_err(storage)?;
+    index_resolved(tx)?;
+    Ok(())
+}
+
+fn resolved_key(at: DateTime<Utc>, episode_key: &str) -> String {
+    format!("{:015}{SEP}{episode_key}", at.timestamp_millis().max(0))
+}
+
+/// Builds the resolved index of a state file written before it existed (once: the
+/// index is empty and the history is not; a history of open episodes only is read
+/// again at the next start, and has nothing to index).
+fn index_resolved(tx: &WriteTransaction) -> Result<(), StateError> {
+    let episodes = tx.open_table(EPISODES).map_err(storage)?;
+    let mut resolved = tx.open_table(RESOLVED).map_err(storage)?;
+    if !resolved.is_empty().map_err(storage)? || episodes.is_empty().map_err(storage)? {
+        return Ok(());
+    }
+    for item in episodes.iter().map_err(storage)? {
+        let (k, v) = item.map_err(storage)?;
+        if let Some(at) = serde_json::from_str::<Stored>(v.value()).map_err(storage)?.resolved_at {
+            resolved.insert(resolved_key(at, k.value()).as_str(), ()).map_err(storage)?;
+        }
+    }
     Ok(())
 }
 
@@ -64,11 +94,15 @@ fn episode_key(ep: &Episode) -> String {
     format!("{:015}{SEP}{}", ep.opened_at.timestamp_millis().max(0), ep.app_key)
 }
 
-/// An episode's notifications alone (the rest of the JSON is skipped, not built).
+/// What a save reads of the stored episode: its notifications and when it resolved
+/// (the rest of the JSON is skipped, not built).
 #[derive(serde::Deserialize)]
-struct SentOnly {
+#[serde(rename_all = "camelCase")]
+struct Stored {
     #[serde(default)]
     notifications: Vec<Sent>,
+    #[serde(default)]
+    resolved_at: Option<DateTime<Utc>>,
 }
 
 fn parse(json: &str) -> Result<Episode, StateError> {
@@ -104,10 +138,20 @@ impl StateStore {
         let key = episode_key(ep);
         let mut episodes = tx.open_table(EPISODES).map_err(storage)?;
         let stored = match episodes.get(key.as_str()).map_err(storage)? {
-            Some(v) => Some(serde_json::from_str::<SentOnly>(v.value()).map_err(storage)?.notifications),
+            Some(v) => Some(serde_json::from_str::<Stored>(v.value()).map_err(storage)?),
             None => None,
         };
-        let json = match stored {
+        let was_resolved = stored.as_ref().and_then(|s| s.resolved_at);
+        if was_resolved != ep.resolved_at {
+            let mut resolved = tx.open_table(RESOLVED).map_err(storage)?;
+            if let Some(at) = was_resolved {
+                resolved.remove(resolved_key(at, &key).as_str()).map_err(storage)?;
+            }
+            if let Some(at) = ep.resolved_at {
+                resolved.insert(resolved_key(at, &key).as_str(), ()).map_err(storage)?;
+            }
+        }
+        let json = match stored.map(|s| s.notifications) {
             Some(notifications) if notifications != ep.notifications => {
                 serde_json::to_string(&Episode { notifications, ..ep.clone() }).map_err(storage)?
             }
@@ -227,7 +271,9 @@ impl StateStore {
 }
 
 /// Drops the oldest episodes beyond the count, and resolved ones older than the age.
-/// An open episode is never dropped for age (it is still someone's problem).
+/// An open episode is never dropped for age (it is still someone's problem). Reads
+/// only what it drops: the first entries of `episodes` for the count, a range of
+/// `episodes_by_resolved` for the age.
 fn prune(
     episodes: &mut redb::Table<&str, &str>,
     tx: &WriteTransaction,
@@ -235,29 +281,37 @@ fn prune(
     now: DateTime<Utc>,
 ) -> Result<(), StateError> {
     let len = usize::try_from(episodes.len().map_err(storage)?).unwrap_or(usize::MAX);
-    let mut excess = len.saturating_sub(retention.max_episodes.max(1));
-    // A maximum age reaching before representable time drops nothing for age.
-    let cutoff = now.checked_sub_signed(retention.max_age).map_or(i64::MIN, |c| c.timestamp_millis());
-    let mut drop = Vec::new();
-    for item in episodes.iter().map_err(storage)? {
+    let excess = len.saturating_sub(retention.max_episodes.max(1));
+    // Episode keys to drop, with when each resolved (its index entry goes too).
+    let mut drop: BTreeMap<String, Option<DateTime<Utc>>> = BTreeMap::new();
+    for item in episodes.iter().map_err(storage)?.take(excess) {
         let (k, v) = item.map_err(storage)?;
-        let ep = parse(v.value())?;
-        let old = ep.resolved_at.is_some_and(|r| r.timestamp_millis() < cutoff);
-        if excess > 0 || old {
-            drop.push((k.value().to_string(), ep.app_key.clone()));
-            excess = excess.saturating_sub(1);
-        } else if ep.opened_at.timestamp_millis() >= cutoff {
-            break;
+        let resolved_at = serde_json::from_str::<Stored>(v.value()).map_err(storage)?.resolved_at;
+        drop.insert(k.value().to_string(), resolved_at);
+    }
+    let mut resolved = tx.open_table(RESOLVED).map_err(storage)?;
+    // A maximum age reaching before representable time drops nothing for age.
+    if let Some(cutoff) = now.checked_sub_signed(retention.max_age).map(|c| c.timestamp_millis()).filter(|c| *c > 0) {
+        let below = format!("{cutoff:015}");
+        for item in resolved.range(..below.as_str()).map_err(storage)? {
+            let (k, _) = item.map_err(storage)?;
+            let Some((at, key)) = k.value().split_once(SEP) else { continue };
+            let at = at.parse::<i64>().ok().and_then(DateTime::from_timestamp_millis);
+            drop.entry(key.to_string()).or_insert(at);
         }
     }
     if drop.is_empty() {
         return Ok(());
     }
     let mut latest = tx.open_table(LATEST).map_err(storage)?;
-    for (k, app) in drop {
+    for (k, resolved_at) in drop {
         episodes.remove(k.as_str()).map_err(storage)?;
-        if latest.get(app.as_str()).map_err(storage)?.is_some_and(|v| v.value() == k) {
-            latest.remove(app.as_str()).map_err(storage)?;
+        if let Some(at) = resolved_at {
+            resolved.remove(resolved_key(at, &k).as_str()).map_err(storage)?;
+        }
+        let app = k.split_once(SEP).map_or("", |(_, app)| app);
+        if latest.get(app).map_err(storage)?.is_some_and(|v| v.value() == k) {
+            latest.remove(app).map_err(storage)?;
         }
     }
     Ok(())
@@ -330,6 +384,47 @@ mod tests {
         let got = s.latest_episode("argocd/a@a").unwrap().unwrap();
         assert!(got.classes.contains("config"), "the pass's change is kept");
         assert_eq!(got.notifications, noted.notifications, "and so is the delivery's");
+    }
+
+    #[test]
+    fn a_state_file_from_before_the_resolved_index_is_indexed_and_pruned_by_age() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s.redb");
+        {
+            let s = StateStore::open(&path).unwrap();
+            for (name, min) in [("old1", 0), ("old2", 1)] {
+                let mut ep = episode(name, min, "config");
+                ep.resolved_at = Some(at(min + 1));
+                s.save_episode(&ep, Retention::default(), at(min + 1)).unwrap();
+            }
+            s.save_episode(&episode("open", 2, "config"), Retention::default(), at(2)).unwrap();
+            // As a state file written before the index existed.
+            let tx = s.db().begin_write().unwrap();
+            tx.delete_table(RESOLVED).unwrap();
+            tx.commit().unwrap();
+        }
+        let s = StateStore::open(&path).unwrap();
+        let later = at(2) + chrono::Duration::days(100);
+        s.save_episode(&episode("new", 100 * 24 * 60, "config"), Retention::default(), later).unwrap();
+        let names: Vec<String> = s.episodes(&HistoryQuery::default()).unwrap().into_iter().map(|e| e.name).collect();
+        assert_eq!(names, ["open", "new"], "both old resolved episodes aged out; the open one stays");
+        let tx = s.db().begin_read().unwrap();
+        assert!(tx.open_table(RESOLVED).unwrap().is_empty().unwrap(), "their index entries went with them");
+    }
+
+    #[test]
+    fn a_reopened_episode_leaves_the_resolved_index() {
+        let s = StateStore::in_memory().unwrap();
+        let mut ep = episode("a", 0, "config");
+        ep.resolved_at = Some(at(1));
+        s.save_episode(&ep, Retention::default(), at(1)).unwrap();
+        ep.resolved_at = None;
+        s.save_episode(&ep, Retention::default(), at(2)).unwrap();
+        // Far later: an open episode is not dropped for age, whatever it once was.
+        let later = at(2) + chrono::Duration::days(100);
+        s.save_episode(&episode("new", 100 * 24 * 60, "config"), Retention::default(), later).unwrap();
+        let names: Vec<String> = s.episodes(&HistoryQuery::default()).unwrap().into_iter().map(|e| e.name).collect();
+        assert_eq!(names, ["a", "new"]);
     }
 
     #[test]

@@ -1,21 +1,22 @@
-//! `driftwatch run` against a live cluster: watches Applications and AppProjects,
-//! evaluates an Application when it changes (and on a schedule only when a trigger
-//! reads the clock), hands notifications to the delivery workers, reloads the
-//! configuration on SIGHUP or when its files change, serves the operations endpoints,
-//! and stops cleanly on SIGTERM.
+//! The evaluation thread of the live daemon: holds the Applications and AppProjects
+//! the watch reported, evaluates an Application when it changes (or a wake-up, a
+//! reload, an attribution read or its AppProject says so), writes each pass in one
+//! transaction and flushes once per burst, leads or stands by as leader election
+//! says, and reloads the configuration. Blocking by design: it runs on its own thread
+//! ([`Core::run`]), never on a tokio worker, and waits on the runtime only through
+//! [`Core::wait`].
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::hash::{Hash, Hasher};
-use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant, SystemTime};
 
 use chrono::Utc;
-use futures::{FutureExt, StreamExt};
 use serde_json::Value;
+use tokio::sync::{mpsc, oneshot};
 
+use super::fingerprint::{config_fingerprint, fingerprint};
 use crate::attribution::{Attribution, NotReadReason};
 use crate::config::{self, Runtime};
 use crate::deliver::{Delivery, ServiceRuntime};
@@ -25,87 +26,7 @@ use crate::model::App;
 use crate::pipeline::Pipeline;
 use crate::state::StateStore;
 use crate::trigger::TriggerEngine;
-use crate::watch::{self, Change, Kind, Stream, WatchOptions};
-
-/// Options of `driftwatch run` (live).
-#[derive(Debug, Clone)]
-pub struct DaemonOptions {
-    pub config: Option<PathBuf>,
-    pub kubeconfig: Option<PathBuf>,
-    pub context: Option<String>,
-    pub watch: WatchOptions,
-    /// The state file; the config's `state.path`, else `driftwatch-state.redb`.
-    pub state: Option<PathBuf>,
-    /// Where `/healthz`, `/readyz` and `/metrics` listen.
-    pub listen: SocketAddr,
-    /// How often time-dependent triggers are re-evaluated.
-    pub resync: Duration,
-    /// How long in-flight deliveries get on shutdown.
-    pub shutdown_grace: Duration,
-    /// Leader election between replicas; `None`: this process always sends.
-    pub lease: Option<crate::lease::LeaseConfig>,
-}
-
-/// The object without the fields whose change cannot affect a trigger.
-/// Walks the object instead of cloning and serialising it (this runs for every watch
-/// event).
-fn fingerprint(app: &App) -> u64 {
-    let mut h = std::collections::hash_map::DefaultHasher::new();
-    match &app.object {
-        Value::Object(top) => {
-            for (k, v) in top {
-                k.hash(&mut h);
-                match (k.as_str(), v) {
-                    ("metadata", Value::Object(meta)) => {
-                        for (mk, mv) in meta.iter().filter(|(mk, _)| !matches!(mk.as_str(), "resourceVersion" | "managedFields")) {
-                            mk.hash(&mut h);
-                            hash_value(mv, &mut h);
-                        }
-                    }
-                    _ => hash_value(v, &mut h),
-                }
-            }
-        }
-        other => hash_value(other, &mut h),
-    }
-    h.finish()
-}
-
-/// Feeds a JSON value to a hasher, with a tag per type so `"1"` and `1` differ.
-fn hash_value(v: &Value, h: &mut impl Hasher) {
-    match v {
-        Value::Null => h.write_u8(0),
-        Value::Bool(b) => {
-            h.write_u8(1);
-            b.hash(h);
-        }
-        Value::Number(n) => {
-            h.write_u8(2);
-            match (n.as_i64(), n.as_u64()) {
-                (Some(i), _) => i.hash(h),
-                (None, Some(u)) => u.hash(h),
-                _ => n.as_f64().unwrap_or_default().to_bits().hash(h),
-            }
-        }
-        Value::String(s) => {
-            h.write_u8(3);
-            s.hash(h);
-        }
-        Value::Array(a) => {
-            h.write_u8(4);
-            a.len().hash(h);
-            a.iter().for_each(|x| hash_value(x, h));
-        }
-        Value::Object(m) => {
-            h.write_u8(5);
-            m.len().hash(h);
-            for (k, x) in m {
-                k.hash(h);
-                hash_value(x, h);
-            }
-        }
-    }
-}
+use crate::watch::{Change, Kind, Stream};
 
 /// Whether any condition reads the clock (decided from the compiled script): only then
 /// is a periodic re-evaluation needed.
@@ -113,36 +34,10 @@ fn time_dependent(rt: &Runtime) -> bool {
     rt.triggers.values().flat_map(|t| &t.conditions).any(|c| c.reads_clock)
 }
 
-/// What the configuration reload watches: every file the configuration was read from
-/// (the config file, each file of its trigger and template directories), with
-/// modification times and sizes. A mounted ConfigMap update swaps them.
-fn config_fingerprint(sources: &[PathBuf]) -> Vec<(PathBuf, Option<SystemTime>, u64)> {
-    let mut files = Vec::new();
-    for p in sources {
-        if p.is_dir() {
-            if let Ok(entries) = std::fs::read_dir(p) {
-                files.extend(entries.filter_map(|e| e.ok().map(|e| e.path())));
-            }
-        } else {
-            files.push(p.clone());
-        }
-    }
-    files.sort();
-    files
-        .into_iter()
-        .map(|p| {
-            let meta = std::fs::metadata(&p).ok();
-            let mtime = meta.as_ref().and_then(|m| m.modified().ok());
-            let len = meta.map_or(0, |m| m.len());
-            (p, mtime, len)
-        })
-        .collect()
-}
-
 /// Every configured service's client, or why not: every missing secret (with where it
 /// was looked for), else the first client that fails to build. Start-up, leading and
 /// reloads all go through here, so they refuse the same things in the same words.
-fn build_services(rt: &Runtime, state: &Arc<StateStore>) -> Result<Vec<ServiceRuntime>, Vec<String>> {
+pub(super) fn build_services(rt: &Runtime, state: &Arc<StateStore>) -> Result<Vec<ServiceRuntime>, Vec<String>> {
     if !rt.missing_secrets.is_empty() {
         return Err(rt.missing_secrets.clone());
     }
@@ -168,7 +63,7 @@ fn build_services(rt: &Runtime, state: &Arc<StateStore>) -> Result<Vec<ServiceRu
 
 /// What keeps the configuration's services from being built, checked against a
 /// throwaway store before anything is opened.
-fn services_problems(rt: &Runtime) -> Result<(), Vec<String>> {
+pub(super) fn services_problems(rt: &Runtime) -> Result<(), Vec<String>> {
     let probe = StateStore::in_memory().map_err(|e| vec![e.to_string()])?;
     build_services(rt, &Arc::new(probe)).map(drop)
 }
@@ -191,8 +86,8 @@ impl std::fmt::Debug for ChangeSummary<'_> {
     }
 }
 
-/// Why [`Daemon::lead`] could not take over sending.
-enum LeadError {
+/// Why [`Core::lead`] could not take over sending.
+pub(super) enum LeadError {
     /// The state file is held (another driftwatch) or cannot be opened.
     Store(String),
     /// A delivery client could not be built (a CA file gone, ...).
@@ -226,7 +121,43 @@ impl Kept {
 /// The state store the operations endpoints read (none while not leading).
 pub type SharedState = Arc<std::sync::RwLock<Option<Arc<StateStore>>>>;
 
-struct Daemon {
+/// What the shell forwards to the evaluation thread.
+pub(super) enum Input {
+    Change(Change),
+    /// A live object read for attribution.
+    Fetched(crate::live::Fetched),
+    /// SIGHUP: reload the configuration.
+    Reload,
+    /// Time to re-evaluate every Application if a condition reads the clock.
+    Resync,
+    /// Leader election says whether this replica should send.
+    Leading(bool),
+    /// Look at the configuration files; retry taking over sending if it failed.
+    Tick,
+    /// Finish what has arrived, stop the workers and return.
+    Stop,
+}
+
+/// What [`Core::new`] starts from.
+pub(super) struct CoreOptions {
+    pub runtime: Runtime,
+    pub engine: Arc<TriggerEngine>,
+    pub config: Option<PathBuf>,
+    pub state_path: PathBuf,
+    pub shared: SharedState,
+    pub live: Option<LiveFetcher>,
+    pub streams: BTreeSet<Stream>,
+    /// Whether to send from the start (no leader election).
+    pub leading: bool,
+    pub step_down_grace: Duration,
+    pub shutdown_grace: Duration,
+    /// The runtime the delivery workers, live reads and waits run on.
+    pub handle: tokio::runtime::Handle,
+}
+
+/// Everything that evaluates Applications and writes the state store; runs on the
+/// evaluation thread ([`Core::run`]).
+pub(super) struct Core {
     pipeline: Pipeline,
     /// Open only while this process leads: the file lock of the store is what keeps a
     /// second process from writing to it.
@@ -260,6 +191,20 @@ struct Daemon {
     /// [`STORE_RETRY`], `last_reopen`).
     reopen_store: bool,
     last_reopen: Option<Instant>,
+    /// Whether leader election (or its absence) says this replica should send.
+    leading: bool,
+    engine: Arc<TriggerEngine>,
+    config: Option<PathBuf>,
+    /// The files the configuration was read from, and their fingerprint when read.
+    sources: Vec<PathBuf>,
+    last_config: Vec<(PathBuf, Option<SystemTime>, u64)>,
+    last_config_poll: Instant,
+    /// Whether any condition reads the clock (periodic re-evaluation needed).
+    time_dependent: bool,
+    step_down_grace: Duration,
+    shutdown_grace: Duration,
+    /// The runtime the delivery workers, live reads and waits run on.
+    handle: tokio::runtime::Handle,
 }
 
 /// At most this many changes that have already arrived are handled before a flush.
@@ -271,7 +216,150 @@ const STORE_RETRY: Duration = Duration::from_secs(2);
 /// At most this many refused resources are remembered for logging once.
 const MAX_FORBIDDEN_LOGGED: usize = 256;
 
-impl Daemon {
+/// Once ready: hands back to the operating system the memory that decoding and
+/// evaluating the first list used and freed. glibc's allocator keeps freed pages of
+/// its heaps otherwise, so the peak of the start-up would stay the resident size.
+fn release_free_memory() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: malloc_trim only walks the allocator's own free lists; it takes the
+    // allocator's locks like any malloc call and touches no memory Rust owns.
+    unsafe {
+        libc::malloc_trim(0);
+    }
+}
+
+/// How often the configuration files are looked at.
+const CONFIG_POLL: Duration = Duration::from_secs(2);
+
+impl Core {
+    pub(super) fn new(o: CoreOptions) -> Core {
+        let sources = o.runtime.sources.clone();
+        let time_dependent = time_dependent(&o.runtime);
+        Core {
+            pipeline: Pipeline::new(Arc::new(o.runtime)),
+            state: None,
+            shared: o.shared,
+            state_path: o.state_path,
+            delivery: None,
+            apps: HashMap::new(),
+            evaluated: HashMap::new(),
+            listing: HashMap::new(),
+            lists_done: BTreeSet::new(),
+            streams: o.streams,
+            live: o.live,
+            wakeups: HashMap::new(),
+            forbidden_logged: BTreeSet::new(),
+            unflushed: Vec::new(),
+            reopen_store: false,
+            last_reopen: None,
+            leading: o.leading,
+            engine: o.engine,
+            config: o.config,
+            last_config: config_fingerprint(&sources),
+            sources,
+            last_config_poll: Instant::now(),
+            time_dependent,
+            step_down_grace: o.step_down_grace,
+            shutdown_grace: o.shutdown_grace,
+            handle: o.handle,
+        }
+    }
+
+    /// Waits for `f` on the runtime (this thread is not one of its workers).
+    fn wait<F: std::future::Future>(&self, f: F) -> F::Output {
+        self.handle.block_on(f)
+    }
+
+    /// The evaluation thread: takes over sending if it should (the result goes to
+    /// `started`), then handles inputs until [`Input::Stop`] or the shell is gone.
+    /// Changes that have already arrived are handled in bursts, each made durable with
+    /// one flush.
+    pub(super) fn run(mut self, mut rx: mpsc::Receiver<Input>, started: oneshot::Sender<Result<(), LeadError>>) {
+        // Delivery workers and live reads are spawned from here onto the runtime.
+        let handle = self.handle.clone();
+        let _entered = handle.enter();
+        let first = match self.leading {
+            true => self.lead(),
+            false => Ok(()),
+        };
+        let failed = first.is_err();
+        let _ = started.send(first);
+        if failed {
+            return;
+        }
+        'run: loop {
+            // Everything the last burst evaluated becomes durable in one write.
+            self.flush();
+            if self.reopen_store && self.state.is_some() && self.last_reopen.is_none_or(|t| t.elapsed() >= STORE_RETRY) {
+                self.reopen();
+            }
+            let next = match self.next_wake() {
+                Some(wait) => self.wait(async { tokio::time::timeout(wait, rx.recv()).await.ok() }),
+                None => Some(self.wait(rx.recv())),
+            };
+            match next {
+                // The earliest wake-up came first.
+                None => self.wake_due(),
+                Some(None) | Some(Some(Input::Stop)) => break,
+                Some(Some(input)) => {
+                    self.input(input);
+                    for _ in 0..MAX_BURST {
+                        match rx.try_recv() {
+                            Ok(Input::Stop) => break 'run,
+                            Ok(input) => self.input(input),
+                            Err(_) => break,
+                        }
+                    }
+                }
+            }
+        }
+        self.flush();
+        METRICS.ready.store(0, Ordering::Relaxed);
+        if let Some(delivery) = self.delivery.take() {
+            self.wait(delivery.shutdown(self.shutdown_grace));
+        }
+        let pending: BTreeMap<String, u64> =
+            self.state.as_ref().and_then(|s| s.queue_depths().ok()).unwrap_or_default().into_iter().collect();
+        tracing::info!(?pending, "stopped");
+    }
+
+    fn input(&mut self, input: Input) {
+        match input {
+            Input::Change(c) => self.handle(c),
+            Input::Fetched(f) => self.live_read(f),
+            Input::Reload => self.reload(),
+            Input::Resync => {
+                if self.time_dependent {
+                    self.reevaluate_all();
+                }
+            }
+            Input::Leading(true) => {
+                self.leading = true;
+                let _ = self.lead();
+            }
+            Input::Leading(false) => {
+                self.leading = false;
+                if self.state.is_some() {
+                    self.step_down();
+                }
+            }
+            Input::Tick => {
+                if self.state.is_none() && self.leading {
+                    let _ = self.lead();
+                }
+                if self.last_config_poll.elapsed() >= CONFIG_POLL {
+                    self.last_config_poll = Instant::now();
+                    let now = config_fingerprint(&self.sources);
+                    if now != self.last_config {
+                        tracing::info!("configuration files changed: reloading");
+                        self.reload();
+                    }
+                }
+            }
+            Input::Stop => {}
+        }
+    }
+
     fn evaluate(&mut self, app: &App, force: bool) {
         // A standby replica keeps its cache warm and evaluates nothing.
         let Some(state) = self.state.clone() else { return };
@@ -381,13 +469,13 @@ impl Daemon {
     /// Closes and reopens the state store after a failed write (workers stopped and
     /// started again, the outbox delivered from where it was). Until it opens again
     /// (the disk still full), `lead` is retried.
-    async fn reopen(&mut self, grace: Duration) {
+    fn reopen(&mut self) {
         self.reopen_store = false;
         self.last_reopen = Some(Instant::now());
         self.flush();
         tracing::warn!("reopening the state store after a failed write");
         if let Some(d) = self.delivery.take() {
-            d.shutdown(grace).await;
+            self.wait(d.shutdown(self.step_down_grace));
         }
         *self.shared.write().unwrap_or_else(|p| p.into_inner()) = None;
         self.state = None;
@@ -558,8 +646,8 @@ impl Daemon {
                     }
                 }
                 self.lists_done.insert(stream);
-                if self.streams.iter().all(|s| self.lists_done.contains(s)) {
-                    METRICS.ready.store(1, Ordering::Relaxed);
+                if self.streams.iter().all(|s| self.lists_done.contains(s)) && METRICS.ready.swap(1, Ordering::Relaxed) == 0 {
+                    release_free_memory();
                 }
             }
             Change::Malformed { kind, name, reason } => {
@@ -626,271 +714,69 @@ impl Daemon {
 
     /// Stops sending: workers stop after their current attempt, the store is closed
     /// (releasing its file lock), undelivered notifications stay in its outbox.
-    async fn step_down(&mut self, grace: Duration) {
+    fn step_down(&mut self) {
         self.flush();
         METRICS.leader.store(0, Ordering::Relaxed);
         if let Some(d) = self.delivery.take() {
-            d.shutdown(grace).await;
+            self.wait(d.shutdown(self.step_down_grace));
         }
         *self.shared.write().unwrap_or_else(|p| p.into_inner()) = None;
         self.state = None;
         self.evaluated.clear();
         tracing::info!("standing by: not sending");
     }
-}
 
-/// Builds everything new; swaps it in only if all of it is valid.
-async fn reload(d: &mut Daemon, opts: &DaemonOptions, engine: &Arc<TriggerEngine>, grace: Duration) {
-    let probe = match &d.state {
-        Some(s) => s.clone(),
-        // Not leading: validate the services against a throwaway store.
-        None => match StateStore::in_memory() {
-            Ok(s) => Arc::new(s),
-            Err(e) => {
-                tracing::error!(error = %e, "configuration reload failed");
-                return;
-            }
-        },
-    };
-    match config::load_with(opts.config.as_deref(), engine.clone()) {
-        Ok(rt) => match build_services(&rt, &probe) {
-            Ok(services) => {
-                if let Some(old) = d.delivery.take() {
-                    // Undelivered notifications stay in the outbox for the new workers.
-                    old.shutdown(grace).await;
-                }
-                if let Some(state) = &d.state {
-                    d.delivery = Some(Delivery::start(services, state.clone()));
-                }
-                let projects = std::mem::take(&mut d.pipeline.projects);
-                let live = std::mem::take(&mut d.pipeline.live);
-                d.pipeline = Pipeline::new(Arc::new(rt));
-                d.pipeline.projects = projects;
-                d.pipeline.live = live;
-                METRICS.reload_ok.store(1, Ordering::Relaxed);
-                METRICS.set_reload_errors(Vec::new());
-                tracing::info!("configuration reloaded");
-                d.evaluated.clear();
-                d.reevaluate_all();
-            }
-            Err(errors) => {
-                METRICS.reload_ok.store(0, Ordering::Relaxed);
-                for e in &errors {
-                    tracing::error!(error = %e, "configuration reload failed; keeping the running configuration");
-                }
-                METRICS.set_reload_errors(errors);
-            }
-        },
-        Err(errors) => {
-            METRICS.reload_ok.store(0, Ordering::Relaxed);
-            for e in &errors {
-                tracing::error!(error = %e, "configuration reload failed; keeping the running configuration");
-            }
-            METRICS.set_reload_errors(errors.iter().map(ToString::to_string).collect());
-        }
+    /// Builds everything new; swaps it in only if all of it is valid. Either way the
+    /// files are looked at again only when they change again.
+    fn reload(&mut self) {
+        self.try_reload();
+        self.time_dependent = time_dependent(&self.pipeline.runtime);
+        self.sources = self.pipeline.runtime.sources.clone();
+        self.last_config = config_fingerprint(&self.sources);
     }
-}
 
-/// Runs until SIGTERM or SIGINT. Returns the exit code.
-pub async fn run(opts: DaemonOptions, err: &mut dyn std::io::Write) -> anyhow::Result<i32> {
-    let engine = Arc::new(TriggerEngine::new());
-    let rt = match config::load_with(opts.config.as_deref(), engine.clone()) {
-        Ok(rt) => rt,
-        Err(errors) => {
-            for e in &errors {
-                writeln!(err, "error: {e}")?;
-            }
-            return Ok(crate::cli::FAILED);
-        }
-    };
-    // Every delivery client is built once before anything else happens, so a missing
-    // secret or an unreadable CA file is the one error reported, with nothing created.
-    if let Err(problems) = services_problems(&rt) {
-        for p in &problems {
-            writeln!(err, "error: {p}")?;
-        }
-        writeln!(err, "driftwatch does not start until the services can be built (`driftwatch check` lists the same)")?;
-        return Ok(crate::cli::FAILED);
-    }
-    // The cluster first: without one there is nothing to do, and nothing is created.
-    let client = match watch::client(opts.kubeconfig.as_deref(), opts.context.as_deref()).await {
-        Ok(c) => c,
-        Err(e) => {
-            writeln!(err, "error: {e}")?;
-            writeln!(err, "(to try driftwatch without a cluster: driftwatch run --replay examples/drift-incident)")?;
-            return Ok(crate::cli::FAILED);
-        }
-    };
-    let state_path = opts.state.clone().or_else(|| rt.state.path.clone()).unwrap_or_else(|| PathBuf::from("driftwatch-state.redb"));
-    if let Some(dir) = state_path.parent().filter(|d| !d.as_os_str().is_empty()) {
-        std::fs::create_dir_all(dir)?;
-    }
-    let shared: SharedState = Arc::new(std::sync::RwLock::new(None));
-    let bound = crate::admin::serve(opts.listen, shared.clone()).await?;
-    tracing::info!(%bound, "operations endpoints listening");
-    // Without leader election this process always sends (the sender is kept so the
-    // channel stays open).
-    let (_always_leading, always) = tokio::sync::watch::channel(true);
-    let mut leader_rx = match &opts.lease {
-        Some(cfg) => crate::lease::spawn(client.clone(), cfg.clone()),
-        None => always,
-    };
-    let (live, mut live_rx) = match rt.attribution.enabled {
-        true => {
-            let (f, rx) = LiveFetcher::new(client.clone(), rt.attribution.concurrency, rt.attribution.ttl, rt.attribution.read_secrets);
-            (Some(f), Some(rx))
-        }
-        false => (None, None),
-    };
-    let mut changes = watch::changes(client, &opts.watch).boxed();
-    let mut time_dep = time_dependent(&rt);
-    let mut d = Daemon {
-        pipeline: Pipeline::new(Arc::new(rt)),
-        state: None,
-        shared,
-        state_path,
-        delivery: None,
-        apps: HashMap::new(),
-        evaluated: HashMap::new(),
-        listing: HashMap::new(),
-        lists_done: BTreeSet::new(),
-        streams: opts.watch.streams().into_iter().collect(),
-        live,
-        wakeups: HashMap::new(),
-        forbidden_logged: BTreeSet::new(),
-        reopen_store: false,
-        last_reopen: None,
-        unflushed: Vec::new(),
-    };
-    if opts.lease.is_none() {
-        match d.lead() {
-            Ok(()) => {}
-            Err(LeadError::Store(e)) => {
-                writeln!(err, "error: cannot open the state store {}: {e} (is another driftwatch using it?)", d.state_path.display())?;
-                return Ok(crate::cli::FAILED);
-            }
-            Err(LeadError::Services(errors)) => {
-                for e in errors {
-                    writeln!(err, "error: {e}")?;
-                }
-                return Ok(crate::cli::FAILED);
-            }
-        }
-    }
-    let step_down_grace = match &opts.lease {
-        Some(l) => opts.shutdown_grace.min(l.duration / 4),
-        None => opts.shutdown_grace,
-    };
-    let mut lead_retry = tokio::time::interval(Duration::from_millis(500));
-    let mut sigterm = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
-    let mut sighup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())?;
-    let mut config_poll = tokio::time::interval(Duration::from_secs(2));
-    let mut resync = tokio::time::interval(opts.resync);
-    let mut sources = d.pipeline.runtime.sources.clone();
-    let mut last_config = config_fingerprint(&sources);
-    loop {
-        // Everything the last iteration evaluated becomes durable in one write.
-        d.flush();
-        let next_wake = d.next_wake();
-        tokio::select! {
-            Some(fetched) = async { match live_rx.as_mut() { Some(rx) => rx.recv().await, None => None } }, if live_rx.is_some() => {
-                d.live_read(fetched);
-            }
-            _ = tokio::time::sleep(next_wake.unwrap_or(Duration::from_secs(3600))), if next_wake.is_some() => d.wake_due(),
-            change = changes.next() => match change {
-                Some(c) => {
-                    d.handle(c);
-                    // A burst: what has already arrived is handled before the flush.
-                    for _ in 0..MAX_BURST {
-                        match changes.next().now_or_never() {
-                            Some(Some(c)) => d.handle(c),
-                            _ => break,
-                        }
-                    }
-                }
-                None => {
-                    tracing::error!("watch streams ended");
-                    break;
+    fn try_reload(&mut self) {
+        let probe = match &self.state {
+            Some(s) => s.clone(),
+            // Not leading: validate the services against a throwaway store.
+            None => match StateStore::in_memory() {
+                Ok(s) => Arc::new(s),
+                Err(e) => {
+                    tracing::error!(error = %e, "configuration reload failed");
+                    return;
                 }
             },
-            _ = sighup.recv() => {
-                tracing::info!("SIGHUP: reloading the configuration");
-                reload(&mut d, &opts, &engine, opts.shutdown_grace).await;
-                time_dep = time_dependent(&d.pipeline.runtime);
-                sources = d.pipeline.runtime.sources.clone();
-                last_config = config_fingerprint(&sources);
-            }
-            _ = config_poll.tick() => {
-                let now = config_fingerprint(&sources);
-                if now != last_config {
-                    tracing::info!("configuration files changed: reloading");
-                    last_config = now;
-                    reload(&mut d, &opts, &engine, opts.shutdown_grace).await;
-                    time_dep = time_dependent(&d.pipeline.runtime);
-                    sources = d.pipeline.runtime.sources.clone();
-                }
-            }
-            _ = resync.tick(), if time_dep => d.reevaluate_all(),
-            changed = leader_rx.changed(), if opts.lease.is_some() => {
-                if changed.is_err() {
-                    tracing::error!("leader election stopped");
-                    break;
-                }
-                let leading = *leader_rx.borrow();
-                if leading {
-                    let _ = d.lead();
-                } else if d.state.is_some() {
-                    d.step_down(step_down_grace).await;
-                }
-            }
-            _ = lead_retry.tick(), if d.state.is_none() && *leader_rx.borrow() => {
-                let _ = d.lead();
-            }
-            _ = sigterm.recv() => {
-                tracing::info!("SIGTERM: stopping");
-                break;
-            }
-            _ = tokio::signal::ctrl_c() => {
-                tracing::info!("interrupted: stopping");
-                break;
-            }
-        }
-        if d.reopen_store && d.state.is_some() && d.last_reopen.is_none_or(|t| t.elapsed() >= STORE_RETRY) {
-            d.reopen(step_down_grace).await;
-        }
-    }
-    // Stop watching first, then let in-flight deliveries finish; what is left stays in
-    // the outbox for the next start.
-    drop(changes);
-    d.flush();
-    METRICS.ready.store(0, Ordering::Relaxed);
-    if let Some(delivery) = d.delivery.take() {
-        delivery.shutdown(opts.shutdown_grace).await;
-    }
-    let pending: BTreeMap<String, u64> = d.state.as_ref().and_then(|s| s.queue_depths().ok()).unwrap_or_default().into_iter().collect();
-    tracing::info!(?pending, "stopped");
-    Ok(crate::cli::OK)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_fingerprint_ignores_resource_version_and_managed_fields_only() {
-        let app = |rv: &str, managers: Value, sync: Value| {
-            App::from_value(serde_json::json!({"apiVersion": "argoproj.io/v1alpha1", "kind": "Application",
-                "metadata": {"name": "a", "namespace": "argocd", "uid": "u", "resourceVersion": rv, "managedFields": managers},
-                "status": {"sync": {"status": sync}}}))
-            .unwrap()
         };
-        let base = fingerprint(&app("1", serde_json::json!([]), serde_json::json!("Synced")));
-        assert_eq!(base, fingerprint(&app("2", serde_json::json!([{"manager": "x"}]), serde_json::json!("Synced"))));
-        assert_ne!(base, fingerprint(&app("1", serde_json::json!([]), serde_json::json!("OutOfSync"))));
-        assert_ne!(
-            fingerprint(&app("1", serde_json::json!([]), serde_json::json!("1"))),
-            fingerprint(&app("1", serde_json::json!([]), serde_json::json!(1))),
-            "a string is not a number"
-        );
+        let errors: Vec<String> = match config::load_with(self.config.as_deref(), self.engine.clone()) {
+            Ok(rt) => match build_services(&rt, &probe) {
+                Ok(services) => {
+                    if let Some(old) = self.delivery.take() {
+                        // Undelivered notifications stay in the outbox for the new workers.
+                        self.wait(old.shutdown(self.shutdown_grace));
+                    }
+                    if let Some(state) = &self.state {
+                        self.delivery = Some(Delivery::start(services, state.clone()));
+                    }
+                    let projects = std::mem::take(&mut self.pipeline.projects);
+                    let live = std::mem::take(&mut self.pipeline.live);
+                    self.pipeline = Pipeline::new(Arc::new(rt));
+                    self.pipeline.projects = projects;
+                    self.pipeline.live = live;
+                    METRICS.reload_ok.store(1, Ordering::Relaxed);
+                    METRICS.set_reload_errors(Vec::new());
+                    tracing::info!("configuration reloaded");
+                    self.evaluated.clear();
+                    self.reevaluate_all();
+                    return;
+                }
+                Err(errors) => errors,
+            },
+            Err(errors) => errors.iter().map(ToString::to_string).collect(),
+        };
+        METRICS.reload_ok.store(0, Ordering::Relaxed);
+        for e in &errors {
+            tracing::error!(error = %e, "configuration reload failed; keeping the running configuration");
+        }
+        METRICS.set_reload_errors(errors);
     }
 }

@@ -1,0 +1,197 @@
+//! `driftwatch run` against a live cluster: watches Applications and AppProjects,
+//! evaluates an Application when it changes (and on a schedule only when a trigger
+//! reads the clock), hands notifications to the delivery workers, reloads the
+//! configuration on SIGHUP or when its files change, serves the operations endpoints,
+//! and stops cleanly on SIGTERM.
+//!
+//! Two halves: this module is the asynchronous shell (the watch streams, leader
+//! election, signals, timers, the operations server), which only forwards what happens
+//! as [`core::Input`]s; [`core`] owns everything that evaluates and writes the state
+//! store, on a thread of its own, so a pass (rhai, handlebars, redb) never runs on a
+//! tokio worker, and decoding the watch overlaps with evaluating.
+
+mod core;
+mod fingerprint;
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::StreamExt;
+
+use crate::config;
+use crate::live::LiveFetcher;
+use crate::trigger::TriggerEngine;
+use crate::watch::{self, WatchOptions};
+
+pub use self::core::SharedState;
+use self::core::{Core, Input, LeadError};
+
+/// Options of `driftwatch run` (live).
+#[derive(Debug, Clone)]
+pub struct DaemonOptions {
+    pub config: Option<PathBuf>,
+    pub kubeconfig: Option<PathBuf>,
+    pub context: Option<String>,
+    pub watch: WatchOptions,
+    /// The state file; the config's `state.path`, else `driftwatch-state.redb`.
+    pub state: Option<PathBuf>,
+    /// Where `/healthz`, `/readyz` and `/metrics` listen.
+    pub listen: SocketAddr,
+    /// How often time-dependent triggers are re-evaluated.
+    pub resync: Duration,
+    /// How long in-flight deliveries get on shutdown.
+    pub shutdown_grace: Duration,
+    /// Leader election between replicas; `None`: this process always sends.
+    pub lease: Option<crate::lease::LeaseConfig>,
+}
+
+/// How many inputs wait for the evaluation thread before the shell stops reading the
+/// watch (the API server's connection then holds the rest). Two list pages: while the
+/// evaluation thread works through one page, the shell fetches and decodes the next
+/// (with a queue smaller than a page the two took turns, and 10,000 Applications took
+/// 9 s to be ready instead of 3.5 s). The memory this peak takes is handed back once
+/// ready ([`core`]'s `release_free_memory`).
+const INPUT_QUEUE: usize = 1024;
+
+/// How often the evaluation thread looks at the configuration files and retries
+/// taking over sending.
+const TICK: Duration = Duration::from_millis(500);
+
+/// Runs until SIGTERM or SIGINT. Returns the exit code.
+pub async fn run(opts: DaemonOptions, err: &mut dyn std::io::Write) -> anyhow::Result<i32> {
+    let engine = Arc::new(TriggerEngine::new());
+    let rt = match config::load_with(opts.config.as_deref(), engine.clone()) {
+        Ok(rt) => rt,
+        Err(errors) => {
+            for e in &errors {
+                writeln!(err, "error: {e}")?;
+            }
+            return Ok(crate::cli::FAILED);
+        }
+    };
+    // Every delivery client is built once before anything else happens, so a missing
+    // secret or an unreadable CA file is the one error reported, with nothing created.
+    if let Err(problems) = core::services_problems(&rt) {
+        for p in &problems {
+            writeln!(err, "error: {p}")?;
+        }
+        writeln!(err, "driftwatch does not start until the services can be built (`driftwatch check` lists the same)")?;
+        return Ok(crate::cli::FAILED);
+    }
+    // The cluster first: without one there is nothing to do, and nothing is created.
+    let client = match watch::client(opts.kubeconfig.as_deref(), opts.context.as_deref()).await {
+        Ok(c) => c,
+        Err(e) => {
+            writeln!(err, "error: {e}")?;
+            writeln!(err, "(to try driftwatch without a cluster: driftwatch run --replay examples/drift-incident)")?;
+            return Ok(crate::cli::FAILED);
+        }
+    };
+    let state_path = opts.state.clone().or_else(|| rt.state.path.clone()).unwrap_or_else(|| PathBuf::from("driftwatch-state.redb"));
+    if let Some(dir) = state_path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir)?;
+    }
+    let shared: SharedState = Arc::new(std::sync::RwLock::new(None));
+    let bound = crate::admin::serve(opts.listen, shared.clone()).await?;
+    tracing::info!(%bound, "operations endpoints listening");
+    let mut leader_rx = opts.lease.as_ref().map(|cfg| crate::lease::spawn(client.clone(), cfg.clone()));
+    let (live, mut live_rx) = match rt.attribution.enabled {
+        true => {
+            let (f, rx) = LiveFetcher::new(client.clone(), rt.attribution.concurrency, rt.attribution.ttl, rt.attribution.read_secrets);
+            (Some(f), Some(rx))
+        }
+        false => (None, None),
+    };
+    let step_down_grace = match &opts.lease {
+        Some(l) => opts.shutdown_grace.min(l.duration / 4),
+        None => opts.shutdown_grace,
+    };
+    let core = Core::new(core::CoreOptions {
+        runtime: rt,
+        engine,
+        config: opts.config.clone(),
+        state_path: state_path.clone(),
+        shared,
+        live,
+        streams: opts.watch.streams().into_iter().collect(),
+        // Without leader election this process always sends.
+        leading: opts.lease.is_none(),
+        step_down_grace,
+        shutdown_grace: opts.shutdown_grace,
+        handle: tokio::runtime::Handle::current(),
+    });
+    let (tx, rx) = tokio::sync::mpsc::channel::<Input>(INPUT_QUEUE);
+    let (started_tx, started_rx) = tokio::sync::oneshot::channel::<Result<(), LeadError>>();
+    let (done_tx, done_rx) = tokio::sync::oneshot::channel::<()>();
+    std::thread::Builder::new().name("driftwatch-eval".into()).spawn(move || {
+        core.run(rx, started_tx);
+        let _ = done_tx.send(());
+    })?;
+    // Without leader election, a store that cannot be opened is a start-up error.
+    match started_rx.await {
+        Ok(Ok(())) => {}
+        Ok(Err(LeadError::Store(e))) => {
+            writeln!(err, "error: cannot open the state store {}: {e} (is another driftwatch using it?)", state_path.display())?;
+            return Ok(crate::cli::FAILED);
+        }
+        Ok(Err(LeadError::Services(errors))) => {
+            for e in errors {
+                writeln!(err, "error: {e}")?;
+            }
+            return Ok(crate::cli::FAILED);
+        }
+        Err(_) => anyhow::bail!("the evaluation thread stopped while starting"),
+    }
+    let mut changes = watch::changes(client, &opts.watch).boxed();
+    let mut tick = tokio::time::interval(TICK);
+    let mut resync = tokio::time::interval(opts.resync);
+    let mut sigterm = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+    let mut sighup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())?;
+    loop {
+        let input = tokio::select! {
+            Some(fetched) = async { match live_rx.as_mut() { Some(rx) => rx.recv().await, None => None } }, if live_rx.is_some() => {
+                Input::Fetched(fetched)
+            }
+            change = changes.next() => match change {
+                Some(c) => Input::Change(c),
+                None => {
+                    tracing::error!("watch streams ended");
+                    break;
+                }
+            },
+            _ = sighup.recv() => {
+                tracing::info!("SIGHUP: reloading the configuration");
+                Input::Reload
+            }
+            _ = tick.tick() => Input::Tick,
+            _ = resync.tick() => Input::Resync,
+            changed = async { match leader_rx.as_mut() { Some(rx) => rx.changed().await, None => std::future::pending().await } } => {
+                if changed.is_err() {
+                    tracing::error!("leader election stopped");
+                    break;
+                }
+                Input::Leading(leader_rx.as_ref().is_some_and(|rx| *rx.borrow()))
+            }
+            _ = sigterm.recv() => {
+                tracing::info!("SIGTERM: stopping");
+                break;
+            }
+            _ = tokio::signal::ctrl_c() => {
+                tracing::info!("interrupted: stopping");
+                break;
+            }
+        };
+        if tx.send(input).await.is_err() {
+            tracing::error!("the evaluation thread stopped");
+            break;
+        }
+    }
+    // Stop watching first, then let the evaluation thread finish what has arrived and
+    // in-flight deliveries finish; what is left stays in the outbox for the next start.
+    drop(changes);
+    let _ = tx.send(Input::Stop).await;
+    let _ = done_rx.await;
+    Ok(crate::cli::OK)
+}
