@@ -316,10 +316,20 @@ fn latency() {
     let (d, ready) = Daemon::start(&api, rx.addr.port());
     println!("latency: {APPS} Applications ready in {}, RSS {:.0} MB", ms(ready), d.rss_mb());
     for (rate, secs, first) in [(100u64, 30u64, 0usize), (1_000, 10, 1_000_000)] {
+        let cpu_before = d.cpu_by_thread();
+        let bench_before = stat_cpu("/proc/self/stat");
         let start = Instant::now();
         let (applied, depth) = drive(&api, &d, APPS, rate, secs, first);
         let took = settle(&rx, &applied, start, Duration::from_secs(120));
         report_latency(&format!("latency: {APPS} apps @ {rate}/s for {secs} s"), &applied, &rx, took);
+        // Where the two cores went: the daemon's threads, and this process (the fake
+        // API server, the receiver, the driver).
+        let spent: Vec<String> = d
+            .cpu_by_thread()
+            .iter()
+            .map(|(n, c)| format!("{n} {:.1} s", c - cpu_before.iter().find(|(b, _)| b == n).map_or(0.0, |(_, b)| *b)))
+            .collect();
+        println!("latency:   CPU: daemon {}; bench process {:.1} s", spent.join(", "), stat_cpu("/proc/self/stat") - bench_before);
         let max_depth = depth.iter().map(|(_, q)| *q).fold(0.0, f64::max);
         println!(
             "latency:   queue depth per second {:?} (max {max_depth}), RSS {:.0} MB",

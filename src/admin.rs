@@ -50,7 +50,13 @@ async fn handle(req: Request<Incoming>, shared: SharedState) -> Result<Response<
         "/metrics" => {
             // Queue depth comes from the outbox's per-service counters at scrape time
             // (kept in the transactions that change the outbox): the truth, not a scan.
-            if let Some(Ok(depths)) = state.as_ref().map(|s| s.queue_depths()) {
+            // Read on the blocking pool, as every state store access outside the
+            // evaluation thread is.
+            let depths = match state {
+                Some(s) => tokio::task::spawn_blocking(move || s.queue_depths()).await.ok(),
+                None => None,
+            };
+            if let Some(Ok(depths)) = depths {
                 let depth: std::collections::BTreeMap<String, u64> = depths.into_iter().collect();
                 for (service, _) in METRICS.queue_depth_services() {
                     METRICS.queue_depth.set(&service, depth.get(&service).copied().unwrap_or(0));
@@ -66,13 +72,14 @@ async fn handle(req: Request<Incoming>, shared: SharedState) -> Result<Response<
             None => text(503, "not leading: the leader holds the history\n".into(), "text/plain"),
             Some(s) => match history_query(req.uri().query().unwrap_or_default()) {
                 Err(e) => text(400, format!("{e}\n"), "text/plain"),
-                Ok(q) => match s.episodes(&q) {
-                    Ok(eps) => {
+                Ok(q) => match tokio::task::spawn_blocking(move || s.episodes(&q)).await {
+                    Err(e) => text(500, format!("{e}\n"), "text/plain"),
+                    Ok(Err(e)) => text(500, format!("{e}\n"), "text/plain"),
+                    Ok(Ok(eps)) => {
                         let now = chrono::Utc::now();
                         let v: Vec<serde_json::Value> = eps.iter().map(|e| e.record(now)).collect();
                         text(200, serde_json::to_string(&v).unwrap_or_default(), "application/json")
                     }
-                    Err(e) => text(500, format!("{e}\n"), "text/plain"),
                 },
             },
         },

@@ -89,6 +89,24 @@ fn setup() -> Setup {
     Setup { dir, api, got, port }
 }
 
+/// The watch decodes any JSON object and lets the model judge it: an Application whose
+/// metadata a typed decoder refuses (labels that are not strings) is one skipped
+/// object, not a list page that fails and is retried for ever (never ready).
+#[test]
+fn an_application_with_bad_metadata_in_the_first_list_is_skipped_and_counted() {
+    let Setup { dir, api, got, .. } = setup();
+    let mut bad = app("shop-broken", "OutOfSync", REV1);
+    bad["metadata"]["labels"] = serde_json::json!({"team": 7});
+    api.apply(bad);
+    api.apply(app("shop-frontend", "OutOfSync", REV1));
+    let d = Daemon::start(dir.path());
+    wait_for("shop-frontend", Duration::from_secs(15), || has(&got, r#""app": "shop-frontend""#));
+    wait_for("ready", Duration::from_secs(15), || d.metric("driftwatch_ready") == Some(1.0));
+    assert_eq!(d.metric("driftwatch_malformed_objects_total{kind=\"application\"}"), Some(1.0));
+    assert!(!has(&got, r#""app": "shop-broken""#));
+    assert!(d.stop().success());
+}
+
 #[test]
 fn watches_a_cluster_end_to_end() {
     let Setup { dir, api, got, port } = setup();
