@@ -32,6 +32,10 @@
 //!   webhooks, SIEMs, and the other kinds Argo CD users rely on (GitHub, Teams,
 //!   Opsgenie, Alertmanager, ...); the console and a JSON-lines file for previews.
 //! - [`replay`]: reads a sequence of Application snapshots from disk.
+//! - [`watch`]: the Kubernetes watch of Applications and AppProjects, as `Change`s.
+//! - [`daemon`]: `driftwatch run` live — an async shell (watch, leader election via
+//!   [`lease`], signals, the operations server of [`admin`] and [`metrics`]) feeding an
+//!   evaluation thread that owns the pipeline and the state store.
 //! - [`duration`]: durations in Go's syntax (plus days), a leaf every stage may use.
 //! - [`import`]: `driftwatch import`, an Argo CD notifications configuration (expr
 //!   triggers, Go templates) converted into driftwatch's.

@@ -185,7 +185,7 @@ pub(super) struct Core {
     /// Resources (`deployments.apps`) whose refused reads were logged, so each is
     /// logged once.
     forbidden_logged: BTreeSet<String>,
-    /// State keys of passes written since the last [`Daemon::flush`].
+    /// State keys of passes written since the last [`Core::flush`].
     unflushed: Vec<String>,
     /// A state store write failed: the main loop reopens the store (at most once per
     /// [`STORE_RETRY`], `last_reopen`).

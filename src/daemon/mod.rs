@@ -6,7 +6,7 @@
 //!
 //! Two halves: this module is the asynchronous shell (the watch streams, leader
 //! election, signals, timers, the operations server), which only forwards what happens
-//! as [`core::Input`]s; [`core`] owns everything that evaluates and writes the state
+//! as `core::Input`s; `core` owns everything that evaluates and writes the state
 //! store, on a thread of its own, so a pass (rhai, handlebars, redb) never runs on a
 //! tokio worker, and decoding the watch overlaps with evaluating.
 
