@@ -12,6 +12,7 @@
 
 mod core;
 mod fingerprint;
+mod wakeups;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
