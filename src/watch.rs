@@ -167,70 +167,49 @@ impl kube::Resource for Watched {
 
 const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
 
-/// `metadata` without `managedFields` (skipped unparsed) and without the last-applied
+/// A JSON object read lean: at the top level (`META = false`), `metadata` is read with
+/// `META = true`, which skips `managedFields` unparsed and drops the last-applied
 /// annotation.
-struct LeanMeta(serde_json::Map<String, Value>);
+struct Lean<const META: bool>(serde_json::Map<String, Value>);
 
-impl<'de> serde::Deserialize<'de> for LeanMeta {
+impl<'de, const META: bool> serde::Deserialize<'de> for Lean<META> {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct V;
-        impl<'de> serde::de::Visitor<'de> for V {
-            type Value = LeanMeta;
+        struct V<const META: bool>;
+        impl<'de, const META: bool> serde::de::Visitor<'de> for V<META> {
+            type Value = Lean<META>;
             fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-                f.write_str("object metadata")
+                f.write_str(if META { "object metadata" } else { "a Kubernetes object" })
             }
-            fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<LeanMeta, A::Error> {
+            fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Lean<META>, A::Error> {
                 let mut out = serde_json::Map::new();
                 while let Some(key) = map.next_key::<String>()? {
-                    if key == "managedFields" {
-                        map.next_value::<serde::de::IgnoredAny>()?;
-                        continue;
-                    }
-                    let mut v: Value = map.next_value()?;
-                    if key == "annotations"
-                        && let Some(a) = v.as_object_mut()
-                    {
-                        a.remove(LAST_APPLIED);
-                    }
-                    out.insert(key, v);
-                }
-                Ok(LeanMeta(out))
-            }
-        }
-        d.deserialize_map(V)
-    }
-}
-
-/// The object's top level, with `metadata` read as [`LeanMeta`].
-struct LeanObject(serde_json::Map<String, Value>);
-
-impl<'de> serde::Deserialize<'de> for LeanObject {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct V;
-        impl<'de> serde::de::Visitor<'de> for V {
-            type Value = LeanObject;
-            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-                f.write_str("a Kubernetes object")
-            }
-            fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<LeanObject, A::Error> {
-                let mut out = serde_json::Map::new();
-                while let Some(key) = map.next_key::<String>()? {
-                    let v = match key.as_str() {
-                        "metadata" => Value::Object(map.next_value::<LeanMeta>()?.0),
+                    let v = match (META, key.as_str()) {
+                        (false, "metadata") => Value::Object(map.next_value::<Lean<true>>()?.0),
+                        (true, "managedFields") => {
+                            map.next_value::<serde::de::IgnoredAny>()?;
+                            continue;
+                        }
+                        (true, "annotations") => {
+                            let mut v: Value = map.next_value()?;
+                            if let Some(a) = v.as_object_mut() {
+                                a.remove(LAST_APPLIED);
+                            }
+                            v
+                        }
                         _ => map.next_value::<Value>()?,
                     };
                     out.insert(key, v);
                 }
-                Ok(LeanObject(out))
+                Ok(Lean(out))
             }
         }
-        d.deserialize_map(V)
+        d.deserialize_map(V::<META>)
     }
 }
 
 impl<'de> serde::Deserialize<'de> for Watched {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let object = LeanObject::deserialize(d)?.0;
+        let object = Lean::<false>::deserialize(d)?.0;
         let meta = |k: &str| object.get("metadata").and_then(|m| m.get(k)).and_then(Value::as_str).map(str::to_string);
         let metadata = kube::api::ObjectMeta {
             name: meta("name"),
