@@ -291,3 +291,28 @@ pub async fn client(kubeconfig: Option<&std::path::Path>, context: Option<&str>)
     config.read_timeout = Some(Duration::from_secs(330));
     kube::Client::try_from(config).map_err(|e| format!("kubernetes client: {e}"))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn a_watched_object_keeps_everything_but_managed_fields_and_the_last_applied_annotation() {
+        let text = r#"{"apiVersion": "argoproj.io/v1alpha1", "kind": "Application",
+            "metadata": {"name": "a", "namespace": "argocd", "uid": "u", "resourceVersion": "7",
+                         "managedFields": [{"manager": "x", "fieldsV1": {"f:spec": {}}}],
+                         "annotations": {"kubectl.kubernetes.io/last-applied-configuration": "{}", "keep": "yes"},
+                         "labels": {"team": 7}},
+            "spec": {"project": "p"}}"#;
+        let w: Watched = serde_json::from_str(text).unwrap();
+        assert_eq!(w.metadata.resource_version.as_deref(), Some("7"), "what the watcher resumes from");
+        assert_eq!((w.metadata.name.as_deref(), w.metadata.namespace.as_deref()), (Some("a"), Some("argocd")));
+        assert!(w.value.pointer("/metadata/managedFields").is_none());
+        assert_eq!(w.value.pointer("/metadata/annotations"), Some(&json!({"keep": "yes"})));
+        assert_eq!(w.value.pointer("/metadata/labels/team"), Some(&json!(7)), "kept as sent: the model judges it");
+        assert_eq!(w.value["spec"], json!({"project": "p"}));
+        assert!(matches!(to_change(Kind::Application, w, false), Change::Malformed { .. }));
+        assert!(serde_json::from_str::<Watched>("[1]").is_err(), "not an object");
+    }
+}
