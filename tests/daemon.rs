@@ -107,6 +107,28 @@ fn an_application_with_bad_metadata_in_the_first_list_is_skipped_and_counted() {
     assert!(d.stop().success());
 }
 
+/// An AppProject's subscriptions apply to its Applications: when they change, its
+/// Applications are evaluated again without a change of their own.
+#[test]
+fn a_project_subscription_added_later_notifies_its_applications() {
+    let Setup { dir, api, got, .. } = setup();
+    let project = |annotations: serde_json::Value| {
+        serde_json::json!({"apiVersion": "argoproj.io/v1alpha1", "kind": "AppProject",
+            "metadata": {"name": "default", "namespace": "argocd", "annotations": annotations}, "spec": {}})
+    };
+    api.apply(project(serde_json::json!({})));
+    api.apply(AppBuilder::new("shop-frontend").sync("OutOfSync", REV1).healthy().build());
+    api.apply(AppBuilder::new("shop-backend").sync("OutOfSync", REV1).healthy().build());
+    let d = Daemon::start(dir.path());
+    wait_for("the initial evaluations", Duration::from_secs(15), || d.metric("driftwatch_evaluations_total").is_some_and(|v| v >= 2.0));
+    assert!(bodies(&got).is_empty(), "nobody subscribed yet: {:?}", bodies(&got));
+    api.apply(project(serde_json::json!({"notifications.argoproj.io/subscribe.on-drift.hook": ""})));
+    wait_for("both Applications", Duration::from_secs(15), || {
+        has(&got, r#""app": "shop-frontend""#) && has(&got, r#""app": "shop-backend""#)
+    });
+    assert!(d.stop().success());
+}
+
 #[test]
 fn watches_a_cluster_end_to_end() {
     let Setup { dir, api, got, port } = setup();

@@ -133,8 +133,10 @@ pub(super) enum Input {
     Resync,
     /// Leader election says whether this replica should send.
     Leading(bool),
-    /// Look at the configuration files; retry taking over sending if it failed.
-    Tick,
+    /// Retry taking over sending if it failed.
+    RetryLead,
+    /// Look at the configuration files: reload if they changed.
+    PollConfig,
     /// Finish what has arrived, stop the workers and return.
     Stop,
 }
@@ -197,12 +199,9 @@ pub(super) struct Core {
     leading: bool,
     engine: Arc<TriggerEngine>,
     config: Option<PathBuf>,
-    /// The files the configuration was read from, and their fingerprint when read.
-    sources: Vec<PathBuf>,
+    /// The fingerprint of the files the running configuration was read from, as they
+    /// were at the last (attempted) load.
     last_config: Vec<(PathBuf, Option<SystemTime>, u64)>,
-    last_config_poll: Instant,
-    /// Whether any condition reads the clock (periodic re-evaluation needed).
-    time_dependent: bool,
     step_down_grace: Duration,
     shutdown_grace: Duration,
     /// The runtime the delivery workers, live reads and waits run on.
@@ -234,21 +233,17 @@ fn release_free_memory() {
 /// Passes commit without waiting for the disk (redb's non-durable commits, seen at
 /// once by the delivery workers); one durable commit per this interval makes them all
 /// durable. One per burst cost an fsync per change at a low, steady rate (2 ms of the
-/// evaluation thread per change at 100 changes/s); a pass lost in a crash before it is
-/// evaluated again at the restart, and a delivery's own durable commit makes the
-/// passes before it durable too.
+/// evaluation thread per change at 100 changes/s). A pass lost in a crash before its
+/// flush is decided again at the restart, and a delivery's own durable commit makes
+/// the passes before it durable too.
 const FLUSH_EVERY: Duration = Duration::from_millis(100);
 
 /// At most this many passes wait for a flush.
 const MAX_UNFLUSHED: usize = 4096;
 
-/// How often the configuration files are looked at.
-const CONFIG_POLL: Duration = Duration::from_secs(2);
-
 impl Core {
     pub(super) fn new(o: CoreOptions) -> Core {
-        let sources = o.runtime.sources.clone();
-        let time_dependent = time_dependent(&o.runtime);
+        let last_config = config_fingerprint(&o.runtime.sources);
         Core {
             pipeline: Pipeline::new(Arc::new(o.runtime)),
             state: None,
@@ -270,10 +265,7 @@ impl Core {
             leading: o.leading,
             engine: o.engine,
             config: o.config,
-            last_config: config_fingerprint(&sources),
-            sources,
-            last_config_poll: Instant::now(),
-            time_dependent,
+            last_config,
             step_down_grace: o.step_down_grace,
             shutdown_grace: o.shutdown_grace,
             handle: o.handle,
@@ -287,8 +279,8 @@ impl Core {
 
     /// The evaluation thread: takes over sending if it should (the result goes to
     /// `started`), then handles inputs until [`Input::Stop`] or the shell is gone.
-    /// Changes that have already arrived are handled in bursts, each made durable with
-    /// one flush.
+    /// Inputs that have already arrived are handled in bursts; what they wrote is made
+    /// durable by one flush per [`FLUSH_EVERY`].
     pub(super) fn run(mut self, mut rx: mpsc::Receiver<Input>, started: oneshot::Sender<Result<(), LeadError>>) {
         // Delivery workers and live reads are spawned from here onto the runtime.
         let handle = self.handle.clone();
@@ -351,7 +343,7 @@ impl Core {
             Input::Fetched(f) => self.live_read(f),
             Input::Reload => self.reload(),
             Input::Resync => {
-                if self.time_dependent {
+                if time_dependent(&self.pipeline.runtime) {
                     self.reevaluate_all();
                 }
             }
@@ -365,17 +357,15 @@ impl Core {
                     self.step_down();
                 }
             }
-            Input::Tick => {
+            Input::RetryLead => {
                 if self.state.is_none() && self.leading {
                     let _ = self.lead();
                 }
-                if self.last_config_poll.elapsed() >= CONFIG_POLL {
-                    self.last_config_poll = Instant::now();
-                    let now = config_fingerprint(&self.sources);
-                    if now != self.last_config {
-                        tracing::info!("configuration files changed: reloading");
-                        self.reload();
-                    }
+            }
+            Input::PollConfig => {
+                if config_fingerprint(&self.pipeline.runtime.sources) != self.last_config {
+                    tracing::info!("configuration files changed: reloading");
+                    self.reload();
                 }
             }
             Input::Stop => {}
@@ -546,20 +536,14 @@ impl Core {
             }
         }
         if changed {
-            let apps: Vec<App> = waiting.iter().filter_map(|k| self.apps.get(k).and_then(Kept::app)).collect();
-            for a in apps {
-                self.evaluate(&a, true);
-            }
+            self.reevaluate(waiting);
         }
     }
 
     /// Evaluates the Applications whose wake-up time has come.
     fn wake_due(&mut self) {
-        for k in self.wakeups.take_due(Utc::now()) {
-            if let Some(a) = self.apps.get(&k).and_then(Kept::app) {
-                self.evaluate(&a, true);
-            }
-        }
+        let due = self.wakeups.take_due(Utc::now());
+        self.reevaluate(due);
     }
 
     /// How long until the next wake-up.
@@ -619,10 +603,8 @@ impl Core {
                 self.pipeline.projects.insert(name.clone(), p);
                 if changed {
                     // Project subscriptions apply to its Applications: evaluate them now.
-                    let members: Vec<App> = self.apps.values().filter(|a| a.project == name).filter_map(Kept::app).collect();
-                    for a in members {
-                        self.evaluate(&a, true);
-                    }
+                    let members: Vec<String> = self.apps.iter().filter(|(_, a)| a.project == name).map(|(k, _)| k.clone()).collect();
+                    self.reevaluate(members);
                 }
             }
             Change::ProjectDeleted(name) => {
@@ -681,8 +663,14 @@ impl Core {
     }
 
     fn reevaluate_all(&mut self) {
-        // One at a time: parsed Applications never pile up (10,000 of them would).
         let keys: Vec<String> = self.apps.keys().cloned().collect();
+        self.reevaluate(keys);
+    }
+
+    /// Evaluates the kept Applications of `keys` although they did not change, parsing
+    /// one at a time: parsed Applications never pile up (10,000 members of one
+    /// AppProject would).
+    fn reevaluate(&mut self, keys: impl IntoIterator<Item = String>) {
         for k in keys {
             if let Some(a) = self.apps.get(&k).and_then(Kept::app) {
                 self.evaluate(&a, true);
@@ -749,9 +737,7 @@ impl Core {
     /// files are looked at again only when they change again.
     fn reload(&mut self) {
         self.try_reload();
-        self.time_dependent = time_dependent(&self.pipeline.runtime);
-        self.sources = self.pipeline.runtime.sources.clone();
-        self.last_config = config_fingerprint(&self.sources);
+        self.last_config = config_fingerprint(&self.pipeline.runtime.sources);
     }
 
     fn try_reload(&mut self) {

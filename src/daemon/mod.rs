@@ -56,9 +56,12 @@ pub struct DaemonOptions {
 /// ready ([`core`]'s `release_free_memory`).
 const INPUT_QUEUE: usize = 1024;
 
-/// How often the evaluation thread looks at the configuration files and retries
-/// taking over sending.
-const TICK: Duration = Duration::from_millis(500);
+/// How often a replica that should send but could not open the store (or build its
+/// clients) tries again.
+const LEAD_RETRY: Duration = Duration::from_millis(500);
+
+/// How often the configuration files are looked at.
+const CONFIG_POLL: Duration = Duration::from_secs(2);
 
 /// Runs until SIGTERM or SIGINT. Returns the exit code.
 pub async fn run(opts: DaemonOptions, err: &mut dyn std::io::Write) -> anyhow::Result<i32> {
@@ -146,7 +149,8 @@ pub async fn run(opts: DaemonOptions, err: &mut dyn std::io::Write) -> anyhow::R
         Err(_) => anyhow::bail!("the evaluation thread stopped while starting"),
     }
     let mut changes = watch::changes(client, &opts.watch).boxed();
-    let mut tick = tokio::time::interval(TICK);
+    let mut lead_retry = tokio::time::interval(LEAD_RETRY);
+    let mut config_poll = tokio::time::interval(CONFIG_POLL);
     let mut resync = tokio::time::interval(opts.resync);
     let mut sigterm = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
     let mut sighup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())?;
@@ -166,7 +170,8 @@ pub async fn run(opts: DaemonOptions, err: &mut dyn std::io::Write) -> anyhow::R
                 tracing::info!("SIGHUP: reloading the configuration");
                 Input::Reload
             }
-            _ = tick.tick() => Input::Tick,
+            _ = lead_retry.tick() => Input::RetryLead,
+            _ = config_poll.tick() => Input::PollConfig,
             _ = resync.tick() => Input::Resync,
             changed = async { match leader_rx.as_mut() { Some(rx) => rx.changed().await, None => std::future::pending().await } } => {
                 if changed.is_err() {
