@@ -25,6 +25,7 @@ pub mod opsgenie;
 pub mod outcome;
 pub mod pagerduty;
 pub mod pushover;
+pub mod recipients;
 pub mod rocketchat;
 pub mod services;
 pub mod signed_webhook;

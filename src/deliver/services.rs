@@ -32,7 +32,7 @@ use super::webex::WebexConfig;
 use super::webhook::WebhookConfig;
 use super::worker::{Deliverer, ServiceRuntime};
 use crate::model::DestinationKind;
-use crate::secret::Secrets;
+use crate::secret::{Secret, Secrets};
 use crate::state::StateStore;
 
 /// The kind-specific configuration of one named service.
@@ -258,6 +258,12 @@ pub struct Env {
 }
 
 impl Env {
+    /// A `$key` reference (or a literal value) as a secret; the error names the key,
+    /// never a value.
+    pub fn secret(&self, reference: &str) -> Result<Secret, String> {
+        self.secrets.resolve(reference).map_err(|e| e.to_string())
+    }
+
     pub fn origin(&self) -> Origin {
         Origin {
             cluster: self.context.get("clusterName").cloned().unwrap_or_default(),

@@ -19,7 +19,7 @@ pub struct AlertmanagerClient {
 
 impl AlertmanagerClient {
     pub fn new(cfg: &AlertmanagerConfig, env: &Env) -> Result<AlertmanagerClient, String> {
-        let resolve = |s: &str| env.secrets.resolve(s).map_err(|e| e.to_string());
+        let resolve = |s: &str| env.secret(s);
         let scheme = cfg.scheme.as_deref().unwrap_or("http");
         let path = cfg.api_path.as_deref().unwrap_or("/api/v2/alerts");
         let urls = cfg

@@ -35,7 +35,7 @@ pub struct GitHubClient {
 
 impl GitHubClient {
     pub fn new(cfg: &GitHubConfig, env: &Env) -> Result<GitHubClient, String> {
-        let resolve = |s: &str| env.secrets.resolve(s).map_err(|e| e.to_string());
+        let resolve = |s: &str| env.secret(s);
         let auth = match (&cfg.token, &cfg.app_id, &cfg.installation_id, &cfg.private_key) {
             (Some(t), None, None, None) => Auth::Token(resolve(t)?),
             (None, Some(app), Some(inst), Some(pem)) => {

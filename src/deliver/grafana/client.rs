@@ -20,7 +20,7 @@ impl GrafanaClient {
         Ok(GrafanaClient {
             http: http::client_for(&env.http, cfg.ca_file.as_deref(), cfg.insecure_skip_verify)?,
             url: format!("{}/annotations", cfg.api_url.trim_end_matches('/')),
-            key: env.secrets.resolve(&cfg.api_key).map_err(|e| e.to_string())?,
+            key: env.secret(&cfg.api_key)?,
         })
     }
 }

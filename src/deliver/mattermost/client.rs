@@ -28,7 +28,7 @@ impl MattermostClient {
         Ok(MattermostClient {
             http: http::client_for(&env.http, cfg.ca_file.as_deref(), cfg.insecure_skip_verify)?,
             base: format!("{}/api/v4/posts", cfg.api_url.trim_end_matches('/')),
-            token: env.secrets.resolve(&cfg.token).map_err(|e| e.to_string())?,
+            token: env.secret(&cfg.token)?,
             service: service.to_string(),
             state: env.state.clone(),
         })

@@ -18,11 +18,7 @@ pub struct NewRelicClient {
 impl NewRelicClient {
     pub fn new(cfg: &NewRelicConfig, env: &Env) -> Result<NewRelicClient, String> {
         let base = cfg.api_url.clone().unwrap_or_else(|| "https://api.newrelic.com".into());
-        Ok(NewRelicClient {
-            http: env.http.clone(),
-            base: base.trim_end_matches('/').to_string(),
-            key: env.secrets.resolve(&cfg.api_key).map_err(|e| e.to_string())?,
-        })
+        Ok(NewRelicClient { http: env.http.clone(), base: base.trim_end_matches('/').to_string(), key: env.secret(&cfg.api_key)? })
     }
 }
 

@@ -1,30 +1,25 @@
 //! The Opsgenie client: sends each notification and turns the answer into an `Outcome` (delivered, retry, permanent).
 
-use std::collections::BTreeMap;
-
 use super::config::OpsgenieConfig;
 use super::payload::{close, create};
 use crate::deliver::http;
 use crate::deliver::outcome::Outcome;
+use crate::deliver::recipients::PerRecipient;
 use crate::deliver::services::Env;
 use crate::deliver::worker::{BoxFuture, Deliverer, one_by_one};
 use crate::model::{Action, Notification};
-use crate::secret::Secret;
 
 pub struct OpsgenieClient {
     http: reqwest::Client,
     base: String,
     /// Recipient -> API integration key.
-    keys: BTreeMap<String, Secret>,
+    keys: PerRecipient,
     argocd_url: String,
 }
 
 impl OpsgenieClient {
     pub fn new(cfg: &OpsgenieConfig, env: &Env) -> Result<OpsgenieClient, String> {
-        let mut keys = BTreeMap::new();
-        for (recipient, key) in &cfg.api_keys {
-            keys.insert(recipient.clone(), env.secrets.resolve(key).map_err(|e| e.to_string())?);
-        }
+        let keys = PerRecipient::resolve(&cfg.api_keys, env, "API key", "apiKeys")?;
         let mut base = cfg.api_url.clone().unwrap_or_else(|| "https://api.opsgenie.com".into());
         if !base.contains("://") {
             // Argo CD's examples write the host alone (`apiUrl: api.opsgenie.com`).
@@ -41,8 +36,9 @@ impl OpsgenieClient {
 
 impl OpsgenieClient {
     async fn deliver_one(&self, n: &Notification) -> Outcome {
-        let Some(key) = self.keys.get(&n.destination.recipient) else {
-            return Outcome::Permanent(format!("no API key for recipient {:?} (services.<name>.apiKeys)", n.destination.recipient));
+        let key = match self.keys.get(n) {
+            Ok(key) => key,
+            Err(refused) => return refused,
         };
         let (url, body) = match n.action {
             Action::Fire => (format!("{}/v2/alerts", self.base), create(n, &self.argocd_url)),

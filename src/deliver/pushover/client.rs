@@ -21,7 +21,7 @@ impl PushoverClient {
         Ok(PushoverClient {
             http: env.http.clone(),
             url: format!("{}/1/messages.json", base.trim_end_matches('/')),
-            token: env.secrets.resolve(&cfg.token).map_err(|e| e.to_string())?,
+            token: env.secret(&cfg.token)?,
         })
     }
 }

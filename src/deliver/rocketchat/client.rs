@@ -32,7 +32,7 @@ pub struct RocketChatClient {
 
 impl RocketChatClient {
     pub fn new(service: &str, cfg: &RocketChatConfig, env: &Env) -> Result<RocketChatClient, String> {
-        let resolve = |s: &str| env.secrets.resolve(s).map_err(|e| e.to_string());
+        let resolve = |s: &str| env.secret(s);
         let auth = match (&cfg.email, &cfg.password, &cfg.user_id, &cfg.token) {
             (Some(e), Some(p), None, None) => Auth::Login { email: resolve(e)?.expose().to_string(), password: resolve(p)? },
             (None, None, Some(u), Some(t)) => Auth::Token { user_id: resolve(u)?.expose().to_string(), token: resolve(t)? },

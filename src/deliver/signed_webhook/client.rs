@@ -8,7 +8,7 @@ use crate::deliver::ecs::{self, Origin};
 use crate::deliver::http;
 use crate::deliver::outcome::Outcome;
 use crate::deliver::services::Env;
-use crate::deliver::worker::{BoxFuture, Deliverer};
+use crate::deliver::worker::{BoxFuture, Deliverer, one_by_one};
 use crate::model::Notification;
 use crate::secret::Secret;
 
@@ -22,7 +22,7 @@ pub struct SignedWebhookClient {
 
 impl SignedWebhookClient {
     pub fn new(cfg: &SignedWebhookConfig, env: &Env) -> Result<SignedWebhookClient, String> {
-        let resolve = |s: &str| env.secrets.resolve(s).map_err(|e| e.to_string());
+        let resolve = |s: &str| env.secret(s);
         let http = http::client_for(&env.http, cfg.ca_file.as_deref(), cfg.insecure_skip_verify)?;
         let headers = env.secrets.resolve_map(&cfg.headers).map_err(|e| e.to_string())?;
         Ok(SignedWebhookClient {
@@ -35,23 +35,21 @@ impl SignedWebhookClient {
     }
 }
 
+impl SignedWebhookClient {
+    async fn deliver_one(&self, n: &Notification) -> Outcome {
+        let now = chrono::Utc::now();
+        let record = ecs::record(n, &self.origin, now);
+        let r = signed_request(&self.url, self.key.expose().as_bytes(), &record, now.timestamp());
+        let mut req = self.http.post(&r.url).body(r.body);
+        for (k, v) in self.headers.iter().chain(r.headers.iter()) {
+            req = req.header(k, v);
+        }
+        http::send(req).await.0
+    }
+}
+
 impl Deliverer for SignedWebhookClient {
     fn deliver<'a>(&'a self, batch: &'a [Notification]) -> BoxFuture<'a, Outcome> {
-        Box::pin(async move {
-            for n in batch {
-                let now = chrono::Utc::now();
-                let record = ecs::record(n, &self.origin, now);
-                let r = signed_request(&self.url, self.key.expose().as_bytes(), &record, now.timestamp());
-                let mut req = self.http.post(&r.url).body(r.body);
-                for (k, v) in self.headers.iter().chain(r.headers.iter()) {
-                    req = req.header(k, v);
-                }
-                let (outcome, _) = http::send(req).await;
-                if outcome != Outcome::Delivered {
-                    return outcome;
-                }
-            }
-            Outcome::Delivered
-        })
+        Box::pin(one_by_one(batch, |n| self.deliver_one(n)))
     }
 }

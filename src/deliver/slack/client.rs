@@ -37,7 +37,7 @@ fn group_key(channel: &str, group: &str) -> String {
 
 impl SlackClient {
     pub fn new(service: &str, cfg: &SlackConfig, env: &Env) -> Result<SlackClient, String> {
-        let resolve = |s: &str| env.secrets.resolve(s).map_err(|e| e.to_string());
+        let resolve = |s: &str| env.secret(s);
         let mode = match (&cfg.token, &cfg.webhook_url) {
             (Some(t), _) => Mode::Api {
                 base: cfg.api_url.clone().unwrap_or_else(|| "https://slack.com/api".into()).trim_end_matches('/').to_string(),

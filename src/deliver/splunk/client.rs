@@ -21,7 +21,7 @@ pub struct SplunkClient {
 
 impl SplunkClient {
     pub fn new(cfg: &SplunkConfig, env: &Env) -> Result<SplunkClient, String> {
-        let resolve = |s: &str| env.secrets.resolve(s).map_err(|e| e.to_string());
+        let resolve = |s: &str| env.secret(s);
         let http = http::client_for(&env.http, cfg.ca_file.as_deref(), cfg.insecure_skip_verify)?;
         let base = resolve(&cfg.url)?.expose().trim_end_matches('/').to_string();
         Ok(SplunkClient {

@@ -1,39 +1,32 @@
 //! The Microsoft Teams client: sends each notification and turns the answer into an `Outcome` (delivered, retry, permanent).
 
-use std::collections::BTreeMap;
-
 use super::config::TeamsConfig;
 use super::payload::card;
 use crate::deliver::http;
 use crate::deliver::outcome::Outcome;
+use crate::deliver::recipients::PerRecipient;
 use crate::deliver::services::Env;
 use crate::deliver::worker::{BoxFuture, Deliverer, one_by_one};
 use crate::model::Notification;
-use crate::secret::Secret;
 
 pub struct TeamsClient {
     http: reqwest::Client,
     /// Recipient -> webhook URL.
-    urls: BTreeMap<String, Secret>,
+    urls: PerRecipient,
 }
 
 impl TeamsClient {
     pub fn new(cfg: &TeamsConfig, env: &Env) -> Result<TeamsClient, String> {
-        let mut urls = BTreeMap::new();
-        for (recipient, url) in &cfg.recipient_urls {
-            urls.insert(recipient.clone(), env.secrets.resolve(url).map_err(|e| e.to_string())?);
-        }
+        let urls = PerRecipient::resolve(&cfg.recipient_urls, env, "webhook URL", "recipientUrls")?;
         Ok(TeamsClient { http: env.http.clone(), urls })
     }
 }
 
 impl TeamsClient {
     async fn deliver_one(&self, n: &Notification) -> Outcome {
-        let Some(url) = self.urls.get(&n.destination.recipient) else {
-            return Outcome::Permanent(format!(
-                "no webhook URL for recipient {:?} (services.<name>.recipientUrls)",
-                n.destination.recipient
-            ));
+        let url = match self.urls.get(n) {
+            Ok(url) => url,
+            Err(refused) => return refused,
         };
         let (outcome, body) = http::send(self.http.post(url.expose()).json(&card(n))).await;
         // A retired or misconfigured connector answers 200 with the error as text.

@@ -29,7 +29,7 @@ impl TelegramClient {
         Ok(TelegramClient {
             http: env.http.clone(),
             base: cfg.api_url.clone().unwrap_or_else(|| "https://api.telegram.org".into()).trim_end_matches('/').to_string(),
-            token: env.secrets.resolve(&cfg.token).map_err(|e| e.to_string())?,
+            token: env.secret(&cfg.token)?,
             service: service.to_string(),
             state: env.state.clone(),
         })

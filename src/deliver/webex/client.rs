@@ -29,7 +29,7 @@ impl WebexClient {
         Ok(WebexClient {
             http: env.http.clone(),
             url: format!("{}/v1/messages", base.trim_end_matches('/')),
-            token: env.secrets.resolve(&cfg.token).map_err(|e| e.to_string())?,
+            token: env.secret(&cfg.token)?,
             service: service.to_string(),
             state: env.state.clone(),
         })

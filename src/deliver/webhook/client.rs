@@ -6,7 +6,7 @@ use super::config::WebhookConfig;
 use super::payload::{HttpRequest, request};
 use crate::deliver::http;
 use crate::deliver::outcome::Outcome;
-use crate::deliver::worker::{BoxFuture, Deliverer};
+use crate::deliver::worker::{BoxFuture, Deliverer, one_by_one};
 use crate::model::Notification;
 use crate::secret::{Secret, SecretError, Secrets};
 
@@ -37,6 +37,10 @@ impl WebhookClient {
     }
 
     /// Sends one prepared request with this service's authentication.
+    async fn send_one(&self, n: &Notification) -> Outcome {
+        self.send(&request(&self.url, &self.headers, n)).await
+    }
+
     pub async fn send(&self, r: &HttpRequest) -> Outcome {
         let method = match reqwest::Method::from_bytes(r.method.as_bytes()) {
             Ok(m) => m,
@@ -58,14 +62,6 @@ impl WebhookClient {
 
 impl Deliverer for WebhookClient {
     fn deliver<'a>(&'a self, batch: &'a [Notification]) -> BoxFuture<'a, Outcome> {
-        Box::pin(async move {
-            for n in batch {
-                let outcome = self.send(&request(&self.url, &self.headers, n)).await;
-                if outcome != Outcome::Delivered {
-                    return outcome;
-                }
-            }
-            Outcome::Delivered
-        })
+        Box::pin(one_by_one(batch, |n| self.send_one(n)))
     }
 }
