@@ -16,9 +16,9 @@ use hyper::{Request, Response};
 use hyper_util::rt::TokioIo;
 
 use super::outcome::{ConfigDuration, DeliverySettings, RateSettings, RetrySettings};
-use super::services::Env;
+use super::services::{Env, ServiceSpec, build};
 use super::worker::{Delivery, ServiceRuntime};
-use crate::model::Notification;
+use crate::model::{DestinationKind, Notification};
 use crate::secret::Secrets;
 use crate::state::StateStore;
 
@@ -248,6 +248,31 @@ pub async fn check_all_scenarios(
         rx.script(replies);
         check_scenario(scenario, rx, build, n, secrets, secret).await;
     }
+}
+
+/// How a kind's compliance test builds its service: from `config`, which must parse as
+/// that kind's own configuration.
+pub fn maker(kind: DestinationKind, config: serde_json::Value) -> impl Fn(&Env) -> ServiceRuntime {
+    let spec = ServiceSpec::from_value(kind, config).expect("the service configuration");
+    assert_eq!(spec.config.kind(), kind, "parsed as another kind's configuration");
+    move |env: &Env| build(kind.as_str(), &spec, env).expect("the service")
+}
+
+/// [`check_all_scenarios`], then one more successful delivery of `n`: its request, for
+/// the kind's own checks (method, path, authentication, body).
+pub async fn check_http_kind(
+    rx: &HttpReceiver,
+    make: &dyn Fn(&Env) -> ServiceRuntime,
+    n: &Notification,
+    secrets: &Secrets,
+    secret: &str,
+    ok: Reply,
+    refused: Reply,
+) -> Recorded {
+    check_all_scenarios(rx, make, n, secrets, secret, ok, refused).await;
+    rx.clear();
+    check_scenario(Scenario::Success, rx, make, n, secrets, secret).await;
+    rx.requests().into_iter().next().expect("the successful delivery's request")
 }
 
 /// Runs one scenario and checks what every destination kind must do in it. `build`

@@ -2,8 +2,8 @@
 
 use super::*;
 use crate::deliver::ecs::tests::sample;
-use crate::deliver::services::{ServiceConfig, ServiceSpec, build};
-use crate::deliver::testkit::{HttpReceiver, Reply, Scenario, check_scenario};
+use crate::deliver::services::{ServiceSpec, build};
+use crate::deliver::testkit::{HttpReceiver, Reply, check_http_kind, maker};
 use crate::model::DestinationKind;
 use crate::secret::Secrets;
 
@@ -85,24 +85,17 @@ fn the_app_jwt_is_signed_with_the_private_key() {
 async fn compliance() {
     let rx = HttpReceiver::start(Reply::new(201, "{}")).await;
     let secrets = Secrets::from_map([("github-token", TOKEN)]);
-    let s = ServiceSpec::from_value(DestinationKind::Github, serde_json::json!({"token": "$github-token", "enterpriseBaseURL": rx.url()}))
-        .unwrap();
-    assert!(matches!(s.config, ServiceConfig::Github(_)));
-    let make = |env: &crate::deliver::services::Env| build("github", &s, env).unwrap();
-    for (scenario, replies) in [
-        (Scenario::Success, vec![]),
-        (Scenario::RetryableThenSuccess, vec![Reply::new(502, "bad gateway")]),
-        (Scenario::Permanent, vec![Reply::new(422, r#"{"message":"No commit found for SHA"}"#)]),
-        (Scenario::TimeoutThenSuccess, vec![Reply::new(201, "{}").delayed(std::time::Duration::from_millis(1500))]),
-        (Scenario::RateLimitedThenSuccess, vec![Reply::new(429, "secondary rate limit").header("Retry-After", "1")]),
-    ] {
-        rx.clear();
-        rx.script(replies);
-        check_scenario(scenario, &rx, &make, &notification(), &secrets, TOKEN).await;
-    }
-    rx.clear();
-    check_scenario(Scenario::Success, &rx, &make, &notification(), &secrets, TOKEN).await;
-    let r = &rx.requests()[0];
+    let make = maker(DestinationKind::Github, serde_json::json!({"token": "$github-token", "enterpriseBaseURL": rx.url()}));
+    let r = check_http_kind(
+        &rx,
+        &make,
+        &notification(),
+        &secrets,
+        TOKEN,
+        Reply::new(201, "{}"),
+        Reply::new(422, r#"{"message":"No commit found for SHA"}"#),
+    )
+    .await;
     assert_eq!((r.method.as_str(), r.path.as_str()), ("POST", "/repos/argoproj/argocd-example-apps/statuses/a1b2c3d4e5"));
     assert_eq!(r.headers["authorization"], format!("Bearer {TOKEN}"));
     assert_eq!(r.headers["user-agent"], "driftwatch");

@@ -2,8 +2,7 @@
 
 use super::*;
 use crate::deliver::ecs::tests::sample;
-use crate::deliver::services::{ServiceConfig, ServiceSpec, build};
-use crate::deliver::testkit::{HttpReceiver, Reply, Scenario, check_all_scenarios, check_scenario};
+use crate::deliver::testkit::{HttpReceiver, Reply, Scenario, check_all_scenarios, check_scenario, maker};
 use crate::model::{Action, DestinationKind, Severity};
 use crate::secret::Secrets;
 
@@ -45,10 +44,7 @@ fn alerts_are_created_and_closed_by_a_stable_alias() {
 async fn compliance() {
     let rx = HttpReceiver::start(Reply::new(202, r#"{"result":"Request will be processed","requestId":"r1"}"#)).await;
     let secrets = Secrets::from_map([("og-key", KEY)]);
-    let s = ServiceSpec::from_value(DestinationKind::Opsgenie, serde_json::json!({"apiUrl": rx.url(), "apiKeys": {"platform": "$og-key"}}))
-        .unwrap();
-    assert!(matches!(s.config, ServiceConfig::Opsgenie(_)));
-    let make = |env: &crate::deliver::services::Env| build("opsgenie", &s, env).unwrap();
+    let make = maker(DestinationKind::Opsgenie, serde_json::json!({"apiUrl": rx.url(), "apiKeys": {"platform": "$og-key"}}));
     check_all_scenarios(
         &rx,
         &make,

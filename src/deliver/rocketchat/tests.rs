@@ -3,8 +3,8 @@
 use super::*;
 use crate::deliver::ecs::tests::sample;
 use crate::deliver::outcome::Outcome;
-use crate::deliver::services::{ServiceConfig, ServiceSpec, build};
-use crate::deliver::testkit::{HttpReceiver, Reply, check_all_scenarios};
+use crate::deliver::services::{ServiceSpec, build};
+use crate::deliver::testkit::{HttpReceiver, Reply, check_all_scenarios, maker};
 use crate::model::DestinationKind;
 use crate::secret::Secrets;
 
@@ -35,13 +35,7 @@ fn channels_and_messages() {
 async fn compliance() {
     let rx = HttpReceiver::start(Reply::new(200, r#"{"success":true,"message":{"_id":"m1","rid":"r1"}}"#)).await;
     let secrets = Secrets::from_map([("rc-token", TOKEN)]);
-    let s = ServiceSpec::from_value(
-        DestinationKind::Rocketchat,
-        serde_json::json!({"serverUrl": rx.url(), "userId": "u1", "token": "$rc-token"}),
-    )
-    .unwrap();
-    assert!(matches!(s.config, ServiceConfig::Rocketchat(_)));
-    let make = |env: &crate::deliver::services::Env| build("rocketchat", &s, env).unwrap();
+    let make = maker(DestinationKind::Rocketchat, serde_json::json!({"serverUrl": rx.url(), "userId": "u1", "token": "$rc-token"}));
     check_all_scenarios(
         &rx,
         &make,

@@ -2,8 +2,7 @@
 
 use super::*;
 use crate::deliver::ecs::tests::sample;
-use crate::deliver::services::{ServiceConfig, ServiceSpec, build};
-use crate::deliver::testkit::{HttpReceiver, Reply, Scenario, check_scenario};
+use crate::deliver::testkit::{HttpReceiver, Reply, Scenario, check_scenario, maker};
 use crate::model::DestinationKind;
 use crate::secret::Secrets;
 
@@ -46,9 +45,7 @@ async fn compliance() {
     let rx = HttpReceiver::start(Reply::new(200, "1")).await;
     let url = format!("{}/{SECRET_PATH}", rx.url());
     let secrets = Secrets::from_map([("teams-ops-url", url.as_str())]);
-    let s = ServiceSpec::from_value(DestinationKind::Teams, serde_json::json!({"recipientUrls": {"ops": "$teams-ops-url"}})).unwrap();
-    assert!(matches!(s.config, ServiceConfig::Teams(_)));
-    let make = |env: &crate::deliver::services::Env| build("teams", &s, env).unwrap();
+    let make = maker(DestinationKind::Teams, serde_json::json!({"recipientUrls": {"ops": "$teams-ops-url"}}));
     for (scenario, replies) in [
         (Scenario::Success, vec![]),
         (Scenario::RetryableThenSuccess, vec![Reply::new(503, "busy")]),

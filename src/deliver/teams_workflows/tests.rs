@@ -2,8 +2,7 @@
 
 use super::*;
 use crate::deliver::ecs::tests::sample;
-use crate::deliver::services::{ServiceConfig, ServiceSpec, build};
-use crate::deliver::testkit::{HttpReceiver, Reply, check_all_scenarios};
+use crate::deliver::testkit::{HttpReceiver, Reply, check_all_scenarios, maker};
 use crate::model::DestinationKind;
 use crate::secret::Secrets;
 
@@ -35,9 +34,7 @@ async fn compliance() {
     let rx = HttpReceiver::start(Reply::new(202, "")).await;
     let url = format!("{}/workflows/abc/triggers/manual/paths/invoke?api-version=2016-06-01&{SIG}", rx.url());
     let secrets = Secrets::from_map([("wf-url", url.as_str())]);
-    let s = ServiceSpec::from_value(DestinationKind::TeamsWorkflows, serde_json::json!({"recipientUrls": {"ops": "$wf-url"}})).unwrap();
-    assert!(matches!(s.config, ServiceConfig::TeamsWorkflows(_)));
-    let make = |env: &crate::deliver::services::Env| build("teams-workflows", &s, env).unwrap();
+    let make = maker(DestinationKind::TeamsWorkflows, serde_json::json!({"recipientUrls": {"ops": "$wf-url"}}));
     check_all_scenarios(
         &rx,
         &make,

@@ -2,8 +2,8 @@
 
 use super::*;
 use crate::deliver::ecs::tests::sample;
-use crate::deliver::services::{ServiceConfig, ServiceSpec, build};
-use crate::deliver::testkit::{HttpReceiver, Reply, Scenario, check_scenario};
+use crate::deliver::services::{ServiceSpec, build};
+use crate::deliver::testkit::{HttpReceiver, Reply, Scenario, check_scenario, maker};
 use crate::model::DestinationKind;
 use crate::secret::Secrets;
 
@@ -29,10 +29,7 @@ fn chats_and_messages() {
 async fn compliance() {
     let rx = HttpReceiver::start(Reply::new(200, r#"{"ok":true,"result":{"message_id":1}}"#)).await;
     let secrets = Secrets::from_map([("telegram-token", TOKEN)]);
-    let s =
-        ServiceSpec::from_value(DestinationKind::Telegram, serde_json::json!({"token": "$telegram-token", "apiUrl": rx.url()})).unwrap();
-    assert!(matches!(s.config, ServiceConfig::Telegram(_)));
-    let make = |env: &crate::deliver::services::Env| build("telegram", &s, env).unwrap();
+    let make = maker(DestinationKind::Telegram, serde_json::json!({"token": "$telegram-token", "apiUrl": rx.url()}));
     for (scenario, replies) in [
         (Scenario::Success, vec![]),
         (Scenario::RetryableThenSuccess, vec![Reply::new(502, "bad gateway")]),
