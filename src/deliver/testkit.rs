@@ -275,6 +275,23 @@ pub async fn check_http_kind(
     rx.requests().into_iter().next().expect("the successful delivery's request")
 }
 
+/// The service `make` builds, on a fresh state store (message references live there).
+pub fn service(make: &dyn Fn(&Env) -> ServiceRuntime, secrets: &Secrets) -> ServiceRuntime {
+    make(&env(Arc::new(StateStore::in_memory().expect("store")), secrets.clone()))
+}
+
+/// Delivers `n` alone, straight through the service's client (no outbox, no retry).
+pub async fn deliver(service: &ServiceRuntime, n: &Notification) -> super::outcome::Outcome {
+    service.deliverer.deliver(std::slice::from_ref(n)).await
+}
+
+/// `n`'s resolve.
+pub fn resolve_of(n: &Notification) -> Notification {
+    let mut r = n.clone();
+    r.action = crate::model::Action::Resolve;
+    r
+}
+
 /// Runs one scenario and checks what every destination kind must do in it. `build`
 /// makes the service under test; `secret` is a secret value its configuration uses.
 pub async fn check_scenario(

@@ -2,8 +2,8 @@
 
 use super::*;
 use crate::deliver::ecs::tests::sample;
-use crate::deliver::services::{ServiceSpec, build};
-use crate::deliver::testkit::{HttpReceiver, Reply, check_http_kind, maker};
+use crate::deliver::outcome::Outcome;
+use crate::deliver::testkit::{HttpReceiver, Reply, check_http_kind, deliver, maker, resolve_of, service};
 use crate::model::DestinationKind;
 use crate::secret::Secrets;
 
@@ -48,15 +48,14 @@ async fn compliance() {
 async fn a_resolve_edits_the_original_post() {
     let rx = HttpReceiver::start(Reply::new(200, "{}")).await;
     rx.script(vec![Reply::new(201, r#"{"id":"post-1","channel_id":"4xp9fdt77pncbef59f4k1qe83o"}"#)]);
-    let s = ServiceSpec::from_value(DestinationKind::Mattermost, serde_json::json!({"apiURL": rx.url(), "token": "$mm-token"})).unwrap();
-    let state = std::sync::Arc::new(crate::state::StateStore::in_memory().unwrap());
-    let env = crate::deliver::testkit::env(state, Secrets::from_map([("mm-token", TOKEN)]));
-    let svc = build("mattermost", &s, &env).unwrap();
-    assert_eq!(svc.deliverer.deliver(std::slice::from_ref(&notification())).await, crate::deliver::outcome::Outcome::Delivered);
-    let mut resolve = notification();
-    resolve.action = crate::model::Action::Resolve;
+    let svc = service(
+        &maker(DestinationKind::Mattermost, serde_json::json!({"apiURL": rx.url(), "token": "$mm-token"})),
+        &Secrets::from_map([("mm-token", TOKEN)]),
+    );
+    assert_eq!(deliver(&svc, &notification()).await, Outcome::Delivered);
+    let mut resolve = resolve_of(&notification());
     resolve.payload["message"] = serde_json::json!("guestbook is back in sync");
-    assert_eq!(svc.deliverer.deliver(std::slice::from_ref(&resolve)).await, crate::deliver::outcome::Outcome::Delivered);
+    assert_eq!(deliver(&svc, &resolve).await, Outcome::Delivered);
     let reqs = rx.requests();
     assert_eq!((reqs[1].method.as_str(), reqs[1].path.as_str()), ("PUT", "/api/v4/posts/post-1"));
     let body: serde_json::Value = serde_json::from_str(&reqs[1].body).unwrap();

@@ -3,8 +3,8 @@
 use super::*;
 use crate::deliver::ecs::tests::sample;
 use crate::deliver::outcome::Outcome;
-use crate::deliver::services::{ServiceSpec, build};
-use crate::deliver::testkit::{HttpReceiver, Reply, check_all_scenarios, maker};
+use crate::deliver::services::ServiceSpec;
+use crate::deliver::testkit::{HttpReceiver, Reply, check_all_scenarios, deliver, maker, resolve_of, service};
 use crate::model::DestinationKind;
 use crate::secret::Secrets;
 
@@ -62,26 +62,20 @@ async fn login_post_edit_and_a_new_session() {
         login,
         Reply::new(200, r#"{"success":true,"message":{"_id":"m2","rid":"room-1"}}"#),
     ]);
-    let s = ServiceSpec::from_value(
-        DestinationKind::Rocketchat,
-        serde_json::json!({"serverUrl": rx.url(), "email": "argocd@example.com", "password": "$rc-password"}),
-    )
-    .unwrap();
-    let state = std::sync::Arc::new(crate::state::StateStore::in_memory().unwrap());
-    let env = crate::deliver::testkit::env(state, Secrets::from_map([("rc-password", PASSWORD)]));
-    let svc = build("rocketchat", &s, &env).unwrap();
-    let deliver = |n: crate::model::Notification| {
-        let svc = &svc;
-        async move { svc.deliverer.deliver(std::slice::from_ref(&n)).await }
-    };
-    assert_eq!(deliver(notification()).await, Outcome::Delivered);
-    let mut resolve = notification();
-    resolve.action = crate::model::Action::Resolve;
-    assert_eq!(deliver(resolve).await, Outcome::Delivered);
+    let svc = service(
+        &maker(
+            DestinationKind::Rocketchat,
+            serde_json::json!({"serverUrl": rx.url(), "email": "argocd@example.com", "password": "$rc-password"}),
+        ),
+        &Secrets::from_map([("rc-password", PASSWORD)]),
+    );
+    assert_eq!(deliver(&svc, &notification()).await, Outcome::Delivered);
+    let resolve = resolve_of(&notification());
+    assert_eq!(deliver(&svc, &resolve).await, Outcome::Delivered);
     let mut other = notification();
     other.record.as_mut().unwrap().key = "another".into();
-    assert!(matches!(deliver(other.clone()).await, Outcome::Retry { .. }), "a 401 drops the session and retries");
-    assert_eq!(deliver(other).await, Outcome::Delivered);
+    assert!(matches!(deliver(&svc, &other).await, Outcome::Retry { .. }), "a 401 drops the session and retries");
+    assert_eq!(deliver(&svc, &other).await, Outcome::Delivered);
     let reqs = rx.requests();
     let seen: Vec<&str> = reqs.iter().map(|r| r.path.as_str()).collect();
     assert_eq!(

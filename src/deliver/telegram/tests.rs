@@ -2,8 +2,8 @@
 
 use super::*;
 use crate::deliver::ecs::tests::sample;
-use crate::deliver::services::{ServiceSpec, build};
-use crate::deliver::testkit::{HttpReceiver, Reply, Scenario, check_scenario, maker};
+use crate::deliver::outcome::Outcome;
+use crate::deliver::testkit::{HttpReceiver, Reply, Scenario, check_scenario, deliver, maker, resolve_of, service};
 use crate::model::DestinationKind;
 use crate::secret::Secrets;
 
@@ -59,15 +59,13 @@ async fn compliance() {
 async fn a_resolve_edits_the_original_message() {
     let rx = HttpReceiver::start(Reply::new(200, r#"{"ok":true}"#)).await;
     rx.script(vec![Reply::new(200, r#"{"ok":true,"result":{"message_id":321,"chat":{"id":-1001234567890}}}"#)]);
-    let s =
-        ServiceSpec::from_value(DestinationKind::Telegram, serde_json::json!({"token": "$telegram-token", "apiUrl": rx.url()})).unwrap();
-    let state = std::sync::Arc::new(crate::state::StateStore::in_memory().unwrap());
-    let env = crate::deliver::testkit::env(state, Secrets::from_map([("telegram-token", TOKEN)]));
-    let svc = build("telegram", &s, &env).unwrap();
-    assert_eq!(svc.deliverer.deliver(std::slice::from_ref(&notification())).await, crate::deliver::outcome::Outcome::Delivered);
-    let mut resolve = notification();
-    resolve.action = crate::model::Action::Resolve;
-    assert_eq!(svc.deliverer.deliver(std::slice::from_ref(&resolve)).await, crate::deliver::outcome::Outcome::Delivered);
+    let svc = service(
+        &maker(DestinationKind::Telegram, serde_json::json!({"token": "$telegram-token", "apiUrl": rx.url()})),
+        &Secrets::from_map([("telegram-token", TOKEN)]),
+    );
+    assert_eq!(deliver(&svc, &notification()).await, Outcome::Delivered);
+    let resolve = resolve_of(&notification());
+    assert_eq!(deliver(&svc, &resolve).await, Outcome::Delivered);
     let reqs = rx.requests();
     assert_eq!(reqs[1].path, format!("/bot{TOKEN}/editMessageText"));
     let body: serde_json::Value = serde_json::from_str(&reqs[1].body).unwrap();

@@ -2,8 +2,8 @@
 
 use super::*;
 use crate::deliver::ecs::tests::sample;
-use crate::deliver::services::{ServiceSpec, build};
-use crate::deliver::testkit::{HttpReceiver, Reply, check_http_kind, maker};
+use crate::deliver::outcome::Outcome;
+use crate::deliver::testkit::{HttpReceiver, Reply, check_http_kind, deliver, maker, resolve_of, service};
 use crate::model::DestinationKind;
 use crate::secret::Secrets;
 
@@ -48,14 +48,13 @@ async fn compliance() {
 async fn a_resolve_edits_the_original_message() {
     let rx = HttpReceiver::start(Reply::new(200, "{}")).await;
     rx.script(vec![Reply::new(200, r#"{"id":"msg-9","roomId":"room-1"}"#)]);
-    let s = ServiceSpec::from_value(DestinationKind::Webex, serde_json::json!({"token": "$webex-token", "apiUrl": rx.url()})).unwrap();
-    let state = std::sync::Arc::new(crate::state::StateStore::in_memory().unwrap());
-    let env = crate::deliver::testkit::env(state, Secrets::from_map([("webex-token", TOKEN)]));
-    let svc = build("webex", &s, &env).unwrap();
-    assert_eq!(svc.deliverer.deliver(std::slice::from_ref(&notification())).await, crate::deliver::outcome::Outcome::Delivered);
-    let mut resolve = notification();
-    resolve.action = crate::model::Action::Resolve;
-    assert_eq!(svc.deliverer.deliver(std::slice::from_ref(&resolve)).await, crate::deliver::outcome::Outcome::Delivered);
+    let svc = service(
+        &maker(DestinationKind::Webex, serde_json::json!({"token": "$webex-token", "apiUrl": rx.url()})),
+        &Secrets::from_map([("webex-token", TOKEN)]),
+    );
+    assert_eq!(deliver(&svc, &notification()).await, Outcome::Delivered);
+    let resolve = resolve_of(&notification());
+    assert_eq!(deliver(&svc, &resolve).await, Outcome::Delivered);
     let reqs = rx.requests();
     assert_eq!((reqs[1].method.as_str(), reqs[1].path.as_str()), ("PUT", "/v1/messages/msg-9"));
     let body: serde_json::Value = serde_json::from_str(&reqs[1].body).unwrap();
