@@ -168,14 +168,14 @@ proptest! {
 
     #[test]
     fn any_duration_text_parses_or_is_refused(s in ".{0,24}") {
-        let _ = driftwatch::trigger::engine::parse_duration(&s);
+        let _ = driftwatch::duration::parse(&s);
         let _ = driftwatch::state::parse_since(&s, Utc::now());
     }
 
     #[test]
     fn durations_add_up(d in 0i64..1000, h in 0i64..1000, m in 0i64..1000, sec in 0i64..1000, ms in 0i64..1000) {
         let text = format!("{d}d{h}h{m}m{sec}s{ms}ms");
-        let parsed = driftwatch::trigger::engine::parse_duration(&text).unwrap();
+        let parsed = driftwatch::duration::parse(&text).unwrap();
         let want = ((((d * 24 + h) * 60 + m) * 60 + sec) * 1000) + ms;
         prop_assert_eq!(parsed.num_milliseconds(), want);
     }

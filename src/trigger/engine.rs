@@ -102,12 +102,6 @@ fn parse_time(s: &str) -> Fallible<Time> {
     }
 }
 
-/// Parses a duration as Argo CD users write it (Go's syntax plus days): see
-/// [`crate::duration`].
-pub fn parse_duration(s: &str) -> Result<TimeDelta, String> {
-    crate::duration::parse(s)
-}
-
 fn delta(unit: &str, n: i64) -> Fallible<Duration> {
     let d = match unit {
         "seconds" => TimeDelta::try_seconds(n),
@@ -163,7 +157,7 @@ fn register_time(engine: &mut Engine) {
     engine.register_fn("now", || Time(current_now()));
     engine.register_fn("parse_time", |s: ImmutableString| parse_time(&s));
     engine.register_fn("parse_time", |_: ()| -> Fallible<Time> { fail("parse_time: the value is () (the field is missing)".into()) });
-    engine.register_fn("duration", |s: ImmutableString| -> Fallible<Duration> { parse_duration(&s).map(Duration).or_else(fail) });
+    engine.register_fn("duration", |s: ImmutableString| -> Fallible<Duration> { crate::duration::parse(&s).map(Duration).or_else(fail) });
     for unit in ["seconds", "minutes", "hours", "days"] {
         engine.register_fn(unit, move |n: i64| delta(unit, n));
     }
@@ -205,15 +199,10 @@ fn register_time(engine: &mut Engine) {
         }
     });
     engine.register_fn("to_string", |t: Time| t.0.to_rfc3339_opts(chrono::SecondsFormat::Secs, true));
-    engine.register_fn("to_string", |d: Duration| format_duration(d.0));
+    engine.register_fn("to_string", |d: Duration| crate::duration::format(d.0));
     engine.register_fn("seconds", |d: Duration| d.0.num_seconds());
     engine.register_fn("minutes", |d: Duration| d.0.num_minutes());
     engine.register_fn("hours", |d: Duration| d.0.num_hours());
-}
-
-/// `1h2m3s`-style rendering, the inverse of [`parse_duration`].
-pub fn format_duration(d: TimeDelta) -> String {
-    crate::duration::format(d)
 }
 
 fn register_strings(engine: &mut Engine) {
@@ -276,25 +265,8 @@ pub fn stringify(v: &Dynamic) -> String {
     } else if let Some(t) = v.clone().try_cast::<Time>() {
         t.0.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
     } else if let Some(d) = v.clone().try_cast::<Duration>() {
-        format_duration(d.0)
+        crate::duration::format(d.0)
     } else {
         v.to_string()
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn durations_parse_go_style() {
-        assert_eq!(parse_duration("90s").unwrap(), TimeDelta::seconds(90));
-        assert_eq!(parse_duration("1h30m").unwrap(), TimeDelta::minutes(90));
-        assert_eq!(parse_duration("250ms").unwrap(), TimeDelta::milliseconds(250));
-        assert_eq!(parse_duration("2d").unwrap(), TimeDelta::days(2));
-        assert!(parse_duration("5").is_err());
-        assert!(parse_duration("5x").is_err());
-        assert_eq!(format_duration(TimeDelta::minutes(14)), "14m");
-        assert_eq!(format_duration(TimeDelta::zero()), "0s");
     }
 }
