@@ -378,8 +378,10 @@ impl RenderContext {
 }
 
 /// Renders one handlebars text with driftwatch's helpers and no HTML escaping, as every
-/// template field is rendered; for `driftwatch import` to check what it wrote, and tests.
-pub fn render_text(src: &str, data: &serde_json::Value) -> Result<String, String> {
+/// template field is rendered: for the importer's tests, which compare translations
+/// with Go's output.
+#[cfg(test)]
+pub(crate) fn render_text(src: &str, data: &serde_json::Value) -> Result<String, String> {
     let mut hb = Handlebars::new();
     hb.register_escape_fn(handlebars::no_escape);
     helpers::register(&mut hb);
@@ -505,48 +507,26 @@ impl TemplateSet {
                     out.insert("custom_details".into(), v);
                 }
             }
-            DestinationKind::Pushover => {
+            // Kinds whose payload is the message and their section's fields under their
+            // own names (text trimmed, JSON parsed); a Teams workflow's Adaptive Card is
+            // built from the same `teams.*` fields as a MessageCard.
+            DestinationKind::Pushover
+            | DestinationKind::Newrelic
+            | DestinationKind::Teams
+            | DestinationKind::TeamsWorkflows
+            | DestinationKind::Opsgenie
+            | DestinationKind::Googlechat
+            | DestinationKind::Telegram
+            | DestinationKind::Rocketchat
+            | DestinationKind::Mattermost
+            | DestinationKind::Grafana
+            | DestinationKind::Webex => {
                 out.insert("message".into(), message.into());
-                for f in ["title", "priority", "url", "urlTitle", "sound", "device"] {
-                    if let Some(v) = r.text(&format!("pushover.{f}"))? {
-                        out.insert(f.into(), v.trim().into());
-                    }
-                }
-            }
-            DestinationKind::Newrelic => {
-                out.insert("message".into(), message.into());
-                for f in ["revision", "changelog", "description", "user"] {
-                    if let Some(v) = r.text(&format!("newrelic.{f}"))? {
-                        out.insert(f.into(), v.trim().into());
-                    }
-                }
-            }
-            // A workflow's Adaptive Card is built from the same `teams.*` fields.
-            DestinationKind::Teams | DestinationKind::TeamsWorkflows => {
-                out.insert("message".into(), message.into());
-                for f in ["title", "summary", "text", "themeColor"] {
-                    if let Some(v) = r.text(&format!("teams.{f}"))? {
-                        out.insert(f.into(), v.trim().into());
-                    }
-                }
-                for f in ["facts", "sections", "potentialAction", "template"] {
-                    if let Some(v) = r.json(&format!("teams.{f}"))? {
-                        out.insert(f.into(), v);
-                    }
-                }
-            }
-            DestinationKind::Opsgenie => {
-                out.insert("message".into(), message.into());
-                for f in ["description", "priority", "alias", "note", "entity", "user"] {
-                    if let Some(v) = r.text(&format!("opsgenie.{f}"))? {
-                        out.insert(f.into(), v.into());
-                    }
-                }
-                for f in ["tags", "actions", "responders", "visibleTo", "details"] {
-                    if let Some(v) = r.json(&format!("opsgenie.{f}"))? {
-                        out.insert(f.into(), v);
-                    }
-                }
+                let section = match kind {
+                    DestinationKind::TeamsWorkflows => "teams",
+                    other => other.as_str(),
+                };
+                r.copy_section(section, &mut out)?;
             }
             DestinationKind::Alertmanager => {
                 out.insert("message".into(), message.into());
@@ -561,43 +541,6 @@ impl TemplateSet {
                 }
                 if let Some(g) = r.text("alertmanager.generatorURL")? {
                     out.insert("generatorURL".into(), g.trim().into());
-                }
-            }
-            DestinationKind::Googlechat => {
-                out.insert("message".into(), message.into());
-                for f in ["cards", "cardsV2"] {
-                    if let Some(v) = r.json(&format!("googlechat.{f}"))? {
-                        out.insert(f.into(), v);
-                    }
-                }
-                if let Some(k) = r.text("googlechat.threadKey")? {
-                    out.insert("threadKey".into(), k.trim().into());
-                }
-            }
-            DestinationKind::Grafana | DestinationKind::Webex => {
-                out.insert("message".into(), message.into());
-            }
-            DestinationKind::Telegram => {
-                out.insert("message".into(), message.into());
-                if let Some(m) = r.text("telegram.parseMode")? {
-                    out.insert("parseMode".into(), m.trim().into());
-                }
-            }
-            DestinationKind::Rocketchat => {
-                out.insert("message".into(), message.into());
-                if let Some(v) = r.json("rocketchat.attachments")? {
-                    out.insert("attachments".into(), v);
-                }
-                for f in ["alias", "emoji", "avatar"] {
-                    if let Some(v) = r.text(&format!("rocketchat.{f}"))? {
-                        out.insert(f.into(), v.trim().into());
-                    }
-                }
-            }
-            DestinationKind::Mattermost => {
-                out.insert("message".into(), message.into());
-                if let Some(v) = r.json("mattermost.attachments")? {
-                    out.insert("attachments".into(), v);
                 }
             }
             DestinationKind::Github => {
@@ -719,6 +662,22 @@ impl Renderer<'_> {
             field: field.into(),
             message: format!("severity {:?} is not one of critical, error, warning, info", s.trim()),
         })
+    }
+
+    /// Every field of `section` the template defines, into `out` under its own name:
+    /// text trimmed, JSON parsed.
+    fn copy_section(&self, section: &str, out: &mut Map<String, Value>) -> Result<(), RenderError> {
+        for (path, kind) in SECTION_FIELDS {
+            let Some(name) = path.strip_prefix(section).and_then(|p| p.strip_prefix('.')) else { continue };
+            let value = match kind {
+                FieldKind::Text => self.text(path)?.map(|v| Value::from(v.trim())),
+                FieldKind::Json => self.json(path)?,
+            };
+            if let Some(v) = value {
+                out.insert(name.into(), v);
+            }
+        }
+        Ok(())
     }
 
     fn json(&self, field: &str) -> Result<Option<Value>, RenderError> {

@@ -232,3 +232,42 @@ fn the_section_field_list_matches_the_definitions() {
     assert_eq!(got, want);
     assert!(is_json_field("teams.facts") && !is_json_field("teams.title") && has_field("telegram.parseMode") && !has_field("teams.nope"));
 }
+
+/// The kinds whose payload is the message plus their section: every field of the
+/// section arrives under its own name, text trimmed and JSON parsed; a Teams workflow
+/// reads the `teams` section.
+#[test]
+fn a_section_kind_carries_every_field_of_its_section() {
+    for (kind, section) in [
+        (DestinationKind::Pushover, "pushover"),
+        (DestinationKind::Newrelic, "newrelic"),
+        (DestinationKind::Teams, "teams"),
+        (DestinationKind::TeamsWorkflows, "teams"),
+        (DestinationKind::Opsgenie, "opsgenie"),
+        (DestinationKind::Googlechat, "googlechat"),
+        (DestinationKind::Telegram, "telegram"),
+        (DestinationKind::Rocketchat, "rocketchat"),
+        (DestinationKind::Mattermost, "mattermost"),
+    ] {
+        let fields: Vec<(&str, FieldKind)> =
+            SECTION_FIELDS.iter().filter_map(|(p, k)| Some((p.strip_prefix(section)?.strip_prefix('.')?, *k))).collect();
+        assert!(!fields.is_empty(), "{section}");
+        let mut yaml = format!("message: \"{{{{app.metadata.name}}}} drifted\"\n{section}:\n");
+        for (name, k) in &fields {
+            match k {
+                FieldKind::Json => yaml.push_str(&format!("  {name}: '[{{{{json app.metadata.name}}}}]'\n")),
+                FieldKind::Text => yaml.push_str(&format!("  {name}: |\n    {name} of {{{{app.metadata.name}}}}\n")),
+            }
+        }
+        let out = render(&set(&yaml), kind, section).unwrap();
+        assert_eq!(out["message"], "web drifted", "{kind:?}");
+        for (name, k) in &fields {
+            let want = match k {
+                FieldKind::Json => json!(["web"]),
+                FieldKind::Text => json!(format!("{name} of web")),
+            };
+            assert_eq!(out[*name], want, "{kind:?} {name}");
+        }
+        assert_eq!(out.as_object().unwrap().len(), fields.len() + 1, "{kind:?}: nothing else");
+    }
+}
