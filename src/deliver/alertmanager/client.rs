@@ -19,7 +19,6 @@ pub struct AlertmanagerClient {
 
 impl AlertmanagerClient {
     pub fn new(cfg: &AlertmanagerConfig, env: &Env) -> Result<AlertmanagerClient, String> {
-        let resolve = |s: &str| env.secret(s);
         let scheme = cfg.scheme.as_deref().unwrap_or("http");
         let path = cfg.api_path.as_deref().unwrap_or("/api/v2/alerts");
         let urls = cfg
@@ -35,10 +34,10 @@ impl AlertmanagerClient {
             http: http::client_for(&env.http, cfg.ca_file.as_deref(), cfg.insecure_skip_verify)?,
             urls,
             basic: match &cfg.basic_auth {
-                Some(b) => Some((b.username.clone(), resolve(&b.password)?)),
+                Some(b) => Some((b.username.clone(), env.secret(&b.password)?)),
                 None => None,
             },
-            bearer: cfg.bearer_token.as_deref().map(resolve).transpose()?,
+            bearer: cfg.bearer_token.as_deref().map(|s| env.secret(s)).transpose()?,
             argocd_url: env.context.get("argocdUrl").cloned().unwrap_or_default(),
         })
     }

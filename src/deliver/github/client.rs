@@ -35,11 +35,10 @@ pub struct GitHubClient {
 
 impl GitHubClient {
     pub fn new(cfg: &GitHubConfig, env: &Env) -> Result<GitHubClient, String> {
-        let resolve = |s: &str| env.secret(s);
         let auth = match (&cfg.token, &cfg.app_id, &cfg.installation_id, &cfg.private_key) {
-            (Some(t), None, None, None) => Auth::Token(resolve(t)?),
+            (Some(t), None, None, None) => Auth::Token(env.secret(t)?),
             (None, Some(app), Some(inst), Some(pem)) => {
-                let pem = resolve(pem)?;
+                let pem = env.secret(pem)?;
                 Auth::App { app_id: app.clone(), installation_id: inst.clone(), key: Box::new(load_private_key(pem.expose())?) }
             }
             _ => return Err("a github service needs either token, or appID, installationID and privateKey".into()),

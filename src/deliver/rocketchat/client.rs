@@ -32,10 +32,9 @@ pub struct RocketChatClient {
 
 impl RocketChatClient {
     pub fn new(service: &str, cfg: &RocketChatConfig, env: &Env) -> Result<RocketChatClient, String> {
-        let resolve = |s: &str| env.secret(s);
         let auth = match (&cfg.email, &cfg.password, &cfg.user_id, &cfg.token) {
-            (Some(e), Some(p), None, None) => Auth::Login { email: resolve(e)?.expose().to_string(), password: resolve(p)? },
-            (None, None, Some(u), Some(t)) => Auth::Token { user_id: resolve(u)?.expose().to_string(), token: resolve(t)? },
+            (Some(e), Some(p), None, None) => Auth::Login { email: env.secret(e)?.expose().to_string(), password: env.secret(p)? },
+            (None, None, Some(u), Some(t)) => Auth::Token { user_id: env.secret(u)?.expose().to_string(), token: env.secret(t)? },
             _ => return Err("a rocketchat service needs email and password, or userId and token".into()),
         };
         Ok(RocketChatClient {

@@ -22,13 +22,12 @@ pub struct SignedWebhookClient {
 
 impl SignedWebhookClient {
     pub fn new(cfg: &SignedWebhookConfig, env: &Env) -> Result<SignedWebhookClient, String> {
-        let resolve = |s: &str| env.secret(s);
         let http = http::client_for(&env.http, cfg.ca_file.as_deref(), cfg.insecure_skip_verify)?;
         let headers = env.secrets.resolve_map(&cfg.headers).map_err(|e| e.to_string())?;
         Ok(SignedWebhookClient {
             http,
-            url: resolve(&cfg.url)?.expose().to_string(),
-            key: resolve(&cfg.secret)?,
+            url: env.secret(&cfg.url)?.expose().to_string(),
+            key: env.secret(&cfg.secret)?,
             headers,
             origin: env.origin(),
         })

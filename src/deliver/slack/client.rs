@@ -37,13 +37,12 @@ fn group_key(channel: &str, group: &str) -> String {
 
 impl SlackClient {
     pub fn new(service: &str, cfg: &SlackConfig, env: &Env) -> Result<SlackClient, String> {
-        let resolve = |s: &str| env.secret(s);
         let mode = match (&cfg.token, &cfg.webhook_url) {
             (Some(t), _) => Mode::Api {
                 base: cfg.api_url.clone().unwrap_or_else(|| "https://slack.com/api".into()).trim_end_matches('/').to_string(),
-                token: resolve(t)?,
+                token: env.secret(t)?,
             },
-            (None, Some(u)) => Mode::Webhook { url: resolve(u)? },
+            (None, Some(u)) => Mode::Webhook { url: env.secret(u)? },
             (None, None) => return Err("a slack service needs a token or a webhookUrl".into()),
         };
         Ok(SlackClient {

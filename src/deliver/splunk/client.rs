@@ -21,13 +21,12 @@ pub struct SplunkClient {
 
 impl SplunkClient {
     pub fn new(cfg: &SplunkConfig, env: &Env) -> Result<SplunkClient, String> {
-        let resolve = |s: &str| env.secret(s);
         let http = http::client_for(&env.http, cfg.ca_file.as_deref(), cfg.insecure_skip_verify)?;
-        let base = resolve(&cfg.url)?.expose().trim_end_matches('/').to_string();
+        let base = env.secret(&cfg.url)?.expose().trim_end_matches('/').to_string();
         Ok(SplunkClient {
             http,
             endpoint: format!("{base}/services/collector/event"),
-            token: resolve(&cfg.token)?,
+            token: env.secret(&cfg.token)?,
             meta: EnvelopeMeta {
                 host: cfg.host.clone().unwrap_or_else(crate::deliver::hostname),
                 source: cfg.source.clone().unwrap_or_else(|| "driftwatch".into()),
