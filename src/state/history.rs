@@ -64,30 +64,14 @@ pub(super) fn create_tables(tx: &WriteTransaction) -> Result<(), StateError> {
     tx.open_table(EPISODES).map_err(storage)?;
     tx.open_table(LATEST).map_err(storage)?;
     tx.open_table(HOLDS).map_err(storage)?;
-    index_resolved(tx)?;
+    super::index_once(tx, "episodes_by_resolved", EPISODES, RESOLVED, |k, v| {
+        Ok(serde_json::from_str::<Stored>(v).map_err(storage)?.resolved_at.map(|at| resolved_key(at, k)))
+    })?;
     Ok(())
 }
 
 fn resolved_key(at: DateTime<Utc>, episode_key: &str) -> String {
     format!("{:015}{SEP}{episode_key}", at.timestamp_millis().max(0))
-}
-
-/// Builds the resolved index of a state file written before it existed (once: the
-/// index is empty and the history is not; a history of open episodes only is read
-/// again at the next start, and has nothing to index).
-fn index_resolved(tx: &WriteTransaction) -> Result<(), StateError> {
-    let episodes = tx.open_table(EPISODES).map_err(storage)?;
-    let mut resolved = tx.open_table(RESOLVED).map_err(storage)?;
-    if !resolved.is_empty().map_err(storage)? || episodes.is_empty().map_err(storage)? {
-        return Ok(());
-    }
-    for item in episodes.iter().map_err(storage)? {
-        let (k, v) = item.map_err(storage)?;
-        if let Some(at) = serde_json::from_str::<Stored>(v.value()).map_err(storage)?.resolved_at {
-            resolved.insert(resolved_key(at, k.value()).as_str(), ()).map_err(storage)?;
-        }
-    }
-    Ok(())
 }
 
 fn episode_key(ep: &Episode) -> String {
@@ -398,9 +382,10 @@ mod tests {
                 s.save_episode(&ep, Retention::default(), at(min + 1)).unwrap();
             }
             s.save_episode(&episode("open", 2, "config"), Retention::default(), at(2)).unwrap();
-            // As a state file written before the index existed.
+            // As a state file written before the index existed: no index, no marker.
             let tx = s.db().begin_write().unwrap();
             tx.delete_table(RESOLVED).unwrap();
+            tx.open_table(super::super::META).unwrap().remove("indexed:episodes_by_resolved").unwrap();
             tx.commit().unwrap();
         }
         let s = StateStore::open(&path).unwrap();

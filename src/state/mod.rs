@@ -22,7 +22,7 @@ pub use outbox::{DeadLetter, EnqueueReport, MAX_DEAD_LETTERS, MAX_OUTBOX_PER_SER
 use std::path::Path;
 
 use chrono::{DateTime, Utc};
-use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition};
+use redb::{Database, ReadableDatabase, ReadableTable, ReadableTableMetadata, TableDefinition};
 
 /// `"<app key>\u{0}<dedup key>"` -> unix milliseconds of the delivery.
 const NOTIFIED: TableDefinition<&str, u64> = TableDefinition::new("notified");
@@ -295,6 +295,40 @@ pub(crate) fn remove_app_entries<V: redb::Value + 'static>(table: &mut redb::Tab
     Ok(n)
 }
 
+/// Small counters and markers of the store: the next outbox id, which indexes were
+/// built.
+pub(super) const META: TableDefinition<&str, u64> = TableDefinition::new("meta");
+
+/// Fills `index` from `table` once per state file: a file written before the index
+/// existed gets it at its first open, and a marker in `meta` says so, so later opens
+/// read nothing. `entry` gives an entry's index key (`None`: not indexed).
+pub(super) fn index_once(
+    tx: &redb::WriteTransaction,
+    name: &str,
+    table: TableDefinition<&str, &str>,
+    index: TableDefinition<&str, ()>,
+    entry: impl Fn(&str, &str) -> Result<Option<String>, StateError>,
+) -> Result<(), StateError> {
+    let marker = format!("indexed:{name}");
+    let mut meta = tx.open_table(META).map_err(storage)?;
+    if meta.get(marker.as_str()).map_err(storage)?.is_some() {
+        return Ok(());
+    }
+    let source = tx.open_table(table).map_err(storage)?;
+    let mut idx = tx.open_table(index).map_err(storage)?;
+    // An index that has entries was kept up to date by a build that knew it.
+    if idx.is_empty().map_err(storage)? {
+        for item in source.iter().map_err(storage)? {
+            let (k, v) = item.map_err(storage)?;
+            if let Some(key) = entry(k.value(), v.value())? {
+                idx.insert(key.as_str(), ()).map_err(storage)?;
+            }
+        }
+    }
+    meta.insert(marker.as_str(), 1).map_err(storage)?;
+    Ok(())
+}
+
 /// The half-open key range holding one Application's entries.
 fn app_range(app: &str) -> (String, String) {
     (format!("{app}{SEP}"), format!("{app}\u{1}"))
@@ -303,6 +337,32 @@ fn app_range(app: &str) -> (String, String) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_index_is_built_once_per_state_file() {
+        const T: TableDefinition<&str, &str> = TableDefinition::new("t");
+        const I: TableDefinition<&str, ()> = TableDefinition::new("t_by_value");
+        let s = StateStore::in_memory().unwrap();
+        let put = |k: &str, v: &str| {
+            let tx = s.db().begin_write().unwrap();
+            tx.open_table(T).unwrap().insert(k, v).unwrap();
+            tx.commit().unwrap();
+        };
+        let index = || {
+            let tx = s.db().begin_write().unwrap();
+            index_once(&tx, "t_by_value", T, I, |k, v| Ok((v != "skip").then(|| format!("{v}/{k}")))).unwrap();
+            tx.commit().unwrap();
+            let tx = s.db().begin_read().unwrap();
+            let t = tx.open_table(I).unwrap();
+            t.iter().unwrap().map(|e| e.unwrap().0.value().to_string()).collect::<Vec<_>>()
+        };
+        put("a", "2");
+        put("b", "1");
+        put("c", "skip");
+        assert_eq!(index(), ["1/b", "2/a"]);
+        put("d", "0");
+        assert_eq!(index(), ["1/b", "2/a"], "built once: later opens read nothing (the index is kept by its writers)");
+    }
 
     #[test]
     fn records_survive_reopening_the_file() {

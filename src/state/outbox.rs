@@ -37,7 +37,6 @@ const SLACK: TableDefinition<&str, &str> = TableDefinition::new("slack_messages"
 /// `"<at_ms, 20 digits>\u{0}<service>\u{0}<reference key>"` -> nothing: the message
 /// references by age, so the oldest is dropped without a scan.
 const SLACK_BY_AGE: TableDefinition<&str, ()> = TableDefinition::new("slack_messages_by_age");
-const META: TableDefinition<&str, u64> = TableDefinition::new("meta");
 
 /// Most undelivered notifications one service may hold; past it new ones are
 /// dead-lettered as "queue full" rather than growing without bound.
@@ -55,29 +54,12 @@ pub(super) fn create_tables(tx: &WriteTransaction) -> Result<(), StateError> {
     tx.open_table(PENDING).map_err(storage)?;
     tx.open_table(DEAD).map_err(storage)?;
     tx.open_table(SLACK).map_err(storage)?;
-    index_slack_refs(tx)?;
-    tx.open_table(META).map_err(storage)?;
+    super::index_once(tx, "slack_messages_by_age", SLACK, SLACK_BY_AGE, |k, v| Ok(Some(age_key(from_json::<SlackRef>(v)?.at_ms, k))))?;
     Ok(())
 }
 
 fn age_key(at_ms: u64, full_key: &str) -> String {
     format!("{at_ms:020}\u{0}{full_key}")
-}
-
-/// Builds the age index of a state file written before it existed (once: the index is
-/// empty and the references are not).
-fn index_slack_refs(tx: &WriteTransaction) -> Result<(), StateError> {
-    let refs = tx.open_table(SLACK).map_err(storage)?;
-    let mut by_age = tx.open_table(SLACK_BY_AGE).map_err(storage)?;
-    if !by_age.is_empty().map_err(storage)? || refs.is_empty().map_err(storage)? {
-        return Ok(());
-    }
-    for item in refs.iter().map_err(storage)? {
-        let (k, v) = item.map_err(storage)?;
-        let at = from_json::<SlackRef>(v.value())?.at_ms;
-        by_age.insert(age_key(at, k.value()).as_str(), ()).map_err(storage)?;
-    }
-    Ok(())
 }
 
 /// A notification waiting to be delivered.
@@ -198,7 +180,7 @@ pub struct EnqueueReport {
 
 impl StateStore {
     fn next_id(tx: &WriteTransaction) -> Result<u64, StateError> {
-        let mut meta = tx.open_table(META).map_err(storage)?;
+        let mut meta = tx.open_table(super::META).map_err(storage)?;
         let id = meta.get("next_id").map_err(storage)?.map_or(1, |v| v.value());
         meta.insert("next_id", id + 1).map_err(storage)?;
         Ok(id)
