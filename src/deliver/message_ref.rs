@@ -43,6 +43,36 @@ pub async fn for_resolve(state: &Arc<StateStore>, service: &str, n: &Notificatio
     get(state, service, &k).await.map_err(|e| Outcome::retry(format!("state store: {e}")))
 }
 
+/// Sends `n` to a chat that can edit its messages: a resolve whose original message is
+/// known edits it (`edit`); anything else is posted (`post`, which answers the
+/// outcome and the response body), and a posted message's channel and id, which
+/// `sent` reads from the answer's JSON, are kept for its resolve.
+pub async fn post_or_edit<E, P>(
+    state: &Arc<StateStore>,
+    service: &str,
+    n: &Notification,
+    edit: impl FnOnce(SlackRef) -> E,
+    post: impl FnOnce() -> P,
+    sent: impl FnOnce(&serde_json::Value) -> Option<(String, String)>,
+) -> Outcome
+where
+    E: std::future::Future<Output = Outcome>,
+    P: std::future::Future<Output = (Outcome, Option<String>)>,
+{
+    match for_resolve(state, service, n).await {
+        Err(o) => return o,
+        Ok(Some(r)) => return edit(r).await,
+        Ok(None) => {}
+    }
+    let (outcome, answer) = post().await;
+    if outcome == Outcome::Delivered
+        && let Some((channel, id)) = answer.and_then(|a| serde_json::from_str(&a).ok()).as_ref().and_then(sent)
+    {
+        remember(state, service, n, &channel, &id).await;
+    }
+    outcome
+}
+
 /// Remembers a sent message; a failure only costs the edit, so it is logged.
 pub async fn remember(state: &Arc<StateStore>, service: &str, n: &Notification, channel: &str, id: &str) {
     let Some(k) = key(n) else { return };

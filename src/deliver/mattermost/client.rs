@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use serde_json::{Value, json};
+use serde_json::json;
 
 use super::config::MattermostConfig;
 use super::payload::post;
@@ -36,24 +36,20 @@ impl MattermostClient {
 
     async fn deliver_one(&self, n: &Notification) -> Outcome {
         let body = post(n);
-        // A resolve edits the original post when it is known.
-        let existing = match message_ref::for_resolve(&self.state, &self.service, n).await {
-            Ok(r) => r,
-            Err(o) => return o,
-        };
-        if let Some(r) = existing {
-            let mut patch = body.clone();
-            patch["id"] = json!(r.ts);
-            let req = self.http.put(format!("{}/{}", self.base, r.ts)).bearer_auth(self.token.expose()).json(&patch);
-            return http::send(req).await.0;
-        }
-        let (outcome, answer) = http::send(self.http.post(&self.base).bearer_auth(self.token.expose()).json(&body)).await;
-        if outcome == Outcome::Delivered
-            && let Some(id) = answer.and_then(|a| serde_json::from_str::<Value>(&a).ok()).and_then(|v| v["id"].as_str().map(String::from))
-        {
-            message_ref::remember(&self.state, &self.service, n, &n.destination.recipient, &id).await;
-        }
-        outcome
+        message_ref::post_or_edit(
+            &self.state,
+            &self.service,
+            n,
+            |r| {
+                let mut patch = body.clone();
+                patch["id"] = json!(r.ts);
+                let req = self.http.put(format!("{}/{}", self.base, r.ts)).bearer_auth(self.token.expose()).json(&patch);
+                async move { http::send(req).await.0 }
+            },
+            || http::send(self.http.post(&self.base).bearer_auth(self.token.expose()).json(&body)),
+            |v| Some((n.destination.recipient.clone(), v["id"].as_str()?.to_string())),
+        )
+        .await
     }
 }
 

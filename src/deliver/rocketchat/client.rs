@@ -79,39 +79,40 @@ impl RocketChatClient {
         Ok(session)
     }
 
+    /// One API call with the session's credentials; a 401 to a logged-in session drops
+    /// it, to log in again on the next attempt.
+    async fn call(&self, method: &str, body: &Value, user: &str, token: &Secret) -> (Outcome, Option<String>) {
+        let req =
+            self.http.post(format!("{}/{method}", self.base)).header("X-User-Id", user).header("X-Auth-Token", token.expose()).json(body);
+        let (outcome, answer) = http::send(req).await;
+        if matches!(&outcome, Outcome::Permanent(m) if m.starts_with("HTTP 401")) && matches!(self.auth, Auth::Login { .. }) {
+            if let Ok(mut s) = self.session.lock() {
+                *s = None;
+            }
+            return (Outcome::retry("Rocket.Chat session expired"), None);
+        }
+        (outcome, answer)
+    }
+
     async fn deliver_one(&self, n: &Notification) -> Outcome {
         let (user, token) = match self.credentials().await {
             Ok(c) => c,
             Err(o) => return o,
         };
-        let existing = match message_ref::for_resolve(&self.state, &self.service, n).await {
-            Ok(r) => r,
-            Err(o) => return o,
-        };
         let body = message(n);
-        let (method, body) = match &existing {
-            Some(r) => ("chat.update", json!({"roomId": r.channel, "msgId": r.ts, "text": body["text"]})),
-            None => ("chat.postMessage", body),
-        };
-        let req =
-            self.http.post(format!("{}/{method}", self.base)).header("X-User-Id", &user).header("X-Auth-Token", token.expose()).json(&body);
-        let (outcome, answer) = http::send(req).await;
-        if matches!(&outcome, Outcome::Permanent(m) if m.starts_with("HTTP 401")) && matches!(self.auth, Auth::Login { .. }) {
-            // The session expired: log in again on the next attempt.
-            if let Ok(mut s) = self.session.lock() {
-                *s = None;
-            }
-            return Outcome::retry("Rocket.Chat session expired");
-        }
-        if outcome == Outcome::Delivered
-            && existing.is_none()
-            && let Some(v) = answer.and_then(|a| serde_json::from_str::<Value>(&a).ok())
-            && let (Some(id), Some(room)) =
-                (v.pointer("/message/_id").and_then(Value::as_str), v.pointer("/message/rid").and_then(Value::as_str))
-        {
-            message_ref::remember(&self.state, &self.service, n, room, id).await;
-        }
-        outcome
+        message_ref::post_or_edit(
+            &self.state,
+            &self.service,
+            n,
+            |r| {
+                let edit = json!({"roomId": r.channel, "msgId": r.ts, "text": body["text"]});
+                let (user, token) = (&user, &token);
+                async move { self.call("chat.update", &edit, user, token).await.0 }
+            },
+            || self.call("chat.postMessage", &body, &user, &token),
+            |v| Some((v.pointer("/message/rid")?.as_str()?.to_string(), v.pointer("/message/_id")?.as_str()?.to_string())),
+        )
+        .await
     }
 }
 

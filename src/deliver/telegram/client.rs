@@ -46,30 +46,24 @@ impl TelegramClient {
     }
 
     async fn deliver_one(&self, n: &Notification) -> Outcome {
-        let mut body = message(n);
-        let existing = match message_ref::for_resolve(&self.state, &self.service, n).await {
-            Ok(r) => r,
-            Err(o) => return o,
-        };
-        if let Some(r) = existing
-            && let Ok(id) = r.ts.parse::<i64>()
-        {
-            // A resolve edits the original message.
-            body["message_id"] = json!(id);
-            if let Some(m) = body.as_object_mut() {
-                m.remove("disable_web_page_preview");
-            }
-            return self.call("editMessageText", &body).await.0;
-        }
-        let (outcome, answer) = self.call("sendMessage", &body).await;
-        if outcome == Outcome::Delivered
-            && let Some(id) = answer
-                .and_then(|a| serde_json::from_str::<Value>(&a).ok())
-                .and_then(|v| v.pointer("/result/message_id").and_then(Value::as_i64))
-        {
-            message_ref::remember(&self.state, &self.service, n, &n.destination.recipient, &id.to_string()).await;
-        }
-        outcome
+        let body = message(n);
+        message_ref::post_or_edit(
+            &self.state,
+            &self.service,
+            n,
+            |r| {
+                let mut edit = body.clone();
+                // Telegram's message ids are numbers; this client kept it as one.
+                edit["message_id"] = r.ts.parse::<i64>().map_or_else(|_| json!(r.ts), |id| json!(id));
+                if let Some(m) = edit.as_object_mut() {
+                    m.remove("disable_web_page_preview");
+                }
+                async move { self.call("editMessageText", &edit).await.0 }
+            },
+            || self.call("sendMessage", &body),
+            |v| Some((n.destination.recipient.clone(), v.pointer("/result/message_id")?.as_i64()?.to_string())),
+        )
+        .await
     }
 }
 

@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use serde_json::{Value, json};
+use serde_json::json;
 
 use super::config::WebexConfig;
 use super::payload::message;
@@ -37,24 +37,20 @@ impl WebexClient {
 
     async fn deliver_one(&self, n: &Notification) -> Outcome {
         let body = message(n);
-        let existing = match message_ref::for_resolve(&self.state, &self.service, n).await {
-            Ok(r) => r,
-            Err(o) => return o,
-        };
-        if let Some(r) = existing {
-            // A resolve edits the original message (Webex needs its room).
-            let edit = json!({"roomId": r.channel, "markdown": body["markdown"]});
-            let req = self.http.put(format!("{}/{}", self.url, r.ts)).bearer_auth(self.token.expose()).json(&edit);
-            return http::send(req).await.0;
-        }
-        let (outcome, answer) = http::send(self.http.post(&self.url).bearer_auth(self.token.expose()).json(&body)).await;
-        if outcome == Outcome::Delivered
-            && let Some(v) = answer.and_then(|a| serde_json::from_str::<Value>(&a).ok())
-            && let (Some(id), Some(room)) = (v["id"].as_str(), v["roomId"].as_str())
-        {
-            message_ref::remember(&self.state, &self.service, n, room, id).await;
-        }
-        outcome
+        message_ref::post_or_edit(
+            &self.state,
+            &self.service,
+            n,
+            |r| {
+                // Webex edits a message in its room.
+                let edit = json!({"roomId": r.channel, "markdown": body["markdown"]});
+                let req = self.http.put(format!("{}/{}", self.url, r.ts)).bearer_auth(self.token.expose()).json(&edit);
+                async move { http::send(req).await.0 }
+            },
+            || http::send(self.http.post(&self.url).bearer_auth(self.token.expose()).json(&body)),
+            |v| Some((v["roomId"].as_str()?.to_string(), v["id"].as_str()?.to_string())),
+        )
+        .await
     }
 }
 
