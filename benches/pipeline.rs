@@ -155,7 +155,7 @@ fn main() {
          "fieldsV1": {"f:spec": {"f:template": {"f:spec": {"f:containers": {"k:{\"name\":\"api\"}": {"f:securityContext": {".": {}, "f:privileged": {}}}}}}}}}
     ]}});
     measure("attribute a Deployment's managedFields (3 managers)", 20_000, || {
-        black_box(driftwatch::attribution::attribute(black_box(&live_object), "workload", &[]));
+        black_box(driftwatch::drift::attribution::attribute(black_box(&live_object), "workload", &[]));
     });
     let prod_path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/production/driftwatch.yaml");
     let prod = Arc::new(config::load(Some(&prod_path)).expect("production example loads"));
@@ -164,14 +164,14 @@ fn main() {
     let drifted = App::from_value(drifted).expect("fixture is an Application");
     let mut pipeline = Pipeline::new(prod.clone());
     pipeline.live.insert(
-        driftwatch::attribution::resource_key("apps", "Deployment", "shop", "res-7"),
-        driftwatch::attribution::attribute(&live_object, "workload", &[]),
+        driftwatch::drift::attribution::resource_key("apps", "Deployment", "shop", "res-7"),
+        driftwatch::drift::attribution::attribute(&live_object, "workload", &[]),
     );
     let drift = prod.classes.drift(&drifted.object, &pipeline.live);
     measure("drift: classes, direction, attribution (60 resources)", 20_000, || {
         black_box(prod.classes.drift(black_box(&drifted.object), &pipeline.live));
     });
-    let episode = driftwatch::episode::observe(None, &drifted, &drift, now).episode.expect("drifting").view(now);
+    let episode = driftwatch::drift::episode::observe(None, &drifted, &drift, now).episode.expect("drifting").view(now);
     measure("route tree: match the production policy on an episode", 50_000, || {
         let input = driftwatch::route::tree::RouteInput { labels: &drifted.labels, project: &drifted.project, subject: &episode };
         black_box(prod.routes.matches(black_box(&input)));

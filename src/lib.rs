@@ -41,24 +41,24 @@
 //!   triggers, Go templates) converted into driftwatch's.
 //! - [`secret`]: `$key` references and the redactor that keeps their values out of output.
 
-pub mod admin;
-pub mod attribution;
 pub mod cli;
+pub mod clock;
+pub mod cluster;
 pub mod config;
 pub mod daemon;
 pub mod deliver;
+pub mod drift;
 pub mod duration;
-pub mod episode;
+pub mod exit;
 pub mod import;
-pub mod lease;
-pub mod live;
 pub mod metrics;
 pub mod model;
 pub mod pipeline;
 pub mod replay;
 pub mod route;
 pub mod secret;
+pub mod source;
 pub mod state;
 pub mod template;
+pub mod tls;
 pub mod trigger;
-pub mod watch;

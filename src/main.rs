@@ -229,7 +229,7 @@ fn init_tracing(default: &str) {
 
 fn main() -> ExitCode {
     let args = Cli::parse();
-    driftwatch::deliver::http::init_crypto();
+    driftwatch::tls::init_crypto();
     // The daemon reports what it does; the one-shot commands only warn.
     init_tracing(if matches!(args.command, Command::Run { replay: None, .. }) { "info" } else { "warn" });
     // Unlocked handles: worker threads log to stderr and the console service prints to
@@ -281,7 +281,7 @@ fn main() -> ExitCode {
             lease_duration,
             ..
         } => {
-            let lease = leader_election.then(|| driftwatch::lease::LeaseConfig {
+            let lease = leader_election.then(|| driftwatch::cluster::lease::LeaseConfig {
                 name: lease_name,
                 namespace: lease_namespace.or_else(|| std::env::var("POD_NAMESPACE").ok()).unwrap_or_else(|| "argocd".into()),
                 identity: format!("{}-{}", driftwatch::deliver::hostname(), std::process::id()),
@@ -291,7 +291,7 @@ fn main() -> ExitCode {
                 config,
                 kubeconfig,
                 context,
-                watch: driftwatch::watch::WatchOptions { namespaces, selector, project_namespaces: projects_namespaces },
+                watch: driftwatch::cluster::watch::WatchOptions { namespaces, selector, project_namespaces: projects_namespaces },
                 state,
                 listen,
                 resync: std::time::Duration::from_secs(resync.max(1)),

@@ -8,16 +8,16 @@ use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
 
-use crate::attribution::LiveIndex;
+use crate::clock::with_now;
 use crate::config::Runtime;
-use crate::episode::{self, Episode, Event};
+use crate::drift::attribution::LiveIndex;
+use crate::drift::episode::{self, Episode, Event};
 use crate::model::{Action, App, AppMeta, Destination, Notification, Project, RecordOp, StateRecord};
 use crate::route::tree::{RouteHit, RouteInput};
 use crate::secret::Redactor;
 use crate::state::{StateError, StateStore, dedup_key, from_millis, to_millis};
 use crate::template::{RenderContext, Target};
 use crate::trigger::ConditionResult;
-use crate::trigger::engine::with_now;
 
 /// Why a condition result did not become a notification (for `-v` output and tests).
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -6,8 +6,8 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
-use crate::config::source::{ConfigError, SourceFile};
 use crate::model::{App, ObjectError, Project};
+use crate::source::{ConfigError, SourceFile};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ReadError {
@@ -30,7 +30,7 @@ pub fn parse_documents(name: &str, text: &str) -> Result<Vec<Value>, ReadError> 
     if name.ends_with(".json") {
         return serde_json::from_str::<Value>(text).map(|v| vec![v]).map_err(|e| {
             ReadError::Parse(ConfigError::new(
-                Some(crate::config::source::Pos { file: name.into(), line: e.line() as u64, col: e.column() as u64 }),
+                Some(crate::source::Pos { file: name.into(), line: e.line() as u64, col: e.column() as u64 }),
                 "document",
                 e.to_string().split(" at line").next().unwrap_or("invalid JSON").to_string(),
             ))

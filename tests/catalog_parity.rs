@@ -18,7 +18,7 @@ fn eval(rt: &config::Runtime, name: &str, app: &serde_json::Value) -> (bool, Opt
     let t = rt.triggers.get(name).unwrap_or_else(|| panic!("trigger {name} missing"));
     let mut scope = rt.engine.prepare(app);
     let now = chrono::Utc.with_ymd_and_hms(2026, 3, 1, 12, 0, 0).unwrap();
-    let mut results = driftwatch::trigger::engine::with_now(now, || rt.engine.run(t, &mut scope));
+    let mut results = driftwatch::clock::with_now(now, || rt.engine.run(t, &mut scope));
     assert_eq!(results.len(), 1, "catalog triggers have one condition");
     let r = results.remove(0);
     (r.result, r.once_per)

@@ -7,8 +7,8 @@
 mod common;
 
 use common::rbac::{CHART_RENDERS, Install, Role, Rule, roles, rules_of, service_account_rules, shipped_roles};
-use driftwatch::live::AGGREGATE_LABEL;
-use driftwatch::route::classes::{KNOWN_KINDS, NOT_READ_BY_DEFAULT};
+use driftwatch::cluster::live::AGGREGATE_LABEL;
+use driftwatch::drift::classes::{KNOWN_KINDS, NOT_READ_BY_DEFAULT};
 
 const READ_VERBS: &[&str] = &["get", "list", "watch", "*"];
 

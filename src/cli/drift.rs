@@ -8,7 +8,7 @@ use chrono::{DateTime, Utc};
 use serde_json::{Value, json};
 
 use super::{BAD_INPUT, FAILED, Format, OK, live_attribution, load, read_app};
-use crate::episode::{Episode, human_duration};
+use crate::drift::episode::{Episode, human_duration};
 use crate::pipeline::Pipeline;
 use crate::replay::read_documents;
 use crate::state::{HistoryQuery, StateStore};

@@ -11,22 +11,16 @@ use anyhow::Context as _;
 use chrono::Utc;
 use serde_json::{Value, json};
 
-use crate::config::{self, Runtime, source::ConfigError};
+use crate::config::{self, Runtime};
 use crate::deliver::{ConsoleSink, JsonLinesSink, Sink, dispatch};
 use crate::model::{Action, App, AppMeta, Destination, DestinationKind, Notification};
 use crate::pipeline::{Pipeline, Skip};
 use crate::replay::{self, Snapshot};
+use crate::source::ConfigError;
 use crate::state::StateStore;
 use crate::template::{RenderContext, Target};
 
-/// Exit codes.
-pub const OK: i32 = 0;
-/// Check found errors, or a replay had failed deliveries.
-pub const FAILED: i32 = 1;
-/// Bad input (a file that is not an Application, an unknown trigger...).
-pub const BAD_INPUT: i32 = 2;
-/// `import` converted what it could; some items need a hand.
-pub const NEEDS_HAND: i32 = 3;
+pub use crate::exit::{BAD_INPUT, FAILED, NEEDS_HAND, OK};
 
 /// Output format of `trigger run` and `template notify`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -121,7 +115,7 @@ pub fn check(config: Option<&Path>, out: &mut dyn Write, err: &mut dyn Write) ->
 /// Application), an open security episode with attribution, and its resolution.
 fn check_drift_samples(rt: &Runtime, app: &App) -> Vec<(Value, Value, bool)> {
     let t0 = chrono::DateTime::<Utc>::from_timestamp(1_772_420_000, 0).unwrap_or_default();
-    let none = rt.classes.drift(&app.object, &crate::attribution::LiveIndex::new());
+    let none = rt.classes.drift(&app.object, &crate::drift::attribution::LiveIndex::new());
     let mut drifted = app.clone();
     // The samples are being deleted (for on-deleted); a drifting one is not.
     if let Some(meta) = drifted.object.get_mut("metadata").and_then(Value::as_object_mut) {
@@ -134,16 +128,16 @@ fn check_drift_samples(rt: &Runtime, app: &App) -> Vec<(Value, Value, bool)> {
     ]);
     let live_object = json!({"metadata": {"managedFields": [{"manager": "kubectl-edit", "operation": "Update", "time": "2026-03-02T03:12:00Z",
         "fieldsV1": {"f:spec": {"f:template": {"f:spec": {"f:containers": {"k:{\"name\":\"web\"}": {"f:securityContext": {"f:privileged": {}}}}}}}}}]}});
-    let mut live = crate::attribution::LiveIndex::new();
+    let mut live = crate::drift::attribution::LiveIndex::new();
     live.insert(
-        crate::attribution::resource_key("apps", "Deployment", "ns", "web"),
-        crate::attribution::attribute(&live_object, "workload", &[]),
+        crate::drift::attribution::resource_key("apps", "Deployment", "ns", "web"),
+        crate::drift::attribution::attribute(&live_object, "workload", &[]),
     );
     let drift = rt.classes.drift(&drifted.object, &live);
-    let open = crate::episode::observe(None, &drifted, &drift, t0).episode;
+    let open = crate::drift::episode::observe(None, &drifted, &drift, t0).episode;
     debug_assert!(open.is_some(), "the drifted sample opens an episode");
-    let resolved = crate::episode::observe(open.clone(), app, &none, t0 + chrono::Duration::minutes(14)).episode;
-    let view = |e: &Option<crate::episode::Episode>, at| e.as_ref().map_or(Value::Null, |e| e.view(at));
+    let resolved = crate::drift::episode::observe(open.clone(), app, &none, t0 + chrono::Duration::minutes(14)).episode;
+    let view = |e: &Option<crate::drift::episode::Episode>, at| e.as_ref().map_or(Value::Null, |e| e.view(at));
     vec![
         (none.clone(), Value::Null, false),
         (drift, view(&open, t0), false),
@@ -172,8 +166,8 @@ fn read_app(path: &Path, err: &mut dyn Write) -> anyhow::Result<Option<App>> {
 /// the first time it met the Application in this state (an episode opens now if it
 /// is OutOfSync or Degraded).
 fn first_sight(rt: &Runtime, app: &App, now: chrono::DateTime<Utc>) -> (Value, Value) {
-    let drift = rt.classes.drift(&app.object, &crate::attribution::LiveIndex::new());
-    let episode = crate::episode::observe(None, app, &drift, now).episode.map_or(Value::Null, |e| e.view(now));
+    let drift = rt.classes.drift(&app.object, &crate::drift::attribution::LiveIndex::new());
+    let episode = crate::drift::episode::observe(None, app, &drift, now).episode.map_or(Value::Null, |e| e.view(now));
     (drift, episode)
 }
 
@@ -195,7 +189,7 @@ pub fn trigger_run(
     };
     let (drift, episode) = first_sight(&rt, &app, Utc::now());
     let mut scope = rt.engine.prepare_with(&app.object, &[("drift", &drift), ("episode", &episode)]);
-    let results = crate::trigger::engine::with_now(Utc::now(), || rt.engine.run(trigger, &mut scope));
+    let results = crate::clock::with_now(Utc::now(), || rt.engine.run(trigger, &mut scope));
     match format {
         Format::Json => {
             let v = json!({"trigger": name, "conditions": results});
@@ -527,19 +521,19 @@ fn observed_at(app: &App) -> Option<chrono::DateTime<Utc>> {
 
 /// The attribution of a live object (a replay's stand-in for the cluster), under the
 /// key the pipeline looks it up by.
-pub(crate) fn live_attribution(rt: &Runtime, object: &Value) -> (String, crate::attribution::Attribution) {
+pub(crate) fn live_attribution(rt: &Runtime, object: &Value) -> (String, crate::drift::attribution::Attribution) {
     let s = |p: &str| object.pointer(p).and_then(Value::as_str).unwrap_or_default();
     let group = s("/apiVersion").rsplit_once('/').map(|(g, _)| g).unwrap_or_default();
     let class = rt.classes.class_of(group, s("/kind"));
-    let key = crate::attribution::resource_key(group, s("/kind"), s("/metadata/namespace"), s("/metadata/name"));
-    (key, crate::attribution::attribute(object, class, &rt.attribution.ignore_managers))
+    let key = crate::drift::attribution::resource_key(group, s("/kind"), s("/metadata/namespace"), s("/metadata/name"));
+    (key, crate::drift::attribution::attribute(object, class, &rt.attribution.ignore_managers))
 }
 
 /// One line about an episode for replay and `routes test` output.
-fn episode_line(ep: &crate::episode::Episode, now: chrono::DateTime<Utc>) -> String {
+fn episode_line(ep: &crate::drift::episode::Episode, now: chrono::DateTime<Utc>) -> String {
     let classes: Vec<&str> = ep.classes.iter().map(String::as_str).collect();
     let after = match ep.resolved_at {
-        Some(_) => format!(" after {}", crate::episode::human_duration(ep.duration_secs(now))),
+        Some(_) => format!(" after {}", crate::drift::episode::human_duration(ep.duration_secs(now))),
         None => String::new(),
     };
     format!("{} severity={} direction={} classes=[{}]{after}", ep.id, ep.severity.as_str(), ep.direction, classes.join(","))

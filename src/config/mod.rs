@@ -3,8 +3,6 @@
 //! error names file, line, column and key, and all errors are reported, not just the
 //! first.
 
-pub mod source;
-
 use std::collections::BTreeMap;
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -14,15 +12,15 @@ use serde::Deserialize;
 use serde::de::{self, MapAccess, Visitor};
 
 use crate::deliver::services::ServiceSpec;
+use crate::drift::classes::{ClassMap, ClassRule};
 use crate::model::{Destination, DestinationKind};
-use crate::route::classes::{ClassMap, ClassRule};
 use crate::route::tree::{RouteDef, RouteTree};
 use crate::route::{GlobalSubscription, Router, Selector};
 use crate::secret::{Redactor, Secrets};
+use crate::source::{At, ConfigDuration, ConfigError, SourceFile};
 use crate::state::Retention;
 use crate::template::{TemplateDef, TemplateSet, Warning};
 use crate::trigger::{Trigger, TriggerDef, TriggerEngine};
-use source::{At, ConfigDuration, ConfigError, SourceFile};
 
 /// The built-in catalog, embedded by `build.rs` from `triggers/` and `templates/`.
 pub mod catalog {
@@ -309,7 +307,7 @@ fn read_dir_defs<T: serde::de::DeserializeOwned>(dir: &Path, what: &str, errors:
         match std::fs::read_to_string(&path) {
             Ok(text) => {
                 let file = SourceFile::new(path.display().to_string(), text);
-                errors.extend(source::import_todos(&file));
+                errors.extend(crate::source::import_todos(&file));
                 match file.parse::<T>(&format!("{what} {name}")) {
                     Ok(def) => out.push((name, def, file)),
                     Err(e) => errors.push(e),
@@ -370,7 +368,7 @@ pub fn load_with(config: Option<&Path>, engine: Arc<TriggerEngine>) -> Result<Ru
         let text = std::fs::read_to_string(path)
             .map_err(|e| vec![ConfigError::new(None, path.display().to_string(), format!("cannot read the configuration: {e}"))])?;
         cfg_file = SourceFile::new(path.display().to_string(), text);
-        errors.extend(source::import_todos(&cfg_file));
+        errors.extend(crate::source::import_todos(&cfg_file));
         cfg = cfg_file.parse::<ConfigFile>("the configuration").map_err(|e| vec![e])?;
         sources.push(path.to_path_buf());
         for (setting, dir_name, is_triggers) in [(&cfg.triggers_dir, "triggers", true), (&cfg.templates_dir, "templates", false)] {

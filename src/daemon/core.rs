@@ -16,18 +16,19 @@ use chrono::Utc;
 use serde_json::Value;
 use tokio::sync::{mpsc, oneshot};
 
+use super::admin::SharedState;
 use super::fingerprint::{config_fingerprint, fingerprint};
 use super::wakeups::Wakeups;
-use crate::attribution::{Attribution, NotReadReason};
+use crate::cluster::live::{LiveFetcher, ReadError};
+use crate::cluster::watch::{Change, Kind, Stream};
 use crate::config::{self, Runtime};
 use crate::deliver::{Delivery, ServiceRuntime};
-use crate::live::{LiveFetcher, ReadError};
+use crate::drift::attribution::{Attribution, NotReadReason};
 use crate::metrics::METRICS;
 use crate::model::App;
 use crate::pipeline::Pipeline;
 use crate::state::StateStore;
 use crate::trigger::TriggerEngine;
-use crate::watch::{Change, Kind, Stream};
 
 /// Whether any condition reads the clock (decided from the compiled script): only then
 /// is a periodic re-evaluation needed.
@@ -119,14 +120,11 @@ impl Kept {
     }
 }
 
-/// The state store the operations endpoints read (none while not leading).
-pub type SharedState = Arc<std::sync::RwLock<Option<Arc<StateStore>>>>;
-
 /// What the shell forwards to the evaluation thread.
 pub(super) enum Input {
     Change(Change),
     /// A live object read for attribution.
-    Fetched(crate::live::Fetched),
+    Fetched(crate::cluster::live::Fetched),
     /// SIGHUP: reload the configuration.
     Reload,
     /// Time to re-evaluate every Application if a condition reads the clock.
@@ -401,7 +399,7 @@ impl Core {
             return;
         }
         if let (Some(ep), Some(event)) = (&eval.episode, eval.episode_event)
-            && event != crate::episode::Event::Updated
+            && event != crate::drift::episode::Event::Updated
         {
             METRICS.episodes.inc(event.as_str());
             tracing::info!(app = %app.qualified_name(), episode = %ep.id, event = event.as_str(), severity = ep.severity.as_str(),
@@ -417,7 +415,7 @@ impl Core {
         }
         if let Some(live) = self.live.as_mut() {
             let wanted = match self.pipeline.runtime.attribution.reads(app) {
-                true => crate::live::Wanted::from_drift(&eval.drift),
+                true => crate::cluster::live::Wanted::from_drift(&eval.drift),
                 false => Vec::new(),
             };
             let r = live.request(&key, wanted);
@@ -496,7 +494,7 @@ impl Core {
 
     /// A live object was read: update its attribution and re-evaluate the
     /// Applications waiting for it when it changed what is known.
-    fn live_read(&mut self, fetched: crate::live::Fetched) {
+    fn live_read(&mut self, fetched: crate::cluster::live::Fetched) {
         let Some(live) = self.live.as_mut() else { return };
         // None: nobody reports this resource as drifted any more.
         let Some(waiting) = live.complete(&fetched) else { return };
@@ -504,7 +502,7 @@ impl Core {
         let key = f.wanted.key();
         let next = match &f.object {
             Ok(Some(object)) => {
-                Some(crate::attribution::attribute(object, &f.wanted.class, &self.pipeline.runtime.attribution.ignore_managers))
+                Some(crate::drift::attribution::attribute(object, &f.wanted.class, &self.pipeline.runtime.attribution.ignore_managers))
             }
             Ok(None) => None,
             Err(e @ ReadError::Forbidden { group, resource }) => {
@@ -513,7 +511,7 @@ impl Core {
                 // Once per kind: the drift is still reported, and the read is not
                 // retried for a while (`live::FORBIDDEN_BACKOFF`).
                 if self.forbidden_logged.len() < MAX_FORBIDDEN_LOGGED && self.forbidden_logged.insert(label.clone()) {
-                    tracing::warn!(resource = %label, rule = %ReadError::rule(group, resource), label = crate::live::AGGREGATE_LABEL,
+                    tracing::warn!(resource = %label, rule = %ReadError::rule(group, resource), label = crate::cluster::live::AGGREGATE_LABEL,
                         "attribution is not permitted to read this kind of resource: its drift is reported without who made it; \
                          add the rule to a ClusterRole with the label to allow it");
                 }

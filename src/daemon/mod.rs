@@ -10,6 +10,7 @@
 //! store, on a thread of its own, so a pass (rhai, handlebars, redb) never runs on a
 //! tokio worker, and decoding the watch overlaps with evaluating.
 
+pub mod admin;
 mod core;
 mod fingerprint;
 mod wakeups;
@@ -21,12 +22,12 @@ use std::time::Duration;
 
 use futures::StreamExt;
 
+use crate::cluster::live::LiveFetcher;
+use crate::cluster::watch::{self, WatchOptions};
 use crate::config;
-use crate::live::LiveFetcher;
 use crate::trigger::TriggerEngine;
-use crate::watch::{self, WatchOptions};
 
-pub use self::core::SharedState;
+pub use self::admin::SharedState;
 use self::core::{Core, Input, LeadError};
 
 /// Options of `driftwatch run` (live).
@@ -45,7 +46,7 @@ pub struct DaemonOptions {
     /// How long in-flight deliveries get on shutdown.
     pub shutdown_grace: Duration,
     /// Leader election between replicas; `None`: this process always sends.
-    pub lease: Option<crate::lease::LeaseConfig>,
+    pub lease: Option<crate::cluster::lease::LeaseConfig>,
 }
 
 /// How many inputs wait for the evaluation thread before the shell stops reading the
@@ -72,7 +73,7 @@ pub async fn run(opts: DaemonOptions, err: &mut dyn std::io::Write) -> anyhow::R
             for e in &errors {
                 writeln!(err, "error: {e}")?;
             }
-            return Ok(crate::cli::FAILED);
+            return Ok(crate::exit::FAILED);
         }
     };
     // Every delivery client is built once before anything else happens, so a missing
@@ -82,15 +83,15 @@ pub async fn run(opts: DaemonOptions, err: &mut dyn std::io::Write) -> anyhow::R
             writeln!(err, "error: {p}")?;
         }
         writeln!(err, "driftwatch does not start until the services can be built (`driftwatch check` lists the same)")?;
-        return Ok(crate::cli::FAILED);
+        return Ok(crate::exit::FAILED);
     }
     // The cluster first: without one there is nothing to do, and nothing is created.
-    let client = match watch::client(opts.kubeconfig.as_deref(), opts.context.as_deref()).await {
+    let client = match crate::cluster::client::client(opts.kubeconfig.as_deref(), opts.context.as_deref()).await {
         Ok(c) => c,
         Err(e) => {
             writeln!(err, "error: {e}")?;
             writeln!(err, "(to try driftwatch without a cluster: driftwatch run --replay examples/drift-incident)")?;
-            return Ok(crate::cli::FAILED);
+            return Ok(crate::exit::FAILED);
         }
     };
     let state_path = opts.state.clone().or_else(|| rt.state.path.clone()).unwrap_or_else(|| PathBuf::from("driftwatch-state.redb"));
@@ -98,9 +99,9 @@ pub async fn run(opts: DaemonOptions, err: &mut dyn std::io::Write) -> anyhow::R
         std::fs::create_dir_all(dir)?;
     }
     let shared: SharedState = Arc::new(std::sync::RwLock::new(None));
-    let bound = crate::admin::serve(opts.listen, shared.clone()).await?;
+    let bound = crate::daemon::admin::serve(opts.listen, shared.clone()).await?;
     tracing::info!(%bound, "operations endpoints listening");
-    let mut leader_rx = opts.lease.as_ref().map(|cfg| crate::lease::spawn(client.clone(), cfg.clone()));
+    let mut leader_rx = opts.lease.as_ref().map(|cfg| crate::cluster::lease::spawn(client.clone(), cfg.clone()));
     let (live, mut live_rx) = match rt.attribution.enabled {
         true => {
             let (f, rx) = LiveFetcher::new(client.clone(), rt.attribution.concurrency, rt.attribution.ttl, rt.attribution.read_secrets);
@@ -138,13 +139,13 @@ pub async fn run(opts: DaemonOptions, err: &mut dyn std::io::Write) -> anyhow::R
         Ok(Ok(())) => {}
         Ok(Err(LeadError::Store(e))) => {
             writeln!(err, "error: cannot open the state store {}: {e} (is another driftwatch using it?)", state_path.display())?;
-            return Ok(crate::cli::FAILED);
+            return Ok(crate::exit::FAILED);
         }
         Ok(Err(LeadError::Services(errors))) => {
             for e in errors {
                 writeln!(err, "error: {e}")?;
             }
-            return Ok(crate::cli::FAILED);
+            return Ok(crate::exit::FAILED);
         }
         Err(_) => anyhow::bail!("the evaluation thread stopped while starting"),
     }
@@ -199,5 +200,5 @@ pub async fn run(opts: DaemonOptions, err: &mut dyn std::io::Write) -> anyhow::R
     drop(changes);
     let _ = tx.send(Input::Stop).await;
     let _ = done_rx.await;
-    Ok(crate::cli::OK)
+    Ok(crate::exit::OK)
 }

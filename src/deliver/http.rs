@@ -5,13 +5,6 @@ use std::time::Duration;
 
 use super::outcome::{Outcome, classify_status, parse_retry_after};
 
-/// Installs ring as the process's rustls crypto provider. Idempotent; must run before
-/// any TLS client or server is built (kube and reqwest panic without one).
-pub fn init_crypto() {
-    // An error only means a provider is already installed, which is what we want.
-    let _ = rustls::crypto::ring::default_provider().install_default();
-}
-
 #[derive(Debug, thiserror::Error)]
 pub enum ClientError {
     #[error("CA file {path}: {message}")]
@@ -23,7 +16,7 @@ pub enum ClientError {
 /// Builds an HTTP client. The shared one has no extra settings; a service that needs
 /// its own CA or (explicitly) no verification gets its own.
 pub fn client(ca_file: Option<&str>, insecure_skip_verify: bool) -> Result<reqwest::Client, ClientError> {
-    init_crypto();
+    crate::tls::init_crypto();
     let mut b = reqwest::Client::builder()
         .user_agent(concat!("driftwatch/", env!("CARGO_PKG_VERSION")))
         .connect_timeout(Duration::from_secs(5))
@@ -116,7 +109,7 @@ mod tests {
     /// A receiver answering with 10 MB: only the first 64 KiB are read.
     #[tokio::test]
     async fn a_huge_response_body_is_read_only_up_to_the_cap() {
-        init_crypto();
+        crate::tls::init_crypto();
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         tokio::spawn(async move {

@@ -7,7 +7,7 @@ use std::time::Duration;
 use rand::Rng;
 use serde::Deserialize;
 
-pub use crate::config::source::ConfigDuration;
+pub use crate::source::ConfigDuration;
 
 /// The result of one delivery attempt.
 #[derive(Debug, Clone, PartialEq, Eq)]

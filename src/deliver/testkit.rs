@@ -380,7 +380,7 @@ pub struct TestTls {
 }
 
 pub fn test_tls() -> TestTls {
-    super::http::init_crypto();
+    crate::tls::init_crypto();
     let ca_key = rcgen::KeyPair::generate().expect("key");
     let mut ca_params = rcgen::CertificateParams::new(Vec::<String>::new()).expect("params");
     ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);

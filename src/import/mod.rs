@@ -20,7 +20,7 @@ use serde::Serialize;
 use serde_json::{Map, Value, json};
 
 /// The marker `driftwatch check` refuses.
-pub const TODO_MARKER: &str = crate::config::source::IMPORT_TODO;
+pub const TODO_MARKER: &str = crate::source::IMPORT_TODO;
 
 /// Input that could not be read at all (exit code 2).
 #[derive(Debug, thiserror::Error)]

@@ -2,7 +2,6 @@
 //! subscription annotations (on the Application and on its AppProject) and config-level
 //! subscriptions with label selectors, merged and de-duplicated per trigger.
 
-pub mod classes;
 pub mod selector;
 pub mod tree;
 

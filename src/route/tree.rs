@@ -15,11 +15,11 @@ use std::collections::BTreeMap;
 use serde::Deserialize;
 use serde_json::Value;
 
-use crate::config::source::At;
+use crate::drift::classes::CLASSES;
 use crate::model::{Destination, Severity};
 use crate::route::Subscriptions;
-use crate::route::classes::CLASSES;
 use crate::route::selector::Selector;
+use crate::source::At;
 
 /// Routes nest at most this deep, and there are at most this many in all.
 pub const MAX_DEPTH: usize = 8;

@@ -16,7 +16,7 @@ use chrono::{DateTime, Utc};
 use redb::{ReadableDatabase, ReadableTable, ReadableTableMetadata, TableDefinition, WriteTransaction};
 
 use super::{SEP, StateError, StateStore, from_millis, remove_app_entries, storage};
-use crate::episode::{Episode, Sent};
+use crate::drift::episode::{Episode, Sent};
 use crate::model::{Action, Notification};
 
 const EPISODES: TableDefinition<&str, &str> = TableDefinition::new("episodes");
@@ -316,7 +316,7 @@ mod tests {
             "metadata": {"name": name, "namespace": "argocd", "uid": name},
             "status": {"sync": {"status": "OutOfSync"}}}))
         .unwrap();
-        crate::episode::observe(None, &app, &json!({"classes": [class], "severity": "warning", "direction": "live"}), at(min))
+        crate::drift::episode::observe(None, &app, &json!({"classes": [class], "severity": "warning", "direction": "live"}), at(min))
             .episode
             .unwrap()
     }

@@ -78,7 +78,7 @@ pub struct StateStore {
 #[derive(Debug, Default)]
 pub struct PassWrite<'a> {
     pub app_key: &'a str,
-    pub episode: Option<(&'a crate::episode::Episode, Retention)>,
+    pub episode: Option<(&'a crate::drift::episode::Episode, Retention)>,
     pub holds: &'a [(String, Option<u64>)],
     pub forgets: Vec<&'a str>,
 }

@@ -15,8 +15,8 @@ use handlebars::{Context, Handlebars};
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
-use crate::config::source::{At, ConfigError, SourceFile};
 use crate::model::{App, DestinationKind, Severity};
+use crate::source::{At, ConfigError, SourceFile};
 
 /// Most bytes one rendered field may have; longer text is cut (JSON fields fail).
 pub const MAX_FIELD_BYTES: usize = 64 * 1024;
@@ -316,7 +316,7 @@ impl std::fmt::Debug for TemplateSet {
 /// A compile-time warning (for `check`): a path the Application schema does not have.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Warning {
-    pub pos: Option<crate::config::source::Pos>,
+    pub pos: Option<crate::source::Pos>,
     pub message: String,
 }
 

@@ -1,7 +1,7 @@
 //! Rendering templates: the payload per destination kind, JSON fields, errors.
 
 use super::*;
-use crate::config::source::SourceFile;
+use crate::source::SourceFile;
 
 fn set(yaml: &str) -> TemplateSet {
     let file = SourceFile::new("t.yaml", yaml.to_string());

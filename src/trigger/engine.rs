@@ -2,8 +2,6 @@
 //! conditions may call. The engine holds no per-Application state: one is shared by
 //! every compiled trigger (and by the daemon's evaluation tasks, hence rhai's `sync`).
 
-use std::cell::Cell;
-
 use chrono::{DateTime, TimeDelta, Utc};
 use rhai::packages::Package;
 use rhai::{Dynamic, Engine, EvalAltResult, ImmutableString, Position, Token};
@@ -57,29 +55,6 @@ const RESERVED_AS_IDENTIFIERS: &[&str] = &[
     "nil",
     "with",
 ];
-
-thread_local! {
-    /// The instant `now()` returns during one evaluation pass (see [`with_now`]).
-    static NOW: Cell<Option<DateTime<Utc>>> = const { Cell::new(None) };
-}
-
-/// Runs `f` with `now()` fixed to `now`, so that every condition of one pass sees the
-/// same instant and tests and replays are deterministic.
-pub fn with_now<R>(now: DateTime<Utc>, f: impl FnOnce() -> R) -> R {
-    let previous = NOW.with(|c| c.replace(Some(now)));
-    let out = f();
-    NOW.with(|c| c.set(previous));
-    out
-}
-
-/// The instant `now()` returns: fixed during a pass (see [`with_now`]), else the clock.
-pub fn now() -> DateTime<Utc> {
-    current_now()
-}
-
-fn current_now() -> DateTime<Utc> {
-    NOW.with(Cell::get).unwrap_or_else(Utc::now)
-}
 
 /// A point in time in a condition (`now()`, `parse_time(...)`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -154,7 +129,7 @@ pub fn build() -> Engine {
 fn register_time(engine: &mut Engine) {
     engine.register_type_with_name::<Time>("Time");
     engine.register_type_with_name::<Duration>("Duration");
-    engine.register_fn("now", || Time(current_now()));
+    engine.register_fn("now", || Time(crate::clock::now()));
     engine.register_fn("parse_time", |s: ImmutableString| parse_time(&s));
     engine.register_fn("parse_time", |_: ()| -> Fallible<Time> { fail("parse_time: the value is () (the field is missing)".into()) });
     engine.register_fn("duration", |s: ImmutableString| -> Fallible<Duration> { crate::duration::parse(&s).map(Duration).or_else(fail) });

@@ -18,7 +18,7 @@ use rhai::{AST, Dynamic, Engine, Scope};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use crate::config::source::{At, ConfigDuration, ConfigError, SourceFile};
+use crate::source::{At, ConfigDuration, ConfigError, SourceFile};
 
 /// `when` as written: a rhai expression, or a YAML boolean (`when: true` in on-created).
 #[derive(Debug, Clone, Deserialize)]

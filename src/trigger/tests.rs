@@ -14,7 +14,7 @@ fn run(engine: &TriggerEngine, yaml: &str, app: serde_json::Value) -> Vec<Condit
     let t = compile(engine, yaml).unwrap_or_else(|e| panic!("{e:?}"));
     let mut scope = engine.prepare(&app);
     let now = chrono::Utc.with_ymd_and_hms(2026, 3, 1, 12, 0, 0).unwrap();
-    engine::with_now(now, || engine.run(&t, &mut scope))
+    crate::clock::with_now(now, || engine.run(&t, &mut scope))
 }
 
 fn one(yaml_when: &str, app: serde_json::Value) -> ConditionResult {

@@ -18,7 +18,7 @@ pub struct EmailClient {
 
 impl EmailClient {
     pub fn new(cfg: &EmailConfig, secrets: &Secrets) -> Result<EmailClient, String> {
-        crate::deliver::http::init_crypto();
+        crate::tls::init_crypto();
         let port = cfg.port.unwrap_or(match cfg.tls {
             TlsMode::None => 25,
             TlsMode::Starttls => 587,

@@ -26,7 +26,7 @@ pub struct SyslogClient {
 }
 
 fn tls_connector(ca_file: Option<&str>) -> Result<tokio_rustls::TlsConnector, String> {
-    crate::deliver::http::init_crypto();
+    crate::tls::init_crypto();
     let mut roots = rustls::RootCertStore { roots: webpki_roots::TLS_SERVER_ROOTS.to_vec() };
     if let Some(path) = ca_file {
         let pem = std::fs::read(path).map_err(|e| format!("CA file {path}: {e}"))?;

@@ -21,7 +21,7 @@ use kube::discovery::{ApiCapabilities, ApiResource, Scope};
 use serde_json::Value;
 use tokio::sync::{Mutex, Semaphore, mpsc};
 
-use crate::attribution::resource_key;
+use crate::drift::attribution::resource_key;
 use crate::metrics::METRICS;
 
 /// At most this many resources are remembered (fresh or not); past it the oldest go.
@@ -230,7 +230,7 @@ impl LiveFetcher {
                 (self.client.clone(), self.permits.clone(), self.results.clone(), self.discovery.clone(), self.forbidden.clone());
             let read_secrets = self.read_secrets;
             tokio::spawn(async move {
-                let not_read = crate::route::classes::NOT_READ_BY_DEFAULT.contains(&(w.group.as_str(), w.kind.as_str()));
+                let not_read = crate::drift::classes::NOT_READ_BY_DEFAULT.contains(&(w.group.as_str(), w.kind.as_str()));
                 let object = if not_read && !read_secrets {
                     Err(ReadError::SecretsOff)
                 } else if let Some(e) = known_forbidden(&forbidden, &w) {
@@ -344,7 +344,7 @@ mod tests {
 
     #[tokio::test]
     async fn requests_are_shared_and_released_when_no_application_reports_the_drift() {
-        crate::deliver::http::init_crypto();
+        crate::tls::init_crypto();
         // Nothing listens there: reads fail, which is all this test needs.
         let client = kube::Client::try_from(kube::Config::new("http://127.0.0.1:9".parse().unwrap())).unwrap();
         let (mut f, mut rx) = LiveFetcher::new(client, 2, Duration::from_secs(60), false);
@@ -370,7 +370,7 @@ mod tests {
 
     #[tokio::test]
     async fn secrets_are_not_asked_for_and_a_refused_kind_is_remembered() {
-        crate::deliver::http::init_crypto();
+        crate::tls::init_crypto();
         let client = kube::Client::try_from(kube::Config::new("http://127.0.0.1:9".parse().unwrap())).unwrap();
         let (mut f, mut rx) = LiveFetcher::new(client, 2, Duration::from_secs(60), false);
         let secret = Wanted { group: String::new(), kind: "Secret".into(), class: "secret".into(), ..wanted("db") };

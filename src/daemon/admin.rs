@@ -13,9 +13,11 @@ use hyper::body::{Bytes, Incoming};
 use hyper::{Request, Response};
 use hyper_util::rt::TokioIo;
 
-use crate::daemon::SharedState;
 use crate::metrics::METRICS;
 use crate::state::StateStore;
+
+/// The state store the operations endpoints read (none while not leading).
+pub type SharedState = Arc<std::sync::RwLock<Option<Arc<StateStore>>>>;
 
 fn text(status: u16, body: String, content_type: &str) -> Response<Full<Bytes>> {
     let mut r = Response::new(Full::new(Bytes::from(body)));

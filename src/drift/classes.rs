@@ -9,7 +9,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use crate::attribution::{LiveIndex, resource_key};
+use crate::drift::attribution::{LiveIndex, resource_key};
 
 /// The default (group, kind, API resource, class) table. `""` is the core group; the
 /// resource name is what RBAC rules grant (`tests/rbac.rs` checks that the shipped
@@ -277,7 +277,7 @@ mod tests {
         let mut live = LiveIndex::new();
         let object = json!({"metadata": {"managedFields": [{"manager": "kubectl-edit", "operation": "Update", "time": "2026-03-02T03:12:00Z",
             "fieldsV1": {"f:spec": {"f:template": {"f:spec": {"f:containers": {"k:{\"name\":\"app\"}": {"f:securityContext": {"f:privileged": {}}}}}}}}}]}});
-        live.insert(resource_key("apps", "Deployment", "shop", "web"), crate::attribution::attribute(&object, "workload", &[]));
+        live.insert(resource_key("apps", "Deployment", "shop", "web"), crate::drift::attribution::attribute(&object, "workload", &[]));
         let res = json!([{"group": "apps", "kind": "Deployment", "namespace": "shop", "name": "web", "status": "OutOfSync"},
                          {"kind": "ConfigMap", "namespace": "shop", "name": "c", "status": "OutOfSync"}]);
         // Even alongside a Git change, a security field edited by hand is critical.
@@ -295,7 +295,7 @@ mod tests {
 
     #[test]
     fn a_resource_not_read_is_reported_with_why() {
-        use crate::attribution::{Attribution, NotReadReason};
+        use crate::drift::attribution::{Attribution, NotReadReason};
         let mut live = LiveIndex::new();
         live.insert(resource_key("", "Secret", "shop", "db"), Attribution::not_read(NotReadReason::SecretsOff, "off".into()));
         let res = json!([{"version": "v1", "kind": "Secret", "namespace": "shop", "name": "db", "status": "OutOfSync"}]);
