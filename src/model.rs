@@ -347,6 +347,15 @@ pub enum Action {
     Resolve,
 }
 
+impl Action {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Action::Fire => "fire",
+            Action::Resolve => "resolve",
+        }
+    }
+}
+
 /// What a destination may need to know about the Application beyond the rendered
 /// payload (SIEM records, PagerDuty dedup keys, links). Read once per notification.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]

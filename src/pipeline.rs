@@ -10,10 +10,11 @@ use chrono::{DateTime, Utc};
 
 use crate::clock::with_now;
 use crate::config::Runtime;
+use crate::drift::Drift;
 use crate::drift::attribution::LiveIndex;
 use crate::drift::episode::{self, Episode, Event};
 use crate::model::{Action, App, AppMeta, Destination, Notification, Project, RecordOp, StateRecord};
-use crate::route::tree::{RouteHit, RouteInput};
+use crate::route::tree::{RouteHit, RouteInput, RouteSubject};
 use crate::secret::Redactor;
 use crate::state::{StateError, StateStore, dedup_key, from_millis, to_millis};
 use crate::template::{RenderContext, Target};
@@ -48,8 +49,8 @@ pub struct Evaluation {
     pub skipped: Vec<Skip>,
     /// Malformed subscription annotations.
     pub annotation_errors: Vec<String>,
-    /// What drifted (`drift` as triggers see it).
-    pub drift: serde_json::Value,
+    /// What drifted.
+    pub drift: Drift,
     /// The Application's episode after this observation (open or last resolved).
     pub episode: Option<Episode>,
     /// What this observation did to the episode; `Some` means store it.
@@ -93,8 +94,11 @@ pub fn apply(eval: &Evaluation, app_key: &str, state: &StateStore, rt: &Runtime,
 /// The render context of one pass, built on the first notification only (most passes
 /// render nothing), from the `drift` the pass already computed.
 struct LazyRender<'a> {
-    drift: &'a serde_json::Value,
-    episode: &'a serde_json::Value,
+    drift: &'a Drift,
+    episode: Option<&'a Episode>,
+    now: DateTime<Utc>,
+    /// The episode as a notification carries it (when it belongs to it), made once.
+    episode_view: Option<serde_json::Value>,
     /// Whether this pass's notifications belong to the episode: it is open, or this
     /// very observation resolved it. A notification about something else long after an
     /// episode ended (an `on-deployed` next week) does not carry it, so it is neither
@@ -132,7 +136,7 @@ impl Pipeline {
         let app_key = app.state_key();
         // What drifted and the episode come first: every Application's drift is
         // recorded, subscribed or not, and routes match on them.
-        let drift = rt.classes.drift(&app.object, &self.live);
+        let drift = Drift::of(&app.object, &rt.classes, &self.live);
         let obs = episode::observe(state.latest_episode(&app_key)?, app, &drift, now);
         out.episode = obs.episode;
         out.episode_event = obs.event;
@@ -142,9 +146,8 @@ impl Pipeline {
             out.drift = drift;
             return Ok(out);
         }
-        let episode_view = out.episode.as_ref().map_or(serde_json::Value::Null, |e| e.view(now));
         if !rt.routes.is_empty() {
-            let subject = if episode_view.is_null() { &drift } else { &episode_view };
+            let subject = out.episode.as_ref().map_or_else(|| RouteSubject::from(&drift), RouteSubject::from);
             out.routes = rt.routes.matches(&RouteInput { labels: &app.labels, project: &app.project, subject });
             out.routes.iter().for_each(|hit| hit.add_to(&mut subs));
         }
@@ -153,9 +156,10 @@ impl Pipeline {
             return Ok(out);
         }
         // Converted once for all triggers and conditions of this pass.
-        let mut scope = rt.engine.prepare_with(&app.object, &[("drift", &drift), ("episode", &episode_view)]);
-        let belongs = out.episode.as_ref().is_some_and(Episode::is_open) || out.episode_event == Some(Event::Resolved);
-        let mut render_ctx = LazyRender { drift: &drift, episode: &episode_view, belongs, ctx: None };
+        let episode = out.episode.take();
+        let mut scope = rt.engine.prepare_pass(&app.object, &drift, episode.as_ref(), now);
+        let belongs = episode.as_ref().is_some_and(Episode::is_open) || out.episode_event == Some(Event::Resolved);
+        let mut render_ctx = LazyRender { drift: &drift, episode: episode.as_ref(), now, episode_view: None, belongs, ctx: None };
         for (trigger_name, destinations) in &subs {
             let Some(trigger) = rt.triggers.get(trigger_name) else {
                 out.skipped.push(Skip::UnknownTrigger { trigger: trigger_name.clone() });
@@ -207,6 +211,7 @@ impl Pipeline {
                 }
             }
         }
+        out.episode = episode;
         out.drift = drift;
         Ok(out)
     }
@@ -298,16 +303,17 @@ impl Pipeline {
             return Ok(());
         };
         let target = Target { trigger, kind, service: &d.service, recipient: &d.recipient, resolved: action == Action::Resolve };
-        let ctx_episode = if ctx.belongs { ctx.episode } else { &serde_json::Value::Null };
+        let ctx_episode = match (ctx.belongs, ctx.episode) {
+            (true, Some(e)) => Some(ctx.episode_view.get_or_insert_with(|| e.view(ctx.now)).clone()),
+            _ => None,
+        };
         for template in &r.send {
             if state.is_pending(&record.app_key, &record.key, template, action)? {
                 out.skipped.push(Skip::InFlight { trigger: trigger.to_string(), destination: d.clone() });
                 continue;
             }
-            let (drift, episode) = (ctx.drift, ctx.episode);
-            let ctx = ctx
-                .ctx
-                .get_or_insert_with(|| RenderContext::new(app, &rt.context).with("drift", drift.clone()).with("episode", episode.clone()));
+            let (drift, episode, now) = (ctx.drift, ctx.episode, ctx.now);
+            let ctx = ctx.ctx.get_or_insert_with(|| RenderContext::new(app, &rt.context).with_pass(drift, episode, now));
             match rt.templates.render(template, ctx, &target, app) {
                 Ok(rendered) => {
                     let mut payload = rendered.payload;
@@ -325,7 +331,7 @@ impl Pipeline {
                         severity: rendered.severity,
                         payload,
                         record: Some(record.clone()),
-                        episode: Some(ctx_episode.clone()).filter(|e| !e.is_null()),
+                        episode: ctx_episode.clone(),
                     });
                 }
                 Err(e) => out.skipped.push(Skip::RenderFailed {

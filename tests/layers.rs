@@ -11,9 +11,10 @@ const LAYERS: &[&[&str]] = &[
     &["duration", "clock", "exit", "tls", "secret", "metrics", "model"],
     // Positions in configuration files (and configured durations).
     &["source"],
-    // Pure stages.
-    &["drift", "trigger", "template"],
-    &["route", "state"],
+    // The typed records of what drifted, and the pure stages that read them: rhai
+    // (trigger), handlebars (template), routing; the state store keeps episodes.
+    &["drift"],
+    &["trigger", "template", "route", "state"],
     // The outbox's deliverers, one folder per destination kind.
     &["deliver"],
     // Loading and compiling a configuration into a runtime.

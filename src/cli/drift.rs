@@ -9,6 +9,7 @@ use serde_json::{Value, json};
 
 use super::{BAD_INPUT, FAILED, Format, OK, live_attribution, load, read_app};
 use crate::drift::episode::{Episode, human_duration};
+use crate::model::Severity;
 use crate::pipeline::Pipeline;
 use crate::replay::read_documents;
 use crate::state::{HistoryQuery, StateStore};
@@ -83,32 +84,28 @@ pub fn routes_test(
         }
         Format::Text => {
             let d = &eval.drift;
-            let s = |v: &Value, k: &str| v.get(k).and_then(Value::as_str).unwrap_or("-").to_string();
             writeln!(
                 out,
                 "{}  drift: {} resource(s), direction={}, severity={}",
                 app.qualified_name(),
-                d["count"].as_u64().unwrap_or(0),
-                s(d, "direction"),
-                s(d, "severity")
+                d.count,
+                d.direction,
+                d.severity.map_or("none", Severity::as_str)
             )?;
-            for r in d["resources"].as_array().map(Vec::as_slice).unwrap_or_default() {
-                let class = s(r, "class");
-                let kind_class = s(r, "kindClass");
-                let refined = if class == kind_class { String::new() } else { format!(" (by kind: {kind_class})") };
-                writeln!(out, "  {} {}/{}  class={class}{refined}", s(r, "kind"), s(r, "namespace"), s(r, "name"))?;
+            for r in &d.resources {
+                let refined = if r.class == r.kind_class { String::new() } else { format!(" (by kind: {})", r.kind_class) };
+                writeln!(out, "  {} {}/{}  class={}{refined}", r.kind, r.namespace, r.name, r.class)?;
             }
-            for a in d["attribution"].as_array().map(Vec::as_slice).unwrap_or_default() {
-                let fields: Vec<&str> = a["fields"].as_array().map(|f| f.iter().filter_map(Value::as_str).collect()).unwrap_or_default();
-                let security = if a["securityFields"].as_array().is_some_and(|f| !f.is_empty()) { "  [security]" } else { "" };
+            for a in &d.attribution {
+                let security = if a.security_fields.is_empty() { "" } else { "  [security]" };
                 writeln!(
                     out,
                     "  {} ({}) changed {} on {} at {}{security}",
-                    s(a, "manager"),
-                    s(a, "operation"),
-                    fields.join(", "),
-                    s(a, "resource"),
-                    s(a, "time")
+                    a.manager,
+                    a.operation,
+                    a.fields.join(", "),
+                    a.resource,
+                    a.time
                 )?;
             }
             writeln!(out, "\nroutes:")?;
@@ -212,19 +209,12 @@ pub fn history(path: &Path, query: &HistoryQuery, format: HistoryFormat, out: &m
 pub fn write_history(episodes: &[Episode], format: HistoryFormat, now: DateTime<Utc>, out: &mut dyn Write) -> std::io::Result<()> {
     let time = |t: Option<DateTime<Utc>>| t.map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)).unwrap_or_default();
     let managers = |e: &Episode| -> String {
-        let mut m: Vec<&str> = e.attribution.iter().filter_map(|a| a.get("manager").and_then(Value::as_str)).collect();
+        let mut m: Vec<&str> = e.attribution.iter().map(|a| a.manager.as_str()).collect();
         m.dedup();
         m.join(";")
     };
     let resources = |e: &Episode| -> String {
-        e.resources
-            .iter()
-            .map(|r| {
-                let s = |k: &str| r.get(k).and_then(Value::as_str).unwrap_or_default();
-                format!("{} {}/{}", s("kind"), s("namespace"), s("name"))
-            })
-            .collect::<Vec<_>>()
-            .join(";")
+        e.resources.iter().map(|r| format!("{} {}/{}", r.kind, r.namespace, r.name)).collect::<Vec<_>>().join(";")
     };
     match format {
         HistoryFormat::Json => {
@@ -247,7 +237,7 @@ pub fn write_history(episodes: &[Episode], format: HistoryFormat, now: DateTime<
                     e.duration_secs(now).to_string(),
                     if e.is_open() { "open".into() } else { "resolved".into() },
                     e.severity.as_str().into(),
-                    e.direction.clone(),
+                    e.direction.to_string(),
                     e.classes.iter().cloned().collect::<Vec<_>>().join(";"),
                     resources(e),
                     managers(e),

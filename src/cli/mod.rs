@@ -13,6 +13,8 @@ use serde_json::{Value, json};
 
 use crate::config::{self, Runtime};
 use crate::deliver::{ConsoleSink, JsonLinesSink, Sink, dispatch};
+use crate::drift::Drift;
+use crate::drift::episode::Episode;
 use crate::model::{Action, App, AppMeta, Destination, DestinationKind, Notification};
 use crate::pipeline::{Pipeline, Skip};
 use crate::replay::{self, Snapshot};
@@ -77,8 +79,8 @@ pub fn check(config: Option<&Path>, out: &mut dyn Write, err: &mut dyn Write) ->
     let mut seen = std::collections::BTreeSet::new();
     for sample in CHECK_SAMPLES {
         let app = App::from_value(serde_json::from_str(sample).context("built-in check sample")?).context("built-in check sample")?;
-        for (drift, episode, resolved) in check_drift_samples(&rt, &app) {
-            let mut ctx = RenderContext::new(&app, &rt.context).with("drift", drift).with("episode", episode);
+        for (drift, episode, at, resolved) in check_drift_samples(&rt, &app) {
+            let mut ctx = RenderContext::new(&app, &rt.context).with_pass(&drift, episode.as_ref(), at);
             for name in rt.templates.names() {
                 for (kind, service) in &kinds {
                     let target = Target { trigger: "check", kind: *kind, service, recipient: "check", resolved };
@@ -113,9 +115,9 @@ pub fn check(config: Option<&Path>, out: &mut dyn Write, err: &mut dyn Write) ->
 
 /// `drift` and `episode` values `check` renders every template with: none (a synced
 /// Application), an open security episode with attribution, and its resolution.
-fn check_drift_samples(rt: &Runtime, app: &App) -> Vec<(Value, Value, bool)> {
+fn check_drift_samples(rt: &Runtime, app: &App) -> Vec<(Drift, Option<Episode>, chrono::DateTime<Utc>, bool)> {
     let t0 = chrono::DateTime::<Utc>::from_timestamp(1_772_420_000, 0).unwrap_or_default();
-    let none = rt.classes.drift(&app.object, &crate::drift::attribution::LiveIndex::new());
+    let none = Drift::of(&app.object, &rt.classes, &crate::drift::attribution::LiveIndex::new());
     let mut drifted = app.clone();
     // The samples are being deleted (for on-deleted); a drifting one is not.
     if let Some(meta) = drifted.object.get_mut("metadata").and_then(Value::as_object_mut) {
@@ -133,16 +135,11 @@ fn check_drift_samples(rt: &Runtime, app: &App) -> Vec<(Value, Value, bool)> {
         crate::drift::attribution::resource_key("apps", "Deployment", "ns", "web"),
         crate::drift::attribution::attribute(&live_object, "workload", &[]),
     );
-    let drift = rt.classes.drift(&drifted.object, &live);
+    let drift = Drift::of(&drifted.object, &rt.classes, &live);
     let open = crate::drift::episode::observe(None, &drifted, &drift, t0).episode;
     debug_assert!(open.is_some(), "the drifted sample opens an episode");
     let resolved = crate::drift::episode::observe(open.clone(), app, &none, t0 + chrono::Duration::minutes(14)).episode;
-    let view = |e: &Option<crate::drift::episode::Episode>, at| e.as_ref().map_or(Value::Null, |e| e.view(at));
-    vec![
-        (none.clone(), Value::Null, false),
-        (drift, view(&open, t0), false),
-        (none, view(&resolved, t0 + chrono::Duration::minutes(14)), true),
-    ]
+    vec![(none.clone(), None, t0, false), (drift, open, t0, false), (none, resolved, t0 + chrono::Duration::minutes(14), true)]
 }
 
 /// Reports a trigger or template name that does not exist, with the known ones.
@@ -165,9 +162,9 @@ fn read_app(path: &Path, err: &mut dyn Write) -> anyhow::Result<Option<App>> {
 /// `drift` and `episode` for a single Application file, as the daemon would see them
 /// the first time it met the Application in this state (an episode opens now if it
 /// is OutOfSync or Degraded).
-fn first_sight(rt: &Runtime, app: &App, now: chrono::DateTime<Utc>) -> (Value, Value) {
-    let drift = rt.classes.drift(&app.object, &crate::drift::attribution::LiveIndex::new());
-    let episode = crate::drift::episode::observe(None, app, &drift, now).episode.map_or(Value::Null, |e| e.view(now));
+fn first_sight(rt: &Runtime, app: &App, now: chrono::DateTime<Utc>) -> (Drift, Option<Episode>) {
+    let drift = Drift::of(&app.object, &rt.classes, &crate::drift::attribution::LiveIndex::new());
+    let episode = crate::drift::episode::observe(None, app, &drift, now).episode;
     (drift, episode)
 }
 
@@ -187,9 +184,10 @@ pub fn trigger_run(
     let Some(app) = read_app(app_file, err)? else {
         return Ok(BAD_INPUT);
     };
-    let (drift, episode) = first_sight(&rt, &app, Utc::now());
-    let mut scope = rt.engine.prepare_with(&app.object, &[("drift", &drift), ("episode", &episode)]);
-    let results = crate::clock::with_now(Utc::now(), || rt.engine.run(trigger, &mut scope));
+    let now = Utc::now();
+    let (drift, episode) = first_sight(&rt, &app, now);
+    let mut scope = rt.engine.prepare_pass(&app.object, &drift, episode.as_ref(), now);
+    let results = crate::clock::with_now(now, || rt.engine.run(trigger, &mut scope));
     match format {
         Format::Json => {
             let v = json!({"trigger": name, "conditions": results});
@@ -248,8 +246,9 @@ pub fn template_notify(
         recipients.iter().map(|r| Destination::parse(r)).collect()
     };
     let redactor = &rt.redactor;
-    let (drift, episode) = first_sight(&rt, &app, Utc::now());
-    let mut ctx = RenderContext::new(&app, &rt.context).with("drift", drift).with("episode", episode);
+    let now = Utc::now();
+    let (drift, episode) = first_sight(&rt, &app, now);
+    let mut ctx = RenderContext::new(&app, &rt.context).with_pass(&drift, episode.as_ref(), now);
     let mut notifications = Vec::new();
     for d in &destinations {
         let Some(kind) = rt.service_kind(&d.service) else {

@@ -21,6 +21,7 @@ use kube::discovery::{ApiCapabilities, ApiResource, Scope};
 use serde_json::Value;
 use tokio::sync::{Mutex, Semaphore, mpsc};
 
+use crate::drift::Drift;
 use crate::drift::attribution::resource_key;
 use crate::metrics::METRICS;
 
@@ -55,20 +56,18 @@ impl Wanted {
     }
 
     /// The resources of a `drift` value that have what a read needs.
-    pub fn from_drift(drift: &Value) -> Vec<Wanted> {
-        let Some(list) = drift.get("resources").and_then(Value::as_array) else { return Vec::new() };
-        list.iter()
-            .filter_map(|r| {
-                let s = |k: &str| r.get(k).and_then(Value::as_str).unwrap_or_default().to_string();
-                let w = Wanted {
-                    group: s("group"),
-                    version: s("version"),
-                    kind: s("kind"),
-                    namespace: s("namespace"),
-                    name: s("name"),
-                    class: s("kindClass"),
-                };
-                (!w.version.is_empty() && !w.kind.is_empty() && !w.name.is_empty()).then_some(w)
+    pub fn from_drift(drift: &Drift) -> Vec<Wanted> {
+        drift
+            .resources
+            .iter()
+            .filter(|r| !r.version.is_empty() && !r.kind.is_empty() && !r.name.is_empty())
+            .map(|r| Wanted {
+                group: r.group.clone(),
+                version: r.version.clone(),
+                kind: r.kind.clone(),
+                namespace: r.namespace.clone(),
+                name: r.name.clone(),
+                class: r.kind_class.clone(),
             })
             .collect()
     }
@@ -362,7 +361,7 @@ mod tests {
         }
         assert!(f.fetched.is_empty());
         assert_eq!(
-            Wanted::from_drift(&serde_json::json!({"resources": [{"kind": "X", "name": "n"}]})),
+            Wanted::from_drift(&serde_json::from_value(serde_json::json!({"resources": [{"kind": "X", "name": "n"}]})).unwrap()),
             vec![],
             "no version: cannot be read"
         );

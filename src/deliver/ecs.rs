@@ -50,7 +50,7 @@ pub fn record(n: &Notification, origin: &Origin, now: chrono::DateTime<chrono::U
             "health_status": n.meta.health_status,
             "revision": n.meta.revision,
             "template": n.template,
-            "action": match n.action { Action::Fire => "fire", Action::Resolve => "resolve" },
+            "action": n.action.as_str(),
         },
     });
     if let (Some(ep), Some(map)) = (n.episode.as_ref().filter(|e| e.is_object()), v.as_object_mut()) {

@@ -13,7 +13,8 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use crate::model::{App, Severity};
+use super::{AttributedChange, Direction, Drift, DriftResource};
+use crate::model::{Action, App, Severity};
 
 /// Bounds on what one episode keeps.
 pub const MAX_RESOURCES: usize = 64;
@@ -26,8 +27,7 @@ pub struct Sent {
     pub trigger: String,
     pub service: String,
     pub recipient: String,
-    /// `fire` or `resolve`.
-    pub action: String,
+    pub action: Action,
     pub at: DateTime<Utc>,
 }
 
@@ -54,13 +54,13 @@ pub struct Episode {
     /// How many times the severity rose.
     #[serde(default)]
     pub escalations: u32,
-    /// `synced` or `deleted` once resolved.
+    /// How it resolved.
     #[serde(default)]
-    pub resolution: Option<String>,
+    pub resolution: Option<Resolution>,
     /// The highest severity reached.
     pub severity: Severity,
     /// `live` if any observation of the episode was live drift, else `git`, `unknown`.
-    pub direction: String,
+    pub direction: Direction,
     /// `status.sync.revision` when it opened, and the deployed one then.
     pub revision: String,
     #[serde(default)]
@@ -76,12 +76,31 @@ pub struct Episode {
     pub health_recovered_at: Option<DateTime<Utc>>,
     pub classes: BTreeSet<String>,
     /// Every resource that drifted during the episode, with class and attribution.
-    pub resources: Vec<Value>,
+    pub resources: Vec<DriftResource>,
     /// Field managers other than Argo CD's that changed drifted resources: those that
     /// changed a security field first, then the latest.
-    pub attribution: Vec<Value>,
+    pub attribution: Vec<AttributedChange>,
     #[serde(default)]
     pub notifications: Vec<Sent>,
+}
+
+/// How an episode ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Resolution {
+    /// Synced and not Degraded again.
+    Synced,
+    /// The Application was deleted.
+    Deleted,
+}
+
+impl Resolution {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Resolution::Synced => "synced",
+            Resolution::Deleted => "deleted",
+        }
+    }
 }
 
 /// What an observation did to the episode.
@@ -117,11 +136,6 @@ fn str_at<'a>(v: &'a Value, p: &str) -> &'a str {
     v.pointer(p).and_then(Value::as_str).unwrap_or_default()
 }
 
-/// The severity of the current drift (`drift.severity`), `none` as `None`.
-fn drift_severity(drift: &Value) -> Option<Severity> {
-    drift.get("severity").and_then(Value::as_str).and_then(Severity::parse)
-}
-
 /// Is `a` more severe than `b`? (`Severity` orders critical first.)
 fn more_severe(a: Severity, b: Severity) -> bool {
     a < b
@@ -129,7 +143,7 @@ fn more_severe(a: Severity, b: Severity) -> bool {
 
 /// One observation of `app` (with its computed `drift`) at `now`, given the last
 /// episode stored for it.
-pub fn observe(prev: Option<Episode>, app: &App, drift: &Value, now: DateTime<Utc>) -> Observation {
+pub fn observe(prev: Option<Episode>, app: &App, drift: &Drift, now: DateTime<Utc>) -> Observation {
     let sync = str_at(&app.object, "/status/sync/status");
     let health = str_at(&app.object, "/status/health/status");
     let deleted = app.object.pointer("/metadata/deletionTimestamp").is_some_and(|v| !v.is_null());
@@ -138,7 +152,7 @@ pub fn observe(prev: Option<Episode>, app: &App, drift: &Value, now: DateTime<Ut
         Some(mut ep) if ep.is_open() => {
             if !drifting {
                 ep.resolved_at = Some(now);
-                ep.resolution = Some(if deleted { "deleted" } else { "synced" }.to_string());
+                ep.resolution = Some(if deleted { Resolution::Deleted } else { Resolution::Synced });
                 if ep.health == "Degraded" && health != "Degraded" {
                     ep.health_recovered_at = Some(now);
                 }
@@ -171,10 +185,10 @@ pub fn observe(prev: Option<Episode>, app: &App, drift: &Value, now: DateTime<Ut
                 escalated_at: None,
                 escalations: 0,
                 resolution: None,
-                severity: drift_severity(drift).unwrap_or(Severity::Info),
-                direction: "none".into(),
-                revision: str_at(drift, "/revision").to_string(),
-                deployed_revision: str_at(drift, "/deployedRevision").to_string(),
+                severity: drift.severity.unwrap_or(Severity::Info),
+                direction: Direction::None,
+                revision: drift.revision.clone(),
+                deployed_revision: drift.deployed_revision.clone(),
                 out_of_sync: false,
                 degraded: false,
                 health: String::new(),
@@ -193,47 +207,33 @@ pub fn observe(prev: Option<Episode>, app: &App, drift: &Value, now: DateTime<Ut
 }
 
 /// Folds one observation into an open episode; returns whether the severity rose.
-fn merge(ep: &mut Episode, sync: &str, health: &str, drift: &Value, now: DateTime<Utc>) -> bool {
+fn merge(ep: &mut Episode, sync: &str, health: &str, drift: &Drift, now: DateTime<Utc>) -> bool {
     ep.out_of_sync |= sync == "OutOfSync";
     ep.degraded |= health == "Degraded";
     if ep.health == "Degraded" && health != "Degraded" {
         ep.health_recovered_at = Some(now);
     }
     ep.health = health.to_string();
-    let dir = str_at(drift, "/direction");
-    ep.direction = match (ep.direction.as_str(), dir) {
-        ("live", _) | (_, "live") => "live".into(),
-        ("git", _) | (_, "git") => "git".into(),
-        ("unknown", _) | (_, "unknown") => "unknown".into(),
-        _ => ep.direction.clone(),
-    };
-    if let Some(list) = drift.get("classes").and_then(Value::as_array) {
-        ep.classes.extend(list.iter().filter_map(Value::as_str).map(str::to_string));
-    }
-    if let Some(list) = drift.get("resources").and_then(Value::as_array) {
-        for r in list {
-            let same = |o: &Value| ["group", "kind", "namespace", "name"].iter().all(|k| o.get(*k) == r.get(*k));
-            match ep.resources.iter().position(same) {
-                // Keep the latest view (class may have been refined by attribution).
-                Some(i) => ep.resources[i] = r.clone(),
-                None if ep.resources.len() < MAX_RESOURCES => ep.resources.push(r.clone()),
-                None => {}
-            }
+    ep.direction = ep.direction.merge(drift.direction);
+    ep.classes.extend(drift.classes.iter().cloned());
+    for r in &drift.resources {
+        match ep.resources.iter().position(|o| o.same_resource(r)) {
+            // Keep the latest view (class may have been refined by attribution).
+            Some(i) => ep.resources[i] = r.clone(),
+            None if ep.resources.len() < MAX_RESOURCES => ep.resources.push(r.clone()),
+            None => {}
         }
     }
-    if let Some(list) = drift.get("attribution").and_then(Value::as_array) {
-        for a in list {
-            let same = |o: &Value| ["resource", "manager", "time"].iter().all(|k| o.get(*k) == a.get(*k));
+    if !drift.attribution.is_empty() {
+        for a in &drift.attribution {
+            let same = |o: &AttributedChange| (&o.resource, &o.manager, &o.time) == (&a.resource, &a.manager, &a.time);
             if !ep.attribution.iter().any(same) && ep.attribution.len() < MAX_ATTRIBUTION {
                 ep.attribution.push(a.clone());
             }
         }
-        // Most relevant first: whoever changed a security field, then the latest.
-        let security = |a: &Value| a.get("securityFields").and_then(Value::as_array).is_some_and(|f| !f.is_empty());
-        let time = |a: &Value| a.get("time").and_then(Value::as_str).unwrap_or_default().to_string();
-        ep.attribution.sort_by(|a, b| security(b).cmp(&security(a)).then_with(|| time(b).cmp(&time(a))));
+        AttributedChange::sort(&mut ep.attribution);
     }
-    match drift_severity(drift) {
+    match drift.severity {
         Some(s) if more_severe(s, ep.severity) => {
             ep.severity = s;
             ep.escalated_at = Some(now);
@@ -324,10 +324,15 @@ mod tests {
         DateTime::parse_from_rfc3339("2026-03-02T03:00:00Z").unwrap().with_timezone(&Utc) + chrono::Duration::minutes(min)
     }
 
-    fn drift(severity: &str, class: &str, direction: &str) -> Value {
-        json!({"severity": severity, "direction": direction, "classes": [class], "revision": "abc",
+    /// A drift as triggers see it, from its JSON.
+    fn typed(v: Value) -> Drift {
+        serde_json::from_value(v).unwrap()
+    }
+
+    fn drift(severity: &str, class: &str, direction: &str) -> Drift {
+        typed(json!({"severity": severity, "direction": direction, "classes": [class], "revision": "abc",
                "resources": [{"group": "apps", "kind": "Deployment", "namespace": "shop", "name": "web", "class": class}],
-               "attribution": [{"resource": "Deployment shop/web", "manager": "kubectl-edit", "time": "t"}]})
+               "attribution": [{"resource": "Deployment shop/web", "manager": "kubectl-edit", "time": "t"}]}))
     }
 
     #[test]
@@ -353,13 +358,13 @@ mod tests {
         assert_eq!(ep.escalated_at, Some(at(3)));
         assert_eq!(ep.classes.iter().collect::<Vec<_>>(), ["security-context", "workload"]);
         assert_eq!(ep.resources.len(), 1, "the same resource is kept once, with its latest class");
-        assert_eq!(ep.resources[0]["class"], "security-context");
+        assert_eq!(ep.resources[0].class, "security-context");
         assert_eq!(ep.attribution.len(), 1);
 
-        let o = observe(Some(ep), &app("Synced", "Healthy"), &json!({"severity": "none", "direction": "none"}), at(14));
+        let o = observe(Some(ep), &app("Synced", "Healthy"), &typed(json!({"severity": "none", "direction": "none"})), at(14));
         assert_eq!(o.event, Some(Event::Resolved));
         let ep = o.episode.unwrap();
-        assert_eq!(ep.resolution.as_deref(), Some("synced"));
+        assert_eq!(ep.resolution, Some(Resolution::Synced));
         let v = ep.view(at(20));
         assert_eq!(v["durationSeconds"], 14 * 60);
         assert_eq!(v["duration"], "14 min");
@@ -367,7 +372,7 @@ mod tests {
         assert_eq!(v["severity"], "critical");
 
         // Still synced: the resolved episode stays the one shown, unchanged.
-        let o = observe(Some(ep.clone()), &app("Synced", "Healthy"), &json!({}), at(30));
+        let o = observe(Some(ep.clone()), &app("Synced", "Healthy"), &typed(json!({})), at(30));
         assert_eq!((o.event, o.episode), (None, Some(ep.clone())));
         // Drift again: a new episode with a new id.
         let o = observe(Some(ep.clone()), &app("OutOfSync", "Healthy"), &drift("info", "config", "git"), at(40));
@@ -378,7 +383,7 @@ mod tests {
 
     #[test]
     fn degraded_health_opens_and_recovery_is_noted() {
-        let o = observe(None, &app("Synced", "Degraded"), &json!({"severity": "warning", "direction": "none"}), at(0));
+        let o = observe(None, &app("Synced", "Degraded"), &typed(json!({"severity": "warning", "direction": "none"})), at(0));
         let ep = o.episode.unwrap();
         assert!(ep.degraded && !ep.out_of_sync);
         let o = observe(Some(ep), &app("OutOfSync", "Healthy"), &drift("warning", "workload", "live"), at(2));
@@ -387,13 +392,13 @@ mod tests {
         assert!(ep.is_open());
         let mut deleted = app("OutOfSync", "Healthy");
         deleted.object["metadata"]["deletionTimestamp"] = json!("2026-03-02T04:00:00Z");
-        let o = observe(Some(ep), &deleted, &json!({}), at(5));
-        assert_eq!(o.episode.unwrap().resolution.as_deref(), Some("deleted"));
+        let o = observe(Some(ep), &deleted, &typed(json!({})), at(5));
+        assert_eq!(o.episode.unwrap().resolution, Some(Resolution::Deleted));
     }
 
     #[test]
     fn whoever_changed_a_security_field_comes_first() {
-        let d = |entries: Value| json!({"severity": "warning", "direction": "live", "attribution": entries});
+        let d = |entries: Value| typed(json!({"severity": "warning", "direction": "live", "attribution": entries}));
         let o = observe(
             None,
             &app("OutOfSync", "Healthy"),
@@ -404,8 +409,27 @@ mod tests {
             json!([{"resource": "Deployment a/w", "manager": "kubectl-edit", "time": "2026-03-02T03:12:00Z", "securityFields": ["spec.x.privileged"]}]),
         );
         let ep = observe(o.episode, &app("OutOfSync", "Healthy"), &late, at(1)).episode.unwrap();
-        let managers: Vec<&str> = ep.attribution.iter().map(|a| a["manager"].as_str().unwrap()).collect();
+        let managers: Vec<&str> = ep.attribution.iter().map(|a| a.manager.as_str()).collect();
         assert_eq!(managers, ["kubectl-edit", "kubectl-patch"], "read second, but the security change leads");
+    }
+
+    #[test]
+    fn an_episode_stored_before_the_typed_records_still_reads() {
+        // As the state store held it when resources, attribution, direction,
+        // resolution and actions were untyped JSON and strings.
+        let stored = json!({"id": "argocd/web@1", "appKey": "argocd/web@u1", "namespace": "argocd", "name": "web",
+            "project": "shop", "cluster": "in-cluster", "openedAt": "2026-03-02T03:00:00Z", "resolvedAt": "2026-03-02T03:14:00Z",
+            "resolution": "deleted", "severity": "critical", "direction": "live", "revision": "a", "outOfSync": true,
+            "degraded": false, "classes": ["rbac"],
+            "resources": [{"group": "rbac.authorization.k8s.io", "kind": "Role", "namespace": "shop", "name": "r", "class": "rbac"}],
+            "attribution": [{"resource": "Role shop/r", "manager": "kubectl-edit", "time": "t", "securityFields": ["rules"]}],
+            "notifications": [{"trigger": "on-rbac", "service": "pd", "recipient": "", "action": "resolve", "at": "2026-03-02T03:14:00Z"}]});
+        let ep: Episode = serde_json::from_value(stored).unwrap();
+        assert_eq!((ep.direction, ep.resolution), (Direction::Live, Some(Resolution::Deleted)));
+        assert_eq!((ep.resources[0].kind.as_str(), ep.resources[0].kind_class.as_str()), ("Role", ""));
+        assert_eq!(ep.attribution[0].security_fields, ["rules"]);
+        assert_eq!(ep.notifications[0].action, Action::Resolve);
+        assert_eq!(ep.record(at(20))["resources"][0]["attribution"], Value::Null);
     }
 
     #[test]

@@ -1,7 +1,379 @@
-//! Drift intelligence, pure: what kind of thing drifted ([`classes`]), who changed it
-//! ([`attribution`], from `managedFields`) and the drift episode it belongs to
-//! ([`episode`]).
+//! Drift intelligence, pure: what drifted in an Application ([`Drift`]), what kind of
+//! thing each resource is ([`classes`]), who changed it ([`attribution`], from
+//! `managedFields`) and the drift episode it belongs to ([`episode`]).
+//!
+//! These are typed records; triggers and templates see them as `drift` and `episode`,
+//! converted once per pass where rhai and handlebars begin (`trigger/`, `template/`).
 
 pub mod attribution;
 pub mod classes;
 pub mod episode;
+
+use std::collections::BTreeSet;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::model::Severity;
+
+use self::attribution::{Attribution, LiveIndex, resource_key};
+use self::classes::{ClassMap, MAX_ATTRIBUTION_ENTRIES, SECURITY_CLASSES};
+
+/// Where a drift comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Direction {
+    /// The compared revision differs from the deployed one (or nothing was deployed
+    /// yet): Git's content waiting to be synced.
+    Git,
+    /// Same revision, resources went OutOfSync: someone changed the cluster.
+    Live,
+    /// No revision to compare.
+    Unknown,
+    /// Not OutOfSync.
+    #[default]
+    None,
+}
+
+impl Direction {
+    pub const ALL: [Direction; 4] = [Direction::Git, Direction::Live, Direction::Unknown, Direction::None];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Direction::Git => "git",
+            Direction::Live => "live",
+            Direction::Unknown => "unknown",
+            Direction::None => "none",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Direction> {
+        Direction::ALL.into_iter().find(|d| d.as_str() == s)
+    }
+
+    /// The direction of an episode that saw `self` and then `other`: live drift
+    /// outweighs a Git change, which outweighs not knowing.
+    pub fn merge(self, other: Direction) -> Direction {
+        [Direction::Live, Direction::Git, Direction::Unknown].into_iter().find(|d| self == *d || other == *d).unwrap_or(self)
+    }
+}
+
+impl std::fmt::Display for Direction {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.pad(self.as_str())
+    }
+}
+
+/// One OutOfSync resource of an Application.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct DriftResource {
+    pub group: String,
+    pub version: String,
+    pub kind: String,
+    pub namespace: String,
+    pub name: String,
+    /// Its class: by kind, or `security-context` when a field manager other than Argo
+    /// CD's owns one of its security fields (and its kind class is not rbac,
+    /// network-policy or admission).
+    pub class: String,
+    /// Its class by kind alone (what decides which fields are security fields).
+    pub kind_class: String,
+    /// What its live object's `managedFields` say, when read.
+    pub attribution: Option<Attribution>,
+}
+
+impl DriftResource {
+    /// Whether `other` is the same resource (class and attribution aside).
+    pub fn same_resource(&self, other: &DriftResource) -> bool {
+        (&self.group, &self.kind, &self.namespace, &self.name) == (&other.group, &other.kind, &other.namespace, &other.name)
+    }
+}
+
+/// A field manager other than Argo CD's behind a drifted resource.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct AttributedChange {
+    /// `Kind namespace/name`.
+    pub resource: String,
+    pub kind: String,
+    pub namespace: String,
+    pub name: String,
+    pub manager: String,
+    pub operation: String,
+    /// RFC 3339, as the API server recorded the manager's last write.
+    pub time: String,
+    pub fields: Vec<String>,
+    pub security_fields: Vec<String>,
+}
+
+impl AttributedChange {
+    /// Most relevant first: whoever changed a security field, then the latest.
+    pub fn sort(list: &mut [AttributedChange]) {
+        list.sort_by(|a, b| (!b.security_fields.is_empty()).cmp(&!a.security_fields.is_empty()).then_with(|| b.time.cmp(&a.time)));
+    }
+}
+
+/// What drifted in an Application at one observation (`drift` in triggers and
+/// templates).
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct Drift {
+    /// The classes of the OutOfSync resources, sorted.
+    pub classes: Vec<String>,
+    /// How many resources are OutOfSync.
+    pub count: usize,
+    pub resources: Vec<DriftResource>,
+    pub direction: Direction,
+    /// `status.sync.revision(s)`, and the newest deployed revision.
+    pub revision: String,
+    pub deployed_revision: String,
+    /// The managers behind the drift, flattened over resources, most relevant first
+    /// (at most [`MAX_ATTRIBUTION_ENTRIES`]).
+    pub attribution: Vec<AttributedChange>,
+    /// A security field changed by someone other than Argo CD, or a security class
+    /// drifted other than by a Git change.
+    pub security: bool,
+    /// `critical` (security), `warning` (live/unknown drift or Degraded), `info` (a Git
+    /// change); `none` (written so) when nothing drifted.
+    #[serde(with = "severity_or_none")]
+    pub severity: Option<Severity>,
+    pub degraded: bool,
+}
+
+/// A severity written as `none` when there is none.
+mod severity_or_none {
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    use crate::model::Severity;
+
+    pub fn serialize<S: Serializer>(s: &Option<Severity>, out: S) -> Result<S::Ok, S::Error> {
+        out.serialize_str(s.map_or("none", Severity::as_str))
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Severity>, D::Error> {
+        Ok(Severity::parse(&String::deserialize(d)?))
+    }
+}
+
+impl Drift {
+    /// The drift as JSON, the shape triggers and templates see as `drift` (the
+    /// conversion `trigger/` and `template/` make once per pass).
+    pub fn view(&self) -> Value {
+        // Plain data with string keys: serializing cannot fail.
+        serde_json::to_value(self).unwrap_or(Value::Null)
+    }
+
+    /// What drifted in an Application, from its status, the class map and the
+    /// attribution read from the live objects (`live`, possibly empty).
+    pub fn of(app: &Value, classes: &ClassMap, live: &LiveIndex) -> Drift {
+        let mut class_set = BTreeSet::new();
+        let mut resources = Vec::new();
+        let mut attribution = Vec::new();
+        let mut attributed_security = false;
+        if let Some(list) = app.pointer("/status/resources").and_then(Value::as_array) {
+            for r in list {
+                if r.get("status").and_then(Value::as_str) != Some("OutOfSync") {
+                    continue;
+                }
+                let s = |k: &str| r.get(k).and_then(Value::as_str).unwrap_or_default();
+                let kind_class = classes.class_of(s("group"), s("kind"));
+                let attr = live.get(&resource_key(s("group"), s("kind"), s("namespace"), s("name")));
+                let mut class = kind_class;
+                if attr.is_some_and(|a| a.security) {
+                    attributed_security = true;
+                    if !matches!(kind_class, "rbac" | "network-policy" | "admission") {
+                        class = "security-context";
+                    }
+                }
+                class_set.insert(class.to_string());
+                let resource = format!("{} {}/{}", s("kind"), s("namespace"), s("name"));
+                for m in attr.map(|a| a.managers.as_slice()).unwrap_or_default() {
+                    if attribution.len() < MAX_ATTRIBUTION_ENTRIES {
+                        attribution.push(AttributedChange {
+                            resource: resource.clone(),
+                            kind: s("kind").into(),
+                            namespace: s("namespace").into(),
+                            name: s("name").into(),
+                            manager: m.manager.clone(),
+                            operation: m.operation.clone(),
+                            time: m.time.clone(),
+                            fields: m.fields.clone(),
+                            security_fields: m.security_fields.clone(),
+                        });
+                    }
+                }
+                resources.push(DriftResource {
+                    group: s("group").into(),
+                    version: s("version").into(),
+                    kind: s("kind").into(),
+                    namespace: s("namespace").into(),
+                    name: s("name").into(),
+                    class: class.into(),
+                    kind_class: kind_class.into(),
+                    attribution: attr.cloned(),
+                });
+            }
+        }
+        AttributedChange::sort(&mut attribution);
+        let (direction, revision, deployed_revision) = direction(app);
+        let degraded = app.pointer("/status/health/status").and_then(Value::as_str) == Some("Degraded");
+        let security =
+            attributed_security || (direction != Direction::Git && class_set.iter().any(|c| SECURITY_CLASSES.contains(&c.as_str())));
+        let severity = if security {
+            Some(Severity::Critical)
+        } else if matches!(direction, Direction::Live | Direction::Unknown) || degraded {
+            Some(Severity::Warning)
+        } else if direction == Direction::Git {
+            Some(Severity::Info)
+        } else {
+            None
+        };
+        Drift {
+            classes: class_set.into_iter().collect(),
+            count: resources.len(),
+            resources,
+            direction,
+            revision,
+            deployed_revision,
+            attribution,
+            security,
+            severity,
+            degraded,
+        }
+    }
+}
+
+/// `(direction, revision, deployed revision)` of an Application. The deployed revision
+/// is the newest of `status.history` (successful syncs), else the revision of a
+/// succeeded operation; multi-source Applications compare their revision lists.
+pub fn direction(app: &Value) -> (Direction, String, String) {
+    let revs = |v: Option<&Value>| -> String {
+        match v {
+            Some(o) => match (o.get("revision").and_then(Value::as_str), o.get("revisions").and_then(Value::as_array)) {
+                (Some(r), _) if !r.is_empty() => r.to_string(),
+                (_, Some(list)) => list.iter().filter_map(Value::as_str).collect::<Vec<_>>().join(","),
+                _ => String::new(),
+            },
+            None => String::new(),
+        }
+    };
+    let revision = revs(app.pointer("/status/sync"));
+    let mut deployed = revs(app.pointer("/status/history").and_then(Value::as_array).and_then(|h| h.last()));
+    if deployed.is_empty() && app.pointer("/status/operationState/phase").and_then(Value::as_str) == Some("Succeeded") {
+        deployed = revs(app.pointer("/status/operationState/syncResult"));
+    }
+    if app.pointer("/status/sync/status").and_then(Value::as_str) != Some("OutOfSync") {
+        return (Direction::None, revision, deployed);
+    }
+    let dir = if revision.is_empty() {
+        Direction::Unknown
+    } else if deployed.is_empty() || revision != deployed {
+        // Nothing deployed yet (a new Application) is Git's content waiting, too.
+        Direction::Git
+    } else {
+        Direction::Live
+    };
+    (dir, revision, deployed)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::drift::attribution::resource_key;
+    use serde_json::json;
+
+    /// What triggers and templates see of the drift of `app`.
+    fn view(m: &ClassMap, app: &Value, live: &LiveIndex) -> Value {
+        serde_json::to_value(Drift::of(app, m, live)).unwrap()
+    }
+
+    #[test]
+    fn classes_of_drifted_resources() {
+        let m = ClassMap::default();
+        let app = json!({"status": {"resources": [
+            {"group": "rbac.authorization.k8s.io", "kind": "Role", "namespace": "a", "name": "r", "status": "OutOfSync"},
+            {"group": "apps", "kind": "Deployment", "namespace": "a", "name": "web", "status": "OutOfSync"},
+            {"kind": "ConfigMap", "namespace": "a", "name": "cm", "status": "Synced"},
+            {"group": "example.com", "kind": "Widget", "namespace": "a", "name": "w", "status": "OutOfSync"},
+            {"group": "cilium.io", "kind": "CiliumNetworkPolicy", "namespace": "a", "name": "p", "status": "OutOfSync"}
+        ]}});
+        let d = view(&m, &app, &LiveIndex::new());
+        assert_eq!(d["classes"], json!(["network-policy", "other", "rbac", "workload"]));
+        assert_eq!(d["count"], 4);
+        assert_eq!(
+            d["resources"][0],
+            json!({"group": "rbac.authorization.k8s.io", "version": "", "kind": "Role", "namespace": "a", "name": "r",
+                   "class": "rbac", "kindClass": "rbac", "attribution": null})
+        );
+        // No sync status: no direction; a security class without a Git change is critical.
+        assert_eq!(
+            (d["direction"].as_str(), d["severity"].as_str(), d["security"].as_bool()),
+            (Some("none"), Some("critical"), Some(true))
+        );
+        let empty = view(&m, &json!({}), &LiveIndex::new());
+        assert_eq!((empty["count"].as_u64(), empty["severity"].as_str()), (Some(0), Some("none")));
+    }
+
+    fn app(sync_rev: &str, deployed: &str, resources: Value) -> Value {
+        json!({"status": {"sync": {"status": "OutOfSync", "revision": sync_rev},
+                          "history": [{"revision": "old"}, {"revision": deployed}], "resources": resources}})
+    }
+
+    #[test]
+    fn direction_tells_a_git_change_from_live_drift() {
+        let m = ClassMap::default();
+        let role = json!([{"group": "rbac.authorization.k8s.io", "kind": "Role", "namespace": "a", "name": "r", "status": "OutOfSync"}]);
+        let git = view(&m, &app("new", "cur", role.clone()), &LiveIndex::new());
+        assert_eq!(
+            (git["direction"].as_str(), git["revision"].as_str(), git["deployedRevision"].as_str()),
+            (Some("git"), Some("new"), Some("cur"))
+        );
+        assert_eq!((git["security"].as_bool(), git["severity"].as_str()), (Some(false), Some("info")), "a reviewed Git change is quiet");
+        let live = view(&m, &app("cur", "cur", role), &LiveIndex::new());
+        assert_eq!((live["direction"].as_str(), live["severity"].as_str()), (Some("live"), Some("critical")));
+        let cm = json!([{"kind": "ConfigMap", "namespace": "a", "name": "c", "status": "OutOfSync"}]);
+        assert_eq!(view(&m, &app("cur", "cur", cm.clone()), &LiveIndex::new())["severity"], "warning");
+        assert_eq!(view(&m, &app("cur", "", cm.clone()), &LiveIndex::new())["direction"], "git", "never deployed: Git's content waits");
+        assert_eq!(view(&m, &app("", "cur", cm), &LiveIndex::new())["direction"], "unknown", "no revision to compare");
+        let multi = json!({"status": {"sync": {"status": "OutOfSync", "revisions": ["a", "b"]}, "history": [{"revisions": ["a", "b"]}]}});
+        assert_eq!(direction(&multi).0, Direction::Live);
+        let op = json!({"status": {"sync": {"status": "OutOfSync", "revision": "x"},
+                                   "operationState": {"phase": "Succeeded", "syncResult": {"revision": "y"}}}});
+        assert_eq!(direction(&op).0, Direction::Git);
+    }
+
+    #[test]
+    fn attribution_makes_a_workload_drift_a_security_drift() {
+        let m = ClassMap::default();
+        let mut live = LiveIndex::new();
+        let object = json!({"metadata": {"managedFields": [{"manager": "kubectl-edit", "operation": "Update", "time": "2026-03-02T03:12:00Z",
+            "fieldsV1": {"f:spec": {"f:template": {"f:spec": {"f:containers": {"k:{\"name\":\"app\"}": {"f:securityContext": {"f:privileged": {}}}}}}}}}]}});
+        live.insert(resource_key("apps", "Deployment", "shop", "web"), crate::drift::attribution::attribute(&object, "workload", &[]));
+        let res = json!([{"group": "apps", "kind": "Deployment", "namespace": "shop", "name": "web", "status": "OutOfSync"},
+                         {"kind": "ConfigMap", "namespace": "shop", "name": "c", "status": "OutOfSync"}]);
+        // Even alongside a Git change, a security field edited by hand is critical.
+        let d = view(&m, &app("new", "cur", res), &live);
+        assert_eq!(d["classes"], json!(["config", "security-context"]));
+        assert_eq!(
+            (d["resources"][0]["class"].as_str(), d["resources"][0]["kindClass"].as_str()),
+            (Some("security-context"), Some("workload"))
+        );
+        assert_eq!((d["security"].as_bool(), d["severity"].as_str()), (Some(true), Some("critical")));
+        assert_eq!(d["attribution"][0]["manager"], "kubectl-edit");
+        assert_eq!(d["attribution"][0]["resource"], "Deployment shop/web");
+        assert_eq!(d["attribution"][0]["securityFields"], json!(["spec.template.spec.containers[app].securityContext.privileged"]));
+    }
+
+    #[test]
+    fn a_resource_not_read_is_reported_with_why() {
+        use crate::drift::attribution::{Attribution, NotReadReason};
+        let mut live = LiveIndex::new();
+        live.insert(resource_key("", "Secret", "shop", "db"), Attribution::not_read(NotReadReason::SecretsOff, "off".into()));
+        let res = json!([{"version": "v1", "kind": "Secret", "namespace": "shop", "name": "db", "status": "OutOfSync"}]);
+        let d = view(&ClassMap::default(), &app("cur", "cur", res), &live);
+        assert_eq!(d["classes"], json!(["secret"]), "still classified and reported");
+        assert_eq!(d["resources"][0]["attribution"]["notRead"], json!({"reason": "secrets-off", "message": "off"}));
+        assert_eq!(d["attribution"], json!([]), "nobody to name");
+    }
+}

@@ -13,9 +13,10 @@
 use std::collections::BTreeMap;
 
 use serde::Deserialize;
-use serde_json::Value;
 
 use crate::drift::classes::CLASSES;
+use crate::drift::episode::Episode;
+use crate::drift::{Direction, Drift, DriftResource};
 use crate::model::{Destination, Severity};
 use crate::route::Subscriptions;
 use crate::route::selector::Selector;
@@ -127,9 +128,29 @@ pub struct Route {
 pub struct RouteInput<'a> {
     pub labels: &'a BTreeMap<String, String>,
     pub project: &'a str,
-    /// The episode (open or last resolved) when there is one, else the current drift:
-    /// both have `resources[{class, kind, namespace}]`, `severity` and `direction`.
-    pub subject: &'a Value,
+    /// The episode (open or last resolved) when there is one, else the current drift.
+    pub subject: RouteSubject<'a>,
+}
+
+/// What routes match of an episode or a drift.
+#[derive(Debug, Clone, Copy)]
+pub struct RouteSubject<'a> {
+    /// `None` when nothing drifted.
+    pub severity: Option<Severity>,
+    pub direction: Direction,
+    pub resources: &'a [DriftResource],
+}
+
+impl<'a> From<&'a Drift> for RouteSubject<'a> {
+    fn from(d: &'a Drift) -> Self {
+        RouteSubject { severity: d.severity, direction: d.direction, resources: &d.resources }
+    }
+}
+
+impl<'a> From<&'a Episode> for RouteSubject<'a> {
+    fn from(e: &'a Episode) -> Self {
+        RouteSubject { severity: Some(e.severity), direction: e.direction, resources: &e.resources }
+    }
 }
 
 /// A route that took the drift, and why.
@@ -323,39 +344,35 @@ impl Route {
             reasons.push(format!("label {k}={v}"));
         }
         if !self.severities.is_empty() {
-            let sev = s.get("severity").and_then(Value::as_str).and_then(Severity::parse);
-            match sev {
+            match s.severity {
                 Some(sev) if self.severities.contains(&sev) => reasons.push(format!("severity={}", sev.as_str())),
                 _ => return None,
             }
         }
         if !self.directions.is_empty() {
-            let dir = s.get("direction").and_then(Value::as_str).unwrap_or("none");
+            let dir = s.direction.as_str();
             if !self.directions.iter().any(|d| d == dir) {
                 return None;
             }
             reasons.push(format!("direction={dir}"));
         }
         if !self.classes.is_empty() || !self.kinds.is_empty() || !self.namespaces.is_empty() {
-            let resources = s.get("resources").and_then(Value::as_array).map(Vec::as_slice).unwrap_or_default();
-            fn field<'v>(r: &'v Value, k: &str) -> &'v str {
-                r.get(k).and_then(Value::as_str).unwrap_or_default()
-            }
             let any = |list: &[String], v: &str| list.is_empty() || list.iter().any(|x| x == v);
-            let hit = resources.iter().find(|r| {
-                any(&self.classes, field(r, "class")) && any(&self.kinds, field(r, "kind")) && any(&self.namespaces, field(r, "namespace"))
-            })?;
+            let hit = s
+                .resources
+                .iter()
+                .find(|r| any(&self.classes, &r.class) && any(&self.kinds, &r.kind) && any(&self.namespaces, &r.namespace))?;
             let mut parts = Vec::new();
             if !self.classes.is_empty() {
-                parts.push(format!("class={}", field(hit, "class")));
+                parts.push(format!("class={}", hit.class));
             }
             if !self.kinds.is_empty() {
-                parts.push(format!("kind={}", field(hit, "kind")));
+                parts.push(format!("kind={}", hit.kind));
             }
             if !self.namespaces.is_empty() {
-                parts.push(format!("namespace={}", field(hit, "namespace")));
+                parts.push(format!("namespace={}", hit.namespace));
             }
-            reasons.push(format!("{} ({} {}/{})", parts.join(" "), field(hit, "kind"), field(hit, "namespace"), field(hit, "name")));
+            reasons.push(format!("{} ({} {}/{})", parts.join(" "), hit.kind, hit.namespace, hit.name));
         }
         Some(reasons)
     }
@@ -390,9 +407,10 @@ mod tests {
       recipients: [slack:payments-drift]
 "#;
 
-    fn subject(class: &str, direction: &str) -> Value {
-        json!({"severity": "warning", "direction": direction,
-               "resources": [{"class": class, "kind": "Role", "namespace": "prod", "name": "reader"}]})
+    fn subject(class: &str, direction: &str) -> Drift {
+        serde_json::from_value(json!({"severity": "warning", "direction": direction,
+               "resources": [{"class": class, "kind": "Role", "namespace": "prod", "name": "reader"}]}))
+        .unwrap()
     }
 
     #[test]
@@ -400,7 +418,7 @@ mod tests {
         let t = tree(POLICY);
         let labels = BTreeMap::new();
         let s = subject("rbac", "live");
-        let hits = t.matches(&RouteInput { labels: &labels, project: "default", subject: &s });
+        let hits = t.matches(&RouteInput { labels: &labels, project: "default", subject: RouteSubject::from(&s) });
         let paths: Vec<&str> = hits.iter().map(|h| h.path.as_str()).collect();
         assert_eq!(paths, ["routes[0]", "routes[1]", "routes[2]"]);
         assert_eq!(hits[0].reasons, ["class=rbac (Role prod/reader)"]);
@@ -412,7 +430,7 @@ mod tests {
         // A payments workload: no security page; the child route takes the chat part,
         // inheriting the parent's trigger.
         let s = subject("workload", "live");
-        let hits = t.matches(&RouteInput { labels: &labels, project: "payments", subject: &s });
+        let hits = t.matches(&RouteInput { labels: &labels, project: "payments", subject: RouteSubject::from(&s) });
         let paths: Vec<&str> = hits.iter().map(|h| h.path.as_str()).collect();
         assert_eq!(paths, ["routes[1]", "routes[2].routes[0]"]);
         assert_eq!(hits[1].triggers, ["on-live-drift"]);
@@ -420,7 +438,7 @@ mod tests {
 
         // A Git change reaches only the SIEM.
         let s = subject("config", "git");
-        let hits = t.matches(&RouteInput { labels: &labels, project: "default", subject: &s });
+        let hits = t.matches(&RouteInput { labels: &labels, project: "default", subject: RouteSubject::from(&s) });
         assert_eq!(hits.len(), 1);
         assert_eq!(hits[0].path, "routes[1]");
     }
@@ -435,20 +453,23 @@ mod tests {
 "#,
         );
         let mut labels = BTreeMap::new();
-        let s = json!({"severity": "warning", "resources": [
+        let s: Drift = serde_json::from_value(json!({"severity": "warning", "resources": [
             {"class": "workload", "kind": "Deployment", "namespace": "dev", "name": "a"},
-            {"class": "config", "kind": "ConfigMap", "namespace": "prod", "name": "b"}]});
+            {"class": "config", "kind": "ConfigMap", "namespace": "prod", "name": "b"}]}))
+        .unwrap();
         labels.insert("env".to_string(), "prod".to_string());
         assert!(
-            t.matches(&RouteInput { labels: &labels, project: "p", subject: &s }).is_empty(),
+            t.matches(&RouteInput { labels: &labels, project: "p", subject: RouteSubject::from(&s) }).is_empty(),
             "kind and namespace on different resources"
         );
-        let s =
-            json!({"severity": "warning", "resources": [{"class": "workload", "kind": "Deployment", "namespace": "prod", "name": "a"}]});
-        let hits = t.matches(&RouteInput { labels: &labels, project: "p", subject: &s });
+        let s: Drift = serde_json::from_value(
+            json!({"severity": "warning", "resources": [{"class": "workload", "kind": "Deployment", "namespace": "prod", "name": "a"}]}),
+        )
+        .unwrap();
+        let hits = t.matches(&RouteInput { labels: &labels, project: "p", subject: RouteSubject::from(&s) });
         assert_eq!(hits[0].reasons, ["selector env=prod", "severity=warning", "kind=Deployment namespace=prod (Deployment prod/a)"]);
         labels.insert("env".to_string(), "dev".to_string());
-        assert!(t.matches(&RouteInput { labels: &labels, project: "p", subject: &s }).is_empty());
+        assert!(t.matches(&RouteInput { labels: &labels, project: "p", subject: RouteSubject::from(&s) }).is_empty());
     }
 
     #[test]

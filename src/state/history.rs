@@ -17,7 +17,7 @@ use redb::{ReadableDatabase, ReadableTable, ReadableTableMetadata, TableDefiniti
 
 use super::{SEP, StateError, StateStore, from_millis, remove_app_entries, storage};
 use crate::drift::episode::{Episode, Sent};
-use crate::model::{Action, Notification};
+use crate::model::Notification;
 
 const EPISODES: TableDefinition<&str, &str> = TableDefinition::new("episodes");
 const LATEST: TableDefinition<&str, &str> = TableDefinition::new("latest_episode");
@@ -205,11 +205,7 @@ impl StateStore {
             trigger: n.trigger.clone(),
             service: n.destination.service.clone(),
             recipient: n.destination.recipient.clone(),
-            action: match n.action {
-                Action::Fire => "fire",
-                Action::Resolve => "resolve",
-            }
-            .into(),
+            action: n.action,
             at,
         });
         let json = serde_json::to_string(&ep).map_err(storage)?;
@@ -304,7 +300,7 @@ fn prune(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::App;
+    use crate::model::{Action, App};
     use serde_json::json;
 
     fn at(min: i64) -> DateTime<Utc> {
@@ -316,9 +312,14 @@ mod tests {
             "metadata": {"name": name, "namespace": "argocd", "uid": name},
             "status": {"sync": {"status": "OutOfSync"}}}))
         .unwrap();
-        crate::drift::episode::observe(None, &app, &json!({"classes": [class], "severity": "warning", "direction": "live"}), at(min))
-            .episode
-            .unwrap()
+        crate::drift::episode::observe(
+            None,
+            &app,
+            &serde_json::from_value(json!({"classes": [class], "severity": "warning", "direction": "live"})).unwrap(),
+            at(min),
+        )
+        .episode
+        .unwrap()
     }
 
     #[test]
@@ -357,7 +358,7 @@ mod tests {
         s.save_episode(&stale, Retention::default(), at(0)).unwrap();
         // A delivery notes a Sent on the stored episode after the pass read it.
         let mut noted = stale.clone();
-        noted.note_sent(Sent { trigger: "on-rbac".into(), service: "pd".into(), recipient: "".into(), action: "fire".into(), at: at(1) });
+        noted.note_sent(Sent { trigger: "on-rbac".into(), service: "pd".into(), recipient: "".into(), action: Action::Fire, at: at(1) });
         let tx = s.db().begin_write().unwrap();
         tx.open_table(EPISODES).unwrap().insert(episode_key(&noted).as_str(), serde_json::to_string(&noted).unwrap().as_str()).unwrap();
         tx.commit().unwrap();

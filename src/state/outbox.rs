@@ -153,11 +153,7 @@ pub fn pending_key(n: &Notification) -> Option<String> {
 }
 
 fn pending_key_of(app: &str, key: &str, template: &str, action: Action) -> String {
-    let action = match action {
-        Action::Fire => "fire",
-        Action::Resolve => "resolve",
-    };
-    format!("{app}\u{0}{key}\u{0}{template}\u{0}{action}")
+    format!("{app}\u{0}{key}\u{0}{template}\u{0}{}", action.as_str())
 }
 
 fn to_json<T: Serialize>(v: &T) -> Result<String, StateError> {

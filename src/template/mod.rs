@@ -15,6 +15,10 @@ use handlebars::{Context, Handlebars};
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
+use chrono::{DateTime, Utc};
+
+use crate::drift::Drift;
+use crate::drift::episode::Episode;
 use crate::model::{App, DestinationKind, Severity};
 use crate::source::{At, ConfigError, SourceFile};
 
@@ -358,10 +362,12 @@ impl RenderContext {
         RenderContext { ctx: Context::from(data) }
     }
 
-    /// Adds a top-level variable (`drift`).
-    pub fn with(mut self, name: &str, value: Value) -> RenderContext {
+    /// Adds what the pass found: `drift` and `episode` (the open or last resolved one,
+    /// seen at `now`; null when there is none).
+    pub fn with_pass(mut self, drift: &Drift, episode: Option<&Episode>, now: DateTime<Utc>) -> RenderContext {
         if let Some(map) = self.ctx.data_mut().as_object_mut() {
-            map.insert(name.into(), value);
+            map.insert("drift".into(), drift.view());
+            map.insert("episode".into(), episode.map_or(Value::Null, |e| e.view(now)));
         }
         self
     }

@@ -18,6 +18,10 @@ use rhai::{AST, Dynamic, Engine, Scope};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
+use chrono::{DateTime, Utc};
+
+use crate::drift::Drift;
+use crate::drift::episode::Episode;
 use crate::source::{At, ConfigDuration, ConfigError, SourceFile};
 
 /// `when` as written: a rhai expression, or a YAML boolean (`when: true` in on-created).
@@ -195,19 +199,21 @@ impl TriggerEngine {
 
     /// Converts an Application once for a whole evaluation pass.
     pub fn prepare(&self, app: &serde_json::Value) -> AppScope {
-        self.prepare_with(app, &[])
-    }
-
-    /// As [`TriggerEngine::prepare`], with more read-only variables (`drift`).
-    pub fn prepare_with(&self, app: &serde_json::Value, extra: &[(&str, &serde_json::Value)]) -> AppScope {
         let mut scope = Scope::new();
         scope.push_constant("nil", ());
         scope.push_constant("null", ());
         scope.push_constant_dynamic("app", convert::to_dynamic(app));
-        for (name, v) in extra {
-            scope.push_constant_dynamic(name.to_string(), convert::to_dynamic(v));
-        }
         AppScope { scope }
+    }
+
+    /// As [`TriggerEngine::prepare`], with what the pass found: `drift` and `episode`
+    /// (the open or last resolved one, seen at `now`; `()` when there is none).
+    pub fn prepare_pass(&self, app: &serde_json::Value, drift: &Drift, episode: Option<&Episode>, now: DateTime<Utc>) -> AppScope {
+        let mut scope = self.prepare(app);
+        scope.scope.push_constant_dynamic("drift", convert::to_dynamic(&drift.view()));
+        let episode = episode.map_or(serde_json::Value::Null, |e| e.view(now));
+        scope.scope.push_constant_dynamic("episode", convert::to_dynamic(&episode));
+        scope
     }
 
     /// Compiles a trigger file's conditions; every error names file, line and column.

@@ -2,7 +2,7 @@
 
 use serde_json::Value;
 
-use crate::model::{Action, Notification, Severity};
+use crate::model::{Notification, Severity};
 
 /// Header fields of an RFC 5424 line that do not come from the notification.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -27,10 +27,7 @@ fn sd_escape(s: &str) -> String {
 /// `<PRI>1 TIMESTAMP HOSTNAME APP-NAME PROCID MSGID [SD] MSG`, MSGID being the trigger.
 pub fn rfc5424(h: &Header, n: &Notification, msg: &str, now: chrono::DateTime<chrono::Utc>) -> String {
     let pri = u16::from(h.facility.min(23)) * 8 + u16::from(n.severity.syslog());
-    let action = match n.action {
-        Action::Fire => "fire",
-        Action::Resolve => "resolve",
-    };
+    let action = n.action.as_str();
     let sd = format!(
         "[driftwatch@32473 app=\"{}\" namespace=\"{}\" project=\"{}\" trigger=\"{}\" action=\"{action}\"]",
         sd_escape(&n.meta.name),
