@@ -4,17 +4,22 @@
 mod common;
 
 use std::path::Path;
-use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use chrono::{TimeZone, Utc};
 use common::{AppBuilder, REV1, REV2};
 use driftwatch::config;
-use driftwatch::deliver::{DeliveryError, Sink, dispatch};
+use driftwatch::deliver::outcome::Outcome;
+use driftwatch::deliver::worker::{BoxFuture, Clock};
+use driftwatch::deliver::{Deliverer, Delivery};
 use driftwatch::model::{App, Notification, Project};
+use driftwatch::pipeline::pass::{self, preview_services};
 use driftwatch::pipeline::{Pipeline, Skip};
 use driftwatch::state::StateStore;
 
-/// Records what it was given; fails the first `fail_first` deliveries.
+/// Records what it was given; fails the first `fail_first` deliveries (retryable).
 #[derive(Default)]
 struct Recorder {
     got: Vec<Notification>,
@@ -22,14 +27,25 @@ struct Recorder {
     attempts: usize,
 }
 
-impl Sink for Recorder {
-    fn deliver(&mut self, n: &Notification) -> Result<(), DeliveryError> {
-        self.attempts += 1;
-        if self.attempts <= self.fail_first {
-            return Err(DeliveryError::Failed("receiver answered 503".into()));
-        }
-        self.got.push(n.clone());
-        Ok(())
+/// The deliverer every service of a [`deliver_at`] call uses, with the [`Recorder`]'s
+/// state for the call.
+#[derive(Default)]
+struct Probe {
+    got: Mutex<Vec<Notification>>,
+    to_fail: AtomicUsize,
+    attempts: AtomicUsize,
+}
+
+impl Deliverer for Probe {
+    fn deliver<'a>(&'a self, batch: &'a [Notification]) -> BoxFuture<'a, Outcome> {
+        Box::pin(async move {
+            self.attempts.fetch_add(1, Ordering::SeqCst);
+            if self.to_fail.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1)).is_ok() {
+                return Outcome::retry("receiver answered 503");
+            }
+            self.got.lock().unwrap().extend(batch.iter().cloned());
+            Outcome::Delivered
+        })
     }
 }
 
@@ -45,25 +61,37 @@ fn pipeline(config_yaml: Option<&str>, dir: &Path) -> Pipeline {
     Pipeline::new(Arc::new(rt))
 }
 
-/// What the daemon does with one snapshot at `now`: evaluate, record what was decided
-/// (episode, hold-downs, re-arms), deliver; returns what was delivered and when the
+/// What the daemon does with one snapshot at `now`: one pass (evaluate, write what was
+/// decided and the notifications to the outbox), then the outbox's workers deliver
+/// what is due at `now` and record it; returns what was delivered and when the
 /// Application asked to be evaluated again.
 fn deliver_at(
     p: &Pipeline,
-    state: &StateStore,
+    state: &Arc<StateStore>,
     sink: &mut Recorder,
     app: &App,
     now: chrono::DateTime<Utc>,
 ) -> (Vec<Notification>, Option<chrono::DateTime<Utc>>) {
-    let eval = p.evaluate(app, state, now).unwrap();
-    driftwatch::pipeline::apply(&eval, &app.state_key(), state, &p.runtime, now).unwrap();
-    let before = sink.got.len();
-    dispatch(&eval.notifications, &mut [sink as &mut dyn Sink], state, driftwatch::state::to_millis(now)).unwrap();
-    (sink.got[before..].to_vec(), eval.wake_at)
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap();
+    let _entered = runtime.enter();
+    let probe = Arc::new(Probe { to_fail: AtomicUsize::new(sink.fail_first.saturating_sub(sink.attempts)), ..Default::default() });
+    let clock = Clock::manual(driftwatch::state::to_millis(now));
+    let delivery = Delivery::start_with_clock(preview_services(&p.runtime, probe.clone()), state.clone(), clock);
+    let pass = pass::run(p, state, &delivery, app, false, now).unwrap();
+    runtime.block_on(delivery.settle(Duration::ZERO, Duration::from_secs(30)));
+    runtime.block_on(delivery.shutdown(Duration::from_secs(5)));
+    sink.attempts += probe.attempts.load(Ordering::SeqCst);
+    let mut got = std::mem::take(&mut *probe.got.lock().unwrap());
+    // Services deliver in parallel: in the order the pass decided them (a retry of an
+    // earlier pass's last).
+    let decided = |n: &Notification| pass.eval.notifications.iter().position(|d| d == n).unwrap_or(usize::MAX);
+    got.sort_by_key(decided);
+    sink.got.extend(got.iter().cloned());
+    (got, pass.eval.wake_at)
 }
 
 /// [`deliver_at`] at a fixed instant; returns `trigger -> destination` of what was sent.
-fn step(p: &Pipeline, state: &StateStore, sink: &mut Recorder, app: &App) -> Vec<String> {
+fn step(p: &Pipeline, state: &Arc<StateStore>, sink: &mut Recorder, app: &App) -> Vec<String> {
     let now = Utc.with_ymd_and_hms(2026, 3, 1, 12, 0, 0).unwrap();
     deliver_at(p, state, sink, app, now).0.iter().map(|n| format!("{} -> {}", n.trigger, n.destination)).collect()
 }
@@ -79,7 +107,7 @@ triggers:
 fn a_plain_trigger_rearms_when_its_condition_turns_false() {
     let dir = tempfile::tempdir().unwrap();
     let p = pipeline(Some(DEGRADED_PLAIN), dir.path());
-    let state = StateStore::in_memory().unwrap();
+    let state = Arc::new(StateStore::in_memory().unwrap());
     let app = |b: AppBuilder| b.annotate("notifications.argoproj.io/subscribe.on-degraded-plain.slack", "ops").app();
     let sent = |b| step(&p, &state, &mut Recorder::default(), &app(b));
     assert_eq!(sent(AppBuilder::new("a").synced().degraded()), ["on-degraded-plain -> slack:ops"]);
@@ -92,7 +120,7 @@ fn a_plain_trigger_rearms_when_its_condition_turns_false() {
 fn an_once_per_key_is_kept_until_its_value_changes() {
     let dir = tempfile::tempdir().unwrap();
     let p = pipeline(None, dir.path());
-    let state = StateStore::in_memory().unwrap();
+    let state = Arc::new(StateStore::in_memory().unwrap());
     let mut sink = Recorder::default();
     let app = |b: AppBuilder| b.annotate("notifications.argoproj.io/subscribe.on-out-of-sync.slack", "drift").app();
     assert_eq!(step(&p, &state, &mut sink, &app(AppBuilder::new("a").sync("OutOfSync", REV1))), ["on-out-of-sync -> slack:drift"]);
@@ -102,10 +130,10 @@ fn an_once_per_key_is_kept_until_its_value_changes() {
 }
 
 #[test]
-fn a_failed_delivery_is_retried_on_the_next_evaluation_even_for_once_per() {
+fn a_failed_delivery_is_retried_by_the_outbox_and_recorded_once_even_for_once_per() {
     let dir = tempfile::tempdir().unwrap();
     let p = pipeline(None, dir.path());
-    let state = StateStore::in_memory().unwrap();
+    let state = Arc::new(StateStore::in_memory().unwrap());
     let app = AppBuilder::new("a")
         .synced()
         .healthy()
@@ -113,10 +141,16 @@ fn a_failed_delivery_is_retried_on_the_next_evaluation_even_for_once_per() {
         .annotate("notifications.argoproj.io/subscribe.on-sync-failed.slack", "ops")
         .app();
     let mut sink = Recorder { fail_first: 1, ..Default::default() };
-    assert!(step(&p, &state, &mut sink, &app).is_empty(), "the receiver failed");
+    let now = Utc.with_ymd_and_hms(2026, 3, 1, 12, 0, 0).unwrap();
+    assert!(deliver_at(&p, &state, &mut sink, &app, now).0.is_empty(), "the receiver failed");
     assert!(state.keys(&app.state_key()).unwrap().is_empty(), "nothing recorded for a failed send");
-    assert_eq!(step(&p, &state, &mut sink, &app), ["on-sync-failed -> slack:ops"], "retried");
-    assert!(step(&p, &state, &mut sink, &app).is_empty(), "recorded after success");
+    // The outbox's worker retries it once its backoff is over; the evaluation at that
+    // time does not decide it again (it is in flight).
+    let later = now + chrono::Duration::minutes(10);
+    let sent: Vec<String> =
+        deliver_at(&p, &state, &mut sink, &app, later).0.iter().map(|n| format!("{} -> {}", n.trigger, n.destination)).collect();
+    assert_eq!(sent, ["on-sync-failed -> slack:ops"], "retried");
+    assert!(deliver_at(&p, &state, &mut sink, &app, later).0.is_empty(), "recorded after success");
     assert_eq!(sink.attempts, 2);
 }
 
@@ -128,12 +162,12 @@ fn state_survives_a_restart() {
         AppBuilder::new("a").sync("OutOfSync", REV1).annotate("notifications.argoproj.io/subscribe.on-out-of-sync.slack", "drift").app();
     {
         let p = pipeline(None, dir.path());
-        let state = StateStore::open(&path).unwrap();
+        let state = Arc::new(StateStore::open(&path).unwrap());
         assert_eq!(step(&p, &state, &mut Recorder::default(), &app).len(), 1);
     }
     // A new process: new pipeline, the store reopened from disk.
     let p = pipeline(None, dir.path());
-    let state = StateStore::open(&path).unwrap();
+    let state = Arc::new(StateStore::open(&path).unwrap());
     assert!(step(&p, &state, &mut Recorder::default(), &app).is_empty());
     let keys = state.keys(&app.state_key()).unwrap();
     assert_eq!(keys.len(), 1);
@@ -145,7 +179,7 @@ fn state_survives_a_restart() {
 fn stale_sync_status_is_skipped_until_reconciled() {
     let dir = tempfile::tempdir().unwrap();
     let p = pipeline(None, dir.path());
-    let state = StateStore::in_memory().unwrap();
+    let state = Arc::new(StateStore::in_memory().unwrap());
     let b = AppBuilder::new("a")
         .synced()
         .healthy()
@@ -173,7 +207,7 @@ fn project_subscriptions_and_global_selectors_route_without_app_annotations() {
             annotations: [("notifications.argoproj.io/subscribe.on-health-degraded.slack".to_string(), "team".to_string())].into(),
         },
     );
-    let state = StateStore::in_memory().unwrap();
+    let state = Arc::new(StateStore::in_memory().unwrap());
     let prod = AppBuilder::new("a").synced().degraded().label("env", "prod").app();
     assert_eq!(
         step(&p, &state, &mut Recorder::default(), &prod),
@@ -187,7 +221,7 @@ fn project_subscriptions_and_global_selectors_route_without_app_annotations() {
 fn unknown_services_and_triggers_are_reported_not_fatal() {
     let dir = tempfile::tempdir().unwrap();
     let p = pipeline(None, dir.path());
-    let state = StateStore::in_memory().unwrap();
+    let state = Arc::new(StateStore::in_memory().unwrap());
     let app = AppBuilder::new("a")
         .synced()
         .degraded()
@@ -211,7 +245,7 @@ fn secret_values_never_reach_a_rendered_payload() {
         ),
         dir.path(),
     );
-    let state = StateStore::in_memory().unwrap();
+    let state = Arc::new(StateStore::in_memory().unwrap());
     let app = AppBuilder::new("a")
         .annotate("note", "someone pasted xoxb-TOPSECRET-0001 here")
         .annotate("notifications.argoproj.io/subscribe.on-any.slack", "ops")
@@ -243,7 +277,7 @@ templates:
         ),
         dir.path(),
     );
-    let state = StateStore::in_memory().unwrap();
+    let state = Arc::new(StateStore::in_memory().unwrap());
     let app = |b: AppBuilder| b.annotate("notifications.argoproj.io/subscribe.on-degraded-page.pagerduty", "platform").app();
     let mut sink = Recorder::default();
     assert_eq!(step(&p, &state, &mut sink, &app(AppBuilder::new("a").synced().degraded())), ["on-degraded-page -> pagerduty:platform"]);
@@ -283,7 +317,7 @@ templates:
         ),
         dir.path(),
     );
-    let state = StateStore::in_memory().unwrap();
+    let state = Arc::new(StateStore::in_memory().unwrap());
     let resources = serde_json::json!([
         {"group": "rbac.authorization.k8s.io", "kind": "ClusterRoleBinding", "name": "admins", "status": "OutOfSync"},
         {"group": "example.com", "kind": "Widget", "namespace": "a", "name": "w", "status": "OutOfSync"},
@@ -309,7 +343,7 @@ templates:
 /// [`deliver_at`]; returns `trigger Action` of what was sent, and the wake-up.
 fn step_at(
     p: &Pipeline,
-    state: &StateStore,
+    state: &Arc<StateStore>,
     sink: &mut Recorder,
     app: &App,
     now: chrono::DateTime<Utc>,
@@ -344,7 +378,7 @@ subscriptions:
     let healthy = AppBuilder::new("a").synced().healthy().app();
     let mut sink = Recorder::default();
     {
-        let state = StateStore::open(&path).unwrap();
+        let state = Arc::new(StateStore::open(&path).unwrap());
         // A 30-second blip pages nobody, and the hold-down ends with it.
         assert_eq!(step_at(&p, &state, &mut sink, &degraded, t(0)), (vec![], Some(t(120))));
         assert_eq!(step_at(&p, &state, &mut sink, &healthy, t(30)), (vec![], None));
@@ -353,7 +387,7 @@ subscriptions:
         assert_eq!(step_at(&p, &state, &mut sink, &degraded, t(120)).0, Vec::<String>::new(), "held for 60 s only");
     }
     // The hold-down survives a restart.
-    let state = StateStore::open(&path).unwrap();
+    let state = Arc::new(StateStore::open(&path).unwrap());
     let (sent, wake) = step_at(&p, &state, &mut sink, &degraded, t(180));
     assert_eq!(sent, ["on-degraded-2m Fire"]);
     assert_eq!(wake, None, "delivered just now: the repeat is scheduled by the next evaluation");
@@ -379,7 +413,7 @@ routes:
         ),
         dir.path(),
     );
-    let state = StateStore::in_memory().unwrap();
+    let state = Arc::new(StateStore::in_memory().unwrap());
     let t = |min: i64| Utc.with_ymd_and_hms(2026, 3, 1, 12, 0, 0).unwrap() + chrono::Duration::minutes(min);
     let role = serde_json::json!([{"group": "rbac.authorization.k8s.io", "version": "v1", "kind": "Role", "namespace": "a", "name": "r", "status": "OutOfSync"}]);
     // No annotation at all: the route alone pages.
@@ -418,4 +452,60 @@ routes:
     assert_eq!(step_at(&p, &state, &mut sink, &later, t(90)).0, ["on-sync-succeeded Fire"]);
     assert_eq!(sink.got.last().unwrap().episode, None);
     assert_eq!(state.episodes(&Default::default()).unwrap()[0].notifications.len(), 2, "not noted in the old episode");
+}
+
+/// Holds every delivery until opened.
+struct Gate(tokio::sync::Semaphore);
+
+impl Deliverer for Gate {
+    fn deliver<'a>(&'a self, _batch: &'a [Notification]) -> BoxFuture<'a, Outcome> {
+        Box::pin(async move {
+            match self.0.acquire().await {
+                Ok(_permit) => Outcome::Delivered,
+                Err(_) => Outcome::retry("closed"),
+            }
+        })
+    }
+}
+
+/// A deleted Application's dedup keys go when its last outbox entry settles, not
+/// before: a delivery that settled after an immediate purge would write its key back,
+/// and the `notified` table would grow with every Application ever deleted.
+#[test]
+fn applications_created_and_deleted_in_a_loop_leave_no_keys_behind() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = pipeline(None, dir.path());
+    let state = Arc::new(StateStore::open(&dir.path().join("state.redb")).unwrap());
+    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_time().build().unwrap();
+    let _entered = runtime.enter();
+    let now = Utc.with_ymd_and_hms(2026, 3, 1, 12, 0, 0).unwrap();
+    let gate = Arc::new(Gate(tokio::sync::Semaphore::new(0)));
+    let clock = Clock::manual(driftwatch::state::to_millis(now));
+    let delivery = Delivery::start_with_clock(preview_services(&p.runtime, gate.clone()), state.clone(), clock);
+    for round in 0..3 {
+        for i in 0..40 {
+            let app = AppBuilder::new(&format!("app-{round}-{i}"))
+                .sync("OutOfSync", REV1)
+                .annotate("notifications.argoproj.io/subscribe.on-out-of-sync.slack", "drift")
+                .annotate("notifications.argoproj.io/subscribe.on-deleted.slack", "drift")
+                .app();
+            let created = pass::run(&p, &state, &delivery, &app, false, now).unwrap();
+            assert_eq!(created.submitted.enqueue.queued, 1, "on-out-of-sync goes to the outbox");
+            let deleted = pass::run(&p, &state, &delivery, &app, true, now).unwrap();
+            assert_eq!(deleted.eval.notifications.len(), 1, "on-deleted sees it deleted");
+        }
+        // Every entry is still held: the deleted Applications wait for them.
+        let waiting = state.deleted_waiting().unwrap();
+        gate.0.add_permits(1_000);
+        assert!(runtime.block_on(delivery.settle(Duration::ZERO, Duration::from_secs(30))), "everything delivered");
+        assert_eq!(state.apps().unwrap(), Vec::<String>::new(), "no dedup key of a deleted Application is left");
+        assert_eq!((waiting, state.deleted_waiting().unwrap()), (40, 0));
+        gate.0.forget_permits(1_000);
+    }
+    // Nothing in the outbox: purged in the deleting pass itself.
+    let quiet = AppBuilder::new("quiet").synced().healthy().app();
+    state.record(&quiet.state_key(), "k", 1).unwrap();
+    pass::run(&p, &state, &delivery, &quiet, true, now).unwrap();
+    assert!(state.keys(&quiet.state_key()).unwrap().is_empty());
+    runtime.block_on(delivery.shutdown(Duration::from_secs(5)));
 }

@@ -12,7 +12,7 @@ use chrono::Utc;
 use serde_json::{Value, json};
 
 use crate::config::{self, Runtime};
-use crate::deliver::{ConsoleSink, JsonLinesSink, Sink, dispatch};
+use crate::deliver::{ConsoleWriter, JsonLinesWriter};
 use crate::drift::Drift;
 use crate::drift::episode::Episode;
 use crate::model::{Action, App, AppMeta, Destination, DestinationKind, Notification};
@@ -560,14 +560,14 @@ pub fn run_replay(opts: &ReplayOptions, out: &mut dyn Write, err: &mut dyn Write
             return Ok(BAD_INPUT);
         }
     };
-    // Real delivery: a runtime for the workers, which start on whatever a previous run
-    // left in the outbox.
-    let tokio_rt = match opts.deliver {
-        Some(_) => Some(tokio::runtime::Runtime::new()?),
-        None => None,
-    };
-    let _entered = tokio_rt.as_ref().map(|r| r.enter());
-    let delivery = match &tokio_rt {
+    // Every notification goes through the outbox, whose workers deliver and record:
+    // through the configured services with `--deliver` (starting on whatever a
+    // previous run left), else through previews that take everything, on the
+    // snapshots' clock. Either way what is shown is shown as it is submitted.
+    let tokio_rt = tokio::runtime::Runtime::new()?;
+    let _entered = tokio_rt.enter();
+    let clock = crate::deliver::worker::Clock::manual(0);
+    let delivery = match opts.deliver {
         Some(_) => {
             let env = delivery_env(&rt, &state)?;
             let mut services = Vec::new();
@@ -580,19 +580,18 @@ pub fn run_replay(opts: &ReplayOptions, out: &mut dyn Write, err: &mut dyn Write
                     }
                 }
             }
-            Some(crate::deliver::Delivery::start(services, state.clone()))
+            crate::deliver::Delivery::start(services, state.clone())
         }
-        None => None,
+        None => crate::pipeline::pass::start_preview(&rt, state.clone(), clock.clone()),
     };
-    let mut deleted_apps = Vec::new();
     let mut pipeline = Pipeline::new(Arc::new(rt));
     let mut jsonl = match &opts.jsonl {
-        Some(p) => Some(JsonLinesSink::new(std::io::BufWriter::new(
+        Some(p) => Some(JsonLinesWriter::new(std::io::BufWriter::new(
             std::fs::OpenOptions::new().create(true).append(true).open(p).with_context(|| format!("opening {}", p.display()))?,
         ))),
         None => None,
     };
-    let (mut sent, mut failed, mut malformed, mut apps) = (0, 0, 0, 0);
+    let (mut unconfigured, mut malformed, mut apps) = (0, 0, 0);
     let mut now = chrono::DateTime::<Utc>::MIN_UTC;
     for step in &steps {
         let (app, deleted) = match &step.snapshot {
@@ -621,25 +620,17 @@ pub fn run_replay(opts: &ReplayOptions, out: &mut dyn Write, err: &mut dyn Write
                 tracing::warn!(step = %step.label, %reason, "malformed object skipped");
                 continue;
             }
-            Snapshot::App(app) => (app.as_ref().clone(), false),
-            Snapshot::Deleted(app) => {
-                let mut app = app.as_ref().clone();
-                // A DELETED event may carry the object without a deletionTimestamp; it
-                // is deleted all the same, and on-deleted must see it so.
-                if app.object.pointer("/metadata/deletionTimestamp").is_none_or(Value::is_null)
-                    && let Some(meta) = app.object.get_mut("metadata").and_then(Value::as_object_mut)
-                {
-                    meta.insert("deletionTimestamp".into(), Utc::now().to_rfc3339().into());
-                }
-                (app, true)
-            }
+            Snapshot::App(app) => (app.as_ref(), false),
+            Snapshot::Deleted(app) => (app.as_ref(), true),
         };
         apps += 1;
-        writeln!(out, "== {}  {}{}", step.label, summarize_app(&app), if deleted { " (deleted)" } else { "" })?;
+        writeln!(out, "== {}  {}{}", step.label, summarize_app(app), if deleted { " (deleted)" } else { "" })?;
         // A snapshot is what Argo CD reported when it last reconciled: replays run on
         // that clock (hold-downs and episode durations), never going backwards.
-        now = observed_at(&app).unwrap_or_else(Utc::now).max(now);
-        let eval = pipeline.evaluate(&app, &state, now)?;
+        now = observed_at(app).unwrap_or_else(Utc::now).max(now);
+        clock.set(crate::state::to_millis(now));
+        let pass = crate::pipeline::pass::run(&pipeline, &state, &delivery, app, deleted, now)?;
+        let eval = &pass.eval;
         for e in &eval.annotation_errors {
             writeln!(out, "  ! {e}")?;
         }
@@ -647,7 +638,6 @@ pub fn run_replay(opts: &ReplayOptions, out: &mut dyn Write, err: &mut dyn Write
             writeln!(out, "  (sync status is stale: skipped until Argo CD re-reconciles)")?;
             continue;
         }
-        crate::pipeline::apply(&eval, &app.state_key(), &state, &pipeline.runtime, now)?;
         if let (Some(ep), Some(event)) = (&eval.episode, eval.episode_event) {
             writeln!(out, "  episode {}: {}", event.as_str(), episode_line(ep, now))?;
         }
@@ -663,47 +653,33 @@ pub fn run_replay(opts: &ReplayOptions, out: &mut dyn Write, err: &mut dyn Write
         if eval.notifications.is_empty() {
             writeln!(out, "  (no new notifications)")?;
         }
-        let mut console = ConsoleSink::new(&mut *out);
-        let mut sinks: Vec<&mut dyn Sink> = vec![&mut console];
-        if let Some(j) = jsonl.as_mut() {
-            j.step = step.label.clone();
-            sinks.push(j);
-        }
-        if let Some(d) = &delivery {
-            // Shown here, recorded by the delivery workers once the service took it.
-            for n in &eval.notifications {
-                for s in sinks.iter_mut() {
-                    if let Err(e) = s.deliver(n) {
-                        writeln!(err, "warning: {e}")?;
-                    }
-                }
+        let mut console = ConsoleWriter::new(&mut *out);
+        for n in &eval.notifications {
+            console.show(n)?;
+            if let Some(j) = jsonl.as_mut() {
+                j.step = step.label.clone();
+                j.show(n)?;
             }
-            d.submit(&eval.notifications)?;
-            if deleted {
-                deleted_apps.push(app.state_key());
-            }
-            continue;
         }
-        let report = dispatch(&eval.notifications, &mut sinks, &state, crate::state::to_millis(now))?;
-        sent += report.delivered;
-        failed += report.failed;
-        if deleted {
-            state.remove_app(&app.state_key())?;
+        unconfigured += pass.submitted.unconfigured;
+        if opts.deliver.is_none() {
+            // The next snapshot is evaluated on what this one's previews recorded.
+            tokio_rt.block_on(delivery.settle(std::time::Duration::from_secs(3600), std::time::Duration::from_secs(60)));
         }
     }
-    if let (Some(d), Some(r), Some(wait)) = (delivery, &tokio_rt, opts.deliver) {
+    if let Some(wait) = opts.deliver {
         writeln!(out, "\nreplayed {} step(s) ({apps} Application snapshot(s)); delivering (waiting at most {wait:?})", steps.len())?;
         out.flush()?;
-        r.block_on(d.settle(std::time::Duration::from_secs(3600), wait));
-        r.block_on(d.shutdown(std::time::Duration::from_secs(5)));
-        for a in &deleted_apps {
-            state.remove_app(a)?;
-        }
+        tokio_rt.block_on(delivery.settle(std::time::Duration::from_secs(3600), wait));
+        tokio_rt.block_on(delivery.shutdown(std::time::Duration::from_secs(5)));
         let dead = state.dead_letters()?.len();
         let pending = state.outbox(None)?.len();
         writeln!(out, "deliveries: {pending} still pending, {dead} dead letter(s) in the store; see `driftwatch deliveries --state …`")?;
         return Ok(if dead > 0 || pending > 0 { FAILED } else { OK });
     }
+    let (sent, dead) = delivery.totals();
+    tokio_rt.block_on(delivery.shutdown(std::time::Duration::from_secs(5)));
+    let failed = dead + unconfigured as u64;
     writeln!(
         out,
         "\nreplayed {} step(s) ({apps} Application snapshot(s)): {sent} notification(s) sent, {failed} failed, {malformed} malformed object(s) skipped",

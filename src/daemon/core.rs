@@ -169,6 +169,9 @@ pub(super) struct Core {
     /// Latest Application per state key (for re-evaluation and missed deletes), kept
     /// compact between evaluations.
     apps: HashMap<String, Kept>,
+    /// Deleted Applications whose last pass could not be written yet (the store
+    /// failed): evaluated again, as deleted, until it is.
+    retiring: HashMap<String, Kept>,
     /// Fingerprint of what was last evaluated, per state key.
     evaluated: HashMap<String, u64>,
     /// Per watch stream with a (re)list in progress, the objects seen so far (state
@@ -249,6 +252,7 @@ impl Core {
             state_path: o.state_path,
             delivery: None,
             apps: HashMap::new(),
+            retiring: HashMap::new(),
             evaluated: HashMap::new(),
             listing: HashMap::new(),
             lists_done: BTreeSet::new(),
@@ -370,24 +374,33 @@ impl Core {
         }
     }
 
-    fn evaluate(&mut self, app: &App, force: bool) {
+    /// One pass for `app` (skipped when its fingerprint was evaluated already, unless
+    /// `force`); `deleted`: the Application is gone and is retired by the pass. Returns
+    /// whether the pass is done (false: not leading, or its write failed and it will
+    /// be tried again).
+    fn evaluate(&mut self, app: &App, force: bool, deleted: bool) -> bool {
         // A standby replica keeps its cache warm and evaluates nothing.
-        let Some(state) = self.state.clone() else { return };
+        let (Some(state), Some(delivery)) = (self.state.clone(), self.delivery.as_ref()) else { return false };
         let key = app.state_key();
         let fp = fingerprint(app);
         if !force && self.evaluated.get(&key) == Some(&fp) {
-            return;
+            return true;
         }
         let started = Instant::now();
         let now = Utc::now();
-        let eval = match self.pipeline.evaluate(app, &state, now) {
-            Ok(e) => e,
+        // The pass's decisions (episode, hold-downs, re-arms) and its outbox entries
+        // are written in one transaction before the fingerprint is recorded: a pass
+        // whose write failed (a full disk) is done again, not lost until the
+        // Application changes.
+        let pass = match crate::pipeline::pass::run(&self.pipeline, &state, delivery, app, deleted, now) {
+            Ok(p) => p,
             Err(e) => {
-                tracing::error!(app = %app.qualified_name(), error = %e, "evaluation failed (state store)");
+                tracing::error!(app = %app.qualified_name(), error = %e, "will retry");
                 self.store_failed(&key, now);
-                return;
+                return false;
             }
         };
+        let eval = pass.eval;
         METRICS.evaluations.fetch_add(1, Ordering::Relaxed);
         METRICS.evaluation_latency.observe(started.elapsed());
         for e in &eval.annotation_errors {
@@ -396,7 +409,7 @@ impl Core {
         if eval.stale {
             // Nothing was decided: pending wake-ups and attribution reads stay as they are.
             self.evaluated.insert(key, fp);
-            return;
+            return true;
         }
         if let (Some(ep), Some(event)) = (&eval.episode, eval.episode_event)
             && event != crate::drift::episode::Event::Updated
@@ -426,26 +439,12 @@ impl Core {
         for n in &eval.notifications {
             METRICS.fired.inc(&n.trigger);
         }
-        // The pass's decisions (episode, hold-downs, re-arms) and its outbox entries
-        // are written in one transaction before the fingerprint is recorded: a pass
-        // whose write failed (a full disk) is done again, not lost until the
-        // Application changes.
-        let pass = crate::pipeline::pass_write(&eval, &key, &self.pipeline.runtime);
-        let writes = !pass.is_empty() || !eval.notifications.is_empty();
-        let written = match &self.delivery {
-            Some(d) => d.submit_pass(&pass, &eval.notifications).map(drop),
-            None => state.write_pass(&pass, &[], crate::state::to_millis(now)).map(drop),
-        };
-        if let Err(e) = written {
-            tracing::error!(app = %app.qualified_name(), error = %e, "recording the evaluation failed (state store); will retry");
-            self.store_failed(&key, now);
-            return;
-        }
-        if writes {
+        if pass.wrote {
             // Only passes that wrote need the flush (an empty one would still fsync).
             self.unflushed.push(key.clone());
         }
         self.evaluated.insert(key, fp);
+        true
     }
 
     /// Makes the passes written since the last flush durable (one disk write for a
@@ -550,27 +549,24 @@ impl Core {
         Some((at - Utc::now()).to_std().unwrap_or(Duration::ZERO))
     }
 
-    fn deleted(&mut self, mut app: App) {
+    /// The Application is gone: its last pass (on-deleted sees it deleted) retires its
+    /// state, which the store purges once its last outbox entry has settled.
+    fn deleted(&mut self, app: App) {
         METRICS.events.inc("application_delete");
-        if app.object.pointer("/metadata/deletionTimestamp").is_none_or(Value::is_null)
-            && let Some(meta) = app.object.get_mut("metadata").and_then(Value::as_object_mut)
-        {
-            meta.insert("deletionTimestamp".into(), Utc::now().to_rfc3339().into());
-        }
-        self.evaluate(&app, true);
+        let done = self.evaluate(&app, true, true);
         let key = app.state_key();
         self.apps.remove(&key);
         self.evaluated.remove(&key);
-        self.wakeups.remove(&key);
+        if !done && self.state.is_some() {
+            // Its write failed: the retry wake-up evaluates it again, as deleted.
+            self.retiring.insert(key.clone(), Kept::of(&app));
+        } else {
+            self.wakeups.remove(&key);
+        }
         if let Some(live) = self.live.as_mut() {
             for k in live.request(&key, Vec::new()).forgotten {
                 self.pipeline.live.remove(&k);
             }
-        }
-        if let Some(state) = &self.state
-            && let Err(e) = state.remove_app(&key)
-        {
-            tracing::error!(error = %e, "cleaning a deleted Application's state failed");
         }
     }
 
@@ -585,7 +581,7 @@ impl Core {
                         seen.insert(key.clone());
                     }
                 }
-                self.evaluate(&app, false);
+                self.evaluate(&app, false, false);
                 self.apps.insert(key, Kept::of(&app));
             }
             Change::AppDeleted(app) => self.deleted(*app),
@@ -661,7 +657,7 @@ impl Core {
     }
 
     fn reevaluate_all(&mut self) {
-        let keys: Vec<String> = self.apps.keys().cloned().collect();
+        let keys: Vec<String> = self.apps.keys().chain(self.retiring.keys()).cloned().collect();
         self.reevaluate(keys);
     }
 
@@ -671,7 +667,11 @@ impl Core {
     fn reevaluate(&mut self, keys: impl IntoIterator<Item = String>) {
         for k in keys {
             if let Some(a) = self.apps.get(&k).and_then(Kept::app) {
-                self.evaluate(&a, true);
+                self.evaluate(&a, true, false);
+            } else if let Some(a) = self.retiring.get(&k).and_then(Kept::app)
+                && self.evaluate(&a, true, true)
+            {
+                self.retiring.remove(&k);
             }
         }
     }

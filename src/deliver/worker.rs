@@ -70,8 +70,35 @@ pub struct ServiceRuntime {
     pub redactor: Redactor,
 }
 
-fn now_ms() -> u64 {
-    crate::state::to_millis(chrono::Utc::now())
+/// Where the workers read the time: the system clock, or a clock the caller sets (a
+/// replay's previews run on the snapshots' clock, so what they record is stamped as
+/// the evaluation that decided it is).
+#[derive(Clone, Debug, Default)]
+pub struct Clock(Option<Arc<AtomicU64>>);
+
+impl Clock {
+    pub fn system() -> Clock {
+        Clock(None)
+    }
+
+    /// A clock that reads `ms` (unix milliseconds) until [`Clock::set`].
+    pub fn manual(ms: u64) -> Clock {
+        Clock(Some(Arc::new(AtomicU64::new(ms))))
+    }
+
+    /// Moves a manual clock; the system clock cannot be set.
+    pub fn set(&self, ms: u64) {
+        if let Some(c) = &self.0 {
+            c.store(ms, Ordering::Relaxed);
+        }
+    }
+
+    pub fn now_ms(&self) -> u64 {
+        match &self.0 {
+            Some(c) => c.load(Ordering::Relaxed),
+            None => crate::state::to_millis(chrono::Utc::now()),
+        }
+    }
 }
 
 struct Worker {
@@ -79,6 +106,9 @@ struct Worker {
     state: Arc<StateStore>,
     wake: Arc<Notify>,
     stats: Arc<Stats>,
+    clock: Clock,
+    /// Told after every settle transaction ([`Delivery::settle`] waits on it).
+    settled: Arc<Notify>,
 }
 
 /// What an attempt in flight reports back: its entries and what happened.
@@ -148,7 +178,8 @@ impl Worker {
                 let limit = free * max_batch * 2 + busy.len();
                 let st = this.state.clone();
                 let name = this.service.name.clone();
-                let due = tokio::task::spawn_blocking(move || st.due(&name, now_ms(), limit)).await;
+                let clock = this.clock.clone();
+                let due = tokio::task::spawn_blocking(move || st.due(&name, clock.now_ms(), limit)).await;
                 let due = match due {
                     Ok(Ok(b)) => b,
                     Ok(Err(e)) => {
@@ -221,7 +252,9 @@ impl Worker {
                 let st = this.state.clone();
                 let name = this.service.name.clone();
                 match tokio::task::spawn_blocking(move || st.next_due_ms(&name)).await {
-                    Ok(Ok(Some(at))) if free > 0 => Duration::from_millis(at.saturating_sub(now_ms())).min(Duration::from_secs(1)),
+                    Ok(Ok(Some(at))) if free > 0 => {
+                        Duration::from_millis(at.saturating_sub(this.clock.now_ms())).min(Duration::from_secs(1))
+                    }
                     _ => Duration::from_secs(1),
                 }
             };
@@ -276,7 +309,7 @@ impl Worker {
     async fn settle(&self, done: Vec<Attempted>, busy: &mut HashSet<String>) -> Option<Duration> {
         let s = &self.service.settings;
         let kind = self.service.kind.as_str();
-        let now = now_ms();
+        let now = self.clock.now_ms();
         let mut outcomes = Vec::new();
         let mut retry_after: Option<Duration> = None;
         for a in &done {
@@ -331,6 +364,7 @@ impl Worker {
             Ok(Err(err)) => tracing::error!(service = %self.service.name, error = %err, "updating the outbox failed"),
             Err(err) => tracing::error!(service = %self.service.name, error = %err, "updating the outbox failed"),
         }
+        self.settled.notify_waiters();
         // Only now: until the outcome is written, the entries are still due in the store.
         for a in &done {
             for e in &a.batch {
@@ -352,6 +386,8 @@ pub struct Delivery {
     state: Arc<StateStore>,
     workers: BTreeMap<String, Handle>,
     shutdown: watch::Sender<bool>,
+    clock: Clock,
+    settled: Arc<Notify>,
 }
 
 /// What [`Delivery::submit`] did.
@@ -366,17 +402,30 @@ impl Delivery {
     /// Starts a worker per service. Notifications already in the outbox (left by a
     /// previous run) are delivered first.
     pub fn start(services: Vec<ServiceRuntime>, state: Arc<StateStore>) -> Delivery {
+        Delivery::start_with_clock(services, state, Clock::system())
+    }
+
+    /// [`Delivery::start`] on a clock of the caller's.
+    pub fn start_with_clock(services: Vec<ServiceRuntime>, state: Arc<StateStore>, clock: Clock) -> Delivery {
         let (shutdown, rx) = watch::channel(false);
+        let settled = Arc::new(Notify::new());
         let mut workers = BTreeMap::new();
         for service in services {
             let wake = Arc::new(Notify::new());
             let stats = Arc::new(Stats::default());
             let name = service.name.clone();
-            let w = Worker { service, state: state.clone(), wake: wake.clone(), stats: stats.clone() };
+            let w = Worker {
+                service,
+                state: state.clone(),
+                wake: wake.clone(),
+                stats: stats.clone(),
+                clock: clock.clone(),
+                settled: settled.clone(),
+            };
             let task = tokio::spawn(w.run(rx.clone()));
             workers.insert(name, Handle { wake, stats, task });
         }
-        Delivery { state, workers, shutdown }
+        Delivery { state, workers, shutdown, clock, settled }
     }
 
     /// Writes notifications to the outbox (durably) and wakes their workers. A
@@ -391,7 +440,7 @@ impl Delivery {
         let (known, unknown): (Vec<&Notification>, Vec<&Notification>) =
             notifications.iter().partition(|n| self.workers.contains_key(&n.destination.service));
         let known: Vec<Notification> = known.into_iter().cloned().collect();
-        let now = now_ms();
+        let now = self.clock.now_ms();
         let enqueue = self.state.write_pass(pass, &known, now)?;
         let mut unconfigured = 0;
         for n in unknown {
@@ -411,20 +460,35 @@ impl Delivery {
         self.workers.get(service).map(|h| h.stats.clone())
     }
 
+    /// Notifications delivered and dead-lettered by the workers so far, over all
+    /// services.
+    pub fn totals(&self) -> (u64, u64) {
+        self.workers
+            .values()
+            .fold((0, 0), |(d, x), h| (d + h.stats.delivered.load(Ordering::Relaxed), x + h.stats.dead.load(Ordering::Relaxed)))
+    }
+
     /// Waits until the outbox holds nothing due within `within` (everything delivered,
     /// dead-lettered, or waiting longer than that), or `timeout` passes. Returns whether
     /// the outbox is empty.
     pub async fn settle(&self, within: Duration, timeout: Duration) -> bool {
         let deadline = tokio::time::Instant::now() + timeout;
         loop {
+            // Registered before looking, so a settle in between is not missed.
+            let settled = self.settled.notified();
+            tokio::pin!(settled);
+            settled.as_mut().enable();
             // The depth counters and each service's first due time: no outbox scan.
             let empty = self.state.queue_depths().map(|d| d.is_empty()).unwrap_or(false);
-            let horizon = now_ms() + u64::try_from(within.as_millis()).unwrap_or(0);
+            let horizon = self.clock.now_ms().saturating_add(u64::try_from(within.as_millis()).unwrap_or(u64::MAX));
             let nothing_due = self.workers.keys().all(|s| self.state.next_due_ms(s).ok().flatten().is_none_or(|at| at > horizon));
-            if empty || nothing_due || tokio::time::Instant::now() >= deadline {
+            let now = tokio::time::Instant::now();
+            if empty || nothing_due || now >= deadline {
                 return empty;
             }
-            tokio::time::sleep(Duration::from_millis(20)).await;
+            // Woken by the next settle; looked at again at least every 100 ms (a retry
+            // falling due settles nothing until it is attempted).
+            let _ = tokio::time::timeout((deadline - now).min(Duration::from_millis(100)), settled).await;
         }
     }
 

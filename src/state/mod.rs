@@ -26,6 +26,9 @@ use redb::{Database, ReadableDatabase, ReadableTable, ReadableTableMetadata, Tab
 
 /// `"<app key>\u{0}<dedup key>"` -> unix milliseconds of the delivery.
 const NOTIFIED: TableDefinition<&str, u64> = TableDefinition::new("notified");
+/// Deleted Applications whose outbox entries have not all settled yet (state key ->
+/// when the deletion was seen, unix ms): their state is purged when the last settles.
+const DELETED: TableDefinition<&str, u64> = TableDefinition::new("deleted_apps");
 
 /// Unix milliseconds, as the store keeps instants.
 pub fn to_millis(t: DateTime<Utc>) -> u64 {
@@ -81,12 +84,14 @@ pub struct PassWrite<'a> {
     pub episode: Option<(&'a crate::drift::episode::Episode, Retention)>,
     pub holds: &'a [(String, Option<u64>)],
     pub forgets: Vec<&'a str>,
+    /// The Application was deleted: its state goes once nothing of it is in the outbox.
+    pub deleted: bool,
 }
 
 impl PassWrite<'_> {
     /// Nothing to write (most passes).
     pub fn is_empty(&self) -> bool {
-        self.episode.is_none() && self.holds.is_empty() && self.forgets.is_empty()
+        self.episode.is_none() && self.holds.is_empty() && self.forgets.is_empty() && !self.deleted
     }
 }
 
@@ -109,6 +114,7 @@ impl StateStore {
     fn init(db: Database) -> Result<StateStore, StateError> {
         let tx = db.begin_write().map_err(storage)?;
         tx.open_table(NOTIFIED).map_err(storage)?;
+        tx.open_table(DELETED).map_err(storage)?;
         outbox::create_tables(&tx)?;
         history::create_tables(&tx)?;
         tx.commit().map_err(storage)?;
@@ -167,8 +173,51 @@ impl StateStore {
             Self::forget_in(&tx, pass.app_key, key)?;
         }
         let report = if notifications.is_empty() { EnqueueReport::default() } else { Self::enqueue_in(&tx, notifications, now_ms)? };
+        if pass.deleted {
+            Self::retire_app_in(&tx, pass.app_key, now_ms)?;
+        }
         tx.commit().map_err(storage)?;
         Ok(report)
+    }
+
+    /// A deleted Application: its state is purged now if nothing of it is in the
+    /// outbox, else marked so that the settle of its last entry purges it (a delivery
+    /// settled after the purge would write its key back, for an Application that no
+    /// longer exists).
+    fn retire_app_in(tx: &redb::WriteTransaction, app: &str, now_ms: u64) -> Result<(), StateError> {
+        if Self::has_pending_in(tx, app)? {
+            tx.open_table(DELETED).map_err(storage)?.insert(app, now_ms).map_err(storage)?;
+            Ok(())
+        } else {
+            Self::purge_app_in(tx, app).map(drop)
+        }
+    }
+
+    /// After entries of `apps` settled: purges those that were deleted and have nothing
+    /// left in the outbox. Reads one marker per Application, not the table.
+    pub(crate) fn purge_settled_in(tx: &redb::WriteTransaction, apps: &std::collections::BTreeSet<&str>) -> Result<(), StateError> {
+        for app in apps {
+            let marked = tx.open_table(DELETED).map_err(storage)?.get(*app).map_err(storage)?.is_some();
+            if marked && !Self::has_pending_in(tx, app)? {
+                Self::purge_app_in(tx, app)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Drops everything about one Application (dedup keys, hold-downs, the latest
+    /// episode pointer, the deletion marker) inside a caller's transaction.
+    fn purge_app_in(tx: &redb::WriteTransaction, app: &str) -> Result<usize, StateError> {
+        let n = remove_app_entries(&mut tx.open_table(NOTIFIED).map_err(storage)?, app)?;
+        Self::forget_app_history_in(tx, app)?;
+        tx.open_table(DELETED).map_err(storage)?.remove(app).map_err(storage)?;
+        Ok(n)
+    }
+
+    /// Deleted Applications still waiting for their outbox entries to settle.
+    pub fn deleted_waiting(&self) -> Result<u64, StateError> {
+        let tx = self.db.begin_read().map_err(storage)?;
+        tx.open_table(DELETED).map_err(storage)?.len().map_err(storage)
     }
 
     pub(crate) fn full_key(app: &str, key: &str) -> String {
@@ -233,14 +282,6 @@ impl StateStore {
         Ok(table.get(Self::full_key(app, key).as_str()).map_err(storage)?.map(|v| v.value()))
     }
 
-    /// Remembers a delivered notification in its drift episode (the preview path; the
-    /// delivery workers do it in their own transaction).
-    pub fn note_sent(&self, n: &crate::model::Notification, now_ms: u64) -> Result<(), StateError> {
-        let tx = self.db.begin_write().map_err(storage)?;
-        Self::note_sent_in(&tx, n, now_ms)?;
-        tx.commit().map_err(storage)
-    }
-
     /// Every key of one Application with its delivery time.
     pub fn keys(&self, app: &str) -> Result<Vec<(String, u64)>, StateError> {
         let tx = self.db.begin_read().map_err(storage)?;
@@ -271,11 +312,11 @@ impl StateStore {
         Ok(out)
     }
 
-    /// Drops everything about one Application (it was deleted).
+    /// Drops everything about one Application at once, outbox or not (tests and
+    /// tools; the passes retire a deleted Application through [`PassWrite::deleted`]).
     pub fn remove_app(&self, app: &str) -> Result<usize, StateError> {
         let tx = self.db.begin_write().map_err(storage)?;
-        let n = remove_app_entries(&mut tx.open_table(NOTIFIED).map_err(storage)?, app)?;
-        Self::forget_app_history_in(&tx, app)?;
+        let n = Self::purge_app_in(&tx, app)?;
         tx.commit().map_err(storage)?;
         Ok(n)
     }

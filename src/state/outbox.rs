@@ -183,6 +183,15 @@ impl StateStore {
     }
 
     /// Whether this notification (key, template, action) is waiting in the outbox.
+    /// Whether any notification of `app` is in the outbox: a range of the in-flight
+    /// index, one entry read at most.
+    pub(crate) fn has_pending_in(tx: &WriteTransaction, app: &str) -> Result<bool, StateError> {
+        let (lo, hi) = super::app_range(app);
+        let pending = tx.open_table(PENDING).map_err(storage)?;
+        let mut range = pending.range(lo.as_str()..hi.as_str()).map_err(storage)?;
+        Ok(range.next().is_some())
+    }
+
     pub fn is_pending(&self, app: &str, key: &str, template: &str, action: Action) -> Result<bool, StateError> {
         let tx = self.db().begin_read().map_err(storage)?;
         let t = tx.open_table(PENDING).map_err(storage)?;
@@ -356,7 +365,14 @@ impl StateStore {
             return Ok(());
         }
         let tx = self.db().begin_write().map_err(storage)?;
+        // Applications whose entries left the outbox here (a deleted one may be purged).
+        let mut settled = std::collections::BTreeSet::new();
         for (e, how) in outcomes {
+            if !matches!(how, Settle::Retry { .. })
+                && let Some(r) = &e.notification.record
+            {
+                settled.insert(r.app_key.as_str());
+            }
             match how {
                 Settle::Delivered => {
                     Self::remove_entry(&tx, e)?;
@@ -390,6 +406,7 @@ impl StateStore {
                 }
             }
         }
+        Self::purge_settled_in(&tx, &settled)?;
         tx.commit().map_err(storage)
     }
 

@@ -1,7 +1,11 @@
-//! Wires the stages for one Application snapshot: subscriptions -> triggers -> dedup
-//! check -> templates, producing the notifications to deliver and the keys to re-arm.
-//! Nothing here delivers or records a delivery: that is [`crate::deliver::dispatch`]'s
-//! job, after which the state store learns what was sent.
+//! Wires the stages for one Application snapshot: drift and episode -> subscriptions
+//! and routes -> triggers -> dedup check -> templates, producing the notifications to
+//! deliver and the keys to re-arm ([`Pipeline::evaluate`], which writes nothing).
+//! [`pass::run`] is the one driver of a pass, for the daemon and replays alike: it
+//! writes what the evaluation decided and its notifications to the outbox, whose
+//! workers deliver and record.
+
+pub mod pass;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -71,8 +75,9 @@ impl Evaluation {
 }
 
 /// What an evaluation decided about state other than deliveries — the episode (when it
-/// changed), hold-downs, re-armed keys — for [`StateStore::write_pass`].
-pub fn pass_write<'a>(eval: &'a Evaluation, app_key: &'a str, rt: &Runtime) -> crate::state::PassWrite<'a> {
+/// changed), hold-downs, re-armed keys, the retirement of a deleted Application — for
+/// [`StateStore::write_pass`].
+pub fn pass_write<'a>(eval: &'a Evaluation, app_key: &'a str, rt: &Runtime, deleted: bool) -> crate::state::PassWrite<'a> {
     crate::state::PassWrite {
         app_key,
         episode: match (&eval.episode, eval.episode_event) {
@@ -81,14 +86,15 @@ pub fn pass_write<'a>(eval: &'a Evaluation, app_key: &'a str, rt: &Runtime) -> c
         },
         holds: &eval.holds,
         forgets: eval.rearm.iter().map(|r| r.key.as_str()).collect(),
+        deleted,
     }
 }
 
-/// Writes what an evaluation decided about state other than deliveries: the episode,
-/// hold-downs, re-armed keys, in one transaction. Delivery records are written by
-/// whoever delivers.
+/// Writes what an evaluation decided about state other than deliveries (episode,
+/// hold-downs, re-armed keys) in one transaction, without its notifications: the
+/// evaluation path alone, as the benchmark measures it. [`pass::run`] is the driver.
 pub fn apply(eval: &Evaluation, app_key: &str, state: &StateStore, rt: &Runtime, now: DateTime<Utc>) -> Result<(), StateError> {
-    state.write_pass(&pass_write(eval, app_key, rt), &[], crate::state::to_millis(now)).map(drop)
+    state.write_pass(&pass_write(eval, app_key, rt, false), &[], crate::state::to_millis(now)).map(drop)
 }
 
 /// The render context of one pass, built on the first notification only (most passes

@@ -1,0 +1,115 @@
+//! One pass for one Application, the same for the daemon and `run --replay`: evaluate,
+//! then write what the pass decided (episode, hold-downs, re-arms) and its
+//! notifications to the outbox in one transaction; the delivery workers deliver and
+//! record. A deleted Application is retired in that transaction too: its state is
+//! purged when its last outbox entry settles, not before.
+//!
+//! Previews (`run --replay` without `--deliver`) take the same path, with every service
+//! delivered by [`Preview`], which takes everything: what was shown is what was
+//! recorded, by the same settle that records a real delivery.
+
+use std::sync::Arc;
+
+use chrono::{DateTime, Utc};
+use serde_json::Value;
+
+use super::{Evaluation, Pipeline, pass_write};
+use crate::config::Runtime;
+use crate::deliver::outcome::{DeliverySettings, Outcome};
+use crate::deliver::worker::{BoxFuture, Clock, SubmitReport};
+use crate::deliver::{Deliverer, Delivery, ServiceRuntime};
+use crate::model::{App, DestinationKind, Notification};
+use crate::state::{StateError, StateStore};
+
+/// Where a pass failed: reading the store to evaluate, or writing what it decided.
+#[derive(Debug, thiserror::Error)]
+pub enum PassError {
+    #[error("evaluation failed (state store): {0}")]
+    Evaluate(StateError),
+    #[error("recording the evaluation failed (state store): {0}")]
+    Write(StateError),
+}
+
+/// What one pass did.
+#[derive(Debug)]
+pub struct Pass {
+    pub eval: Evaluation,
+    /// What went into the outbox (empty for a stale snapshot, which decides nothing).
+    pub submitted: SubmitReport,
+    /// Whether the pass wrote anything (most write nothing: no transaction at all).
+    pub wrote: bool,
+}
+
+/// Evaluates `app` at `now` and writes the pass. `deleted`: the Application is gone
+/// (a watch delete, a relist without it, a replay's deleted snapshot): it is evaluated
+/// as being deleted (a `deletionTimestamp` of `now` when the object has none, so
+/// `on-deleted` sees it on the pass's clock) and then retired.
+pub fn run(
+    pipeline: &Pipeline,
+    state: &StateStore,
+    delivery: &Delivery,
+    app: &App,
+    deleted: bool,
+    now: DateTime<Utc>,
+) -> Result<Pass, PassError> {
+    let stamped;
+    let app = match deleted && app.object.pointer("/metadata/deletionTimestamp").is_none_or(Value::is_null) {
+        true => {
+            stamped = stamp_deleted(app, now);
+            &stamped
+        }
+        false => app,
+    };
+    let eval = pipeline.evaluate(app, state, now).map_err(PassError::Evaluate)?;
+    if eval.stale {
+        return Ok(Pass { eval, submitted: SubmitReport::default(), wrote: false });
+    }
+    let key = app.state_key();
+    let pass = pass_write(&eval, &key, &pipeline.runtime, deleted);
+    let wrote = !pass.is_empty() || !eval.notifications.is_empty();
+    let submitted = delivery.submit_pass(&pass, &eval.notifications).map_err(PassError::Write)?;
+    Ok(Pass { eval, submitted, wrote })
+}
+
+/// A DELETED event may carry the object without a `deletionTimestamp`; it is deleted
+/// all the same, and `on-deleted` must see it so.
+fn stamp_deleted(app: &App, now: DateTime<Utc>) -> App {
+    let mut app = app.clone();
+    if let Some(meta) = app.object.get_mut("metadata").and_then(Value::as_object_mut) {
+        meta.insert("deletionTimestamp".into(), now.to_rfc3339_opts(chrono::SecondsFormat::Secs, true).into());
+    }
+    app
+}
+
+/// The deliverer of previews: takes every notification (the caller shows them as it
+/// submits them).
+pub struct Preview;
+
+impl Deliverer for Preview {
+    fn deliver<'a>(&'a self, _batch: &'a [Notification]) -> BoxFuture<'a, Outcome> {
+        Box::pin(async { Outcome::Delivered })
+    }
+}
+
+/// A worker for every service a notification of `rt` can name — each configured
+/// service and each destination kind by its own name — all delivered by `deliverer`,
+/// one at a time (in the order they were decided) and without a rate limit.
+pub fn preview_services(rt: &Runtime, deliverer: Arc<dyn Deliverer>) -> Vec<ServiceRuntime> {
+    let configured = rt.services.values().map(|s| (s.name.clone(), s.spec.config.kind()));
+    let kinds = DestinationKind::ALL.iter().filter(|k| !rt.services.contains_key(k.as_str())).map(|k| (k.as_str().to_string(), *k));
+    configured
+        .chain(kinds)
+        .map(|(name, kind)| {
+            let mut settings = DeliverySettings::for_kind(kind);
+            settings.rate.per_second = 1_000_000.0;
+            settings.rate.burst = 1_000_000;
+            settings.concurrency = 1;
+            ServiceRuntime { name, kind, deliverer: deliverer.clone(), settings, redactor: rt.redactor.clone() }
+        })
+        .collect()
+}
+
+/// Starts previews over `state` on `clock`: [`preview_services`] with [`Preview`].
+pub fn start_preview(rt: &Runtime, state: Arc<StateStore>, clock: Clock) -> Delivery {
+    Delivery::start_with_clock(preview_services(rt, Arc::new(Preview)), state, clock)
+}
