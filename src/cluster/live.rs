@@ -12,7 +12,6 @@
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use kube::api::{Api, DynamicObject};
@@ -308,7 +307,7 @@ async fn read(
         Scope::Cluster => Api::all_with(client.clone(), &ar),
         Scope::Namespaced => Api::namespaced_with(client.clone(), &w.namespace, &ar),
     };
-    METRICS.live_reads.fetch_add(1, Ordering::Relaxed);
+    METRICS.live_reads.inc();
     let meta = match api.get_metadata_opt(&w.name).await {
         Ok(m) => m,
         Err(kube::Error::Api(status)) if status.is_forbidden() => {

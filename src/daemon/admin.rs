@@ -1,17 +1,17 @@
-//! The operations endpoints: `/healthz` (the process is alive), `/readyz` (initial
-//! lists done and configuration loaded), `/metrics` (Prometheus text) and `/history`
-//! (the drift history as JSON, the same query as `driftwatch history`, answered by the
-//! leader, which holds the state store open).
+//! The operations endpoints, served by axum: `/healthz` (the process is alive),
+//! `/readyz` (initial lists done and configuration loaded), `/metrics` (OpenMetrics
+//! text) and `/history` (the drift history as JSON, the same query as `driftwatch
+//! history`, answered by the leader, which holds the state store open).
 
-use std::convert::Infallible;
+use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
 
-use http_body_util::Full;
-use hyper::body::{Bytes, Incoming};
-use hyper::{Request, Response};
-use hyper_util::rt::TokioIo;
+use axum::Router;
+use axum::extract::{RawQuery, State};
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
 
 use crate::metrics::METRICS;
 use crate::state::StateStore;
@@ -19,74 +19,63 @@ use crate::state::StateStore;
 /// The state store the operations endpoints read (none while not leading).
 pub type SharedState = Arc<std::sync::RwLock<Option<Arc<StateStore>>>>;
 
-fn text(status: u16, body: String, content_type: &str) -> Response<Full<Bytes>> {
-    let mut r = Response::new(Full::new(Bytes::from(body)));
-    *r.status_mut() = hyper::StatusCode::from_u16(status).unwrap_or(hyper::StatusCode::INTERNAL_SERVER_ERROR);
-    if let Ok(v) = hyper::header::HeaderValue::from_str(content_type) {
-        r.headers_mut().insert(hyper::header::CONTENT_TYPE, v);
-    }
-    r
+fn text(status: StatusCode, body: String, content_type: &'static str) -> Response {
+    (status, [(header::CONTENT_TYPE, content_type)], body).into_response()
 }
 
-async fn handle(req: Request<Incoming>, shared: SharedState) -> Result<Response<Full<Bytes>>, Infallible> {
-    let state: Option<Arc<StateStore>> = shared.read().map(|s| s.clone()).unwrap_or(None);
-    Ok(match req.uri().path() {
-        "/healthz" => text(200, "ok\n".into(), "text/plain"),
-        "/readyz" => {
-            // A refused reload leaves the previous configuration running (still ready),
-            // and says why here, as `driftwatch check` would.
-            let mut body = match METRICS.ready.load(Ordering::Relaxed) {
-                1 => "ready\n".to_string(),
-                _ => "not ready: initial lists not done\n".to_string(),
-            };
-            let refused = METRICS.reload_errors();
-            if !refused.is_empty() {
-                body.push_str("the last configuration reload was refused; the previous configuration is running:\n");
-                for e in refused {
-                    body.push_str(&format!("error: {e}\n"));
-                }
-            }
-            let status = if METRICS.ready.load(Ordering::Relaxed) == 1 { 200 } else { 503 };
-            text(status, body, "text/plain")
+fn store(shared: &SharedState) -> Option<Arc<StateStore>> {
+    shared.read().map(|s| s.clone()).unwrap_or(None)
+}
+
+async fn healthz() -> Response {
+    text(StatusCode::OK, "ok\n".into(), "text/plain")
+}
+
+async fn readyz() -> Response {
+    // A refused reload leaves the previous configuration running (still ready), and
+    // says why here, as `driftwatch check` would.
+    let ready = METRICS.ready.get() == 1;
+    let mut body = if ready { "ready\n".to_string() } else { "not ready: initial lists not done\n".to_string() };
+    let refused = METRICS.reload_errors();
+    if !refused.is_empty() {
+        body.push_str("the last configuration reload was refused; the previous configuration is running:\n");
+        for e in refused {
+            body.push_str(&format!("error: {e}\n"));
         }
-        "/metrics" => {
-            // Queue depth comes from the outbox's per-service counters at scrape time
-            // (kept in the transactions that change the outbox): the truth, not a scan.
-            // Read on the blocking pool, as every state store access outside the
-            // evaluation thread is.
-            let depths = match state {
-                Some(s) => tokio::task::spawn_blocking(move || s.queue_depths()).await.ok(),
-                None => None,
-            };
-            if let Some(Ok(depths)) = depths {
-                let depth: std::collections::BTreeMap<String, u64> = depths.into_iter().collect();
-                for (service, _) in METRICS.queue_depth_services() {
-                    METRICS.queue_depth.set(&service, depth.get(&service).copied().unwrap_or(0));
-                }
-                for (service, n) in depth {
-                    METRICS.queue_depth.set(&service, n);
-                }
-            }
-            text(200, METRICS.render(), "text/plain; version=0.0.4")
+    }
+    text(if ready { StatusCode::OK } else { StatusCode::SERVICE_UNAVAILABLE }, body, "text/plain")
+}
+
+async fn metrics(State(shared): State<SharedState>) -> Response {
+    // Queue depth comes from the outbox's per-service counters at scrape time (kept in
+    // the transactions that change the outbox): the truth, not a scan. Read on the
+    // blocking pool, as every state store access outside the evaluation thread is.
+    if let Some(s) = store(&shared)
+        && let Ok(Ok(depths)) = tokio::task::spawn_blocking(move || s.queue_depths()).await
+    {
+        METRICS.set_queue_depths(&depths.into_iter().collect());
+    }
+    text(StatusCode::OK, METRICS.render(), crate::metrics::CONTENT_TYPE)
+}
+
+async fn history(State(shared): State<SharedState>, RawQuery(query): RawQuery) -> Response {
+    // The newest `limit` episodes (1000 unless asked, at most 10000).
+    let Some(s) = store(&shared) else {
+        return text(StatusCode::SERVICE_UNAVAILABLE, "not leading: the leader holds the history\n".into(), "text/plain");
+    };
+    let q = match history_query(query.as_deref().unwrap_or_default()) {
+        Ok(q) => q,
+        Err(e) => return text(StatusCode::BAD_REQUEST, format!("{e}\n"), "text/plain"),
+    };
+    match tokio::task::spawn_blocking(move || s.episodes(&q)).await {
+        Err(e) => text(StatusCode::INTERNAL_SERVER_ERROR, format!("{e}\n"), "text/plain"),
+        Ok(Err(e)) => text(StatusCode::INTERNAL_SERVER_ERROR, format!("{e}\n"), "text/plain"),
+        Ok(Ok(eps)) => {
+            let now = chrono::Utc::now();
+            let v: Vec<serde_json::Value> = eps.iter().map(|e| e.record(now)).collect();
+            text(StatusCode::OK, serde_json::to_string(&v).unwrap_or_default(), "application/json")
         }
-        "/history" => match state {
-            // The newest `limit` episodes (1000 unless asked, at most 10000).
-            None => text(503, "not leading: the leader holds the history\n".into(), "text/plain"),
-            Some(s) => match history_query(req.uri().query().unwrap_or_default()) {
-                Err(e) => text(400, format!("{e}\n"), "text/plain"),
-                Ok(q) => match tokio::task::spawn_blocking(move || s.episodes(&q)).await {
-                    Err(e) => text(500, format!("{e}\n"), "text/plain"),
-                    Ok(Err(e)) => text(500, format!("{e}\n"), "text/plain"),
-                    Ok(Ok(eps)) => {
-                        let now = chrono::Utc::now();
-                        let v: Vec<serde_json::Value> = eps.iter().map(|e| e.record(now)).collect();
-                        text(200, serde_json::to_string(&v).unwrap_or_default(), "application/json")
-                    }
-                },
-            },
-        },
-        _ => text(404, "not found\n".into(), "text/plain"),
-    })
+    }
 }
 
 /// Episodes `/history` returns unless asked (`limit=`), and at most.
@@ -112,33 +101,60 @@ fn history_query(query: &str) -> Result<crate::state::HistoryQuery, String> {
     Ok(q)
 }
 
-/// Serves the endpoints until the task is dropped. Returns the bound address.
-pub async fn serve(addr: SocketAddr, state: SharedState) -> std::io::Result<SocketAddr> {
+/// The endpoints' routes.
+fn router(state: SharedState) -> Router {
+    Router::new()
+        .route("/healthz", get(healthz))
+        .route("/readyz", get(readyz))
+        .route("/metrics", get(metrics))
+        .route("/history", get(history))
+        .fallback(|| async { text(StatusCode::NOT_FOUND, "not found\n".into(), "text/plain") })
+        .with_state(state)
+}
+
+/// The operations listener: an accept error (out of file descriptors, a connection
+/// reset before it was accepted) is logged and the accept retried after a pause, so a
+/// full descriptor table is not a busy loop and `/healthz` outlives it. (axum's own
+/// TCP listener pauses a whole second and logs only with its `tracing` feature.)
+struct OpsListener(tokio::net::TcpListener);
+
+impl axum::serve::Listener for OpsListener {
+    type Io = tokio::net::TcpStream;
+    type Addr = SocketAddr;
+
+    async fn accept(&mut self) -> (Self::Io, Self::Addr) {
+        loop {
+            match self.0.accept().await {
+                Ok(accepted) => return accepted,
+                Err(e) => {
+                    tracing::warn!(error = %e, "accepting an operations connection failed; going on");
+                    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+                }
+            }
+        }
+    }
+
+    fn local_addr(&self) -> std::io::Result<Self::Addr> {
+        self.0.local_addr()
+    }
+}
+
+/// Serves the endpoints until `shutdown` completes (connections in progress are
+/// finished). Returns the bound address.
+pub async fn serve(
+    addr: SocketAddr,
+    state: SharedState,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<SocketAddr> {
     let listener = tokio::net::TcpListener::bind(addr).await?;
     let bound = listener.local_addr()?;
     tokio::spawn(async move {
-        loop {
-            let stream = match listener.accept().await {
-                Ok((stream, _)) => stream,
-                Err(e) => {
-                    // Out of file descriptors, a connection reset before it was
-                    // accepted: the listener itself is fine. Go on (after a pause, so a
-                    // full descriptor table is not a busy loop); `/healthz` must outlive it.
-                    tracing::warn!(error = %e, "accepting an operations connection failed; going on");
-                    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-                    continue;
-                }
-            };
-            let state = state.clone();
-            tokio::spawn(async move {
-                let svc = hyper::service::service_fn(move |req| handle(req, state.clone()));
-                let _ = hyper::server::conn::http1::Builder::new().serve_connection(TokioIo::new(stream), svc).await;
-            });
+        if let Err(e) = axum::serve(OpsListener(listener), router(state)).with_graceful_shutdown(shutdown).await {
+            tracing::error!(error = %e, "the operations server stopped");
         }
     });
     Ok(bound)
 }
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -9,7 +9,6 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant, SystemTime};
 
 use chrono::Utc;
@@ -56,9 +55,7 @@ pub(super) fn build_services(rt: &Runtime, state: &Arc<StateStore>) -> Result<Ve
         .collect::<Result<_, _>>()?;
     for s in &services {
         // Every configured service has a queue-depth series, zero until something waits.
-        if METRICS.queue_depth.get(&s.name) == 0 {
-            METRICS.queue_depth.set(&s.name, 0);
-        }
+        METRICS.show_queue(&s.name);
     }
     Ok(services)
 }
@@ -330,7 +327,7 @@ impl Core {
             }
         }
         self.flush();
-        METRICS.ready.store(0, Ordering::Relaxed);
+        METRICS.ready.set(0);
         if let Some(delivery) = self.delivery.take() {
             self.wait(delivery.shutdown(self.shutdown_grace));
         }
@@ -401,7 +398,7 @@ impl Core {
             }
         };
         let eval = pass.eval;
-        METRICS.evaluations.fetch_add(1, Ordering::Relaxed);
+        METRICS.evaluations.inc();
         METRICS.evaluation_latency.observe(started.elapsed());
         for e in &eval.annotation_errors {
             tracing::warn!(app = %app.qualified_name(), error = %e, "malformed subscription annotation");
@@ -518,7 +515,7 @@ impl Core {
             }
             Err(e @ ReadError::SecretsOff) => Some(Attribution::not_read(NotReadReason::SecretsOff, e.to_string())),
             Err(ReadError::Failed(e)) => {
-                METRICS.live_read_errors.fetch_add(1, Ordering::Relaxed);
+                METRICS.live_read_errors.inc();
                 tracing::warn!(resource = %key, error = %e, "reading a drifted resource for attribution failed");
                 return;
             }
@@ -641,7 +638,7 @@ impl Core {
                     }
                 }
                 self.lists_done.insert(stream);
-                if self.streams.iter().all(|s| self.lists_done.contains(s)) && METRICS.ready.swap(1, Ordering::Relaxed) == 0 {
+                if self.streams.iter().all(|s| self.lists_done.contains(s)) && METRICS.ready.set(1) == 0 {
                     release_free_memory();
                 }
             }
@@ -710,7 +707,7 @@ impl Core {
         }
         *self.shared.write().unwrap_or_else(|p| p.into_inner()) = Some(state.clone());
         self.state = Some(state);
-        METRICS.leader.store(1, Ordering::Relaxed);
+        METRICS.leader.set(1);
         tracing::info!("leading: sending notifications");
         self.evaluated.clear();
         self.reevaluate_all();
@@ -721,7 +718,7 @@ impl Core {
     /// (releasing its file lock), undelivered notifications stay in its outbox.
     fn step_down(&mut self) {
         self.flush();
-        METRICS.leader.store(0, Ordering::Relaxed);
+        METRICS.leader.set(0);
         if let Some(d) = self.delivery.take() {
             self.wait(d.shutdown(self.step_down_grace));
         }
@@ -765,7 +762,7 @@ impl Core {
                     self.pipeline = Pipeline::new(Arc::new(rt));
                     self.pipeline.projects = projects;
                     self.pipeline.live = live;
-                    METRICS.reload_ok.store(1, Ordering::Relaxed);
+                    METRICS.reload_ok.set(1);
                     METRICS.set_reload_errors(Vec::new());
                     tracing::info!("configuration reloaded");
                     self.evaluated.clear();
@@ -776,7 +773,7 @@ impl Core {
             },
             Err(errors) => errors.iter().map(ToString::to_string).collect(),
         };
-        METRICS.reload_ok.store(0, Ordering::Relaxed);
+        METRICS.reload_ok.set(0);
         for e in &errors {
             tracing::error!(error = %e, "configuration reload failed; keeping the running configuration");
         }

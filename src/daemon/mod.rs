@@ -99,7 +99,12 @@ pub async fn run(opts: DaemonOptions, err: &mut dyn std::io::Write) -> anyhow::R
         std::fs::create_dir_all(dir)?;
     }
     let shared: SharedState = Arc::new(std::sync::RwLock::new(None));
-    let bound = crate::daemon::admin::serve(opts.listen, shared.clone()).await?;
+    // Stopped last: `/healthz` answers while the shutdown drains.
+    let (stop_admin, admin_stopped) = tokio::sync::oneshot::channel::<()>();
+    let bound = crate::daemon::admin::serve(opts.listen, shared.clone(), async {
+        let _ = admin_stopped.await;
+    })
+    .await?;
     tracing::info!(%bound, "operations endpoints listening");
     let mut leader_rx = opts.lease.as_ref().map(|cfg| crate::cluster::lease::spawn(client.clone(), cfg.clone()));
     let (live, mut live_rx) = match rt.attribution.enabled {
@@ -200,5 +205,6 @@ pub async fn run(opts: DaemonOptions, err: &mut dyn std::io::Write) -> anyhow::R
     drop(changes);
     let _ = tx.send(Input::Stop).await;
     let _ = done_rx.await;
+    let _ = stop_admin.send(());
     Ok(crate::exit::OK)
 }
