@@ -106,7 +106,7 @@ fn main() {
     let mut ctx = RenderContext::new(&application, &rt.context);
     let target = Target { trigger: "on-sync-failed", kind: DestinationKind::Slack, service: "slack", recipient: "ops", resolved: false };
     measure("render app-sync-failed for Slack (attachments JSON)", 5_000, || {
-        black_box(rt.templates.render("app-sync-failed", &mut ctx, &target, &application).expect("renders"));
+        black_box(rt.render("app-sync-failed", &mut ctx, &target, &application).expect("renders"));
     });
 
     // A whole pass: 9 subscribed triggers, dedup lookups in the store; every firing

@@ -84,7 +84,7 @@ pub fn check(config: Option<&Path>, out: &mut dyn Write, err: &mut dyn Write) ->
             for name in rt.templates.names() {
                 for (kind, service) in &kinds {
                     let target = Target { trigger: "check", kind: *kind, service, recipient: "check", resolved };
-                    match rt.templates.render(name, &mut ctx, &target, &app) {
+                    match rt.render(name, &mut ctx, &target, &app) {
                         Ok(_)
                         | Err(crate::template::RenderError::NoWebhookField { .. } | crate::template::RenderError::NoKindFields { .. }) => {}
                         Err(e) => {
@@ -256,7 +256,7 @@ pub fn template_notify(
             return Ok(BAD_INPUT);
         };
         let target = Target { trigger: "", kind, service: &d.service, recipient: &d.recipient, resolved: false };
-        match rt.templates.render(name, &mut ctx, &target, &app) {
+        match rt.render(name, &mut ctx, &target, &app) {
             Ok(rendered) => {
                 let mut payload = rendered.payload;
                 redactor.redact_json(&mut payload);

@@ -263,6 +263,18 @@ pub struct Runtime {
 }
 
 impl Runtime {
+    /// Renders template `name` for `target`'s destination, its payload shaped by the
+    /// destination kind's encoder.
+    pub fn render(
+        &self,
+        name: &str,
+        ctx: &mut crate::template::RenderContext,
+        target: &crate::template::Target<'_>,
+        app: &crate::model::App,
+    ) -> Result<crate::template::Rendered, crate::template::RenderError> {
+        self.templates.render(name, ctx, target, app, crate::deliver::encode::encoder(target.kind))
+    }
+
     /// The kind of a service named in a subscription: its configured kind, or the name
     /// itself when it names a kind (`slack`, `email`...) and no service is configured.
     pub fn service_kind(&self, service: &str) -> Option<DestinationKind> {

@@ -13,6 +13,7 @@
 pub mod alertmanager;
 pub mod ecs;
 pub mod email;
+pub mod encode;
 pub mod github;
 pub mod googlechat;
 pub mod grafana;

@@ -299,12 +299,18 @@ impl Episode {
         v
     }
 
-    /// Remembers a delivered notification (bounded: the oldest are dropped).
+    /// Remembers a delivered notification (bounded: the oldest are dropped), in order
+    /// of delivery time; deliveries settled at the same instant (services deliver in
+    /// parallel) in order of trigger, service and recipient, so the history reads the
+    /// same whichever service finished first.
     pub fn note_sent(&mut self, sent: Sent) {
         if self.notifications.len() >= MAX_NOTIFICATIONS {
             self.notifications.remove(0);
         }
-        self.notifications.push(sent);
+        let order = |n: &Sent| (n.at, n.trigger.clone(), n.service.clone(), n.recipient.clone());
+        let key = order(&sent);
+        let at = self.notifications.iter().rposition(|n| order(n) <= key).map_or(0, |i| i + 1);
+        self.notifications.insert(at, sent);
     }
 }
 

@@ -320,7 +320,7 @@ impl Pipeline {
             }
             let (drift, episode, now) = (ctx.drift, ctx.episode, ctx.now);
             let ctx = ctx.ctx.get_or_insert_with(|| RenderContext::new(app, &rt.context).with_pass(drift, episode, now));
-            match rt.templates.render(template, ctx, &target, app) {
+            match rt.render(template, ctx, &target, app) {
                 Ok(rendered) => {
                     let mut payload = rendered.payload;
                     self.redactor.redact_json(&mut payload);

@@ -24,8 +24,6 @@ use crate::source::{At, ConfigError, SourceFile};
 
 /// Most bytes one rendered field may have; longer text is cut (JSON fields fail).
 pub const MAX_FIELD_BYTES: usize = 64 * 1024;
-/// PagerDuty's limit on `payload.summary`.
-pub const PAGERDUTY_SUMMARY_MAX: usize = 1024;
 
 /// Slack fields of a template.
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -458,185 +456,67 @@ impl TemplateSet {
         self.fields.keys().map(String::as_str)
     }
 
-    /// Renders template `name` for a destination of `kind`; `service` names the webhook
-    /// service whose fields apply. The payload's shape per kind is documented in
-    /// `docs/templates.md`.
-    pub fn render(&self, name: &str, ctx: &mut RenderContext, target: &Target<'_>, app: &App) -> Result<Rendered, RenderError> {
+    /// Renders template `name` for the destination of `target`: the message, the
+    /// severity, and the payload `encode` (the destination kind's encoder, in its own
+    /// folder under `deliver/`) shapes from the template's fields. The payload's shape
+    /// per kind is documented in `docs/templates.md`.
+    pub fn render(
+        &self,
+        name: &str,
+        ctx: &mut RenderContext,
+        target: &Target<'_>,
+        app: &App,
+        encode: Encoder,
+    ) -> Result<Rendered, RenderError> {
         let fields = self.fields.get(name).ok_or_else(|| RenderError::UnknownTemplate(name.to_string()))?;
-        let (kind, service) = (target.kind, target.service);
         let ctx = ctx.for_target(target);
-        let r = Renderer { hb: &self.hb, template: name, fields, ctx };
-        let message = r.text("message")?.unwrap_or_default();
-        let severity = r.severity("severity")?;
-        let mut out = Map::new();
-        match kind {
-            DestinationKind::Console => {
-                out.insert("message".into(), message.into());
-            }
-            DestinationKind::Splunk | DestinationKind::SignedWebhook | DestinationKind::Syslog => {
-                out.insert("message".into(), message.trim_end().into());
-            }
-            DestinationKind::Slack => {
-                out.insert("text".into(), r.text("slack.text")?.unwrap_or(message).into());
-                for f in ["attachments", "blocks"] {
-                    if let Some(v) = r.json(&format!("slack.{f}"))? {
-                        out.insert(f.into(), v);
-                    }
-                }
-                if let Some(k) = r.text("slack.groupingKey")? {
-                    out.insert("groupingKey".into(), k.trim().into());
-                }
-            }
-            DestinationKind::Email => {
-                let subject = match r.text("email.subject")? {
-                    Some(s) => s,
-                    None => message.lines().next().unwrap_or_default().to_string(),
-                };
-                out.insert("subject".into(), subject.trim().into());
-                out.insert("body".into(), r.text("email.body")?.unwrap_or(message).into());
-                if let Some(h) = r.text("email.html")? {
-                    out.insert("html".into(), h.into());
-                }
-            }
-            DestinationKind::Pagerduty => {
-                let summary = r.text("pagerduty.summary")?.unwrap_or(message);
-                out.insert("summary".into(), helpers::truncate(summary.trim(), PAGERDUTY_SUMMARY_MAX).into());
-                let pd_severity = r.severity("pagerduty.severity")?.or(severity).unwrap_or(Severity::Error);
-                out.insert("severity".into(), pd_severity.as_str().into());
-                out.insert("source".into(), r.text("pagerduty.source")?.unwrap_or_else(|| app.qualified_name()).into());
-                for f in ["component", "group", "class"] {
-                    if let Some(v) = r.text(&format!("pagerduty.{f}"))? {
-                        out.insert(f.into(), v.into());
-                    }
-                }
-                if let Some(v) = r.json("pagerduty.customDetails")? {
-                    out.insert("custom_details".into(), v);
-                }
-            }
-            // Kinds whose payload is the message and their section's fields under their
-            // own names (text trimmed, JSON parsed); a Teams workflow's Adaptive Card is
-            // built from the same `teams.*` fields as a MessageCard.
-            DestinationKind::Pushover
-            | DestinationKind::Newrelic
-            | DestinationKind::Teams
-            | DestinationKind::TeamsWorkflows
-            | DestinationKind::Opsgenie
-            | DestinationKind::Googlechat
-            | DestinationKind::Telegram
-            | DestinationKind::Rocketchat
-            | DestinationKind::Mattermost
-            | DestinationKind::Grafana
-            | DestinationKind::Webex => {
-                out.insert("message".into(), message.into());
-                let section = match kind {
-                    DestinationKind::TeamsWorkflows => "teams",
-                    other => other.as_str(),
-                };
-                r.copy_section(section, &mut out)?;
-            }
-            DestinationKind::Alertmanager => {
-                out.insert("message".into(), message.into());
-                for group in ["labels", "annotations"] {
-                    let prefix = format!("alertmanager.{group}.");
-                    let mut m = Map::new();
-                    for (field, _) in fields.range(prefix.clone()..) {
-                        let Some(name) = field.strip_prefix(&prefix) else { break };
-                        m.insert(name.into(), r.text(field)?.unwrap_or_default().trim().into());
-                    }
-                    out.insert(group.into(), m.into());
-                }
-                if let Some(g) = r.text("alertmanager.generatorURL")? {
-                    out.insert("generatorURL".into(), g.trim().into());
-                }
-            }
-            DestinationKind::Github => {
-                let Some(gh) = self.github.get(name) else {
-                    return Err(RenderError::NoKindFields { template: name.into(), kind: "github" });
-                };
-                if gh.status.is_none() && gh.deployment.is_none() && gh.pull_request_comment.is_none() {
-                    return Err(RenderError::NoKindFields { template: name.into(), kind: "github" });
-                }
-                out.insert("message".into(), message.into());
-                let o = &app.object;
-                let repo = r.text("github.repoURLPath")?.map(|s| s.trim().to_string()).unwrap_or_else(|| {
-                    o.pointer("/spec/source/repoURL")
-                        .or_else(|| o.pointer("/spec/sources/0/repoURL"))
-                        .and_then(Value::as_str)
-                        .unwrap_or_default()
-                        .to_string()
-                });
-                let revision = r.text("github.revisionPath")?.map(|s| s.trim().to_string()).unwrap_or_else(|| {
-                    o.pointer("/status/operationState/syncResult/revision")
-                        .or_else(|| o.pointer("/status/sync/revision"))
-                        .and_then(Value::as_str)
-                        .unwrap_or_default()
-                        .to_string()
-                });
-                out.insert("repoURL".into(), repo.into());
-                out.insert("revision".into(), revision.into());
-                if gh.status.is_some() {
-                    let mut m = Map::new();
-                    for f in ["state", "label", "targetURL"] {
-                        if let Some(v) = r.text(&format!("github.status.{f}"))? {
-                            m.insert(f.into(), v.trim().into());
-                        }
-                    }
-                    out.insert("status".into(), m.into());
-                }
-                if let Some(d) = &gh.deployment {
-                    let mut m = Map::new();
-                    for f in ["state", "environment", "environmentURL", "logURL", "reference"] {
-                        if let Some(v) = r.text(&format!("github.deployment.{f}"))? {
-                            m.insert(f.into(), v.trim().into());
-                        }
-                    }
-                    m.insert("requiredContexts".into(), d.required_contexts.clone().into());
-                    if let Some(b) = d.auto_merge {
-                        m.insert("autoMerge".into(), b.into());
-                    }
-                    if let Some(b) = d.transient_environment {
-                        m.insert("transientEnvironment".into(), b.into());
-                    }
-                    out.insert("deployment".into(), m.into());
-                }
-                if gh.pull_request_comment.is_some() {
-                    let mut m = Map::new();
-                    m.insert("content".into(), r.text("github.pullRequestComment.content")?.unwrap_or_default().into());
-                    if let Some(t) = r.text("github.pullRequestComment.commentTag")? {
-                        m.insert("commentTag".into(), t.trim().into());
-                    }
-                    out.insert("pullRequestComment".into(), m.into());
-                }
-            }
-            DestinationKind::Webhook => {
-                let prefix = format!("webhook.{service}");
-                if !fields.keys().any(|k| k.starts_with(&format!("{prefix}."))) {
-                    return Err(RenderError::NoWebhookField { template: name.into(), service: service.into() });
-                }
-                let method = r.text(&format!("{prefix}.method"))?.map(|m| m.trim().to_uppercase()).unwrap_or_else(|| "POST".into());
-                out.insert("method".into(), method.into());
-                out.insert("path".into(), r.text(&format!("{prefix}.path"))?.unwrap_or_default().trim().into());
-                let mut headers = Map::new();
-                for (field, _) in fields.range(format!("{prefix}.headers.")..) {
-                    let Some(header) = field.strip_prefix(&format!("{prefix}.headers.")) else { break };
-                    headers.insert(header.into(), r.text(field)?.unwrap_or_default().into());
-                }
-                out.insert("headers".into(), headers.into());
-                out.insert("body".into(), r.text(&format!("{prefix}.body"))?.unwrap_or_default().into());
-            }
-        }
-        Ok(Rendered { payload: Value::Object(out), severity: severity.unwrap_or_default() })
+        let mut f = Fields { hb: &self.hb, template: name, fields, ctx, github: self.github.get(name), message: String::new() };
+        f.message = f.text("message")?.unwrap_or_default();
+        let severity = f.severity("severity")?;
+        let payload = encode(&f, target, app)?;
+        Ok(Rendered { payload: Value::Object(payload), severity: severity.unwrap_or_default() })
     }
 }
 
-struct Renderer<'a> {
+/// Shapes a destination kind's payload from a template's fields (`deliver::encode`
+/// picks one per kind).
+pub type Encoder = fn(&Fields<'_>, &Target<'_>, &App) -> Result<Map<String, Value>, RenderError>;
+
+/// The fields of one template, rendered on demand for one destination: what an
+/// [`Encoder`] reads.
+pub struct Fields<'a> {
     hb: &'a Handlebars<'static>,
     template: &'a str,
     fields: &'a BTreeMap<String, (String, FieldKind)>,
     ctx: &'a Context,
+    github: Option<&'a GitHubDef>,
+    /// The rendered `message` (empty when the template has none).
+    pub message: String,
 }
 
-impl Renderer<'_> {
+impl Fields<'_> {
+    /// The template's name (for errors).
+    pub fn template(&self) -> &str {
+        self.template
+    }
+
+    /// The template's `github` section: which parts it has, and its settings that are
+    /// not templates (booleans, required contexts).
+    pub fn github(&self) -> Option<&GitHubDef> {
+        self.github
+    }
+
+    /// The paths of the fields under `prefix` (`webhook.siem.headers.`), in order.
+    pub fn paths_under(&self, prefix: &str) -> Vec<&str> {
+        self.fields.range(prefix.to_string()..).map(|(k, _)| k.as_str()).take_while(|k| k.starts_with(prefix)).collect()
+    }
+
+    /// The field rendered as text, if the template has it (cut at
+    /// [`MAX_FIELD_BYTES`]).
+    pub fn text(&self, field: &str) -> Result<Option<String>, RenderError> {
+        self.raw(field)
+    }
+
     fn raw(&self, field: &str) -> Result<Option<String>, RenderError> {
         let Some((reg, _)) = self.fields.get(field) else { return Ok(None) };
         let mut s = self.hb.render_with_context(reg, self.ctx).map_err(|e| RenderError::Field {
@@ -657,11 +537,9 @@ impl Renderer<'_> {
         Ok(Some(s))
     }
 
-    fn text(&self, field: &str) -> Result<Option<String>, RenderError> {
-        self.raw(field)
-    }
-
-    fn severity(&self, field: &str) -> Result<Option<Severity>, RenderError> {
+    /// The field as a severity (`critical`, `error`, `warning`, `info`), if the
+    /// template has it; anything else is an error naming the field.
+    pub fn severity(&self, field: &str) -> Result<Option<Severity>, RenderError> {
         let Some(s) = self.raw(field)? else { return Ok(None) };
         Severity::parse(&s).map(Some).ok_or_else(|| RenderError::Field {
             template: self.template.into(),
@@ -672,7 +550,7 @@ impl Renderer<'_> {
 
     /// Every field of `section` the template defines, into `out` under its own name:
     /// text trimmed, JSON parsed.
-    fn copy_section(&self, section: &str, out: &mut Map<String, Value>) -> Result<(), RenderError> {
+    pub fn copy_section(&self, section: &str, out: &mut Map<String, Value>) -> Result<(), RenderError> {
         for (path, kind) in SECTION_FIELDS {
             let Some(name) = path.strip_prefix(section).and_then(|p| p.strip_prefix('.')) else { continue };
             let value = match kind {
@@ -686,7 +564,9 @@ impl Renderer<'_> {
         Ok(())
     }
 
-    fn json(&self, field: &str) -> Result<Option<Value>, RenderError> {
+    /// The field parsed as JSON, if the template has it and it rendered to something
+    /// (blank is absent); invalid JSON is an error naming the field.
+    pub fn json(&self, field: &str) -> Result<Option<Value>, RenderError> {
         let Some(s) = self.raw(field)? else { return Ok(None) };
         if s.trim().is_empty() {
             return Ok(None);
@@ -760,6 +640,12 @@ const SECTION_FIELDS: &[(&str, FieldKind)] = {
         ("googlechat.threadKey", Text),
     ]
 };
+
+/// Every field of the destination sections with fixed names, and whether it must
+/// render to JSON.
+pub fn section_fields() -> impl Iterator<Item = (&'static str, bool)> {
+    SECTION_FIELDS.iter().map(|(p, k)| (*p, *k == FieldKind::Json))
+}
 
 /// Whether `section.field` (`teams.facts`) is a field of a destination section.
 pub fn has_field(path: &str) -> bool {

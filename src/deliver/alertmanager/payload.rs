@@ -47,3 +47,23 @@ pub fn alerts(n: &Notification, argocd_url: &str, now: chrono::DateTime<chrono::
     };
     json!([alert])
 }
+
+/// This kind's encoder: the payload it is sent, shaped from a template's fields
+/// (`deliver::encode` picks it for the kind).
+pub fn encode(f: &crate::template::Fields<'_>, _: &crate::template::Target<'_>, _: &crate::model::App) -> crate::deliver::encode::Payload {
+    let mut out = serde_json::Map::new();
+    out.insert("message".into(), f.message.clone().into());
+    for group in ["labels", "annotations"] {
+        let prefix = format!("alertmanager.{group}.");
+        let mut m = serde_json::Map::new();
+        for field in f.paths_under(&prefix) {
+            let name = field.strip_prefix(&prefix).unwrap_or(field);
+            m.insert(name.into(), f.text(field)?.unwrap_or_default().trim().into());
+        }
+        out.insert(group.into(), m.into());
+    }
+    if let Some(g) = f.text("alertmanager.generatorURL")? {
+        out.insert("generatorURL".into(), g.trim().into());
+    }
+    Ok(out)
+}

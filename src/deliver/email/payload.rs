@@ -29,3 +29,19 @@ pub fn message(from: &str, n: &Notification) -> Result<lettre::Message, String> 
     };
     built.map_err(|e| format!("building the message: {e}"))
 }
+
+/// This kind's encoder: the payload it is sent, shaped from a template's fields
+/// (`deliver::encode` picks it for the kind).
+pub fn encode(f: &crate::template::Fields<'_>, _: &crate::template::Target<'_>, _: &crate::model::App) -> crate::deliver::encode::Payload {
+    let mut out = serde_json::Map::new();
+    let subject = match f.text("email.subject")? {
+        Some(s) => s,
+        None => f.message.lines().next().unwrap_or_default().to_string(),
+    };
+    out.insert("subject".into(), subject.trim().into());
+    out.insert("body".into(), f.text("email.body")?.unwrap_or_else(|| f.message.clone()).into());
+    if let Some(h) = f.text("email.html")? {
+        out.insert("html".into(), h.into());
+    }
+    Ok(out)
+}

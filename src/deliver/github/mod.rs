@@ -9,7 +9,7 @@
 mod auth;
 mod client;
 mod config;
-mod payload;
+pub(crate) mod payload;
 #[cfg(test)]
 mod tests;
 

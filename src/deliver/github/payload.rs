@@ -90,3 +90,64 @@ pub fn comment(n: &Notification) -> Option<(String, Option<String>)> {
         None => (content, None),
     })
 }
+
+/// This kind's encoder: the payload it is sent, shaped from a template's fields
+/// (`deliver::encode` picks it for the kind).
+pub fn encode(
+    f: &crate::template::Fields<'_>,
+    _: &crate::template::Target<'_>,
+    app: &crate::model::App,
+) -> crate::deliver::encode::Payload {
+    let no_fields = || crate::template::RenderError::NoKindFields { template: f.template().into(), kind: "github" };
+    let gh = f.github().ok_or_else(no_fields)?;
+    if gh.status.is_none() && gh.deployment.is_none() && gh.pull_request_comment.is_none() {
+        return Err(no_fields());
+    }
+    let mut out = serde_json::Map::new();
+    out.insert("message".into(), f.message.clone().into());
+    let o = &app.object;
+    let text_at =
+        |paths: [&str; 2]| paths.iter().find_map(|p| o.pointer(p)).and_then(serde_json::Value::as_str).unwrap_or_default().to_string();
+    let repo = match f.text("github.repoURLPath")? {
+        Some(s) => s.trim().to_string(),
+        None => text_at(["/spec/source/repoURL", "/spec/sources/0/repoURL"]),
+    };
+    let revision = match f.text("github.revisionPath")? {
+        Some(s) => s.trim().to_string(),
+        None => text_at(["/status/operationState/syncResult/revision", "/status/sync/revision"]),
+    };
+    out.insert("repoURL".into(), repo.into());
+    out.insert("revision".into(), revision.into());
+    let trimmed = |section: &str, names: &[&str]| -> Result<serde_json::Map<String, serde_json::Value>, crate::template::RenderError> {
+        let mut m = serde_json::Map::new();
+        for name in names {
+            if let Some(v) = f.text(&format!("github.{section}.{name}"))? {
+                m.insert((*name).into(), v.trim().into());
+            }
+        }
+        Ok(m)
+    };
+    if gh.status.is_some() {
+        out.insert("status".into(), trimmed("status", &["state", "label", "targetURL"])?.into());
+    }
+    if let Some(d) = &gh.deployment {
+        let mut m = trimmed("deployment", &["state", "environment", "environmentURL", "logURL", "reference"])?;
+        m.insert("requiredContexts".into(), d.required_contexts.clone().into());
+        if let Some(b) = d.auto_merge {
+            m.insert("autoMerge".into(), b.into());
+        }
+        if let Some(b) = d.transient_environment {
+            m.insert("transientEnvironment".into(), b.into());
+        }
+        out.insert("deployment".into(), m.into());
+    }
+    if gh.pull_request_comment.is_some() {
+        let mut m = serde_json::Map::new();
+        m.insert("content".into(), f.text("github.pullRequestComment.content")?.unwrap_or_default().into());
+        if let Some(t) = f.text("github.pullRequestComment.commentTag")? {
+            m.insert("commentTag".into(), t.trim().into());
+        }
+        out.insert("pullRequestComment".into(), m.into());
+    }
+    Ok(out)
+}

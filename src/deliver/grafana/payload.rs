@@ -14,3 +14,9 @@ pub fn annotation(n: &Notification, now: chrono::DateTime<chrono::Utc>) -> Value
     let text = n.payload.get("message").and_then(Value::as_str).unwrap_or_default().trim_end();
     json!({"time": now.timestamp_millis(), "isRegion": false, "tags": tags, "text": text})
 }
+
+/// This kind's encoder: the payload it is sent, shaped from a template's fields
+/// (`deliver::encode` picks it for the kind).
+pub fn encode(f: &crate::template::Fields<'_>, _: &crate::template::Target<'_>, _: &crate::model::App) -> crate::deliver::encode::Payload {
+    crate::deliver::encode::message_and_section(f, "grafana")
+}

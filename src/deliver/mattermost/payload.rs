@@ -12,3 +12,9 @@ pub fn post(n: &Notification) -> Value {
     }
     body
 }
+
+/// This kind's encoder: the payload it is sent, shaped from a template's fields
+/// (`deliver::encode` picks it for the kind).
+pub fn encode(f: &crate::template::Fields<'_>, _: &crate::template::Target<'_>, _: &crate::model::App) -> crate::deliver::encode::Payload {
+    crate::deliver::encode::message_and_section(f, "mattermost")
+}

@@ -5,7 +5,7 @@
 
 mod client;
 mod config;
-mod payload;
+pub(crate) mod payload;
 #[cfg(test)]
 mod tests;
 

@@ -90,3 +90,9 @@ pub fn close(n: &Notification) -> (String, Value) {
     let path = format!("/v2/alerts/{}/close?identifierType=alias", form_urlencoded::byte_serialize(alias.as_bytes()).collect::<String>());
     (path, json!({"source": "driftwatch", "note": format!("{} no longer holds", n.trigger)}))
 }
+
+/// This kind's encoder: the payload it is sent, shaped from a template's fields
+/// (`deliver::encode` picks it for the kind).
+pub fn encode(f: &crate::template::Fields<'_>, _: &crate::template::Target<'_>, _: &crate::model::App) -> crate::deliver::encode::Payload {
+    crate::deliver::encode::message_and_section(f, "opsgenie")
+}

@@ -70,3 +70,30 @@ pub fn event(n: &Notification, routing_key: &str, argocd_url: &str, now: chrono:
     }
     body
 }
+
+/// PagerDuty's limit on `payload.summary` (longer is cut).
+pub const SUMMARY_MAX: usize = 1024;
+
+/// This kind's encoder: the payload it is sent, shaped from a template's fields
+/// (`deliver::encode` picks it for the kind).
+pub fn encode(
+    f: &crate::template::Fields<'_>,
+    _: &crate::template::Target<'_>,
+    app: &crate::model::App,
+) -> crate::deliver::encode::Payload {
+    let mut out = serde_json::Map::new();
+    let summary = f.text("pagerduty.summary")?.unwrap_or_else(|| f.message.clone());
+    out.insert("summary".into(), crate::template::helpers::truncate(summary.trim(), SUMMARY_MAX).into());
+    let severity = f.severity("pagerduty.severity")?.or(f.severity("severity")?).unwrap_or(crate::model::Severity::Error);
+    out.insert("severity".into(), severity.as_str().into());
+    out.insert("source".into(), f.text("pagerduty.source")?.unwrap_or_else(|| app.qualified_name()).into());
+    for field in ["component", "group", "class"] {
+        if let Some(v) = f.text(&format!("pagerduty.{field}"))? {
+            out.insert(field.into(), v.into());
+        }
+    }
+    if let Some(v) = f.json("pagerduty.customDetails")? {
+        out.insert("custom_details".into(), v);
+    }
+    Ok(out)
+}

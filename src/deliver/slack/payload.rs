@@ -65,3 +65,19 @@ pub fn api_result(body: &str) -> Result<(String, String), Outcome> {
         Err(Outcome::Permanent(format!("slack: {error}")))
     }
 }
+
+/// This kind's encoder: the payload it is sent, shaped from a template's fields
+/// (`deliver::encode` picks it for the kind).
+pub fn encode(f: &crate::template::Fields<'_>, _: &crate::template::Target<'_>, _: &crate::model::App) -> crate::deliver::encode::Payload {
+    let mut out = serde_json::Map::new();
+    out.insert("text".into(), f.text("slack.text")?.unwrap_or_else(|| f.message.clone()).into());
+    for field in ["attachments", "blocks"] {
+        if let Some(v) = f.json(&format!("slack.{field}"))? {
+            out.insert(field.into(), v);
+        }
+    }
+    if let Some(k) = f.text("slack.groupingKey")? {
+        out.insert("groupingKey".into(), k.trim().into());
+    }
+    Ok(out)
+}

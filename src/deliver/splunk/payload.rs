@@ -49,3 +49,9 @@ pub fn classify(status: u16, retry_after: Option<Duration>, body: &str) -> Outco
         _ => Outcome::Permanent(format!("HEC {status} code {}: {text}", code.unwrap_or(-1))),
     }
 }
+
+/// This kind's encoder: the payload it is sent, shaped from a template's fields
+/// (`deliver::encode` picks it for the kind).
+pub fn encode(f: &crate::template::Fields<'_>, _: &crate::template::Target<'_>, _: &crate::model::App) -> crate::deliver::encode::Payload {
+    crate::deliver::encode::trimmed_message(f)
+}

@@ -109,3 +109,9 @@ pub fn cef(n: &Notification, record: &Value) -> String {
 pub fn frame(msg: &str) -> Vec<u8> {
     format!("{} {msg}", msg.len()).into_bytes()
 }
+
+/// This kind's encoder: the payload it is sent, shaped from a template's fields
+/// (`deliver::encode` picks it for the kind).
+pub fn encode(f: &crate::template::Fields<'_>, _: &crate::template::Target<'_>, _: &crate::model::App) -> crate::deliver::encode::Payload {
+    crate::deliver::encode::trimmed_message(f)
+}

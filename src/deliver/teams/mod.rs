@@ -6,7 +6,7 @@
 
 mod client;
 mod config;
-mod payload;
+pub(crate) mod payload;
 #[cfg(test)]
 mod tests;
 

@@ -50,3 +50,10 @@ fn card(p: &Value) -> Value {
     }
     card
 }
+
+/// This kind's encoder: the payload it is sent, shaped from a template's fields
+/// (`deliver::encode` picks it for the kind).
+pub fn encode(f: &crate::template::Fields<'_>, _: &crate::template::Target<'_>, _: &crate::model::App) -> crate::deliver::encode::Payload {
+    // A workflow's Adaptive Card is built from the same `teams.*` fields as a MessageCard.
+    crate::deliver::encode::message_and_section(f, "teams")
+}

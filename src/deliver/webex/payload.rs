@@ -9,3 +9,9 @@ pub fn message(n: &Notification) -> Value {
     let r = n.destination.recipient.trim();
     if r.contains('@') { json!({"toPersonEmail": r, "markdown": text}) } else { json!({"roomId": r, "markdown": text}) }
 }
+
+/// This kind's encoder: the payload it is sent, shaped from a template's fields
+/// (`deliver::encode` picks it for the kind).
+pub fn encode(f: &crate::template::Fields<'_>, _: &crate::template::Target<'_>, _: &crate::model::App) -> crate::deliver::encode::Payload {
+    crate::deliver::encode::message_and_section(f, "webex")
+}

@@ -40,3 +40,24 @@ pub fn request(base_url: &str, config_headers: &BTreeMap<String, String>, n: &No
     };
     HttpRequest { method, url: join_url(base_url, &s("path")), headers, body: s("body") }
 }
+
+/// This kind's encoder: the payload it is sent, shaped from a template's fields
+/// (`deliver::encode` picks it for the kind).
+pub fn encode(f: &crate::template::Fields<'_>, t: &crate::template::Target<'_>, _: &crate::model::App) -> crate::deliver::encode::Payload {
+    let mut out = serde_json::Map::new();
+    let prefix = format!("webhook.{}", t.service);
+    if f.paths_under(&format!("{prefix}.")).is_empty() {
+        return Err(crate::template::RenderError::NoWebhookField { template: f.template().into(), service: t.service.into() });
+    }
+    let method = f.text(&format!("{prefix}.method"))?.map(|m| m.trim().to_uppercase()).unwrap_or_else(|| "POST".into());
+    out.insert("method".into(), method.into());
+    out.insert("path".into(), f.text(&format!("{prefix}.path"))?.unwrap_or_default().trim().into());
+    let mut headers = serde_json::Map::new();
+    let header_prefix = format!("{prefix}.headers.");
+    for field in f.paths_under(&header_prefix) {
+        headers.insert(field.strip_prefix(&header_prefix).unwrap_or(field).into(), f.text(field)?.unwrap_or_default().into());
+    }
+    out.insert("headers".into(), headers.into());
+    out.insert("body".into(), f.text(&format!("{prefix}.body"))?.unwrap_or_default().into());
+    Ok(out)
+}

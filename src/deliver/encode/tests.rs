@@ -1,0 +1,240 @@
+//! The payload of every destination kind, rendered from templates through its encoder:
+//! fields, defaults, JSON fields, errors.
+
+use std::collections::BTreeMap;
+
+use serde_json::{Value, json};
+
+use super::encoder;
+use crate::model::{App, DestinationKind, Severity};
+use crate::source::SourceFile;
+use crate::template::{MAX_FIELD_BYTES, RenderContext, RenderError, Rendered, Target, TemplateDef, TemplateSet, section_fields};
+
+fn set(yaml: &str) -> TemplateSet {
+    let file = SourceFile::new("t.yaml", yaml.to_string());
+    let def: TemplateDef = file.parse("template t").unwrap();
+    TemplateSet::compile(&[("t".to_string(), def, file)]).map(|(s, _)| s).unwrap_or_else(|e| panic!("{e:?}"))
+}
+
+fn app() -> App {
+    App::from_value(json!({
+        "apiVersion": "argoproj.io/v1alpha1", "kind": "Application",
+        "metadata": {"name": "web", "namespace": "argocd"},
+        "status": {"sync": {"status": "OutOfSync"}, "conditions": [{"type": "SyncError", "message": "bad \"quote\""}]}
+    }))
+    .unwrap()
+}
+
+fn render(s: &TemplateSet, kind: DestinationKind, service: &str) -> Result<Value, RenderError> {
+    render_full(s, kind, service).map(|r| r.payload)
+}
+
+fn render_full(s: &TemplateSet, kind: DestinationKind, service: &str) -> Result<Rendered, RenderError> {
+    let app = app();
+    let ctx_map: BTreeMap<String, String> = [("argocdUrl".to_string(), "https://cd.example.com".to_string())].into();
+    let mut ctx = RenderContext::new(&app, &ctx_map);
+    s.render("t", &mut ctx, &Target { trigger: "on-x", kind, service, recipient: "ops", resolved: false }, &app, encoder(kind))
+}
+
+#[test]
+fn payload_per_destination_kind() {
+    let s = set(r#"
+message: "{{app.metadata.name}} is {{app.status.sync.status}} ({{serviceType}} {{recipient}} {{trigger}}) <{{context.argocdUrl}}|open>{{app.missing.field}}"
+slack:
+  attachments: |
+    [{"title": {{json app.metadata.name}}, "fields": [{{#each app.status.conditions}}{{#if @index}},{{/if}}{"title": "{{json_escape type}}", "value": "{{json_escape message}}"}{{/each}}]}]
+  groupingKey: "{{app.metadata.name}}"
+email:
+  subject: Drift in {{app.metadata.name}}
+  html: "<b>{{app.metadata.name}}</b>"
+pagerduty:
+  severity: Critical
+  component: "{{app.metadata.name}}"
+  customDetails: |
+    {"sync": {{json app.status.sync}}}
+webhook:
+  siem:
+    method: put
+    path: /events/{{app.metadata.name}}
+    headers:
+      X-App: "{{app.metadata.name}}"
+    body: |
+      {"app": {{json app.metadata.name}}}
+"#);
+    assert_eq!(
+        render(&s, DestinationKind::Console, "console").unwrap(),
+        json!({"message": "web is OutOfSync (console ops on-x) <https://cd.example.com|open>"})
+    );
+    let slack = render(&s, DestinationKind::Slack, "slack").unwrap();
+    assert_eq!(slack["text"], "web is OutOfSync (slack ops on-x) <https://cd.example.com|open>");
+    assert_eq!(slack["attachments"][0]["fields"][0], json!({"title": "SyncError", "value": "bad \"quote\""}));
+    assert_eq!(slack["groupingKey"], "web");
+    let email = render(&s, DestinationKind::Email, "email").unwrap();
+    assert_eq!(email["subject"], "Drift in web");
+    assert_eq!(email["html"], "<b>web</b>");
+    assert!(email["body"].as_str().unwrap().starts_with("web is OutOfSync (email"));
+    let pd = render(&s, DestinationKind::Pagerduty, "pagerduty").unwrap();
+    assert_eq!(pd["severity"], "critical");
+    assert_eq!(pd["source"], "argocd/web");
+    assert_eq!(pd["component"], "web");
+    assert_eq!(pd["custom_details"], json!({"sync": {"status": "OutOfSync"}}));
+    let hook = render(&s, DestinationKind::Webhook, "siem").unwrap();
+    assert_eq!(hook, json!({"method": "PUT", "path": "/events/web", "headers": {"X-App": "web"}, "body": "{\"app\": \"web\"}\n"}));
+    assert_eq!(
+        render(&s, DestinationKind::Webhook, "other").unwrap_err(),
+        RenderError::NoWebhookField { template: "t".into(), service: "other".into() }
+    );
+}
+
+#[test]
+fn invalid_json_fields_name_template_and_field() {
+    let s = set("message: x\nslack:\n  attachments: '[{\"title\": \"{{app.metadata.name}}\",]'\n");
+    let e = render(&s, DestinationKind::Slack, "slack").unwrap_err();
+    assert!(matches!(&e, RenderError::InvalidJson { template, field, .. } if template == "t" && field == "slack.attachments"), "{e}");
+    assert!(e.to_string().starts_with("template t field slack.attachments did not render to valid JSON"), "{e}");
+}
+
+#[test]
+fn pagerduty_summary_is_truncated_and_severity_checked() {
+    let s = set(&format!("message: \"{}\"\n", "x".repeat(3000)));
+    let pd = render(&s, DestinationKind::Pagerduty, "pagerduty").unwrap();
+    assert_eq!(pd["summary"].as_str().unwrap().chars().count(), crate::deliver::pagerduty::payload::SUMMARY_MAX);
+    assert_eq!(pd["severity"], "error");
+    let s = set("message: x\npagerduty:\n  severity: \"{{app.metadata.name}}\"\n");
+    let e = render(&s, DestinationKind::Pagerduty, "pagerduty").unwrap_err();
+    assert!(e.to_string().contains("severity \"web\" is not one of"), "{e}");
+}
+
+#[test]
+fn output_is_bounded() {
+    let s = set("message: \"{{#each app.status.conditions}}{{/each}}x\"\nslack:\n  text: \"{{app.metadata.name}}\"\n");
+    assert_eq!(render(&s, DestinationKind::Slack, "slack").unwrap()["text"], "web");
+    // A body that would be enormous is cut to the limit, on a character boundary.
+    let big = "é".repeat(MAX_FIELD_BYTES);
+    let app = App::from_value(json!({"kind": "Application", "metadata": {"name": big}})).unwrap();
+    let s = set("message: \"{{app.metadata.name}}{{app.metadata.name}}\"\n");
+    let mut ctx = RenderContext::new(&app, &BTreeMap::new());
+    let t = Target { trigger: "", kind: DestinationKind::Console, service: "console", recipient: "", resolved: false };
+    let out = s.render("t", &mut ctx, &t, &app, encoder(t.kind)).unwrap();
+    assert!(out.payload["message"].as_str().unwrap().len() <= MAX_FIELD_BYTES);
+}
+
+#[test]
+fn else_if_chains_and_each_with_index() {
+    let s = set(
+        "message: \"{{#if app.nope}}a{{else if app.metadata.name}}b{{else}}c{{/if}} {{#each app.status.conditions}}{{@index}}={{type}}{{/each}}\"\n",
+    );
+    assert_eq!(render(&s, DestinationKind::Console, "console").unwrap()["message"], "b 0=SyncError");
+}
+
+#[test]
+fn severity_resolved_and_siem_payloads() {
+    let s = set("message: \"{{#if resolved}}resolved{{else}}firing{{/if}} {{app.metadata.name}}\"\nseverity: warning\n");
+    let r = render_full(&s, DestinationKind::Splunk, "siem").unwrap();
+    assert_eq!(r.payload, json!({"message": "firing web"}));
+    assert_eq!(r.severity, Severity::Warning);
+    assert_eq!(
+        render(&s, DestinationKind::Pagerduty, "pd").unwrap()["severity"],
+        "warning",
+        "the template severity is PagerDuty's default"
+    );
+    let app = app();
+    let mut ctx = RenderContext::new(&app, &BTreeMap::new());
+    let t = Target { trigger: "on-x", kind: DestinationKind::Syslog, service: "s", recipient: "", resolved: true };
+    assert_eq!(s.render("t", &mut ctx, &t, &app, encoder(t.kind)).unwrap().payload["message"], "resolved web");
+    let bad = set("message: x\nseverity: loud\n");
+    assert!(render(&bad, DestinationKind::Console, "c").unwrap_err().to_string().contains("severity \"loud\""));
+}
+
+/// The kinds with Argo CD's field names: Teams, Google Chat, Opsgenie, Alertmanager,
+/// GitHub (with the repository and revision taken from the Application by default).
+#[test]
+fn payloads_of_the_argo_cd_named_kinds() {
+    let s = set(r##"
+message: "{{app.metadata.name}} drifted"
+teams:
+  title: "{{app.metadata.name}}"
+  themeColor: "#FF0000"
+  facts: '[{"name": "Sync", "value": "{{json_escape app.status.sync.status}}"}]'
+googlechat:
+  threadKey: "{{app.metadata.namespace}}/{{app.metadata.name}}"
+  cardsV2: '[{"cardId": "c", "card": {"header": {"title": {{json app.metadata.name}}}}}]'
+opsgenie:
+  priority: P2
+  tags: '["argocd", {{json app.metadata.name}}]'
+  details: '{"sync": {{json app.status.sync.status}}}'
+alertmanager:
+  labels:
+    team: platform
+    app: "{{app.metadata.name}}"
+  annotations:
+    runbook: https://runbooks/{{app.metadata.name}}
+  generatorURL: "{{context.argocdUrl}}/applications/{{app.metadata.name}}"
+github:
+  status:
+    state: "{{#if resolved}}success{{else}}failure{{/if}}"
+    label: cd/{{app.metadata.name}}
+"##);
+    let teams = render(&s, DestinationKind::Teams, "teams").unwrap();
+    assert_eq!((teams["title"].as_str(), teams["themeColor"].as_str()), (Some("web"), Some("#FF0000")));
+    assert_eq!(teams["facts"][0]["value"], "OutOfSync");
+    let chat = render(&s, DestinationKind::Googlechat, "googlechat").unwrap();
+    assert_eq!((chat["threadKey"].as_str(), chat["cardsV2"][0]["card"]["header"]["title"].as_str()), (Some("argocd/web"), Some("web")));
+    let og = render(&s, DestinationKind::Opsgenie, "opsgenie").unwrap();
+    assert_eq!(
+        (og["priority"].as_str(), og["tags"][1].as_str(), og["details"]["sync"].as_str()),
+        (Some("P2"), Some("web"), Some("OutOfSync"))
+    );
+    let am = render(&s, DestinationKind::Alertmanager, "alertmanager").unwrap();
+    assert_eq!(am["labels"], json!({"app": "web", "team": "platform"}));
+    assert_eq!(am["annotations"]["runbook"], "https://runbooks/web");
+    assert_eq!(am["generatorURL"], "https://cd.example.com/applications/web");
+    let gh = render(&s, DestinationKind::Github, "github").unwrap();
+    assert_eq!(gh["status"], json!({"state": "failure", "label": "cd/web"}));
+    assert_eq!((gh["repoURL"].as_str(), gh["revision"].as_str()), (Some(""), Some("")), "this Application has neither");
+    // A template without a github section is not sent to a github service.
+    let plain = set("message: hi\n");
+    assert!(matches!(render(&plain, DestinationKind::Github, "github"), Err(RenderError::NoKindFields { kind: "github", .. })));
+    // Argo CD's `pagerdutyv2:` is read as `pagerduty:`.
+    let pd = set("message: m\npagerdutyv2:\n  summary: \"{{app.metadata.name}} down\"\n");
+    assert_eq!(render(&pd, DestinationKind::Pagerduty, "pagerduty").unwrap()["summary"], "web down");
+}
+
+/// The kinds whose payload is the message plus their section: every field of the
+/// section arrives under its own name, text trimmed and JSON parsed; a Teams workflow
+/// reads the `teams` section.
+#[test]
+fn a_section_kind_carries_every_field_of_its_section() {
+    for (kind, section) in [
+        (DestinationKind::Pushover, "pushover"),
+        (DestinationKind::Newrelic, "newrelic"),
+        (DestinationKind::Teams, "teams"),
+        (DestinationKind::TeamsWorkflows, "teams"),
+        (DestinationKind::Opsgenie, "opsgenie"),
+        (DestinationKind::Googlechat, "googlechat"),
+        (DestinationKind::Telegram, "telegram"),
+        (DestinationKind::Rocketchat, "rocketchat"),
+        (DestinationKind::Mattermost, "mattermost"),
+    ] {
+        let fields: Vec<(&str, bool)> =
+            section_fields().filter_map(|(p, json)| Some((p.strip_prefix(section)?.strip_prefix('.')?, json))).collect();
+        assert!(!fields.is_empty(), "{section}");
+        let mut yaml = format!("message: \"{{{{app.metadata.name}}}} drifted\"\n{section}:\n");
+        for (name, k) in &fields {
+            match k {
+                true => yaml.push_str(&format!("  {name}: '[{{{{json app.metadata.name}}}}]'\n")),
+                false => yaml.push_str(&format!("  {name}: |\n    {name} of {{{{app.metadata.name}}}}\n")),
+            }
+        }
+        let out = render(&set(&yaml), kind, section).unwrap();
+        assert_eq!(out["message"], "web drifted", "{kind:?}");
+        for (name, k) in &fields {
+            let want = match k {
+                true => json!(["web"]),
+                false => json!(format!("{name} of web")),
+            };
+            assert_eq!(out[*name], want, "{kind:?} {name}");
+        }
+        assert_eq!(out.as_object().unwrap().len(), fields.len() + 1, "{kind:?}: nothing else");
+    }
+}
