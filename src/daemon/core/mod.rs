@@ -15,6 +15,14 @@ use chrono::Utc;
 use serde_json::Value;
 use tokio::sync::{mpsc, oneshot};
 
+mod attribution;
+mod changes;
+mod leadership;
+mod reload;
+
+use self::leadership::build_services;
+pub(super) use self::leadership::{LeadError, services_problems};
+use self::reload::time_dependent;
 use super::admin::SharedState;
 use super::fingerprint::{config_fingerprint, fingerprint};
 use super::wakeups::Wakeups;
@@ -28,70 +36,6 @@ use crate::model::App;
 use crate::pipeline::Pipeline;
 use crate::state::StateStore;
 use crate::trigger::TriggerEngine;
-
-/// Whether any condition reads the clock (decided from the compiled script): only then
-/// is a periodic re-evaluation needed.
-fn time_dependent(rt: &Runtime) -> bool {
-    rt.triggers.values().flat_map(|t| &t.conditions).any(|c| c.reads_clock)
-}
-
-/// Every configured service's client, or why not: every missing secret (with where it
-/// was looked for), else the first client that fails to build. Start-up, leading and
-/// reloads all go through here, so they refuse the same things in the same words.
-pub(super) fn build_services(rt: &Runtime, state: &Arc<StateStore>) -> Result<Vec<ServiceRuntime>, Vec<String>> {
-    if !rt.missing_secrets.is_empty() {
-        return Err(rt.missing_secrets.clone());
-    }
-    let env = crate::deliver::services::Env {
-        http: crate::deliver::http::client(None, false).map_err(|e| vec![e.to_string()])?,
-        state: state.clone(),
-        secrets: rt.secrets.clone(),
-        context: rt.context.clone(),
-    };
-    let services: Vec<ServiceRuntime> = rt
-        .services
-        .values()
-        .map(|s| crate::deliver::services::build(&s.name, &s.spec, &env).map_err(|e| vec![format!("service {}: {e}", s.name)]))
-        .collect::<Result<_, _>>()?;
-    for s in &services {
-        // Every configured service has a queue-depth series, zero until something waits.
-        METRICS.show_queue(&s.name);
-    }
-    Ok(services)
-}
-
-/// What keeps the configuration's services from being built, checked against a
-/// throwaway store before anything is opened.
-pub(super) fn services_problems(rt: &Runtime) -> Result<(), Vec<String>> {
-    let probe = StateStore::in_memory().map_err(|e| vec![e.to_string()])?;
-    build_services(rt, &Arc::new(probe)).map(drop)
-}
-
-/// A one-line description of a change for debug logs (no whole objects).
-struct ChangeSummary<'a>(&'a Change);
-
-impl std::fmt::Debug for ChangeSummary<'_> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self.0 {
-            Change::App(a) => write!(f, "app {}", a.qualified_name()),
-            Change::AppDeleted(a) => write!(f, "app deleted {}", a.qualified_name()),
-            Change::Project(p) => write!(f, "project {}", p.name),
-            Change::ProjectDeleted(p) => write!(f, "project deleted {p}"),
-            Change::ListStarted(s) => write!(f, "list started: {s}"),
-            Change::ListDone(s) => write!(f, "list done: {s}"),
-            Change::Malformed { kind, name, .. } => write!(f, "malformed {} {name}", kind.as_str()),
-            Change::Error { kind, error } => write!(f, "error {}: {error}", kind.as_str()),
-        }
-    }
-}
-
-/// Why [`Core::lead`] could not take over sending.
-pub(super) enum LeadError {
-    /// The state file is held (another driftwatch) or cannot be opened.
-    Store(String),
-    /// A delivery client could not be built (a CA file gone, ...).
-    Services(Vec<String>),
-}
 
 /// An Application between evaluations: its JSON text, and what the loops over all
 /// Applications filter on. About the size of the object's JSON, where a
@@ -472,68 +416,6 @@ impl Core {
         self.reopen_store = true;
     }
 
-    /// Closes and reopens the state store after a failed write (workers stopped and
-    /// started again, the outbox delivered from where it was). Until it opens again
-    /// (the disk still full), `lead` is retried.
-    fn reopen(&mut self) {
-        self.reopen_store = false;
-        self.last_reopen = Some(Instant::now());
-        self.flush();
-        tracing::warn!("reopening the state store after a failed write");
-        if let Some(d) = self.delivery.take() {
-            self.wait(d.shutdown(self.step_down_grace));
-        }
-        *self.shared.write().unwrap_or_else(|p| p.into_inner()) = None;
-        self.state = None;
-        let _ = self.lead();
-    }
-
-    /// A live object was read: update its attribution and re-evaluate the
-    /// Applications waiting for it when it changed what is known.
-    fn live_read(&mut self, fetched: crate::cluster::live::Fetched) {
-        let Some(live) = self.live.as_mut() else { return };
-        // None: nobody reports this resource as drifted any more.
-        let Some(waiting) = live.complete(&fetched) else { return };
-        let f = fetched;
-        let key = f.wanted.key();
-        let next = match &f.object {
-            Ok(Some(object)) => {
-                Some(crate::drift::attribution::attribute(object, &f.wanted.class, &self.pipeline.runtime.attribution.ignore_managers))
-            }
-            Ok(None) => None,
-            Err(e @ ReadError::Forbidden { group, resource }) => {
-                let label = ReadError::resource_label(group, resource);
-                METRICS.live_reads_forbidden.inc(&label);
-                // Once per kind: the drift is still reported, and the read is not
-                // retried for a while (`live::FORBIDDEN_BACKOFF`).
-                if self.forbidden_logged.len() < MAX_FORBIDDEN_LOGGED && self.forbidden_logged.insert(label.clone()) {
-                    tracing::warn!(resource = %label, rule = %ReadError::rule(group, resource), label = crate::cluster::live::AGGREGATE_LABEL,
-                        "attribution is not permitted to read this kind of resource: its drift is reported without who made it; \
-                         add the rule to a ClusterRole with the label to allow it");
-                }
-                Some(Attribution::not_read(NotReadReason::Forbidden, e.to_string()))
-            }
-            Err(e @ ReadError::SecretsOff) => Some(Attribution::not_read(NotReadReason::SecretsOff, e.to_string())),
-            Err(ReadError::Failed(e)) => {
-                METRICS.live_read_errors.inc();
-                tracing::warn!(resource = %key, error = %e, "reading a drifted resource for attribution failed");
-                return;
-            }
-        };
-        let changed = self.pipeline.live.get(&key) != next.as_ref();
-        match next {
-            Some(a) => {
-                self.pipeline.live.insert(key, a);
-            }
-            None => {
-                self.pipeline.live.remove(&key);
-            }
-        }
-        if changed {
-            self.reevaluate(waiting);
-        }
-    }
-
     /// Evaluates the Applications whose wake-up time has come.
     fn wake_due(&mut self) {
         let due = self.wakeups.take_due(Utc::now());
@@ -544,113 +426,6 @@ impl Core {
     fn next_wake(&self) -> Option<Duration> {
         let at = self.wakeups.next()?;
         Some((at - Utc::now()).to_std().unwrap_or(Duration::ZERO))
-    }
-
-    /// The Application is gone: its last pass (on-deleted sees it deleted) retires its
-    /// state, which the store purges once its last outbox entry has settled.
-    fn deleted(&mut self, app: App) {
-        METRICS.events.inc("application_delete");
-        let done = self.evaluate(&app, true, true);
-        let key = app.state_key();
-        self.apps.remove(&key);
-        self.evaluated.remove(&key);
-        if !done && self.state.is_some() {
-            // Its write failed: the retry wake-up evaluates it again, as deleted.
-            self.retiring.insert(key.clone(), Kept::of(&app));
-        } else {
-            self.wakeups.remove(&key);
-        }
-        if let Some(live) = self.live.as_mut() {
-            for k in live.request(&key, Vec::new()).forgotten {
-                self.pipeline.live.remove(&k);
-            }
-        }
-    }
-
-    fn handle(&mut self, change: Change) {
-        tracing::debug!(change = ?ChangeSummary(&change), "watch");
-        match change {
-            Change::App(app) => {
-                METRICS.events.inc("application_apply");
-                let key = app.state_key();
-                for (stream, seen) in self.listing.iter_mut() {
-                    if stream.kind == Kind::Application && stream.covers(&app.namespace) {
-                        seen.insert(key.clone());
-                    }
-                }
-                self.evaluate(&app, false, false);
-                self.apps.insert(key, Kept::of(&app));
-            }
-            Change::AppDeleted(app) => self.deleted(*app),
-            Change::Project(p) => {
-                METRICS.events.inc("appproject_apply");
-                let name = p.name.clone();
-                for (stream, seen) in self.listing.iter_mut() {
-                    if stream.kind == Kind::AppProject && stream.covers(&p.namespace) {
-                        seen.insert(name.clone());
-                    }
-                }
-                let changed = self.pipeline.projects.get(&name) != Some(&p);
-                self.pipeline.projects.insert(name.clone(), p);
-                if changed {
-                    // Project subscriptions apply to its Applications: evaluate them now.
-                    let members: Vec<String> = self.apps.iter().filter(|(_, a)| a.project == name).map(|(k, _)| k.clone()).collect();
-                    self.reevaluate(members);
-                }
-            }
-            Change::ProjectDeleted(name) => {
-                METRICS.events.inc("appproject_delete");
-                self.pipeline.projects.remove(&name);
-            }
-            Change::ListStarted(stream) => {
-                METRICS.events.inc(&format!("{}_list", stream.kind.as_str()));
-                self.listing.insert(stream, BTreeSet::new());
-            }
-            Change::ListDone(stream) => {
-                if let Some(seen) = self.listing.remove(&stream) {
-                    // Deleted while this stream was not watching: its relist no longer
-                    // has them. Objects of other streams' namespaces are not its to judge.
-                    match stream.kind {
-                        Kind::Application => {
-                            let gone: Vec<App> = self
-                                .apps
-                                .iter()
-                                .filter(|(k, a)| stream.covers(&a.namespace) && !seen.contains(*k))
-                                .filter_map(|(_, a)| a.app())
-                                .collect();
-                            for a in gone {
-                                self.deleted(a);
-                            }
-                        }
-                        Kind::AppProject => {
-                            let gone: Vec<String> = self
-                                .pipeline
-                                .projects
-                                .iter()
-                                .filter(|(name, p)| stream.covers(&p.namespace) && !seen.contains(*name))
-                                .map(|(name, _)| name.clone())
-                                .collect();
-                            for name in gone {
-                                METRICS.events.inc("appproject_delete");
-                                self.pipeline.projects.remove(&name);
-                            }
-                        }
-                    }
-                }
-                self.lists_done.insert(stream);
-                if self.streams.iter().all(|s| self.lists_done.contains(s)) && METRICS.ready.set(1) == 0 {
-                    release_free_memory();
-                }
-            }
-            Change::Malformed { kind, name, reason } => {
-                METRICS.malformed.inc(kind.as_str());
-                tracing::warn!(kind = kind.as_str(), object = %name, %reason, "malformed object skipped");
-            }
-            Change::Error { kind, error } => {
-                METRICS.watch_restarts.inc(kind.as_str());
-                tracing::warn!(kind = kind.as_str(), %error, "watch failed; retrying with backoff");
-            }
-        }
     }
 
     fn reevaluate_all(&mut self) {
@@ -671,112 +446,5 @@ impl Core {
                 self.retiring.remove(&k);
             }
         }
-    }
-
-    /// Takes over sending: opens the state store (the previous holder's file lock must
-    /// be gone), starts the workers (which deliver what the outbox holds first), and
-    /// evaluates every cached Application. Fails if the store is still locked or a
-    /// delivery client cannot be built; the caller retries.
-    fn lead(&mut self) -> Result<(), LeadError> {
-        if self.state.is_some() {
-            return Ok(());
-        }
-        let mut store = match StateStore::open(&self.state_path) {
-            Ok(s) => s,
-            Err(e) => {
-                tracing::warn!(error = %e, "cannot open the state store yet; retrying");
-                return Err(LeadError::Store(e.to_string()));
-            }
-        };
-        if let Some(n) = self.pipeline.runtime.state.max_keys_per_app {
-            store = store.with_max_keys_per_app(n);
-        }
-        let state = Arc::new(store);
-        // Passes commit without waiting for the disk; the main loop flushes after each
-        // burst of changes.
-        state.defer_durability(true);
-        match build_services(&self.pipeline.runtime, &state) {
-            Ok(services) => self.delivery = Some(Delivery::start(services, state.clone())),
-            Err(e) => {
-                // The store is closed again (dropped here): a standby may take it.
-                for e in &e {
-                    tracing::error!(error = %e, "building the delivery clients failed");
-                }
-                return Err(LeadError::Services(e));
-            }
-        }
-        *self.shared.write().unwrap_or_else(|p| p.into_inner()) = Some(state.clone());
-        self.state = Some(state);
-        METRICS.leader.set(1);
-        tracing::info!("leading: sending notifications");
-        self.evaluated.clear();
-        self.reevaluate_all();
-        Ok(())
-    }
-
-    /// Stops sending: workers stop after their current attempt, the store is closed
-    /// (releasing its file lock), undelivered notifications stay in its outbox.
-    fn step_down(&mut self) {
-        self.flush();
-        METRICS.leader.set(0);
-        if let Some(d) = self.delivery.take() {
-            self.wait(d.shutdown(self.step_down_grace));
-        }
-        *self.shared.write().unwrap_or_else(|p| p.into_inner()) = None;
-        self.state = None;
-        self.evaluated.clear();
-        tracing::info!("standing by: not sending");
-    }
-
-    /// Builds everything new; swaps it in only if all of it is valid. Either way the
-    /// files are looked at again only when they change again.
-    fn reload(&mut self) {
-        self.try_reload();
-        self.last_config = config_fingerprint(&self.pipeline.runtime.sources);
-    }
-
-    fn try_reload(&mut self) {
-        let probe = match &self.state {
-            Some(s) => s.clone(),
-            // Not leading: validate the services against a throwaway store.
-            None => match StateStore::in_memory() {
-                Ok(s) => Arc::new(s),
-                Err(e) => {
-                    tracing::error!(error = %e, "configuration reload failed");
-                    return;
-                }
-            },
-        };
-        let errors: Vec<String> = match config::load_with(self.config.as_deref(), self.engine.clone()) {
-            Ok(rt) => match build_services(&rt, &probe) {
-                Ok(services) => {
-                    if let Some(old) = self.delivery.take() {
-                        // Undelivered notifications stay in the outbox for the new workers.
-                        self.wait(old.shutdown(self.shutdown_grace));
-                    }
-                    if let Some(state) = &self.state {
-                        self.delivery = Some(Delivery::start(services, state.clone()));
-                    }
-                    let projects = std::mem::take(&mut self.pipeline.projects);
-                    let live = std::mem::take(&mut self.pipeline.live);
-                    self.pipeline = Pipeline::new(Arc::new(rt));
-                    self.pipeline.projects = projects;
-                    self.pipeline.live = live;
-                    METRICS.reload_ok.set(1);
-                    METRICS.set_reload_errors(Vec::new());
-                    tracing::info!("configuration reloaded");
-                    self.evaluated.clear();
-                    self.reevaluate_all();
-                    return;
-                }
-                Err(errors) => errors,
-            },
-            Err(errors) => errors.iter().map(ToString::to_string).collect(),
-        };
-        METRICS.reload_ok.set(0);
-        for e in &errors {
-            tracing::error!(error = %e, "configuration reload failed; keeping the running configuration");
-        }
-        METRICS.set_reload_errors(errors);
     }
 }

@@ -1,0 +1,131 @@
+//! What the watch says: Applications and AppProjects applied or deleted, and relists
+//! per stream, whose end deletes what a stream no longer lists.
+
+use super::*;
+
+/// A one-line description of a change for debug logs (no whole objects).
+struct ChangeSummary<'a>(&'a Change);
+
+impl std::fmt::Debug for ChangeSummary<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.0 {
+            Change::App(a) => write!(f, "app {}", a.qualified_name()),
+            Change::AppDeleted(a) => write!(f, "app deleted {}", a.qualified_name()),
+            Change::Project(p) => write!(f, "project {}", p.name),
+            Change::ProjectDeleted(p) => write!(f, "project deleted {p}"),
+            Change::ListStarted(s) => write!(f, "list started: {s}"),
+            Change::ListDone(s) => write!(f, "list done: {s}"),
+            Change::Malformed { kind, name, .. } => write!(f, "malformed {} {name}", kind.as_str()),
+            Change::Error { kind, error } => write!(f, "error {}: {error}", kind.as_str()),
+        }
+    }
+}
+
+impl Core {
+    pub(super) fn handle(&mut self, change: Change) {
+        tracing::debug!(change = ?ChangeSummary(&change), "watch");
+        match change {
+            Change::App(app) => {
+                METRICS.events.inc("application_apply");
+                let key = app.state_key();
+                for (stream, seen) in self.listing.iter_mut() {
+                    if stream.kind == Kind::Application && stream.covers(&app.namespace) {
+                        seen.insert(key.clone());
+                    }
+                }
+                self.evaluate(&app, false, false);
+                self.apps.insert(key, Kept::of(&app));
+            }
+            Change::AppDeleted(app) => self.deleted(*app),
+            Change::Project(p) => {
+                METRICS.events.inc("appproject_apply");
+                let name = p.name.clone();
+                for (stream, seen) in self.listing.iter_mut() {
+                    if stream.kind == Kind::AppProject && stream.covers(&p.namespace) {
+                        seen.insert(name.clone());
+                    }
+                }
+                let changed = self.pipeline.projects.get(&name) != Some(&p);
+                self.pipeline.projects.insert(name.clone(), p);
+                if changed {
+                    // Project subscriptions apply to its Applications: evaluate them now.
+                    let members: Vec<String> = self.apps.iter().filter(|(_, a)| a.project == name).map(|(k, _)| k.clone()).collect();
+                    self.reevaluate(members);
+                }
+            }
+            Change::ProjectDeleted(name) => {
+                METRICS.events.inc("appproject_delete");
+                self.pipeline.projects.remove(&name);
+            }
+            Change::ListStarted(stream) => {
+                METRICS.events.inc(&format!("{}_list", stream.kind.as_str()));
+                self.listing.insert(stream, BTreeSet::new());
+            }
+            Change::ListDone(stream) => {
+                if let Some(seen) = self.listing.remove(&stream) {
+                    // Deleted while this stream was not watching: its relist no longer
+                    // has them. Objects of other streams' namespaces are not its to judge.
+                    match stream.kind {
+                        Kind::Application => {
+                            let gone: Vec<App> = self
+                                .apps
+                                .iter()
+                                .filter(|(k, a)| stream.covers(&a.namespace) && !seen.contains(*k))
+                                .filter_map(|(_, a)| a.app())
+                                .collect();
+                            for a in gone {
+                                self.deleted(a);
+                            }
+                        }
+                        Kind::AppProject => {
+                            let gone: Vec<String> = self
+                                .pipeline
+                                .projects
+                                .iter()
+                                .filter(|(name, p)| stream.covers(&p.namespace) && !seen.contains(*name))
+                                .map(|(name, _)| name.clone())
+                                .collect();
+                            for name in gone {
+                                METRICS.events.inc("appproject_delete");
+                                self.pipeline.projects.remove(&name);
+                            }
+                        }
+                    }
+                }
+                self.lists_done.insert(stream);
+                if self.streams.iter().all(|s| self.lists_done.contains(s)) && METRICS.ready.set(1) == 0 {
+                    release_free_memory();
+                }
+            }
+            Change::Malformed { kind, name, reason } => {
+                METRICS.malformed.inc(kind.as_str());
+                tracing::warn!(kind = kind.as_str(), object = %name, %reason, "malformed object skipped");
+            }
+            Change::Error { kind, error } => {
+                METRICS.watch_restarts.inc(kind.as_str());
+                tracing::warn!(kind = kind.as_str(), %error, "watch failed; retrying with backoff");
+            }
+        }
+    }
+
+    /// The Application is gone: its last pass (on-deleted sees it deleted) retires its
+    /// state, which the store purges once its last outbox entry has settled.
+    pub(super) fn deleted(&mut self, app: App) {
+        METRICS.events.inc("application_delete");
+        let done = self.evaluate(&app, true, true);
+        let key = app.state_key();
+        self.apps.remove(&key);
+        self.evaluated.remove(&key);
+        if !done && self.state.is_some() {
+            // Its write failed: the retry wake-up evaluates it again, as deleted.
+            self.retiring.insert(key.clone(), Kept::of(&app));
+        } else {
+            self.wakeups.remove(&key);
+        }
+        if let Some(live) = self.live.as_mut() {
+            for k in live.request(&key, Vec::new()).forgotten {
+                self.pipeline.live.remove(&k);
+            }
+        }
+    }
+}

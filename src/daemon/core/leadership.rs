@@ -1,0 +1,118 @@
+//! Leading and standing by: taking over sending (the state store opened, its file
+//! lock held, the delivery workers started), stepping down, reopening the store after
+//! a failed write, and building the services' clients.
+
+use super::*;
+
+/// Every configured service's client, or why not: every missing secret (with where it
+/// was looked for), else the first client that fails to build. Start-up, leading and
+/// reloads all go through here, so they refuse the same things in the same words.
+pub(super) fn build_services(rt: &Runtime, state: &Arc<StateStore>) -> Result<Vec<ServiceRuntime>, Vec<String>> {
+    if !rt.missing_secrets.is_empty() {
+        return Err(rt.missing_secrets.clone());
+    }
+    let env = crate::deliver::services::Env {
+        http: crate::deliver::http::client(None, false).map_err(|e| vec![e.to_string()])?,
+        state: state.clone(),
+        secrets: rt.secrets.clone(),
+        context: rt.context.clone(),
+    };
+    let services: Vec<ServiceRuntime> = rt
+        .services
+        .values()
+        .map(|s| crate::deliver::services::build(&s.name, &s.spec, &env).map_err(|e| vec![format!("service {}: {e}", s.name)]))
+        .collect::<Result<_, _>>()?;
+    for s in &services {
+        // Every configured service has a queue-depth series, zero until something waits.
+        METRICS.show_queue(&s.name);
+    }
+    Ok(services)
+}
+
+/// What keeps the configuration's services from being built, checked against a
+/// throwaway store before anything is opened.
+pub(in crate::daemon) fn services_problems(rt: &Runtime) -> Result<(), Vec<String>> {
+    let probe = StateStore::in_memory().map_err(|e| vec![e.to_string()])?;
+    build_services(rt, &Arc::new(probe)).map(drop)
+}
+
+/// Why [`Core::lead`] could not take over sending.
+pub(in crate::daemon) enum LeadError {
+    /// The state file is held (another driftwatch) or cannot be opened.
+    Store(String),
+    /// A delivery client could not be built (a CA file gone, ...).
+    Services(Vec<String>),
+}
+
+impl Core {
+    /// Takes over sending: opens the state store (the previous holder's file lock must
+    /// be gone), starts the workers (which deliver what the outbox holds first), and
+    /// evaluates every cached Application. Fails if the store is still locked or a
+    /// delivery client cannot be built; the caller retries.
+    pub(super) fn lead(&mut self) -> Result<(), LeadError> {
+        if self.state.is_some() {
+            return Ok(());
+        }
+        let mut store = match StateStore::open(&self.state_path) {
+            Ok(s) => s,
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot open the state store yet; retrying");
+                return Err(LeadError::Store(e.to_string()));
+            }
+        };
+        if let Some(n) = self.pipeline.runtime.state.max_keys_per_app {
+            store = store.with_max_keys_per_app(n);
+        }
+        let state = Arc::new(store);
+        // Passes commit without waiting for the disk; the main loop flushes after each
+        // burst of changes.
+        state.defer_durability(true);
+        match build_services(&self.pipeline.runtime, &state) {
+            Ok(services) => self.delivery = Some(Delivery::start(services, state.clone())),
+            Err(e) => {
+                // The store is closed again (dropped here): a standby may take it.
+                for e in &e {
+                    tracing::error!(error = %e, "building the delivery clients failed");
+                }
+                return Err(LeadError::Services(e));
+            }
+        }
+        *self.shared.write().unwrap_or_else(|p| p.into_inner()) = Some(state.clone());
+        self.state = Some(state);
+        METRICS.leader.set(1);
+        tracing::info!("leading: sending notifications");
+        self.evaluated.clear();
+        self.reevaluate_all();
+        Ok(())
+    }
+
+    /// Stops sending: workers stop after their current attempt, the store is closed
+    /// (releasing its file lock), undelivered notifications stay in its outbox.
+    pub(super) fn step_down(&mut self) {
+        self.flush();
+        METRICS.leader.set(0);
+        if let Some(d) = self.delivery.take() {
+            self.wait(d.shutdown(self.step_down_grace));
+        }
+        *self.shared.write().unwrap_or_else(|p| p.into_inner()) = None;
+        self.state = None;
+        self.evaluated.clear();
+        tracing::info!("standing by: not sending");
+    }
+
+    /// Closes and reopens the state store after a failed write (workers stopped and
+    /// started again, the outbox delivered from where it was). Until it opens again
+    /// (the disk still full), `lead` is retried.
+    pub(super) fn reopen(&mut self) {
+        self.reopen_store = false;
+        self.last_reopen = Some(Instant::now());
+        self.flush();
+        tracing::warn!("reopening the state store after a failed write");
+        if let Some(d) = self.delivery.take() {
+            self.wait(d.shutdown(self.step_down_grace));
+        }
+        *self.shared.write().unwrap_or_else(|p| p.into_inner()) = None;
+        self.state = None;
+        let _ = self.lead();
+    }
+}

@@ -1,0 +1,64 @@
+//! Reloading the configuration: everything built first, swapped in only when all of
+//! it is valid; a refused reload keeps the running configuration and says why.
+
+use super::*;
+
+/// Whether any condition reads the clock (decided from the compiled script): only then
+/// is a periodic re-evaluation needed.
+pub(super) fn time_dependent(rt: &Runtime) -> bool {
+    rt.triggers.values().flat_map(|t| &t.conditions).any(|c| c.reads_clock)
+}
+
+impl Core {
+    /// Builds everything new; swaps it in only if all of it is valid. Either way the
+    /// files are looked at again only when they change again.
+    pub(super) fn reload(&mut self) {
+        self.try_reload();
+        self.last_config = config_fingerprint(&self.pipeline.runtime.sources);
+    }
+
+    pub(super) fn try_reload(&mut self) {
+        let probe = match &self.state {
+            Some(s) => s.clone(),
+            // Not leading: validate the services against a throwaway store.
+            None => match StateStore::in_memory() {
+                Ok(s) => Arc::new(s),
+                Err(e) => {
+                    tracing::error!(error = %e, "configuration reload failed");
+                    return;
+                }
+            },
+        };
+        let errors: Vec<String> = match config::load_with(self.config.as_deref(), self.engine.clone()) {
+            Ok(rt) => match build_services(&rt, &probe) {
+                Ok(services) => {
+                    if let Some(old) = self.delivery.take() {
+                        // Undelivered notifications stay in the outbox for the new workers.
+                        self.wait(old.shutdown(self.shutdown_grace));
+                    }
+                    if let Some(state) = &self.state {
+                        self.delivery = Some(Delivery::start(services, state.clone()));
+                    }
+                    let projects = std::mem::take(&mut self.pipeline.projects);
+                    let live = std::mem::take(&mut self.pipeline.live);
+                    self.pipeline = Pipeline::new(Arc::new(rt));
+                    self.pipeline.projects = projects;
+                    self.pipeline.live = live;
+                    METRICS.reload_ok.set(1);
+                    METRICS.set_reload_errors(Vec::new());
+                    tracing::info!("configuration reloaded");
+                    self.evaluated.clear();
+                    self.reevaluate_all();
+                    return;
+                }
+                Err(errors) => errors,
+            },
+            Err(errors) => errors.iter().map(ToString::to_string).collect(),
+        };
+        METRICS.reload_ok.set(0);
+        for e in &errors {
+            tracing::error!(error = %e, "configuration reload failed; keeping the running configuration");
+        }
+        METRICS.set_reload_errors(errors);
+    }
+}
