@@ -3,43 +3,39 @@
 //!
 //! # Layout
 //!
-//! Data flows one way, each stage talking to the next through the plain types of
-//! [`model`]:
+//! Data flows one way; each layer uses only the layers below it (`tests/layers.rs`
+//! fails on any edge upwards):
 //!
 //! ```text
-//! replay/watch -> trigger (rhai) -> state (dedup) -> template (handlebars) -> deliver -> state (record)
-//!                      ^ route (subscriptions decide which triggers run for whom)
+//! cluster (watch) or replay -> pipeline::pass::run -> Pipeline::evaluate:
+//!     drift (what, who, episode) -> route (subscriptions, route tree) -> trigger (rhai)
+//!     -> state (dedup, hold-downs) -> template (handlebars) + deliver::encode (payload per kind)
+//! -> state (the pass and its notifications, one transaction) -> deliver (outbox workers)
+//! -> state (recorded, noted in the episode; a deleted Application purged)
 //! ```
 //!
-//! - [`config`]: loads `driftwatch.yaml`, trigger and template files (and the built-in
-//!   catalog) and compiles them into a [`config::Runtime`]; every error names file, line
-//!   and column.
-//! - [`model`]: the owned types passed between stages; no I/O.
-//! - [`trigger`]: the only module that knows rhai; turns an Application into condition
-//!   results.
-//! - [`template`]: the only module that knows handlebars; turns a firing into a payload
-//!   per destination kind.
-//! - [`route`]: subscriptions (Argo CD annotations, AppProjects, config-level
-//!   subscriptions with label selectors) and the route tree -> which trigger goes to
-//!   which destination; what drifted (`drift`: classes, direction, severity).
-//! - [`attribution`]: who changed a drifted resource, from its `managedFields`.
-//! - [`episode`]: drift episodes (open, escalate, resolve) as a pure transition.
-//! - [`live`]: the daemon's background reads of drifted resources' live objects.
-//! - [`state`]: the embedded notification-state store (dedup keys, written only after a
-//!   delivery succeeded; the outbox; the drift history and hold-downs).
-//! - [`pipeline`]: wires the stages for one Application snapshot.
-//! - [`deliver`]: every destination behind a durable outbox — Slack, PagerDuty, e-mail,
-//!   webhooks, SIEMs, and the other kinds Argo CD users rely on (GitHub, Teams,
-//!   Opsgenie, Alertmanager, ...); the console and a JSON-lines file for previews.
-//! - [`replay`]: reads a sequence of Application snapshots from disk.
-//! - [`watch`]: the Kubernetes watch of Applications and AppProjects, as `Change`s.
-//! - [`daemon`]: `driftwatch run` live — an async shell (watch, leader election via
-//!   [`lease`], signals, the operations server of [`admin`] and [`metrics`]) feeding an
-//!   evaluation thread that owns the pipeline and the state store.
-//! - [`duration`]: durations in Go's syntax (plus days), a leaf every stage may use.
-//! - [`import`]: `driftwatch import`, an Argo CD notifications configuration (expr
-//!   triggers, Go templates) converted into driftwatch's.
-//! - [`secret`]: `$key` references and the redactor that keeps their values out of output.
+//! From the bottom:
+//! - leaves: [`duration`] (Go's syntax plus days), [`clock`] (the pass's instant),
+//!   [`exit`], [`tls`], [`secret`] (`$key` references, the redactor), [`metrics`],
+//!   [`model`] (the owned types passed between stages); then [`source`] (positions in
+//!   configuration files, configured durations);
+//! - [`drift`]: typed records of what drifted (classes, direction, severity),
+//!   attribution from `managedFields`, and drift episodes; pure;
+//! - pure stages: [`trigger`] (the only module that knows rhai), [`template`] (the only
+//!   one that knows handlebars), [`route`] (subscriptions, label selectors, the route
+//!   tree); and [`state`], the embedded store (dedup keys, outbox, history);
+//! - [`deliver`]: every destination behind the durable outbox, one folder per kind
+//!   (its configuration, its payload encoder, its client);
+//! - [`config`]: loads `driftwatch.yaml`, trigger and template files and the built-in
+//!   catalog into a [`config::Runtime`], whole or not at all, every error with its
+//!   position;
+//! - [`pipeline`]: one Application snapshot evaluated, and [`pipeline::pass`], the one
+//!   driver of a pass for the daemon and replays; [`replay`] (snapshot files),
+//!   [`cluster`] (everything that talks to Kubernetes: client, watch, live reads,
+//!   lease) and [`import`] (an Argo CD configuration converted) beside it;
+//! - [`daemon`]: `driftwatch run` live — an async shell (watch, leader election,
+//!   signals, the operations server) feeding an evaluation thread (`daemon/core/`);
+//! - [`cli`]: the commands.
 
 pub mod cli;
 pub mod clock;
