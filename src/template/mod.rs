@@ -480,7 +480,10 @@ impl TemplateSet {
 
 /// Shapes a destination kind's payload from a template's fields (`deliver::encode`
 /// picks one per kind).
-pub type Encoder = fn(&Fields<'_>, &Target<'_>, &App) -> Result<Map<String, Value>, RenderError>;
+pub type Encoder = fn(&Fields<'_>, &Target<'_>, &App) -> Payload;
+
+/// What an [`Encoder`] returns: the payload's fields.
+pub type Payload = Result<Map<String, Value>, RenderError>;
 
 /// The fields of one template, rendered on demand for one destination: what an
 /// [`Encoder`] reads.
@@ -504,6 +507,25 @@ impl Fields<'_> {
     /// not templates (booleans, required contexts).
     pub fn github(&self) -> Option<&GitHubDef> {
         self.github
+    }
+
+    /// The payload of a kind that sends the message as rendered.
+    pub fn message_only(&self) -> Payload {
+        Ok(Map::from_iter([("message".to_string(), Value::from(self.message.clone()))]))
+    }
+
+    /// The payload of a SIEM kind: the message without trailing blank space (the record
+    /// around it is built at delivery).
+    pub fn message_trimmed(&self) -> Payload {
+        Ok(Map::from_iter([("message".to_string(), Value::from(self.message.trim_end()))]))
+    }
+
+    /// The payload of a kind that sends the message and its section's fields under
+    /// their own names (text trimmed, JSON parsed).
+    pub fn message_and_section(&self, section: &str) -> Payload {
+        let mut out = Map::from_iter([("message".to_string(), Value::from(self.message.clone()))]);
+        self.copy_section(section, &mut out)?;
+        Ok(out)
     }
 
     /// The paths of the fields under `prefix` (`webhook.siem.headers.`), in order.

@@ -1,14 +1,9 @@
 //! Which encoder shapes the payload of each destination kind: every kind's own
-//! `encode` lives in its folder (`deliver/<kind>/payload.rs`); the message-only kinds
-//! and the message-plus-section kinds share the helpers here.
-
-use serde_json::{Map, Value};
+//! `encode` lives in its folder (`deliver/<kind>/payload.rs`), built on the helpers
+//! of `template::Fields` (the message alone, trimmed, or with the kind's section).
 
 use crate::model::DestinationKind;
-use crate::template::{Encoder, Fields, RenderError, Target};
-
-/// What an encoder returns: the payload's fields.
-pub type Payload = Result<Map<String, Value>, RenderError>;
+use crate::template::{Encoder, Fields, Payload, Target};
 
 /// The encoder of `kind`.
 pub fn encoder(kind: DestinationKind) -> Encoder {
@@ -39,22 +34,8 @@ pub fn encoder(kind: DestinationKind) -> Encoder {
 }
 
 /// The console's payload: the message as rendered.
-pub fn message(f: &Fields<'_>, _: &Target<'_>, _: &crate::model::App) -> Payload {
-    Ok(Map::from_iter([("message".to_string(), Value::from(f.message.clone()))]))
-}
-
-/// The SIEM kinds' payload: the message without trailing blank space (the record
-/// around it is built at delivery).
-pub fn trimmed_message(f: &Fields<'_>) -> Payload {
-    Ok(Map::from_iter([("message".to_string(), Value::from(f.message.trim_end()))]))
-}
-
-/// The message and the kind's section's fields under their own names (text trimmed,
-/// JSON parsed).
-pub fn message_and_section(f: &Fields<'_>, section: &str) -> Payload {
-    let mut out = Map::from_iter([("message".to_string(), Value::from(f.message.clone()))]);
-    f.copy_section(section, &mut out)?;
-    Ok(out)
+fn message(f: &Fields<'_>, _: &Target<'_>, _: &crate::model::App) -> Payload {
+    f.message_only()
 }
 
 #[cfg(test)]
