@@ -1,6 +1,6 @@
 //! Attribution: who changed a drifted resource, read from the live object's
 //! `metadata.managedFields`. Pure functions over JSON; the daemon fetches the objects
-//! (`src/live.rs`) and the pipeline only looks the results up.
+//! (`cluster/live.rs`) and the pipeline only looks the results up.
 //!
 //! Every entry of `managedFields` names a field manager (`kubectl-edit`,
 //! `kubectl-patch`, `helm`, a controller...), its operation (`Update`/`Apply`), the time
