@@ -175,6 +175,10 @@ impl StateStore {
         let report = if notifications.is_empty() { EnqueueReport::default() } else { Self::enqueue_in(&tx, notifications, now_ms)? };
         if pass.deleted {
             Self::retire_app_in(&tx, pass.app_key, now_ms)?;
+        } else {
+            // Seen again (a replay that deletes and re-creates one object): whatever was
+            // waiting to purge it no longer applies.
+            tx.open_table(DELETED).map_err(storage)?.remove(pass.app_key).map_err(storage)?;
         }
         tx.commit().map_err(storage)?;
         Ok(report)

@@ -481,6 +481,7 @@ impl StateStore {
 mod tests {
     use super::*;
     use crate::model::{AppMeta, Destination, DestinationKind, Severity, StateRecord};
+    use crate::state::PassWrite;
 
     fn n(service: &str, key: &str) -> Notification {
         Notification {
@@ -498,6 +499,27 @@ mod tests {
             record: Some(StateRecord { app_key: "ns/a@u".into(), key: key.into(), op: RecordOp::Set }),
             episode: None,
         }
+    }
+
+    /// A deleted Application with an entry in flight waits for its settle; seen again
+    /// before that (a replay re-creating it), it is not purged by that settle.
+    #[test]
+    fn a_deleted_application_is_purged_by_its_last_settle_unless_it_came_back() {
+        let s = StateStore::in_memory().unwrap();
+        let deleted = |deleted| PassWrite { app_key: "ns/a@u", deleted, ..Default::default() };
+        s.record("ns/a@u", "old", 1).unwrap();
+        s.write_pass(&deleted(true), &[n("hook", "k1")], 10).unwrap();
+        assert_eq!((s.deleted_waiting().unwrap(), s.keys("ns/a@u").unwrap().len()), (1, 1), "waits for k1");
+        let entry = s.due("hook", 10, 10).unwrap().remove(0);
+        s.settle(&[(entry, Settle::Delivered)], 11).unwrap();
+        assert_eq!((s.deleted_waiting().unwrap(), s.keys("ns/a@u").unwrap()), (0, vec![]), "k1's settle purged old and k1");
+
+        s.write_pass(&deleted(true), &[n("hook", "k2")], 20).unwrap();
+        s.write_pass(&PassWrite { app_key: "ns/a@u", forgets: vec!["x"], ..Default::default() }, &[], 21).unwrap();
+        assert_eq!(s.deleted_waiting().unwrap(), 0, "seen again");
+        let entry = s.due("hook", 21, 10).unwrap().remove(0);
+        s.settle(&[(entry, Settle::Delivered)], 22).unwrap();
+        assert_eq!(s.keys("ns/a@u").unwrap().len(), 1, "k2 recorded and kept");
     }
 
     #[test]
