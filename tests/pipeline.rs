@@ -507,5 +507,16 @@ fn applications_created_and_deleted_in_a_loop_leave_no_keys_behind() {
     state.record(&quiet.state_key(), "k", 1).unwrap();
     pass::run(&p, &state, &delivery, &quiet, true, now).unwrap();
     assert!(state.keys(&quiet.state_key()).unwrap().is_empty());
+    // Deleted while Argo CD's sync status was stale: nothing is decided, but it is
+    // retired all the same.
+    let stale = AppBuilder::new("stale")
+        .synced()
+        .operation("Failed", REV1, "2026-03-01T12:00:00Z", Some("2026-03-01T12:00:10Z"))
+        .reconciled_at("2026-03-01T12:00:05Z")
+        .app();
+    state.record(&stale.state_key(), "k", 1).unwrap();
+    let gone = pass::run(&p, &state, &delivery, &stale, true, now).unwrap();
+    assert!(gone.eval.stale);
+    assert!(state.keys(&stale.state_key()).unwrap().is_empty(), "a stale deleted Application is purged too");
     runtime.block_on(delivery.shutdown(Duration::from_secs(5)));
 }

@@ -34,7 +34,7 @@ pub enum PassError {
 #[derive(Debug)]
 pub struct Pass {
     pub eval: Evaluation,
-    /// What went into the outbox (empty for a stale snapshot, which decides nothing).
+    /// What went into the outbox (nothing for a stale snapshot, which decides nothing).
     pub submitted: SubmitReport,
     /// Whether the pass wrote anything (most write nothing: no transaction at all).
     pub wrote: bool,
@@ -61,9 +61,8 @@ pub fn run(
         false => app,
     };
     let eval = pipeline.evaluate(app, state, now).map_err(PassError::Evaluate)?;
-    if eval.stale {
-        return Ok(Pass { eval, submitted: SubmitReport::default(), wrote: false });
-    }
+    // A stale snapshot decides nothing (its pass writes nothing), but a deleted
+    // Application is retired all the same: nothing later would retire it.
     let key = app.state_key();
     let pass = pass_write(&eval, &key, &pipeline.runtime, deleted);
     let wrote = !pass.is_empty() || !eval.notifications.is_empty();

@@ -67,14 +67,18 @@ impl Core {
                     // has them. Objects of other streams' namespaces are not its to judge.
                     match stream.kind {
                         Kind::Application => {
-                            let gone: Vec<App> = self
+                            // Keys first, each parsed only when its turn comes: a relist
+                            // without a whole namespace does not hold all of it parsed.
+                            let gone: Vec<String> = self
                                 .apps
                                 .iter()
                                 .filter(|(k, a)| stream.covers(&a.namespace) && !seen.contains(*k))
-                                .filter_map(|(_, a)| a.app())
+                                .map(|(k, _)| k.clone())
                                 .collect();
-                            for a in gone {
-                                self.deleted(a);
+                            for k in gone {
+                                if let Some(a) = self.apps.get(&k).and_then(Kept::app) {
+                                    self.deleted(a);
+                                }
                             }
                         }
                         Kind::AppProject => {

@@ -64,8 +64,8 @@ impl Core {
             store = store.with_max_keys_per_app(n);
         }
         let state = Arc::new(store);
-        // Passes commit without waiting for the disk; the main loop flushes after each
-        // burst of changes.
+        // Passes commit without waiting for the disk; the main loop flushes them every
+        // FLUSH_EVERY.
         state.defer_durability(true);
         match build_services(&self.pipeline.runtime, &state) {
             Ok(services) => self.delivery = Some(Delivery::start(services, state.clone())),
@@ -91,11 +91,7 @@ impl Core {
     pub(super) fn step_down(&mut self) {
         self.flush();
         METRICS.leader.set(0);
-        if let Some(d) = self.delivery.take() {
-            self.wait(d.shutdown(self.step_down_grace));
-        }
-        *self.shared.write().unwrap_or_else(|p| p.into_inner()) = None;
-        self.state = None;
+        self.close();
         self.evaluated.clear();
         tracing::info!("standing by: not sending");
     }
@@ -108,11 +104,17 @@ impl Core {
         self.last_reopen = Some(Instant::now());
         self.flush();
         tracing::warn!("reopening the state store after a failed write");
+        self.close();
+        let _ = self.lead();
+    }
+
+    /// Stops the workers (within the step-down grace) and closes the store, releasing
+    /// its file lock; the operations endpoints stop reading it.
+    fn close(&mut self) {
         if let Some(d) = self.delivery.take() {
             self.wait(d.shutdown(self.step_down_grace));
         }
         *self.shared.write().unwrap_or_else(|p| p.into_inner()) = None;
         self.state = None;
-        let _ = self.lead();
     }
 }

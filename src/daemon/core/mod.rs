@@ -1,7 +1,7 @@
 //! The evaluation thread of the live daemon: holds the Applications and AppProjects
 //! the watch reported, evaluates an Application when it changes (or a wake-up, a
 //! reload, an attribution read or its AppProject says so), writes each pass in one
-//! transaction and flushes once per burst, leads or stands by as leader election
+//! transaction and flushes every 100 ms, leads or stands by as leader election
 //! says, and reloads the configuration. Blocking by design: it runs on its own thread
 //! ([`Core::run`]), never on a tokio worker, and waits on the runtime only through
 //! [`Core::wait`].
