@@ -309,21 +309,11 @@ pub fn template_notify(
     runtime.block_on(send_now(&rt, &notifications, err))
 }
 
-/// What building delivery clients needs, from the loaded configuration.
-fn delivery_env(rt: &Runtime, state: &Arc<StateStore>) -> anyhow::Result<crate::deliver::services::Env> {
-    Ok(crate::deliver::services::Env {
-        http: crate::deliver::http::client(None, false)?,
-        state: state.clone(),
-        secrets: rt.secrets.clone(),
-        context: rt.context.clone(),
-    })
-}
-
 /// Delivers notifications once through the configured services (in-memory state: a
 /// manual send is not recorded) and reports what each destination did.
 async fn send_now(rt: &Runtime, notifications: &[Notification], err: &mut dyn Write) -> anyhow::Result<i32> {
     let state = Arc::new(StateStore::in_memory()?);
-    let env = delivery_env(rt, &state)?;
+    let env = rt.delivery_env(&state).map_err(anyhow::Error::msg)?;
     let mut services = Vec::new();
     for n in notifications {
         let Some(s) = rt.services.get(&n.destination.service) else {
@@ -568,20 +558,15 @@ pub fn run_replay(opts: &ReplayOptions, out: &mut dyn Write, err: &mut dyn Write
     let _entered = tokio_rt.enter();
     let clock = crate::deliver::worker::Clock::manual(0);
     let delivery = match opts.deliver {
-        Some(_) => {
-            let env = delivery_env(&rt, &state)?;
-            let mut services = Vec::new();
-            for s in rt.services.values() {
-                match crate::deliver::services::build(&s.name, &s.spec, &env) {
-                    Ok(r) => services.push(r),
-                    Err(e) => {
-                        writeln!(err, "error: service {}: {e}", s.name)?;
-                        return Ok(FAILED);
-                    }
+        Some(_) => match rt.service_clients(&state) {
+            Ok(services) => crate::deliver::Delivery::start(services, state.clone()),
+            Err(errors) => {
+                for e in errors {
+                    writeln!(err, "error: {e}")?;
                 }
+                return Ok(FAILED);
             }
-            crate::deliver::Delivery::start(services, state.clone())
-        }
+        },
         None => crate::pipeline::pass::start_preview(&rt, state.clone(), clock.clone()),
     };
     let mut pipeline = Pipeline::new(Arc::new(rt));

@@ -4,24 +4,10 @@
 
 use super::*;
 
-/// Every configured service's client, or why not: every missing secret (with where it
-/// was looked for), else the first client that fails to build. Start-up, leading and
-/// reloads all go through here, so they refuse the same things in the same words.
+/// Every configured service's client ([`Runtime::service_clients`]), each with a
+/// queue-depth series.
 pub(super) fn build_services(rt: &Runtime, state: &Arc<StateStore>) -> Result<Vec<ServiceRuntime>, Vec<String>> {
-    if !rt.missing_secrets.is_empty() {
-        return Err(rt.missing_secrets.clone());
-    }
-    let env = crate::deliver::services::Env {
-        http: crate::deliver::http::client(None, false).map_err(|e| vec![e.to_string()])?,
-        state: state.clone(),
-        secrets: rt.secrets.clone(),
-        context: rt.context.clone(),
-    };
-    let services: Vec<ServiceRuntime> = rt
-        .services
-        .values()
-        .map(|s| crate::deliver::services::build(&s.name, &s.spec, &env).map_err(|e| vec![format!("service {}: {e}", s.name)]))
-        .collect::<Result<_, _>>()?;
+    let services = rt.service_clients(state)?;
     for s in &services {
         // Every configured service has a queue-depth series, zero until something waits.
         METRICS.show_queue(&s.name);
