@@ -125,15 +125,14 @@ fn main() {
     });
     println!("{:<58} {:>12.0} apps/s on one core", "=> full evaluation passes", 1e9 / pass);
 
-    // What the daemon does per changed Application: evaluate, then apply the re-arm
-    // keys, on a file-backed store (durable writes).
+    // What the daemon's pass does per changed Application (pipeline::pass::run without
+    // notifications to submit): evaluate, then write what was decided (re-arms here) in
+    // one transaction, on a file-backed store (durable writes).
     let dir = std::env::temp_dir().join(format!("driftwatch-bench-{}", std::process::id()));
     let file_state = StateStore::open(&dir.join("state.redb")).expect("file store");
     measure("evaluate + apply re-arms, file-backed store, steady state", 500, || {
         let eval = pipeline.evaluate(&application, &file_state, now).expect("evaluates");
-        for r in &eval.rearm {
-            file_state.forget(&r.app_key, &r.key).expect("forget");
-        }
+        write(&eval, &application, &file_state, &pipeline.runtime, now);
         black_box(eval);
     });
     let _ = std::fs::remove_dir_all(&dir);
@@ -184,7 +183,7 @@ fn main() {
     let dir = std::env::temp_dir().join(format!("driftwatch-bench-prod-{}", std::process::id()));
     let file_state = StateStore::open(&dir.join("state.redb")).expect("file store");
     let first = pipeline.evaluate(&drifted, &file_state, now).expect("evaluates");
-    driftwatch::pipeline::apply(&first, &drifted.state_key(), &file_state, &prod, now).expect("applies");
+    write(&first, &drifted, &file_state, &prod, now);
     for n in &first.notifications {
         if let Some(r) = &n.record {
             file_state.record(&r.app_key, &r.key, 0).expect("records");
@@ -195,9 +194,22 @@ fn main() {
     });
     let pass = measure("production policy: evaluate + apply, file store, steady", 500, || {
         let eval = pipeline.evaluate(&drifted, &file_state, now).expect("evaluates");
-        driftwatch::pipeline::apply(&eval, &drifted.state_key(), &file_state, &prod, now).expect("applies");
+        write(&eval, &drifted, &file_state, &prod, now);
         black_box(eval);
     });
     println!("{:<58} {:>12.0} apps/s on one core", "=> production policy passes", 1e9 / pass);
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The writes of a pass without notifications, as `pipeline::pass::run` makes them.
+fn write(
+    eval: &driftwatch::pipeline::Evaluation,
+    app: &App,
+    state: &StateStore,
+    rt: &driftwatch::config::Runtime,
+    now: chrono::DateTime<chrono::Utc>,
+) {
+    let key = app.state_key();
+    let pass = driftwatch::pipeline::pass_write(eval, &key, rt, false);
+    state.write_pass(&pass, &[], driftwatch::state::to_millis(now)).expect("writes the pass");
 }

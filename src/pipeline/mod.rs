@@ -90,13 +90,6 @@ pub fn pass_write<'a>(eval: &'a Evaluation, app_key: &'a str, rt: &Runtime, dele
     }
 }
 
-/// Writes what an evaluation decided about state other than deliveries (episode,
-/// hold-downs, re-armed keys) in one transaction, without its notifications: the
-/// evaluation path alone, as the benchmark measures it. [`pass::run`] is the driver.
-pub fn apply(eval: &Evaluation, app_key: &str, state: &StateStore, rt: &Runtime, now: DateTime<Utc>) -> Result<(), StateError> {
-    state.write_pass(&pass_write(eval, app_key, rt, false), &[], crate::state::to_millis(now)).map(drop)
-}
-
 /// The render context of one pass, built on the first notification only (most passes
 /// render nothing), from the `drift` the pass already computed.
 struct LazyRender<'a> {

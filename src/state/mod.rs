@@ -200,9 +200,17 @@ impl StateStore {
     /// After entries of `apps` settled: purges those that were deleted and have nothing
     /// left in the outbox. Reads one marker per Application, not the table.
     pub(crate) fn purge_settled_in(tx: &redb::WriteTransaction, apps: &std::collections::BTreeSet<&str>) -> Result<(), StateError> {
-        for app in apps {
-            let marked = tx.open_table(DELETED).map_err(storage)?.get(*app).map_err(storage)?.is_some();
-            if marked && !Self::has_pending_in(tx, app)? {
+        let mut marked = Vec::new();
+        {
+            let deleted = tx.open_table(DELETED).map_err(storage)?;
+            for app in apps {
+                if deleted.get(*app).map_err(storage)?.is_some() {
+                    marked.push(*app);
+                }
+            }
+        }
+        for app in marked {
+            if !Self::has_pending_in(tx, app)? {
                 Self::purge_app_in(tx, app)?;
             }
         }
@@ -316,9 +324,10 @@ impl StateStore {
         Ok(out)
     }
 
-    /// Drops everything about one Application at once, outbox or not (tests and
-    /// tools; the passes retire a deleted Application through [`PassWrite::deleted`]).
-    pub fn remove_app(&self, app: &str) -> Result<usize, StateError> {
+    /// Drops everything about one Application at once, outbox or not (the passes retire
+    /// a deleted Application through [`PassWrite::deleted`]).
+    #[cfg(test)]
+    pub(crate) fn remove_app(&self, app: &str) -> Result<usize, StateError> {
         let tx = self.db.begin_write().map_err(storage)?;
         let n = Self::purge_app_in(&tx, app)?;
         tx.commit().map_err(storage)?;

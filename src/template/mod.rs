@@ -536,10 +536,6 @@ impl Fields<'_> {
     /// The field rendered as text, if the template has it (cut at
     /// [`MAX_FIELD_BYTES`]).
     pub fn text(&self, field: &str) -> Result<Option<String>, RenderError> {
-        self.raw(field)
-    }
-
-    fn raw(&self, field: &str) -> Result<Option<String>, RenderError> {
         let Some((reg, _)) = self.fields.get(field) else { return Ok(None) };
         let mut s = self.hb.render_with_context(reg, self.ctx).map_err(|e| RenderError::Field {
             template: self.template.into(),
@@ -562,7 +558,7 @@ impl Fields<'_> {
     /// The field as a severity (`critical`, `error`, `warning`, `info`), if the
     /// template has it; anything else is an error naming the field.
     pub fn severity(&self, field: &str) -> Result<Option<Severity>, RenderError> {
-        let Some(s) = self.raw(field)? else { return Ok(None) };
+        let Some(s) = self.text(field)? else { return Ok(None) };
         Severity::parse(&s).map(Some).ok_or_else(|| RenderError::Field {
             template: self.template.into(),
             field: field.into(),
@@ -589,7 +585,7 @@ impl Fields<'_> {
     /// The field parsed as JSON, if the template has it and it rendered to something
     /// (blank is absent); invalid JSON is an error naming the field.
     pub fn json(&self, field: &str) -> Result<Option<Value>, RenderError> {
-        let Some(s) = self.raw(field)? else { return Ok(None) };
+        let Some(s) = self.text(field)? else { return Ok(None) };
         if s.trim().is_empty() {
             return Ok(None);
         }
