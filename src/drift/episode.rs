@@ -307,9 +307,10 @@ impl Episode {
         if self.notifications.len() >= MAX_NOTIFICATIONS {
             self.notifications.remove(0);
         }
-        let order = |n: &Sent| (n.at, n.trigger.clone(), n.service.clone(), n.recipient.clone());
-        let key = order(&sent);
-        let at = self.notifications.iter().rposition(|n| order(n) <= key).map_or(0, |i| i + 1);
+        fn order(n: &Sent) -> (DateTime<Utc>, &str, &str, &str) {
+            (n.at, &n.trigger, &n.service, &n.recipient)
+        }
+        let at = self.notifications.iter().rposition(|n| order(n) <= order(&sent)).map_or(0, |i| i + 1);
         self.notifications.insert(at, sent);
     }
 }
