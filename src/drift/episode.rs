@@ -439,6 +439,31 @@ mod tests {
         assert_eq!(ep.record(at(20))["resources"][0]["attribution"], Value::Null);
     }
 
+    /// Services settle in parallel: notes of one instant read the same whichever
+    /// settled first, and a later note still goes last.
+    #[test]
+    fn notes_are_ordered_by_time_then_trigger_and_destination() {
+        let sent = |trigger: &str, service: &str, min| Sent {
+            trigger: trigger.into(),
+            service: service.into(),
+            recipient: String::new(),
+            action: Action::Fire,
+            at: at(min),
+        };
+        let ep = observe(None, &app("OutOfSync", "Healthy"), &drift("warning", "workload", "live"), at(0)).episode.unwrap();
+        let (mut a, mut b) = (ep.clone(), ep);
+        for n in [sent("on-x", "slack", 1), sent("on-x", "email", 1), sent("on-a", "siem", 1), sent("on-a", "siem", 0)] {
+            a.note_sent(n);
+        }
+        for n in [sent("on-a", "siem", 1), sent("on-a", "siem", 0), sent("on-x", "email", 1), sent("on-x", "slack", 1)] {
+            b.note_sent(n);
+        }
+        assert_eq!(a.notifications, b.notifications);
+        let order: Vec<(&str, &str)> = a.notifications.iter().map(|n| (n.trigger.as_str(), n.service.as_str())).collect();
+        assert_eq!(order, [("on-a", "siem"), ("on-a", "siem"), ("on-x", "email"), ("on-x", "slack")]);
+        assert_eq!(a.notifications[0].at, at(0));
+    }
+
     #[test]
     fn durations_read_like_a_human_wrote_them() {
         assert_eq!(human_duration(45), "45 s");
