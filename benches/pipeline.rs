@@ -210,6 +210,6 @@ fn write(
     now: chrono::DateTime<chrono::Utc>,
 ) {
     let key = app.state_key();
-    let pass = driftwatch::pipeline::pass_write(eval, &key, rt, false);
+    let pass = driftwatch::pipeline::pass_write(eval, &key, rt, false, now);
     state.write_pass(&pass, &[], driftwatch::state::to_millis(now)).expect("writes the pass");
 }

@@ -77,9 +77,16 @@ impl Evaluation {
 /// What an evaluation decided about state other than deliveries — the episode (when it
 /// changed), hold-downs, re-armed keys, the retirement of a deleted Application — for
 /// [`StateStore::write_pass`].
-pub fn pass_write<'a>(eval: &'a Evaluation, app_key: &'a str, rt: &Runtime, deleted: bool) -> crate::state::PassWrite<'a> {
+pub fn pass_write<'a>(
+    eval: &'a Evaluation,
+    app_key: &'a str,
+    rt: &Runtime,
+    deleted: bool,
+    now: DateTime<Utc>,
+) -> crate::state::PassWrite<'a> {
     crate::state::PassWrite {
         app_key,
+        at_ms: crate::state::to_millis(now),
         episode: match (&eval.episode, eval.episode_event) {
             (Some(ep), Some(_)) => Some((ep, rt.retention)),
             _ => None,

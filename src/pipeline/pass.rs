@@ -64,7 +64,7 @@ pub fn run(
     // A stale snapshot decides nothing (its pass writes nothing), but a deleted
     // Application is retired all the same: nothing later would retire it.
     let key = app.state_key();
-    let pass = pass_write(&eval, &key, &pipeline.runtime, deleted);
+    let pass = pass_write(&eval, &key, &pipeline.runtime, deleted, now);
     let wrote = !pass.is_empty() || !eval.notifications.is_empty();
     let submitted = delivery.submit_pass(&pass, &eval.notifications).map_err(PassError::Write)?;
     Ok(Pass { eval, submitted, wrote })

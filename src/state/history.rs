@@ -322,6 +322,28 @@ mod tests {
         .unwrap()
     }
 
+    /// A replay with `--deliver` writes its passes on the snapshots' clock and its
+    /// outbox on the system's: the history is pruned by the pass's instant, so a
+    /// replayed episode is not dropped as "older than maxAge" the moment it is saved.
+    #[test]
+    fn a_pass_prunes_the_history_on_its_own_clock() {
+        let s = StateStore::in_memory().unwrap();
+        let mut old = episode("a", 0, "rbac");
+        old.resolved_at = Some(at(1));
+        let later = episode("b", 2, "rbac");
+        let months_later = crate::state::to_millis(at(2) + chrono::Duration::days(200));
+        for ep in [&old, &later] {
+            let pass = crate::state::PassWrite {
+                app_key: &ep.app_key,
+                at_ms: crate::state::to_millis(at(2)),
+                episode: Some((ep, Retention::default())),
+                ..Default::default()
+            };
+            s.write_pass(&pass, &[], months_later).unwrap();
+        }
+        assert_eq!(s.episodes(&HistoryQuery::default()).unwrap().len(), 2, "both kept on the pass's clock");
+    }
+
     #[test]
     fn episodes_survive_reopening_and_are_queryable() {
         let dir = tempfile::tempdir().unwrap();

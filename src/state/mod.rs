@@ -81,6 +81,9 @@ pub struct StateStore {
 #[derive(Debug, Default)]
 pub struct PassWrite<'a> {
     pub app_key: &'a str,
+    /// The pass's instant (unix ms), the history's clock: a replay's passes run on the
+    /// snapshots' clock while its deliveries, with `--deliver`, run on the system's.
+    pub at_ms: u64,
     pub episode: Option<(&'a crate::drift::episode::Episode, Retention)>,
     pub holds: &'a [(String, Option<u64>)],
     pub forgets: Vec<&'a str>,
@@ -148,7 +151,8 @@ impl StateStore {
     /// does not wait for the disk: a crash before the next flush loses the pass, which
     /// the re-evaluation at start-up decides again (no fingerprint survives a restart),
     /// and nothing of it can have been delivered (a delivery's record is durable and
-    /// would have made the pass durable first).
+    /// would have made the pass durable first). `now_ms` is the outbox's clock (when
+    /// the entries are enqueued and first due).
     pub fn write_pass(
         &self,
         pass: &PassWrite,
@@ -164,7 +168,7 @@ impl StateStore {
             tx.set_durability(redb::Durability::None).map_err(storage)?;
         }
         if let Some((ep, retention)) = pass.episode {
-            Self::save_episode_in(&tx, ep, retention, from_millis(now_ms))?;
+            Self::save_episode_in(&tx, ep, retention, from_millis(pass.at_ms))?;
         }
         for (key, since) in pass.holds {
             Self::set_hold_in(&tx, pass.app_key, key, *since)?;
