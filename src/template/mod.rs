@@ -470,11 +470,12 @@ impl TemplateSet {
     ) -> Result<Rendered, RenderError> {
         let fields = self.fields.get(name).ok_or_else(|| RenderError::UnknownTemplate(name.to_string()))?;
         let ctx = ctx.for_target(target);
-        let mut f = Fields { hb: &self.hb, template: name, fields, ctx, github: self.github.get(name), message: String::new() };
+        let mut f =
+            Fields { hb: &self.hb, template: name, fields, ctx, github: self.github.get(name), message: String::new(), severity: None };
         f.message = f.text("message")?.unwrap_or_default();
-        let severity = f.severity("severity")?;
+        f.severity = f.severity_of("severity")?;
         let payload = encode(&f, target, app)?;
-        Ok(Rendered { payload: Value::Object(payload), severity: severity.unwrap_or_default() })
+        Ok(Rendered { payload: Value::Object(payload), severity: f.severity.unwrap_or_default() })
     }
 }
 
@@ -495,6 +496,8 @@ pub struct Fields<'a> {
     github: Option<&'a GitHubDef>,
     /// The rendered `message` (empty when the template has none).
     pub message: String,
+    /// The template's `severity`, when it has one.
+    pub severity: Option<Severity>,
 }
 
 impl Fields<'_> {
@@ -557,7 +560,7 @@ impl Fields<'_> {
 
     /// The field as a severity (`critical`, `error`, `warning`, `info`), if the
     /// template has it; anything else is an error naming the field.
-    pub fn severity(&self, field: &str) -> Result<Option<Severity>, RenderError> {
+    pub fn severity_of(&self, field: &str) -> Result<Option<Severity>, RenderError> {
         let Some(s) = self.text(field)? else { return Ok(None) };
         Severity::parse(&s).map(Some).ok_or_else(|| RenderError::Field {
             template: self.template.into(),

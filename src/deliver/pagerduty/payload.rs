@@ -80,7 +80,7 @@ pub fn encode(f: &crate::template::Fields<'_>, _: &crate::template::Target<'_>, 
     let mut out = serde_json::Map::new();
     let summary = f.text("pagerduty.summary")?.unwrap_or_else(|| f.message.clone());
     out.insert("summary".into(), crate::template::helpers::truncate(summary.trim(), SUMMARY_MAX).into());
-    let severity = f.severity("pagerduty.severity")?.or(f.severity("severity")?).unwrap_or(crate::model::Severity::Error);
+    let severity = f.severity_of("pagerduty.severity")?.or(f.severity).unwrap_or(crate::model::Severity::Error);
     out.insert("severity".into(), severity.as_str().into());
     out.insert("source".into(), f.text("pagerduty.source")?.unwrap_or_else(|| app.qualified_name()).into());
     for field in ["component", "group", "class"] {
