@@ -26,9 +26,6 @@ use crate::source::At;
 pub const MAX_DEPTH: usize = 8;
 pub const MAX_ROUTES: usize = 256;
 
-/// Directions a route may match (`drift.direction`).
-pub const DIRECTIONS: &[&str] = &["git", "live", "unknown", "none"];
-
 /// One value or a list of them.
 #[derive(Debug, Clone, Deserialize, Default, PartialEq, Eq)]
 #[serde(untagged)]
@@ -115,7 +112,7 @@ pub struct Route {
     namespaces: Vec<String>,
     projects: Vec<String>,
     severities: Vec<Severity>,
-    directions: Vec<String>,
+    directions: Vec<Direction>,
     selector: Option<(String, Selector)>,
     labels: BTreeMap<String, String>,
     pub triggers: Vec<String>,
@@ -245,9 +242,15 @@ fn build_level(
                 }
             }
         }
-        let directions = m.direction.values();
-        for dir in directions.iter().filter(|d| !DIRECTIONS.contains(&d.as_str())) {
-            errors.push((format!("{path}.match.direction"), format!("direction {dir:?} is not one of {}", DIRECTIONS.join(", "))));
+        let mut directions = Vec::new();
+        for dir in m.direction.values() {
+            match Direction::parse(&dir) {
+                Some(d) => directions.push(d),
+                None => errors.push((
+                    format!("{path}.match.direction"),
+                    format!("direction {dir:?} is not one of {}", Direction::ALL.map(Direction::as_str).join(", ")),
+                )),
+            }
         }
         let selector = match &m.selector {
             None => None,
@@ -350,11 +353,10 @@ impl Route {
             }
         }
         if !self.directions.is_empty() {
-            let dir = s.direction.as_str();
-            if !self.directions.iter().any(|d| d == dir) {
+            if !self.directions.contains(&s.direction) {
                 return None;
             }
-            reasons.push(format!("direction={dir}"));
+            reasons.push(format!("direction={}", s.direction));
         }
         if !self.classes.is_empty() || !self.kinds.is_empty() || !self.namespaces.is_empty() {
             let any = |list: &[String], v: &str| list.is_empty() || list.iter().any(|x| x == v);
