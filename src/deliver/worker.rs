@@ -471,6 +471,8 @@ impl Delivery {
     /// Waits until the outbox holds nothing due within `within` (everything delivered,
     /// dead-lettered, or waiting longer than that), or `timeout` passes. Returns whether
     /// the outbox is empty.
+    /// It reads the store on the task that awaits it: for callers that wait from
+    /// outside the runtime (`block_on`: replays, `--send`, tests), not for a task.
     pub async fn settle(&self, within: Duration, timeout: Duration) -> bool {
         let deadline = tokio::time::Instant::now() + timeout;
         loop {
