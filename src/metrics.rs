@@ -123,6 +123,10 @@ pub struct Metrics {
     pub failed: Family,
     /// Undelivered notifications per `service`.
     pub queue_depth: GaugeFamily,
+    /// Notifications not queued, by `service:reason` (`full`: the service's outbox was
+    /// at its bound, decided again later; `superseded`: a settle delivered the same
+    /// key after the pass decided it).
+    pub not_queued: Family,
     /// Watch stream errors/restarts, by resource `kind`.
     pub watch_restarts: Family,
     pub evaluation_latency: Histogram,
@@ -158,6 +162,7 @@ impl Metrics {
             sent: Family::new("kind"),
             failed: Family::with_two("kind", "reason"),
             queue_depth: Family::new("service"),
+            not_queued: Family::with_two("service", "reason"),
             watch_restarts: Family::new("kind"),
             evaluation_latency: Histogram::new(),
             delivery_latency: Histogram::new(),
@@ -182,6 +187,11 @@ impl Metrics {
         r.register("driftwatch_notifications_sent", "Notifications delivered, by destination kind", m.sent.family.clone());
         r.register("driftwatch_notifications_failed", "Failed delivery attempts and dead letters", m.failed.family.clone());
         r.register("driftwatch_queue_depth", "Undelivered notifications per service", m.queue_depth.family.clone());
+        r.register(
+            "driftwatch_notifications_not_queued",
+            "Notifications decided but not queued, by service and reason",
+            m.not_queued.family.clone(),
+        );
         r.register("driftwatch_watch_restarts", "Watch stream errors (each followed by a retry)", m.watch_restarts.family.clone());
         r.register("driftwatch_drift_episodes", "Drift episode transitions, by event", m.episodes.family.clone());
         r.register("driftwatch_live_reads", "Live objects read for attribution", m.live_reads.clone());

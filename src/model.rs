@@ -458,6 +458,12 @@ pub struct Notification {
     /// see it): SIEM records carry it, and the delivery is noted in its history.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub episode: Option<Value>,
+    /// Set by the outbox when the notification is queued: the same for every attempt
+    /// at this entry (across crashes), sent as `Idempotency-Key` (webhooks, the SIEM
+    /// HTTP sinks) and as the ECS `event.id`, so a receiver can drop the copy a crash
+    /// between sending and recording makes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub idempotency_key: Option<String>,
 }
 
 /// A change to one Application's dedup keys, applied after delivery succeeded.
@@ -468,6 +474,11 @@ pub struct StateRecord {
     /// `Set` after a firing; `Clear` after a resolve (the trigger re-arms).
     #[serde(default)]
     pub op: RecordOp,
+    /// What the pass's snapshot held for `key` when it decided (the delivery time of
+    /// the last send, or nothing). The enqueue drops the notification if a settle
+    /// changed it since: that settle delivered (or resolved) what this would repeat.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seen: Option<u64>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]

@@ -84,7 +84,10 @@ fn deliver_at(
     let mut got = std::mem::take(&mut *probe.got.lock().unwrap());
     // Services deliver in parallel: in the order the pass decided them (a retry of an
     // earlier pass's last).
-    let decided = |n: &Notification| pass.eval.notifications.iter().position(|d| d == n).unwrap_or(usize::MAX);
+    // (The outbox gave each its idempotency key: compared without it.)
+    let decided = |n: &Notification| {
+        pass.eval.notifications.iter().position(|d| *d == Notification { idempotency_key: None, ..n.clone() }).unwrap_or(usize::MAX)
+    };
     got.sort_by_key(decided);
     sink.got.extend(got.iter().cloned());
     (got, pass.eval.wake_at)
@@ -519,4 +522,51 @@ fn applications_created_and_deleted_in_a_loop_leave_no_keys_behind() {
     assert!(gone.eval.stale);
     assert!(state.keys(&stale.state_key()).unwrap().is_empty(), "a stale deleted Application is purged too");
     runtime.block_on(delivery.shutdown(Duration::from_secs(5)));
+}
+
+/// The pass/settle race, made deterministic: a pass decides on a snapshot that
+/// predates a settle of the same notification (another pass queued it, and a worker
+/// delivered and recorded it, after the snapshot was taken). The enqueue re-checks
+/// the key the pass saw and drops the copy: the receiver gets it once. (Before, the
+/// enqueue re-checked only "in flight", which the settle had just cleared, and the
+/// same message was queued and delivered again.) And a snapshot taken while the entry
+/// is in flight sees it in flight, whatever settles meanwhile: a pass reads
+/// "delivered" and "in flight" from one snapshot.
+#[test]
+fn a_settle_between_a_pass_snapshot_and_its_write_does_not_send_twice() {
+    use driftwatch::state::{Settle, to_millis};
+    let dir = tempfile::tempdir().unwrap();
+    let p = pipeline(Some(DEGRADED_PLAIN), dir.path());
+    let state = StateStore::in_memory().unwrap();
+    let app = AppBuilder::new("a").synced().degraded().annotate("notifications.argoproj.io/subscribe.on-degraded-plain.slack", "ops").app();
+    let now = Utc.with_ymd_and_hms(2026, 3, 1, 12, 0, 0).unwrap();
+    let write = |eval: &driftwatch::pipeline::Evaluation| {
+        let key = app.state_key();
+        let pass = driftwatch::pipeline::pass_write(eval, &key, &p.runtime, false, now);
+        state.write_pass(&pass, &eval.notifications, to_millis(now)).unwrap()
+    };
+    // The second pass's snapshot, taken before anything was queued.
+    let stale = state.view().unwrap();
+    // The first pass queues the notification...
+    let first = p.evaluate(&app, &state, now).unwrap();
+    assert_eq!(first.notifications.len(), 1);
+    assert_eq!(write(&first).queued, 1);
+    // ...a snapshot now sees it in flight...
+    let in_flight = state.view().unwrap();
+    // ...and a worker delivers and records it.
+    let entry = state.due("slack", to_millis(now), 10).unwrap().remove(0);
+    state.settle(&[(entry, Settle::Delivered)], to_millis(now)).unwrap();
+    assert!(state.is_notified(&app.state_key(), &first.notifications[0].record.as_ref().unwrap().key).unwrap());
+
+    let second = p.evaluate_in(&app, &stale, now).unwrap();
+    assert_eq!(second.notifications.len(), 1, "the stale snapshot saw neither the delivery nor the entry");
+    let report = write(&second);
+    assert_eq!((report.queued, report.superseded), (0, 1), "the enqueue's re-check drops the copy");
+    assert!(state.outbox(None).unwrap().is_empty(), "nothing to send twice");
+
+    let during = p.evaluate_in(&app, &in_flight, now).unwrap();
+    assert!(during.notifications.is_empty());
+    assert!(matches!(during.skipped[..], [Skip::InFlight { .. }]), "{:?}", during.skipped);
+    let after = p.evaluate(&app, &state, now).unwrap();
+    assert!(matches!(after.skipped[..], [Skip::AlreadyNotified { .. }]), "{:?}", after.skipped);
 }

@@ -274,6 +274,7 @@ pub fn template_notify(
                     payload,
                     record: None,
                     episode: None,
+                    idempotency_key: None,
                 });
             }
             Err(e) => {

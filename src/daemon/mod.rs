@@ -143,7 +143,7 @@ pub async fn run(opts: DaemonOptions, err: &mut dyn std::io::Write) -> anyhow::R
     match started_rx.await {
         Ok(Ok(())) => {}
         Ok(Err(LeadError::Store(e))) => {
-            writeln!(err, "error: cannot open the state store {}: {e} (is another driftwatch using it?)", state_path.display())?;
+            writeln!(err, "error: {e}")?;
             return Ok(crate::exit::FAILED);
         }
         Ok(Err(LeadError::Services(errors))) => {

@@ -34,7 +34,10 @@ pub fn record(n: &Notification, origin: &Origin, now: chrono::DateTime<chrono::U
             "severity": n.severity.syslog(),
             "provider": "driftwatch",
             "dataset": "driftwatch.notification",
-            "id": n.record.as_ref().map(|r| r.key.as_str()).unwrap_or_default(),
+            // Unique per delivery and the same for every attempt at it (a SIEM drops
+            // the copy a crash makes by it); the dedup key, shared by a fire and its
+            // resolve, is `labels.dedup_key`.
+            "id": n.idempotency_key.as_deref().or(n.record.as_ref().map(|r| r.key.as_str())).unwrap_or_default(),
         },
         "log": {"level": n.severity.as_str(), "syslog": {"severity": {"code": n.severity.syslog(), "name": n.severity.as_str()}}},
         "orchestrator": {
@@ -51,6 +54,7 @@ pub fn record(n: &Notification, origin: &Origin, now: chrono::DateTime<chrono::U
             "revision": n.meta.revision,
             "template": n.template,
             "action": n.action.as_str(),
+            "dedup_key": n.record.as_ref().map(|r| r.key.as_str()).unwrap_or_default(),
         },
     });
     if let (Some(ep), Some(map)) = (n.episode.as_ref().filter(|e| e.is_object()), v.as_object_mut()) {
@@ -222,8 +226,10 @@ pub(crate) mod tests {
                 app_key: "argocd/guestbook@u-1".into(),
                 key: "a1b2c3d:on-out-of-sync:[0].abc:siem:".into(),
                 op: RecordOp::Set,
+                seen: None,
             }),
             episode: None,
+            idempotency_key: None,
         }
     }
 

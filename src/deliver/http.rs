@@ -47,7 +47,7 @@ pub fn client_for(shared: &reqwest::Client, ca_file: Option<&str>, insecure_skip
 }
 
 /// Sends a request and classifies the answer. Transport errors (refused, reset, TLS
-/// handshake, timeout) are retried, except a certificate the client does not trust.
+/// handshake, a certificate not accepted, timeout) are retried.
 pub async fn send(req: reqwest::RequestBuilder) -> (Outcome, Option<String>) {
     match req.send().await {
         Ok(resp) => {
@@ -84,8 +84,10 @@ pub async fn read_body(mut resp: reqwest::Response) -> String {
     String::from_utf8_lossy(&buf).into_owned()
 }
 
-/// A transport error as an outcome. The URL is left out: it may carry a secret (a
-/// Slack webhook URL is one).
+/// A transport error as an outcome: always retried (refused, reset, timed out, or a
+/// certificate not accepted, which a rotation explains: see
+/// [`super::outcome::is_certificate_error`]). The URL is left out: it may carry a
+/// secret (a Slack webhook URL is one).
 pub fn transport_error(e: reqwest::Error) -> Outcome {
     let e = e.without_url();
     let mut msg = e.to_string();
@@ -95,8 +97,8 @@ pub fn transport_error(e: reqwest::Error) -> Outcome {
         msg.push_str(&s.to_string());
         source = s.source();
     }
-    if msg.contains("certificate") || msg.contains("UnknownIssuer") {
-        return Outcome::Permanent(format!("TLS: {msg}"));
+    if super::outcome::is_certificate_error(&e) {
+        return Outcome::retry(format!("TLS certificate not accepted: {msg}"));
     }
     Outcome::retry(msg)
 }

@@ -28,15 +28,48 @@ impl Outcome {
     }
 }
 
-/// HTTP status -> outcome: 2xx delivered; 408, 429 and 5xx retried (honouring
-/// `Retry-After`); any other status permanent.
+/// Statuses that refuse the request but that a rotation in progress explains: a token
+/// or key being rotated (401, 403), a proxy or ingress routing to the wrong backend
+/// for a moment (404). Recording them as handled lost the notification for good, so
+/// they are retried with backoff like an outage, within the service's `retry`
+/// bounds (`maxAttempts`, `deadline`), and dead-lettered (visible, re-drivable with
+/// `driftwatch deliveries retry`) only when those run out.
+pub const REFUSALS_RETRIED: &[u16] = &[401, 403, 404];
+
+/// HTTP status -> outcome: 2xx delivered; 408, 429, 5xx and [`REFUSALS_RETRIED`]
+/// retried (honouring `Retry-After`); any other status (400, 405, 410, 413, 422, ...:
+/// re-sending the same request gets the same answer) permanent.
 pub fn classify_status(status: u16, retry_after: Option<Duration>, body: &str) -> Outcome {
     let snippet: String = body.chars().take(300).collect();
     match status {
         200..=299 => Outcome::Delivered,
         408 | 429 | 500..=599 => Outcome::Retry { reason: format!("HTTP {status}: {snippet}"), after: retry_after },
+        s if REFUSALS_RETRIED.contains(&s) => Outcome::Retry { reason: format!("HTTP {status}: {snippet}"), after: retry_after },
         _ => Outcome::Permanent(format!("HTTP {status}: {snippet}")),
     }
+}
+
+/// Whether an error (or one of its sources) is a TLS certificate the client did not
+/// accept, found by its type (`rustls::Error`, also inside an `io::Error` as
+/// tokio-rustls reports it), not by its text. Such an error is retried: during a
+/// certificate rotation the receiver presents an expired or not-yet-trusted one for a
+/// while.
+pub fn is_certificate_error(e: &(dyn std::error::Error + 'static)) -> bool {
+    let mut cur: Option<&(dyn std::error::Error + 'static)> = Some(e);
+    // Bounded: a chain is a handful of errors deep.
+    for _ in 0..32 {
+        let Some(err) = cur else { return false };
+        if let Some(t) = err.downcast_ref::<rustls::Error>() {
+            return matches!(t, rustls::Error::InvalidCertificate(_) | rustls::Error::InvalidCertRevocationList(_));
+        }
+        // An io::Error's `source` skips the error it wraps (hyper wraps tokio-rustls's
+        // io::Error in another): look at the wrapped one itself.
+        cur = match err.downcast_ref::<std::io::Error>().and_then(|io| io.get_ref()) {
+            Some(inner) => Some(inner as &(dyn std::error::Error + 'static)),
+            None => err.source(),
+        };
+    }
+    false
 }
 
 /// `Retry-After` as seconds or an HTTP date; capped at an hour.
@@ -118,6 +151,11 @@ pub struct DeliverySettings {
     pub timeout: Duration,
     /// Deliveries in flight at once (never two for one Application and destination).
     pub concurrency: usize,
+    /// While the destination is down, the wait before each probe: full jitter over a
+    /// window that starts at the first value and doubles up to the second (1 s, 30 s:
+    /// a recovery is noticed within 30 s; a probe every 30 s costs nothing). Not a
+    /// configuration key.
+    pub probe_backoff: (Duration, Duration),
 }
 
 impl DeliverySettings {
@@ -155,18 +193,30 @@ impl DeliverySettings {
             rate: RateSettings { per_second, burst },
             timeout: Duration::from_secs(10),
             concurrency,
+            probe_backoff: (Duration::from_secs(1), Duration::from_secs(30)),
         }
+    }
+
+    /// Wait before the next probe of a destination that is down, after `failed`
+    /// failed probes: full jitter over the [`DeliverySettings::probe_backoff`] window,
+    /// at least `floor` (the receiver's `Retry-After`).
+    pub fn probe_wait(&self, failed: u32, floor: Option<Duration>) -> Duration {
+        jittered(self.probe_backoff.0, self.probe_backoff.1, failed.max(1)).max(floor.unwrap_or(Duration::ZERO))
     }
 
     /// Wait before attempt `attempt + 1` (attempt counts from 1): full jitter over an
     /// exponentially growing window, at least `floor` (the receiver's `Retry-After`).
     pub fn backoff(&self, attempt: u32, floor: Option<Duration>) -> Duration {
-        let base = self.retry.initial_backoff.0.as_millis() as f64;
-        let cap = self.retry.max_backoff.0.as_millis() as f64;
-        let window = (base * 2f64.powi(attempt.saturating_sub(1).min(30) as i32)).min(cap).max(1.0);
-        let jittered = Duration::from_millis(rand::rng().random_range(window / 2.0..=window) as u64);
-        jittered.max(floor.unwrap_or(Duration::ZERO))
+        jittered(self.retry.initial_backoff.0, self.retry.max_backoff.0, attempt).max(floor.unwrap_or(Duration::ZERO))
     }
+}
+
+/// A wait drawn from the upper half of a window that starts at `base` and doubles per
+/// `attempt` (from 1) up to `cap`.
+fn jittered(base: Duration, cap: Duration, attempt: u32) -> Duration {
+    let (base, cap) = (base.as_millis() as f64, cap.as_millis() as f64);
+    let window = (base * 2f64.powi(attempt.saturating_sub(1).min(30) as i32)).min(cap).max(1.0);
+    Duration::from_millis(rand::rng().random_range(window / 2.0..=window) as u64)
 }
 
 #[cfg(test)]
@@ -181,13 +231,30 @@ mod tests {
         for s in [408, 429, 500, 502, 503] {
             assert!(matches!(classify_status(s, None, "x"), Outcome::Retry { .. }), "{s}");
         }
-        for s in [400, 401, 403, 404, 413] {
+        for s in [400, 405, 410, 413, 422] {
             assert!(matches!(classify_status(s, None, "x"), Outcome::Permanent(_)), "{s}");
+        }
+        // A token or a route being rotated: retried, not recorded as handled.
+        for s in [401, 403, 404] {
+            assert!(matches!(classify_status(s, None, "x"), Outcome::Retry { .. }), "{s}");
         }
         assert_eq!(
             classify_status(429, Some(Duration::from_secs(2)), "slow down"),
             Outcome::Retry { reason: "HTTP 429: slow down".into(), after: Some(Duration::from_secs(2)) }
         );
+    }
+
+    #[test]
+    fn certificate_errors_are_found_by_type_not_text() {
+        let cert = rustls::Error::InvalidCertificate(rustls::CertificateError::Expired);
+        assert!(is_certificate_error(&cert));
+        // As tokio-rustls reports it: an io::Error around the rustls error.
+        let io = std::io::Error::new(std::io::ErrorKind::InvalidData, cert);
+        assert!(is_certificate_error(&io));
+        // Text alone does not make one.
+        let text = std::io::Error::other("the word certificate in a message");
+        assert!(!is_certificate_error(&text));
+        assert!(!is_certificate_error(&rustls::Error::DecryptError));
     }
 
     #[test]

@@ -179,6 +179,7 @@ pub fn fast_settings(base: DeliverySettings) -> DeliverySettings {
         rate: RateSettings { per_second: 1000.0, burst: 100 },
         timeout: base.timeout.min(Duration::from_millis(600)),
         concurrency: base.concurrency,
+        probe_backoff: (Duration::from_millis(50), Duration::from_millis(200)),
     }
 }
 

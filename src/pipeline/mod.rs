@@ -20,7 +20,7 @@ use crate::drift::episode::{self, Episode, Event};
 use crate::model::{Action, App, AppMeta, Destination, Notification, Project, RecordOp, StateRecord};
 use crate::route::tree::{RouteHit, RouteInput, RouteSubject};
 use crate::secret::Redactor;
-use crate::state::{StateError, StateStore, dedup_key, from_millis, to_millis};
+use crate::state::{StateError, StateStore, StateView, dedup_key, from_millis, to_millis};
 use crate::template::{RenderContext, Target};
 use crate::trigger::ConditionResult;
 
@@ -131,8 +131,19 @@ impl Pipeline {
         Pipeline { runtime, projects: BTreeMap::new(), live: LiveIndex::new(), redactor }
     }
 
-    /// Evaluates every subscribed trigger on `app` at instant `now`.
+    /// Evaluates every subscribed trigger on `app` at instant `now`, on one snapshot of
+    /// the store taken now ([`Pipeline::evaluate_in`]).
     pub fn evaluate(&self, app: &App, state: &StateStore, now: DateTime<Utc>) -> Result<Evaluation, StateError> {
+        self.evaluate_in(app, &state.view()?, now)
+    }
+
+    /// Evaluates every subscribed trigger on `app` at instant `now`, deciding from one
+    /// consistent snapshot of the store: what was delivered and what is in flight are
+    /// read together, so a settle committing meanwhile (its key recorded, its entry
+    /// gone) cannot be seen half. Each notification carries what its key held in the
+    /// snapshot (`StateRecord::seen`); the enqueue drops it if a settle changed that
+    /// since.
+    pub fn evaluate_in(&self, app: &App, state: &StateView, now: DateTime<Utc>) -> Result<Evaluation, StateError> {
         let mut out = Evaluation::default();
         if app.sync_status_is_stale() {
             out.stale = true;
@@ -186,11 +197,12 @@ impl Pipeline {
                             // its value changes (a new value is a new key). Checked with a
                             // read first: most conditions are false most of the time, and a
                             // forget is a durable write.
-                            out.rearm.push(StateRecord { app_key: app_key.clone(), key, op: RecordOp::Clear });
+                            out.rearm.push(StateRecord { app_key: app_key.clone(), key, op: RecordOp::Clear, seen: None });
                         }
                         continue;
                     }
-                    if let Some(at) = state.notified_at(&app_key, &key)? {
+                    let seen = state.notified_at(&app_key, &key)?;
+                    if let Some(at) = seen {
                         // `repeat:` notifies again once the interval since the last
                         // delivery has passed.
                         // A repeat so far off that the time is not representable never
@@ -212,7 +224,7 @@ impl Pipeline {
                             }
                         }
                     }
-                    let record = StateRecord { app_key: app_key.clone(), key, op: RecordOp::Set };
+                    let record = StateRecord { app_key: app_key.clone(), key, op: RecordOp::Set, seen };
                     self.render_all(app, trigger_name, &r, d, Action::Fire, record, state, &mut render_ctx, &mut out)?;
                 }
             }
@@ -230,7 +242,7 @@ impl Pipeline {
         app_key: &str,
         trigger: &str,
         r: &ConditionResult,
-        state: &StateStore,
+        state: &StateView,
         now: DateTime<Utc>,
         out: &mut Evaluation,
     ) -> Result<bool, StateError> {
@@ -274,14 +286,14 @@ impl Pipeline {
         trigger: &str,
         r: &ConditionResult,
         d: &Destination,
-        state: &StateStore,
+        state: &StateView,
         ctx: &mut LazyRender<'_>,
         out: &mut Evaluation,
     ) -> Result<(), StateError> {
         let suffix = format!(":{trigger}:{}:{}:{}", r.key, d.service, d.recipient);
-        for (key, _) in state.keys(app_key)? {
+        for (key, at) in state.keys(app_key)? {
             if key.ends_with(&suffix) {
-                let record = StateRecord { app_key: app_key.to_string(), key, op: RecordOp::Clear };
+                let record = StateRecord { app_key: app_key.to_string(), key, op: RecordOp::Clear, seen: Some(at) };
                 self.render_all(app, trigger, r, d, Action::Resolve, record, state, ctx, out)?;
             }
         }
@@ -299,7 +311,7 @@ impl Pipeline {
         d: &Destination,
         action: Action,
         record: StateRecord,
-        state: &StateStore,
+        state: &StateView,
         ctx: &mut LazyRender<'_>,
         out: &mut Evaluation,
     ) -> Result<(), StateError> {
@@ -338,6 +350,7 @@ impl Pipeline {
                         payload,
                         record: Some(record.clone()),
                         episode: ctx_episode.clone(),
+                        idempotency_key: None,
                     });
                 }
                 Err(e) => out.skipped.push(Skip::RenderFailed {

@@ -60,7 +60,17 @@ pub fn run(
         }
         false => app,
     };
-    let eval = pipeline.evaluate(app, state, now).map_err(PassError::Evaluate)?;
+    let eval = match pipeline.evaluate(app, state, now) {
+        Err(StateError::Episode { app: key, detail }) => {
+            // One unreadable episode must not stop this Application (nor, through a
+            // store reopened in a loop, every other): its episode state is reset, and
+            // the pass decides on a fresh one.
+            tracing::error!(app = %key, error = %detail, "the stored drift episode cannot be read: its episode state is reset");
+            state.reset_episode(&key).map_err(PassError::Write)?;
+            pipeline.evaluate(app, state, now).map_err(PassError::Evaluate)?
+        }
+        r => r.map_err(PassError::Evaluate)?,
+    };
     // A stale snapshot decides nothing (its pass writes nothing), but a deleted
     // Application is retired all the same: nothing later would retire it.
     let key = app.state_key();

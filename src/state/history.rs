@@ -96,14 +96,27 @@ fn parse(json: &str) -> Result<Episode, StateError> {
 impl StateStore {
     /// The newest episode of an Application (open, or the last resolved one).
     pub fn latest_episode(&self, app: &str) -> Result<Option<Episode>, StateError> {
-        let tx = self.db().begin_read().map_err(storage)?;
-        let latest = tx.open_table(LATEST).map_err(storage)?;
-        let Some(key) = latest.get(app).map_err(storage)? else { return Ok(None) };
-        let episodes = tx.open_table(EPISODES).map_err(storage)?;
-        match episodes.get(key.value()).map_err(storage)? {
-            Some(v) => parse(v.value()).map(Some),
-            None => Ok(None),
+        self.view()?.latest_episode(app)
+    }
+
+    /// Forgets an Application's latest episode when it cannot be read (damaged, or
+    /// written by a newer version): the unreadable copy is removed and the next
+    /// observation starts afresh. Returns whether there was one.
+    pub fn reset_episode(&self, app: &str) -> Result<bool, StateError> {
+        let tx = self.db().begin_write().map_err(storage)?;
+        let key = tx.open_table(LATEST).map_err(storage)?.remove(app).map_err(storage)?.map(|k| k.value().to_string());
+        if let Some(k) = &key {
+            let mut episodes = tx.open_table(EPISODES).map_err(storage)?;
+            let resolved_at = match episodes.remove(k.as_str()).map_err(storage)? {
+                Some(v) => serde_json::from_str::<Stored>(v.value()).ok().and_then(|s| s.resolved_at),
+                None => None,
+            };
+            if let Some(at) = resolved_at {
+                tx.open_table(RESOLVED).map_err(storage)?.remove(resolved_key(at, k).as_str()).map_err(storage)?;
+            }
         }
+        tx.commit().map_err(storage)?;
+        Ok(key.is_some())
     }
 
     /// Stores an episode (new or changed) as its Application's latest; a new one
@@ -121,8 +134,9 @@ impl StateStore {
     pub(crate) fn save_episode_in(tx: &WriteTransaction, ep: &Episode, retention: Retention, now: DateTime<Utc>) -> Result<(), StateError> {
         let key = episode_key(ep);
         let mut episodes = tx.open_table(EPISODES).map_err(storage)?;
+        // An unreadable stored copy (see `reset_episode`) is overwritten.
         let stored = match episodes.get(key.as_str()).map_err(storage)? {
-            Some(v) => Some(serde_json::from_str::<Stored>(v.value()).map_err(storage)?),
+            Some(v) => serde_json::from_str::<Stored>(v.value()).ok(),
             None => None,
         };
         let was_resolved = stored.as_ref().and_then(|s| s.resolved_at);
@@ -155,8 +169,15 @@ impl StateStore {
         let table = tx.open_table(EPISODES).map_err(storage)?;
         let mut out = Vec::new();
         for item in table.iter().map_err(storage)? {
-            let (_, v) = item.map_err(storage)?;
-            let ep = parse(v.value())?;
+            let (k, v) = item.map_err(storage)?;
+            // One unreadable episode does not hide the rest of the history.
+            let ep = match parse(v.value()) {
+                Ok(ep) => ep,
+                Err(e) => {
+                    tracing::warn!(episode = %k.value().replace(SEP, " "), error = %e, "a stored drift episode cannot be read; skipped");
+                    continue;
+                }
+            };
             if let Some(a) = &q.app
                 && *a != ep.name
                 && *a != format!("{}/{}", ep.namespace, ep.name)
@@ -193,8 +214,15 @@ impl StateStore {
             None => return Ok(()),
         };
         let mut episodes = tx.open_table(EPISODES).map_err(storage)?;
-        let mut ep = match episodes.get(key.as_str()).map_err(storage)? {
-            Some(v) => parse(v.value())?,
+        // An episode that cannot be read is not noted in (the delivery is recorded all
+        // the same: a settle must not fail for the history's sake); the next pass
+        // resets it.
+        let mut ep = match episodes.get(key.as_str()).map_err(storage)?.map(|v| parse(v.value())) {
+            Some(Ok(ep)) => ep,
+            Some(Err(e)) => {
+                tracing::warn!(app = %r.app_key, error = %e, "the drift episode cannot be read; the delivery is not noted in it");
+                return Ok(());
+            }
             None => return Ok(()),
         };
         if ep.id != id {
@@ -215,9 +243,7 @@ impl StateStore {
 
     /// Since when (unix ms) a held condition has held, if it is being held.
     pub fn hold_since(&self, app: &str, key: &str) -> Result<Option<u64>, StateError> {
-        let tx = self.db().begin_read().map_err(storage)?;
-        let table = tx.open_table(HOLDS).map_err(storage)?;
-        Ok(table.get(Self::full_key(app, key).as_str()).map_err(storage)?.map(|v| v.value()))
+        self.view()?.hold_since(app, key)
     }
 
     /// Starts (`Some(since)`) or ends (`None`) a hold-down.
@@ -250,6 +276,25 @@ impl StateStore {
     }
 }
 
+impl super::StateView {
+    /// The newest episode of an Application (open, or the last resolved one).
+    pub fn latest_episode(&self, app: &str) -> Result<Option<Episode>, StateError> {
+        let latest = self.tx.open_table(LATEST).map_err(storage)?;
+        let Some(key) = latest.get(app).map_err(storage)? else { return Ok(None) };
+        let episodes = self.tx.open_table(EPISODES).map_err(storage)?;
+        match episodes.get(key.value()).map_err(storage)? {
+            Some(v) => parse(v.value()).map(Some).map_err(|e| StateError::Episode { app: app.to_string(), detail: e.to_string() }),
+            None => Ok(None),
+        }
+    }
+
+    /// Since when (unix ms) a held condition has held, if it is being held.
+    pub fn hold_since(&self, app: &str, key: &str) -> Result<Option<u64>, StateError> {
+        let table = self.tx.open_table(HOLDS).map_err(storage)?;
+        Ok(table.get(StateStore::full_key(app, key).as_str()).map_err(storage)?.map(|v| v.value()))
+    }
+}
+
 /// Drops the oldest episodes beyond the count, and resolved ones older than the age.
 /// An open episode is never dropped for age (it is still someone's problem). Reads
 /// only what it drops: the first entries of `episodes` for the count, a range of
@@ -266,7 +311,9 @@ fn prune(
     let mut drop: BTreeMap<String, Option<DateTime<Utc>>> = BTreeMap::new();
     for item in episodes.iter().map_err(storage)?.take(excess) {
         let (k, v) = item.map_err(storage)?;
-        let resolved_at = serde_json::from_str::<Stored>(v.value()).map_err(storage)?.resolved_at;
+        // An unreadable episode is dropped like any other (it has no index entry to
+        // remove if its resolution cannot be read).
+        let resolved_at = serde_json::from_str::<Stored>(v.value()).ok().and_then(|s| s.resolved_at);
         drop.insert(k.value().to_string(), resolved_at);
     }
     let mut resolved = tx.open_table(RESOLVED).map_err(storage)?;
@@ -320,6 +367,38 @@ mod tests {
         )
         .episode
         .unwrap()
+    }
+
+    /// An episode that cannot be read is reported as such by the pass's read, does not
+    /// fail a delivery's note nor the history listing, and is reset: the next episode
+    /// starts afresh.
+    #[test]
+    fn an_unreadable_episode_is_reset_and_fails_nothing_else() {
+        let s = StateStore::in_memory().unwrap();
+        let ep = episode("a", 0, "rbac");
+        s.save_episode(&ep, Retention::default(), at(0)).unwrap();
+        s.save_episode(&episode("b", 1, "rbac"), Retention::default(), at(1)).unwrap();
+        {
+            let tx = s.db().begin_write().unwrap();
+            tx.open_table(EPISODES).unwrap().insert(episode_key(&ep).as_str(), "{\"id\": 7, \"name\": [").unwrap();
+            tx.commit().unwrap();
+        }
+        assert!(matches!(s.latest_episode(&ep.app_key), Err(StateError::Episode { .. })));
+        assert_eq!(s.episodes(&HistoryQuery::default()).unwrap().len(), 1, "the readable one is still listed");
+        // A delivery noted in the unreadable episode: the settle's transaction succeeds.
+        let mut n = crate::deliver::ecs::tests::sample(crate::model::DestinationKind::Webhook, "hook");
+        n.episode = Some(json!({"id": ep.id}));
+        if let Some(r) = n.record.as_mut() {
+            r.app_key = ep.app_key.clone();
+        }
+        let tx = s.db().begin_write().unwrap();
+        StateStore::note_sent_in(&tx, &n, 5).unwrap();
+        tx.commit().unwrap();
+        assert!(s.reset_episode(&ep.app_key).unwrap());
+        assert_eq!(s.latest_episode(&ep.app_key).unwrap(), None);
+        assert!(!s.reset_episode(&ep.app_key).unwrap());
+        s.save_episode(&episode("a", 10, "rbac"), Retention::default(), at(10)).unwrap();
+        assert!(s.latest_episode(&ep.app_key).unwrap().is_some(), "a new episode starts");
     }
 
     /// A replay with `--deliver` writes its passes on the snapshots' clock and its

@@ -7,8 +7,10 @@
 //! - dead letters: what finally failed;
 //! - references to sent Slack messages (to update them and thread under them).
 //!
-//! The pipeline asks [`StateStore::is_notified`] and [`StateStore::is_pending`] before
-//! enqueuing; a dedup key is written only when its delivery succeeded
+//! A pass decides from one consistent snapshot ([`StateStore::view`]: what was
+//! delivered, what is in flight, hold-downs, the latest episode) and its enqueue
+//! re-checks, inside the write transaction, that no settle changed a key it decided on
+//! since; a dedup key is written only when its delivery succeeded
 //! ([`StateStore::settle`]), so a failed send is tried again (Argo CD records first and
 //! loses it).
 
@@ -17,7 +19,9 @@ mod outbox;
 
 pub use history::{HistoryQuery, Retention, parse_since};
 
-pub use outbox::{DeadLetter, EnqueueReport, MAX_DEAD_LETTERS, MAX_OUTBOX_PER_SERVICE, MAX_SLACK_REFS, OutboxEntry, Settle, SlackRef};
+pub use outbox::{
+    DeadLetter, EnqueueReport, MAX_DEAD_LETTERS, MAX_OUTBOX_PER_SERVICE, MAX_SLACK_REFS, OutboxEntry, Quarantined, Settle, SlackRef,
+};
 
 use std::path::Path;
 
@@ -50,10 +54,37 @@ pub const DEFAULT_MAX_KEYS_PER_APP: usize = 256;
 
 #[derive(Debug, thiserror::Error)]
 pub enum StateError {
+    /// Another process holds the file's lock.
+    #[error(
+        "state store {path} is in use by another process (another driftwatch, or a second replica on the same volume): stop it, or give this one its own --state"
+    )]
+    Locked { path: String },
+    /// The file is not a state store redb can read (damaged, truncated, or another file).
+    #[error(
+        "state store {path} is damaged ({detail}): restore it from a backup, or move it aside (mv {path} {path}.damaged) and start again — an empty store re-decides every notification whose condition still holds, and what was waiting in the outbox of the damaged one is not sent"
+    )]
+    Corrupt { path: String, detail: String },
     #[error("state store {path}: {source}")]
     Open { path: String, source: redb::DatabaseError },
+    /// One stored episode cannot be read; the Application's episode state is reset.
+    #[error("the stored drift episode of {app} cannot be read ({detail})")]
+    Episode { app: String, detail: String },
     #[error("state store: {0}")]
     Storage(String),
+}
+
+impl StateError {
+    fn opening(path: &Path, e: redb::DatabaseError) -> StateError {
+        let path = path.display().to_string();
+        match e {
+            redb::DatabaseError::DatabaseAlreadyOpen => StateError::Locked { path },
+            redb::DatabaseError::Storage(redb::StorageError::Corrupted(detail)) => StateError::Corrupt { path, detail },
+            redb::DatabaseError::Storage(redb::StorageError::Io(io)) if io.kind() == std::io::ErrorKind::InvalidData => {
+                StateError::Corrupt { path, detail: io.to_string() }
+            }
+            source => StateError::Open { path, source },
+        }
+    }
 }
 
 pub(crate) fn storage<E: std::fmt::Display>(e: E) -> StateError {
@@ -104,8 +135,12 @@ impl StateStore {
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
             std::fs::create_dir_all(dir).map_err(storage)?;
         }
-        let db = Database::create(path).map_err(|source| StateError::Open { path: path.display().to_string(), source })?;
-        Self::init(db)
+        let db = Database::create(path).map_err(|e| StateError::opening(path, e))?;
+        // A file redb opened but whose tables cannot be read is damaged too.
+        Self::init(db).map_err(|e| match e {
+            StateError::Storage(detail) => StateError::Corrupt { path: path.display().to_string(), detail },
+            e => e,
+        })
     }
 
     /// A store that lives in memory only (replays that should start from nothing).
@@ -240,8 +275,16 @@ impl StateStore {
         format!("{app}{SEP}{key}")
     }
 
+    /// A consistent snapshot of the store for one evaluation pass: every read of the
+    /// pass sees the same committed state, so a settle that commits meanwhile is seen
+    /// either entirely (its key recorded and its entry gone) or not at all. Cheap (a
+    /// redb read transaction); the pass drops it before it writes.
+    pub fn view(&self) -> Result<StateView, StateError> {
+        Ok(StateView { tx: self.db.begin_read().map_err(storage)? })
+    }
+
     pub fn is_notified(&self, app: &str, key: &str) -> Result<bool, StateError> {
-        Ok(self.notified_at(app, key)?.is_some())
+        self.view()?.is_notified(app, key)
     }
 
     /// Records a delivered notification, then prunes the Application's oldest keys
@@ -293,23 +336,12 @@ impl StateStore {
 
     /// When a key was recorded (unix ms), if it is.
     pub fn notified_at(&self, app: &str, key: &str) -> Result<Option<u64>, StateError> {
-        let tx = self.db.begin_read().map_err(storage)?;
-        let table = tx.open_table(NOTIFIED).map_err(storage)?;
-        Ok(table.get(Self::full_key(app, key).as_str()).map_err(storage)?.map(|v| v.value()))
+        self.view()?.notified_at(app, key)
     }
 
     /// Every key of one Application with its delivery time.
     pub fn keys(&self, app: &str) -> Result<Vec<(String, u64)>, StateError> {
-        let tx = self.db.begin_read().map_err(storage)?;
-        let table = tx.open_table(NOTIFIED).map_err(storage)?;
-        let (lo, hi) = app_range(app);
-        let mut out = Vec::new();
-        for item in table.range(lo.as_str()..hi.as_str()).map_err(storage)? {
-            let (k, v) = item.map_err(storage)?;
-            let key = k.value().split_once(SEP).map(|(_, k)| k.to_string()).unwrap_or_default();
-            out.push((key, v.value()));
-        }
-        Ok(out)
+        self.view()?.keys(app)
     }
 
     /// Every Application key in the store.
@@ -336,6 +368,36 @@ impl StateStore {
         let n = Self::purge_app_in(&tx, app)?;
         tx.commit().map_err(storage)?;
         Ok(n)
+    }
+}
+
+/// One consistent snapshot of the store ([`StateStore::view`]).
+pub struct StateView {
+    pub(crate) tx: redb::ReadTransaction,
+}
+
+impl StateView {
+    pub fn is_notified(&self, app: &str, key: &str) -> Result<bool, StateError> {
+        Ok(self.notified_at(app, key)?.is_some())
+    }
+
+    /// When a key was recorded (unix ms), if it is.
+    pub fn notified_at(&self, app: &str, key: &str) -> Result<Option<u64>, StateError> {
+        let table = self.tx.open_table(NOTIFIED).map_err(storage)?;
+        Ok(table.get(StateStore::full_key(app, key).as_str()).map_err(storage)?.map(|v| v.value()))
+    }
+
+    /// Every key of one Application with its delivery time.
+    pub fn keys(&self, app: &str) -> Result<Vec<(String, u64)>, StateError> {
+        let table = self.tx.open_table(NOTIFIED).map_err(storage)?;
+        let (lo, hi) = app_range(app);
+        let mut out = Vec::new();
+        for item in table.range(lo.as_str()..hi.as_str()).map_err(storage)? {
+            let (k, v) = item.map_err(storage)?;
+            let key = k.value().split_once(SEP).map(|(_, k)| k.to_string()).unwrap_or_default();
+            out.push((key, v.value()));
+        }
+        Ok(out)
     }
 }
 
@@ -420,6 +482,25 @@ mod tests {
         assert_eq!(index(), ["1/b", "2/a"]);
         put("d", "0");
         assert_eq!(index(), ["1/b", "2/a"], "built once: later opens read nothing (the index is kept by its writers)");
+    }
+
+    /// A file held by another process, and a damaged file, each get an error that
+    /// names the file and the way out.
+    #[test]
+    fn a_locked_or_damaged_state_file_says_what_to_do() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("state.redb");
+        let held = StateStore::open(&path).unwrap();
+        let e = StateStore::open(&path).err().unwrap();
+        assert!(matches!(e, StateError::Locked { .. }), "{e}");
+        assert!(e.to_string().contains("in use by another process"), "{e}");
+        drop(held);
+        let bad = dir.path().join("damaged.redb");
+        std::fs::write(&bad, vec![0x5au8; 64 * 1024]).unwrap();
+        let e = StateStore::open(&bad).err().unwrap();
+        let text = e.to_string();
+        assert!(matches!(e, StateError::Corrupt { .. }), "{text}");
+        assert!(text.contains(&bad.display().to_string()) && text.contains("mv "), "{text}");
     }
 
     #[test]

@@ -32,6 +32,8 @@ const DEPTH: TableDefinition<&str, u64> = TableDefinition::new("outbox_depth");
 const PENDING: TableDefinition<&str, u64> = TableDefinition::new("pending");
 /// id -> JSON [`DeadLetter`].
 const DEAD: TableDefinition<u64, &str> = TableDefinition::new("dead_letters");
+/// id -> JSON [`Quarantined`]: outbox entries that could not be decoded.
+const QUARANTINE: TableDefinition<u64, &str> = TableDefinition::new("outbox_quarantine");
 /// `"<service>\u{0}<reference key>"` -> JSON [`SlackRef`].
 const SLACK: TableDefinition<&str, &str> = TableDefinition::new("slack_messages");
 /// `"<at_ms, 20 digits>\u{0}<service>\u{0}<reference key>"` -> nothing: the message
@@ -53,6 +55,7 @@ pub(super) fn create_tables(tx: &WriteTransaction) -> Result<(), StateError> {
     migrate_v1(tx)?;
     tx.open_table(PENDING).map_err(storage)?;
     tx.open_table(DEAD).map_err(storage)?;
+    tx.open_table(QUARANTINE).map_err(storage)?;
     tx.open_table(SLACK).map_err(storage)?;
     super::index_once(tx, "slack_messages_by_age", SLACK, SLACK_BY_AGE, |k, v| Ok(Some(age_key(from_json::<SlackRef>(v)?.at_ms, k))))?;
     Ok(())
@@ -87,6 +90,17 @@ pub struct DeadLetter {
     /// are not re-sent; others are decided again at the next evaluation.
     pub permanent: bool,
     pub notification: Notification,
+}
+
+/// An outbox entry that could not be decoded, kept as text for whoever looks.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Quarantined {
+    pub id: u64,
+    pub at_ms: u64,
+    pub service: String,
+    pub error: String,
+    /// The entry's stored text, at most 4 KiB of it.
+    pub raw: String,
 }
 
 /// Where a sent Slack message is, to update it or reply in its thread.
@@ -164,14 +178,44 @@ fn from_json<T: for<'de> Deserialize<'de>>(s: &str) -> Result<T, StateError> {
     serde_json::from_str(s).map_err(storage)
 }
 
+impl super::StateView {
+    /// Whether this notification (key, template, action) is waiting in the outbox.
+    pub fn is_pending(&self, app: &str, key: &str, template: &str, action: Action) -> Result<bool, StateError> {
+        let t = self.tx.open_table(PENDING).map_err(storage)?;
+        Ok(t.get(pending_key_of(app, key, template, action).as_str()).map_err(storage)?.is_some())
+    }
+}
+
 /// What [`StateStore::enqueue`] did with each notification.
 #[derive(Debug, Default, PartialEq)]
 pub struct EnqueueReport {
     pub queued: usize,
     /// Already in flight (same key, template and action).
     pub duplicates: usize,
-    /// The service's outbox was full: dead-lettered.
-    pub rejected: usize,
+    /// A settle changed the key after the pass decided (it was delivered, or resolved,
+    /// meanwhile): sending it would repeat what was just delivered.
+    pub superseded: usize,
+    /// Per service whose outbox was full, how many were not queued. Nothing about
+    /// them is recorded, so the caller decides them again once there is room.
+    pub full: std::collections::BTreeMap<String, usize>,
+}
+
+impl EnqueueReport {
+    /// Notifications refused because their service's outbox was full.
+    pub fn rejected(&self) -> usize {
+        self.full.values().sum()
+    }
+}
+
+/// The idempotency key of an outbox entry: the same for every attempt at it, across
+/// crashes and restarts (the entry keeps its id until it settles), different for every
+/// other notification (a repeat or a second firing is a new entry). Opaque, 32 hex
+/// digits; receivers that honour `Idempotency-Key` drop the copy a crash between
+/// sending and recording makes.
+fn idempotency_key(app_key: &str, enqueued_ms: u64, id: u64) -> String {
+    use sha2::Digest;
+    let digest = sha2::Sha256::digest(format!("{app_key}\u{0}{enqueued_ms}\u{0}{id}").as_bytes());
+    digest.iter().take(16).map(|b| format!("{b:02x}")).collect()
 }
 
 impl StateStore {
@@ -193,9 +237,7 @@ impl StateStore {
     }
 
     pub fn is_pending(&self, app: &str, key: &str, template: &str, action: Action) -> Result<bool, StateError> {
-        let tx = self.db().begin_read().map_err(storage)?;
-        let t = tx.open_table(PENDING).map_err(storage)?;
-        Ok(t.get(pending_key_of(app, key, template, action).as_str()).map_err(storage)?.is_some())
+        self.view()?.is_pending(app, key, template, action)
     }
 
     /// Writes notifications to the outbox in one transaction, skipping any already in
@@ -207,67 +249,127 @@ impl StateStore {
         Ok(report)
     }
 
-    /// [`StateStore::enqueue`] inside a transaction of the caller's.
+    /// [`StateStore::enqueue`] inside a transaction of the caller's. Re-checks, in this
+    /// write transaction (redb serialises writers, so no settle commits in between),
+    /// what the pass decided on: a notification already in flight is a duplicate, and
+    /// one whose key a settle changed since the pass's snapshot (its `seen`) is
+    /// superseded. A full service queue refuses the entry without recording anything.
     pub(crate) fn enqueue_in(tx: &WriteTransaction, items: &[Notification], now_ms: u64) -> Result<EnqueueReport, StateError> {
         let mut report = EnqueueReport::default();
-        {
-            let mut pending = tx.open_table(PENDING).map_err(storage)?;
-            for n in items {
-                let pkey = pending_key(n);
-                if let Some(p) = &pkey
-                    && pending.get(p.as_str()).map_err(storage)?.is_some()
-                {
-                    report.duplicates += 1;
-                    continue;
-                }
-                let id = Self::next_id(tx)?;
-                let queued =
-                    tx.open_table(DEPTH).map_err(storage)?.get(n.destination.service.as_str()).map_err(storage)?.map_or(0, |v| v.value());
-                if queued >= MAX_OUTBOX_PER_SERVICE as u64 {
-                    report.rejected += 1;
-                    let dead = DeadLetter {
-                        id,
-                        failed_ms: now_ms,
-                        attempts: 0,
-                        error: format!("queue full: service {} has {queued} undelivered notifications", n.destination.service),
-                        permanent: false,
-                        notification: n.clone(),
-                    };
-                    Self::insert_dead(tx, &dead)?;
-                    continue;
-                }
-                let entry = OutboxEntry {
-                    id,
-                    notification: n.clone(),
-                    attempts: 0,
-                    enqueued_ms: now_ms,
-                    next_attempt_ms: now_ms,
-                    last_error: None,
-                };
-                insert_entry(tx, &entry)?;
-                if let Some(p) = &pkey {
-                    pending.insert(p.as_str(), id).map_err(storage)?;
-                }
-                report.queued += 1;
+        let mut pending = tx.open_table(PENDING).map_err(storage)?;
+        let notified = tx.open_table(super::NOTIFIED).map_err(storage)?;
+        for n in items {
+            let pkey = pending_key(n);
+            if let Some(p) = &pkey
+                && pending.get(p.as_str()).map_err(storage)?.is_some()
+            {
+                report.duplicates += 1;
+                continue;
             }
+            if let Some(r) = &n.record {
+                let now_at = notified.get(Self::full_key(&r.app_key, &r.key).as_str()).map_err(storage)?.map(|v| v.value());
+                if now_at != r.seen {
+                    report.superseded += 1;
+                    continue;
+                }
+            }
+            let queued =
+                tx.open_table(DEPTH).map_err(storage)?.get(n.destination.service.as_str()).map_err(storage)?.map_or(0, |v| v.value());
+            if queued >= MAX_OUTBOX_PER_SERVICE as u64 {
+                *report.full.entry(n.destination.service.clone()).or_default() += 1;
+                continue;
+            }
+            let id = Self::next_id(tx)?;
+            let mut notification = n.clone();
+            let app_key = n.record.as_ref().map_or(n.app.as_str(), |r| r.app_key.as_str());
+            notification.idempotency_key = Some(idempotency_key(app_key, now_ms, id));
+            let entry = OutboxEntry { id, notification, attempts: 0, enqueued_ms: now_ms, next_attempt_ms: now_ms, last_error: None };
+            insert_entry(tx, &entry)?;
+            if let Some(p) = &pkey {
+                pending.insert(p.as_str(), id).map_err(storage)?;
+            }
+            report.queued += 1;
         }
         Ok(report)
     }
 
     /// Up to `limit` entries of `service` due at `now_ms`, the earliest due first (among
     /// those, the oldest first): a range of the due index, decoding only what it returns.
+    /// An entry that cannot be decoded (damaged, or written by a newer version) is
+    /// quarantined ([`StateStore::quarantined`]) and the rest delivered: one bad entry
+    /// must not stop its service's queue.
     pub fn due(&self, service: &str, now_ms: u64, limit: usize) -> Result<Vec<OutboxEntry>, StateError> {
-        let tx = self.db().begin_read().map_err(storage)?;
-        let index = tx.open_table(DUE).map_err(storage)?;
-        let entries = tx.open_table(ENTRIES).map_err(storage)?;
-        let lo = format!("{service}\u{0}");
-        let hi = format!("{service}\u{0}{:020}", now_ms.saturating_add(1));
         let mut out = Vec::new();
-        for item in index.range(lo.as_str()..hi.as_str()).map_err(storage)?.take(limit) {
-            let (_, id) = item.map_err(storage)?;
-            if let Some(v) = entries.get(id.value()).map_err(storage)? {
-                out.push(from_json(v.value())?);
+        let mut bad = Vec::new();
+        {
+            let tx = self.db().begin_read().map_err(storage)?;
+            let index = tx.open_table(DUE).map_err(storage)?;
+            let entries = tx.open_table(ENTRIES).map_err(storage)?;
+            let lo = format!("{service}\u{0}");
+            let hi = format!("{service}\u{0}{:020}", now_ms.saturating_add(1));
+            for item in index.range(lo.as_str()..hi.as_str()).map_err(storage)?.take(limit) {
+                let (k, id) = item.map_err(storage)?;
+                if let Some(v) = entries.get(id.value()).map_err(storage)? {
+                    match from_json::<OutboxEntry>(v.value()) {
+                        Ok(e) => out.push(e),
+                        Err(e) => bad.push((k.value().to_string(), id.value(), e.to_string())),
+                    }
+                }
             }
+        }
+        if !bad.is_empty() {
+            self.quarantine(service, &bad, now_ms)?;
+        }
+        Ok(out)
+    }
+
+    /// Moves undecodable entries (due key, id, why) out of the outbox into the
+    /// quarantine, with their text as it was (cut at 4 KiB). Finding an entry's
+    /// in-flight marker needs its key, which cannot be decoded, so the in-flight index
+    /// is scanned for the id: once per damaged entry, never on the delivery path.
+    fn quarantine(&self, service: &str, bad: &[(String, u64, String)], now_ms: u64) -> Result<(), StateError> {
+        let tx = self.db().begin_write().map_err(storage)?;
+        {
+            let mut entries = tx.open_table(ENTRIES).map_err(storage)?;
+            let mut index = tx.open_table(DUE).map_err(storage)?;
+            let mut depth = tx.open_table(DEPTH).map_err(storage)?;
+            let mut pending = tx.open_table(PENDING).map_err(storage)?;
+            let mut quarantine = tx.open_table(QUARANTINE).map_err(storage)?;
+            for (due, id, error) in bad {
+                let Some(raw) = entries.remove(*id).map_err(storage)?.map(|v| v.value().to_string()) else { continue };
+                index.remove(due.as_str()).map_err(storage)?;
+                let n = depth.get(service).map_err(storage)?.map_or(0, |v| v.value());
+                match n {
+                    0 | 1 => depth.remove(service).map_err(storage)?,
+                    n => depth.insert(service, n - 1).map_err(storage)?,
+                };
+                pending.retain(|_, v| v != *id).map_err(storage)?;
+                tracing::error!(service, id, %error, "an outbox entry cannot be read: quarantined (driftwatch deliveries --failed)");
+                let mut cut = raw.len().min(4096);
+                while !raw.is_char_boundary(cut) {
+                    cut -= 1;
+                }
+                let q =
+                    Quarantined { id: *id, at_ms: now_ms, service: service.to_string(), error: error.clone(), raw: raw[..cut].to_string() };
+                quarantine.insert(*id, to_json(&q)?.as_str()).map_err(storage)?;
+                while quarantine.len().map_err(storage)? > MAX_DEAD_LETTERS as u64 {
+                    if quarantine.pop_first().map_err(storage)?.is_none() {
+                        break;
+                    }
+                }
+            }
+        }
+        tx.commit().map_err(storage)
+    }
+
+    /// Outbox entries that could not be read, oldest first.
+    pub fn quarantined(&self) -> Result<Vec<Quarantined>, StateError> {
+        let tx = self.db().begin_read().map_err(storage)?;
+        let t = tx.open_table(QUARANTINE).map_err(storage)?;
+        let mut out = Vec::new();
+        for item in t.iter().map_err(storage)? {
+            let (_, v) = item.map_err(storage)?;
+            out.push(from_json(v.value())?);
         }
         Ok(out)
     }
@@ -410,6 +512,39 @@ impl StateStore {
         tx.commit().map_err(storage)
     }
 
+    /// Makes entries of `service` that wait out a backoff due at `now_ms` again: a
+    /// destination that was down is back, and what failed against it while it was down
+    /// goes with the rest of the queue rather than after its own backoff. `entries`
+    /// are (id, the next attempt its last settle gave it); one that settled or was
+    /// attempted since is left alone. Reads only those entries.
+    pub fn release(&self, service: &str, entries: &[(u64, u64)], now_ms: u64) -> Result<usize, StateError> {
+        if entries.is_empty() {
+            return Ok(0);
+        }
+        let tx = self.db().begin_write().map_err(storage)?;
+        let mut released = 0;
+        {
+            let mut table = tx.open_table(ENTRIES).map_err(storage)?;
+            let mut index = tx.open_table(DUE).map_err(storage)?;
+            for &(id, next_ms) in entries {
+                let mut e: OutboxEntry = match table.get(id).map_err(storage)? {
+                    Some(v) => from_json(v.value())?,
+                    None => continue,
+                };
+                if e.next_attempt_ms != next_ms || next_ms <= now_ms {
+                    continue;
+                }
+                index.remove(due_key(service, next_ms, id).as_str()).map_err(storage)?;
+                e.next_attempt_ms = now_ms;
+                index.insert(due_key(service, now_ms, id).as_str(), id).map_err(storage)?;
+                table.insert(id, to_json(&e)?.as_str()).map_err(storage)?;
+                released += 1;
+            }
+        }
+        tx.commit().map_err(storage)?;
+        Ok(released)
+    }
+
     /// Dead-letters a notification that never entered the outbox (its service is not
     /// configured).
     pub fn reject(&self, n: &Notification, error: &str, now_ms: u64) -> Result<(), StateError> {
@@ -496,8 +631,9 @@ mod tests {
             action: Action::Fire,
             severity: Severity::Info,
             payload: serde_json::json!({}),
-            record: Some(StateRecord { app_key: "ns/a@u".into(), key: key.into(), op: RecordOp::Set }),
+            record: Some(StateRecord { app_key: "ns/a@u".into(), key: key.into(), op: RecordOp::Set, seen: None }),
             episode: None,
+            idempotency_key: None,
         }
     }
 
@@ -526,7 +662,7 @@ mod tests {
     fn enqueue_deduplicates_in_flight_and_complete_records() {
         let s = StateStore::in_memory().unwrap();
         let r = s.enqueue(&[n("hook", "k1"), n("hook", "k1"), n("slack", "k2")], 10).unwrap();
-        assert_eq!(r, EnqueueReport { queued: 2, duplicates: 1, rejected: 0 });
+        assert_eq!(r, EnqueueReport { queued: 2, duplicates: 1, ..Default::default() });
         assert!(s.is_pending("ns/a@u", "k1", "t", Action::Fire).unwrap());
         assert_eq!(s.enqueue(&[n("hook", "k1")], 11).unwrap().duplicates, 1, "still in flight");
         let due = s.due("hook", 10, 10).unwrap();
@@ -559,13 +695,37 @@ mod tests {
         assert!(s.outbox(None).unwrap().is_empty());
     }
 
+    /// One entry that cannot be decoded is quarantined; the rest of the queue is
+    /// delivered, and its counters and in-flight index stay right.
+    #[test]
+    fn an_undecodable_entry_is_quarantined_and_the_rest_delivered() {
+        let s = StateStore::in_memory().unwrap();
+        s.enqueue(&[n("hook", "k1"), n("hook", "k2"), n("hook", "k3")], 0).unwrap();
+        let second = s.due("hook", 0, 10).unwrap()[1].id;
+        {
+            let tx = s.db().begin_write().unwrap();
+            tx.open_table(ENTRIES).unwrap().insert(second, "{\"id\": 2, \"notification\": 7").unwrap();
+            tx.commit().unwrap();
+        }
+        let due = s.due("hook", 0, 10).unwrap();
+        assert_eq!(due.iter().map(|e| e.notification.record.as_ref().unwrap().key.as_str()).collect::<Vec<_>>(), ["k1", "k3"]);
+        let q = s.quarantined().unwrap();
+        assert_eq!((q.len(), q[0].id, q[0].service.as_str()), (1, second, "hook"));
+        assert!(q[0].raw.starts_with("{\"id\": 2"), "{q:?}");
+        assert_eq!(s.queue_depths().unwrap(), vec![("hook".to_string(), 2)]);
+        assert!(!s.is_pending("ns/a@u", "k2", "t", Action::Fire).unwrap(), "its in-flight marker went with it");
+        assert_eq!(s.enqueue(&[n("hook", "k2")], 1).unwrap().queued, 1, "so it can be decided again");
+    }
+
     #[test]
     fn the_outbox_survives_reopening() {
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("s.redb");
         StateStore::open(&p).unwrap().enqueue(&[n("hook", "k1")], 0).unwrap();
         let s = StateStore::open(&p).unwrap();
-        assert_eq!(s.due("hook", 0, 10).unwrap()[0].notification, n("hook", "k1"));
+        let entry = s.due("hook", 0, 10).unwrap().remove(0);
+        assert_eq!(entry.notification, Notification { idempotency_key: entry.notification.idempotency_key.clone(), ..n("hook", "k1") });
+        assert_eq!(entry.notification.idempotency_key.as_ref().map(String::len), Some(32), "given a key when queued");
     }
 
     #[test]
@@ -633,8 +793,9 @@ mod tests {
         let s = StateStore::in_memory().unwrap();
         let items: Vec<Notification> = (0..MAX_OUTBOX_PER_SERVICE + 3).map(|i| n("hook", &format!("k{i}"))).collect();
         let r = s.enqueue(&items, 0).unwrap();
-        assert_eq!((r.queued, r.rejected), (MAX_OUTBOX_PER_SERVICE, 3));
+        assert_eq!((r.queued, r.rejected()), (MAX_OUTBOX_PER_SERVICE, 3));
         assert_eq!(s.queue_depths().unwrap(), vec![("hook".to_string(), MAX_OUTBOX_PER_SERVICE as u64)]);
+        assert!(s.dead_letters().unwrap().is_empty(), "a full queue refuses; it does not dead-letter (and record) anything");
     }
 
     #[test]

@@ -157,6 +157,9 @@ const MAX_BURST: usize = 256;
 /// How soon a pass whose state writes failed is tried again.
 const STORE_RETRY: Duration = Duration::from_secs(2);
 
+/// How soon a pass some of whose notifications a full outbox refused is decided again.
+const OUTBOX_FULL_RETRY: Duration = Duration::from_secs(15);
+
 /// At most this many refused resources are remembered for logging once.
 const MAX_FORBIDDEN_LOGGED: usize = 256;
 
@@ -383,6 +386,15 @@ impl Core {
         if pass.wrote {
             // Only passes that wrote need the flush (an empty one would still fsync).
             self.unflushed.push(key.clone());
+        }
+        if pass.submitted.enqueue.rejected() > 0 {
+            // A full outbox refused some of this pass's notifications and recorded
+            // nothing of them: the pass is decided again once there may be room, not
+            // forgotten until the Application changes.
+            let at = now + chrono::Duration::from_std(OUTBOX_FULL_RETRY).unwrap_or(chrono::Duration::zero());
+            self.wakeups.set_earlier(&key, at);
+            self.evaluated.remove(&key);
+            return true;
         }
         self.evaluated.insert(key, fp);
         true

@@ -37,7 +37,7 @@ async fn compliance() {
         &secrets,
         KEY,
         Reply::new(200, "{}"),
-        Reply::new(401, r#"{"message":"invalid API key"}"#),
+        Reply::new(400, r#"{"message":"bad request data"}"#),
     )
     .await;
     assert_eq!((r.method.as_str(), r.path.as_str()), ("POST", "/api/annotations"));

@@ -36,7 +36,7 @@ async fn compliance() {
         &secrets,
         TOKEN,
         Reply::new(201, "{}"),
-        Reply::new(403, r#"{"id":"api.context.permissions.app_error"}"#),
+        Reply::new(400, r#"{"id":"api.post.create_post.channel_id.app_error"}"#),
     )
     .await;
     assert_eq!((r.method.as_str(), r.path.as_str()), ("POST", "/api/v4/posts"));

@@ -35,7 +35,7 @@ async fn compliance() {
         &secrets,
         KEY,
         Reply::new(201, "{}"),
-        Reply::new(404, r#"{"error":{"title":"Application not found"}}"#),
+        Reply::new(422, r#"{"error":{"title":"revision is required"}}"#),
     )
     .await;
     assert_eq!((r.method.as_str(), r.path.as_str()), ("POST", "/v2/applications/123456789/deployments.json"));

@@ -85,7 +85,7 @@ impl RocketChatClient {
         let req =
             self.http.post(format!("{}/{method}", self.base)).header("X-User-Id", user).header("X-Auth-Token", token.expose()).json(body);
         let (outcome, answer) = http::send(req).await;
-        if matches!(&outcome, Outcome::Permanent(m) if m.starts_with("HTTP 401")) && matches!(self.auth, Auth::Login { .. }) {
+        if matches!(&outcome, Outcome::Retry { reason, .. } if reason.starts_with("HTTP 401")) && matches!(self.auth, Auth::Login { .. }) {
             if let Ok(mut s) = self.session.lock() {
                 *s = None;
             }

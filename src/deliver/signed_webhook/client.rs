@@ -39,8 +39,11 @@ impl SignedWebhookClient {
         let now = chrono::Utc::now();
         let record = ecs::record(n, &self.origin, now);
         let r = signed_request(&self.url, self.key.expose().as_bytes(), &record, now.timestamp());
+        let mut headers = self.headers.clone();
+        headers.extend(r.headers);
+        crate::deliver::webhook::payload::add_idempotency_key(&mut headers, n);
         let mut req = self.http.post(&r.url).body(r.body);
-        for (k, v) in self.headers.iter().chain(r.headers.iter()) {
+        for (k, v) in &headers {
             req = req.header(k, v);
         }
         http::send(req).await.0

@@ -41,7 +41,7 @@ async fn compliance() {
     .unwrap();
     let make = |env: &crate::deliver::services::Env| build("siem", &spec, env).unwrap();
     let n = sample(DestinationKind::SignedWebhook, "siem");
-    let r = check_http_kind(&rx, &make, &n, &secrets, KEY, Reply::new(204, ""), Reply::new(401, "bad signature")).await;
+    let r = check_http_kind(&rx, &make, &n, &secrets, KEY, Reply::new(204, ""), Reply::new(400, "bad signature")).await;
     // A receiver can check the signature and the timestamp.
     assert_eq!(r.path, "/ingest");
     assert!(verify(KEY.as_bytes(), r.body.as_bytes(), &r.headers["x-signature"]));

@@ -45,9 +45,22 @@ pub fn message(
     Value::Object(m)
 }
 
-/// Errors worth retrying; any other `ok: false` error (`channel_not_found`,
-/// `invalid_auth`, `not_in_channel`, ...) is permanent.
-const RETRYABLE: &[&str] = &["ratelimited", "internal_error", "fatal_error", "service_unavailable", "request_timeout", "team_added_to_org"];
+/// Errors worth retrying: Slack's own trouble, and the refusals a token rotation
+/// explains (`invalid_auth`, `token_expired`, ...: HTTP's 401 in Slack's words); any
+/// other `ok: false` error (`channel_not_found`, `not_in_channel`, `msg_too_long`, ...)
+/// is permanent.
+const RETRYABLE: &[&str] = &[
+    "ratelimited",
+    "internal_error",
+    "fatal_error",
+    "service_unavailable",
+    "request_timeout",
+    "team_added_to_org",
+    "invalid_auth",
+    "not_authed",
+    "token_expired",
+    "token_revoked",
+];
 
 /// A Web API answer (HTTP 200 with `{"ok": false}` is an error). On success returns the
 /// message's channel and `ts`.

@@ -131,7 +131,7 @@ async fn incoming_webhook_mode() {
     for (scenario, replies) in [
         (Scenario::Success, vec![]),
         (Scenario::RetryableThenSuccess, vec![Reply::new(500, "server_error")]),
-        (Scenario::Permanent, vec![Reply::new(404, "no_service")]),
+        (Scenario::Permanent, vec![Reply::new(400, "invalid_payload")]),
     ] {
         rx.clear();
         rx.script(replies);

@@ -48,12 +48,21 @@ impl Deliverer for SplunkClient {
         Box::pin(async move {
             let now = chrono::Utc::now();
             let envelopes: Vec<_> = batch.iter().map(|n| envelope(&self.meta, ecs::record(n, &self.origin, now), now)).collect();
-            let req = self
+            let mut req = self
                 .http
                 .post(&self.endpoint)
                 .header("Authorization", format!("Splunk {}", self.token.expose()))
-                .header("Content-Type", "application/json")
-                .body(batch_body(&envelopes));
+                .header("Content-Type", "application/json");
+            // HEC has no idempotency of its own: each event carries its delivery's key
+            // as `event.id`, and a request of one event (the batch a crash repeats is
+            // not always the same) carries it as `Idempotency-Key` for a proxy that
+            // honours it.
+            if let [n] = batch
+                && let Some(key) = &n.idempotency_key
+            {
+                req = req.header(crate::deliver::webhook::payload::IDEMPOTENCY_KEY, key);
+            }
+            let req = req.body(batch_body(&envelopes));
             match req.send().await {
                 Ok(resp) => {
                     let status = resp.status().as_u16();

@@ -36,14 +36,16 @@ pub fn batch_body(envelopes: &[Value]) -> String {
 }
 
 /// HEC's answer -> outcome. HEC reports `{"text", "code"}`: 0 success; 9 server busy
-/// (503) and any 5xx retried; token, format and size errors (4xx) are permanent.
+/// (503) and any 5xx retried; token refusals (401, 403: a token being rotated) and 404
+/// retried like every HTTP kind's ([`crate::deliver::outcome::REFUSALS_RETRIED`]);
+/// format and size errors (400, 413) are permanent.
 pub fn classify(status: u16, retry_after: Option<Duration>, body: &str) -> Outcome {
     let parsed: Option<Value> = serde_json::from_str(body).ok();
     let code = parsed.as_ref().and_then(|v| v.get("code")).and_then(Value::as_i64);
     let text = parsed.as_ref().and_then(|v| v.get("text")).and_then(Value::as_str).unwrap_or(body).chars().take(200).collect::<String>();
     match (status, code) {
         (200..=299, None | Some(0)) => Outcome::Delivered,
-        (_, Some(9)) | (503, _) | (500..=599, _) | (429, _) | (408, _) => {
+        (_, Some(9)) | (503, _) | (500..=599, _) | (429, _) | (408, _) | (401 | 403 | 404, _) => {
             Outcome::Retry { reason: format!("HEC {status} code {}: {text}", code.unwrap_or(-1)), after: retry_after }
         }
         _ => Outcome::Permanent(format!("HEC {status} code {}: {text}", code.unwrap_or(-1))),

@@ -33,7 +33,9 @@ fn hec_codes() {
     assert_eq!(classify(200, None, OK), Outcome::Delivered);
     assert!(matches!(classify(503, None, r#"{"text":"Server is busy","code":9}"#), Outcome::Retry { .. }));
     assert!(matches!(classify(500, None, r#"{"text":"Internal server error","code":8}"#), Outcome::Retry { .. }));
-    assert!(matches!(classify(403, None, r#"{"text":"Invalid token","code":4}"#), Outcome::Permanent(_)));
+    // A token being rotated: retried, not recorded as handled.
+    assert!(matches!(classify(403, None, r#"{"text":"Invalid token","code":4}"#), Outcome::Retry { .. }));
+    assert!(matches!(classify(413, None, r#"{"text":"Content too large","code":27}"#), Outcome::Permanent(_)));
     assert!(matches!(classify(400, None, r#"{"text":"Invalid data format","code":6}"#), Outcome::Permanent(_)));
     assert!(matches!(classify(400, None, r#"{"text":"Server is busy","code":9}"#), Outcome::Retry { .. }));
 }
@@ -50,8 +52,16 @@ async fn compliance() {
     let s = spec(&rx.url());
     let make = |env: &crate::deliver::services::Env| build("splunk", &s, env).unwrap();
     let n = sample(DestinationKind::Splunk, "splunk");
-    let r = check_http_kind(&rx, &make, &n, &secrets, TOKEN, Reply::new(200, OK), Reply::new(403, r#"{"text":"Invalid token","code":4}"#))
-        .await;
+    let r = check_http_kind(
+        &rx,
+        &make,
+        &n,
+        &secrets,
+        TOKEN,
+        Reply::new(200, OK),
+        Reply::new(400, r#"{"text":"Invalid data format","code":6}"#),
+    )
+    .await;
     assert_eq!(r.path, "/services/collector/event");
     assert_eq!(r.headers["authorization"], format!("Splunk {TOKEN}"));
     let env: serde_json::Value = serde_json::from_str(&r.body).unwrap();

@@ -96,13 +96,11 @@ impl SyslogClient {
             Protocol::Tls => {
                 let Some((connector, name)) = &self.tls else { return Err(Outcome::Permanent("TLS is not configured".into())) };
                 let tcp = TcpStream::connect(&self.address).await.map_err(io)?;
+                // Retried whatever the TLS error, a certificate not accepted included
+                // (a rotation in progress; `is_certificate_error` names it).
                 let mut s = connector.connect(name.clone(), tcp).await.map_err(|e| {
-                    let text = format!("syslog TLS {}: {e}", self.address);
-                    if text.contains("certificate") || text.contains("UnknownIssuer") {
-                        Outcome::Permanent(text)
-                    } else {
-                        Outcome::retry(text)
-                    }
+                    let what = if crate::deliver::outcome::is_certificate_error(&e) { "certificate not accepted: " } else { "" };
+                    Outcome::retry(format!("syslog TLS {}: {what}{e}", self.address))
                 })?;
                 s.write_all(&frame(line)).await.map_err(io)?;
                 s.shutdown().await.map_err(io)?;

@@ -36,7 +36,7 @@ async fn compliance() {
         &secrets,
         TOKEN,
         Reply::new(200, "{}"),
-        Reply::new(404, r#"{"message":"Could not find a room"}"#),
+        Reply::new(400, r#"{"message":"Unable to post message to room"}"#),
     )
     .await;
     assert_eq!((r.method.as_str(), r.path.as_str()), ("POST", "/v1/messages"));

@@ -34,11 +34,26 @@ pub fn request(base_url: &str, config_headers: &BTreeMap<String, String>, n: &No
             headers.insert(k.clone(), v.as_str().unwrap_or_default().to_string());
         }
     }
+    add_idempotency_key(&mut headers, n);
     let method = match s("method") {
         m if m.is_empty() => "POST".to_string(),
         m => m,
     };
     HttpRequest { method, url: join_url(base_url, &s("path")), headers, body: s("body") }
+}
+
+/// The header receivers de-duplicate by (the IETF draft's name, Stripe's and many
+/// others'): the notification's outbox identity, the same for every attempt at it.
+pub const IDEMPOTENCY_KEY: &str = "Idempotency-Key";
+
+/// Adds `Idempotency-Key` unless the configuration or the template set one (in any
+/// case of the name).
+pub fn add_idempotency_key(headers: &mut BTreeMap<String, String>, n: &Notification) {
+    if let Some(key) = &n.idempotency_key
+        && !headers.keys().any(|k| k.eq_ignore_ascii_case(IDEMPOTENCY_KEY))
+    {
+        headers.insert(IDEMPOTENCY_KEY.to_string(), key.clone());
+    }
 }
 
 /// This kind's encoder: the payload it is sent, shaped from a template's fields
