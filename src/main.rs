@@ -139,15 +139,36 @@ enum Command {
         #[arg(long, short = 'o', value_enum, default_value = "text")]
         output: Format,
     },
-    /// List undelivered notifications and dead letters.
+    /// List undelivered notifications, dead letters and quarantined outbox entries;
+    /// `deliveries retry` puts dead letters back in the outbox.
+    #[command(args_conflicts_with_subcommands = true)]
     Deliveries {
+        #[command(subcommand)]
+        command: Option<DeliveriesCommand>,
         #[arg(long)]
-        state: PathBuf,
+        state: Option<PathBuf>,
         /// Only what finally failed.
         #[arg(long)]
         failed: bool,
         #[arg(long, short = 'o', value_enum, default_value = "text")]
         output: Format,
+    },
+}
+
+#[derive(Subcommand)]
+enum DeliveriesCommand {
+    /// Put dead letters back in the outbox, due now with their attempts reset (the
+    /// next start of the daemon delivers them). Run it while no driftwatch holds the
+    /// state file.
+    Retry {
+        #[arg(long)]
+        state: PathBuf,
+        /// Dead letter ids (as `deliveries --failed` lists them).
+        #[arg(required_unless_present = "all", conflicts_with = "all")]
+        ids: Vec<u64>,
+        /// Every dead letter.
+        #[arg(long)]
+        all: bool,
     },
 }
 
@@ -261,7 +282,12 @@ fn main() -> ExitCode {
             output,
             &mut err,
         ),
-        Command::Deliveries { state, failed, output } => cli::deliveries(&state, failed, output, &mut out, &mut err),
+        Command::Deliveries { command: Some(DeliveriesCommand::Retry { state, ids, all }), .. } => {
+            cli::retry_dead_letters(&state, (!all).then_some(ids.as_slice()), &mut out, &mut err)
+        }
+        Command::Deliveries { command: None, state, failed, output } => {
+            cli::deliveries(state.as_deref(), failed, output, &mut out, &mut err)
+        }
         Command::Import { files, out: dir, force, output } => cli::import(&files, &dir, force, output, &mut out, &mut err),
         Command::Run {
             replay: None,

@@ -409,15 +409,51 @@ pub fn import(files: &[PathBuf], dir: &Path, force: bool, format: Format, out: &
     Ok(if report.complete() { OK } else { NEEDS_HAND })
 }
 
+/// `driftwatch deliveries retry --state FILE (ID... | --all)`: dead letters back into
+/// the outbox. Exit 2 when an id names no dead letter, 1 when a service's outbox is full.
+pub fn retry_dead_letters(path: &Path, ids: Option<&[u64]>, out: &mut dyn Write, err: &mut dyn Write) -> anyhow::Result<i32> {
+    if !path.exists() {
+        writeln!(err, "error: {}: no such state file", path.display())?;
+        return Ok(BAD_INPUT);
+    }
+    let state = StateStore::open(path)?;
+    let r = state.requeue_dead(ids, crate::state::to_millis(chrono::Utc::now()))?;
+    for (id, service) in &r.queued {
+        writeln!(out, "#{id}: queued again for {service}")?;
+    }
+    for id in &r.in_flight {
+        writeln!(out, "#{id}: already in flight again (decided anew); dead letter removed")?;
+    }
+    for id in &r.full {
+        writeln!(err, "error: #{id}: its service's outbox is full; left in the dead letters")?;
+    }
+    for id in &r.missing {
+        writeln!(err, "error: #{id}: no such dead letter")?;
+    }
+    writeln!(out, "{} queued again; the next start of driftwatch on this state file delivers them", r.queued.len())?;
+    Ok(if !r.missing.is_empty() {
+        BAD_INPUT
+    } else if !r.full.is_empty() {
+        FAILED
+    } else {
+        OK
+    })
+}
+
 /// `driftwatch deliveries --state FILE [--failed]`: undelivered notifications (the
-/// outbox) and dead letters.
-pub fn deliveries(path: &Path, failed_only: bool, format: Format, out: &mut dyn Write, err: &mut dyn Write) -> anyhow::Result<i32> {
+/// outbox), dead letters and quarantined entries.
+pub fn deliveries(path: Option<&Path>, failed_only: bool, format: Format, out: &mut dyn Write, err: &mut dyn Write) -> anyhow::Result<i32> {
+    let Some(path) = path else {
+        writeln!(err, "error: deliveries needs --state FILE")?;
+        return Ok(BAD_INPUT);
+    };
     if !path.exists() {
         writeln!(err, "error: {}: no such state file", path.display())?;
         return Ok(BAD_INPUT);
     }
     let state = StateStore::open(path)?;
     let dead = state.dead_letters()?;
+    let quarantined = state.quarantined()?;
     let pending = if failed_only { Vec::new() } else { state.outbox(None)? };
     let time = |ms: u64| crate::state::from_millis(ms).to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
     match format {
@@ -426,6 +462,8 @@ pub fn deliveries(path: &Path, failed_only: bool, format: Format, out: &mut dyn 
                 "failed": dead.iter().map(|d| json!({"id": d.id, "failedAt": time(d.failed_ms), "attempts": d.attempts, "permanent": d.permanent,
                     "error": d.error, "app": d.notification.app, "trigger": d.notification.trigger, "destination": d.notification.destination,
                     "kind": d.notification.kind, "action": d.notification.action})).collect::<Vec<_>>(),
+                "quarantined": quarantined.iter().map(|q| json!({"id": q.id, "at": time(q.at_ms), "service": q.service, "error": q.error,
+                    "raw": q.raw})).collect::<Vec<_>>(),
                 "pending": pending.iter().map(|p| json!({"id": p.id, "enqueuedAt": time(p.enqueued_ms), "nextAttemptAt": time(p.next_attempt_ms),
                     "attempts": p.attempts, "lastError": p.last_error, "app": p.notification.app, "trigger": p.notification.trigger,
                     "destination": p.notification.destination, "kind": p.notification.kind})).collect::<Vec<_>>(),
@@ -447,6 +485,12 @@ pub fn deliveries(path: &Path, failed_only: bool, format: Format, out: &mut dyn 
                     d.attempts,
                     d.error
                 )?;
+            }
+            if !quarantined.is_empty() {
+                writeln!(out, "QUARANTINED ({}): outbox entries that could not be read", quarantined.len())?;
+                for q in &quarantined {
+                    writeln!(out, "  #{} {} {}: {}", q.id, time(q.at_ms), q.service, q.error)?;
+                }
             }
             if !failed_only {
                 writeln!(out, "PENDING ({})", pending.len())?;

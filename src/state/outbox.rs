@@ -207,6 +207,19 @@ impl EnqueueReport {
     }
 }
 
+/// What [`StateStore::requeue_dead`] did, by dead letter id.
+#[derive(Debug, Default, PartialEq)]
+pub struct Requeued {
+    /// Back in the outbox, with the service it goes to.
+    pub queued: Vec<(u64, String)>,
+    /// Already in flight again: the dead letter is dropped.
+    pub in_flight: Vec<u64>,
+    /// Its service's outbox is full: left in the dead letters.
+    pub full: Vec<u64>,
+    /// No such dead letter.
+    pub missing: Vec<u64>,
+}
+
 /// The idempotency key of an outbox entry: the same for every attempt at it, across
 /// crashes and restarts (the entry keeps its id until it settles), different for every
 /// other notification (a repeat or a second firing is a new entry). Opaque, 32 hex
@@ -567,6 +580,64 @@ impl StateStore {
         Ok(())
     }
 
+    /// Puts dead letters back in the outbox (`ids`, or every one), due at `now_ms`
+    /// with their attempts reset, keeping their idempotency key (a receiver that did
+    /// get a delivery the sender gave up on drops the copy). One whose notification is
+    /// in flight again (decided anew meanwhile) just leaves the dead letters; one whose
+    /// service's outbox is full stays where it is. Operator's action: no re-check of
+    /// the dedup key, so a permanent failure fixed at the receiver is sent.
+    pub fn requeue_dead(&self, ids: Option<&[u64]>, now_ms: u64) -> Result<Requeued, StateError> {
+        let tx = self.db().begin_write().map_err(storage)?;
+        let mut report = Requeued::default();
+        {
+            let mut dead = tx.open_table(DEAD).map_err(storage)?;
+            let chosen: Vec<u64> = match ids {
+                Some(ids) => ids.to_vec(),
+                None => dead.iter().map_err(storage)?.map(|i| i.map(|(k, _)| k.value())).collect::<Result<_, _>>().map_err(storage)?,
+            };
+            for id in chosen {
+                let Some(letter) = dead.get(id).map_err(storage)?.map(|v| from_json::<DeadLetter>(v.value())) else {
+                    report.missing.push(id);
+                    continue;
+                };
+                let letter = letter?;
+                let n = letter.notification;
+                let service = n.destination.service.clone();
+                let in_flight = match pending_key(&n) {
+                    Some(p) => tx.open_table(PENDING).map_err(storage)?.get(p.as_str()).map_err(storage)?.is_some(),
+                    None => false,
+                };
+                if !in_flight {
+                    let queued = tx.open_table(DEPTH).map_err(storage)?.get(service.as_str()).map_err(storage)?.map_or(0, |v| v.value());
+                    if queued >= MAX_OUTBOX_PER_SERVICE as u64 {
+                        report.full.push(id);
+                        continue;
+                    }
+                    let new_id = Self::next_id(&tx)?;
+                    let pkey = pending_key(&n);
+                    let entry = OutboxEntry {
+                        id: new_id,
+                        notification: n,
+                        attempts: 0,
+                        enqueued_ms: now_ms,
+                        next_attempt_ms: now_ms,
+                        last_error: None,
+                    };
+                    insert_entry(&tx, &entry)?;
+                    if let Some(p) = pkey {
+                        tx.open_table(PENDING).map_err(storage)?.insert(p.as_str(), new_id).map_err(storage)?;
+                    }
+                    report.queued.push((id, service));
+                } else {
+                    report.in_flight.push(id);
+                }
+                dead.remove(id).map_err(storage)?;
+            }
+        }
+        tx.commit().map_err(storage)?;
+        Ok(report)
+    }
+
     /// Every dead letter, oldest first.
     pub fn dead_letters(&self) -> Result<Vec<DeadLetter>, StateError> {
         let tx = self.db().begin_read().map_err(storage)?;
@@ -715,6 +786,35 @@ mod tests {
         assert_eq!(s.queue_depths().unwrap(), vec![("hook".to_string(), 2)]);
         assert!(!s.is_pending("ns/a@u", "k2", "t", Action::Fire).unwrap(), "its in-flight marker went with it");
         assert_eq!(s.enqueue(&[n("hook", "k2")], 1).unwrap().queued, 1, "so it can be decided again");
+    }
+
+    /// Dead letters are re-driven: back in the outbox, due now, attempts reset, the
+    /// same idempotency key; an unknown id is reported, one in flight again dropped.
+    #[test]
+    fn dead_letters_are_requeued_on_demand() {
+        let s = StateStore::in_memory().unwrap();
+        s.enqueue(&[n("hook", "k1"), n("hook", "k2")], 0).unwrap();
+        let due = s.due("hook", 0, 10).unwrap();
+        let key = due[0].notification.idempotency_key.clone();
+        s.settle(
+            &due.iter()
+                .map(|e| (e.clone(), Settle::Dead { error: "gave up after 10 attempt(s): HTTP 403".into(), permanent: false }))
+                .collect::<Vec<_>>(),
+            5,
+        )
+        .unwrap();
+        assert_eq!(s.dead_letters().unwrap().len(), 2);
+        // k2 was decided anew meanwhile: it is in flight again.
+        s.enqueue(&[n("hook", "k2")], 6).unwrap();
+        let ids: Vec<u64> = s.dead_letters().unwrap().iter().map(|d| d.id).collect();
+        let r = s.requeue_dead(Some(&[ids[0], ids[1], 999]), 10).unwrap();
+        assert_eq!(r, Requeued { queued: vec![(ids[0], "hook".into())], in_flight: vec![ids[1]], missing: vec![999], full: vec![] });
+        assert!(s.dead_letters().unwrap().is_empty());
+        let again = s.due("hook", 10, 10).unwrap();
+        assert_eq!(again.len(), 2, "k1 re-driven, k2 decided anew");
+        let k1 = again.iter().find(|e| e.notification.record.as_ref().unwrap().key == "k1").unwrap();
+        assert_eq!((k1.attempts, k1.next_attempt_ms, &k1.notification.idempotency_key), (0, 10, &key));
+        assert_eq!(s.requeue_dead(None, 11).unwrap(), Requeued::default(), "nothing left");
     }
 
     #[test]
