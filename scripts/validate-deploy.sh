@@ -65,6 +65,8 @@ refuse "a string replica count" --set replicaCount=two
 refuse "an unknown value" --set bogus=1
 refuse "an unknown log level" --set logLevel=loud
 refuse "two replicas on a ReadWriteOnce volume" --set replicaCount=2
+refuse "two replicas without persistence" --set replicaCount=2 --set persistence.enabled=false
+refuse "a NetworkPolicy peer that is not a mapping" --set networkPolicy.ingressFrom[0]=anyone
 
 kubectl kustomize deploy/kubernetes > "$out/kustomize.yaml"
 kubectl kustomize deploy/kubernetes-ha > "$out/kustomize-ha.yaml"

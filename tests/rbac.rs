@@ -220,3 +220,23 @@ fn the_charts_configuration_loads() {
         assert_eq!(mounted, (*name == "ha").then_some(true), "{name}: {text}");
     }
 }
+
+/// Both install paths ship a NetworkPolicy for the daemon's pods that opens only the
+/// operations port, to named peers (not the whole cluster).
+#[test]
+fn both_install_paths_ship_a_network_policy_opening_only_the_operations_port() {
+    use common::rbac::objects;
+    let installs = [Install::Manifests].into_iter().chain(CHART_RENDERS.iter().map(|n| Install::Chart(n)));
+    for install in installs {
+        let policies: Vec<serde_json::Value> =
+            objects(install).into_iter().map(|(_, o)| o).filter(|o| o["kind"] == "NetworkPolicy").collect();
+        assert_eq!(policies.len(), 1, "{install:?}: one NetworkPolicy");
+        let spec = &policies[0]["spec"];
+        assert_eq!(spec["podSelector"]["matchLabels"]["app.kubernetes.io/name"], "driftwatch", "{install:?}");
+        assert!(spec["policyTypes"].as_array().unwrap().iter().any(|t| t == "Ingress"), "{install:?}");
+        let rules = spec["ingress"].as_array().unwrap();
+        assert_eq!(rules.len(), 1, "{install:?}");
+        assert_eq!(rules[0]["ports"], serde_json::json!([{"port": "metrics", "protocol": "TCP"}]), "{install:?}");
+        assert!(!rules[0]["from"].as_array().unwrap().is_empty(), "{install:?}: named peers, not everyone");
+    }
+}

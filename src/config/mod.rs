@@ -61,6 +61,16 @@ pub struct HistoryDef {
     pub max_age: Option<ConfigDuration>,
 }
 
+/// `operations:`: the operations endpoints (`--listen`).
+#[derive(Debug, Clone, Deserialize, Default)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct OperationsDef {
+    /// A secret reference (`$key`): when set, every endpoint but `/healthz`, `/readyz`
+    /// and `/metrics` (the drift history names resources, managers and recipients)
+    /// answers only a request with `Authorization: Bearer <that value>`.
+    pub token: Option<At<String>>,
+}
+
 /// `attribution:`: reading the live objects of drifted resources.
 #[derive(Debug, Clone, Deserialize, Default)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
@@ -150,6 +160,7 @@ pub struct ConfigFile {
     pub routes: Option<At<Vec<At<RouteDef>>>>,
     pub history: HistoryDef,
     pub attribution: AttributionDef,
+    pub operations: OperationsDef,
 }
 
 const CONFIG_KEYS: &[&str] = &[
@@ -168,6 +179,7 @@ const CONFIG_KEYS: &[&str] = &[
     "routes",
     "history",
     "attribution",
+    "operations",
 ];
 
 // Written by hand rather than derived: `defaultTriggers.<service>` is a key pattern,
@@ -202,6 +214,7 @@ impl<'de> Deserialize<'de> for ConfigFile {
                         "routes" => c.routes = m.next_value()?,
                         "history" => c.history = m.next_value()?,
                         "attribution" => c.attribution = m.next_value()?,
+                        "operations" => c.operations = m.next_value()?,
                         other => match other.strip_prefix("defaultTriggers.") {
                             Some(service) if !service.is_empty() => {
                                 c.default_triggers_by_service.insert(service.to_string(), m.next_value()?);
@@ -260,6 +273,8 @@ pub struct Runtime {
     /// How much drift history is kept.
     pub retention: Retention,
     pub attribution: AttributionSettings,
+    /// The bearer token the operations endpoints require (`operations.token`).
+    pub operations_token: Option<crate::secret::Secret>,
 }
 
 impl Runtime {
@@ -491,6 +506,28 @@ pub fn load_with(config: Option<&Path>, engine: Arc<TriggerEngine>) -> Result<Ru
             }
         }
     }
+    let mut operations_token = None;
+    if let Some(token) = &cfg.operations.token {
+        let pos = cfg_file.pos(&token.referenced);
+        if Secrets::references(&token.value).is_empty() {
+            errors.push(ConfigError::new(pos, "operations.token", "must reference a secret ($key), not hold the token itself"));
+        } else {
+            match secrets.resolve(&token.value) {
+                Ok(v) if v.expose().is_empty() => {
+                    errors.push(ConfigError::new(pos, "operations.token", "the secret it references is empty"))
+                }
+                Ok(v) => {
+                    referenced.push(v.clone());
+                    operations_token = Some(v);
+                }
+                Err(e) => {
+                    let message = format!("operations.token: {e}");
+                    warnings.push(Warning { pos: None, message: format!("{message} (driftwatch run will not start without it)") });
+                    missing_secrets.push(message);
+                }
+            }
+        }
+    }
     let redactor = secrets.redactor(referenced);
 
     let known_trigger = |t: &str| triggers.contains_key(t) || trigger_defs.iter().any(|(n, _, _)| n == t);
@@ -563,6 +600,7 @@ pub fn load_with(config: Option<&Path>, engine: Arc<TriggerEngine>) -> Result<Ru
     };
     match templates {
         Some(templates) if errors.is_empty() => Ok(Runtime {
+            operations_token,
             routes,
             retention,
             attribution,

@@ -240,3 +240,22 @@ fn durations_past_ten_years_are_refused_with_their_position() {
     f.file("driftwatch.yaml", "history: {maxAge: 3650d}\nattribution: {ttl: 1h}\n");
     assert!(f.load().is_ok());
 }
+
+/// `operations.token` must reference a secret; it is resolved from the secrets file,
+/// redacted like every secret, and a missing one keeps `run` from starting.
+#[test]
+fn the_operations_token_is_a_secret_reference() {
+    let f = Fixture::new();
+    f.file("driftwatch.yaml", "operations:\n  token: plain-text-token\n");
+    let e = f.errors();
+    assert!(e.iter().any(|e| e.contains("D/driftwatch.yaml:2:10") && e.contains("must reference a secret")), "{e:?}");
+    f.file("driftwatch.yaml", "secretsFile: secrets.yaml\noperations:\n  token: $ops-token\n")
+        .file("secrets.yaml", "ops-token: abc-123-xyz\n");
+    let rt = f.load().unwrap();
+    assert_eq!(rt.operations_token.as_ref().map(|t| t.expose()), Some("abc-123-xyz"));
+    assert_eq!(rt.redactor.redact("token abc-123-xyz"), "token ***");
+    f.file("driftwatch.yaml", "secretsFile: secrets.yaml\noperations:\n  token: $other\n");
+    let rt = f.load().unwrap();
+    assert!(rt.operations_token.is_none());
+    assert!(rt.missing_secrets.iter().any(|m| m.starts_with("operations.token:")), "{:?}", rt.missing_secrets);
+}

@@ -1,7 +1,9 @@
 //! The operations endpoints, served by axum: `/healthz` (the process is alive),
 //! `/readyz` (initial lists done and configuration loaded), `/metrics` (OpenMetrics
 //! text) and `/history` (the drift history as JSON, the same query as `driftwatch
-//! history`, answered by the leader, which holds the state store open).
+//! history`, answered by the leader, which holds the state store open). With
+//! `operations.token` configured, everything but the first three needs
+//! `Authorization: Bearer <token>` (401 otherwise, before anything is read).
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -16,15 +18,55 @@ use axum::routing::get;
 use crate::metrics::METRICS;
 use crate::state::StateStore;
 
-/// The state store the operations endpoints read (none while not leading).
-pub type SharedState = Arc<std::sync::RwLock<Option<Arc<StateStore>>>>;
+/// What the operations endpoints read, shared with the evaluation thread: the state
+/// store (none while not leading) and the token the protected endpoints require (the
+/// running configuration's, swapped by a reload).
+#[derive(Default)]
+pub struct Shared {
+    pub store: std::sync::RwLock<Option<Arc<StateStore>>>,
+    pub token: std::sync::RwLock<Option<crate::secret::Secret>>,
+}
+
+pub type SharedState = Arc<Shared>;
+
+impl Shared {
+    pub fn set_store(&self, store: Option<Arc<StateStore>>) {
+        *self.store.write().unwrap_or_else(|p| p.into_inner()) = store;
+    }
+
+    pub fn set_token(&self, token: Option<crate::secret::Secret>) {
+        *self.token.write().unwrap_or_else(|p| p.into_inner()) = token;
+    }
+
+    /// Whether `authorization` (the request's header) carries the token, compared in
+    /// constant time; always true when no token is configured.
+    fn authorized(&self, authorization: Option<&[u8]>) -> bool {
+        let token = self.token.read().unwrap_or_else(|p| p.into_inner());
+        let Some(token) = token.as_ref() else { return true };
+        let Some(given) = authorization.and_then(|h| h.strip_prefix(b"Bearer ")) else { return false };
+        let want = token.expose().as_bytes();
+        // Length is not secret (the token is a fixed-length random string); the bytes are.
+        given.len() == want.len() && given.iter().zip(want).fold(0u8, |acc, (a, b)| acc | (a ^ b)) == 0
+    }
+}
 
 fn text(status: StatusCode, body: String, content_type: &'static str) -> Response {
     (status, [(header::CONTENT_TYPE, content_type)], body).into_response()
 }
 
 fn store(shared: &SharedState) -> Option<Arc<StateStore>> {
-    shared.read().map(|s| s.clone()).unwrap_or(None)
+    shared.store.read().map(|s| s.clone()).unwrap_or(None)
+}
+
+/// Refuses a request to a protected endpoint without the configured token, before
+/// the handler reads anything.
+async fn require_token(State(shared): State<SharedState>, req: axum::extract::Request, next: axum::middleware::Next) -> Response {
+    if shared.authorized(req.headers().get(header::AUTHORIZATION).map(|v| v.as_bytes())) {
+        next.run(req).await
+    } else {
+        (StatusCode::UNAUTHORIZED, [(header::WWW_AUTHENTICATE, "Bearer")], "a bearer token is required (operations.token)\n")
+            .into_response()
+    }
 }
 
 async fn healthz() -> Response {
@@ -103,11 +145,15 @@ fn history_query(query: &str) -> Result<crate::state::HistoryQuery, String> {
 
 /// The endpoints' routes.
 fn router(state: SharedState) -> Router {
+    // Probes and the scrape stay open (a kubelet and Prometheus carry no token); what
+    // names resources, managers and recipients does not.
+    let protected =
+        Router::new().route("/history", get(history)).route_layer(axum::middleware::from_fn_with_state(state.clone(), require_token));
     Router::new()
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
         .route("/metrics", get(metrics))
-        .route("/history", get(history))
+        .merge(protected)
         .fallback(|| async { text(StatusCode::NOT_FOUND, "not found\n".into(), "text/plain") })
         .with_state(state)
 }
@@ -158,6 +204,37 @@ pub async fn serve(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    async fn get(addr: SocketAddr, path: &str, auth: Option<&str>) -> u16 {
+        let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+        let auth = auth.map(|a| format!("Authorization: {a}\r\n")).unwrap_or_default();
+        s.write_all(format!("GET {path} HTTP/1.1\r\nHost: x\r\n{auth}Connection: close\r\n\r\n").as_bytes()).await.unwrap();
+        let mut out = String::new();
+        s.read_to_string(&mut out).await.unwrap();
+        out.split_whitespace().nth(1).and_then(|c| c.parse().ok()).unwrap_or(0)
+    }
+
+    /// With a token configured, `/history` answers only a request that carries it;
+    /// the probes and the scrape stay open.
+    #[tokio::test]
+    async fn the_history_needs_the_token_the_probes_do_not() {
+        let shared: SharedState = Arc::new(Shared::default());
+        shared.set_store(Some(Arc::new(StateStore::in_memory().unwrap())));
+        shared.set_token(Some(crate::secret::Secret::new("s3cret-ops-token".into())));
+        let addr = serve("127.0.0.1:0".parse().unwrap(), shared.clone(), std::future::pending()).await.unwrap();
+        assert_eq!(get(addr, "/history", None).await, 401);
+        assert_eq!(get(addr, "/history", Some("Bearer wrong-token-000000")).await, 401);
+        assert_eq!(get(addr, "/history", Some("Basic czNjcmV0LW9wcy10b2tlbg==")).await, 401);
+        assert_eq!(get(addr, "/history?limit=nope", None).await, 401, "refused before the query is read");
+        assert_eq!(get(addr, "/history", Some("Bearer s3cret-ops-token")).await, 200);
+        for open in ["/healthz", "/metrics"] {
+            assert_eq!(get(addr, open, None).await, 200, "{open}");
+        }
+        assert_eq!(get(addr, "/readyz", None).await / 100, 5, "not ready, but answered without a token");
+        shared.set_token(None);
+        assert_eq!(get(addr, "/history", None).await, 200, "no token configured: open, as before");
+    }
 
     #[test]
     fn history_queries_are_decoded() {

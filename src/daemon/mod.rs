@@ -98,7 +98,8 @@ pub async fn run(opts: DaemonOptions, err: &mut dyn std::io::Write) -> anyhow::R
     if let Some(dir) = state_path.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir)?;
     }
-    let shared: SharedState = Arc::new(std::sync::RwLock::new(None));
+    let shared: SharedState = Arc::new(crate::daemon::admin::Shared::default());
+    shared.set_token(rt.operations_token.clone());
     // Stopped last: `/healthz` answers while the shutdown drains.
     let (stop_admin, admin_stopped) = tokio::sync::oneshot::channel::<()>();
     let bound = crate::daemon::admin::serve(opts.listen, shared.clone(), async {

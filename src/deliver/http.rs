@@ -21,7 +21,7 @@ pub fn client(ca_file: Option<&str>, insecure_skip_verify: bool) -> Result<reqwe
         .user_agent(concat!("driftwatch/", env!("CARGO_PKG_VERSION")))
         .connect_timeout(Duration::from_secs(5))
         .pool_idle_timeout(Duration::from_secs(60))
-        .redirect(reqwest::redirect::Policy::limited(3));
+        .redirect(redirect_policy());
     if let Some(path) = ca_file {
         let pem = std::fs::read(path).map_err(|e| ClientError::Ca { path: path.into(), message: e.to_string() })?;
         let certs =
@@ -34,6 +34,28 @@ pub fn client(ca_file: Option<&str>, insecure_skip_verify: bool) -> Result<reqwe
         b = b.danger_accept_invalid_certs(true);
     }
     b.build().map_err(|e| ClientError::Build(e.to_string()))
+}
+
+/// Most redirects followed for one request.
+const MAX_REDIRECTS: usize = 3;
+
+/// Redirects are followed only to the same origin (scheme, host and port) as the
+/// request: the configured headers of a service (an API key, a bearer token, a
+/// signature) must not reach another host. reqwest drops only `Authorization`,
+/// `Cookie` and their kind on a cross-host redirect, not `X-Api-Key` or a webhook's
+/// own headers. A redirect elsewhere is not followed: its 3xx answer is the outcome
+/// (permanent: the configuration names the wrong URL).
+fn redirect_policy() -> reqwest::redirect::Policy {
+    reqwest::redirect::Policy::custom(|attempt| {
+        let same_origin = attempt.previous().first().is_some_and(|first| first.origin() == attempt.url().origin());
+        if !same_origin {
+            attempt.stop()
+        } else if attempt.previous().len() > MAX_REDIRECTS {
+            attempt.error("too many redirects")
+        } else {
+            attempt.follow()
+        }
+    })
 }
 
 /// The shared client, unless the service needs its own CA or (explicitly) no
@@ -107,6 +129,56 @@ pub fn transport_error(e: reqwest::Error) -> Outcome {
 mod tests {
     use super::*;
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    /// Answers every request with `answer`, and records each request's head.
+    async fn raw_server(answer: String) -> (std::net::SocketAddr, std::sync::Arc<std::sync::Mutex<Vec<String>>>) {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let log = seen.clone();
+        tokio::spawn(async move {
+            while let Ok((mut s, _)) = listener.accept().await {
+                let mut buf = vec![0u8; 8192];
+                let n = s.read(&mut buf).await.unwrap_or(0);
+                log.lock().unwrap().push(String::from_utf8_lossy(&buf[..n]).to_lowercase());
+                let _ = s.write_all(answer.as_bytes()).await;
+            }
+        });
+        (addr, seen)
+    }
+
+    /// A receiver that redirects to another host does not get the service's secret
+    /// headers sent there: the redirect is not followed, and its answer is the outcome.
+    /// One to the same origin is followed.
+    #[tokio::test]
+    async fn a_redirect_to_another_host_does_not_carry_the_secret_headers() {
+        let ok = "HTTP/1.1 200 OK\r\ncontent-length: 2\r\nconnection: close\r\n\r\nok".to_string();
+        let (elsewhere, seen_elsewhere) = raw_server(ok.clone()).await;
+        let to = |addr: std::net::SocketAddr, path: &str| {
+            format!("HTTP/1.1 302 Found\r\nlocation: http://{addr}{path}\r\ncontent-length: 0\r\nconnection: close\r\n\r\n")
+        };
+        let (redirecting, seen_first) = raw_server(to(elsewhere, "/steal")).await;
+        let c = client(None, false).unwrap();
+        let (outcome, _) = send(c.post(format!("http://{redirecting}/hook")).header("X-Api-Key", "SECRET-KEY").body("{}")).await;
+        assert!(matches!(&outcome, Outcome::Permanent(m) if m.starts_with("HTTP 302")), "{outcome:?}");
+        assert_eq!(seen_first.lock().unwrap().len(), 1);
+        assert!(seen_elsewhere.lock().unwrap().is_empty(), "nothing reached the other host");
+
+        // The same origin: followed (a path moved on the same receiver).
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let (moved, ok2) = (to(addr, "/new"), ok.clone());
+        tokio::spawn(async move {
+            for answer in [moved, ok2] {
+                let Ok((mut s, _)) = listener.accept().await else { return };
+                let mut buf = vec![0u8; 8192];
+                let _ = s.read(&mut buf).await;
+                let _ = s.write_all(answer.as_bytes()).await;
+            }
+        });
+        let (outcome, _) = send(c.get(format!("http://{addr}/old")).header("X-Api-Key", "SECRET-KEY")).await;
+        assert_eq!(outcome, Outcome::Delivered);
+    }
 
     /// A receiver answering with 10 MB: only the first 64 KiB are read.
     #[tokio::test]

@@ -163,43 +163,66 @@ impl StateStore {
         Ok(())
     }
 
-    /// Episodes matching `q`, oldest first.
+    /// Episodes matching `q`, oldest first. Read newest first, stopping once `limit`
+    /// match: a filter is checked on the few fields it needs (decoded without the
+    /// rest), and only a match is decoded whole, so `/history?limit=20` decodes 20
+    /// episodes, not the history.
     pub fn episodes(&self, q: &HistoryQuery) -> Result<Vec<Episode>, StateError> {
+        /// What the filters read of a stored episode.
+        #[derive(serde::Deserialize)]
+        #[serde(rename_all = "camelCase")]
+        struct Head {
+            #[serde(default)]
+            name: String,
+            #[serde(default)]
+            namespace: String,
+            #[serde(default)]
+            classes: Vec<String>,
+            #[serde(default)]
+            resolved_at: Option<DateTime<Utc>>,
+        }
         let tx = self.db().begin_read().map_err(storage)?;
         let table = tx.open_table(EPISODES).map_err(storage)?;
         let mut out = Vec::new();
-        for item in table.iter().map_err(storage)? {
+        let limit = q.limit.unwrap_or(usize::MAX);
+        for item in table.iter().map_err(storage)?.rev() {
+            if out.len() >= limit {
+                break;
+            }
             let (k, v) = item.map_err(storage)?;
             // One unreadable episode does not hide the rest of the history.
-            let ep = match parse(v.value()) {
-                Ok(ep) => ep,
+            let unreadable = |e: &dyn std::fmt::Display| {
+                tracing::warn!(episode = %k.value().replace(SEP, " "), error = %e, "a stored drift episode cannot be read; skipped");
+            };
+            let head: Head = match serde_json::from_str(v.value()) {
+                Ok(h) => h,
                 Err(e) => {
-                    tracing::warn!(episode = %k.value().replace(SEP, " "), error = %e, "a stored drift episode cannot be read; skipped");
+                    unreadable(&e);
                     continue;
                 }
             };
             if let Some(a) = &q.app
-                && *a != ep.name
-                && *a != format!("{}/{}", ep.namespace, ep.name)
+                && *a != head.name
+                && *a != format!("{}/{}", head.namespace, head.name)
             {
                 continue;
             }
             if let Some(since) = q.since
-                && ep.resolved_at.is_some_and(|r| r < since)
+                && head.resolved_at.is_some_and(|r| r < since)
             {
                 continue;
             }
             if let Some(c) = &q.class
-                && !ep.classes.contains(c)
+                && !head.classes.contains(c)
             {
                 continue;
             }
-            out.push(ep);
+            match parse(v.value()) {
+                Ok(ep) => out.push(ep),
+                Err(e) => unreadable(&e),
+            }
         }
-        if let Some(n) = q.limit {
-            let excess = out.len().saturating_sub(n);
-            out.drain(..excess);
-        }
+        out.reverse();
         Ok(out)
     }
 

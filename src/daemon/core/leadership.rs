@@ -63,7 +63,7 @@ impl Core {
                 return Err(LeadError::Services(e));
             }
         }
-        *self.shared.write().unwrap_or_else(|p| p.into_inner()) = Some(state.clone());
+        self.shared.set_store(Some(state.clone()));
         self.state = Some(state);
         METRICS.leader.set(1);
         tracing::info!("leading: sending notifications");
@@ -100,7 +100,7 @@ impl Core {
         if let Some(d) = self.delivery.take() {
             self.wait(d.shutdown(self.step_down_grace));
         }
-        *self.shared.write().unwrap_or_else(|p| p.into_inner()) = None;
+        self.shared.set_store(None);
         self.state = None;
     }
 }

@@ -41,6 +41,7 @@ impl Core {
                     }
                     let projects = std::mem::take(&mut self.pipeline.projects);
                     let live = std::mem::take(&mut self.pipeline.live);
+                    self.shared.set_token(rt.operations_token.clone());
                     self.pipeline = Pipeline::new(Arc::new(rt));
                     self.pipeline.projects = projects;
                     self.pipeline.live = live;
