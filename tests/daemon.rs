@@ -870,3 +870,31 @@ fn a_reload_with_a_missing_secret_is_refused_and_readyz_says_why() {
     wait_for("after, with the old configuration", Duration::from_secs(15), || has(&got, r#""app": "after""#));
     assert!(d.stop().success());
 }
+
+/// A replica that wins the Lease but cannot send (its state store does not open) gives
+/// the Lease up instead of holding it while nothing is delivered: the other replica
+/// takes over and delivers.
+#[test]
+fn a_leader_that_cannot_open_its_store_gives_the_lease_up() {
+    let Setup { dir, api, got, .. } = setup();
+    let ha = ["--leader-election", "--lease-duration", "2", "--lease-namespace", "argocd"];
+    // Replica a: the same cluster and configuration, but a state path it cannot open.
+    let broken = tempfile::tempdir().unwrap();
+    for f in ["kubeconfig", "driftwatch.yaml"] {
+        std::fs::copy(dir.path().join(f), broken.path().join(f)).unwrap();
+    }
+    std::fs::create_dir(broken.path().join("state.redb")).unwrap();
+    api.apply(app("aside-one", "OutOfSync", REV1));
+    let a = Daemon::spawn(broken.path(), &ha);
+    wait_for("a holds the lease", Duration::from_secs(15), || {
+        api.lease("argocd", "driftwatch").is_some_and(|l| l["spec"]["holderIdentity"].as_str().is_some_and(|h| !h.is_empty()))
+    });
+    let b = Daemon::start_with(dir.path(), &ha);
+    wait_for("b takes over", Duration::from_secs(20), || b.metric("driftwatch_leader") == Some(1.0));
+    wait_for("aside-one delivered", Duration::from_secs(10), || has(&got, r#""app": "aside-one""#));
+    assert_eq!(a.metric("driftwatch_leader"), Some(0.0));
+    let log = std::fs::read_to_string(&a.log).unwrap_or_default();
+    assert!(log.contains("giving the lease up"), "{log}");
+    assert!(b.stop().success());
+    assert!(a.stop().success());
+}

@@ -74,6 +74,36 @@ pub async fn try_acquire_or_renew(api: &Api<DynamicObject>, cfg: &LeaseConfig, n
     }
 }
 
+/// Gives the Lease up if this replica holds it (`holderIdentity` emptied, as
+/// client-go's `ReleaseOnCancel` does), so another replica takes it at its next round
+/// instead of after the expiry.
+pub async fn release(api: &Api<DynamicObject>, cfg: &LeaseConfig) -> Result<(), kube::Error> {
+    let Some(mut lease) = api.get_opt(&cfg.name).await? else { return Ok(()) };
+    if lease.data.pointer("/spec/holderIdentity").and_then(Value::as_str) != Some(cfg.identity.as_str()) {
+        return Ok(());
+    }
+    lease.data["spec"]["holderIdentity"] = Value::String(String::new());
+    lease.data["spec"]["leaseDurationSeconds"] = json!(1);
+    match api.replace(&cfg.name, &PostParams::default(), &lease).await {
+        Ok(_) => Ok(()),
+        Err(e) if is_conflict(&e) => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
+/// Asks the election to stand aside: while set (until the instant it holds), this
+/// replica releases the Lease if it holds it and does not try to take it. A leader
+/// that cannot send (its store will not open, its clients cannot be built) says so
+/// here rather than hold the Lease while sending nothing.
+#[derive(Clone)]
+pub struct StandAside(std::sync::Arc<watch::Sender<Option<tokio::time::Instant>>>);
+
+impl StandAside {
+    pub fn until(&self, at: tokio::time::Instant) {
+        self.0.send_replace(Some(at));
+    }
+}
+
 /// Runs the election until the receiver side is dropped; the channel says whether this
 /// replica leads.
 ///
@@ -81,8 +111,9 @@ pub async fn try_acquire_or_renew(api: &Api<DynamicObject>, cfg: &LeaseConfig, n
 /// a round starts, and that is when the others' clock for expiry starts, so a leader
 /// stops leading two thirds of the duration after the *start* of its last successful
 /// round — by a timer, even while a round hangs — and no standby can take over before.
-pub fn spawn(client: kube::Client, cfg: LeaseConfig) -> watch::Receiver<bool> {
+pub fn spawn(client: kube::Client, cfg: LeaseConfig) -> (watch::Receiver<bool>, StandAside) {
     let (tx, rx) = watch::channel(false);
+    let (aside_tx, mut aside) = watch::channel(None::<tokio::time::Instant>);
     let api: Api<DynamicObject> = Api::namespaced_with(client, &cfg.namespace, &resource());
     tokio::spawn(async move {
         let period = (cfg.duration / 3).max(Duration::from_millis(100));
@@ -91,6 +122,25 @@ pub fn spawn(client: kube::Client, cfg: LeaseConfig) -> watch::Receiver<bool> {
         let mut renewed_at: Option<tokio::time::Instant> = None;
         loop {
             let started = tokio::time::Instant::now();
+            let aside_until = *aside.borrow_and_update();
+            if let Some(until) = aside_until.filter(|u| *u > started) {
+                if *tx.borrow() || renewed_at.is_some() {
+                    tracing::warn!(identity = %cfg.identity, "leading but unable to send: releasing the lease");
+                    if let Err(e) = tokio::time::timeout(period, release(&api, &cfg)).await.unwrap_or(Ok(())) {
+                        tracing::warn!(error = %e, lease = %cfg.name, "releasing the lease failed; it expires instead");
+                    }
+                }
+                renewed_at = None;
+                if tx.send(false).is_err() {
+                    return;
+                }
+                // Until then, or until asked again.
+                tokio::select! {
+                    _ = tokio::time::sleep_until(until) => {}
+                    _ = aside.changed() => {}
+                }
+                continue;
+            }
             // The client retries 429/503 with backoff on its own; a round that does not
             // finish within the period counts as failed.
             let round = tokio::time::timeout(period, try_acquire_or_renew(&api, &cfg, Utc::now()));
@@ -116,10 +166,14 @@ pub fn spawn(client: kube::Client, cfg: LeaseConfig) -> watch::Receiver<bool> {
             if tx.send(leading).is_err() {
                 return;
             }
-            until_deadline(tokio::time::sleep(period), renewed_at, step_down_after, &tx).await;
+            tokio::select! {
+                _ = until_deadline(tokio::time::sleep(period), renewed_at, step_down_after, &tx) => {}
+                // Asked to stand aside: at once, not at the next round.
+                _ = aside.changed() => {}
+            }
         }
     });
-    rx
+    (rx, StandAside(std::sync::Arc::new(aside_tx)))
 }
 
 /// Awaits `fut`; if this replica leads and its last renewal (`renewed_at`) becomes

@@ -107,7 +107,10 @@ pub async fn run(opts: DaemonOptions, err: &mut dyn std::io::Write) -> anyhow::R
     })
     .await?;
     tracing::info!(%bound, "operations endpoints listening");
-    let mut leader_rx = opts.lease.as_ref().map(|cfg| crate::cluster::lease::spawn(client.clone(), cfg.clone()));
+    let (mut leader_rx, stand_aside) = match opts.lease.as_ref().map(|cfg| crate::cluster::lease::spawn(client.clone(), cfg.clone())) {
+        Some((rx, aside)) => (Some(rx), Some((aside, opts.lease.as_ref().map_or(Duration::from_secs(15), |l| l.duration)))),
+        None => (None, None),
+    };
     let (live, mut live_rx) = match rt.attribution.enabled {
         true => {
             let (f, rx) = LiveFetcher::new(client.clone(), rt.attribution.concurrency, rt.attribution.ttl, rt.attribution.read_secrets);
@@ -132,6 +135,8 @@ pub async fn run(opts: DaemonOptions, err: &mut dyn std::io::Write) -> anyhow::R
         step_down_grace,
         shutdown_grace: opts.shutdown_grace,
         handle: tokio::runtime::Handle::current(),
+        halt: leader_rx.as_ref().map(|rx| crate::deliver::worker::Halt { leading: rx.clone(), grace: step_down_grace }),
+        stand_aside,
     });
     let (tx, rx) = tokio::sync::mpsc::channel::<Input>(INPUT_QUEUE);
     let (started_tx, started_rx) = tokio::sync::oneshot::channel::<Result<(), LeadError>>();

@@ -101,6 +101,38 @@ impl Clock {
     }
 }
 
+/// Stops the workers without their owner, as soon as `leading` turns false: a leader
+/// whose Lease is lost must stop sending before a standby may take over, whatever the
+/// evaluation thread (which owns the [`Delivery`]) is busy with. Attempts in flight
+/// get `grace` to finish and be recorded; past it they are abandoned (their entries
+/// stay in the outbox, and their idempotency keys go with them to the next leader).
+#[derive(Clone)]
+pub struct Halt {
+    pub leading: watch::Receiver<bool>,
+    pub grace: Duration,
+}
+
+impl Halt {
+    fn halted(&self) -> bool {
+        !*self.leading.borrow()
+    }
+}
+
+/// Resolves when `halt` says stop (never without one).
+async fn halt_signal(halt: &mut Option<Halt>) {
+    match halt {
+        Some(h) => {
+            while !h.halted() {
+                if h.leading.changed().await.is_err() {
+                    // Leader election is gone: the owner stops the workers.
+                    std::future::pending::<()>().await;
+                }
+            }
+        }
+        None => std::future::pending().await,
+    }
+}
+
 struct Worker {
     service: ServiceRuntime,
     state: Arc<StateStore>,
@@ -109,6 +141,7 @@ struct Worker {
     clock: Clock,
     /// Told after every settle transaction ([`Delivery::settle`] waits on it).
     settled: Arc<Notify>,
+    halt: Option<Halt>,
 }
 
 /// What an attempt in flight reports back: its entries and what happened.
@@ -248,11 +281,20 @@ impl Worker {
         // A `Retry-After` from the receiver pauses the whole service, not only the
         // entry that got it: the receiver asked the sender to stop for that long.
         let mut paused_until: Option<tokio::time::Instant> = None;
+        let mut halt = this.halt.clone();
         loop {
             if *shutdown.borrow() {
                 // Attempts in flight finish and are recorded (the caller's grace bounds
                 // how long): a stop must not turn a delivery into a repeat.
                 this.drain(&mut in_flight, &mut busy, &mut health).await;
+                return;
+            }
+            if let Some(h) = halt.as_ref().filter(|h| h.halted()) {
+                tracing::info!(service = %this.service.name, "no longer leading: stopping");
+                let grace = h.grace;
+                if tokio::time::timeout(grace, this.drain(&mut in_flight, &mut busy, &mut health)).await.is_err() {
+                    in_flight.abort_all();
+                }
                 return;
             }
             // Settle everything that finished, in one transaction.
@@ -329,6 +371,12 @@ impl Worker {
                 for batch in batches {
                     tokio::select! {
                         _ = limiter.until_ready() => {}
+                        _ = halt_signal(&mut halt) => {
+                            for e in &batch {
+                                busy.remove(&order_key(&e.notification));
+                            }
+                            break;
+                        }
                         _ = shutdown.changed() => {
                             for e in &batch {
                                 busy.remove(&order_key(&e.notification));
@@ -383,6 +431,7 @@ impl Worker {
                 _ = this.wake.notified() => {}
                 _ = tokio::time::sleep(wait) => {}
                 _ = shutdown.changed() => {}
+                _ = halt_signal(&mut halt) => {}
             }
         }
     }
@@ -579,6 +628,16 @@ impl Delivery {
 
     /// [`Delivery::start`] on a clock of the caller's.
     pub fn start_with_clock(services: Vec<ServiceRuntime>, state: Arc<StateStore>, clock: Clock) -> Delivery {
+        Delivery::start_with(services, state, clock, None)
+    }
+
+    /// [`Delivery::start`] for a leader: the workers stop by themselves when `halt`
+    /// says it no longer leads.
+    pub fn start_leading(services: Vec<ServiceRuntime>, state: Arc<StateStore>, halt: Option<Halt>) -> Delivery {
+        Delivery::start_with(services, state, Clock::system(), halt)
+    }
+
+    fn start_with(services: Vec<ServiceRuntime>, state: Arc<StateStore>, clock: Clock, halt: Option<Halt>) -> Delivery {
         let (shutdown, rx) = watch::channel(false);
         let settled = Arc::new(Notify::new());
         let mut workers = BTreeMap::new();
@@ -593,6 +652,7 @@ impl Delivery {
                 stats: stats.clone(),
                 clock: clock.clone(),
                 settled: settled.clone(),
+                halt: halt.clone(),
             };
             let task = tokio::spawn(w.run(rx.clone()));
             workers.insert(name, Handle { wake, stats, task });
@@ -648,6 +708,11 @@ impl Delivery {
                 "outbox full: notifications not queued; they are decided again once the queue has room"
             );
         }
+    }
+
+    /// Workers still running (a halted one has returned).
+    pub fn running(&self) -> usize {
+        self.workers.values().filter(|h| !h.task.is_finished()).count()
     }
 
     pub fn stats(&self, service: &str) -> Option<Arc<Stats>> {
@@ -895,5 +960,38 @@ mod tests {
         assert!(!h.is_down(), "a released entry failing again is its own problem");
         h.observe(false, &retry(9), None, &s);
         assert!(h.is_down(), "another entry failing is the destination's");
+    }
+
+    /// A leader that loses its Lease stops sending at once, by the lease's own signal,
+    /// whatever its owner is busy with: attempts in flight finish and are recorded,
+    /// nothing new starts, and the rest stays in the outbox for the next leader.
+    #[tokio::test]
+    async fn workers_stop_by_themselves_when_leadership_is_lost() {
+        let state = Arc::new(StateStore::in_memory().unwrap());
+        state.enqueue(&apps(100), crate::state::to_millis(chrono::Utc::now())).unwrap();
+        let probe = Arc::new(Probe::default());
+        let mut service = outage_service(probe.clone());
+        service.settings.rate.per_second = 50.0;
+        service.settings.rate.burst = 1;
+        let (leading, rx) = watch::channel(true);
+        let delivery = Delivery::start_leading(vec![service], state.clone(), Some(Halt { leading: rx, grace: Duration::from_secs(5) }));
+        while probe.log.lock().unwrap().len() < 5 {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        leading.send(false).unwrap();
+        let stopped_at = std::time::Instant::now();
+        while delivery.running() > 0 {
+            assert!(stopped_at.elapsed() < Duration::from_secs(5), "still running");
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        let delivered = probe.log.lock().unwrap().len();
+        assert!(delivered < 100, "stopped before the queue was done: {delivered}");
+        assert!(
+            probe.log.lock().unwrap().iter().all(|(.., started, _)| *started <= stopped_at),
+            "nothing started after the Lease was lost"
+        );
+        let left = state.queue_depths().unwrap();
+        assert_eq!(left, vec![("hook".to_string(), 100 - delivered as u64)], "what was delivered is recorded; the rest waits");
+        delivery.shutdown(Duration::from_secs(1)).await;
     }
 }

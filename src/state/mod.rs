@@ -66,6 +66,12 @@ pub enum StateError {
     Corrupt { path: String, detail: String },
     #[error("state store {path}: {source}")]
     Open { path: String, source: redb::DatabaseError },
+    /// The file system does not lock files: redb carries on without its lock there, and
+    /// two replicas would both write the file.
+    #[error(
+        "the volume of state store {path} does not support file locks ({detail}), so nothing keeps a second replica from writing it: run one replica without --leader-election, or put the state on a volume that supports locks"
+    )]
+    NoLocks { path: String, detail: String },
     /// One stored episode cannot be read; the Application's episode state is reset.
     #[error("the stored drift episode of {app} cannot be read ({detail})")]
     Episode { app: String, detail: String },
@@ -98,8 +104,39 @@ pub fn dedup_key(once_per: Option<&str>, trigger: &str, condition_key: &str, ser
     format!("{}:{trigger}:{condition_key}:{service}:{recipient}", once_per.unwrap_or(""))
 }
 
+/// Whether a file system honours `flock`: the answer to trying it.
+#[derive(Debug, PartialEq, Eq)]
+enum LockProbe {
+    Held,
+    Busy,
+    Unsupported(String),
+}
+
+/// Takes an exclusive, non-blocking `flock` on `file` (kept until it is closed).
+fn try_lock(file: &std::fs::File) -> LockProbe {
+    use std::os::fd::AsRawFd;
+    // SAFETY: flock only reads the descriptor number, which `file` keeps open for the
+    // duration of the call.
+    if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0 {
+        return LockProbe::Held;
+    }
+    lock_probe_of(std::io::Error::last_os_error())
+}
+
+fn lock_probe_of(e: std::io::Error) -> LockProbe {
+    // Anything but "held by another" (ENOTSUP, ENOLCK, EINVAL, ENOSYS, ...) means the
+    // lock cannot be relied on.
+    match e.raw_os_error() {
+        Some(libc::EWOULDBLOCK) => LockProbe::Busy,
+        _ => LockProbe::Unsupported(e.to_string()),
+    }
+}
+
 /// The notification-state store.
 pub struct StateStore {
+    /// With replicas: a lock on `<path>.lock`, held while the store is open, that
+    /// proves the file system locks at all (see [`StateStore::open_fenced`]).
+    _fence: Option<std::fs::File>,
     db: Database,
     max_keys_per_app: usize,
     /// Evaluation passes commit without waiting for the disk; [`StateStore::flush`]
@@ -143,6 +180,34 @@ impl StateStore {
         })
     }
 
+    /// [`StateStore::open`] for a daemon with replicas (leader election): refuses a
+    /// file system that does not lock files. redb fences a second writer with a file
+    /// lock, and carries on without one where the file system says locks are not
+    /// supported (some NFS set-ups, FUSE volumes): with two replicas that is two
+    /// writers. A lock on `<path>.lock`, held while the store is open, proves locks
+    /// work there.
+    pub fn open_fenced(path: &Path) -> Result<StateStore, StateError> {
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir).map_err(storage)?;
+        }
+        let mut lock_path = path.as_os_str().to_owned();
+        lock_path.push(".lock");
+        let lock = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&lock_path)
+            .map_err(|e| StateError::Open { path: path.display().to_string(), source: e.into() })?;
+        match try_lock(&lock) {
+            LockProbe::Held => {}
+            LockProbe::Busy => return Err(StateError::Locked { path: path.display().to_string() }),
+            LockProbe::Unsupported(detail) => return Err(StateError::NoLocks { path: path.display().to_string(), detail }),
+        }
+        let mut store = StateStore::open(path)?;
+        store._fence = Some(lock);
+        Ok(store)
+    }
+
     /// A store that lives in memory only (replays that should start from nothing).
     pub fn in_memory() -> Result<StateStore, StateError> {
         let db = Database::builder().create_with_backend(redb::backends::InMemoryBackend::new()).map_err(storage)?;
@@ -156,7 +221,7 @@ impl StateStore {
         outbox::create_tables(&tx)?;
         history::create_tables(&tx)?;
         tx.commit().map_err(storage)?;
-        Ok(StateStore { db, max_keys_per_app: DEFAULT_MAX_KEYS_PER_APP, deferred: std::sync::atomic::AtomicBool::new(false) })
+        Ok(StateStore { _fence: None, db, max_keys_per_app: DEFAULT_MAX_KEYS_PER_APP, deferred: std::sync::atomic::AtomicBool::new(false) })
     }
 
     pub fn with_max_keys_per_app(mut self, n: usize) -> Self {
@@ -501,6 +566,24 @@ mod tests {
         let text = e.to_string();
         assert!(matches!(e, StateError::Corrupt { .. }), "{text}");
         assert!(text.contains(&bad.display().to_string()) && text.contains("mv "), "{text}");
+    }
+
+    /// With replicas, a file system whose locks do not work is refused (redb would
+    /// carry on without its lock); a second holder is refused as locked.
+    #[test]
+    fn a_fenced_store_needs_working_file_locks() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("state.redb");
+        let held = StateStore::open_fenced(&path).unwrap();
+        assert!(matches!(StateStore::open_fenced(&path), Err(StateError::Locked { .. })));
+        drop(held);
+        assert!(StateStore::open_fenced(&path).is_ok(), "released with the store");
+        assert_eq!(lock_probe_of(std::io::Error::from_raw_os_error(libc::EWOULDBLOCK)), LockProbe::Busy);
+        for errno in [libc::ENOTSUP, libc::ENOLCK] {
+            assert!(matches!(lock_probe_of(std::io::Error::from_raw_os_error(errno)), LockProbe::Unsupported(_)), "{errno}");
+        }
+        let e = StateError::NoLocks { path: "/data/state.redb".into(), detail: "Operation not supported".into() };
+        assert!(e.to_string().contains("run one replica without --leader-election"), "{e}");
     }
 
     #[test]

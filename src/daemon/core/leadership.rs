@@ -39,10 +39,20 @@ impl Core {
         if self.state.is_some() {
             return Ok(());
         }
-        let mut store = match StateStore::open(&self.state_path) {
+        // With leader election another replica may open the same file: the file
+        // system's locks must work (StateStore::open_fenced).
+        let opened = match self.stand_aside.is_some() {
+            true => StateStore::open_fenced(&self.state_path),
+            false => StateStore::open(&self.state_path),
+        };
+        let mut store = match opened {
             Ok(s) => s,
             Err(e) => {
                 tracing::warn!(error = %e, "cannot open the state store yet; retrying");
+                // The previous leader may still be closing it (a handover): stand
+                // aside only if it stays closed for a whole lease duration — at once
+                // when the volume cannot lock it (that does not pass).
+                self.lead_failed(matches!(e, crate::state::StateError::NoLocks { .. }));
                 return Err(LeadError::Store(e.to_string()));
             }
         };
@@ -54,22 +64,38 @@ impl Core {
         // FLUSH_EVERY.
         state.defer_durability(true);
         match build_services(&self.pipeline.runtime, &state) {
-            Ok(services) => self.delivery = Some(Delivery::start(services, state.clone())),
+            Ok(services) => self.delivery = Some(Delivery::start_leading(services, state.clone(), self.halt.clone())),
             Err(e) => {
                 // The store is closed again (dropped here): a standby may take it.
                 for e in &e {
                     tracing::error!(error = %e, "building the delivery clients failed");
                 }
+                self.lead_failed(true);
                 return Err(LeadError::Services(e));
             }
         }
         self.shared.set_store(Some(state.clone()));
         self.state = Some(state);
+        self.lead_failing_since = None;
         METRICS.leader.set(1);
         tracing::info!("leading: sending notifications");
         self.evaluated.clear();
         self.reevaluate_all();
         Ok(())
+    }
+
+    /// This replica should send but cannot. With leader election, it gives the Lease up
+    /// (for two lease durations, so another replica can take it) rather than hold it
+    /// while sending nothing: at once when the clients cannot be built, after a lease
+    /// duration of failing when the store will not open.
+    fn lead_failed(&mut self, at_once: bool) {
+        let since = *self.lead_failing_since.get_or_insert_with(Instant::now);
+        let Some((aside, duration)) = &self.stand_aside else { return };
+        if at_once || since.elapsed() >= *duration {
+            tracing::error!(aside = ?(*duration * 2), "leading but unable to send: giving the lease up");
+            aside.until(tokio::time::Instant::now() + *duration * 2);
+            self.lead_failing_since = None;
+        }
     }
 
     /// Stops sending: workers stop after their current attempt, the store is closed

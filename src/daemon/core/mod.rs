@@ -95,6 +95,12 @@ pub(super) struct CoreOptions {
     pub shutdown_grace: Duration,
     /// The runtime the delivery workers, live reads and waits run on.
     pub handle: tokio::runtime::Handle,
+    /// With leader election: the lease's view of leadership, which stops the workers
+    /// directly (not behind the inputs queued for this thread).
+    pub halt: Option<crate::deliver::worker::Halt>,
+    /// With leader election: how to give the Lease up when leading but unable to send,
+    /// and the lease duration.
+    pub stand_aside: Option<(crate::cluster::lease::StandAside, Duration)>,
 }
 
 /// Everything that evaluates Applications and writes the state store; runs on the
@@ -148,6 +154,11 @@ pub(super) struct Core {
     shutdown_grace: Duration,
     /// The runtime the delivery workers, live reads and waits run on.
     handle: tokio::runtime::Handle,
+    halt: Option<crate::deliver::worker::Halt>,
+    stand_aside: Option<(crate::cluster::lease::StandAside, Duration)>,
+    /// Since when this replica should send but cannot (its store will not open or its
+    /// clients cannot be built).
+    lead_failing_since: Option<Instant>,
 }
 
 /// At most this many inputs that have already arrived are handled before the loop
@@ -215,6 +226,9 @@ impl Core {
             step_down_grace: o.step_down_grace,
             shutdown_grace: o.shutdown_grace,
             handle: o.handle,
+            halt: o.halt,
+            stand_aside: o.stand_aside,
+            lead_failing_since: None,
         }
     }
 

@@ -37,7 +37,7 @@ impl Core {
                         self.wait(old.shutdown(self.shutdown_grace));
                     }
                     if let Some(state) = &self.state {
-                        self.delivery = Some(Delivery::start(services, state.clone()));
+                        self.delivery = Some(Delivery::start_leading(services, state.clone(), self.halt.clone()));
                     }
                     let projects = std::mem::take(&mut self.pipeline.projects);
                     let live = std::mem::take(&mut self.pipeline.live);
