@@ -115,6 +115,8 @@ pub struct Metrics {
     /// Objects skipped because they were not valid, by `kind`.
     pub malformed: Family,
     pub evaluations: Counter,
+    /// Evaluations whose Application's subscription annotations went past the limits.
+    pub subscriptions_capped: Counter,
     /// Conditions that held and produced a notification, by `trigger`.
     pub fired: Family,
     /// Delivered notifications, by destination `kind`.
@@ -158,6 +160,7 @@ impl Metrics {
             events: Family::new("type"),
             malformed: Family::new("kind"),
             evaluations: Counter::default(),
+            subscriptions_capped: Counter::default(),
             fired: Family::new("trigger"),
             sent: Family::new("kind"),
             failed: Family::with_two("kind", "reason"),
@@ -183,6 +186,11 @@ impl Metrics {
         r.register("driftwatch_watch_events", "Watch events received, by type", m.events.family.clone());
         r.register("driftwatch_malformed_objects", "Objects skipped because they were not valid", m.malformed.family.clone());
         r.register("driftwatch_evaluations", "Application evaluations", m.evaluations.clone());
+        r.register(
+            "driftwatch_subscriptions_capped",
+            "Evaluations of an Application whose subscription annotations name more than the limits",
+            m.subscriptions_capped.clone(),
+        );
         r.register("driftwatch_triggers_fired", "Notifications decided, by trigger", m.fired.family.clone());
         r.register("driftwatch_notifications_sent", "Notifications delivered, by destination kind", m.sent.family.clone());
         r.register("driftwatch_notifications_failed", "Failed delivery attempts and dead letters", m.failed.family.clone());

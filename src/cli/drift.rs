@@ -54,7 +54,8 @@ pub fn routes_test(
             }
         }
     }
-    let (subs, annotation_errors) = pipeline.runtime.router.subscriptions(&app, pipeline.projects.get(&app.project));
+    let crate::route::AppSubscriptions { subs, errors: annotation_errors, capped } =
+        pipeline.runtime.router.subscriptions(&app, pipeline.projects.get(&app.project));
     let state = StateStore::in_memory()?;
     let now = Utc::now();
     let eval = pipeline.evaluate(&app, &state, now)?;
@@ -79,7 +80,7 @@ pub fn routes_test(
                 fired.iter().map(|(t, d, tpl)| json!({"trigger": t, "destination": d, "template": tpl})).collect();
             let v = json!({"app": app.qualified_name(), "drift": eval.drift,
                 "episode": eval.episode.as_ref().map(|e| e.view(now)), "routes": routes, "subscriptions": subscriptions,
-                "notifications": notifications, "annotationErrors": annotation_errors});
+                "notifications": notifications, "annotationErrors": annotation_errors, "capped": capped});
             writeln!(out, "{}", serde_json::to_string_pretty(&v)?)?;
         }
         Format::Text => {
@@ -135,7 +136,7 @@ pub fn routes_test(
                     writeln!(out, "    {t} -> {r}  ({when})")?;
                 }
             }
-            for e in &annotation_errors {
+            for e in annotation_errors.iter().chain(&capped) {
                 writeln!(out, "  ! {e}")?;
             }
         }

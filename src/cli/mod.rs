@@ -377,15 +377,27 @@ pub fn state_list(path: &Path, app_prefix: Option<&str>, format: Format, out: &m
             rows.push((app.clone(), key, when));
         }
     }
+    let notes: Vec<(String, String)> = state.notes()?.into_iter().filter(|(a, _)| app_prefix.is_none_or(|p| a.starts_with(p))).collect();
     match format {
         Format::Json => {
-            let v: Vec<Value> = rows.iter().map(|(a, k, w)| json!({"app": a, "key": k, "deliveredAt": w})).collect();
+            // Notes are rows of their own: `{app, note}` instead of `{app, key, deliveredAt}`.
+            let v: Vec<Value> = rows
+                .iter()
+                .map(|(a, k, w)| json!({"app": a, "key": k, "deliveredAt": w}))
+                .chain(notes.iter().map(|(a, n)| json!({"app": a, "note": n})))
+                .collect();
             writeln!(out, "{}", serde_json::to_string_pretty(&v)?)?;
         }
         Format::Text => {
             writeln!(out, "{:<40} {:<22} KEY", "APP", "DELIVERED")?;
             for (a, k, w) in &rows {
                 writeln!(out, "{a:<40} {w:<22} {k}")?;
+            }
+            if !notes.is_empty() {
+                writeln!(out, "\nNOTES")?;
+                for (a, n) in &notes {
+                    writeln!(out, "{a:<40} {n}")?;
+                }
             }
         }
     }

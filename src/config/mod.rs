@@ -61,6 +61,16 @@ pub struct HistoryDef {
     pub max_age: Option<ConfigDuration>,
 }
 
+/// `limits:`: what one Application's subscription annotations may ask for.
+#[derive(Debug, Clone, Deserialize, Default)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct LimitsDef {
+    /// Distinct triggers an Application's annotations may subscribe (32; 1 to 1000).
+    pub max_triggers_per_app: Option<At<usize>>,
+    /// Distinct destinations an Application's annotations may name (64; 1 to 10000).
+    pub max_recipients_per_app: Option<At<usize>>,
+}
+
 /// `operations:`: the operations endpoints (`--listen`).
 #[derive(Debug, Clone, Deserialize, Default)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
@@ -161,6 +171,7 @@ pub struct ConfigFile {
     pub history: HistoryDef,
     pub attribution: AttributionDef,
     pub operations: OperationsDef,
+    pub limits: LimitsDef,
 }
 
 const CONFIG_KEYS: &[&str] = &[
@@ -180,6 +191,7 @@ const CONFIG_KEYS: &[&str] = &[
     "history",
     "attribution",
     "operations",
+    "limits",
 ];
 
 // Written by hand rather than derived: `defaultTriggers.<service>` is a key pattern,
@@ -215,6 +227,7 @@ impl<'de> Deserialize<'de> for ConfigFile {
                         "history" => c.history = m.next_value()?,
                         "attribution" => c.attribution = m.next_value()?,
                         "operations" => c.operations = m.next_value()?,
+                        "limits" => c.limits = m.next_value()?,
                         other => match other.strip_prefix("defaultTriggers.") {
                             Some(service) if !service.is_empty() => {
                                 c.default_triggers_by_service.insert(service.to_string(), m.next_value()?);
@@ -506,6 +519,19 @@ pub fn load_with(config: Option<&Path>, engine: Arc<TriggerEngine>) -> Result<Ru
             }
         }
     }
+    let mut limits = crate::route::Limits::default();
+    for (value, key, max, slot) in [
+        (&cfg.limits.max_triggers_per_app, "limits.maxTriggersPerApp", 1_000, &mut limits.max_triggers),
+        (&cfg.limits.max_recipients_per_app, "limits.maxRecipientsPerApp", 10_000, &mut limits.max_recipients),
+    ] {
+        if let Some(v) = value {
+            if (1..=max).contains(&v.value) {
+                *slot = v.value;
+            } else {
+                errors.push(ConfigError::new(cfg_file.pos(&v.referenced), key, format!("{} is out of range (1 to {max})", v.value)));
+            }
+        }
+    }
     let mut operations_token = None;
     if let Some(token) = &cfg.operations.token {
         let pos = cfg_file.pos(&token.referenced);
@@ -614,6 +640,7 @@ pub fn load_with(config: Option<&Path>, engine: Arc<TriggerEngine>) -> Result<Ru
                 global,
                 default_triggers: cfg.default_triggers.map(|l| l.value).unwrap_or_default(),
                 default_triggers_by_service: cfg.default_triggers_by_service.into_iter().map(|(s, l)| (s, l.value)).collect(),
+                limits,
             },
             state: StateSettings {
                 path: cfg.state.path.as_deref().map(|p| relative_to(&base, p)),

@@ -4,7 +4,7 @@
 //! outcomes of everything that finished together in one transaction. Services never wait on each other: a slow Slack does not
 //! delay a PagerDuty page.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::future::Future;
 use std::num::NonZeroU32;
 use std::pin::Pin;
@@ -598,6 +598,47 @@ struct Handle {
     wake: Arc<Notify>,
     stats: Arc<Stats>,
     task: JoinHandle<()>,
+    /// The service's rate as the spacing of one Application's entries (ms), and its
+    /// burst (how many of them may be due at once).
+    gap_ms: u64,
+    burst: u32,
+}
+
+/// A service's queue shared fairly between Applications: each Application's entries
+/// for a service are first due one rate-limit interval apart (its first at once), so
+/// the due index interleaves Applications. One Application whose annotation fans a
+/// change out to thousands of notifications queues them over time (past the service's
+/// burst), and another
+/// Application's page, decided a moment later, is due before all but the first of
+/// them: the flood costs the others one slot, not its whole length. A service's
+/// throughput is unchanged (its rate limit spaces deliveries anyway). In memory: after
+/// a restart the entries already queued keep their times.
+#[derive(Default)]
+struct FairShare {
+    /// (service, Application) -> when its next entry may be first due (ms).
+    next: HashMap<(String, String), u64>,
+    /// Size after the last prune: the map is pruned when it doubles (amortised O(1)).
+    pruned_len: usize,
+}
+
+impl FairShare {
+    /// When the next entry of `app` for `service` is first due: a token bucket of
+    /// `burst` entries refilled one per `gap_ms`.
+    fn due(&mut self, service: &str, app: &str, gap_ms: u64, burst: u32, now_ms: u64) -> u64 {
+        if gap_ms == 0 {
+            return now_ms;
+        }
+        let credit = gap_ms.saturating_mul(u64::from(burst.max(1)) - 1);
+        if self.next.len() > (2 * self.pruned_len).max(1024) {
+            self.next.retain(|_, at| at.saturating_add(credit) > now_ms);
+            self.pruned_len = self.next.len();
+        }
+        let slot = self.next.entry((service.to_string(), app.to_string())).or_insert(0);
+        *slot = (*slot).max(now_ms.saturating_sub(credit));
+        let due = (*slot).max(now_ms);
+        *slot = slot.saturating_add(gap_ms);
+        due
+    }
 }
 
 /// The running delivery side: a worker per service over the shared outbox.
@@ -609,6 +650,7 @@ pub struct Delivery {
     settled: Arc<Notify>,
     /// When a full outbox was last logged.
     full_logged: std::sync::Mutex<Option<std::time::Instant>>,
+    fair: std::sync::Mutex<FairShare>,
 }
 
 /// What [`Delivery::submit`] did.
@@ -642,6 +684,7 @@ impl Delivery {
         let settled = Arc::new(Notify::new());
         let mut workers = BTreeMap::new();
         for service in services {
+            let (service_rate, service_burst) = (service.settings.rate.per_second, service.settings.rate.burst);
             let wake = Arc::new(Notify::new());
             let stats = Arc::new(Stats::default());
             let name = service.name.clone();
@@ -654,10 +697,13 @@ impl Delivery {
                 settled: settled.clone(),
                 halt: halt.clone(),
             };
+            // A rate of a thousand a second or more needs no spacing (previews, tests).
+            let per_second = service_rate;
+            let gap_ms = if per_second >= 1000.0 { 0 } else { (1000.0 / per_second.max(0.001)) as u64 };
             let task = tokio::spawn(w.run(rx.clone()));
-            workers.insert(name, Handle { wake, stats, task });
+            workers.insert(name, Handle { wake, stats, task, gap_ms, burst: service_burst });
         }
-        Delivery { state, workers, shutdown, clock, settled, full_logged: std::sync::Mutex::new(None) }
+        Delivery { state, workers, shutdown, clock, settled, full_logged: std::sync::Mutex::new(None), fair: Default::default() }
     }
 
     /// Writes notifications to the outbox (durably) and wakes their workers. A
@@ -673,7 +719,17 @@ impl Delivery {
             notifications.iter().partition(|n| self.workers.contains_key(&n.destination.service));
         let known: Vec<Notification> = known.into_iter().cloned().collect();
         let now = self.clock.now_ms();
-        let enqueue = self.state.write_pass(pass, &known, now)?;
+        let due: Vec<u64> = {
+            let mut fair = self.fair.lock().unwrap_or_else(|p| p.into_inner());
+            known
+                .iter()
+                .map(|n| {
+                    let (gap, burst) = self.workers.get(&n.destination.service).map_or((0, 1), |h| (h.gap_ms, h.burst));
+                    fair.due(&n.destination.service, &n.app, gap, burst, now)
+                })
+                .collect()
+        };
+        let enqueue = self.state.write_pass_due(pass, &known, now, Some(&due))?;
         for (service, n) in &enqueue.full {
             METRICS.not_queued.add(&format!("{service}:full"), *n as u64);
             self.log_full(service, *n);
@@ -993,5 +1049,55 @@ mod tests {
         let left = state.queue_depths().unwrap();
         assert_eq!(left, vec![("hook".to_string(), 100 - delivered as u64)], "what was delivered is recorded; the rest waits");
         delivery.shutdown(Duration::from_secs(1)).await;
+    }
+
+    /// One Application's flood is spread at the service's rate past its burst; another
+    /// Application's entry decided later is due at once, ahead of the flood's rest.
+    #[test]
+    fn each_application_gets_its_share_of_a_service() {
+        let mut f = FairShare::default();
+        let flood: Vec<u64> = (0..6).map(|_| f.due("slack", "argocd/flood", 1000, 3, 10_000)).collect();
+        assert_eq!(flood, [10_000, 10_000, 10_000, 11_000, 12_000, 13_000], "the burst at once, then one a second");
+        assert_eq!(f.due("slack", "argocd/page", 1000, 3, 10_001), 10_001, "another Application: at once");
+        assert_eq!(f.due("pagerduty", "argocd/flood", 1000, 3, 10_001), 10_001, "another service: its own share");
+        // Later, the flood's credit has refilled.
+        assert_eq!(f.due("slack", "argocd/flood", 1000, 3, 100_000), 100_000);
+        assert_eq!(f.due("hook", "argocd/any", 0, 1, 5), 5, "no spacing for a fast service");
+    }
+
+    /// Through the outbox: a flood of one Application queued first, one page of another
+    /// queued after it, on the same rate-limited service: the page is delivered before
+    /// all but the flood's burst.
+    #[tokio::test]
+    async fn a_flood_from_one_application_does_not_delay_another() {
+        let state = Arc::new(StateStore::in_memory().unwrap());
+        let probe = Arc::new(Probe::default());
+        let mut service = outage_service(probe.clone());
+        service.settings.rate.per_second = 20.0;
+        service.settings.rate.burst = 2;
+        service.settings.concurrency = 1;
+        let delivery = Delivery::start(vec![service], state.clone());
+        let mut flood = apps(1).remove(0);
+        flood.app = "argocd/flood".into();
+        let many: Vec<Notification> = (0..40)
+            .map(|i| {
+                let mut n = flood.clone();
+                if let Some(r) = n.record.as_mut() {
+                    r.key = format!("k{i}");
+                    r.app_key = "argocd/flood@u".into();
+                }
+                n
+            })
+            .collect();
+        delivery.submit(&many).unwrap();
+        let mut page = apps(1).remove(0);
+        page.app = "argocd/page".into();
+        delivery.submit(&[page]).unwrap();
+        while probe.log.lock().unwrap().iter().all(|(app, ..)| app != "argocd/page") {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        let before = probe.log.lock().unwrap().iter().take_while(|(app, ..)| app != "argocd/page").count();
+        delivery.shutdown(Duration::from_secs(1)).await;
+        assert!(before <= 3, "{before} of the flood went before the page");
     }
 }

@@ -53,6 +53,10 @@ pub struct Evaluation {
     pub skipped: Vec<Skip>,
     /// Malformed subscription annotations.
     pub annotation_errors: Vec<String>,
+    /// What the subscription limits dropped (`route::Limits`).
+    pub capped: Option<String>,
+    /// The Application's stored note changes to this (`None` inside: cleared).
+    pub note: Option<Option<String>>,
     /// What drifted.
     pub drift: Drift,
     /// The Application's episode after this observation (open or last resolved).
@@ -93,6 +97,7 @@ pub fn pass_write<'a>(
         },
         holds: &eval.holds,
         forgets: eval.rearm.iter().map(|r| r.key.as_str()).collect(),
+        note: eval.note.as_ref().map(Option::as_deref),
         deleted,
     }
 }
@@ -157,8 +162,15 @@ impl Pipeline {
         let obs = episode::observe(state.latest_episode(&app_key)?, app, &drift, now);
         out.episode = obs.episode;
         out.episode_event = obs.event;
-        let (mut subs, annotation_errors) = rt.router.subscriptions(app, self.projects.get(&app.project));
-        out.annotation_errors = annotation_errors;
+        let routed = rt.router.subscriptions(app, self.projects.get(&app.project));
+        let mut subs = routed.subs;
+        out.annotation_errors = routed.errors;
+        // What the limits dropped is kept on the Application (`driftwatch state list`)
+        // when it changes, not written every pass.
+        if state.app_note(&app_key)? != routed.capped {
+            out.note = Some(routed.capped.clone());
+        }
+        out.capped = routed.capped;
         if subs.is_empty() && rt.routes.is_empty() {
             out.drift = drift;
             return Ok(out);

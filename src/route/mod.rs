@@ -20,6 +20,34 @@ const SUBSCRIPTIONS_KEY: &str = "notifications.argoproj.io/subscriptions";
 /// Trigger name -> destinations, ordered for deterministic output.
 pub type Subscriptions = BTreeMap<String, BTreeSet<Destination>>;
 
+/// How much one Application's annotations (its own and its AppProject's) may
+/// subscribe: whoever may edit an Application writes them, and one annotation under
+/// the API server's size limit can name tens of thousands of channels. The
+/// configuration's own subscriptions and routes are not counted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// Distinct triggers; past it the rest (in name order) are dropped.
+    pub max_triggers: usize,
+    /// Distinct destinations over all triggers; past it the rest are dropped.
+    pub max_recipients: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits { max_triggers: 32, max_recipients: 64 }
+    }
+}
+
+/// What an Application is subscribed to.
+#[derive(Debug, Default)]
+pub struct AppSubscriptions {
+    pub subs: Subscriptions,
+    /// Malformed subscription annotations.
+    pub errors: Vec<String>,
+    /// What [`Limits`] dropped, said once (the Application subscribes to more than it may).
+    pub capped: Option<String>,
+}
+
 /// A config-level subscription: these recipients get these triggers for every
 /// Application the selector matches.
 #[derive(Debug, Clone)]
@@ -114,6 +142,7 @@ pub struct Router {
     pub default_triggers: Vec<String>,
     /// `defaultTriggers.<service>` overrides for one service.
     pub default_triggers_by_service: BTreeMap<String, Vec<String>>,
+    pub limits: Limits,
 }
 
 impl Router {
@@ -123,7 +152,7 @@ impl Router {
 
     /// Every (trigger, destination) pair for `app`, from its own annotations, its
     /// project's and the config, de-duplicated. Also returns annotation errors.
-    pub fn subscriptions(&self, app: &App, project: Option<&Project>) -> (Subscriptions, Vec<String>) {
+    pub fn subscriptions(&self, app: &App, project: Option<&Project>) -> AppSubscriptions {
         let mut out = Subscriptions::new();
         let (mut raw, mut errors) = parse_annotations(&app.annotations);
         if let Some(p) = project {
@@ -131,18 +160,46 @@ impl Router {
             raw.extend(r);
             errors.extend(e.into_iter().map(|e| format!("project {}: {e}", p.name)));
         }
+        // The annotations' destinations, within the limits: a trigger past the first
+        // `max_triggers` and a destination past the first `max_recipients` distinct
+        // ones are dropped (and counted), so one Application's annotation cannot
+        // decide tens of thousands of notifications per change.
+        let limits = self.limits;
+        let mut destinations: BTreeSet<Destination> = BTreeSet::new();
+        let (mut dropped_triggers, mut dropped_recipients) = (BTreeSet::new(), 0usize);
         for s in raw {
             let triggers: Vec<String> = match s.trigger {
                 Some(t) => vec![t],
                 None => self.defaults_for(&s.service).to_vec(),
             };
             for t in triggers {
+                if !out.contains_key(&t) && out.len() >= limits.max_triggers {
+                    dropped_triggers.insert(t);
+                    continue;
+                }
                 let set = out.entry(t).or_default();
                 for r in &s.recipients {
-                    set.insert(Destination::new(s.service.clone(), r.clone()));
+                    let d = Destination::new(s.service.clone(), r.clone());
+                    if !destinations.contains(&d) {
+                        if destinations.len() >= limits.max_recipients {
+                            dropped_recipients += 1;
+                            continue;
+                        }
+                        destinations.insert(d.clone());
+                    }
+                    set.insert(d);
                 }
             }
         }
+        let capped = (!dropped_triggers.is_empty() || dropped_recipients > 0).then(|| {
+            format!(
+                "subscription annotations name more than the limits (limits.maxTriggersPerApp {}, limits.maxRecipientsPerApp {}): {} trigger(s) and {} recipient(s) ignored",
+                limits.max_triggers,
+                limits.max_recipients,
+                dropped_triggers.len(),
+                dropped_recipients
+            )
+        });
         for g in &self.global {
             if !g.selector.matches(&app.labels) {
                 continue;
@@ -155,7 +212,7 @@ impl Router {
             }
         }
         out.retain(|_, v| !v.is_empty());
-        (out, errors)
+        AppSubscriptions { subs: out, errors, capped }
     }
 }
 

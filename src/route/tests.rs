@@ -16,6 +16,7 @@ fn router() -> Router {
         global: vec![],
         default_triggers: vec!["on-sync-failed".into(), "on-health-degraded".into()],
         default_triggers_by_service: [("email".to_string(), vec!["on-deleted".to_string()])].into(),
+        limits: Limits::default(),
     }
 }
 
@@ -25,7 +26,7 @@ fn flat(s: &Subscriptions) -> Vec<String> {
 }
 
 fn check(annotations: &[(&str, &str)], want: &[&str]) {
-    let (subs, errors) = router().subscriptions(&app(annotations, &[]), None);
+    let AppSubscriptions { subs, errors, .. } = router().subscriptions(&app(annotations, &[]), None);
     assert!(errors.is_empty(), "{errors:?}");
     assert_eq!(flat(&subs), want, "annotations {annotations:?}");
 }
@@ -85,7 +86,8 @@ fn project_annotations_apply_to_its_applications() {
         namespace: "argocd".into(),
         annotations: [("notifications.argoproj.io/subscribe.on-deployed.slack".to_string(), "team".to_string())].into(),
     };
-    let (subs, _) = router().subscriptions(&app(&[("notifications.argoproj.io/subscribe.on-deployed.slack", "mine")], &[]), Some(&project));
+    let AppSubscriptions { subs, .. } =
+        router().subscriptions(&app(&[("notifications.argoproj.io/subscribe.on-deployed.slack", "mine")], &[]), Some(&project));
     assert_eq!(flat(&subs), ["on-deployed -> slack:mine", "on-deployed -> slack:team"]);
 }
 
@@ -102,15 +104,15 @@ fn global_subscriptions_follow_label_selectors() {
         triggers: vec![],
         selector: Selector::default(),
     });
-    let (subs, _) = r.subscriptions(&app(&[], &[("env", "prod")]), None);
+    let AppSubscriptions { subs, .. } = r.subscriptions(&app(&[], &[("env", "prod")]), None);
     assert_eq!(flat(&subs), ["on-health-degraded -> slack:all", "on-out-of-sync -> slack:prod-alerts", "on-sync-failed -> slack:all"]);
-    let (subs, _) = r.subscriptions(&app(&[], &[("env", "dev")]), None);
+    let AppSubscriptions { subs, .. } = r.subscriptions(&app(&[], &[("env", "dev")]), None);
     assert_eq!(flat(&subs), ["on-health-degraded -> slack:all", "on-sync-failed -> slack:all"]);
 }
 
 #[test]
 fn malformed_annotations_are_reported_and_the_rest_still_applies() {
-    let (subs, errors) = router().subscriptions(
+    let AppSubscriptions { subs, errors, .. } = router().subscriptions(
         &app(
             &[
                 ("notifications.argoproj.io/subscriptions", "- trigger: [unclosed"),
@@ -123,4 +125,24 @@ fn malformed_annotations_are_reported_and_the_rest_still_applies() {
     );
     assert_eq!(errors.len(), 2, "{errors:?}");
     assert_eq!(flat(&subs), ["on-deployed -> slack:ok"]);
+}
+
+/// One annotation naming thousands of channels for two triggers: the Application gets
+/// at most the limits' worth, and says what was dropped.
+#[test]
+fn annotations_past_the_limits_are_capped_and_reported() {
+    let channels: Vec<String> = (0..25_000).map(|i| format!("c{i:05}")).collect();
+    let yaml = format!(
+        "- trigger: [on-health-degraded, on-sync-failed]\n  destinations:\n    - service: slack\n      recipients: [{}]\n",
+        channels.join(", ")
+    );
+    let r = Router { limits: Limits { max_triggers: 1, max_recipients: 10 }, ..router() };
+    let got = r.subscriptions(&app(&[("notifications.argoproj.io/subscriptions", &yaml)], &[]), None);
+    assert_eq!(got.subs.len(), 1, "one trigger kept");
+    assert_eq!(got.subs.values().map(BTreeSet::len).sum::<usize>(), 10, "ten destinations kept");
+    let capped = got.capped.unwrap();
+    assert!(capped.contains("1 trigger(s) and 24990 recipient(s) ignored"), "{capped}");
+    // Within the limits: nothing said.
+    let small = router().subscriptions(&app(&[("notifications.argoproj.io/subscribe.on-deployed.slack", "a;b")], &[]), None);
+    assert!(small.capped.is_none());
 }

@@ -30,6 +30,9 @@ use redb::{Database, ReadableDatabase, ReadableTable, ReadableTableMetadata, Tab
 
 /// `"<app key>\u{0}<dedup key>"` -> unix milliseconds of the delivery.
 const NOTIFIED: TableDefinition<&str, u64> = TableDefinition::new("notified");
+/// state key -> a note about the Application for whoever looks (`driftwatch state
+/// list`): what the subscription limits dropped.
+const NOTES: TableDefinition<&str, &str> = TableDefinition::new("app_notes");
 /// Deleted Applications whose outbox entries have not all settled yet (state key ->
 /// when the deletion was seen, unix ms): their state is purged when the last settles.
 const DELETED: TableDefinition<&str, u64> = TableDefinition::new("deleted_apps");
@@ -155,6 +158,8 @@ pub struct PassWrite<'a> {
     pub episode: Option<(&'a crate::drift::episode::Episode, Retention)>,
     pub holds: &'a [(String, Option<u64>)],
     pub forgets: Vec<&'a str>,
+    /// The Application's note changes (`Some(None)`: cleared).
+    pub note: Option<Option<&'a str>>,
     /// The Application was deleted: its state goes once nothing of it is in the outbox.
     pub deleted: bool,
 }
@@ -162,7 +167,7 @@ pub struct PassWrite<'a> {
 impl PassWrite<'_> {
     /// Nothing to write (most passes).
     pub fn is_empty(&self) -> bool {
-        self.episode.is_none() && self.holds.is_empty() && self.forgets.is_empty() && !self.deleted
+        self.episode.is_none() && self.holds.is_empty() && self.forgets.is_empty() && self.note.is_none() && !self.deleted
     }
 }
 
@@ -218,6 +223,7 @@ impl StateStore {
         let tx = db.begin_write().map_err(storage)?;
         tx.open_table(NOTIFIED).map_err(storage)?;
         tx.open_table(DELETED).map_err(storage)?;
+        tx.open_table(NOTES).map_err(storage)?;
         outbox::create_tables(&tx)?;
         history::create_tables(&tx)?;
         tx.commit().map_err(storage)?;
@@ -259,6 +265,18 @@ impl StateStore {
         notifications: &[crate::model::Notification],
         now_ms: u64,
     ) -> Result<EnqueueReport, StateError> {
+        self.write_pass_due(pass, notifications, now_ms, None)
+    }
+
+    /// [`StateStore::write_pass`] with when each notification is first due (by index):
+    /// the delivery side's fair share between Applications.
+    pub fn write_pass_due(
+        &self,
+        pass: &PassWrite,
+        notifications: &[crate::model::Notification],
+        now_ms: u64,
+        due: Option<&[u64]>,
+    ) -> Result<EnqueueReport, StateError> {
         if pass.is_empty() && notifications.is_empty() {
             // Most passes decide nothing to write: no transaction at all.
             return Ok(EnqueueReport::default());
@@ -276,7 +294,16 @@ impl StateStore {
         for key in &pass.forgets {
             Self::forget_in(&tx, pass.app_key, key)?;
         }
-        let report = if notifications.is_empty() { EnqueueReport::default() } else { Self::enqueue_in(&tx, notifications, now_ms)? };
+        match pass.note {
+            Some(Some(text)) => {
+                tx.open_table(NOTES).map_err(storage)?.insert(pass.app_key, text).map_err(storage)?;
+            }
+            Some(None) => {
+                tx.open_table(NOTES).map_err(storage)?.remove(pass.app_key).map_err(storage)?;
+            }
+            None => {}
+        }
+        let report = if notifications.is_empty() { EnqueueReport::default() } else { Self::enqueue_in(&tx, notifications, now_ms, due)? };
         if pass.deleted {
             Self::retire_app_in(&tx, pass.app_key, now_ms)?;
         } else {
@@ -327,6 +354,7 @@ impl StateStore {
         let n = remove_app_entries(&mut tx.open_table(NOTIFIED).map_err(storage)?, app)?;
         Self::forget_app_history_in(tx, app)?;
         tx.open_table(DELETED).map_err(storage)?.remove(app).map_err(storage)?;
+        tx.open_table(NOTES).map_err(storage)?.remove(app).map_err(storage)?;
         Ok(n)
     }
 
@@ -409,6 +437,18 @@ impl StateStore {
         self.view()?.keys(app)
     }
 
+    /// Every Application with a note, and the note.
+    pub fn notes(&self) -> Result<Vec<(String, String)>, StateError> {
+        let tx = self.db.begin_read().map_err(storage)?;
+        let table = tx.open_table(NOTES).map_err(storage)?;
+        let mut out = Vec::new();
+        for item in table.iter().map_err(storage)? {
+            let (k, v) = item.map_err(storage)?;
+            out.push((k.value().to_string(), v.value().to_string()));
+        }
+        Ok(out)
+    }
+
     /// Every Application key in the store.
     pub fn apps(&self) -> Result<Vec<String>, StateError> {
         let tx = self.db.begin_read().map_err(storage)?;
@@ -442,6 +482,12 @@ pub struct StateView {
 }
 
 impl StateView {
+    /// The Application's note, if it has one.
+    pub fn app_note(&self, app: &str) -> Result<Option<String>, StateError> {
+        let table = self.tx.open_table(NOTES).map_err(storage)?;
+        Ok(table.get(app).map_err(storage)?.map(|v| v.value().to_string()))
+    }
+
     pub fn is_notified(&self, app: &str, key: &str) -> Result<bool, StateError> {
         Ok(self.notified_at(app, key)?.is_some())
     }

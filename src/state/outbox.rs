@@ -257,7 +257,7 @@ impl StateStore {
     /// flight. Durable when this returns.
     pub fn enqueue(&self, items: &[Notification], now_ms: u64) -> Result<EnqueueReport, StateError> {
         let tx = self.db().begin_write().map_err(storage)?;
-        let report = Self::enqueue_in(&tx, items, now_ms)?;
+        let report = Self::enqueue_in(&tx, items, now_ms, None)?;
         tx.commit().map_err(storage)?;
         Ok(report)
     }
@@ -267,11 +267,18 @@ impl StateStore {
     /// what the pass decided on: a notification already in flight is a duplicate, and
     /// one whose key a settle changed since the pass's snapshot (its `seen`) is
     /// superseded. A full service queue refuses the entry without recording anything.
-    pub(crate) fn enqueue_in(tx: &WriteTransaction, items: &[Notification], now_ms: u64) -> Result<EnqueueReport, StateError> {
+    /// `due`: when each item is first due (by index; `now_ms` without).
+    pub(crate) fn enqueue_in(
+        tx: &WriteTransaction,
+        items: &[Notification],
+        now_ms: u64,
+        due: Option<&[u64]>,
+    ) -> Result<EnqueueReport, StateError> {
         let mut report = EnqueueReport::default();
         let mut pending = tx.open_table(PENDING).map_err(storage)?;
         let notified = tx.open_table(super::NOTIFIED).map_err(storage)?;
-        for n in items {
+        for (i, n) in items.iter().enumerate() {
+            let first_due = due.and_then(|d| d.get(i)).copied().unwrap_or(now_ms).max(now_ms);
             let pkey = pending_key(n);
             if let Some(p) = &pkey
                 && pending.get(p.as_str()).map_err(storage)?.is_some()
@@ -296,7 +303,7 @@ impl StateStore {
             let mut notification = n.clone();
             let app_key = n.record.as_ref().map_or(n.app.as_str(), |r| r.app_key.as_str());
             notification.idempotency_key = Some(idempotency_key(app_key, now_ms, id));
-            let entry = OutboxEntry { id, notification, attempts: 0, enqueued_ms: now_ms, next_attempt_ms: now_ms, last_error: None };
+            let entry = OutboxEntry { id, notification, attempts: 0, enqueued_ms: now_ms, next_attempt_ms: first_due, last_error: None };
             insert_entry(tx, &entry)?;
             if let Some(p) = &pkey {
                 pending.insert(p.as_str(), id).map_err(storage)?;

@@ -120,6 +120,7 @@ impl Core {
         let key = app.state_key();
         self.apps.remove(&key);
         self.evaluated.remove(&key);
+        self.annotation_logged.remove(&key);
         if !done && self.state.is_some() {
             // Its write failed: the retry wake-up evaluates it again, as deleted.
             self.retiring.insert(key.clone(), Kept::of(&app));

@@ -121,6 +121,9 @@ pub(super) struct Core {
     retiring: HashMap<String, Kept>,
     /// Fingerprint of what was last evaluated, per state key.
     evaluated: HashMap<String, u64>,
+    /// Per state key with malformed subscription annotations, a hash of what was last
+    /// logged (logged again only when it changes).
+    annotation_logged: HashMap<String, u64>,
     /// Per watch stream with a (re)list in progress, the objects seen so far (state
     /// keys of Applications, names of AppProjects). Per stream, because each namespace
     /// relists on its own: a `410 Gone` in one says nothing about another.
@@ -209,6 +212,7 @@ impl Core {
             apps: HashMap::new(),
             retiring: HashMap::new(),
             evaluated: HashMap::new(),
+            annotation_logged: HashMap::new(),
             listing: HashMap::new(),
             lists_done: BTreeSet::new(),
             streams: o.streams,
@@ -361,9 +365,15 @@ impl Core {
         let eval = pass.eval;
         METRICS.evaluations.inc();
         METRICS.evaluation_latency.observe(started.elapsed());
-        for e in &eval.annotation_errors {
-            tracing::warn!(app = %app.qualified_name(), error = %e, "malformed subscription annotation");
+        if let Some(c) = &eval.capped {
+            METRICS.subscriptions_capped.inc();
+            if eval.note.is_some() {
+                // Logged when it changes (the note in the store changed with it), not
+                // at every pass.
+                tracing::warn!(app = %app.qualified_name(), error = %c, "subscriptions over the limits");
+            }
         }
+        self.log_annotation_errors(&key, app, &eval.annotation_errors);
         if eval.stale {
             // Nothing was decided: pending wake-ups and attribution reads stay as they are.
             self.evaluated.insert(key, fp);
@@ -412,6 +422,24 @@ impl Core {
         }
         self.evaluated.insert(key, fp);
         true
+    }
+
+    /// Logs an Application's malformed subscription annotations when they change, not
+    /// at every pass (an Application re-evaluated every resync would log them for ever).
+    fn log_annotation_errors(&mut self, key: &str, app: &App, errors: &[String]) {
+        use std::hash::{Hash, Hasher};
+        if errors.is_empty() {
+            self.annotation_logged.remove(key);
+            return;
+        }
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        errors.hash(&mut h);
+        let hash = h.finish();
+        if self.annotation_logged.insert(key.to_string(), hash) != Some(hash) {
+            for e in errors {
+                tracing::warn!(app = %app.qualified_name(), error = %e, "malformed subscription annotation");
+            }
+        }
     }
 
     /// Makes the passes written since the last flush durable (one disk write for a
