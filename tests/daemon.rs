@@ -236,6 +236,11 @@ fn leader_handover_without_duplicates() {
 
     api.apply(app("ha-one", "OutOfSync", REV1));
     wait_for("ha-one", Duration::from_secs(10), || has(&got, r#""app": "ha-one""#));
+    // Recorded: the queue depth comes from the counters the settle that records the
+    // key changes, in the same transaction. (A kill between a receiver's answer and
+    // that record repeats the delivery, with the same Idempotency-Key; that window is
+    // the crash test's, not this one's.)
+    wait_for("ha-one recorded", Duration::from_secs(10), || a.metric(r#"driftwatch_queue_depth{service="hook"}"#) == Some(0.0));
 
     // The leader dies without a goodbye; a change happens before anyone takes over.
     let mut a = a;

@@ -259,3 +259,20 @@ fn the_operations_token_is_a_secret_reference() {
     assert!(rt.operations_token.is_none());
     assert!(rt.missing_secrets.iter().any(|m| m.starts_with("operations.token:")), "{:?}", rt.missing_secrets);
 }
+
+/// Two templates whose partials include each other are refused at load, at the field
+/// that starts the circle (rendering them overflowed the stack).
+#[test]
+fn templates_whose_partials_include_each_other_are_refused() {
+    let f = Fixture::new();
+    f.file("driftwatch.yaml", "templates:\n  a:\n    message: \"{{> b/message}}\"\n  b:\n    message: \"x {{> a/message}}\"\n");
+    let e = f.errors();
+    assert!(
+        e.iter().any(|e| e.contains("D/driftwatch.yaml:3:")
+            && e.contains("template a.message")
+            && e.contains("a/message -> b/message -> a/message")),
+        "{e:?}"
+    );
+    f.file("driftwatch.yaml", "templates:\n  a:\n    message: \"{{> b/message}}!\"\n  b:\n    message: \"x\"\n");
+    assert!(f.load().is_ok(), "a partial of another template's field is fine");
+}

@@ -6,6 +6,7 @@
 //! a reference to a missing variable renders empty, as in Argo CD.
 
 pub mod helpers;
+pub mod partials;
 pub mod schema;
 pub mod sprig;
 
@@ -392,6 +393,30 @@ pub(crate) fn render_text(src: &str, data: &serde_json::Value) -> Result<String,
     hb.render_template(src, data).map_err(|e| e.to_string())
 }
 
+/// A writer that takes one byte more than [`MAX_FIELD_BYTES`], then refuses (which
+/// stops the render): what passes the bound is cut or refused by the caller anyway.
+struct Bounded {
+    buf: Vec<u8>,
+    over: bool,
+}
+
+impl std::io::Write for Bounded {
+    fn write(&mut self, data: &[u8]) -> std::io::Result<usize> {
+        let room = (MAX_FIELD_BYTES + 1).saturating_sub(self.buf.len());
+        if data.len() > room {
+            self.buf.extend_from_slice(&data[..room]);
+            self.over = true;
+            return Err(std::io::Error::other("the field passes its bound"));
+        }
+        self.buf.extend_from_slice(data);
+        Ok(data.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
 /// Whether a handlebars text compiles.
 pub fn compiles(src: &str) -> Result<(), String> {
     handlebars::Template::compile(src).map(|_| ()).map_err(|e| e.to_string())
@@ -409,6 +434,8 @@ impl TemplateSet {
         let mut warnings = Vec::new();
         let mut fields = BTreeMap::new();
         let mut github = BTreeMap::new();
+        // Where each registered field was written, for the partials' errors.
+        let mut written: BTreeMap<String, (Option<crate::source::Pos>, String)> = BTreeMap::new();
         for (name, def, file) in defs {
             let mut mine = BTreeMap::new();
             for (field, kind, src) in def_fields(def) {
@@ -431,6 +458,7 @@ impl TemplateSet {
                         ),
                     });
                 }
+                written.insert(reg.clone(), (file.pos(&src.referenced), format!("template {name}.{field}")));
                 mine.insert(field, (reg, kind));
             }
             if def_fields(def).is_empty() {
@@ -444,6 +472,10 @@ impl TemplateSet {
             if let Some(g) = &def.github {
                 github.insert(name.clone(), g.clone());
             }
+        }
+        for e in partials::check(hb.get_templates()) {
+            let (pos, key) = written.get(&e.template).cloned().unwrap_or((None, format!("template {}", e.template)));
+            errors.push(ConfigError::new(pos, key, e.message));
         }
         if errors.is_empty() { Ok((TemplateSet { hb, fields, github }, warnings)) } else { Err(errors) }
     }
@@ -540,11 +572,25 @@ impl Fields<'_> {
     /// [`MAX_FIELD_BYTES`]).
     pub fn text(&self, field: &str) -> Result<Option<String>, RenderError> {
         let Some((reg, _)) = self.fields.get(field) else { return Ok(None) };
-        let mut s = self.hb.render_with_context(reg, self.ctx).map_err(|e| RenderError::Field {
-            template: self.template.into(),
-            field: field.into(),
-            message: e.to_string(),
-        })?;
+        // Rendered into a writer that stops the render once the field passes its bound:
+        // a template looping over a large list must not build a gigabyte first.
+        let mut out = Bounded { buf: Vec::new(), over: false };
+        let rendered = self.hb.render_with_context_to_write(reg, self.ctx, &mut out);
+        if let Err(e) = rendered
+            && !out.over
+        {
+            return Err(RenderError::Field { template: self.template.into(), field: field.into(), message: e.to_string() });
+        }
+        let mut s = match String::from_utf8(out.buf) {
+            Ok(s) => s,
+            // Cut inside a character at the bound: keep the whole ones.
+            Err(e) => {
+                let valid = e.utf8_error().valid_up_to();
+                let mut b = e.into_bytes();
+                b.truncate(valid);
+                String::from_utf8(b).unwrap_or_default()
+            }
+        };
         if s.len() > MAX_FIELD_BYTES {
             if self.fields.get(field).is_some_and(|(_, k)| *k == FieldKind::Json) {
                 return Err(RenderError::TooLong { template: self.template.into(), field: field.into(), bytes: s.len() });

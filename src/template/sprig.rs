@@ -22,6 +22,23 @@ use base64::Engine as _;
 use chrono::{DateTime, Utc};
 use handlebars::{Handlebars, JsonValue as Json, handlebars_helper};
 
+/// `s.replace(old, new)`, built only up to `cap` bytes (a field is cut at
+/// [`super::MAX_FIELD_BYTES`] anyway): an empty `old` on a long text from the cluster
+/// would otherwise build gigabytes before the field's bound applies.
+fn bounded_replace(s: &str, old: &str, new: &str, cap: usize) -> String {
+    let mut out = String::new();
+    for (i, part) in s.split(old).enumerate() {
+        if i > 0 {
+            out.push_str(new);
+        }
+        out.push_str(part);
+        if out.len() > cap {
+            break;
+        }
+    }
+    out
+}
+
 fn display(v: &Json) -> String {
     match v {
         Json::Null => String::new(),
@@ -254,7 +271,7 @@ fn split_git_url(url: &str) -> (String, String) {
 
 handlebars_helper!(trunc_helper: |n: i64, s: Json| trunc(n, &display(s)));
 handlebars_helper!(substr_helper: |start: i64, end: i64, s: Json| substr(start, end, &display(s)));
-handlebars_helper!(replace_helper: |old: Json, new: Json, s: Json| display(s).replace(&display(old), &display(new)));
+handlebars_helper!(replace_helper: |old: Json, new: Json, s: Json| bounded_replace(&display(s), &display(old), &display(new), super::MAX_FIELD_BYTES + 1));
 handlebars_helper!(contains_helper: |sub: Json, s: Json| display(s).contains(&display(sub)));
 handlebars_helper!(has_prefix_helper: |p: Json, s: Json| display(s).starts_with(&display(p)));
 handlebars_helper!(has_suffix_helper: |p: Json, s: Json| display(s).ends_with(&display(p)));

@@ -195,12 +195,38 @@ fn register_strings(engine: &mut Engine) {
     // variable in place), for `driftwatch import` and for anyone.
     engine.register_fn("str_contains", |s: ImmutableString, sub: ImmutableString| s.contains(sub.as_str()));
     engine.register_fn("trim_space", |s: ImmutableString| s.trim().to_string());
-    engine.register_fn("replace_all", |s: ImmutableString, from: ImmutableString, to: ImmutableString| s.replace(from.as_str(), &to));
-    engine.register_fn("split_all", |s: ImmutableString, sep: ImmutableString| -> rhai::Array {
-        s.split(sep.as_str()).map(|p| Dynamic::from(p.to_string())).collect()
-    });
+    engine.register_fn("replace_all", |s: ImmutableString, from: ImmutableString, to: ImmutableString| replace_all(&s, &from, &to));
+    engine.register_fn("split_all", |s: ImmutableString, sep: ImmutableString| split_all(&s, &sep));
     engine.register_fn("to_float", |f: f64| f);
     engine.register_fn("matches", |s: ImmutableString, re: ImmutableString| -> Fallible<bool> { regex_matches(&s, &re) });
+}
+
+/// How many times `from` occurs in `s` as `str::replace` and `str::split` see it (an
+/// empty pattern matches between every character and at both ends).
+fn occurrences(s: &str, from: &str) -> usize {
+    if from.is_empty() { s.chars().count() + 1 } else { s.matches(from).count() }
+}
+
+/// `replace_all`, refused before anything is built when the result would pass rhai's
+/// string size limit: the engine checks sizes after a function returns, by which time
+/// `"x" * 1 MiB` with an empty pattern replaced by a long text has allocated gigabytes.
+fn replace_all(s: &str, from: &str, to: &str) -> Fallible<String> {
+    let n = occurrences(s, from);
+    let size = n.checked_mul(to.len()).and_then(|added| (s.len() - n.saturating_mul(from.len()).min(s.len())).checked_add(added));
+    match size {
+        Some(size) if size <= limits::MAX_STRING_SIZE => Ok(s.replace(from, to)),
+        _ => fail(format!("replace_all: the result would be longer than the string limit ({} bytes)", limits::MAX_STRING_SIZE)),
+    }
+}
+
+/// `split_all`, refused before anything is built when it would make more parts than
+/// rhai's array size limit.
+fn split_all(s: &str, sep: &str) -> Fallible<rhai::Array> {
+    let parts = occurrences(s, sep) + usize::from(!sep.is_empty());
+    if parts > limits::MAX_ARRAY_SIZE {
+        return fail(format!("split_all: more than {} parts", limits::MAX_ARRAY_SIZE));
+    }
+    Ok(s.split(sep).map(|p| Dynamic::from(p.to_string())).collect())
 }
 
 /// Compiled patterns of `matches`, per thread: conditions use a handful, each is

@@ -106,6 +106,14 @@ fn the_sandbox_stops_endless_loops_and_runaway_values() {
     assert!(one("app.status.operationState.message.len() > 0", big).result);
     let r = one("app.metadata.name = \"changed\"; true", json!({"metadata": {"name": "a"}}));
     assert!(!r.result, "app is read-only: {r:?}");
+    // An empty pattern replaced by a long text, on a long string from the cluster:
+    // refused before the gigabytes are built (rhai checks sizes after a call returns).
+    let long = json!({"status": {"operationState": {"message": "x".repeat(1 << 19)}}});
+    let r = one("replace_all(app.status.operationState.message, \"\", \"0123456789abcdef\").len() > 0", long.clone());
+    assert!(!r.result && r.error.as_deref().unwrap_or_default().contains("longer than the string limit"), "{r:?}");
+    let r = one("split_all(app.status.operationState.message, \"\").len() > 0", long);
+    assert!(!r.result && r.error.as_deref().unwrap_or_default().contains("parts"), "{r:?}");
+    assert!(one("replace_all(\"a-b-c\", \"-\", \"_\") == \"a_b_c\" && split_all(\"a,b\", \",\").len() == 2", json!({})).result);
 }
 
 #[test]

@@ -119,6 +119,27 @@ fn output_is_bounded() {
     assert!(out.payload["message"].as_str().unwrap().len() <= MAX_FIELD_BYTES);
 }
 
+/// The bound applies while rendering: three nested loops over 300 items of 1 KiB would
+/// build 27 GiB before a cut at the end; the render stops at the bound instead. A text
+/// field is cut; a JSON field that passes the bound is refused.
+#[test]
+fn a_field_stops_rendering_at_its_bound() {
+    let items: Vec<Value> = (0..300).map(|_| json!("x".repeat(1024))).collect();
+    let app = App::from_value(json!({"kind": "Application", "metadata": {"name": "web", "annotations": {}}, "status": {"items": items}}))
+        .unwrap();
+    let loops =
+        "{{#each app.status.items}}{{#each ../app.status.items}}{{#each ../../app.status.items}}{{this}}{{/each}}{{/each}}{{/each}}";
+    let s = set(&format!("message: \"{loops}\"\n"));
+    let mut ctx = RenderContext::new(&app, &BTreeMap::new());
+    let t = Target { trigger: "", kind: DestinationKind::Console, service: "console", recipient: "", resolved: false };
+    let out = s.render("t", &mut ctx, &t, &app, encoder(t.kind)).unwrap();
+    assert_eq!(out.payload["message"].as_str().unwrap().len(), MAX_FIELD_BYTES);
+    let s = set(&format!("message: m\nslack:\n  blocks: \"[{loops}]\"\n"));
+    let t = Target { trigger: "", kind: DestinationKind::Slack, service: "slack", recipient: "", resolved: false };
+    let e = s.render("t", &mut ctx, &t, &app, encoder(t.kind));
+    assert!(matches!(e, Err(RenderError::TooLong { .. })), "{e:?}");
+}
+
 #[test]
 fn else_if_chains_and_each_with_index() {
     let s = set(
