@@ -409,11 +409,27 @@ mod tests {
         assert!(matches!(s.latest_episode(&ep.app_key), Err(StateError::Episode { .. })));
         assert_eq!(s.episodes(&HistoryQuery::default()).unwrap().len(), 1, "the readable one is still listed");
         // A delivery noted in the unreadable episode: the settle's transaction succeeds.
-        let mut n = crate::deliver::ecs::tests::sample(crate::model::DestinationKind::Webhook, "hook");
-        n.episode = Some(json!({"id": ep.id}));
-        if let Some(r) = n.record.as_mut() {
-            r.app_key = ep.app_key.clone();
-        }
+        let n = Notification {
+            app: "argocd/a".into(),
+            meta: crate::model::AppMeta::default(),
+            trigger: "on-x".into(),
+            condition: 0,
+            condition_key: "[0].x".into(),
+            template: "t".into(),
+            destination: crate::model::Destination::new("hook", ""),
+            kind: crate::model::DestinationKind::Webhook,
+            action: Action::Fire,
+            severity: crate::model::Severity::Info,
+            payload: json!({}),
+            record: Some(crate::model::StateRecord {
+                app_key: ep.app_key.clone(),
+                key: "k".into(),
+                op: crate::model::RecordOp::Set,
+                seen: None,
+            }),
+            episode: Some(json!({"id": ep.id})),
+            idempotency_key: None,
+        };
         let tx = s.db().begin_write().unwrap();
         StateStore::note_sent_in(&tx, &n, 5).unwrap();
         tx.commit().unwrap();
