@@ -12,10 +12,10 @@
 //! - `drain`: 10,000 notifications queued while the receiver answers 429 with
 //!   `Retry-After: 3`, then the receiver recovers: drain time and deliveries/s; CPU
 //!   while idle-waiting.
-//! - `outage`: 1,000 Applications go OutOfSync while the receiver answers 503 (no
-//!   `Retry-After`: each entry used to wait out a backoff of its own), then it
-//!   recovers: time from recovery to the last delivery, attempts while down, CPU while
-//!   waiting, each notification once.
+//! - `outage`: 1,000 Applications go OutOfSync while the receiver answers 503 for 30 s
+//!   (no `Retry-After`; the service's default retry settings: each entry used to wait
+//!   out a backoff of its own), then it recovers: time from recovery to the last
+//!   delivery, attempts while down, CPU while waiting, each notification once.
 //! - `flood`: one Application whose annotation names 25,000 recipients for two
 //!   triggers changes, then another Application on the same service: when the second
 //!   one's notification arrives, and RSS.
@@ -171,9 +171,13 @@ struct Daemon {
 
 impl Daemon {
     fn start(api: &FakeApiServer, receiver_port: u16) -> (Daemon, Duration) {
+        Daemon::start_with(api, &config(receiver_port))
+    }
+
+    fn start_with(api: &FakeApiServer, config: &str) -> (Daemon, Duration) {
         let dir = tempfile::tempdir().unwrap();
         api.kubeconfig(&dir.path().join("kubeconfig"));
-        std::fs::write(dir.path().join("driftwatch.yaml"), config(receiver_port)).unwrap();
+        std::fs::write(dir.path().join("driftwatch.yaml"), config).unwrap();
         let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
         let admin = format!("127.0.0.1:{port}");
         let started = Instant::now();
@@ -485,7 +489,9 @@ fn outage() {
     for i in 0..N {
         api.apply(app(i, "Synced", "base"));
     }
-    let (d, _) = Daemon::start(&api, rx.addr.port());
+    // The service's default retry settings (1 s doubling to 5 min), as users run it.
+    let cfg = config(rx.addr.port()).replace("    retry: {initialBackoff: 200ms, maxBackoff: 1s, maxAttempts: 1000, deadline: 1h}\n", "");
+    let (d, _) = Daemon::start_with(&api, &cfg);
     rx.unavailable.store(true, Ordering::Relaxed);
     for i in 0..N {
         api.apply(app(i, "OutOfSync", &format!("o-{i}")));
@@ -494,9 +500,8 @@ fn outage() {
     while d.metric(r#"driftwatch_queue_depth{service="hook"}"#) < N as f64 && start.elapsed() < Duration::from_secs(120) {
         std::thread::sleep(Duration::from_millis(50));
     }
-    // Down for a while: let every entry's backoff (200 ms doubling to 1 s here) run out
-    // several times over, as a real outage would.
-    std::thread::sleep(Duration::from_secs(5));
+    // Down for a while (30 s), as a real outage is: every entry's own backoff grows.
+    std::thread::sleep(Duration::from_secs(24));
     let (cpu, refused) = (d.cpu_seconds(), rx.refused.load(Ordering::Relaxed));
     std::thread::sleep(Duration::from_secs(6));
     let idle_cpu = d.cpu_seconds() - cpu;

@@ -70,21 +70,23 @@ fn cpu_ticks(d: &Daemon) -> u64 {
     f.get(11).copied().unwrap_or(0) + f.get(12).copied().unwrap_or(0)
 }
 
-/// Crash: an incident of 150 pages, the daemon SIGKILLed five times while deliveries
-/// are in flight (the receiver answers slowly and records a body on arrival, so a kill
-/// lands between a delivery and its record), restarted each time. Every page arrives;
-/// the only repeats are pages that were in flight at a kill (at most PagerDuty's
-/// concurrency, two, per kill), and
-/// each repeat carries the same `dedup_key`, so PagerDuty folds it into the same
-/// incident. A last restart sends nothing.
+/// Crash: an incident of 150 pages (and 150 webhook notifications), the daemon
+/// SIGKILLed five times while deliveries are in flight (the receivers answer slowly and
+/// record a body on arrival, so a kill lands between a delivery and its record),
+/// restarted each time. Every page arrives; the only repeats are pages that were in
+/// flight at a kill (at most PagerDuty's concurrency, two, per kill), and each repeat
+/// carries the same `dedup_key`, so PagerDuty folds it into the same incident; every
+/// webhook repeat carries the same `Idempotency-Key` as its first delivery, so a
+/// receiver keyed on it sees each notification once. A last restart sends nothing.
 #[test]
 fn crash_at_many_points_loses_nothing_and_repeats_only_what_was_in_flight() {
     const APPS: usize = 150;
     let api = FakeApiServer::start();
     let pd = Scripted::start(Mode::Slow(30));
-    let dir = workdir(&api, &config(pd.port, pd.port));
+    let hook = Scripted::start(Mode::Slow(30));
+    let dir = workdir(&api, &config(pd.port, hook.port));
     for i in 0..APPS {
-        api.apply(drifted(&format!("app-{i:03}"), &["pd"]));
+        api.apply(drifted(&format!("app-{i:03}"), &["pd", "hook"]));
     }
     let distinct = |pd: &Scripted| pd.requests().iter().map(|(_, b)| dedup_key(b)).collect::<std::collections::BTreeSet<_>>().len();
     let mut kills = 0;
@@ -97,7 +99,8 @@ fn crash_at_many_points_loses_nothing_and_repeats_only_what_was_in_flight() {
     }
     let d = Daemon::start(dir.path());
     let started = std::time::Instant::now();
-    while distinct(&pd) < APPS && started.elapsed() < Duration::from_secs(60) {
+    let hook_distinct = |h: &Scripted| h.requests().iter().map(|(_, b)| b.clone()).collect::<std::collections::BTreeSet<_>>().len();
+    while (distinct(&pd) < APPS || hook_distinct(&hook) < APPS) && started.elapsed() < Duration::from_secs(60) {
         std::thread::sleep(Duration::from_millis(50));
     }
     assert!(d.stop().success());
@@ -145,6 +148,20 @@ fn crash_at_many_points_loses_nothing_and_repeats_only_what_was_in_flight() {
         assert!(key.starts_with("driftwatch/"), "{key}");
         assert!(bodies.iter().all(|b| event(b) == event(&bodies[0])), "a repeat differs from the first send: {bodies:?}");
     }
+    // The webhook: every notification arrived, each under one Idempotency-Key, and no
+    // key stands for two notifications: a receiver de-duplicating by it sees each once.
+    let mut keys_by_body: BTreeMap<String, std::collections::BTreeSet<String>> = BTreeMap::new();
+    let mut bodies_by_key: BTreeMap<String, std::collections::BTreeSet<String>> = BTreeMap::new();
+    for (key, body) in hook.keyed() {
+        let key = key.unwrap_or_else(|| panic!("a webhook delivery without Idempotency-Key: {body}"));
+        keys_by_body.entry(body.clone()).or_default().insert(key.clone());
+        bodies_by_key.entry(key).or_default().insert(body);
+    }
+    let hook_repeats = hook.requests().len() - keys_by_body.len();
+    eprintln!("crash: {} webhook requests, {hook_repeats} repeat(s), all under the first delivery's key", hook.requests().len());
+    assert_eq!(keys_by_body.len(), APPS, "every webhook notification arrived");
+    assert!(keys_by_body.values().all(|k| k.len() == 1), "a repeat under another key: {keys_by_body:?}");
+    assert!(bodies_by_key.values().all(|b| b.len() == 1), "one key for two notifications");
 }
 
 /// Outage: the webhook receiver refuses connections, then answers 500, then 429 with

@@ -285,3 +285,31 @@ fn the_command_reports_and_exits_as_documented() {
         String::from_utf8_lossy(&o.stderr)
     );
 }
+
+/// What Argo CD accepts and an import once wrote as converted although `check` then
+/// refused it: an empty `send` converts (a condition that sends nothing, noted); a
+/// template the source does not define and a recipient that names no service are
+/// marked, each with its reason and source line.
+#[test]
+fn what_argo_cd_accepts_imports_to_something_check_accepts_or_a_todo() {
+    let (dir, r) = run_case(&corpus().join("argo-accepts-these"));
+    let reasons: Vec<String> = r.todos.iter().map(|t| format!("{}:{}: {}", t.item, t.line, t.reason)).collect();
+    assert_eq!(r.todos.len(), 3, "{reasons:#?}");
+    assert!(
+        reasons.iter().any(|t| t.starts_with("subscriptions[2]:") && t.contains("pagerduty-oncall") && t.contains("not configured")),
+        "{reasons:#?}"
+    );
+    assert!(
+        reasons.iter().any(|t| t.starts_with("trigger on-missing-template[0].send:") && t.contains("\"app-sync-failed-custom\"")),
+        "{reasons:#?}"
+    );
+    assert!(
+        reasons.iter().any(|t| t.starts_with("subscriptions[0]:") && t.contains("someone@example.com") && t.contains("service:recipient")),
+        "{reasons:#?}"
+    );
+    assert!(r.notes.iter().any(|n| n.item == "trigger on-degraded-quiet[0].send" && n.reason.contains("sends nothing")), "{:?}", r.notes);
+    // The empty send itself passes check (with a warning): only the marks fail.
+    let errors = config::load(Some(&dir.path().join("driftwatch.yaml"))).err().unwrap();
+    assert_eq!(errors.len(), 3, "{errors:?}");
+    assert!(errors.iter().all(|e| e.key == "import"), "{errors:?}");
+}

@@ -484,6 +484,12 @@ pub fn load_with(config: Option<&Path>, engine: Arc<TriggerEngine>) -> Result<Ru
                     format!("template {t:?} does not exist"),
                 ));
             }
+            if c.send.is_empty() {
+                warnings.push(Warning {
+                    pos: file.pos(&c.when.referenced),
+                    message: format!("trigger {name}[{i}].send is empty: the condition sends nothing (as in Argo CD)"),
+                });
+            }
         }
     }
 

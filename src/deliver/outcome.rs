@@ -152,9 +152,9 @@ pub struct DeliverySettings {
     /// Deliveries in flight at once (never two for one Application and destination).
     pub concurrency: usize,
     /// While the destination is down, the wait before each probe: full jitter over a
-    /// window that starts at the first value and doubles up to the second (1 s, 30 s:
-    /// a recovery is noticed within 30 s; a probe every 30 s costs nothing). Not a
-    /// configuration key.
+    /// window that starts at the first value and doubles up to the second (250 ms,
+    /// 1 s: a recovery is noticed within a second, and one request a second to a
+    /// receiver that is down costs it and driftwatch nothing). Not a configuration key.
     pub probe_backoff: (Duration, Duration),
 }
 
@@ -193,7 +193,7 @@ impl DeliverySettings {
             rate: RateSettings { per_second, burst },
             timeout: Duration::from_secs(10),
             concurrency,
-            probe_backoff: (Duration::from_secs(1), Duration::from_secs(30)),
+            probe_backoff: (Duration::from_millis(250), Duration::from_secs(1)),
         }
     }
 

@@ -226,6 +226,11 @@ struct Out {
     secret_refs: BTreeMap<String, String>,
     /// Kinds of the services configured (`teams` for `service.teams`).
     service_kinds: std::collections::BTreeSet<String>,
+    /// Templates the source defines (`template.<name>`).
+    source_templates: std::collections::BTreeSet<String>,
+    /// Services the source configures, by the name subscriptions use (`gmail` for
+    /// `service.email.gmail`).
+    source_services: std::collections::BTreeSet<String>,
 }
 
 impl Out {
@@ -271,6 +276,13 @@ pub fn import(files: &[PathBuf], out_dir: &Path, force: bool) -> Result<Report, 
             .iter()
             .filter_map(|e| e.key.strip_prefix("service."))
             .map(|k| k.split('.').next().unwrap_or(k).to_string())
+            .collect(),
+        source_templates: input.entries.iter().filter_map(|e| e.key.strip_prefix("template.")).map(str::to_string).collect(),
+        source_services: input
+            .entries
+            .iter()
+            .filter_map(|e| e.key.strip_prefix("service."))
+            .map(|k| k.split_once('.').map_or(k, |(_, name)| name).to_string())
             .collect(),
     };
     for name in &input.unrecognised {
@@ -429,7 +441,29 @@ fn trigger(e: &Entry, name: &str, out: &mut Out) {
             // Old argocd-notifications trigger items named one template.
             send.push(json!(t));
         }
-        cond.insert("send".into(), Value::Array(send));
+        if send.is_empty() {
+            // Argo CD accepts it and sends nothing; so does driftwatch (check warns).
+            out.note(e, &format!("{item}[{i}].send"), "empty: the condition sends nothing, as in Argo CD");
+        }
+        let mut kept = Vec::new();
+        for t in send {
+            let name = t.as_str().unwrap_or_default();
+            let builtin = crate::config::catalog::TEMPLATES.iter().any(|(n, _, _)| *n == name);
+            if out.source_templates.contains(name) || builtin {
+                kept.push(t);
+            } else {
+                // Argo CD logs an error when it would send it and carries on; driftwatch
+                // refuses a configuration naming a template that does not exist. Left out
+                // of `send`, named in the mark.
+                todo = true;
+                let reason = format!(
+                    "sends template {name:?}, which the source does not define (Argo CD logs an error each time it would send it), left out of `send`: define it and add it back, or leave it out"
+                );
+                comments.push_str(&out.todo(e, &format!("{item}[{i}].send"), &reason));
+                comments.push('\n');
+            }
+        }
+        cond.insert("send".into(), Value::Array(kept));
         match c.get("oncePer") {
             Some(Value::String(src)) if !src.trim().is_empty() => match translate_expr(src) {
                 Ok(rhai) => {
@@ -939,6 +973,38 @@ fn subscriptions(e: &Entry, out: &mut Out) {
         };
         let mut sub = Map::new();
         let mut bad = Vec::new();
+        // Argo CD's recipients are `service:recipient`; one without a service names none.
+        let recipients: Vec<&str> = match m.get("recipients") {
+            Some(Value::Array(a)) => a.iter().filter_map(Value::as_str).collect(),
+            Some(Value::String(r)) => vec![r.as_str()],
+            _ => Vec::new(),
+        };
+        let unnamed: Vec<&str> = recipients.iter().copied().filter(|r| !r.contains(':')).collect();
+        let unknown: Vec<&str> = recipients
+            .iter()
+            .filter_map(|r| r.split_once(':').map(|(s, _)| s))
+            .filter(|s| !out.source_services.contains(*s) && crate::model::DestinationKind::parse(s).is_none())
+            .collect();
+        if !unnamed.is_empty() || !unknown.is_empty() {
+            out.report.subscriptions.todo += 1;
+            let reason = if !unnamed.is_empty() {
+                format!(
+                    "recipient(s) {} name no service (Argo CD's form is `service:recipient`, e.g. `email:{}`)",
+                    unnamed.join(", "),
+                    unnamed[0]
+                )
+            } else {
+                format!(
+                    "service(s) {} are not configured in the source (Argo CD logs an error each time it would send): configure them, or remove the recipients",
+                    unknown.join(", ")
+                )
+            };
+            let mut line = out.todo(e, &format!("subscriptions[{i}]"), &reason);
+            line.push('\n');
+            line.push_str(&commented(&yaml::to_yaml(s)));
+            out.config_todos.push(line);
+            continue;
+        }
         for (k, v) in m {
             match (k.as_str(), v) {
                 ("recipients" | "triggers", Value::Array(_)) => {

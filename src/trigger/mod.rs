@@ -253,13 +253,8 @@ impl TriggerEngine {
                     }
                 },
             };
-            if c.send.is_empty() {
-                errors.push(ConfigError::new(
-                    file.pos(&c.when.referenced),
-                    format!("{key_path}.send"),
-                    "a condition must send at least one template",
-                ));
-            }
+            // `send: []` is accepted, as Argo CD accepts it: the condition sends nothing
+            // (`config` warns about it).
             let mut duration = |d: &Option<At<ConfigDuration>>, key: &str| -> Option<std::time::Duration> {
                 let d = d.as_ref()?;
                 if d.value.0.is_zero() {

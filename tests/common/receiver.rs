@@ -54,14 +54,16 @@ pub struct Scripted {
     pub port: u16,
     mode: Arc<Mutex<Mode>>,
     got: Arc<Mutex<Vec<(Mode, String)>>>,
+    /// Each request's `Idempotency-Key` header, in the order of `got`.
+    keys: Arc<Mutex<Vec<Option<String>>>>,
 }
 
 impl Scripted {
     pub fn start(mode: Mode) -> Scripted {
         let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
         let port = listener.local_addr().expect("addr").port();
-        let s = Scripted { port, mode: Arc::new(Mutex::new(mode)), got: Arc::new(Mutex::new(Vec::new())) };
-        let (mode, got) = (s.mode.clone(), s.got.clone());
+        let s = Scripted { port, mode: Arc::new(Mutex::new(mode)), got: Arc::default(), keys: Arc::default() };
+        let (mode, got, keys) = (s.mode.clone(), s.got.clone(), s.keys.clone());
         std::thread::spawn(move || {
             let mut listener = Some(listener);
             loop {
@@ -84,8 +86,8 @@ impl Scripted {
                 l.set_nonblocking(true).expect("nonblocking");
                 match l.accept() {
                     Ok((stream, _)) => {
-                        let (mode, got) = (mode.clone(), got.clone());
-                        std::thread::spawn(move || serve(stream, &mode, &got));
+                        let (mode, got, keys) = (mode.clone(), got.clone(), keys.clone());
+                        std::thread::spawn(move || serve(stream, &mode, &got, &keys));
                     }
                     Err(_) => std::thread::sleep(std::time::Duration::from_millis(2)),
                 }
@@ -108,6 +110,12 @@ impl Scripted {
         self.requests().into_iter().filter(|(m, _)| matches!(m, Mode::Up | Mode::Slow(_))).map(|(_, b)| b).collect()
     }
 
+    /// Every request's `Idempotency-Key` (if it had one) with its body.
+    pub fn keyed(&self) -> Vec<(Option<String>, String)> {
+        let (got, keys) = (self.got.lock().unwrap(), self.keys.lock().unwrap());
+        keys.iter().cloned().zip(got.iter().map(|(_, b)| b.clone())).collect()
+    }
+
     /// How many requests were answered in `mode`.
     pub fn count(&self, mode: Mode) -> usize {
         self.got.lock().unwrap().iter().filter(|(m, _)| *m == mode).count()
@@ -117,8 +125,14 @@ impl Scripted {
 /// The body of one HTTP/1.1 request (by its `content-length`), or `None` if it broke off
 /// (a sender killed mid-request must not count as an empty request).
 fn read_body(stream: &std::net::TcpStream) -> Option<String> {
+    read_request(stream).map(|(body, _)| body)
+}
+
+/// The body of one request and its `Idempotency-Key` header.
+fn read_request(stream: &std::net::TcpStream) -> Option<(String, Option<String>)> {
     let mut reader = BufReader::new(stream.try_clone().expect("clone stream"));
     let mut len = 0usize;
+    let mut key = None;
     loop {
         let mut line = String::new();
         if reader.read_line(&mut line).unwrap_or(0) == 0 {
@@ -127,20 +141,28 @@ fn read_body(stream: &std::net::TcpStream) -> Option<String> {
         if line == "\r\n" {
             break;
         }
-        if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
+        let lower = line.to_ascii_lowercase();
+        if let Some(v) = lower.strip_prefix("content-length:") {
             len = v.trim().parse().unwrap_or(0);
+        }
+        if let Some(v) = lower.strip_prefix("idempotency-key:") {
+            key = Some(v.trim().to_string());
         }
     }
     let mut body = vec![0u8; len];
     reader.read_exact(&mut body).ok()?;
-    Some(String::from_utf8_lossy(&body).to_string())
+    Some((String::from_utf8_lossy(&body).to_string(), key))
 }
 
-fn serve(mut stream: std::net::TcpStream, mode: &Mutex<Mode>, got: &Mutex<Vec<(Mode, String)>>) {
+fn serve(mut stream: std::net::TcpStream, mode: &Mutex<Mode>, got: &Mutex<Vec<(Mode, String)>>, keys: &Mutex<Vec<Option<String>>>) {
     let _ = stream.set_nonblocking(false);
-    let Some(body) = read_body(&stream) else { return };
+    let Some((body, key)) = read_request(&stream) else { return };
     let m = *mode.lock().unwrap();
-    got.lock().unwrap().push((m, body));
+    // One lock order (got, then keys) keeps the two lists aligned.
+    let mut got = got.lock().unwrap();
+    got.push((m, body));
+    keys.lock().unwrap().push(key);
+    drop(got);
     let head = match m {
         Mode::Up | Mode::Refuse => "HTTP/1.1 202 Accepted\r\n".to_string(),
         Mode::Slow(ms) => {
