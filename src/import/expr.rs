@@ -846,6 +846,37 @@ mod tests {
         assert_eq!(t("true"), "true");
     }
 
+    /// Translates an expr condition and evaluates it on `app` with the real engine.
+    fn holds(src: &str, app: serde_json::Value) -> bool {
+        let rhai = t(src);
+        let engine = crate::trigger::TriggerEngine::new();
+        let yaml = format!("- when: {}\n  send: [x]\n", serde_json::to_string(&rhai).unwrap());
+        let file = crate::source::SourceFile::new("t.yaml", yaml);
+        let def: crate::trigger::TriggerDef = file.parse("trigger t").unwrap();
+        let trigger = engine.compile("t", &def, &file).unwrap_or_else(|e| panic!("{rhai}: {e:?}"));
+        let r = engine.run(&trigger, &mut engine.prepare(&app)).remove(0);
+        assert!(r.error.is_none(), "{src} -> {rhai}: {r:?}");
+        r.result
+    }
+
+    /// expr's nil semantics in the operators the translation maps to functions: a
+    /// field that is absent neither matches, contains, starts nor ends with anything
+    /// (expr's VM pushes false), so the negation of each holds, as Argo CD finds.
+    #[test]
+    fn absent_fields_give_argo_cds_results() {
+        let app = serde_json::json!({"status": {"operationState": {"phase": "Succeeded"}}});
+        assert!(holds("not(app.status.operationState.operationInitiatedBy matches \".*image-updater.*\")", app.clone()));
+        assert!(!holds("app.status.operationState.operationInitiatedBy matches \".*\"", app.clone()));
+        for op in ["contains", "startsWith", "endsWith"] {
+            assert!(!holds(&format!("app.status.missing {op} 'a'"), app.clone()), "{op}");
+            assert!(holds(&format!("not (app.status.missing {op} 'a')"), app.clone()), "{op}");
+            assert!(!holds(&format!("app.status.operationState.phase {op} app.status.missing"), app.clone()), "{op}");
+        }
+        assert!(holds("app.status.missing == nil", app.clone()));
+        assert!(!holds("app.status.missing == 'x'", app.clone()));
+        assert!(holds("app.status.operationState.phase startsWith 'Succ'", app));
+    }
+
     #[test]
     fn operators_and_precedence() {
         assert_eq!(t("app.b == 1 or not (app.c > 2 and app.d)"), "app.b == 1 || !(app.c > 2 && app.d)");

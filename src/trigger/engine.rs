@@ -199,6 +199,14 @@ fn register_strings(engine: &mut Engine) {
     engine.register_fn("split_all", |s: ImmutableString, sep: ImmutableString| split_all(&s, &sep));
     engine.register_fn("to_float", |f: f64| f);
     engine.register_fn("matches", |s: ImmutableString, re: ImmutableString| -> Fallible<bool> { regex_matches(&s, &re) });
+    // expr's `matches`, `contains`, `startsWith` and `endsWith` are false when either
+    // side is nil (a field that is absent), not an error: `not(app.x matches "...")`
+    // holds for an Application without `x`, as in Argo CD.
+    for name in ["matches", "str_contains", "has_prefix", "has_suffix"] {
+        engine.register_fn(name, |_: (), _: ImmutableString| false);
+        engine.register_fn(name, |_: ImmutableString, _: ()| false);
+        engine.register_fn(name, |_: (), _: ()| false);
+    }
 }
 
 /// How many times `from` occurs in `s` as `str::replace` and `str::split` see it (an

@@ -223,3 +223,29 @@ fn reading_the_clock_is_found_in_the_compiled_script() {
     assert!(!reads("app.metadata.name == \"now()\"", None), "a string is not a call");
     assert!(!reads("duration(\"5m\") > duration(\"1m\")", None), "the duration() function is not the clock");
 }
+
+/// expr's nil semantics for the string operators `driftwatch import` translates, as
+/// expr's VM implements them (`OpMatches`, `OpContains`, `OpStartsWith`, `OpEndsWith`
+/// push false when either side is nil): an absent field neither matches nor contains,
+/// so its negation holds. Comparing nil with `==` is false, and an absent field is
+/// `nil`.
+#[test]
+fn absent_fields_follow_expr_nil_semantics_in_string_operators() {
+    let app = json!({"status": {"operationState": {"message": "synced by argocd-image-updater"}}});
+    for (when, want) in [
+        ("!matches(app.status.operationState.operationInitiatedBy, \".*image-updater.*\")", true),
+        ("matches(app.status.operationState.operationInitiatedBy, \".*\")", false),
+        ("matches(app.status.operationState.message, \".*image-updater.*\")", true),
+        ("matches(app.status.operationState.message, app.missing)", false),
+        ("str_contains(app.missing, \"x\") || str_contains(\"x\", app.missing)", false),
+        ("!str_contains(app.missing, \"x\")", true),
+        ("has_prefix(app.missing, \"a\") || has_suffix(app.missing, \"a\")", false),
+        ("!has_prefix(app.missing, \"a\") && !has_suffix(app.missing, app.missing)", true),
+        ("has_prefix(app.status.operationState.message, \"synced\")", true),
+        ("app.missing == nil && !(app.missing == \"x\")", true),
+    ] {
+        let r = one(when, app.clone());
+        assert_eq!(r.result, want, "{when}: {r:?}");
+        assert!(r.error.is_none(), "{when}: no error, a value: {r:?}");
+    }
+}
