@@ -384,8 +384,13 @@ impl StateStore {
 
     /// Outbox entries that could not be read, oldest first.
     pub fn quarantined(&self) -> Result<Vec<Quarantined>, StateError> {
+        self.all_of(QUARANTINE)
+    }
+
+    /// Every value of a JSON table keyed by id, in id order (for the CLI's listings).
+    fn all_of<T: for<'de> Deserialize<'de>>(&self, table: TableDefinition<u64, &str>) -> Result<Vec<T>, StateError> {
         let tx = self.db().begin_read().map_err(storage)?;
-        let t = tx.open_table(QUARANTINE).map_err(storage)?;
+        let t = tx.open_table(table).map_err(storage)?;
         let mut out = Vec::new();
         for item in t.iter().map_err(storage)? {
             let (_, v) = item.map_err(storage)?;
@@ -647,14 +652,7 @@ impl StateStore {
 
     /// Every dead letter, oldest first.
     pub fn dead_letters(&self) -> Result<Vec<DeadLetter>, StateError> {
-        let tx = self.db().begin_read().map_err(storage)?;
-        let t = tx.open_table(DEAD).map_err(storage)?;
-        let mut out = Vec::new();
-        for item in t.iter().map_err(storage)? {
-            let (_, v) = item.map_err(storage)?;
-            out.push(from_json(v.value())?);
-        }
-        Ok(out)
+        self.all_of(DEAD)
     }
 
     pub fn slack_ref(&self, service: &str, key: &str) -> Result<Option<SlackRef>, StateError> {
