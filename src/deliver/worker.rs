@@ -187,7 +187,12 @@ const MAX_RELEASED: usize = 4096;
 /// How one entry of a settled attempt ended, for [`Health`].
 enum Ended {
     Delivered,
-    Retry { id: u64, next_ms: u64 },
+    /// Refused for good (a 400, an unknown channel): the destination answers.
+    Refused,
+    Retry {
+        id: u64,
+        next_ms: u64,
+    },
     Other,
 }
 
@@ -204,7 +209,8 @@ impl Health {
     /// Takes the outcomes of one settled attempt into account; returns the entries to
     /// release (the destination came back).
     fn observe(&mut self, probe: bool, ended: &[Ended], after: Option<Duration>, settings: &DeliverySettings) -> Vec<(u64, u64)> {
-        let delivered = ended.iter().any(|e| matches!(e, Ended::Delivered));
+        // A delivery, or a refusal that re-sending cannot change: the destination answers.
+        let delivered = ended.iter().any(|e| matches!(e, Ended::Delivered | Ended::Refused));
         if delivered {
             if self.down.take().is_some() || !self.failed.is_empty() {
                 let release: Vec<(u64, u64)> = std::mem::take(&mut self.failed).into_iter().collect();
@@ -527,6 +533,7 @@ impl Worker {
                 .map(|(e, how)| match how {
                     Settle::Delivered => Ended::Delivered,
                     Settle::Retry { next_ms, .. } => Ended::Retry { id: e.id, next_ms: *next_ms },
+                    Settle::Dead { permanent: true, .. } => Ended::Refused,
                     Settle::Dead { .. } => Ended::Other,
                 })
                 .collect();
@@ -1009,8 +1016,12 @@ mod tests {
         assert!(h.observe(false, &retry(7), None, &s).is_empty());
         assert!(h.is_down(), "a retried failure takes it down");
         assert!(h.observe(true, &retry(8), None, &s).is_empty(), "a failed probe");
-        let released = h.observe(true, &[Ended::Delivered], None, &s);
-        assert_eq!(released, vec![(7, 1_000), (8, 1_000)], "what failed meanwhile is released");
+        let released = h.observe(true, &[Ended::Refused], None, &s);
+        assert_eq!(
+            released,
+            vec![(7, 1_000), (8, 1_000)],
+            "a probe refused for good: the destination answers, what failed meanwhile is released"
+        );
         assert!(!h.is_down());
         assert!(h.observe(false, &retry(7), None, &s).is_empty());
         assert!(!h.is_down(), "a released entry failing again is its own problem");
