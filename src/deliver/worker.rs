@@ -407,8 +407,12 @@ impl Worker {
             let wait = if paused {
                 paused_until.map_or(Duration::from_secs(1), |t| t.saturating_duration_since(tokio::time::Instant::now()))
             } else if let Some(d) = &health.down {
-                // Down: nothing but the probe goes, so nothing else is looked at.
-                d.probe_at.saturating_duration_since(tokio::time::Instant::now()).max(Duration::from_millis(1))
+                // Down: nothing but the probe goes, so nothing else is looked at. While an
+                // attempt is in flight only its completion (in the select) matters.
+                match in_flight.is_empty() {
+                    true => d.probe_at.saturating_duration_since(tokio::time::Instant::now()).max(Duration::from_millis(1)),
+                    false => Duration::from_secs(1),
+                }
             } else if blocked {
                 // Not the next due time (already past: that would poll in a loop).
                 Duration::from_secs(1)
