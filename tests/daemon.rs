@@ -196,8 +196,12 @@ fn watches_a_cluster_end_to_end() {
     all.dedup();
     assert_eq!(all.len(), n, "duplicates: {:?}", bodies(&got));
 
-    // Operations endpoints.
+    // Operations endpoints. (The receiver records a body before the daemon's settle
+    // commits: wait for the record, which empties the queue, before reading.)
     assert_eq!(get(&d.admin, "/healthz").map(|(s, _)| s), Some(200));
+    wait_for("the last deliveries recorded", Duration::from_secs(10), || {
+        d.metric(r#"driftwatch_queue_depth{service="hook"}"#) == Some(0.0)
+    });
     let metrics = d.metrics();
     for needle in [
         "driftwatch_watch_events_total{type=\"application_apply\"}",
@@ -374,7 +378,19 @@ fn live_drift_is_attributed_escalated_resolved_and_kept() {
     assert_eq!(pages.len(), 2, "one page, one resolve: {pages:?}");
     assert_eq!(pages[0]["rule"]["id"], pages[1]["rule"]["id"]);
 
-    // The history, from the running leader and after a restart.
+    // The history, from the running leader and after a restart. A delivery is noted in
+    // its episode by the settle that records it, which commits after the receiver got
+    // it: wait for the resolve's note.
+    let noted = |body: &str| -> Vec<String> {
+        let eps: Vec<serde_json::Value> = serde_json::from_str(body).unwrap_or_default();
+        eps.iter()
+            .flat_map(|e| e["notifications"].as_array().cloned().unwrap_or_default())
+            .map(|n| format!("{} {}", n["trigger"].as_str().unwrap_or_default(), n["action"].as_str().unwrap_or_default()))
+            .collect()
+    };
+    wait_for("the resolve noted in the episode", Duration::from_secs(10), || {
+        get(&d.admin, "/history?app=argocd%2Fshop").is_some_and(|(_, b)| noted(&b).contains(&"on-security-drift resolve".to_string()))
+    });
     let (status, body) = get(&d.admin, "/history?app=argocd%2Fshop").unwrap();
     assert_eq!(status, 200, "{body}");
     let eps: Vec<serde_json::Value> = serde_json::from_str(&body).unwrap();
