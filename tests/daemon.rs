@@ -821,6 +821,37 @@ fn a_full_disk_delays_a_notification_and_loses_nothing() {
     drop(disk);
 }
 
+/// The disk fills up while a delivery is in flight and nothing else changes: the
+/// settle that would record it cannot be written. Its entry is held (not sent again at
+/// once), the failure alone has the store reopened (no pass fails in a quiet cluster),
+/// and once there is room the outbox drains; what the receiver got again is the same
+/// delivery, under the same `Idempotency-Key`.
+#[test]
+fn a_settle_that_cannot_be_written_has_the_store_reopened() {
+    use common::receiver::{Mode, Scripted};
+    let dir = tempfile::tempdir().unwrap();
+    let api = FakeApiServer::start();
+    api.kubeconfig(&dir.path().join("kubeconfig"));
+    let hook = Scripted::start(Mode::Slow(1500));
+    std::fs::write(dir.path().join("driftwatch.yaml"), config("app", hook.port)).unwrap();
+    let disk = SmallDisk::mount(&dir.path().join("disk"), "4m");
+    std::os::unix::fs::symlink(disk.path.join("state.redb"), dir.path().join("state.redb")).unwrap();
+    let d = Daemon::start(dir.path());
+    api.apply(app("quiet", "OutOfSync", REV1));
+    // The receiver has the request and answers in 1.5 s: the disk fills meanwhile.
+    wait_for("the delivery in flight", Duration::from_secs(10), || !hook.requests().is_empty());
+    let filler = disk.fill();
+    wait_for("the settle failing", Duration::from_secs(15), || !d.log_lines("recording delivery outcomes failed").is_empty());
+    wait_for("the store reopened", Duration::from_secs(15), || !d.log_lines("reopening the state store").is_empty());
+    std::fs::remove_file(filler).unwrap();
+    wait_for("the outbox drained", Duration::from_secs(30), || d.metric(r#"driftwatch_queue_depth{service="hook"}"#) == Some(0.0));
+    let keys: std::collections::BTreeSet<Option<String>> = hook.keyed().into_iter().map(|(k, _)| k).collect();
+    assert_eq!(keys.len(), 1, "every attempt the same delivery: {keys:?}");
+    assert!(keys.iter().all(Option::is_some));
+    assert!(d.stop().success());
+    drop(disk);
+}
+
 /// When `pattern` first appears in a daemon's log: the timestamp tracing writes first.
 fn logged_at(d: &Daemon, pattern: &str) -> Option<chrono::DateTime<chrono::Utc>> {
     let line = d.log_lines(pattern).into_iter().next()?;

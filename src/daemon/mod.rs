@@ -107,10 +107,14 @@ pub async fn run(opts: DaemonOptions, err: &mut dyn std::io::Write) -> anyhow::R
     })
     .await?;
     tracing::info!(%bound, "operations endpoints listening");
-    let (mut leader_rx, stand_aside) = match opts.lease.as_ref().map(|cfg| crate::cluster::lease::spawn(client.clone(), cfg.clone())) {
-        Some((rx, aside)) => (Some(rx), Some((aside, opts.lease.as_ref().map_or(Duration::from_secs(15), |l| l.duration)))),
-        None => (None, None),
-    };
+    let (mut leader_rx, stand_aside) = opts
+        .lease
+        .as_ref()
+        .map(|cfg| {
+            let (rx, aside) = crate::cluster::lease::spawn(client.clone(), cfg.clone());
+            (rx, (aside, cfg.duration))
+        })
+        .unzip();
     let (live, mut live_rx) = match rt.attribution.enabled {
         true => {
             let (f, rx) = LiveFetcher::new(client.clone(), rt.attribution.concurrency, rt.attribution.ttl, rt.attribution.read_secrets);

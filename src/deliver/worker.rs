@@ -142,6 +142,9 @@ struct Worker {
     /// Told after every settle transaction ([`Delivery::settle`] waits on it).
     settled: Arc<Notify>,
     halt: Option<Halt>,
+    /// Set while a settle cannot be written (shared by the workers; the owner reopens
+    /// the store, see [`Delivery::store_failing`]).
+    store_failing: Arc<std::sync::atomic::AtomicBool>,
 }
 
 /// What an attempt in flight reports back: its entries and what happened.
@@ -482,11 +485,19 @@ impl Worker {
         let kind = self.service.kind.as_str();
         let now = self.clock.now_ms();
         let mut outcomes = Vec::new();
+        // Per attempt, how its entries ended and the `Retry-After` it got (for the
+        // destination's health).
+        let mut ended_by_attempt = Vec::with_capacity(done.len());
         let mut retry_after: Option<Duration> = None;
         for a in &done {
-            if let Outcome::Retry { after: Some(d), .. } = &a.outcome {
-                retry_after = Some(retry_after.map_or(*d, |r| r.max(*d)));
+            let after = match &a.outcome {
+                Outcome::Retry { after, .. } => *after,
+                _ => None,
+            };
+            if let Some(d) = after {
+                retry_after = Some(retry_after.map_or(d, |r| r.max(d)));
             }
+            let mut ended = Vec::with_capacity(a.batch.len());
             for e in &a.batch {
                 let n = &e.notification;
                 let how = match &a.outcome {
@@ -525,27 +536,14 @@ impl Worker {
                         Settle::Dead { error, permanent: true }
                     }
                 };
-                outcomes.push((e.clone(), how));
-            }
-        }
-        // Per attempt, how its entries ended (for the destination's health).
-        let mut ended_by_attempt = Vec::with_capacity(done.len());
-        let mut i = 0;
-        for a in &done {
-            let ended: Vec<Ended> = outcomes[i..i + a.batch.len()]
-                .iter()
-                .map(|(e, how)| match how {
+                ended.push(match &how {
                     Settle::Delivered => Ended::Delivered,
                     Settle::Retry { next_ms, .. } => Ended::Retry { id: e.id, next_ms: *next_ms },
                     Settle::Dead { permanent: true, .. } => Ended::Refused,
                     Settle::Dead { .. } => Ended::Other,
-                })
-                .collect();
-            i += a.batch.len();
-            let after = match &a.outcome {
-                Outcome::Retry { after, .. } => *after,
-                _ => None,
-            };
+                });
+                outcomes.push((e.clone(), how));
+            }
             ended_by_attempt.push((a.probe, ended, after));
         }
         self.write_settle(Arc::new(outcomes), now).await;
@@ -583,14 +581,18 @@ impl Worker {
     /// Writes a settle, and tries again until it is written: until then the entries
     /// are still due in the store, and freeing their order keys would send them again
     /// at once. A store that keeps failing holds this service's worker here (nothing
-    /// it could deliver would be recorded either) until the store is reopened, which
-    /// stops this worker.
+    /// it could deliver would be recorded either) and says so
+    /// ([`Delivery::store_failing`]), so that its owner reopens the store (redb refuses
+    /// every write after an I/O error until then), which stops this worker.
     async fn write_settle(&self, outcomes: Arc<Vec<(OutboxEntry, Settle)>>, now: u64) {
         let mut wait = Duration::from_millis(200);
         loop {
             let (st, o) = (self.state.clone(), outcomes.clone());
             match tokio::task::spawn_blocking(move || st.settle(&o, now)).await {
-                Ok(Ok(())) => return,
+                Ok(Ok(())) => {
+                    self.store_failing.store(false, Ordering::Relaxed);
+                    return;
+                }
                 Ok(Err(err)) => {
                     tracing::error!(service = %self.service.name, error = %err, ?wait, "recording delivery outcomes failed; will retry (the entries are held meanwhile)")
                 }
@@ -598,6 +600,7 @@ impl Worker {
                     tracing::error!(service = %self.service.name, error = %err, ?wait, "recording delivery outcomes failed; will retry")
                 }
             }
+            self.store_failing.store(true, Ordering::Relaxed);
             METRICS.failed.inc(&format!("{}:settle_write", self.service.kind.as_str()));
             tokio::time::sleep(wait).await;
             wait = (wait * 2).min(Duration::from_secs(30));
@@ -615,13 +618,12 @@ struct Handle {
     burst: u32,
 }
 
-/// A service's queue shared fairly between Applications: each Application's entries
-/// for a service are first due one rate-limit interval apart (its first at once), so
-/// the due index interleaves Applications. One Application whose annotation fans a
-/// change out to thousands of notifications queues them over time (past the service's
-/// burst), and another
-/// Application's page, decided a moment later, is due before all but the first of
-/// them: the flood costs the others one slot, not its whole length. A service's
+/// A service's queue shared fairly between Applications: past the service's burst,
+/// each Application's entries for a service are first due one rate-limit interval
+/// apart, so the due index interleaves Applications. One Application whose annotation
+/// fans a change out to thousands of notifications queues them over time, and another
+/// Application's page, decided a moment later, is due before all but the first few of
+/// them: the flood costs the others a slot, not its whole length. A service's
 /// throughput is unchanged (its rate limit spaces deliveries anyway). In memory: after
 /// a restart the entries already queued keep their times.
 #[derive(Default)]
@@ -659,6 +661,7 @@ pub struct Delivery {
     shutdown: watch::Sender<bool>,
     clock: Clock,
     settled: Arc<Notify>,
+    store_failing: Arc<std::sync::atomic::AtomicBool>,
     /// When a full outbox was last logged.
     full_logged: std::sync::Mutex<Option<std::time::Instant>>,
     fair: std::sync::Mutex<FairShare>,
@@ -693,6 +696,7 @@ impl Delivery {
     fn start_with(services: Vec<ServiceRuntime>, state: Arc<StateStore>, clock: Clock, halt: Option<Halt>) -> Delivery {
         let (shutdown, rx) = watch::channel(false);
         let settled = Arc::new(Notify::new());
+        let store_failing = Arc::new(std::sync::atomic::AtomicBool::new(false));
         let mut workers = BTreeMap::new();
         for service in services {
             let (service_rate, service_burst) = (service.settings.rate.per_second, service.settings.rate.burst);
@@ -707,14 +711,23 @@ impl Delivery {
                 clock: clock.clone(),
                 settled: settled.clone(),
                 halt: halt.clone(),
+                store_failing: store_failing.clone(),
             };
             // A rate of a thousand a second or more needs no spacing (previews, tests).
-            let per_second = service_rate;
-            let gap_ms = if per_second >= 1000.0 { 0 } else { (1000.0 / per_second.max(0.001)) as u64 };
+            let gap_ms = if service_rate >= 1000.0 { 0 } else { (1000.0 / service_rate.max(0.001)) as u64 };
             let task = tokio::spawn(w.run(rx.clone()));
             workers.insert(name, Handle { wake, stats, task, gap_ms, burst: service_burst });
         }
-        Delivery { state, workers, shutdown, clock, settled, full_logged: std::sync::Mutex::new(None), fair: Default::default() }
+        Delivery {
+            state,
+            workers,
+            shutdown,
+            clock,
+            settled,
+            store_failing,
+            full_logged: std::sync::Mutex::new(None),
+            fair: Default::default(),
+        }
     }
 
     /// Writes notifications to the outbox (durably) and wakes their workers. A
@@ -775,6 +788,12 @@ impl Delivery {
                 "outbox full: notifications not queued; they are decided again once the queue has room"
             );
         }
+    }
+
+    /// Whether a worker cannot write its settle (the store refuses writes): the owner
+    /// should reopen the store.
+    pub fn store_failing(&self) -> bool {
+        self.store_failing.load(Ordering::Relaxed)
     }
 
     /// Workers still running (a halted one has returned).

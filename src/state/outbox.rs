@@ -149,6 +149,16 @@ fn insert_entry(tx: &WriteTransaction, e: &OutboxEntry) -> Result<(), StateError
     Ok(())
 }
 
+/// One entry of `service` left the outbox: its depth counter goes down (and away at 0).
+fn count_out(depth: &mut redb::Table<&str, u64>, service: &str) -> Result<(), StateError> {
+    let n = depth.get(service).map_err(storage)?.map_or(0, |v| v.value());
+    match n {
+        0 | 1 => depth.remove(service).map_err(storage)?,
+        n => depth.insert(service, n - 1).map_err(storage)?,
+    };
+    Ok(())
+}
+
 /// How a settled attempt ends for one entry.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Settle {
@@ -358,11 +368,7 @@ impl StateStore {
             for (due, id, error) in bad {
                 let Some(raw) = entries.remove(*id).map_err(storage)?.map(|v| v.value().to_string()) else { continue };
                 index.remove(due.as_str()).map_err(storage)?;
-                let n = depth.get(service).map_err(storage)?.map_or(0, |v| v.value());
-                match n {
-                    0 | 1 => depth.remove(service).map_err(storage)?,
-                    n => depth.insert(service, n - 1).map_err(storage)?,
-                };
+                count_out(&mut depth, service)?;
                 pending.retain(|_, v| v != *id).map_err(storage)?;
                 tracing::error!(service, id, %error, "an outbox entry cannot be read: quarantined (driftwatch deliveries --failed)");
                 let mut cut = raw.len().min(4096);
@@ -460,12 +466,7 @@ impl StateStore {
         let existed = tx.open_table(ENTRIES).map_err(storage)?.remove(e.id).map_err(storage)?.is_some();
         tx.open_table(DUE).map_err(storage)?.remove(due_key(service, e.next_attempt_ms, e.id).as_str()).map_err(storage)?;
         if existed {
-            let mut depth = tx.open_table(DEPTH).map_err(storage)?;
-            let n = depth.get(service).map_err(storage)?.map_or(0, |v| v.value());
-            match n {
-                0 | 1 => depth.remove(service).map_err(storage)?,
-                n => depth.insert(service, n - 1).map_err(storage)?,
-            };
+            count_out(&mut tx.open_table(DEPTH).map_err(storage)?, service)?;
         }
         if let Some(p) = pending_key(&e.notification) {
             tx.open_table(PENDING).map_err(storage)?.remove(p.as_str()).map_err(storage)?;

@@ -263,6 +263,11 @@ impl Core {
             if !self.unflushed.is_empty() && (self.last_flush.elapsed() >= FLUSH_EVERY || self.unflushed.len() >= MAX_UNFLUSHED) {
                 self.flush();
             }
+            // A settle the workers cannot write (no pass may be failing: a quiet
+            // cluster) needs the reopen as much as a failed pass does.
+            if self.delivery.as_ref().is_some_and(Delivery::store_failing) {
+                self.reopen_store = true;
+            }
             if self.reopen_store && self.state.is_some() && self.last_reopen.is_none_or(|t| t.elapsed() >= STORE_RETRY) {
                 self.reopen();
             }
