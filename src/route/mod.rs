@@ -166,7 +166,10 @@ impl Router {
         // decide tens of thousands of notifications per change.
         let limits = self.limits;
         let mut destinations: BTreeSet<Destination> = BTreeSet::new();
-        let (mut dropped_triggers, mut dropped_recipients) = (BTreeSet::new(), 0usize);
+        // Distinct destinations dropped, by hash (a recipient named for two triggers is
+        // one recipient; the names themselves need not be kept).
+        let (mut dropped_triggers, mut dropped_recipients) = (BTreeSet::new(), std::collections::HashSet::<u64>::new());
+        let hasher = std::hash::RandomState::new();
         for s in raw {
             let triggers: Vec<String> = match s.trigger {
                 Some(t) => vec![t],
@@ -182,7 +185,7 @@ impl Router {
                     let d = Destination::new(s.service.clone(), r.clone());
                     if !destinations.contains(&d) {
                         if destinations.len() >= limits.max_recipients {
-                            dropped_recipients += 1;
+                            dropped_recipients.insert(std::hash::BuildHasher::hash_one(&hasher, (&s.service, r)));
                             continue;
                         }
                         destinations.insert(d.clone());
@@ -191,13 +194,13 @@ impl Router {
                 }
             }
         }
-        let capped = (!dropped_triggers.is_empty() || dropped_recipients > 0).then(|| {
+        let capped = (!dropped_triggers.is_empty() || !dropped_recipients.is_empty()).then(|| {
             format!(
                 "subscription annotations name more than the limits (limits.maxTriggersPerApp {}, limits.maxRecipientsPerApp {}): {} trigger(s) and {} recipient(s) ignored",
                 limits.max_triggers,
                 limits.max_recipients,
                 dropped_triggers.len(),
-                dropped_recipients
+                dropped_recipients.len()
             )
         });
         for g in &self.global {

@@ -142,6 +142,11 @@ fn annotations_past_the_limits_are_capped_and_reported() {
     assert_eq!(got.subs.values().map(BTreeSet::len).sum::<usize>(), 10, "ten destinations kept");
     let capped = got.capped.unwrap();
     assert!(capped.contains("1 trigger(s) and 24990 recipient(s) ignored"), "{capped}");
+    // A recipient named for two triggers that are both kept is one recipient.
+    let r = Router { limits: Limits { max_triggers: 2, max_recipients: 10 }, ..router() };
+    let yaml = yaml.replace("on-sync-failed]", "on-sync-failed, on-deployed]");
+    let got = r.subscriptions(&app(&[("notifications.argoproj.io/subscriptions", &yaml)], &[]), None);
+    assert!(got.capped.unwrap().contains("1 trigger(s) and 24990 recipient(s) ignored"), "distinct recipients, not occurrences");
     // Within the limits: nothing said.
     let small = router().subscriptions(&app(&[("notifications.argoproj.io/subscribe.on-deployed.slack", "a;b")], &[]), None);
     assert!(small.capped.is_none());
