@@ -313,3 +313,63 @@ fn what_argo_cd_accepts_imports_to_something_check_accepts_or_a_todo() {
     assert_eq!(errors.len(), 3, "{errors:?}");
     assert!(errors.iter().all(|e| e.key == "import"), "{errors:?}");
 }
+
+/// Argo CD's reference data beside the repository (`../shared/argocd`: the notifications
+/// catalog as argo-cd keeps it, one file per trigger and template, and CRDs and sample
+/// Applications that hold nothing to import). Each file alone, and the whole tree,
+/// imports; an import that reports no TODO passes `check`; a file with nothing in it
+/// is refused with the reason. The tree gives the conditions the catalog's ConfigMap
+/// form gives.
+#[test]
+fn every_file_of_argo_cds_reference_data_imports_to_something_check_accepts() {
+    let shared = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/argocd");
+    assert!(shared.is_dir(), "{}: Argo CD's reference data is laid beside the repository", shared.display());
+    let mut files = Vec::new();
+    let mut dirs = vec![shared.clone()];
+    while let Some(d) = dirs.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                dirs.push(p);
+            } else if p.extension().is_some_and(|x| x == "yaml") {
+                files.push(p);
+            }
+        }
+    }
+    files.sort();
+    let (mut imported, mut refused) = (0, 0);
+    for f in &files {
+        let dir = tempfile::tempdir().unwrap();
+        match import::import(std::slice::from_ref(f), dir.path(), false) {
+            Ok(report) => {
+                imported += 1;
+                assert!(report.complete(), "{}: {:?}", f.display(), report.todos);
+                if let Err(e) = config::load(Some(&dir.path().join("driftwatch.yaml"))) {
+                    panic!("{}: reports no TODO but check refuses it: {e:?}", f.display());
+                }
+            }
+            Err(e) => {
+                refused += 1;
+                assert!(e.0.contains("no Argo CD notifications configuration"), "{}: {e:?}", f.display());
+                assert!(f.starts_with(shared.join("crds")) || f.starts_with(shared.join("samples")), "{}: {e:?}", f.display());
+            }
+        }
+    }
+    assert_eq!((imported, refused), (16, 5), "8 triggers and 8 templates import; the CRDs and samples hold none");
+
+    let dir = tempfile::tempdir().unwrap();
+    let report = import::import(std::slice::from_ref(&shared), dir.path(), false).unwrap();
+    assert!(report.complete(), "{:?}", report.todos);
+    assert_eq!((report.triggers.converted, report.templates.converted), (8, 8));
+    assert!(report.notes.iter().filter(|n| n.reason.contains("nothing to import")).count() == 5, "{:?}", report.notes);
+    let tree = config::load(Some(&dir.path().join("driftwatch.yaml"))).unwrap_or_else(|e| panic!("{e:?}"));
+    let cm_dir = tempfile::tempdir().unwrap();
+    let cm = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/import/argocd-catalog-cm.yaml");
+    import::import(&[cm], cm_dir.path(), false).unwrap();
+    let configmap = config::load(Some(&cm_dir.path().join("driftwatch.yaml"))).unwrap();
+    for (name, t) in &configmap.triggers {
+        let from_tree = tree.triggers.get(name).unwrap_or_else(|| panic!("{name}"));
+        let whens = |t: &driftwatch::trigger::Trigger| t.conditions.iter().map(|c| c.when_text.clone()).collect::<Vec<_>>();
+        assert_eq!(whens(from_tree), whens(t), "{name}");
+    }
+}

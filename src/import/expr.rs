@@ -28,7 +28,7 @@ pub fn to_rhai(src: &str) -> Result<String, String> {
         let mut lines = Vec::new();
         for o in operands {
             let mut s = String::new();
-            paren_in(o, op, &mut s, &mut Vec::new())?;
+            operand(o, op, &mut s, &mut Vec::new())?;
             lines.push(s);
         }
         out = lines.join(&format!(" {op}\n"));
@@ -58,6 +58,40 @@ fn paren_in(e: &E, parent: &str, out: &mut String, scope: &mut Vec<String>) -> R
         }
     }
     paren(e, out, scope)
+}
+
+/// Operators expr's VM refuses a nil operand of (a runtime error, so the condition is
+/// false) where rhai goes on: an ordering comparison with `()` is false, `"a" + ()` is
+/// `"a"`, `() && x` is false. Under `not(...)` the two would part.
+fn refuses_nil(op: &str) -> bool {
+    matches!(op, "<" | ">" | "<=" | ">=" | "+" | "-" | "*" | "%" | "**" | "&&" | "||")
+}
+
+/// A value that can be absent when the condition runs: a field, an index, a
+/// predicate's element (not `time.Minute`, which reads like a field).
+fn may_be_nil(e: &E) -> bool {
+    match e {
+        E::Member(..) => dotted(e).is_none_or(|d| !DURATION_UNITS.iter().any(|(k, _)| *k == d)),
+        E::Index(..) | E::Pointer => true,
+        _ => false,
+    }
+}
+
+/// An operand of `parent`, wrapped in the engine's `must(...)` where `parent` refuses
+/// nil and the operand may be absent; else as [`paren_in`].
+fn operand(e: &E, parent: &str, out: &mut String, scope: &mut Vec<String>) -> Result<(), String> {
+    if refuses_nil(parent) && may_be_nil(e) { strict(e, out, scope) } else { paren_in(e, parent, out, scope) }
+}
+
+/// `e`, as `must(e)` when it may be absent.
+fn strict(e: &E, out: &mut String, scope: &mut Vec<String>) -> Result<(), String> {
+    if !may_be_nil(e) {
+        return emit(e, out, scope);
+    }
+    out.push_str("must(");
+    emit(e, out, scope)?;
+    out.push(')');
+    Ok(())
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -364,9 +398,11 @@ impl Parser {
                 e = E::Index(Box::new(e), Box::new(idx), false);
             } else if self.eat("(") {
                 let mut args = Vec::new();
+                // expr's predicate builtins take their predicate bare too: `any(xs, .ok)`.
+                let predicate = matches!(&e, E::Ident(f) if PREDICATES.contains(&f.as_str()));
                 if !self.eat(")") {
                     loop {
-                        args.push(self.arg()?);
+                        args.push(self.arg(predicate && !args.is_empty())?);
                         if self.eat(")") {
                             break;
                         }
@@ -397,7 +433,7 @@ impl Parser {
     }
 
     /// A call argument: an expression, or a `{ predicate }` closure.
-    fn arg(&mut self) -> Result<E, String> {
+    fn arg(&mut self, predicate: bool) -> Result<E, String> {
         if self.peek() == Some(&Tok::Op("{")) && !self.map_ahead() {
             self.pos += 1;
             self.closures += 1;
@@ -405,6 +441,12 @@ impl Parser {
             self.closures -= 1;
             self.expect("}")?;
             return Ok(E::Closure(Box::new(body)));
+        }
+        if predicate {
+            self.closures += 1;
+            let body = self.expr(0);
+            self.closures -= 1;
+            return Ok(E::Closure(Box::new(body?)));
         }
         self.expr(0)
     }
@@ -472,6 +514,9 @@ impl Parser {
         }
     }
 }
+
+/// expr's builtins whose second argument is a predicate.
+const PREDICATES: &[&str] = &["all", "any", "none", "one", "filter", "map", "count"];
 
 /// Operator tokens are `&'static str`; this finds the static one equal to `op`.
 fn leak(op: &str) -> &'static str {
@@ -690,10 +735,23 @@ fn emit(e: &E, out: &mut String, scope: &mut Vec<String>) -> Result<(), String> 
                 out.push_str(") / ");
                 paren(b, out, scope)?;
             }
-            _ => {
+            "in" => {
+                // expr's `in` takes a list or a map; nil holds nothing; a string is an
+                // error (rhai's `in` would look for a substring).
                 paren_in(a, op, out, scope)?;
+                out.push_str(" in ");
+                if matches!(**b, E::Array(_) | E::Map(_)) {
+                    emit(b, out, scope)?;
+                } else {
+                    out.push_str("collection(");
+                    emit(b, out, scope)?;
+                    out.push(')');
+                }
+            }
+            _ => {
+                operand(a, op, out, scope)?;
                 let _ = write!(out, " {op} ");
-                paren_in(b, op, out, scope)?;
+                operand(b, op, out, scope)?;
             }
         },
         E::Ternary(c, a, b) => {
@@ -758,7 +816,12 @@ fn call(func: &E, args: &[E], out: &mut String, scope: &mut Vec<String>) -> Resu
         Some("strings.HasSuffix") | Some("hasSuffix") if n == 2 => simple("has_suffix", out, scope)?,
         Some("strings.ReplaceAll") | Some("replace") if n == 3 => simple("replace_all", out, scope)?,
         Some("strings.Split") | Some("split") if n == 2 => simple("split_all", out, scope)?,
-        Some("len") if n == 1 => simple("len", out, scope)?,
+        Some("len") if n == 1 => {
+            // expr's len(nil) is an error; the engine's `len(())` is 0.
+            out.push_str("len(");
+            strict(&args[0], out, scope)?;
+            out.push(')');
+        }
         Some("string") | Some("toString") if n == 1 => simple("string", out, scope)?,
         Some("now") if n == 0 => out.push_str("now()"),
         Some("duration") if n == 1 => simple("duration", out, scope)?,
@@ -877,16 +940,120 @@ mod tests {
         assert!(holds("app.status.operationState.phase startsWith 'Succ'", app));
     }
 
+    /// What Argo CD makes of a condition: `Some(result)`, or `None` when expr's VM fails
+    /// on it or gives no boolean (notifications-engine counts either as false, and the
+    /// negation of it as false too).
+    fn outcome(src: &str, app: &serde_json::Value) -> Option<bool> {
+        let rhai = t(src);
+        let engine = crate::trigger::TriggerEngine::new();
+        let yaml = format!("- when: {}\n  send: [x]\n", serde_json::to_string(&rhai).unwrap());
+        let file = crate::source::SourceFile::new("t.yaml", yaml);
+        let def: crate::trigger::TriggerDef = file.parse("trigger t").unwrap();
+        let trigger = engine.compile("t", &def, &file).unwrap_or_else(|e| panic!("{rhai}: {e:?}"));
+        let r = engine.run(&trigger, &mut engine.prepare(app)).remove(0);
+        r.error.is_none().then_some(r.result)
+    }
+
+    /// Every operator and builtin the translation converts, on present, absent and
+    /// nil values, with the result expr-lang gives in Argo CD. From expr's VM
+    /// (vm/runtime): an ordering comparison, arithmetic, `len` and a member access or
+    /// index on nil panic; `==` treats nil as a value and compares numbers across int
+    /// and float; `in` on nil is false, on a string a panic; `&&`/`||` need a boolean
+    /// on the left and pass the right through; `string(nil)` is "<nil>"; `matches`,
+    /// `contains`, `startsWith`, `endsWith` push false for nil. Each case is also run
+    /// negated: where expr fails, `not(...)` fails too, so a translation that gives
+    /// false instead of failing is caught.
+    #[test]
+    fn nil_and_absent_fields_in_every_operator_as_expr_evaluates_them() {
+        let app = serde_json::json!({
+            "metadata": {"name": "web-1", "labels": {"team": "a"}},
+            "status": {"sync": {"status": "Synced"}, "operationState": {"phase": "Succeeded", "retryCount": 2}, "conditions": [{"type": "A"}]}
+        });
+        const FAILS: Option<bool> = None;
+        let cases: &[(&str, Option<bool>)] = &[
+            // Ordering comparisons: nil panics.
+            ("app.status.operationState.retryCount > 1", Some(true)),
+            ("app.status.missing > 1", FAILS),
+            ("1 < app.status.missing", FAILS),
+            ("app.status.missing <= 0", FAILS),
+            ("app.status.missing >= app.status.missing", FAILS),
+            // Equality: nil is a value.
+            ("app.status.missing == nil", Some(true)),
+            ("nil == nil", Some(true)),
+            ("app.status.missing != 'x'", Some(true)),
+            ("app.status.missing == 0", Some(false)),
+            ("app.status.operationState.retryCount == 2.0", Some(true)),
+            // Member access and index.
+            ("app.status.missing.phase == 'x'", FAILS),
+            ("app.status.missing?.phase == nil", Some(true)),
+            ("app.status.missing['k'] == nil", FAILS),
+            ("app.metadata.labels['absent'] == nil", Some(true)),
+            ("app.status.conditions[5].type == 'A'", FAILS),
+            ("app.status.conditions[-1].type == 'A'", Some(true)),
+            // in
+            ("app.status.sync.status in ['Synced', 'OutOfSync']", Some(true)),
+            ("app.status.missing in ['x']", Some(false)),
+            ("nil in [nil]", Some(true)),
+            ("'a' in app.status.missing", Some(false)),
+            ("'x' not in app.status.missing", Some(true)),
+            ("'team' in app.metadata.labels", Some(true)),
+            ("'Syn' in app.status.sync.status", FAILS),
+            // len
+            ("len(app.status.conditions) == 1", Some(true)),
+            ("len(app.metadata.labels) == 1", Some(true)),
+            ("len(app.metadata.name) == 5", Some(true)),
+            ("len(app.status.missing) == 0", FAILS),
+            // Logic: a boolean on the left, the right passed through.
+            ("app.status.missing and true", FAILS),
+            ("true and app.status.missing", FAILS),
+            ("app.status.missing or true", FAILS),
+            ("false or app.status.missing", FAILS),
+            ("not app.status.missing", FAILS),
+            ("app.status.missing ? true : false", FAILS),
+            // Arithmetic.
+            ("app.status.missing + 1 > 0", FAILS),
+            ("app.metadata.name + app.status.missing == 'web-1'", FAILS),
+            ("app.status.operationState.retryCount * 2 == 4", Some(true)),
+            ("app.status.operationState.retryCount / 4 == 0.5", Some(true)),
+            ("-app.status.missing < 0", FAILS),
+            ("app.status.missing % 2 == 0", FAILS),
+            // String operators: false for nil.
+            ("app.status.missing matches 'x'", Some(false)),
+            ("app.metadata.name matches '^web-[0-9]+$'", Some(true)),
+            ("app.status.missing contains 'x'", Some(false)),
+            ("app.metadata.name startsWith app.status.missing", Some(false)),
+            // Builtins.
+            ("string(app.status.missing) == '<nil>'", Some(true)),
+            ("upper(app.status.missing) == ''", FAILS),
+            ("abs(app.status.missing) == 0", FAILS),
+            ("app.status.missing ?? 'd' == 'd'", Some(true)),
+            // Predicates.
+            ("any(app.status.conditions, .type == 'A')", Some(true)),
+            ("count(app.status.conditions, .type == 'A') == 1", Some(true)),
+            ("all(app.status.missing, .ok)", FAILS),
+            ("any(app.status.conditions, .missing > 1)", FAILS),
+        ];
+        for (src, want) in cases {
+            assert_eq!(outcome(src, &app), *want, "{src} -> {}", t(src));
+            let negated = format!("not ({src})");
+            assert_eq!(outcome(&negated, &app), want.map(|b| !b), "{negated} -> {}", t(&negated));
+        }
+    }
+
     #[test]
     fn operators_and_precedence() {
-        assert_eq!(t("app.b == 1 or not (app.c > 2 and app.d)"), "app.b == 1 || !(app.c > 2 && app.d)");
+        assert_eq!(t("app.b == 1 or not (app.c > 2 and app.d)"), "app.b == 1 || !(must(app.c) > 2 && must(app.d))");
         assert_eq!(t("app.x == 1 || app.y != 'z' && !app.w"), r#"app.x == 1 || (app.y != "z" && !app.w)"#);
+        assert_eq!(t("any(app.xs, .ok)"), "app.xs.some(|it0| it0.ok)");
         assert_eq!(t("app.x not in ['a', \"b\"]"), r#"!(app.x in ["a", "b"])"#);
         assert_eq!(t("app.m.name matches '^web-'"), r#"matches(app.m.name, "^web-")"#);
         assert_eq!(t("app.m.name startsWith 'web'"), r#"has_prefix(app.m.name, "web")"#);
         assert_eq!(t("app.x ?? 'none'"), r#"app.x ?? "none""#);
         assert_eq!(t("app.x ? 1 : 2"), "if app.x { 1 } else { 2 }");
-        assert_eq!(t("len(app.status.conditions) > 0"), "len(app.status.conditions) > 0");
+        assert_eq!(t("len(app.status.conditions) > 0"), "len(must(app.status.conditions)) > 0");
+        assert_eq!(t("app.a.b > 1 and app.c"), "must(app.a.b) > 1 && must(app.c)");
+        assert_eq!(t("app.a in app.b"), "app.a in collection(app.b)");
+        assert_eq!(t("1 * time.Minute"), "1 * minutes(1)");
         assert_eq!(t("app.metadata.labels['app.kubernetes.io/name']"), r#"app.metadata.labels["app.kubernetes.io/name"]"#);
         t("app.status.sync.type == 'x'");
         assert_eq!(t("app.spec.fn"), r#"app.spec["fn"]"#);

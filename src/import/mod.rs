@@ -99,10 +99,45 @@ fn is_notifications_key(k: &str) -> bool {
         || matches!(k, "subscriptions" | "context")
 }
 
+/// The YAML files of `paths`: a file as given, a directory's `.yaml`/`.yml` files at
+/// any depth in name order (Argo CD's catalog as argo-cd keeps it is a directory).
+fn expand(paths: &[PathBuf]) -> Result<Vec<PathBuf>, Unreadable> {
+    let mut files = Vec::new();
+    for path in paths {
+        if !path.is_dir() {
+            files.push(path.clone());
+            continue;
+        }
+        let mut entries: Vec<PathBuf> = std::fs::read_dir(path)
+            .and_then(|d| d.map(|e| e.map(|e| e.path())).collect())
+            .map_err(|e| Unreadable(format!("{}: cannot read the directory: {e}", path.display())))?;
+        entries.sort();
+        let (dirs, plain): (Vec<PathBuf>, Vec<PathBuf>) = entries.into_iter().partition(|p| p.is_dir());
+        files.extend(plain.into_iter().filter(|p| p.extension().is_some_and(|x| x == "yaml" || x == "yml")));
+        files.extend(expand(&dirs)?);
+    }
+    Ok(files)
+}
+
+/// A file of Argo CD's catalog source (`triggers/<name>.yaml`: a list of conditions;
+/// `templates/<name>.yaml`: a map of template fields), as the key it has in the
+/// ConfigMap that argo-cd builds from them.
+fn catalog_key(path: &Path, doc: &Value) -> Option<String> {
+    let stem = path.file_stem()?.to_str()?;
+    let dir = path.parent()?.file_name()?.to_str()?;
+    match (dir, doc) {
+        ("triggers", Value::Array(items)) if items.iter().all(|c| c.get("when").is_some() || c.get("send").is_some()) => {
+            Some(format!("trigger.{stem}"))
+        }
+        ("templates", Value::Object(m)) if !m.contains_key("kind") && !m.contains_key("apiVersion") => Some(format!("template.{stem}")),
+        _ => None,
+    }
+}
+
 /// Reads the files into entries.
-fn read(files: &[PathBuf]) -> Result<Input, Unreadable> {
+fn read(paths: &[PathBuf]) -> Result<Input, Unreadable> {
     let mut input = Input::default();
-    for path in files {
+    for path in &expand(paths)? {
         let name = path.display().to_string();
         let text = std::fs::read_to_string(path).map_err(|e| Unreadable(format!("{name}: cannot read: {e}")))?;
         let docs: Vec<Value> = serde_saphyr::from_multiple(&text).map_err(|e| {
@@ -110,8 +145,15 @@ fn read(files: &[PathBuf]) -> Result<Input, Unreadable> {
             Unreadable(format!("{name}:{at}not YAML: {}", e.without_snippet().to_string().lines().next().unwrap_or("")))
         })?;
         let before = input.entries.len() + input.secret_keys.len();
-        for doc in &docs {
-            document(doc, &name, &text, &mut input);
+        match docs.as_slice() {
+            [doc] if let Some(key) = catalog_key(path, doc) => {
+                input.entries.push(Entry { file: name.clone(), line: 1, key, value: doc.clone() });
+            }
+            _ => {
+                for doc in &docs {
+                    document(doc, &name, &text, &mut input);
+                }
+            }
         }
         if input.entries.len() + input.secret_keys.len() == before {
             input.unrecognised.push(name);
@@ -409,6 +451,11 @@ fn trigger(e: &Entry, name: &str, out: &mut Out) {
             Some(Value::Bool(b)) => {
                 cond.insert("when".into(), json!(b));
             }
+            Some(Value::String(src)) if src.trim().is_empty() => {
+                // notifications-engine compiles an empty condition as `false`.
+                out.note(e, &format!("{item}[{i}].when"), "empty: Argo CD evaluates it as false, so the condition never sends");
+                cond.insert("when".into(), json!(false));
+            }
             Some(Value::String(src)) => match translate_expr(src) {
                 Ok(rhai) => {
                     cond.insert("when".into(), json!(rhai));
@@ -422,9 +469,13 @@ fn trigger(e: &Entry, name: &str, out: &mut Out) {
                     cond.insert("when".into(), json!(false));
                 }
             },
-            _ => {
+            None | Some(Value::Null) => {
+                out.note(e, &format!("{item}[{i}]"), "has no `when`: Argo CD evaluates it as false, so the condition never sends");
+                cond.insert("when".into(), json!(false));
+            }
+            Some(_) => {
                 todo = true;
-                comments.push_str(&out.todo(e, &format!("{item}[{i}]"), "the condition has no `when`"));
+                comments.push_str(&out.todo(e, &format!("{item}[{i}].when"), "not an expression"));
                 comments.push('\n');
                 cond.insert("when".into(), json!(false));
             }

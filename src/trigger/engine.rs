@@ -207,6 +207,25 @@ fn register_strings(engine: &mut Engine) {
         engine.register_fn(name, |_: ImmutableString, _: ()| false);
         engine.register_fn(name, |_: (), _: ()| false);
     }
+    // Where expr's VM refuses nil and rhai carries on (an ordering comparison with `()`
+    // is false, `"a" + ()` is "a", `len(())` is 0, `() && x` is false), `driftwatch
+    // import` wraps the operand: `must(x)` is `x`, or an evaluation error when `x` is
+    // absent, so the condition is false as in Argo CD and `not(...)` of it is too.
+    engine.register_fn("must", |v: Dynamic| -> Fallible<Dynamic> {
+        if v.is_unit() { fail("must: the value is () (the field is missing)".into()) } else { Ok(v) }
+    });
+    // expr's `in`: a list (element equality) or a map (key present); nil holds nothing;
+    // anything else (a string among them: `"a" in "abc"`) is an error, where rhai's
+    // `in` would look for a substring.
+    engine.register_fn("collection", |v: Dynamic| -> Fallible<Dynamic> {
+        if v.is_unit() {
+            Ok(Dynamic::from_array(rhai::Array::new()))
+        } else if v.is_array() || v.is_map() {
+            Ok(v)
+        } else {
+            fail(format!("collection: `in` needs a list or a map, not {}", v.type_name()))
+        }
+    });
 }
 
 /// How many times `from` occurs in `s` as `str::replace` and `str::split` see it (an
