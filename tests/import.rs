@@ -287,14 +287,18 @@ fn the_command_reports_and_exits_as_documented() {
 }
 
 /// What Argo CD accepts and an import once wrote as converted although `check` then
-/// refused it: an empty `send` converts (a condition that sends nothing, noted); a
-/// template the source does not define and a recipient that names no service are
-/// marked, each with its reason and source line.
+/// refused it: an empty `send` converts (a condition that sends nothing, noted), so
+/// does a condition without `when` (false, noted); a template the source does not
+/// define, a recipient that names no service, a default trigger or a subscribed trigger
+/// nobody defines are marked, each with its reason and source line.
 #[test]
 fn what_argo_cd_accepts_imports_to_something_check_accepts_or_a_todo() {
     let (dir, r) = run_case(&corpus().join("argo-accepts-these"));
     let reasons: Vec<String> = r.todos.iter().map(|t| format!("{}:{}: {}", t.item, t.line, t.reason)).collect();
-    assert_eq!(r.todos.len(), 3, "{reasons:#?}");
+    assert_eq!(r.todos.len(), 5, "{reasons:#?}");
+    assert!(reasons.iter().any(|t| t.starts_with("defaultTriggers:") && t.contains("\"on-sync-failed-typo\"")), "{reasons:#?}");
+    assert!(reasons.iter().any(|t| t.starts_with("subscriptions[3]:") && t.contains("\"on-deployed-typo\"")), "{reasons:#?}");
+    assert!(r.notes.iter().any(|n| n.item == "trigger on-never[0]" && n.reason.contains("evaluates it as false")), "{:?}", r.notes);
     assert!(
         reasons.iter().any(|t| t.starts_with("subscriptions[2]:") && t.contains("pagerduty-oncall") && t.contains("not configured")),
         "{reasons:#?}"
@@ -310,7 +314,7 @@ fn what_argo_cd_accepts_imports_to_something_check_accepts_or_a_todo() {
     assert!(r.notes.iter().any(|n| n.item == "trigger on-degraded-quiet[0].send" && n.reason.contains("sends nothing")), "{:?}", r.notes);
     // The empty send itself passes check (with a warning): only the marks fail.
     let errors = config::load(Some(&dir.path().join("driftwatch.yaml"))).err().unwrap();
-    assert_eq!(errors.len(), 3, "{errors:?}");
+    assert_eq!(errors.len(), 5, "{errors:?}");
     assert!(errors.iter().all(|e| e.key == "import"), "{errors:?}");
 }
 

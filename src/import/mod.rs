@@ -273,12 +273,31 @@ struct Out {
     /// Services the source configures, by the name subscriptions use (`gmail` for
     /// `service.email.gmail`).
     source_services: std::collections::BTreeSet<String>,
+    /// Triggers the source defines (`trigger.<name>`).
+    source_triggers: std::collections::BTreeSet<String>,
 }
 
 impl Out {
     fn todo(&mut self, e: &Entry, item: &str, reason: &str) -> String {
         self.report.todos.push(Todo { file: e.file.clone(), line: e.line, item: item.to_string(), reason: reason.to_string() });
         format!("# {TODO_MARKER} {}:{}: {item}: {}", e.file, e.line, reason.replace('\n', " "))
+    }
+
+    /// Whether a trigger of this name exists once imported: the source's or the catalog's.
+    fn trigger_known(&self, name: &str) -> bool {
+        self.source_triggers.contains(name) || crate::config::catalog::TRIGGERS.iter().any(|(n, _, _)| *n == name)
+    }
+
+    /// The names of `list` that name no trigger, as a mark's reason (`None`: all do).
+    fn unknown_triggers(&self, list: &[Value]) -> Option<String> {
+        let unknown: Vec<String> =
+            list.iter().filter_map(Value::as_str).filter(|t| !self.trigger_known(t)).map(|t| format!("{t:?}")).collect();
+        (!unknown.is_empty()).then(|| {
+            format!(
+                "trigger(s) {} are defined neither in the source nor in driftwatch's catalog (Argo CD logs an error each time it would evaluate them)",
+                unknown.join(", ")
+            )
+        })
     }
 
     fn note(&mut self, e: &Entry, item: &str, reason: &str) {
@@ -326,6 +345,7 @@ pub fn import(files: &[PathBuf], out_dir: &Path, force: bool) -> Result<Report, 
             .filter_map(|e| e.key.strip_prefix("service."))
             .map(|k| k.split_once('.').map_or(k, |(_, name)| name).to_string())
             .collect(),
+        source_triggers: input.entries.iter().filter_map(|e| e.key.strip_prefix("trigger.")).map(str::to_string).collect(),
     };
     for name in &input.unrecognised {
         out.report.notes.push(Todo {
@@ -363,8 +383,14 @@ fn convert_entry(e: &Entry, out: &mut Out) {
         }
     } else if k == "defaultTriggers" || k.starts_with("defaultTriggers.") {
         match embedded(&e.value) {
-            Ok(v @ Value::Array(_)) => {
-                out.config.insert(k.to_string(), v);
+            Ok(Value::Array(names)) => {
+                // A name that is no trigger is left out and marked: driftwatch refuses it.
+                if let Some(reason) = out.unknown_triggers(&names) {
+                    let line = out.todo(e, k, &format!("{reason}; left out of the list"));
+                    out.config_todos.push(line);
+                }
+                let kept: Vec<Value> = names.into_iter().filter(|t| t.as_str().is_some_and(|t| out.trigger_known(t))).collect();
+                out.config.insert(k.to_string(), Value::Array(kept));
             }
             _ => {
                 let line = out.todo(e, k, "not a list of trigger names");
@@ -1030,6 +1056,19 @@ fn subscriptions(e: &Entry, out: &mut Out) {
             Some(Value::String(r)) => vec![r.as_str()],
             _ => Vec::new(),
         };
+        let triggers: Vec<Value> = match m.get("triggers") {
+            Some(Value::Array(a)) => a.clone(),
+            Some(Value::String(t)) => vec![json!(t)],
+            _ => Vec::new(),
+        };
+        if let Some(reason) = out.unknown_triggers(&triggers) {
+            out.report.subscriptions.todo += 1;
+            let mut line = out.todo(e, &format!("subscriptions[{i}]"), &reason);
+            line.push('\n');
+            line.push_str(&commented(&yaml::to_yaml(s)));
+            out.config_todos.push(line);
+            continue;
+        }
         let unnamed: Vec<&str> = recipients.iter().copied().filter(|r| !r.contains(':')).collect();
         let unknown: Vec<&str> = recipients
             .iter()
