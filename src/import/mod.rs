@@ -11,7 +11,10 @@
 
 pub mod expr;
 pub mod gotmpl;
+pub mod refusal;
 pub mod yaml;
+
+pub use refusal::Refusal;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -428,11 +431,16 @@ fn inner_line(e: &Entry, needle: &str) -> usize {
     s.lines().position(|l| l.contains(first)).map_or(e.line, |i| e.line + i + 1)
 }
 
+/// The line of `e`'s file that holds byte `at` of `src`, a text inside the entry.
+fn line_at(e: &Entry, src: &str, at: usize) -> usize {
+    inner_line(e, src) + src.get(..at).map_or(0, |before| before.matches('\n').count())
+}
+
 /// An expr expression as rhai that compiles.
-fn translate_expr(src: &str) -> Result<String, String> {
+fn translate_expr(src: &str) -> Result<String, Refusal> {
     let rhai = expr::to_rhai(src)?;
     crate::trigger::compiles(&rhai)
-        .map_err(|e| format!("the translation does not compile ({e}); please report this as a driftwatch bug"))?;
+        .map_err(|e| Refusal::new(0, format!("the translation does not compile ({e}); please report this as a driftwatch bug")))?;
     Ok(rhai)
 }
 
@@ -486,10 +494,10 @@ fn trigger(e: &Entry, name: &str, out: &mut Out) {
                 Ok(rhai) => {
                     cond.insert("when".into(), json!(rhai));
                 }
-                Err(reason) => {
+                Err(refused) => {
                     todo = true;
-                    let at = Entry { line: inner_line(e, src), ..e.clone() };
-                    comments.push_str(&out.todo(&at, &format!("{item}[{i}].when"), &reason));
+                    let at = Entry { line: line_at(e, src, refused.at), ..e.clone() };
+                    comments.push_str(&out.todo(&at, &format!("{item}[{i}].when"), &refused.reason));
                     comments.push('\n');
                     comments.push_str(&commented(src));
                     cond.insert("when".into(), json!(false));
@@ -546,10 +554,10 @@ fn trigger(e: &Entry, name: &str, out: &mut Out) {
                 Ok(rhai) => {
                     cond.insert("oncePer".into(), json!(rhai));
                 }
-                Err(reason) => {
+                Err(refused) => {
                     todo = true;
-                    let at = Entry { line: inner_line(e, src), ..e.clone() };
-                    comments.push_str(&out.todo(&at, &format!("{item}[{i}].oncePer"), &reason));
+                    let at = Entry { line: line_at(e, src, refused.at), ..e.clone() };
+                    comments.push_str(&out.todo(&at, &format!("{item}[{i}].oncePer"), &refused.reason));
                     comments.push('\n');
                     comments.push_str(&commented(src));
                 }
