@@ -629,7 +629,7 @@ impl TemplateWork<'_> {
         // What is written must compile; a translation that does not is reported, not written.
         let translated = translated.and_then(|t| match crate::template::compiles(&t.text) {
             Ok(()) => Ok(t),
-            Err(e) => Err(format!("the translation does not compile ({e}); please report this as a driftwatch bug")),
+            Err(e) => Err(Refusal::new(0, format!("the translation does not compile ({e}); please report this as a driftwatch bug"))),
         });
         match translated {
             Ok(t) => {
@@ -638,10 +638,10 @@ impl TemplateWork<'_> {
                 }
                 Some(t.text)
             }
-            Err(reason) => {
+            Err(refused) => {
                 self.todo = true;
-                let at = Entry { line: inner_line(self.e, src), ..self.e.clone() };
-                self.comments.push_str(&out.todo(&at, &format!("{}.{field}", self.item), &reason));
+                let at = Entry { line: line_at(self.e, src, refused.at), ..self.e.clone() };
+                self.comments.push_str(&out.todo(&at, &format!("{}.{field}", self.item), &refused.reason));
                 self.comments.push('\n');
                 self.comments.push_str(&commented(src));
                 None
