@@ -1,0 +1,283 @@
+//! `template.<name>`: each field through [`super::gotmpl`], each destination's
+//! section mapped to driftwatch's template fields.
+
+use serde_json::{Map, Value, json};
+
+use super::read::{Entry, embedded};
+use super::triggers::line_at;
+use super::{Out, Refusal, commented, display, gotmpl, yaml};
+
+/// The driftwatch section an Argo CD template section maps onto.
+pub(super) fn target_section(section: &str) -> &str {
+    match section {
+        "pagerdutyv2" => "pagerduty",
+        // Argo CD's `teams-workflows` fields are the `teams` ones, which both kinds read.
+        "teams-workflows" => "teams",
+        other => other,
+    }
+}
+
+/// Destination kinds driftwatch does not have (yet): their template sections and
+/// services are reported.
+pub(super) const OTHER_KINDS: &[&str] = &["pagerduty", "awssqs", "gitlab", "nats", "pubsub", "kafka"];
+
+struct TemplateWork<'a> {
+    e: &'a Entry,
+    item: String,
+    todo: bool,
+    comments: String,
+}
+
+/// Fields whose rendered text must be JSON.
+fn is_json_field(field: &str, src: &str) -> bool {
+    let (section, rest) = field.split_once('.').unwrap_or((field, ""));
+    crate::template::is_json_field(&format!("{}.{rest}", target_section(section)))
+        || (section == "webhook" && field.ends_with(".body") && src.trim_start().starts_with(['{', '[']))
+}
+
+impl TemplateWork<'_> {
+    fn translate(&mut self, out: &mut Out, field: &str, src: &str) -> Option<String> {
+        let translated = if is_json_field(field, src) { gotmpl::to_handlebars_in_json(src) } else { gotmpl::to_handlebars(src) };
+        // What is written must compile; a translation that does not is reported, not written.
+        let translated = translated.and_then(|t| match crate::template::compiles(&t.text) {
+            Ok(()) => Ok(t),
+            Err(e) => Err(Refusal::new(0, format!("the translation does not compile ({e}); please report this as a driftwatch bug"))),
+        });
+        match translated {
+            Ok(t) => {
+                for n in t.notes {
+                    out.note(self.e, &format!("{}.{field}", self.item), &n);
+                }
+                Some(t.text)
+            }
+            Err(refused) => {
+                self.todo = true;
+                let at = Entry { line: line_at(self.e, src, refused.at), ..self.e.clone() };
+                self.comments.push_str(&out.todo(&at, &format!("{}.{field}", self.item), &refused.reason));
+                self.comments.push('\n');
+                self.comments.push_str(&commented(src));
+                None
+            }
+        }
+    }
+
+    fn drop_section(&mut self, out: &mut Out, section: &str, v: &Value, reason: &str) {
+        self.todo = true;
+        self.comments.push_str(&out.todo(self.e, &format!("{}.{section}", self.item), reason));
+        self.comments.push('\n');
+        self.comments.push_str(&commented(&yaml::to_yaml(&json!({ section: v }))));
+    }
+}
+
+pub(super) fn template(e: &Entry, name: &str, out: &mut Out) {
+    let item = format!("template {name}");
+    let mut w = TemplateWork { e, item: item.clone(), todo: false, comments: String::new() };
+    if name.contains('.') {
+        out.note(e, &item, "a dotted template name is kept as it is; subscriptions and triggers must name it exactly");
+    }
+    let parsed = match embedded(&e.value) {
+        Ok(Value::Object(m)) => m,
+        Ok(_) => {
+            out.report.templates.todo += 1;
+            let line = out.todo(e, &item, "not a map of template fields");
+            out.templates.insert(name.to_string(), format!("{line}\n{}{{}}\n", commented(&display(&e.value))));
+            return;
+        }
+        Err(reason) => {
+            out.report.templates.todo += 1;
+            let line = out.todo(e, &item, &reason);
+            out.templates.insert(name.to_string(), format!("{line}\n{}{{}}\n", commented(&display(&e.value))));
+            return;
+        }
+    };
+    let mut def = Map::new();
+    for (section, v) in &parsed {
+        match (section.as_str(), v) {
+            ("message", Value::String(s)) => {
+                if let Some(t) = w.translate(out, "message", s) {
+                    def.insert("message".into(), json!(t));
+                }
+            }
+            ("title", Value::String(s)) => {
+                // Old argocd-notifications templates: the e-mail subject.
+                if let Some(t) = w.translate(out, "title", s) {
+                    def.entry("email").or_insert_with(|| json!({})).as_object_mut().map(|m| m.insert("subject".into(), json!(t)));
+                }
+            }
+            ("webhook", Value::Object(hooks)) => {
+                let mut converted = Map::new();
+                for (svc, fields) in hooks {
+                    let mut f = Map::new();
+                    for (k, v) in fields.as_object().into_iter().flatten() {
+                        match (k.as_str(), v.as_str()) {
+                            ("method" | "path" | "body", Some(src)) => {
+                                if let Some(t) = w.translate(out, &format!("webhook.{svc}.{k}"), src) {
+                                    f.insert(k.clone(), json!(t));
+                                }
+                            }
+                            _ => w.drop_section(out, &format!("webhook.{svc}.{k}"), v, "not a webhook template field (method, path, body)"),
+                        }
+                    }
+                    converted.insert(svc.clone(), Value::Object(f));
+                }
+                def.insert("webhook".into(), Value::Object(converted));
+            }
+            ("github", Value::Object(fields)) => {
+                let mut f = Map::new();
+                for (k, v) in fields {
+                    let subfields: &[&str] = match k.as_str() {
+                        "status" => &["state", "label", "targetURL"],
+                        "deployment" => &[
+                            "state",
+                            "environment",
+                            "environmentURL",
+                            "logURL",
+                            "reference",
+                            "requiredContexts",
+                            "autoMerge",
+                            "transientEnvironment",
+                        ],
+                        "pullRequestComment" => &["content", "commentTag"],
+                        _ => &[],
+                    };
+                    match (k.as_str(), v) {
+                        ("repoURLPath" | "revisionPath", Value::String(src)) => {
+                            if let Some(t) = w.translate(out, &format!("github.{k}"), src) {
+                                f.insert(k.clone(), json!(t));
+                            }
+                        }
+                        (_, Value::Object(m)) if !subfields.is_empty() => {
+                            let mut sub = Map::new();
+                            for (sk, sv) in m {
+                                match sv {
+                                    _ if !subfields.contains(&sk.as_str()) => w.drop_section(
+                                        out,
+                                        &format!("github.{k}.{sk}"),
+                                        sv,
+                                        &format!("driftwatch's github.{k} has no `{sk}` field"),
+                                    ),
+                                    Value::String(src) => {
+                                        if let Some(t) = w.translate(out, &format!("github.{k}.{sk}"), src) {
+                                            sub.insert(sk.clone(), json!(t));
+                                        }
+                                    }
+                                    other => {
+                                        sub.insert(sk.clone(), other.clone());
+                                    }
+                                }
+                            }
+                            f.insert(k.clone(), Value::Object(sub));
+                        }
+                        _ => w.drop_section(
+                            out,
+                            &format!("github.{k}"),
+                            v,
+                            "not a github field driftwatch has (repoURLPath, revisionPath, status, deployment, pullRequestComment)",
+                        ),
+                    }
+                }
+                def.insert("github".into(), Value::Object(f));
+            }
+            ("alertmanager", Value::Object(fields)) => {
+                let mut f = Map::new();
+                for (k, v) in fields {
+                    match (k.as_str(), v) {
+                        ("labels" | "annotations", Value::Object(m)) => {
+                            let mut converted = Map::new();
+                            for (name, value) in m {
+                                let src = value.as_str().map(str::to_string).unwrap_or_else(|| value.to_string());
+                                if let Some(t) = w.translate(out, &format!("alertmanager.{k}.{name}"), &src) {
+                                    converted.insert(name.clone(), json!(t));
+                                }
+                            }
+                            f.insert(k.clone(), Value::Object(converted));
+                        }
+                        ("generatorURL", Value::String(src)) => {
+                            if let Some(t) = w.translate(out, "alertmanager.generatorURL", src) {
+                                f.insert(k.clone(), json!(t));
+                            }
+                        }
+                        _ => w.drop_section(
+                            out,
+                            &format!("alertmanager.{k}"),
+                            v,
+                            "not an alertmanager field (labels, annotations, generatorURL)",
+                        ),
+                    }
+                }
+                def.insert("alertmanager".into(), Value::Object(f));
+            }
+            (
+                s @ ("email" | "slack" | "pagerdutyv2" | "teams" | "teams-workflows" | "opsgenie" | "googlechat" | "mattermost"
+                | "telegram" | "pushover" | "newrelic" | "rocketchat"),
+                Value::Object(fields),
+            ) => {
+                let target = target_section(s);
+                let mut f = Map::new();
+                for (k, v) in fields {
+                    match (crate::template::has_field(&format!("{target}.{k}")).then_some(k.as_str()), v) {
+                        (Some(dw), Value::String(src)) => {
+                            if let Some(t) = w.translate(out, &format!("{s}.{k}"), src) {
+                                f.insert(dw.into(), json!(t));
+                            }
+                        }
+                        // Lists and maps Argo CD takes as YAML (Opsgenie's tags, details):
+                        // driftwatch's fields are JSON text.
+                        (Some(dw), v @ (Value::Array(_) | Value::Object(_))) => {
+                            let src = serde_json::to_string_pretty(v).unwrap_or_default();
+                            if let Some(t) = w.translate(out, &format!("{s}.{k}"), &src) {
+                                f.insert(dw.into(), json!(t));
+                            }
+                        }
+                        (Some(dw), v @ (Value::Number(_) | Value::Bool(_))) => {
+                            f.insert(dw.into(), json!(v.to_string()));
+                        }
+                        _ => match (s, k.as_str(), v) {
+                            ("slack", "notifyBroadcast", Value::Bool(false)) | ("slack", "deliveryPolicy", Value::String(_))
+                                if v.as_str().is_none_or(|p| p == "Post") =>
+                            {
+                                out.note(e, &format!("{item}.{s}.{k}"), "Argo CD's default; driftwatch behaves the same");
+                            }
+                            ("slack", "deliveryPolicy", _) | ("slack", "notifyBroadcast", _) => w.drop_section(
+                                out,
+                                &format!("{s}.{k}"),
+                                v,
+                                "driftwatch has no such Slack setting: it posts, and updates a message with `resolve: true` conditions",
+                            ),
+                            _ => w.drop_section(out, &format!("{s}.{k}"), v, &format!("driftwatch's {target} template has no `{k}` field")),
+                        },
+                    }
+                }
+                if let Some(existing) = def.get_mut(target).and_then(Value::as_object_mut) {
+                    existing.extend(f);
+                } else if !f.is_empty() {
+                    def.insert(target.into(), Value::Object(f));
+                }
+            }
+            (s, v) if OTHER_KINDS.contains(&s) && out.service_kinds.contains(s) => {
+                w.drop_section(out, s, v, &format!("driftwatch has no {s} destination; the Argo CD fields are kept below, commented out"))
+            }
+            (s, v) if OTHER_KINDS.contains(&s) => {
+                // No such service is configured: the section could not be sent in Argo
+                // CD either. Kept for the record, not a TODO.
+                out.note(
+                    e,
+                    &format!("{item}.{s}"),
+                    &format!("no {s} service is configured (and driftwatch has no {s} destination); kept commented out"),
+                );
+                w.comments.push_str(&format!("# Not imported: no {s} service is configured, and driftwatch has no {s} destination.\n"));
+                w.comments.push_str(&commented(&yaml::to_yaml(&json!({ s: v }))));
+            }
+            (s, v) => w.drop_section(out, s, v, &format!("`{s}` is not a template field driftwatch knows")),
+        }
+    }
+    if w.todo {
+        out.report.templates.todo += 1;
+    } else {
+        out.report.templates.converted += 1;
+    }
+    let mut text = format!("# Imported by `driftwatch import` from {}:{} ({}).\n", e.file, e.line, e.key);
+    text.push_str(&w.comments);
+    text.push_str(&if def.is_empty() { "{}\n".to_string() } else { yaml::to_yaml(&Value::Object(def)) });
+    out.templates.insert(name.to_string(), text);
+}
