@@ -211,7 +211,7 @@ proptest! {
     fn cef_escapes_separators_and_reads_back(trigger in ".{0,30}", message in ".{0,80}", app in ".{0,30}") {
         let n = notification(&trigger, &message, &app);
         let record = driftwatch::deliver::ecs::record(&n, &Default::default(), Utc::now());
-        let line = driftwatch::deliver::syslog::cef(&n, &record);
+        let line = driftwatch::deliver::kinds::syslog::cef(&n, &record);
         prop_assert!(!line.contains('\n') && !line.contains('\r'), "{}", line);
         let fields = split_unescaped(&line, '|');
         prop_assert_eq!(fields.len(), 8, "{}", line);
@@ -226,8 +226,8 @@ proptest! {
     #[test]
     fn syslog_structured_data_reads_back(trigger in ".{0,30}", app in ".{0,30}", message in ".{0,40}") {
         let n = notification(&trigger, &message, &app);
-        let h = driftwatch::deliver::syslog::Header { facility: 10, hostname: "h o\nst".into(), app_name: "driftwatch".into(), procid: "1".into() };
-        let line = driftwatch::deliver::syslog::rfc5424(&h, &n, &message, Utc::now());
+        let h = driftwatch::deliver::kinds::syslog::Header { facility: 10, hostname: "h o\nst".into(), app_name: "driftwatch".into(), procid: "1".into() };
+        let line = driftwatch::deliver::kinds::syslog::rfc5424(&h, &n, &message, Utc::now());
         let head: Vec<&str> = line.splitn(7, ' ').collect();
         prop_assert_eq!(head.len(), 7);
         prop_assert!(head[..6].iter().all(|t| !t.is_empty() && t.chars().all(|c| c.is_ascii_graphic())), "{}", line);

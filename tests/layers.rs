@@ -99,3 +99,177 @@ fn the_scan_sees_an_edge_and_ignores_comments() {
     let found = uses("use crate::state::StateStore; // crate::daemon\nlet x = crate::model::App::new(); /// crate::cli");
     assert_eq!(found.into_iter().collect::<Vec<_>>(), ["model", "state"]);
 }
+
+/// The module path of a file under `src/` (`deliver/slack/client.rs` is
+/// `[deliver, slack, client]`; a `mod.rs` is its folder's module).
+fn module_path(rel: &Path) -> Vec<String> {
+    let mut parts: Vec<String> = rel.components().map(|c| c.as_os_str().to_string_lossy().to_string()).collect();
+    if let Some(last) = parts.pop() {
+        let stem = last.trim_end_matches(".rs").to_string();
+        if stem != "mod" {
+            parts.push(stem);
+        }
+    }
+    parts
+}
+
+/// The modules a file refers to, as absolute paths from the crate root, each cut to its
+/// first two segments (`[deliver, worker]`): `crate::a::b`, and `super::`/`self::`
+/// paths resolved from the file's own module, including `use super::{a, b::c}`.
+fn module_refs(own: &[String], text: &str) -> BTreeSet<Vec<String>> {
+    let mut out = BTreeSet::new();
+    for line in text.lines() {
+        let code = line.split("//").next().unwrap_or_default();
+        let bytes = code.as_bytes();
+        let mut i = 0;
+        while i < code.len() {
+            if !code.is_char_boundary(i) {
+                i += 1;
+                continue;
+            }
+            let rest = &code[i..];
+            let starts_path = (rest.starts_with("crate::") || rest.starts_with("super::") || rest.starts_with("self::"))
+                && (i == 0 || !(bytes[i - 1].is_ascii_alphanumeric() || bytes[i - 1] == b'_' || bytes[i - 1] == b':'));
+            if !starts_path {
+                i += 1;
+                continue;
+            }
+            let mut base: Vec<String> = own.to_vec();
+            let mut r = rest;
+            if let Some(after) = r.strip_prefix("crate::") {
+                base.clear();
+                r = after;
+            } else {
+                loop {
+                    if let Some(after) = r.strip_prefix("super::") {
+                        base.pop();
+                        r = after;
+                    } else if let Some(after) = r.strip_prefix("self::") {
+                        r = after;
+                    } else {
+                        break;
+                    }
+                }
+            }
+            let consumed = rest.len() - r.len();
+            continuation(&base, r, &mut out);
+            i += consumed.max(1);
+        }
+    }
+    out
+}
+
+/// Follows a path's continuation `r` from `base` until it names a module two segments
+/// deep (inserted in `out`), through `{a, b::c}` groups.
+fn continuation(base: &[String], r: &str, out: &mut BTreeSet<Vec<String>>) {
+    let mut path = base.to_vec();
+    let mut r = r;
+    loop {
+        if path.len() == 2 {
+            out.insert(path);
+            return;
+        }
+        if let Some(group) = r.strip_prefix('{') {
+            let mut depth = 0;
+            let mut item = String::new();
+            for c in group.chars() {
+                match c {
+                    '{' => depth += 1,
+                    '}' if depth == 0 => break,
+                    '}' => depth -= 1,
+                    ',' if depth == 0 => {
+                        continuation(&path, item.trim(), out);
+                        item.clear();
+                        continue;
+                    }
+                    _ => {}
+                }
+                item.push(c);
+            }
+            continuation(&path, item.trim(), out);
+            return;
+        }
+        let seg: String = r.chars().take_while(|c| c.is_ascii_alphanumeric() || *c == '_').collect();
+        if seg.is_empty() || seg == "self" {
+            return;
+        }
+        r = &r[seg.len()..];
+        path.push(seg);
+        match r.strip_prefix("::") {
+            Some(after) => r = after,
+            None if path.len() == 2 => {}
+            None => return,
+        }
+    }
+}
+
+/// Within each top-level module, its first-level submodules (`deliver::worker`,
+/// `template::sprig`) refer to each other without a cycle: a sibling may use another
+/// only if that one does not, directly or through others, use it back.
+#[test]
+fn no_cycle_among_the_first_level_submodules() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = Vec::new();
+    rust_files(&src, &mut files);
+    let mut edges: std::collections::BTreeMap<Vec<String>, BTreeSet<Vec<String>>> = Default::default();
+    let mut seen = 0;
+    for file in &files {
+        let own = module_path(file.strip_prefix(&src).unwrap());
+        if own.len() < 2 {
+            continue;
+        }
+        let from = own[..2].to_vec();
+        for to in module_refs(&own, &std::fs::read_to_string(file).unwrap()) {
+            // Only siblings: the same top-level module, another submodule that exists
+            // as a file or folder (not an item of the parent's mod.rs).
+            let is_module = src.join(&to[0]).join(format!("{}.rs", to[1])).exists() || src.join(&to[0]).join(&to[1]).is_dir();
+            if to[0] == from[0] && to != from && is_module {
+                seen += 1;
+                edges.entry(from.clone()).or_default().insert(to);
+            }
+        }
+    }
+    // Depth-first search for a back edge; each cycle reported once by its smallest node.
+    fn visit(
+        n: &Vec<String>,
+        edges: &std::collections::BTreeMap<Vec<String>, BTreeSet<Vec<String>>>,
+        stack: &mut Vec<Vec<String>>,
+        done: &mut BTreeSet<Vec<String>>,
+        cycles: &mut BTreeSet<String>,
+    ) {
+        if done.contains(n) {
+            return;
+        }
+        if let Some(at) = stack.iter().position(|s| s == n) {
+            let mut cycle: Vec<String> = stack[at..].iter().map(|p| p.join("::")).collect();
+            let min = cycle.iter().enumerate().min_by_key(|(_, s)| (*s).clone()).map_or(0, |(i, _)| i);
+            cycle.rotate_left(min);
+            cycles.insert(cycle.join(" -> "));
+            return;
+        }
+        stack.push(n.clone());
+        for m in edges.get(n).into_iter().flatten() {
+            visit(m, edges, stack, done, cycles);
+        }
+        stack.pop();
+        done.insert(n.clone());
+    }
+    let mut cycles = BTreeSet::new();
+    let mut done = BTreeSet::new();
+    for n in edges.keys() {
+        visit(n, &edges, &mut Vec::new(), &mut done, &mut cycles);
+    }
+    assert!(cycles.is_empty(), "cycles among first-level submodules:\n{}", cycles.into_iter().collect::<Vec<_>>().join("\n"));
+    assert!(seen > 50, "the scan found only {seen} sibling edges: it is not reading the sources");
+}
+
+#[test]
+fn the_submodule_scan_resolves_super_and_groups() {
+    let own: Vec<String> = vec!["deliver".into(), "slack".into(), "client".into()];
+    let found = module_refs(
+        &own,
+        "use super::super::services::Env;\nuse crate::deliver::{http, worker::X};\nuse super::config; // super::super::outcome",
+    );
+    let got: Vec<String> = found.into_iter().map(|p| p.join("::")).collect();
+    assert_eq!(got, ["deliver::http", "deliver::services", "deliver::slack", "deliver::worker"]);
+}

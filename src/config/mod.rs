@@ -293,8 +293,8 @@ pub struct Runtime {
 impl Runtime {
     /// What the services' clients share: the HTTP client, the state store (message
     /// references), the secrets and the template context.
-    pub fn delivery_env(&self, state: &Arc<crate::state::StateStore>) -> Result<crate::deliver::services::Env, String> {
-        Ok(crate::deliver::services::Env {
+    pub fn delivery_env(&self, state: &Arc<crate::state::StateStore>) -> Result<crate::deliver::env::Env, String> {
+        Ok(crate::deliver::env::Env {
             http: crate::deliver::http::client(None, false).map_err(|e| e.to_string())?,
             state: state.clone(),
             secrets: self.secrets.clone(),

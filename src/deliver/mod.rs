@@ -4,41 +4,26 @@
 //! One path: [`worker::Delivery`] writes notifications to the durable outbox and runs
 //! one worker per service (rate limit, per-attempt timeout, retries with jittered
 //! backoff honouring `Retry-After`, dead letters), whose settle records what was
-//! delivered. Each destination kind is a folder with the same files: `config.rs`,
-//! `payload.rs` (pure, tested without a network), `client.rs`, `tests.rs` (the shared
-//! compliance harness against a real listener). Replays show what they submit with
+//! delivered. Each destination kind is a folder of `kinds/` with the same files:
+//! `config.rs`, `payload.rs` (pure, tested without a network), `client.rs`, `tests.rs`
+//! (the shared compliance harness against a real listener), and in `mod.rs` its
+//! [`kind::Kind`]; `kinds/mod.rs` registers each in one line. The rest is machinery
+//! that names no kind: the worker, outcomes, HTTP, the client environment ([`env`]). Replays show what they submit with
 //! [`ConsoleWriter`] and [`JsonLinesWriter`]; their previews are delivered by a
 //! deliverer that takes everything (`pipeline::pass::Preview`).
 
-pub mod alertmanager;
 pub mod ecs;
-pub mod email;
 pub mod encode;
-pub mod github;
-pub mod googlechat;
-pub mod grafana;
+pub mod env;
 pub mod http;
-pub mod mattermost;
+pub mod kind;
+pub mod kinds;
 pub mod message_ref;
-pub mod newrelic;
-pub mod opsgenie;
 pub mod outcome;
-pub mod pagerduty;
-pub mod pushover;
 pub mod recipients;
-pub mod rocketchat;
 pub mod services;
-pub mod signed_webhook;
-pub mod slack;
-pub mod splunk;
-pub mod syslog;
-pub mod teams;
-pub mod teams_workflows;
-pub mod telegram;
 #[cfg(test)]
 pub(crate) mod testkit;
-pub mod webex;
-pub mod webhook;
 pub mod worker;
 
 pub use worker::{Deliverer, Delivery, ServiceRuntime};

@@ -159,35 +159,9 @@ pub struct DeliverySettings {
 }
 
 impl DeliverySettings {
-    /// Sensible defaults for a kind: Slack about one message per second, PagerDuty well
-    /// under its 120 events a minute, SIEMs fast.
-    pub fn for_kind(kind: crate::model::DestinationKind) -> DeliverySettings {
-        use crate::model::DestinationKind as K;
-        // Concurrency: a syslog stream and the console are one ordered sequence; Slack
-        // and PagerDuty are bounded by their own rate limits anyway; HTTP receivers
-        // (webhooks, SIEMs) take several requests at once.
-        let (per_second, burst, concurrency) = match kind {
-            K::Slack => (1.0, 3, 2),
-            K::Pagerduty => (1.5, 10, 2),
-            K::Email => (5.0, 10, 2),
-            K::Webhook | K::SignedWebhook => (10.0, 20, 16),
-            K::Splunk => (50.0, 100, 4),
-            K::Syslog => (50.0, 100, 1),
-            // Teams and Google Chat webhooks allow about one message a second per
-            // webhook; Opsgenie's API a few requests a second per key.
-            K::Teams | K::Googlechat => (1.0, 3, 2),
-            K::Opsgenie => (5.0, 10, 2),
-            K::Alertmanager => (20.0, 40, 4),
-            // GitHub asks for at most about one content-creating request a second.
-            K::Github => (1.0, 5, 2),
-            // Telegram: about one message a second per chat; the others are chat APIs
-            // with per-token limits of a few a second.
-            K::Telegram | K::Mattermost | K::Webex | K::Rocketchat => (1.0, 5, 2),
-            K::Grafana => (10.0, 20, 4),
-            K::TeamsWorkflows => (1.0, 3, 2),
-            K::Pushover | K::Newrelic => (2.0, 5, 2),
-            K::Console => (1000.0, 1000, 1),
-        };
+    /// The defaults with this rate limit and concurrency (a kind's own come from the
+    /// registry, `deliver::kinds::default_settings`).
+    pub fn with_limits(per_second: f64, burst: u32, concurrency: usize) -> DeliverySettings {
         DeliverySettings {
             retry: RetrySettings::default(),
             rate: RateSettings { per_second, burst },
@@ -268,7 +242,7 @@ mod tests {
 
     #[test]
     fn backoff_grows_is_capped_and_honours_retry_after() {
-        let s = DeliverySettings::for_kind(crate::model::DestinationKind::Webhook);
+        let s = DeliverySettings::with_limits(10.0, 20, 16);
         for _ in 0..50 {
             let first = s.backoff(1, None);
             assert!(first >= Duration::from_millis(500) && first <= Duration::from_secs(1), "{first:?}");

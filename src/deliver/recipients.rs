@@ -4,8 +4,8 @@
 
 use std::collections::BTreeMap;
 
+use super::env::Env;
 use super::outcome::Outcome;
-use super::services::Env;
 use crate::model::Notification;
 use crate::secret::Secret;
 

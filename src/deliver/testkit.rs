@@ -15,10 +15,11 @@ use hyper::body::{Bytes, Incoming};
 use hyper::{Request, Response};
 use hyper_util::rt::TokioIo;
 
+use super::env::Env;
+use super::kind::{Kind, Spec};
 use super::outcome::{ConfigDuration, DeliverySettings, RateSettings, RetrySettings};
-use super::services::{Env, ServiceSpec, build};
 use super::worker::{Delivery, ServiceRuntime};
-use crate::model::{DestinationKind, Notification};
+use crate::model::Notification;
 use crate::secret::Secrets;
 use crate::state::StateStore;
 
@@ -252,11 +253,10 @@ pub async fn check_all_scenarios(
 }
 
 /// How a kind's compliance test builds its service: from `config`, which must parse as
-/// that kind's own configuration.
-pub fn maker(kind: DestinationKind, config: serde_json::Value) -> impl Fn(&Env) -> ServiceRuntime {
-    let spec = ServiceSpec::from_value(kind, config).expect("the service configuration");
-    assert_eq!(spec.config.kind(), kind, "parsed as another kind's configuration");
-    move |env: &Env| build(kind.as_str(), &spec, env).expect("the service")
+/// that kind's own configuration (through the kind, not the registry).
+pub fn maker<K: Kind + 'static>(config: serde_json::Value) -> impl Fn(&Env) -> ServiceRuntime {
+    let spec = Spec::<K>::parse(config).expect("the service configuration");
+    move |env: &Env| spec.build(K::KIND.as_str(), env).expect("the service")
 }
 
 /// [`check_all_scenarios`], then one more successful delivery of `n`: its request, for

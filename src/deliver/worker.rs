@@ -911,7 +911,7 @@ mod tests {
         }
         state.enqueue(&items, 0).unwrap();
         let probe = Arc::new(Probe::default());
-        let mut settings = DeliverySettings::for_kind(DestinationKind::Webhook);
+        let mut settings = DeliverySettings::with_limits(10.0, 20, 16);
         settings.rate.per_second = 1000.0;
         settings.rate.burst = 100;
         settings.concurrency = 4;
@@ -972,7 +972,7 @@ mod tests {
     }
 
     fn outage_service(deliverer: Arc<dyn Deliverer>) -> ServiceRuntime {
-        let mut settings = DeliverySettings::for_kind(DestinationKind::Webhook);
+        let mut settings = DeliverySettings::with_limits(10.0, 20, 16);
         settings.rate.per_second = 100_000.0;
         settings.rate.burst = 10_000;
         settings.concurrency = 4;

@@ -15,7 +15,7 @@ use serde_json::Value;
 
 use super::{Evaluation, Pipeline, pass_write};
 use crate::config::Runtime;
-use crate::deliver::outcome::{DeliverySettings, Outcome};
+use crate::deliver::outcome::Outcome;
 use crate::deliver::worker::{BoxFuture, Clock, SubmitReport};
 use crate::deliver::{Deliverer, Delivery, ServiceRuntime};
 use crate::model::{App, DestinationKind, Notification};
@@ -109,7 +109,7 @@ pub fn preview_services(rt: &Runtime, deliverer: Arc<dyn Deliverer>) -> Vec<Serv
     configured
         .chain(kinds)
         .map(|(name, kind)| {
-            let mut settings = DeliverySettings::for_kind(kind);
+            let mut settings = crate::deliver::kinds::default_settings(kind);
             settings.rate.per_second = 1_000_000.0;
             settings.rate.burst = 1_000_000;
             settings.concurrency = 1;

@@ -86,7 +86,6 @@ pub fn register(hb: &mut Handlebars<'static>) {
     hb.register_helper("upper", Box::new(upper_helper));
     hb.register_helper("lower", Box::new(lower_helper));
     hb.register_helper("trim", Box::new(trim_helper));
-    super::sprig::register(hb);
 }
 
 #[cfg(test)]

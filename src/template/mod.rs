@@ -382,6 +382,13 @@ impl RenderContext {
     }
 }
 
+/// driftwatch's helpers, then the Sprig ones (which may replace a name with Sprig's
+/// meaning); registered here so that neither set depends on the other.
+fn register_helpers(hb: &mut Handlebars<'static>) {
+    helpers::register(hb);
+    sprig::register(hb);
+}
+
 /// Renders one handlebars text with driftwatch's helpers and no HTML escaping, as every
 /// template field is rendered: for the importer's tests, which compare translations
 /// with Go's output.
@@ -389,7 +396,7 @@ impl RenderContext {
 pub(crate) fn render_text(src: &str, data: &serde_json::Value) -> Result<String, String> {
     let mut hb = Handlebars::new();
     hb.register_escape_fn(handlebars::no_escape);
-    helpers::register(&mut hb);
+    register_helpers(&mut hb);
     hb.render_template(src, data).map_err(|e| e.to_string())
 }
 
@@ -429,7 +436,7 @@ impl TemplateSet {
         let mut hb = Handlebars::new();
         hb.register_escape_fn(handlebars::no_escape);
         hb.set_strict_mode(false);
-        helpers::register(&mut hb);
+        register_helpers(&mut hb);
         let mut errors = Vec::new();
         let mut warnings = Vec::new();
         let mut fields = BTreeMap::new();

@@ -382,7 +382,7 @@ mod tests {
     fn render(src: &str, data: Json) -> String {
         let mut hb = Handlebars::new();
         hb.register_escape_fn(handlebars::no_escape);
-        super::super::helpers::register(&mut hb);
+        super::super::register_helpers(&mut hb);
         hb.render_template(src, &data).unwrap_or_else(|e| panic!("{src}: {e}"))
     }
 

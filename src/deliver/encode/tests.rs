@@ -98,7 +98,7 @@ fn invalid_json_fields_name_template_and_field() {
 fn pagerduty_summary_is_truncated_and_severity_checked() {
     let s = set(&format!("message: \"{}\"\n", "x".repeat(3000)));
     let pd = render(&s, DestinationKind::Pagerduty, "pagerduty").unwrap();
-    assert_eq!(pd["summary"].as_str().unwrap().chars().count(), crate::deliver::pagerduty::payload::SUMMARY_MAX);
+    assert_eq!(pd["summary"].as_str().unwrap().chars().count(), crate::deliver::kinds::pagerduty::payload::SUMMARY_MAX);
     assert_eq!(pd["severity"], "error");
     let s = set("message: x\npagerduty:\n  severity: \"{{app.metadata.name}}\"\n");
     let e = render(&s, DestinationKind::Pagerduty, "pagerduty").unwrap_err();

@@ -1,0 +1,34 @@
+//! What building a delivery client needs besides the service's own configuration: the
+//! one HTTP client, the state store, the secrets, the config's `context:`.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use super::ecs::Origin;
+use crate::secret::{Secret, Secrets};
+use crate::state::StateStore;
+
+/// The shared inputs of every client a configuration builds.
+pub struct Env {
+    /// The one shared HTTP client.
+    pub http: reqwest::Client,
+    pub state: Arc<StateStore>,
+    pub secrets: Secrets,
+    /// The config's `context:` (`argocdUrl`, `clusterName`).
+    pub context: BTreeMap<String, String>,
+}
+
+impl Env {
+    /// A `$key` reference (or a literal value) as a secret; the error names the key,
+    /// never a value.
+    pub fn secret(&self, reference: &str) -> Result<Secret, String> {
+        self.secrets.resolve(reference).map_err(|e| e.to_string())
+    }
+
+    pub fn origin(&self) -> Origin {
+        Origin {
+            cluster: self.context.get("clusterName").cloned().unwrap_or_default(),
+            argocd_url: self.context.get("argocdUrl").cloned().unwrap_or_default(),
+        }
+    }
+}

@@ -1,0 +1,160 @@
+//! What a destination kind is: the [`Kind`] trait each `deliver::kinds::<kind>/` folder
+//! implements, and the machinery that turns a kind's settings into a running service
+//! without knowing which kind it is ([`Spec`]). The registry that lists the kinds is
+//! `deliver::kinds`; nothing here names one.
+
+use std::sync::Arc;
+
+use serde::Deserialize;
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+
+use super::env::Env;
+use super::outcome::{ConfigDuration, DeliverySettings, RateSettings, RetrySettings};
+use super::worker::{Deliverer, ServiceRuntime};
+use crate::model::DestinationKind;
+use crate::secret::Secrets;
+use crate::template::Encoder;
+
+/// A kind's default rate limit and how many deliveries it has in flight at once.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Limits {
+    pub per_second: f64,
+    pub burst: u32,
+    pub concurrency: usize,
+}
+
+/// Everything about one destination kind that the rest of driftwatch needs.
+pub trait Kind {
+    /// Its name in `type:` and in `service:recipient`.
+    const KIND: DestinationKind;
+    /// Its settings under `services.<name>` (besides the common ones).
+    type Config: DeserializeOwned + Clone + std::fmt::Debug + PartialEq;
+    /// Its default rate limit and concurrency (a service may override both).
+    const LIMITS: Limits;
+    /// Shapes its payload from a template's fields.
+    const ENCODE: Encoder;
+
+    /// Reads its settings; serde's own message names the setting at fault.
+    fn config(v: Value) -> Result<Self::Config, String> {
+        serde_json::from_value(v).map_err(|e| e.to_string())
+    }
+
+    /// Checks across settings that serde cannot express ("one of a and b").
+    fn validate(_: &Self::Config) -> Result<(), String> {
+        Ok(())
+    }
+
+    /// Every setting that may hold a `$secret` reference.
+    fn secrets(config: &Self::Config) -> Vec<&str>;
+
+    /// Its client; errors name what is missing (an unset secret, an unreadable CA
+    /// file), never a secret value.
+    fn client(name: &str, config: &Self::Config, env: &Env) -> Result<Arc<dyn Deliverer>, String>;
+}
+
+/// Settings every service may override (`timeout`, `retry`, `rateLimit`, `concurrency`).
+#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct CommonDef {
+    /// One attempt's time limit; 10s.
+    timeout: Option<ConfigDuration>,
+    retry: Option<RetrySettings>,
+    rate_limit: Option<RateSettings>,
+    /// Deliveries in flight at once (1 to 64); a default per kind.
+    concurrency: Option<usize>,
+}
+
+const COMMON_KEYS: [&str; 4] = ["timeout", "retry", "rateLimit", "concurrency"];
+
+/// A kind's delivery settings before any service overrides them.
+pub fn default_settings(limits: Limits) -> DeliverySettings {
+    DeliverySettings::with_limits(limits.per_second, limits.burst, limits.concurrency)
+}
+
+/// Splits a service's mapping (without `type`) into the delivery settings (the kind's
+/// defaults with the common keys applied, each checked) and the kind's own settings.
+pub fn split_common(v: Value, limits: Limits) -> Result<(Value, DeliverySettings), String> {
+    let mut map = match v {
+        Value::Object(m) => m,
+        Value::Null => serde_json::Map::new(),
+        _ => return Err("a service must be a mapping".into()),
+    };
+    let mut common = serde_json::Map::new();
+    for k in COMMON_KEYS {
+        if let Some(v) = map.remove(k) {
+            common.insert(k.into(), v);
+        }
+    }
+    let common: CommonDef = serde_json::from_value(Value::Object(common)).map_err(|e| e.to_string())?;
+    let mut settings = default_settings(limits);
+    if let Some(t) = common.timeout {
+        settings.timeout = t.0;
+    }
+    if let Some(r) = common.retry {
+        settings.retry = r;
+    }
+    if let Some(r) = common.rate_limit {
+        if !(r.per_second > 0.0 && r.per_second.is_finite()) {
+            return Err("rateLimit.perSecond must be a positive number".into());
+        }
+        settings.rate = r;
+    }
+    if let Some(c) = common.concurrency {
+        if !(1..=64).contains(&c) {
+            return Err(format!("concurrency must be from 1 to 64, not {c}"));
+        }
+        settings.concurrency = c;
+    }
+    Ok((Value::Object(map), settings))
+}
+
+/// A kind's settings read and checked: what the registry holds per service.
+pub fn config<K: Kind>(v: Value) -> Result<K::Config, String> {
+    let c = K::config(v)?;
+    K::validate(&c)?;
+    Ok(c)
+}
+
+/// A service as the workers run it: its client, its settings, and a redactor for the
+/// secret values its settings reference.
+pub fn assemble(
+    name: &str,
+    kind: DestinationKind,
+    deliverer: Arc<dyn Deliverer>,
+    settings: DeliverySettings,
+    strings: &[&str],
+    env: &Env,
+) -> ServiceRuntime {
+    let mut referenced = Vec::new();
+    for s in strings {
+        for key in Secrets::references(s) {
+            if let Ok(v) = env.secrets.get(&key) {
+                referenced.push(v);
+            }
+        }
+    }
+    ServiceRuntime { name: name.to_string(), kind, deliverer, settings, redactor: env.secrets.redactor(referenced) }
+}
+
+/// One kind's service configuration, typed: how a kind's own tests build it without
+/// the registry.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Spec<K: Kind> {
+    pub config: K::Config,
+    pub settings: DeliverySettings,
+}
+
+impl<K: Kind> Spec<K> {
+    /// The mapping under `services.<name>` (without `type`).
+    pub fn parse(v: Value) -> Result<Spec<K>, String> {
+        let (rest, settings) = split_common(v, K::LIMITS)?;
+        Ok(Spec { config: config::<K>(rest)?, settings })
+    }
+
+    /// The running service.
+    pub fn build(&self, name: &str, env: &Env) -> Result<ServiceRuntime, String> {
+        let deliverer = K::client(name, &self.config, env)?;
+        Ok(assemble(name, K::KIND, deliverer, self.settings, &K::secrets(&self.config), env))
+    }
+}

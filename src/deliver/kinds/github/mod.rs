@@ -1,0 +1,46 @@
+//! GitHub: commit statuses, deployments (with a deployment status) and pull-request
+//! comments for the Application's repository and revision, as Argo CD's `github`
+//! service does (its template fields: `github.status`, `github.deployment`,
+//! `github.pullRequestComment`, `repoURLPath`, `revisionPath`). Authenticates as a
+//! GitHub App (app id, installation id, private key: an RS256 JWT exchanged for an
+//! installation token, cached until it expires) or with a token; GitHub Enterprise
+//! through `enterpriseBaseURL`.
+
+mod auth;
+mod client;
+mod config;
+pub(crate) mod payload;
+#[cfg(test)]
+mod tests;
+
+pub use auth::{app_jwt, load_private_key};
+pub use client::GitHubClient;
+pub use config::GitHubConfig;
+pub use payload::{Repo, repo_of};
+
+/// The Github kind: what the registry (`deliver::kinds`) needs of it.
+pub struct Github;
+
+impl crate::deliver::kind::Kind for Github {
+    const KIND: crate::model::DestinationKind = crate::model::DestinationKind::Github;
+    type Config = GitHubConfig;
+    const LIMITS: crate::deliver::kind::Limits = crate::deliver::kind::Limits { per_second: 1.0, burst: 5, concurrency: 2 };
+    const ENCODE: crate::template::Encoder = payload::encode;
+
+    fn validate(c: &GitHubConfig) -> Result<(), String> {
+        let app = [&c.app_id, &c.installation_id, &c.private_key].iter().all(|x| x.is_some());
+        let none = [&c.app_id, &c.installation_id, &c.private_key].iter().all(|x| x.is_none());
+        if !((c.token.is_some() && none) || (c.token.is_none() && app)) {
+            return Err("a github service needs either token, or appID, installationID and privateKey".into());
+        }
+        Ok(())
+    }
+
+    fn secrets(c: &GitHubConfig) -> Vec<&str> {
+        [&c.token, &c.private_key].into_iter().flatten().map(String::as_str).collect()
+    }
+
+    fn client(_name: &str, c: &GitHubConfig, env: &crate::deliver::env::Env) -> Result<std::sync::Arc<dyn crate::deliver::Deliverer>, String> {
+        Ok(std::sync::Arc::new(GitHubClient::new(c, env)?))
+    }
+}

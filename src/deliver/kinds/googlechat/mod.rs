@@ -1,0 +1,33 @@
+//! Google Chat through incoming webhooks: `{text, cardsV2}` (or legacy `cards`) from the
+//! template's `googlechat.*` fields, posted to the recipient's space webhook; with
+//! `googlechat.threadKey` messages of one key go to one thread
+//! (`messageReplyOption=REPLY_MESSAGE_FALLBACK_TO_NEW_THREAD`). A webhook cannot edit a
+//! message: a resolve is a new message, in the same thread when the key is the same.
+
+mod client;
+mod config;
+pub(crate) mod payload;
+#[cfg(test)]
+mod tests;
+
+pub use client::GoogleChatClient;
+pub use config::GoogleChatConfig;
+pub use payload::{message, url_with_thread};
+
+/// The Googlechat kind: what the registry (`deliver::kinds`) needs of it.
+pub struct Googlechat;
+
+impl crate::deliver::kind::Kind for Googlechat {
+    const KIND: crate::model::DestinationKind = crate::model::DestinationKind::Googlechat;
+    type Config = GoogleChatConfig;
+    const LIMITS: crate::deliver::kind::Limits = crate::deliver::kind::Limits { per_second: 1.0, burst: 3, concurrency: 2 };
+    const ENCODE: crate::template::Encoder = payload::encode;
+
+    fn secrets(c: &GoogleChatConfig) -> Vec<&str> {
+        c.webhooks.values().map(String::as_str).collect()
+    }
+
+    fn client(_name: &str, c: &GoogleChatConfig, env: &crate::deliver::env::Env) -> Result<std::sync::Arc<dyn crate::deliver::Deliverer>, String> {
+        Ok(std::sync::Arc::new(GoogleChatClient::new(c, env)?))
+    }
+}

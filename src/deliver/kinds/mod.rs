@@ -1,0 +1,140 @@
+//! The registry of destination kinds: one line per kind, naming its folder and the type
+//! that implements [`Kind`] there. Services (parsing, building), encoders and default
+//! limits are looked up here and nowhere else; adding a kind is its folder plus its
+//! line (and its name in `model::DestinationKind`, which the layers below know).
+
+use std::sync::Arc;
+
+use serde_json::Value;
+
+use super::env::Env;
+use super::kind::{self, Kind, Limits};
+use super::worker::Deliverer;
+use crate::model::DestinationKind;
+use crate::template::Encoder;
+
+macro_rules! registry {
+    ($($module:ident :: $kind:ident),* $(,)?) => {
+        $(pub mod $module;)*
+
+        /// The kind-specific configuration of one named service.
+        #[derive(Debug, Clone, PartialEq)]
+        pub enum ServiceConfig {
+            $($kind(<$module::$kind as Kind>::Config)),*
+        }
+
+        impl ServiceConfig {
+            /// The settings of a service of `kind` (the common keys removed), read and
+            /// checked by the kind.
+            pub fn parse(kind: DestinationKind, v: Value) -> Result<ServiceConfig, String> {
+                $(if kind == <$module::$kind as Kind>::KIND {
+                    return kind::config::<$module::$kind>(v).map(ServiceConfig::$kind);
+                })*
+                Err(format!("the kind {} is not registered", kind.as_str()))
+            }
+
+            pub fn kind(&self) -> DestinationKind {
+                match self {
+                    $(ServiceConfig::$kind(_) => <$module::$kind as Kind>::KIND),*
+                }
+            }
+
+            /// Every string setting that may reference a `$secret`.
+            pub fn strings(&self) -> Vec<&str> {
+                match self {
+                    $(ServiceConfig::$kind(c) => <$module::$kind as Kind>::secrets(c)),*
+                }
+            }
+
+            /// The service's client.
+            pub fn client(&self, name: &str, env: &Env) -> Result<Arc<dyn Deliverer>, String> {
+                match self {
+                    $(ServiceConfig::$kind(c) => <$module::$kind as Kind>::client(name, c, env)),*
+                }
+            }
+        }
+
+        /// `kind`'s default rate limit and concurrency.
+        pub fn limits(kind: DestinationKind) -> Limits {
+            $(if kind == <$module::$kind as Kind>::KIND {
+                return <$module::$kind as Kind>::LIMITS;
+            })*
+            <console::Console as Kind>::LIMITS
+        }
+
+        /// `kind`'s encoder.
+        pub fn encoder(kind: DestinationKind) -> Encoder {
+            $(if kind == <$module::$kind as Kind>::KIND {
+                return <$module::$kind as Kind>::ENCODE;
+            })*
+            <console::Console as Kind>::ENCODE
+        }
+
+        /// The registered kinds, in registry order.
+        pub const REGISTERED: &[DestinationKind] = &[$(<$module::$kind as Kind>::KIND),*];
+
+        /// The folders registered, by name.
+        pub const FOLDERS: &[&str] = &[$(stringify!($module)),*];
+    };
+}
+
+registry! {
+    console::Console,
+    slack::Slack,
+    email::Email,
+    pagerduty::Pagerduty,
+    webhook::Webhook,
+    splunk::Splunk,
+    signed_webhook::SignedWebhook,
+    syslog::Syslog,
+    teams::Teams,
+    opsgenie::Opsgenie,
+    alertmanager::Alertmanager,
+    googlechat::Googlechat,
+    github::Github,
+    telegram::Telegram,
+    mattermost::Mattermost,
+    grafana::Grafana,
+    webex::Webex,
+    teams_workflows::TeamsWorkflows,
+    pushover::Pushover,
+    newrelic::Newrelic,
+    rocketchat::Rocketchat,
+}
+
+/// `kind`'s delivery settings before a service overrides them.
+pub fn default_settings(kind: DestinationKind) -> super::outcome::DeliverySettings {
+    kind::default_settings(limits(kind))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every folder here is a registered kind, every kind driftwatch names is
+    /// registered once, and each is registered under its own name.
+    #[test]
+    fn every_kind_folder_is_registered_and_every_kind_once() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src/deliver/kinds");
+        let mut folders: Vec<String> = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.is_dir())
+            .map(|p| p.file_name().unwrap().to_string_lossy().to_string())
+            .collect();
+        folders.sort();
+        let mut registered: Vec<String> = FOLDERS.iter().map(|f| f.to_string()).collect();
+        registered.sort();
+        assert_eq!(folders, registered, "a folder of src/deliver/kinds that the registry does not list, or the reverse");
+        let mut kinds = REGISTERED.to_vec();
+        kinds.sort_by_key(|k| k.as_str());
+        kinds.dedup();
+        assert_eq!(kinds.len(), REGISTERED.len(), "a kind registered twice");
+        let mut all = DestinationKind::ALL.to_vec();
+        all.sort_by_key(|k| k.as_str());
+        assert_eq!(kinds, all, "model::DestinationKind and the registry disagree");
+        for (folder, kind) in FOLDERS.iter().zip(REGISTERED) {
+            assert_eq!(folder.replace('_', "-"), kind.as_str(), "the folder is named after its kind");
+        }
+    }
+}

@@ -1,0 +1,32 @@
+//! New Relic deployment markers: `POST /v2/applications/{id}/deployments.json` (the
+//! recipient is the APM application id) with `X-Api-Key`, the revision (the template's
+//! `newrelic.revision`, else the Application's synced revision), `changelog`,
+//! `description` (else the message) and `user`.
+
+mod client;
+mod config;
+pub(crate) mod payload;
+#[cfg(test)]
+mod tests;
+
+pub use client::NewRelicClient;
+pub use config::NewRelicConfig;
+pub use payload::deployment;
+
+/// The Newrelic kind: what the registry (`deliver::kinds`) needs of it.
+pub struct Newrelic;
+
+impl crate::deliver::kind::Kind for Newrelic {
+    const KIND: crate::model::DestinationKind = crate::model::DestinationKind::Newrelic;
+    type Config = NewRelicConfig;
+    const LIMITS: crate::deliver::kind::Limits = crate::deliver::kind::Limits { per_second: 2.0, burst: 5, concurrency: 2 };
+    const ENCODE: crate::template::Encoder = payload::encode;
+
+    fn secrets(c: &NewRelicConfig) -> Vec<&str> {
+        vec![c.api_key.as_str()]
+    }
+
+    fn client(_name: &str, c: &NewRelicConfig, env: &crate::deliver::env::Env) -> Result<std::sync::Arc<dyn crate::deliver::Deliverer>, String> {
+        Ok(std::sync::Arc::new(NewRelicClient::new(c, env)?))
+    }
+}

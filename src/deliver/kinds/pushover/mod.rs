@@ -1,0 +1,31 @@
+//! Pushover: `POST https://api.pushover.net/1/messages.json` with the application token,
+//! the recipient as the user (or group) key, and the message; the template's
+//! `pushover.title`, `.priority` (-2 to 2), `.url`, `.urlTitle`, `.sound`, `.device`.
+
+mod client;
+mod config;
+pub(crate) mod payload;
+#[cfg(test)]
+mod tests;
+
+pub use client::PushoverClient;
+pub use config::PushoverConfig;
+pub use payload::message;
+
+/// The Pushover kind: what the registry (`deliver::kinds`) needs of it.
+pub struct Pushover;
+
+impl crate::deliver::kind::Kind for Pushover {
+    const KIND: crate::model::DestinationKind = crate::model::DestinationKind::Pushover;
+    type Config = PushoverConfig;
+    const LIMITS: crate::deliver::kind::Limits = crate::deliver::kind::Limits { per_second: 2.0, burst: 5, concurrency: 2 };
+    const ENCODE: crate::template::Encoder = payload::encode;
+
+    fn secrets(c: &PushoverConfig) -> Vec<&str> {
+        vec![c.token.as_str()]
+    }
+
+    fn client(_name: &str, c: &PushoverConfig, env: &crate::deliver::env::Env) -> Result<std::sync::Arc<dyn crate::deliver::Deliverer>, String> {
+        Ok(std::sync::Arc::new(PushoverClient::new(c, env)?))
+    }
+}

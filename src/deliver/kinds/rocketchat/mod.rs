@@ -1,0 +1,42 @@
+//! Rocket.Chat's REST API: `POST /api/v1/chat.postMessage` to the recipient channel
+//! (`#name`, or `@user`) with the message and the template's `rocketchat.attachments`,
+//! `alias`, `emoji`, `avatar`; a resolve edits the original with `chat.update`.
+//! Authenticated as Argo CD does, by logging in (`email`, `password`: the session is
+//! cached and renewed after a 401), or with a personal access token (`userId`, `token`).
+
+mod client;
+mod config;
+pub(crate) mod payload;
+#[cfg(test)]
+mod tests;
+
+pub use client::RocketChatClient;
+pub use config::RocketChatConfig;
+pub use payload::{channel, message};
+
+/// The Rocketchat kind: what the registry (`deliver::kinds`) needs of it.
+pub struct Rocketchat;
+
+impl crate::deliver::kind::Kind for Rocketchat {
+    const KIND: crate::model::DestinationKind = crate::model::DestinationKind::Rocketchat;
+    type Config = RocketChatConfig;
+    const LIMITS: crate::deliver::kind::Limits = crate::deliver::kind::Limits { per_second: 1.0, burst: 5, concurrency: 2 };
+    const ENCODE: crate::template::Encoder = payload::encode;
+
+    fn validate(c: &RocketChatConfig) -> Result<(), String> {
+        let login = c.email.is_some() && c.password.is_some() && c.user_id.is_none() && c.token.is_none();
+        let token = c.user_id.is_some() && c.token.is_some() && c.email.is_none() && c.password.is_none();
+        if !login && !token {
+            return Err("a rocketchat service needs email and password, or userId and token".into());
+        }
+        Ok(())
+    }
+
+    fn secrets(c: &RocketChatConfig) -> Vec<&str> {
+        [&c.email, &c.password, &c.user_id, &c.token].into_iter().flatten().map(String::as_str).collect()
+    }
+
+    fn client(name: &str, c: &RocketChatConfig, env: &crate::deliver::env::Env) -> Result<std::sync::Arc<dyn crate::deliver::Deliverer>, String> {
+        Ok(std::sync::Arc::new(RocketChatClient::new(name, c, env)?))
+    }
+}

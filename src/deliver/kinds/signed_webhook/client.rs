@@ -1,0 +1,57 @@
+//! The signed webhook client: sends each notification and turns the answer into an `Outcome` (delivered, retry, permanent).
+
+use std::collections::BTreeMap;
+
+use super::config::SignedWebhookConfig;
+use super::payload::signed_request;
+use crate::deliver::ecs::{self, Origin};
+use crate::deliver::http;
+use crate::deliver::outcome::Outcome;
+use crate::deliver::env::Env;
+use crate::deliver::worker::{BoxFuture, Deliverer, one_by_one};
+use crate::model::Notification;
+use crate::secret::Secret;
+
+pub struct SignedWebhookClient {
+    http: reqwest::Client,
+    url: String,
+    key: Secret,
+    headers: BTreeMap<String, String>,
+    origin: Origin,
+}
+
+impl SignedWebhookClient {
+    pub fn new(cfg: &SignedWebhookConfig, env: &Env) -> Result<SignedWebhookClient, String> {
+        let http = http::client_for(&env.http, cfg.ca_file.as_deref(), cfg.insecure_skip_verify)?;
+        let headers = env.secrets.resolve_map(&cfg.headers).map_err(|e| e.to_string())?;
+        Ok(SignedWebhookClient {
+            http,
+            url: env.secret(&cfg.url)?.expose().to_string(),
+            key: env.secret(&cfg.secret)?,
+            headers,
+            origin: env.origin(),
+        })
+    }
+}
+
+impl SignedWebhookClient {
+    async fn deliver_one(&self, n: &Notification) -> Outcome {
+        let now = chrono::Utc::now();
+        let record = ecs::record(n, &self.origin, now);
+        let r = signed_request(&self.url, self.key.expose().as_bytes(), &record, now.timestamp());
+        let mut headers = self.headers.clone();
+        headers.extend(r.headers);
+        crate::deliver::kinds::webhook::payload::add_idempotency_key(&mut headers, n);
+        let mut req = self.http.post(&r.url).body(r.body);
+        for (k, v) in &headers {
+            req = req.header(k, v);
+        }
+        http::send(req).await.0
+    }
+}
+
+impl Deliverer for SignedWebhookClient {
+    fn deliver<'a>(&'a self, batch: &'a [Notification]) -> BoxFuture<'a, Outcome> {
+        Box::pin(one_by_one(batch, |n| self.deliver_one(n)))
+    }
+}

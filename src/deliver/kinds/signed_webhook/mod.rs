@@ -1,0 +1,32 @@
+//! SIEM webhook: the notification's Elastic Common Schema record as JSON, signed with
+//! HMAC-SHA256 over the body (`X-Signature: sha256=<hex>`). The body's `@timestamp` is
+//! signed with it and repeated in `X-Signature-Timestamp`, so a receiver can reject
+//! replays (an old timestamp) and tampering (a bad signature).
+
+mod client;
+mod config;
+pub(crate) mod payload;
+#[cfg(test)]
+mod tests;
+
+pub use client::SignedWebhookClient;
+pub use config::SignedWebhookConfig;
+pub use payload::{signature, signed_request, verify};
+
+/// The SignedWebhook kind: what the registry (`deliver::kinds`) needs of it.
+pub struct SignedWebhook;
+
+impl crate::deliver::kind::Kind for SignedWebhook {
+    const KIND: crate::model::DestinationKind = crate::model::DestinationKind::SignedWebhook;
+    type Config = SignedWebhookConfig;
+    const LIMITS: crate::deliver::kind::Limits = crate::deliver::kind::Limits { per_second: 10.0, burst: 20, concurrency: 16 };
+    const ENCODE: crate::template::Encoder = payload::encode;
+
+    fn secrets(c: &SignedWebhookConfig) -> Vec<&str> {
+        [c.url.as_str(), c.secret.as_str()].into_iter().chain(c.headers.values().map(String::as_str)).collect()
+    }
+
+    fn client(_name: &str, c: &SignedWebhookConfig, env: &crate::deliver::env::Env) -> Result<std::sync::Arc<dyn crate::deliver::Deliverer>, String> {
+        Ok(std::sync::Arc::new(SignedWebhookClient::new(c, env)?))
+    }
+}

@@ -1,0 +1,40 @@
+//! Slack: the Web API with a bot token (`chat.postMessage`, and `chat.update` of the
+//! original message when a `resolve: true` condition clears; replies threaded under the
+//! first message of a `groupingKey`), or an incoming webhook. Message and thread
+//! timestamps are kept in the state store, so they survive restarts. About one message
+//! per second per channel.
+
+mod client;
+mod config;
+pub(crate) mod payload;
+#[cfg(test)]
+mod tests;
+
+pub use client::SlackClient;
+pub use config::SlackConfig;
+pub use payload::{api_result, message};
+
+/// The Slack kind: what the registry (`deliver::kinds`) needs of it.
+pub struct Slack;
+
+impl crate::deliver::kind::Kind for Slack {
+    const KIND: crate::model::DestinationKind = crate::model::DestinationKind::Slack;
+    type Config = SlackConfig;
+    const LIMITS: crate::deliver::kind::Limits = crate::deliver::kind::Limits { per_second: 1.0, burst: 3, concurrency: 2 };
+    const ENCODE: crate::template::Encoder = payload::encode;
+
+    fn validate(c: &SlackConfig) -> Result<(), String> {
+        if c.token.is_none() == c.webhook_url.is_none() {
+            return Err("a slack service needs exactly one of token and webhookUrl".into());
+        }
+        Ok(())
+    }
+
+    fn secrets(c: &SlackConfig) -> Vec<&str> {
+        [&c.token, &c.webhook_url, &c.api_url].into_iter().flatten().map(String::as_str).collect()
+    }
+
+    fn client(name: &str, c: &SlackConfig, env: &crate::deliver::env::Env) -> Result<std::sync::Arc<dyn crate::deliver::Deliverer>, String> {
+        Ok(std::sync::Arc::new(SlackClient::new(name, c, env)?))
+    }
+}
