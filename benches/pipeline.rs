@@ -106,22 +106,23 @@ fn main() {
     let mut ctx = RenderContext::new(&application, &rt.context);
     let target = Target { trigger: "on-sync-failed", kind: DestinationKind::Slack, service: "slack", recipient: "ops", resolved: false };
     measure("render app-sync-failed for Slack (attachments JSON)", 5_000, || {
-        black_box(rt.render("app-sync-failed", &mut ctx, &target, &application).expect("renders"));
+        black_box(driftwatch::pipeline::wiring::render(&rt, "app-sync-failed", &mut ctx, &target, &application).expect("renders"));
     });
 
     // A whole pass: 9 subscribed triggers, dedup lookups in the store; every firing
     // condition already delivered, as in the steady state of a watched cluster.
     let pipeline = Pipeline::new(rt.clone());
+    let inputs = driftwatch::pipeline::Inputs::default();
     let state = StateStore::in_memory().expect("in-memory store");
     let now = Utc::now();
-    let first = pipeline.evaluate(&application, &state, now).expect("evaluates");
+    let first = pipeline.evaluate(&inputs, &application, &state, now).expect("evaluates");
     for n in &first.notifications {
         if let Some(r) = &n.record {
             state.record(&r.app_key, &r.key, 0).expect("records");
         }
     }
     let pass = measure("Pipeline::evaluate, 9 triggers, steady state (no sends)", 2_000, || {
-        black_box(pipeline.evaluate(&application, &state, now).expect("evaluates"));
+        black_box(pipeline.evaluate(&inputs, &application, &state, now).expect("evaluates"));
     });
     println!("{:<58} {:>12.0} apps/s on one core", "=> full evaluation passes", 1e9 / pass);
 
@@ -131,7 +132,7 @@ fn main() {
     let dir = std::env::temp_dir().join(format!("driftwatch-bench-{}", std::process::id()));
     let file_state = StateStore::open(&dir.join("state.redb")).expect("file store");
     measure("evaluate + apply re-arms, file-backed store, steady state", 500, || {
-        let eval = pipeline.evaluate(&application, &file_state, now).expect("evaluates");
+        let eval = pipeline.evaluate(&inputs, &application, &file_state, now).expect("evaluates");
         write(&eval, &application, &file_state, &pipeline.runtime, now);
         black_box(eval);
     });
@@ -139,7 +140,7 @@ fn main() {
 
     let fresh = StateStore::in_memory().expect("in-memory store");
     measure("Pipeline::evaluate, 9 triggers, first sight (renders 4)", 500, || {
-        black_box(pipeline.evaluate(&application, &fresh, now).expect("evaluates"));
+        black_box(pipeline.evaluate(&inputs, &application, &fresh, now).expect("evaluates"));
     });
 
     // Drift intelligence.
@@ -162,15 +163,16 @@ fn main() {
     let mut drifted = object.clone();
     drifted["status"]["history"] = json!([{"revision": "a1b2c3d4e5f60718293a4b5c6d7e8f9012345678"}]);
     let drifted = App::from_value(drifted).expect("fixture is an Application");
-    let mut pipeline = Pipeline::new(prod.clone());
-    pipeline.live.insert(
+    let pipeline = Pipeline::new(prod.clone());
+    let mut inputs = driftwatch::pipeline::Inputs::default();
+    inputs.live.insert(
         driftwatch::drift::attribution::resource_key("apps", "Deployment", "shop", "res-7"),
         driftwatch::drift::attribution::attribute(&live_object, "workload", &[]),
     );
-    let drift = Drift::of(&drifted.object, &prod.classes, &pipeline.live);
+    let drift = Drift::of(&drifted.object, &prod.classes, &inputs.live);
     // Computed, then converted to what triggers see: the work the pass does per drift.
     measure("drift: classes, direction, attribution (60 resources)", 20_000, || {
-        black_box(Drift::of(black_box(&drifted.object), &prod.classes, &pipeline.live).view());
+        black_box(Drift::of(black_box(&drifted.object), &prod.classes, &inputs.live).view());
     });
     let episode = driftwatch::drift::episode::observe(None, &drifted, &drift, now).episode.expect("drifting");
     measure("route tree: match the production policy on an episode", 50_000, || {
@@ -182,7 +184,7 @@ fn main() {
     // file-backed store, in the steady state of an open episode (everything delivered).
     let dir = std::env::temp_dir().join(format!("driftwatch-bench-prod-{}", std::process::id()));
     let file_state = StateStore::open(&dir.join("state.redb")).expect("file store");
-    let first = pipeline.evaluate(&drifted, &file_state, now).expect("evaluates");
+    let first = pipeline.evaluate(&inputs, &drifted, &file_state, now).expect("evaluates");
     write(&first, &drifted, &file_state, &prod, now);
     for n in &first.notifications {
         if let Some(r) = &n.record {
@@ -190,10 +192,10 @@ fn main() {
         }
     }
     measure("production policy: evaluate only, file store, steady", 500, || {
-        black_box(pipeline.evaluate(&drifted, &file_state, now).expect("evaluates"));
+        black_box(pipeline.evaluate(&inputs, &drifted, &file_state, now).expect("evaluates"));
     });
     let pass = measure("production policy: evaluate + apply, file store, steady", 500, || {
-        let eval = pipeline.evaluate(&drifted, &file_state, now).expect("evaluates");
+        let eval = pipeline.evaluate(&inputs, &drifted, &file_state, now).expect("evaluates");
         write(&eval, &drifted, &file_state, &prod, now);
         black_box(eval);
     });

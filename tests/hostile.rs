@@ -104,7 +104,7 @@ fn evaluate(v: Value) {
     let state = StateStore::in_memory().unwrap();
     let pipeline = Pipeline::new(RUNTIME.clone());
     let now = Utc.with_ymd_and_hms(2026, 3, 1, 12, 0, 0).unwrap();
-    let _ = pipeline.evaluate(&app, &state, now);
+    let _ = pipeline.evaluate(&driftwatch::pipeline::Inputs::default(), &app, &state, now);
 }
 
 proptest! {

@@ -16,7 +16,7 @@ use driftwatch::deliver::worker::{BoxFuture, Clock};
 use driftwatch::deliver::{Deliverer, Delivery};
 use driftwatch::model::{App, Notification, Project};
 use driftwatch::pipeline::pass::{self, preview_services};
-use driftwatch::pipeline::{Pipeline, Skip};
+use driftwatch::pipeline::{Inputs, Pipeline, Skip};
 use driftwatch::state::StateStore;
 
 /// Records what it was given; fails the first `fail_first` deliveries (retryable).
@@ -49,7 +49,20 @@ impl Deliverer for Probe {
     }
 }
 
-fn pipeline(config_yaml: Option<&str>, dir: &Path) -> Pipeline {
+/// A pipeline and the inputs its driver keeps (AppProjects, live objects).
+struct Fixture {
+    pipeline: Pipeline,
+    inputs: Inputs,
+}
+
+impl std::ops::Deref for Fixture {
+    type Target = Pipeline;
+    fn deref(&self) -> &Pipeline {
+        &self.pipeline
+    }
+}
+
+fn pipeline(config_yaml: Option<&str>, dir: &Path) -> Fixture {
     let rt = match config_yaml {
         Some(y) => {
             let p = dir.join("driftwatch.yaml");
@@ -58,7 +71,7 @@ fn pipeline(config_yaml: Option<&str>, dir: &Path) -> Pipeline {
         }
         None => config::load(None).unwrap(),
     };
-    Pipeline::new(Arc::new(rt))
+    Fixture { pipeline: Pipeline::new(Arc::new(rt)), inputs: Inputs::default() }
 }
 
 /// What the daemon does with one snapshot at `now`: one pass (evaluate, write what was
@@ -66,7 +79,7 @@ fn pipeline(config_yaml: Option<&str>, dir: &Path) -> Pipeline {
 /// what is due at `now` and record it; returns what was delivered and when the
 /// Application asked to be evaluated again.
 fn deliver_at(
-    p: &Pipeline,
+    p: &Fixture,
     state: &Arc<StateStore>,
     sink: &mut Recorder,
     app: &App,
@@ -77,7 +90,7 @@ fn deliver_at(
     let probe = Arc::new(Probe { to_fail: AtomicUsize::new(sink.fail_first.saturating_sub(sink.attempts)), ..Default::default() });
     let clock = Clock::manual(driftwatch::state::to_millis(now));
     let delivery = Delivery::start_with_clock(preview_services(&p.runtime, probe.clone()), state.clone(), clock);
-    let pass = pass::run(p, state, &delivery, app, false, now).unwrap();
+    let pass = pass::run(&p.pipeline, &p.inputs, state, &delivery, app, false, now).unwrap();
     runtime.block_on(delivery.settle(Duration::ZERO, Duration::from_secs(30)));
     runtime.block_on(delivery.shutdown(Duration::from_secs(5)));
     sink.attempts += probe.attempts.load(Ordering::SeqCst);
@@ -94,7 +107,7 @@ fn deliver_at(
 }
 
 /// [`deliver_at`] at a fixed instant; returns `trigger -> destination` of what was sent.
-fn step(p: &Pipeline, state: &Arc<StateStore>, sink: &mut Recorder, app: &App) -> Vec<String> {
+fn step(p: &Fixture, state: &Arc<StateStore>, sink: &mut Recorder, app: &App) -> Vec<String> {
     let now = Utc.with_ymd_and_hms(2026, 3, 1, 12, 0, 0).unwrap();
     deliver_at(p, state, sink, app, now).0.iter().map(|n| format!("{} -> {}", n.trigger, n.destination)).collect()
 }
@@ -188,9 +201,9 @@ fn stale_sync_status_is_skipped_until_reconciled() {
         .healthy()
         .operation("Failed", REV1, "2026-03-01T12:00:00Z", Some("2026-03-01T12:00:10Z"))
         .annotate("notifications.argoproj.io/subscribe.on-sync-failed.slack", "ops");
-    let eval = p.evaluate(&b.clone().reconciled_at("2026-03-01T12:00:05Z").app(), &state, Utc::now()).unwrap();
+    let eval = p.evaluate(&p.inputs, &b.clone().reconciled_at("2026-03-01T12:00:05Z").app(), &state, Utc::now()).unwrap();
     assert!(eval.stale && eval.notifications.is_empty());
-    let eval = p.evaluate(&b.reconciled_at("2026-03-01T12:00:20Z").app(), &state, Utc::now()).unwrap();
+    let eval = p.evaluate(&p.inputs, &b.reconciled_at("2026-03-01T12:00:20Z").app(), &state, Utc::now()).unwrap();
     assert!(!eval.stale);
     assert_eq!(eval.notifications.len(), 1);
 }
@@ -202,7 +215,7 @@ fn project_subscriptions_and_global_selectors_route_without_app_annotations() {
         Some("subscriptions:\n  - recipients: [email:sre@example.com]\n    triggers: [on-health-degraded]\n    selector: env=prod\n"),
         dir.path(),
     );
-    p.projects.insert(
+    p.inputs.projects.insert(
         "default".into(),
         Project {
             name: "default".into(),
@@ -232,7 +245,7 @@ fn unknown_services_and_triggers_are_reported_not_fatal() {
         .annotate("notifications.argoproj.io/subscribe.on-nonexistent.slack", "x")
         .annotate("notifications.argoproj.io/subscribe.on-health-degraded.slack", "ok")
         .app();
-    let eval = p.evaluate(&app, &state, Utc::now()).unwrap();
+    let eval = p.evaluate(&p.inputs, &app, &state, Utc::now()).unwrap();
     assert_eq!(eval.notifications.len(), 1);
     assert!(eval.skipped.contains(&Skip::UnknownService { service: "hipchat".into() }), "{:?}", eval.skipped);
     assert!(eval.skipped.contains(&Skip::UnknownTrigger { trigger: "on-nonexistent".into() }), "{:?}", eval.skipped);
@@ -345,7 +358,7 @@ templates:
 
 /// [`deliver_at`]; returns `trigger Action` of what was sent, and the wake-up.
 fn step_at(
-    p: &Pipeline,
+    p: &Fixture,
     state: &Arc<StateStore>,
     sink: &mut Recorder,
     app: &App,
@@ -492,9 +505,9 @@ fn applications_created_and_deleted_in_a_loop_leave_no_keys_behind() {
                 .annotate("notifications.argoproj.io/subscribe.on-out-of-sync.slack", "drift")
                 .annotate("notifications.argoproj.io/subscribe.on-deleted.slack", "drift")
                 .app();
-            let created = pass::run(&p, &state, &delivery, &app, false, now).unwrap();
+            let created = pass::run(&p.pipeline, &p.inputs, &state, &delivery, &app, false, now).unwrap();
             assert_eq!(created.submitted.enqueue.queued, 1, "on-out-of-sync goes to the outbox");
-            let deleted = pass::run(&p, &state, &delivery, &app, true, now).unwrap();
+            let deleted = pass::run(&p.pipeline, &p.inputs, &state, &delivery, &app, true, now).unwrap();
             assert_eq!(deleted.eval.notifications.len(), 1, "on-deleted sees it deleted");
         }
         // Every entry is still held: the deleted Applications wait for them.
@@ -508,7 +521,7 @@ fn applications_created_and_deleted_in_a_loop_leave_no_keys_behind() {
     // Nothing in the outbox: purged in the deleting pass itself.
     let quiet = AppBuilder::new("quiet").synced().healthy().app();
     state.record(&quiet.state_key(), "k", 1).unwrap();
-    pass::run(&p, &state, &delivery, &quiet, true, now).unwrap();
+    pass::run(&p.pipeline, &p.inputs, &state, &delivery, &quiet, true, now).unwrap();
     assert!(state.keys(&quiet.state_key()).unwrap().is_empty());
     // Deleted while Argo CD's sync status was stale: nothing is decided, but it is
     // retired all the same.
@@ -518,7 +531,7 @@ fn applications_created_and_deleted_in_a_loop_leave_no_keys_behind() {
         .reconciled_at("2026-03-01T12:00:05Z")
         .app();
     state.record(&stale.state_key(), "k", 1).unwrap();
-    let gone = pass::run(&p, &state, &delivery, &stale, true, now).unwrap();
+    let gone = pass::run(&p.pipeline, &p.inputs, &state, &delivery, &stale, true, now).unwrap();
     assert!(gone.eval.stale);
     assert!(state.keys(&stale.state_key()).unwrap().is_empty(), "a stale deleted Application is purged too");
     runtime.block_on(delivery.shutdown(Duration::from_secs(5)));
@@ -548,7 +561,7 @@ fn a_settle_between_a_pass_snapshot_and_its_write_does_not_send_twice() {
     // The second pass's snapshot, taken before anything was queued.
     let stale = state.view().unwrap();
     // The first pass queues the notification...
-    let first = p.evaluate(&app, &state, now).unwrap();
+    let first = p.evaluate(&p.inputs, &app, &state, now).unwrap();
     assert_eq!(first.notifications.len(), 1);
     assert_eq!(write(&first).queued, 1);
     // ...a snapshot now sees it in flight...
@@ -558,15 +571,15 @@ fn a_settle_between_a_pass_snapshot_and_its_write_does_not_send_twice() {
     state.settle(&[(entry, Settle::Delivered)], to_millis(now)).unwrap();
     assert!(state.is_notified(&app.state_key(), &first.notifications[0].record.as_ref().unwrap().key).unwrap());
 
-    let second = p.evaluate_in(&app, &stale, now).unwrap();
+    let second = p.evaluate_in(&p.inputs, &app, &stale, now).unwrap();
     assert_eq!(second.notifications.len(), 1, "the stale snapshot saw neither the delivery nor the entry");
     let report = write(&second);
     assert_eq!((report.queued, report.superseded), (0, 1), "the enqueue's re-check drops the copy");
     assert!(state.outbox(None).unwrap().is_empty(), "nothing to send twice");
 
-    let during = p.evaluate_in(&app, &in_flight, now).unwrap();
+    let during = p.evaluate_in(&p.inputs, &app, &in_flight, now).unwrap();
     assert!(during.notifications.is_empty());
     assert!(matches!(during.skipped[..], [Skip::InFlight { .. }]), "{:?}", during.skipped);
-    let after = p.evaluate(&app, &state, now).unwrap();
+    let after = p.evaluate(&p.inputs, &app, &state, now).unwrap();
     assert!(matches!(after.skipped[..], [Skip::AlreadyNotified { .. }]), "{:?}", after.skipped);
 }

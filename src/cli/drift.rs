@@ -29,7 +29,8 @@ pub fn routes_test(
 ) -> anyhow::Result<i32> {
     let Some(rt) = load(config, err)? else { return Ok(FAILED) };
     let Some(app) = read_app(app_file, err)? else { return Ok(BAD_INPUT) };
-    let mut pipeline = Pipeline::new(Arc::new(rt));
+    let pipeline = Pipeline::new(Arc::new(rt));
+    let mut inputs = crate::pipeline::Inputs::default();
     for f in live_files {
         let docs = match read_documents(f) {
             Ok(d) => d,
@@ -40,13 +41,13 @@ pub fn routes_test(
         };
         for d in docs {
             let (key, a) = live_attribution(&pipeline.runtime, &d);
-            pipeline.live.insert(key, a);
+            inputs.live.insert(key, a);
         }
     }
     if let Some(f) = project_file {
         match crate::replay::read_project(f) {
             Ok(p) => {
-                pipeline.projects.insert(p.name.clone(), p);
+                inputs.projects.insert(p.name.clone(), p);
             }
             Err(e) => {
                 writeln!(err, "error: {e}")?;
@@ -55,10 +56,10 @@ pub fn routes_test(
         }
     }
     let crate::route::AppSubscriptions { subs, errors: annotation_errors, capped } =
-        pipeline.runtime.router.subscriptions(&app, pipeline.projects.get(&app.project));
+        pipeline.runtime.router.subscriptions(&app, inputs.projects.get(&app.project));
     let state = StateStore::in_memory()?;
     let now = Utc::now();
-    let eval = pipeline.evaluate(&app, &state, now)?;
+    let eval = pipeline.evaluate(&inputs, &app, &state, now)?;
     let fired: Vec<(String, String, String)> =
         eval.notifications.iter().map(|n| (n.trigger.clone(), n.destination.to_string(), n.template.clone())).collect();
     let fires = |trigger: &str, dest: &str| -> Vec<&str> {

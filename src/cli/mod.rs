@@ -84,7 +84,7 @@ pub fn check(config: Option<&Path>, out: &mut dyn Write, err: &mut dyn Write) ->
             for name in rt.templates.names() {
                 for (kind, service) in &kinds {
                     let target = Target { trigger: "check", kind: *kind, service, recipient: "check", resolved };
-                    match rt.render(name, &mut ctx, &target, &app) {
+                    match crate::pipeline::wiring::render(&rt, name, &mut ctx, &target, &app) {
                         Ok(_)
                         | Err(crate::template::RenderError::NoWebhookField { .. } | crate::template::RenderError::NoKindFields { .. }) => {}
                         Err(e) => {
@@ -256,7 +256,7 @@ pub fn template_notify(
             return Ok(BAD_INPUT);
         };
         let target = Target { trigger: "", kind, service: &d.service, recipient: &d.recipient, resolved: false };
-        match rt.render(name, &mut ctx, &target, &app) {
+        match crate::pipeline::wiring::render(&rt, name, &mut ctx, &target, &app) {
             Ok(rendered) => {
                 let mut payload = rendered.payload;
                 redactor.redact_json(&mut payload);
@@ -314,7 +314,7 @@ pub fn template_notify(
 /// manual send is not recorded) and reports what each destination did.
 async fn send_now(rt: &Runtime, notifications: &[Notification], err: &mut dyn Write) -> anyhow::Result<i32> {
     let state = Arc::new(StateStore::in_memory()?);
-    let env = rt.delivery_env(&state).map_err(anyhow::Error::msg)?;
+    let env = crate::pipeline::wiring::delivery_env(rt, &state).map_err(anyhow::Error::msg)?;
     let mut services = Vec::new();
     for n in notifications {
         let Some(s) = rt.services.get(&n.destination.service) else {
@@ -615,7 +615,7 @@ pub fn run_replay(opts: &ReplayOptions, out: &mut dyn Write, err: &mut dyn Write
     let _entered = tokio_rt.enter();
     let clock = crate::deliver::worker::Clock::manual(0);
     let delivery = match opts.deliver {
-        Some(_) => match rt.service_clients(&state) {
+        Some(_) => match crate::pipeline::wiring::service_clients(&rt, &state) {
             Ok(services) => crate::deliver::Delivery::start(services, state.clone()),
             Err(errors) => {
                 for e in errors {
@@ -626,7 +626,8 @@ pub fn run_replay(opts: &ReplayOptions, out: &mut dyn Write, err: &mut dyn Write
         },
         None => crate::pipeline::pass::start_preview(&rt, state.clone(), clock.clone()),
     };
-    let mut pipeline = Pipeline::new(Arc::new(rt));
+    let pipeline = Pipeline::new(Arc::new(rt));
+    let mut inputs = crate::pipeline::Inputs::default();
     let mut jsonl = match &opts.jsonl {
         Some(p) => Some(JsonLinesWriter::new(std::io::BufWriter::new(
             std::fs::OpenOptions::new().create(true).append(true).open(p).with_context(|| format!("opening {}", p.display()))?,
@@ -639,7 +640,7 @@ pub fn run_replay(opts: &ReplayOptions, out: &mut dyn Write, err: &mut dyn Write
         let (app, deleted) = match &step.snapshot {
             Snapshot::Project(p) => {
                 writeln!(out, "== {}  AppProject {}", step.label, p.name)?;
-                pipeline.projects.insert(p.name.clone(), p.clone());
+                inputs.projects.insert(p.name.clone(), p.clone());
                 continue;
             }
             Snapshot::Live(object) => {
@@ -653,7 +654,7 @@ pub fn run_replay(opts: &ReplayOptions, out: &mut dyn Write, err: &mut dyn Write
                 let what = format!("{} {}/{}", s("/kind"), s("/metadata/namespace"), s("/metadata/name"));
                 let who = if who.is_empty() { "only Argo CD".to_string() } else { format!("changed by {}", who.join(", ")) };
                 writeln!(out, "== {}  live object {what}: {who}", step.label)?;
-                pipeline.live.insert(key, a);
+                inputs.live.insert(key, a);
                 continue;
             }
             Snapshot::Malformed(reason) => {
@@ -671,7 +672,7 @@ pub fn run_replay(opts: &ReplayOptions, out: &mut dyn Write, err: &mut dyn Write
         // that clock (hold-downs and episode durations), never going backwards.
         now = observed_at(app).unwrap_or_else(Utc::now).max(now);
         clock.set(crate::state::to_millis(now));
-        let pass = crate::pipeline::pass::run(&pipeline, &state, &delivery, app, deleted, now)?;
+        let pass = crate::pipeline::pass::run(&pipeline, &inputs, &state, &delivery, app, deleted, now)?;
         let eval = &pass.eval;
         for e in &eval.annotation_errors {
             writeln!(out, "  ! {e}")?;

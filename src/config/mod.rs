@@ -291,44 +291,6 @@ pub struct Runtime {
 }
 
 impl Runtime {
-    /// What the services' clients share: the HTTP client, the state store (message
-    /// references), the secrets and the template context.
-    pub fn delivery_env(&self, state: &Arc<crate::state::StateStore>) -> Result<crate::deliver::env::Env, String> {
-        Ok(crate::deliver::env::Env {
-            http: crate::deliver::http::client(None, false).map_err(|e| e.to_string())?,
-            state: state.clone(),
-            secrets: self.secrets.clone(),
-            context: self.context.clone(),
-        })
-    }
-
-    /// Every configured service's client, or why not: every missing secret (with where
-    /// it was looked for), else the first client that fails to build. The daemon's
-    /// start-up, leading and reloads and `run --replay --deliver` all go through here,
-    /// so they refuse the same things in the same words.
-    pub fn service_clients(&self, state: &Arc<crate::state::StateStore>) -> Result<Vec<crate::deliver::ServiceRuntime>, Vec<String>> {
-        if !self.missing_secrets.is_empty() {
-            return Err(self.missing_secrets.clone());
-        }
-        let env = self.delivery_env(state).map_err(|e| vec![e])?;
-        self.services
-            .values()
-            .map(|s| crate::deliver::services::build(&s.name, &s.spec, &env).map_err(|e| vec![format!("service {}: {e}", s.name)]))
-            .collect()
-    }
-
-    /// Renders template `name` for `target`'s destination, its payload shaped by the
-    /// destination kind's encoder.
-    pub fn render(
-        &self,
-        name: &str,
-        ctx: &mut crate::template::RenderContext,
-        target: &crate::template::Target<'_>,
-        app: &crate::model::App,
-    ) -> Result<crate::template::Rendered, crate::template::RenderError> {
-        self.templates.render(name, ctx, target, app, crate::deliver::encode::encoder(target.kind))
-    }
-
     /// The kind of a service named in a subscription: its configured kind, or the name
     /// itself when it names a kind (`slack`, `email`...) and no service is configured.
     pub fn service_kind(&self, service: &str) -> Option<DestinationKind> {

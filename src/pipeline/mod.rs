@@ -6,6 +6,7 @@
 //! workers deliver and record.
 
 pub mod pass;
+pub mod wiring;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -118,28 +119,35 @@ struct LazyRender<'a> {
     ctx: Option<RenderContext>,
 }
 
-/// The per-configuration pieces the pipeline needs, plus the projects seen so far.
-pub struct Pipeline {
-    pub runtime: Arc<Runtime>,
+/// What an evaluation reads besides the Application and the store, kept by the driver
+/// (the daemon from its watch and fetcher, a replay from its files) and lent to each
+/// evaluation; the pipeline holds none of it, so a new configuration keeps it as is.
+#[derive(Debug, Default)]
+pub struct Inputs {
     /// AppProjects by name (from the watch cache or replay files); never fetched per
     /// evaluation.
     pub projects: BTreeMap<String, Project>,
     /// Attribution of drifted resources, read from the live objects outside the
     /// evaluation path (the daemon's fetcher, or live objects in a replay).
     pub live: LiveIndex,
+}
+
+/// The per-configuration pieces the pipeline needs.
+pub struct Pipeline {
+    pub runtime: Arc<Runtime>,
     pub redactor: Redactor,
 }
 
 impl Pipeline {
     pub fn new(runtime: Arc<Runtime>) -> Pipeline {
         let redactor = runtime.redactor.clone();
-        Pipeline { runtime, projects: BTreeMap::new(), live: LiveIndex::new(), redactor }
+        Pipeline { runtime, redactor }
     }
 
     /// Evaluates every subscribed trigger on `app` at instant `now`, on one snapshot of
     /// the store taken now ([`Pipeline::evaluate_in`]).
-    pub fn evaluate(&self, app: &App, state: &StateStore, now: DateTime<Utc>) -> Result<Evaluation, StateError> {
-        self.evaluate_in(app, &state.view()?, now)
+    pub fn evaluate(&self, inputs: &Inputs, app: &App, state: &StateStore, now: DateTime<Utc>) -> Result<Evaluation, StateError> {
+        self.evaluate_in(inputs, app, &state.view()?, now)
     }
 
     /// Evaluates every subscribed trigger on `app` at instant `now`, deciding from one
@@ -148,7 +156,7 @@ impl Pipeline {
     /// gone) cannot be seen half. Each notification carries what its key held in the
     /// snapshot (`StateRecord::seen`); the enqueue drops it if a settle changed that
     /// since.
-    pub fn evaluate_in(&self, app: &App, state: &StateView, now: DateTime<Utc>) -> Result<Evaluation, StateError> {
+    pub fn evaluate_in(&self, inputs: &Inputs, app: &App, state: &StateView, now: DateTime<Utc>) -> Result<Evaluation, StateError> {
         let mut out = Evaluation::default();
         if app.sync_status_is_stale() {
             out.stale = true;
@@ -158,11 +166,11 @@ impl Pipeline {
         let app_key = app.state_key();
         // What drifted and the episode come first: every Application's drift is
         // recorded, subscribed or not, and routes match on them.
-        let drift = Drift::of(&app.object, &rt.classes, &self.live);
+        let drift = Drift::of(&app.object, &rt.classes, &inputs.live);
         let obs = episode::observe(state.latest_episode(&app_key)?, app, &drift, now);
         out.episode = obs.episode;
         out.episode_event = obs.event;
-        let routed = rt.router.subscriptions(app, self.projects.get(&app.project));
+        let routed = rt.router.subscriptions(app, inputs.projects.get(&app.project));
         let mut subs = routed.subs;
         out.annotation_errors = routed.errors;
         // What the limits dropped is kept on the Application (`driftwatch state list`)
@@ -344,7 +352,7 @@ impl Pipeline {
             }
             let (drift, episode, now) = (ctx.drift, ctx.episode, ctx.now);
             let ctx = ctx.ctx.get_or_insert_with(|| RenderContext::new(app, &rt.context).with_pass(drift, episode, now));
-            match rt.render(template, ctx, &target, app) {
+            match wiring::render(rt, template, ctx, &target, app) {
                 Ok(rendered) => {
                     let mut payload = rendered.payload;
                     self.redactor.redact_json(&mut payload);

@@ -13,7 +13,7 @@ use std::sync::Arc;
 use chrono::{DateTime, Utc};
 use serde_json::Value;
 
-use super::{Evaluation, Pipeline, pass_write};
+use super::{Evaluation, Inputs, Pipeline, pass_write};
 use crate::config::Runtime;
 use crate::deliver::outcome::Outcome;
 use crate::deliver::worker::{BoxFuture, Clock, SubmitReport};
@@ -46,6 +46,7 @@ pub struct Pass {
 /// `on-deleted` sees it on the pass's clock) and then retired.
 pub fn run(
     pipeline: &Pipeline,
+    inputs: &Inputs,
     state: &StateStore,
     delivery: &Delivery,
     app: &App,
@@ -60,14 +61,14 @@ pub fn run(
         }
         false => app,
     };
-    let eval = match pipeline.evaluate(app, state, now) {
+    let eval = match pipeline.evaluate(inputs, app, state, now) {
         Err(StateError::Episode { app: key, detail }) => {
             // One unreadable episode must not stop this Application (nor, through a
             // store reopened in a loop, every other): its episode state is reset, and
             // the pass decides on a fresh one.
             tracing::error!(app = %key, error = %detail, "the stored drift episode cannot be read: its episode state is reset");
             state.reset_episode(&key).map_err(PassError::Write)?;
-            pipeline.evaluate(app, state, now).map_err(PassError::Evaluate)?
+            pipeline.evaluate(inputs, app, state, now).map_err(PassError::Evaluate)?
         }
         r => r.map_err(PassError::Evaluate)?,
     };

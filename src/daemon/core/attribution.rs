@@ -36,13 +36,13 @@ impl Core {
                 return;
             }
         };
-        let changed = self.pipeline.live.get(&key) != next.as_ref();
+        let changed = self.inputs.live.get(&key) != next.as_ref();
         match next {
             Some(a) => {
-                self.pipeline.live.insert(key, a);
+                self.inputs.live.insert(key, a);
             }
             None => {
-                self.pipeline.live.remove(&key);
+                self.inputs.live.remove(&key);
             }
         }
         if changed {

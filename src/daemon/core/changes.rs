@@ -45,8 +45,8 @@ impl Core {
                         seen.insert(name.clone());
                     }
                 }
-                let changed = self.pipeline.projects.get(&name) != Some(&p);
-                self.pipeline.projects.insert(name.clone(), p);
+                let changed = self.inputs.projects.get(&name) != Some(&p);
+                self.inputs.projects.insert(name.clone(), p);
                 if changed {
                     // Project subscriptions apply to its Applications: evaluate them now.
                     let members: Vec<String> = self.apps.iter().filter(|(_, a)| a.project == name).map(|(k, _)| k.clone()).collect();
@@ -55,7 +55,7 @@ impl Core {
             }
             Change::ProjectDeleted(name) => {
                 METRICS.events.inc("appproject_delete");
-                self.pipeline.projects.remove(&name);
+                self.inputs.projects.remove(&name);
             }
             Change::ListStarted(stream) => {
                 METRICS.events.inc(&format!("{}_list", stream.kind.as_str()));
@@ -83,7 +83,7 @@ impl Core {
                         }
                         Kind::AppProject => {
                             let gone: Vec<String> = self
-                                .pipeline
+                                .inputs
                                 .projects
                                 .iter()
                                 .filter(|(name, p)| stream.covers(&p.namespace) && !seen.contains(*name))
@@ -91,7 +91,7 @@ impl Core {
                                 .collect();
                             for name in gone {
                                 METRICS.events.inc("appproject_delete");
-                                self.pipeline.projects.remove(&name);
+                                self.inputs.projects.remove(&name);
                             }
                         }
                     }
@@ -129,7 +129,7 @@ impl Core {
         }
         if let Some(live) = self.live.as_mut() {
             for k in live.request(&key, Vec::new()).forgotten {
-                self.pipeline.live.remove(&k);
+                self.inputs.live.remove(&k);
             }
         }
     }

@@ -7,7 +7,7 @@ use super::*;
 /// Every configured service's client ([`Runtime::service_clients`]), each with a
 /// queue-depth series.
 pub(super) fn build_services(rt: &Runtime, state: &Arc<StateStore>) -> Result<Vec<ServiceRuntime>, Vec<String>> {
-    let services = rt.service_clients(state)?;
+    let services = crate::pipeline::wiring::service_clients(rt, state)?;
     for s in &services {
         // Every configured service has a queue-depth series, zero until something waits.
         METRICS.show_queue(&s.name);

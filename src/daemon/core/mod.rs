@@ -107,6 +107,8 @@ pub(super) struct CoreOptions {
 /// evaluation thread ([`Core::run`]).
 pub(super) struct Core {
     pipeline: Pipeline,
+    /// What evaluations read besides the Application: AppProjects and live objects.
+    inputs: crate::pipeline::Inputs,
     /// Open only while this process leads: the file lock of the store is what keeps a
     /// second process from writing to it.
     state: Option<Arc<StateStore>>,
@@ -205,6 +207,7 @@ impl Core {
         let last_config = config_fingerprint(&o.runtime.sources);
         Core {
             pipeline: Pipeline::new(Arc::new(o.runtime)),
+            inputs: crate::pipeline::Inputs::default(),
             state: None,
             shared: o.shared,
             state_path: o.state_path,
@@ -359,7 +362,7 @@ impl Core {
         // are written in one transaction before the fingerprint is recorded: a pass
         // whose write failed (a full disk) is done again, not lost until the
         // Application changes.
-        let pass = match crate::pipeline::pass::run(&self.pipeline, &state, delivery, app, deleted, now) {
+        let pass = match crate::pipeline::pass::run(&self.pipeline, &self.inputs, &state, delivery, app, deleted, now) {
             Ok(p) => p,
             Err(e) => {
                 tracing::error!(app = %app.qualified_name(), error = %e, "will retry");
@@ -406,7 +409,7 @@ impl Core {
             };
             let r = live.request(&key, wanted);
             for k in r.forgotten {
-                self.pipeline.live.remove(&k);
+                self.inputs.live.remove(&k);
             }
         }
         for n in &eval.notifications {

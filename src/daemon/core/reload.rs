@@ -39,12 +39,9 @@ impl Core {
                     if let Some(state) = &self.state {
                         self.delivery = Some(Delivery::start_leading(services, state.clone(), self.halt.clone()));
                     }
-                    let projects = std::mem::take(&mut self.pipeline.projects);
-                    let live = std::mem::take(&mut self.pipeline.live);
                     self.shared.set_token(rt.operations_token.clone());
+                    // The projects and live objects seen stay: they are the cluster's, not the configuration's.
                     self.pipeline = Pipeline::new(Arc::new(rt));
-                    self.pipeline.projects = projects;
-                    self.pipeline.live = live;
                     METRICS.reload_ok.set(1);
                     METRICS.set_reload_errors(Vec::new());
                     tracing::info!("configuration reloaded");
