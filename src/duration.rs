@@ -19,11 +19,26 @@ const UNITS: &[(&str, i128)] = &[
     ("d", 86_400_000_000_000),
 ];
 
+/// Why a text is not a duration; each names the text.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DurationError {
+    #[error("empty duration")]
+    Empty,
+    #[error("invalid duration {0:?}")]
+    Invalid(String),
+    #[error("invalid duration {0:?}: missing unit (ns, us, ms, s, m, h, d)")]
+    MissingUnit(String),
+    #[error("invalid duration {text:?}: unknown unit {unit:?}")]
+    UnknownUnit { text: String, unit: String },
+    #[error("duration {0:?} is out of range")]
+    OutOfRange(String),
+}
+
 /// Parses a duration; out-of-range values are errors, never a wrap or a panic.
-pub fn parse(s: &str) -> Result<TimeDelta, String> {
+pub fn parse(s: &str) -> Result<TimeDelta, DurationError> {
     let text = s.trim();
     if text.is_empty() {
-        return Err("empty duration".into());
+        return Err(DurationError::Empty);
     }
     let (negative, mut rest) = match text.as_bytes()[0] {
         b'-' => (true, &text[1..]),
@@ -34,7 +49,7 @@ pub fn parse(s: &str) -> Result<TimeDelta, String> {
         return Ok(TimeDelta::zero());
     }
     if rest.is_empty() {
-        return Err(format!("invalid duration {s:?}"));
+        return Err(DurationError::Invalid(s.to_string()));
     }
     let mut total: i128 = 0;
     while !rest.is_empty() {
@@ -49,17 +64,17 @@ pub fn parse(s: &str) -> Result<TimeDelta, String> {
             None => ("", after),
         };
         if int_part.is_empty() && frac_part.is_empty() {
-            return Err(format!("invalid duration {s:?}"));
+            return Err(DurationError::Invalid(s.to_string()));
         }
         let Some((unit, per)) = UNITS.iter().filter(|(u, _)| after.starts_with(u)).max_by_key(|(u, _)| u.len()) else {
             let found: String = after.chars().take_while(|c| !c.is_ascii_digit() && *c != '.').collect();
             return Err(if found.is_empty() {
-                format!("invalid duration {s:?}: missing unit (ns, us, ms, s, m, h, d)")
+                DurationError::MissingUnit(s.to_string())
             } else {
-                format!("invalid duration {s:?}: unknown unit {found:?}")
+                DurationError::UnknownUnit { text: s.to_string(), unit: found }
             });
         };
-        let too_big = || format!("duration {s:?} is out of range");
+        let too_big = || DurationError::OutOfRange(s.to_string());
         let whole: i128 = if int_part.is_empty() { 0 } else { int_part.parse::<i128>().map_err(|_| too_big())? };
         let mut value = whole.checked_mul(*per).ok_or_else(too_big)?;
         // The fraction, to the nanosecond (Go keeps the same precision).
@@ -71,7 +86,7 @@ pub fn parse(s: &str) -> Result<TimeDelta, String> {
         total = total.checked_add(value).ok_or_else(too_big)?;
         rest = &after[unit.len()..];
     }
-    let out_of_range = || format!("duration {s:?} is out of range");
+    let out_of_range = || DurationError::OutOfRange(s.to_string());
     let secs = i64::try_from(total / 1_000_000_000).map_err(|_| out_of_range())?;
     let nanos = u32::try_from(total % 1_000_000_000).map_err(|_| out_of_range())?;
     let d = TimeDelta::new(secs, nanos).ok_or_else(out_of_range)?;
@@ -122,15 +137,15 @@ mod tests {
 
     #[test]
     fn bad_text_is_refused_with_a_reason() {
-        assert!(parse("").unwrap_err().contains("empty"));
-        assert!(parse("5").unwrap_err().contains("missing unit"));
-        assert!(parse("5x").unwrap_err().contains("unknown unit"));
-        assert_eq!(parse("h").unwrap_err(), "invalid duration \"h\"");
+        assert_eq!(parse("").unwrap_err(), DurationError::Empty);
+        assert_eq!(parse("5").unwrap_err(), DurationError::MissingUnit("5".into()));
+        assert_eq!(parse("5x").unwrap_err(), DurationError::UnknownUnit { text: "5x".into(), unit: "x".into() });
+        assert_eq!(parse("h").unwrap_err().to_string(), "invalid duration \"h\"");
         assert!(parse("-").is_err());
         assert!(parse("1.h2").is_err());
-        assert!(parse("99999999999999999999999999999999999h").unwrap_err().contains("out of range"));
+        assert!(matches!(parse("99999999999999999999999999999999999h").unwrap_err(), DurationError::OutOfRange(_)));
         assert_eq!(parse("300000000h").unwrap(), TimeDelta::hours(300_000_000), "longer than i64 nanoseconds still parses");
-        assert!(parse("9999999999999999h").unwrap_err().contains("out of range"), "past what a TimeDelta holds");
+        assert!(matches!(parse("9999999999999999h").unwrap_err(), DurationError::OutOfRange(_)), "past what a TimeDelta holds");
     }
 
     #[test]

@@ -531,7 +531,7 @@ pub fn load_with(config: Option<&Path>, engine: Arc<TriggerEngine>) -> Result<Ru
         let selector = match &s.selector {
             None => Selector::default(),
             Some(sel) => Selector::parse(&sel.value).unwrap_or_else(|e| {
-                errors.push(ConfigError::new(cfg_file.pos(&sel.referenced), format!("subscriptions[{i}].selector"), e));
+                errors.push(ConfigError::new(cfg_file.pos(&sel.referenced), format!("subscriptions[{i}].selector"), e.to_string()));
                 Selector::default()
             }),
         };
@@ -563,7 +563,7 @@ pub fn load_with(config: Option<&Path>, engine: Arc<TriggerEngine>) -> Result<Ru
 
     let classes = match &cfg.resource_classes {
         Some(rules) => ClassMap::with_rules(&rules.value).unwrap_or_else(|e| {
-            errors.push(ConfigError::new(cfg_file.pos(&rules.referenced), "resourceClasses", e));
+            errors.push(ConfigError::new(cfg_file.pos(&rules.referenced), "resourceClasses", e.to_string()));
             ClassMap::default()
         }),
         None => ClassMap::default(),
@@ -651,7 +651,7 @@ fn build_services(cfg: &ConfigFile, file: &SourceFile, errors: &mut Vec<ConfigEr
             Ok(spec) => {
                 out.insert(name.clone(), Service { name: name.clone(), spec });
             }
-            Err(e) => errors.push(ConfigError::new(pos, format!("services.{name}"), e)),
+            Err(e) => errors.push(ConfigError::new(pos, format!("services.{name}"), e.to_string())),
         }
     }
     out

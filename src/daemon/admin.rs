@@ -132,7 +132,7 @@ fn history_query(query: &str) -> Result<crate::state::HistoryQuery, String> {
         match k.as_ref() {
             "app" => q.app = Some(v),
             "class" => q.class = Some(v),
-            "since" => q.since = Some(crate::state::parse_since(&v, chrono::Utc::now())?),
+            "since" => q.since = Some(crate::state::parse_since(&v, chrono::Utc::now()).map_err(|e| e.to_string())?),
             "limit" => {
                 let n: usize = v.parse().map_err(|_| format!("limit {v:?} is not a number"))?;
                 q.limit = Some(n.clamp(1, MAX_HISTORY_LIMIT));

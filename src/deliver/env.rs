@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use super::ecs::Origin;
-use crate::secret::{Secret, Secrets};
+use crate::secret::{Secret, SecretError, Secrets};
 use crate::state::StateStore;
 
 /// The shared inputs of every client a configuration builds.
@@ -21,8 +21,8 @@ pub struct Env {
 impl Env {
     /// A `$key` reference (or a literal value) as a secret; the error names the key,
     /// never a value.
-    pub fn secret(&self, reference: &str) -> Result<Secret, String> {
-        self.secrets.resolve(reference).map_err(|e| e.to_string())
+    pub fn secret(&self, reference: &str) -> Result<Secret, SecretError> {
+        self.secrets.resolve(reference)
     }
 
     pub fn origin(&self) -> Origin {

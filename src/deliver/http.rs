@@ -60,9 +60,13 @@ fn redirect_policy() -> reqwest::redirect::Policy {
 
 /// The shared client, unless the service needs its own CA or (explicitly) no
 /// certificate verification.
-pub fn client_for(shared: &reqwest::Client, ca_file: Option<&str>, insecure_skip_verify: bool) -> Result<reqwest::Client, String> {
+pub fn client_for(
+    shared: &reqwest::Client,
+    ca_file: Option<&str>,
+    insecure_skip_verify: bool,
+) -> Result<reqwest::Client, super::kind::BuildError> {
     if ca_file.is_some() || insecure_skip_verify {
-        client(ca_file, insecure_skip_verify).map_err(|e| e.to_string())
+        client(ca_file, insecure_skip_verify).map_err(|e| super::kind::BuildError::Tls(e.to_string()))
     } else {
         Ok(shared.clone())
     }

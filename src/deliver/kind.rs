@@ -16,6 +16,41 @@ use crate::model::DestinationKind;
 use crate::secret::Secrets;
 use crate::template::Encoder;
 
+/// Why a service's settings are refused at load (`check`, `run` and reloads say it
+/// with the service's name).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SettingsError {
+    /// An unknown, missing or mistyped setting (serde's words, naming the setting).
+    #[error("{0}")]
+    Invalid(String),
+    /// A rule across settings or a range ("exactly one of token and webhookUrl",
+    /// "concurrency must be from 1 to 64").
+    #[error("{0}")]
+    Rule(String),
+    /// No kind of that name is registered.
+    #[error("the kind {0} is not registered")]
+    Unregistered(&'static str),
+}
+
+/// Why a service's client cannot be built; never holds a secret value.
+#[derive(Debug, thiserror::Error)]
+pub enum BuildError {
+    /// A `$secret` the service references is not set (names the key and where it was
+    /// looked for).
+    #[error(transparent)]
+    Secret(#[from] crate::secret::SecretError),
+    /// A CA, certificate or key file that cannot be read or used.
+    #[error("{0}")]
+    Tls(String),
+    /// A setting that cannot be used once resolved (a URL that does not parse, a key
+    /// that is not PEM).
+    #[error("{0}")]
+    Setting(String),
+    /// The HTTP client cannot be built.
+    #[error("HTTP client: {0}")]
+    Http(String),
+}
+
 /// A kind's default rate limit and how many deliveries it has in flight at once.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Limits {
@@ -36,12 +71,12 @@ pub trait Kind {
     const ENCODE: Encoder;
 
     /// Reads its settings; serde's own message names the setting at fault.
-    fn config(v: Value) -> Result<Self::Config, String> {
-        serde_json::from_value(v).map_err(|e| e.to_string())
+    fn config(v: Value) -> Result<Self::Config, SettingsError> {
+        serde_json::from_value(v).map_err(|e| SettingsError::Invalid(e.to_string()))
     }
 
     /// Checks across settings that serde cannot express ("one of a and b").
-    fn validate(_: &Self::Config) -> Result<(), String> {
+    fn validate(_: &Self::Config) -> Result<(), SettingsError> {
         Ok(())
     }
 
@@ -50,7 +85,7 @@ pub trait Kind {
 
     /// Its client; errors name what is missing (an unset secret, an unreadable CA
     /// file), never a secret value.
-    fn client(name: &str, config: &Self::Config, env: &Env) -> Result<Arc<dyn Deliverer>, String>;
+    fn client(name: &str, config: &Self::Config, env: &Env) -> Result<Arc<dyn Deliverer>, BuildError>;
 }
 
 /// Settings every service may override (`timeout`, `retry`, `rateLimit`, `concurrency`).
@@ -74,11 +109,11 @@ pub fn default_settings(limits: Limits) -> DeliverySettings {
 
 /// Splits a service's mapping (without `type`) into the delivery settings (the kind's
 /// defaults with the common keys applied, each checked) and the kind's own settings.
-pub fn split_common(v: Value, limits: Limits) -> Result<(Value, DeliverySettings), String> {
+pub fn split_common(v: Value, limits: Limits) -> Result<(Value, DeliverySettings), SettingsError> {
     let mut map = match v {
         Value::Object(m) => m,
         Value::Null => serde_json::Map::new(),
-        _ => return Err("a service must be a mapping".into()),
+        _ => return Err(SettingsError::Invalid("a service must be a mapping".into())),
     };
     let mut common = serde_json::Map::new();
     for k in COMMON_KEYS {
@@ -86,7 +121,7 @@ pub fn split_common(v: Value, limits: Limits) -> Result<(Value, DeliverySettings
             common.insert(k.into(), v);
         }
     }
-    let common: CommonDef = serde_json::from_value(Value::Object(common)).map_err(|e| e.to_string())?;
+    let common: CommonDef = serde_json::from_value(Value::Object(common)).map_err(|e| SettingsError::Invalid(e.to_string()))?;
     let mut settings = default_settings(limits);
     if let Some(t) = common.timeout {
         settings.timeout = t.0;
@@ -96,13 +131,13 @@ pub fn split_common(v: Value, limits: Limits) -> Result<(Value, DeliverySettings
     }
     if let Some(r) = common.rate_limit {
         if !(r.per_second > 0.0 && r.per_second.is_finite()) {
-            return Err("rateLimit.perSecond must be a positive number".into());
+            return Err(SettingsError::Rule("rateLimit.perSecond must be a positive number".into()));
         }
         settings.rate = r;
     }
     if let Some(c) = common.concurrency {
         if !(1..=64).contains(&c) {
-            return Err(format!("concurrency must be from 1 to 64, not {c}"));
+            return Err(SettingsError::Rule(format!("concurrency must be from 1 to 64, not {c}")));
         }
         settings.concurrency = c;
     }
@@ -110,7 +145,7 @@ pub fn split_common(v: Value, limits: Limits) -> Result<(Value, DeliverySettings
 }
 
 /// A kind's settings read and checked: what the registry holds per service.
-pub fn config<K: Kind>(v: Value) -> Result<K::Config, String> {
+pub fn config<K: Kind>(v: Value) -> Result<K::Config, SettingsError> {
     let c = K::config(v)?;
     K::validate(&c)?;
     Ok(c)
@@ -147,13 +182,13 @@ pub struct Spec<K: Kind> {
 
 impl<K: Kind> Spec<K> {
     /// The mapping under `services.<name>` (without `type`).
-    pub fn parse(v: Value) -> Result<Spec<K>, String> {
+    pub fn parse(v: Value) -> Result<Spec<K>, SettingsError> {
         let (rest, settings) = split_common(v, K::LIMITS)?;
         Ok(Spec { config: config::<K>(rest)?, settings })
     }
 
     /// The running service.
-    pub fn build(&self, name: &str, env: &Env) -> Result<ServiceRuntime, String> {
+    pub fn build(&self, name: &str, env: &Env) -> Result<ServiceRuntime, BuildError> {
         let deliverer = K::client(name, &self.config, env)?;
         Ok(assemble(name, K::KIND, deliverer, self.settings, &K::secrets(&self.config), env))
     }

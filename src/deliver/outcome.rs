@@ -158,6 +158,18 @@ pub struct DeliverySettings {
     pub probe_backoff: (Duration, Duration),
 }
 
+/// A notification this destination cannot take as rendered (an address that does not
+/// parse, a state the API does not know): a permanent failure, with the reason.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct Unsendable(pub String);
+
+impl From<Unsendable> for Outcome {
+    fn from(u: Unsendable) -> Outcome {
+        Outcome::Permanent(u.0)
+    }
+}
+
 impl DeliverySettings {
     /// The defaults with this rate limit and concurrency (a kind's own come from the
     /// registry, `deliver::kinds::default_settings`).

@@ -24,8 +24,8 @@ impl PerRecipient {
         env: &Env,
         what: &'static str,
         setting: &'static str,
-    ) -> Result<PerRecipient, String> {
-        let secrets = configured.iter().map(|(r, s)| Ok((r.clone(), env.secret(s)?))).collect::<Result<_, String>>()?;
+    ) -> Result<PerRecipient, crate::secret::SecretError> {
+        let secrets = configured.iter().map(|(r, s)| Ok((r.clone(), env.secret(s)?))).collect::<Result<_, crate::secret::SecretError>>()?;
         Ok(PerRecipient { what, setting, secrets })
     }
 
@@ -61,6 +61,6 @@ mod tests {
         );
         let missing: BTreeMap<String, String> = [("platform".to_string(), "$absent".to_string())].into();
         let err = PerRecipient::resolve(&missing, &env, "routing key", "routingKeys").err().unwrap();
-        assert!(err.contains("absent"), "{err}");
+        assert!(matches!(&err, crate::secret::SecretError::Missing { key, .. } if key == "absent"), "{err}");
     }
 }

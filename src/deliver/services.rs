@@ -6,7 +6,7 @@
 use serde_json::Value;
 
 use super::env::Env;
-use super::kind;
+use super::kind::{self, BuildError, SettingsError};
 pub use super::kinds::ServiceConfig;
 use super::outcome::DeliverySettings;
 use super::worker::ServiceRuntime;
@@ -21,7 +21,7 @@ pub struct ServiceSpec {
 
 impl ServiceSpec {
     /// Builds the typed configuration of `kind` from the YAML mapping (without `type`).
-    pub fn from_value(kind: DestinationKind, v: Value) -> Result<ServiceSpec, String> {
+    pub fn from_value(kind: DestinationKind, v: Value) -> Result<ServiceSpec, SettingsError> {
         let (rest, settings) = kind::split_common(v, super::kinds::limits(kind))?;
         Ok(ServiceSpec { config: ServiceConfig::parse(kind, rest)?, settings })
     }
@@ -29,7 +29,7 @@ impl ServiceSpec {
 
 /// Builds the client of one service; errors name what is missing (an unset secret, an
 /// unreadable CA file), never a secret value.
-pub fn build(name: &str, spec: &ServiceSpec, env: &Env) -> Result<ServiceRuntime, String> {
+pub fn build(name: &str, spec: &ServiceSpec, env: &Env) -> Result<ServiceRuntime, BuildError> {
     let deliverer = spec.config.client(name, env)?;
     Ok(kind::assemble(name, spec.config.kind(), deliverer, spec.settings, &spec.config.strings(), env))
 }

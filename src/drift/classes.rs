@@ -78,14 +78,22 @@ impl Default for ClassMap {
     }
 }
 
+/// A `resourceClasses` rule naming a class driftwatch does not have.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("resourceClasses[{rule}]: class {class:?} is not one of {}", CLASSES.join(", "))]
+pub struct UnknownClass {
+    pub rule: usize,
+    pub class: String,
+}
+
 impl ClassMap {
     /// The defaults with the configuration's rules on top; an unknown class name is an
     /// error naming the rule.
-    pub fn with_rules(rules: &[ClassRule]) -> Result<ClassMap, String> {
+    pub fn with_rules(rules: &[ClassRule]) -> Result<ClassMap, UnknownClass> {
         let mut m = ClassMap::default();
         for (i, r) in rules.iter().enumerate() {
             if !CLASSES.contains(&r.class.as_str()) {
-                return Err(format!("resourceClasses[{i}]: class {:?} is not one of {}", r.class, CLASSES.join(", ")));
+                return Err(UnknownClass { rule: i, class: r.class.clone() });
             }
             m.by_kind.insert((r.group.clone(), r.kind.clone()), r.class.clone());
         }
@@ -113,9 +121,8 @@ mod tests {
         assert_eq!(m.class_of("example.com", "Widget"), "crd");
         assert_eq!(m.class_of("", "Secret"), "secret");
         assert!(
-            ClassMap::with_rules(&[ClassRule { group: String::new(), kind: "X".into(), class: "loud".into() }])
-                .unwrap_err()
-                .contains("loud")
+            ClassMap::with_rules(&[ClassRule { group: String::new(), kind: "X".into(), class: "loud".into() }]).unwrap_err().class
+                == "loud"
         );
     }
 }

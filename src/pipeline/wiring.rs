@@ -8,15 +8,16 @@ use std::sync::Arc;
 use crate::config::Runtime;
 use crate::deliver::ServiceRuntime;
 use crate::deliver::env::Env;
+use crate::deliver::kind::BuildError;
 use crate::model::App;
 use crate::state::StateStore;
 use crate::template::{RenderContext, RenderError, Rendered, Target};
 
 /// What the services' clients share: the HTTP client, the state store (message
 /// references), the secrets and the template context.
-pub fn delivery_env(rt: &Runtime, state: &Arc<StateStore>) -> Result<Env, String> {
+pub fn delivery_env(rt: &Runtime, state: &Arc<StateStore>) -> Result<Env, BuildError> {
     Ok(Env {
-        http: crate::deliver::http::client(None, false).map_err(|e| e.to_string())?,
+        http: crate::deliver::http::client(None, false).map_err(|e| BuildError::Http(e.to_string()))?,
         state: state.clone(),
         secrets: rt.secrets.clone(),
         context: rt.context.clone(),
@@ -31,7 +32,7 @@ pub fn service_clients(rt: &Runtime, state: &Arc<StateStore>) -> Result<Vec<Serv
     if !rt.missing_secrets.is_empty() {
         return Err(rt.missing_secrets.clone());
     }
-    let env = delivery_env(rt, state).map_err(|e| vec![e])?;
+    let env = delivery_env(rt, state).map_err(|e| vec![e.to_string()])?;
     rt.services
         .values()
         .map(|s| crate::deliver::services::build(&s.name, &s.spec, &env).map_err(|e| vec![format!("service {}: {e}", s.name)]))

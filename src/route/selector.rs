@@ -64,8 +64,17 @@ fn parse_set(key: &str, rest: &str) -> Result<Vec<String>, String> {
     Ok(values)
 }
 
+/// A label selector that does not parse, with the reason (Kubernetes' syntax).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct SelectorError(pub String);
+
 impl Selector {
-    pub fn parse(s: &str) -> Result<Selector, String> {
+    pub fn parse(s: &str) -> Result<Selector, SelectorError> {
+        Selector::parse_text(s).map_err(SelectorError)
+    }
+
+    fn parse_text(s: &str) -> Result<Selector, String> {
         let mut requirements = Vec::new();
         if s.trim().is_empty() {
             return Ok(Selector { requirements });

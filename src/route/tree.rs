@@ -257,7 +257,7 @@ fn build_level(
             Some(s) => match Selector::parse(s) {
                 Ok(sel) => Some((s.clone(), sel)),
                 Err(e) => {
-                    errors.push((format!("{path}.match.selector"), e));
+                    errors.push((format!("{path}.match.selector"), e.to_string()));
                     None
                 }
             },

@@ -52,12 +52,21 @@ pub struct HistoryQuery {
 
 /// Parses `--since` (and `/history?since=`): a duration back from now (`24h`, `7d`) or
 /// an RFC 3339 instant.
-pub fn parse_since(s: &str, now: DateTime<Utc>) -> Result<DateTime<Utc>, String> {
+pub fn parse_since(s: &str, now: DateTime<Utc>) -> Result<DateTime<Utc>, SinceError> {
     if let Ok(t) = DateTime::parse_from_rfc3339(s) {
         return Ok(t.with_timezone(&Utc));
     }
-    let d = crate::duration::parse(s).map_err(|e| format!("--since: {e}; expected a duration (24h) or an RFC 3339 time"))?;
-    now.checked_sub_signed(d).ok_or_else(|| format!("--since {s:?} reaches before the earliest time driftwatch can represent"))
+    let d = crate::duration::parse(s).map_err(SinceError::Invalid)?;
+    now.checked_sub_signed(d).ok_or_else(|| SinceError::TooEarly(s.to_string()))
+}
+
+/// Why a `--since` value is refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SinceError {
+    #[error("--since: {0}; expected a duration (24h) or an RFC 3339 time")]
+    Invalid(crate::duration::DurationError),
+    #[error("--since {0:?} reaches before the earliest time driftwatch can represent")]
+    TooEarly(String),
 }
 
 pub(super) fn create_tables(tx: &WriteTransaction) -> Result<(), StateError> {

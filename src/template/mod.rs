@@ -425,9 +425,15 @@ impl std::io::Write for Bounded {
 }
 
 /// Whether a handlebars text compiles.
-pub fn compiles(src: &str) -> Result<(), String> {
-    handlebars::Template::compile(src).map(|_| ()).map_err(|e| e.to_string())
+pub fn compiles(src: &str) -> Result<(), CompileError> {
+    handlebars::Template::compile(src).map(|_| ()).map_err(|e| CompileError(e.to_string()))
 }
+
+/// A template text that does not compile: handlebars' message (no handlebars type
+/// leaves this module).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct CompileError(pub String);
 
 impl TemplateSet {
     /// Compiles templates; every error names file, line and column. `defs` are

@@ -132,7 +132,9 @@ fn register_time(engine: &mut Engine) {
     engine.register_fn("now", || Time(crate::clock::now()));
     engine.register_fn("parse_time", |s: ImmutableString| parse_time(&s));
     engine.register_fn("parse_time", |_: ()| -> Fallible<Time> { fail("parse_time: the value is () (the field is missing)".into()) });
-    engine.register_fn("duration", |s: ImmutableString| -> Fallible<Duration> { crate::duration::parse(&s).map(Duration).or_else(fail) });
+    engine.register_fn("duration", |s: ImmutableString| -> Fallible<Duration> {
+        crate::duration::parse(&s).map(Duration).or_else(|e| fail(e.to_string()))
+    });
     for unit in ["seconds", "minutes", "hours", "days"] {
         engine.register_fn(unit, move |n: i64| delta(unit, n));
     }

@@ -176,10 +176,15 @@ pub struct TriggerEngine {
 
 /// Whether a condition compiles with the trigger engine; for `driftwatch import` to check
 /// what it wrote.
-pub fn compiles(src: &str) -> Result<(), String> {
+pub fn compiles(src: &str) -> Result<(), CompileError> {
     static ENGINE: std::sync::OnceLock<Engine> = std::sync::OnceLock::new();
-    ENGINE.get_or_init(engine::build).compile_expression(src).map(|_| ()).map_err(|e| e.to_string())
+    ENGINE.get_or_init(engine::build).compile_expression(src).map(|_| ()).map_err(|e| CompileError(e.to_string()))
 }
+
+/// A condition that does not compile: rhai's message (no rhai type leaves this module).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct CompileError(pub String);
 
 impl Default for TriggerEngine {
     fn default() -> Self {

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use serde_json::Value;
 
 use super::env::Env;
-use super::kind::{self, Kind, Limits};
+use super::kind::{self, BuildError, Kind, Limits, SettingsError};
 use super::worker::Deliverer;
 use crate::model::DestinationKind;
 use crate::template::Encoder;
@@ -26,11 +26,11 @@ macro_rules! registry {
         impl ServiceConfig {
             /// The settings of a service of `kind` (the common keys removed), read and
             /// checked by the kind.
-            pub fn parse(kind: DestinationKind, v: Value) -> Result<ServiceConfig, String> {
+            pub fn parse(kind: DestinationKind, v: Value) -> Result<ServiceConfig, SettingsError> {
                 $(if kind == <$module::$kind as Kind>::KIND {
                     return kind::config::<$module::$kind>(v).map(ServiceConfig::$kind);
                 })*
-                Err(format!("the kind {} is not registered", kind.as_str()))
+                Err(SettingsError::Unregistered(kind.as_str()))
             }
 
             pub fn kind(&self) -> DestinationKind {
@@ -47,7 +47,7 @@ macro_rules! registry {
             }
 
             /// The service's client.
-            pub fn client(&self, name: &str, env: &Env) -> Result<Arc<dyn Deliverer>, String> {
+            pub fn client(&self, name: &str, env: &Env) -> Result<Arc<dyn Deliverer>, BuildError> {
                 match self {
                     $(ServiceConfig::$kind(c) => <$module::$kind as Kind>::client(name, c, env)),*
                 }

@@ -18,7 +18,7 @@ pub struct AlertmanagerClient {
 }
 
 impl AlertmanagerClient {
-    pub fn new(cfg: &AlertmanagerConfig, env: &Env) -> Result<AlertmanagerClient, String> {
+    pub fn new(cfg: &AlertmanagerConfig, env: &Env) -> Result<AlertmanagerClient, crate::deliver::kind::BuildError> {
         let scheme = cfg.scheme.as_deref().unwrap_or("http");
         let path = cfg.api_path.as_deref().unwrap_or("/api/v2/alerts");
         let urls = cfg

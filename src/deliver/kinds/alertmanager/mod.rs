@@ -24,9 +24,9 @@ impl crate::deliver::kind::Kind for Alertmanager {
     const LIMITS: crate::deliver::kind::Limits = crate::deliver::kind::Limits { per_second: 20.0, burst: 40, concurrency: 4 };
     const ENCODE: crate::template::Encoder = payload::encode;
 
-    fn validate(c: &AlertmanagerConfig) -> Result<(), String> {
+    fn validate(c: &AlertmanagerConfig) -> Result<(), crate::deliver::kind::SettingsError> {
         if c.targets.is_empty() {
-            return Err("an alertmanager service needs at least one of targets".into());
+            return Err(crate::deliver::kind::SettingsError::Rule("an alertmanager service needs at least one of targets".into()));
         }
         Ok(())
     }
@@ -39,7 +39,7 @@ impl crate::deliver::kind::Kind for Alertmanager {
         out
     }
 
-    fn client(_name: &str, c: &AlertmanagerConfig, env: &crate::deliver::env::Env) -> Result<std::sync::Arc<dyn crate::deliver::Deliverer>, String> {
+    fn client(_name: &str, c: &AlertmanagerConfig, env: &crate::deliver::env::Env) -> Result<std::sync::Arc<dyn crate::deliver::Deliverer>, crate::deliver::kind::BuildError> {
         Ok(std::sync::Arc::new(AlertmanagerClient::new(c, env)?))
     }
 }

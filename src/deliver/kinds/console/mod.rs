@@ -6,7 +6,7 @@ use std::sync::Arc;
 use serde_json::Value;
 
 use crate::deliver::env::Env;
-use crate::deliver::kind::{Kind, Limits};
+use crate::deliver::kind::{BuildError, Kind, Limits, SettingsError};
 use crate::deliver::{ConsoleDeliverer, Deliverer};
 use crate::model::{App, DestinationKind};
 use crate::template::{Fields, Payload, Target};
@@ -25,9 +25,9 @@ impl Kind for Console {
     const LIMITS: Limits = Limits { per_second: 1000.0, burst: 1000, concurrency: 1 };
     const ENCODE: crate::template::Encoder = message;
 
-    fn config(v: Value) -> Result<ConsoleConfig, String> {
+    fn config(v: Value) -> Result<ConsoleConfig, SettingsError> {
         if v.as_object().is_some_and(|m| !m.is_empty()) {
-            return Err("a console service takes no settings but timeout, retry and rateLimit".into());
+            return Err(crate::deliver::kind::SettingsError::Rule("a console service takes no settings but timeout, retry and rateLimit".into()));
         }
         Ok(ConsoleConfig)
     }
@@ -36,7 +36,7 @@ impl Kind for Console {
         Vec::new()
     }
 
-    fn client(_name: &str, _: &ConsoleConfig, _: &Env) -> Result<Arc<dyn Deliverer>, String> {
+    fn client(_name: &str, _: &ConsoleConfig, _: &Env) -> Result<Arc<dyn Deliverer>, BuildError> {
         Ok(Arc::new(ConsoleDeliverer))
     }
 }

@@ -17,7 +17,7 @@ pub struct EmailClient {
 }
 
 impl EmailClient {
-    pub fn new(cfg: &EmailConfig, secrets: &Secrets) -> Result<EmailClient, String> {
+    pub fn new(cfg: &EmailConfig, secrets: &Secrets) -> Result<EmailClient, crate::deliver::kind::BuildError> {
         crate::tls::init_crypto();
         let port = cfg.port.unwrap_or(match cfg.tls {
             TlsMode::None => 25,
@@ -29,10 +29,10 @@ impl EmailClient {
             mode => {
                 let mut p = TlsParameters::builder(cfg.host.clone());
                 if let Some(path) = &cfg.ca_file {
-                    let pem = std::fs::read(path).map_err(|e| format!("CA file {path}: {e}"))?;
-                    p = p.add_root_certificate(Certificate::from_pem(&pem).map_err(|e| format!("CA file {path}: {e}"))?);
+                    let pem = std::fs::read(path).map_err(|e| crate::deliver::kind::BuildError::Tls(format!("CA file {path}: {e}")))?;
+                    p = p.add_root_certificate(Certificate::from_pem(&pem).map_err(|e| crate::deliver::kind::BuildError::Tls(format!("CA file {path}: {e}")))?);
                 }
-                let params = p.build_rustls().map_err(|e| format!("TLS: {e}"))?;
+                let params = p.build_rustls().map_err(|e| crate::deliver::kind::BuildError::Tls(format!("TLS: {e}")))?;
                 if mode == TlsMode::Implicit { Tls::Wrapper(params) } else { Tls::Required(params) }
             }
         };
@@ -42,7 +42,7 @@ impl EmailClient {
             .timeout(Some(std::time::Duration::from_secs(20)));
         if let Some(user) = &cfg.username {
             let password = match &cfg.password {
-                Some(p) => secrets.resolve(p).map_err(|e| e.to_string())?.expose().to_string(),
+                Some(p) => secrets.resolve(p)?.expose().to_string(),
                 None => String::new(),
             };
             b = b.credentials(Credentials::new(user.clone(), password));
@@ -63,7 +63,7 @@ impl Deliverer for EmailClient {
             for n in batch {
                 let msg = match message(&self.from, n) {
                     Ok(m) => m,
-                    Err(e) => return Outcome::Permanent(e),
+                    Err(e) => return e.into(),
                 };
                 if let Err(e) = self.transport.send(msg).await {
                     return classify(&e);

@@ -24,7 +24,7 @@ impl crate::deliver::kind::Kind for Email {
         [&c.username, &c.password].into_iter().flatten().map(String::as_str).collect()
     }
 
-    fn client(_name: &str, c: &EmailConfig, env: &crate::deliver::env::Env) -> Result<std::sync::Arc<dyn crate::deliver::Deliverer>, String> {
+    fn client(_name: &str, c: &EmailConfig, env: &crate::deliver::env::Env) -> Result<std::sync::Arc<dyn crate::deliver::Deliverer>, crate::deliver::kind::BuildError> {
         Ok(std::sync::Arc::new(EmailClient::new(c, &env.secrets)?))
     }
 }

@@ -3,21 +3,22 @@
 use lettre::message::{Mailbox, MultiPart, SinglePart};
 use serde_json::Value;
 
+use crate::deliver::outcome::Unsendable;
 use crate::model::Notification;
 
 /// A recipient may list several addresses separated by `,`.
-pub fn recipients(recipient: &str) -> Result<Vec<Mailbox>, String> {
+pub fn recipients(recipient: &str) -> Result<Vec<Mailbox>, Unsendable> {
     let list: Vec<&str> = recipient.split(',').map(str::trim).filter(|s| !s.is_empty()).collect();
     if list.is_empty() {
-        return Err("no e-mail address in the recipient".into());
+        return Err(Unsendable("no e-mail address in the recipient".into()));
     }
-    list.into_iter().map(|a| a.parse::<Mailbox>().map_err(|e| format!("invalid address {a:?}: {e}"))).collect()
+    list.into_iter().map(|a| a.parse::<Mailbox>().map_err(|e| Unsendable(format!("invalid address {a:?}: {e}")))).collect()
 }
 
 /// Subject, a text part, and an HTML alternative when the template has one.
-pub fn message(from: &str, n: &Notification) -> Result<lettre::Message, String> {
+pub fn message(from: &str, n: &Notification) -> Result<lettre::Message, Unsendable> {
     let s = |k: &str| n.payload.get(k).and_then(Value::as_str).map(str::to_string);
-    let from: Mailbox = from.parse().map_err(|e| format!("invalid from address {from:?}: {e}"))?;
+    let from: Mailbox = from.parse().map_err(|e| Unsendable(format!("invalid from address {from:?}: {e}")))?;
     let mut b = lettre::Message::builder().from(from).subject(s("subject").unwrap_or_default());
     for to in recipients(&n.destination.recipient)? {
         b = b.to(to);
@@ -27,7 +28,7 @@ pub fn message(from: &str, n: &Notification) -> Result<lettre::Message, String> 
         Some(html) => b.multipart(MultiPart::alternative().singlepart(SinglePart::plain(text)).singlepart(SinglePart::html(html))),
         None => b.singlepart(SinglePart::plain(text)),
     };
-    built.map_err(|e| format!("building the message: {e}"))
+    built.map_err(|e| Unsendable(format!("building the message: {e}")))
 }
 
 /// This kind's encoder: the payload it is sent, shaped from a template's fields

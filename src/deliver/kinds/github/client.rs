@@ -34,14 +34,14 @@ pub struct GitHubClient {
 }
 
 impl GitHubClient {
-    pub fn new(cfg: &GitHubConfig, env: &Env) -> Result<GitHubClient, String> {
+    pub fn new(cfg: &GitHubConfig, env: &Env) -> Result<GitHubClient, crate::deliver::kind::BuildError> {
         let auth = match (&cfg.token, &cfg.app_id, &cfg.installation_id, &cfg.private_key) {
             (Some(t), None, None, None) => Auth::Token(env.secret(t)?),
             (None, Some(app), Some(inst), Some(pem)) => {
                 let pem = env.secret(pem)?;
                 Auth::App { app_id: app.clone(), installation_id: inst.clone(), key: Box::new(load_private_key(pem.expose())?) }
             }
-            _ => return Err("a github service needs either token, or appID, installationID and privateKey".into()),
+            _ => return Err(crate::deliver::kind::BuildError::Setting("a github service needs either token, or appID, installationID and privateKey".into())),
         };
         let api = cfg.enterprise_base_url.clone().unwrap_or_else(|| "https://api.github.com".into()).trim_end_matches('/').to_string();
         Ok(GitHubClient { http: env.http.clone(), api, auth, cached: Mutex::new(None) })
@@ -70,7 +70,7 @@ impl GitHubClient {
         {
             return Ok(c.token.clone());
         }
-        let jwt = app_jwt(key, app_id, now).map_err(Outcome::Permanent)?;
+        let jwt = app_jwt(key, app_id, now).map_err(|e| Outcome::Permanent(e.to_string()))?;
         let path = format!("/app/installations/{installation_id}/access_tokens");
         let (outcome, body) = http::send(self.request(reqwest::Method::POST, &path, &jwt)).await;
         if outcome != Outcome::Delivered {
@@ -107,7 +107,7 @@ impl GitHubClient {
         if let Some(body) = status(n) {
             let body = match body {
                 Ok(b) => b,
-                Err(e) => return Outcome::Permanent(e),
+                Err(e) => return e.into(),
             };
             let req = self.request(reqwest::Method::POST, &format!("{base}/statuses/{sha}"), token).json(&body);
             let (o, _) = http::send(req).await;
@@ -118,7 +118,7 @@ impl GitHubClient {
         if let Some(d) = deployment(n, sha) {
             let (create, status) = match d {
                 Ok(d) => d,
-                Err(e) => return Outcome::Permanent(e),
+                Err(e) => return e.into(),
             };
             let (o, body) = http::send(self.request(reqwest::Method::POST, &format!("{base}/deployments"), token).json(&create)).await;
             if o != Outcome::Delivered {

@@ -27,11 +27,11 @@ impl crate::deliver::kind::Kind for Github {
     const LIMITS: crate::deliver::kind::Limits = crate::deliver::kind::Limits { per_second: 1.0, burst: 5, concurrency: 2 };
     const ENCODE: crate::template::Encoder = payload::encode;
 
-    fn validate(c: &GitHubConfig) -> Result<(), String> {
+    fn validate(c: &GitHubConfig) -> Result<(), crate::deliver::kind::SettingsError> {
         let app = [&c.app_id, &c.installation_id, &c.private_key].iter().all(|x| x.is_some());
         let none = [&c.app_id, &c.installation_id, &c.private_key].iter().all(|x| x.is_none());
         if !((c.token.is_some() && none) || (c.token.is_none() && app)) {
-            return Err("a github service needs either token, or appID, installationID and privateKey".into());
+            return Err(crate::deliver::kind::SettingsError::Rule("a github service needs either token, or appID, installationID and privateKey".into()));
         }
         Ok(())
     }
@@ -40,7 +40,7 @@ impl crate::deliver::kind::Kind for Github {
         [&c.token, &c.private_key].into_iter().flatten().map(String::as_str).collect()
     }
 
-    fn client(_name: &str, c: &GitHubConfig, env: &crate::deliver::env::Env) -> Result<std::sync::Arc<dyn crate::deliver::Deliverer>, String> {
+    fn client(_name: &str, c: &GitHubConfig, env: &crate::deliver::env::Env) -> Result<std::sync::Arc<dyn crate::deliver::Deliverer>, crate::deliver::kind::BuildError> {
         Ok(std::sync::Arc::new(GitHubClient::new(c, env)?))
     }
 }

@@ -2,6 +2,7 @@
 
 use serde_json::{Value, json};
 
+use crate::deliver::outcome::Unsendable;
 use crate::model::Notification;
 
 /// A repository on GitHub.
@@ -37,11 +38,11 @@ const STATES: &[&str] = &["error", "failure", "pending", "success"];
 const DEPLOYMENT_STATES: &[&str] = &["error", "failure", "inactive", "in_progress", "queued", "pending", "success"];
 
 /// `POST /repos/{owner}/{repo}/statuses/{sha}`.
-pub fn status(n: &Notification) -> Option<Result<Value, String>> {
+pub fn status(n: &Notification) -> Option<Result<Value, Unsendable>> {
     let s = n.payload.get("status")?;
     let state = text(s, "state").unwrap_or("success");
     if !STATES.contains(&state) {
-        return Some(Err(format!("github.status.state {state:?} is not one of {}", STATES.join(", "))));
+        return Some(Err(Unsendable(format!("github.status.state {state:?} is not one of {}", STATES.join(", ")))));
     }
     let context = text(s, "label").map(str::to_string).unwrap_or_else(|| format!("continuous-delivery/{}", n.meta.name));
     let mut body = json!({"state": state, "context": context, "description": description(n)});
@@ -52,11 +53,11 @@ pub fn status(n: &Notification) -> Option<Result<Value, String>> {
 }
 
 /// `POST /repos/{owner}/{repo}/deployments` and then its status.
-pub fn deployment(n: &Notification, sha: &str) -> Option<Result<(Value, Value), String>> {
+pub fn deployment(n: &Notification, sha: &str) -> Option<Result<(Value, Value), Unsendable>> {
     let d = n.payload.get("deployment")?;
     let state = text(d, "state").unwrap_or("success");
     if !DEPLOYMENT_STATES.contains(&state) {
-        return Some(Err(format!("github.deployment.state {state:?} is not one of {}", DEPLOYMENT_STATES.join(", "))));
+        return Some(Err(Unsendable(format!("github.deployment.state {state:?} is not one of {}", DEPLOYMENT_STATES.join(", ")))));
     }
     let environment = text(d, "environment").unwrap_or("production");
     let contexts = d.get("requiredContexts").cloned().filter(Value::is_array).unwrap_or_else(|| json!([]));

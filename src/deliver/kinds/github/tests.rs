@@ -43,7 +43,7 @@ fn bodies_for_status_deployment_and_comment() {
     );
     let mut bad = n.clone();
     bad.payload["status"]["state"] = serde_json::json!("green");
-    assert!(payload::status(&bad).unwrap().unwrap_err().contains("green"));
+    assert!(payload::status(&bad).unwrap().unwrap_err().0.contains("green"));
     let mut d = n.clone();
     d.payload["deployment"] =
         serde_json::json!({"state": "success", "environment": "prod", "environmentURL": "https://gb.example.com", "autoMerge": true});

@@ -16,7 +16,7 @@ pub struct GoogleChatClient {
 }
 
 impl GoogleChatClient {
-    pub fn new(cfg: &GoogleChatConfig, env: &Env) -> Result<GoogleChatClient, String> {
+    pub fn new(cfg: &GoogleChatConfig, env: &Env) -> Result<GoogleChatClient, crate::deliver::kind::BuildError> {
         let webhooks = PerRecipient::resolve(&cfg.webhooks, env, "webhook", "webhooks")?;
         Ok(GoogleChatClient { http: env.http.clone(), webhooks })
     }

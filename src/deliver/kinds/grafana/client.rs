@@ -16,7 +16,7 @@ pub struct GrafanaClient {
 }
 
 impl GrafanaClient {
-    pub fn new(cfg: &GrafanaConfig, env: &Env) -> Result<GrafanaClient, String> {
+    pub fn new(cfg: &GrafanaConfig, env: &Env) -> Result<GrafanaClient, crate::deliver::kind::BuildError> {
         Ok(GrafanaClient {
             http: http::client_for(&env.http, cfg.ca_file.as_deref(), cfg.insecure_skip_verify)?,
             url: format!("{}/annotations", cfg.api_url.trim_end_matches('/')),

@@ -26,7 +26,7 @@ impl crate::deliver::kind::Kind for Grafana {
         vec![c.api_key.as_str()]
     }
 
-    fn client(_name: &str, c: &GrafanaConfig, env: &crate::deliver::env::Env) -> Result<std::sync::Arc<dyn crate::deliver::Deliverer>, String> {
+    fn client(_name: &str, c: &GrafanaConfig, env: &crate::deliver::env::Env) -> Result<std::sync::Arc<dyn crate::deliver::Deliverer>, crate::deliver::kind::BuildError> {
         Ok(std::sync::Arc::new(GrafanaClient::new(c, env)?))
     }
 }

@@ -24,7 +24,7 @@ pub struct MattermostClient {
 }
 
 impl MattermostClient {
-    pub fn new(service: &str, cfg: &MattermostConfig, env: &Env) -> Result<MattermostClient, String> {
+    pub fn new(service: &str, cfg: &MattermostConfig, env: &Env) -> Result<MattermostClient, crate::deliver::kind::BuildError> {
         Ok(MattermostClient {
             http: http::client_for(&env.http, cfg.ca_file.as_deref(), cfg.insecure_skip_verify)?,
             base: format!("{}/api/v4/posts", cfg.api_url.trim_end_matches('/')),

@@ -25,7 +25,7 @@ impl crate::deliver::kind::Kind for Mattermost {
         vec![c.token.as_str()]
     }
 
-    fn client(name: &str, c: &MattermostConfig, env: &crate::deliver::env::Env) -> Result<std::sync::Arc<dyn crate::deliver::Deliverer>, String> {
+    fn client(name: &str, c: &MattermostConfig, env: &crate::deliver::env::Env) -> Result<std::sync::Arc<dyn crate::deliver::Deliverer>, crate::deliver::kind::BuildError> {
         Ok(std::sync::Arc::new(MattermostClient::new(name, c, env)?))
     }
 }

@@ -16,7 +16,7 @@ pub struct NewRelicClient {
 }
 
 impl NewRelicClient {
-    pub fn new(cfg: &NewRelicConfig, env: &Env) -> Result<NewRelicClient, String> {
+    pub fn new(cfg: &NewRelicConfig, env: &Env) -> Result<NewRelicClient, crate::deliver::kind::BuildError> {
         let base = cfg.api_url.clone().unwrap_or_else(|| "https://api.newrelic.com".into());
         Ok(NewRelicClient { http: env.http.clone(), base: base.trim_end_matches('/').to_string(), key: env.secret(&cfg.api_key)? })
     }

@@ -26,7 +26,7 @@ impl crate::deliver::kind::Kind for Newrelic {
         vec![c.api_key.as_str()]
     }
 
-    fn client(_name: &str, c: &NewRelicConfig, env: &crate::deliver::env::Env) -> Result<std::sync::Arc<dyn crate::deliver::Deliverer>, String> {
+    fn client(_name: &str, c: &NewRelicConfig, env: &crate::deliver::env::Env) -> Result<std::sync::Arc<dyn crate::deliver::Deliverer>, crate::deliver::kind::BuildError> {
         Ok(std::sync::Arc::new(NewRelicClient::new(c, env)?))
     }
 }

@@ -18,7 +18,7 @@ pub struct OpsgenieClient {
 }
 
 impl OpsgenieClient {
-    pub fn new(cfg: &OpsgenieConfig, env: &Env) -> Result<OpsgenieClient, String> {
+    pub fn new(cfg: &OpsgenieConfig, env: &Env) -> Result<OpsgenieClient, crate::deliver::kind::BuildError> {
         let keys = PerRecipient::resolve(&cfg.api_keys, env, "API key", "apiKeys")?;
         let mut base = cfg.api_url.clone().unwrap_or_else(|| "https://api.opsgenie.com".into());
         if !base.contains("://") {

@@ -27,7 +27,7 @@ impl crate::deliver::kind::Kind for Opsgenie {
         c.api_keys.values().map(String::as_str).collect()
     }
 
-    fn client(_name: &str, c: &OpsgenieConfig, env: &crate::deliver::env::Env) -> Result<std::sync::Arc<dyn crate::deliver::Deliverer>, String> {
+    fn client(_name: &str, c: &OpsgenieConfig, env: &crate::deliver::env::Env) -> Result<std::sync::Arc<dyn crate::deliver::Deliverer>, crate::deliver::kind::BuildError> {
         Ok(std::sync::Arc::new(OpsgenieClient::new(c, env)?))
     }
 }

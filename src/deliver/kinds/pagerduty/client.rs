@@ -18,7 +18,7 @@ pub struct PagerDutyClient {
 }
 
 impl PagerDutyClient {
-    pub fn new(cfg: &PagerDutyConfig, env: &Env) -> Result<PagerDutyClient, String> {
+    pub fn new(cfg: &PagerDutyConfig, env: &Env) -> Result<PagerDutyClient, crate::deliver::kind::BuildError> {
         let routing_keys = PerRecipient::resolve(&cfg.routing_keys, env, "routing key", "routingKeys")?;
         let base = cfg.api_url.clone().unwrap_or_else(|| "https://events.pagerduty.com".into());
         Ok(PagerDutyClient {

@@ -25,7 +25,7 @@ impl crate::deliver::kind::Kind for Pagerduty {
         c.routing_keys.values().map(String::as_str).collect()
     }
 
-    fn client(_name: &str, c: &PagerDutyConfig, env: &crate::deliver::env::Env) -> Result<std::sync::Arc<dyn crate::deliver::Deliverer>, String> {
+    fn client(_name: &str, c: &PagerDutyConfig, env: &crate::deliver::env::Env) -> Result<std::sync::Arc<dyn crate::deliver::Deliverer>, crate::deliver::kind::BuildError> {
         Ok(std::sync::Arc::new(PagerDutyClient::new(c, env)?))
     }
 }

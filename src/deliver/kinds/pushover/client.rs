@@ -16,7 +16,7 @@ pub struct PushoverClient {
 }
 
 impl PushoverClient {
-    pub fn new(cfg: &PushoverConfig, env: &Env) -> Result<PushoverClient, String> {
+    pub fn new(cfg: &PushoverConfig, env: &Env) -> Result<PushoverClient, crate::deliver::kind::BuildError> {
         let base = cfg.api_url.clone().unwrap_or_else(|| "https://api.pushover.net".into());
         Ok(PushoverClient {
             http: env.http.clone(),

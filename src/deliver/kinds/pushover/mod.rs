@@ -25,7 +25,7 @@ impl crate::deliver::kind::Kind for Pushover {
         vec![c.token.as_str()]
     }
 
-    fn client(_name: &str, c: &PushoverConfig, env: &crate::deliver::env::Env) -> Result<std::sync::Arc<dyn crate::deliver::Deliverer>, String> {
+    fn client(_name: &str, c: &PushoverConfig, env: &crate::deliver::env::Env) -> Result<std::sync::Arc<dyn crate::deliver::Deliverer>, crate::deliver::kind::BuildError> {
         Ok(std::sync::Arc::new(PushoverClient::new(c, env)?))
     }
 }

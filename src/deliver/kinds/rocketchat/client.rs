@@ -31,11 +31,11 @@ pub struct RocketChatClient {
 }
 
 impl RocketChatClient {
-    pub fn new(service: &str, cfg: &RocketChatConfig, env: &Env) -> Result<RocketChatClient, String> {
+    pub fn new(service: &str, cfg: &RocketChatConfig, env: &Env) -> Result<RocketChatClient, crate::deliver::kind::BuildError> {
         let auth = match (&cfg.email, &cfg.password, &cfg.user_id, &cfg.token) {
             (Some(e), Some(p), None, None) => Auth::Login { email: env.secret(e)?.expose().to_string(), password: env.secret(p)? },
             (None, None, Some(u), Some(t)) => Auth::Token { user_id: env.secret(u)?.expose().to_string(), token: env.secret(t)? },
-            _ => return Err("a rocketchat service needs email and password, or userId and token".into()),
+            _ => return Err(crate::deliver::kind::BuildError::Setting("a rocketchat service needs email and password, or userId and token".into())),
         };
         Ok(RocketChatClient {
             http: env.http.clone(),

@@ -23,11 +23,11 @@ impl crate::deliver::kind::Kind for Rocketchat {
     const LIMITS: crate::deliver::kind::Limits = crate::deliver::kind::Limits { per_second: 1.0, burst: 5, concurrency: 2 };
     const ENCODE: crate::template::Encoder = payload::encode;
 
-    fn validate(c: &RocketChatConfig) -> Result<(), String> {
+    fn validate(c: &RocketChatConfig) -> Result<(), crate::deliver::kind::SettingsError> {
         let login = c.email.is_some() && c.password.is_some() && c.user_id.is_none() && c.token.is_none();
         let token = c.user_id.is_some() && c.token.is_some() && c.email.is_none() && c.password.is_none();
         if !login && !token {
-            return Err("a rocketchat service needs email and password, or userId and token".into());
+            return Err(crate::deliver::kind::SettingsError::Rule("a rocketchat service needs email and password, or userId and token".into()));
         }
         Ok(())
     }
@@ -36,7 +36,7 @@ impl crate::deliver::kind::Kind for Rocketchat {
         [&c.email, &c.password, &c.user_id, &c.token].into_iter().flatten().map(String::as_str).collect()
     }
 
-    fn client(name: &str, c: &RocketChatConfig, env: &crate::deliver::env::Env) -> Result<std::sync::Arc<dyn crate::deliver::Deliverer>, String> {
+    fn client(name: &str, c: &RocketChatConfig, env: &crate::deliver::env::Env) -> Result<std::sync::Arc<dyn crate::deliver::Deliverer>, crate::deliver::kind::BuildError> {
         Ok(std::sync::Arc::new(RocketChatClient::new(name, c, env)?))
     }
 }

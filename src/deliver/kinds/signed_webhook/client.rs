@@ -21,9 +21,9 @@ pub struct SignedWebhookClient {
 }
 
 impl SignedWebhookClient {
-    pub fn new(cfg: &SignedWebhookConfig, env: &Env) -> Result<SignedWebhookClient, String> {
+    pub fn new(cfg: &SignedWebhookConfig, env: &Env) -> Result<SignedWebhookClient, crate::deliver::kind::BuildError> {
         let http = http::client_for(&env.http, cfg.ca_file.as_deref(), cfg.insecure_skip_verify)?;
-        let headers = env.secrets.resolve_map(&cfg.headers).map_err(|e| e.to_string())?;
+        let headers = env.secrets.resolve_map(&cfg.headers)?;
         Ok(SignedWebhookClient {
             http,
             url: env.secret(&cfg.url)?.expose().to_string(),

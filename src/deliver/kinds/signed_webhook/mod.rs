@@ -26,7 +26,7 @@ impl crate::deliver::kind::Kind for SignedWebhook {
         [c.url.as_str(), c.secret.as_str()].into_iter().chain(c.headers.values().map(String::as_str)).collect()
     }
 
-    fn client(_name: &str, c: &SignedWebhookConfig, env: &crate::deliver::env::Env) -> Result<std::sync::Arc<dyn crate::deliver::Deliverer>, String> {
+    fn client(_name: &str, c: &SignedWebhookConfig, env: &crate::deliver::env::Env) -> Result<std::sync::Arc<dyn crate::deliver::Deliverer>, crate::deliver::kind::BuildError> {
         Ok(std::sync::Arc::new(SignedWebhookClient::new(c, env)?))
     }
 }

@@ -36,14 +36,14 @@ fn group_key(channel: &str, group: &str) -> String {
 }
 
 impl SlackClient {
-    pub fn new(service: &str, cfg: &SlackConfig, env: &Env) -> Result<SlackClient, String> {
+    pub fn new(service: &str, cfg: &SlackConfig, env: &Env) -> Result<SlackClient, crate::deliver::kind::BuildError> {
         let mode = match (&cfg.token, &cfg.webhook_url) {
             (Some(t), _) => Mode::Api {
                 base: cfg.api_url.clone().unwrap_or_else(|| "https://slack.com/api".into()).trim_end_matches('/').to_string(),
                 token: env.secret(t)?,
             },
             (None, Some(u)) => Mode::Webhook { url: env.secret(u)? },
-            (None, None) => return Err("a slack service needs a token or a webhookUrl".into()),
+            (None, None) => return Err(crate::deliver::kind::BuildError::Setting("a slack service needs a token or a webhookUrl".into())),
         };
         Ok(SlackClient {
             service: service.to_string(),

@@ -23,9 +23,9 @@ impl crate::deliver::kind::Kind for Slack {
     const LIMITS: crate::deliver::kind::Limits = crate::deliver::kind::Limits { per_second: 1.0, burst: 3, concurrency: 2 };
     const ENCODE: crate::template::Encoder = payload::encode;
 
-    fn validate(c: &SlackConfig) -> Result<(), String> {
+    fn validate(c: &SlackConfig) -> Result<(), crate::deliver::kind::SettingsError> {
         if c.token.is_none() == c.webhook_url.is_none() {
-            return Err("a slack service needs exactly one of token and webhookUrl".into());
+            return Err(crate::deliver::kind::SettingsError::Rule("a slack service needs exactly one of token and webhookUrl".into()));
         }
         Ok(())
     }
@@ -34,7 +34,7 @@ impl crate::deliver::kind::Kind for Slack {
         [&c.token, &c.webhook_url, &c.api_url].into_iter().flatten().map(String::as_str).collect()
     }
 
-    fn client(name: &str, c: &SlackConfig, env: &crate::deliver::env::Env) -> Result<std::sync::Arc<dyn crate::deliver::Deliverer>, String> {
+    fn client(name: &str, c: &SlackConfig, env: &crate::deliver::env::Env) -> Result<std::sync::Arc<dyn crate::deliver::Deliverer>, crate::deliver::kind::BuildError> {
         Ok(std::sync::Arc::new(SlackClient::new(name, c, env)?))
     }
 }

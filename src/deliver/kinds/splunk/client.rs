@@ -20,7 +20,7 @@ pub struct SplunkClient {
 }
 
 impl SplunkClient {
-    pub fn new(cfg: &SplunkConfig, env: &Env) -> Result<SplunkClient, String> {
+    pub fn new(cfg: &SplunkConfig, env: &Env) -> Result<SplunkClient, crate::deliver::kind::BuildError> {
         let http = http::client_for(&env.http, cfg.ca_file.as_deref(), cfg.insecure_skip_verify)?;
         let base = env.secret(&cfg.url)?.expose().trim_end_matches('/').to_string();
         Ok(SplunkClient {

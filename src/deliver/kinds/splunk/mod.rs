@@ -25,7 +25,7 @@ impl crate::deliver::kind::Kind for Splunk {
         vec![c.url.as_str(), c.token.as_str()]
     }
 
-    fn client(_name: &str, c: &SplunkConfig, env: &crate::deliver::env::Env) -> Result<std::sync::Arc<dyn crate::deliver::Deliverer>, String> {
+    fn client(_name: &str, c: &SplunkConfig, env: &crate::deliver::env::Env) -> Result<std::sync::Arc<dyn crate::deliver::Deliverer>, crate::deliver::kind::BuildError> {
         Ok(std::sync::Arc::new(SplunkClient::new(c, env)?))
     }
 }

@@ -25,14 +25,14 @@ pub struct SyslogClient {
     tls: Option<(tokio_rustls::TlsConnector, rustls::pki_types::ServerName<'static>)>,
 }
 
-fn tls_connector(ca_file: Option<&str>) -> Result<tokio_rustls::TlsConnector, String> {
+fn tls_connector(ca_file: Option<&str>) -> Result<tokio_rustls::TlsConnector, crate::deliver::kind::BuildError> {
     crate::tls::init_crypto();
     let mut roots = rustls::RootCertStore { roots: webpki_roots::TLS_SERVER_ROOTS.to_vec() };
     if let Some(path) = ca_file {
-        let pem = std::fs::read(path).map_err(|e| format!("CA file {path}: {e}"))?;
+        let pem = std::fs::read(path).map_err(|e| crate::deliver::kind::BuildError::Tls(format!("CA file {path}: {e}")))?;
         for cert in rustls_pemfile::certs(&mut pem.as_slice()) {
-            let cert = cert.map_err(|e| format!("CA file {path}: {e}"))?;
-            roots.add(cert).map_err(|e| format!("CA file {path}: {e}"))?;
+            let cert = cert.map_err(|e| crate::deliver::kind::BuildError::Tls(format!("CA file {path}: {e}")))?;
+            roots.add(cert).map_err(|e| crate::deliver::kind::BuildError::Tls(format!("CA file {path}: {e}")))?;
         }
     }
     let config = rustls::ClientConfig::builder().with_root_certificates(roots).with_no_client_auth();
@@ -40,12 +40,12 @@ fn tls_connector(ca_file: Option<&str>) -> Result<tokio_rustls::TlsConnector, St
 }
 
 impl SyslogClient {
-    pub fn new(cfg: &SyslogConfig, env: &Env) -> Result<SyslogClient, String> {
+    pub fn new(cfg: &SyslogConfig, env: &Env) -> Result<SyslogClient, crate::deliver::kind::BuildError> {
         let tls = if cfg.protocol == Protocol::Tls {
             let host =
                 cfg.server_name.clone().unwrap_or_else(|| cfg.address.rsplit_once(':').map_or(cfg.address.clone(), |(h, _)| h.to_string()));
             let host = host.trim_start_matches('[').trim_end_matches(']').to_string();
-            let name = rustls::pki_types::ServerName::try_from(host.clone()).map_err(|e| format!("TLS server name {host:?}: {e}"))?;
+            let name = rustls::pki_types::ServerName::try_from(host.clone()).map_err(|e| crate::deliver::kind::BuildError::Setting(format!("TLS server name {host:?}: {e}")))?;
             Some((tls_connector(cfg.ca_file.as_deref())?, name))
         } else {
             None

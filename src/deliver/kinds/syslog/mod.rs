@@ -24,7 +24,7 @@ impl crate::deliver::kind::Kind for Syslog {
         Vec::new()
     }
 
-    fn client(_name: &str, c: &SyslogConfig, env: &crate::deliver::env::Env) -> Result<std::sync::Arc<dyn crate::deliver::Deliverer>, String> {
+    fn client(_name: &str, c: &SyslogConfig, env: &crate::deliver::env::Env) -> Result<std::sync::Arc<dyn crate::deliver::Deliverer>, crate::deliver::kind::BuildError> {
         Ok(std::sync::Arc::new(SyslogClient::new(c, env)?))
     }
 }

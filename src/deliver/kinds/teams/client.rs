@@ -16,7 +16,7 @@ pub struct TeamsClient {
 }
 
 impl TeamsClient {
-    pub fn new(cfg: &TeamsConfig, env: &Env) -> Result<TeamsClient, String> {
+    pub fn new(cfg: &TeamsConfig, env: &Env) -> Result<TeamsClient, crate::deliver::kind::BuildError> {
         let urls = PerRecipient::resolve(&cfg.recipient_urls, env, "webhook URL", "recipientUrls")?;
         Ok(TeamsClient { http: env.http.clone(), urls })
     }

@@ -16,7 +16,7 @@ pub struct TeamsWorkflowsClient {
 }
 
 impl TeamsWorkflowsClient {
-    pub fn new(cfg: &TeamsWorkflowsConfig, env: &Env) -> Result<TeamsWorkflowsClient, String> {
+    pub fn new(cfg: &TeamsWorkflowsConfig, env: &Env) -> Result<TeamsWorkflowsClient, crate::deliver::kind::BuildError> {
         let urls = PerRecipient::resolve(&cfg.recipient_urls, env, "workflow URL", "recipientUrls")?;
         Ok(TeamsWorkflowsClient { http: env.http.clone(), urls })
     }

@@ -27,7 +27,7 @@ impl crate::deliver::kind::Kind for TeamsWorkflows {
         c.recipient_urls.values().map(String::as_str).collect()
     }
 
-    fn client(_name: &str, c: &TeamsWorkflowsConfig, env: &crate::deliver::env::Env) -> Result<std::sync::Arc<dyn crate::deliver::Deliverer>, String> {
+    fn client(_name: &str, c: &TeamsWorkflowsConfig, env: &crate::deliver::env::Env) -> Result<std::sync::Arc<dyn crate::deliver::Deliverer>, crate::deliver::kind::BuildError> {
         Ok(std::sync::Arc::new(TeamsWorkflowsClient::new(c, env)?))
     }
 }

@@ -25,7 +25,7 @@ pub struct TelegramClient {
 }
 
 impl TelegramClient {
-    pub fn new(service: &str, cfg: &TelegramConfig, env: &Env) -> Result<TelegramClient, String> {
+    pub fn new(service: &str, cfg: &TelegramConfig, env: &Env) -> Result<TelegramClient, crate::deliver::kind::BuildError> {
         Ok(TelegramClient {
             http: env.http.clone(),
             base: cfg.api_url.clone().unwrap_or_else(|| "https://api.telegram.org".into()).trim_end_matches('/').to_string(),

@@ -27,7 +27,7 @@ impl crate::deliver::kind::Kind for Telegram {
         vec![c.token.as_str()]
     }
 
-    fn client(name: &str, c: &TelegramConfig, env: &crate::deliver::env::Env) -> Result<std::sync::Arc<dyn crate::deliver::Deliverer>, String> {
+    fn client(name: &str, c: &TelegramConfig, env: &crate::deliver::env::Env) -> Result<std::sync::Arc<dyn crate::deliver::Deliverer>, crate::deliver::kind::BuildError> {
         Ok(std::sync::Arc::new(TelegramClient::new(name, c, env)?))
     }
 }

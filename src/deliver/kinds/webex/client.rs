@@ -24,7 +24,7 @@ pub struct WebexClient {
 }
 
 impl WebexClient {
-    pub fn new(service: &str, cfg: &WebexConfig, env: &Env) -> Result<WebexClient, String> {
+    pub fn new(service: &str, cfg: &WebexConfig, env: &Env) -> Result<WebexClient, crate::deliver::kind::BuildError> {
         let base = cfg.api_url.clone().unwrap_or_else(|| "https://webexapis.com".into());
         Ok(WebexClient {
             http: env.http.clone(),

@@ -25,7 +25,7 @@ impl crate::deliver::kind::Kind for Webex {
         vec![c.token.as_str()]
     }
 
-    fn client(name: &str, c: &WebexConfig, env: &crate::deliver::env::Env) -> Result<std::sync::Arc<dyn crate::deliver::Deliverer>, String> {
+    fn client(name: &str, c: &WebexConfig, env: &crate::deliver::env::Env) -> Result<std::sync::Arc<dyn crate::deliver::Deliverer>, crate::deliver::kind::BuildError> {
         Ok(std::sync::Arc::new(WebexClient::new(name, c, env)?))
     }
 }

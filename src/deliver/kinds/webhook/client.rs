@@ -8,7 +8,7 @@ use crate::deliver::http;
 use crate::deliver::outcome::Outcome;
 use crate::deliver::worker::{BoxFuture, Deliverer, one_by_one};
 use crate::model::Notification;
-use crate::secret::{Secret, SecretError, Secrets};
+use crate::secret::{Secret, Secrets};
 
 /// Sends webhook requests.
 pub struct WebhookClient {
@@ -20,10 +20,10 @@ pub struct WebhookClient {
 }
 
 impl WebhookClient {
-    pub fn new(cfg: &WebhookConfig, secrets: &Secrets, shared: &reqwest::Client) -> Result<WebhookClient, String> {
-        let resolve = |s: &str| secrets.resolve(s).map_err(|e: SecretError| e.to_string());
+    pub fn new(cfg: &WebhookConfig, secrets: &Secrets, shared: &reqwest::Client) -> Result<WebhookClient, crate::deliver::kind::BuildError> {
+        let resolve = |s: &str| secrets.resolve(s);
         let http = http::client_for(shared, cfg.ca_file.as_deref(), cfg.insecure_skip_verify)?;
-        let headers = secrets.resolve_map(&cfg.headers).map_err(|e| e.to_string())?;
+        let headers = secrets.resolve_map(&cfg.headers)?;
         Ok(WebhookClient {
             http,
             url: resolve(&cfg.url)?.expose().to_string(),

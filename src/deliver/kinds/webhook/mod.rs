@@ -30,7 +30,7 @@ impl crate::deliver::kind::Kind for Webhook {
         out
     }
 
-    fn client(_name: &str, c: &WebhookConfig, env: &crate::deliver::env::Env) -> Result<std::sync::Arc<dyn crate::deliver::Deliverer>, String> {
+    fn client(_name: &str, c: &WebhookConfig, env: &crate::deliver::env::Env) -> Result<std::sync::Arc<dyn crate::deliver::Deliverer>, crate::deliver::kind::BuildError> {
         Ok(std::sync::Arc::new(WebhookClient::new(c, &env.secrets, &env.http)?))
     }
 }
