@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
-use serde_json::Value;
+use serde_json::{Map, Value};
 
 use super::env::Env;
 use super::outcome::{ConfigDuration, DeliverySettings, RateSettings, RetrySettings};
@@ -59,6 +59,62 @@ pub struct Limits {
     pub concurrency: usize,
 }
 
+/// How Argo CD's settings for a service of this kind (`service.<name>` in
+/// argocd-notifications-cm) become driftwatch's; `driftwatch import` reads it.
+#[derive(Debug, Clone, Copy)]
+pub struct ArgoService {
+    /// The service type Argo CD names it by (`pagerdutyv2` for `pagerduty`).
+    pub name: &'static str,
+    /// Each Argo CD setting driftwatch takes, and its name here.
+    pub settings: &'static [(&'static str, &'static str)],
+    /// Argo CD settings driftwatch does not need, and why (noted, not marked).
+    pub not_needed: &'static [(&'static str, &'static str)],
+    /// Whether the converted service says its `type:` (Argo CD's `slack` service is
+    /// driftwatch's by name; every other is written with its type).
+    pub typed: bool,
+    /// Settings in the order Argo CD's were written (`true`), or in the table's.
+    pub written_order: bool,
+}
+
+/// What an import makes of one Argo CD service's settings.
+#[derive(Debug, Default, Clone, PartialEq)]
+pub struct Imported {
+    /// The driftwatch settings (ordered as [`ArgoService::written_order`] says).
+    pub settings: Map<String, Value>,
+    /// Argo CD settings this kind does not have: the import marks them.
+    pub unknown: Vec<String>,
+    /// Settings not needed, with why.
+    pub notes: Vec<(String, &'static str)>,
+}
+
+impl ArgoService {
+    /// The settings by the table: each known one renamed, each not needed noted, the
+    /// rest unknown.
+    pub fn convert(&self, argo: &Map<String, Value>) -> Imported {
+        let mut out = Imported::default();
+        let order: Vec<&str> = if self.written_order {
+            argo.keys().map(String::as_str).filter(|k| self.settings.iter().any(|(from, _)| from == k)).collect()
+        } else {
+            self.settings.iter().map(|(from, _)| *from).collect()
+        };
+        for from in order {
+            if let (Some(v), Some((_, to))) = (argo.get(from), self.settings.iter().find(|(f, _)| *f == from)) {
+                out.settings.insert((*to).to_string(), v.clone());
+            }
+        }
+        for k in argo.keys() {
+            if self.settings.iter().any(|(from, _)| from == k) {
+                continue;
+            }
+            match self.not_needed.iter().find(|(n, _)| n == k) {
+                Some((_, why)) => out.notes.push((k.clone(), why)),
+                None => out.unknown.push(k.clone()),
+            }
+        }
+        out
+    }
+}
+
 /// Everything about one destination kind that the rest of driftwatch needs.
 pub trait Kind {
     /// Its name in `type:` and in `service:recipient`.
@@ -69,6 +125,15 @@ pub trait Kind {
     const LIMITS: Limits;
     /// Shapes its payload from a template's fields.
     const ENCODE: Encoder;
+
+    /// Argo CD's service of this kind, when Argo CD has one (`None`: an import never
+    /// produces it).
+    const ARGO: Option<ArgoService>;
+
+    /// Argo CD's settings as this kind's; the table does it unless a kind needs more.
+    fn import(argo: &Map<String, Value>) -> Option<Imported> {
+        Self::ARGO.map(|a| a.convert(argo))
+    }
 
     /// Reads its settings; serde's own message names the setting at fault.
     fn config(v: Value) -> Result<Self::Config, SettingsError> {

@@ -38,109 +38,8 @@ pub(super) fn service(e: &Entry, rest: &str, out: &mut Out) {
     };
     let mut refs = Vec::new();
     collect_refs(&Value::Object(cfg.clone()), &mut refs);
-    let mut svc = Map::new();
-    let mut unknown: Vec<String> = Vec::new();
-    let copy = |svc: &mut Map<String, Value>, from: &str, to: &str| {
-        if let Some(v) = cfg.get(from) {
-            svc.insert(to.into(), v.clone());
-        }
-    };
-    let converted = match kind {
-        "slack" => {
-            for (from, to) in [("token", "token"), ("username", "username"), ("icon", "icon"), ("apiURL", "apiUrl")] {
-                copy(&mut svc, from, to);
-            }
-            for k in cfg.keys() {
-                match k.as_str() {
-                    "token" | "username" | "icon" | "apiURL" => {}
-                    "signingSecret" => {
-                        out.note(e, &format!("{item}.signingSecret"), "used by Argo CD for incoming Slack requests only; not needed")
-                    }
-                    other => unknown.push(other.into()),
-                }
-            }
-            true
-        }
-        "email" => {
-            svc.insert("type".into(), json!("email"));
-            for f in ["host", "port", "from", "username", "password"] {
-                copy(&mut svc, f, f);
-            }
-            let port = cfg.get("port").and_then(|p| p.as_u64().or_else(|| p.as_str().and_then(|s| s.parse().ok())));
-            // Argo CD (gomail) uses implicit TLS on 465 and STARTTLS elsewhere.
-            svc.insert("tls".into(), json!(if port == Some(465) { "implicit" } else { "starttls" }));
-            for k in cfg.keys() {
-                match k.as_str() {
-                    "host" | "port" | "from" | "username" | "password" => {}
-                    "html" => out.note(e, &format!("{item}.html"), "driftwatch sends an HTML part when the template has `email.html`"),
-                    other => unknown.push(other.into()),
-                }
-            }
-            true
-        }
-        "webhook" => {
-            svc.insert("type".into(), json!("webhook"));
-            copy(&mut svc, "url", "url");
-            copy(&mut svc, "basicAuth", "basicAuth");
-            copy(&mut svc, "insecureSkipVerify", "insecureSkipVerify");
-            if let Some(h) = cfg.get("headers").and_then(Value::as_array) {
-                let mut headers = Map::new();
-                for hd in h {
-                    if let (Some(n), Some(v)) = (hd.get("name").and_then(Value::as_str), hd.get("value")) {
-                        headers.insert(n.into(), json!(display(v)));
-                    }
-                }
-                svc.insert("headers".into(), Value::Object(headers));
-            }
-            for k in cfg.keys() {
-                match k.as_str() {
-                    "url" | "basicAuth" | "insecureSkipVerify" | "headers" => {}
-                    "retryWaitMin" | "retryWaitMax" | "retryMax" => {
-                        out.note(e, &format!("{item}.{k}"), "driftwatch retries with its own backoff (see `retry:` in destinations.md)")
-                    }
-                    other => unknown.push(other.into()),
-                }
-            }
-            true
-        }
-        k @ ("teams" | "opsgenie" | "alertmanager" | "googlechat" | "github" | "telegram" | "mattermost" | "grafana" | "webex"
-        | "teams-workflows" | "pushover" | "newrelic" | "rocketchat") => {
-            let allowed: &[&str] = match k {
-                "rocketchat" => &["serverUrl", "email", "password"],
-                "teams-workflows" => &["recipientUrls"],
-                "newrelic" => &["apiURL", "apiKey"],
-                "telegram" | "webex" | "pushover" => &["token"],
-                "mattermost" => &["apiURL", "token", "insecureSkipVerify"],
-                "grafana" => &["apiUrl", "apiKey", "insecureSkipVerify"],
-                "github" => &["appID", "installationID", "privateKey", "enterpriseBaseURL"],
-                "teams" => &["recipientUrls"],
-                "opsgenie" => &["apiUrl", "apiKeys"],
-                "alertmanager" => &["targets", "scheme", "apiPath", "basicAuth", "bearerToken", "insecureSkipVerify"],
-                _ => &["webhooks"],
-            };
-            svc.insert("type".into(), json!(k));
-            for (key, v) in &cfg {
-                if allowed.contains(&key.as_str()) {
-                    svc.insert(key.clone(), v.clone());
-                } else {
-                    unknown.push(key.clone());
-                }
-            }
-            true
-        }
-        "pagerdutyv2" => {
-            svc.insert("type".into(), json!("pagerduty"));
-            copy(&mut svc, "serviceKeys", "routingKeys");
-            for k in cfg.keys() {
-                if k != "serviceKeys" {
-                    unknown.push(k.clone());
-                }
-            }
-            true
-        }
-        _ => false,
-    };
-    if !converted {
+    // The kind Argo CD's service type names, and its mapping, from the kind registry.
+    let Some((dest, argo, convert)) = crate::deliver::kinds::argo_service(kind) else {
         out.report.services.todo += 1;
         let reason = if OTHER_KINDS.contains(&kind) {
             format!("driftwatch has no {kind} destination; subscriptions to `{name}` are reported until it is configured")
@@ -152,7 +51,17 @@ pub(super) fn service(e: &Entry, rest: &str, out: &mut Out) {
         line.push_str(&commented(&display(&e.value)));
         out.config_todos.push(line);
         return;
+    };
+    let imported = convert(&cfg).unwrap_or_default();
+    let mut svc = Map::new();
+    if argo.typed {
+        svc.insert("type".into(), json!(dest.as_str()));
     }
+    svc.extend(imported.settings);
+    for (k, why) in &imported.notes {
+        out.note(e, &format!("{item}.{k}"), why);
+    }
+    let unknown = imported.unknown;
     if !unknown.is_empty() {
         out.report.services.todo += 1;
         let line = out.todo(e, &item, &format!("settings driftwatch's {kind} service does not have: {}", unknown.join(", ")));
@@ -166,5 +75,58 @@ pub(super) fn service(e: &Entry, rest: &str, out: &mut Out) {
     let services = out.config.entry("services").or_insert_with(|| json!({}));
     if let Some(m) = services.as_object_mut() {
         m.insert(name.to_string(), Value::Object(svc));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every service type Argo CD's notifications engine has either converts to a
+    /// registered kind or is one driftwatch says it does not have.
+    #[test]
+    fn every_argo_cd_service_type_is_known() {
+        let argo = [
+            "alertmanager",
+            "awssqs",
+            "email",
+            "github",
+            "gitlab",
+            "googlechat",
+            "grafana",
+            "mattermost",
+            "newrelic",
+            "opsgenie",
+            "pagerduty",
+            "pagerdutyv2",
+            "pushover",
+            "rocketchat",
+            "slack",
+            "teams",
+            "teams-workflows",
+            "telegram",
+            "webex",
+            "webhook",
+        ];
+        for t in argo {
+            assert!(crate::deliver::kinds::argo_service(t).is_some() || OTHER_KINDS.contains(&t), "{t}");
+        }
+    }
+
+    #[test]
+    fn a_service_converts_through_its_kind() {
+        let e = Entry {
+            file: "cm.yaml".into(),
+            line: 3,
+            key: "service.webhook.hook".into(),
+            value: json!({"url": "https://x", "headers": [{"name": "X-A", "value": "$t"}], "retryMax": 3, "bogus": 1}),
+        };
+        let mut out = Out::new(&super::super::read::Input { entries: vec![e.clone()], ..Default::default() });
+        service(&e, "webhook.hook", &mut out);
+        assert_eq!(out.config["services"]["hook"], json!({"type": "webhook", "url": "https://x", "headers": {"X-A": "$t"}}));
+        assert_eq!(out.report.todos.len(), 1, "bogus is marked");
+        assert!(out.report.todos[0].reason.contains("bogus"));
+        assert!(out.report.notes.iter().any(|n| n.item == "service webhook.hook.retryMax"), "{:?}", out.report.notes);
+        assert_eq!(out.secret_refs.keys().collect::<Vec<_>>(), ["t"]);
     }
 }

@@ -70,8 +70,20 @@ macro_rules! registry {
             <console::Console as Kind>::ENCODE
         }
 
+        /// The kind Argo CD calls `argo_name` (`pagerdutyv2`), and how its settings
+        /// become driftwatch's.
+        pub fn argo_service(argo_name: &str) -> Option<(DestinationKind, kind::ArgoService, fn(&serde_json::Map<String, Value>) -> Option<kind::Imported>)> {
+            $(if let Some(a) = <$module::$kind as Kind>::ARGO && a.name == argo_name {
+                return Some((<$module::$kind as Kind>::KIND, a, <$module::$kind as Kind>::import));
+            })*
+            None
+        }
+
         /// The registered kinds, in registry order.
         pub const REGISTERED: &[DestinationKind] = &[$(<$module::$kind as Kind>::KIND),*];
+
+        /// Argo CD's name of each registered kind Argo CD has.
+        pub const ARGO_NAMES: &[Option<&str>] = &[$(match <$module::$kind as Kind>::ARGO { Some(a) => Some(a.name), None => None }),*];
 
         /// The folders registered, by name.
         pub const FOLDERS: &[&str] = &[$(stringify!($module)),*];
@@ -136,5 +148,29 @@ mod tests {
         for (folder, kind) in FOLDERS.iter().zip(REGISTERED) {
             assert_eq!(folder.replace('_', "-"), kind.as_str(), "the folder is named after its kind");
         }
+    }
+
+    /// Each Argo CD service type maps to one kind, and back: `driftwatch import` finds
+    /// every kind that declares one by that name, with its own kind and mapping.
+    #[test]
+    fn argo_cd_names_map_to_one_kind_each() {
+        let names: Vec<&str> = ARGO_NAMES.iter().flatten().copied().collect();
+        let mut unique = names.clone();
+        unique.sort();
+        unique.dedup();
+        assert_eq!(unique.len(), names.len(), "two kinds claim one Argo CD name: {names:?}");
+        for (name, kind) in ARGO_NAMES.iter().zip(REGISTERED) {
+            match name {
+                Some(n) => {
+                    let (found, argo, convert) = argo_service(n).unwrap_or_else(|| panic!("{n}"));
+                    assert_eq!((found, argo.name), (*kind, *n));
+                    assert!(convert(&serde_json::Map::new()).is_some(), "{n}: a mapping that converts");
+                }
+                None => {
+                    assert!(matches!(kind.as_str(), "console" | "splunk" | "signed-webhook" | "syslog"), "{kind:?} has no Argo CD mapping")
+                }
+            }
+        }
+        assert!(argo_service("pagerduty").is_none(), "Argo CD's pagerduty (v1) is not driftwatch's pagerduty (Events v2)");
     }
 }

@@ -23,6 +23,13 @@ impl crate::deliver::kind::Kind for Alertmanager {
     type Config = AlertmanagerConfig;
     const LIMITS: crate::deliver::kind::Limits = crate::deliver::kind::Limits { per_second: 20.0, burst: 40, concurrency: 4 };
     const ENCODE: crate::template::Encoder = payload::encode;
+    const ARGO: Option<crate::deliver::kind::ArgoService> = Some(crate::deliver::kind::ArgoService {
+        name: "alertmanager",
+        settings: &[("targets", "targets"), ("scheme", "scheme"), ("apiPath", "apiPath"), ("basicAuth", "basicAuth"), ("bearerToken", "bearerToken"), ("insecureSkipVerify", "insecureSkipVerify")],
+        not_needed: &[],
+        typed: true,
+        written_order: true,
+    });
 
     fn validate(c: &AlertmanagerConfig) -> Result<(), crate::deliver::kind::SettingsError> {
         if c.targets.is_empty() {

@@ -19,6 +19,21 @@ impl crate::deliver::kind::Kind for Email {
     type Config = EmailConfig;
     const LIMITS: crate::deliver::kind::Limits = crate::deliver::kind::Limits { per_second: 5.0, burst: 10, concurrency: 2 };
     const ENCODE: crate::template::Encoder = payload::encode;
+    const ARGO: Option<crate::deliver::kind::ArgoService> = Some(crate::deliver::kind::ArgoService {
+        name: "email",
+        settings: &[("host", "host"), ("port", "port"), ("from", "from"), ("username", "username"), ("password", "password")],
+        not_needed: &[("html", "driftwatch sends an HTML part when the template has `email.html`")],
+        typed: true,
+        written_order: false,
+    });
+
+    /// Argo CD's mailer (gomail) uses implicit TLS on port 465 and STARTTLS elsewhere.
+    fn import(argo: &serde_json::Map<String, serde_json::Value>) -> Option<crate::deliver::kind::Imported> {
+        let mut out = Self::ARGO?.convert(argo);
+        let port = argo.get("port").and_then(|p| p.as_u64().or_else(|| p.as_str().and_then(|s| s.parse().ok())));
+        out.settings.insert("tls".into(), serde_json::json!(if port == Some(465) { "implicit" } else { "starttls" }));
+        Some(out)
+    }
 
     fn secrets(c: &EmailConfig) -> Vec<&str> {
         [&c.username, &c.password].into_iter().flatten().map(String::as_str).collect()

@@ -26,6 +26,13 @@ impl crate::deliver::kind::Kind for Github {
     type Config = GitHubConfig;
     const LIMITS: crate::deliver::kind::Limits = crate::deliver::kind::Limits { per_second: 1.0, burst: 5, concurrency: 2 };
     const ENCODE: crate::template::Encoder = payload::encode;
+    const ARGO: Option<crate::deliver::kind::ArgoService> = Some(crate::deliver::kind::ArgoService {
+        name: "github",
+        settings: &[("appID", "appID"), ("installationID", "installationID"), ("privateKey", "privateKey"), ("enterpriseBaseURL", "enterpriseBaseURL")],
+        not_needed: &[],
+        typed: true,
+        written_order: true,
+    });
 
     fn validate(c: &GitHubConfig) -> Result<(), crate::deliver::kind::SettingsError> {
         let app = [&c.app_id, &c.installation_id, &c.private_key].iter().all(|x| x.is_some());

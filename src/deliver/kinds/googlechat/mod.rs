@@ -22,6 +22,13 @@ impl crate::deliver::kind::Kind for Googlechat {
     type Config = GoogleChatConfig;
     const LIMITS: crate::deliver::kind::Limits = crate::deliver::kind::Limits { per_second: 1.0, burst: 3, concurrency: 2 };
     const ENCODE: crate::template::Encoder = payload::encode;
+    const ARGO: Option<crate::deliver::kind::ArgoService> = Some(crate::deliver::kind::ArgoService {
+        name: "googlechat",
+        settings: &[("webhooks", "webhooks")],
+        not_needed: &[],
+        typed: true,
+        written_order: true,
+    });
 
     fn secrets(c: &GoogleChatConfig) -> Vec<&str> {
         c.webhooks.values().map(String::as_str).collect()

@@ -20,6 +20,13 @@ impl crate::deliver::kind::Kind for Mattermost {
     type Config = MattermostConfig;
     const LIMITS: crate::deliver::kind::Limits = crate::deliver::kind::Limits { per_second: 1.0, burst: 5, concurrency: 2 };
     const ENCODE: crate::template::Encoder = payload::encode;
+    const ARGO: Option<crate::deliver::kind::ArgoService> = Some(crate::deliver::kind::ArgoService {
+        name: "mattermost",
+        settings: &[("apiURL", "apiURL"), ("token", "token"), ("insecureSkipVerify", "insecureSkipVerify")],
+        not_needed: &[],
+        typed: true,
+        written_order: true,
+    });
 
     fn secrets(c: &MattermostConfig) -> Vec<&str> {
         vec![c.token.as_str()]

@@ -21,6 +21,13 @@ impl crate::deliver::kind::Kind for Newrelic {
     type Config = NewRelicConfig;
     const LIMITS: crate::deliver::kind::Limits = crate::deliver::kind::Limits { per_second: 2.0, burst: 5, concurrency: 2 };
     const ENCODE: crate::template::Encoder = payload::encode;
+    const ARGO: Option<crate::deliver::kind::ArgoService> = Some(crate::deliver::kind::ArgoService {
+        name: "newrelic",
+        settings: &[("apiURL", "apiURL"), ("apiKey", "apiKey")],
+        not_needed: &[],
+        typed: true,
+        written_order: true,
+    });
 
     fn secrets(c: &NewRelicConfig) -> Vec<&str> {
         vec![c.api_key.as_str()]

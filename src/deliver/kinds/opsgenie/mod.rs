@@ -22,6 +22,13 @@ impl crate::deliver::kind::Kind for Opsgenie {
     type Config = OpsgenieConfig;
     const LIMITS: crate::deliver::kind::Limits = crate::deliver::kind::Limits { per_second: 5.0, burst: 10, concurrency: 2 };
     const ENCODE: crate::template::Encoder = payload::encode;
+    const ARGO: Option<crate::deliver::kind::ArgoService> = Some(crate::deliver::kind::ArgoService {
+        name: "opsgenie",
+        settings: &[("apiUrl", "apiUrl"), ("apiKeys", "apiKeys")],
+        not_needed: &[],
+        typed: true,
+        written_order: true,
+    });
 
     fn secrets(c: &OpsgenieConfig) -> Vec<&str> {
         c.api_keys.values().map(String::as_str).collect()

@@ -20,6 +20,13 @@ impl crate::deliver::kind::Kind for Pagerduty {
     type Config = PagerDutyConfig;
     const LIMITS: crate::deliver::kind::Limits = crate::deliver::kind::Limits { per_second: 1.5, burst: 10, concurrency: 2 };
     const ENCODE: crate::template::Encoder = payload::encode;
+    const ARGO: Option<crate::deliver::kind::ArgoService> = Some(crate::deliver::kind::ArgoService {
+        name: "pagerdutyv2",
+        settings: &[("serviceKeys", "routingKeys")],
+        not_needed: &[],
+        typed: true,
+        written_order: false,
+    });
 
     fn secrets(c: &PagerDutyConfig) -> Vec<&str> {
         c.routing_keys.values().map(String::as_str).collect()

@@ -22,6 +22,13 @@ impl crate::deliver::kind::Kind for Rocketchat {
     type Config = RocketChatConfig;
     const LIMITS: crate::deliver::kind::Limits = crate::deliver::kind::Limits { per_second: 1.0, burst: 5, concurrency: 2 };
     const ENCODE: crate::template::Encoder = payload::encode;
+    const ARGO: Option<crate::deliver::kind::ArgoService> = Some(crate::deliver::kind::ArgoService {
+        name: "rocketchat",
+        settings: &[("serverUrl", "serverUrl"), ("email", "email"), ("password", "password")],
+        not_needed: &[],
+        typed: true,
+        written_order: true,
+    });
 
     fn validate(c: &RocketChatConfig) -> Result<(), crate::deliver::kind::SettingsError> {
         let login = c.email.is_some() && c.password.is_some() && c.user_id.is_none() && c.token.is_none();

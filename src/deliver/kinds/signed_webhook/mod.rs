@@ -21,6 +21,8 @@ impl crate::deliver::kind::Kind for SignedWebhook {
     type Config = SignedWebhookConfig;
     const LIMITS: crate::deliver::kind::Limits = crate::deliver::kind::Limits { per_second: 10.0, burst: 20, concurrency: 16 };
     const ENCODE: crate::template::Encoder = payload::encode;
+    // Argo CD has no such service.
+    const ARGO: Option<crate::deliver::kind::ArgoService> = None;
 
     fn secrets(c: &SignedWebhookConfig) -> Vec<&str> {
         [c.url.as_str(), c.secret.as_str()].into_iter().chain(c.headers.values().map(String::as_str)).collect()

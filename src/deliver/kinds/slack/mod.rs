@@ -22,6 +22,13 @@ impl crate::deliver::kind::Kind for Slack {
     type Config = SlackConfig;
     const LIMITS: crate::deliver::kind::Limits = crate::deliver::kind::Limits { per_second: 1.0, burst: 3, concurrency: 2 };
     const ENCODE: crate::template::Encoder = payload::encode;
+    const ARGO: Option<crate::deliver::kind::ArgoService> = Some(crate::deliver::kind::ArgoService {
+        name: "slack",
+        settings: &[("token", "token"), ("username", "username"), ("icon", "icon"), ("apiURL", "apiUrl")],
+        not_needed: &[("signingSecret", "used by Argo CD for incoming Slack requests only; not needed")],
+        typed: false,
+        written_order: false,
+    });
 
     fn validate(c: &SlackConfig) -> Result<(), crate::deliver::kind::SettingsError> {
         if c.token.is_none() == c.webhook_url.is_none() {

@@ -22,6 +22,13 @@ impl crate::deliver::kind::Kind for Teams {
     type Config = TeamsConfig;
     const LIMITS: crate::deliver::kind::Limits = crate::deliver::kind::Limits { per_second: 1.0, burst: 3, concurrency: 2 };
     const ENCODE: crate::template::Encoder = payload::encode;
+    const ARGO: Option<crate::deliver::kind::ArgoService> = Some(crate::deliver::kind::ArgoService {
+        name: "teams",
+        settings: &[("recipientUrls", "recipientUrls")],
+        not_needed: &[],
+        typed: true,
+        written_order: true,
+    });
 
     fn secrets(c: &TeamsConfig) -> Vec<&str> {
         c.recipient_urls.values().map(String::as_str).collect()

@@ -22,6 +22,13 @@ impl crate::deliver::kind::Kind for Telegram {
     type Config = TelegramConfig;
     const LIMITS: crate::deliver::kind::Limits = crate::deliver::kind::Limits { per_second: 1.0, burst: 5, concurrency: 2 };
     const ENCODE: crate::template::Encoder = payload::encode;
+    const ARGO: Option<crate::deliver::kind::ArgoService> = Some(crate::deliver::kind::ArgoService {
+        name: "telegram",
+        settings: &[("token", "token")],
+        not_needed: &[],
+        typed: true,
+        written_order: true,
+    });
 
     fn secrets(c: &TelegramConfig) -> Vec<&str> {
         vec![c.token.as_str()]

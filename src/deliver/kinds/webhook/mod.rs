@@ -19,6 +19,29 @@ impl crate::deliver::kind::Kind for Webhook {
     type Config = WebhookConfig;
     const LIMITS: crate::deliver::kind::Limits = crate::deliver::kind::Limits { per_second: 10.0, burst: 20, concurrency: 16 };
     const ENCODE: crate::template::Encoder = payload::encode;
+    const ARGO: Option<crate::deliver::kind::ArgoService> = Some(crate::deliver::kind::ArgoService {
+        name: "webhook",
+        settings: &[("url", "url"), ("basicAuth", "basicAuth"), ("insecureSkipVerify", "insecureSkipVerify"), ("headers", "headers")],
+        not_needed: &[("retryWaitMin", "driftwatch retries with its own backoff (see `retry:` in destinations.md)"), ("retryWaitMax", "driftwatch retries with its own backoff (see `retry:` in destinations.md)"), ("retryMax", "driftwatch retries with its own backoff (see `retry:` in destinations.md)")],
+        typed: true,
+        written_order: false,
+    });
+
+    /// Argo CD's headers are a list of `{name, value}`; driftwatch's a map.
+    fn import(argo: &serde_json::Map<String, serde_json::Value>) -> Option<crate::deliver::kind::Imported> {
+        let mut out = Self::ARGO?.convert(argo);
+        if let Some(list) = argo.get("headers").and_then(serde_json::Value::as_array) {
+            let mut headers = serde_json::Map::new();
+            for h in list {
+                if let (Some(n), Some(v)) = (h.get("name").and_then(serde_json::Value::as_str), h.get("value")) {
+                    let v = v.as_str().map_or_else(|| serde_json::to_string_pretty(v).unwrap_or_default(), str::to_string);
+                    headers.insert(n.into(), serde_json::json!(v));
+                }
+            }
+            out.settings.insert("headers".into(), serde_json::Value::Object(headers));
+        }
+        Some(out)
+    }
 
     fn secrets(c: &WebhookConfig) -> Vec<&str> {
         let mut out = vec![c.url.as_str()];
