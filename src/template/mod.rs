@@ -732,6 +732,13 @@ pub fn has_field(path: &str) -> bool {
     SECTION_FIELDS.iter().any(|(p, _)| *p == path)
 }
 
+/// Whether a template may have a `section:` for a destination: one with fields of
+/// fixed names, or one keyed by name (`webhook.<service>`, `alertmanager.labels`,
+/// `github.status`).
+pub fn has_section(section: &str) -> bool {
+    SECTION_FIELDS.iter().any(|(p, _)| p.split('.').next() == Some(section)) || matches!(section, "webhook" | "alertmanager" | "github")
+}
+
 /// Whether `section.field` must render to JSON.
 pub fn is_json_field(path: &str) -> bool {
     SECTION_FIELDS.iter().any(|(p, k)| *p == path && *k == FieldKind::Json)

@@ -150,6 +150,40 @@ mod tests {
         }
     }
 
+    /// Every template section and field a kind's encoder reads is one a template can
+    /// have: a section the schema does not define could never be written, so what the
+    /// encoder reads there would silently be nothing.
+    #[test]
+    fn every_template_section_a_kind_reads_exists() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src/deliver/kinds");
+        let mut read = 0;
+        for folder in FOLDERS {
+            let Ok(text) = std::fs::read_to_string(dir.join(folder).join("payload.rs")) else { continue };
+            for call in ["message_and_section(\"", "copy_section(\"", "text(\"", "json(\"", "severity_of(\""] {
+                for (i, _) in text.match_indices(call) {
+                    let rest = &text[i + call.len()..];
+                    let lit = &rest[..rest.find('"').unwrap_or(0)];
+                    let section = lit.split('.').next().unwrap_or_default();
+                    let whole = call.starts_with("message_and_section") || call.starts_with("copy_section");
+                    if whole || lit.contains('.') {
+                        read += 1;
+                        assert!(
+                            crate::template::has_section(section),
+                            "{folder}/payload.rs reads template section {section:?}, which no template can have"
+                        );
+                        if !whole && !matches!(section, "webhook" | "alertmanager" | "github") {
+                            assert!(
+                                crate::template::has_field(lit),
+                                "{folder}/payload.rs reads template field {lit:?}, which no template can have"
+                            );
+                        }
+                    }
+                }
+            }
+        }
+        assert!(read > 20, "the scan found only {read} reads: it is not reading the encoders");
+    }
+
     /// Each Argo CD service type maps to one kind, and back: `driftwatch import` finds
     /// every kind that declares one by that name, with its own kind and mapping.
     #[test]
