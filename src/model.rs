@@ -188,101 +188,83 @@ impl Project {
     }
 }
 
-/// The kinds of destination a template can render for. A service in the config has
-/// exactly one kind.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum DestinationKind {
-    Console,
-    Slack,
-    Email,
-    Pagerduty,
-    Webhook,
-    /// Splunk HTTP Event Collector (SIEM).
-    Splunk,
-    /// A JSON webhook signed with HMAC-SHA256 (SIEM).
-    SignedWebhook,
-    /// Syslog RFC 5424 over UDP, TCP or TLS (SIEM).
-    Syslog,
-    /// Microsoft Teams incoming webhooks (MessageCard).
-    Teams,
-    /// Opsgenie alerts (create, close by alias).
-    Opsgenie,
-    /// Prometheus Alertmanager's v2 alerts API (fire, resolve with `endsAt`).
-    Alertmanager,
-    /// Google Chat incoming webhooks (cards v2, threads).
-    Googlechat,
-    /// GitHub commit statuses, deployments, pull-request comments.
-    Github,
-    /// Telegram's Bot API.
-    Telegram,
-    /// Mattermost posts.
-    Mattermost,
-    /// Grafana annotations.
-    Grafana,
-    /// Webex messages.
-    Webex,
-    /// Microsoft Teams through a Power Automate workflow (Adaptive Cards).
-    TeamsWorkflows,
-    /// Pushover notifications.
-    Pushover,
-    /// New Relic deployment markers.
-    Newrelic,
-    /// Rocket.Chat messages.
-    Rocketchat,
+/// Every destination kind, one line each (`folder::Type = "name"`, with its doc): the one
+/// list a new kind is added to. This file expands it into [`DestinationKind`]; the
+/// registry (`deliver/kinds/mod.rs`) into the kinds' folders and their dispatch.
+macro_rules! destination_kinds {
+    ($then:ident) => {
+        $then! {
+            /// Each notification as one JSON line on stdout.
+            console::Console = "console",
+            /// Slack, through the Web API (edits on resolve) or an incoming webhook.
+            slack::Slack = "slack",
+            /// E-mail over SMTP.
+            email::Email = "email",
+            /// PagerDuty's Events API v2 (trigger, resolve by `dedup_key`).
+            pagerduty::Pagerduty = "pagerduty",
+            /// One HTTP request per notification.
+            webhook::Webhook = "webhook",
+            /// Splunk HTTP Event Collector (SIEM).
+            splunk::Splunk = "splunk",
+            /// A JSON webhook signed with HMAC-SHA256 (SIEM).
+            signed_webhook::SignedWebhook = "signed-webhook",
+            /// Syslog RFC 5424 over UDP, TCP or TLS (SIEM).
+            syslog::Syslog = "syslog",
+            /// Microsoft Teams incoming webhooks (MessageCard).
+            teams::Teams = "teams",
+            /// Opsgenie alerts (create, close by alias).
+            opsgenie::Opsgenie = "opsgenie",
+            /// Prometheus Alertmanager's v2 alerts API (fire, resolve with `endsAt`).
+            alertmanager::Alertmanager = "alertmanager",
+            /// Google Chat incoming webhooks (cards v2, threads).
+            googlechat::Googlechat = "googlechat",
+            /// GitHub commit statuses, deployments, pull-request comments.
+            github::Github = "github",
+            /// Telegram's Bot API.
+            telegram::Telegram = "telegram",
+            /// Mattermost posts.
+            mattermost::Mattermost = "mattermost",
+            /// Grafana annotations.
+            grafana::Grafana = "grafana",
+            /// Webex messages.
+            webex::Webex = "webex",
+            /// Microsoft Teams through a Power Automate workflow (Adaptive Cards).
+            teams_workflows::TeamsWorkflows = "teams-workflows",
+            /// Pushover notifications.
+            pushover::Pushover = "pushover",
+            /// New Relic deployment markers.
+            newrelic::Newrelic = "newrelic",
+            /// Rocket.Chat messages.
+            rocketchat::Rocketchat = "rocketchat",
+        }
+    };
+}
+pub(crate) use destination_kinds;
+
+macro_rules! kind_enum {
+    ($($(#[$doc:meta])* $module:ident :: $kind:ident = $name:literal),* $(,)?) => {
+        /// The kinds of destination a template can render for. A service in the config
+        /// has exactly one kind.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+        pub enum DestinationKind {
+            $($(#[$doc])* #[serde(rename = $name)] $kind),*
+        }
+
+        impl DestinationKind {
+            pub const ALL: [DestinationKind; [$($name),*].len()] = [$(DestinationKind::$kind),*];
+
+            pub fn as_str(self) -> &'static str {
+                match self {
+                    $(DestinationKind::$kind => $name),*
+                }
+            }
+        }
+    };
 }
 
+destination_kinds!(kind_enum);
+
 impl DestinationKind {
-    pub const ALL: [DestinationKind; 21] = [
-        DestinationKind::Console,
-        DestinationKind::Slack,
-        DestinationKind::Email,
-        DestinationKind::Pagerduty,
-        DestinationKind::Webhook,
-        DestinationKind::Splunk,
-        DestinationKind::SignedWebhook,
-        DestinationKind::Syslog,
-        DestinationKind::Teams,
-        DestinationKind::Opsgenie,
-        DestinationKind::Alertmanager,
-        DestinationKind::Googlechat,
-        DestinationKind::Github,
-        DestinationKind::Telegram,
-        DestinationKind::Mattermost,
-        DestinationKind::Grafana,
-        DestinationKind::Webex,
-        DestinationKind::TeamsWorkflows,
-        DestinationKind::Pushover,
-        DestinationKind::Newrelic,
-        DestinationKind::Rocketchat,
-    ];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            DestinationKind::Console => "console",
-            DestinationKind::Slack => "slack",
-            DestinationKind::Email => "email",
-            DestinationKind::Pagerduty => "pagerduty",
-            DestinationKind::Webhook => "webhook",
-            DestinationKind::Splunk => "splunk",
-            DestinationKind::SignedWebhook => "signed-webhook",
-            DestinationKind::Syslog => "syslog",
-            DestinationKind::Teams => "teams",
-            DestinationKind::Opsgenie => "opsgenie",
-            DestinationKind::Alertmanager => "alertmanager",
-            DestinationKind::Googlechat => "googlechat",
-            DestinationKind::Github => "github",
-            DestinationKind::Telegram => "telegram",
-            DestinationKind::Mattermost => "mattermost",
-            DestinationKind::Grafana => "grafana",
-            DestinationKind::Webex => "webex",
-            DestinationKind::TeamsWorkflows => "teams-workflows",
-            DestinationKind::Pushover => "pushover",
-            DestinationKind::Newrelic => "newrelic",
-            DestinationKind::Rocketchat => "rocketchat",
-        }
-    }
-
     /// A kind by name; `pagerdutyv2`, Argo CD's name for PagerDuty's Events API v2, is
     /// `pagerduty`.
     pub fn parse(s: &str) -> Option<DestinationKind> {

@@ -1,7 +1,8 @@
-//! The registry of destination kinds: one line per kind, naming its folder and the type
-//! that implements [`Kind`] there. Services (parsing, building), encoders and default
-//! limits are looked up here and nowhere else; adding a kind is its folder plus its
-//! line (and its name in `model::DestinationKind`, which the layers below know).
+//! The registry of destination kinds: the one list of kinds (`model::destination_kinds`,
+//! a line per kind naming its folder, the type that implements [`Kind`] there and its
+//! name) expanded into the folders and their dispatch. Services (parsing, building),
+//! encoders, default limits and the import mapping are looked up here and nowhere
+//! else; adding a kind is its folder plus its line in that list.
 
 use std::sync::Arc;
 
@@ -14,7 +15,7 @@ use crate::model::DestinationKind;
 use crate::template::Encoder;
 
 macro_rules! registry {
-    ($($module:ident :: $kind:ident),* $(,)?) => {
+    ($($(#[$doc:meta])* $module:ident :: $kind:ident = $name:literal),* $(,)?) => {
         $(pub mod $module;)*
 
         /// The kind-specific configuration of one named service.
@@ -90,29 +91,7 @@ macro_rules! registry {
     };
 }
 
-registry! {
-    console::Console,
-    slack::Slack,
-    email::Email,
-    pagerduty::Pagerduty,
-    webhook::Webhook,
-    splunk::Splunk,
-    signed_webhook::SignedWebhook,
-    syslog::Syslog,
-    teams::Teams,
-    opsgenie::Opsgenie,
-    alertmanager::Alertmanager,
-    googlechat::Googlechat,
-    github::Github,
-    telegram::Telegram,
-    mattermost::Mattermost,
-    grafana::Grafana,
-    webex::Webex,
-    teams_workflows::TeamsWorkflows,
-    pushover::Pushover,
-    newrelic::Newrelic,
-    rocketchat::Rocketchat,
-}
+crate::model::destination_kinds!(registry);
 
 /// `kind`'s delivery settings before a service overrides them.
 pub fn default_settings(kind: DestinationKind) -> super::outcome::DeliverySettings {
