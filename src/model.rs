@@ -188,7 +188,8 @@ impl Project {
     }
 }
 
-/// Every destination kind, one line each (`folder::Type = "name"`, with its doc): the one
+/// Every destination kind, one line each (`folder::Type = "name"`, with its doc, and the
+/// other name its template section is read under, if any): the one
 /// list a new kind is added to. This file expands it into [`DestinationKind`]; the
 /// registry (`deliver/kinds/mod.rs`) into the kinds' folders and their dispatch.
 macro_rules! destination_kinds {
@@ -201,7 +202,7 @@ macro_rules! destination_kinds {
             /// E-mail over SMTP.
             email::Email = "email",
             /// PagerDuty's Events API v2 (trigger, resolve by `dedup_key`).
-            pagerduty::Pagerduty = "pagerduty",
+            pagerduty::Pagerduty = "pagerduty" | "pagerdutyv2",
             /// One HTTP request per notification.
             webhook::Webhook = "webhook",
             /// Splunk HTTP Event Collector (SIEM).
@@ -242,7 +243,7 @@ macro_rules! destination_kinds {
 pub(crate) use destination_kinds;
 
 macro_rules! kind_enum {
-    ($($(#[$doc:meta])* $module:ident :: $kind:ident = $name:literal),* $(,)?) => {
+    ($($(#[$doc:meta])* $module:ident :: $kind:ident = $name:literal $(| $alias:literal)?),* $(,)?) => {
         /// The kinds of destination a template can render for. A service in the config
         /// has exactly one kind.
         #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]

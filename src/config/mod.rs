@@ -11,6 +11,7 @@ use std::sync::Arc;
 use serde::Deserialize;
 use serde::de::{self, MapAccess, Visitor};
 
+use crate::deliver::kinds::TemplateDef;
 use crate::deliver::services::ServiceSpec;
 use crate::drift::classes::{ClassMap, ClassRule};
 use crate::model::{Destination, DestinationKind};
@@ -19,7 +20,7 @@ use crate::route::{GlobalSubscription, Router, Selector};
 use crate::secret::{Redactor, Secrets};
 use crate::source::{At, ConfigDuration, ConfigError, SourceFile};
 use crate::state::Retention;
-use crate::template::{TemplateDef, TemplateSet, Warning};
+use crate::template::{TemplateSet, Warning};
 use crate::trigger::{Trigger, TriggerDef, TriggerEngine};
 
 /// The built-in catalog, embedded by `build.rs` from `triggers/` and `templates/`.

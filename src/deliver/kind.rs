@@ -14,7 +14,8 @@ use super::outcome::{ConfigDuration, DeliverySettings, RateSettings, RetrySettin
 use super::worker::{Deliverer, ServiceRuntime};
 use crate::model::DestinationKind;
 use crate::secret::Secrets;
-use crate::template::Encoder;
+use crate::source::At;
+use crate::template::{Encoder, FieldKind};
 
 /// Why a service's settings are refused at load (`check`, `run` and reloads say it
 /// with the service's name).
@@ -126,6 +127,24 @@ pub trait Kind {
     /// Shapes its payload from a template's fields.
     const ENCODE: Encoder;
 
+    /// The template section this kind's encoder reads (`slack:`), typed: the template
+    /// files' schema for it. [`NoSection`] for a kind that reads the message only.
+    type Template: DeserializeOwned + Clone + std::fmt::Debug + Default + Send + Sync + 'static;
+    /// Whether a template may have this kind's section.
+    const TEMPLATE_SECTION: bool = false;
+    /// The section's fields with fixed names (`slack.attachments`), and whether each
+    /// renders to JSON: what `driftwatch import` maps Argo CD's fields onto.
+    const TEMPLATE_FIELDS: &'static [(&'static str, FieldKind)] = &[];
+
+    /// Every field a section holds, with its path and kind.
+    fn template_fields<'a>(_: &'a Self::Template, _: &mut Vec<(String, FieldKind, Option<&'a At<String>>)>) {}
+
+    /// Settings of the section that are not templates, which the kind's client reads
+    /// back when it sends (GitHub's booleans and required contexts).
+    fn template_settings(_: &Self::Template) -> Option<Box<dyn std::any::Any + Send + Sync>> {
+        None
+    }
+
     /// Argo CD's service of this kind, when Argo CD has one (`None`: an import never
     /// produces it).
     const ARGO: Option<ArgoService>;
@@ -151,6 +170,17 @@ pub trait Kind {
     /// Its client; errors name what is missing (an unset secret, an unreadable CA
     /// file), never a secret value.
     fn client(name: &str, config: &Self::Config, env: &Env) -> Result<Arc<dyn Deliverer>, BuildError>;
+}
+
+/// The template section of a kind that reads the message only: a template that has one
+/// is refused at load.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct NoSection;
+
+impl<'de> Deserialize<'de> for NoSection {
+    fn deserialize<D: serde::Deserializer<'de>>(_: D) -> Result<NoSection, D::Error> {
+        Err(serde::de::Error::custom("this destination kind reads no template fields of its own (only `message`)"))
+    }
 }
 
 /// Settings every service may override (`timeout`, `retry`, `rateLimit`, `concurrency`).

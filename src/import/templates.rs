@@ -31,7 +31,7 @@ struct TemplateWork<'a> {
 /// Fields whose rendered text must be JSON.
 fn is_json_field(field: &str, src: &str) -> bool {
     let (section, rest) = field.split_once('.').unwrap_or((field, ""));
-    crate::template::is_json_field(&format!("{}.{rest}", target_section(section)))
+    crate::deliver::kinds::is_json_field(&format!("{}.{rest}", target_section(section)))
         || (section == "webhook" && field.ends_with(".body") && src.trim_start().starts_with(['{', '[']))
 }
 
@@ -215,7 +215,7 @@ pub(super) fn template(e: &Entry, name: &str, out: &mut Out) {
                 let target = target_section(s);
                 let mut f = Map::new();
                 for (k, v) in fields {
-                    match (crate::template::has_field(&format!("{target}.{k}")).then_some(k.as_str()), v) {
+                    match (crate::deliver::kinds::has_field(&format!("{target}.{k}")).then_some(k.as_str()), v) {
                         (Some(dw), Value::String(src)) => {
                             if let Some(t) = w.translate(out, &format!("{s}.{k}"), src) {
                                 f.insert(dw.into(), json!(t));

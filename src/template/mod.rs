@@ -13,7 +13,6 @@ pub mod sprig;
 use std::collections::BTreeMap;
 
 use handlebars::{Context, Handlebars};
-use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
 use chrono::{DateTime, Utc};
@@ -25,256 +24,6 @@ use crate::source::{At, ConfigError, SourceFile};
 
 /// Most bytes one rendered field may have; longer text is cut (JSON fields fail).
 pub const MAX_FIELD_BYTES: usize = 64 * 1024;
-
-/// Slack fields of a template.
-#[derive(Debug, Clone, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct SlackDef {
-    /// Message text; the template's `message` when absent.
-    pub text: Option<At<String>>,
-    /// Legacy attachments, a JSON array.
-    pub attachments: Option<At<String>>,
-    /// Block Kit blocks, a JSON array.
-    pub blocks: Option<At<String>>,
-    /// Messages with the same rendered key go to one thread.
-    #[serde(rename = "groupingKey")]
-    pub grouping_key: Option<At<String>>,
-}
-
-/// E-mail fields of a template.
-#[derive(Debug, Clone, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct EmailDef {
-    pub subject: Option<At<String>>,
-    /// Plain-text body; the template's `message` when absent.
-    pub body: Option<At<String>>,
-    /// Optional HTML part.
-    pub html: Option<At<String>>,
-}
-
-/// PagerDuty Events API v2 fields of a template.
-#[derive(Debug, Clone, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct PagerDutyDef {
-    /// At most 1,024 characters after rendering (longer is cut); `message` when absent.
-    pub summary: Option<At<String>>,
-    /// `critical`, `error`, `warning` or `info`; `error` when absent.
-    pub severity: Option<At<String>>,
-    /// The affected system; the Application's `namespace/name` when absent.
-    pub source: Option<At<String>>,
-    pub component: Option<At<String>>,
-    pub group: Option<At<String>>,
-    pub class: Option<At<String>>,
-    /// A JSON object.
-    #[serde(rename = "customDetails")]
-    pub custom_details: Option<At<String>>,
-}
-
-/// Fields for one webhook service (`webhook.<service name>` in the template).
-#[derive(Debug, Clone, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct WebhookDef {
-    /// HTTP method; `POST` when absent.
-    pub method: Option<At<String>>,
-    /// Appended to the service URL.
-    pub path: Option<At<String>>,
-    #[serde(default)]
-    pub headers: BTreeMap<String, At<String>>,
-    pub body: Option<At<String>>,
-}
-
-/// A template file.
-#[derive(Debug, Clone, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct TemplateDef {
-    /// The text every destination falls back to.
-    pub message: Option<At<String>>,
-    /// `critical`, `error`, `warning` or `info` (default `info`): the SIEM record's
-    /// severity and PagerDuty's when `pagerduty.severity` is absent.
-    pub severity: Option<At<String>>,
-    pub slack: Option<SlackDef>,
-    pub email: Option<EmailDef>,
-    /// Also read under Argo CD's name, `pagerdutyv2`.
-    #[serde(alias = "pagerdutyv2")]
-    pub pagerduty: Option<PagerDutyDef>,
-    /// Keyed by webhook service name.
-    #[serde(default)]
-    pub webhook: BTreeMap<String, WebhookDef>,
-    pub teams: Option<TeamsDef>,
-    pub opsgenie: Option<OpsgenieDef>,
-    pub alertmanager: Option<AlertmanagerDef>,
-    pub googlechat: Option<GoogleChatDef>,
-    pub github: Option<GitHubDef>,
-    pub mattermost: Option<MattermostDef>,
-    pub telegram: Option<TelegramDef>,
-    pub pushover: Option<PushoverDef>,
-    pub newrelic: Option<NewRelicDef>,
-    pub rocketchat: Option<RocketChatDef>,
-}
-
-/// Rocket.Chat fields (Argo CD's names).
-#[derive(Debug, Clone, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct RocketChatDef {
-    /// A JSON array of attachments.
-    pub attachments: Option<At<String>>,
-    pub alias: Option<At<String>>,
-    pub emoji: Option<At<String>>,
-    pub avatar: Option<At<String>>,
-}
-
-/// Pushover fields.
-#[derive(Debug, Clone, Default, Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-pub struct PushoverDef {
-    pub title: Option<At<String>>,
-    /// -2 to 1.
-    pub priority: Option<At<String>>,
-    pub url: Option<At<String>>,
-    pub url_title: Option<At<String>>,
-    pub sound: Option<At<String>>,
-    pub device: Option<At<String>>,
-}
-
-/// New Relic deployment-marker fields (Argo CD's names).
-#[derive(Debug, Clone, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct NewRelicDef {
-    pub revision: Option<At<String>>,
-    pub changelog: Option<At<String>>,
-    pub description: Option<At<String>>,
-    pub user: Option<At<String>>,
-}
-
-/// Mattermost fields (Argo CD's names).
-#[derive(Debug, Clone, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct MattermostDef {
-    /// A JSON array of Slack-style attachments.
-    pub attachments: Option<At<String>>,
-}
-
-/// Telegram fields.
-#[derive(Debug, Clone, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct TelegramDef {
-    /// `Markdown`, `MarkdownV2` or `HTML`.
-    #[serde(rename = "parseMode")]
-    pub parse_mode: Option<At<String>>,
-}
-
-/// GitHub fields (Argo CD's names). Without `status`, `deployment` or
-/// `pullRequestComment` a template is not sent to a github service.
-#[derive(Debug, Clone, Default, Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-pub struct GitHubDef {
-    /// The repository; `app.spec.source.repoURL` (or the first source's) when absent.
-    #[serde(rename = "repoURLPath")]
-    pub repo_url_path: Option<At<String>>,
-    /// The commit; `app.status.operationState.syncResult.revision` (else
-    /// `app.status.sync.revision`) when absent.
-    pub revision_path: Option<At<String>>,
-    pub status: Option<GitHubStatusDef>,
-    pub deployment: Option<GitHubDeploymentDef>,
-    pub pull_request_comment: Option<GitHubCommentDef>,
-}
-
-#[derive(Debug, Clone, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct GitHubStatusDef {
-    /// `error`, `failure`, `pending` or `success` (default).
-    pub state: Option<At<String>>,
-    /// The status context; `continuous-delivery/<app>` when absent.
-    pub label: Option<At<String>>,
-    #[serde(rename = "targetURL")]
-    pub target_url: Option<At<String>>,
-}
-
-#[derive(Debug, Clone, Default, Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-pub struct GitHubDeploymentDef {
-    pub state: Option<At<String>>,
-    pub environment: Option<At<String>>,
-    #[serde(rename = "environmentURL")]
-    pub environment_url: Option<At<String>>,
-    #[serde(rename = "logURL")]
-    pub log_url: Option<At<String>>,
-    /// The ref deployed; the revision when absent.
-    pub reference: Option<At<String>>,
-    #[serde(default)]
-    pub required_contexts: Vec<String>,
-    pub auto_merge: Option<bool>,
-    pub transient_environment: Option<bool>,
-}
-
-#[derive(Debug, Clone, Default, Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-pub struct GitHubCommentDef {
-    pub content: Option<At<String>>,
-    /// A comment carrying the tag is updated instead of adding another.
-    pub comment_tag: Option<At<String>>,
-}
-
-/// Microsoft Teams MessageCard fields (Argo CD's names).
-#[derive(Debug, Clone, Default, Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-pub struct TeamsDef {
-    pub title: Option<At<String>>,
-    pub summary: Option<At<String>>,
-    pub text: Option<At<String>>,
-    pub theme_color: Option<At<String>>,
-    /// JSON arrays.
-    pub facts: Option<At<String>>,
-    pub sections: Option<At<String>>,
-    pub potential_action: Option<At<String>>,
-    /// A whole card (JSON object), sent as it is.
-    pub template: Option<At<String>>,
-}
-
-/// Opsgenie alert fields (Argo CD's names).
-#[derive(Debug, Clone, Default, Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-pub struct OpsgenieDef {
-    pub description: Option<At<String>>,
-    /// `P1` to `P5`; from the severity when absent.
-    pub priority: Option<At<String>>,
-    /// Stable per Application, trigger and condition when absent.
-    pub alias: Option<At<String>>,
-    pub note: Option<At<String>>,
-    pub entity: Option<At<String>>,
-    pub user: Option<At<String>>,
-    /// JSON arrays.
-    pub tags: Option<At<String>>,
-    pub actions: Option<At<String>>,
-    pub responders: Option<At<String>>,
-    pub visible_to: Option<At<String>>,
-    /// A JSON object.
-    pub details: Option<At<String>>,
-}
-
-/// Alertmanager alert fields (Argo CD's names).
-#[derive(Debug, Clone, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct AlertmanagerDef {
-    #[serde(default)]
-    pub labels: BTreeMap<String, At<String>>,
-    #[serde(default)]
-    pub annotations: BTreeMap<String, At<String>>,
-    #[serde(rename = "generatorURL")]
-    pub generator_url: Option<At<String>>,
-}
-
-/// Google Chat fields (Argo CD's names).
-#[derive(Debug, Clone, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct GoogleChatDef {
-    /// JSON arrays: legacy cards and cards v2.
-    pub cards: Option<At<String>>,
-    #[serde(rename = "cardsV2")]
-    pub cards_v2: Option<At<String>>,
-    #[serde(rename = "threadKey")]
-    pub thread_key: Option<At<String>>,
-}
 
 /// Why a notification could not be rendered.
 #[derive(Debug, thiserror::Error, PartialEq)]
@@ -295,7 +44,7 @@ pub enum RenderError {
 
 /// Whether a field must render to JSON.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum FieldKind {
+pub enum FieldKind {
     Text,
     Json,
 }
@@ -305,9 +54,9 @@ pub struct TemplateSet {
     hb: Handlebars<'static>,
     /// Template name -> field path -> registered handlebars name.
     fields: BTreeMap<String, BTreeMap<String, (String, FieldKind)>>,
-    /// The `github` sections (which parts a template has, and its settings that are
-    /// not templates: booleans, required contexts).
-    github: BTreeMap<String, GitHubDef>,
+    /// Per template, the settings of its sections that are not templates (GitHub's
+    /// booleans and required contexts), by section.
+    settings: BTreeMap<String, SectionSettings>,
 }
 
 impl std::fmt::Debug for TemplateSet {
@@ -438,7 +187,7 @@ pub struct CompileError(pub String);
 impl TemplateSet {
     /// Compiles templates; every error names file, line and column. `defs` are
     /// `(name, definition, file)`.
-    pub fn compile(defs: &[(String, TemplateDef, SourceFile)]) -> Result<(TemplateSet, Vec<Warning>), Vec<ConfigError>> {
+    pub fn compile<D: TemplateFields>(defs: &[(String, D, SourceFile)]) -> Result<(TemplateSet, Vec<Warning>), Vec<ConfigError>> {
         let mut hb = Handlebars::new();
         hb.register_escape_fn(handlebars::no_escape);
         hb.set_strict_mode(false);
@@ -446,12 +195,14 @@ impl TemplateSet {
         let mut errors = Vec::new();
         let mut warnings = Vec::new();
         let mut fields = BTreeMap::new();
-        let mut github = BTreeMap::new();
+        let mut settings = BTreeMap::new();
         // Where each registered field was written, for the partials' errors.
         let mut written: BTreeMap<String, (Option<crate::source::Pos>, String)> = BTreeMap::new();
         for (name, def, file) in defs {
             let mut mine = BTreeMap::new();
-            for (field, kind, src) in def_fields(def) {
+            let all = def.fields();
+            for (field, kind, src) in &all {
+                let (field, kind) = (field.clone(), *kind);
                 let reg = format!("{name}/{field}");
                 if let Err(e) = hb.register_template_string(&reg, &src.value) {
                     let (line, col) = e.pos().unwrap_or((1, 1));
@@ -474,7 +225,7 @@ impl TemplateSet {
                 written.insert(reg.clone(), (file.pos(&src.referenced), format!("template {name}.{field}")));
                 mine.insert(field, (reg, kind));
             }
-            if def_fields(def).is_empty() {
+            if all.is_empty() {
                 errors.push(ConfigError::new(
                     file.pos_at_start(),
                     format!("template {name}"),
@@ -482,15 +233,13 @@ impl TemplateSet {
                 ));
             }
             fields.insert(name.clone(), mine);
-            if let Some(g) = &def.github {
-                github.insert(name.clone(), g.clone());
-            }
+            settings.insert(name.clone(), def.settings());
         }
         for e in partials::check(hb.get_templates()) {
             let (pos, key) = written.get(&e.template).cloned().unwrap_or((None, format!("template {}", e.template)));
             errors.push(ConfigError::new(pos, key, e.message));
         }
-        if errors.is_empty() { Ok((TemplateSet { hb, fields, github }, warnings)) } else { Err(errors) }
+        if errors.is_empty() { Ok((TemplateSet { hb, fields, settings }, warnings)) } else { Err(errors) }
     }
 
     pub fn contains(&self, name: &str) -> bool {
@@ -516,7 +265,7 @@ impl TemplateSet {
         let fields = self.fields.get(name).ok_or_else(|| RenderError::UnknownTemplate(name.to_string()))?;
         let ctx = ctx.for_target(target);
         let mut f =
-            Fields { hb: &self.hb, template: name, fields, ctx, github: self.github.get(name), message: String::new(), severity: None };
+            Fields { hb: &self.hb, template: name, fields, ctx, settings: self.settings.get(name), message: String::new(), severity: None };
         f.message = f.text("message")?.unwrap_or_default();
         f.severity = f.severity_of("severity")?;
         let payload = encode(&f, target, app)?;
@@ -538,7 +287,7 @@ pub struct Fields<'a> {
     template: &'a str,
     fields: &'a BTreeMap<String, (String, FieldKind)>,
     ctx: &'a Context,
-    github: Option<&'a GitHubDef>,
+    settings: Option<&'a SectionSettings>,
     /// The rendered `message` (empty when the template has none).
     pub message: String,
     /// The template's `severity`, when it has one.
@@ -551,10 +300,11 @@ impl Fields<'_> {
         self.template
     }
 
-    /// The template's `github` section: which parts it has, and its settings that are
-    /// not templates (booleans, required contexts).
-    pub fn github(&self) -> Option<&GitHubDef> {
-        self.github
+    /// The settings of the template's `section` that are not templates, as the kind
+    /// that defines the section typed them (GitHub's: which parts it has, booleans,
+    /// required contexts).
+    pub fn settings<T: 'static>(&self, section: &str) -> Option<&T> {
+        self.settings?.iter().find(|(s, _)| *s == section)?.1.downcast_ref()
     }
 
     /// The payload of a kind that sends the message as rendered.
@@ -631,8 +381,15 @@ impl Fields<'_> {
     /// Every field of `section` the template defines, into `out` under its own name:
     /// text trimmed, JSON parsed.
     pub fn copy_section(&self, section: &str, out: &mut Map<String, Value>) -> Result<(), RenderError> {
-        for (path, kind) in SECTION_FIELDS {
-            let Some(name) = path.strip_prefix(section).and_then(|p| p.strip_prefix('.')) else { continue };
+        let prefix = format!("{section}.");
+        let defined: Vec<(&str, FieldKind)> = self
+            .fields
+            .range(prefix.clone()..)
+            .take_while(|(k, _)| k.starts_with(&prefix))
+            .map(|(k, (_, kind))| (k.as_str(), *kind))
+            .collect();
+        for (path, kind) in defined {
+            let Some(name) = path.strip_prefix(&prefix) else { continue };
             let value = match kind {
                 FieldKind::Text => self.text(path)?.map(|v| Value::from(v.trim())),
                 FieldKind::Json => self.json(path)?,
@@ -659,223 +416,20 @@ impl Fields<'_> {
     }
 }
 
-/// The fields of the destination sections whose field names are fixed (not
-/// `webhook.<service>.*`, `alertmanager.labels.*` or `github.*`), and whether each must
-/// render to JSON. `def_fields` gives the same paths and kinds (a test holds them
-/// together); `driftwatch import` maps Argo CD's fields onto these.
-const SECTION_FIELDS: &[(&str, FieldKind)] = {
-    use FieldKind::{Json, Text};
-    &[
-        ("slack.text", Text),
-        ("slack.attachments", Json),
-        ("slack.blocks", Json),
-        ("slack.groupingKey", Text),
-        ("email.subject", Text),
-        ("email.body", Text),
-        ("email.html", Text),
-        ("pagerduty.summary", Text),
-        ("pagerduty.severity", Text),
-        ("pagerduty.source", Text),
-        ("pagerduty.component", Text),
-        ("pagerduty.group", Text),
-        ("pagerduty.class", Text),
-        ("pagerduty.customDetails", Json),
-        ("teams.title", Text),
-        ("teams.summary", Text),
-        ("teams.text", Text),
-        ("teams.themeColor", Text),
-        ("teams.facts", Json),
-        ("teams.sections", Json),
-        ("teams.potentialAction", Json),
-        ("teams.template", Json),
-        ("opsgenie.description", Text),
-        ("opsgenie.priority", Text),
-        ("opsgenie.alias", Text),
-        ("opsgenie.note", Text),
-        ("opsgenie.entity", Text),
-        ("opsgenie.user", Text),
-        ("opsgenie.tags", Json),
-        ("opsgenie.actions", Json),
-        ("opsgenie.responders", Json),
-        ("opsgenie.visibleTo", Json),
-        ("opsgenie.details", Json),
-        ("pushover.title", Text),
-        ("pushover.priority", Text),
-        ("pushover.url", Text),
-        ("pushover.urlTitle", Text),
-        ("pushover.sound", Text),
-        ("pushover.device", Text),
-        ("newrelic.revision", Text),
-        ("newrelic.changelog", Text),
-        ("newrelic.description", Text),
-        ("newrelic.user", Text),
-        ("rocketchat.attachments", Json),
-        ("rocketchat.alias", Text),
-        ("rocketchat.emoji", Text),
-        ("rocketchat.avatar", Text),
-        ("mattermost.attachments", Json),
-        ("telegram.parseMode", Text),
-        ("googlechat.cards", Json),
-        ("googlechat.cardsV2", Json),
-        ("googlechat.threadKey", Text),
-    ]
-};
+/// Per section of one template (`github`), its settings that are not templates, typed
+/// by the kind that defines the section.
+pub type SectionSettings = Vec<(&'static str, Box<dyn std::any::Any + Send + Sync>)>;
 
-/// Every field of the destination sections with fixed names, and whether it must
-/// render to JSON.
-pub fn section_fields() -> impl Iterator<Item = (&'static str, bool)> {
-    SECTION_FIELDS.iter().map(|(p, k)| (*p, *k == FieldKind::Json))
-}
-
-/// Whether `section.field` (`teams.facts`) is a field of a destination section.
-pub fn has_field(path: &str) -> bool {
-    SECTION_FIELDS.iter().any(|(p, _)| *p == path)
-}
-
-/// Whether a template may have a `section:` for a destination: one with fields of
-/// fixed names, or one keyed by name (`webhook.<service>`, `alertmanager.labels`,
-/// `github.status`).
-pub fn has_section(section: &str) -> bool {
-    SECTION_FIELDS.iter().any(|(p, _)| p.split('.').next() == Some(section)) || matches!(section, "webhook" | "alertmanager" | "github")
-}
-
-/// Whether `section.field` must render to JSON.
-pub fn is_json_field(path: &str) -> bool {
-    SECTION_FIELDS.iter().any(|(p, k)| *p == path && *k == FieldKind::Json)
-}
-
-/// Every field of a definition, with its path (`slack.attachments`) and kind.
-fn def_fields(def: &TemplateDef) -> Vec<(String, FieldKind, &At<String>)> {
-    use FieldKind::{Json, Text};
-    let mut all: Vec<(String, FieldKind, Option<&At<String>>)> =
-        vec![("message".into(), Text, def.message.as_ref()), ("severity".into(), Text, def.severity.as_ref())];
-    if let Some(s) = &def.slack {
-        all.push(("slack.text".into(), Text, s.text.as_ref()));
-        all.push(("slack.attachments".into(), Json, s.attachments.as_ref()));
-        all.push(("slack.blocks".into(), Json, s.blocks.as_ref()));
-        all.push(("slack.groupingKey".into(), Text, s.grouping_key.as_ref()));
+/// A template definition as the destination kinds' registry reads it
+/// (`deliver::kinds::TemplateDef`): its fields to compile, and the settings of its
+/// sections that are not templates, which a kind's client reads back.
+pub trait TemplateFields {
+    /// Every field with its path (`slack.attachments`) and kind.
+    fn fields(&self) -> Vec<(String, FieldKind, &At<String>)>;
+    /// Per section (`github`), its settings that are not templates.
+    fn settings(&self) -> SectionSettings {
+        Vec::new()
     }
-    if let Some(e) = &def.email {
-        all.push(("email.subject".into(), Text, e.subject.as_ref()));
-        all.push(("email.body".into(), Text, e.body.as_ref()));
-        all.push(("email.html".into(), Text, e.html.as_ref()));
-    }
-    if let Some(p) = &def.pagerduty {
-        all.push(("pagerduty.summary".into(), Text, p.summary.as_ref()));
-        all.push(("pagerduty.severity".into(), Text, p.severity.as_ref()));
-        all.push(("pagerduty.source".into(), Text, p.source.as_ref()));
-        all.push(("pagerduty.component".into(), Text, p.component.as_ref()));
-        all.push(("pagerduty.group".into(), Text, p.group.as_ref()));
-        all.push(("pagerduty.class".into(), Text, p.class.as_ref()));
-        all.push(("pagerduty.customDetails".into(), Json, p.custom_details.as_ref()));
-    }
-    for (service, w) in &def.webhook {
-        all.push((format!("webhook.{service}.method"), Text, w.method.as_ref()));
-        all.push((format!("webhook.{service}.path"), Text, w.path.as_ref()));
-        for (h, v) in &w.headers {
-            all.push((format!("webhook.{service}.headers.{h}"), Text, Some(v)));
-        }
-        all.push((format!("webhook.{service}.body"), Text, w.body.as_ref()));
-    }
-    if let Some(t) = &def.teams {
-        for (f, k, v) in [
-            ("title", Text, &t.title),
-            ("summary", Text, &t.summary),
-            ("text", Text, &t.text),
-            ("themeColor", Text, &t.theme_color),
-            ("facts", Json, &t.facts),
-            ("sections", Json, &t.sections),
-            ("potentialAction", Json, &t.potential_action),
-            ("template", Json, &t.template),
-        ] {
-            all.push((format!("teams.{f}"), k, v.as_ref()));
-        }
-    }
-    if let Some(o) = &def.opsgenie {
-        for (f, k, v) in [
-            ("description", Text, &o.description),
-            ("priority", Text, &o.priority),
-            ("alias", Text, &o.alias),
-            ("note", Text, &o.note),
-            ("entity", Text, &o.entity),
-            ("user", Text, &o.user),
-            ("tags", Json, &o.tags),
-            ("actions", Json, &o.actions),
-            ("responders", Json, &o.responders),
-            ("visibleTo", Json, &o.visible_to),
-            ("details", Json, &o.details),
-        ] {
-            all.push((format!("opsgenie.{f}"), k, v.as_ref()));
-        }
-    }
-    if let Some(a) = &def.alertmanager {
-        for (l, v) in &a.labels {
-            all.push((format!("alertmanager.labels.{l}"), Text, Some(v)));
-        }
-        for (l, v) in &a.annotations {
-            all.push((format!("alertmanager.annotations.{l}"), Text, Some(v)));
-        }
-        all.push(("alertmanager.generatorURL".into(), Text, a.generator_url.as_ref()));
-    }
-    if let Some(g) = &def.github {
-        all.push(("github.repoURLPath".into(), Text, g.repo_url_path.as_ref()));
-        all.push(("github.revisionPath".into(), Text, g.revision_path.as_ref()));
-        if let Some(st) = &g.status {
-            all.push(("github.status.state".into(), Text, st.state.as_ref()));
-            all.push(("github.status.label".into(), Text, st.label.as_ref()));
-            all.push(("github.status.targetURL".into(), Text, st.target_url.as_ref()));
-        }
-        if let Some(d) = &g.deployment {
-            for (f, v) in [
-                ("state", &d.state),
-                ("environment", &d.environment),
-                ("environmentURL", &d.environment_url),
-                ("logURL", &d.log_url),
-                ("reference", &d.reference),
-            ] {
-                all.push((format!("github.deployment.{f}"), Text, v.as_ref()));
-            }
-        }
-        if let Some(c) = &g.pull_request_comment {
-            all.push(("github.pullRequestComment.content".into(), Text, c.content.as_ref()));
-            all.push(("github.pullRequestComment.commentTag".into(), Text, c.comment_tag.as_ref()));
-        }
-    }
-    if let Some(p) = &def.pushover {
-        for (f, v) in [
-            ("title", &p.title),
-            ("priority", &p.priority),
-            ("url", &p.url),
-            ("urlTitle", &p.url_title),
-            ("sound", &p.sound),
-            ("device", &p.device),
-        ] {
-            all.push((format!("pushover.{f}"), Text, v.as_ref()));
-        }
-    }
-    if let Some(n) = &def.newrelic {
-        for (f, v) in [("revision", &n.revision), ("changelog", &n.changelog), ("description", &n.description), ("user", &n.user)] {
-            all.push((format!("newrelic.{f}"), Text, v.as_ref()));
-        }
-    }
-    if let Some(r) = &def.rocketchat {
-        all.push(("rocketchat.attachments".into(), Json, r.attachments.as_ref()));
-        for (f, v) in [("alias", &r.alias), ("emoji", &r.emoji), ("avatar", &r.avatar)] {
-            all.push((format!("rocketchat.{f}"), Text, v.as_ref()));
-        }
-    }
-    if let Some(m) = &def.mattermost {
-        all.push(("mattermost.attachments".into(), Json, m.attachments.as_ref()));
-    }
-    if let Some(t) = &def.telegram {
-        all.push(("telegram.parseMode".into(), Text, t.parse_mode.as_ref()));
-    }
-    if let Some(g) = &def.googlechat {
-        all.push(("googlechat.cards".into(), Json, g.cards.as_ref()));
-        all.push(("googlechat.cardsV2".into(), Json, g.cards_v2.as_ref()));
-        all.push(("googlechat.threadKey".into(), Text, g.thread_key.as_ref()));
-    }
-    all.into_iter().filter_map(|(path, kind, v)| v.map(|v| (path, kind, v))).collect()
 }
 
 #[cfg(test)]

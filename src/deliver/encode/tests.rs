@@ -6,9 +6,10 @@ use std::collections::BTreeMap;
 use serde_json::{Value, json};
 
 use super::encoder;
+use crate::deliver::kinds::{TemplateDef, section_fields};
 use crate::model::{App, DestinationKind, Severity};
 use crate::source::SourceFile;
-use crate::template::{MAX_FIELD_BYTES, RenderContext, RenderError, Rendered, Target, TemplateDef, TemplateSet, section_fields};
+use crate::template::{MAX_FIELD_BYTES, RenderContext, RenderError, Rendered, Target, TemplateSet};
 
 fn set(yaml: &str) -> TemplateSet {
     let file = SourceFile::new("t.yaml", yaml.to_string());

@@ -12,10 +12,11 @@ use super::env::Env;
 use super::kind::{self, BuildError, Kind, Limits, SettingsError};
 use super::worker::Deliverer;
 use crate::model::DestinationKind;
-use crate::template::Encoder;
+use crate::source::At;
+use crate::template::{Encoder, FieldKind};
 
 macro_rules! registry {
-    ($($(#[$doc:meta])* $module:ident :: $kind:ident = $name:literal),* $(,)?) => {
+    ($($(#[$doc:meta])* $module:ident :: $kind:ident = $name:literal $(| $alias:literal)?),* $(,)?) => {
         $(pub mod $module;)*
 
         /// The kind-specific configuration of one named service.
@@ -55,6 +56,56 @@ macro_rules! registry {
             }
         }
 
+        /// A template file: the `message`, its `severity`, and each kind's section as
+        /// the kind defines it (`deliver/kinds/<kind>/template.rs`), under the kind's name.
+        #[derive(Debug, Clone, Default, serde::Deserialize)]
+        #[serde(deny_unknown_fields)]
+        pub struct TemplateDef {
+            /// The text every destination falls back to.
+            pub message: Option<At<String>>,
+            /// `critical`, `error`, `warning` or `info` (default `info`): the SIEM
+            /// record's severity and PagerDuty's when `pagerduty.severity` is absent.
+            pub severity: Option<At<String>>,
+            $(
+                #[serde(rename = $name $(, alias = $alias)?)]
+                pub $module: Option<<$module::$kind as Kind>::Template>,
+            )*
+        }
+
+        impl crate::template::TemplateFields for TemplateDef {
+            fn fields(&self) -> Vec<(String, FieldKind, &At<String>)> {
+                let mut all: Vec<(String, FieldKind, Option<&At<String>>)> =
+                    vec![("message".into(), FieldKind::Text, self.message.as_ref()), ("severity".into(), FieldKind::Text, self.severity.as_ref())];
+                $(if let Some(t) = &self.$module {
+                    <$module::$kind as Kind>::template_fields(t, &mut all);
+                })*
+                all.into_iter().filter_map(|(path, kind, v)| v.map(|v| (path, kind, v))).collect()
+            }
+
+            fn settings(&self) -> crate::template::SectionSettings {
+                let mut out = Vec::new();
+                $(if let Some(t) = &self.$module && let Some(s) = <$module::$kind as Kind>::template_settings(t) {
+                    out.push(($name, s));
+                })*
+                out
+            }
+        }
+
+        /// Every field with a fixed name of every kind's template section, and whether
+        /// it renders to JSON (`webhook.<service>.*`, `alertmanager.labels.*` and
+        /// `github.*` are keyed by name and not listed).
+        pub fn section_fields() -> impl Iterator<Item = (&'static str, bool)> {
+            [$(<$module::$kind as Kind>::TEMPLATE_FIELDS),*].into_iter().flatten().map(|(p, k)| (*p, *k == FieldKind::Json))
+        }
+
+        /// Whether a template may have a `section:` (a kind's name with a section).
+        pub fn has_section(section: &str) -> bool {
+            $(if <$module::$kind as Kind>::TEMPLATE_SECTION && ($name == section $(|| $alias == section)?) {
+                return true;
+            })*
+            false
+        }
+
         /// `kind`'s default rate limit and concurrency.
         pub fn limits(kind: DestinationKind) -> Limits {
             $(if kind == <$module::$kind as Kind>::KIND {
@@ -92,6 +143,16 @@ macro_rules! registry {
 }
 
 crate::model::destination_kinds!(registry);
+
+/// Whether `section.field` (`teams.facts`) is a field of a destination section.
+pub fn has_field(path: &str) -> bool {
+    section_fields().any(|(p, _)| p == path)
+}
+
+/// Whether `section.field` must render to JSON.
+pub fn is_json_field(path: &str) -> bool {
+    section_fields().any(|(p, json)| p == path && json)
+}
 
 /// `kind`'s delivery settings before a service overrides them.
 pub fn default_settings(kind: DestinationKind) -> super::outcome::DeliverySettings {
@@ -146,21 +207,53 @@ mod tests {
                     let whole = call.starts_with("message_and_section") || call.starts_with("copy_section");
                     if whole || lit.contains('.') {
                         read += 1;
-                        assert!(
-                            crate::template::has_section(section),
-                            "{folder}/payload.rs reads template section {section:?}, which no template can have"
-                        );
+                        assert!(has_section(section), "{folder}/payload.rs reads template section {section:?}, which no template can have");
                         if !whole && !matches!(section, "webhook" | "alertmanager" | "github") {
-                            assert!(
-                                crate::template::has_field(lit),
-                                "{folder}/payload.rs reads template field {lit:?}, which no template can have"
-                            );
+                            assert!(has_field(lit), "{folder}/payload.rs reads template field {lit:?}, which no template can have");
                         }
                     }
                 }
             }
         }
         assert!(read > 20, "the scan found only {read} reads: it is not reading the encoders");
+    }
+
+    /// Each kind's list of fixed template fields (what `driftwatch import` maps onto)
+    /// is exactly what its section yields when a template has every one of them, kinds
+    /// (text or JSON) included.
+    #[test]
+    fn each_kinds_template_field_list_matches_its_section() {
+        use crate::template::TemplateFields as _;
+        let mut yaml = String::from("message: m\n");
+        let mut sections: std::collections::BTreeMap<&str, Vec<&str>> = Default::default();
+        for (path, _) in section_fields() {
+            let (section, field) = path.split_once('.').unwrap();
+            sections.entry(section).or_default().push(field);
+        }
+        for (section, fields) in &sections {
+            yaml.push_str(&format!("{section}:\n"));
+            for f in fields {
+                yaml.push_str(&format!("  {f}: x\n"));
+            }
+        }
+        let file = crate::source::SourceFile::new("t.yaml", yaml.clone());
+        let def: TemplateDef = file.parse("template t").unwrap_or_else(|e| panic!("{e}\n{yaml}"));
+        let got: std::collections::BTreeSet<(String, bool)> =
+            def.fields().into_iter().filter(|(p, _, _)| p.contains('.')).map(|(p, k, _)| (p, k == FieldKind::Json)).collect();
+        let want: std::collections::BTreeSet<(String, bool)> = section_fields().map(|(p, j)| (p.to_string(), j)).collect();
+        assert_eq!(got, want);
+        assert!(
+            is_json_field("teams.facts") && !is_json_field("teams.title") && has_field("telegram.parseMode") && !has_field("teams.nope")
+        );
+        // A section of a kind that reads none is refused, as is a kind that does not exist.
+        for bad in ["message: m\ngrafana:\n  x: y\n", "message: m\nnosuch: {}\n"] {
+            let file = crate::source::SourceFile::new("t.yaml", bad.to_string());
+            assert!(file.parse::<TemplateDef>("template t").is_err(), "{bad}");
+        }
+        // Argo CD's name for PagerDuty's section is read too.
+        let file = crate::source::SourceFile::new("t.yaml", "pagerdutyv2:\n  summary: s\n".to_string());
+        let def: TemplateDef = file.parse("template t").unwrap();
+        assert_eq!(def.fields().into_iter().map(|(p, _, _)| p).collect::<Vec<_>>(), ["pagerduty.summary"]);
     }
 
     /// Each Argo CD service type maps to one kind, and back: `driftwatch import` finds

@@ -7,6 +7,7 @@
 
 mod client;
 mod config;
+pub mod template;
 pub(crate) mod payload;
 #[cfg(test)]
 mod tests;
@@ -23,6 +24,13 @@ impl crate::deliver::kind::Kind for Alertmanager {
     type Config = AlertmanagerConfig;
     const LIMITS: crate::deliver::kind::Limits = crate::deliver::kind::Limits { per_second: 20.0, burst: 40, concurrency: 4 };
     const ENCODE: crate::template::Encoder = payload::encode;
+    type Template = template::AlertmanagerDef;
+    const TEMPLATE_SECTION: bool = true;
+    const TEMPLATE_FIELDS: &'static [(&'static str, crate::template::FieldKind)] = &[];
+
+    fn template_fields<'a>(t: &'a Self::Template, all: &mut Vec<(String, crate::template::FieldKind, Option<&'a crate::source::At<String>>)>) {
+        template::fields(t, all)
+    }
     const ARGO: Option<crate::deliver::kind::ArgoService> = Some(crate::deliver::kind::ArgoService {
         name: "alertmanager",
         settings: &[("targets", "targets"), ("scheme", "scheme"), ("apiPath", "apiPath"), ("basicAuth", "basicAuth"), ("bearerToken", "bearerToken"), ("insecureSkipVerify", "insecureSkipVerify")],

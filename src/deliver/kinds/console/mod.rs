@@ -24,6 +24,7 @@ impl Kind for Console {
     // One ordered stream, as fast as stdout takes it.
     const LIMITS: Limits = Limits { per_second: 1000.0, burst: 1000, concurrency: 1 };
     const ENCODE: crate::template::Encoder = message;
+    type Template = crate::deliver::kind::NoSection;
     const ARGO: Option<crate::deliver::kind::ArgoService> = None;
 
     fn config(v: Value) -> Result<ConsoleConfig, SettingsError> {

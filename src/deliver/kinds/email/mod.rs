@@ -3,6 +3,7 @@
 
 mod client;
 mod config;
+pub mod template;
 pub(crate) mod payload;
 #[cfg(test)]
 mod tests;
@@ -19,6 +20,13 @@ impl crate::deliver::kind::Kind for Email {
     type Config = EmailConfig;
     const LIMITS: crate::deliver::kind::Limits = crate::deliver::kind::Limits { per_second: 5.0, burst: 10, concurrency: 2 };
     const ENCODE: crate::template::Encoder = payload::encode;
+    type Template = template::EmailDef;
+    const TEMPLATE_SECTION: bool = true;
+    const TEMPLATE_FIELDS: &'static [(&'static str, crate::template::FieldKind)] = &[("email.subject", crate::template::FieldKind::Text), ("email.body", crate::template::FieldKind::Text), ("email.html", crate::template::FieldKind::Text)];
+
+    fn template_fields<'a>(t: &'a Self::Template, all: &mut Vec<(String, crate::template::FieldKind, Option<&'a crate::source::At<String>>)>) {
+        template::fields(t, all)
+    }
     const ARGO: Option<crate::deliver::kind::ArgoService> = Some(crate::deliver::kind::ArgoService {
         name: "email",
         settings: &[("host", "host"), ("port", "port"), ("from", "from"), ("username", "username"), ("password", "password")],

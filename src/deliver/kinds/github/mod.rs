@@ -9,6 +9,7 @@
 mod auth;
 mod client;
 mod config;
+pub mod template;
 pub(crate) mod payload;
 #[cfg(test)]
 mod tests;
@@ -26,6 +27,17 @@ impl crate::deliver::kind::Kind for Github {
     type Config = GitHubConfig;
     const LIMITS: crate::deliver::kind::Limits = crate::deliver::kind::Limits { per_second: 1.0, burst: 5, concurrency: 2 };
     const ENCODE: crate::template::Encoder = payload::encode;
+    type Template = template::GitHubDef;
+    const TEMPLATE_SECTION: bool = true;
+    const TEMPLATE_FIELDS: &'static [(&'static str, crate::template::FieldKind)] = &[];
+
+    fn template_fields<'a>(t: &'a Self::Template, all: &mut Vec<(String, crate::template::FieldKind, Option<&'a crate::source::At<String>>)>) {
+        template::fields(t, all)
+    }
+
+    fn template_settings(t: &template::GitHubDef) -> Option<Box<dyn std::any::Any + Send + Sync>> {
+        Some(Box::new(t.clone()))
+    }
     const ARGO: Option<crate::deliver::kind::ArgoService> = Some(crate::deliver::kind::ArgoService {
         name: "github",
         settings: &[("appID", "appID"), ("installationID", "installationID"), ("privateKey", "privateKey"), ("enterpriseBaseURL", "enterpriseBaseURL")],

@@ -96,7 +96,7 @@ pub fn comment(n: &Notification) -> Option<(String, Option<String>)> {
 /// (`deliver::encode::encoder` picks it for the kind).
 pub fn encode(f: &crate::template::Fields<'_>, _: &crate::template::Target<'_>, app: &crate::model::App) -> crate::template::Payload {
     let no_fields = || crate::template::RenderError::NoKindFields { template: f.template().into(), kind: "github" };
-    let gh = f.github().ok_or_else(no_fields)?;
+    let gh = f.settings::<super::template::GitHubDef>("github").ok_or_else(no_fields)?;
     if gh.status.is_none() && gh.deployment.is_none() && gh.pull_request_comment.is_none() {
         return Err(no_fields());
     }

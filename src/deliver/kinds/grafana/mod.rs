@@ -21,6 +21,7 @@ impl crate::deliver::kind::Kind for Grafana {
     type Config = GrafanaConfig;
     const LIMITS: crate::deliver::kind::Limits = crate::deliver::kind::Limits { per_second: 10.0, burst: 20, concurrency: 4 };
     const ENCODE: crate::template::Encoder = payload::encode;
+    type Template = crate::deliver::kind::NoSection;
     const ARGO: Option<crate::deliver::kind::ArgoService> = Some(crate::deliver::kind::ArgoService {
         name: "grafana",
         settings: &[("apiUrl", "apiUrl"), ("apiKey", "apiKey"), ("insecureSkipVerify", "insecureSkipVerify")],

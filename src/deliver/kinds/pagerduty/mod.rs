@@ -4,6 +4,7 @@
 
 mod client;
 mod config;
+pub mod template;
 pub(crate) mod payload;
 #[cfg(test)]
 mod tests;
@@ -20,6 +21,13 @@ impl crate::deliver::kind::Kind for Pagerduty {
     type Config = PagerDutyConfig;
     const LIMITS: crate::deliver::kind::Limits = crate::deliver::kind::Limits { per_second: 1.5, burst: 10, concurrency: 2 };
     const ENCODE: crate::template::Encoder = payload::encode;
+    type Template = template::PagerDutyDef;
+    const TEMPLATE_SECTION: bool = true;
+    const TEMPLATE_FIELDS: &'static [(&'static str, crate::template::FieldKind)] = &[("pagerduty.summary", crate::template::FieldKind::Text), ("pagerduty.severity", crate::template::FieldKind::Text), ("pagerduty.source", crate::template::FieldKind::Text), ("pagerduty.component", crate::template::FieldKind::Text), ("pagerduty.group", crate::template::FieldKind::Text), ("pagerduty.class", crate::template::FieldKind::Text), ("pagerduty.customDetails", crate::template::FieldKind::Json)];
+
+    fn template_fields<'a>(t: &'a Self::Template, all: &mut Vec<(String, crate::template::FieldKind, Option<&'a crate::source::At<String>>)>) {
+        template::fields(t, all)
+    }
     const ARGO: Option<crate::deliver::kind::ArgoService> = Some(crate::deliver::kind::ArgoService {
         name: "pagerdutyv2",
         settings: &[("serviceKeys", "routingKeys")],

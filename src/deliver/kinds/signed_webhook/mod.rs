@@ -21,6 +21,7 @@ impl crate::deliver::kind::Kind for SignedWebhook {
     type Config = SignedWebhookConfig;
     const LIMITS: crate::deliver::kind::Limits = crate::deliver::kind::Limits { per_second: 10.0, burst: 20, concurrency: 16 };
     const ENCODE: crate::template::Encoder = payload::encode;
+    type Template = crate::deliver::kind::NoSection;
     // Argo CD has no such service.
     const ARGO: Option<crate::deliver::kind::ArgoService> = None;
 

@@ -6,6 +6,7 @@
 
 mod client;
 mod config;
+pub mod template;
 pub(crate) mod payload;
 #[cfg(test)]
 mod tests;
@@ -22,6 +23,13 @@ impl crate::deliver::kind::Kind for Slack {
     type Config = SlackConfig;
     const LIMITS: crate::deliver::kind::Limits = crate::deliver::kind::Limits { per_second: 1.0, burst: 3, concurrency: 2 };
     const ENCODE: crate::template::Encoder = payload::encode;
+    type Template = template::SlackDef;
+    const TEMPLATE_SECTION: bool = true;
+    const TEMPLATE_FIELDS: &'static [(&'static str, crate::template::FieldKind)] = &[("slack.text", crate::template::FieldKind::Text), ("slack.attachments", crate::template::FieldKind::Json), ("slack.blocks", crate::template::FieldKind::Json), ("slack.groupingKey", crate::template::FieldKind::Text)];
+
+    fn template_fields<'a>(t: &'a Self::Template, all: &mut Vec<(String, crate::template::FieldKind, Option<&'a crate::source::At<String>>)>) {
+        template::fields(t, all)
+    }
     const ARGO: Option<crate::deliver::kind::ArgoService> = Some(crate::deliver::kind::ArgoService {
         name: "slack",
         settings: &[("token", "token"), ("username", "username"), ("icon", "icon"), ("apiURL", "apiUrl")],

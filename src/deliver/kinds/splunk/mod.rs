@@ -20,6 +20,7 @@ impl crate::deliver::kind::Kind for Splunk {
     type Config = SplunkConfig;
     const LIMITS: crate::deliver::kind::Limits = crate::deliver::kind::Limits { per_second: 50.0, burst: 100, concurrency: 4 };
     const ENCODE: crate::template::Encoder = payload::encode;
+    type Template = crate::deliver::kind::NoSection;
     // Argo CD has no such service.
     const ARGO: Option<crate::deliver::kind::ArgoService> = None;
 

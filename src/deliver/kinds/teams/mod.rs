@@ -6,6 +6,7 @@
 
 mod client;
 mod config;
+pub mod template;
 pub(crate) mod payload;
 #[cfg(test)]
 mod tests;
@@ -22,6 +23,13 @@ impl crate::deliver::kind::Kind for Teams {
     type Config = TeamsConfig;
     const LIMITS: crate::deliver::kind::Limits = crate::deliver::kind::Limits { per_second: 1.0, burst: 3, concurrency: 2 };
     const ENCODE: crate::template::Encoder = payload::encode;
+    type Template = template::TeamsDef;
+    const TEMPLATE_SECTION: bool = true;
+    const TEMPLATE_FIELDS: &'static [(&'static str, crate::template::FieldKind)] = &[("teams.title", crate::template::FieldKind::Text), ("teams.summary", crate::template::FieldKind::Text), ("teams.text", crate::template::FieldKind::Text), ("teams.themeColor", crate::template::FieldKind::Text), ("teams.facts", crate::template::FieldKind::Json), ("teams.sections", crate::template::FieldKind::Json), ("teams.potentialAction", crate::template::FieldKind::Json), ("teams.template", crate::template::FieldKind::Json)];
+
+    fn template_fields<'a>(t: &'a Self::Template, all: &mut Vec<(String, crate::template::FieldKind, Option<&'a crate::source::At<String>>)>) {
+        template::fields(t, all)
+    }
     const ARGO: Option<crate::deliver::kind::ArgoService> = Some(crate::deliver::kind::ArgoService {
         name: "teams",
         settings: &[("recipientUrls", "recipientUrls")],

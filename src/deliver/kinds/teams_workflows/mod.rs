@@ -22,6 +22,7 @@ impl crate::deliver::kind::Kind for TeamsWorkflows {
     type Config = TeamsWorkflowsConfig;
     const LIMITS: crate::deliver::kind::Limits = crate::deliver::kind::Limits { per_second: 1.0, burst: 3, concurrency: 2 };
     const ENCODE: crate::template::Encoder = payload::encode;
+    type Template = crate::deliver::kind::NoSection;
     const ARGO: Option<crate::deliver::kind::ArgoService> = Some(crate::deliver::kind::ArgoService {
         name: "teams-workflows",
         settings: &[("recipientUrls", "recipientUrls")],

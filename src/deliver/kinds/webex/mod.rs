@@ -20,6 +20,7 @@ impl crate::deliver::kind::Kind for Webex {
     type Config = WebexConfig;
     const LIMITS: crate::deliver::kind::Limits = crate::deliver::kind::Limits { per_second: 1.0, burst: 5, concurrency: 2 };
     const ENCODE: crate::template::Encoder = payload::encode;
+    type Template = crate::deliver::kind::NoSection;
     const ARGO: Option<crate::deliver::kind::ArgoService> = Some(crate::deliver::kind::ArgoService {
         name: "webex",
         settings: &[("token", "token")],

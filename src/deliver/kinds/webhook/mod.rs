@@ -3,6 +3,7 @@
 
 mod client;
 mod config;
+pub mod template;
 pub(crate) mod payload;
 #[cfg(test)]
 mod tests;
@@ -19,6 +20,13 @@ impl crate::deliver::kind::Kind for Webhook {
     type Config = WebhookConfig;
     const LIMITS: crate::deliver::kind::Limits = crate::deliver::kind::Limits { per_second: 10.0, burst: 20, concurrency: 16 };
     const ENCODE: crate::template::Encoder = payload::encode;
+    type Template = std::collections::BTreeMap<String, template::WebhookDef>;
+    const TEMPLATE_SECTION: bool = true;
+    const TEMPLATE_FIELDS: &'static [(&'static str, crate::template::FieldKind)] = &[];
+
+    fn template_fields<'a>(t: &'a Self::Template, all: &mut Vec<(String, crate::template::FieldKind, Option<&'a crate::source::At<String>>)>) {
+        template::fields(t, all)
+    }
     const ARGO: Option<crate::deliver::kind::ArgoService> = Some(crate::deliver::kind::ArgoService {
         name: "webhook",
         settings: &[("url", "url"), ("basicAuth", "basicAuth"), ("insecureSkipVerify", "insecureSkipVerify"), ("headers", "headers")],

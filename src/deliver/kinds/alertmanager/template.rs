@@ -1,0 +1,33 @@
+//! The `alertmanager:` section of a template: its fields, typed, as the template files write
+//! them (the kind's template schema).
+
+use std::collections::BTreeMap;
+
+use serde::Deserialize;
+
+use crate::source::At;
+use crate::template::FieldKind::{self, Text};
+
+/// Alertmanager alert fields (Argo CD's names).
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AlertmanagerDef {
+    #[serde(default)]
+    pub labels: BTreeMap<String, At<String>>,
+    #[serde(default)]
+    pub annotations: BTreeMap<String, At<String>>,
+    #[serde(rename = "generatorURL")]
+    pub generator_url: Option<At<String>>,
+}
+
+/// Every field of a `alertmanager:` section, with its path and whether it renders to JSON.
+pub(super) fn fields<'a>(section: &'a AlertmanagerDef, all: &mut Vec<(String, FieldKind, Option<&'a At<String>>)>) {
+    let a = section;
+    for (l, v) in &a.labels {
+        all.push((format!("alertmanager.labels.{l}"), Text, Some(v)));
+    }
+    for (l, v) in &a.annotations {
+        all.push((format!("alertmanager.annotations.{l}"), Text, Some(v)));
+    }
+    all.push(("alertmanager.generatorURL".into(), Text, a.generator_url.as_ref()));
+}

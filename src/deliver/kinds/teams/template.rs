@@ -1,0 +1,40 @@
+//! The `teams:` section of a template: its fields, typed, as the template files write
+//! them (the kind's template schema).
+
+use serde::Deserialize;
+
+use crate::source::At;
+use crate::template::FieldKind::{self, Json, Text};
+
+/// Microsoft Teams MessageCard fields (Argo CD's names).
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct TeamsDef {
+    pub title: Option<At<String>>,
+    pub summary: Option<At<String>>,
+    pub text: Option<At<String>>,
+    pub theme_color: Option<At<String>>,
+    /// JSON arrays.
+    pub facts: Option<At<String>>,
+    pub sections: Option<At<String>>,
+    pub potential_action: Option<At<String>>,
+    /// A whole card (JSON object), sent as it is.
+    pub template: Option<At<String>>,
+}
+
+/// Every field of a `teams:` section, with its path and whether it renders to JSON.
+pub(super) fn fields<'a>(section: &'a TeamsDef, all: &mut Vec<(String, FieldKind, Option<&'a At<String>>)>) {
+    let t = section;
+    for (f, k, v) in [
+        ("title", Text, &t.title),
+        ("summary", Text, &t.summary),
+        ("text", Text, &t.text),
+        ("themeColor", Text, &t.theme_color),
+        ("facts", Json, &t.facts),
+        ("sections", Json, &t.sections),
+        ("potentialAction", Json, &t.potential_action),
+        ("template", Json, &t.template),
+    ] {
+        all.push((format!("teams.{f}"), k, v.as_ref()));
+    }
+}
