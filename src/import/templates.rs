@@ -207,11 +207,10 @@ pub(super) fn template(e: &Entry, name: &str, out: &mut Out) {
                 }
                 def.insert("alertmanager".into(), Value::Object(f));
             }
-            (
-                s @ ("email" | "slack" | "pagerdutyv2" | "teams" | "teams-workflows" | "opsgenie" | "googlechat" | "mattermost"
-                | "telegram" | "pushover" | "newrelic" | "rocketchat"),
-                Value::Object(fields),
-            ) => {
+            // A section of fixed field names, as the kind registry has it.
+            (s, Value::Object(fields))
+                if crate::deliver::kinds::section_fields().any(|(p, _)| p.split('.').next() == Some(target_section(s))) =>
+            {
                 let target = target_section(s);
                 let mut f = Map::new();
                 for (k, v) in fields {
