@@ -259,22 +259,20 @@ macro_rules! kind_enum {
                     $(DestinationKind::$kind => $name),*
                 }
             }
+
+            /// A kind by name, or by the other name Argo CD gives it (`pagerdutyv2`,
+            /// Argo CD's name for PagerDuty's Events API v2, is `pagerduty`).
+            pub fn parse(s: &str) -> Option<DestinationKind> {
+                $(if s == $name $(|| s == $alias)? {
+                    return Some(DestinationKind::$kind);
+                })*
+                None
+            }
         }
     };
 }
 
 destination_kinds!(kind_enum);
-
-impl DestinationKind {
-    /// A kind by name; `pagerdutyv2`, Argo CD's name for PagerDuty's Events API v2, is
-    /// `pagerduty`.
-    pub fn parse(s: &str) -> Option<DestinationKind> {
-        if s == "pagerdutyv2" {
-            return Some(DestinationKind::Pagerduty);
-        }
-        DestinationKind::ALL.into_iter().find(|k| k.as_str() == s)
-    }
-}
 
 impl fmt::Display for DestinationKind {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

@@ -10,10 +10,10 @@ use super::{Out, Refusal, commented, display, gotmpl, yaml};
 /// The driftwatch section an Argo CD template section maps onto.
 pub(super) fn target_section(section: &str) -> &str {
     match section {
-        "pagerdutyv2" => "pagerduty",
         // Argo CD's `teams-workflows` fields are the `teams` ones, which both kinds read.
         "teams-workflows" => "teams",
-        other => other,
+        // A kind's other name (`pagerdutyv2`) is its section.
+        other => crate::model::DestinationKind::parse(other).map_or(other, |k| k.as_str()),
     }
 }
 
