@@ -381,14 +381,10 @@ impl Fields<'_> {
     /// Every field of `section` the template defines, into `out` under its own name:
     /// text trimmed, JSON parsed.
     pub fn copy_section(&self, section: &str, out: &mut Map<String, Value>) -> Result<(), RenderError> {
+        // The fields the template defines under `section.`, in name order.
         let prefix = format!("{section}.");
-        let defined: Vec<(&str, FieldKind)> = self
-            .fields
-            .range(prefix.clone()..)
-            .take_while(|(k, _)| k.starts_with(&prefix))
-            .map(|(k, (_, kind))| (k.as_str(), *kind))
-            .collect();
-        for (path, kind) in defined {
+        let fields: &BTreeMap<String, (String, FieldKind)> = self.fields;
+        for (path, (_, kind)) in fields.range(prefix.clone()..).take_while(|(k, _)| k.starts_with(&prefix)) {
             let Some(name) = path.strip_prefix(&prefix) else { continue };
             let value = match kind {
                 FieldKind::Text => self.text(path)?.map(|v| Value::from(v.trim())),
