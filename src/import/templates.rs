@@ -207,9 +207,11 @@ pub(super) fn template(e: &Entry, name: &str, out: &mut Out) {
                 }
                 def.insert("alertmanager".into(), Value::Object(f));
             }
-            // A section of fixed field names, as the kind registry has it.
+            // A section of fixed field names, as the kind registry has it (not Argo CD's
+            // `pagerduty:`, its v1 service, which driftwatch does not have).
             (s, Value::Object(fields))
-                if crate::deliver::kinds::section_fields().any(|(p, _)| p.split('.').next() == Some(target_section(s))) =>
+                if !OTHER_KINDS.contains(&s)
+                    && crate::deliver::kinds::section_fields().any(|(p, _)| p.split('.').next() == Some(target_section(s))) =>
             {
                 let target = target_section(s);
                 let mut f = Map::new();
@@ -279,4 +281,33 @@ pub(super) fn template(e: &Entry, name: &str, out: &mut Out) {
     text.push_str(&w.comments);
     text.push_str(&if def.is_empty() { "{}\n".to_string() } else { yaml::to_yaml(&Value::Object(def)) });
     out.templates.insert(name.to_string(), text);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn convert(yaml: &str) -> Out {
+        let e = Entry { file: "cm.yaml".into(), line: 1, key: "template.t".into(), value: Value::String(yaml.into()) };
+        let input = super::super::read::Input { entries: vec![e.clone()], ..Default::default() };
+        let mut out = Out::new(&input);
+        template(&e, "t", &mut out);
+        out
+    }
+
+    /// Argo CD's section names map onto the kinds' sections; Argo CD's `pagerduty:`
+    /// (its v1 service, which driftwatch lacks) is not read as driftwatch's PagerDuty.
+    #[test]
+    fn argo_cd_sections_map_onto_the_kinds() {
+        let out = convert("message: m\npagerdutyv2:\n  summary: s\nteams-workflows:\n  title: t\n");
+        let text = &out.templates["t"];
+        assert!(text.contains("pagerduty:\n  summary: s"), "{text}");
+        assert!(text.contains("teams:\n  title: t"), "{text}");
+        assert!(out.report.todos.is_empty(), "{:?}", out.report.todos);
+        // No pagerduty (v1) service configured: kept commented out and noted, as Argo CD
+        // could not send it either; not mapped onto driftwatch's fields and marked.
+        let out = convert("message: m\npagerduty:\n  title: t\n");
+        assert!(out.report.todos.is_empty(), "{:?}", out.report.todos);
+        assert!(out.report.notes.iter().any(|n| n.reason.contains("driftwatch has no pagerduty destination")), "{:?}", out.report.notes);
+    }
 }
