@@ -207,3 +207,35 @@ mod tests {
         assert_eq!(body.unwrap().len(), MAX_RESPONSE_BODY);
     }
 }
+
+/// An HTTP request, before any client sees it (the webhook's, the signed webhook's).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HttpRequest {
+    pub method: String,
+    pub url: String,
+    pub headers: std::collections::BTreeMap<String, String>,
+    pub body: String,
+}
+
+/// HTTP basic authentication in a service's settings (webhook, Alertmanager).
+#[derive(Debug, Clone, serde::Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct BasicAuth {
+    pub username: String,
+    /// A `$secret` reference.
+    pub password: String,
+}
+
+/// The header receivers de-duplicate by (the IETF draft's name, Stripe's and many
+/// others'): the notification's outbox identity, the same for every attempt at it.
+pub const IDEMPOTENCY_KEY: &str = "Idempotency-Key";
+
+/// Adds `Idempotency-Key` unless the configuration or the template set one (in any
+/// case of the name).
+pub fn add_idempotency_key(headers: &mut std::collections::BTreeMap<String, String>, n: &crate::model::Notification) {
+    if let Some(key) = &n.idempotency_key
+        && !headers.keys().any(|k| k.eq_ignore_ascii_case(IDEMPOTENCY_KEY))
+    {
+        headers.insert(IDEMPOTENCY_KEY.to_string(), key.clone());
+    }
+}

@@ -256,6 +256,31 @@ mod tests {
         assert_eq!(def.fields().into_iter().map(|(p, _, _)| p).collect::<Vec<_>>(), ["pagerduty.summary"]);
     }
 
+    /// A kind depends on the machinery, never on another kind: what two kinds share
+    /// (an HTTP request, basic auth, the idempotency key) is machinery.
+    #[test]
+    fn no_kind_uses_another() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src/deliver/kinds");
+        let mut read = 0;
+        for folder in FOLDERS {
+            for entry in std::fs::read_dir(dir.join(folder)).unwrap() {
+                let path = entry.unwrap().path();
+                let text = std::fs::read_to_string(&path).unwrap();
+                read += 1;
+                for other in FOLDERS.iter().filter(|o| *o != folder) {
+                    for form in [format!("kinds::{other}::"), format!("super::super::{other}::")] {
+                        assert!(
+                            !text.contains(&form),
+                            "{} uses the {other} kind ({form}): move what they share to the machinery",
+                            path.display()
+                        );
+                    }
+                }
+            }
+        }
+        assert!(read > 60, "the scan read only {read} files");
+    }
+
     /// Each Argo CD service type maps to one kind, and back: `driftwatch import` finds
     /// every kind that declares one by that name, with its own kind and mapping.
     #[test]

@@ -2,7 +2,7 @@
 
 use serde::Deserialize;
 
-use crate::deliver::kinds::webhook::BasicAuth;
+use crate::deliver::http::BasicAuth;
 
 /// Argo CD's settings: `targets` (`host:port`), `scheme` (`http`), `apiPath`
 /// (`/api/v2/alerts`), `basicAuth`, `bearerToken`, `insecureSkipVerify`; and `caFile`.

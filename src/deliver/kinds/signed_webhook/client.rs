@@ -41,7 +41,7 @@ impl SignedWebhookClient {
         let r = signed_request(&self.url, self.key.expose().as_bytes(), &record, now.timestamp());
         let mut headers = self.headers.clone();
         headers.extend(r.headers);
-        crate::deliver::kinds::webhook::payload::add_idempotency_key(&mut headers, n);
+        crate::deliver::http::add_idempotency_key(&mut headers, n);
         let mut req = self.http.post(&r.url).body(r.body);
         for (k, v) in &headers {
             req = req.header(k, v);

@@ -3,7 +3,7 @@
 use hmac::{Hmac, Mac};
 use sha2::Sha256;
 
-use crate::deliver::kinds::webhook::HttpRequest;
+use crate::deliver::http::HttpRequest;
 
 type HmacSha256 = Hmac<Sha256>;
 

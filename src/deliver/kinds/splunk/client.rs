@@ -60,7 +60,7 @@ impl Deliverer for SplunkClient {
             if let [n] = batch
                 && let Some(key) = &n.idempotency_key
             {
-                req = req.header(crate::deliver::kinds::webhook::payload::IDEMPOTENCY_KEY, key);
+                req = req.header(crate::deliver::http::IDEMPOTENCY_KEY, key);
             }
             let req = req.body(batch_body(&envelopes));
             match req.send().await {

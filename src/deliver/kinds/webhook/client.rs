@@ -3,7 +3,8 @@
 use std::collections::BTreeMap;
 
 use super::config::WebhookConfig;
-use super::payload::{HttpRequest, request};
+use super::payload::request;
+use crate::deliver::http::HttpRequest;
 use crate::deliver::http;
 use crate::deliver::outcome::Outcome;
 use crate::deliver::worker::{BoxFuture, Deliverer, one_by_one};

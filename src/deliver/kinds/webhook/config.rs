@@ -4,13 +4,7 @@ use std::collections::BTreeMap;
 
 use serde::Deserialize;
 
-#[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
-#[serde(deny_unknown_fields)]
-pub struct BasicAuth {
-    pub username: String,
-    /// `$webhook-password`.
-    pub password: String,
-}
+use crate::deliver::http::BasicAuth;
 
 /// A generic HTTP webhook; templates add method, path, headers and body.
 #[derive(Debug, Clone, Deserialize, PartialEq, Eq)]

@@ -9,8 +9,8 @@ pub(crate) mod payload;
 mod tests;
 
 pub use client::WebhookClient;
-pub use config::{BasicAuth, WebhookConfig};
-pub use payload::{HttpRequest, request};
+pub use config::WebhookConfig;
+pub use payload::request;
 
 /// The Webhook kind: what the registry (`deliver::kinds`) needs of it.
 pub struct Webhook;

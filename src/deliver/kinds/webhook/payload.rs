@@ -4,16 +4,8 @@ use std::collections::BTreeMap;
 
 use serde_json::Value;
 
+use crate::deliver::http::{HttpRequest, add_idempotency_key};
 use crate::model::Notification;
-
-/// An HTTP request, before any client sees it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct HttpRequest {
-    pub method: String,
-    pub url: String,
-    pub headers: BTreeMap<String, String>,
-    pub body: String,
-}
 
 /// Joins the service URL and the template's path without doubling or losing a `/`.
 pub fn join_url(base: &str, path: &str) -> String {
@@ -40,20 +32,6 @@ pub fn request(base_url: &str, config_headers: &BTreeMap<String, String>, n: &No
         m => m,
     };
     HttpRequest { method, url: join_url(base_url, &s("path")), headers, body: s("body") }
-}
-
-/// The header receivers de-duplicate by (the IETF draft's name, Stripe's and many
-/// others'): the notification's outbox identity, the same for every attempt at it.
-pub const IDEMPOTENCY_KEY: &str = "Idempotency-Key";
-
-/// Adds `Idempotency-Key` unless the configuration or the template set one (in any
-/// case of the name).
-pub fn add_idempotency_key(headers: &mut BTreeMap<String, String>, n: &Notification) {
-    if let Some(key) = &n.idempotency_key
-        && !headers.keys().any(|k| k.eq_ignore_ascii_case(IDEMPOTENCY_KEY))
-    {
-        headers.insert(IDEMPOTENCY_KEY.to_string(), key.clone());
-    }
 }
 
 /// This kind's encoder: the payload it is sent, shaped from a template's fields
