@@ -9,7 +9,7 @@
 //! ```text
 //! cluster (watch) or replay -> pipeline::pass::run -> Pipeline::evaluate:
 //!     drift (what, who, episode) -> route (subscriptions, route tree) -> trigger (rhai)
-//!     -> state (dedup, hold-downs) -> template (handlebars) + deliver::encode (payload per kind)
+//!     -> state (dedup, hold-downs) -> template (handlebars) + the kind's encoder (payload per kind)
 //! -> state (the pass and its notifications, one transaction) -> deliver (outbox workers)
 //! -> state (recorded, noted in the episode; a deleted Application purged)
 //! ```

@@ -28,9 +28,6 @@ pub enum SettingsError {
     /// "concurrency must be from 1 to 64").
     #[error("{0}")]
     Rule(String),
-    /// No kind of that name is registered.
-    #[error("the kind {0} is not registered")]
-    Unregistered(&'static str),
 }
 
 /// Why a service's client cannot be built; never holds a secret value.
@@ -93,23 +90,22 @@ impl ArgoService {
     /// rest unknown.
     pub fn convert(&self, argo: &Map<String, Value>) -> Imported {
         let mut out = Imported::default();
-        let order: Vec<&str> = if self.written_order {
-            argo.keys().map(String::as_str).filter(|k| self.settings.iter().any(|(from, _)| from == k)).collect()
-        } else {
-            self.settings.iter().map(|(from, _)| *from).collect()
-        };
-        for from in order {
-            if let (Some(v), Some((_, to))) = (argo.get(from), self.settings.iter().find(|(f, _)| *f == from)) {
-                out.settings.insert((*to).to_string(), v.clone());
+        let renamed = |from: &str| self.settings.iter().find(|(f, _)| *f == from).map(|(_, to)| *to);
+        if !self.written_order {
+            for (from, to) in self.settings {
+                if let Some(v) = argo.get(*from) {
+                    out.settings.insert((*to).to_string(), v.clone());
+                }
             }
         }
-        for k in argo.keys() {
-            if self.settings.iter().any(|(from, _)| from == k) {
-                continue;
-            }
-            match self.not_needed.iter().find(|(n, _)| n == k) {
-                Some((_, why)) => out.notes.push((k.clone(), why)),
-                None => out.unknown.push(k.clone()),
+        for (k, v) in argo {
+            match (renamed(k), self.not_needed.iter().find(|(n, _)| n == k)) {
+                (Some(to), _) if self.written_order => {
+                    out.settings.insert(to.to_string(), v.clone());
+                }
+                (Some(_), _) => {}
+                (None, Some((_, why))) => out.notes.push((k.clone(), why)),
+                (None, None) => out.unknown.push(k.clone()),
             }
         }
         out
@@ -130,8 +126,6 @@ pub trait Kind {
     /// The template section this kind's encoder reads (`slack:`), typed: the template
     /// files' schema for it. [`NoSection`] for a kind that reads the message only.
     type Template: DeserializeOwned + Clone + std::fmt::Debug + Default + Send + Sync + 'static;
-    /// Whether a template may have this kind's section.
-    const TEMPLATE_SECTION: bool = false;
     /// The section's fields with fixed names (`slack.attachments`), and whether each
     /// renders to JSON: what `driftwatch import` maps Argo CD's fields onto.
     const TEMPLATE_FIELDS: &'static [(&'static str, FieldKind)] = &[];
@@ -149,9 +143,10 @@ pub trait Kind {
     /// produces it).
     const ARGO: Option<ArgoService>;
 
-    /// Argo CD's settings as this kind's; the table does it unless a kind needs more.
-    fn import(argo: &Map<String, Value>) -> Option<Imported> {
-        Self::ARGO.map(|a| a.convert(argo))
+    /// Argo CD's settings (`settings`, of the service `argo` describes) as this kind's;
+    /// the table does it unless a kind needs more.
+    fn import(argo: &ArgoService, settings: &Map<String, Value>) -> Imported {
+        argo.convert(settings)
     }
 
     /// Reads its settings; serde's own message names the setting at fault.

@@ -37,7 +37,7 @@ pub(super) fn service(e: &Entry, rest: &str, out: &mut Out) {
         }
     };
     let mut refs = Vec::new();
-    collect_refs(&Value::Object(cfg.clone()), &mut refs);
+    cfg.values().for_each(|v| collect_refs(v, &mut refs));
     // The kind Argo CD's service type names, and its mapping, from the kind registry.
     let Some((dest, argo, convert)) = crate::deliver::kinds::argo_service(kind) else {
         out.report.services.todo += 1;
@@ -52,7 +52,7 @@ pub(super) fn service(e: &Entry, rest: &str, out: &mut Out) {
         out.config_todos.push(line);
         return;
     };
-    let imported = convert(&cfg).unwrap_or_default();
+    let imported = convert(&argo, &cfg);
     let mut svc = Map::new();
     if argo.typed {
         svc.insert("type".into(), json!(dest.as_str()));

@@ -42,5 +42,5 @@ pub fn service_clients(rt: &Runtime, state: &Arc<StateStore>) -> Result<Vec<Serv
 /// Renders template `name` for `target`'s destination, its payload shaped by the
 /// destination kind's encoder.
 pub fn render(rt: &Runtime, name: &str, ctx: &mut RenderContext, target: &Target<'_>, app: &App) -> Result<Rendered, RenderError> {
-    rt.templates.render(name, ctx, target, app, crate::deliver::encode::encoder(target.kind))
+    rt.templates.render(name, ctx, target, app, crate::deliver::kinds::encoder(target.kind))
 }

@@ -273,7 +273,7 @@ impl TemplateSet {
     }
 }
 
-/// Shapes a destination kind's payload from a template's fields (`deliver::encode`
+/// Shapes a destination kind's payload from a template's fields (`deliver::kinds::encoder`
 /// picks one per kind).
 pub type Encoder = fn(&Fields<'_>, &Target<'_>, &App) -> Payload;
 

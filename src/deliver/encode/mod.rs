@@ -1,15 +1,8 @@
-//! Which encoder shapes the payload of each destination kind: every kind's own
+//! The payload of every destination kind, tested through its encoder: each kind's
 //! `encode` lives in its folder (`deliver/kinds/<kind>/payload.rs`), built on the
 //! helpers of `template::Fields` (the message alone, trimmed, or with the kind's
-//! section), and is its [`Kind::ENCODE`](super::kind::Kind::ENCODE).
-
-use crate::model::DestinationKind;
-use crate::template::Encoder;
-
-/// The encoder of `kind`, from the registry.
-pub fn encoder(kind: DestinationKind) -> Encoder {
-    super::kinds::encoder(kind)
-}
+//! section); it is the kind's [`Kind::ENCODE`](super::kind::Kind::ENCODE), looked up by
+//! [`kinds::encoder`](super::kinds::encoder).
 
 #[cfg(test)]
 mod tests;

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use serde_json::{Value, json};
 
-use super::encoder;
+use crate::deliver::kinds::encoder;
 use crate::deliver::kinds::{TemplateDef, section_fields};
 use crate::model::{App, DestinationKind, Severity};
 use crate::source::SourceFile;

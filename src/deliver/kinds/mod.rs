@@ -29,10 +29,9 @@ macro_rules! registry {
             /// The settings of a service of `kind` (the common keys removed), read and
             /// checked by the kind.
             pub fn parse(kind: DestinationKind, v: Value) -> Result<ServiceConfig, SettingsError> {
-                $(if kind == <$module::$kind as Kind>::KIND {
-                    return kind::config::<$module::$kind>(v).map(ServiceConfig::$kind);
-                })*
-                Err(SettingsError::Unregistered(kind.as_str()))
+                match kind {
+                    $(DestinationKind::$kind => kind::config::<$module::$kind>(v).map(ServiceConfig::$kind)),*
+                }
             }
 
             pub fn kind(&self) -> DestinationKind {
@@ -98,9 +97,12 @@ macro_rules! registry {
             [$(<$module::$kind as Kind>::TEMPLATE_FIELDS),*].into_iter().flatten().map(|(p, k)| (*p, *k == FieldKind::Json))
         }
 
-        /// Whether a template may have a `section:` (a kind's name with a section).
+        /// Whether a template may have a `section:`: a kind of that name (or other
+        /// name) whose template section is not [`kind::NoSection`].
         pub fn has_section(section: &str) -> bool {
-            $(if <$module::$kind as Kind>::TEMPLATE_SECTION && ($name == section $(|| $alias == section)?) {
+            $(if ($name == section $(|| $alias == section)?)
+                && std::any::TypeId::of::<<$module::$kind as Kind>::Template>() != std::any::TypeId::of::<kind::NoSection>()
+            {
                 return true;
             })*
             false
@@ -108,34 +110,30 @@ macro_rules! registry {
 
         /// `kind`'s default rate limit and concurrency.
         pub fn limits(kind: DestinationKind) -> Limits {
-            $(if kind == <$module::$kind as Kind>::KIND {
-                return <$module::$kind as Kind>::LIMITS;
-            })*
-            <console::Console as Kind>::LIMITS
+            match kind {
+                $(DestinationKind::$kind => <$module::$kind as Kind>::LIMITS),*
+            }
         }
 
-        /// `kind`'s encoder.
+        /// `kind`'s encoder: what shapes its payload from a template's fields.
         pub fn encoder(kind: DestinationKind) -> Encoder {
-            $(if kind == <$module::$kind as Kind>::KIND {
-                return <$module::$kind as Kind>::ENCODE;
-            })*
-            <console::Console as Kind>::ENCODE
+            match kind {
+                $(DestinationKind::$kind => <$module::$kind as Kind>::ENCODE),*
+            }
         }
 
         /// The kind Argo CD calls `argo_name` (`pagerdutyv2`), and how its settings
         /// become driftwatch's.
-        pub fn argo_service(argo_name: &str) -> Option<(DestinationKind, kind::ArgoService, fn(&serde_json::Map<String, Value>) -> Option<kind::Imported>)> {
+        pub fn argo_service(argo_name: &str) -> Option<(DestinationKind, kind::ArgoService, fn(&kind::ArgoService, &serde_json::Map<String, Value>) -> kind::Imported)> {
             $(if let Some(a) = <$module::$kind as Kind>::ARGO && a.name == argo_name {
                 return Some((<$module::$kind as Kind>::KIND, a, <$module::$kind as Kind>::import));
             })*
             None
         }
 
-        /// The registered kinds, in registry order.
-        pub const REGISTERED: &[DestinationKind] = &[$(<$module::$kind as Kind>::KIND),*];
-
-        /// Argo CD's name of each registered kind Argo CD has.
-        pub const ARGO_NAMES: &[Option<&str>] = &[$(match <$module::$kind as Kind>::ARGO { Some(a) => Some(a.name), None => None }),*];
+        /// Argo CD's name of each kind Argo CD has, in the order of `DestinationKind::ALL`.
+        #[cfg(test)]
+        const ARGO_NAMES: &[Option<&str>] = &[$(match <$module::$kind as Kind>::ARGO { Some(a) => Some(a.name), None => None }),*];
 
         /// The folders registered, by name.
         pub const FOLDERS: &[&str] = &[$(stringify!($module)),*];
@@ -163,10 +161,9 @@ pub fn default_settings(kind: DestinationKind) -> super::outcome::DeliverySettin
 mod tests {
     use super::*;
 
-    /// Every folder here is a registered kind, every kind driftwatch names is
-    /// registered once, and each is registered under its own name.
+    /// Every folder here is in the list of kinds, and each is named after its kind.
     #[test]
-    fn every_kind_folder_is_registered_and_every_kind_once() {
+    fn every_kind_folder_is_registered() {
         let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src/deliver/kinds");
         let mut folders: Vec<String> = std::fs::read_dir(&dir)
             .unwrap()
@@ -177,15 +174,8 @@ mod tests {
         folders.sort();
         let mut registered: Vec<String> = FOLDERS.iter().map(|f| f.to_string()).collect();
         registered.sort();
-        assert_eq!(folders, registered, "a folder of src/deliver/kinds that the registry does not list, or the reverse");
-        let mut kinds = REGISTERED.to_vec();
-        kinds.sort_by_key(|k| k.as_str());
-        kinds.dedup();
-        assert_eq!(kinds.len(), REGISTERED.len(), "a kind registered twice");
-        let mut all = DestinationKind::ALL.to_vec();
-        all.sort_by_key(|k| k.as_str());
-        assert_eq!(kinds, all, "model::DestinationKind and the registry disagree");
-        for (folder, kind) in FOLDERS.iter().zip(REGISTERED) {
+        assert_eq!(folders, registered, "a folder of src/deliver/kinds that the list of kinds does not have");
+        for (folder, kind) in FOLDERS.iter().zip(DestinationKind::ALL) {
             assert_eq!(folder.replace('_', "-"), kind.as_str(), "the folder is named after its kind");
         }
     }
@@ -290,12 +280,23 @@ mod tests {
         unique.sort();
         unique.dedup();
         assert_eq!(unique.len(), names.len(), "two kinds claim one Argo CD name: {names:?}");
-        for (name, kind) in ARGO_NAMES.iter().zip(REGISTERED) {
+        for (name, kind) in ARGO_NAMES.iter().zip(DestinationKind::ALL) {
             match name {
                 Some(n) => {
                     let (found, argo, convert) = argo_service(n).unwrap_or_else(|| panic!("{n}"));
-                    assert_eq!((found, argo.name), (*kind, *n));
-                    assert!(convert(&serde_json::Map::new()).is_some(), "{n}: a mapping that converts");
+                    assert_eq!((found, argo.name), (kind, *n));
+                    // Every Argo CD setting the table takes comes out under its driftwatch
+                    // name; every one it does not need is noted; nothing is unknown.
+                    let mut given = serde_json::Map::new();
+                    for (from, _) in argo.settings.iter().chain(argo.not_needed) {
+                        given.insert(from.to_string(), serde_json::json!("x"));
+                    }
+                    let got = convert(&argo, &given);
+                    assert!(got.unknown.is_empty(), "{n}: {:?}", got.unknown);
+                    assert_eq!(got.notes.len(), argo.not_needed.len(), "{n}");
+                    for (from, to) in argo.settings {
+                        assert!(got.settings.contains_key(*to), "{n}: {from} -> {to}: {:?}", got.settings);
+                    }
                 }
                 None => {
                     assert!(matches!(kind.as_str(), "console" | "splunk" | "signed-webhook" | "syslog"), "{kind:?} has no Argo CD mapping")

@@ -25,7 +25,6 @@ impl crate::deliver::kind::Kind for Alertmanager {
     const LIMITS: crate::deliver::kind::Limits = crate::deliver::kind::Limits { per_second: 20.0, burst: 40, concurrency: 4 };
     const ENCODE: crate::template::Encoder = payload::encode;
     type Template = template::AlertmanagerDef;
-    const TEMPLATE_SECTION: bool = true;
     const TEMPLATE_FIELDS: &'static [(&'static str, crate::template::FieldKind)] = &[];
 
     fn template_fields<'a>(t: &'a Self::Template, all: &mut Vec<(String, crate::template::FieldKind, Option<&'a crate::source::At<String>>)>) {

@@ -49,7 +49,7 @@ pub fn alerts(n: &Notification, argocd_url: &str, now: chrono::DateTime<chrono::
 }
 
 /// This kind's encoder: the payload it is sent, shaped from a template's fields
-/// (`deliver::encode::encoder` picks it for the kind).
+/// (`deliver::kinds::encoder` picks it for the kind).
 pub fn encode(f: &crate::template::Fields<'_>, _: &crate::template::Target<'_>, _: &crate::model::App) -> crate::template::Payload {
     let mut out = serde_json::Map::new();
     out.insert("message".into(), f.message.clone().into());

@@ -21,7 +21,6 @@ impl crate::deliver::kind::Kind for Email {
     const LIMITS: crate::deliver::kind::Limits = crate::deliver::kind::Limits { per_second: 5.0, burst: 10, concurrency: 2 };
     const ENCODE: crate::template::Encoder = payload::encode;
     type Template = template::EmailDef;
-    const TEMPLATE_SECTION: bool = true;
     const TEMPLATE_FIELDS: &'static [(&'static str, crate::template::FieldKind)] = &[("email.subject", crate::template::FieldKind::Text), ("email.body", crate::template::FieldKind::Text), ("email.html", crate::template::FieldKind::Text)];
 
     fn template_fields<'a>(t: &'a Self::Template, all: &mut Vec<(String, crate::template::FieldKind, Option<&'a crate::source::At<String>>)>) {
@@ -36,11 +35,11 @@ impl crate::deliver::kind::Kind for Email {
     });
 
     /// Argo CD's mailer (gomail) uses implicit TLS on port 465 and STARTTLS elsewhere.
-    fn import(argo: &serde_json::Map<String, serde_json::Value>) -> Option<crate::deliver::kind::Imported> {
-        let mut out = Self::ARGO?.convert(argo);
+    fn import(service: &crate::deliver::kind::ArgoService, argo: &serde_json::Map<String, serde_json::Value>) -> crate::deliver::kind::Imported {
+        let mut out = service.convert(argo);
         let port = argo.get("port").and_then(|p| p.as_u64().or_else(|| p.as_str().and_then(|s| s.parse().ok())));
         out.settings.insert("tls".into(), serde_json::json!(if port == Some(465) { "implicit" } else { "starttls" }));
-        Some(out)
+        out
     }
 
     fn secrets(c: &EmailConfig) -> Vec<&str> {

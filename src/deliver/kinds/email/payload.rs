@@ -32,7 +32,7 @@ pub fn message(from: &str, n: &Notification) -> Result<lettre::Message, Unsendab
 }
 
 /// This kind's encoder: the payload it is sent, shaped from a template's fields
-/// (`deliver::encode::encoder` picks it for the kind).
+/// (`deliver::kinds::encoder` picks it for the kind).
 pub fn encode(f: &crate::template::Fields<'_>, _: &crate::template::Target<'_>, _: &crate::model::App) -> crate::template::Payload {
     let mut out = serde_json::Map::new();
     let subject = match f.text("email.subject")? {

@@ -93,7 +93,7 @@ pub fn comment(n: &Notification) -> Option<(String, Option<String>)> {
 }
 
 /// This kind's encoder: the payload it is sent, shaped from a template's fields
-/// (`deliver::encode::encoder` picks it for the kind).
+/// (`deliver::kinds::encoder` picks it for the kind).
 pub fn encode(f: &crate::template::Fields<'_>, _: &crate::template::Target<'_>, app: &crate::model::App) -> crate::template::Payload {
     let no_fields = || crate::template::RenderError::NoKindFields { template: f.template().into(), kind: "github" };
     let gh = f.settings::<super::template::GitHubDef>("github").ok_or_else(no_fields)?;

@@ -24,7 +24,6 @@ impl crate::deliver::kind::Kind for Googlechat {
     const LIMITS: crate::deliver::kind::Limits = crate::deliver::kind::Limits { per_second: 1.0, burst: 3, concurrency: 2 };
     const ENCODE: crate::template::Encoder = payload::encode;
     type Template = template::GoogleChatDef;
-    const TEMPLATE_SECTION: bool = true;
     const TEMPLATE_FIELDS: &'static [(&'static str, crate::template::FieldKind)] = &[("googlechat.cards", crate::template::FieldKind::Json), ("googlechat.cardsV2", crate::template::FieldKind::Json), ("googlechat.threadKey", crate::template::FieldKind::Text)];
 
     fn template_fields<'a>(t: &'a Self::Template, all: &mut Vec<(String, crate::template::FieldKind, Option<&'a crate::source::At<String>>)>) {

@@ -16,7 +16,7 @@ pub fn annotation(n: &Notification, now: chrono::DateTime<chrono::Utc>) -> Value
 }
 
 /// This kind's encoder: the payload it is sent, shaped from a template's fields
-/// (`deliver::encode::encoder` picks it for the kind).
+/// (`deliver::kinds::encoder` picks it for the kind).
 pub fn encode(f: &crate::template::Fields<'_>, _: &crate::template::Target<'_>, _: &crate::model::App) -> crate::template::Payload {
     // Argo CD's Grafana service has no template fields: the annotation is the message.
     f.message_only()

@@ -23,7 +23,6 @@ impl crate::deliver::kind::Kind for Newrelic {
     const LIMITS: crate::deliver::kind::Limits = crate::deliver::kind::Limits { per_second: 2.0, burst: 5, concurrency: 2 };
     const ENCODE: crate::template::Encoder = payload::encode;
     type Template = template::NewRelicDef;
-    const TEMPLATE_SECTION: bool = true;
     const TEMPLATE_FIELDS: &'static [(&'static str, crate::template::FieldKind)] = &[("newrelic.revision", crate::template::FieldKind::Text), ("newrelic.changelog", crate::template::FieldKind::Text), ("newrelic.description", crate::template::FieldKind::Text), ("newrelic.user", crate::template::FieldKind::Text)];
 
     fn template_fields<'a>(t: &'a Self::Template, all: &mut Vec<(String, crate::template::FieldKind, Option<&'a crate::source::At<String>>)>) {

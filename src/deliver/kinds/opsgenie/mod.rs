@@ -24,7 +24,6 @@ impl crate::deliver::kind::Kind for Opsgenie {
     const LIMITS: crate::deliver::kind::Limits = crate::deliver::kind::Limits { per_second: 5.0, burst: 10, concurrency: 2 };
     const ENCODE: crate::template::Encoder = payload::encode;
     type Template = template::OpsgenieDef;
-    const TEMPLATE_SECTION: bool = true;
     const TEMPLATE_FIELDS: &'static [(&'static str, crate::template::FieldKind)] = &[("opsgenie.description", crate::template::FieldKind::Text), ("opsgenie.priority", crate::template::FieldKind::Text), ("opsgenie.alias", crate::template::FieldKind::Text), ("opsgenie.note", crate::template::FieldKind::Text), ("opsgenie.entity", crate::template::FieldKind::Text), ("opsgenie.user", crate::template::FieldKind::Text), ("opsgenie.tags", crate::template::FieldKind::Json), ("opsgenie.actions", crate::template::FieldKind::Json), ("opsgenie.responders", crate::template::FieldKind::Json), ("opsgenie.visibleTo", crate::template::FieldKind::Json), ("opsgenie.details", crate::template::FieldKind::Json)];
 
     fn template_fields<'a>(t: &'a Self::Template, all: &mut Vec<(String, crate::template::FieldKind, Option<&'a crate::source::At<String>>)>) {

@@ -22,7 +22,6 @@ impl crate::deliver::kind::Kind for Pagerduty {
     const LIMITS: crate::deliver::kind::Limits = crate::deliver::kind::Limits { per_second: 1.5, burst: 10, concurrency: 2 };
     const ENCODE: crate::template::Encoder = payload::encode;
     type Template = template::PagerDutyDef;
-    const TEMPLATE_SECTION: bool = true;
     const TEMPLATE_FIELDS: &'static [(&'static str, crate::template::FieldKind)] = &[("pagerduty.summary", crate::template::FieldKind::Text), ("pagerduty.severity", crate::template::FieldKind::Text), ("pagerduty.source", crate::template::FieldKind::Text), ("pagerduty.component", crate::template::FieldKind::Text), ("pagerduty.group", crate::template::FieldKind::Text), ("pagerduty.class", crate::template::FieldKind::Text), ("pagerduty.customDetails", crate::template::FieldKind::Json)];
 
     fn template_fields<'a>(t: &'a Self::Template, all: &mut Vec<(String, crate::template::FieldKind, Option<&'a crate::source::At<String>>)>) {

@@ -75,7 +75,7 @@ pub fn event(n: &Notification, routing_key: &str, argocd_url: &str, now: chrono:
 pub const SUMMARY_MAX: usize = 1024;
 
 /// This kind's encoder: the payload it is sent, shaped from a template's fields
-/// (`deliver::encode::encoder` picks it for the kind).
+/// (`deliver::kinds::encoder` picks it for the kind).
 pub fn encode(f: &crate::template::Fields<'_>, _: &crate::template::Target<'_>, app: &crate::model::App) -> crate::template::Payload {
     let mut out = serde_json::Map::new();
     let summary = f.text("pagerduty.summary")?.unwrap_or_else(|| f.message.clone());

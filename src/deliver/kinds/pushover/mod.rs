@@ -22,7 +22,6 @@ impl crate::deliver::kind::Kind for Pushover {
     const LIMITS: crate::deliver::kind::Limits = crate::deliver::kind::Limits { per_second: 2.0, burst: 5, concurrency: 2 };
     const ENCODE: crate::template::Encoder = payload::encode;
     type Template = template::PushoverDef;
-    const TEMPLATE_SECTION: bool = true;
     const TEMPLATE_FIELDS: &'static [(&'static str, crate::template::FieldKind)] = &[("pushover.title", crate::template::FieldKind::Text), ("pushover.priority", crate::template::FieldKind::Text), ("pushover.url", crate::template::FieldKind::Text), ("pushover.urlTitle", crate::template::FieldKind::Text), ("pushover.sound", crate::template::FieldKind::Text), ("pushover.device", crate::template::FieldKind::Text)];
 
     fn template_fields<'a>(t: &'a Self::Template, all: &mut Vec<(String, crate::template::FieldKind, Option<&'a crate::source::At<String>>)>) {

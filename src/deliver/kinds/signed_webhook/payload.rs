@@ -47,7 +47,7 @@ pub fn signed_request(url: &str, key: &[u8], record: &serde_json::Value, timesta
 }
 
 /// This kind's encoder: the payload it is sent, shaped from a template's fields
-/// (`deliver::encode::encoder` picks it for the kind).
+/// (`deliver::kinds::encoder` picks it for the kind).
 pub fn encode(f: &crate::template::Fields<'_>, _: &crate::template::Target<'_>, _: &crate::model::App) -> crate::template::Payload {
     f.message_trimmed()
 }

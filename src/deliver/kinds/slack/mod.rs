@@ -24,7 +24,6 @@ impl crate::deliver::kind::Kind for Slack {
     const LIMITS: crate::deliver::kind::Limits = crate::deliver::kind::Limits { per_second: 1.0, burst: 3, concurrency: 2 };
     const ENCODE: crate::template::Encoder = payload::encode;
     type Template = template::SlackDef;
-    const TEMPLATE_SECTION: bool = true;
     const TEMPLATE_FIELDS: &'static [(&'static str, crate::template::FieldKind)] = &[("slack.text", crate::template::FieldKind::Text), ("slack.attachments", crate::template::FieldKind::Json), ("slack.blocks", crate::template::FieldKind::Json), ("slack.groupingKey", crate::template::FieldKind::Text)];
 
     fn template_fields<'a>(t: &'a Self::Template, all: &mut Vec<(String, crate::template::FieldKind, Option<&'a crate::source::At<String>>)>) {

@@ -80,7 +80,7 @@ pub fn api_result(body: &str) -> Result<(String, String), Outcome> {
 }
 
 /// This kind's encoder: the payload it is sent, shaped from a template's fields
-/// (`deliver::encode::encoder` picks it for the kind).
+/// (`deliver::kinds::encoder` picks it for the kind).
 pub fn encode(f: &crate::template::Fields<'_>, _: &crate::template::Target<'_>, _: &crate::model::App) -> crate::template::Payload {
     let mut out = serde_json::Map::new();
     out.insert("text".into(), f.text("slack.text")?.unwrap_or_else(|| f.message.clone()).into());

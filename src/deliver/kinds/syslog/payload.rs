@@ -111,7 +111,7 @@ pub fn frame(msg: &str) -> Vec<u8> {
 }
 
 /// This kind's encoder: the payload it is sent, shaped from a template's fields
-/// (`deliver::encode::encoder` picks it for the kind).
+/// (`deliver::kinds::encoder` picks it for the kind).
 pub fn encode(f: &crate::template::Fields<'_>, _: &crate::template::Target<'_>, _: &crate::model::App) -> crate::template::Payload {
     f.message_trimmed()
 }

@@ -24,7 +24,6 @@ impl crate::deliver::kind::Kind for Teams {
     const LIMITS: crate::deliver::kind::Limits = crate::deliver::kind::Limits { per_second: 1.0, burst: 3, concurrency: 2 };
     const ENCODE: crate::template::Encoder = payload::encode;
     type Template = template::TeamsDef;
-    const TEMPLATE_SECTION: bool = true;
     const TEMPLATE_FIELDS: &'static [(&'static str, crate::template::FieldKind)] = &[("teams.title", crate::template::FieldKind::Text), ("teams.summary", crate::template::FieldKind::Text), ("teams.text", crate::template::FieldKind::Text), ("teams.themeColor", crate::template::FieldKind::Text), ("teams.facts", crate::template::FieldKind::Json), ("teams.sections", crate::template::FieldKind::Json), ("teams.potentialAction", crate::template::FieldKind::Json), ("teams.template", crate::template::FieldKind::Json)];
 
     fn template_fields<'a>(t: &'a Self::Template, all: &mut Vec<(String, crate::template::FieldKind, Option<&'a crate::source::At<String>>)>) {

@@ -52,7 +52,7 @@ fn card(p: &Value) -> Value {
 }
 
 /// This kind's encoder: the payload it is sent, shaped from a template's fields
-/// (`deliver::encode::encoder` picks it for the kind).
+/// (`deliver::kinds::encoder` picks it for the kind).
 pub fn encode(f: &crate::template::Fields<'_>, _: &crate::template::Target<'_>, _: &crate::model::App) -> crate::template::Payload {
     // A workflow's Adaptive Card is built from the same `teams.*` fields as a MessageCard.
     f.message_and_section("teams")

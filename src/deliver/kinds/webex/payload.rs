@@ -11,7 +11,7 @@ pub fn message(n: &Notification) -> Value {
 }
 
 /// This kind's encoder: the payload it is sent, shaped from a template's fields
-/// (`deliver::encode::encoder` picks it for the kind).
+/// (`deliver::kinds::encoder` picks it for the kind).
 pub fn encode(f: &crate::template::Fields<'_>, _: &crate::template::Target<'_>, _: &crate::model::App) -> crate::template::Payload {
     // Argo CD's Webex service has no template fields: the message is the markdown.
     f.message_only()

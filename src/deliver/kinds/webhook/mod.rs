@@ -21,7 +21,6 @@ impl crate::deliver::kind::Kind for Webhook {
     const LIMITS: crate::deliver::kind::Limits = crate::deliver::kind::Limits { per_second: 10.0, burst: 20, concurrency: 16 };
     const ENCODE: crate::template::Encoder = payload::encode;
     type Template = std::collections::BTreeMap<String, template::WebhookDef>;
-    const TEMPLATE_SECTION: bool = true;
     const TEMPLATE_FIELDS: &'static [(&'static str, crate::template::FieldKind)] = &[];
 
     fn template_fields<'a>(t: &'a Self::Template, all: &mut Vec<(String, crate::template::FieldKind, Option<&'a crate::source::At<String>>)>) {
@@ -36,8 +35,8 @@ impl crate::deliver::kind::Kind for Webhook {
     });
 
     /// Argo CD's headers are a list of `{name, value}`; driftwatch's a map.
-    fn import(argo: &serde_json::Map<String, serde_json::Value>) -> Option<crate::deliver::kind::Imported> {
-        let mut out = Self::ARGO?.convert(argo);
+    fn import(service: &crate::deliver::kind::ArgoService, argo: &serde_json::Map<String, serde_json::Value>) -> crate::deliver::kind::Imported {
+        let mut out = service.convert(argo);
         if let Some(list) = argo.get("headers").and_then(serde_json::Value::as_array) {
             let mut headers = serde_json::Map::new();
             for h in list {
@@ -48,7 +47,7 @@ impl crate::deliver::kind::Kind for Webhook {
             }
             out.settings.insert("headers".into(), serde_json::Value::Object(headers));
         }
-        Some(out)
+        out
     }
 
     fn secrets(c: &WebhookConfig) -> Vec<&str> {

@@ -35,7 +35,7 @@ pub fn request(base_url: &str, config_headers: &BTreeMap<String, String>, n: &No
 }
 
 /// This kind's encoder: the payload it is sent, shaped from a template's fields
-/// (`deliver::encode::encoder` picks it for the kind).
+/// (`deliver::kinds::encoder` picks it for the kind).
 pub fn encode(f: &crate::template::Fields<'_>, t: &crate::template::Target<'_>, _: &crate::model::App) -> crate::template::Payload {
     let mut out = serde_json::Map::new();
     let prefix = format!("webhook.{}", t.service);
