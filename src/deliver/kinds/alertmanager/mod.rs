@@ -16,21 +16,25 @@ pub use client::AlertmanagerClient;
 pub use config::AlertmanagerConfig;
 pub use payload::alerts;
 
+use std::sync::Arc;
+
+use crate::deliver::Deliverer;
+use crate::deliver::env::Env;
+use crate::deliver::kind::{ArgoService, BuildError, Kind, Limits, SettingsError};
+use crate::model::DestinationKind;
+use crate::source::At;
+use crate::template::{Encoder, FieldKind};
+
 /// The Alertmanager kind: what the registry (`deliver::kinds`) needs of it.
 pub struct Alertmanager;
 
-impl crate::deliver::kind::Kind for Alertmanager {
-    const KIND: crate::model::DestinationKind = crate::model::DestinationKind::Alertmanager;
+impl Kind for Alertmanager {
+    const KIND: DestinationKind = DestinationKind::Alertmanager;
     type Config = AlertmanagerConfig;
-    const LIMITS: crate::deliver::kind::Limits = crate::deliver::kind::Limits { per_second: 20.0, burst: 40, concurrency: 4 };
-    const ENCODE: crate::template::Encoder = payload::encode;
+    const LIMITS: Limits = Limits { per_second: 20.0, burst: 40, concurrency: 4 };
+    const ENCODE: Encoder = payload::encode;
     type Template = template::AlertmanagerDef;
-    const TEMPLATE_FIELDS: &'static [(&'static str, crate::template::FieldKind)] = &[];
-
-    fn template_fields<'a>(t: &'a Self::Template, all: &mut Vec<(String, crate::template::FieldKind, Option<&'a crate::source::At<String>>)>) {
-        template::fields(t, all)
-    }
-    const ARGO: Option<crate::deliver::kind::ArgoService> = Some(crate::deliver::kind::ArgoService {
+    const ARGO: Option<ArgoService> = Some(ArgoService {
         name: "alertmanager",
         settings: &[("targets", "targets"), ("scheme", "scheme"), ("apiPath", "apiPath"), ("basicAuth", "basicAuth"), ("bearerToken", "bearerToken"), ("insecureSkipVerify", "insecureSkipVerify")],
         not_needed: &[],
@@ -38,9 +42,13 @@ impl crate::deliver::kind::Kind for Alertmanager {
         written_order: true,
     });
 
-    fn validate(c: &AlertmanagerConfig) -> Result<(), crate::deliver::kind::SettingsError> {
+    fn template_fields<'a>(t: &'a Self::Template, all: &mut Vec<(String, FieldKind, Option<&'a At<String>>)>) {
+        template::fields(t, all)
+    }
+
+    fn validate(c: &AlertmanagerConfig) -> Result<(), SettingsError> {
         if c.targets.is_empty() {
-            return Err(crate::deliver::kind::SettingsError::Rule("an alertmanager service needs at least one of targets".into()));
+            return Err(SettingsError::Rule("an alertmanager service needs at least one of targets".into()));
         }
         Ok(())
     }
@@ -53,7 +61,7 @@ impl crate::deliver::kind::Kind for Alertmanager {
         out
     }
 
-    fn client(_name: &str, c: &AlertmanagerConfig, env: &crate::deliver::env::Env) -> Result<std::sync::Arc<dyn crate::deliver::Deliverer>, crate::deliver::kind::BuildError> {
-        Ok(std::sync::Arc::new(AlertmanagerClient::new(c, env)?))
+    fn client(_name: &str, c: &AlertmanagerConfig, env: &Env) -> Result<Arc<dyn Deliverer>, BuildError> {
+        Ok(Arc::new(AlertmanagerClient::new(c, env)?))
     }
 }

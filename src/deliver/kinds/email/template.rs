@@ -17,6 +17,10 @@ pub struct EmailDef {
     pub html: Option<At<String>>,
 }
 
+/// The section's fields with fixed names, and whether each renders to JSON (what
+/// `driftwatch import` maps Argo CD's fields onto): [`fields`] yields the same paths.
+pub(super) const FIELDS: &[(&str, FieldKind)] = &[("email.subject", Text), ("email.body", Text), ("email.html", Text)];
+
 /// Every field of a `email:` section, with its path and whether it renders to JSON.
 pub(super) fn fields<'a>(section: &'a EmailDef, all: &mut Vec<(String, FieldKind, Option<&'a At<String>>)>) {
     let e = section;

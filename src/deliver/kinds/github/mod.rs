@@ -19,25 +19,25 @@ pub use client::GitHubClient;
 pub use config::GitHubConfig;
 pub use payload::{Repo, repo_of};
 
+use std::sync::Arc;
+
+use crate::deliver::Deliverer;
+use crate::deliver::env::Env;
+use crate::deliver::kind::{ArgoService, BuildError, Kind, Limits, SettingsError};
+use crate::model::DestinationKind;
+use crate::source::At;
+use crate::template::{Encoder, FieldKind};
+
 /// The Github kind: what the registry (`deliver::kinds`) needs of it.
 pub struct Github;
 
-impl crate::deliver::kind::Kind for Github {
-    const KIND: crate::model::DestinationKind = crate::model::DestinationKind::Github;
+impl Kind for Github {
+    const KIND: DestinationKind = DestinationKind::Github;
     type Config = GitHubConfig;
-    const LIMITS: crate::deliver::kind::Limits = crate::deliver::kind::Limits { per_second: 1.0, burst: 5, concurrency: 2 };
-    const ENCODE: crate::template::Encoder = payload::encode;
+    const LIMITS: Limits = Limits { per_second: 1.0, burst: 5, concurrency: 2 };
+    const ENCODE: Encoder = payload::encode;
     type Template = template::GitHubDef;
-    const TEMPLATE_FIELDS: &'static [(&'static str, crate::template::FieldKind)] = &[];
-
-    fn template_fields<'a>(t: &'a Self::Template, all: &mut Vec<(String, crate::template::FieldKind, Option<&'a crate::source::At<String>>)>) {
-        template::fields(t, all)
-    }
-
-    fn template_settings(t: &template::GitHubDef) -> Option<Box<dyn std::any::Any + Send + Sync>> {
-        Some(Box::new(t.clone()))
-    }
-    const ARGO: Option<crate::deliver::kind::ArgoService> = Some(crate::deliver::kind::ArgoService {
+    const ARGO: Option<ArgoService> = Some(ArgoService {
         name: "github",
         settings: &[("appID", "appID"), ("installationID", "installationID"), ("privateKey", "privateKey"), ("enterpriseBaseURL", "enterpriseBaseURL")],
         not_needed: &[],
@@ -45,11 +45,19 @@ impl crate::deliver::kind::Kind for Github {
         written_order: true,
     });
 
-    fn validate(c: &GitHubConfig) -> Result<(), crate::deliver::kind::SettingsError> {
+    fn template_fields<'a>(t: &'a Self::Template, all: &mut Vec<(String, FieldKind, Option<&'a At<String>>)>) {
+        template::fields(t, all)
+    }
+
+    fn template_settings(t: &template::GitHubDef) -> Option<Box<dyn std::any::Any + Send + Sync>> {
+        Some(Box::new(t.clone()))
+    }
+
+    fn validate(c: &GitHubConfig) -> Result<(), SettingsError> {
         let app = [&c.app_id, &c.installation_id, &c.private_key].iter().all(|x| x.is_some());
         let none = [&c.app_id, &c.installation_id, &c.private_key].iter().all(|x| x.is_none());
         if !((c.token.is_some() && none) || (c.token.is_none() && app)) {
-            return Err(crate::deliver::kind::SettingsError::Rule("a github service needs either token, or appID, installationID and privateKey".into()));
+            return Err(SettingsError::Rule("a github service needs either token, or appID, installationID and privateKey".into()));
         }
         Ok(())
     }
@@ -58,7 +66,7 @@ impl crate::deliver::kind::Kind for Github {
         [&c.token, &c.private_key].into_iter().flatten().map(String::as_str).collect()
     }
 
-    fn client(_name: &str, c: &GitHubConfig, env: &crate::deliver::env::Env) -> Result<std::sync::Arc<dyn crate::deliver::Deliverer>, crate::deliver::kind::BuildError> {
-        Ok(std::sync::Arc::new(GitHubClient::new(c, env)?))
+    fn client(_name: &str, c: &GitHubConfig, env: &Env) -> Result<Arc<dyn Deliverer>, BuildError> {
+        Ok(Arc::new(GitHubClient::new(c, env)?))
     }
 }

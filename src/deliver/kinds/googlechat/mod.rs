@@ -15,21 +15,26 @@ pub use client::GoogleChatClient;
 pub use config::GoogleChatConfig;
 pub use payload::{message, url_with_thread};
 
+use std::sync::Arc;
+
+use crate::deliver::Deliverer;
+use crate::deliver::env::Env;
+use crate::deliver::kind::{ArgoService, BuildError, Kind, Limits};
+use crate::model::DestinationKind;
+use crate::source::At;
+use crate::template::{Encoder, FieldKind};
+
 /// The Googlechat kind: what the registry (`deliver::kinds`) needs of it.
 pub struct Googlechat;
 
-impl crate::deliver::kind::Kind for Googlechat {
-    const KIND: crate::model::DestinationKind = crate::model::DestinationKind::Googlechat;
+impl Kind for Googlechat {
+    const KIND: DestinationKind = DestinationKind::Googlechat;
     type Config = GoogleChatConfig;
-    const LIMITS: crate::deliver::kind::Limits = crate::deliver::kind::Limits { per_second: 1.0, burst: 3, concurrency: 2 };
-    const ENCODE: crate::template::Encoder = payload::encode;
+    const LIMITS: Limits = Limits { per_second: 1.0, burst: 3, concurrency: 2 };
+    const ENCODE: Encoder = payload::encode;
     type Template = template::GoogleChatDef;
-    const TEMPLATE_FIELDS: &'static [(&'static str, crate::template::FieldKind)] = &[("googlechat.cards", crate::template::FieldKind::Json), ("googlechat.cardsV2", crate::template::FieldKind::Json), ("googlechat.threadKey", crate::template::FieldKind::Text)];
-
-    fn template_fields<'a>(t: &'a Self::Template, all: &mut Vec<(String, crate::template::FieldKind, Option<&'a crate::source::At<String>>)>) {
-        template::fields(t, all)
-    }
-    const ARGO: Option<crate::deliver::kind::ArgoService> = Some(crate::deliver::kind::ArgoService {
+    const TEMPLATE_FIELDS: &'static [(&'static str, FieldKind)] = template::FIELDS;
+    const ARGO: Option<ArgoService> = Some(ArgoService {
         name: "googlechat",
         settings: &[("webhooks", "webhooks")],
         not_needed: &[],
@@ -37,11 +42,15 @@ impl crate::deliver::kind::Kind for Googlechat {
         written_order: true,
     });
 
+    fn template_fields<'a>(t: &'a Self::Template, all: &mut Vec<(String, FieldKind, Option<&'a At<String>>)>) {
+        template::fields(t, all)
+    }
+
     fn secrets(c: &GoogleChatConfig) -> Vec<&str> {
         c.webhooks.values().map(String::as_str).collect()
     }
 
-    fn client(_name: &str, c: &GoogleChatConfig, env: &crate::deliver::env::Env) -> Result<std::sync::Arc<dyn crate::deliver::Deliverer>, crate::deliver::kind::BuildError> {
-        Ok(std::sync::Arc::new(GoogleChatClient::new(c, env)?))
+    fn client(_name: &str, c: &GoogleChatConfig, env: &Env) -> Result<Arc<dyn Deliverer>, BuildError> {
+        Ok(Arc::new(GoogleChatClient::new(c, env)?))
     }
 }

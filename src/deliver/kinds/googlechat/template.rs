@@ -18,6 +18,10 @@ pub struct GoogleChatDef {
     pub thread_key: Option<At<String>>,
 }
 
+/// The section's fields with fixed names, and whether each renders to JSON (what
+/// `driftwatch import` maps Argo CD's fields onto): [`fields`] yields the same paths.
+pub(super) const FIELDS: &[(&str, FieldKind)] = &[("googlechat.cards", Json), ("googlechat.cardsV2", Json), ("googlechat.threadKey", Text)];
+
 /// Every field of a `googlechat:` section, with its path and whether it renders to JSON.
 pub(super) fn fields<'a>(section: &'a GoogleChatDef, all: &mut Vec<(String, FieldKind, Option<&'a At<String>>)>) {
     let g = section;

@@ -13,16 +13,24 @@ pub use client::GrafanaClient;
 pub use config::GrafanaConfig;
 pub use payload::annotation;
 
+use std::sync::Arc;
+
+use crate::deliver::Deliverer;
+use crate::deliver::env::Env;
+use crate::deliver::kind::{ArgoService, BuildError, Kind, Limits, NoSection};
+use crate::model::DestinationKind;
+use crate::template::Encoder;
+
 /// The Grafana kind: what the registry (`deliver::kinds`) needs of it.
 pub struct Grafana;
 
-impl crate::deliver::kind::Kind for Grafana {
-    const KIND: crate::model::DestinationKind = crate::model::DestinationKind::Grafana;
+impl Kind for Grafana {
+    const KIND: DestinationKind = DestinationKind::Grafana;
     type Config = GrafanaConfig;
-    const LIMITS: crate::deliver::kind::Limits = crate::deliver::kind::Limits { per_second: 10.0, burst: 20, concurrency: 4 };
-    const ENCODE: crate::template::Encoder = payload::encode;
-    type Template = crate::deliver::kind::NoSection;
-    const ARGO: Option<crate::deliver::kind::ArgoService> = Some(crate::deliver::kind::ArgoService {
+    const LIMITS: Limits = Limits { per_second: 10.0, burst: 20, concurrency: 4 };
+    const ENCODE: Encoder = payload::encode;
+    type Template = NoSection;
+    const ARGO: Option<ArgoService> = Some(ArgoService {
         name: "grafana",
         settings: &[("apiUrl", "apiUrl"), ("apiKey", "apiKey"), ("insecureSkipVerify", "insecureSkipVerify")],
         not_needed: &[],
@@ -34,7 +42,7 @@ impl crate::deliver::kind::Kind for Grafana {
         vec![c.api_key.as_str()]
     }
 
-    fn client(_name: &str, c: &GrafanaConfig, env: &crate::deliver::env::Env) -> Result<std::sync::Arc<dyn crate::deliver::Deliverer>, crate::deliver::kind::BuildError> {
-        Ok(std::sync::Arc::new(GrafanaClient::new(c, env)?))
+    fn client(_name: &str, c: &GrafanaConfig, env: &Env) -> Result<Arc<dyn Deliverer>, BuildError> {
+        Ok(Arc::new(GrafanaClient::new(c, env)?))
     }
 }

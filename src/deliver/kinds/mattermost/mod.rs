@@ -13,21 +13,26 @@ pub use client::MattermostClient;
 pub use config::MattermostConfig;
 pub use payload::post;
 
+use std::sync::Arc;
+
+use crate::deliver::Deliverer;
+use crate::deliver::env::Env;
+use crate::deliver::kind::{ArgoService, BuildError, Kind, Limits};
+use crate::model::DestinationKind;
+use crate::source::At;
+use crate::template::{Encoder, FieldKind};
+
 /// The Mattermost kind: what the registry (`deliver::kinds`) needs of it.
 pub struct Mattermost;
 
-impl crate::deliver::kind::Kind for Mattermost {
-    const KIND: crate::model::DestinationKind = crate::model::DestinationKind::Mattermost;
+impl Kind for Mattermost {
+    const KIND: DestinationKind = DestinationKind::Mattermost;
     type Config = MattermostConfig;
-    const LIMITS: crate::deliver::kind::Limits = crate::deliver::kind::Limits { per_second: 1.0, burst: 5, concurrency: 2 };
-    const ENCODE: crate::template::Encoder = payload::encode;
+    const LIMITS: Limits = Limits { per_second: 1.0, burst: 5, concurrency: 2 };
+    const ENCODE: Encoder = payload::encode;
     type Template = template::MattermostDef;
-    const TEMPLATE_FIELDS: &'static [(&'static str, crate::template::FieldKind)] = &[("mattermost.attachments", crate::template::FieldKind::Json)];
-
-    fn template_fields<'a>(t: &'a Self::Template, all: &mut Vec<(String, crate::template::FieldKind, Option<&'a crate::source::At<String>>)>) {
-        template::fields(t, all)
-    }
-    const ARGO: Option<crate::deliver::kind::ArgoService> = Some(crate::deliver::kind::ArgoService {
+    const TEMPLATE_FIELDS: &'static [(&'static str, FieldKind)] = template::FIELDS;
+    const ARGO: Option<ArgoService> = Some(ArgoService {
         name: "mattermost",
         settings: &[("apiURL", "apiURL"), ("token", "token"), ("insecureSkipVerify", "insecureSkipVerify")],
         not_needed: &[],
@@ -35,11 +40,15 @@ impl crate::deliver::kind::Kind for Mattermost {
         written_order: true,
     });
 
+    fn template_fields<'a>(t: &'a Self::Template, all: &mut Vec<(String, FieldKind, Option<&'a At<String>>)>) {
+        template::fields(t, all)
+    }
+
     fn secrets(c: &MattermostConfig) -> Vec<&str> {
         vec![c.token.as_str()]
     }
 
-    fn client(name: &str, c: &MattermostConfig, env: &crate::deliver::env::Env) -> Result<std::sync::Arc<dyn crate::deliver::Deliverer>, crate::deliver::kind::BuildError> {
-        Ok(std::sync::Arc::new(MattermostClient::new(name, c, env)?))
+    fn client(name: &str, c: &MattermostConfig, env: &Env) -> Result<Arc<dyn Deliverer>, BuildError> {
+        Ok(Arc::new(MattermostClient::new(name, c, env)?))
     }
 }

@@ -14,6 +14,10 @@ pub struct MattermostDef {
     pub attachments: Option<At<String>>,
 }
 
+/// The section's fields with fixed names, and whether each renders to JSON (what
+/// `driftwatch import` maps Argo CD's fields onto): [`fields`] yields the same paths.
+pub(super) const FIELDS: &[(&str, FieldKind)] = &[("mattermost.attachments", Json)];
+
 /// Every field of a `mattermost:` section, with its path and whether it renders to JSON.
 pub(super) fn fields<'a>(section: &'a MattermostDef, all: &mut Vec<(String, FieldKind, Option<&'a At<String>>)>) {
     let m = section;

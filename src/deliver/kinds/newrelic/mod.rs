@@ -14,21 +14,26 @@ pub use client::NewRelicClient;
 pub use config::NewRelicConfig;
 pub use payload::deployment;
 
+use std::sync::Arc;
+
+use crate::deliver::Deliverer;
+use crate::deliver::env::Env;
+use crate::deliver::kind::{ArgoService, BuildError, Kind, Limits};
+use crate::model::DestinationKind;
+use crate::source::At;
+use crate::template::{Encoder, FieldKind};
+
 /// The Newrelic kind: what the registry (`deliver::kinds`) needs of it.
 pub struct Newrelic;
 
-impl crate::deliver::kind::Kind for Newrelic {
-    const KIND: crate::model::DestinationKind = crate::model::DestinationKind::Newrelic;
+impl Kind for Newrelic {
+    const KIND: DestinationKind = DestinationKind::Newrelic;
     type Config = NewRelicConfig;
-    const LIMITS: crate::deliver::kind::Limits = crate::deliver::kind::Limits { per_second: 2.0, burst: 5, concurrency: 2 };
-    const ENCODE: crate::template::Encoder = payload::encode;
+    const LIMITS: Limits = Limits { per_second: 2.0, burst: 5, concurrency: 2 };
+    const ENCODE: Encoder = payload::encode;
     type Template = template::NewRelicDef;
-    const TEMPLATE_FIELDS: &'static [(&'static str, crate::template::FieldKind)] = &[("newrelic.revision", crate::template::FieldKind::Text), ("newrelic.changelog", crate::template::FieldKind::Text), ("newrelic.description", crate::template::FieldKind::Text), ("newrelic.user", crate::template::FieldKind::Text)];
-
-    fn template_fields<'a>(t: &'a Self::Template, all: &mut Vec<(String, crate::template::FieldKind, Option<&'a crate::source::At<String>>)>) {
-        template::fields(t, all)
-    }
-    const ARGO: Option<crate::deliver::kind::ArgoService> = Some(crate::deliver::kind::ArgoService {
+    const TEMPLATE_FIELDS: &'static [(&'static str, FieldKind)] = template::FIELDS;
+    const ARGO: Option<ArgoService> = Some(ArgoService {
         name: "newrelic",
         settings: &[("apiURL", "apiURL"), ("apiKey", "apiKey")],
         not_needed: &[],
@@ -36,11 +41,15 @@ impl crate::deliver::kind::Kind for Newrelic {
         written_order: true,
     });
 
+    fn template_fields<'a>(t: &'a Self::Template, all: &mut Vec<(String, FieldKind, Option<&'a At<String>>)>) {
+        template::fields(t, all)
+    }
+
     fn secrets(c: &NewRelicConfig) -> Vec<&str> {
         vec![c.api_key.as_str()]
     }
 
-    fn client(_name: &str, c: &NewRelicConfig, env: &crate::deliver::env::Env) -> Result<std::sync::Arc<dyn crate::deliver::Deliverer>, crate::deliver::kind::BuildError> {
-        Ok(std::sync::Arc::new(NewRelicClient::new(c, env)?))
+    fn client(_name: &str, c: &NewRelicConfig, env: &Env) -> Result<Arc<dyn Deliverer>, BuildError> {
+        Ok(Arc::new(NewRelicClient::new(c, env)?))
     }
 }

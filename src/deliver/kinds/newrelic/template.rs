@@ -16,6 +16,10 @@ pub struct NewRelicDef {
     pub user: Option<At<String>>,
 }
 
+/// The section's fields with fixed names, and whether each renders to JSON (what
+/// `driftwatch import` maps Argo CD's fields onto): [`fields`] yields the same paths.
+pub(super) const FIELDS: &[(&str, FieldKind)] = &[("newrelic.revision", Text), ("newrelic.changelog", Text), ("newrelic.description", Text), ("newrelic.user", Text)];
+
 /// Every field of a `newrelic:` section, with its path and whether it renders to JSON.
 pub(super) fn fields<'a>(section: &'a NewRelicDef, all: &mut Vec<(String, FieldKind, Option<&'a At<String>>)>) {
     let n = section;

@@ -15,21 +15,26 @@ pub use client::OpsgenieClient;
 pub use config::OpsgenieConfig;
 pub use payload::{alias, close, create};
 
+use std::sync::Arc;
+
+use crate::deliver::Deliverer;
+use crate::deliver::env::Env;
+use crate::deliver::kind::{ArgoService, BuildError, Kind, Limits};
+use crate::model::DestinationKind;
+use crate::source::At;
+use crate::template::{Encoder, FieldKind};
+
 /// The Opsgenie kind: what the registry (`deliver::kinds`) needs of it.
 pub struct Opsgenie;
 
-impl crate::deliver::kind::Kind for Opsgenie {
-    const KIND: crate::model::DestinationKind = crate::model::DestinationKind::Opsgenie;
+impl Kind for Opsgenie {
+    const KIND: DestinationKind = DestinationKind::Opsgenie;
     type Config = OpsgenieConfig;
-    const LIMITS: crate::deliver::kind::Limits = crate::deliver::kind::Limits { per_second: 5.0, burst: 10, concurrency: 2 };
-    const ENCODE: crate::template::Encoder = payload::encode;
+    const LIMITS: Limits = Limits { per_second: 5.0, burst: 10, concurrency: 2 };
+    const ENCODE: Encoder = payload::encode;
     type Template = template::OpsgenieDef;
-    const TEMPLATE_FIELDS: &'static [(&'static str, crate::template::FieldKind)] = &[("opsgenie.description", crate::template::FieldKind::Text), ("opsgenie.priority", crate::template::FieldKind::Text), ("opsgenie.alias", crate::template::FieldKind::Text), ("opsgenie.note", crate::template::FieldKind::Text), ("opsgenie.entity", crate::template::FieldKind::Text), ("opsgenie.user", crate::template::FieldKind::Text), ("opsgenie.tags", crate::template::FieldKind::Json), ("opsgenie.actions", crate::template::FieldKind::Json), ("opsgenie.responders", crate::template::FieldKind::Json), ("opsgenie.visibleTo", crate::template::FieldKind::Json), ("opsgenie.details", crate::template::FieldKind::Json)];
-
-    fn template_fields<'a>(t: &'a Self::Template, all: &mut Vec<(String, crate::template::FieldKind, Option<&'a crate::source::At<String>>)>) {
-        template::fields(t, all)
-    }
-    const ARGO: Option<crate::deliver::kind::ArgoService> = Some(crate::deliver::kind::ArgoService {
+    const TEMPLATE_FIELDS: &'static [(&'static str, FieldKind)] = template::FIELDS;
+    const ARGO: Option<ArgoService> = Some(ArgoService {
         name: "opsgenie",
         settings: &[("apiUrl", "apiUrl"), ("apiKeys", "apiKeys")],
         not_needed: &[],
@@ -37,11 +42,15 @@ impl crate::deliver::kind::Kind for Opsgenie {
         written_order: true,
     });
 
+    fn template_fields<'a>(t: &'a Self::Template, all: &mut Vec<(String, FieldKind, Option<&'a At<String>>)>) {
+        template::fields(t, all)
+    }
+
     fn secrets(c: &OpsgenieConfig) -> Vec<&str> {
         c.api_keys.values().map(String::as_str).collect()
     }
 
-    fn client(_name: &str, c: &OpsgenieConfig, env: &crate::deliver::env::Env) -> Result<std::sync::Arc<dyn crate::deliver::Deliverer>, crate::deliver::kind::BuildError> {
-        Ok(std::sync::Arc::new(OpsgenieClient::new(c, env)?))
+    fn client(_name: &str, c: &OpsgenieConfig, env: &Env) -> Result<Arc<dyn Deliverer>, BuildError> {
+        Ok(Arc::new(OpsgenieClient::new(c, env)?))
     }
 }

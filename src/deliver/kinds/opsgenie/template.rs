@@ -27,6 +27,10 @@ pub struct OpsgenieDef {
     pub details: Option<At<String>>,
 }
 
+/// The section's fields with fixed names, and whether each renders to JSON (what
+/// `driftwatch import` maps Argo CD's fields onto): [`fields`] yields the same paths.
+pub(super) const FIELDS: &[(&str, FieldKind)] = &[("opsgenie.description", Text), ("opsgenie.priority", Text), ("opsgenie.alias", Text), ("opsgenie.note", Text), ("opsgenie.entity", Text), ("opsgenie.user", Text), ("opsgenie.tags", Json), ("opsgenie.actions", Json), ("opsgenie.responders", Json), ("opsgenie.visibleTo", Json), ("opsgenie.details", Json)];
+
 /// Every field of a `opsgenie:` section, with its path and whether it renders to JSON.
 pub(super) fn fields<'a>(section: &'a OpsgenieDef, all: &mut Vec<(String, FieldKind, Option<&'a At<String>>)>) {
     let o = section;

@@ -13,21 +13,26 @@ pub use client::PagerDutyClient;
 pub use config::PagerDutyConfig;
 pub use payload::{MAX_BODY_BYTES, dedup_key, event};
 
+use std::sync::Arc;
+
+use crate::deliver::Deliverer;
+use crate::deliver::env::Env;
+use crate::deliver::kind::{ArgoService, BuildError, Kind, Limits};
+use crate::model::DestinationKind;
+use crate::source::At;
+use crate::template::{Encoder, FieldKind};
+
 /// The Pagerduty kind: what the registry (`deliver::kinds`) needs of it.
 pub struct Pagerduty;
 
-impl crate::deliver::kind::Kind for Pagerduty {
-    const KIND: crate::model::DestinationKind = crate::model::DestinationKind::Pagerduty;
+impl Kind for Pagerduty {
+    const KIND: DestinationKind = DestinationKind::Pagerduty;
     type Config = PagerDutyConfig;
-    const LIMITS: crate::deliver::kind::Limits = crate::deliver::kind::Limits { per_second: 1.5, burst: 10, concurrency: 2 };
-    const ENCODE: crate::template::Encoder = payload::encode;
+    const LIMITS: Limits = Limits { per_second: 1.5, burst: 10, concurrency: 2 };
+    const ENCODE: Encoder = payload::encode;
     type Template = template::PagerDutyDef;
-    const TEMPLATE_FIELDS: &'static [(&'static str, crate::template::FieldKind)] = &[("pagerduty.summary", crate::template::FieldKind::Text), ("pagerduty.severity", crate::template::FieldKind::Text), ("pagerduty.source", crate::template::FieldKind::Text), ("pagerduty.component", crate::template::FieldKind::Text), ("pagerduty.group", crate::template::FieldKind::Text), ("pagerduty.class", crate::template::FieldKind::Text), ("pagerduty.customDetails", crate::template::FieldKind::Json)];
-
-    fn template_fields<'a>(t: &'a Self::Template, all: &mut Vec<(String, crate::template::FieldKind, Option<&'a crate::source::At<String>>)>) {
-        template::fields(t, all)
-    }
-    const ARGO: Option<crate::deliver::kind::ArgoService> = Some(crate::deliver::kind::ArgoService {
+    const TEMPLATE_FIELDS: &'static [(&'static str, FieldKind)] = template::FIELDS;
+    const ARGO: Option<ArgoService> = Some(ArgoService {
         name: "pagerdutyv2",
         settings: &[("serviceKeys", "routingKeys")],
         not_needed: &[],
@@ -35,11 +40,15 @@ impl crate::deliver::kind::Kind for Pagerduty {
         written_order: false,
     });
 
+    fn template_fields<'a>(t: &'a Self::Template, all: &mut Vec<(String, FieldKind, Option<&'a At<String>>)>) {
+        template::fields(t, all)
+    }
+
     fn secrets(c: &PagerDutyConfig) -> Vec<&str> {
         c.routing_keys.values().map(String::as_str).collect()
     }
 
-    fn client(_name: &str, c: &PagerDutyConfig, env: &crate::deliver::env::Env) -> Result<std::sync::Arc<dyn crate::deliver::Deliverer>, crate::deliver::kind::BuildError> {
-        Ok(std::sync::Arc::new(PagerDutyClient::new(c, env)?))
+    fn client(_name: &str, c: &PagerDutyConfig, env: &Env) -> Result<Arc<dyn Deliverer>, BuildError> {
+        Ok(Arc::new(PagerDutyClient::new(c, env)?))
     }
 }

@@ -24,6 +24,10 @@ pub struct PagerDutyDef {
     pub custom_details: Option<At<String>>,
 }
 
+/// The section's fields with fixed names, and whether each renders to JSON (what
+/// `driftwatch import` maps Argo CD's fields onto): [`fields`] yields the same paths.
+pub(super) const FIELDS: &[(&str, FieldKind)] = &[("pagerduty.summary", Text), ("pagerduty.severity", Text), ("pagerduty.source", Text), ("pagerduty.component", Text), ("pagerduty.group", Text), ("pagerduty.class", Text), ("pagerduty.customDetails", Json)];
+
 /// Every field of a `pagerduty:` section, with its path and whether it renders to JSON.
 pub(super) fn fields<'a>(section: &'a PagerDutyDef, all: &mut Vec<(String, FieldKind, Option<&'a At<String>>)>) {
     let p = section;

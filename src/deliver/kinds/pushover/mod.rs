@@ -13,21 +13,26 @@ pub use client::PushoverClient;
 pub use config::PushoverConfig;
 pub use payload::message;
 
+use std::sync::Arc;
+
+use crate::deliver::Deliverer;
+use crate::deliver::env::Env;
+use crate::deliver::kind::{ArgoService, BuildError, Kind, Limits};
+use crate::model::DestinationKind;
+use crate::source::At;
+use crate::template::{Encoder, FieldKind};
+
 /// The Pushover kind: what the registry (`deliver::kinds`) needs of it.
 pub struct Pushover;
 
-impl crate::deliver::kind::Kind for Pushover {
-    const KIND: crate::model::DestinationKind = crate::model::DestinationKind::Pushover;
+impl Kind for Pushover {
+    const KIND: DestinationKind = DestinationKind::Pushover;
     type Config = PushoverConfig;
-    const LIMITS: crate::deliver::kind::Limits = crate::deliver::kind::Limits { per_second: 2.0, burst: 5, concurrency: 2 };
-    const ENCODE: crate::template::Encoder = payload::encode;
+    const LIMITS: Limits = Limits { per_second: 2.0, burst: 5, concurrency: 2 };
+    const ENCODE: Encoder = payload::encode;
     type Template = template::PushoverDef;
-    const TEMPLATE_FIELDS: &'static [(&'static str, crate::template::FieldKind)] = &[("pushover.title", crate::template::FieldKind::Text), ("pushover.priority", crate::template::FieldKind::Text), ("pushover.url", crate::template::FieldKind::Text), ("pushover.urlTitle", crate::template::FieldKind::Text), ("pushover.sound", crate::template::FieldKind::Text), ("pushover.device", crate::template::FieldKind::Text)];
-
-    fn template_fields<'a>(t: &'a Self::Template, all: &mut Vec<(String, crate::template::FieldKind, Option<&'a crate::source::At<String>>)>) {
-        template::fields(t, all)
-    }
-    const ARGO: Option<crate::deliver::kind::ArgoService> = Some(crate::deliver::kind::ArgoService {
+    const TEMPLATE_FIELDS: &'static [(&'static str, FieldKind)] = template::FIELDS;
+    const ARGO: Option<ArgoService> = Some(ArgoService {
         name: "pushover",
         settings: &[("token", "token")],
         not_needed: &[],
@@ -35,11 +40,15 @@ impl crate::deliver::kind::Kind for Pushover {
         written_order: true,
     });
 
+    fn template_fields<'a>(t: &'a Self::Template, all: &mut Vec<(String, FieldKind, Option<&'a At<String>>)>) {
+        template::fields(t, all)
+    }
+
     fn secrets(c: &PushoverConfig) -> Vec<&str> {
         vec![c.token.as_str()]
     }
 
-    fn client(_name: &str, c: &PushoverConfig, env: &crate::deliver::env::Env) -> Result<std::sync::Arc<dyn crate::deliver::Deliverer>, crate::deliver::kind::BuildError> {
-        Ok(std::sync::Arc::new(PushoverClient::new(c, env)?))
+    fn client(_name: &str, c: &PushoverConfig, env: &Env) -> Result<Arc<dyn Deliverer>, BuildError> {
+        Ok(Arc::new(PushoverClient::new(c, env)?))
     }
 }

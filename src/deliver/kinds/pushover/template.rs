@@ -19,6 +19,10 @@ pub struct PushoverDef {
     pub device: Option<At<String>>,
 }
 
+/// The section's fields with fixed names, and whether each renders to JSON (what
+/// `driftwatch import` maps Argo CD's fields onto): [`fields`] yields the same paths.
+pub(super) const FIELDS: &[(&str, FieldKind)] = &[("pushover.title", Text), ("pushover.priority", Text), ("pushover.url", Text), ("pushover.urlTitle", Text), ("pushover.sound", Text), ("pushover.device", Text)];
+
 /// Every field of a `pushover:` section, with its path and whether it renders to JSON.
 pub(super) fn fields<'a>(section: &'a PushoverDef, all: &mut Vec<(String, FieldKind, Option<&'a At<String>>)>) {
     let p = section;

@@ -15,21 +15,26 @@ pub use client::RocketChatClient;
 pub use config::RocketChatConfig;
 pub use payload::{channel, message};
 
+use std::sync::Arc;
+
+use crate::deliver::Deliverer;
+use crate::deliver::env::Env;
+use crate::deliver::kind::{ArgoService, BuildError, Kind, Limits, SettingsError};
+use crate::model::DestinationKind;
+use crate::source::At;
+use crate::template::{Encoder, FieldKind};
+
 /// The Rocketchat kind: what the registry (`deliver::kinds`) needs of it.
 pub struct Rocketchat;
 
-impl crate::deliver::kind::Kind for Rocketchat {
-    const KIND: crate::model::DestinationKind = crate::model::DestinationKind::Rocketchat;
+impl Kind for Rocketchat {
+    const KIND: DestinationKind = DestinationKind::Rocketchat;
     type Config = RocketChatConfig;
-    const LIMITS: crate::deliver::kind::Limits = crate::deliver::kind::Limits { per_second: 1.0, burst: 5, concurrency: 2 };
-    const ENCODE: crate::template::Encoder = payload::encode;
+    const LIMITS: Limits = Limits { per_second: 1.0, burst: 5, concurrency: 2 };
+    const ENCODE: Encoder = payload::encode;
     type Template = template::RocketChatDef;
-    const TEMPLATE_FIELDS: &'static [(&'static str, crate::template::FieldKind)] = &[("rocketchat.attachments", crate::template::FieldKind::Json), ("rocketchat.alias", crate::template::FieldKind::Text), ("rocketchat.emoji", crate::template::FieldKind::Text), ("rocketchat.avatar", crate::template::FieldKind::Text)];
-
-    fn template_fields<'a>(t: &'a Self::Template, all: &mut Vec<(String, crate::template::FieldKind, Option<&'a crate::source::At<String>>)>) {
-        template::fields(t, all)
-    }
-    const ARGO: Option<crate::deliver::kind::ArgoService> = Some(crate::deliver::kind::ArgoService {
+    const TEMPLATE_FIELDS: &'static [(&'static str, FieldKind)] = template::FIELDS;
+    const ARGO: Option<ArgoService> = Some(ArgoService {
         name: "rocketchat",
         settings: &[("serverUrl", "serverUrl"), ("email", "email"), ("password", "password")],
         not_needed: &[],
@@ -37,11 +42,15 @@ impl crate::deliver::kind::Kind for Rocketchat {
         written_order: true,
     });
 
-    fn validate(c: &RocketChatConfig) -> Result<(), crate::deliver::kind::SettingsError> {
+    fn template_fields<'a>(t: &'a Self::Template, all: &mut Vec<(String, FieldKind, Option<&'a At<String>>)>) {
+        template::fields(t, all)
+    }
+
+    fn validate(c: &RocketChatConfig) -> Result<(), SettingsError> {
         let login = c.email.is_some() && c.password.is_some() && c.user_id.is_none() && c.token.is_none();
         let token = c.user_id.is_some() && c.token.is_some() && c.email.is_none() && c.password.is_none();
         if !login && !token {
-            return Err(crate::deliver::kind::SettingsError::Rule("a rocketchat service needs email and password, or userId and token".into()));
+            return Err(SettingsError::Rule("a rocketchat service needs email and password, or userId and token".into()));
         }
         Ok(())
     }
@@ -50,7 +59,7 @@ impl crate::deliver::kind::Kind for Rocketchat {
         [&c.email, &c.password, &c.user_id, &c.token].into_iter().flatten().map(String::as_str).collect()
     }
 
-    fn client(name: &str, c: &RocketChatConfig, env: &crate::deliver::env::Env) -> Result<std::sync::Arc<dyn crate::deliver::Deliverer>, crate::deliver::kind::BuildError> {
-        Ok(std::sync::Arc::new(RocketChatClient::new(name, c, env)?))
+    fn client(name: &str, c: &RocketChatConfig, env: &Env) -> Result<Arc<dyn Deliverer>, BuildError> {
+        Ok(Arc::new(RocketChatClient::new(name, c, env)?))
     }
 }

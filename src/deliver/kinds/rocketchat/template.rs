@@ -17,6 +17,10 @@ pub struct RocketChatDef {
     pub avatar: Option<At<String>>,
 }
 
+/// The section's fields with fixed names, and whether each renders to JSON (what
+/// `driftwatch import` maps Argo CD's fields onto): [`fields`] yields the same paths.
+pub(super) const FIELDS: &[(&str, FieldKind)] = &[("rocketchat.attachments", Json), ("rocketchat.alias", Text), ("rocketchat.emoji", Text), ("rocketchat.avatar", Text)];
+
 /// Every field of a `rocketchat:` section, with its path and whether it renders to JSON.
 pub(super) fn fields<'a>(section: &'a RocketChatDef, all: &mut Vec<(String, FieldKind, Option<&'a At<String>>)>) {
     let r = section;

@@ -13,23 +13,31 @@ pub use client::SignedWebhookClient;
 pub use config::SignedWebhookConfig;
 pub use payload::{signature, signed_request, verify};
 
+use std::sync::Arc;
+
+use crate::deliver::Deliverer;
+use crate::deliver::env::Env;
+use crate::deliver::kind::{ArgoService, BuildError, Kind, Limits, NoSection};
+use crate::model::DestinationKind;
+use crate::template::Encoder;
+
 /// The SignedWebhook kind: what the registry (`deliver::kinds`) needs of it.
 pub struct SignedWebhook;
 
-impl crate::deliver::kind::Kind for SignedWebhook {
-    const KIND: crate::model::DestinationKind = crate::model::DestinationKind::SignedWebhook;
+impl Kind for SignedWebhook {
+    const KIND: DestinationKind = DestinationKind::SignedWebhook;
     type Config = SignedWebhookConfig;
-    const LIMITS: crate::deliver::kind::Limits = crate::deliver::kind::Limits { per_second: 10.0, burst: 20, concurrency: 16 };
-    const ENCODE: crate::template::Encoder = payload::encode;
-    type Template = crate::deliver::kind::NoSection;
+    const LIMITS: Limits = Limits { per_second: 10.0, burst: 20, concurrency: 16 };
+    const ENCODE: Encoder = payload::encode;
+    type Template = NoSection;
     // Argo CD has no such service.
-    const ARGO: Option<crate::deliver::kind::ArgoService> = None;
+    const ARGO: Option<ArgoService> = None;
 
     fn secrets(c: &SignedWebhookConfig) -> Vec<&str> {
         [c.url.as_str(), c.secret.as_str()].into_iter().chain(c.headers.values().map(String::as_str)).collect()
     }
 
-    fn client(_name: &str, c: &SignedWebhookConfig, env: &crate::deliver::env::Env) -> Result<std::sync::Arc<dyn crate::deliver::Deliverer>, crate::deliver::kind::BuildError> {
-        Ok(std::sync::Arc::new(SignedWebhookClient::new(c, env)?))
+    fn client(_name: &str, c: &SignedWebhookConfig, env: &Env) -> Result<Arc<dyn Deliverer>, BuildError> {
+        Ok(Arc::new(SignedWebhookClient::new(c, env)?))
     }
 }

@@ -15,21 +15,26 @@ pub use client::SlackClient;
 pub use config::SlackConfig;
 pub use payload::{api_result, message};
 
+use std::sync::Arc;
+
+use crate::deliver::Deliverer;
+use crate::deliver::env::Env;
+use crate::deliver::kind::{ArgoService, BuildError, Kind, Limits, SettingsError};
+use crate::model::DestinationKind;
+use crate::source::At;
+use crate::template::{Encoder, FieldKind};
+
 /// The Slack kind: what the registry (`deliver::kinds`) needs of it.
 pub struct Slack;
 
-impl crate::deliver::kind::Kind for Slack {
-    const KIND: crate::model::DestinationKind = crate::model::DestinationKind::Slack;
+impl Kind for Slack {
+    const KIND: DestinationKind = DestinationKind::Slack;
     type Config = SlackConfig;
-    const LIMITS: crate::deliver::kind::Limits = crate::deliver::kind::Limits { per_second: 1.0, burst: 3, concurrency: 2 };
-    const ENCODE: crate::template::Encoder = payload::encode;
+    const LIMITS: Limits = Limits { per_second: 1.0, burst: 3, concurrency: 2 };
+    const ENCODE: Encoder = payload::encode;
     type Template = template::SlackDef;
-    const TEMPLATE_FIELDS: &'static [(&'static str, crate::template::FieldKind)] = &[("slack.text", crate::template::FieldKind::Text), ("slack.attachments", crate::template::FieldKind::Json), ("slack.blocks", crate::template::FieldKind::Json), ("slack.groupingKey", crate::template::FieldKind::Text)];
-
-    fn template_fields<'a>(t: &'a Self::Template, all: &mut Vec<(String, crate::template::FieldKind, Option<&'a crate::source::At<String>>)>) {
-        template::fields(t, all)
-    }
-    const ARGO: Option<crate::deliver::kind::ArgoService> = Some(crate::deliver::kind::ArgoService {
+    const TEMPLATE_FIELDS: &'static [(&'static str, FieldKind)] = template::FIELDS;
+    const ARGO: Option<ArgoService> = Some(ArgoService {
         name: "slack",
         settings: &[("token", "token"), ("username", "username"), ("icon", "icon"), ("apiURL", "apiUrl")],
         not_needed: &[("signingSecret", "used by Argo CD for incoming Slack requests only; not needed")],
@@ -37,9 +42,13 @@ impl crate::deliver::kind::Kind for Slack {
         written_order: false,
     });
 
-    fn validate(c: &SlackConfig) -> Result<(), crate::deliver::kind::SettingsError> {
+    fn template_fields<'a>(t: &'a Self::Template, all: &mut Vec<(String, FieldKind, Option<&'a At<String>>)>) {
+        template::fields(t, all)
+    }
+
+    fn validate(c: &SlackConfig) -> Result<(), SettingsError> {
         if c.token.is_none() == c.webhook_url.is_none() {
-            return Err(crate::deliver::kind::SettingsError::Rule("a slack service needs exactly one of token and webhookUrl".into()));
+            return Err(SettingsError::Rule("a slack service needs exactly one of token and webhookUrl".into()));
         }
         Ok(())
     }
@@ -48,7 +57,7 @@ impl crate::deliver::kind::Kind for Slack {
         [&c.token, &c.webhook_url, &c.api_url].into_iter().flatten().map(String::as_str).collect()
     }
 
-    fn client(name: &str, c: &SlackConfig, env: &crate::deliver::env::Env) -> Result<std::sync::Arc<dyn crate::deliver::Deliverer>, crate::deliver::kind::BuildError> {
-        Ok(std::sync::Arc::new(SlackClient::new(name, c, env)?))
+    fn client(name: &str, c: &SlackConfig, env: &Env) -> Result<Arc<dyn Deliverer>, BuildError> {
+        Ok(Arc::new(SlackClient::new(name, c, env)?))
     }
 }

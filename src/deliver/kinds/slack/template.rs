@@ -21,6 +21,10 @@ pub struct SlackDef {
     pub grouping_key: Option<At<String>>,
 }
 
+/// The section's fields with fixed names, and whether each renders to JSON (what
+/// `driftwatch import` maps Argo CD's fields onto): [`fields`] yields the same paths.
+pub(super) const FIELDS: &[(&str, FieldKind)] = &[("slack.text", Text), ("slack.attachments", Json), ("slack.blocks", Json), ("slack.groupingKey", Text)];
+
 /// Every field of a `slack:` section, with its path and whether it renders to JSON.
 pub(super) fn fields<'a>(section: &'a SlackDef, all: &mut Vec<(String, FieldKind, Option<&'a At<String>>)>) {
     let s = section;

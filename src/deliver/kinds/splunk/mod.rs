@@ -12,23 +12,31 @@ pub use client::SplunkClient;
 pub use config::SplunkConfig;
 pub use payload::{batch_body, classify, envelope};
 
+use std::sync::Arc;
+
+use crate::deliver::Deliverer;
+use crate::deliver::env::Env;
+use crate::deliver::kind::{ArgoService, BuildError, Kind, Limits, NoSection};
+use crate::model::DestinationKind;
+use crate::template::Encoder;
+
 /// The Splunk kind: what the registry (`deliver::kinds`) needs of it.
 pub struct Splunk;
 
-impl crate::deliver::kind::Kind for Splunk {
-    const KIND: crate::model::DestinationKind = crate::model::DestinationKind::Splunk;
+impl Kind for Splunk {
+    const KIND: DestinationKind = DestinationKind::Splunk;
     type Config = SplunkConfig;
-    const LIMITS: crate::deliver::kind::Limits = crate::deliver::kind::Limits { per_second: 50.0, burst: 100, concurrency: 4 };
-    const ENCODE: crate::template::Encoder = payload::encode;
-    type Template = crate::deliver::kind::NoSection;
+    const LIMITS: Limits = Limits { per_second: 50.0, burst: 100, concurrency: 4 };
+    const ENCODE: Encoder = payload::encode;
+    type Template = NoSection;
     // Argo CD has no such service.
-    const ARGO: Option<crate::deliver::kind::ArgoService> = None;
+    const ARGO: Option<ArgoService> = None;
 
     fn secrets(c: &SplunkConfig) -> Vec<&str> {
         vec![c.url.as_str(), c.token.as_str()]
     }
 
-    fn client(_name: &str, c: &SplunkConfig, env: &crate::deliver::env::Env) -> Result<std::sync::Arc<dyn crate::deliver::Deliverer>, crate::deliver::kind::BuildError> {
-        Ok(std::sync::Arc::new(SplunkClient::new(c, env)?))
+    fn client(_name: &str, c: &SplunkConfig, env: &Env) -> Result<Arc<dyn Deliverer>, BuildError> {
+        Ok(Arc::new(SplunkClient::new(c, env)?))
     }
 }

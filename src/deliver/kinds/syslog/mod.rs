@@ -11,23 +11,31 @@ pub use client::SyslogClient;
 pub use config::{Format, Protocol, SyslogConfig};
 pub use payload::{Header, cef, frame, rfc5424};
 
+use std::sync::Arc;
+
+use crate::deliver::Deliverer;
+use crate::deliver::env::Env;
+use crate::deliver::kind::{ArgoService, BuildError, Kind, Limits, NoSection};
+use crate::model::DestinationKind;
+use crate::template::Encoder;
+
 /// The Syslog kind: what the registry (`deliver::kinds`) needs of it.
 pub struct Syslog;
 
-impl crate::deliver::kind::Kind for Syslog {
-    const KIND: crate::model::DestinationKind = crate::model::DestinationKind::Syslog;
+impl Kind for Syslog {
+    const KIND: DestinationKind = DestinationKind::Syslog;
     type Config = SyslogConfig;
-    const LIMITS: crate::deliver::kind::Limits = crate::deliver::kind::Limits { per_second: 50.0, burst: 100, concurrency: 1 };
-    const ENCODE: crate::template::Encoder = payload::encode;
-    type Template = crate::deliver::kind::NoSection;
+    const LIMITS: Limits = Limits { per_second: 50.0, burst: 100, concurrency: 1 };
+    const ENCODE: Encoder = payload::encode;
+    type Template = NoSection;
     // Argo CD has no such service.
-    const ARGO: Option<crate::deliver::kind::ArgoService> = None;
+    const ARGO: Option<ArgoService> = None;
 
     fn secrets(_: &SyslogConfig) -> Vec<&str> {
         Vec::new()
     }
 
-    fn client(_name: &str, c: &SyslogConfig, env: &crate::deliver::env::Env) -> Result<std::sync::Arc<dyn crate::deliver::Deliverer>, crate::deliver::kind::BuildError> {
-        Ok(std::sync::Arc::new(SyslogClient::new(c, env)?))
+    fn client(_name: &str, c: &SyslogConfig, env: &Env) -> Result<Arc<dyn Deliverer>, BuildError> {
+        Ok(Arc::new(SyslogClient::new(c, env)?))
     }
 }

@@ -15,21 +15,26 @@ pub use client::TeamsClient;
 pub use config::TeamsConfig;
 pub use payload::card;
 
+use std::sync::Arc;
+
+use crate::deliver::Deliverer;
+use crate::deliver::env::Env;
+use crate::deliver::kind::{ArgoService, BuildError, Kind, Limits};
+use crate::model::DestinationKind;
+use crate::source::At;
+use crate::template::{Encoder, FieldKind};
+
 /// The Teams kind: what the registry (`deliver::kinds`) needs of it.
 pub struct Teams;
 
-impl crate::deliver::kind::Kind for Teams {
-    const KIND: crate::model::DestinationKind = crate::model::DestinationKind::Teams;
+impl Kind for Teams {
+    const KIND: DestinationKind = DestinationKind::Teams;
     type Config = TeamsConfig;
-    const LIMITS: crate::deliver::kind::Limits = crate::deliver::kind::Limits { per_second: 1.0, burst: 3, concurrency: 2 };
-    const ENCODE: crate::template::Encoder = payload::encode;
+    const LIMITS: Limits = Limits { per_second: 1.0, burst: 3, concurrency: 2 };
+    const ENCODE: Encoder = payload::encode;
     type Template = template::TeamsDef;
-    const TEMPLATE_FIELDS: &'static [(&'static str, crate::template::FieldKind)] = &[("teams.title", crate::template::FieldKind::Text), ("teams.summary", crate::template::FieldKind::Text), ("teams.text", crate::template::FieldKind::Text), ("teams.themeColor", crate::template::FieldKind::Text), ("teams.facts", crate::template::FieldKind::Json), ("teams.sections", crate::template::FieldKind::Json), ("teams.potentialAction", crate::template::FieldKind::Json), ("teams.template", crate::template::FieldKind::Json)];
-
-    fn template_fields<'a>(t: &'a Self::Template, all: &mut Vec<(String, crate::template::FieldKind, Option<&'a crate::source::At<String>>)>) {
-        template::fields(t, all)
-    }
-    const ARGO: Option<crate::deliver::kind::ArgoService> = Some(crate::deliver::kind::ArgoService {
+    const TEMPLATE_FIELDS: &'static [(&'static str, FieldKind)] = template::FIELDS;
+    const ARGO: Option<ArgoService> = Some(ArgoService {
         name: "teams",
         settings: &[("recipientUrls", "recipientUrls")],
         not_needed: &[],
@@ -37,11 +42,15 @@ impl crate::deliver::kind::Kind for Teams {
         written_order: true,
     });
 
+    fn template_fields<'a>(t: &'a Self::Template, all: &mut Vec<(String, FieldKind, Option<&'a At<String>>)>) {
+        template::fields(t, all)
+    }
+
     fn secrets(c: &TeamsConfig) -> Vec<&str> {
         c.recipient_urls.values().map(String::as_str).collect()
     }
 
-    fn client(_name: &str, c: &TeamsConfig, env: &crate::deliver::env::Env) -> Result<std::sync::Arc<dyn crate::deliver::Deliverer>, crate::deliver::kind::BuildError> {
-        Ok(std::sync::Arc::new(TeamsClient::new(c, env)?))
+    fn client(_name: &str, c: &TeamsConfig, env: &Env) -> Result<Arc<dyn Deliverer>, BuildError> {
+        Ok(Arc::new(TeamsClient::new(c, env)?))
     }
 }

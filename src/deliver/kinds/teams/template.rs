@@ -22,6 +22,10 @@ pub struct TeamsDef {
     pub template: Option<At<String>>,
 }
 
+/// The section's fields with fixed names, and whether each renders to JSON (what
+/// `driftwatch import` maps Argo CD's fields onto): [`fields`] yields the same paths.
+pub(super) const FIELDS: &[(&str, FieldKind)] = &[("teams.title", Text), ("teams.summary", Text), ("teams.text", Text), ("teams.themeColor", Text), ("teams.facts", Json), ("teams.sections", Json), ("teams.potentialAction", Json), ("teams.template", Json)];
+
 /// Every field of a `teams:` section, with its path and whether it renders to JSON.
 pub(super) fn fields<'a>(section: &'a TeamsDef, all: &mut Vec<(String, FieldKind, Option<&'a At<String>>)>) {
     let t = section;

@@ -14,16 +14,24 @@ pub use client::TeamsWorkflowsClient;
 pub use config::TeamsWorkflowsConfig;
 pub use payload::message;
 
+use std::sync::Arc;
+
+use crate::deliver::Deliverer;
+use crate::deliver::env::Env;
+use crate::deliver::kind::{ArgoService, BuildError, Kind, Limits, NoSection};
+use crate::model::DestinationKind;
+use crate::template::Encoder;
+
 /// The TeamsWorkflows kind: what the registry (`deliver::kinds`) needs of it.
 pub struct TeamsWorkflows;
 
-impl crate::deliver::kind::Kind for TeamsWorkflows {
-    const KIND: crate::model::DestinationKind = crate::model::DestinationKind::TeamsWorkflows;
+impl Kind for TeamsWorkflows {
+    const KIND: DestinationKind = DestinationKind::TeamsWorkflows;
     type Config = TeamsWorkflowsConfig;
-    const LIMITS: crate::deliver::kind::Limits = crate::deliver::kind::Limits { per_second: 1.0, burst: 3, concurrency: 2 };
-    const ENCODE: crate::template::Encoder = payload::encode;
-    type Template = crate::deliver::kind::NoSection;
-    const ARGO: Option<crate::deliver::kind::ArgoService> = Some(crate::deliver::kind::ArgoService {
+    const LIMITS: Limits = Limits { per_second: 1.0, burst: 3, concurrency: 2 };
+    const ENCODE: Encoder = payload::encode;
+    type Template = NoSection;
+    const ARGO: Option<ArgoService> = Some(ArgoService {
         name: "teams-workflows",
         settings: &[("recipientUrls", "recipientUrls")],
         not_needed: &[],
@@ -35,7 +43,7 @@ impl crate::deliver::kind::Kind for TeamsWorkflows {
         c.recipient_urls.values().map(String::as_str).collect()
     }
 
-    fn client(_name: &str, c: &TeamsWorkflowsConfig, env: &crate::deliver::env::Env) -> Result<std::sync::Arc<dyn crate::deliver::Deliverer>, crate::deliver::kind::BuildError> {
-        Ok(std::sync::Arc::new(TeamsWorkflowsClient::new(c, env)?))
+    fn client(_name: &str, c: &TeamsWorkflowsConfig, env: &Env) -> Result<Arc<dyn Deliverer>, BuildError> {
+        Ok(Arc::new(TeamsWorkflowsClient::new(c, env)?))
     }
 }

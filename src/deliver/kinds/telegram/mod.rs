@@ -15,21 +15,26 @@ pub use client::TelegramClient;
 pub use config::TelegramConfig;
 pub use payload::{chat_id, message};
 
+use std::sync::Arc;
+
+use crate::deliver::Deliverer;
+use crate::deliver::env::Env;
+use crate::deliver::kind::{ArgoService, BuildError, Kind, Limits};
+use crate::model::DestinationKind;
+use crate::source::At;
+use crate::template::{Encoder, FieldKind};
+
 /// The Telegram kind: what the registry (`deliver::kinds`) needs of it.
 pub struct Telegram;
 
-impl crate::deliver::kind::Kind for Telegram {
-    const KIND: crate::model::DestinationKind = crate::model::DestinationKind::Telegram;
+impl Kind for Telegram {
+    const KIND: DestinationKind = DestinationKind::Telegram;
     type Config = TelegramConfig;
-    const LIMITS: crate::deliver::kind::Limits = crate::deliver::kind::Limits { per_second: 1.0, burst: 5, concurrency: 2 };
-    const ENCODE: crate::template::Encoder = payload::encode;
+    const LIMITS: Limits = Limits { per_second: 1.0, burst: 5, concurrency: 2 };
+    const ENCODE: Encoder = payload::encode;
     type Template = template::TelegramDef;
-    const TEMPLATE_FIELDS: &'static [(&'static str, crate::template::FieldKind)] = &[("telegram.parseMode", crate::template::FieldKind::Text)];
-
-    fn template_fields<'a>(t: &'a Self::Template, all: &mut Vec<(String, crate::template::FieldKind, Option<&'a crate::source::At<String>>)>) {
-        template::fields(t, all)
-    }
-    const ARGO: Option<crate::deliver::kind::ArgoService> = Some(crate::deliver::kind::ArgoService {
+    const TEMPLATE_FIELDS: &'static [(&'static str, FieldKind)] = template::FIELDS;
+    const ARGO: Option<ArgoService> = Some(ArgoService {
         name: "telegram",
         settings: &[("token", "token")],
         not_needed: &[],
@@ -37,11 +42,15 @@ impl crate::deliver::kind::Kind for Telegram {
         written_order: true,
     });
 
+    fn template_fields<'a>(t: &'a Self::Template, all: &mut Vec<(String, FieldKind, Option<&'a At<String>>)>) {
+        template::fields(t, all)
+    }
+
     fn secrets(c: &TelegramConfig) -> Vec<&str> {
         vec![c.token.as_str()]
     }
 
-    fn client(name: &str, c: &TelegramConfig, env: &crate::deliver::env::Env) -> Result<std::sync::Arc<dyn crate::deliver::Deliverer>, crate::deliver::kind::BuildError> {
-        Ok(std::sync::Arc::new(TelegramClient::new(name, c, env)?))
+    fn client(name: &str, c: &TelegramConfig, env: &Env) -> Result<Arc<dyn Deliverer>, BuildError> {
+        Ok(Arc::new(TelegramClient::new(name, c, env)?))
     }
 }

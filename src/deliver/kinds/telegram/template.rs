@@ -15,6 +15,10 @@ pub struct TelegramDef {
     pub parse_mode: Option<At<String>>,
 }
 
+/// The section's fields with fixed names, and whether each renders to JSON (what
+/// `driftwatch import` maps Argo CD's fields onto): [`fields`] yields the same paths.
+pub(super) const FIELDS: &[(&str, FieldKind)] = &[("telegram.parseMode", Text)];
+
 /// Every field of a `telegram:` section, with its path and whether it renders to JSON.
 pub(super) fn fields<'a>(section: &'a TelegramDef, all: &mut Vec<(String, FieldKind, Option<&'a At<String>>)>) {
     let t = section;

@@ -12,16 +12,24 @@ pub use client::WebexClient;
 pub use config::WebexConfig;
 pub use payload::message;
 
+use std::sync::Arc;
+
+use crate::deliver::Deliverer;
+use crate::deliver::env::Env;
+use crate::deliver::kind::{ArgoService, BuildError, Kind, Limits, NoSection};
+use crate::model::DestinationKind;
+use crate::template::Encoder;
+
 /// The Webex kind: what the registry (`deliver::kinds`) needs of it.
 pub struct Webex;
 
-impl crate::deliver::kind::Kind for Webex {
-    const KIND: crate::model::DestinationKind = crate::model::DestinationKind::Webex;
+impl Kind for Webex {
+    const KIND: DestinationKind = DestinationKind::Webex;
     type Config = WebexConfig;
-    const LIMITS: crate::deliver::kind::Limits = crate::deliver::kind::Limits { per_second: 1.0, burst: 5, concurrency: 2 };
-    const ENCODE: crate::template::Encoder = payload::encode;
-    type Template = crate::deliver::kind::NoSection;
-    const ARGO: Option<crate::deliver::kind::ArgoService> = Some(crate::deliver::kind::ArgoService {
+    const LIMITS: Limits = Limits { per_second: 1.0, burst: 5, concurrency: 2 };
+    const ENCODE: Encoder = payload::encode;
+    type Template = NoSection;
+    const ARGO: Option<ArgoService> = Some(ArgoService {
         name: "webex",
         settings: &[("token", "token")],
         not_needed: &[],
@@ -33,7 +41,7 @@ impl crate::deliver::kind::Kind for Webex {
         vec![c.token.as_str()]
     }
 
-    fn client(name: &str, c: &WebexConfig, env: &crate::deliver::env::Env) -> Result<std::sync::Arc<dyn crate::deliver::Deliverer>, crate::deliver::kind::BuildError> {
-        Ok(std::sync::Arc::new(WebexClient::new(name, c, env)?))
+    fn client(name: &str, c: &WebexConfig, env: &Env) -> Result<Arc<dyn Deliverer>, BuildError> {
+        Ok(Arc::new(WebexClient::new(name, c, env)?))
     }
 }

@@ -12,21 +12,27 @@ pub use client::WebhookClient;
 pub use config::WebhookConfig;
 pub use payload::request;
 
+use std::sync::Arc;
+
+use serde_json::{Map, Value};
+
+use crate::deliver::Deliverer;
+use crate::deliver::env::Env;
+use crate::deliver::kind::{ArgoService, BuildError, Imported, Kind, Limits};
+use crate::model::DestinationKind;
+use crate::source::At;
+use crate::template::{Encoder, FieldKind};
+
 /// The Webhook kind: what the registry (`deliver::kinds`) needs of it.
 pub struct Webhook;
 
-impl crate::deliver::kind::Kind for Webhook {
-    const KIND: crate::model::DestinationKind = crate::model::DestinationKind::Webhook;
+impl Kind for Webhook {
+    const KIND: DestinationKind = DestinationKind::Webhook;
     type Config = WebhookConfig;
-    const LIMITS: crate::deliver::kind::Limits = crate::deliver::kind::Limits { per_second: 10.0, burst: 20, concurrency: 16 };
-    const ENCODE: crate::template::Encoder = payload::encode;
+    const LIMITS: Limits = Limits { per_second: 10.0, burst: 20, concurrency: 16 };
+    const ENCODE: Encoder = payload::encode;
     type Template = std::collections::BTreeMap<String, template::WebhookDef>;
-    const TEMPLATE_FIELDS: &'static [(&'static str, crate::template::FieldKind)] = &[];
-
-    fn template_fields<'a>(t: &'a Self::Template, all: &mut Vec<(String, crate::template::FieldKind, Option<&'a crate::source::At<String>>)>) {
-        template::fields(t, all)
-    }
-    const ARGO: Option<crate::deliver::kind::ArgoService> = Some(crate::deliver::kind::ArgoService {
+    const ARGO: Option<ArgoService> = Some(ArgoService {
         name: "webhook",
         settings: &[("url", "url"), ("basicAuth", "basicAuth"), ("insecureSkipVerify", "insecureSkipVerify"), ("headers", "headers")],
         not_needed: &[("retryWaitMin", "driftwatch retries with its own backoff (see `retry:` in destinations.md)"), ("retryWaitMax", "driftwatch retries with its own backoff (see `retry:` in destinations.md)"), ("retryMax", "driftwatch retries with its own backoff (see `retry:` in destinations.md)")],
@@ -34,8 +40,12 @@ impl crate::deliver::kind::Kind for Webhook {
         written_order: false,
     });
 
+    fn template_fields<'a>(t: &'a Self::Template, all: &mut Vec<(String, FieldKind, Option<&'a At<String>>)>) {
+        template::fields(t, all)
+    }
+
     /// Argo CD's headers are a list of `{name, value}`; driftwatch's a map.
-    fn import(service: &crate::deliver::kind::ArgoService, argo: &serde_json::Map<String, serde_json::Value>) -> crate::deliver::kind::Imported {
+    fn import(service: &ArgoService, argo: &Map<String, Value>) -> Imported {
         let mut out = service.convert(argo);
         if let Some(list) = argo.get("headers").and_then(serde_json::Value::as_array) {
             let mut headers = serde_json::Map::new();
@@ -60,7 +70,7 @@ impl crate::deliver::kind::Kind for Webhook {
         out
     }
 
-    fn client(_name: &str, c: &WebhookConfig, env: &crate::deliver::env::Env) -> Result<std::sync::Arc<dyn crate::deliver::Deliverer>, crate::deliver::kind::BuildError> {
-        Ok(std::sync::Arc::new(WebhookClient::new(c, &env.secrets, &env.http)?))
+    fn client(_name: &str, c: &WebhookConfig, env: &Env) -> Result<Arc<dyn Deliverer>, BuildError> {
+        Ok(Arc::new(WebhookClient::new(c, &env.secrets, &env.http)?))
     }
 }
