@@ -20,7 +20,6 @@ use crate::drift::attribution::LiveIndex;
 use crate::drift::episode::{self, Episode, Event};
 use crate::model::{Action, App, AppMeta, Destination, Notification, Project, RecordOp, StateRecord};
 use crate::route::tree::{RouteHit, RouteInput, RouteSubject};
-use crate::secret::Redactor;
 use crate::state::{StateError, StateStore, StateView, dedup_key, from_millis, to_millis};
 use crate::template::{RenderContext, Target};
 use crate::trigger::ConditionResult;
@@ -135,13 +134,11 @@ pub struct Inputs {
 /// The per-configuration pieces the pipeline needs.
 pub struct Pipeline {
     pub runtime: Arc<Runtime>,
-    pub redactor: Redactor,
 }
 
 impl Pipeline {
     pub fn new(runtime: Arc<Runtime>) -> Pipeline {
-        let redactor = runtime.redactor.clone();
-        Pipeline { runtime, redactor }
+        Pipeline { runtime }
     }
 
     /// Evaluates every subscribed trigger on `app` at instant `now`, on one snapshot of
@@ -355,7 +352,7 @@ impl Pipeline {
             match wiring::render(rt, template, ctx, &target, app) {
                 Ok(rendered) => {
                     let mut payload = rendered.payload;
-                    self.redactor.redact_json(&mut payload);
+                    self.runtime.redactor.redact_json(&mut payload);
                     out.notifications.push(Notification {
                         app: app.qualified_name(),
                         meta: AppMeta::of(app),
@@ -376,7 +373,7 @@ impl Pipeline {
                 Err(e) => out.skipped.push(Skip::RenderFailed {
                     trigger: trigger.to_string(),
                     destination: d.clone(),
-                    error: self.redactor.redact(&e.to_string()),
+                    error: self.runtime.redactor.redact(&e.to_string()),
                 }),
             }
         }

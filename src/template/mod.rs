@@ -201,8 +201,14 @@ impl TemplateSet {
         for (name, def, file) in defs {
             let mut mine = BTreeMap::new();
             let all = def.fields();
-            for (field, kind, src) in &all {
-                let (field, kind) = (field.clone(), *kind);
+            if all.is_empty() {
+                errors.push(ConfigError::new(
+                    file.pos_at_start(),
+                    format!("template {name}"),
+                    "a template needs a message or a destination field",
+                ));
+            }
+            for (field, kind, src) in all {
                 let reg = format!("{name}/{field}");
                 if let Err(e) = hb.register_template_string(&reg, &src.value) {
                     let (line, col) = e.pos().unwrap_or((1, 1));
@@ -225,15 +231,11 @@ impl TemplateSet {
                 written.insert(reg.clone(), (file.pos(&src.referenced), format!("template {name}.{field}")));
                 mine.insert(field, (reg, kind));
             }
-            if all.is_empty() {
-                errors.push(ConfigError::new(
-                    file.pos_at_start(),
-                    format!("template {name}"),
-                    "a template needs a message or a destination field",
-                ));
-            }
             fields.insert(name.clone(), mine);
-            settings.insert(name.clone(), def.settings());
+            let own = def.settings();
+            if !own.is_empty() {
+                settings.insert(name.clone(), own);
+            }
         }
         for e in partials::check(hb.get_templates()) {
             let (pos, key) = written.get(&e.template).cloned().unwrap_or((None, format!("template {}", e.template)));
