@@ -15,7 +15,7 @@ use super::worker::{Deliverer, ServiceRuntime};
 use crate::model::DestinationKind;
 use crate::secret::Secrets;
 use crate::source::At;
-use crate::template::{Encoder, FieldKind};
+use crate::template::{Encoder, FieldKind, Section};
 
 /// Why a service's settings are refused at load (`check`, `run` and reloads say it
 /// with the service's name).
@@ -125,19 +125,7 @@ pub trait Kind {
 
     /// The template section this kind's encoder reads (`slack:`), typed: the template
     /// files' schema for it. [`NoSection`] for a kind that reads the message only.
-    type Template: DeserializeOwned + Clone + std::fmt::Debug + Default + Send + Sync + 'static;
-    /// The section's fields with fixed names (`slack.attachments`), and whether each
-    /// renders to JSON: what `driftwatch import` maps Argo CD's fields onto.
-    const TEMPLATE_FIELDS: &'static [(&'static str, FieldKind)] = &[];
-
-    /// Every field a section holds, with its path and kind.
-    fn template_fields<'a>(_: &'a Self::Template, _: &mut Vec<(String, FieldKind, Option<&'a At<String>>)>) {}
-
-    /// Settings of the section that are not templates, which the kind's client reads
-    /// back when it sends (GitHub's booleans and required contexts).
-    fn template_settings(_: &Self::Template) -> Option<Box<dyn std::any::Any + Send + Sync>> {
-        None
-    }
+    type Template: Section;
 
     /// Argo CD's service of this kind, when Argo CD has one (`None`: an import never
     /// produces it).
@@ -171,6 +159,12 @@ pub trait Kind {
 /// is refused at load.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct NoSection;
+
+impl Section for NoSection {
+    const PRESENT: bool = false;
+
+    fn fields<'a>(&'a self, _: &mut Vec<(String, FieldKind, Option<&'a At<String>>)>) {}
+}
 
 impl<'de> Deserialize<'de> for NoSection {
     fn deserialize<D: serde::Deserializer<'de>>(_: D) -> Result<NoSection, D::Error> {

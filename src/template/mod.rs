@@ -414,6 +414,25 @@ impl Fields<'_> {
     }
 }
 
+/// A destination kind's template section, as the kind defines it
+/// (`deliver/kinds/<kind>/template.rs`): what a template file may hold under the kind's
+/// name, checked when the file loads.
+pub trait Section: serde::de::DeserializeOwned + Clone + std::fmt::Debug + Default + Send + Sync + 'static {
+    /// Whether a template may have it (`false`: the kind reads the message only).
+    const PRESENT: bool = true;
+    /// Its fields with fixed names (`slack.attachments`), and whether each renders to
+    /// JSON: what `driftwatch import` maps Argo CD's fields onto. Empty for a section
+    /// keyed by name (`webhook.<service>`).
+    const FIELDS: &'static [(&'static str, FieldKind)] = &[];
+    /// Every field it holds, with its path and kind.
+    fn fields<'a>(&'a self, all: &mut Vec<(String, FieldKind, Option<&'a At<String>>)>);
+    /// Its settings that are not templates, which the kind's client reads back when it
+    /// sends (GitHub's booleans and required contexts).
+    fn settings(&self) -> Option<Box<dyn std::any::Any + Send + Sync>> {
+        None
+    }
+}
+
 /// Per section of one template (`github`), its settings that are not templates, typed
 /// by the kind that defines the section.
 pub type SectionSettings = Vec<(&'static str, Box<dyn std::any::Any + Send + Sync>)>;

@@ -13,7 +13,7 @@ use super::kind::{self, BuildError, Kind, Limits, SettingsError};
 use super::worker::Deliverer;
 use crate::model::DestinationKind;
 use crate::source::At;
-use crate::template::{Encoder, FieldKind};
+use crate::template::{Encoder, FieldKind, Section};
 
 macro_rules! registry {
     ($($(#[$doc:meta])* $module:ident :: $kind:ident = $name:literal $(| $alias:literal)?),* $(,)?) => {
@@ -76,14 +76,14 @@ macro_rules! registry {
                 let mut all: Vec<(String, FieldKind, Option<&At<String>>)> =
                     vec![("message".into(), FieldKind::Text, self.message.as_ref()), ("severity".into(), FieldKind::Text, self.severity.as_ref())];
                 $(if let Some(t) = &self.$module {
-                    <$module::$kind as Kind>::template_fields(t, &mut all);
+                    t.fields(&mut all);
                 })*
                 all.into_iter().filter_map(|(path, kind, v)| v.map(|v| (path, kind, v))).collect()
             }
 
             fn settings(&self) -> crate::template::SectionSettings {
                 let mut out = Vec::new();
-                $(if let Some(t) = &self.$module && let Some(s) = <$module::$kind as Kind>::template_settings(t) {
+                $(if let Some(t) = &self.$module && let Some(s) = t.settings() {
                     out.push(($name, s));
                 })*
                 out
@@ -94,15 +94,13 @@ macro_rules! registry {
         /// it renders to JSON (`webhook.<service>.*`, `alertmanager.labels.*` and
         /// `github.*` are keyed by name and not listed).
         pub fn section_fields() -> impl Iterator<Item = (&'static str, bool)> {
-            [$(<$module::$kind as Kind>::TEMPLATE_FIELDS),*].into_iter().flatten().map(|(p, k)| (*p, *k == FieldKind::Json))
+            [$(<<$module::$kind as Kind>::Template as Section>::FIELDS),*].into_iter().flatten().map(|(p, k)| (*p, *k == FieldKind::Json))
         }
 
         /// Whether a template may have a `section:`: a kind of that name (or other
-        /// name) whose template section is not [`kind::NoSection`].
+        /// name) that has one.
         pub fn has_section(section: &str) -> bool {
-            $(if ($name == section $(|| $alias == section)?)
-                && std::any::TypeId::of::<<$module::$kind as Kind>::Template>() != std::any::TypeId::of::<kind::NoSection>()
-            {
+            $(if <<$module::$kind as Kind>::Template as Section>::PRESENT && ($name == section $(|| $alias == section)?) {
                 return true;
             })*
             false

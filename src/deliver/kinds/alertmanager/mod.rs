@@ -22,8 +22,7 @@ use crate::deliver::Deliverer;
 use crate::deliver::env::Env;
 use crate::deliver::kind::{ArgoService, BuildError, Kind, Limits, SettingsError};
 use crate::model::DestinationKind;
-use crate::source::At;
-use crate::template::{Encoder, FieldKind};
+use crate::template::Encoder;
 
 /// The Alertmanager kind: what the registry (`deliver::kinds`) needs of it.
 pub struct Alertmanager;
@@ -36,15 +35,18 @@ impl Kind for Alertmanager {
     type Template = template::AlertmanagerDef;
     const ARGO: Option<ArgoService> = Some(ArgoService {
         name: "alertmanager",
-        settings: &[("targets", "targets"), ("scheme", "scheme"), ("apiPath", "apiPath"), ("basicAuth", "basicAuth"), ("bearerToken", "bearerToken"), ("insecureSkipVerify", "insecureSkipVerify")],
+        settings: &[
+            ("targets", "targets"),
+            ("scheme", "scheme"),
+            ("apiPath", "apiPath"),
+            ("basicAuth", "basicAuth"),
+            ("bearerToken", "bearerToken"),
+            ("insecureSkipVerify", "insecureSkipVerify"),
+        ],
         not_needed: &[],
         typed: true,
         written_order: true,
     });
-
-    fn template_fields<'a>(t: &'a Self::Template, all: &mut Vec<(String, FieldKind, Option<&'a At<String>>)>) {
-        template::fields(t, all)
-    }
 
     fn validate(c: &AlertmanagerConfig) -> Result<(), SettingsError> {
         if c.targets.is_empty() {

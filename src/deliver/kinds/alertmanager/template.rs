@@ -7,6 +7,7 @@ use serde::Deserialize;
 
 use crate::source::At;
 use crate::template::FieldKind::{self, Text};
+use crate::template::Section;
 
 /// Alertmanager alert fields (Argo CD's names).
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -20,14 +21,16 @@ pub struct AlertmanagerDef {
     pub generator_url: Option<At<String>>,
 }
 
-/// Every field of a `alertmanager:` section, with its path and whether it renders to JSON.
-pub(super) fn fields<'a>(section: &'a AlertmanagerDef, all: &mut Vec<(String, FieldKind, Option<&'a At<String>>)>) {
-    let a = section;
-    for (l, v) in &a.labels {
-        all.push((format!("alertmanager.labels.{l}"), Text, Some(v)));
+impl Section for AlertmanagerDef {
+    /// Every field of a `alertmanager:` section, with its path and whether it renders to JSON.
+    fn fields<'a>(&'a self, all: &mut Vec<(String, FieldKind, Option<&'a At<String>>)>) {
+        let a = self;
+        for (l, v) in &a.labels {
+            all.push((format!("alertmanager.labels.{l}"), Text, Some(v)));
+        }
+        for (l, v) in &a.annotations {
+            all.push((format!("alertmanager.annotations.{l}"), Text, Some(v)));
+        }
+        all.push(("alertmanager.generatorURL".into(), Text, a.generator_url.as_ref()));
     }
-    for (l, v) in &a.annotations {
-        all.push((format!("alertmanager.annotations.{l}"), Text, Some(v)));
-    }
-    all.push(("alertmanager.generatorURL".into(), Text, a.generator_url.as_ref()));
 }

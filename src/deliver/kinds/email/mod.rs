@@ -20,8 +20,7 @@ use crate::deliver::Deliverer;
 use crate::deliver::env::Env;
 use crate::deliver::kind::{ArgoService, BuildError, Imported, Kind, Limits};
 use crate::model::DestinationKind;
-use crate::source::At;
-use crate::template::{Encoder, FieldKind};
+use crate::template::Encoder;
 
 /// The Email kind: what the registry (`deliver::kinds`) needs of it.
 pub struct Email;
@@ -32,7 +31,6 @@ impl Kind for Email {
     const LIMITS: Limits = Limits { per_second: 5.0, burst: 10, concurrency: 2 };
     const ENCODE: Encoder = payload::encode;
     type Template = template::EmailDef;
-    const TEMPLATE_FIELDS: &'static [(&'static str, FieldKind)] = template::FIELDS;
     const ARGO: Option<ArgoService> = Some(ArgoService {
         name: "email",
         settings: &[("host", "host"), ("port", "port"), ("from", "from"), ("username", "username"), ("password", "password")],
@@ -40,10 +38,6 @@ impl Kind for Email {
         typed: true,
         written_order: false,
     });
-
-    fn template_fields<'a>(t: &'a Self::Template, all: &mut Vec<(String, FieldKind, Option<&'a At<String>>)>) {
-        template::fields(t, all)
-    }
 
     /// Argo CD's mailer (gomail) uses implicit TLS on port 465 and STARTTLS elsewhere.
     fn import(service: &ArgoService, argo: &Map<String, Value>) -> Imported {

@@ -25,8 +25,7 @@ use crate::deliver::Deliverer;
 use crate::deliver::env::Env;
 use crate::deliver::kind::{ArgoService, BuildError, Kind, Limits, SettingsError};
 use crate::model::DestinationKind;
-use crate::source::At;
-use crate::template::{Encoder, FieldKind};
+use crate::template::Encoder;
 
 /// The Github kind: what the registry (`deliver::kinds`) needs of it.
 pub struct Github;
@@ -39,19 +38,16 @@ impl Kind for Github {
     type Template = template::GitHubDef;
     const ARGO: Option<ArgoService> = Some(ArgoService {
         name: "github",
-        settings: &[("appID", "appID"), ("installationID", "installationID"), ("privateKey", "privateKey"), ("enterpriseBaseURL", "enterpriseBaseURL")],
+        settings: &[
+            ("appID", "appID"),
+            ("installationID", "installationID"),
+            ("privateKey", "privateKey"),
+            ("enterpriseBaseURL", "enterpriseBaseURL"),
+        ],
         not_needed: &[],
         typed: true,
         written_order: true,
     });
-
-    fn template_fields<'a>(t: &'a Self::Template, all: &mut Vec<(String, FieldKind, Option<&'a At<String>>)>) {
-        template::fields(t, all)
-    }
-
-    fn template_settings(t: &template::GitHubDef) -> Option<Box<dyn std::any::Any + Send + Sync>> {
-        Some(Box::new(t.clone()))
-    }
 
     fn validate(c: &GitHubConfig) -> Result<(), SettingsError> {
         let app = [&c.app_id, &c.installation_id, &c.private_key].iter().all(|x| x.is_some());

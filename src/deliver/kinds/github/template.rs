@@ -5,6 +5,7 @@ use serde::Deserialize;
 
 use crate::source::At;
 use crate::template::FieldKind::{self, Text};
+use crate::template::Section;
 
 /// GitHub fields (Argo CD's names). Without `status`, `deployment` or
 /// `pullRequestComment` a template is not sent to a github service.
@@ -58,29 +59,35 @@ pub struct GitHubCommentDef {
     pub comment_tag: Option<At<String>>,
 }
 
-/// Every field of a `github:` section, with its path and whether it renders to JSON.
-pub(super) fn fields<'a>(section: &'a GitHubDef, all: &mut Vec<(String, FieldKind, Option<&'a At<String>>)>) {
-    let g = section;
-    all.push(("github.repoURLPath".into(), Text, g.repo_url_path.as_ref()));
-    all.push(("github.revisionPath".into(), Text, g.revision_path.as_ref()));
-    if let Some(st) = &g.status {
-        all.push(("github.status.state".into(), Text, st.state.as_ref()));
-        all.push(("github.status.label".into(), Text, st.label.as_ref()));
-        all.push(("github.status.targetURL".into(), Text, st.target_url.as_ref()));
-    }
-    if let Some(d) = &g.deployment {
-        for (f, v) in [
-            ("state", &d.state),
-            ("environment", &d.environment),
-            ("environmentURL", &d.environment_url),
-            ("logURL", &d.log_url),
-            ("reference", &d.reference),
-        ] {
-            all.push((format!("github.deployment.{f}"), Text, v.as_ref()));
+impl Section for GitHubDef {
+    /// Every field of a `github:` section, with its path and whether it renders to JSON.
+    fn fields<'a>(&'a self, all: &mut Vec<(String, FieldKind, Option<&'a At<String>>)>) {
+        let g = self;
+        all.push(("github.repoURLPath".into(), Text, g.repo_url_path.as_ref()));
+        all.push(("github.revisionPath".into(), Text, g.revision_path.as_ref()));
+        if let Some(st) = &g.status {
+            all.push(("github.status.state".into(), Text, st.state.as_ref()));
+            all.push(("github.status.label".into(), Text, st.label.as_ref()));
+            all.push(("github.status.targetURL".into(), Text, st.target_url.as_ref()));
+        }
+        if let Some(d) = &g.deployment {
+            for (f, v) in [
+                ("state", &d.state),
+                ("environment", &d.environment),
+                ("environmentURL", &d.environment_url),
+                ("logURL", &d.log_url),
+                ("reference", &d.reference),
+            ] {
+                all.push((format!("github.deployment.{f}"), Text, v.as_ref()));
+            }
+        }
+        if let Some(c) = &g.pull_request_comment {
+            all.push(("github.pullRequestComment.content".into(), Text, c.content.as_ref()));
+            all.push(("github.pullRequestComment.commentTag".into(), Text, c.comment_tag.as_ref()));
         }
     }
-    if let Some(c) = &g.pull_request_comment {
-        all.push(("github.pullRequestComment.content".into(), Text, c.content.as_ref()));
-        all.push(("github.pullRequestComment.commentTag".into(), Text, c.comment_tag.as_ref()));
+
+    fn settings(&self) -> Option<Box<dyn std::any::Any + Send + Sync>> {
+        Some(Box::new(self.clone()))
     }
 }

@@ -21,8 +21,7 @@ use crate::deliver::Deliverer;
 use crate::deliver::env::Env;
 use crate::deliver::kind::{ArgoService, BuildError, Kind, Limits};
 use crate::model::DestinationKind;
-use crate::source::At;
-use crate::template::{Encoder, FieldKind};
+use crate::template::Encoder;
 
 /// The Googlechat kind: what the registry (`deliver::kinds`) needs of it.
 pub struct Googlechat;
@@ -33,7 +32,6 @@ impl Kind for Googlechat {
     const LIMITS: Limits = Limits { per_second: 1.0, burst: 3, concurrency: 2 };
     const ENCODE: Encoder = payload::encode;
     type Template = template::GoogleChatDef;
-    const TEMPLATE_FIELDS: &'static [(&'static str, FieldKind)] = template::FIELDS;
     const ARGO: Option<ArgoService> = Some(ArgoService {
         name: "googlechat",
         settings: &[("webhooks", "webhooks")],
@@ -41,10 +39,6 @@ impl Kind for Googlechat {
         typed: true,
         written_order: true,
     });
-
-    fn template_fields<'a>(t: &'a Self::Template, all: &mut Vec<(String, FieldKind, Option<&'a At<String>>)>) {
-        template::fields(t, all)
-    }
 
     fn secrets(c: &GoogleChatConfig) -> Vec<&str> {
         c.webhooks.values().map(String::as_str).collect()

@@ -5,6 +5,7 @@ use serde::Deserialize;
 
 use crate::source::At;
 use crate::template::FieldKind::{self, Json, Text};
+use crate::template::Section;
 
 /// Google Chat fields (Argo CD's names).
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -18,14 +19,14 @@ pub struct GoogleChatDef {
     pub thread_key: Option<At<String>>,
 }
 
-/// The section's fields with fixed names, and whether each renders to JSON (what
-/// `driftwatch import` maps Argo CD's fields onto): [`fields`] yields the same paths.
-pub(super) const FIELDS: &[(&str, FieldKind)] = &[("googlechat.cards", Json), ("googlechat.cardsV2", Json), ("googlechat.threadKey", Text)];
+impl Section for GoogleChatDef {
+    const FIELDS: &'static [(&'static str, FieldKind)] = &[("googlechat.cards", Json), ("googlechat.cardsV2", Json), ("googlechat.threadKey", Text)];
 
-/// Every field of a `googlechat:` section, with its path and whether it renders to JSON.
-pub(super) fn fields<'a>(section: &'a GoogleChatDef, all: &mut Vec<(String, FieldKind, Option<&'a At<String>>)>) {
-    let g = section;
-    all.push(("googlechat.cards".into(), Json, g.cards.as_ref()));
-    all.push(("googlechat.cardsV2".into(), Json, g.cards_v2.as_ref()));
-    all.push(("googlechat.threadKey".into(), Text, g.thread_key.as_ref()));
+    /// Every field of a `googlechat:` section, with its path and whether it renders to JSON.
+    fn fields<'a>(&'a self, all: &mut Vec<(String, FieldKind, Option<&'a At<String>>)>) {
+        let g = self;
+        all.push(("googlechat.cards".into(), Json, g.cards.as_ref()));
+        all.push(("googlechat.cardsV2".into(), Json, g.cards_v2.as_ref()));
+        all.push(("googlechat.threadKey".into(), Text, g.thread_key.as_ref()));
+    }
 }

@@ -5,6 +5,7 @@ use serde::Deserialize;
 
 use crate::source::At;
 use crate::template::FieldKind::{self, Json};
+use crate::template::Section;
 
 /// Mattermost fields (Argo CD's names).
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -14,12 +15,12 @@ pub struct MattermostDef {
     pub attachments: Option<At<String>>,
 }
 
-/// The section's fields with fixed names, and whether each renders to JSON (what
-/// `driftwatch import` maps Argo CD's fields onto): [`fields`] yields the same paths.
-pub(super) const FIELDS: &[(&str, FieldKind)] = &[("mattermost.attachments", Json)];
+impl Section for MattermostDef {
+    const FIELDS: &'static [(&'static str, FieldKind)] = &[("mattermost.attachments", Json)];
 
-/// Every field of a `mattermost:` section, with its path and whether it renders to JSON.
-pub(super) fn fields<'a>(section: &'a MattermostDef, all: &mut Vec<(String, FieldKind, Option<&'a At<String>>)>) {
-    let m = section;
-    all.push(("mattermost.attachments".into(), Json, m.attachments.as_ref()));
+    /// Every field of a `mattermost:` section, with its path and whether it renders to JSON.
+    fn fields<'a>(&'a self, all: &mut Vec<(String, FieldKind, Option<&'a At<String>>)>) {
+        let m = self;
+        all.push(("mattermost.attachments".into(), Json, m.attachments.as_ref()));
+    }
 }

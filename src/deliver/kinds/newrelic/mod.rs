@@ -20,8 +20,7 @@ use crate::deliver::Deliverer;
 use crate::deliver::env::Env;
 use crate::deliver::kind::{ArgoService, BuildError, Kind, Limits};
 use crate::model::DestinationKind;
-use crate::source::At;
-use crate::template::{Encoder, FieldKind};
+use crate::template::Encoder;
 
 /// The Newrelic kind: what the registry (`deliver::kinds`) needs of it.
 pub struct Newrelic;
@@ -32,7 +31,6 @@ impl Kind for Newrelic {
     const LIMITS: Limits = Limits { per_second: 2.0, burst: 5, concurrency: 2 };
     const ENCODE: Encoder = payload::encode;
     type Template = template::NewRelicDef;
-    const TEMPLATE_FIELDS: &'static [(&'static str, FieldKind)] = template::FIELDS;
     const ARGO: Option<ArgoService> = Some(ArgoService {
         name: "newrelic",
         settings: &[("apiURL", "apiURL"), ("apiKey", "apiKey")],
@@ -40,10 +38,6 @@ impl Kind for Newrelic {
         typed: true,
         written_order: true,
     });
-
-    fn template_fields<'a>(t: &'a Self::Template, all: &mut Vec<(String, FieldKind, Option<&'a At<String>>)>) {
-        template::fields(t, all)
-    }
 
     fn secrets(c: &NewRelicConfig) -> Vec<&str> {
         vec![c.api_key.as_str()]

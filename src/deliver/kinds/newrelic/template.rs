@@ -5,6 +5,7 @@ use serde::Deserialize;
 
 use crate::source::At;
 use crate::template::FieldKind::{self, Text};
+use crate::template::Section;
 
 /// New Relic deployment-marker fields (Argo CD's names).
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -16,14 +17,14 @@ pub struct NewRelicDef {
     pub user: Option<At<String>>,
 }
 
-/// The section's fields with fixed names, and whether each renders to JSON (what
-/// `driftwatch import` maps Argo CD's fields onto): [`fields`] yields the same paths.
-pub(super) const FIELDS: &[(&str, FieldKind)] = &[("newrelic.revision", Text), ("newrelic.changelog", Text), ("newrelic.description", Text), ("newrelic.user", Text)];
+impl Section for NewRelicDef {
+    const FIELDS: &'static [(&'static str, FieldKind)] = &[("newrelic.revision", Text), ("newrelic.changelog", Text), ("newrelic.description", Text), ("newrelic.user", Text)];
 
-/// Every field of a `newrelic:` section, with its path and whether it renders to JSON.
-pub(super) fn fields<'a>(section: &'a NewRelicDef, all: &mut Vec<(String, FieldKind, Option<&'a At<String>>)>) {
-    let n = section;
-    for (f, v) in [("revision", &n.revision), ("changelog", &n.changelog), ("description", &n.description), ("user", &n.user)] {
-        all.push((format!("newrelic.{f}"), Text, v.as_ref()));
+    /// Every field of a `newrelic:` section, with its path and whether it renders to JSON.
+    fn fields<'a>(&'a self, all: &mut Vec<(String, FieldKind, Option<&'a At<String>>)>) {
+        let n = self;
+        for (f, v) in [("revision", &n.revision), ("changelog", &n.changelog), ("description", &n.description), ("user", &n.user)] {
+            all.push((format!("newrelic.{f}"), Text, v.as_ref()));
+        }
     }
 }

@@ -5,6 +5,7 @@ use serde::Deserialize;
 
 use crate::source::At;
 use crate::template::FieldKind::{self, Json, Text};
+use crate::template::Section;
 
 /// Opsgenie alert fields (Argo CD's names).
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -27,26 +28,26 @@ pub struct OpsgenieDef {
     pub details: Option<At<String>>,
 }
 
-/// The section's fields with fixed names, and whether each renders to JSON (what
-/// `driftwatch import` maps Argo CD's fields onto): [`fields`] yields the same paths.
-pub(super) const FIELDS: &[(&str, FieldKind)] = &[("opsgenie.description", Text), ("opsgenie.priority", Text), ("opsgenie.alias", Text), ("opsgenie.note", Text), ("opsgenie.entity", Text), ("opsgenie.user", Text), ("opsgenie.tags", Json), ("opsgenie.actions", Json), ("opsgenie.responders", Json), ("opsgenie.visibleTo", Json), ("opsgenie.details", Json)];
+impl Section for OpsgenieDef {
+    const FIELDS: &'static [(&'static str, FieldKind)] = &[("opsgenie.description", Text), ("opsgenie.priority", Text), ("opsgenie.alias", Text), ("opsgenie.note", Text), ("opsgenie.entity", Text), ("opsgenie.user", Text), ("opsgenie.tags", Json), ("opsgenie.actions", Json), ("opsgenie.responders", Json), ("opsgenie.visibleTo", Json), ("opsgenie.details", Json)];
 
-/// Every field of a `opsgenie:` section, with its path and whether it renders to JSON.
-pub(super) fn fields<'a>(section: &'a OpsgenieDef, all: &mut Vec<(String, FieldKind, Option<&'a At<String>>)>) {
-    let o = section;
-    for (f, k, v) in [
-        ("description", Text, &o.description),
-        ("priority", Text, &o.priority),
-        ("alias", Text, &o.alias),
-        ("note", Text, &o.note),
-        ("entity", Text, &o.entity),
-        ("user", Text, &o.user),
-        ("tags", Json, &o.tags),
-        ("actions", Json, &o.actions),
-        ("responders", Json, &o.responders),
-        ("visibleTo", Json, &o.visible_to),
-        ("details", Json, &o.details),
-    ] {
-        all.push((format!("opsgenie.{f}"), k, v.as_ref()));
+    /// Every field of a `opsgenie:` section, with its path and whether it renders to JSON.
+    fn fields<'a>(&'a self, all: &mut Vec<(String, FieldKind, Option<&'a At<String>>)>) {
+        let o = self;
+        for (f, k, v) in [
+            ("description", Text, &o.description),
+            ("priority", Text, &o.priority),
+            ("alias", Text, &o.alias),
+            ("note", Text, &o.note),
+            ("entity", Text, &o.entity),
+            ("user", Text, &o.user),
+            ("tags", Json, &o.tags),
+            ("actions", Json, &o.actions),
+            ("responders", Json, &o.responders),
+            ("visibleTo", Json, &o.visible_to),
+            ("details", Json, &o.details),
+        ] {
+            all.push((format!("opsgenie.{f}"), k, v.as_ref()));
+        }
     }
 }

@@ -19,8 +19,7 @@ use crate::deliver::Deliverer;
 use crate::deliver::env::Env;
 use crate::deliver::kind::{ArgoService, BuildError, Kind, Limits};
 use crate::model::DestinationKind;
-use crate::source::At;
-use crate::template::{Encoder, FieldKind};
+use crate::template::Encoder;
 
 /// The Pagerduty kind: what the registry (`deliver::kinds`) needs of it.
 pub struct Pagerduty;
@@ -31,7 +30,6 @@ impl Kind for Pagerduty {
     const LIMITS: Limits = Limits { per_second: 1.5, burst: 10, concurrency: 2 };
     const ENCODE: Encoder = payload::encode;
     type Template = template::PagerDutyDef;
-    const TEMPLATE_FIELDS: &'static [(&'static str, FieldKind)] = template::FIELDS;
     const ARGO: Option<ArgoService> = Some(ArgoService {
         name: "pagerdutyv2",
         settings: &[("serviceKeys", "routingKeys")],
@@ -39,10 +37,6 @@ impl Kind for Pagerduty {
         typed: true,
         written_order: false,
     });
-
-    fn template_fields<'a>(t: &'a Self::Template, all: &mut Vec<(String, FieldKind, Option<&'a At<String>>)>) {
-        template::fields(t, all)
-    }
 
     fn secrets(c: &PagerDutyConfig) -> Vec<&str> {
         c.routing_keys.values().map(String::as_str).collect()

@@ -5,6 +5,7 @@ use serde::Deserialize;
 
 use crate::source::At;
 use crate::template::FieldKind::{self, Json, Text};
+use crate::template::Section;
 
 /// PagerDuty Events API v2 fields of a template.
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -24,18 +25,18 @@ pub struct PagerDutyDef {
     pub custom_details: Option<At<String>>,
 }
 
-/// The section's fields with fixed names, and whether each renders to JSON (what
-/// `driftwatch import` maps Argo CD's fields onto): [`fields`] yields the same paths.
-pub(super) const FIELDS: &[(&str, FieldKind)] = &[("pagerduty.summary", Text), ("pagerduty.severity", Text), ("pagerduty.source", Text), ("pagerduty.component", Text), ("pagerduty.group", Text), ("pagerduty.class", Text), ("pagerduty.customDetails", Json)];
+impl Section for PagerDutyDef {
+    const FIELDS: &'static [(&'static str, FieldKind)] = &[("pagerduty.summary", Text), ("pagerduty.severity", Text), ("pagerduty.source", Text), ("pagerduty.component", Text), ("pagerduty.group", Text), ("pagerduty.class", Text), ("pagerduty.customDetails", Json)];
 
-/// Every field of a `pagerduty:` section, with its path and whether it renders to JSON.
-pub(super) fn fields<'a>(section: &'a PagerDutyDef, all: &mut Vec<(String, FieldKind, Option<&'a At<String>>)>) {
-    let p = section;
-    all.push(("pagerduty.summary".into(), Text, p.summary.as_ref()));
-    all.push(("pagerduty.severity".into(), Text, p.severity.as_ref()));
-    all.push(("pagerduty.source".into(), Text, p.source.as_ref()));
-    all.push(("pagerduty.component".into(), Text, p.component.as_ref()));
-    all.push(("pagerduty.group".into(), Text, p.group.as_ref()));
-    all.push(("pagerduty.class".into(), Text, p.class.as_ref()));
-    all.push(("pagerduty.customDetails".into(), Json, p.custom_details.as_ref()));
+    /// Every field of a `pagerduty:` section, with its path and whether it renders to JSON.
+    fn fields<'a>(&'a self, all: &mut Vec<(String, FieldKind, Option<&'a At<String>>)>) {
+        let p = self;
+        all.push(("pagerduty.summary".into(), Text, p.summary.as_ref()));
+        all.push(("pagerduty.severity".into(), Text, p.severity.as_ref()));
+        all.push(("pagerduty.source".into(), Text, p.source.as_ref()));
+        all.push(("pagerduty.component".into(), Text, p.component.as_ref()));
+        all.push(("pagerduty.group".into(), Text, p.group.as_ref()));
+        all.push(("pagerduty.class".into(), Text, p.class.as_ref()));
+        all.push(("pagerduty.customDetails".into(), Json, p.custom_details.as_ref()));
+    }
 }

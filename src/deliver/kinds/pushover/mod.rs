@@ -19,8 +19,7 @@ use crate::deliver::Deliverer;
 use crate::deliver::env::Env;
 use crate::deliver::kind::{ArgoService, BuildError, Kind, Limits};
 use crate::model::DestinationKind;
-use crate::source::At;
-use crate::template::{Encoder, FieldKind};
+use crate::template::Encoder;
 
 /// The Pushover kind: what the registry (`deliver::kinds`) needs of it.
 pub struct Pushover;
@@ -31,7 +30,6 @@ impl Kind for Pushover {
     const LIMITS: Limits = Limits { per_second: 2.0, burst: 5, concurrency: 2 };
     const ENCODE: Encoder = payload::encode;
     type Template = template::PushoverDef;
-    const TEMPLATE_FIELDS: &'static [(&'static str, FieldKind)] = template::FIELDS;
     const ARGO: Option<ArgoService> = Some(ArgoService {
         name: "pushover",
         settings: &[("token", "token")],
@@ -39,10 +37,6 @@ impl Kind for Pushover {
         typed: true,
         written_order: true,
     });
-
-    fn template_fields<'a>(t: &'a Self::Template, all: &mut Vec<(String, FieldKind, Option<&'a At<String>>)>) {
-        template::fields(t, all)
-    }
 
     fn secrets(c: &PushoverConfig) -> Vec<&str> {
         vec![c.token.as_str()]

@@ -5,6 +5,7 @@ use serde::Deserialize;
 
 use crate::source::At;
 use crate::template::FieldKind::{self, Text};
+use crate::template::Section;
 
 /// Pushover fields.
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -19,21 +20,21 @@ pub struct PushoverDef {
     pub device: Option<At<String>>,
 }
 
-/// The section's fields with fixed names, and whether each renders to JSON (what
-/// `driftwatch import` maps Argo CD's fields onto): [`fields`] yields the same paths.
-pub(super) const FIELDS: &[(&str, FieldKind)] = &[("pushover.title", Text), ("pushover.priority", Text), ("pushover.url", Text), ("pushover.urlTitle", Text), ("pushover.sound", Text), ("pushover.device", Text)];
+impl Section for PushoverDef {
+    const FIELDS: &'static [(&'static str, FieldKind)] = &[("pushover.title", Text), ("pushover.priority", Text), ("pushover.url", Text), ("pushover.urlTitle", Text), ("pushover.sound", Text), ("pushover.device", Text)];
 
-/// Every field of a `pushover:` section, with its path and whether it renders to JSON.
-pub(super) fn fields<'a>(section: &'a PushoverDef, all: &mut Vec<(String, FieldKind, Option<&'a At<String>>)>) {
-    let p = section;
-    for (f, v) in [
-        ("title", &p.title),
-        ("priority", &p.priority),
-        ("url", &p.url),
-        ("urlTitle", &p.url_title),
-        ("sound", &p.sound),
-        ("device", &p.device),
-    ] {
-        all.push((format!("pushover.{f}"), Text, v.as_ref()));
+    /// Every field of a `pushover:` section, with its path and whether it renders to JSON.
+    fn fields<'a>(&'a self, all: &mut Vec<(String, FieldKind, Option<&'a At<String>>)>) {
+        let p = self;
+        for (f, v) in [
+            ("title", &p.title),
+            ("priority", &p.priority),
+            ("url", &p.url),
+            ("urlTitle", &p.url_title),
+            ("sound", &p.sound),
+            ("device", &p.device),
+        ] {
+            all.push((format!("pushover.{f}"), Text, v.as_ref()));
+        }
     }
 }

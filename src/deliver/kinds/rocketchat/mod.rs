@@ -21,8 +21,7 @@ use crate::deliver::Deliverer;
 use crate::deliver::env::Env;
 use crate::deliver::kind::{ArgoService, BuildError, Kind, Limits, SettingsError};
 use crate::model::DestinationKind;
-use crate::source::At;
-use crate::template::{Encoder, FieldKind};
+use crate::template::Encoder;
 
 /// The Rocketchat kind: what the registry (`deliver::kinds`) needs of it.
 pub struct Rocketchat;
@@ -33,7 +32,6 @@ impl Kind for Rocketchat {
     const LIMITS: Limits = Limits { per_second: 1.0, burst: 5, concurrency: 2 };
     const ENCODE: Encoder = payload::encode;
     type Template = template::RocketChatDef;
-    const TEMPLATE_FIELDS: &'static [(&'static str, FieldKind)] = template::FIELDS;
     const ARGO: Option<ArgoService> = Some(ArgoService {
         name: "rocketchat",
         settings: &[("serverUrl", "serverUrl"), ("email", "email"), ("password", "password")],
@@ -41,10 +39,6 @@ impl Kind for Rocketchat {
         typed: true,
         written_order: true,
     });
-
-    fn template_fields<'a>(t: &'a Self::Template, all: &mut Vec<(String, FieldKind, Option<&'a At<String>>)>) {
-        template::fields(t, all)
-    }
 
     fn validate(c: &RocketChatConfig) -> Result<(), SettingsError> {
         let login = c.email.is_some() && c.password.is_some() && c.user_id.is_none() && c.token.is_none();

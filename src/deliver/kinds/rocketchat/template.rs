@@ -5,6 +5,7 @@ use serde::Deserialize;
 
 use crate::source::At;
 use crate::template::FieldKind::{self, Json, Text};
+use crate::template::Section;
 
 /// Rocket.Chat fields (Argo CD's names).
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -17,15 +18,15 @@ pub struct RocketChatDef {
     pub avatar: Option<At<String>>,
 }
 
-/// The section's fields with fixed names, and whether each renders to JSON (what
-/// `driftwatch import` maps Argo CD's fields onto): [`fields`] yields the same paths.
-pub(super) const FIELDS: &[(&str, FieldKind)] = &[("rocketchat.attachments", Json), ("rocketchat.alias", Text), ("rocketchat.emoji", Text), ("rocketchat.avatar", Text)];
+impl Section for RocketChatDef {
+    const FIELDS: &'static [(&'static str, FieldKind)] = &[("rocketchat.attachments", Json), ("rocketchat.alias", Text), ("rocketchat.emoji", Text), ("rocketchat.avatar", Text)];
 
-/// Every field of a `rocketchat:` section, with its path and whether it renders to JSON.
-pub(super) fn fields<'a>(section: &'a RocketChatDef, all: &mut Vec<(String, FieldKind, Option<&'a At<String>>)>) {
-    let r = section;
-    all.push(("rocketchat.attachments".into(), Json, r.attachments.as_ref()));
-    for (f, v) in [("alias", &r.alias), ("emoji", &r.emoji), ("avatar", &r.avatar)] {
-        all.push((format!("rocketchat.{f}"), Text, v.as_ref()));
+    /// Every field of a `rocketchat:` section, with its path and whether it renders to JSON.
+    fn fields<'a>(&'a self, all: &mut Vec<(String, FieldKind, Option<&'a At<String>>)>) {
+        let r = self;
+        all.push(("rocketchat.attachments".into(), Json, r.attachments.as_ref()));
+        for (f, v) in [("alias", &r.alias), ("emoji", &r.emoji), ("avatar", &r.avatar)] {
+            all.push((format!("rocketchat.{f}"), Text, v.as_ref()));
+        }
     }
 }

@@ -21,8 +21,7 @@ use crate::deliver::Deliverer;
 use crate::deliver::env::Env;
 use crate::deliver::kind::{ArgoService, BuildError, Kind, Limits, SettingsError};
 use crate::model::DestinationKind;
-use crate::source::At;
-use crate::template::{Encoder, FieldKind};
+use crate::template::Encoder;
 
 /// The Slack kind: what the registry (`deliver::kinds`) needs of it.
 pub struct Slack;
@@ -33,7 +32,6 @@ impl Kind for Slack {
     const LIMITS: Limits = Limits { per_second: 1.0, burst: 3, concurrency: 2 };
     const ENCODE: Encoder = payload::encode;
     type Template = template::SlackDef;
-    const TEMPLATE_FIELDS: &'static [(&'static str, FieldKind)] = template::FIELDS;
     const ARGO: Option<ArgoService> = Some(ArgoService {
         name: "slack",
         settings: &[("token", "token"), ("username", "username"), ("icon", "icon"), ("apiURL", "apiUrl")],
@@ -41,10 +39,6 @@ impl Kind for Slack {
         typed: false,
         written_order: false,
     });
-
-    fn template_fields<'a>(t: &'a Self::Template, all: &mut Vec<(String, FieldKind, Option<&'a At<String>>)>) {
-        template::fields(t, all)
-    }
 
     fn validate(c: &SlackConfig) -> Result<(), SettingsError> {
         if c.token.is_none() == c.webhook_url.is_none() {

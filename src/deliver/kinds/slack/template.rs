@@ -5,6 +5,7 @@ use serde::Deserialize;
 
 use crate::source::At;
 use crate::template::FieldKind::{self, Json, Text};
+use crate::template::Section;
 
 /// Slack fields of a template.
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -21,15 +22,15 @@ pub struct SlackDef {
     pub grouping_key: Option<At<String>>,
 }
 
-/// The section's fields with fixed names, and whether each renders to JSON (what
-/// `driftwatch import` maps Argo CD's fields onto): [`fields`] yields the same paths.
-pub(super) const FIELDS: &[(&str, FieldKind)] = &[("slack.text", Text), ("slack.attachments", Json), ("slack.blocks", Json), ("slack.groupingKey", Text)];
+impl Section for SlackDef {
+    const FIELDS: &'static [(&'static str, FieldKind)] = &[("slack.text", Text), ("slack.attachments", Json), ("slack.blocks", Json), ("slack.groupingKey", Text)];
 
-/// Every field of a `slack:` section, with its path and whether it renders to JSON.
-pub(super) fn fields<'a>(section: &'a SlackDef, all: &mut Vec<(String, FieldKind, Option<&'a At<String>>)>) {
-    let s = section;
-    all.push(("slack.text".into(), Text, s.text.as_ref()));
-    all.push(("slack.attachments".into(), Json, s.attachments.as_ref()));
-    all.push(("slack.blocks".into(), Json, s.blocks.as_ref()));
-    all.push(("slack.groupingKey".into(), Text, s.grouping_key.as_ref()));
+    /// Every field of a `slack:` section, with its path and whether it renders to JSON.
+    fn fields<'a>(&'a self, all: &mut Vec<(String, FieldKind, Option<&'a At<String>>)>) {
+        let s = self;
+        all.push(("slack.text".into(), Text, s.text.as_ref()));
+        all.push(("slack.attachments".into(), Json, s.attachments.as_ref()));
+        all.push(("slack.blocks".into(), Json, s.blocks.as_ref()));
+        all.push(("slack.groupingKey".into(), Text, s.grouping_key.as_ref()));
+    }
 }

@@ -5,6 +5,7 @@ use serde::Deserialize;
 
 use crate::source::At;
 use crate::template::FieldKind::{self, Json, Text};
+use crate::template::Section;
 
 /// Microsoft Teams MessageCard fields (Argo CD's names).
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -22,23 +23,23 @@ pub struct TeamsDef {
     pub template: Option<At<String>>,
 }
 
-/// The section's fields with fixed names, and whether each renders to JSON (what
-/// `driftwatch import` maps Argo CD's fields onto): [`fields`] yields the same paths.
-pub(super) const FIELDS: &[(&str, FieldKind)] = &[("teams.title", Text), ("teams.summary", Text), ("teams.text", Text), ("teams.themeColor", Text), ("teams.facts", Json), ("teams.sections", Json), ("teams.potentialAction", Json), ("teams.template", Json)];
+impl Section for TeamsDef {
+    const FIELDS: &'static [(&'static str, FieldKind)] = &[("teams.title", Text), ("teams.summary", Text), ("teams.text", Text), ("teams.themeColor", Text), ("teams.facts", Json), ("teams.sections", Json), ("teams.potentialAction", Json), ("teams.template", Json)];
 
-/// Every field of a `teams:` section, with its path and whether it renders to JSON.
-pub(super) fn fields<'a>(section: &'a TeamsDef, all: &mut Vec<(String, FieldKind, Option<&'a At<String>>)>) {
-    let t = section;
-    for (f, k, v) in [
-        ("title", Text, &t.title),
-        ("summary", Text, &t.summary),
-        ("text", Text, &t.text),
-        ("themeColor", Text, &t.theme_color),
-        ("facts", Json, &t.facts),
-        ("sections", Json, &t.sections),
-        ("potentialAction", Json, &t.potential_action),
-        ("template", Json, &t.template),
-    ] {
-        all.push((format!("teams.{f}"), k, v.as_ref()));
+    /// Every field of a `teams:` section, with its path and whether it renders to JSON.
+    fn fields<'a>(&'a self, all: &mut Vec<(String, FieldKind, Option<&'a At<String>>)>) {
+        let t = self;
+        for (f, k, v) in [
+            ("title", Text, &t.title),
+            ("summary", Text, &t.summary),
+            ("text", Text, &t.text),
+            ("themeColor", Text, &t.theme_color),
+            ("facts", Json, &t.facts),
+            ("sections", Json, &t.sections),
+            ("potentialAction", Json, &t.potential_action),
+            ("template", Json, &t.template),
+        ] {
+            all.push((format!("teams.{f}"), k, v.as_ref()));
+        }
     }
 }

@@ -21,8 +21,7 @@ use crate::deliver::Deliverer;
 use crate::deliver::env::Env;
 use crate::deliver::kind::{ArgoService, BuildError, Kind, Limits};
 use crate::model::DestinationKind;
-use crate::source::At;
-use crate::template::{Encoder, FieldKind};
+use crate::template::Encoder;
 
 /// The Telegram kind: what the registry (`deliver::kinds`) needs of it.
 pub struct Telegram;
@@ -33,7 +32,6 @@ impl Kind for Telegram {
     const LIMITS: Limits = Limits { per_second: 1.0, burst: 5, concurrency: 2 };
     const ENCODE: Encoder = payload::encode;
     type Template = template::TelegramDef;
-    const TEMPLATE_FIELDS: &'static [(&'static str, FieldKind)] = template::FIELDS;
     const ARGO: Option<ArgoService> = Some(ArgoService {
         name: "telegram",
         settings: &[("token", "token")],
@@ -41,10 +39,6 @@ impl Kind for Telegram {
         typed: true,
         written_order: true,
     });
-
-    fn template_fields<'a>(t: &'a Self::Template, all: &mut Vec<(String, FieldKind, Option<&'a At<String>>)>) {
-        template::fields(t, all)
-    }
 
     fn secrets(c: &TelegramConfig) -> Vec<&str> {
         vec![c.token.as_str()]

@@ -5,6 +5,7 @@ use serde::Deserialize;
 
 use crate::source::At;
 use crate::template::FieldKind::{self, Text};
+use crate::template::Section;
 
 /// Telegram fields.
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -15,12 +16,12 @@ pub struct TelegramDef {
     pub parse_mode: Option<At<String>>,
 }
 
-/// The section's fields with fixed names, and whether each renders to JSON (what
-/// `driftwatch import` maps Argo CD's fields onto): [`fields`] yields the same paths.
-pub(super) const FIELDS: &[(&str, FieldKind)] = &[("telegram.parseMode", Text)];
+impl Section for TelegramDef {
+    const FIELDS: &'static [(&'static str, FieldKind)] = &[("telegram.parseMode", Text)];
 
-/// Every field of a `telegram:` section, with its path and whether it renders to JSON.
-pub(super) fn fields<'a>(section: &'a TelegramDef, all: &mut Vec<(String, FieldKind, Option<&'a At<String>>)>) {
-    let t = section;
-    all.push(("telegram.parseMode".into(), Text, t.parse_mode.as_ref()));
+    /// Every field of a `telegram:` section, with its path and whether it renders to JSON.
+    fn fields<'a>(&'a self, all: &mut Vec<(String, FieldKind, Option<&'a At<String>>)>) {
+        let t = self;
+        all.push(("telegram.parseMode".into(), Text, t.parse_mode.as_ref()));
+    }
 }

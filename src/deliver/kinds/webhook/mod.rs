@@ -20,8 +20,7 @@ use crate::deliver::Deliverer;
 use crate::deliver::env::Env;
 use crate::deliver::kind::{ArgoService, BuildError, Imported, Kind, Limits};
 use crate::model::DestinationKind;
-use crate::source::At;
-use crate::template::{Encoder, FieldKind};
+use crate::template::Encoder;
 
 /// The Webhook kind: what the registry (`deliver::kinds`) needs of it.
 pub struct Webhook;
@@ -35,14 +34,14 @@ impl Kind for Webhook {
     const ARGO: Option<ArgoService> = Some(ArgoService {
         name: "webhook",
         settings: &[("url", "url"), ("basicAuth", "basicAuth"), ("insecureSkipVerify", "insecureSkipVerify"), ("headers", "headers")],
-        not_needed: &[("retryWaitMin", "driftwatch retries with its own backoff (see `retry:` in destinations.md)"), ("retryWaitMax", "driftwatch retries with its own backoff (see `retry:` in destinations.md)"), ("retryMax", "driftwatch retries with its own backoff (see `retry:` in destinations.md)")],
+        not_needed: &[
+            ("retryWaitMin", "driftwatch retries with its own backoff (see `retry:` in destinations.md)"),
+            ("retryWaitMax", "driftwatch retries with its own backoff (see `retry:` in destinations.md)"),
+            ("retryMax", "driftwatch retries with its own backoff (see `retry:` in destinations.md)"),
+        ],
         typed: true,
         written_order: false,
     });
-
-    fn template_fields<'a>(t: &'a Self::Template, all: &mut Vec<(String, FieldKind, Option<&'a At<String>>)>) {
-        template::fields(t, all)
-    }
 
     /// Argo CD's headers are a list of `{name, value}`; driftwatch's a map.
     fn import(service: &ArgoService, argo: &Map<String, Value>) -> Imported {

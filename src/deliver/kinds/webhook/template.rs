@@ -7,6 +7,7 @@ use serde::Deserialize;
 
 use crate::source::At;
 use crate::template::FieldKind::{self, Text};
+use crate::template::Section;
 
 /// Fields for one webhook service (`webhook.<service name>` in the template).
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -21,14 +22,16 @@ pub struct WebhookDef {
     pub body: Option<At<String>>,
 }
 
-/// Every field of a `webhook:` section, with its path and whether it renders to JSON.
-pub(super) fn fields<'a>(section: &'a BTreeMap<String, WebhookDef>, all: &mut Vec<(String, FieldKind, Option<&'a At<String>>)>) {
-    for (service, w) in section {
-        all.push((format!("webhook.{service}.method"), Text, w.method.as_ref()));
-        all.push((format!("webhook.{service}.path"), Text, w.path.as_ref()));
-        for (h, v) in &w.headers {
-            all.push((format!("webhook.{service}.headers.{h}"), Text, Some(v)));
+impl Section for BTreeMap<String, WebhookDef> {
+    /// Every field of a `webhook:` section, with its path and whether it renders to JSON.
+    fn fields<'a>(&'a self, all: &mut Vec<(String, FieldKind, Option<&'a At<String>>)>) {
+        for (service, w) in self {
+            all.push((format!("webhook.{service}.method"), Text, w.method.as_ref()));
+            all.push((format!("webhook.{service}.path"), Text, w.path.as_ref()));
+            for (h, v) in &w.headers {
+                all.push((format!("webhook.{service}.headers.{h}"), Text, Some(v)));
+            }
+            all.push((format!("webhook.{service}.body"), Text, w.body.as_ref()));
         }
-        all.push((format!("webhook.{service}.body"), Text, w.body.as_ref()));
     }
 }
