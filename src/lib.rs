@@ -37,6 +37,7 @@
 //!   signals, the operations server) feeding an evaluation thread (`daemon/core/`);
 //! - [`cli`]: the commands.
 
+pub mod audit;
 pub mod cli;
 pub mod clock;
 pub mod cluster;

@@ -108,6 +108,38 @@ impl Histogram {
 
 type GaugeFamily = Family<Gauge<i64, std::sync::atomic::AtomicI64>>;
 
+/// Bounds of the detection and resolution histograms (seconds: 1 s to 1 week).
+const EPISODE_BOUNDS: &[f64] = &[1.0, 5.0, 15.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1800.0, 3600.0, 7200.0, 21600.0, 86400.0, 604800.0];
+
+fn episode_histogram() -> PromHistogram {
+    PromHistogram::new(EPISODE_BOUNDS.iter().copied())
+}
+
+/// A histogram family with one label, bounded to [`MAX_SERIES`] label values.
+pub struct HistogramFamily {
+    label: &'static str,
+    family: PromFamily<Labels, PromHistogram, fn() -> PromHistogram>,
+    created: Mutex<std::collections::BTreeSet<String>>,
+}
+
+impl HistogramFamily {
+    fn new(label: &'static str) -> Self {
+        HistogramFamily { label, family: PromFamily::new_with_constructor(episode_histogram), created: Mutex::default() }
+    }
+
+    /// Observes `secs` under `value` (or `other` once the family is full).
+    pub fn observe(&self, value: &str, secs: f64) {
+        let mut created = self.created.lock().unwrap_or_else(|p| p.into_inner());
+        let v = if created.contains(value) || created.len() < MAX_SERIES {
+            created.insert(value.to_string());
+            value
+        } else {
+            "other"
+        };
+        self.family.get_or_create(&vec![(self.label, v.to_string())]).observe(secs);
+    }
+}
+
 /// Every metric driftwatch exports.
 pub struct Metrics {
     /// Watch events received, by `type` (`application_apply`, `appproject_delete`, ...).
@@ -144,6 +176,18 @@ pub struct Metrics {
     /// Reads of live objects the RBAC refused (or a refusal remembered for the kind),
     /// by `resource` (`deployments.apps`: API resources the cluster serves).
     pub live_reads_forbidden: Family,
+    /// Audit events received, by `result` (`relevant`, or why dropped: `read`,
+    /// `argocd`, `unmanaged`, `stage`, `not-a-change`).
+    pub audit_events: Family,
+    /// `POST /audit` requests, by `code` (200, 400, 401, 413, 503).
+    pub audit_requests: Family,
+    /// Relevant audit events not handed to the evaluation, by `reason` (`queue-full`,
+    /// `too-many-apps`).
+    pub audit_dropped: Family,
+    /// Seconds from a change to Argo CD reporting it, and from then to its
+    /// resolution, by `class`, observed when an episode resolves.
+    pub detection_seconds: HistogramFamily,
+    pub resolution_seconds: HistogramFamily,
     /// Why the last configuration reload was refused (empty after a good one): not a
     /// metric, the text `/readyz` adds for whoever looks (never a secret value).
     reload_errors: Mutex<Vec<String>>,
@@ -176,6 +220,11 @@ impl Metrics {
             live_reads: Counter::default(),
             live_read_errors: Counter::default(),
             live_reads_forbidden: Family::new("resource"),
+            audit_events: Family::new("result"),
+            audit_requests: Family::new("code"),
+            audit_dropped: Family::new("reason"),
+            detection_seconds: HistogramFamily::new("class"),
+            resolution_seconds: HistogramFamily::new("class"),
             reload_errors: Mutex::new(Vec::new()),
             depth_services: Mutex::new(std::collections::BTreeSet::new()),
             registry: Registry::default(),
@@ -208,6 +257,19 @@ impl Metrics {
             "driftwatch_live_reads_forbidden",
             "Reads of live objects for attribution that the RBAC does not allow, by resource",
             m.live_reads_forbidden.family.clone(),
+        );
+        r.register("driftwatch_audit_events", "Audit events received, by result", m.audit_events.family.clone());
+        r.register("driftwatch_audit_requests", "Audit webhook requests, by status code", m.audit_requests.family.clone());
+        r.register("driftwatch_audit_dropped", "Relevant audit events not evaluated, by reason", m.audit_dropped.family.clone());
+        r.register(
+            "driftwatch_episode_detection_seconds",
+            "Time from a change to Argo CD reporting it, by class",
+            m.detection_seconds.family.clone(),
+        );
+        r.register(
+            "driftwatch_episode_resolution_seconds",
+            "Time from Argo CD reporting a drift to its resolution, by class",
+            m.resolution_seconds.family.clone(),
         );
         r.register("driftwatch_evaluation_duration_seconds", "Time to evaluate one Application", m.evaluation_latency.0.clone());
         r.register("driftwatch_delivery_duration_seconds", "Time of one delivery attempt", m.delivery_latency.0.clone());

@@ -20,7 +20,7 @@ const LAYERS: &[&[&str]] = &[
     // Loading and compiling a configuration into a runtime.
     &["config"],
     // One evaluation pass, and the places snapshots and configurations come from.
-    &["pipeline", "replay", "cluster", "import"],
+    &["pipeline", "replay", "cluster", "import", "audit"],
     &["daemon"],
     &["cli"],
 ];

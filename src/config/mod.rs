@@ -142,6 +142,78 @@ impl AttributionSettings {
     }
 }
 
+/// `audit:`: Kubernetes audit events as an input (a webhook backend, a log file).
+#[derive(Debug, Clone, Deserialize, Default)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct AuditDef {
+    /// Where `POST /audit` listens (`0.0.0.0:9443`).
+    pub listen: Option<At<String>>,
+    pub tls: Option<AuditTlsDef>,
+    /// A secret reference: the bearer token the API server presents (its webhook
+    /// kubeconfig's user token).
+    pub token: Option<At<String>>,
+    /// An audit log file to follow (`--audit-log-path`, JSON lines), instead of or
+    /// besides the listener.
+    pub file: Option<String>,
+    /// Identities whose requests are desired state (Argo CD's own).
+    pub argocd_identities: Option<Vec<String>>,
+    /// Largest request body accepted (`16777216`, 16 MiB; 1 KiB to 256 MiB).
+    pub max_body_bytes: Option<At<usize>>,
+    /// How long one actor's attempts on one resource are one attempt (`10m`; 1m to 24h).
+    pub window: Option<At<ConfigDuration>>,
+    /// Relevant events waiting for the evaluation at most (`10000`; 100 to 1000000).
+    pub queue: Option<At<usize>>,
+}
+
+/// `audit.tls`.
+#[derive(Debug, Clone, Deserialize, Default)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct AuditTlsDef {
+    pub cert_file: String,
+    pub key_file: String,
+    /// When set, a client certificate signed by it is required.
+    pub client_ca_file: Option<String>,
+}
+
+/// The audit input, validated.
+#[derive(Debug, Clone)]
+pub struct AuditSettings {
+    pub listen: Option<std::net::SocketAddr>,
+    /// Certificate, key and client CA files (resolved against the config file).
+    pub tls: Option<(PathBuf, PathBuf, Option<PathBuf>)>,
+    pub token: Option<crate::secret::Secret>,
+    pub file: Option<PathBuf>,
+    pub argocd_identities: Vec<String>,
+    pub max_body_bytes: usize,
+    pub window: chrono::Duration,
+    pub queue: usize,
+}
+
+/// The identity Argo CD's application controller writes with.
+pub const ARGOCD_CONTROLLER_IDENTITY: &str = "system:serviceaccount:argocd:argocd-application-controller";
+
+impl Default for AuditSettings {
+    fn default() -> Self {
+        AuditSettings {
+            listen: None,
+            tls: None,
+            token: None,
+            file: None,
+            argocd_identities: vec![ARGOCD_CONTROLLER_IDENTITY.into()],
+            max_body_bytes: 16 << 20,
+            window: chrono::Duration::minutes(10),
+            queue: 10_000,
+        }
+    }
+}
+
+impl AuditSettings {
+    /// Whether any audit input is configured.
+    pub fn enabled(&self) -> bool {
+        self.listen.is_some() || self.file.is_some()
+    }
+}
+
 /// `driftwatch.yaml`. Every key is optional; unknown keys are errors.
 #[derive(Debug, Default)]
 pub struct ConfigFile {
@@ -173,6 +245,7 @@ pub struct ConfigFile {
     pub attribution: AttributionDef,
     pub operations: OperationsDef,
     pub limits: LimitsDef,
+    pub audit: AuditDef,
 }
 
 const CONFIG_KEYS: &[&str] = &[
@@ -193,6 +266,7 @@ const CONFIG_KEYS: &[&str] = &[
     "attribution",
     "operations",
     "limits",
+    "audit",
 ];
 
 // Written by hand rather than derived: `defaultTriggers.<service>` is a key pattern,
@@ -229,6 +303,7 @@ impl<'de> Deserialize<'de> for ConfigFile {
                         "attribution" => c.attribution = m.next_value()?,
                         "operations" => c.operations = m.next_value()?,
                         "limits" => c.limits = m.next_value()?,
+                        "audit" => c.audit = m.next_value()?,
                         other => match other.strip_prefix("defaultTriggers.") {
                             Some(service) if !service.is_empty() => {
                                 c.default_triggers_by_service.insert(service.to_string(), m.next_value()?);
@@ -289,6 +364,8 @@ pub struct Runtime {
     pub attribution: AttributionSettings,
     /// The bearer token the operations endpoints require (`operations.token`).
     pub operations_token: Option<crate::secret::Secret>,
+    /// The audit input (`audit:`).
+    pub audit: AuditSettings,
 }
 
 impl Runtime {
@@ -523,6 +600,7 @@ pub fn load_with(config: Option<&Path>, engine: Arc<TriggerEngine>) -> Result<Ru
             }
         }
     }
+    let audit = audit_settings(&cfg.audit, &base, &secrets, &cfg_file, &mut errors, &mut referenced, &mut missing_secrets);
     let redactor = secrets.redactor(referenced);
 
     let known_trigger = |t: &str| triggers.contains_key(t) || trigger_defs.iter().any(|(n, _, _)| n == t);
@@ -596,6 +674,7 @@ pub fn load_with(config: Option<&Path>, engine: Arc<TriggerEngine>) -> Result<Ru
     match templates {
         Some(templates) if errors.is_empty() => Ok(Runtime {
             operations_token,
+            audit,
             routes,
             retention,
             attribution,
@@ -623,6 +702,87 @@ pub fn load_with(config: Option<&Path>, engine: Arc<TriggerEngine>) -> Result<Ru
         }),
         _ => Err(errors),
     }
+}
+
+/// `audit:` validated: addresses parsed, values in range, the token a secret
+/// reference, and a listener that only an authenticated API server can use.
+fn audit_settings(
+    def: &AuditDef,
+    base: &Path,
+    secrets: &Secrets,
+    file: &SourceFile,
+    errors: &mut Vec<ConfigError>,
+    referenced: &mut Vec<crate::secret::Secret>,
+    missing: &mut Vec<String>,
+) -> AuditSettings {
+    let mut out = AuditSettings::default();
+    if let Some(l) = &def.listen {
+        match l.value.parse::<std::net::SocketAddr>() {
+            Ok(a) => out.listen = Some(a),
+            Err(_) => {
+                errors.push(ConfigError::new(file.pos(&l.referenced), "audit.listen", format!("{:?} is not an address:port", l.value)))
+            }
+        }
+    }
+    out.tls = def.tls.as_ref().map(|t| {
+        (relative_to(base, &t.cert_file), relative_to(base, &t.key_file), t.client_ca_file.as_deref().map(|c| relative_to(base, c)))
+    });
+    out.file = def.file.as_deref().map(|f| relative_to(base, f));
+    if let Some(ids) = &def.argocd_identities {
+        out.argocd_identities = ids.clone();
+    }
+    if let Some(token) = &def.token {
+        let pos = file.pos(&token.referenced);
+        if Secrets::references(&token.value).is_empty() {
+            errors.push(ConfigError::new(pos, "audit.token", "must reference a secret ($key), not hold the token itself"));
+        } else {
+            match secrets.resolve(&token.value) {
+                Ok(v) if v.expose().is_empty() => errors.push(ConfigError::new(pos, "audit.token", "the secret it references is empty")),
+                Ok(v) => {
+                    referenced.push(v.clone());
+                    out.token = Some(v);
+                }
+                Err(e) => missing.push(format!("audit.token: {e}")),
+            }
+        }
+    }
+    let listen_pos = def.listen.as_ref().and_then(|l| file.pos(&l.referenced));
+    if let Some(addr) = out.listen {
+        let client_ca = def.tls.as_ref().is_some_and(|t| t.client_ca_file.is_some());
+        if def.token.is_none() && !client_ca {
+            errors.push(ConfigError::new(
+                listen_pos.clone(),
+                "audit.listen",
+                "needs audit.token or audit.tls.clientCAFile: an unauthenticated caller must not be able to create alerts",
+            ));
+        }
+        if def.tls.is_none() && !addr.ip().is_loopback() {
+            errors.push(ConfigError::new(
+                listen_pos,
+                "audit.listen",
+                "needs audit.tls unless it listens on loopback (the token would cross the network in clear)",
+            ));
+        }
+    }
+    for (key, slot, value, min, max) in [
+        ("audit.maxBodyBytes", &mut out.max_body_bytes, &def.max_body_bytes, 1024, 256 << 20),
+        ("audit.queue", &mut out.queue, &def.queue, 100, 1_000_000),
+    ] {
+        if let Some(v) = value {
+            if (min..=max).contains(&v.value) {
+                *slot = v.value;
+            } else {
+                errors.push(ConfigError::new(file.pos(&v.referenced), key, format!("{} is out of range ({min} to {max})", v.value)));
+            }
+        }
+    }
+    if let Some(w) = &def.window {
+        match chrono::Duration::from_std(w.value.0) {
+            Ok(d) if d >= chrono::Duration::minutes(1) && d <= chrono::Duration::hours(24) => out.window = d,
+            _ => errors.push(ConfigError::new(file.pos(&w.referenced), "audit.window", "is out of range (1m to 24h)")),
+        }
+    }
+    out
 }
 
 fn build_services(cfg: &ConfigFile, file: &SourceFile, errors: &mut Vec<ConfigError>) -> BTreeMap<String, Service> {

@@ -64,6 +64,25 @@ const LEAD_RETRY: Duration = Duration::from_millis(500);
 /// How often the configuration files are looked at.
 const CONFIG_POLL: Duration = Duration::from_secs(2);
 
+/// Starts the audit input of `settings`: the listener (bound now) and the file
+/// follower, both feeding one bounded queue.
+async fn start_audit(settings: &crate::config::AuditSettings) -> anyhow::Result<(Arc<crate::audit::Shared>, crate::audit::Queue)> {
+    let shared = crate::audit::Shared::new(settings);
+    let (sink, queue) = crate::audit::queue(&shared);
+    if let Some(addr) = settings.listen {
+        let tls = match &settings.tls {
+            Some((cert, key, ca)) => Some(crate::audit::listener::tls_config(cert, key, ca.as_deref())?),
+            None => None,
+        };
+        let bound = crate::audit::listener::serve(addr, tls, sink.clone()).await?;
+        tracing::info!(%bound, tls = settings.tls.is_some(), "audit webhook listening (POST /audit)");
+    }
+    if let Some(file) = &settings.file {
+        crate::audit::file::follow(file.clone(), shared.clone(), sink)?;
+    }
+    Ok((shared, queue))
+}
+
 /// Runs until SIGTERM or SIGINT. Returns the exit code.
 pub async fn run(opts: DaemonOptions, err: &mut dyn std::io::Write) -> anyhow::Result<i32> {
     let engine = Arc::new(TriggerEngine::new());
@@ -122,6 +141,18 @@ pub async fn run(opts: DaemonOptions, err: &mut dyn std::io::Write) -> anyhow::R
         }
         false => (None, None),
     };
+    // The audit input: its listener binds before anything is evaluated, so a port in use
+    // or unreadable TLS files are a start-up error.
+    let (audit, mut audit_rx) = match rt.audit.enabled() {
+        true => match start_audit(&rt.audit).await {
+            Ok((shared, queue)) => (Some(shared), Some(queue)),
+            Err(e) => {
+                writeln!(err, "error: {e}")?;
+                return Ok(crate::exit::FAILED);
+            }
+        },
+        false => (None, None),
+    };
     let step_down_grace = match &opts.lease {
         Some(l) => opts.shutdown_grace.min(l.duration / 4),
         None => opts.shutdown_grace,
@@ -133,6 +164,7 @@ pub async fn run(opts: DaemonOptions, err: &mut dyn std::io::Write) -> anyhow::R
         state_path: state_path.clone(),
         shared,
         live,
+        audit,
         streams: opts.watch.streams().into_iter().collect(),
         // Without leader election this process always sends.
         leading: opts.lease.is_none(),
@@ -174,6 +206,9 @@ pub async fn run(opts: DaemonOptions, err: &mut dyn std::io::Write) -> anyhow::R
         let input = tokio::select! {
             Some(fetched) = async { match live_rx.as_mut() { Some(rx) => rx.recv().await, None => None } }, if live_rx.is_some() => {
                 Input::Fetched(fetched)
+            }
+            Some(batch) = async { match audit_rx.as_mut() { Some(q) => q.recv().await, None => None } }, if audit_rx.is_some() => {
+                Input::Audit(batch)
             }
             change = changes.next() => match change {
                 Some(c) => Input::Change(c),

@@ -13,6 +13,7 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
+use super::audit::{Attempt, Decision};
 use super::{AttributedChange, Direction, Drift, DriftResource};
 use crate::model::{Action, App, Severity};
 
@@ -20,6 +21,7 @@ use crate::model::{Action, App, Severity};
 pub const MAX_RESOURCES: usize = 64;
 pub const MAX_ATTRIBUTION: usize = 32;
 pub const MAX_NOTIFICATIONS: usize = 64;
+pub const MAX_ATTEMPTS: usize = 32;
 
 /// A notification delivered during an episode (kept in its history).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -82,6 +84,20 @@ pub struct Episode {
     pub attribution: Vec<AttributedChange>,
     #[serde(default)]
     pub notifications: Vec<Sent>,
+    /// Changes and refused attempts the audit input matched to the episode (newest
+    /// first, at most [`MAX_ATTEMPTS`]).
+    #[serde(default)]
+    pub attempts: Vec<Attempt>,
+    /// When the change happened: the audit request time of the change, else the time
+    /// its field manager last wrote (`managedFields`).
+    #[serde(default)]
+    pub changed_at: Option<DateTime<Utc>>,
+    /// When Argo CD first reported it (OutOfSync or Degraded seen).
+    #[serde(default)]
+    pub detected_at: Option<DateTime<Utc>>,
+    /// When its first notification was delivered.
+    #[serde(default)]
+    pub notified_at: Option<DateTime<Utc>>,
 }
 
 /// How an episode ended.
@@ -92,6 +108,12 @@ pub enum Resolution {
     Synced,
     /// The Application was deleted.
     Deleted,
+    /// Seen only in the audit input: a change the Application never showed as
+    /// OutOfSync (Argo CD's self-heal re-applied Git first).
+    #[serde(rename = "self-heal")]
+    SelfHeal,
+    /// Seen only in the audit input: every request was refused.
+    Refused,
 }
 
 impl Resolution {
@@ -99,6 +121,8 @@ impl Resolution {
         match self {
             Resolution::Synced => "synced",
             Resolution::Deleted => "deleted",
+            Resolution::SelfHeal => "self-heal",
+            Resolution::Refused => "refused",
         }
     }
 }
@@ -111,6 +135,9 @@ pub enum Event {
     Escalated,
     Updated,
     Resolved,
+    /// An episode of the audit input alone (a change self-heal erased, a refused
+    /// attempt), recorded resolved.
+    Attempted,
 }
 
 impl Event {
@@ -120,6 +147,7 @@ impl Event {
             Event::Escalated => "escalated",
             Event::Updated => "updated",
             Event::Resolved => "resolved",
+            Event::Attempted => "attempted",
         }
     }
 }
@@ -151,6 +179,7 @@ pub fn observe(prev: Option<Episode>, app: &App, drift: &Drift, now: DateTime<Ut
     match prev {
         Some(mut ep) if ep.is_open() => {
             if !drifting {
+                merge_attempts(&mut ep, &drift.attempts, now);
                 ep.resolved_at = Some(now);
                 ep.resolution = Some(if deleted { Resolution::Deleted } else { Resolution::Synced });
                 if ep.health == "Degraded" && health != "Degraded" {
@@ -171,45 +200,144 @@ pub fn observe(prev: Option<Episode>, app: &App, drift: &Drift, now: DateTime<Ut
             Observation { episode: Some(ep), event }
         }
         _ if drifting => {
-            let dest = |k: &str| str_at(&app.object, &format!("/spec/destination/{k}")).to_string();
-            let cluster = Some(dest("name")).filter(|s| !s.is_empty()).unwrap_or_else(|| dest("server"));
-            let mut ep = Episode {
-                id: format!("{}@{}", app.qualified_name(), now.timestamp_millis()),
-                app_key: app.state_key(),
-                namespace: app.namespace.clone(),
-                name: app.name.clone(),
-                project: app.project.clone(),
-                cluster,
-                opened_at: now,
-                resolved_at: None,
-                escalated_at: None,
-                escalations: 0,
-                resolution: None,
-                severity: drift.severity.unwrap_or(Severity::Info),
-                direction: Direction::None,
-                revision: drift.revision.clone(),
-                deployed_revision: drift.deployed_revision.clone(),
-                out_of_sync: false,
-                degraded: false,
-                health: String::new(),
-                health_recovered_at: None,
-                classes: BTreeSet::new(),
-                resources: Vec::new(),
-                attribution: Vec::new(),
-                notifications: Vec::new(),
-            };
+            let mut ep = new_episode(app, drift, now);
             // Its severity starts at the drift's, so this merge cannot escalate it.
             merge(&mut ep, sync, health, drift, now);
             Observation { episode: Some(ep), event: Some(Event::Opened) }
         }
+        prev if !deleted && drift.attempts.iter().any(|a| !prev.as_ref().is_some_and(|p| p.attempts.iter().any(|o| o.id == a.id))) => {
+            let known = |a: &Attempt| prev.as_ref().is_some_and(|p| p.attempts.iter().any(|o| o.id == a.id));
+            let fresh: Vec<Attempt> = drift.attempts.iter().filter(|a| !known(a)).cloned().collect();
+            Observation { episode: Some(attempt_episode(app, drift, fresh, health, now)), event: Some(Event::Attempted) }
+        }
         prev => Observation { episode: prev, event: None },
     }
+}
+
+/// A new episode of `app`, open at `now`, nothing merged yet.
+fn new_episode(app: &App, drift: &Drift, now: DateTime<Utc>) -> Episode {
+    let dest = |k: &str| str_at(&app.object, &format!("/spec/destination/{k}")).to_string();
+    let cluster = Some(dest("name")).filter(|s| !s.is_empty()).unwrap_or_else(|| dest("server"));
+    Episode {
+        id: format!("{}@{}", app.qualified_name(), now.timestamp_millis()),
+        app_key: app.state_key(),
+        namespace: app.namespace.clone(),
+        name: app.name.clone(),
+        project: app.project.clone(),
+        cluster,
+        opened_at: now,
+        resolved_at: None,
+        escalated_at: None,
+        escalations: 0,
+        resolution: None,
+        severity: drift.severity.unwrap_or(Severity::Info),
+        direction: Direction::None,
+        revision: drift.revision.clone(),
+        deployed_revision: drift.deployed_revision.clone(),
+        out_of_sync: false,
+        degraded: false,
+        health: String::new(),
+        health_recovered_at: None,
+        classes: BTreeSet::new(),
+        resources: Vec::new(),
+        attribution: Vec::new(),
+        notifications: Vec::new(),
+        attempts: Vec::new(),
+        changed_at: None,
+        detected_at: None,
+        notified_at: None,
+    }
+}
+
+/// The episode of attempts the Application never showed (it stayed Synced): opened and
+/// resolved at `now` — by self-heal if a request was allowed, else
+/// refused — with the attempts' classes, resources and people.
+fn attempt_episode(app: &App, drift: &Drift, fresh: Vec<Attempt>, health: &str, now: DateTime<Utc>) -> Episode {
+    let mut ep = new_episode(app, drift, now);
+    // Opened (and keyed in the history) at the pass's instant, unique per Application
+    // as for any episode; when the first request was made is its `changedAt`.
+    ep.direction = Direction::Live;
+    ep.health = health.to_string();
+    ep.severity = if fresh.iter().any(|a| a.security) { Severity::Critical } else { Severity::Warning };
+    ep.resolution = Some(if fresh.iter().any(|a| a.decision == Decision::Allowed) { Resolution::SelfHeal } else { Resolution::Refused });
+    ep.resolved_at = Some(now);
+    merge_attempts(&mut ep, &fresh, now);
+    ep
+}
+
+/// Folds attempts into an episode: new ones first (bounded), counts updated; their
+/// classes and resources join the episode's, allowed ones its attribution; the time of
+/// the change follows.
+fn merge_attempts(ep: &mut Episode, attempts: &[Attempt], now: DateTime<Utc>) {
+    for a in attempts.iter().rev() {
+        match ep.attempts.iter_mut().find(|o| o.id == a.id) {
+            Some(o) => *o = a.clone(),
+            None => ep.attempts.insert(0, a.clone()),
+        }
+        ep.classes.insert(a.class.clone());
+        if !ep.resources.iter().any(|r| a.is_on(&r.group, &r.kind, &r.namespace, &r.name)) && ep.resources.len() < MAX_RESOURCES {
+            ep.resources.push(DriftResource {
+                group: a.group.clone(),
+                version: String::new(),
+                kind: a.kind.clone(),
+                namespace: a.namespace.clone(),
+                name: a.name.clone(),
+                class: a.class.clone(),
+                kind_class: a.class.clone(),
+                attribution: None,
+            });
+        }
+        let resource = format!("{} {}/{}", a.kind, a.namespace, a.name);
+        if a.decision == Decision::Allowed
+            && !ep.attribution.iter().any(|c| c.audit_id == a.audit_id)
+            && ep.attribution.len() < MAX_ATTRIBUTION
+        {
+            ep.attribution.push(AttributedChange {
+                resource,
+                kind: a.kind.clone(),
+                namespace: a.namespace.clone(),
+                name: a.name.clone(),
+                manager: a.manager.clone(),
+                operation: a.verb.clone(),
+                time: a.time.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+                fields: a.fields.clone(),
+                security_fields: a.security_fields.clone(),
+                actor: Some(a.actor.clone()),
+                audit_id: a.audit_id.clone(),
+            });
+        }
+    }
+    ep.attempts.truncate(MAX_ATTEMPTS);
+    AttributedChange::sort(&mut ep.attribution);
+    ep.changed_at = changed_at(ep, now);
+}
+
+/// When the change behind an episode happened: the latest audited change (else
+/// managed-fields write) not after Argo CD reported it; if all are after (clocks
+/// apart), the earliest.
+fn changed_at(ep: &Episode, now: DateTime<Utc>) -> Option<DateTime<Utc>> {
+    let audited: Vec<DateTime<Utc>> = ep.attempts.iter().filter(|a| a.decision == Decision::Allowed).map(|a| a.time).collect();
+    let times = if audited.is_empty() {
+        ep.attribution
+            .iter()
+            .filter_map(|c| DateTime::parse_from_rfc3339(&c.time).ok())
+            .map(|t| t.with_timezone(&Utc))
+            .filter(|t| *t >= ep.opened_at - chrono::Duration::days(1))
+            .collect()
+    } else {
+        audited
+    };
+    let reference = ep.detected_at.unwrap_or(now);
+    times.iter().filter(|t| **t <= reference).max().or_else(|| times.iter().min()).copied().or(ep.changed_at)
 }
 
 /// Folds one observation into an open episode; returns whether the severity rose.
 fn merge(ep: &mut Episode, sync: &str, health: &str, drift: &Drift, now: DateTime<Utc>) -> bool {
     ep.out_of_sync |= sync == "OutOfSync";
     ep.degraded |= health == "Degraded";
+    if ep.detected_at.is_none() && (sync == "OutOfSync" || health == "Degraded") {
+        ep.detected_at = Some(now);
+    }
     if ep.health == "Degraded" && health != "Degraded" {
         ep.health_recovered_at = Some(now);
     }
@@ -232,6 +360,24 @@ fn merge(ep: &mut Episode, sync: &str, health: &str, drift: &Drift, now: DateTim
             }
         }
         AttributedChange::sort(&mut ep.attribution);
+    }
+    // Attempts in the window that belong here: on a resource of this episode, or since
+    // it opened (an older attempt on another resource was its own story).
+    let belong: Vec<Attempt> = drift
+        .attempts
+        .iter()
+        .filter(|a| a.last_at >= ep.opened_at || ep.resources.iter().any(|r| a.is_on(&r.group, &r.kind, &r.namespace, &r.name)))
+        .cloned()
+        .collect();
+    merge_attempts(ep, &belong, now);
+    if let Some(s) = belong.iter().filter(|a| a.security).map(|_| Severity::Critical).next()
+        && more_severe(s, ep.severity)
+        && drift.severity.is_none_or(|d| more_severe(s, d))
+    {
+        ep.severity = s;
+        ep.escalated_at = Some(now);
+        ep.escalations += 1;
+        return true;
     }
     match drift.severity {
         Some(s) if more_severe(s, ep.severity) => {
@@ -295,8 +441,25 @@ impl Episode {
             m.insert("durationSeconds".into(), json!(secs));
             m.insert("duration".into(), json!(human_duration(secs)));
             m.insert("resourceCount".into(), json!(self.resources.len()));
+            if let Some(s) = self.detection_secs() {
+                m.insert("detectionSeconds".into(), json!(s));
+            }
+            if let Some(s) = self.resolution_secs() {
+                m.insert("resolutionSeconds".into(), json!(s));
+            }
         }
         v
+    }
+
+    /// Seconds from the change to Argo CD reporting it, when both are known.
+    pub fn detection_secs(&self) -> Option<i64> {
+        Some((self.detected_at? - self.changed_at?).num_seconds().max(0))
+    }
+
+    /// Seconds from Argo CD reporting it (else from opening) to its resolution, once
+    /// resolved.
+    pub fn resolution_secs(&self) -> Option<i64> {
+        Some((self.resolved_at? - self.detected_at.unwrap_or(self.opened_at)).num_seconds().max(0))
     }
 
     /// Remembers a delivered notification (bounded: the oldest are dropped), in order
@@ -304,6 +467,9 @@ impl Episode {
     /// parallel) in order of trigger, service and recipient, so the history reads the
     /// same whichever service finished first.
     pub fn note_sent(&mut self, sent: Sent) {
+        if self.notified_at.is_none_or(|t| sent.at < t) {
+            self.notified_at = Some(sent.at);
+        }
         if self.notifications.len() >= MAX_NOTIFICATIONS {
             self.notifications.remove(0);
         }

@@ -6,6 +6,7 @@
 //! converted once per pass where rhai and handlebars begin (`trigger/`, `template/`).
 
 pub mod attribution;
+pub mod audit;
 pub mod classes;
 pub mod episode;
 
@@ -16,7 +17,8 @@ use serde_json::Value;
 
 use crate::model::Severity;
 
-use self::attribution::{Attribution, LiveIndex, resource_key};
+use self::attribution::{Attribution, LiveIndex, is_security_field, resource_key};
+use self::audit::{Actor, Attempt, Decision};
 use self::classes::{ClassMap, MAX_ATTRIBUTION_ENTRIES, SECURITY_CLASSES};
 
 /// Where a drift comes from.
@@ -105,6 +107,13 @@ pub struct AttributedChange {
     pub time: String,
     pub fields: Vec<String>,
     pub security_fields: Vec<String>,
+    /// The person behind the write, from the audit input (`actor.username`, groups,
+    /// source IPs, user agent), when an audited request matches it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub actor: Option<Actor>,
+    /// The audit ID of that request.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub audit_id: String,
 }
 
 impl AttributedChange {
@@ -139,6 +148,9 @@ pub struct Drift {
     #[serde(with = "severity_or_none")]
     pub severity: Option<Severity>,
     pub degraded: bool,
+    /// Changes and refused attempts on its objects by identities other than Argo CD's,
+    /// from the audit input, within the window, newest first (classified).
+    pub attempts: Vec<Attempt>,
 }
 
 /// A severity written as `none` when there is none.
@@ -200,6 +212,8 @@ impl Drift {
                             time: m.time.clone(),
                             fields: m.fields.clone(),
                             security_fields: m.security_fields.clone(),
+                            actor: None,
+                            audit_id: String::new(),
                         });
                     }
                 }
@@ -240,8 +254,95 @@ impl Drift {
             security,
             severity,
             degraded,
+            attempts: Vec::new(),
         }
     }
+}
+
+impl Drift {
+    /// Adds what the audit input saw of this Application (`attempts`, newest first):
+    /// each attempt classified; a drifted resource's attribution gains the person
+    /// behind the write (or an entry of its own when the live read has not shown the
+    /// manager, or self-heal erased it); a security field set by an allowed request
+    /// makes the drift a security drift at once, before any live read.
+    pub fn with_attempts(mut self, attempts: &[Attempt], classes: &ClassMap) -> Drift {
+        if attempts.is_empty() {
+            return self;
+        }
+        let mut attributed_security = false;
+        for a in attempts {
+            let mut a = a.clone();
+            classify(&mut a, classes);
+            if a.decision == Decision::Allowed
+                && let Some(r) = self.resources.iter_mut().find(|r| a.is_on(&r.group, &r.kind, &r.namespace, &r.name))
+            {
+                if !a.security_fields.is_empty() {
+                    attributed_security = true;
+                    if !matches!(r.kind_class.as_str(), "rbac" | "network-policy" | "admission") {
+                        r.class = "security-context".into();
+                    }
+                }
+                let resource = format!("{} {}/{}", r.kind, r.namespace, r.name);
+                let mut matched = false;
+                for c in self.attribution.iter_mut().filter(|c| c.resource == resource) {
+                    if c.actor.is_none() && (a.manager.is_empty() || a.manager == c.manager) {
+                        c.actor = Some(a.actor.clone());
+                        c.audit_id = a.audit_id.clone();
+                        matched = true;
+                    }
+                }
+                if !matched && self.attribution.len() < MAX_ATTRIBUTION_ENTRIES {
+                    self.attribution.push(AttributedChange {
+                        resource,
+                        kind: r.kind.clone(),
+                        namespace: r.namespace.clone(),
+                        name: r.name.clone(),
+                        manager: if a.manager.is_empty() {
+                            a.actor.user_agent.split('/').next().unwrap_or_default().to_string()
+                        } else {
+                            a.manager.clone()
+                        },
+                        operation: a.verb.clone(),
+                        time: a.time.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+                        fields: a.fields.clone(),
+                        security_fields: a.security_fields.clone(),
+                        actor: Some(a.actor.clone()),
+                        audit_id: a.audit_id.clone(),
+                    });
+                }
+            }
+            self.attempts.push(a);
+        }
+        if attributed_security {
+            self.classes = self.resources.iter().map(|r| r.class.clone()).collect::<BTreeSet<_>>().into_iter().collect();
+            self.security = true;
+            if self.severity.is_some() {
+                self.severity = Some(Severity::Critical);
+            }
+        }
+        AttributedChange::sort(&mut self.attribution);
+        self
+    }
+}
+
+/// Fields of an Application's own spec whose change by a person weakens what Argo CD
+/// enforces: self-heal and pruning, the project, where it deploys.
+const APP_SECURITY_FIELDS: &[&str] = &["spec.syncPolicy", "spec.project", "spec.destination"];
+
+/// An attempt's class and security, from the class map and the fields it set.
+fn classify(a: &mut Attempt, classes: &ClassMap) {
+    let kind_class = if a.app_spec { "application" } else { classes.class_of(&a.group, &a.kind) };
+    a.security_fields = if a.app_spec {
+        a.fields.iter().filter(|p| APP_SECURITY_FIELDS.iter().any(|f| p.starts_with(f))).cloned().collect()
+    } else {
+        a.fields.iter().filter(|p| is_security_field(kind_class, p)).cloned().collect()
+    };
+    a.class = if !a.security_fields.is_empty() && !a.app_spec && !matches!(kind_class, "rbac" | "network-policy" | "admission") {
+        "security-context".to_string()
+    } else {
+        kind_class.to_string()
+    };
+    a.security = SECURITY_CLASSES.contains(&a.class.as_str()) || !a.security_fields.is_empty();
 }
 
 /// `(direction, revision, deployed revision)` of an Application. The deployed revision

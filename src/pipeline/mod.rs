@@ -129,6 +129,9 @@ pub struct Inputs {
     /// Attribution of drifted resources, read from the live objects outside the
     /// evaluation path (the daemon's fetcher, or live objects in a replay).
     pub live: LiveIndex,
+    /// Changes and refused attempts from the audit input, per Application, in the
+    /// window (`audit.window`).
+    pub attempts: crate::drift::audit::AttemptIndex,
 }
 
 /// The per-configuration pieces the pipeline needs.
@@ -163,7 +166,7 @@ impl Pipeline {
         let app_key = app.state_key();
         // What drifted and the episode come first: every Application's drift is
         // recorded, subscribed or not, and routes match on them.
-        let drift = Drift::of(&app.object, &rt.classes, &inputs.live);
+        let drift = Drift::of(&app.object, &rt.classes, &inputs.live).with_attempts(inputs.attempts.of(&app_key), &rt.classes);
         let obs = episode::observe(state.latest_episode(&app_key)?, app, &drift, now);
         out.episode = obs.episode;
         out.episode_event = obs.event;
@@ -192,7 +195,8 @@ impl Pipeline {
         // Converted once for all triggers and conditions of this pass.
         let episode = out.episode.take();
         let mut scope = rt.engine.prepare_pass(&app.object, &drift, episode.as_ref(), now);
-        let belongs = episode.as_ref().is_some_and(Episode::is_open) || out.episode_event == Some(Event::Resolved);
+        let belongs =
+            episode.as_ref().is_some_and(Episode::is_open) || matches!(out.episode_event, Some(Event::Resolved | Event::Attempted));
         let mut render_ctx = LazyRender { drift: &drift, episode: episode.as_ref(), now, episode_view: None, belongs, ctx: None };
         for (trigger_name, destinations) in &subs {
             let Some(trigger) = rt.triggers.get(trigger_name) else {

@@ -33,6 +33,7 @@ impl Core {
                         seen.insert(key.clone());
                     }
                 }
+                self.index_managed(&app);
                 self.evaluate(&app, false, false);
                 self.apps.insert(key, Kept::of(&app));
             }
@@ -118,6 +119,7 @@ impl Core {
         METRICS.events.inc("application_delete");
         let done = self.evaluate(&app, true, true);
         let key = app.state_key();
+        self.unindex(&key);
         self.apps.remove(&key);
         self.evaluated.remove(&key);
         self.annotation_logged.remove(&key);

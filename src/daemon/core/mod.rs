@@ -16,6 +16,7 @@ use serde_json::Value;
 use tokio::sync::{mpsc, oneshot};
 
 mod attribution;
+mod audit;
 mod changes;
 mod leadership;
 mod reload;
@@ -66,6 +67,8 @@ pub(super) enum Input {
     Change(Change),
     /// A live object read for attribution.
     Fetched(crate::cluster::live::Fetched),
+    /// Relevant events from the audit input.
+    Audit(Vec<crate::drift::audit::Attempt>),
     /// SIGHUP: reload the configuration.
     Reload,
     /// Time to re-evaluate every Application if a condition reads the clock.
@@ -88,6 +91,8 @@ pub(super) struct CoreOptions {
     pub state_path: PathBuf,
     pub shared: SharedState,
     pub live: Option<LiveFetcher>,
+    /// The audit input's shared index (none without `audit:`).
+    pub audit: Option<Arc<crate::audit::Shared>>,
     pub streams: BTreeSet<Stream>,
     /// Whether to send from the start (no leader election).
     pub leading: bool,
@@ -135,6 +140,8 @@ pub(super) struct Core {
     streams: BTreeSet<Stream>,
     /// Reads live objects for attribution (none when `attribution.enabled: false`).
     live: Option<LiveFetcher>,
+    /// The audit input: which objects Applications manage is kept in it.
+    audit: Option<Arc<crate::audit::Shared>>,
     /// When an Application must be evaluated again although nothing changed (a
     /// hold-down elapsing, a repeat falling due), by state key.
     wakeups: Wakeups,
@@ -220,6 +227,7 @@ impl Core {
             lists_done: BTreeSet::new(),
             streams: o.streams,
             live: o.live,
+            audit: o.audit,
             wakeups: Wakeups::default(),
             forbidden_logged: BTreeSet::new(),
             unflushed: Vec::new(),
@@ -257,6 +265,7 @@ impl Core {
             false => Ok(()),
         };
         let failed = first.is_err();
+        self.audit_leading();
         let _ = started.send(first);
         if failed {
             return;
@@ -310,11 +319,18 @@ impl Core {
     }
 
     fn input(&mut self, input: Input) {
+        self.input_one(input);
+        self.audit_leading();
+    }
+
+    fn input_one(&mut self, input: Input) {
         match input {
             Input::Change(c) => self.handle(c),
             Input::Fetched(f) => self.live_read(f),
+            Input::Audit(batch) => self.audited(batch),
             Input::Reload => self.reload(),
             Input::Resync => {
+                self.inputs.attempts.expire(self.pipeline.runtime.audit.window, Utc::now());
                 if time_dependent(&self.pipeline.runtime) {
                     self.reevaluate_all();
                 }
@@ -391,6 +407,16 @@ impl Core {
             && event != crate::drift::episode::Event::Updated
         {
             METRICS.episodes.inc(event.as_str());
+            if event == crate::drift::episode::Event::Resolved {
+                for class in &ep.classes {
+                    if let Some(s) = ep.detection_secs() {
+                        METRICS.detection_seconds.observe(class, s as f64);
+                    }
+                    if let Some(s) = ep.resolution_secs() {
+                        METRICS.resolution_seconds.observe(class, s as f64);
+                    }
+                }
+            }
             tracing::info!(app = %app.qualified_name(), episode = %ep.id, event = event.as_str(), severity = ep.severity.as_str(),
                 direction = %ep.direction, "drift episode");
         }

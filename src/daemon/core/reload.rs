@@ -40,6 +40,9 @@ impl Core {
                         self.delivery = Some(Delivery::start_leading(services, state.clone(), self.halt.clone()));
                     }
                     self.shared.set_token(rt.operations_token.clone());
+                    if let Some(a) = &self.audit {
+                        a.reload(&rt.audit);
+                    }
                     // The projects and live objects seen stay: they are the cluster's, not the configuration's.
                     self.pipeline = Pipeline::new(Arc::new(rt));
                     METRICS.reload_ok.set(1);

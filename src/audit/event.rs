@@ -1,0 +1,501 @@
+//! `audit.k8s.io/v1` events: decoded borrowing from the request body (request and
+//! response bodies kept as raw JSON, not parsed), dropped cheaply when they are not a
+//! mutating request on a managed object by someone other than Argo CD, and turned into
+//! [`Attempt`]s when they are.
+
+use std::borrow::Cow;
+use std::collections::BTreeMap;
+
+use chrono::{DateTime, Utc};
+use serde::Deserialize;
+use serde_json::value::RawValue;
+
+use super::index::ManagedIndex;
+use crate::drift::audit::{Actor, Attempt, Decision, Impersonated, MAX_GROUPS, MAX_REASON_CHARS, clip, set_fields};
+
+#[derive(Deserialize)]
+struct EventList<'a> {
+    #[serde(borrow)]
+    items: Vec<Event<'a>>,
+}
+
+#[derive(Deserialize, Default)]
+struct User<'a> {
+    #[serde(borrow, default)]
+    username: Cow<'a, str>,
+    #[serde(borrow, default)]
+    uid: Cow<'a, str>,
+    #[serde(borrow, default)]
+    groups: Vec<Cow<'a, str>>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(rename_all = "camelCase")]
+struct ObjectRef<'a> {
+    #[serde(borrow, default)]
+    resource: Cow<'a, str>,
+    #[serde(borrow, default)]
+    namespace: Cow<'a, str>,
+    #[serde(borrow, default)]
+    name: Cow<'a, str>,
+    #[serde(borrow, default)]
+    api_group: Cow<'a, str>,
+    #[serde(borrow, default)]
+    subresource: Cow<'a, str>,
+}
+
+#[derive(Deserialize, Default)]
+struct Status<'a> {
+    #[serde(default)]
+    code: u16,
+    #[serde(borrow, default)]
+    message: Cow<'a, str>,
+    #[serde(borrow, default)]
+    reason: Cow<'a, str>,
+}
+
+/// One audit event, as much of it as the filter and an attempt need.
+#[derive(Deserialize, Default)]
+#[serde(rename_all = "camelCase")]
+struct Event<'a> {
+    #[serde(borrow, default, rename = "auditID")]
+    audit_id: Cow<'a, str>,
+    #[serde(borrow, default)]
+    stage: Cow<'a, str>,
+    #[serde(borrow, default, rename = "requestURI")]
+    request_uri: Cow<'a, str>,
+    #[serde(borrow, default)]
+    verb: Cow<'a, str>,
+    #[serde(borrow, default)]
+    user: User<'a>,
+    #[serde(borrow, default)]
+    impersonated_user: Option<User<'a>>,
+    #[serde(borrow, default, rename = "sourceIPs")]
+    source_ips: Vec<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    user_agent: Cow<'a, str>,
+    #[serde(borrow, default)]
+    object_ref: Option<ObjectRef<'a>>,
+    #[serde(borrow, default)]
+    response_status: Option<Status<'a>>,
+    #[serde(borrow, default)]
+    request_object: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    response_object: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    request_received_timestamp: Cow<'a, str>,
+    #[serde(borrow, default)]
+    annotations: BTreeMap<Cow<'a, str>, Cow<'a, str>>,
+}
+
+/// Why an event was dropped (the metric label).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Dropped {
+    /// Not the final stage (`RequestReceived`, `ResponseStarted`).
+    Stage,
+    /// get, list, watch.
+    Read,
+    /// Made by one of `argocdIdentities`.
+    ArgoCd,
+    /// A status write, a dry run, a request on no object.
+    NotAChange,
+    /// On no object an Application manages.
+    Unmanaged,
+}
+
+impl Dropped {
+    pub const ALL: [Dropped; 5] = [Dropped::Stage, Dropped::Read, Dropped::ArgoCd, Dropped::NotAChange, Dropped::Unmanaged];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Dropped::Stage => "stage",
+            Dropped::Read => "read",
+            Dropped::ArgoCd => "argocd",
+            Dropped::NotAChange => "not-a-change",
+            Dropped::Unmanaged => "unmanaged",
+        }
+    }
+}
+
+/// What one batch (or one log line) held.
+#[derive(Debug, Default)]
+pub struct Batch {
+    pub attempts: Vec<Attempt>,
+    /// Dropped events by reason (indexed like [`Dropped::ALL`]).
+    pub dropped: [u64; 5],
+}
+
+/// A body that is not an `EventList` (or an `Event`, for a log line).
+#[derive(Debug, thiserror::Error)]
+#[error("not an audit.k8s.io/v1 {what}: {error}")]
+pub struct Malformed {
+    what: &'static str,
+    error: serde_json::Error,
+}
+
+/// What decides relevance besides the index.
+pub struct Filter<'a> {
+    pub argocd_identities: &'a [String],
+    pub index: &'a ManagedIndex,
+    /// When the request time is missing or unreadable.
+    pub now: DateTime<Utc>,
+}
+
+/// An `EventList` body (what the webhook backend posts).
+pub fn parse_list(body: &[u8], f: &Filter) -> Result<Batch, Malformed> {
+    let list: EventList = serde_json::from_slice(body).map_err(|error| Malformed { what: "EventList", error })?;
+    let mut out = Batch::default();
+    for e in &list.items {
+        consider(e, f, &mut out);
+    }
+    Ok(out)
+}
+
+/// One line of an audit log file (`--audit-log-path`: one `Event` per line).
+pub fn parse_line(line: &[u8], f: &Filter, out: &mut Batch) -> Result<(), Malformed> {
+    let e: Event = serde_json::from_slice(line).map_err(|error| Malformed { what: "Event", error })?;
+    consider(&e, f, out);
+    Ok(())
+}
+
+const MUTATING: &[&str] = &["create", "update", "patch", "delete", "deletecollection"];
+
+/// Resources whose request bodies carry secret data or fresh credentials at
+/// RequestResponse level: never parsed, never kept.
+fn body_is_secret(resource: &str, subresource: &str) -> bool {
+    matches!(resource, "secrets" | "tokenreviews" | "tokenrequests" | "certificatesigningrequests") || subresource == "token"
+}
+
+fn consider(e: &Event, f: &Filter, out: &mut Batch) {
+    match relevant(e, f) {
+        Ok(targets) => {
+            for t in targets {
+                out.attempts.push(attempt(e, t, f.now));
+            }
+        }
+        Err(d) => out.dropped[d as usize] += 1,
+    }
+}
+
+/// An Application the object belongs to: (state key, kind, the Application itself).
+type Hit = (String, String, bool);
+
+fn relevant(e: &Event, f: &Filter) -> Result<Vec<Hit>, Dropped> {
+    if e.stage != "ResponseComplete" && e.stage != "Panic" {
+        return Err(Dropped::Stage);
+    }
+    if !MUTATING.contains(&&*e.verb) {
+        return Err(Dropped::Read);
+    }
+    if f.argocd_identities.iter().any(|i| *i == e.user.username) {
+        return Err(Dropped::ArgoCd);
+    }
+    let Some(o) = &e.object_ref else { return Err(Dropped::NotAChange) };
+    if o.subresource == "status" || e.request_uri.contains("dryRun=") {
+        return Err(Dropped::NotAChange);
+    }
+    let hits: Vec<Hit> = f
+        .index
+        .lookup(&o.api_group, &o.resource, &o.namespace, &o.name)
+        .iter()
+        .map(|t| (t.app_key.to_string(), t.kind.to_string(), t.app_spec))
+        .collect();
+    if !hits.is_empty() {
+        // A change to an Application by a person counts when it touches the spec (a
+        // refresh or sync request through the API server only annotates it).
+        if hits.iter().all(|h| h.2) && e.verb == "patch" && o.subresource.is_empty() {
+            let touches_spec = e
+                .request_object
+                .is_none_or(|b| serde_json::from_str::<serde_json::Value>(b.get()).map_or(true, |v| v.get("spec").is_some()));
+            if !touches_spec {
+                return Err(Dropped::NotAChange);
+            }
+        }
+        return Ok(hits);
+    }
+    // An object not listed yet (just created) carrying Argo CD's tracking label or
+    // annotation, in its Application's destination namespace.
+    if e.verb == "create" && !body_is_secret(&o.resource, &o.subresource) {
+        let body = e.response_object.or(e.request_object);
+        if let Some(tracking) = body.and_then(|b| tracking_of(b.get())) {
+            let kind = body.and_then(|b| kind_of(b.get())).unwrap_or_default();
+            let hits: Vec<Hit> =
+                f.index.tracked(&tracking, &o.namespace).into_iter().map(|k| (k.to_string(), kind.clone(), false)).collect();
+            if !hits.is_empty() {
+                return Ok(hits);
+            }
+        }
+    }
+    Err(Dropped::Unmanaged)
+}
+
+#[derive(Deserialize, Default)]
+struct Meta {
+    #[serde(default)]
+    kind: String,
+    #[serde(default)]
+    metadata: MetaFields,
+}
+
+#[derive(Deserialize, Default)]
+struct MetaFields {
+    #[serde(default)]
+    labels: BTreeMap<String, String>,
+    #[serde(default)]
+    annotations: BTreeMap<String, String>,
+}
+
+/// The Application an object names: the tracking annotation's first part
+/// (`app:group/Kind:ns/name`), else the instance label.
+fn tracking_of(body: &str) -> Option<String> {
+    let m: Meta = serde_json::from_str(body).ok()?;
+    if let Some(id) = m.metadata.annotations.get("argocd.argoproj.io/tracking-id") {
+        return id.split(':').next().map(str::to_string);
+    }
+    m.metadata.labels.get("app.kubernetes.io/instance").cloned()
+}
+
+fn kind_of(body: &str) -> Option<String> {
+    serde_json::from_str::<Meta>(body).ok().map(|m| m.kind).filter(|k| !k.is_empty())
+}
+
+fn strings(list: &[Cow<str>]) -> Vec<String> {
+    list.iter().take(MAX_GROUPS).map(|g| clip(g, 256)).collect()
+}
+
+fn attempt(e: &Event, (app_key, kind, app_spec): Hit, now: DateTime<Utc>) -> Attempt {
+    let empty = ObjectRef::default();
+    let o = e.object_ref.as_ref().unwrap_or(&empty);
+    let (resource, subresource) = (o.resource.to_string(), o.subresource.to_string());
+    let code = e.response_status.as_ref().map_or(0, |r| r.code);
+    let decision = if code >= 400 { Decision::Denied } else { Decision::Allowed };
+    let reason = match (&e.response_status, decision) {
+        (Some(r), Decision::Denied) => {
+            let decided = e.annotations.get("authorization.k8s.io/decision").map(|d| format!(" (authorization: {d})")).unwrap_or_default();
+            let why = if r.message.is_empty() { r.reason.to_string() } else { r.message.to_string() };
+            clip(&format!("{why}{decided}"), MAX_REASON_CHARS)
+        }
+        _ => String::new(),
+    };
+    let manager = e
+        .request_uri
+        .split_once('?')
+        .and_then(|(_, q)| form_urlencoded::parse(q.as_bytes()).find(|(k, _)| k == "fieldManager").map(|(_, v)| clip(&v, 128)))
+        .unwrap_or_default();
+    let time = DateTime::parse_from_rfc3339(&e.request_received_timestamp).map(|t| t.with_timezone(&Utc)).unwrap_or(now);
+    let (set, truncated, body) = match e.request_object {
+        _ if body_is_secret(&resource, &subresource) => (Vec::new(), false, "dropped"),
+        Some(raw) => match serde_json::from_str::<serde_json::Value>(raw.get()) {
+            Ok(v) => {
+                let (set, truncated) = set_fields(&v);
+                (set, truncated, "")
+            }
+            Err(_) => (Vec::new(), false, "not-sent"),
+        },
+        None => (Vec::new(), false, "not-sent"),
+    };
+    let fields = set.iter().map(|f| f.path.clone()).collect();
+    let (namespace, name) = (o.namespace.to_string(), o.name.to_string());
+    Attempt {
+        id: clip(&e.audit_id, 64),
+        app_key,
+        group: o.api_group.to_string(),
+        resource: format!("{kind} {namespace}/{name}"),
+        kind,
+        namespace,
+        name,
+        class: String::new(),
+        security: false,
+        app_spec,
+        verb: e.verb.to_string(),
+        subresource,
+        decision,
+        code,
+        reason,
+        manager,
+        audit_id: clip(&e.audit_id, 64),
+        time,
+        count: 1,
+        last_at: time,
+        actor: Actor {
+            username: clip(&e.user.username, 256),
+            uid: clip(&e.user.uid, 128),
+            groups: strings(&e.user.groups),
+            impersonated_user: e
+                .impersonated_user
+                .as_ref()
+                .map(|u| Impersonated { username: clip(&u.username, 256), groups: strings(&u.groups) }),
+            source_ips: strings(&e.source_ips),
+            user_agent: clip(&e.user_agent, 256),
+        },
+        set,
+        fields,
+        security_fields: Vec::new(),
+        body: body.to_string(),
+        truncated,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::App;
+    use serde_json::json;
+
+    fn data(name: &str) -> Vec<u8> {
+        std::fs::read(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/k8s-audit").join(name)).unwrap()
+    }
+
+    fn index() -> ManagedIndex {
+        let mut idx = ManagedIndex::default();
+        idx.update(
+            &App::from_value(json!({"apiVersion": "argoproj.io/v1alpha1", "kind": "Application",
+                "metadata": {"name": "payments-api", "namespace": "argocd", "uid": "u1"},
+                "spec": {"project": "default", "destination": {"namespace": "payments"}},
+                "status": {"resources": [
+                    {"group": "apps", "kind": "Deployment", "namespace": "payments", "name": "api"},
+                    {"kind": "Secret", "namespace": "payments", "name": "db"}]}}))
+            .unwrap(),
+        );
+        idx
+    }
+
+    fn ids() -> Vec<String> {
+        vec![crate::config::ARGOCD_CONTROLLER_IDENTITY.to_string()]
+    }
+
+    fn filter<'a>(ids: &'a [String], index: &'a ManagedIndex) -> Filter<'a> {
+        Filter { argocd_identities: ids, index, now: chrono::Utc::now() }
+    }
+
+    /// The batch kube-apiserver v1.36 sent: alice's allowed patch and mallory's refused
+    /// one are the two attempts; the controller's server-side applies and the admin's
+    /// set-up of unmanaged objects are dropped.
+    #[test]
+    fn the_real_batch_yields_alice_and_mallory() {
+        let (ids, index) = (ids(), index());
+        let batch = parse_list(&data("eventlist-changes-1.json"), &filter(&ids, &index)).unwrap();
+        let who: Vec<(&str, Decision)> = batch.attempts.iter().map(|a| (a.actor.username.as_str(), a.decision)).collect();
+        assert_eq!(who, [("alice", Decision::Allowed), ("mallory", Decision::Denied)]);
+        let alice = &batch.attempts[0];
+        assert_eq!(
+            (alice.app_key.as_str(), alice.kind.as_str(), alice.resource.as_str()),
+            ("argocd/payments-api@u1", "Deployment", "Deployment payments/api")
+        );
+        assert_eq!(alice.actor.groups, ["sre", "system:authenticated"]);
+        assert_eq!(alice.actor.source_ips, ["127.0.0.1"]);
+        assert_eq!(alice.actor.user_agent, "Python-urllib/3.11");
+        assert_eq!((alice.verb.as_str(), alice.manager.as_str(), alice.code), ("patch", "kubectl-patch", 200));
+        assert_eq!(alice.audit_id, "5ddf588a-6c91-45b2-9309-f88bdb0e3b39");
+        assert_eq!(
+            alice.set,
+            [crate::drift::audit::SetField {
+                path: "spec.template.spec.containers[app].securityContext.privileged".into(),
+                value: "true".into()
+            }]
+        );
+        let mallory = &batch.attempts[1];
+        assert_eq!(mallory.code, 403);
+        assert!(
+            mallory.reason.contains("cannot patch resource \"deployments\"") && mallory.reason.contains("forbid"),
+            "{}",
+            mallory.reason
+        );
+        assert_eq!(mallory.body, "not-sent");
+        assert_eq!(batch.dropped[Dropped::ArgoCd as usize], 2, "the controller's applies");
+        assert_eq!(batch.dropped[Dropped::Unmanaged as usize], 5, "the admin's set-up");
+        assert_eq!(batch.dropped[Dropped::Read as usize], 1);
+    }
+
+    #[test]
+    fn the_noise_batch_is_all_dropped() {
+        let (ids, index) = (ids(), index());
+        let batch = parse_list(&data("eventlist-noise.json"), &filter(&ids, &index)).unwrap();
+        assert!(batch.attempts.is_empty());
+        assert_eq!(batch.dropped.iter().sum::<u64>(), 64);
+        assert_eq!(batch.dropped[Dropped::Stage as usize], 38, "watches only start");
+    }
+
+    fn event(v: serde_json::Value) -> Vec<u8> {
+        serde_json::to_vec(&json!({"kind": "EventList", "apiVersion": "audit.k8s.io/v1", "items": [v]})).unwrap()
+    }
+
+    fn patch(user: &str, resource: &str, ns: &str, name: &str, body: serde_json::Value) -> serde_json::Value {
+        json!({"auditID": "x1", "stage": "ResponseComplete", "verb": "patch", "user": {"username": user},
+               "objectRef": {"resource": resource, "namespace": ns, "name": name, "apiVersion": "v1"},
+               "responseStatus": {"code": 200}, "requestObject": body, "requestReceivedTimestamp": "2026-12-03T10:31:10.623397Z"})
+    }
+
+    /// Secret data never survives the ingest: the body is not even parsed.
+    #[test]
+    fn a_secret_body_is_dropped_on_arrival() {
+        let (ids, index) = (ids(), index());
+        let body = event(patch(
+            "alice",
+            "secrets",
+            "payments",
+            "db",
+            json!({"data": {"password": "aHVudGVyMg=="}, "stringData": {"k": "hunter2"}}),
+        ));
+        let batch = parse_list(&body, &filter(&ids, &index)).unwrap();
+        let a = &batch.attempts[0];
+        assert_eq!((a.kind.as_str(), a.body.as_str()), ("Secret", "dropped"));
+        assert!(a.set.is_empty() && a.fields.is_empty());
+        let shown = format!("{a:?}{}", serde_json::to_string(a).unwrap());
+        assert!(!shown.contains("hunter2") && !shown.contains("aHVudGVyMg=="), "{shown}");
+    }
+
+    /// Another tenant: the same name in another namespace, or an object carrying the
+    /// tracking label of an Application that does not deploy to its namespace.
+    #[test]
+    fn objects_of_other_tenants_do_not_match() {
+        let (ids, index) = (ids(), index());
+        let f = filter(&ids, &index);
+        let other_ns = event(patch("eve", "deployments", "tenant-b", "api", json!({})));
+        assert!(parse_list(&other_ns, &f).unwrap().attempts.is_empty());
+        let mut create = patch("eve", "configmaps", "tenant-b", "x", json!({}));
+        create["verb"] = json!("create");
+        create["responseObject"] = json!({"kind": "ConfigMap", "metadata": {"labels": {"app.kubernetes.io/instance": "payments-api"}}});
+        let batch = parse_list(&event(create.clone()), &f).unwrap();
+        assert!(batch.attempts.is_empty(), "a label claiming payments-api outside its namespace");
+        create["objectRef"]["namespace"] = json!("payments");
+        let batch = parse_list(&event(create), &f).unwrap();
+        assert_eq!(batch.attempts.len(), 1, "created in its destination with its label: not listed yet, still its");
+        assert_eq!(batch.attempts[0].kind, "ConfigMap");
+    }
+
+    #[test]
+    fn an_application_spec_change_counts_a_refresh_does_not() {
+        let (ids, index) = (ids(), index());
+        let f = filter(&ids, &index);
+        let mut ev =
+            patch("bob", "applications", "argocd", "payments-api", json!({"spec": {"syncPolicy": {"automated": {"selfHeal": false}}}}));
+        ev["objectRef"]["apiGroup"] = json!("argoproj.io");
+        let batch = parse_list(&event(ev.clone()), &f).unwrap();
+        assert!(batch.attempts[0].app_spec);
+        assert_eq!(batch.attempts[0].fields, ["spec.syncPolicy.automated.selfHeal"]);
+        ev["requestObject"] = json!({"metadata": {"annotations": {"argocd.argoproj.io/refresh": "normal"}}});
+        assert!(parse_list(&event(ev), &f).unwrap().attempts.is_empty());
+    }
+
+    /// Hostile bodies: a clear error, never a panic or a stack overflow.
+    #[test]
+    fn hostile_bodies_are_refused_cleanly() {
+        let (ids, index) = (ids(), index());
+        let f = filter(&ids, &index);
+        let deep = format!("{{\"items\": [{}{}]}}", "[".repeat(100_000), "]".repeat(100_000));
+        assert!(parse_list(deep.as_bytes(), &f).is_err());
+        // A relevant event whose body nests past the decoder's depth: kept, without it.
+        let mut ev = patch("alice", "deployments", "payments", "api", json!(null));
+        ev["objectRef"]["apiGroup"] = json!("apps");
+        let text = serde_json::to_string(&json!({"items": [ev]})).unwrap();
+        let deep = format!("{}1{}", "{\"a\":".repeat(10_000), "}".repeat(10_000));
+        let text = text.replace("\"requestObject\":null", &format!("\"requestObject\":{deep}"));
+        let batch = parse_list(text.as_bytes(), &f).unwrap();
+        assert_eq!(batch.attempts[0].body, "not-sent");
+        for bad in ["", "null", "[]", "{}", "{\"items\": 7}", "{\"items\": [7]}", "\u{0}garbage"] {
+            assert!(parse_list(bad.as_bytes(), &f).is_err(), "{bad:?}");
+        }
+        assert!(parse_list(b"{\"items\": []}", &f).unwrap().attempts.is_empty(), "an empty list is a list");
+    }
+}

@@ -1,0 +1,177 @@
+//! Which Application manages an object an audit event names: every resource in an
+//! Application's `status.resources` (and the Application itself) by API group,
+//! resource (plural, as audit events name it), namespace and name; and Argo CD's
+//! tracking label value, for objects created before they are listed. Kept by the
+//! evaluation thread as Applications change, read by the ingest.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use serde_json::Value;
+
+use crate::model::App;
+
+/// One Application an object belongs to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Target {
+    pub app_key: Arc<str>,
+    /// The object's kind (audit events name only the resource).
+    pub kind: Arc<str>,
+    /// The object is the Application itself.
+    pub app_spec: bool,
+}
+
+/// The managed objects of every Application.
+#[derive(Debug, Default)]
+pub struct ManagedIndex {
+    by_ref: HashMap<String, Vec<Target>>,
+    /// Per Application: the keys it put in `by_ref`, and its tracking values.
+    by_app: HashMap<Arc<str>, (Vec<String>, Vec<String>)>,
+    /// Tracking value (`name`, `namespace_name`) -> Applications with their
+    /// destination namespace.
+    by_tracking: HashMap<String, Vec<(Arc<str>, String)>>,
+}
+
+/// The resource (plural, lowercase) of a kind, as the API server names it.
+pub fn plural(kind: &str) -> String {
+    let k = kind.to_ascii_lowercase();
+    if k == "endpoints" {
+        return k;
+    }
+    if k.ends_with('s') || k.ends_with('x') || k.ends_with("ch") || k.ends_with("sh") {
+        format!("{k}es")
+    } else if let Some(stem) = k.strip_suffix('y')
+        && !stem.ends_with(['a', 'e', 'i', 'o', 'u'])
+    {
+        format!("{stem}ies")
+    } else {
+        format!("{k}s")
+    }
+}
+
+fn ref_key(group: &str, resource: &str, namespace: &str, name: &str) -> String {
+    format!("{group}/{resource}/{namespace}/{name}")
+}
+
+impl ManagedIndex {
+    /// Records (or replaces) what `app` manages.
+    pub fn update(&mut self, app: &App) {
+        let key: Arc<str> = Arc::from(app.state_key());
+        let s = |v: &Value, k: &str| v.get(k).and_then(Value::as_str).unwrap_or_default().to_string();
+        let mut refs = vec![ref_key("argoproj.io", "applications", &app.namespace, &app.name)];
+        let mut targets = vec![Target { app_key: key.clone(), kind: Arc::from("Application"), app_spec: true }];
+        for r in app.object.pointer("/status/resources").and_then(Value::as_array).into_iter().flatten() {
+            let (group, kind) = (s(r, "group"), s(r, "kind"));
+            refs.push(ref_key(&group, &plural(&kind), &s(r, "namespace"), &s(r, "name")));
+            targets.push(Target { app_key: key.clone(), kind: Arc::from(kind.as_str()), app_spec: false });
+        }
+        let tracking = vec![app.name.clone(), format!("{}_{}", app.namespace, app.name)];
+        if self.by_app.get(&key).is_some_and(|(r, _)| *r == refs) {
+            return;
+        }
+        self.remove(&key);
+        let dest_ns = app.object.pointer("/spec/destination/namespace").and_then(Value::as_str).unwrap_or_default().to_string();
+        for (r, t) in refs.iter().zip(targets) {
+            let list = self.by_ref.entry(r.clone()).or_default();
+            if !list.iter().any(|o| o.app_key == t.app_key) {
+                list.push(t);
+            }
+        }
+        for t in &tracking {
+            self.by_tracking.entry(t.clone()).or_default().push((key.clone(), dest_ns.clone()));
+        }
+        self.by_app.insert(key, (refs, tracking));
+    }
+
+    /// Forgets an Application (deleted).
+    pub fn remove(&mut self, app_key: &str) {
+        let Some((refs, tracking)) = self.by_app.remove(app_key) else { return };
+        for r in refs {
+            if let Some(list) = self.by_ref.get_mut(&r) {
+                list.retain(|t| &*t.app_key != app_key);
+                if list.is_empty() {
+                    self.by_ref.remove(&r);
+                }
+            }
+        }
+        for t in tracking {
+            if let Some(list) = self.by_tracking.get_mut(&t) {
+                list.retain(|(k, _)| &**k != app_key);
+                if list.is_empty() {
+                    self.by_tracking.remove(&t);
+                }
+            }
+        }
+    }
+
+    /// The Applications that list the object.
+    pub fn lookup(&self, group: &str, resource: &str, namespace: &str, name: &str) -> &[Target] {
+        self.by_ref.get(&ref_key(group, resource, namespace, name)).map(Vec::as_slice).unwrap_or_default()
+    }
+
+    /// The Application an object carrying Argo CD's tracking value `value` belongs to,
+    /// if its destination namespace is the object's: a label naming another tenant's
+    /// Application on an object in one's own namespace is not that Application's.
+    pub fn tracked(&self, value: &str, namespace: &str) -> Vec<Arc<str>> {
+        self.by_tracking
+            .get(value)
+            .into_iter()
+            .flatten()
+            .filter(|(_, dest)| !namespace.is_empty() && dest == namespace)
+            .map(|(k, _)| k.clone())
+            .collect()
+    }
+
+    pub fn apps(&self) -> usize {
+        self.by_app.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn kinds_become_the_resources_audit_events_name() {
+        for (kind, resource) in [
+            ("Deployment", "deployments"),
+            ("NetworkPolicy", "networkpolicies"),
+            ("Ingress", "ingresses"),
+            ("ClusterRole", "clusterroles"),
+            ("Endpoints", "endpoints"),
+            ("Gateway", "gateways"),
+            ("ConfigMap", "configmaps"),
+        ] {
+            assert_eq!(plural(kind), resource);
+        }
+    }
+
+    fn app(name: &str, resources: Value) -> App {
+        App::from_value(json!({"apiVersion": "argoproj.io/v1alpha1", "kind": "Application",
+            "metadata": {"name": name, "namespace": "argocd", "uid": format!("u-{name}")},
+            "spec": {"project": "default", "destination": {"namespace": "payments"}},
+            "status": {"resources": resources}}))
+        .unwrap()
+    }
+
+    #[test]
+    fn listed_objects_and_the_application_itself_are_found_and_forgotten() {
+        let mut idx = ManagedIndex::default();
+        idx.update(&app("payments-api", json!([{"group": "apps", "kind": "Deployment", "namespace": "payments", "name": "api"}])));
+        let hit = idx.lookup("apps", "deployments", "payments", "api");
+        assert_eq!((&*hit[0].app_key, &*hit[0].kind, hit[0].app_spec), ("argocd/payments-api@u-payments-api", "Deployment", false));
+        assert!(idx.lookup("argoproj.io", "applications", "argocd", "payments-api")[0].app_spec);
+        assert!(idx.lookup("apps", "deployments", "other", "api").is_empty(), "same name, another namespace");
+        assert_eq!(idx.tracked("payments-api", "payments").len(), 1);
+        assert!(idx.tracked("payments-api", "tenant-b").is_empty(), "a label claiming it outside its namespace");
+        // The resource list changes: the old entry goes.
+        idx.update(&app("payments-api", json!([{"group": "", "kind": "Service", "namespace": "payments", "name": "api"}])));
+        assert!(idx.lookup("apps", "deployments", "payments", "api").is_empty());
+        assert_eq!(idx.lookup("", "services", "payments", "api").len(), 1);
+        idx.remove("argocd/payments-api@u-payments-api");
+        assert!(idx.lookup("", "services", "payments", "api").is_empty());
+        assert_eq!(idx.apps(), 0);
+        assert!(idx.tracked("payments-api", "payments").is_empty());
+    }
+}

@@ -1,0 +1,156 @@
+//! Kubernetes audit events as an input: `POST /audit` on a listener of its own (the
+//! API server's webhook backend, batch mode) and an audit log file followed as the API
+//! server writes it. Both decode, filter ([`event`]) against the managed objects
+//! ([`index`]) and hand the relevant events, as `drift::audit::Attempt`s, to a bounded
+//! queue the daemon forwards to the evaluation thread; nothing here waits on the
+//! evaluation or on a delivery.
+
+pub mod event;
+pub mod file;
+pub mod index;
+pub mod listener;
+
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, RwLock};
+
+use tokio::sync::mpsc;
+
+use crate::config::AuditSettings;
+use crate::drift::audit::Attempt;
+use crate::metrics::METRICS;
+use crate::secret::Secret;
+
+pub use self::index::ManagedIndex;
+
+/// What the ingest shares with the evaluation thread: the managed objects (written as
+/// Applications change), and the settings a reload may swap.
+pub struct Shared {
+    pub index: RwLock<ManagedIndex>,
+    token: RwLock<Option<Secret>>,
+    identities: RwLock<Arc<Vec<String>>>,
+    /// Relevant events queued and not yet taken by the evaluation thread.
+    pending: AtomicUsize,
+    /// Whether this replica evaluates (a standby refuses batches with 503).
+    leading: AtomicBool,
+    queue: usize,
+    max_body: usize,
+}
+
+impl Shared {
+    pub fn new(s: &AuditSettings) -> Arc<Shared> {
+        Arc::new(Shared {
+            index: RwLock::new(ManagedIndex::default()),
+            token: RwLock::new(s.token.clone()),
+            identities: RwLock::new(Arc::new(s.argocd_identities.clone())),
+            pending: AtomicUsize::new(0),
+            leading: AtomicBool::new(false),
+            queue: s.queue,
+            max_body: s.max_body_bytes,
+        })
+    }
+
+    /// A reload: the token and the identities follow; the listener, the file and the
+    /// bounds stay as they started (a restart changes them).
+    pub fn reload(&self, s: &AuditSettings) {
+        *self.token.write().unwrap_or_else(|p| p.into_inner()) = s.token.clone();
+        *self.identities.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(s.argocd_identities.clone());
+    }
+
+    pub fn set_leading(&self, leading: bool) {
+        self.leading.store(leading, Ordering::Release);
+    }
+
+    pub fn leading(&self) -> bool {
+        self.leading.load(Ordering::Acquire)
+    }
+
+    pub fn identities(&self) -> Arc<Vec<String>> {
+        self.identities.read().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// Whether `authorization` carries the token (constant time); true when none is
+    /// configured (a client certificate is then what authenticates).
+    pub fn authorized(&self, authorization: Option<&[u8]>) -> bool {
+        let token = self.token.read().unwrap_or_else(|p| p.into_inner());
+        let Some(token) = token.as_ref() else { return true };
+        let Some(given) = authorization.and_then(|h| h.strip_prefix(b"Bearer ")) else { return false };
+        let want = token.expose().as_bytes();
+        given.len() == want.len() && given.iter().zip(want).fold(0u8, |acc, (a, b)| acc | (a ^ b)) == 0
+    }
+
+    /// Decodes and filters a batch (CPU: call it off the async workers).
+    pub fn filter(&self, body: &[u8]) -> Result<event::Batch, event::Malformed> {
+        let ids = self.identities();
+        let index = self.index.read().unwrap_or_else(|p| p.into_inner());
+        let f = event::Filter { argocd_identities: &ids, index: &index, now: chrono::Utc::now() };
+        let batch = event::parse_list(body, &f)?;
+        count(&batch);
+        Ok(batch)
+    }
+}
+
+/// Counts what a batch held.
+fn count(batch: &event::Batch) {
+    METRICS.audit_events.add("relevant", batch.attempts.len() as u64);
+    for (d, n) in event::Dropped::ALL.iter().zip(batch.dropped) {
+        if n > 0 {
+            METRICS.audit_events.add(d.as_str(), n);
+        }
+    }
+}
+
+/// The queue from the ingest to the evaluation thread, bounded in events.
+#[derive(Clone)]
+pub struct Sink {
+    shared: Arc<Shared>,
+    tx: mpsc::Sender<Vec<Attempt>>,
+}
+
+/// The receiving end: what the daemon forwards to the evaluation thread.
+pub struct Queue {
+    shared: Arc<Shared>,
+    rx: mpsc::Receiver<Vec<Attempt>>,
+}
+
+/// A bounded queue of relevant events.
+pub fn queue(shared: &Arc<Shared>) -> (Sink, Queue) {
+    let (tx, rx) = mpsc::channel(shared.queue.max(1));
+    (Sink { shared: shared.clone(), tx }, Queue { shared: shared.clone(), rx })
+}
+
+impl Sink {
+    /// Queues a batch's relevant events whole, or refuses it whole when the queue has
+    /// no room (counted): never waits.
+    pub fn offer(&self, attempts: Vec<Attempt>) -> bool {
+        let n = attempts.len();
+        if n == 0 {
+            return true;
+        }
+        let before = self.shared.pending.fetch_add(n, Ordering::AcqRel);
+        if before.saturating_add(n) > self.shared.queue || self.tx.try_send(attempts).is_err() {
+            self.shared.pending.fetch_sub(n, Ordering::AcqRel);
+            METRICS.audit_dropped.add("queue-full", n as u64);
+            return false;
+        }
+        true
+    }
+
+    /// Queues a batch, waiting for room (the file follower: the file keeps what waits).
+    pub fn send_blocking(&self, attempts: Vec<Attempt>) -> bool {
+        let n = attempts.len();
+        if n == 0 {
+            return true;
+        }
+        self.shared.pending.fetch_add(n, Ordering::AcqRel);
+        self.tx.blocking_send(attempts).is_ok()
+    }
+}
+
+impl Queue {
+    /// The next batch.
+    pub async fn recv(&mut self) -> Option<Vec<Attempt>> {
+        let batch = self.rx.recv().await?;
+        self.shared.pending.fetch_sub(batch.len(), Ordering::AcqRel);
+        Some(batch)
+    }
+}

@@ -1,0 +1,44 @@
+//! Relevant events from the audit input: recorded in the window of their Application
+//! and evaluated at once, one pass per new attempt (so each is the newest an
+//! `on-drift-attempt` pass sees); the same actor again on the same resource within the
+//! window only counts. Also keeps the audit input's index of managed objects.
+
+use super::*;
+use crate::drift::audit::{Attempt, Recorded};
+
+impl Core {
+    pub(super) fn audited(&mut self, batch: Vec<Attempt>) {
+        let window = self.pipeline.runtime.audit.window;
+        for a in batch {
+            let key = a.app_key.clone();
+            match self.inputs.attempts.record(a, window, Utc::now()) {
+                Recorded::Full => METRICS.audit_dropped.inc("too-many-apps"),
+                Recorded::Coalesced => {}
+                Recorded::New => self.reevaluate([key]),
+            }
+        }
+    }
+
+    /// What `app` manages, for the audit input (when there is one).
+    pub(super) fn index_managed(&self, app: &App) {
+        if let Some(a) = &self.audit {
+            a.index.write().unwrap_or_else(|p| p.into_inner()).update(app);
+        }
+    }
+
+    /// Forgets a deleted Application in the audit input.
+    pub(super) fn unindex(&mut self, key: &str) {
+        if let Some(a) = &self.audit {
+            a.index.write().unwrap_or_else(|p| p.into_inner()).remove(key);
+        }
+        self.inputs.attempts.remove(key);
+    }
+
+    /// Tells the audit listener whether this replica evaluates (a standby answers 503,
+    /// and the API server sends the batch again, to the leader).
+    pub(super) fn audit_leading(&self) {
+        if let Some(a) = &self.audit {
+            a.set_leading(self.state.is_some());
+        }
+    }
+}

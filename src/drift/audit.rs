@@ -1,0 +1,406 @@
+//! Who, from the API server's audit log: a mutating request on an object an
+//! Application manages, made by an identity other than Argo CD's — allowed (a change)
+//! or refused (an attempt) — as a typed [`Attempt`], and the per-Application window of
+//! recent attempts ([`AttemptIndex`]) the pipeline reads. Pure; the listener and the
+//! file follower that produce attempts are in `src/audit/`.
+
+use std::collections::HashMap;
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// At most this many attempts are kept per Application in the window (the oldest go).
+pub const MAX_ATTEMPTS_PER_APP: usize = 16;
+/// At most this many Applications have attempts in the window at once; past it a new
+/// Application's attempt is refused (counted by the caller).
+pub const MAX_APPS_WITH_ATTEMPTS: usize = 10_000;
+/// At most this many fields (with their values) are kept of what one request set.
+pub const MAX_SET_FIELDS: usize = 32;
+/// At most this many characters of one value are kept.
+pub const MAX_VALUE_CHARS: usize = 120;
+/// At most this many characters of a refusal's reason are kept.
+pub const MAX_REASON_CHARS: usize = 300;
+/// At most this many groups and source IPs of an identity are kept.
+pub const MAX_GROUPS: usize = 16;
+
+/// What shows in place of a masked value.
+pub const MASKED: &str = "(masked)";
+
+/// The identity behind a request, as the API server authenticated it.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct Actor {
+    pub username: String,
+    pub uid: String,
+    pub groups: Vec<String>,
+    /// Set when the user acted as someone else (`kubectl --as`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub impersonated_user: Option<Impersonated>,
+    pub source_ips: Vec<String>,
+    pub user_agent: String,
+}
+
+/// The user an authenticated user impersonated.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct Impersonated {
+    pub username: String,
+    pub groups: Vec<String>,
+}
+
+impl Actor {
+    /// `alice` or `alice as bob`.
+    pub fn display(&self) -> String {
+        match &self.impersonated_user {
+            Some(i) => format!("{} as {}", self.username, i.username),
+            None => self.username.clone(),
+        }
+    }
+}
+
+/// Whether the API server let the request through.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Decision {
+    #[default]
+    Allowed,
+    /// `responseStatus.code` >= 400: RBAC, an admission policy, a conflict.
+    Denied,
+}
+
+impl Decision {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Decision::Allowed => "allowed",
+            Decision::Denied => "denied",
+        }
+    }
+}
+
+/// One field a request set, with its value (masked where it looks like a credential).
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub struct SetField {
+    pub path: String,
+    pub value: String,
+}
+
+/// A mutating request on a managed object by an identity other than Argo CD's: a
+/// change (allowed) or an attempt (denied), as triggers, templates and the history see
+/// it (`drift.attempts[]`, `episode.attempts[]`).
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct Attempt {
+    /// Stable: the audit ID of the first request of this actor on this resource in the
+    /// window (an `oncePer` value).
+    pub id: String,
+    /// The state-store key of the Application that manages the object.
+    pub app_key: String,
+    pub group: String,
+    pub kind: String,
+    pub namespace: String,
+    pub name: String,
+    /// `Kind namespace/name`.
+    pub resource: String,
+    /// Its class (by kind, `security-context` when the request set a security field),
+    /// filled in by the pass from the configured class map.
+    pub class: String,
+    pub security: bool,
+    /// A change to the Application's own spec (self-heal turned off, `targetRevision`
+    /// moved).
+    pub app_spec: bool,
+    pub verb: String,
+    /// The subresource written, if any (`scale`).
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub subresource: String,
+    pub decision: Decision,
+    pub code: u16,
+    /// Why it was refused (the API server's message, the authorizer's reason).
+    pub reason: String,
+    /// The field manager the request named (`?fieldManager=`), if any.
+    pub manager: String,
+    pub audit_id: String,
+    /// When the API server received the request.
+    pub time: DateTime<Utc>,
+    /// Requests coalesced into this one (same actor, resource and decision in the
+    /// window), and the latest.
+    pub count: u32,
+    pub last_at: DateTime<Utc>,
+    pub actor: Actor,
+    /// What the request set, where the policy level sent the request body.
+    pub set: Vec<SetField>,
+    /// The field paths it set, and those of them that are security fields.
+    pub fields: Vec<String>,
+    pub security_fields: Vec<String>,
+    /// Why `set` is empty when it is: `not-sent` (the policy level did not include
+    /// the request), `dropped` (a Secret's or a token's body, never kept).
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub body: String,
+    /// Whether `set`/`fields` were cut at [`MAX_SET_FIELDS`].
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub truncated: bool,
+}
+
+impl Attempt {
+    /// Whether `other` is the same actor on the same resource with the same decision
+    /// (coalesced within the window).
+    fn same(&self, other: &Attempt) -> bool {
+        self.decision == other.decision
+            && self.actor.username == other.actor.username
+            && self.actor.impersonated_user == other.actor.impersonated_user
+            && (&self.group, &self.kind, &self.namespace, &self.name) == (&other.group, &other.kind, &other.namespace, &other.name)
+    }
+
+    /// Whether it names the resource `group/kind namespace/name`.
+    pub fn is_on(&self, group: &str, kind: &str, namespace: &str, name: &str) -> bool {
+        (self.group.as_str(), self.kind.as_str(), self.namespace.as_str(), self.name.as_str()) == (group, kind, namespace, name)
+    }
+}
+
+/// Recent attempts per Application (state key), newest first, within a window.
+#[derive(Debug, Clone, Default)]
+pub struct AttemptIndex {
+    by_app: HashMap<String, Vec<Attempt>>,
+}
+
+/// What [`AttemptIndex::record`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Recorded {
+    /// A new actor/resource/decision in the window.
+    New,
+    /// Folded into one already there (its count rose).
+    Coalesced,
+    /// [`MAX_APPS_WITH_ATTEMPTS`] Applications already have attempts.
+    Full,
+}
+
+impl AttemptIndex {
+    /// Records `a` (its `app_key` says for whom), coalescing it with the same actor's
+    /// attempt on the same resource within `window`; attempts older than `window`
+    /// before `now` are dropped first.
+    pub fn record(&mut self, a: Attempt, window: chrono::Duration, now: DateTime<Utc>) -> Recorded {
+        if !self.by_app.contains_key(&a.app_key) && self.by_app.len() >= MAX_APPS_WITH_ATTEMPTS {
+            self.expire(window, now);
+            if self.by_app.len() >= MAX_APPS_WITH_ATTEMPTS {
+                return Recorded::Full;
+            }
+        }
+        let list = self.by_app.entry(a.app_key.clone()).or_default();
+        list.retain(|o| o.last_at.checked_add_signed(window).is_some_and(|end| end >= now));
+        if let Some(o) = list.iter_mut().find(|o| o.same(&a) && a.time.signed_duration_since(o.time) <= window) {
+            o.count = o.count.saturating_add(1);
+            if a.time >= o.last_at {
+                o.last_at = a.time;
+                if !a.set.is_empty() {
+                    o.set = a.set;
+                    o.fields = a.fields;
+                    o.security_fields = a.security_fields;
+                }
+            }
+            return Recorded::Coalesced;
+        }
+        list.insert(0, a);
+        list.truncate(MAX_ATTEMPTS_PER_APP);
+        Recorded::New
+    }
+
+    /// The attempts of an Application in the window, newest first.
+    pub fn of(&self, app_key: &str) -> &[Attempt] {
+        self.by_app.get(app_key).map(Vec::as_slice).unwrap_or_default()
+    }
+
+    /// Drops attempts older than `window` (and Applications left without any).
+    pub fn expire(&mut self, window: chrono::Duration, now: DateTime<Utc>) {
+        self.by_app.retain(|_, list| {
+            list.retain(|o| o.last_at.checked_add_signed(window).is_some_and(|end| end >= now));
+            !list.is_empty()
+        });
+    }
+
+    /// Forgets an Application (deleted).
+    pub fn remove(&mut self, app_key: &str) {
+        self.by_app.remove(app_key);
+    }
+
+    pub fn apps(&self) -> usize {
+        self.by_app.len()
+    }
+}
+
+/// Whether a field name or env var name looks like it holds a credential.
+pub fn looks_secret(name: &str) -> bool {
+    let n = name.to_ascii_lowercase();
+    ["password", "passwd", "secret", "token", "apikey", "api_key", "api-key", "credential", "private", "auth", "cert", "key"]
+        .iter()
+        .any(|w| n.contains(w))
+        && !matches!(n.as_str(), "secretname" | "secretref" | "secretkeyref" | "key" | "keys")
+}
+
+/// The fields a request body sets, as paths (`spec.template.spec.containers[app].securityContext.privileged`,
+/// list items by `name` where they have one, as `managedFields` paths are) with their
+/// values, credential-looking values masked; at most [`MAX_SET_FIELDS`] (`truncated`
+/// says when cut). `metadata.managedFields`, `status` and the resource version are not
+/// changes and are left out.
+pub fn set_fields(body: &Value) -> (Vec<SetField>, bool) {
+    let mut out = Vec::new();
+    let mut truncated = false;
+    walk(body, String::new(), false, false, &mut out, &mut truncated, 0);
+    (out, truncated)
+}
+
+/// `keyed`: `v` is a list item addressed by its `name` (which is then no change).
+fn walk(v: &Value, path: String, masked: bool, keyed: bool, out: &mut Vec<SetField>, truncated: &mut bool, depth: usize) {
+    if out.len() >= MAX_SET_FIELDS {
+        *truncated = true;
+        return;
+    }
+    let leaf = |value: String, out: &mut Vec<SetField>| {
+        out.push(SetField { path: path.clone(), value: if masked { MASKED.to_string() } else { clip(&value, MAX_VALUE_CHARS) } });
+    };
+    match v {
+        Value::Object(m) if !m.is_empty() && depth < 32 => {
+            // An env var (or any name/value pair) whose name looks like a credential.
+            let named_secret = m.get("name").and_then(Value::as_str).is_some_and(looks_secret);
+            for (k, child) in m {
+                if path.is_empty() && matches!(k.as_str(), "status" | "apiVersion" | "kind") {
+                    continue;
+                }
+                if path == "metadata"
+                    && matches!(k.as_str(), "managedFields" | "resourceVersion" | "uid" | "creationTimestamp" | "generation")
+                {
+                    continue;
+                }
+                if k.starts_with("$setElementOrder") || k == "$patch" || k == "$retainKeys" || (keyed && k == "name") {
+                    continue;
+                }
+                let p = if path.is_empty() { k.clone() } else { format!("{path}.{k}") };
+                let mask = masked || looks_secret(k) || (named_secret && k == "value");
+                walk(child, p, mask, false, out, truncated, depth + 1);
+            }
+        }
+        Value::Array(items) if !items.is_empty() && depth < 32 => {
+            for (i, item) in items.iter().enumerate() {
+                let name = item.get("name").and_then(Value::as_str);
+                let key = name.map_or_else(|| i.to_string(), str::to_string);
+                walk(item, format!("{path}[{key}]"), masked, name.is_some(), out, truncated, depth + 1);
+            }
+        }
+        Value::Object(_) | Value::Array(_) if depth >= 32 => leaf("(nested too deep)".into(), out),
+        Value::String(s) => leaf(s.clone(), out),
+        Value::Null => leaf("(removed)".into(), out),
+        other => leaf(other.to_string(), out),
+    }
+}
+
+/// `s` cut to `max` characters (with `…`).
+pub fn clip(s: &str, max: usize) -> String {
+    match s.char_indices().nth(max) {
+        Some((i, _)) => format!("{}…", &s[..i]),
+        None => s.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn at(s: i64) -> DateTime<Utc> {
+        DateTime::parse_from_rfc3339("2026-12-03T10:00:00Z").unwrap().with_timezone(&Utc) + chrono::Duration::seconds(s)
+    }
+
+    fn attempt(user: &str, name: &str, decision: Decision, t: i64) -> Attempt {
+        Attempt {
+            id: format!("{user}-{name}-{t}"),
+            app_key: "argocd/app@u".into(),
+            group: "apps".into(),
+            kind: "Deployment".into(),
+            namespace: "payments".into(),
+            name: name.into(),
+            decision,
+            time: at(t),
+            last_at: at(t),
+            count: 1,
+            actor: Actor { username: user.into(), ..Actor::default() },
+            ..Attempt::default()
+        }
+    }
+
+    #[test]
+    fn the_same_actor_on_the_same_resource_is_one_attempt_per_window() {
+        let mut idx = AttemptIndex::default();
+        let w = chrono::Duration::minutes(10);
+        assert_eq!(idx.record(attempt("alice", "api", Decision::Allowed, 0), w, at(0)), Recorded::New);
+        assert_eq!(idx.record(attempt("alice", "api", Decision::Allowed, 60), w, at(60)), Recorded::Coalesced);
+        assert_eq!(idx.record(attempt("alice", "api", Decision::Denied, 61), w, at(61)), Recorded::New, "a refusal is its own");
+        assert_eq!(idx.record(attempt("mallory", "api", Decision::Denied, 62), w, at(62)), Recorded::New);
+        assert_eq!(idx.record(attempt("alice", "web", Decision::Allowed, 63), w, at(63)), Recorded::New);
+        let list = idx.of("argocd/app@u");
+        assert_eq!(list.len(), 4);
+        assert_eq!(list[0].actor.username, "alice");
+        assert_eq!(list[0].name, "web", "newest first");
+        let first = list.iter().find(|a| a.id == "alice-api-0").unwrap();
+        assert_eq!((first.count, first.last_at), (2, at(60)));
+        // Past the window the first is gone and alice on api is new again.
+        assert_eq!(idx.record(attempt("alice", "api", Decision::Allowed, 60 + 601), w, at(60 + 601)), Recorded::New);
+        assert!(idx.of("argocd/app@u").iter().all(|a| a.id != "alice-api-0"));
+        idx.expire(w, at(10_000));
+        assert_eq!(idx.apps(), 0);
+    }
+
+    #[test]
+    fn bounded_per_application_and_in_applications() {
+        let mut idx = AttemptIndex::default();
+        let w = chrono::Duration::minutes(10);
+        for i in 0..40 {
+            idx.record(attempt(&format!("u{i}"), "api", Decision::Denied, i), w, at(i));
+        }
+        assert_eq!(idx.of("argocd/app@u").len(), MAX_ATTEMPTS_PER_APP);
+        for i in 0..MAX_APPS_WITH_ATTEMPTS {
+            let mut a = attempt("x", "api", Decision::Denied, 50);
+            a.app_key = format!("ns/a{i}@u");
+            idx.record(a, w, at(50));
+        }
+        let mut a = attempt("x", "api", Decision::Denied, 50);
+        a.app_key = "ns/late@u".into();
+        assert_eq!(idx.record(a, w, at(50)), Recorded::Full);
+    }
+
+    #[test]
+    fn request_bodies_become_paths_with_credentials_masked() {
+        let body = json!({"spec": {"template": {"spec": {"containers": [{"name": "app",
+            "securityContext": {"privileged": true},
+            "env": [{"name": "DB_PASSWORD", "value": "hunter2"}, {"name": "MODE", "value": "fast"}]}]}}},
+            "metadata": {"managedFields": [{"manager": "x"}], "annotations": {"api-token": "abc"}},
+            "data": {"password": "c2VjcmV0"}, "status": {"replicas": 3}});
+        let (set, truncated) = set_fields(&body);
+        assert!(!truncated);
+        let get = |p: &str| set.iter().find(|f| f.path == p).map(|f| f.value.as_str());
+        assert_eq!(get("spec.template.spec.containers[app].securityContext.privileged"), Some("true"));
+        assert_eq!(get("spec.template.spec.containers[app].env[DB_PASSWORD].value"), Some(MASKED));
+        assert_eq!(get("spec.template.spec.containers[app].env[MODE].value"), Some("fast"));
+        assert_eq!(get("metadata.annotations.api-token"), Some(MASKED));
+        assert_eq!(get("data.password"), Some(MASKED));
+        assert!(set.iter().all(|f| !f.path.starts_with("status") && !f.path.contains("managedFields")), "{set:?}");
+        assert!(!format!("{set:?}").contains("hunter2"));
+    }
+
+    #[test]
+    fn bodies_are_bounded() {
+        let mut m = serde_json::Map::new();
+        for i in 0..500 {
+            m.insert(format!("k{i}"), json!("x".repeat(1000)));
+        }
+        let (set, truncated) = set_fields(&json!({"data2": m}));
+        assert!(truncated);
+        assert_eq!(set.len(), MAX_SET_FIELDS);
+        assert!(set[0].value.chars().count() <= MAX_VALUE_CHARS + 1);
+        let mut deep = json!("leaf");
+        for _ in 0..200 {
+            deep = json!({ "a": deep });
+        }
+        let (set, _) = set_fields(&deep);
+        assert_eq!(set.len(), 1, "cut at depth 32, not a stack overflow");
+    }
+}

@@ -1,0 +1,189 @@
+//! The audit input end to end: `driftwatch run` against the fake API server, with its
+//! audit webhook on TLS and a token; the real batch kube-apiserver v1.36 sent
+//! (`tests/data/k8s-audit/`) posted as the API server posts it. alice's privileged patch
+//! that self-heal erased (the Application stays Synced) and mallory's refused attempt
+//! each alert, naming the person; the episode is in the history; a request without the
+//! token, a forged batch, a malformed one and an oversized one each get their status
+//! and change nothing.
+
+mod common;
+
+use std::net::TcpListener;
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use common::AppBuilder;
+use common::apiserver::FakeApiServer;
+use common::daemon::{Daemon, bodies, wait_for};
+use common::receiver::{get, receiver};
+
+const TOKEN: &str = "audit-e2e-token-0123456789";
+
+const CONFIG: &str = r#"services:
+  hook:
+    type: webhook
+    url: http://127.0.0.1:PORT
+secretsFile: secrets
+templates:
+  attempt:
+    message: attempt
+    webhook:
+      hook:
+        body: '{"who": {{json drift.attempts.[0].actor.username}}, "groups": {{json drift.attempts.[0].actor.groups}}, "decision": {{json drift.attempts.[0].decision}}, "class": {{json drift.attempts.[0].class}}, "security": {{json drift.attempts.[0].security}}, "reason": {{json drift.attempts.[0].reason}}, "set": {{json drift.attempts.[0].set}}, "episode": {{json episode.resolution}}, "severity": {{json episode.severity}}}'
+triggers:
+  on-attempt:
+    - when: drift.attempts.len() > 0
+      oncePer: drift.attempts[0].id
+      send: [attempt]
+routes:
+  - name: attempts
+    triggers: [on-attempt]
+    recipients: [hook]
+audit:
+  listen: 127.0.0.1:0
+  tls: {certFile: tls.crt, keyFile: tls.key}
+  token: $audit-token
+  maxBodyBytes: 65536
+"#;
+
+/// A CA and a server certificate for 127.0.0.1, written to `dir` (`tls.crt`, `tls.key`);
+/// returns the CA's PEM.
+fn tls(dir: &Path) -> String {
+    let ca_key = rcgen::KeyPair::generate().unwrap();
+    let mut ca_params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+    ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    ca_params.distinguished_name.push(rcgen::DnType::CommonName, "cluster CA");
+    let ca = rcgen::CertifiedIssuer::self_signed(ca_params, ca_key).unwrap();
+    let key = rcgen::KeyPair::generate().unwrap();
+    let leaf = rcgen::CertificateParams::new(vec!["127.0.0.1".to_string()]).unwrap().signed_by(&key, &ca).unwrap();
+    std::fs::write(dir.join("tls.crt"), leaf.pem()).unwrap();
+    std::fs::write(dir.join("tls.key"), key.serialize_pem()).unwrap();
+    ca.pem()
+}
+
+/// POSTs `body` to the audit webhook as the API server does (`?timeout=30s`, the
+/// bearer token of its webhook kubeconfig); the status code.
+fn post(rt: &tokio::runtime::Runtime, client: &reqwest::Client, addr: &str, token: Option<&str>, body: Vec<u8>) -> u16 {
+    rt.block_on(async {
+        let mut req = client.post(format!("https://{addr}/audit?timeout=30s")).header("content-type", "application/json").body(body);
+        if let Some(t) = token {
+            req = req.bearer_auth(t);
+        }
+        req.send().await.map(|r| r.status().as_u16()).unwrap_or(0)
+    })
+}
+
+fn records(got: &Arc<Mutex<Vec<String>>>) -> Vec<serde_json::Value> {
+    bodies(got).iter().filter_map(|b| serde_json::from_str(b).ok()).collect()
+}
+
+fn data(name: &str) -> Vec<u8> {
+    std::fs::read(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/k8s-audit").join(name)).unwrap()
+}
+
+/// The batch with one event replaced by `user` patching the Deployment.
+fn batch_by(user: &str) -> Vec<u8> {
+    let mut list: serde_json::Value = serde_json::from_slice(&data("eventlist-changes-1.json")).unwrap();
+    let mut alice = list["items"][6].clone();
+    alice["user"]["username"] = user.into();
+    alice["auditID"] = format!("audit-{user}").into();
+    list["items"] = serde_json::json!([alice]);
+    serde_json::to_vec(&list).unwrap()
+}
+
+#[test]
+fn a_person_behind_a_self_healed_change_and_a_refused_attempt_is_named() {
+    driftwatch::tls::init_crypto();
+    let dir = tempfile::tempdir().unwrap();
+    let api = FakeApiServer::start();
+    api.kubeconfig(&dir.path().join("kubeconfig"));
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let got = receiver(listener);
+    let ca = tls(dir.path());
+    std::fs::create_dir(dir.path().join("secrets")).unwrap();
+    std::fs::write(dir.path().join("secrets/audit-token"), TOKEN).unwrap();
+    std::fs::write(dir.path().join("driftwatch.yaml"), CONFIG.replace("PORT", &port.to_string())).unwrap();
+    // Synced and Healthy throughout: self-heal re-applied Git before Argo CD showed drift.
+    api.apply(
+        AppBuilder::new("payments-api")
+            .synced()
+            .healthy()
+            .field("/spec/destination/namespace", "payments".into())
+            .field(
+                "/status/resources",
+                serde_json::json!([{"group": "apps", "version": "v1", "kind": "Deployment", "namespace": "payments", "name": "api", "status": "Synced"}]),
+            )
+            .build(),
+    );
+    let d = Daemon::start(dir.path());
+    let mut addr = String::new();
+    wait_for("the audit listener's address in the log", Duration::from_secs(10), || {
+        let line = d.log_lines("audit webhook listening").into_iter().next().unwrap_or_default();
+        addr = line.split("bound=").nth(1).and_then(|r| r.split_whitespace().next()).unwrap_or_default().to_string();
+        !addr.is_empty()
+    });
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let client = reqwest::Client::builder()
+        .add_root_certificate(reqwest::Certificate::from_pem(ca.as_bytes()).unwrap())
+        .pool_max_idle_per_host(0)
+        .build()
+        .unwrap();
+
+    // Without the token, or with a wrong one, nothing is read: a forged batch naming
+    // eve alerts nobody.
+    assert_eq!(post(&rt, &client, &addr, None, batch_by("eve")), 401);
+    assert_eq!(post(&rt, &client, &addr, Some("not-the-token-0000000000"), batch_by("eve")), 401);
+    assert_eq!(d.metric("driftwatch_audit_events_total{result=\"relevant\"}"), None, "nothing was decoded");
+    // Malformed and oversized bodies.
+    assert_eq!(post(&rt, &client, &addr, Some(TOKEN), b"{\"items\": [".to_vec()), 400);
+    // Answered before the body is read: the client may see the 413 or, still writing,
+    // the connection closed; the counter says which status went out.
+    let big = post(&rt, &client, &addr, Some(TOKEN), vec![b' '; 200_000]);
+    assert!(matches!(big, 413 | 0), "{big}");
+
+    // The real batch: the controller's applies dropped, alice's change and mallory's
+    // refused attempt each alert.
+    assert_eq!(post(&rt, &client, &addr, Some(TOKEN), data("eventlist-changes-1.json")), 200);
+    wait_for("alice and mallory", Duration::from_secs(15), || records(&got).len() >= 2);
+    let sent = records(&got);
+    let alice = sent.iter().find(|r| r["who"] == "alice").expect("an alert naming alice");
+    assert_eq!(alice["groups"], serde_json::json!(["sre", "system:authenticated"]));
+    assert_eq!(
+        (alice["decision"].as_str(), alice["class"].as_str(), alice["security"].as_bool()),
+        (Some("allowed"), Some("security-context"), Some(true))
+    );
+    assert_eq!(alice["set"][0]["path"], "spec.template.spec.containers[app].securityContext.privileged");
+    assert_eq!((alice["episode"].as_str(), alice["severity"].as_str()), (Some("self-heal"), Some("critical")));
+    let mallory = sent.iter().find(|r| r["who"] == "mallory").expect("an alert naming mallory");
+    assert_eq!(mallory["decision"], "denied");
+    assert!(mallory["reason"].as_str().unwrap().contains("forbidden"), "{mallory}");
+    assert_eq!(mallory["episode"], "refused");
+    assert!(!sent.iter().any(|r| r["who"] == "eve"), "the forged batches alerted: {sent:?}");
+
+    // The same batch again (the API server retries): the same people in the window
+    // only count, nobody is alerted twice. A new person after it is.
+    assert_eq!(post(&rt, &client, &addr, Some(TOKEN), data("eventlist-changes-1.json")), 200);
+    assert_eq!(post(&rt, &client, &addr, Some(TOKEN), batch_by("carol")), 200);
+    wait_for("carol", Duration::from_secs(15), || records(&got).iter().any(|r| r["who"] == "carol"));
+    assert_eq!(records(&got).len(), 3, "{:?}", bodies(&got));
+
+    // The history says who, and how it ended.
+    let (status, history) = get(&d.admin, "/history").unwrap();
+    assert_eq!(status, 200);
+    let episodes: Vec<serde_json::Value> = serde_json::from_str(&history).unwrap();
+    let healed = episodes
+        .iter()
+        .find(|e| e["resolution"] == "self-heal" && e["attempts"][0]["actor"]["username"] == "alice")
+        .expect("alice's self-healed change in the history");
+    assert_eq!(healed["attempts"][0]["actor"]["username"], "alice");
+    assert_eq!(healed["attribution"][0]["actor"]["username"], "alice");
+    assert!(healed["changedAt"].is_string());
+    let metrics = d.metrics();
+    assert!(metrics.contains("driftwatch_audit_requests_total{code=\"401\"} 2"), "{metrics}");
+    assert!(metrics.contains("driftwatch_audit_requests_total{code=\"400\"} 1"), "{metrics}");
+    assert!(metrics.contains("driftwatch_audit_requests_total{code=\"413\"} 1"), "{metrics}");
+    assert!(metrics.contains("driftwatch_audit_events_total{result=\"argocd\"} 4"), "{metrics}");
+    assert!(d.stop().success());
+}
