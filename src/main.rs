@@ -119,6 +119,10 @@ enum Command {
         /// At most this many episodes, the newest.
         #[arg(long)]
         limit: Option<usize>,
+        /// Time to detect (change -> Argo CD reporting it) and to resolve, p50/p95 per
+        /// class and per Application, over the episodes selected.
+        #[arg(long)]
+        stats: bool,
         #[arg(long, short = 'o', value_enum, default_value = "table")]
         output: cli::drift::HistoryFormat,
     },
@@ -274,12 +278,12 @@ fn main() -> ExitCode {
         Command::Routes { command: RoutesCommand::Test { app, live, project, config, output } } => {
             cli::drift::routes_test(&app, &live, project.as_deref(), config.as_deref(), output, &mut out, &mut err)
         }
-        Command::History { state, config, app, since, class, limit, output } => cli::drift::history_command(
+        Command::History { state, config, app, since, class, limit, stats, output } => cli::drift::history_command(
             state.as_deref(),
             config.as_deref(),
             driftwatch::state::HistoryQuery { app, since: None, class, limit },
             since,
-            output,
+            (output, stats),
             &mut err,
         ),
         Command::Deliveries { command: Some(DeliveriesCommand::Retry { state, ids, all }), .. } => {

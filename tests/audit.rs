@@ -106,17 +106,19 @@ fn a_person_behind_a_self_healed_change_and_a_refused_attempt_is_named() {
     std::fs::write(dir.path().join("secrets/audit-token"), TOKEN).unwrap();
     std::fs::write(dir.path().join("driftwatch.yaml"), CONFIG.replace("PORT", &port.to_string())).unwrap();
     // Synced and Healthy throughout: self-heal re-applied Git before Argo CD showed drift.
-    api.apply(
+    let payments = |sync: &str| {
         AppBuilder::new("payments-api")
-            .synced()
+            .sync(sync, common::REV1)
             .healthy()
+            .field("/status/history", serde_json::json!([{"id": 1, "revision": common::REV1}]))
             .field("/spec/destination/namespace", "payments".into())
             .field(
                 "/status/resources",
-                serde_json::json!([{"group": "apps", "version": "v1", "kind": "Deployment", "namespace": "payments", "name": "api", "status": "Synced"}]),
+                serde_json::json!([{"group": "apps", "version": "v1", "kind": "Deployment", "namespace": "payments", "name": "api", "status": sync}]),
             )
-            .build(),
-    );
+            .build()
+    };
+    api.apply(payments("Synced"));
     let d = Daemon::start(dir.path());
     let mut addr = String::new();
     wait_for("the audit listener's address in the log", Duration::from_secs(10), || {
@@ -180,10 +182,34 @@ fn a_person_behind_a_self_healed_change_and_a_refused_attempt_is_named() {
     assert_eq!(healed["attempts"][0]["actor"]["username"], "alice");
     assert_eq!(healed["attribution"][0]["actor"]["username"], "alice");
     assert!(healed["changedAt"].is_string());
+    // Argo CD does report it this time, then Git wins again: an episode with the time to
+    // detect (from alice's audited request) and to resolve, in /metrics by class.
+    api.apply(payments("OutOfSync"));
+    wait_for("the drift episode to open", Duration::from_secs(15), || {
+        get(&d.admin, "/history").is_some_and(|(_, b)| b.contains("\"outOfSync\":true"))
+    });
+    api.apply(payments("Synced"));
+    wait_for("the detection histogram", Duration::from_secs(15), || {
+        d.metric("driftwatch_episode_detection_seconds_count{class=\"security-context\"}") == Some(1.0)
+    });
+    assert_eq!(d.metric("driftwatch_episode_resolution_seconds_count{class=\"security-context\"}"), Some(1.0));
     let metrics = d.metrics();
     assert!(metrics.contains("driftwatch_audit_requests_total{code=\"401\"} 2"), "{metrics}");
     assert!(metrics.contains("driftwatch_audit_requests_total{code=\"400\"} 1"), "{metrics}");
     assert!(metrics.contains("driftwatch_audit_requests_total{code=\"413\"} 1"), "{metrics}");
     assert!(metrics.contains("driftwatch_audit_events_total{result=\"argocd\"} 4"), "{metrics}");
     assert!(d.stop().success());
+
+    // `history --stats`: p50/p95 per class and per Application.
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_driftwatch"))
+        .args(["history", "--stats", "-o", "json", "--state"])
+        .arg(dir.path().join("state.redb"))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let stats: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let sc = &stats["byClass"]["security-context"];
+    assert!(sc["detectionP50"].as_i64().is_some_and(|s| s > 0), "{stats}");
+    assert!(sc["resolutionP95"].as_i64().is_some(), "{stats}");
+    assert_eq!(stats["byApp"]["argocd/payments-api"]["episodes"], 4, "{stats}");
 }

@@ -333,6 +333,7 @@ fn attempt(e: &Event, (app_key, kind, app_spec): Hit, now: DateTime<Utc>) -> Att
         security_fields: Vec::new(),
         body: body.to_string(),
         truncated,
+        received: None,
     }
 }
 

@@ -1,5 +1,6 @@
 //! `driftwatch routes test` and `driftwatch history`: the drift-intelligence commands.
 
+use std::collections::BTreeSet;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -162,7 +163,7 @@ pub fn history_command(
     config: Option<&Path>,
     mut query: HistoryQuery,
     since: Option<String>,
-    format: HistoryFormat,
+    (format, stats): (HistoryFormat, bool),
     err: &mut dyn Write,
 ) -> anyhow::Result<i32> {
     let since = match since.map(|s| crate::state::parse_since(&s, chrono::Utc::now())).transpose() {
@@ -186,10 +187,16 @@ pub fn history_command(
         },
     };
     query.since = since;
-    history(&path, &query, format, &mut std::io::stdout(), err)
+    history(&path, &query, (format, stats), &mut std::io::stdout(), err)
 }
 
-pub fn history(path: &Path, query: &HistoryQuery, format: HistoryFormat, out: &mut dyn Write, err: &mut dyn Write) -> anyhow::Result<i32> {
+pub fn history(
+    path: &Path,
+    query: &HistoryQuery,
+    (format, stats): (HistoryFormat, bool),
+    out: &mut dyn Write,
+    err: &mut dyn Write,
+) -> anyhow::Result<i32> {
     if !path.exists() {
         writeln!(err, "error: {}: no such state file", path.display())?;
         return Ok(BAD_INPUT);
@@ -203,15 +210,140 @@ pub fn history(path: &Path, query: &HistoryQuery, format: HistoryFormat, out: &m
         }
     };
     let episodes = state.episodes(query)?;
-    write_history(&episodes, format, Utc::now(), out)?;
+    match stats {
+        true => write_stats(&episodes, format, out)?,
+        false => write_history(&episodes, format, Utc::now(), out)?,
+    }
     Ok(OK)
+}
+
+/// Detection and resolution times of a set of episodes.
+#[derive(Debug, Default, PartialEq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Stats {
+    pub episodes: usize,
+    pub detection_p50: Option<i64>,
+    pub detection_p95: Option<i64>,
+    pub resolution_p50: Option<i64>,
+    pub resolution_p95: Option<i64>,
+}
+
+/// The nearest-rank percentile `p` (0-100) of sorted `v`.
+fn percentile(v: &[i64], p: usize) -> Option<i64> {
+    if v.is_empty() {
+        return None;
+    }
+    let rank = (p * v.len()).div_ceil(100).clamp(1, v.len());
+    v.get(rank - 1).copied()
+}
+
+impl Stats {
+    fn of<'a>(eps: impl Iterator<Item = &'a Episode>) -> Stats {
+        let (mut detect, mut resolve, mut n) = (Vec::new(), Vec::new(), 0);
+        for e in eps {
+            n += 1;
+            detect.extend(e.detection_secs());
+            resolve.extend(e.resolution_secs());
+        }
+        detect.sort_unstable();
+        resolve.sort_unstable();
+        Stats {
+            episodes: n,
+            detection_p50: percentile(&detect, 50),
+            detection_p95: percentile(&detect, 95),
+            resolution_p50: percentile(&resolve, 50),
+            resolution_p95: percentile(&resolve, 95),
+        }
+    }
+}
+
+/// `history --stats`: p50/p95 of time to detect and to resolve, per class and per
+/// Application.
+pub fn write_stats(episodes: &[Episode], format: HistoryFormat, out: &mut dyn Write) -> std::io::Result<()> {
+    let mut classes: BTreeSet<&str> = BTreeSet::new();
+    let mut apps: BTreeSet<String> = BTreeSet::new();
+    for e in episodes {
+        classes.extend(e.classes.iter().map(String::as_str));
+        apps.insert(format!("{}/{}", e.namespace, e.name));
+    }
+    let by_class: Vec<(String, Stats)> =
+        classes.iter().map(|c| (c.to_string(), Stats::of(episodes.iter().filter(|e| e.classes.contains(*c))))).collect();
+    let by_app: Vec<(String, Stats)> =
+        apps.iter().map(|a| (a.clone(), Stats::of(episodes.iter().filter(|e| format!("{}/{}", e.namespace, e.name) == *a)))).collect();
+    let secs = |s: Option<i64>| s.map_or("-".to_string(), human_duration);
+    match format {
+        HistoryFormat::Json => {
+            let map =
+                |rows: &[(String, Stats)]| rows.iter().map(|(k, s)| (k.clone(), serde_json::json!(s))).collect::<serde_json::Map<_, _>>();
+            writeln!(
+                out,
+                "{}",
+                serde_json::to_string_pretty(&serde_json::json!({"byClass": map(&by_class), "byApp": map(&by_app)})).unwrap_or_default()
+            )?;
+        }
+        HistoryFormat::Csv => {
+            writeln!(out, "scope,name,episodes,detection_p50_seconds,detection_p95_seconds,resolution_p50_seconds,resolution_p95_seconds")?;
+            let n = |s: Option<i64>| s.map(|v| v.to_string()).unwrap_or_default();
+            for (scope, rows) in [("class", &by_class), ("app", &by_app)] {
+                for (k, s) in rows {
+                    let row = [
+                        scope.to_string(),
+                        k.clone(),
+                        s.episodes.to_string(),
+                        n(s.detection_p50),
+                        n(s.detection_p95),
+                        n(s.resolution_p50),
+                        n(s.resolution_p95),
+                    ];
+                    writeln!(out, "{}", row.iter().map(|c| csv_field(c)).collect::<Vec<_>>().join(","))?;
+                }
+            }
+        }
+        HistoryFormat::Table => {
+            for (title, rows) in [("CLASS", &by_class), ("APP", &by_app)] {
+                writeln!(
+                    out,
+                    "{:<32} {:>8} {:>12} {:>12} {:>12} {:>12}",
+                    title, "EPISODES", "DETECT p50", "DETECT p95", "RESOLVE p50", "RESOLVE p95"
+                )?;
+                for (k, s) in rows {
+                    writeln!(
+                        out,
+                        "{:<32} {:>8} {:>12} {:>12} {:>12} {:>12}",
+                        k,
+                        s.episodes,
+                        secs(s.detection_p50),
+                        secs(s.detection_p95),
+                        secs(s.resolution_p50),
+                        secs(s.resolution_p95)
+                    )?;
+                }
+                writeln!(out)?;
+            }
+            writeln!(
+                out,
+                "detection: the change (audit request, else managed-fields write) to Argo CD reporting it; resolution: reported to resolved"
+            )?;
+        }
+    }
+    Ok(())
 }
 
 /// Prints episodes in one of the `history` formats.
 pub fn write_history(episodes: &[Episode], format: HistoryFormat, now: DateTime<Utc>, out: &mut dyn Write) -> std::io::Result<()> {
     let time = |t: Option<DateTime<Utc>>| t.map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)).unwrap_or_default();
     let managers = |e: &Episode| -> String {
-        let mut m: Vec<&str> = e.attribution.iter().map(|a| a.manager.as_str()).collect();
+        let mut m: Vec<String> = e
+            .attribution
+            .iter()
+            .map(|a| match &a.actor {
+                Some(who) => format!("{} ({})", who.display(), a.manager),
+                None => a.manager.clone(),
+            })
+            .collect();
+        for a in e.attempts.iter().filter(|a| a.decision == crate::drift::audit::Decision::Denied) {
+            m.push(format!("{} (refused)", a.actor.display()));
+        }
         m.dedup();
         m.join(";")
     };
@@ -284,6 +416,14 @@ fn csv_field(s: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn percentiles_are_nearest_rank() {
+        let v: Vec<i64> = (1..=20).collect();
+        assert_eq!((percentile(&v, 50), percentile(&v, 95)), (Some(10), Some(19)));
+        assert_eq!(percentile(&[7], 95), Some(7));
+        assert_eq!(percentile(&[], 50), None);
+    }
 
     #[test]
     fn since_takes_a_duration_or_a_time_and_csv_quotes() {

@@ -69,9 +69,16 @@ pub fn record(n: &Notification, origin: &Origin, now: chrono::DateTime<chrono::U
     v
 }
 
+fn array<'a>(ep: &'a Value, k: &str) -> &'a [Value] {
+    ep.get(k).and_then(Value::as_array).map(Vec::as_slice).unwrap_or_default()
+}
+
 /// The drift episode in ECS terms: `event.start`/`end`/`duration` (nanoseconds),
-/// `user.name` (the field manager other than Argo CD's that changed a security field,
-/// else the latest one), and the whole episode
+/// `user.name` — with the audit input the person (`user.id`, `user.roles` their
+/// groups, `user.effective` whom they impersonated, `source.ip`, `user_agent.original`,
+/// `event.outcome` failure for a refused attempt, `labels.audit_id`), else the field
+/// manager other than Argo CD's that changed a security field, else the latest one —
+/// and the whole episode
 /// under `driftwatch.episode` with `event`: `opened`, `escalated` or `resolved`.
 fn add_episode(map: &mut serde_json::Map<String, Value>, ep: &Value) {
     let open = ep.get("open").and_then(Value::as_bool).unwrap_or(true);
@@ -95,9 +102,41 @@ fn add_episode(map: &mut serde_json::Map<String, Value>, ep: &Value) {
             event.insert("outcome".into(), json!("success"));
         }
     }
-    let manager = ep.pointer("/attribution/0/manager").and_then(Value::as_str);
-    if let Some(m) = manager {
-        map.insert("user".into(), json!({"name": m}));
+    // The person, from the audit input: the newest attempt, else an attributed write
+    // with one; else the field manager as before.
+    let actor_of = |a: &Value| a.get("actor").filter(|x| x.is_object()).map(|x| (a.clone(), x.clone()));
+    let audited = array(ep, "attempts").iter().find_map(actor_of).or_else(|| array(ep, "attribution").iter().find_map(actor_of));
+    match audited {
+        Some((source, actor)) => {
+            let s = |k: &str| actor.get(k).cloned().unwrap_or(Value::Null);
+            let mut user = json!({"name": s("username"), "id": s("uid"), "roles": s("groups")});
+            if let Some(imp) = actor.get("impersonatedUser").filter(|x| x.is_object()) {
+                user["effective"] = json!({"name": imp.get("username"), "roles": imp.get("groups")});
+            }
+            map.insert("user".into(), user);
+            if let Some(ip) = actor.pointer("/sourceIps/0") {
+                map.insert("source".into(), json!({"ip": ip}));
+            }
+            if let Some(ua) = actor.get("userAgent").filter(|u| u.as_str().is_some_and(|u| !u.is_empty())) {
+                map.insert("user_agent".into(), json!({"original": ua}));
+            }
+            if let Some(event) = map.get_mut("event").and_then(Value::as_object_mut) {
+                // A refused request is a failed attempt; an allowed one a change made.
+                if let Some(d) = source.get("decision").and_then(Value::as_str) {
+                    event.insert("outcome".into(), json!(if d == "denied" { "failure" } else { "success" }));
+                }
+            }
+            if let Some(id) = source.get("auditId").and_then(Value::as_str)
+                && let Some(labels) = map.get_mut("labels").and_then(Value::as_object_mut)
+            {
+                labels.insert("audit_id".into(), json!(id));
+            }
+        }
+        None => {
+            if let Some(m) = ep.pointer("/attribution/0/manager").and_then(Value::as_str) {
+                map.insert("user".into(), json!({"name": m}));
+            }
+        }
     }
     map.insert("driftwatch".into(), json!({"episode": compact_episode(ep, event_name)}));
 }
@@ -116,7 +155,7 @@ fn compact_episode(ep: &Value, event_name: &str) -> Value {
     let mut out = serde_json::Map::new();
     if let Some(m) = ep.as_object() {
         for (k, v) in m {
-            if !matches!(k.as_str(), "resources" | "attribution") {
+            if !matches!(k.as_str(), "resources" | "attribution" | "attempts") {
                 out.insert(k.clone(), v.clone());
             }
         }
@@ -139,7 +178,7 @@ fn compact_episode(ep: &Value, event_name: &str) -> Value {
                 .iter()
                 .take(MAX_RECORD_ATTRIBUTION)
                 .map(|a| {
-                    let mut c = pick(a, &["resource", "manager", "operation", "time"]);
+                    let mut c = pick(a, &["resource", "manager", "operation", "time", "actor", "auditId"]);
                     for k in ["fields", "securityFields"] {
                         let f: Vec<Value> = a
                             .get(k)
@@ -155,7 +194,31 @@ fn compact_episode(ep: &Value, event_name: &str) -> Value {
                 .collect(),
         ),
     );
-    let omitted = resources.len().saturating_sub(MAX_RECORD_RESOURCES) + attribution.len().saturating_sub(MAX_RECORD_ATTRIBUTION);
+    let attempts = list("attempts");
+    if !attempts.is_empty() {
+        let keys =
+            ["id", "resource", "class", "security", "verb", "decision", "code", "reason", "manager", "auditId", "time", "count", "actor"];
+        out.insert(
+            "attempts".into(),
+            Value::Array(
+                attempts
+                    .iter()
+                    .take(MAX_RECORD_ATTRIBUTION)
+                    .map(|a| {
+                        let mut c = pick(a, &keys);
+                        let set: Vec<Value> = array(a, "set").iter().take(MAX_RECORD_FIELDS).cloned().collect();
+                        if let Some(m) = c.as_object_mut() {
+                            m.insert("set".into(), Value::Array(set));
+                        }
+                        c
+                    })
+                    .collect(),
+            ),
+        );
+    }
+    let omitted = resources.len().saturating_sub(MAX_RECORD_RESOURCES)
+        + attribution.len().saturating_sub(MAX_RECORD_ATTRIBUTION)
+        + attempts.len().saturating_sub(MAX_RECORD_ATTRIBUTION);
     if omitted > 0 {
         out.insert("omitted".into(), json!(omitted));
     }
@@ -173,10 +236,11 @@ pub fn fit(mut record: Value, max: usize) -> Value {
     }
     if let Some(ep) = record.pointer_mut("/driftwatch/episode").and_then(Value::as_object_mut) {
         let n = |ep: &serde_json::Map<String, Value>, k: &str| ep.get(k).and_then(Value::as_array).map_or(0, Vec::len);
-        let dropped = n(ep, "resources") + n(ep, "attribution");
+        let dropped = n(ep, "resources") + n(ep, "attribution") + n(ep, "attempts");
         let before = ep.get("omitted").and_then(Value::as_u64).unwrap_or(0);
         ep.remove("resources");
         ep.remove("attribution");
+        ep.remove("attempts");
         ep.insert("omitted".into(), json!(before + dropped as u64));
     }
     const MARK: &str = " [truncated]";
@@ -231,6 +295,29 @@ pub(crate) mod tests {
             episode: None,
             idempotency_key: None,
         }
+    }
+
+    /// With the audit input, the record names the person: ECS `user.*`, `source.ip`,
+    /// `user_agent.original`, the outcome of the request and its audit ID.
+    #[test]
+    fn the_person_from_the_audit_input_is_the_user() {
+        let mut n = sample(DestinationKind::Splunk, "siem");
+        let actor = json!({"username": "mallory", "uid": "m-1", "groups": ["system:authenticated"], "sourceIps": ["10.1.2.3"],
+            "userAgent": "kubectl/v1.36.2", "impersonatedUser": {"username": "ops-admin", "groups": ["ops"]}});
+        n.episode = Some(json!({"id": "argocd/guestbook@1", "open": false, "resolution": "refused",
+            "attempts": [{"id": "a1", "resource": "Deployment payments/api", "decision": "denied", "code": 403, "auditId": "a1",
+                          "actor": actor, "set": [], "reason": "forbidden"}],
+            "attribution": [{"resource": "Deployment payments/api", "manager": "kubectl-patch"}]}));
+        let r = record(&n, &Origin::default(), chrono::Utc::now());
+        assert_eq!(r["user"]["name"], "mallory");
+        assert_eq!(r["user"]["id"], "m-1");
+        assert_eq!(r["user"]["roles"], json!(["system:authenticated"]));
+        assert_eq!(r["user"]["effective"]["name"], "ops-admin");
+        assert_eq!(r["source"]["ip"], "10.1.2.3");
+        assert_eq!(r["user_agent"]["original"], "kubectl/v1.36.2");
+        assert_eq!(r["event"]["outcome"], "failure");
+        assert_eq!(r["labels"]["audit_id"], "a1");
+        assert_eq!(r["driftwatch"]["episode"]["attempts"][0]["actor"]["username"], "mallory");
     }
 
     #[test]

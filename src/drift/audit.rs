@@ -140,6 +140,10 @@ pub struct Attempt {
     /// Whether `set`/`fields` were cut at [`MAX_SET_FIELDS`].
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub truncated: bool,
+    /// When driftwatch last received it (the window runs from there, so a batch the API
+    /// server delivered late still counts); not stored.
+    #[serde(skip)]
+    pub received: Option<DateTime<Utc>>,
 }
 
 impl Attempt {
@@ -179,7 +183,8 @@ impl AttemptIndex {
     /// Records `a` (its `app_key` says for whom), coalescing it with the same actor's
     /// attempt on the same resource within `window`; attempts older than `window`
     /// before `now` are dropped first.
-    pub fn record(&mut self, a: Attempt, window: chrono::Duration, now: DateTime<Utc>) -> Recorded {
+    pub fn record(&mut self, mut a: Attempt, window: chrono::Duration, now: DateTime<Utc>) -> Recorded {
+        a.received = Some(now);
         if !self.by_app.contains_key(&a.app_key) && self.by_app.len() >= MAX_APPS_WITH_ATTEMPTS {
             self.expire(window, now);
             if self.by_app.len() >= MAX_APPS_WITH_ATTEMPTS {
@@ -187,9 +192,10 @@ impl AttemptIndex {
             }
         }
         let list = self.by_app.entry(a.app_key.clone()).or_default();
-        list.retain(|o| o.last_at.checked_add_signed(window).is_some_and(|end| end >= now));
+        list.retain(|o| fresh(o, window, now));
         if let Some(o) = list.iter_mut().find(|o| o.same(&a) && a.time.signed_duration_since(o.time) <= window) {
             o.count = o.count.saturating_add(1);
+            o.received = Some(now);
             if a.time >= o.last_at {
                 o.last_at = a.time;
                 if !a.set.is_empty() {
@@ -213,7 +219,7 @@ impl AttemptIndex {
     /// Drops attempts older than `window` (and Applications left without any).
     pub fn expire(&mut self, window: chrono::Duration, now: DateTime<Utc>) {
         self.by_app.retain(|_, list| {
-            list.retain(|o| o.last_at.checked_add_signed(window).is_some_and(|end| end >= now));
+            list.retain(|o| fresh(o, window, now));
             !list.is_empty()
         });
     }
@@ -226,6 +232,11 @@ impl AttemptIndex {
     pub fn apps(&self) -> usize {
         self.by_app.len()
     }
+}
+
+/// Whether `a` was received within `window` before `now`.
+fn fresh(a: &Attempt, window: chrono::Duration, now: DateTime<Utc>) -> bool {
+    a.received.unwrap_or(a.last_at).checked_add_signed(window).is_some_and(|end| end >= now)
 }
 
 /// Whether a field name or env var name looks like it holds a credential.

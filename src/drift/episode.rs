@@ -366,7 +366,10 @@ fn merge(ep: &mut Episode, sync: &str, health: &str, drift: &Drift, now: DateTim
     let belong: Vec<Attempt> = drift
         .attempts
         .iter()
-        .filter(|a| a.last_at >= ep.opened_at || ep.resources.iter().any(|r| a.is_on(&r.group, &r.kind, &r.namespace, &r.name)))
+        .filter(|a| {
+            a.received.unwrap_or(a.last_at) >= ep.opened_at
+                || ep.resources.iter().any(|r| a.is_on(&r.group, &r.kind, &r.namespace, &r.name))
+        })
         .cloned()
         .collect();
     merge_attempts(ep, &belong, now);
@@ -459,6 +462,10 @@ impl Episode {
     /// Seconds from Argo CD reporting it (else from opening) to its resolution, once
     /// resolved.
     pub fn resolution_secs(&self) -> Option<i64> {
+        if !self.out_of_sync && !self.degraded {
+            // Seen only in the audit input: Argo CD never reported it.
+            return None;
+        }
         Some((self.resolved_at? - self.detected_at.unwrap_or(self.opened_at)).num_seconds().max(0))
     }
 
