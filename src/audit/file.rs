@@ -23,8 +23,11 @@ const LINES_PER_BATCH: usize = 512;
 const POLL: Duration = Duration::from_millis(200);
 
 /// Starts following `path`; runs for as long as the process does.
+/// The file is opened (at its end) before this returns when it exists, so whatever is
+/// written after is read.
 pub fn follow(path: PathBuf, shared: Arc<Shared>, sink: Sink) -> std::io::Result<()> {
-    std::thread::Builder::new().name("driftwatch-audit-file".into()).spawn(move || run(&path, &shared, &sink))?;
+    let first = open(&path, true);
+    std::thread::Builder::new().name("driftwatch-audit-file".into()).spawn(move || run(&path, first, &shared, &sink))?;
     Ok(())
 }
 
@@ -37,10 +40,11 @@ fn open(path: &Path, at_end: bool) -> Option<(BufReader<std::fs::File>, u64)> {
     Some((BufReader::with_capacity(1 << 16, f), ino))
 }
 
-fn run(path: &Path, shared: &Shared, sink: &Sink) {
+fn run(path: &Path, first: Option<(BufReader<std::fs::File>, u64)>, shared: &Shared, sink: &Sink) {
     let mut logged_missing = false;
+    let mut first = first;
     let mut current = loop {
-        match open(path, true) {
+        match first.take().or_else(|| open(path, true)) {
             Some(c) => break c,
             None => {
                 if !logged_missing {
@@ -156,4 +160,70 @@ fn rotated(path: &Path, current: &mut (BufReader<std::fs::File>, u64)) -> Option
         let _ = current.0.seek(SeekFrom::Start(0));
     }
     None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+
+    fn line(user: &str) -> String {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/k8s-audit/eventlist-changes-1.json");
+        let list: serde_json::Value = serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap();
+        let mut e = list["items"][6].clone();
+        e["user"]["username"] = user.into();
+        e["auditID"] = format!("id-{user}").into();
+        format!("{}\n", serde_json::to_string(&e).unwrap())
+    }
+
+    fn append(path: &Path, text: &str) {
+        let mut f = std::fs::OpenOptions::new().append(true).create(true).open(path).unwrap();
+        f.write_all(text.as_bytes()).unwrap();
+    }
+
+    /// Lines written after the start are read, a line written in two parts is one
+    /// event, an oversized line is skipped, and a rotation loses neither what the old
+    /// file got last nor what the new one gets first.
+    #[test]
+    fn follows_the_file_across_writes_and_rotation() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("audit.log");
+        append(&path, &line("before-start"));
+        let settings = crate::config::AuditSettings::default();
+        let shared = Shared::new(&settings);
+        shared.index.write().unwrap().update(
+            &crate::model::App::from_value(serde_json::json!({"apiVersion": "argoproj.io/v1alpha1", "kind": "Application",
+                "metadata": {"name": "payments-api", "namespace": "argocd", "uid": "u1"},
+                "spec": {"destination": {"namespace": "payments"}},
+                "status": {"resources": [{"group": "apps", "kind": "Deployment", "namespace": "payments", "name": "api"}]}}))
+            .unwrap(),
+        );
+        let (sink, mut queue) = super::super::queue(&shared);
+        follow(path.clone(), shared, sink).unwrap();
+        let rt = tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap();
+        let mut next = || {
+            rt.block_on(async { tokio::time::timeout(Duration::from_secs(10), queue.recv()).await })
+                .expect("an event within 10 s")
+                .expect("the queue is open")
+                .into_iter()
+                .map(|a| a.actor.username)
+                .collect::<Vec<_>>()
+        };
+        // An oversized line, then a line written in two parts: one event, bob's.
+        append(&path, &format!("{{\"junk\": \"{}\"}}\n", "x".repeat(MAX_LINE + 10)));
+        let bob = line("bob");
+        let (a, b) = bob.split_at(100);
+        append(&path, a);
+        append(&path, b);
+        assert_eq!(next(), ["bob"], "what was written before the start is not read; the oversized line is skipped");
+        let old = dir.path().join("audit.log.1");
+        std::fs::rename(&path, &old).unwrap();
+        append(&old, &line("mallory"));
+        append(&path, &line("carol"));
+        let mut got = next();
+        while got.len() < 2 {
+            got.extend(next());
+        }
+        assert_eq!(got, ["mallory", "carol"], "the old file's last line, then the new file's first");
+    }
 }

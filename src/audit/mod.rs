@@ -154,3 +154,24 @@ impl Queue {
         Some(batch)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A batch goes in whole or not at all, and never past the bound in events; taking
+    /// one out makes room.
+    #[tokio::test]
+    async fn the_queue_is_bounded_in_events_and_never_waits() {
+        let shared = Shared::new(&AuditSettings { queue: 3, ..AuditSettings::default() });
+        let (sink, mut queue) = queue(&shared);
+        let batch = |n: usize| vec![Attempt::default(); n];
+        assert!(sink.offer(batch(2)));
+        assert!(!sink.offer(batch(2)), "2 + 2 > 3: refused whole");
+        assert!(sink.offer(batch(1)));
+        assert!(!sink.offer(batch(1)));
+        assert_eq!(queue.recv().await.map(|b| b.len()), Some(2));
+        assert!(sink.offer(batch(2)));
+        assert!(sink.offer(Vec::new()), "nothing to queue is no refusal");
+    }
+}
