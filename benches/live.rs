@@ -20,6 +20,13 @@
 //!   triggers changes, then another Application on the same service: when the second
 //!   one's notification arrives, and RSS.
 //!
+//! - `audit`: 1,000 Applications and the audit webhook (`POST /audit`, token, loopback):
+//!   batches of 400 events as a broad policy sends them (reads, watches, controller
+//!   churn) each with one person's patch on a managed Deployment, 20 batches/s for
+//!   20 s: POST -> notification at the receiver p50/p99, daemon CPU per event; then
+//!   irrelevant batches as fast as one client posts them for 10 s: events/s and events
+//!   per daemon CPU-second.
+//!
 //! Figures go to BENCHMARKS.md with the command, machine and date.
 
 #[path = "../tests/common/mod.rs"]
@@ -560,6 +567,140 @@ fn flood() {
     );
 }
 
+/// An audit `EventList` of `noise` events from the captured noise batch (cycled) and,
+/// when `person` is given, one patch by that person of Application `app`'s first
+/// Deployment.
+fn audit_batch(noise_items: &[Value], noise: usize, person: Option<(&str, usize)>) -> Vec<u8> {
+    let mut items: Vec<Value> = noise_items.iter().cycle().take(noise).cloned().collect();
+    if let Some((who, app)) = person {
+        items.push(json!({"level": "RequestResponse", "auditID": who, "stage": "ResponseComplete",
+            "requestURI": format!("/apis/apps/v1/namespaces/shop/deployments/res-{app}-0?fieldManager=kubectl-patch"),
+            "verb": "patch", "user": {"username": who, "groups": ["sre", "system:authenticated"]}, "sourceIPs": ["10.1.2.3"],
+            "userAgent": "kubectl/v1.36.2 (linux/amd64) kubernetes/abc", "responseStatus": {"code": 200},
+            "objectRef": {"resource": "deployments", "namespace": "shop", "name": format!("res-{app}-0"), "apiGroup": "apps", "apiVersion": "v1"},
+            "requestObject": {"spec": {"template": {"spec": {"containers": [{"name": "app", "securityContext": {"privileged": true}}]}}}},
+            "requestReceivedTimestamp": chrono::Utc::now().to_rfc3339()}));
+    }
+    serde_json::to_vec(&json!({"kind": "EventList", "apiVersion": "audit.k8s.io/v1", "items": items})).unwrap()
+}
+
+fn audit() {
+    let api = FakeApiServer::start();
+    api.set_rbac(None);
+    let rx = Receiver::start();
+    const APPS: usize = 1_000;
+    for i in 0..APPS {
+        let mut a = app(i, "Synced", "r0");
+        for (r, res) in a["status"]["resources"].as_array_mut().unwrap().iter_mut().enumerate() {
+            res["name"] = json!(format!("res-{i}-{r}"));
+        }
+        api.apply(a);
+    }
+    let secrets = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(secrets.path(), "audit-token: bench-audit-token-0123456789\n").unwrap();
+    let audit_port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let cfg = format!(
+        r#"services:
+  hook:
+    type: webhook
+    url: http://127.0.0.1:{port}
+    rateLimit: {{perSecond: 2000, burst: 100}}
+secretsFile: {secrets}
+templates:
+  attempt:
+    message: attempt
+    webhook:
+      hook:
+        body: '{{"rev": "{{{{drift.attempts.[0].id}}}}"}}'
+triggers:
+  on-attempt:
+    - when: drift.attempts.len() > 0
+      oncePer: drift.attempts[0].id
+      send: [attempt]
+routes:
+  - triggers: [on-attempt]
+    recipients: [hook]
+audit:
+  listen: 127.0.0.1:{audit_port}
+  token: $audit-token
+"#,
+        port = rx.addr.port(),
+        secrets = secrets.path().display()
+    );
+    let (d, ready) = Daemon::start_with(&api, &cfg);
+    println!("audit: {APPS} Applications ready in {}", ms(ready));
+    let noise_file = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/k8s-audit/eventlist-noise.json");
+    let noise: Value = serde_json::from_slice(&std::fs::read(noise_file).unwrap()).unwrap();
+    let noise_items = noise["items"].as_array().unwrap().clone();
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    driftwatch::tls::init_crypto();
+    let client = reqwest::Client::new();
+    let url = format!("http://127.0.0.1:{audit_port}/audit?timeout=30s");
+    let post = |body: Vec<u8>| {
+        rt.block_on(async {
+            client.post(&url).bearer_auth("bench-audit-token-0123456789").body(body).send().await.map(|r| r.status().as_u16()).unwrap_or(0)
+        })
+    };
+    // Steady: 20 batches/s, each 399 irrelevant events and one person's patch.
+    const RATE: u64 = 20;
+    const SECS: u64 = 20;
+    let mut applied = HashMap::new();
+    let cpu_before = d.cpu_seconds();
+    let start = Instant::now();
+    for n in 0..(RATE * SECS) as usize {
+        let due = start + Duration::from_secs_f64(n as f64 / RATE as f64);
+        if let Some(wait) = due.checked_duration_since(Instant::now()) {
+            std::thread::sleep(wait);
+        }
+        let who = format!("person-{n}");
+        let body = audit_batch(&noise_items, 399, Some((&who, n % APPS)));
+        let sent = Instant::now();
+        assert_eq!(post(body), 200);
+        applied.insert(who, sent);
+    }
+    let took = settle(&rx, &applied, start, Duration::from_secs(60));
+    let events = (RATE * SECS * 400) as f64;
+    let cpu = d.cpu_seconds() - cpu_before;
+    report_latency(&format!("audit: {RATE} batches/s of 400 events (1 relevant) for {SECS} s, POST -> receiver"), &applied, &rx, took);
+    let buckets: Vec<String> = ["0.001", "0.005", "0.01", "0.05"]
+        .iter()
+        .map(|le| {
+            format!(
+                "<= {} ms: {}",
+                le.parse::<f64>().unwrap_or(0.0) * 1000.0,
+                d.metric(&format!("driftwatch_audit_evaluated_seconds_bucket{{le=\"{le}\"}}"))
+            )
+        })
+        .collect();
+    println!(
+        "audit:   arrival -> evaluated (driftwatch_audit_evaluated_seconds), of {}: {}",
+        d.metric("driftwatch_audit_evaluated_seconds_count"),
+        buckets.join(", ")
+    );
+    println!(
+        "audit:   daemon CPU {cpu:.2} s for {events:.0} events ({:.0} events per CPU-second, evaluation and delivery included)",
+        events / cpu
+    );
+    // Flood: irrelevant batches as fast as one client posts them.
+    let body = audit_batch(&noise_items, 400, None);
+    let cpu_before = d.cpu_seconds();
+    let start = Instant::now();
+    let mut batches = 0u64;
+    while start.elapsed() < Duration::from_secs(10) {
+        assert_eq!(post(body.clone()), 200);
+        batches += 1;
+    }
+    let took = start.elapsed().as_secs_f64();
+    let cpu = d.cpu_seconds() - cpu_before;
+    let events = (batches * 400) as f64;
+    println!(
+        "audit: flood of irrelevant batches: {events:.0} events in {took:.1} s ({:.0} events/s, one client), daemon CPU {cpu:.2} s = {:.0} events per CPU-second, RSS {:.0} MB",
+        events / took,
+        events / cpu,
+        d.rss_mb()
+    );
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).filter(|a| !a.starts_with("--")).collect();
     let all = args.is_empty();
@@ -579,5 +720,8 @@ fn main() {
     }
     if want("flood") {
         flood();
+    }
+    if want("audit") {
+        audit();
     }
 }

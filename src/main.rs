@@ -201,6 +201,10 @@ enum RoutesCommand {
         /// repeatable, multi-document files accepted.
         #[arg(long)]
         live: Vec<PathBuf>,
+        /// Audit events (an EventList as the webhook receives it, or JSON lines as the
+        /// audit log holds them): who changed or tried to change its objects; repeatable.
+        #[arg(long)]
+        audit: Vec<PathBuf>,
         /// The Application's AppProject, for project-level subscription annotations.
         #[arg(long)]
         project: Option<PathBuf>,
@@ -275,8 +279,8 @@ fn main() -> ExitCode {
             let deliver = deliver.map(std::time::Duration::from_secs);
             cli::run_replay(&ReplayOptions { path, config, state, jsonl, deliver }, &mut out, &mut err)
         }
-        Command::Routes { command: RoutesCommand::Test { app, live, project, config, output } } => {
-            cli::drift::routes_test(&app, &live, project.as_deref(), config.as_deref(), output, &mut out, &mut err)
+        Command::Routes { command: RoutesCommand::Test { app, live, audit, project, config, output } } => {
+            cli::drift::routes_test(&app, (&live, &audit), project.as_deref(), config.as_deref(), output, &mut out, &mut err)
         }
         Command::History { state, config, app, since, class, limit, stats, output } => cli::drift::history_command(
             state.as_deref(),

@@ -184,6 +184,8 @@ pub struct Metrics {
     /// Relevant audit events not handed to the evaluation, by `reason` (`queue-full`,
     /// `too-many-apps`).
     pub audit_dropped: Family,
+    /// From an audit request's arrival to its relevant events evaluated.
+    pub audit_evaluated_latency: Histogram,
     /// Seconds from a change to Argo CD reporting it, and from then to its
     /// resolution, by `class`, observed when an episode resolves.
     pub detection_seconds: HistogramFamily,
@@ -223,6 +225,7 @@ impl Metrics {
             audit_events: Family::new("result"),
             audit_requests: Family::new("code"),
             audit_dropped: Family::new("reason"),
+            audit_evaluated_latency: Histogram::new(),
             detection_seconds: HistogramFamily::new("class"),
             resolution_seconds: HistogramFamily::new("class"),
             reload_errors: Mutex::new(Vec::new()),
@@ -261,6 +264,11 @@ impl Metrics {
         r.register("driftwatch_audit_events", "Audit events received, by result", m.audit_events.family.clone());
         r.register("driftwatch_audit_requests", "Audit webhook requests, by status code", m.audit_requests.family.clone());
         r.register("driftwatch_audit_dropped", "Relevant audit events not evaluated, by reason", m.audit_dropped.family.clone());
+        r.register(
+            "driftwatch_audit_evaluated_seconds",
+            "Time from an audit batch's arrival to its relevant events evaluated",
+            m.audit_evaluated_latency.0.clone(),
+        );
         r.register(
             "driftwatch_episode_detection_seconds",
             "Time from a change to Argo CD reporting it, by class",

@@ -376,6 +376,31 @@ fn replay_of_the_production_example_and_its_history() {
     assert!(stderr(&o).contains("--since"), "{}", stderr(&o));
 }
 
+/// `routes test` with audit events: the person and the refused attempt in the drift,
+/// and the security attempt route paging the security team.
+#[test]
+fn routes_test_shows_who_from_audit_events() {
+    let dir = tempfile::tempdir().unwrap();
+    let app = write(
+        dir.path(),
+        "app.yaml",
+        "apiVersion: argoproj.io/v1alpha1\nkind: Application\nmetadata: {name: payments-api, namespace: argocd, uid: u1}\nspec:\n  project: default\n  destination: {server: https://kubernetes.default.svc, namespace: payments}\nstatus:\n  sync: {status: Synced, revision: abc}\n  health: {status: Healthy}\n  resources: [{group: apps, version: v1, kind: Deployment, namespace: payments, name: api, status: Synced}]\n",
+    );
+    let audit = repo("tests/data/k8s-audit/eventlist-changes-1.json");
+    let config = repo("examples/production/driftwatch.yaml");
+    let o = driftwatch(&["routes", "test", "--config", &config, "--app", app.to_str().unwrap(), "--audit", &audit]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = stdout(&o);
+    assert!(out.contains("audit: mallory denied patch Deployment payments/api (workload)"), "{out}");
+    assert!(out.contains("audit: alice allowed patch Deployment payments/api (security-context)"), "{out}");
+    assert!(out.contains("routes[3] \"security-attempts\" matched"), "{out}");
+    assert!(out.contains("on-drift-attempt -> oncall:security  (sends now: app-drift-attempt)"), "{out}");
+    let bad = write(dir.path(), "bad.json", "{\"items\": [");
+    let o = driftwatch(&["routes", "test", "--config", &config, "--app", app.to_str().unwrap(), "--audit", bad.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("bad.json"), "{}", stderr(&o));
+}
+
 /// `routes test` explains which route takes an Application's drift, with attribution
 /// from live objects given as files.
 #[test]
@@ -388,7 +413,8 @@ fn routes_test_explains_where_drift_goes() {
     assert!(out.contains("direction=live, severity=critical"), "{out}");
     assert!(out.contains("routes[0] \"security-page\" matched: class=rbac (Role payments/api-reader)"), "{out}");
     assert!(out.contains("on-security-drift -> oncall:platform  (sends now: app-security-drift)"), "{out}");
-    assert!(out.contains("routes[4] \"live-drift\" matched: catch-all"), "{out}");
+    assert!(out.contains("routes[4] \"attempts\" matched: catch-all"), "{out}");
+    assert!(out.contains("routes[6] \"live-drift\" matched: catch-all"), "{out}");
     assert!(!out.contains("git-changes"), "{out}");
 
     // Project-level subscriptions come on top of the routes.
@@ -412,7 +438,7 @@ fn routes_test_explains_where_drift_goes() {
     let o = driftwatch(&["routes", "test", "--config", &config, "--app", app.to_str().unwrap(), "-o", "json"]);
     let v: Value = serde_json::from_str(&stdout(&o)).unwrap();
     let paths: Vec<&str> = v["routes"].as_array().unwrap().iter().map(|r| r["path"].as_str().unwrap()).collect();
-    assert_eq!(paths, ["routes[1]", "routes[2]", "routes[4]"], "no security page without attribution: {v}");
+    assert_eq!(paths, ["routes[1]", "routes[2]", "routes[4]", "routes[6]"], "no security page without attribution: {v}");
     let o = driftwatch(&[
         "routes",
         "test",

@@ -205,6 +205,7 @@ mod tests {
             rt.block_on(async { tokio::time::timeout(Duration::from_secs(10), queue.recv()).await })
                 .expect("an event within 10 s")
                 .expect("the queue is open")
+                .1
                 .into_iter()
                 .map(|a| a.actor.username)
                 .collect::<Vec<_>>()

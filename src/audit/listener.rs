@@ -41,6 +41,7 @@ fn reply(status: StatusCode, body: &str) -> Response {
 }
 
 async fn ingest(State(sink): State<Sink>, headers: HeaderMap, body: Body) -> Response {
+    let arrived = std::time::Instant::now();
     let shared = sink.shared.clone();
     if !shared.authorized(headers.get(header::AUTHORIZATION).map(|v| v.as_bytes())) {
         return reply(StatusCode::UNAUTHORIZED, "a valid bearer token is required (audit.token)");
@@ -64,7 +65,7 @@ async fn ingest(State(sink): State<Sink>, headers: HeaderMap, body: Body) -> Res
             reply(StatusCode::BAD_REQUEST, &e.to_string())
         }
         Ok(Ok(batch)) => {
-            if sink.offer(batch.attempts) {
+            if sink.offer(arrived, batch.attempts) {
                 reply(StatusCode::OK, "ok")
             } else {
                 reply(StatusCode::SERVICE_UNAVAILABLE, "the audit queue is full; send the batch again later")

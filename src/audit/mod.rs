@@ -12,6 +12,7 @@ pub mod listener;
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, RwLock};
+use std::time::Instant;
 
 use tokio::sync::mpsc;
 
@@ -103,13 +104,13 @@ fn count(batch: &event::Batch) {
 #[derive(Clone)]
 pub struct Sink {
     shared: Arc<Shared>,
-    tx: mpsc::Sender<Vec<Attempt>>,
+    tx: mpsc::Sender<(Instant, Vec<Attempt>)>,
 }
 
 /// The receiving end: what the daemon forwards to the evaluation thread.
 pub struct Queue {
     shared: Arc<Shared>,
-    rx: mpsc::Receiver<Vec<Attempt>>,
+    rx: mpsc::Receiver<(Instant, Vec<Attempt>)>,
 }
 
 /// A bounded queue of relevant events.
@@ -121,13 +122,13 @@ pub fn queue(shared: &Arc<Shared>) -> (Sink, Queue) {
 impl Sink {
     /// Queues a batch's relevant events whole, or refuses it whole when the queue has
     /// no room (counted): never waits.
-    pub fn offer(&self, attempts: Vec<Attempt>) -> bool {
+    pub fn offer(&self, arrived: Instant, attempts: Vec<Attempt>) -> bool {
         let n = attempts.len();
         if n == 0 {
             return true;
         }
         let before = self.shared.pending.fetch_add(n, Ordering::AcqRel);
-        if before.saturating_add(n) > self.shared.queue || self.tx.try_send(attempts).is_err() {
+        if before.saturating_add(n) > self.shared.queue || self.tx.try_send((arrived, attempts)).is_err() {
             self.shared.pending.fetch_sub(n, Ordering::AcqRel);
             METRICS.audit_dropped.add("queue-full", n as u64);
             return false;
@@ -142,15 +143,15 @@ impl Sink {
             return true;
         }
         self.shared.pending.fetch_add(n, Ordering::AcqRel);
-        self.tx.blocking_send(attempts).is_ok()
+        self.tx.blocking_send((Instant::now(), attempts)).is_ok()
     }
 }
 
 impl Queue {
-    /// The next batch.
-    pub async fn recv(&mut self) -> Option<Vec<Attempt>> {
+    /// The next batch, with when its request arrived (or its lines were read).
+    pub async fn recv(&mut self) -> Option<(Instant, Vec<Attempt>)> {
         let batch = self.rx.recv().await?;
-        self.shared.pending.fetch_sub(batch.len(), Ordering::AcqRel);
+        self.shared.pending.fetch_sub(batch.1.len(), Ordering::AcqRel);
         Some(batch)
     }
 }
@@ -166,12 +167,13 @@ mod tests {
         let shared = Shared::new(&AuditSettings { queue: 3, ..AuditSettings::default() });
         let (sink, mut queue) = queue(&shared);
         let batch = |n: usize| vec![Attempt::default(); n];
-        assert!(sink.offer(batch(2)));
-        assert!(!sink.offer(batch(2)), "2 + 2 > 3: refused whole");
-        assert!(sink.offer(batch(1)));
-        assert!(!sink.offer(batch(1)));
-        assert_eq!(queue.recv().await.map(|b| b.len()), Some(2));
-        assert!(sink.offer(batch(2)));
-        assert!(sink.offer(Vec::new()), "nothing to queue is no refusal");
+        let now = Instant::now();
+        assert!(sink.offer(now, batch(2)));
+        assert!(!sink.offer(now, batch(2)), "2 + 2 > 3: refused whole");
+        assert!(sink.offer(now, batch(1)));
+        assert!(!sink.offer(now, batch(1)));
+        assert_eq!(queue.recv().await.map(|b| b.1.len()), Some(2));
+        assert!(sink.offer(now, batch(2)));
+        assert!(sink.offer(now, Vec::new()), "nothing to queue is no refusal");
     }
 }

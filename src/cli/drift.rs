@@ -21,7 +21,7 @@ use crate::state::{HistoryQuery, StateStore};
 #[allow(clippy::too_many_arguments)]
 pub fn routes_test(
     app_file: &Path,
-    live_files: &[PathBuf],
+    (live_files, audit_files): (&[PathBuf], &[PathBuf]),
     project_file: Option<&Path>,
     config: Option<&Path>,
     format: Format,
@@ -53,6 +53,43 @@ pub fn routes_test(
             Err(e) => {
                 writeln!(err, "error: {e}")?;
                 return Ok(BAD_INPUT);
+            }
+        }
+    }
+    if !audit_files.is_empty() {
+        let mut index = crate::audit::ManagedIndex::default();
+        index.update(&app);
+        let rt = &pipeline.runtime;
+        for f in audit_files {
+            let body = match std::fs::read(f) {
+                Ok(b) => b,
+                Err(e) => {
+                    writeln!(err, "error: {}: {e}", f.display())?;
+                    return Ok(BAD_INPUT);
+                }
+            };
+            let filter = crate::audit::event::Filter { argocd_identities: &rt.audit.argocd_identities, index: &index, now: Utc::now() };
+            // An EventList (what the webhook posts), else JSON lines (the log file).
+            let batch = match crate::audit::event::parse_list(&body, &filter) {
+                Ok(b) => b,
+                Err(list_error) => {
+                    let mut b = crate::audit::event::Batch::default();
+                    for (n, line) in body.split(|c| *c == b'\n').enumerate().filter(|(_, l)| !l.iter().all(u8::is_ascii_whitespace)) {
+                        if let Err(e) = crate::audit::event::parse_line(line, &filter, &mut b) {
+                            writeln!(
+                                err,
+                                "error: {}: neither an EventList ({list_error}) nor JSON lines: line {}: {e}",
+                                f.display(),
+                                n + 1
+                            )?;
+                            return Ok(BAD_INPUT);
+                        }
+                    }
+                    b
+                }
+            };
+            for a in batch.attempts {
+                inputs.attempts.record(a, rt.audit.window, Utc::now());
             }
         }
     }
@@ -99,11 +136,26 @@ pub fn routes_test(
                 let refined = if r.class == r.kind_class { String::new() } else { format!(" (by kind: {})", r.kind_class) };
                 writeln!(out, "  {} {}/{}  class={}{refined}", r.kind, r.namespace, r.name, r.class)?;
             }
-            for a in &d.attribution {
-                let security = if a.security_fields.is_empty() { "" } else { "  [security]" };
+            for a in &d.attempts {
+                let security = if a.security { "  [security]" } else { "" };
+                let reason = if a.reason.is_empty() { String::new() } else { format!(": {}", a.reason) };
                 writeln!(
                     out,
-                    "  {} ({}) changed {} on {} at {}{security}",
+                    "  audit: {} {} {} {} ({}) at {}{reason}{security}",
+                    a.actor.display(),
+                    a.decision.as_str(),
+                    a.verb,
+                    a.resource,
+                    a.class,
+                    a.time.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+                )?;
+            }
+            for a in &d.attribution {
+                let security = if a.security_fields.is_empty() { "" } else { "  [security]" };
+                let who = a.actor.as_ref().map(|w| format!("{} via ", w.display())).unwrap_or_default();
+                writeln!(
+                    out,
+                    "  {who}{} ({}) changed {} on {} at {}{security}",
                     a.manager,
                     a.operation,
                     a.fields.join(", "),

@@ -207,8 +207,8 @@ pub async fn run(opts: DaemonOptions, err: &mut dyn std::io::Write) -> anyhow::R
             Some(fetched) = async { match live_rx.as_mut() { Some(rx) => rx.recv().await, None => None } }, if live_rx.is_some() => {
                 Input::Fetched(fetched)
             }
-            Some(batch) = async { match audit_rx.as_mut() { Some(q) => q.recv().await, None => None } }, if audit_rx.is_some() => {
-                Input::Audit(batch)
+            Some((arrived, batch)) = async { match audit_rx.as_mut() { Some(q) => q.recv().await, None => None } }, if audit_rx.is_some() => {
+                Input::Audit(batch, arrived)
             }
             change = changes.next() => match change {
                 Some(c) => Input::Change(c),

@@ -270,9 +270,12 @@ fn attempt_episode(app: &App, drift: &Drift, fresh: Vec<Attempt>, health: &str, 
 /// the change follows.
 fn merge_attempts(ep: &mut Episode, attempts: &[Attempt], now: DateTime<Utc>) {
     for a in attempts.iter().rev() {
+        // Kept without the arrival instant (not stored), so an unchanged attempt leaves
+        // the episode unchanged.
+        let kept = Attempt { received: None, ..a.clone() };
         match ep.attempts.iter_mut().find(|o| o.id == a.id) {
-            Some(o) => *o = a.clone(),
-            None => ep.attempts.insert(0, a.clone()),
+            Some(o) => *o = kept,
+            None => ep.attempts.insert(0, kept),
         }
         ep.classes.insert(a.class.clone());
         if !ep.resources.iter().any(|r| a.is_on(&r.group, &r.kind, &r.namespace, &r.name)) && ep.resources.len() < MAX_RESOURCES {

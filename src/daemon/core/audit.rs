@@ -7,8 +7,9 @@ use super::*;
 use crate::drift::audit::{Attempt, Recorded};
 
 impl Core {
-    pub(super) fn audited(&mut self, batch: Vec<Attempt>) {
+    pub(super) fn audited(&mut self, batch: Vec<Attempt>, arrived: Instant) {
         let window = self.pipeline.runtime.audit.window;
+        let new = batch.len();
         for a in batch {
             let key = a.app_key.clone();
             match self.inputs.attempts.record(a, window, Utc::now()) {
@@ -16,6 +17,11 @@ impl Core {
                 Recorded::Coalesced => {}
                 Recorded::New => self.reevaluate([key]),
             }
+        }
+        if new > 0 {
+            // From the request's arrival to its relevant events evaluated (their
+            // notifications in the outbox).
+            METRICS.audit_evaluated_latency.observe(arrived.elapsed());
         }
     }
 

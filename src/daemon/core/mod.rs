@@ -67,8 +67,8 @@ pub(super) enum Input {
     Change(Change),
     /// A live object read for attribution.
     Fetched(crate::cluster::live::Fetched),
-    /// Relevant events from the audit input.
-    Audit(Vec<crate::drift::audit::Attempt>),
+    /// Relevant events from the audit input, and when their request arrived.
+    Audit(Vec<crate::drift::audit::Attempt>, Instant),
     /// SIGHUP: reload the configuration.
     Reload,
     /// Time to re-evaluate every Application if a condition reads the clock.
@@ -327,7 +327,7 @@ impl Core {
         match input {
             Input::Change(c) => self.handle(c),
             Input::Fetched(f) => self.live_read(f),
-            Input::Audit(batch) => self.audited(batch),
+            Input::Audit(batch, arrived) => self.audited(batch, arrived),
             Input::Reload => self.reload(),
             Input::Resync => {
                 self.inputs.attempts.expire(self.pipeline.runtime.audit.window, Utc::now());
