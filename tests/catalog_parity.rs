@@ -197,6 +197,7 @@ fn every_catalog_trigger_has_a_template_and_is_covered() {
             "on-created",
             "on-deleted",
             "on-deployed",
+            "on-drift-attempt",
             "on-drift-episode",
             "on-drift-resolved",
             "on-git-change",

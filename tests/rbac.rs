@@ -222,7 +222,8 @@ fn the_charts_configuration_loads() {
 }
 
 /// Both install paths ship a NetworkPolicy for the daemon's pods that opens only the
-/// operations port, to named peers (not the whole cluster).
+/// operations port, to named peers (not the whole cluster) — and, where the chart
+/// exposes the audit webhook, its port to the peers `audit.ingressFrom` names.
 #[test]
 fn both_install_paths_ship_a_network_policy_opening_only_the_operations_port() {
     use common::rbac::objects;
@@ -235,8 +236,20 @@ fn both_install_paths_ship_a_network_policy_opening_only_the_operations_port() {
         assert_eq!(spec["podSelector"]["matchLabels"]["app.kubernetes.io/name"], "driftwatch", "{install:?}");
         assert!(spec["policyTypes"].as_array().unwrap().iter().any(|t| t == "Ingress"), "{install:?}");
         let rules = spec["ingress"].as_array().unwrap();
-        assert_eq!(rules.len(), 1, "{install:?}");
         assert_eq!(rules[0]["ports"], serde_json::json!([{"port": "metrics", "protocol": "TCP"}]), "{install:?}");
         assert!(!rules[0]["from"].as_array().unwrap().is_empty(), "{install:?}: named peers, not everyone");
+        match rules.get(1) {
+            None => assert_eq!(rules.len(), 1, "{install:?}"),
+            Some(audit) => {
+                assert_eq!(rules.len(), 2, "{install:?}");
+                assert!(matches!(install, Install::Chart("ha")), "{install:?}: only the render with audit enabled opens its port");
+                assert_eq!(audit["ports"], serde_json::json!([{"port": "audit", "protocol": "TCP"}]), "{install:?}");
+                assert_eq!(
+                    audit["from"],
+                    serde_json::json!([{"ipBlock": {"cidr": "10.0.0.0/24"}}]),
+                    "{install:?}: the API server's addresses"
+                );
+            }
+        }
     }
 }

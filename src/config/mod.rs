@@ -172,6 +172,7 @@ pub struct AuditTlsDef {
     pub cert_file: String,
     pub key_file: String,
     /// When set, a client certificate signed by it is required.
+    #[serde(rename = "clientCAFile")]
     pub client_ca_file: Option<String>,
 }
 

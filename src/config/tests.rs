@@ -276,3 +276,41 @@ fn templates_whose_partials_include_each_other_are_refused() {
     f.file("driftwatch.yaml", "templates:\n  a:\n    message: \"{{> b/message}}!\"\n  b:\n    message: \"x\"\n");
     assert!(f.load().is_ok(), "a partial of another template's field is fine");
 }
+
+/// `audit:` under the names the issue gives; what would let an unauthenticated caller
+/// in, or is out of range, is refused with its position.
+#[test]
+fn the_audit_section_loads_and_refuses_what_is_unsafe() {
+    let f = Fixture::new();
+    f.file("secrets.yaml", "audit-token: t0k3n-audit-0123456789\n").file(
+        "driftwatch.yaml",
+        "secretsFile: secrets.yaml\naudit:\n  listen: 0.0.0.0:9443\n  tls: {certFile: /tls/tls.crt, keyFile: /tls/tls.key, clientCAFile: /tls/client-ca.crt}\n  token: $audit-token\n  file: /var/log/kubernetes/audit.log\n  argocdIdentities: [system:serviceaccount:argocd:argocd-application-controller, system:serviceaccount:argocd:argocd-applicationset-controller]\n",
+    );
+    let rt = f.load().unwrap();
+    let a = &rt.audit;
+    assert_eq!(a.listen, Some("0.0.0.0:9443".parse().unwrap()));
+    assert_eq!(a.tls.as_ref().and_then(|t| t.2.clone()), Some(PathBuf::from("/tls/client-ca.crt")));
+    assert_eq!(a.token.as_ref().map(|t| t.expose().to_string()), Some("t0k3n-audit-0123456789".to_string()));
+    assert_eq!(a.argocd_identities.len(), 2);
+    assert_eq!((a.window, a.queue, a.max_body_bytes), (chrono::Duration::minutes(10), 10_000, 16 << 20));
+    assert_eq!(AuditSettings::default().argocd_identities, [ARGOCD_CONTROLLER_IDENTITY]);
+
+    let f = Fixture::new();
+    f.file("driftwatch.yaml", "audit:\n  listen: 0.0.0.0:9443\n  token: literal-token\n  window: 30s\n  queue: 5\n  maxBodyBytes: 10\n");
+    let errors = f.errors().join("\n");
+    for want in [
+        "driftwatch.yaml:2:11: audit.listen: needs audit.tls unless it listens on loopback",
+        "driftwatch.yaml:3:10: audit.token: must reference a secret",
+        "driftwatch.yaml:4:11: audit.window: is out of range (1m to 24h)",
+        "driftwatch.yaml:5:10: audit.queue: 5 is out of range (100 to 1000000)",
+        "driftwatch.yaml:6:17: audit.maxBodyBytes: 10 is out of range (1024 to 268435456)",
+    ] {
+        assert!(errors.contains(want), "missing {want:?} in:\n{errors}");
+    }
+    let f = Fixture::new();
+    f.file("driftwatch.yaml", "audit:\n  listen: 127.0.0.1:9443\n");
+    assert!(f.errors().join("\n").contains("needs audit.token or audit.tls.clientCAFile"), "{:?}", f.errors());
+    let f = Fixture::new();
+    f.file("driftwatch.yaml", "audit:\n  listen: nowhere\n  token: $x\n");
+    assert!(f.errors().join("\n").contains("\"nowhere\" is not an address:port"), "{:?}", f.errors());
+}

@@ -290,24 +290,11 @@ fn merge_attempts(ep: &mut Episode, attempts: &[Attempt], now: DateTime<Utc>) {
                 attribution: None,
             });
         }
-        let resource = format!("{} {}/{}", a.kind, a.namespace, a.name);
         if a.decision == Decision::Allowed
             && !ep.attribution.iter().any(|c| c.audit_id == a.audit_id)
             && ep.attribution.len() < MAX_ATTRIBUTION
         {
-            ep.attribution.push(AttributedChange {
-                resource,
-                kind: a.kind.clone(),
-                namespace: a.namespace.clone(),
-                name: a.name.clone(),
-                manager: a.manager.clone(),
-                operation: a.verb.clone(),
-                time: a.time.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
-                fields: a.fields.clone(),
-                security_fields: a.security_fields.clone(),
-                actor: Some(a.actor.clone()),
-                audit_id: a.audit_id.clone(),
-            });
+            ep.attribution.push(AttributedChange::from_attempt(a));
         }
     }
     ep.attempts.truncate(MAX_ATTEMPTS);

@@ -117,6 +117,29 @@ pub struct AttributedChange {
 }
 
 impl AttributedChange {
+    /// The write an allowed audited request made, for when no field manager shows it
+    /// (the live read has not happened, or self-heal erased it): its field manager (else
+    /// the client's name), the fields it set, the person.
+    pub fn from_attempt(a: &Attempt) -> AttributedChange {
+        AttributedChange {
+            resource: a.resource.clone(),
+            kind: a.kind.clone(),
+            namespace: a.namespace.clone(),
+            name: a.name.clone(),
+            manager: if a.manager.is_empty() {
+                a.actor.user_agent.split('/').next().unwrap_or_default().to_string()
+            } else {
+                a.manager.clone()
+            },
+            operation: a.verb.clone(),
+            time: a.time.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+            fields: a.fields.clone(),
+            security_fields: a.security_fields.clone(),
+            actor: Some(a.actor.clone()),
+            audit_id: a.audit_id.clone(),
+        }
+    }
+
     /// Most relevant first: whoever changed a security field, then the latest.
     pub fn sort(list: &mut [AttributedChange]) {
         list.sort_by(|a, b| (!b.security_fields.is_empty()).cmp(&!a.security_fields.is_empty()).then_with(|| b.time.cmp(&a.time)));
@@ -292,23 +315,7 @@ impl Drift {
                     }
                 }
                 if !matched && self.attribution.len() < MAX_ATTRIBUTION_ENTRIES {
-                    self.attribution.push(AttributedChange {
-                        resource,
-                        kind: r.kind.clone(),
-                        namespace: r.namespace.clone(),
-                        name: r.name.clone(),
-                        manager: if a.manager.is_empty() {
-                            a.actor.user_agent.split('/').next().unwrap_or_default().to_string()
-                        } else {
-                            a.manager.clone()
-                        },
-                        operation: a.verb.clone(),
-                        time: a.time.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
-                        fields: a.fields.clone(),
-                        security_fields: a.security_fields.clone(),
-                        actor: Some(a.actor.clone()),
-                        audit_id: a.audit_id.clone(),
-                    });
+                    self.attribution.push(AttributedChange::from_attempt(&a));
                 }
             }
             self.attempts.push(a);
