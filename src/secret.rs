@@ -22,6 +22,14 @@ impl Secret {
     pub fn expose(&self) -> &str {
         &self.0
     }
+
+    /// Whether an `Authorization` header value is `Bearer <this secret>`, compared in
+    /// constant time (the length is not secret: tokens are fixed-length random strings).
+    pub fn is_bearer(&self, authorization: Option<&[u8]>) -> bool {
+        let Some(given) = authorization.and_then(|h| h.strip_prefix(b"Bearer ")) else { return false };
+        let want = self.0.as_bytes();
+        given.len() == want.len() && given.iter().zip(want).fold(0u8, |acc, (a, b)| acc | (a ^ b)) == 0
+    }
 }
 
 impl fmt::Debug for Secret {
