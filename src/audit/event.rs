@@ -170,7 +170,15 @@ fn consider(e: &Event, f: &Filter, out: &mut Batch) {
     match relevant(e, f) {
         Ok(targets) => {
             for t in targets {
-                out.attempts.push(attempt(e, t, f.now));
+                let a = attempt(e, t, f.now);
+                // A patch of an Application by a person counts when it touches the spec:
+                // a refresh or sync request through the API server only annotates it.
+                let readable_app_patch = a.app_spec && a.verb == "patch" && a.subresource.is_empty() && a.body.is_empty();
+                if readable_app_patch && !a.fields.iter().any(|p| p.starts_with("spec")) {
+                    out.dropped[Dropped::NotAChange as usize] += 1;
+                    continue;
+                }
+                out.attempts.push(a);
             }
         }
         Err(d) => out.dropped[d as usize] += 1,
@@ -201,16 +209,6 @@ fn relevant(e: &Event, f: &Filter) -> Result<Vec<Hit>, Dropped> {
         .map(|t| (t.app_key.to_string(), t.kind.to_string(), t.app_spec))
         .collect();
     if !hits.is_empty() {
-        // A change to an Application by a person counts when it touches the spec (a
-        // refresh or sync request through the API server only annotates it).
-        if hits.iter().all(|h| h.2) && e.verb == "patch" && o.subresource.is_empty() {
-            let touches_spec = e
-                .request_object
-                .is_none_or(|b| serde_json::from_str::<serde_json::Value>(b.get()).map_or(true, |v| v.get("spec").is_some()));
-            if !touches_spec {
-                return Err(Dropped::NotAChange);
-            }
-        }
         return Ok(hits);
     }
     // An object not listed yet (just created) carrying Argo CD's tracking label or

@@ -161,7 +161,7 @@ fn compact_episode(ep: &Value, event_name: &str) -> Value {
         }
     }
     out.insert("event".into(), json!(event_name));
-    let list = |k: &str| ep.get(k).and_then(Value::as_array).map(Vec::as_slice).unwrap_or_default();
+    let list = |k: &str| array(ep, k);
     let pick = |v: &Value, keys: &[&str]| -> Value {
         Value::Object(keys.iter().filter_map(|k| v.get(*k).map(|x| (k.to_string(), x.clone()))).collect())
     };

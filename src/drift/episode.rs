@@ -176,6 +176,9 @@ pub fn observe(prev: Option<Episode>, app: &App, drift: &Drift, now: DateTime<Ut
     let health = str_at(&app.object, "/status/health/status");
     let deleted = app.object.pointer("/metadata/deletionTimestamp").is_some_and(|v| !v.is_null());
     let drifting = !deleted && (sync == "OutOfSync" || health == "Degraded");
+    // Attempts of the window the last episode does not have (usually none).
+    let known = |a: &Attempt| prev.as_ref().is_some_and(|p| p.attempts.iter().any(|o| o.id == a.id));
+    let fresh: Vec<&Attempt> = drift.attempts.iter().filter(|a| !known(a)).collect();
     match prev {
         Some(mut ep) if ep.is_open() => {
             if !drifting {
@@ -205,10 +208,9 @@ pub fn observe(prev: Option<Episode>, app: &App, drift: &Drift, now: DateTime<Ut
             merge(&mut ep, sync, health, drift, now);
             Observation { episode: Some(ep), event: Some(Event::Opened) }
         }
-        prev if !deleted && drift.attempts.iter().any(|a| !prev.as_ref().is_some_and(|p| p.attempts.iter().any(|o| o.id == a.id))) => {
-            let known = |a: &Attempt| prev.as_ref().is_some_and(|p| p.attempts.iter().any(|o| o.id == a.id));
-            let fresh: Vec<Attempt> = drift.attempts.iter().filter(|a| !known(a)).cloned().collect();
-            Observation { episode: Some(attempt_episode(app, drift, fresh, health, now)), event: Some(Event::Attempted) }
+        // Attempts no episode has yet, while the Application shows nothing.
+        _ if !deleted && !fresh.is_empty() => {
+            Observation { episode: Some(attempt_episode(app, drift, &fresh, health, now)), event: Some(Event::Attempted) }
         }
         prev => Observation { episode: prev, event: None },
     }
@@ -252,7 +254,7 @@ fn new_episode(app: &App, drift: &Drift, now: DateTime<Utc>) -> Episode {
 /// The episode of attempts the Application never showed (it stayed Synced): opened and
 /// resolved at `now` — by self-heal if a request was allowed, else
 /// refused — with the attempts' classes, resources and people.
-fn attempt_episode(app: &App, drift: &Drift, fresh: Vec<Attempt>, health: &str, now: DateTime<Utc>) -> Episode {
+fn attempt_episode(app: &App, drift: &Drift, fresh: &[&Attempt], health: &str, now: DateTime<Utc>) -> Episode {
     let mut ep = new_episode(app, drift, now);
     // Opened (and keyed in the history) at the pass's instant, unique per Application
     // as for any episode; when the first request was made is its `changedAt`.
@@ -261,15 +263,16 @@ fn attempt_episode(app: &App, drift: &Drift, fresh: Vec<Attempt>, health: &str, 
     ep.severity = if fresh.iter().any(|a| a.security) { Severity::Critical } else { Severity::Warning };
     ep.resolution = Some(if fresh.iter().any(|a| a.decision == Decision::Allowed) { Resolution::SelfHeal } else { Resolution::Refused });
     ep.resolved_at = Some(now);
-    merge_attempts(&mut ep, &fresh, now);
+    merge_attempts(&mut ep, fresh.iter().copied(), now);
     ep
 }
 
 /// Folds attempts into an episode: new ones first (bounded), counts updated; their
 /// classes and resources join the episode's, allowed ones its attribution; the time of
 /// the change follows.
-fn merge_attempts(ep: &mut Episode, attempts: &[Attempt], now: DateTime<Utc>) {
-    for a in attempts.iter().rev() {
+fn merge_attempts<'a>(ep: &mut Episode, attempts: impl IntoIterator<Item = &'a Attempt>, now: DateTime<Utc>) {
+    let attempts: Vec<&Attempt> = attempts.into_iter().collect();
+    for a in attempts.into_iter().rev() {
         // Kept without the arrival instant (not stored), so an unchanged attempt leaves
         // the episode unchanged.
         let kept = Attempt { received: None, ..a.clone() };
@@ -353,26 +356,20 @@ fn merge(ep: &mut Episode, sync: &str, health: &str, drift: &Drift, now: DateTim
     }
     // Attempts in the window that belong here: on a resource of this episode, or since
     // it opened (an older attempt on another resource was its own story).
-    let belong: Vec<Attempt> = drift
+    let belong: Vec<&Attempt> = drift
         .attempts
         .iter()
         .filter(|a| {
             a.received.unwrap_or(a.last_at) >= ep.opened_at
                 || ep.resources.iter().any(|r| a.is_on(&r.group, &r.kind, &r.namespace, &r.name))
         })
-        .cloned()
         .collect();
-    merge_attempts(ep, &belong, now);
-    if let Some(s) = belong.iter().filter(|a| a.security).map(|_| Severity::Critical).next()
-        && more_severe(s, ep.severity)
-        && drift.severity.is_none_or(|d| more_severe(s, d))
-    {
-        ep.severity = s;
-        ep.escalated_at = Some(now);
-        ep.escalations += 1;
-        return true;
-    }
-    match drift.severity {
+    // A security attempt makes the episode critical even where the drift (of other
+    // resources) is not.
+    let attempted = belong.iter().any(|a| a.security).then_some(Severity::Critical);
+    merge_attempts(ep, belong, now);
+    // `Severity` orders critical first: the least is the most severe.
+    match [drift.severity, attempted].into_iter().flatten().min() {
         Some(s) if more_severe(s, ep.severity) => {
             ep.severity = s;
             ep.escalated_at = Some(now);
