@@ -126,6 +126,23 @@ enum Command {
         #[arg(long, short = 'o', value_enum, default_value = "table")]
         output: cli::drift::HistoryFormat,
     },
+    /// The summarized diff of an Application's drifted resources, Git value -> live
+    /// value, read from its destination cluster like `argocd app diff`. Exit 0: nothing
+    /// differs; 1: something does; 2: unreadable.
+    Diff {
+        /// `namespace/name` (`name` alone: in argocd).
+        app: String,
+        /// kubeconfig file (default: in-cluster, then $KUBECONFIG or ~/.kube/config).
+        #[arg(long)]
+        kubeconfig: Option<PathBuf>,
+        /// kubeconfig context.
+        #[arg(long)]
+        context: Option<String>,
+        #[arg(long, short)]
+        config: Option<PathBuf>,
+        #[arg(long, short = 'o', value_enum, default_value = "text")]
+        output: Format,
+    },
     /// Convert an Argo CD notifications configuration (argocd-notifications-cm, its
     /// Secret, or argo-cd Helm values) into driftwatch.yaml, triggers/ and templates/.
     /// Exit 0: all converted; 3: some items need a hand (marked TODO(import)); 2: input
@@ -296,6 +313,17 @@ fn main() -> ExitCode {
         Command::Deliveries { command: None, state, failed, output } => {
             cli::deliveries(state.as_deref(), failed, output, &mut out, &mut err)
         }
+        Command::Diff { app, kubeconfig, context, config, output } => cli::diff::diff_command(
+            &cli::diff::DiffOptions {
+                app: &app,
+                kubeconfig: kubeconfig.as_deref(),
+                context: context.as_deref(),
+                config: config.as_deref(),
+                output,
+            },
+            &mut out,
+            &mut err,
+        ),
         Command::Import { files, out: dir, force, output } => cli::import(&files, &dir, force, output, &mut out, &mut err),
         Command::Run {
             replay: None,

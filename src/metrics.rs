@@ -176,6 +176,14 @@ pub struct Metrics {
     /// Reads of live objects the RBAC refused (or a refusal remembered for the kind),
     /// by `resource` (`deployments.apps`: API resources the cluster serves).
     pub live_reads_forbidden: Family,
+    /// Live reads by `cluster` (`in-cluster` or a `clusters:` entry) and `result`
+    /// (`ok`, `failed`).
+    pub cluster_reads: Family,
+    /// Whether the last read from each cluster succeeded (1) or not (0), by `cluster`.
+    pub cluster_up: GaugeFamily,
+    /// Drifted resources diffed, and the desired values' source (`argocd`,
+    /// `last-applied`, `not-known`).
+    pub diffs: Family,
     /// Audit events received, by `result` (`relevant`, or why dropped: `read`,
     /// `argocd`, `unmanaged`, `stage`, `not-a-change`).
     pub audit_events: Family,
@@ -222,6 +230,9 @@ impl Metrics {
             live_reads: Counter::default(),
             live_read_errors: Counter::default(),
             live_reads_forbidden: Family::new("resource"),
+            cluster_reads: Family::with_two("result", "cluster"),
+            cluster_up: Family::new("cluster"),
+            diffs: Family::new("source"),
             audit_events: Family::new("result"),
             audit_requests: Family::new("code"),
             audit_dropped: Family::new("reason"),
@@ -261,6 +272,9 @@ impl Metrics {
             "Reads of live objects for attribution that the RBAC does not allow, by resource",
             m.live_reads_forbidden.family.clone(),
         );
+        r.register("driftwatch_cluster_reads", "Live reads by cluster and result", m.cluster_reads.family.clone());
+        r.register("driftwatch_cluster_up", "Whether the last live read from each cluster succeeded", m.cluster_up.family.clone());
+        r.register("driftwatch_diffs", "Drifted resources diffed, by the source of desired values", m.diffs.family.clone());
         r.register("driftwatch_audit_events", "Audit events received, by result", m.audit_events.family.clone());
         r.register("driftwatch_audit_requests", "Audit webhook requests, by status code", m.audit_requests.family.clone());
         r.register("driftwatch_audit_dropped", "Relevant audit events not evaluated, by reason", m.audit_dropped.family.clone());

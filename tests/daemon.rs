@@ -312,9 +312,9 @@ fn find(got: &Arc<Mutex<Vec<String>>>, rule: &str, event: &str) -> Option<serde_
 }
 
 /// Drift intelligence against the API server, through the real kube client: the
-/// daemon reads the drifted resources' live objects (metadata only), attributes a
-/// privileged securityContext to `kubectl-edit`, escalates the episode to a page (by
-/// route, with no annotation), resolves the page when the Application is Synced again,
+/// daemon reads the drifted resources' live objects, attributes a privileged
+/// securityContext to `kubectl-edit`, holds the new episode's notifications for those
+/// reads so it opens as the page it is (by route, with no annotation), resolves the page when the Application is Synced again,
 /// and keeps the episode in a history that survives a restart.
 #[test]
 fn live_drift_is_attributed_escalated_resolved_and_kept() {
@@ -333,10 +333,13 @@ fn live_drift_is_attributed_escalated_resolved_and_kept() {
     api.apply(drifted_shop("OutOfSync"));
     let d = Daemon::start(dir.path());
 
-    // Opened before anything was read (warning), then escalated once attribution came in.
+    // Its notifications waited for the live reads: it opens as the security drift
+    // they show (critical), with who, and nothing was said before.
     wait_for("the episode opening", Duration::from_secs(15), || find(&got, "on-drift-episode", "opened").is_some());
-    wait_for("the page", Duration::from_secs(15), || find(&got, "on-security-drift", "escalated").is_some());
-    let page = find(&got, "on-security-drift", "escalated").unwrap();
+    wait_for("the page", Duration::from_secs(15), || find(&got, "on-security-drift", "opened").is_some());
+    let opened = find(&got, "on-drift-episode", "opened").unwrap();
+    assert_eq!(opened["driftwatch"]["episode"]["severity"], "critical", "{opened}");
+    let page = find(&got, "on-security-drift", "opened").unwrap();
     assert_eq!(page["user"]["name"], "kubectl-edit", "{page}");
     assert_eq!(page["event"]["severity"], 2, "critical: {page}");
     let ep = &page["driftwatch"]["episode"];
@@ -349,14 +352,14 @@ fn live_drift_is_attributed_escalated_resolved_and_kept() {
     let edit = ep["attribution"].as_array().unwrap().iter().find(|a| a["resource"] == "Deployment shop/web").unwrap();
     assert_eq!(edit["securityFields"], serde_json::json!(["spec.template.spec.containers[web].securityContext.privileged"]));
     assert!(page["message"].as_str().unwrap().contains("kubectl-edit (Update) changed spec.template.spec.containers[web].securityContext.privileged on Deployment shop/web at 03:12 UTC"), "{page}");
-    wait_for("the escalated record", Duration::from_secs(15), || find(&got, "on-drift-episode", "escalated").is_some());
 
-    // Only metadata was asked for (no Secret data could ever be read this way).
+    // The drifted objects were read in full (for the diff); nothing escalated.
     let gets = api.live_gets();
     assert!(gets.iter().any(|(p, _)| p == "/apis/apps/v1/namespaces/shop/deployments/web"), "{gets:?}");
     assert!(gets.iter().any(|(p, _)| p == "/api/v1/namespaces/shop/configmaps/web-config"), "{gets:?}");
-    assert!(gets.iter().all(|(_, accept)| accept.contains("as=PartialObjectMetadata")), "{gets:?}");
-    assert_eq!(d.metric("driftwatch_drift_episodes_total{event=\"escalated\"}"), Some(1.0));
+    assert!(!gets.iter().any(|(p, _)| p.contains("/services/")), "a Synced resource is not read: {gets:?}");
+    assert_eq!(d.metric("driftwatch_drift_episodes_total{event=\"escalated\"}"), None);
+    assert_eq!(records(&got).iter().filter(|r| r["driftwatch"]["episode"]["event"] == "escalated").count(), 0);
     assert!(d.metric("driftwatch_live_reads_total").is_some_and(|n| n >= 2.0));
 
     // Both reads are in the episode (the ConfigMap's may come after the page).
@@ -555,7 +558,8 @@ fn secrets_are_not_read_and_a_forbidden_kind_is_reported_once() {
     assert!(d.log_lines("attribution is not permitted")[0].contains("widgets.example.com"));
     assert!(d.stop().success());
 
-    // The opt-in: its ClusterRole applied and readSecrets on. Only metadata is asked for.
+    // The opt-in: its ClusterRole applied and readSecrets on. The Secret is read (in
+    // full, for the diff), and its data is only ever shown as changed.
     api.set_rbac(Some(common::rbac::service_account_rules(true)));
     let opt_in = DRIFT_CONFIG.replace("PORT", &port.to_string()).replace("  ttl: 1s\n", "  ttl: 1s\n  readSecrets: true\n");
     std::fs::write(dir.path().join("driftwatch.yaml"), opt_in).unwrap();
@@ -564,8 +568,10 @@ fn secrets_are_not_read_and_a_forbidden_kind_is_reported_once() {
         attribution_in_history(&d, "Secret").is_some_and(|a| a["managers"][0]["manager"] == "kubectl-edit")
     });
     let gets = api.live_gets();
-    let secret_gets: Vec<_> = gets.iter().filter(|(p, _)| p == "/api/v1/namespaces/shop/secrets/db").collect();
-    assert!(!secret_gets.is_empty() && secret_gets.iter().all(|(_, accept)| accept.contains("as=PartialObjectMetadata")), "{gets:?}");
+    assert!(gets.iter().any(|(p, _)| p == "/api/v1/namespaces/shop/secrets/db"), "{gets:?}");
+    let (_, history) = get(&d.admin, "/history?app=argocd%2Fvault").unwrap();
+    assert!(history.contains(r#""path":"data.password","desired":"(not known)","live":"(changed)""#), "{history}");
+    assert!(!history.contains("aHVudGVyMg=="), "a Secret's data never shows: {history}");
     assert!(d.stop().success());
 }
 

@@ -41,7 +41,7 @@ pub fn routes_test(
             }
         };
         for d in docs {
-            let (key, a) = live_attribution(&pipeline.runtime, &d);
+            let (key, a) = live_attribution(&pipeline.runtime, &d, [&app.object]);
             inputs.live.insert(key, a);
         }
     }

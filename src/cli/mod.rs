@@ -1,6 +1,7 @@
 //! The commands behind the `driftwatch` binary. Each writes to the given output and
 //! returns the process exit code, so tests call them directly.
 
+pub mod diff;
 pub mod drift;
 
 use std::io::Write;
@@ -117,7 +118,7 @@ pub fn check(config: Option<&Path>, out: &mut dyn Write, err: &mut dyn Write) ->
 /// Application), an open security episode with attribution, and its resolution.
 fn check_drift_samples(rt: &Runtime, app: &App) -> Vec<(Drift, Option<Episode>, chrono::DateTime<Utc>, bool)> {
     let t0 = chrono::DateTime::<Utc>::from_timestamp(1_772_420_000, 0).unwrap_or_default();
-    let none = Drift::of(&app.object, &rt.classes, &crate::drift::attribution::LiveIndex::new());
+    let none = Drift::of(&app.object, &rt.classes, &crate::drift::attribution::LiveIndex::new(), "");
     let mut drifted = app.clone();
     // The samples are being deleted (for on-deleted); a drifting one is not.
     if let Some(meta) = drifted.object.get_mut("metadata").and_then(Value::as_object_mut) {
@@ -131,11 +132,27 @@ fn check_drift_samples(rt: &Runtime, app: &App) -> Vec<(Drift, Option<Episode>, 
     let live_object = json!({"metadata": {"managedFields": [{"manager": "kubectl-edit", "operation": "Update", "time": "2026-03-02T03:12:00Z",
         "fieldsV1": {"f:spec": {"f:template": {"f:spec": {"f:containers": {"k:{\"name\":\"web\"}": {"f:securityContext": {"f:privileged": {}}}}}}}}}]}});
     let mut live = crate::drift::attribution::LiveIndex::new();
-    live.insert(
-        crate::drift::attribution::resource_key("apps", "Deployment", "ns", "web"),
-        crate::drift::attribution::attribute(&live_object, "workload", &[]),
-    );
-    let drift = Drift::of(&drifted.object, &rt.classes, &live);
+    let mut attribution = crate::drift::attribution::attribute(&live_object, "workload", &[]);
+    let change = |path: &str, desired: &str, live: &str, security: bool| crate::drift::diff::FieldChange {
+        path: path.into(),
+        desired: desired.into(),
+        live: live.into(),
+        manager: "kubectl-edit".into(),
+        user: "alice@example.com".into(),
+        time: "2026-03-02T03:12:00Z".into(),
+        security,
+    };
+    attribution.diff = Some(crate::drift::diff::ResourceDiff {
+        source: crate::drift::diff::DesiredSource::LastApplied,
+        changes: vec![
+            change("spec.template.spec.containers[web].securityContext.privileged", crate::drift::diff::NOT_SET, "true", true),
+            change("spec.replicas", "2", "5", false),
+        ],
+        more: 3,
+        ..Default::default()
+    });
+    live.insert(crate::drift::attribution::resource_key("apps", "Deployment", "ns", "web"), attribution);
+    let drift = Drift::of(&drifted.object, &rt.classes, &live, "");
     let open = crate::drift::episode::observe(None, &drifted, &drift, t0).episode;
     debug_assert!(open.is_some(), "the drifted sample opens an episode");
     let resolved = crate::drift::episode::observe(open.clone(), app, &none, t0 + chrono::Duration::minutes(14)).episode;
@@ -163,7 +180,7 @@ fn read_app(path: &Path, err: &mut dyn Write) -> anyhow::Result<Option<App>> {
 /// the first time it met the Application in this state (an episode opens now if it
 /// is OutOfSync or Degraded).
 fn first_sight(rt: &Runtime, app: &App, now: chrono::DateTime<Utc>) -> (Drift, Option<Episode>) {
-    let drift = Drift::of(&app.object, &rt.classes, &crate::drift::attribution::LiveIndex::new());
+    let drift = Drift::of(&app.object, &rt.classes, &crate::drift::attribution::LiveIndex::new(), "");
     let episode = crate::drift::episode::observe(None, app, &drift, now).episode;
     (drift, episode)
 }
@@ -565,14 +582,52 @@ fn observed_at(app: &App) -> Option<chrono::DateTime<Utc>> {
         .max()
 }
 
-/// The attribution of a live object (a replay's stand-in for the cluster), under the
-/// key the pipeline looks it up by.
-pub(crate) fn live_attribution(rt: &Runtime, object: &Value) -> (String, crate::drift::attribution::Attribution) {
+/// The attribution and diff of a live object (a replay's stand-in for the cluster),
+/// under the key the pipeline looks it up by; the `ignoreDifferences` of the
+/// Application among `apps` that lists it as a resource apply.
+pub(crate) fn live_attribution<'a>(
+    rt: &Runtime,
+    object: &Value,
+    apps: impl IntoIterator<Item = &'a Value>,
+) -> (String, crate::drift::attribution::Attribution) {
     let s = |p: &str| object.pointer(p).and_then(Value::as_str).unwrap_or_default();
-    let group = s("/apiVersion").rsplit_once('/').map(|(g, _)| g).unwrap_or_default();
-    let class = rt.classes.class_of(group, s("/kind"));
-    let key = crate::drift::attribution::resource_key(group, s("/kind"), s("/metadata/namespace"), s("/metadata/name"));
-    (key, crate::drift::attribution::attribute(object, class, &rt.attribution.ignore_managers))
+    let (group, version) = s("/apiVersion").rsplit_once('/').unwrap_or(("", s("/apiVersion")));
+    let (kind, namespace, name) = (s("/kind"), s("/metadata/namespace"), s("/metadata/name"));
+    let class = rt.classes.class_of(group, kind);
+    let lists = |app: &Value| {
+        app.pointer("/status/resources").and_then(Value::as_array).is_some_and(|rs| {
+            rs.iter().any(|r| {
+                let f = |k: &str| r.get(k).and_then(Value::as_str).unwrap_or_default();
+                (f("group"), f("kind"), f("namespace"), f("name")) == (group, kind, namespace, name)
+            })
+        })
+    };
+    let app = apps.into_iter().find(|a| lists(a));
+    // Under the cluster of the Application that lists it, where the pipeline looks.
+    let cluster = app.map(|a| rt.target(a).key()).unwrap_or_default();
+    let key = crate::drift::attribution::live_key(&cluster, group, kind, namespace, name);
+    let rules = app.map(crate::drift::ignore::IgnoreRules::of).unwrap_or_default();
+    let meta = |k: &str| app.and_then(|a| a.pointer(&format!("/metadata/{k}"))).and_then(Value::as_str).unwrap_or_default().to_string();
+    let wanted = crate::cluster::live::Wanted {
+        group: group.into(),
+        version: version.into(),
+        kind: kind.into(),
+        namespace: namespace.into(),
+        name: name.into(),
+        class: class.into(),
+        cluster: String::new(),
+        app_namespace: meta("namespace"),
+        app_name: meta("name"),
+        ignore: rules.for_resource(group, kind, namespace, name),
+        notes: rules.notes.clone(),
+    };
+    let settings = crate::cluster::live::ReadSettings {
+        read_secrets: true,
+        ignore_managers: rt.attribution.ignore_managers.clone(),
+        diff: rt.diff,
+        argocd: None,
+    };
+    (key, crate::cluster::live::analyse(object, &settings, &wanted, None))
 }
 
 /// One line about an episode for replay and `routes test` output.
@@ -635,6 +690,8 @@ pub fn run_replay(opts: &ReplayOptions, out: &mut dyn Write, err: &mut dyn Write
         None => None,
     };
     let (mut unconfigured, mut malformed, mut apps) = (0, 0, 0);
+    // The latest snapshot of each Application: whose ignoreDifferences a live object's diff honors.
+    let mut seen: std::collections::HashMap<String, Value> = std::collections::HashMap::new();
     let mut now = chrono::DateTime::<Utc>::MIN_UTC;
     for step in &steps {
         let (app, deleted) = match &step.snapshot {
@@ -644,7 +701,7 @@ pub fn run_replay(opts: &ReplayOptions, out: &mut dyn Write, err: &mut dyn Write
                 continue;
             }
             Snapshot::Live(object) => {
-                let (key, a) = live_attribution(&pipeline.runtime, object);
+                let (key, a) = live_attribution(&pipeline.runtime, object, seen.values());
                 let who: Vec<String> = a
                     .managers
                     .iter()
@@ -654,6 +711,15 @@ pub fn run_replay(opts: &ReplayOptions, out: &mut dyn Write, err: &mut dyn Write
                 let what = format!("{} {}/{}", s("/kind"), s("/metadata/namespace"), s("/metadata/name"));
                 let who = if who.is_empty() { "only Argo CD".to_string() } else { format!("changed by {}", who.join(", ")) };
                 writeln!(out, "== {}  live object {what}: {who}", step.label)?;
+                if let Some(d) = &a.diff {
+                    for c in &d.changes {
+                        let by = if c.manager.is_empty() { String::new() } else { format!(" ({})", c.manager) };
+                        writeln!(out, "     {}: {} -> {}{by}", c.path, c.desired, c.live)?;
+                    }
+                    if d.more > 0 {
+                        writeln!(out, "     and {} more", d.more)?;
+                    }
+                }
                 inputs.live.insert(key, a);
                 continue;
             }
@@ -667,6 +733,9 @@ pub fn run_replay(opts: &ReplayOptions, out: &mut dyn Write, err: &mut dyn Write
             Snapshot::Deleted(app) => (app.as_ref(), true),
         };
         apps += 1;
+        if !deleted {
+            seen.insert(app.qualified_name(), app.object.clone());
+        }
         writeln!(out, "== {}  {}{}", step.label, summarize_app(app), if deleted { " (deleted)" } else { "" })?;
         // A snapshot is what Argo CD reported when it last reconciled: replays run on
         // that clock (hold-downs and episode durations), never going backwards.

@@ -1,14 +1,22 @@
-//! Reads the live objects of drifted resources for attribution — outside the
-//! evaluation path. The daemon asks [`LiveFetcher::request`] after an evaluation that
-//! found OutOfSync resources; reads run in the background with bounded concurrency,
-//! only object *metadata* is requested (`PartialObjectMetadata`: managed fields, never
-//! a Secret's data), results are cached for a TTL, and each completed read comes back
+//! Reads the live objects of drifted resources — outside the evaluation path — for
+//! attribution (`managedFields`) and the summarized diff (`drift::diff`). The daemon
+//! asks [`LiveFetcher::request`] after an evaluation that found OutOfSync resources;
+//! reads run in the background with bounded concurrency per cluster (a spoke that
+//! hangs holds only its own permits), the attribution and the diff are computed on a
+//! blocking thread, results are cached for a TTL, and each completed read comes back
 //! as a [`Fetched`] so the daemon can re-evaluate the Applications that wait for it.
+//! Only resources that drifted are read; with `diff.enabled: false` only their
+//! metadata (`PartialObjectMetadata`).
+//!
+//! Clusters: the one driftwatch runs in, and each `clusters:` entry, each with its own
+//! client, discovery cache, refused kinds and permits. A spoke whose client could not
+//! be built answers every read with that error, at once.
 //!
 //! Least privilege: Secrets are not read unless `attribution.readSecrets` opts in (RBAC
-//! cannot grant a metadata-only `get`), and a kind the API server refuses (403) is
-//! remembered for [`FORBIDDEN_BACKOFF`]: later reads of that kind are answered from
-//! memory, so missing RBAC costs one request per kind, not a retry storm.
+//! cannot grant a metadata-only `get`; read, their data is only ever shown as
+//! changed), and a kind the API server refuses (403) is remembered for
+//! [`FORBIDDEN_BACKOFF`]: later reads of that kind are answered from memory, so missing
+//! RBAC costs one request per kind, not a retry storm.
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
@@ -20,25 +28,30 @@ use kube::discovery::{ApiCapabilities, ApiResource, Scope};
 use serde_json::Value;
 use tokio::sync::{Mutex, Semaphore, mpsc};
 
+use crate::config::clusters::{DiffSettings, Target};
 use crate::drift::Drift;
-use crate::drift::attribution::resource_key;
+use crate::drift::attribution::{Attribution, live_key};
+use crate::drift::diff::{self, DesiredSource};
+use crate::drift::ignore::{ForResource, IgnoreRules};
 use crate::metrics::METRICS;
 
 /// At most this many resources are remembered (fresh or not); past it the oldest go.
 pub const MAX_CACHED: usize = 10_000;
-/// One read (discovery included) gives up after this long.
+/// One read (discovery and the Argo CD API included) gives up after this long.
 pub const READ_TIMEOUT: Duration = Duration::from_secs(15);
-/// At most this many reads wait for a permit at once; more requests are dropped and
-/// asked for again at the next evaluation.
+/// At most this many reads wait for a permit at once, per cluster; more requests are
+/// dropped and asked for again at the next evaluation.
 pub const MAX_PENDING: usize = 1_000;
 /// After a 403, reads of the same kind are not sent again for this long (RBAC is
 /// rarely changed; a restart or a new replica asks again at once).
 pub const FORBIDDEN_BACKOFF: Duration = Duration::from_secs(600);
-/// At most this many forbidden kinds are remembered.
+/// At most this many forbidden kinds are remembered per cluster.
 const MAX_FORBIDDEN_KINDS: usize = 256;
+/// What metrics and logs call the cluster driftwatch runs in.
+pub const IN_CLUSTER: &str = "in-cluster";
 
 /// One drifted resource to read.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Wanted {
     pub group: String,
     pub version: String,
@@ -47,19 +60,44 @@ pub struct Wanted {
     pub name: String,
     /// Its class by kind (what counts as a security field depends on it).
     pub class: String,
+    /// The spoke cluster it lives in (empty: the cluster driftwatch runs in).
+    pub cluster: String,
+    /// The Application that asked (for Argo CD's API).
+    pub app_namespace: String,
+    pub app_name: String,
+    /// Its Application's `ignoreDifferences` for it, and what of them could not be used.
+    pub ignore: ForResource,
+    pub notes: Vec<String>,
 }
 
 impl Wanted {
     pub fn key(&self) -> String {
-        resource_key(&self.group, &self.kind, &self.namespace, &self.name)
+        live_key(&self.cluster, &self.group, &self.kind, &self.namespace, &self.name)
     }
 
-    /// The resources of a `drift` value that have what a read needs.
-    pub fn from_drift(drift: &Drift) -> Vec<Wanted> {
-        drift
-            .resources
-            .iter()
-            .filter(|r| !r.version.is_empty() && !r.kind.is_empty() && !r.name.is_empty())
+    /// What metrics and logs call its cluster.
+    pub fn cluster_label(&self) -> &str {
+        if self.cluster.is_empty() { IN_CLUSTER } else { &self.cluster }
+    }
+
+    /// The resources of an Application's `drift` that have what a read needs, in the
+    /// cluster `target` (none when its destination is neither this cluster nor a
+    /// configured spoke: a same-named object here would be the wrong one).
+    pub fn from_drift(drift: &Drift, target: &Target, app: &Value) -> Vec<Wanted> {
+        let cluster = match target {
+            Target::Local => String::new(),
+            Target::Spoke(l) => l.clone(),
+            Target::Elsewhere(_) => return Vec::new(),
+        };
+        let readable: Vec<_> =
+            drift.resources.iter().filter(|r| !r.version.is_empty() && !r.kind.is_empty() && !r.name.is_empty()).collect();
+        if readable.is_empty() {
+            return Vec::new();
+        }
+        let rules = IgnoreRules::of(app);
+        let meta = |k: &str| app.pointer(&format!("/metadata/{k}")).and_then(Value::as_str).unwrap_or_default().to_string();
+        readable
+            .into_iter()
             .map(|r| Wanted {
                 group: r.group.clone(),
                 version: r.version.clone(),
@@ -67,6 +105,11 @@ impl Wanted {
                 namespace: r.namespace.clone(),
                 name: r.name.clone(),
                 class: r.kind_class.clone(),
+                cluster: cluster.clone(),
+                app_namespace: meta("namespace"),
+                app_name: meta("name"),
+                ignore: rules.for_resource(&r.group, &r.kind, &r.namespace, &r.name),
+                notes: rules.notes.clone(),
             })
             .collect()
     }
@@ -76,9 +119,36 @@ impl Wanted {
 #[derive(Debug)]
 pub struct Fetched {
     pub wanted: Wanted,
-    /// The object's metadata as JSON (`{"metadata": {...managedFields}}`), `None` when
-    /// it does not exist (any more), or why there is none.
-    pub object: Result<Option<Value>, ReadError>,
+    /// The object's attribution and diff, `None` when it does not exist (any more), or
+    /// why there is none.
+    pub result: Result<Option<Attribution>, ReadError>,
+}
+
+impl Fetched {
+    /// What is known of the resource after this read: its attribution and diff, why it
+    /// was not read, or `None` when it does not exist.
+    pub fn attribution(&self) -> Option<Attribution> {
+        use crate::drift::attribution::NotReadReason;
+        match &self.result {
+            Ok(a) => a.clone(),
+            Err(e @ ReadError::Forbidden { .. }) => Some(Attribution::not_read(NotReadReason::Forbidden, e.to_string())),
+            Err(e @ ReadError::SecretsOff) => Some(Attribution::not_read(NotReadReason::SecretsOff, e.to_string())),
+            Err(ReadError::Failed(e)) => {
+                Some(Attribution::not_read(NotReadReason::Unreachable, format!("cluster {}: {e}", self.wanted.cluster_label())))
+            }
+        }
+    }
+}
+
+/// The Application `namespace/name` as the API server has it (for `driftwatch diff`).
+pub async fn get_application(client: &kube::Client, namespace: &str, name: &str) -> Result<Option<Value>, String> {
+    let ar = ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk("argoproj.io", "v1alpha1", "Application"), "applications");
+    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), namespace, &ar);
+    match api.get_opt(name).await {
+        Ok(Some(o)) => serde_json::to_value(&o).map(Some).map_err(|e| e.to_string()),
+        Ok(None) => Ok(None),
+        Err(e) => Err(format!("reading Application {namespace}/{name}: {e}")),
+    }
 }
 
 /// Why a read gave no object.
@@ -90,7 +160,7 @@ pub enum ReadError {
     /// A Secret, with `attribution.readSecrets` off: not asked for at all.
     SecretsOff,
     /// Anything else (no answer, a kind the API server does not serve, a connection
-    /// error): tried again after the TTL.
+    /// error, a spoke whose client could not be built): tried again after the TTL.
     Failed(String),
 }
 
@@ -132,20 +202,36 @@ type DiscoveryCache = Mutex<HashMap<GroupVersionKind, (ApiResource, ApiCapabilit
 /// the refusal is taken as still standing.
 type ForbiddenKinds = std::sync::Mutex<HashMap<(String, String), (String, Instant)>>;
 
+/// One cluster's client and what is remembered about it.
+struct Cluster {
+    client: Result<kube::Client, String>,
+    discovery: DiscoveryCache,
+    forbidden: ForbiddenKinds,
+    permits: Arc<Semaphore>,
+}
+
+/// What every read needs besides its cluster.
+pub struct ReadSettings {
+    /// Whether Secrets are read (`attribution.readSecrets`).
+    pub read_secrets: bool,
+    /// Field managers whose writes are desired state (`attribution.ignoreManagers`).
+    pub ignore_managers: Vec<String>,
+    pub diff: DiffSettings,
+    /// Argo CD's API, when configured (`argocd:`).
+    pub argocd: Option<super::argocd::ArgocdApi>,
+}
+
 /// The background reader and its cache bookkeeping (the attributions themselves live
 /// in the pipeline's `LiveIndex`).
 pub struct LiveFetcher {
-    client: kube::Client,
-    permits: Arc<Semaphore>,
+    clusters: HashMap<String, Arc<Cluster>>,
+    settings: Arc<ReadSettings>,
     results: mpsc::Sender<Fetched>,
-    discovery: Arc<DiscoveryCache>,
-    forbidden: Arc<ForbiddenKinds>,
-    /// Whether Secrets are read (`attribution.readSecrets`).
-    read_secrets: bool,
     /// When each resource was last read.
     fetched: HashMap<String, Instant>,
-    /// Reads in flight, and the Applications waiting for each.
+    /// Reads in flight, and the Applications waiting for each; how many per cluster.
     pending: HashMap<String, BTreeSet<String>>,
+    pending_by_cluster: HashMap<String, usize>,
     /// The drifted resources each Application asked for last, and how many
     /// Applications ask for each resource.
     by_app: HashMap<String, BTreeSet<String>>,
@@ -165,23 +251,71 @@ pub struct Requested {
 }
 
 impl LiveFetcher {
-    /// A fetcher and the receiving end of its results.
-    pub fn new(client: kube::Client, concurrency: usize, ttl: Duration, read_secrets: bool) -> (LiveFetcher, mpsc::Receiver<Fetched>) {
+    /// A fetcher for the cluster driftwatch runs in (`local`) and the spokes (by label;
+    /// a client that could not be built is its error), and the receiving end of its
+    /// results.
+    pub fn new(
+        local: kube::Client,
+        spokes: Vec<(String, Result<kube::Client, String>)>,
+        concurrency: usize,
+        ttl: Duration,
+        settings: ReadSettings,
+    ) -> (LiveFetcher, mpsc::Receiver<Fetched>) {
         let (tx, rx) = mpsc::channel(256);
+        let cluster = |client| {
+            Arc::new(Cluster {
+                client,
+                discovery: Mutex::new(HashMap::new()),
+                forbidden: std::sync::Mutex::new(HashMap::new()),
+                permits: Arc::new(Semaphore::new(concurrency.max(1))),
+            })
+        };
+        let mut clusters = HashMap::from([(String::new(), cluster(Ok(local)))]);
+        for (label, client) in spokes {
+            clusters.insert(label, cluster(client));
+        }
         let f = LiveFetcher {
-            client,
-            permits: Arc::new(Semaphore::new(concurrency.max(1))),
+            clusters,
+            settings: Arc::new(settings),
             results: tx,
-            discovery: Arc::new(Mutex::new(HashMap::new())),
-            forbidden: Arc::new(std::sync::Mutex::new(HashMap::new())),
-            read_secrets,
             fetched: HashMap::new(),
             pending: HashMap::new(),
+            pending_by_cluster: HashMap::new(),
             by_app: HashMap::new(),
             refs: HashMap::new(),
             ttl,
         };
         (f, rx)
+    }
+
+    /// The fetcher a configuration asks for: the cluster driftwatch runs in (`local`),
+    /// a client per `clusters:` entry (one that cannot be built is logged and answers
+    /// its reads with why, never fatal: the other clusters go on), Argo CD's API when
+    /// `argocd:` is configured, and the attribution and diff settings.
+    pub async fn for_runtime(rt: &crate::config::Runtime, local: kube::Client) -> (LiveFetcher, mpsc::Receiver<Fetched>) {
+        let mut spokes = Vec::new();
+        for spec in &rt.clusters {
+            let c = super::client::spoke(spec).await;
+            if let Err(e) = &c {
+                tracing::warn!(cluster = %spec.label, error = %e, "a spoke cluster's client could not be built; its reads fail until a restart");
+            }
+            spokes.push((spec.label.clone(), c));
+        }
+        let argocd = match rt.argocd.as_ref().map(super::argocd::ArgocdApi::new) {
+            Some(Ok(a)) => Some(a),
+            Some(Err(e)) => {
+                tracing::warn!(error = %e, "Argo CD's API cannot be used; desired values come from the last-applied annotation");
+                None
+            }
+            None => None,
+        };
+        let settings = ReadSettings {
+            read_secrets: rt.attribution.read_secrets,
+            ignore_managers: rt.attribution.ignore_managers.clone(),
+            diff: rt.diff,
+            argocd,
+        };
+        LiveFetcher::new(local, spokes, rt.attribution.concurrency, rt.attribution.ttl, settings)
     }
 
     /// Asks for the resources of `app`'s drift that were never read or are stale, and
@@ -218,33 +352,39 @@ impl LiveFetcher {
             if self.fetched.get(&key).is_some_and(|at| at.elapsed() < self.ttl) {
                 continue;
             }
-            if self.pending.len() >= MAX_PENDING {
-                tracing::debug!(resource = %key, "attribution reads are saturated; will ask again");
+            let Some(cluster) = self.clusters.get(&w.cluster).cloned() else { continue };
+            let in_cluster = self.pending_by_cluster.entry(w.cluster.clone()).or_default();
+            if *in_cluster >= MAX_PENDING {
+                tracing::debug!(resource = %key, "live reads of this cluster are saturated; will ask again");
                 continue;
             }
+            *in_cluster += 1;
             self.pending.insert(key, BTreeSet::from([app.to_string()]));
             out.started += 1;
-            let (client, permits, results, discovery, forbidden) =
-                (self.client.clone(), self.permits.clone(), self.results.clone(), self.discovery.clone(), self.forbidden.clone());
-            let read_secrets = self.read_secrets;
+            let (results, settings) = (self.results.clone(), self.settings.clone());
             tokio::spawn(async move {
                 let not_read = crate::drift::classes::NOT_READ_BY_DEFAULT.contains(&(w.group.as_str(), w.kind.as_str()));
-                let object = if not_read && !read_secrets {
+                let result = if not_read && !settings.read_secrets {
                     Err(ReadError::SecretsOff)
-                } else if let Some(e) = known_forbidden(&forbidden, &w) {
+                } else if let Some(e) = known_forbidden(&cluster.forbidden, &w) {
                     Err(e)
                 } else {
-                    match permits.acquire_owned().await {
+                    match cluster.permits.clone().acquire_owned().await {
                         // A hung request must not hold a permit for long.
-                        Ok(_permit) => match tokio::time::timeout(READ_TIMEOUT, read(&client, &discovery, &forbidden, &w)).await {
+                        Ok(_permit) => match tokio::time::timeout(READ_TIMEOUT, read(&cluster, &settings, &w)).await {
                             Ok(r) => r,
                             Err(_) => Err(ReadError::Failed(format!("no answer within {READ_TIMEOUT:?}"))),
                         },
                         Err(_) => Err(ReadError::Failed("closed".into())),
                     }
                 };
+                METRICS.cluster_reads.inc(&format!(
+                    "{}:{}",
+                    if matches!(result, Err(ReadError::Failed(_))) { "failed" } else { "ok" },
+                    w.cluster_label()
+                ));
                 // The receiver is gone only when the daemon is shutting down.
-                let _ = results.send(Fetched { wanted: w, object }).await;
+                let _ = results.send(Fetched { wanted: w, result }).await;
             });
         }
         out
@@ -258,6 +398,9 @@ impl LiveFetcher {
     pub fn complete(&mut self, f: &Fetched) -> Option<BTreeSet<String>> {
         let key = f.wanted.key();
         let apps = self.pending.remove(&key).unwrap_or_default();
+        if let Some(n) = self.pending_by_cluster.get_mut(&f.wanted.cluster) {
+            *n = n.saturating_sub(1);
+        }
         if !self.refs.contains_key(&key) {
             return None;
         }
@@ -286,20 +429,17 @@ fn known_forbidden(forbidden: &ForbiddenKinds, w: &Wanted) -> Option<ReadError> 
     }
 }
 
-async fn read(
-    client: &kube::Client,
-    discovery: &DiscoveryCache,
-    forbidden: &ForbiddenKinds,
-    w: &Wanted,
-) -> Result<Option<Value>, ReadError> {
+async fn read(cluster: &Cluster, settings: &Arc<ReadSettings>, w: &Wanted) -> Result<Option<Attribution>, ReadError> {
+    let client = cluster.client.as_ref().map_err(|e| ReadError::Failed(e.clone()))?;
     let gvk = GroupVersionKind::gvk(&w.group, &w.version, &w.kind);
-    let known = discovery.lock().await.get(&gvk).cloned();
+    let known = cluster.discovery.lock().await.get(&gvk).cloned();
     let (ar, caps) = match known {
         Some(k) => k,
         None => {
-            let found =
-                kube::discovery::pinned_kind(client, &gvk).await.map_err(|e| ReadError::Failed(format!("discovery of {}: {e}", w.kind)))?;
-            discovery.lock().await.insert(gvk, found.clone());
+            let found = kube::discovery::pinned_kind(client, &gvk)
+                .await
+                .map_err(|e| ReadError::Failed(format!("discovery of {} in {}: {e}", w.kind, w.cluster_label())))?;
+            cluster.discovery.lock().await.insert(gvk, found.clone());
             found
         }
     };
@@ -308,21 +448,92 @@ async fn read(
         Scope::Namespaced => Api::namespaced_with(client.clone(), &w.namespace, &ar),
     };
     METRICS.live_reads.inc();
-    let meta = match api.get_metadata_opt(&w.name).await {
-        Ok(m) => m,
+    let got = if settings.diff.enabled {
+        api.get_opt(&w.name).await.map(|o| o.map(|o| serde_json::to_value(&o)))
+    } else {
+        api.get_metadata_opt(&w.name).await.map(|o| o.map(|o| serde_json::to_value(&o)))
+    };
+    let object = match got {
+        Ok(Some(Ok(v))) => v,
+        Ok(Some(Err(e))) => return Err(ReadError::Failed(e.to_string())),
+        Ok(None) => return Ok(None),
         Err(kube::Error::Api(status)) if status.is_forbidden() => {
-            let mut kinds = forbidden.lock().unwrap_or_else(|p| p.into_inner());
+            let mut kinds = cluster.forbidden.lock().unwrap_or_else(|p| p.into_inner());
             if kinds.len() < MAX_FORBIDDEN_KINDS {
                 kinds.insert((w.group.clone(), w.kind.clone()), (ar.plural.clone(), Instant::now() + FORBIDDEN_BACKOFF));
             }
             return Err(ReadError::Forbidden { group: w.group.clone(), resource: ar.plural.clone() });
         }
-        Err(e) => return Err(ReadError::Failed(format!("reading {} {}/{}: {e}", w.kind, w.namespace, w.name))),
+        Err(e) => return Err(ReadError::Failed(format!("reading {} {}/{} in {}: {e}", w.kind, w.namespace, w.name, w.cluster_label()))),
     };
-    match meta {
-        Some(m) => serde_json::to_value(&m).map(Some).map_err(|e| ReadError::Failed(e.to_string())),
-        None => Ok(None),
+    // Argo CD's view of the desired state, when its API is configured.
+    let argocd = match (&settings.argocd, settings.diff.enabled) {
+        (Some(api), true) => Some(
+            api.target(&super::argocd::Resource {
+                app_namespace: &w.app_namespace,
+                app_name: &w.app_name,
+                group: &w.group,
+                version: &w.version,
+                kind: &w.kind,
+                namespace: &w.namespace,
+                name: &w.name,
+            })
+            .await,
+        ),
+        _ => None,
+    };
+    let what = format!("{} {}/{}", w.kind, w.namespace, w.name);
+    let (settings, w) = (settings.clone(), w.clone());
+    tokio::task::spawn_blocking(move || Some(analyse(&object, &settings, &w, argocd)))
+        .await
+        .map_err(|e| ReadError::Failed(format!("diffing {what}: {e}")))
+}
+
+/// The attribution of a live object and, with `diff.enabled`, its summarized diff
+/// (CPU work: on a blocking thread).
+pub fn analyse(object: &Value, settings: &ReadSettings, w: &Wanted, argocd: Option<Result<Option<Value>, String>>) -> Attribution {
+    let mut a = crate::drift::attribution::attribute(object, &w.class, &settings.ignore_managers);
+    if !settings.diff.enabled {
+        return a;
     }
+    let mut notes = w.notes.clone();
+    let desired = match argocd {
+        Some(Ok(Some(target))) => Some((target, DesiredSource::Argocd)),
+        other => {
+            if let Some(Err(e)) = other {
+                notes.push(e);
+            }
+            match diff::desired_from_last_applied(object) {
+                Ok(d) => d.map(|d| (d, DesiredSource::LastApplied)),
+                Err(e) => {
+                    notes.push(e);
+                    None
+                }
+            }
+        }
+    };
+    let d = diff::compute(diff::Input {
+        live: object,
+        desired,
+        kind_class: &w.class,
+        secret: crate::drift::classes::NOT_READ_BY_DEFAULT.contains(&(w.group.as_str(), w.kind.as_str())),
+        ignore: &w.ignore,
+        ignore_managers: &settings.ignore_managers,
+        limits: settings.diff.limits,
+        notes,
+    });
+    METRICS.diffs.inc(d.source.as_str());
+    // What ignoreDifferences ignores is not drift for the attribution either.
+    if !d.ignored.is_empty() || !w.ignore.managers.is_empty() {
+        for m in &mut a.managers {
+            m.fields.retain(|f| !d.ignored.contains(f));
+            m.security_fields.retain(|f| !d.ignored.contains(f));
+        }
+        a.managers.retain(|m| !m.fields.is_empty() && !w.ignore.managers.contains(&m.manager));
+        a.security = a.managers.iter().any(|m| !m.security_fields.is_empty());
+    }
+    a.diff = Some(d);
+    a
 }
 
 #[cfg(test)]
@@ -337,7 +548,16 @@ mod tests {
             namespace: "shop".into(),
             name: name.into(),
             class: "workload".into(),
+            cluster: String::new(),
+            app_namespace: "argocd".into(),
+            app_name: "shop".into(),
+            ignore: ForResource::default(),
+            notes: Vec::new(),
         }
+    }
+
+    fn settings() -> ReadSettings {
+        ReadSettings { read_secrets: false, ignore_managers: Vec::new(), diff: DiffSettings::default(), argocd: None }
     }
 
     #[tokio::test]
@@ -345,7 +565,7 @@ mod tests {
         crate::tls::init_crypto();
         // Nothing listens there: reads fail, which is all this test needs.
         let client = kube::Client::try_from(kube::Config::new("http://127.0.0.1:9".parse().unwrap())).unwrap();
-        let (mut f, mut rx) = LiveFetcher::new(client, 2, Duration::from_secs(60), false);
+        let (mut f, mut rx) = LiveFetcher::new(client, Vec::new(), 2, Duration::from_secs(60), settings());
         assert_eq!(f.request("a", vec![wanted("web"), wanted("api")]).started, 2);
         // Another Application with the same drifted resource waits for the same read.
         assert_eq!(f.request("b", vec![wanted("web")]).started, 0);
@@ -355,12 +575,16 @@ mod tests {
         // Completed reads of resources nobody reports any more are dropped.
         for _ in 0..2 {
             let done = rx.recv().await.unwrap();
-            assert!(matches!(done.object, Err(ReadError::Failed(_))), "nothing listens there");
+            assert!(matches!(done.result, Err(ReadError::Failed(_))), "nothing listens there");
             assert_eq!(f.complete(&done), None);
         }
         assert!(f.fetched.is_empty());
         assert_eq!(
-            Wanted::from_drift(&serde_json::from_value(serde_json::json!({"resources": [{"kind": "X", "name": "n"}]})).unwrap()),
+            Wanted::from_drift(
+                &serde_json::from_value(serde_json::json!({"resources": [{"kind": "X", "name": "n"}]})).unwrap(),
+                &Target::Local,
+                &serde_json::json!({})
+            ),
             vec![],
             "no version: cannot be read"
         );
@@ -370,11 +594,11 @@ mod tests {
     async fn secrets_are_not_asked_for_and_a_refused_kind_is_remembered() {
         crate::tls::init_crypto();
         let client = kube::Client::try_from(kube::Config::new("http://127.0.0.1:9".parse().unwrap())).unwrap();
-        let (mut f, mut rx) = LiveFetcher::new(client, 2, Duration::from_secs(60), false);
+        let (mut f, mut rx) = LiveFetcher::new(client, Vec::new(), 2, Duration::from_secs(60), settings());
         let secret = Wanted { group: String::new(), kind: "Secret".into(), class: "secret".into(), ..wanted("db") };
         assert_eq!(f.request("a", vec![secret]).started, 1);
         let done = rx.recv().await.unwrap();
-        assert_eq!(done.object, Err(ReadError::SecretsOff), "answered without a request");
+        assert_eq!(done.result, Err(ReadError::SecretsOff), "answered without a request");
 
         let forbidden = ForbiddenKinds::default();
         let w = wanted("web");

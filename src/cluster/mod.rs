@@ -3,6 +3,7 @@
 //! reads of drifted resources' live objects ([`live`]) and leader election on a Lease
 //! ([`lease`]). No kube type leaves this folder.
 
+pub mod argocd;
 pub mod client;
 pub mod lease;
 pub mod live;

@@ -23,6 +23,8 @@ use crate::state::Retention;
 use crate::template::{TemplateSet, Warning};
 use crate::trigger::{Trigger, TriggerDef, TriggerEngine};
 
+pub mod clusters;
+
 /// The built-in catalog, embedded by `build.rs` from `triggers/` and `templates/`.
 pub mod catalog {
     include!(concat!(env!("OUT_DIR"), "/catalog.rs"));
@@ -247,6 +249,9 @@ pub struct ConfigFile {
     pub operations: OperationsDef,
     pub limits: LimitsDef,
     pub audit: AuditDef,
+    pub clusters: Vec<At<clusters::ClusterDef>>,
+    pub argocd: Option<At<clusters::ArgocdDef>>,
+    pub diff: clusters::DiffDef,
 }
 
 const CONFIG_KEYS: &[&str] = &[
@@ -268,6 +273,9 @@ const CONFIG_KEYS: &[&str] = &[
     "operations",
     "limits",
     "audit",
+    "clusters",
+    "argocd",
+    "diff",
 ];
 
 // Written by hand rather than derived: `defaultTriggers.<service>` is a key pattern,
@@ -305,6 +313,9 @@ impl<'de> Deserialize<'de> for ConfigFile {
                         "operations" => c.operations = m.next_value()?,
                         "limits" => c.limits = m.next_value()?,
                         "audit" => c.audit = m.next_value()?,
+                        "clusters" => c.clusters = m.next_value()?,
+                        "argocd" => c.argocd = m.next_value()?,
+                        "diff" => c.diff = m.next_value()?,
                         other => match other.strip_prefix("defaultTriggers.") {
                             Some(service) if !service.is_empty() => {
                                 c.default_triggers_by_service.insert(service.to_string(), m.next_value()?);
@@ -367,6 +378,19 @@ pub struct Runtime {
     pub operations_token: Option<crate::secret::Secret>,
     /// The audit input (`audit:`).
     pub audit: AuditSettings,
+    /// Spoke clusters whose live objects are read (`clusters:`).
+    pub clusters: Vec<clusters::ClusterSpec>,
+    /// Argo CD's API as the source of desired values (`argocd:`).
+    pub argocd: Option<clusters::ArgocdApi>,
+    /// How drifted resources are diffed (`diff:`).
+    pub diff: clusters::DiffSettings,
+}
+
+impl Runtime {
+    /// The cluster an Application's resources are read from.
+    pub fn target(&self, app: &serde_json::Value) -> clusters::Target {
+        clusters::target(app, &self.attribution.destinations, &self.clusters)
+    }
 }
 
 impl Runtime {
@@ -450,7 +474,7 @@ fn merge<T>(layers: Vec<Vec<Sourced<T>>>) -> Vec<Sourced<T>> {
 }
 
 /// Where a path setting in the config points: relative to the config file.
-fn relative_to(base: &Path, p: &str) -> PathBuf {
+pub(crate) fn relative_to(base: &Path, p: &str) -> PathBuf {
     let p = Path::new(p);
     if p.is_absolute() { p.to_path_buf() } else { base.join(p) }
 }
@@ -602,6 +626,11 @@ pub fn load_with(config: Option<&Path>, engine: Arc<TriggerEngine>) -> Result<Ru
         }
     }
     let audit = audit_settings(&cfg.audit, &base, &secrets, &cfg_file, &mut errors, &mut referenced, &mut missing_secrets);
+    let local_destinations = cfg.attribution.destinations.clone().unwrap_or_else(|| AttributionSettings::default().destinations);
+    let mut sink = clusters::SecretSink { secrets: &secrets, referenced: &mut referenced, missing: &mut missing_secrets };
+    let spokes = clusters::clusters(&cfg.clusters, &local_destinations, &base, &cfg_file, &mut sink, &mut errors);
+    let argocd = cfg.argocd.as_ref().and_then(|a| clusters::argocd(a, &base, &cfg_file, &mut sink, &mut errors));
+    let diff = clusters::diff(&cfg.diff, &cfg_file, &mut errors);
     let redactor = secrets.redactor(referenced);
 
     let known_trigger = |t: &str| triggers.contains_key(t) || trigger_defs.iter().any(|(n, _, _)| n == t);
@@ -676,6 +705,9 @@ pub fn load_with(config: Option<&Path>, engine: Arc<TriggerEngine>) -> Result<Ru
         Some(templates) if errors.is_empty() => Ok(Runtime {
             operations_token,
             audit,
+            clusters: spokes,
+            argocd,
+            diff,
             routes,
             retention,
             attribution,

@@ -314,3 +314,51 @@ fn the_audit_section_loads_and_refuses_what_is_unsafe() {
     f.file("driftwatch.yaml", "audit:\n  listen: nowhere\n  token: $x\n");
     assert!(f.errors().join("\n").contains("\"nowhere\" is not an address:port"), "{:?}", f.errors());
 }
+
+/// `clusters:`, `argocd:` and `diff:` under the names the issue gives; what would send
+/// a token in clear, hold it literally, or point at nothing is refused with positions.
+#[test]
+fn spoke_clusters_argocd_and_diff_load_and_refuse_what_is_unsafe() {
+    let f = Fixture::new();
+    f.file("secrets.yaml", "spoke-2-token: tok-spoke-2\nargocd-token: tok-argocd\n")
+        .file("spoke-1.kubeconfig", "apiVersion: v1\nkind: Config\n")
+        .file("ca.crt", "-----BEGIN CERTIFICATE-----\n")
+        .file(
+            "driftwatch.yaml",
+            "secretsFile: secrets.yaml\nclusters:\n  - name: spoke-1\n    server: https://spoke-1.example.com:6443\n    kubeconfig: spoke-1.kubeconfig\n  - server: https://spoke-2.example.com:6443\n    token: $spoke-2-token\n    caFile: ca.crt\nargocd: {server: https://argocd.example.com/, token: $argocd-token}\ndiff: {maxFields: 5, maxValueChars: 40}\n",
+        );
+    let rt = f.load().unwrap();
+    let labels: Vec<&str> = rt.clusters.iter().map(|c| c.label.as_str()).collect();
+    assert_eq!(labels, ["spoke-1", "https://spoke-2.example.com:6443"]);
+    assert!(matches!(&rt.clusters[1].auth, clusters::ClusterAuth::Token { token, ca_file: Some(_) } if token.expose() == "tok-spoke-2"));
+    assert_eq!(rt.argocd.as_ref().map(|a| a.server.as_str()), Some("https://argocd.example.com"));
+    assert_eq!((rt.diff.limits.max_fields, rt.diff.limits.max_value_chars, rt.diff.enabled), (5, 40, true));
+    let app = |dest: serde_json::Value| serde_json::json!({"spec": {"destination": dest}});
+    assert_eq!(rt.target(&app(serde_json::json!({"name": "spoke-1"}))), clusters::Target::Spoke("spoke-1".into()));
+    assert_eq!(
+        rt.target(&app(serde_json::json!({"server": "https://spoke-2.example.com:6443"}))),
+        clusters::Target::Spoke("https://spoke-2.example.com:6443".into())
+    );
+    assert_eq!(rt.target(&app(serde_json::json!({"server": "https://kubernetes.default.svc"}))), clusters::Target::Local);
+    assert_eq!(rt.target(&app(serde_json::json!({"name": "elsewhere"}))), clusters::Target::Elsewhere("elsewhere".into()));
+
+    let f = Fixture::new();
+    f.file(
+        "driftwatch.yaml",
+        "clusters:\n  - name: a\n    server: http://a.example.com:6443\n    token: literal\n  - name: b\n    kubeconfig: missing.kubeconfig\n  - name: c\n  - name: in-cluster\n    kubeconfig: x\n    token: $t\nargocd: {server: http://argocd.example.com, token: plain}\ndiff: {maxFields: 0, maxValueChars: 100000}\n",
+    );
+    let errors = f.errors().join("\n");
+    for want in [
+        "driftwatch.yaml:2:5: clusters[0]: \"http://a.example.com:6443\" must be https://",
+        "driftwatch.yaml:2:5: clusters[0].token: must reference a secret",
+        "driftwatch.yaml:5:5: clusters[1].kubeconfig: D/missing.kubeconfig does not exist",
+        "driftwatch.yaml:7:5: clusters[2]: needs exactly one of kubeconfig or token",
+        "clusters[3]: \"in-cluster\" is the cluster driftwatch runs in",
+        "argocd.server: \"http://argocd.example.com\" must be https://",
+        "argocd.token: must reference a secret",
+        "driftwatch.yaml:12:19: diff.maxFields: 0 is out of range (1 to 1000)",
+        "diff.maxValueChars: 100000 is out of range (8 to 10000)",
+    ] {
+        assert!(errors.contains(want), "missing {want:?} in:\n{errors}");
+    }
+}

@@ -136,7 +136,7 @@ pub async fn run(opts: DaemonOptions, err: &mut dyn std::io::Write) -> anyhow::R
         .unzip();
     let (live, mut live_rx) = match rt.attribution.enabled {
         true => {
-            let (f, rx) = LiveFetcher::new(client.clone(), rt.attribution.concurrency, rt.attribution.ttl, rt.attribution.read_secrets);
+            let (f, rx) = LiveFetcher::for_runtime(&rt, client.clone()).await;
             (Some(f), Some(rx))
         }
         false => (None, None),
@@ -205,7 +205,7 @@ pub async fn run(opts: DaemonOptions, err: &mut dyn std::io::Write) -> anyhow::R
     loop {
         let input = tokio::select! {
             Some(fetched) = async { match live_rx.as_mut() { Some(rx) => rx.recv().await, None => None } }, if live_rx.is_some() => {
-                Input::Fetched(fetched)
+                Input::Fetched(Box::new(fetched))
             }
             Some((arrived, batch)) = async { match audit_rx.as_mut() { Some(q) => q.recv().await, None => None } }, if audit_rx.is_some() => {
                 Input::Audit(batch, arrived)

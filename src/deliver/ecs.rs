@@ -149,7 +149,8 @@ const MAX_RECORD_ATTRIBUTION: usize = 8;
 const MAX_RECORD_FIELDS: usize = 8;
 
 /// The episode as a SIEM record carries it: scalar fields whole, resources as
-/// `{kind, namespace, name, class}`, attribution without repeated detail, each list
+/// `{kind, namespace, name, class}` with their diff (`changes`, `changesMore`,
+/// `desiredSource`, `cluster`, already bounded by `diff.maxFields`), attribution without repeated detail, each list
 /// bounded, with how many were left out.
 fn compact_episode(ep: &Value, event_name: &str) -> Value {
     let mut out = serde_json::Map::new();
@@ -168,7 +169,13 @@ fn compact_episode(ep: &Value, event_name: &str) -> Value {
     let resources = list("resources");
     out.insert(
         "resources".into(),
-        Value::Array(resources.iter().take(MAX_RECORD_RESOURCES).map(|r| pick(r, &["kind", "namespace", "name", "class"])).collect()),
+        Value::Array(
+            resources
+                .iter()
+                .take(MAX_RECORD_RESOURCES)
+                .map(|r| pick(r, &["kind", "namespace", "name", "class", "cluster", "desiredSource", "changes", "changesMore"]))
+                .collect(),
+        ),
     );
     let attribution = list("attribution");
     out.insert(

@@ -41,9 +41,16 @@ const SECURITY_FIELDS: &[&str] = &[
 /// Attribution of live objects by [`resource_key`], as the daemon last read them.
 pub type LiveIndex = std::collections::HashMap<String, Attribution>;
 
-/// The identity of a resource in a [`LiveIndex`]: `group/kind/namespace/name`.
+/// The identity of a resource: `group/kind/namespace/name`.
 pub fn resource_key(group: &str, kind: &str, namespace: &str, name: &str) -> String {
     format!("{group}/{kind}/{namespace}/{name}")
+}
+
+/// The identity of a resource in a [`LiveIndex`]: [`resource_key`] in the cluster
+/// driftwatch runs in (`cluster` empty), else prefixed by the spoke cluster
+/// (`spoke-1@apps/Deployment/shop/web`), so two clusters' same-named objects differ.
+pub fn live_key(cluster: &str, group: &str, kind: &str, namespace: &str, name: &str) -> String {
+    if cluster.is_empty() { resource_key(group, kind, namespace, name) } else { format!("{cluster}@{group}/{kind}/{namespace}/{name}") }
 }
 
 /// One field manager of a live object, other than Argo CD's.
@@ -76,6 +83,10 @@ pub struct Attribution {
     /// unknown (and this says why).
     #[serde(default, rename = "notRead", skip_serializing_if = "Option::is_none")]
     pub not_read: Option<NotRead>,
+    /// The summarized diff of the live object against the desired one (moved into the
+    /// drifted resource's `changes` by `Drift::of`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub diff: Option<super::diff::ResourceDiff>,
 }
 
 /// Why a drifted resource's live object was not read.
@@ -86,6 +97,9 @@ pub enum NotReadReason {
     Forbidden,
     /// A Secret, and `attribution.readSecrets` is off (the default).
     SecretsOff,
+    /// The cluster did not answer, or the read failed otherwise (a spoke that is
+    /// unreachable, a credential it refuses): tried again after the TTL.
+    Unreachable,
 }
 
 /// A resource whose attribution is unknown, and why.
@@ -99,7 +113,7 @@ pub struct NotRead {
 impl Attribution {
     /// The attribution of a resource that was not read.
     pub fn not_read(reason: NotReadReason, message: String) -> Attribution {
-        Attribution { managers: Vec::new(), security: false, not_read: Some(NotRead { reason, message }) }
+        Attribution { managers: Vec::new(), security: false, not_read: Some(NotRead { reason, message }), diff: None }
     }
 }
 
@@ -138,7 +152,7 @@ pub fn attribute(object: &Value, class: &str, ignore: &[String]) -> Attribution 
     managers.sort_by(|a, b| b.time.cmp(&a.time).then_with(|| a.manager.cmp(&b.manager)));
     managers.truncate(MAX_MANAGERS);
     let security = managers.iter().any(|m| !m.security_fields.is_empty());
-    Attribution { managers, security, not_read: None }
+    Attribution { managers, security, not_read: None, diff: None }
 }
 
 /// Fields every writer touches that say nothing about drift.

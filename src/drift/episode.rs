@@ -98,7 +98,16 @@ pub struct Episode {
     /// When its first notification was delivered.
     #[serde(default)]
     pub notified_at: Option<DateTime<Utc>>,
+    /// Its notifications are held for the live reads of its resources (the first
+    /// moments, at most [`OPENING`]): nothing was sent yet, so a rise in severity
+    /// meanwhile is how it opens, not an escalation.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub held: bool,
 }
+
+/// How long a new episode may be held for its live reads (the pipeline's wait; a read
+/// gives up after 15 s).
+pub const OPENING: chrono::Duration = chrono::Duration::seconds(20);
 
 /// How an episode ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -248,6 +257,7 @@ fn new_episode(app: &App, drift: &Drift, now: DateTime<Utc>) -> Episode {
         changed_at: None,
         detected_at: None,
         notified_at: None,
+        held: false,
     }
 }
 
@@ -290,7 +300,7 @@ fn merge_attempts<'a>(ep: &mut Episode, attempts: impl IntoIterator<Item = &'a A
                 name: a.name.clone(),
                 class: a.class.clone(),
                 kind_class: a.class.clone(),
-                attribution: None,
+                ..DriftResource::default()
             });
         }
         if a.decision == Decision::Allowed
@@ -372,6 +382,10 @@ fn merge(ep: &mut Episode, sync: &str, health: &str, drift: &Drift, now: DateTim
     match [drift.severity, attempted].into_iter().flatten().min() {
         Some(s) if more_severe(s, ep.severity) => {
             ep.severity = s;
+            // Nobody was told yet: the episode opens at this severity.
+            if ep.held && ep.opened_at.checked_add_signed(OPENING).is_some_and(|end| now < end) {
+                return false;
+            }
             ep.escalated_at = Some(now);
             ep.escalations += 1;
             true

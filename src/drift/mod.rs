@@ -8,7 +8,9 @@
 pub mod attribution;
 pub mod audit;
 pub mod classes;
+pub mod diff;
 pub mod episode;
+pub mod ignore;
 
 use std::collections::BTreeSet;
 
@@ -17,9 +19,10 @@ use serde_json::Value;
 
 use crate::model::Severity;
 
-use self::attribution::{Attribution, LiveIndex, is_security_field, resource_key};
+use self::attribution::{Attribution, LiveIndex, is_security_field, live_key};
 use self::audit::{Actor, Attempt, Decision};
 use self::classes::{ClassMap, MAX_ATTRIBUTION_ENTRIES, SECURITY_CLASSES};
+use self::diff::FieldChange;
 
 /// Where a drift comes from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Default, Serialize, Deserialize)]
@@ -83,6 +86,39 @@ pub struct DriftResource {
     pub kind_class: String,
     /// What its live object's `managedFields` say, when read.
     pub attribution: Option<Attribution>,
+    /// The changed fields, Git value -> live value (`drift::diff`), security fields
+    /// first, at most `diff.maxFields`.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub changes: Vec<FieldChange>,
+    /// Changed fields not in `changes`.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub changes_more: usize,
+    /// Where the desired values came from: `argocd`, `last-applied`, `not-known`;
+    /// empty when the resource was not diffed.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub desired_source: String,
+    /// Why part of the diff is missing.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub diff_note: String,
+    /// The spoke cluster it lives in (empty: the cluster driftwatch runs in).
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub cluster: String,
+    /// Its node in Argo CD's UI, to append to `context.argocdUrl`:
+    /// `/applications/<app namespace>/<app>?resource=&node=<group>%2F<kind>%2F<namespace>%2F<name>%2F0`.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub ui_path: String,
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
+}
+
+/// The path of a resource's node in Argo CD's UI (`node=group/kind/namespace/name/0`).
+pub fn ui_path(app: &Value, group: &str, kind: &str, namespace: &str, name: &str) -> String {
+    let meta = |k: &str| app.pointer(&format!("/metadata/{k}")).and_then(Value::as_str).unwrap_or_default();
+    let node: String = form_urlencoded::byte_serialize(format!("{group}/{kind}/{namespace}/{name}/0").as_bytes()).collect();
+    let q = |s: &str| form_urlencoded::byte_serialize(s.as_bytes()).collect::<String>();
+    format!("/applications/{}/{}?resource=&node={node}", q(meta("namespace")), q(meta("name")))
 }
 
 impl DriftResource {
@@ -174,6 +210,9 @@ pub struct Drift {
     /// Changes and refused attempts on its objects by identities other than Argo CD's,
     /// from the audit input, within the window, newest first (classified).
     pub attempts: Vec<Attempt>,
+    /// Live reads of drifted resources (who, the diff) are still on their way; the
+    /// notifications of a new episode wait for them (at most `episode::OPENING`).
+    pub awaiting_live: bool,
 }
 
 /// A severity written as `none` when there is none.
@@ -200,8 +239,9 @@ impl Drift {
     }
 
     /// What drifted in an Application, from its status, the class map and the
-    /// attribution read from the live objects (`live`, possibly empty).
-    pub fn of(app: &Value, classes: &ClassMap, live: &LiveIndex) -> Drift {
+    /// attribution and diffs read from the live objects (`live`, possibly empty; keyed
+    /// by `cluster`, the [`crate::config::clusters::Target::key`] of the Application).
+    pub fn of(app: &Value, classes: &ClassMap, live: &LiveIndex, cluster: &str) -> Drift {
         let mut class_set = BTreeSet::new();
         let mut resources = Vec::new();
         let mut attribution = Vec::new();
@@ -213,7 +253,7 @@ impl Drift {
                 }
                 let s = |k: &str| r.get(k).and_then(Value::as_str).unwrap_or_default();
                 let kind_class = classes.class_of(s("group"), s("kind"));
-                let attr = live.get(&resource_key(s("group"), s("kind"), s("namespace"), s("name")));
+                let attr = live.get(&live_key(cluster, s("group"), s("kind"), s("namespace"), s("name")));
                 let mut class = kind_class;
                 if attr.is_some_and(|a| a.security) {
                     attributed_security = true;
@@ -240,6 +280,17 @@ impl Drift {
                         });
                     }
                 }
+                // The diff goes in the resource's own fields, not twice.
+                let (attribution, diff) = match attr {
+                    Some(a) => {
+                        let mut a = a.clone();
+                        let d = a.diff.take();
+                        (Some(a), d)
+                    }
+                    None => (None, None),
+                };
+                let diff = diff.unwrap_or_default();
+                let diffed = attribution.as_ref().is_some_and(|a| a.not_read.is_none()) && diff != Default::default();
                 resources.push(DriftResource {
                     group: s("group").into(),
                     version: s("version").into(),
@@ -248,7 +299,13 @@ impl Drift {
                     name: s("name").into(),
                     class: class.into(),
                     kind_class: kind_class.into(),
-                    attribution: attr.cloned(),
+                    attribution,
+                    desired_source: if diffed { diff.source.as_str().to_string() } else { String::new() },
+                    changes: diff.changes,
+                    changes_more: diff.more,
+                    diff_note: diff.note,
+                    cluster: if cluster.starts_with('?') { String::new() } else { cluster.to_string() },
+                    ui_path: ui_path(app, s("group"), s("kind"), s("namespace"), s("name")),
                 });
             }
         }
@@ -278,6 +335,7 @@ impl Drift {
             severity,
             degraded,
             attempts: Vec::new(),
+            awaiting_live: false,
         }
     }
 }
@@ -303,6 +361,13 @@ impl Drift {
                     attributed_security = true;
                     if !matches!(r.kind_class.as_str(), "rbac" | "network-policy" | "admission") {
                         r.class = "security-context".into();
+                    }
+                }
+                // The person behind each changed field this request wrote.
+                for c in r.changes.iter_mut().filter(|c| c.user.is_empty()) {
+                    let wrote = if a.manager.is_empty() { a.fields.contains(&c.path) } else { a.manager == c.manager };
+                    if wrote {
+                        c.user = a.actor.username.clone();
                     }
                 }
                 let resource = format!("{} {}/{}", r.kind, r.namespace, r.name);
@@ -393,7 +458,7 @@ mod tests {
 
     /// What triggers and templates see of the drift of `app`.
     fn view(m: &ClassMap, app: &Value, live: &LiveIndex) -> Value {
-        serde_json::to_value(Drift::of(app, m, live)).unwrap()
+        serde_json::to_value(Drift::of(app, m, live, "")).unwrap()
     }
 
     #[test]
@@ -412,7 +477,8 @@ mod tests {
         assert_eq!(
             d["resources"][0],
             json!({"group": "rbac.authorization.k8s.io", "version": "", "kind": "Role", "namespace": "a", "name": "r",
-                   "class": "rbac", "kindClass": "rbac", "attribution": null})
+                   "class": "rbac", "kindClass": "rbac", "attribution": null,
+                   "uiPath": "/applications//?resource=&node=rbac.authorization.k8s.io%2FRole%2Fa%2Fr%2F0"})
         );
         // No sync status: no direction; a security class without a Git change is critical.
         assert_eq!(
@@ -471,6 +537,43 @@ mod tests {
         assert_eq!(d["attribution"][0]["manager"], "kubectl-edit");
         assert_eq!(d["attribution"][0]["resource"], "Deployment shop/web");
         assert_eq!(d["attribution"][0]["securityFields"], json!(["spec.template.spec.containers[app].securityContext.privileged"]));
+    }
+
+    #[test]
+    fn the_diff_becomes_the_resources_changes_in_its_cluster_with_the_person() {
+        use crate::drift::diff::{DesiredSource, FieldChange, ResourceDiff};
+        let mut a = crate::drift::attribution::Attribution::default();
+        let change = FieldChange {
+            path: "spec.replicas".into(),
+            desired: "2".into(),
+            live: "5".into(),
+            manager: "kubectl-patch".into(),
+            ..Default::default()
+        };
+        a.diff = Some(ResourceDiff { source: DesiredSource::LastApplied, changes: vec![change], more: 2, ..Default::default() });
+        let mut live = LiveIndex::new();
+        live.insert(crate::drift::attribution::live_key("spoke-1", "apps", "Deployment", "shop", "web"), a);
+        let mut app = app(
+            "cur",
+            "cur",
+            json!([{"group": "apps", "version": "v1", "kind": "Deployment", "namespace": "shop", "name": "web", "status": "OutOfSync"}]),
+        );
+        app["metadata"] = json!({"name": "shop", "namespace": "argocd"});
+        let m = ClassMap::default();
+        assert_eq!(Drift::of(&app, &m, &live, "").resources[0].changes, vec![], "another cluster's object is not this one");
+        let d = Drift::of(&app, &m, &live, "spoke-1");
+        let r = &d.resources[0];
+        assert_eq!((r.changes.len(), r.changes_more, r.desired_source.as_str(), r.cluster.as_str()), (1, 2, "last-applied", "spoke-1"));
+        assert_eq!(r.attribution.as_ref().and_then(|a| a.diff.as_ref()), None, "kept once");
+        assert_eq!(r.ui_path, "/applications/argocd/shop?resource=&node=apps%2FDeployment%2Fshop%2Fweb%2F0");
+        let attempt: Attempt = serde_json::from_value(json!({
+            "id": "x", "appKey": "argocd/shop", "group": "apps", "kind": "Deployment", "namespace": "shop", "name": "web",
+            "resource": "Deployment shop/web", "verb": "patch", "decision": "allowed", "manager": "kubectl-patch",
+            "actor": {"username": "alice@example.com"}, "time": "2026-12-03T10:00:00Z", "firstAt": "2026-12-03T10:00:00Z",
+            "lastAt": "2026-12-03T10:00:00Z"}))
+        .unwrap();
+        let d = d.with_attempts(&[attempt], &m);
+        assert_eq!(d.resources[0].changes[0].user, "alice@example.com");
     }
 
     #[test]

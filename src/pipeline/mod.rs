@@ -132,6 +132,9 @@ pub struct Inputs {
     /// Changes and refused attempts from the audit input, per Application, in the
     /// window (`audit.window`).
     pub attempts: crate::drift::audit::AttemptIndex,
+    /// Whether the driver reads drifted resources' live objects (the daemon with
+    /// attribution on): a new episode then waits for them (`drift.awaitingLive`).
+    pub reads_live: bool,
 }
 
 /// The per-configuration pieces the pipeline needs.
@@ -166,10 +169,35 @@ impl Pipeline {
         let app_key = app.state_key();
         // What drifted and the episode come first: every Application's drift is
         // recorded, subscribed or not, and routes match on them.
-        let drift = Drift::of(&app.object, &rt.classes, &inputs.live).with_attempts(inputs.attempts.of(&app_key), &rt.classes);
+        let target = rt.target(&app.object);
+        let cluster = target.key();
+        let mut drift =
+            Drift::of(&app.object, &rt.classes, &inputs.live, &cluster).with_attempts(inputs.attempts.of(&app_key), &rt.classes);
         let obs = episode::observe(state.latest_episode(&app_key)?, app, &drift, now);
         out.episode = obs.episode;
         out.episode_event = obs.event;
+        // A new episode's live reads (who, the diff) are waited for, briefly: the
+        // catalog's drift triggers hold while `drift.awaitingLive`, and the pass is run
+        // again when a read completes, or at the latest after `episode::OPENING`.
+        if inputs.reads_live
+            && !matches!(target, crate::config::clusters::Target::Elsewhere(_))
+            && let Some(ep) = out.episode.as_ref().filter(|e| e.is_open())
+            && let Some(until) = ep.opened_at.checked_add_signed(episode::OPENING)
+            && now < until
+            && drift.resources.iter().any(|r| {
+                !r.version.is_empty()
+                    && !r.name.is_empty()
+                    && !inputs.live.contains_key(&crate::drift::attribution::live_key(&cluster, &r.group, &r.kind, &r.namespace, &r.name))
+            })
+        {
+            drift.awaiting_live = true;
+            out.wake(until);
+        }
+        // Held while waiting, stored so; released (and stored) once not.
+        if let Some(ep) = out.episode.as_mut().filter(|e| e.held != drift.awaiting_live) {
+            ep.held = drift.awaiting_live;
+            out.episode_event.get_or_insert(Event::Updated);
+        }
         let routed = rt.router.subscriptions(app, inputs.projects.get(&app.project));
         let mut subs = routed.subs;
         out.annotation_errors = routed.errors;
@@ -206,6 +234,14 @@ impl Pipeline {
             let results = with_now(now, || rt.engine.run(trigger, &mut scope));
             for r in results {
                 if !self.held_long_enough(&app_key, trigger_name, &r, state, now, &mut out)? {
+                    continue;
+                }
+                // A condition that holds waits for the live reads of a new episode (it
+                // is not false: nothing is resolved or re-armed meanwhile).
+                if r.result && drift.awaiting_live {
+                    if let Some(until) = out.wake_at {
+                        out.skipped.push(Skip::HeldDown { trigger: trigger_name.clone(), until });
+                    }
                     continue;
                 }
                 for d in destinations {

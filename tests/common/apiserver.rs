@@ -406,6 +406,14 @@ async fn handle(
     // /apis/argoproj.io/v1alpha1[/namespaces/{ns}]/{plural}
     let rest = path.trim_start_matches("/apis/argoproj.io/v1alpha1/");
     let (ns, plural) = match rest.split('/').collect::<Vec<_>>().as_slice() {
+        // One object by name (`driftwatch diff`).
+        ["namespaces", ns, plural, name] if req.method() == hyper::Method::GET => {
+            let w = world.lock().unwrap();
+            return Ok(match w.objects.get(&(plural.to_string(), ns.to_string(), name.to_string())) {
+                Some(o) => full(200, o),
+                None => full(404, &json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "code": 404, "reason": "NotFound"})),
+            });
+        }
         ["namespaces", ns, plural] => (Some(ns.to_string()), plural.to_string()),
         [plural] => (None, plural.to_string()),
         _ => return Ok(full(404, &json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "code": 404, "reason": "NotFound"}))),

@@ -1,10 +1,12 @@
-//! Live objects read for attribution: the attribution they give, and the
-//! re-evaluation of the Applications waiting for it when it changed.
+//! Live objects read for attribution and the diff: what they give, the
+//! re-evaluation of the Applications waiting for it when it changed, and each
+//! cluster's health (logged once when a cluster stops answering, once when it answers
+//! again).
 
 use super::*;
 
 impl Core {
-    /// A live object was read: update its attribution and re-evaluate the
+    /// A live object was read: update its attribution and diff and re-evaluate the
     /// Applications waiting for it when it changed what is known.
     pub(super) fn live_read(&mut self, fetched: crate::cluster::live::Fetched) {
         let Some(live) = self.live.as_mut() else { return };
@@ -12,30 +14,33 @@ impl Core {
         let Some(waiting) = live.complete(&fetched) else { return };
         let f = fetched;
         let key = f.wanted.key();
-        let next = match &f.object {
-            Ok(Some(object)) => {
-                Some(crate::drift::attribution::attribute(object, &f.wanted.class, &self.pipeline.runtime.attribution.ignore_managers))
-            }
-            Ok(None) => None,
-            Err(e @ ReadError::Forbidden { group, resource }) => {
+        let cluster = f.wanted.cluster_label().to_string();
+        let failed = matches!(f.result, Err(ReadError::Failed(_)));
+        self.cluster_health(&cluster, &f.result);
+        let next = f.attribution();
+        match &f.result {
+            Err(ReadError::Forbidden { group, resource }) => {
                 let label = ReadError::resource_label(group, resource);
                 METRICS.live_reads_forbidden.inc(&label);
                 // Once per kind: the drift is still reported, and the read is not
                 // retried for a while (`live::FORBIDDEN_BACKOFF`).
-                if self.forbidden_logged.len() < MAX_FORBIDDEN_LOGGED && self.forbidden_logged.insert(label.clone()) {
-                    tracing::warn!(resource = %label, rule = %ReadError::rule(group, resource), label = crate::cluster::live::AGGREGATE_LABEL,
+                if self.forbidden_logged.len() < MAX_FORBIDDEN_LOGGED && self.forbidden_logged.insert(format!("{cluster}/{label}")) {
+                    tracing::warn!(cluster = %cluster, resource = %label, rule = %ReadError::rule(group, resource),
+                        label = crate::cluster::live::AGGREGATE_LABEL,
                         "attribution is not permitted to read this kind of resource: its drift is reported without who made it; \
                          add the rule to a ClusterRole with the label to allow it");
                 }
-                Some(Attribution::not_read(NotReadReason::Forbidden, e.to_string()))
             }
-            Err(e @ ReadError::SecretsOff) => Some(Attribution::not_read(NotReadReason::SecretsOff, e.to_string())),
             Err(ReadError::Failed(e)) => {
                 METRICS.live_read_errors.inc();
-                tracing::warn!(resource = %key, error = %e, "reading a drifted resource for attribution failed");
-                return;
+                tracing::debug!(cluster = %cluster, resource = %key, error = %e, "reading a drifted resource failed");
             }
-        };
+            _ => {}
+        }
+        // A failure does not replace what an earlier read of the resource found.
+        if failed && self.inputs.live.get(&key).is_some_and(|a| a.not_read.is_none()) {
+            return;
+        }
         let changed = self.inputs.live.get(&key) != next.as_ref();
         match next {
             Some(a) => {
@@ -47,6 +52,26 @@ impl Core {
         }
         if changed {
             self.reevaluate(waiting);
+        }
+    }
+
+    /// Records whether `cluster` answered: the gauge, and a log line when that changes.
+    fn cluster_health(&mut self, cluster: &str, result: &Result<Option<Attribution>, ReadError>) {
+        match result {
+            Err(ReadError::Failed(e)) => {
+                METRICS.cluster_up.set(cluster, 0);
+                if self.clusters_down.len() < MAX_FORBIDDEN_LOGGED && self.clusters_down.insert(cluster.to_string()) {
+                    tracing::warn!(cluster = %cluster, error = %e,
+                        "a cluster does not answer live reads: drift there is reported without who made it or the diff, \
+                         until it answers again (other clusters are not held up)");
+                }
+            }
+            _ => {
+                METRICS.cluster_up.set(cluster, 1);
+                if self.clusters_down.remove(cluster) {
+                    tracing::info!(cluster = %cluster, "the cluster answers live reads again");
+                }
+            }
         }
     }
 }

@@ -31,7 +31,7 @@ use crate::cluster::live::{LiveFetcher, ReadError};
 use crate::cluster::watch::{Change, Kind, Stream};
 use crate::config::{self, Runtime};
 use crate::deliver::{Delivery, ServiceRuntime};
-use crate::drift::attribution::{Attribution, NotReadReason};
+use crate::drift::attribution::Attribution;
 use crate::metrics::METRICS;
 use crate::model::App;
 use crate::pipeline::Pipeline;
@@ -66,7 +66,7 @@ impl Kept {
 pub(super) enum Input {
     Change(Change),
     /// A live object read for attribution.
-    Fetched(crate::cluster::live::Fetched),
+    Fetched(Box<crate::cluster::live::Fetched>),
     /// Relevant events from the audit input, and when their request arrived.
     Audit(Vec<crate::drift::audit::Attempt>, Instant),
     /// SIGHUP: reload the configuration.
@@ -148,6 +148,9 @@ pub(super) struct Core {
     /// Resources (`deployments.apps`) whose refused reads were logged, so each is
     /// logged once.
     forbidden_logged: BTreeSet<String>,
+    /// Clusters whose last read failed (logged once when they fail, once when they
+    /// answer again), by label.
+    clusters_down: BTreeSet<String>,
     /// State keys of passes written since the last [`Core::flush`], and when that was.
     unflushed: Vec<String>,
     last_flush: Instant,
@@ -214,7 +217,7 @@ impl Core {
         let last_config = config_fingerprint(&o.runtime.sources);
         Core {
             pipeline: Pipeline::new(Arc::new(o.runtime)),
-            inputs: crate::pipeline::Inputs::default(),
+            inputs: crate::pipeline::Inputs { reads_live: o.live.is_some(), ..Default::default() },
             state: None,
             shared: o.shared,
             state_path: o.state_path,
@@ -230,6 +233,7 @@ impl Core {
             audit: o.audit,
             wakeups: Wakeups::default(),
             forbidden_logged: BTreeSet::new(),
+            clusters_down: BTreeSet::new(),
             unflushed: Vec::new(),
             last_flush: Instant::now(),
             reopen_store: false,
@@ -326,7 +330,7 @@ impl Core {
     fn input_one(&mut self, input: Input) {
         match input {
             Input::Change(c) => self.handle(c),
-            Input::Fetched(f) => self.live_read(f),
+            Input::Fetched(f) => self.live_read(*f),
             Input::Audit(batch, arrived) => self.audited(batch, arrived),
             Input::Reload => self.reload(),
             Input::Resync => {
@@ -429,10 +433,8 @@ impl Core {
             }
         }
         if let Some(live) = self.live.as_mut() {
-            let wanted = match self.pipeline.runtime.attribution.reads(app) {
-                true => crate::cluster::live::Wanted::from_drift(&eval.drift),
-                false => Vec::new(),
-            };
+            let target = self.pipeline.runtime.target(&app.object);
+            let wanted = crate::cluster::live::Wanted::from_drift(&eval.drift, &target, &app.object);
             let r = live.request(&key, wanted);
             for k in r.forgotten {
                 self.inputs.live.remove(&k);

@@ -1,0 +1,286 @@
+//! `clusters:` (spoke clusters whose live objects are read per Application
+//! destination), `argocd:` (Argo CD's API as the source of desired values) and
+//! `diff:` (how much of a drifted resource's diff is shown), validated at load time
+//! with positions. No client is built here (`cluster/` builds them).
+
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+use serde_json::Value;
+
+use super::relative_to;
+use crate::secret::{Secret, Secrets};
+use crate::source::{At, ConfigError, SourceFile};
+
+/// At most this many spoke clusters (each is a metric label).
+pub const MAX_CLUSTERS: usize = 256;
+
+/// One entry of `clusters:` as written.
+#[derive(Debug, Clone, Deserialize, Default)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct ClusterDef {
+    /// Matches `spec.destination.name`.
+    pub name: Option<String>,
+    /// Matches `spec.destination.server`, and is the API server's URL with `token`.
+    pub server: Option<String>,
+    /// A kubeconfig file for the cluster (its current context, or `context`).
+    pub kubeconfig: Option<String>,
+    pub context: Option<String>,
+    /// A bearer token (`$key`), with `server` and, unless the server's certificate is
+    /// signed by a public root, `caFile`.
+    pub token: Option<String>,
+    pub ca_file: Option<String>,
+}
+
+/// `argocd:` as written.
+#[derive(Debug, Clone, Deserialize, Default)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct ArgocdDef {
+    /// `https://argocd.example.com` (the API server of Argo CD, not the UI's path).
+    pub server: String,
+    /// An Argo CD API token (`$key`) of an account that may `get` applications.
+    pub token: String,
+    pub ca_file: Option<String>,
+}
+
+/// `diff:` as written.
+#[derive(Debug, Clone, Deserialize, Default)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct DiffDef {
+    /// Whether drifted resources are read in full and diffed (true when absent).
+    pub enabled: Option<bool>,
+    /// Changed fields shown per resource (20; 1 to 1000).
+    pub max_fields: Option<At<usize>>,
+    /// Characters shown per value (120; 8 to 10000).
+    pub max_value_chars: Option<At<usize>>,
+}
+
+/// How a spoke cluster is reached.
+#[derive(Debug, Clone)]
+pub enum ClusterAuth {
+    Kubeconfig { path: PathBuf, context: Option<String> },
+    Token { token: Secret, ca_file: Option<PathBuf> },
+}
+
+/// A spoke cluster, validated.
+#[derive(Debug, Clone)]
+pub struct ClusterSpec {
+    /// What logs, metrics and the history call it: its name, else its server.
+    pub label: String,
+    pub name: String,
+    pub server: String,
+    pub auth: ClusterAuth,
+}
+
+/// Argo CD's API, validated.
+#[derive(Debug, Clone)]
+pub struct ArgocdApi {
+    pub server: String,
+    pub token: Secret,
+    pub ca_file: Option<PathBuf>,
+}
+
+/// `diff:` validated.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DiffSettings {
+    pub enabled: bool,
+    pub limits: crate::drift::diff::Limits,
+}
+
+impl Default for DiffSettings {
+    fn default() -> DiffSettings {
+        DiffSettings { enabled: true, limits: crate::drift::diff::Limits::default() }
+    }
+}
+
+/// Where an Application's resources are read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Target {
+    /// The cluster driftwatch runs in (`attribution.destinations`).
+    Local,
+    /// A configured spoke, by label.
+    Spoke(String),
+    /// Neither: not read (`server or name`, for the note).
+    Elsewhere(String),
+}
+
+impl Target {
+    /// The cluster part of a live index key: empty for the local cluster.
+    pub fn key(&self) -> String {
+        match self {
+            Target::Local => String::new(),
+            Target::Spoke(l) => l.clone(),
+            Target::Elsewhere(d) => format!("?{d}"),
+        }
+    }
+}
+
+/// The destination (`server`, `name`) of an Application.
+pub fn destination(app: &Value) -> (&str, &str) {
+    let dest = |k: &str| app.pointer(&format!("/spec/destination/{k}")).and_then(Value::as_str).unwrap_or_default();
+    (dest("server"), dest("name"))
+}
+
+/// The cluster an Application's resources live in.
+pub fn target(app: &Value, local: &[String], spokes: &[ClusterSpec]) -> Target {
+    let (server, name) = destination(app);
+    let is = |d: &str| (!server.is_empty() && d == server) || (!name.is_empty() && d == name);
+    if local.iter().any(|d| is(d)) {
+        return Target::Local;
+    }
+    // By name first: Argo CD resolves `destination.name` to a server itself.
+    if let Some(c) = spokes
+        .iter()
+        .find(|c| !name.is_empty() && c.name == name)
+        .or_else(|| spokes.iter().find(|c| !server.is_empty() && c.server == server))
+    {
+        return Target::Spoke(c.label.clone());
+    }
+    Target::Elsewhere(if server.is_empty() { name.to_string() } else { server.to_string() })
+}
+
+/// Where the secret values a setting references are resolved and recorded.
+pub struct SecretSink<'a> {
+    pub secrets: &'a Secrets,
+    pub referenced: &'a mut Vec<Secret>,
+    pub missing: &'a mut Vec<String>,
+}
+
+impl SecretSink<'_> {
+    /// A token that must be a `$key` reference.
+    fn token(&mut self, key: &str, value: &str, pos: Option<crate::source::Pos>, errors: &mut Vec<ConfigError>) -> Option<Secret> {
+        if Secrets::references(value).is_empty() {
+            errors.push(ConfigError::new(pos, key, "must reference a secret ($key), not hold the token itself"));
+            return None;
+        }
+        match self.secrets.resolve(value) {
+            Ok(v) if v.expose().is_empty() => {
+                errors.push(ConfigError::new(pos, key, "the secret it references is empty"));
+                None
+            }
+            Ok(v) => {
+                self.referenced.push(v.clone());
+                Some(v)
+            }
+            Err(e) => {
+                self.missing.push(format!("{key}: {e}"));
+                None
+            }
+        }
+    }
+}
+
+fn file_exists(base: &Path, p: &str, key: &str, pos: Option<crate::source::Pos>, errors: &mut Vec<ConfigError>) -> PathBuf {
+    let path = relative_to(base, p);
+    if !path.is_file() {
+        errors.push(ConfigError::new(pos, key, format!("{} does not exist or is not a file", path.display())));
+    }
+    path
+}
+
+/// An `https://` URL, or `http://` on loopback (tests, a port-forward).
+fn server_url(s: &str) -> Result<(), String> {
+    let url: reqwest::Url = s.parse().map_err(|e| format!("{s:?} is not a URL: {e}"))?;
+    match url.scheme() {
+        "https" => Ok(()),
+        "http" if url.host_str().is_some_and(|h| h == "localhost" || h.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback())) => {
+            Ok(())
+        }
+        _ => Err(format!("{s:?} must be https:// (http:// only on loopback): the token would cross the network in clear")),
+    }
+}
+
+/// `clusters:` validated.
+pub fn clusters(
+    defs: &[At<ClusterDef>],
+    local: &[String],
+    base: &Path,
+    file: &SourceFile,
+    sink: &mut SecretSink<'_>,
+    errors: &mut Vec<ConfigError>,
+) -> Vec<ClusterSpec> {
+    let mut out: Vec<ClusterSpec> = Vec::new();
+    if defs.len() > MAX_CLUSTERS {
+        errors.push(ConfigError::new(file.pos(&defs[MAX_CLUSTERS].referenced), "clusters", format!("at most {MAX_CLUSTERS} clusters")));
+    }
+    for (i, d) in defs.iter().enumerate().take(MAX_CLUSTERS) {
+        let pos = file.pos(&d.referenced);
+        let key = format!("clusters[{i}]");
+        let c = &d.value;
+        let (name, server) = (c.name.clone().unwrap_or_default(), c.server.clone().unwrap_or_default());
+        let mut fail = |msg: String| errors.push(ConfigError::new(pos.clone(), key.clone(), msg));
+        if name.is_empty() && server.is_empty() {
+            fail("needs name (spec.destination.name) or server (spec.destination.server)".into());
+            continue;
+        }
+        let label = if name.is_empty() { server.clone() } else { name.clone() };
+        if out.iter().any(|o| (!name.is_empty() && o.name == name) || (!server.is_empty() && o.server == server)) {
+            fail(format!("{label:?} is configured twice"));
+        }
+        if local.iter().any(|l| *l == name || *l == server) {
+            fail(format!("{label:?} is the cluster driftwatch runs in (attribution.destinations)"));
+        }
+        let auth = match (&c.kubeconfig, &c.token) {
+            (Some(k), None) => {
+                if c.ca_file.is_some() {
+                    fail("caFile goes with token; a kubeconfig carries its own CA".into());
+                }
+                let path = file_exists(base, k, &format!("{key}.kubeconfig"), pos.clone(), errors);
+                ClusterAuth::Kubeconfig { path, context: c.context.clone() }
+            }
+            (None, Some(t)) => {
+                if server.is_empty() {
+                    fail("token needs server (the API server's URL)".into());
+                } else if let Err(e) = server_url(&server) {
+                    fail(e);
+                }
+                let ca_file = c.ca_file.as_deref().map(|p| file_exists(base, p, &format!("{key}.caFile"), pos.clone(), errors));
+                match sink.token(&format!("{key}.token"), t, pos.clone(), errors) {
+                    Some(token) => ClusterAuth::Token { token, ca_file },
+                    None => continue,
+                }
+            }
+            _ => {
+                fail("needs exactly one of kubeconfig or token".into());
+                continue;
+            }
+        };
+        out.push(ClusterSpec { label, name, server, auth });
+    }
+    out
+}
+
+/// `argocd:` validated.
+pub fn argocd(
+    def: &At<ArgocdDef>,
+    base: &Path,
+    file: &SourceFile,
+    sink: &mut SecretSink<'_>,
+    errors: &mut Vec<ConfigError>,
+) -> Option<ArgocdApi> {
+    let pos = file.pos(&def.referenced);
+    if let Err(e) = server_url(&def.value.server) {
+        errors.push(ConfigError::new(pos.clone(), "argocd.server", e));
+    }
+    let ca_file = def.value.ca_file.as_deref().map(|p| file_exists(base, p, "argocd.caFile", pos.clone(), errors));
+    let token = sink.token("argocd.token", &def.value.token, pos, errors)?;
+    Some(ArgocdApi { server: def.value.server.trim_end_matches('/').to_string(), token, ca_file })
+}
+
+/// `diff:` validated.
+pub fn diff(def: &DiffDef, file: &SourceFile, errors: &mut Vec<ConfigError>) -> DiffSettings {
+    let mut out = DiffSettings { enabled: def.enabled.unwrap_or(true), ..DiffSettings::default() };
+    for (key, slot, value, min, max) in [
+        ("diff.maxFields", &mut out.limits.max_fields, &def.max_fields, 1, 1000),
+        ("diff.maxValueChars", &mut out.limits.max_value_chars, &def.max_value_chars, 8, 10_000),
+    ] {
+        if let Some(v) = value {
+            if (min..=max).contains(&v.value) {
+                *slot = v.value;
+            } else {
+                errors.push(ConfigError::new(file.pos(&v.referenced), key, format!("{} is out of range ({min} to {max})", v.value)));
+            }
+        }
+    }
+    out
+}

@@ -1,0 +1,698 @@
+//! The summarized diff of one drifted resource: for each changed field its path, the
+//! desired (Git) value and the live value, and the field manager that wrote it. Pure:
+//! the daemon reads the live object (`cluster/live.rs`) and computes this off the
+//! evaluation path; the pipeline only copies the result into `drift.resources[]`.
+//!
+//! The desired object comes from Argo CD's API (`argocd:` configured: the
+//! Application's managed resource, its `targetState`), else from the
+//! `kubectl.kubernetes.io/last-applied-configuration` annotation Argo CD's default
+//! client-side apply writes, else it is not known (server-side apply without the API)
+//! and the changed fields are listed with their live values and `(not known)` — never
+//! guessed.
+//!
+//! Two walks make the list: the desired object's leaves, each compared with the live
+//! value at the same place (list items matched by `name`), and the fields a manager
+//! other than Argo CD's owns in `managedFields` that the desired object does not have
+//! (`privileged: (not set) -> true`) — fields the API server defaults are owned by no
+//! such manager, so they are not noise. `spec.ignoreDifferences` is applied to both
+//! objects first (`drift::ignore`), so an ignored field is neither shown nor counted.
+//! Values are masked where the field or env var looks like a credential, a Secret's
+//! data is only ever `(changed)`, and everything is bounded: fields shown per resource
+//! (the rest counted in `more`), characters per value, nodes visited, depth.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use super::attribution::{ARGOCD_MANAGERS, is_security_field};
+use super::audit::{clip, looks_secret};
+use super::ignore::{ForResource, Step, remove_all};
+
+/// The annotation client-side apply keeps the applied object in.
+pub const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
+/// Fields shown per resource when the configuration does not say.
+pub const DEFAULT_MAX_FIELDS: usize = 20;
+/// Characters shown per value when the configuration does not say.
+pub const DEFAULT_MAX_VALUE_CHARS: usize = 120;
+/// At most this many nodes of the two objects are visited; past it the rest is not
+/// compared (and the note says so).
+pub const MAX_VISITED: usize = 200_000;
+/// Changes kept for sorting (security fields first) before the cut; more are counted.
+const MAX_COLLECTED: usize = 10_000;
+/// Owned field paths taken from `managedFields`.
+const MAX_OWNED: usize = 10_000;
+const MAX_DEPTH: usize = 64;
+
+/// What a value shows when the field is absent, unknown, masked or a Secret's.
+pub const NOT_SET: &str = "(not set)";
+pub const NOT_KNOWN: &str = "(not known)";
+pub const MASKED: &str = "(masked)";
+pub const HIDDEN: &str = "(hidden)";
+pub const CHANGED: &str = "(changed)";
+
+/// Where the desired values came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum DesiredSource {
+    /// Argo CD's API: the managed resource's target state.
+    Argocd,
+    /// The `kubectl.kubernetes.io/last-applied-configuration` annotation.
+    LastApplied,
+    /// Neither: server-side apply without the API.
+    #[default]
+    NotKnown,
+}
+
+impl DesiredSource {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DesiredSource::Argocd => "argocd",
+            DesiredSource::LastApplied => "last-applied",
+            DesiredSource::NotKnown => "not-known",
+        }
+    }
+}
+
+/// One changed field (`drift.resources[].changes[]`).
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub struct FieldChange {
+    /// `spec.template.spec.containers[app].securityContext.privileged`
+    pub path: String,
+    /// The Git value, or `(not set)`, `(not known)`, `(masked)`, `(hidden)`.
+    pub desired: String,
+    /// The live value, or `(not set)`, `(masked)`, `(changed)`.
+    pub live: String,
+    /// The field manager that owns the live value (other than Argo CD's), when one does.
+    pub manager: String,
+    /// The person behind that write, from the audit input, when known.
+    pub user: String,
+    /// RFC 3339: the manager's last write.
+    pub time: String,
+    /// A security field for this kind of resource.
+    pub security: bool,
+}
+
+/// The summarized diff of one resource.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub struct ResourceDiff {
+    pub source: DesiredSource,
+    /// Security fields first, at most the configured number.
+    pub changes: Vec<FieldChange>,
+    /// Changed fields not shown.
+    pub more: usize,
+    /// Why part of the diff is missing (a last-applied annotation that is not JSON, an
+    /// ignoreDifferences expression outside the subset, an object too large).
+    pub note: String,
+    /// Fields other managers own that `ignoreDifferences` ignores (the attribution
+    /// leaves them out too); not kept.
+    #[serde(skip)]
+    pub ignored: Vec<String>,
+}
+
+/// Bounds of one diff.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    pub max_fields: usize,
+    pub max_value_chars: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Limits {
+        Limits { max_fields: DEFAULT_MAX_FIELDS, max_value_chars: DEFAULT_MAX_VALUE_CHARS }
+    }
+}
+
+/// Everything one diff needs.
+pub struct Input<'a> {
+    /// The live object as read (with `managedFields`).
+    pub live: &'a Value,
+    /// The desired object and where it came from (`None`: not known).
+    pub desired: Option<(Value, DesiredSource)>,
+    /// The resource's class by kind (what makes a field a security field).
+    pub kind_class: &'a str,
+    /// A Secret: its data is shown only as changed.
+    pub secret: bool,
+    /// The Application's `ignoreDifferences` for this resource.
+    pub ignore: &'a ForResource,
+    /// Field managers whose writes are desired state besides Argo CD's
+    /// (`attribution.ignoreManagers`).
+    pub ignore_managers: &'a [String],
+    pub limits: Limits,
+    /// Notes so far (the desired source's trouble, ignore rules that were refused).
+    pub notes: Vec<String>,
+}
+
+/// The desired object in the live object's last-applied annotation: `Ok(None)` when
+/// there is none, `Err` (for the note) when it is not a JSON object.
+pub fn desired_from_last_applied(live: &Value) -> Result<Option<Value>, String> {
+    let Some(raw) = live.pointer("/metadata/annotations").and_then(|a| a.get(LAST_APPLIED)).and_then(Value::as_str) else {
+        return Ok(None);
+    };
+    match serde_json::from_str::<Value>(raw) {
+        Ok(v @ Value::Object(_)) => Ok(Some(v)),
+        Ok(_) => Err(format!("the {LAST_APPLIED} annotation is not a JSON object")),
+        Err(e) => Err(format!("the {LAST_APPLIED} annotation is not JSON ({e}); desired values are not known")),
+    }
+}
+
+/// One segment of a path as `managedFields` writes it.
+#[derive(Debug, Clone, PartialEq)]
+enum Seg {
+    Field(String),
+    /// A list item by its key fields (`k:{"name":"app"}`).
+    Key(serde_json::Map<String, Value>),
+    /// A set member (`v:"x"`).
+    Member(Value),
+    Index(usize),
+}
+
+/// A field some manager other than Argo CD's owns.
+struct Owned {
+    segs: Vec<Seg>,
+    manager: String,
+    time: String,
+}
+
+/// A change before it is cut and rendered.
+struct Raw<'a> {
+    path: String,
+    /// Where it is in the live object (for its owner).
+    at: Vec<Step>,
+    desired: Shown<'a>,
+    live: Shown<'a>,
+    security: bool,
+}
+
+#[derive(Clone, Copy)]
+enum Shown<'a> {
+    Value(&'a Value),
+    NotSet,
+    NotKnown,
+}
+
+/// Computes the diff (bounded; never fails: what it cannot do goes in the note).
+pub fn compute(mut input: Input<'_>) -> ResourceDiff {
+    let mut live = normalize(input.live.clone());
+    let (mut desired, source) = match input.desired.take() {
+        Some((d, s)) => (Some(normalize(d)), s),
+        None => (None, DesiredSource::NotKnown),
+    };
+    let mut visited = 0usize;
+    let mut owned = Vec::new();
+    let mut ignored_by_manager = Vec::new();
+    if let Some(entries) = input.live.pointer("/metadata/managedFields").and_then(Value::as_array) {
+        for e in entries {
+            let s = |k: &str| e.get(k).and_then(Value::as_str).unwrap_or_default().to_string();
+            let manager = s("manager");
+            if s("subresource") == "status" {
+                continue;
+            }
+            let Some(f) = e.get("fieldsV1") else { continue };
+            let mut paths = Vec::new();
+            owned_paths(f, &mut Vec::new(), &mut paths, &mut visited);
+            if input.ignore.managers.contains(&manager) {
+                ignored_by_manager.extend(paths);
+            } else if !ARGOCD_MANAGERS.contains(&manager.as_str()) && !input.ignore_managers.contains(&manager) {
+                let time = s("time");
+                for segs in paths {
+                    if owned.len() < MAX_OWNED {
+                        owned.push(Owned { segs, manager: manager.clone(), time: time.clone() });
+                    }
+                }
+            }
+        }
+    }
+    // Ignored fields go from both objects before anything is compared.
+    let mut notes = std::mem::take(&mut input.notes);
+    let before = (!input.ignore.is_empty()).then(|| live.clone());
+    for obj in std::iter::once(&mut live).chain(desired.as_mut()) {
+        input.ignore.strip(obj, &mut notes);
+        let steps: Vec<Vec<Step>> = ignored_by_manager.iter().filter_map(|p| locate(obj, p).map(|(at, _)| at)).collect();
+        remove_all(obj, steps);
+    }
+
+    let ignored: Vec<String> = match &before {
+        Some(b) => {
+            owned.iter().filter(|o| locate(b, &o.segs).is_some() && locate(&live, &o.segs).is_none()).map(|o| display(&o.segs)).collect()
+        }
+        None => Vec::new(),
+    };
+    let mut w = Walk { raw: Vec::new(), total: 0, visited, cut: false, kind_class: input.kind_class };
+    if let Some(d) = &desired {
+        w.desired(d, Some(&live), String::new(), Vec::new(), 0);
+    }
+    for o in &owned {
+        if w.visited >= MAX_VISITED {
+            w.cut = true;
+            break;
+        }
+        w.visited += 1;
+        let path = display(&o.segs);
+        if is_bookkeeping(&path) {
+            continue;
+        }
+        if let Some(d) = &desired
+            && locate(d, &o.segs).is_some()
+        {
+            continue;
+        }
+        if let Some((at, v)) = locate(&live, &o.segs) {
+            let desired = if desired.is_some() { Shown::NotSet } else { Shown::NotKnown };
+            w.push(Raw { security: is_security_field(input.kind_class, &path), path, at, desired, live: Shown::Value(v) });
+        }
+    }
+    if w.cut {
+        notes.push(format!("the object has more than {MAX_VISITED} fields; the rest were not compared"));
+    }
+    let total = w.total;
+    let mut raw = w.raw;
+    raw.sort_by_key(|r| !r.security);
+    raw.truncate(input.limits.max_fields);
+    let changes = raw
+        .iter()
+        .map(|r| {
+            let owner = owned.iter().filter(|o| same_or_within(&r.at, &live, &o.segs)).max_by(|a, b| a.time.cmp(&b.time));
+            let (desired, live) = values(r, input.secret, input.limits.max_value_chars);
+            FieldChange {
+                path: r.path.clone(),
+                desired,
+                live,
+                manager: owner.map(|o| o.manager.clone()).unwrap_or_default(),
+                user: String::new(),
+                time: owner.map(|o| o.time.clone()).unwrap_or_default(),
+                security: r.security,
+            }
+        })
+        .collect::<Vec<_>>();
+    notes.dedup();
+    ResourceDiff { source, more: total.saturating_sub(changes.len()), changes, note: notes.join("; "), ignored }
+}
+
+/// What the two values show: masked where the field looks like a credential, a
+/// Secret's data only as changed.
+fn values(r: &Raw<'_>, secret: bool, max: usize) -> (String, String) {
+    let show = |s: Shown<'_>| match s {
+        Shown::NotSet => NOT_SET.to_string(),
+        Shown::NotKnown => NOT_KNOWN.to_string(),
+        Shown::Value(Value::String(s)) => clip(s, max),
+        Shown::Value(v) => clip(&v.to_string(), max),
+    };
+    let is_set = |s: Shown<'_>| matches!(s, Shown::Value(_));
+    if secret && (r.path.starts_with("data") || r.path.starts_with("stringData")) {
+        let d = if is_set(r.desired) { HIDDEN.to_string() } else { show(r.desired) };
+        let l = if is_set(r.live) { CHANGED.to_string() } else { show(r.live) };
+        return (d, l);
+    }
+    let stringy = |s: Shown<'_>| matches!(s, Shown::Value(Value::String(_)));
+    if (stringy(r.desired) || stringy(r.live)) && credential_path(&r.path) {
+        let m = |s: Shown<'_>| if is_set(s) { MASKED.to_string() } else { show(s) };
+        return (m(r.desired), m(r.live));
+    }
+    (show(r.desired), show(r.live))
+}
+
+/// Whether a field name or list item name on the path looks like a credential.
+fn credential_path(path: &str) -> bool {
+    path.split(['.', '[', ']']).filter(|s| !s.is_empty() && s.parse::<f64>().is_err()).any(looks_secret)
+}
+
+struct Walk<'k> {
+    raw: Vec<Raw<'k>>,
+    total: usize,
+    visited: usize,
+    cut: bool,
+    kind_class: &'k str,
+}
+
+impl<'a> Walk<'a> {
+    fn push(&mut self, r: Raw<'a>) {
+        self.total += 1;
+        if self.raw.len() < MAX_COLLECTED {
+            self.raw.push(r);
+        }
+    }
+
+    /// Walks the desired node `d` with the live node at the same place.
+    fn desired(&mut self, d: &'a Value, l: Option<&'a Value>, path: String, at: Vec<Step>, depth: usize) {
+        if self.visited >= MAX_VISITED {
+            self.cut = true;
+            return;
+        }
+        self.visited += 1;
+        let join = |k: &str| if path.is_empty() { k.to_string() } else { format!("{path}.{k}") };
+        let with = |s: Step| {
+            let mut a = at.clone();
+            a.push(s);
+            a
+        };
+        match d {
+            Value::Object(m) if !m.is_empty() && depth < MAX_DEPTH && l.is_none_or(Value::is_object) => {
+                for (k, dv) in m {
+                    self.desired(dv, l.and_then(|l| l.get(k)), join(k), with(Step::Key(k.clone())), depth + 1);
+                }
+            }
+            Value::Array(items) if !items.is_empty() && depth < MAX_DEPTH && l.is_none_or(Value::is_array) => {
+                let live_items = l.and_then(Value::as_array);
+                match named(items) {
+                    Some(names) => {
+                        for (item, name) in items.iter().zip(names) {
+                            let found =
+                                live_items.and_then(|li| li.iter().position(|x| x.get("name").and_then(Value::as_str) == Some(name)));
+                            let lv = found.and_then(|i| live_items.and_then(|li| li.get(i)));
+                            let at = found.map_or_else(|| at.clone(), |i| with(Step::Index(i)));
+                            self.desired(item, lv, format!("{path}[{name}]"), at, depth + 1);
+                        }
+                        // Items only the live object has.
+                        for (i, x) in live_items.into_iter().flatten().enumerate() {
+                            let name = x.get("name").and_then(Value::as_str).unwrap_or_default();
+                            if !items.iter().any(|d| d.get("name").and_then(Value::as_str) == Some(name)) {
+                                let p = format!("{path}[{name}]");
+                                self.push(Raw {
+                                    security: is_security_field(self.kind_class, &p),
+                                    path: p,
+                                    at: with(Step::Index(i)),
+                                    desired: Shown::NotSet,
+                                    live: Shown::Value(x),
+                                });
+                            }
+                        }
+                    }
+                    None if items.iter().all(|i| !i.is_object() && !i.is_array()) => self.leaf(d, l, path, at),
+                    None => {
+                        let n = items.len().max(live_items.map_or(0, Vec::len));
+                        for i in 0..n {
+                            let p = format!("{path}[{i}]");
+                            match items.get(i) {
+                                Some(item) => self.desired(item, live_items.and_then(|li| li.get(i)), p, with(Step::Index(i)), depth + 1),
+                                None => {
+                                    if let Some(x) = live_items.and_then(|li| li.get(i)) {
+                                        self.push(Raw {
+                                            security: is_security_field(self.kind_class, &p),
+                                            path: p,
+                                            at: with(Step::Index(i)),
+                                            desired: Shown::NotSet,
+                                            live: Shown::Value(x),
+                                        });
+                                    }
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+            _ => self.leaf(d, l, path, at),
+        }
+    }
+
+    fn leaf(&mut self, d: &'a Value, l: Option<&'a Value>, path: String, at: Vec<Step>) {
+        let empty = |v: &Value| v.is_null() || v.as_object().is_some_and(|m| m.is_empty()) || v.as_array().is_some_and(|a| a.is_empty());
+        let same = match l {
+            Some(l) => l == d || (empty(l) && empty(d)) || numbers_equal(l, d),
+            None => empty(d),
+        };
+        if !same {
+            self.push(Raw {
+                security: is_security_field(self.kind_class, &path),
+                path,
+                at,
+                desired: Shown::Value(d),
+                live: l.map_or(Shown::NotSet, Shown::Value),
+            });
+        }
+    }
+}
+
+/// `2` and `2.0` are the same number.
+fn numbers_equal(a: &Value, b: &Value) -> bool {
+    matches!((a.as_f64(), b.as_f64()), (Some(x), Some(y)) if x == y)
+}
+
+/// The names of a list whose items all have a distinct string `name` (containers, env,
+/// volumes, ports by name), as `managedFields` keys them.
+fn named(items: &[Value]) -> Option<Vec<&str>> {
+    let names: Vec<&str> = items.iter().map(|i| i.get("name").and_then(Value::as_str)).collect::<Option<_>>()?;
+    let mut seen = std::collections::HashSet::new();
+    names.iter().all(|n| seen.insert(*n)).then_some(names)
+}
+
+/// The object without what is not desired state: status, server-set metadata, the
+/// last-applied annotation itself.
+fn normalize(mut v: Value) -> Value {
+    if let Some(m) = v.as_object_mut() {
+        m.shift_remove("status");
+        m.shift_remove("apiVersion");
+        m.shift_remove("kind");
+        if let Some(Value::Object(meta)) = m.get_mut("metadata") {
+            meta.retain(|k, _| k == "labels" || k == "annotations");
+            if let Some(Value::Object(a)) = meta.get_mut("annotations") {
+                a.shift_remove(LAST_APPLIED);
+                a.shift_remove("deployment.kubernetes.io/revision");
+                if a.is_empty() {
+                    meta.shift_remove("annotations");
+                }
+            }
+            if meta.is_empty() {
+                m.shift_remove("metadata");
+            }
+        }
+    }
+    v
+}
+
+fn is_bookkeeping(path: &str) -> bool {
+    path.starts_with("status")
+        || (path.starts_with("metadata") && !path.starts_with("metadata.labels") && !path.starts_with("metadata.annotations"))
+        || path == format!("metadata.annotations.{LAST_APPLIED}")
+        || path == "metadata.annotations.deployment.kubernetes.io/revision"
+}
+
+/// The leaf paths of a FieldsV1 set.
+fn owned_paths(node: &Value, prefix: &mut Vec<Seg>, out: &mut Vec<Vec<Seg>>, visited: &mut usize) {
+    let Some(map) = node.as_object() else { return };
+    *visited += 1;
+    if out.len() >= MAX_OWNED || *visited >= MAX_VISITED || prefix.len() >= MAX_DEPTH {
+        return;
+    }
+    let mut leaf = true;
+    for (k, v) in map.iter().filter(|(k, _)| k.as_str() != ".") {
+        leaf = false;
+        let seg = match k.split_once(':') {
+            Some(("f", name)) => Seg::Field(name.to_string()),
+            Some(("k", key)) => match serde_json::from_str(key) {
+                Ok(m) => Seg::Key(m),
+                Err(_) => continue,
+            },
+            Some(("v", value)) => match serde_json::from_str(value) {
+                Ok(v) => Seg::Member(v),
+                Err(_) => continue,
+            },
+            Some(("i", index)) => match index.parse() {
+                Ok(i) => Seg::Index(i),
+                Err(_) => continue,
+            },
+            _ => continue,
+        };
+        prefix.push(seg);
+        owned_paths(v, prefix, out, visited);
+        prefix.pop();
+    }
+    if leaf && !prefix.is_empty() {
+        out.push(prefix.clone());
+    }
+}
+
+/// Where a managedFields path is in `obj`, and the value there.
+fn locate<'v>(obj: &'v Value, segs: &[Seg]) -> Option<(Vec<Step>, &'v Value)> {
+    let mut node = obj;
+    let mut at = Vec::with_capacity(segs.len());
+    for s in segs {
+        match s {
+            Seg::Field(k) => {
+                node = node.get(k.as_str())?;
+                at.push(Step::Key(k.clone()));
+            }
+            Seg::Index(i) => {
+                node = node.as_array()?.get(*i)?;
+                at.push(Step::Index(*i));
+            }
+            Seg::Key(key) => {
+                let a = node.as_array()?;
+                let i = a.iter().position(|x| key.iter().all(|(k, v)| x.get(k).is_some_and(|got| got == v || numbers_equal(got, v))))?;
+                node = &a[i];
+                at.push(Step::Index(i));
+            }
+            Seg::Member(m) => {
+                let a = node.as_array()?;
+                let i = a.iter().position(|x| x == m)?;
+                node = &a[i];
+                at.push(Step::Index(i));
+            }
+        }
+    }
+    Some((at, node))
+}
+
+/// Whether the owned path `segs` is at `at` in `live`, or inside it, or holds it.
+fn same_or_within(at: &[Step], live: &Value, segs: &[Seg]) -> bool {
+    match locate(live, segs) {
+        Some((o, _)) => o.starts_with(at) || at.starts_with(&o),
+        None => false,
+    }
+}
+
+/// `spec.template.spec.containers[app].securityContext.privileged`, as attribution
+/// writes paths.
+fn display(segs: &[Seg]) -> String {
+    let mut s = String::new();
+    for seg in segs {
+        match seg {
+            Seg::Field(k) => {
+                if !s.is_empty() {
+                    s.push('.');
+                }
+                s.push_str(k);
+            }
+            Seg::Key(m) if m.len() == 1 => {
+                let v = m.values().next().map(scalar).unwrap_or_default();
+                s.push_str(&format!("[{v}]"));
+            }
+            Seg::Key(m) => {
+                let parts: Vec<String> = m.iter().map(|(k, v)| format!("{k}={}", scalar(v))).collect();
+                s.push_str(&format!("[{}]", parts.join(",")));
+            }
+            Seg::Member(v) => s.push_str(&format!("[{}]", scalar(v))),
+            Seg::Index(i) => s.push_str(&format!("[{i}]")),
+        }
+    }
+    s
+}
+
+fn scalar(v: &Value) -> String {
+    match v {
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::drift::ignore::IgnoreRules;
+    use serde_json::json;
+
+    /// A Deployment applied client-side by Argo CD, then patched by someone else:
+    /// replicas 2 -> 5, the container made privileged, an image bumped.
+    fn live() -> Value {
+        let applied = json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web", "namespace": "shop", "labels": {"app": "web"}},
+            "spec": {"replicas": 2, "template": {"spec": {"containers": [
+                {"name": "app", "image": "shop:1.0", "env": [{"name": "DB_PASSWORD", "value": "hunter2"}, {"name": "MODE", "value": "a"}]}]}}}});
+        json!({"apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": "web", "namespace": "shop", "labels": {"app": "web"}, "resourceVersion": "9",
+                "annotations": {LAST_APPLIED: applied.to_string(), "deployment.kubernetes.io/revision": "3"},
+                "managedFields": [
+                    {"manager": "argocd-controller", "operation": "Update", "time": "2026-12-01T10:00:00Z", "fieldsV1": {
+                        "f:spec": {"f:replicas": {}, "f:template": {"f:spec": {"f:containers": {"k:{\"name\":\"app\"}": {"f:image": {}}}}}}}},
+                    {"manager": "kube-controller-manager", "operation": "Update", "subresource": "status", "time": "2026-12-03T10:00:00Z",
+                     "fieldsV1": {"f:status": {"f:replicas": {}}}},
+                    {"manager": "kubectl-patch", "operation": "Update", "time": "2026-12-03T09:00:00Z", "fieldsV1": {
+                        "f:spec": {"f:replicas": {}, "f:template": {"f:spec": {"f:containers": {"k:{\"name\":\"app\"}": {
+                            "f:securityContext": {".": {}, "f:privileged": {}},
+                            "f:env": {"k:{\"name\":\"DB_PASSWORD\"}": {"f:value": {}}, "k:{\"name\":\"MODE\"}": {"f:value": {}}}}}}}}}}
+                ]},
+            "spec": {"replicas": 5, "progressDeadlineSeconds": 600, "template": {"spec": {"containers": [
+                {"name": "app", "image": "shop:1.0", "terminationMessagePath": "/dev/termination-log", "securityContext": {"privileged": true},
+                 "env": [{"name": "DB_PASSWORD", "value": "letmein"}, {"name": "MODE", "value": "b"}]}]}}},
+            "status": {"replicas": 5}})
+    }
+
+    fn run(live: &Value, ignore: &ForResource, limits: Limits) -> ResourceDiff {
+        let desired = desired_from_last_applied(live).unwrap().map(|d| (d, DesiredSource::LastApplied));
+        compute(Input { live, desired, kind_class: "workload", secret: false, ignore, ignore_managers: &[], limits, notes: Vec::new() })
+    }
+
+    fn shown(d: &ResourceDiff) -> Vec<(String, String, String, String)> {
+        d.changes.iter().map(|c| (c.path.clone(), c.desired.clone(), c.live.clone(), c.manager.clone())).collect()
+    }
+
+    #[test]
+    fn git_value_to_live_value_with_the_manager_and_no_defaults() {
+        let d = run(&live(), &ForResource::default(), Limits::default());
+        assert_eq!(d.source, DesiredSource::LastApplied);
+        let s = |a: &str, b: &str, c: &str| (a.to_string(), b.to_string(), c.to_string(), "kubectl-patch".to_string());
+        assert_eq!(
+            shown(&d),
+            vec![
+                s("spec.template.spec.containers[app].securityContext.privileged", NOT_SET, "true"),
+                s("spec.replicas", "2", "5"),
+                s("spec.template.spec.containers[app].env[DB_PASSWORD].value", MASKED, MASKED),
+                s("spec.template.spec.containers[app].env[MODE].value", "a", "b"),
+            ],
+            "security first; defaults (progressDeadlineSeconds, terminationMessagePath) and status are not drift"
+        );
+        assert!(d.changes[0].security && !d.changes[1].security);
+        assert_eq!(d.changes[1].time, "2026-12-03T09:00:00Z");
+        assert_eq!((d.more, d.note.as_str()), (0, ""));
+        assert!(!serde_json::to_string(&d).unwrap().contains("hunter2"), "a credential never shows");
+    }
+
+    #[test]
+    fn ignored_fields_are_neither_shown_nor_counted() {
+        let rules = IgnoreRules::of(&json!({"spec": {"ignoreDifferences": [
+            {"group": "apps", "kind": "Deployment", "jsonPointers": ["/spec/replicas"]},
+            {"group": "apps", "kind": "Deployment", "jqPathExpressions": [".spec.template.spec.containers[].env[] | select(.name == \"MODE\")"]}]}}));
+        let d = run(&live(), &rules.for_resource("apps", "Deployment", "shop", "web"), Limits { max_fields: 1, max_value_chars: 10 });
+        assert_eq!(
+            d.changes.iter().map(|c| c.path.as_str()).collect::<Vec<_>>(),
+            ["spec.template.spec.containers[app].securityContext.privileged"]
+        );
+        assert_eq!(d.more, 1, "the masked env var is the only other change");
+        let by_manager = IgnoreRules::of(&json!({"spec": {"ignoreDifferences": [
+            {"group": "apps", "kind": "Deployment", "managedFieldsManagers": ["kubectl-patch"]}]}}));
+        let d = run(&live(), &by_manager.for_resource("apps", "Deployment", "shop", "web"), Limits::default());
+        assert!(d.changes.is_empty(), "{:?}", shown(&d));
+    }
+
+    #[test]
+    fn desired_not_known_is_said_never_guessed() {
+        let mut obj = live();
+        obj["metadata"]["annotations"] = json!({});
+        let d = run(&obj, &ForResource::default(), Limits::default());
+        assert_eq!(d.source, DesiredSource::NotKnown);
+        assert_eq!(d.changes[0].desired, NOT_KNOWN);
+        assert!(d.changes.iter().any(|c| c.path == "spec.replicas" && c.live == "5" && c.desired == NOT_KNOWN));
+        obj["metadata"]["annotations"] = json!({LAST_APPLIED: "{not json"});
+        assert!(desired_from_last_applied(&obj).unwrap_err().contains("not JSON"));
+    }
+
+    #[test]
+    fn a_secret_shows_only_that_its_data_changed() {
+        let obj = json!({"kind": "Secret", "metadata": {"annotations": {LAST_APPLIED: r#"{"data":{"password":"b2xk"},"type":"Opaque"}"#}},
+                         "data": {"password": "bmV3", "extra": "eA=="}, "type": "Opaque"});
+        let desired = desired_from_last_applied(&obj).unwrap().map(|d| (d, DesiredSource::LastApplied));
+        let none = ForResource::default();
+        let d = compute(Input {
+            live: &obj,
+            desired,
+            kind_class: "secret",
+            secret: true,
+            ignore: &none,
+            ignore_managers: &[],
+            limits: Limits::default(),
+            notes: Vec::new(),
+        });
+        assert_eq!(shown(&d), vec![("data.password".into(), HIDDEN.into(), CHANGED.into(), String::new())]);
+        assert!(!serde_json::to_string(&d).unwrap().contains("b2xk"));
+    }
+
+    #[test]
+    fn ten_thousand_changed_fields_are_bounded() {
+        let n = 10_000;
+        let desired: serde_json::Map<String, Value> = (0..n).map(|i| (format!("k{i}"), json!("a"))).collect();
+        let data: serde_json::Map<String, Value> = (0..n).map(|i| (format!("k{i}"), json!("b".repeat(500)))).collect();
+        let obj = json!({"metadata": {"annotations": {LAST_APPLIED: json!({"data": desired}).to_string()}}, "data": data});
+        let d = run(&obj, &ForResource::default(), Limits::default());
+        assert_eq!((d.changes.len(), d.more), (DEFAULT_MAX_FIELDS, n - DEFAULT_MAX_FIELDS));
+        assert!(d.changes[0].live.chars().count() <= DEFAULT_MAX_VALUE_CHARS + 1);
+    }
+}
