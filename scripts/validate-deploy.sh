@@ -70,9 +70,10 @@ refuse "a NetworkPolicy peer that is not a mapping" --set networkPolicy.ingressF
 
 kubectl kustomize deploy/kubernetes > "$out/kustomize.yaml"
 kubectl kustomize deploy/kubernetes-ha > "$out/kustomize-ha.yaml"
+kubectl kustomize deploy/spoke > "$out/kustomize-spoke.yaml"
 # ServiceMonitor and PrometheusRule are Prometheus Operator CRDs, which have no schema
 # in kubernetes-validate (it warns and skips them); every other object is checked.
 kubernetes-validate --strict --quiet \
-  "$out/default.yaml" "$out/ha.yaml" "$out/kustomize.yaml" "$out/kustomize-ha.yaml" \
+  "$out/default.yaml" "$out/ha.yaml" "$out/kustomize.yaml" "$out/kustomize-ha.yaml" "$out/kustomize-spoke.yaml" \
   deploy/kubernetes/attribution-secrets.yaml
 echo "deploy: chart lint, renders, schema refusals, kustomize and schema validation passed"

@@ -183,13 +183,13 @@ fn a_file_that_is_not_an_application_is_a_clear_error() {
 fn check_passes_on_the_catalog_and_the_examples() {
     let o = driftwatch(&["check"]);
     assert!(o.status.success(), "{}", stderr(&o));
-    assert!(stdout(&o).starts_with("ok: 16 triggers, 16 templates"), "{}", stdout(&o));
+    assert!(stdout(&o).starts_with("ok: 16 triggers, 17 templates"), "{}", stdout(&o));
     let o = driftwatch(&["check", "--config", &repo("examples/drift-incident/driftwatch.yaml")]);
     assert!(o.status.success(), "{}", stderr(&o));
     // The reference configuration: valid, with warnings for its unset secrets only.
     let o = driftwatch(&["check", "--config", &repo("deploy/driftwatch.yaml")]);
     assert!(o.status.success(), "{}", stderr(&o));
-    assert!(stdout(&o).starts_with("ok: 17 triggers, 17 templates, 5 services, 5 warning(s)"), "{}", stdout(&o));
+    assert!(stdout(&o).starts_with("ok: 17 triggers, 18 templates, 5 services, 5 warning(s)"), "{}", stdout(&o));
     assert!(stderr(&o).lines().all(|l| l.starts_with("warning: services.") && l.contains("is not set")), "{}", stderr(&o));
 }
 

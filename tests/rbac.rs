@@ -253,3 +253,20 @@ fn both_install_paths_ship_a_network_policy_opening_only_the_operations_port() {
         }
     }
 }
+
+/// A spoke cluster's identity (`deploy/spoke/`) reads what the hub's attribution reads,
+/// no more: the same `get` rules, no Secrets, no list or watch, nothing of Argo CD's.
+#[test]
+fn a_spoke_reads_with_the_same_rules_as_the_hub() {
+    let roles = shipped_roles();
+    let named = |name: &str| roles.iter().find(|r| r.name == name).unwrap_or_else(|| panic!("{name} is not shipped"));
+    let hub = named("driftwatch-attribution-default");
+    let spoke = named("driftwatch-spoke-default");
+    assert!(spoke.file.ends_with("deploy/spoke/rbac.yaml"), "{:?}", spoke.file);
+    assert_eq!(format!("{:?}", spoke.rules), format!("{:?}", hub.rules), "the spoke's rules and the hub's attribution rules differ");
+    assert_eq!(spoke.labels.get(AGGREGATE_LABEL).and_then(|v| v.as_str()), Some("true"));
+    let reader = named("driftwatch-spoke-reader");
+    assert_eq!(reader.aggregates.len(), 1, "aggregated like the hub's, so a kind is added the same way");
+    assert!(spoke.rules.iter().all(|r| r.verbs == ["get"]), "get only: {:?}", spoke.rules);
+    assert!(!spoke.rules.iter().any(|r| r.groups.iter().any(|g| g == "argoproj.io")));
+}

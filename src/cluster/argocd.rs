@@ -95,3 +95,63 @@ fn without_url(e: &reqwest::Error) -> String {
     }
     s
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use axum::extract::RawQuery;
+    use axum::http::{HeaderMap, StatusCode};
+    use serde_json::json;
+
+    /// Argo CD's API on loopback: the managed resources of `shop`, for the token
+    /// `t0k3n` only, filtered by the query as Argo CD filters them.
+    async fn serve() -> String {
+        async fn managed(
+            axum::extract::Path(app): axum::extract::Path<String>,
+            headers: HeaderMap,
+            RawQuery(raw): RawQuery,
+        ) -> Result<String, StatusCode> {
+            let q: std::collections::HashMap<String, String> =
+                form_urlencoded::parse(raw.unwrap_or_default().as_bytes()).map(|(k, v)| (k.into_owned(), v.into_owned())).collect();
+            if headers.get("authorization").and_then(|h| h.to_str().ok()) != Some("Bearer t0k3n") {
+                return Err(StatusCode::UNAUTHORIZED);
+            }
+            if app != "shop" || q.get("appNamespace").map(String::as_str) != Some("argocd") {
+                return Err(StatusCode::NOT_FOUND);
+            }
+            let target = json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web", "namespace": "shop"}, "spec": {"replicas": 3}});
+            let item = json!({"group": "apps", "kind": "Deployment", "namespace": "shop", "name": "web", "targetState": target.to_string(),
+                              "liveState": "{}", "normalizedLiveState": "{}", "predictedLiveState": "{}"});
+            let wanted = q.get("name").map(String::as_str) == Some("web") && q.get("kind").map(String::as_str) == Some("Deployment");
+            Ok(json!({"items": if wanted { vec![item] } else { vec![] }}).to_string())
+        }
+        let app = axum::Router::new().route("/api/v1/applications/{name}/managed-resources", axum::routing::get(managed));
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(async move { axum::serve(listener, app).await });
+        format!("http://{addr}")
+    }
+
+    fn resource<'a>(name: &'a str) -> Resource<'a> {
+        Resource { app_namespace: "argocd", app_name: "shop", group: "apps", version: "v1", kind: "Deployment", namespace: "shop", name }
+    }
+
+    #[tokio::test]
+    async fn the_target_state_comes_from_argo_cds_managed_resources() {
+        crate::tls::init_crypto();
+        let server = serve().await;
+        let spec = |token: &str| crate::config::clusters::ArgocdApi {
+            server: server.clone(),
+            token: crate::secret::Secret::new(token.into()),
+            ca_file: None,
+        };
+        let api = ArgocdApi::new(&spec("t0k3n")).unwrap();
+        let t = api.target(&resource("web")).await.unwrap().unwrap();
+        assert_eq!(t.pointer("/spec/replicas"), Some(&json!(3)));
+        let e = api.target(&resource("other")).await.unwrap_err();
+        assert!(e.contains("is not a managed resource"), "{e}");
+        let e = ArgocdApi::new(&spec("wrong")).unwrap().target(&resource("web")).await.unwrap_err();
+        assert!(e.contains("401"), "{e}");
+        assert!(!e.contains("wrong"), "the token is not in the message: {e}");
+    }
+}

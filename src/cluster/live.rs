@@ -612,4 +612,39 @@ mod tests {
         assert_eq!(known_forbidden(&forbidden, &w), None, "asked again once the back-off is over");
         assert!(forbidden.lock().unwrap().is_empty());
     }
+
+    /// Desired values from Argo CD's API when it answered; else the last-applied
+    /// annotation, else not known, with why in the note.
+    #[test]
+    fn the_desired_values_come_from_argo_cd_when_it_answers() {
+        use serde_json::json;
+        let target = json!({"apiVersion": "apps/v1", "kind": "Deployment", "spec": {"replicas": 3}});
+        // Through the read's analysis: the desired values are Argo CD's.
+        let live = json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web", "namespace": "shop",
+            "managedFields": [{"manager": "kubectl-scale", "operation": "Update", "time": "2026-12-03T10:00:00Z", "subresource": "scale",
+                               "fieldsV1": {"f:spec": {"f:replicas": {}}}}]},
+            "spec": {"replicas": 7}});
+        let settings = ReadSettings { read_secrets: false, ignore_managers: Vec::new(), diff: DiffSettings::default(), argocd: None };
+        let w = Wanted {
+            group: "apps".into(),
+            version: "v1".into(),
+            kind: "Deployment".into(),
+            namespace: "shop".into(),
+            name: "web".into(),
+            class: "workload".into(),
+            cluster: String::new(),
+            app_namespace: "argocd".into(),
+            app_name: "shop".into(),
+            ignore: Default::default(),
+            notes: Vec::new(),
+        };
+        let a = analyse(&live, &settings, &w, Some(Ok(Some(target))));
+        let d = a.diff.unwrap();
+        assert_eq!(d.source, crate::drift::diff::DesiredSource::Argocd);
+        assert_eq!((d.changes[0].path.as_str(), d.changes[0].desired.as_str(), d.changes[0].live.as_str()), ("spec.replicas", "3", "7"));
+        let a = analyse(&live, &settings, &w, Some(Err("Argo CD API answered 503".into())));
+        let d = a.diff.unwrap();
+        assert_eq!(d.source, crate::drift::diff::DesiredSource::NotKnown, "no last-applied annotation to fall back on");
+        assert!(d.note.contains("503"), "{}", d.note);
+    }
 }

@@ -11,32 +11,13 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-/// Field managers Argo CD writes with; their fields are the desired state.
-pub const ARGOCD_MANAGERS: &[&str] = &["argocd-controller", "argocd-application-controller"];
+pub use super::classes::{ARGOCD_MANAGERS, is_security_field};
 
 /// At most this many field paths are kept per manager (a manager that owns a whole
 /// object would otherwise list hundreds).
 pub const MAX_FIELDS_PER_MANAGER: usize = 32;
 /// At most this many managers are kept per object.
 pub const MAX_MANAGERS: usize = 8;
-
-/// Field names that make a change a security change wherever they appear in a
-/// workload's pod template (containers, init containers, the pod itself).
-const SECURITY_FIELDS: &[&str] = &[
-    "securityContext",
-    "privileged",
-    "capabilities",
-    "allowPrivilegeEscalation",
-    "runAsUser",
-    "runAsNonRoot",
-    "runAsGroup",
-    "hostNetwork",
-    "hostPID",
-    "hostIPC",
-    "hostPath",
-    "procMount",
-    "seccompProfile",
-];
 
 /// Attribution of live objects by [`resource_key`], as the daemon last read them.
 pub type LiveIndex = std::collections::HashMap<String, Attribution>;
@@ -160,22 +141,6 @@ fn is_bookkeeping(path: &str) -> bool {
     path.starts_with("status")
         || path == "metadata.annotations.kubectl.kubernetes.io/last-applied-configuration"
         || path == "metadata.annotations.deployment.kubernetes.io/revision"
-}
-
-/// Whether a field path is a security field for a resource of `class`.
-pub fn is_security_field(class: &str, path: &str) -> bool {
-    let top = path.split(['.', '[']).next().unwrap_or_default();
-    match class {
-        "rbac" => matches!(top, "rules" | "subjects" | "roleRef" | "aggregationRule" | "automountServiceAccountToken"),
-        "network-policy" => top == "spec",
-        "admission" => matches!(top, "webhooks" | "spec"),
-        _ => path_segments(path).any(|seg| SECURITY_FIELDS.contains(&seg)),
-    }
-}
-
-/// The field names of a path (`a.b[x].c` -> `a`, `b`, `c`).
-fn path_segments(path: &str) -> impl Iterator<Item = &str> {
-    path.split('.').map(|s| s.split('[').next().unwrap_or_default()).filter(|s| !s.is_empty())
 }
 
 /// Walks a FieldsV1 set and collects the paths of its leaves. `f:<name>` is a field,

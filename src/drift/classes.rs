@@ -54,6 +54,43 @@ pub const NOT_READ_BY_DEFAULT: &[(&str, &str)] = &[("", "Secret")];
 /// Class names the configuration may use.
 pub const CLASSES: &[&str] = &["rbac", "network-policy", "admission", "secret", "crd", "workload", "config", "security-context", "other"];
 
+/// Field managers Argo CD writes with; their fields are the desired state.
+pub const ARGOCD_MANAGERS: &[&str] = &["argocd-controller", "argocd-application-controller"];
+
+/// Field names that make a change a security change wherever they appear in a
+/// workload's pod template (containers, init containers, the pod itself).
+const SECURITY_FIELDS: &[&str] = &[
+    "securityContext",
+    "privileged",
+    "capabilities",
+    "allowPrivilegeEscalation",
+    "runAsUser",
+    "runAsNonRoot",
+    "runAsGroup",
+    "hostNetwork",
+    "hostPID",
+    "hostIPC",
+    "hostPath",
+    "procMount",
+    "seccompProfile",
+];
+
+/// Whether a field path is a security field for a resource of `class`.
+pub fn is_security_field(class: &str, path: &str) -> bool {
+    let top = path.split(['.', '[']).next().unwrap_or_default();
+    match class {
+        "rbac" => matches!(top, "rules" | "subjects" | "roleRef" | "aggregationRule" | "automountServiceAccountToken"),
+        "network-policy" => top == "spec",
+        "admission" => matches!(top, "webhooks" | "spec"),
+        _ => path_segments(path).any(|seg| SECURITY_FIELDS.contains(&seg)),
+    }
+}
+
+/// The field names of a path (`a.b[x].c` -> `a`, `b`, `c`).
+fn path_segments(path: &str) -> impl Iterator<Item = &str> {
+    path.split('.').map(|s| s.split('[').next().unwrap_or_default()).filter(|s| !s.is_empty())
+}
+
 /// One entry of `resourceClasses` in the configuration.
 #[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
 #[serde(deny_unknown_fields)]

@@ -23,8 +23,8 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::attribution::{ARGOCD_MANAGERS, is_security_field};
 use super::audit::{clip, looks_secret};
+use super::classes::{ARGOCD_MANAGERS, is_security_field};
 use super::ignore::{ForResource, Step, remove_all};
 
 /// The annotation client-side apply keeps the applied object in.
