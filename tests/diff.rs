@@ -153,6 +153,12 @@ fn the_alert_shows_git_value_to_live_value_on_the_hub_and_on_a_spoke() {
     // Its drift is still reported, once the wait for the read is over.
     wait_for("the lost Application's alert", Duration::from_secs(30), || alert(&got, "on-live-drift", "lost").is_some());
     assert!(d.stop().success());
+    let o = Command::new(env!("CARGO_BIN_EXE_driftwatch"))
+        .args(["history", "--app", "argocd/lost", "--state"])
+        .arg(dir.path().join("state.redb"))
+        .output()
+        .unwrap();
+    assert!(String::from_utf8_lossy(&o.stdout).contains("(not read: unreachable)"), "{}", String::from_utf8_lossy(&o.stdout));
 
     // `driftwatch diff` prints the same from the clusters, as text and as JSON.
     let diff = |app: &str, json: bool| {
@@ -176,4 +182,53 @@ fn the_alert_shows_git_value_to_live_value_on_the_hub_and_on_a_spoke() {
     let o = diff("argocd/nothere", false);
     assert_eq!(o.status.code(), Some(2), "{}", String::from_utf8_lossy(&o.stderr));
     assert!(String::from_utf8_lossy(&o.stderr).contains("argocd/nothere"), "{}", String::from_utf8_lossy(&o.stderr));
+}
+
+/// The opt-in: a spoke's credentials from Argo CD's own cluster Secret on the hub
+/// (`argocdSecret`), read by name under the opt-in Role; the spoke's drift is diffed
+/// as with a kubeconfig. Without the Role the read is refused and the spoke is
+/// reported as not answering, never fatal.
+#[test]
+fn a_spoke_from_argo_cds_cluster_secret() {
+    use base64::Engine;
+    let b64 = |s: &str| base64::engine::general_purpose::STANDARD.encode(s);
+    for opted_in in [true, false] {
+        let dir = tempfile::tempdir().unwrap();
+        let hub = FakeApiServer::start();
+        let spoke = FakeApiServer::start();
+        hub.kubeconfig(&dir.path().join("kubeconfig"));
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let got = receiver(listener);
+        let config = CONFIG.replace("PORT", &port.to_string());
+        let config = &config[..config.find("clusters:").unwrap()];
+        std::fs::write(dir.path().join("secrets.yaml"), "unused: x\n").unwrap();
+        std::fs::write(
+            dir.path().join("driftwatch.yaml"),
+            format!("{config}clusters:\n  - name: spoke-1\n    argocdSecret: cluster-spoke-1\n"),
+        )
+        .unwrap();
+        hub.put_live(json!({"apiVersion": "v1", "kind": "Secret",
+            "metadata": {"name": "cluster-spoke-1", "namespace": "argocd", "labels": {"argocd.argoproj.io/secret-type": "cluster"}},
+            "data": {"name": b64("spoke-1"), "server": b64(&spoke.url()),
+                     "config": b64(r#"{"bearerToken": "argocd-manager-token", "tlsClientConfig": {"insecure": false}}"#)}}));
+        if opted_in {
+            hub.set_rbac(Some(common::rbac::service_account_rules(true)));
+        }
+        spoke.put_live(patched_deployment("edge"));
+        hub.apply(drifted("edge", "edge", json!({"name": "spoke-1", "namespace": "edge"})));
+        let d = Daemon::start(dir.path());
+        wait_for("the live-drift alert", Duration::from_secs(30), || alert(&got, "on-live-drift", "edge").is_some());
+        let msg = alert(&got, "on-live-drift", "edge").unwrap()["message"].as_str().unwrap().to_string();
+        if opted_in {
+            assert!(msg.contains("spec.replicas: 2 → 5"), "{msg}");
+            assert!(spoke.live_gets().iter().any(|(p, _)| p == "/apis/apps/v1/namespaces/edge/deployments/web"));
+        } else {
+            assert!(!msg.contains("spec.replicas: 2 → 5"), "{msg}");
+            assert_eq!(hub.refused(), vec![("get".to_string(), "/api/v1/namespaces/argocd/secrets/cluster-spoke-1".to_string())]);
+            assert_eq!(d.log_lines("a spoke cluster's client could not be built").len(), 1);
+            assert_eq!(d.metric(r#"driftwatch_cluster_up{cluster="spoke-1"}"#), Some(0.0));
+        }
+        assert!(d.stop().success());
+    }
 }

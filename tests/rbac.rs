@@ -51,7 +51,17 @@ fn no_shipped_rule_reads_secrets_or_wildcard_resources() {
     assert!(roles.len() >= 4, "the shipped roles were not found: {roles:?}");
     let bad = violations(&roles);
     assert!(bad.is_empty(), "{bad:#?}");
-    assert_eq!(roles.iter().filter(|r| r.opt_in).count(), 1, "exactly one opt-in role (attribution-secrets.yaml)");
+    assert_eq!(
+        roles
+            .iter()
+            .filter(|r| r.opt_in)
+            .map(|r| r.name.as_str())
+            .collect::<std::collections::BTreeSet<_>>()
+            .into_iter()
+            .collect::<Vec<_>>(),
+        ["driftwatch-argocd-cluster-secrets", "driftwatch-attribution-secrets"],
+        "the opt-in roles: attribution-secrets.yaml and argocd-cluster-secrets.yaml"
+    );
 
     // As applied: the service account cannot read a Secret unless the opt-in is too.
     let default = service_account_rules(false);

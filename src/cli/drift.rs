@@ -396,6 +396,15 @@ pub fn write_history(episodes: &[Episode], format: HistoryFormat, now: DateTime<
         for a in e.attempts.iter().filter(|a| a.decision == crate::drift::audit::Decision::Denied) {
             m.push(format!("{} (refused)", a.actor.display()));
         }
+        // Nobody known: say why (a spoke that did not answer, a kind not permitted).
+        if m.is_empty() {
+            for r in &e.resources {
+                if let Some(nr) = r.attribution.as_ref().and_then(|a| a.not_read.as_ref()) {
+                    let why = serde_json::to_value(nr.reason).ok().and_then(|v| v.as_str().map(str::to_string)).unwrap_or_default();
+                    m.push(format!("(not read: {why})"));
+                }
+            }
+        }
         m.dedup();
         m.join(";")
     };

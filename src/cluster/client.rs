@@ -20,10 +20,11 @@ pub async fn client(kubeconfig: Option<&std::path::Path>, context: Option<&str>)
     kube::Client::try_from(config).map_err(|e| format!("kubernetes client: {e}"))
 }
 
-/// A client for a spoke cluster (`clusters:`): its kubeconfig, or its server with a
-/// bearer token and CA file. Reads from it give up as the in-cluster ones do
+/// A client for a spoke cluster (`clusters:`): its kubeconfig, its server with a
+/// bearer token and CA file, or (opt-in) Argo CD's own cluster Secret for it, read
+/// through the hub's client. Reads from it give up as the in-cluster ones do
 /// (`live::READ_TIMEOUT`); the connection itself is given 10 s.
-pub async fn spoke(spec: &crate::config::clusters::ClusterSpec) -> Result<kube::Client, String> {
+pub async fn spoke(spec: &crate::config::clusters::ClusterSpec, hub: &kube::Client) -> Result<kube::Client, String> {
     use crate::config::clusters::ClusterAuth;
     crate::tls::init_crypto();
     let who = &spec.label;
@@ -53,8 +54,77 @@ pub async fn spoke(spec: &crate::config::clusters::ClusterSpec) -> Result<kube::
                 .await
                 .map_err(|e| format!("cluster {who}: {e}"))?
         }
+        ClusterAuth::ArgocdSecret { namespace, name } => {
+            let kc = argocd_cluster_secret(hub, namespace, name).await.map_err(|e| format!("cluster {who}: {e}"))?;
+            kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())
+                .await
+                .map_err(|e| format!("cluster {who}: {e}"))?
+        }
     };
     config.connect_timeout = Some(Duration::from_secs(10));
     config.read_timeout = Some(Duration::from_secs(30));
     kube::Client::try_from(config).map_err(|e| format!("cluster {who}: kubernetes client: {e}"))
+}
+
+/// Argo CD's cluster Secret (`server`, `config` with `bearerToken` and
+/// `tlsClientConfig`) as an in-memory kubeconfig. Exec and cloud-provider auth
+/// (`execProviderConfig`, `awsAuthConfig`) need tools driftwatch does not run: refused
+/// with why (use a kubeconfig entry instead).
+async fn argocd_cluster_secret(hub: &kube::Client, namespace: &str, name: &str) -> Result<kube::config::Kubeconfig, String> {
+    use base64::Engine;
+    use k8s_openapi::api::core::v1::Secret;
+    let api: kube::Api<Secret> = kube::Api::namespaced(hub.clone(), namespace);
+    let secret = match api.get_opt(name).await {
+        Ok(Some(s)) => s,
+        Ok(None) => return Err(format!("Argo CD cluster Secret {namespace}/{name} does not exist")),
+        Err(e) => return Err(format!("reading Argo CD cluster Secret {namespace}/{name}: {e}")),
+    };
+    let data = secret.data.unwrap_or_default();
+    let text = |k: &str| data.get(k).map(|b| String::from_utf8_lossy(&b.0).into_owned()).unwrap_or_default();
+    let server = text("server");
+    if server.is_empty() {
+        return Err(format!("Argo CD cluster Secret {namespace}/{name} has no server"));
+    }
+    let config: serde_json::Value =
+        serde_json::from_str(&text("config")).map_err(|e| format!("Argo CD cluster Secret {namespace}/{name}: config is not JSON: {e}"))?;
+    for unsupported in ["execProviderConfig", "awsAuthConfig"] {
+        if config.get(unsupported).is_some_and(|v| !v.is_null()) {
+            return Err(format!(
+                "Argo CD cluster Secret {namespace}/{name} uses {unsupported}, which driftwatch does not run: use a kubeconfig"
+            ));
+        }
+    }
+    let tls = config.get("tlsClientConfig").cloned().unwrap_or_default();
+    let s = |v: &serde_json::Value, k: &str| v.get(k).and_then(serde_json::Value::as_str).unwrap_or_default().to_string();
+    // caData, certData and keyData are PEM, base64-encoded as kubeconfig data fields are.
+    let valid_b64 = |x: &str| base64::engine::general_purpose::STANDARD.decode(x).is_ok();
+    let mut cluster = serde_json::json!({"server": server});
+    if !s(&tls, "caData").is_empty() && valid_b64(&s(&tls, "caData")) {
+        cluster["certificate-authority-data"] = serde_json::json!(s(&tls, "caData"));
+    }
+    if tls.get("insecure").and_then(serde_json::Value::as_bool) == Some(true) {
+        cluster["insecure-skip-tls-verify"] = serde_json::json!(true);
+    }
+    if !s(&tls, "serverName").is_empty() {
+        cluster["tls-server-name"] = serde_json::json!(s(&tls, "serverName"));
+    }
+    let mut user = serde_json::json!({});
+    if !s(&config, "bearerToken").is_empty() {
+        user["token"] = serde_json::json!(s(&config, "bearerToken"));
+    }
+    if !s(&tls, "certData").is_empty() && !s(&tls, "keyData").is_empty() {
+        user["client-certificate-data"] = serde_json::json!(s(&tls, "certData"));
+        user["client-key-data"] = serde_json::json!(s(&tls, "keyData"));
+    }
+    if !s(&config, "username").is_empty() {
+        user["username"] = serde_json::json!(s(&config, "username"));
+        user["password"] = serde_json::json!(s(&config, "password"));
+    }
+    serde_json::from_value(serde_json::json!({
+        "apiVersion": "v1", "kind": "Config", "current-context": "spoke",
+        "clusters": [{"name": "spoke", "cluster": cluster}],
+        "users": [{"name": "driftwatch", "user": user}],
+        "contexts": [{"name": "spoke", "context": {"cluster": "spoke", "user": "driftwatch"}}],
+    }))
+    .map_err(|e| format!("Argo CD cluster Secret {namespace}/{name}: {e}"))
 }

@@ -295,7 +295,7 @@ impl LiveFetcher {
     pub async fn for_runtime(rt: &crate::config::Runtime, local: kube::Client) -> (LiveFetcher, mpsc::Receiver<Fetched>) {
         let mut spokes = Vec::new();
         for spec in &rt.clusters {
-            let c = super::client::spoke(spec).await;
+            let c = super::client::spoke(spec, &local).await;
             if let Err(e) = &c {
                 tracing::warn!(cluster = %spec.label, error = %e, "a spoke cluster's client could not be built; its reads fail until a restart");
             }

@@ -30,6 +30,13 @@ pub struct ClusterDef {
     /// signed by a public root, `caFile`.
     pub token: Option<String>,
     pub ca_file: Option<String>,
+    /// Opt-in: the name of Argo CD's own cluster Secret for this cluster
+    /// (`cluster-spoke-1`, labelled `argocd.argoproj.io/secret-type: cluster`), read
+    /// from `argocdNamespace` at start-up. Needs `get` on that Secret by name
+    /// (`deploy/kubernetes/argocd-cluster-secrets.yaml`); see docs/drift.md for the risk.
+    pub argocd_secret: Option<String>,
+    /// Where that Secret is (`argocd` when absent).
+    pub argocd_namespace: Option<String>,
 }
 
 /// `argocd:` as written.
@@ -58,8 +65,19 @@ pub struct DiffDef {
 /// How a spoke cluster is reached.
 #[derive(Debug, Clone)]
 pub enum ClusterAuth {
-    Kubeconfig { path: PathBuf, context: Option<String> },
-    Token { token: Secret, ca_file: Option<PathBuf> },
+    Kubeconfig {
+        path: PathBuf,
+        context: Option<String>,
+    },
+    Token {
+        token: Secret,
+        ca_file: Option<PathBuf>,
+    },
+    /// Argo CD's cluster Secret `name` in `namespace`, read through the hub's client.
+    ArgocdSecret {
+        namespace: String,
+        name: String,
+    },
 }
 
 /// A spoke cluster, validated.
@@ -220,15 +238,21 @@ pub fn clusters(
         if local.iter().any(|l| *l == name || *l == server) {
             fail(format!("{label:?} is the cluster driftwatch runs in (attribution.destinations)"));
         }
-        let auth = match (&c.kubeconfig, &c.token) {
-            (Some(k), None) => {
+        let auth = match (&c.kubeconfig, &c.token, &c.argocd_secret) {
+            (None, None, Some(secret)) => {
+                if c.ca_file.is_some() {
+                    fail("caFile goes with token; Argo CD's cluster Secret carries its own CA".into());
+                }
+                ClusterAuth::ArgocdSecret { namespace: c.argocd_namespace.clone().unwrap_or_else(|| "argocd".into()), name: secret.clone() }
+            }
+            (Some(k), None, None) => {
                 if c.ca_file.is_some() {
                     fail("caFile goes with token; a kubeconfig carries its own CA".into());
                 }
                 let path = file_exists(base, k, &format!("{key}.kubeconfig"), pos.clone(), errors);
                 ClusterAuth::Kubeconfig { path, context: c.context.clone() }
             }
-            (None, Some(t)) => {
+            (None, Some(t), None) => {
                 if server.is_empty() {
                     fail("token needs server (the API server's URL)".into());
                 } else if let Err(e) = server_url(&server) {
@@ -241,7 +265,7 @@ pub fn clusters(
                 }
             }
             _ => {
-                fail("needs exactly one of kubeconfig or token".into());
+                fail("needs exactly one of kubeconfig, token or argocdSecret".into());
                 continue;
             }
         };

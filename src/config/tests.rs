@@ -352,7 +352,7 @@ fn spoke_clusters_argocd_and_diff_load_and_refuse_what_is_unsafe() {
         "driftwatch.yaml:2:5: clusters[0]: \"http://a.example.com:6443\" must be https://",
         "driftwatch.yaml:2:5: clusters[0].token: must reference a secret",
         "driftwatch.yaml:5:5: clusters[1].kubeconfig: D/missing.kubeconfig does not exist",
-        "driftwatch.yaml:7:5: clusters[2]: needs exactly one of kubeconfig or token",
+        "driftwatch.yaml:7:5: clusters[2]: needs exactly one of kubeconfig, token or argocdSecret",
         "clusters[3]: \"in-cluster\" is the cluster driftwatch runs in",
         "argocd.server: \"http://argocd.example.com\" must be https://",
         "argocd.token: must reference a secret",

@@ -41,6 +41,8 @@ const MAX_COLLECTED: usize = 10_000;
 /// Owned field paths taken from `managedFields`.
 const MAX_OWNED: usize = 10_000;
 const MAX_DEPTH: usize = 64;
+/// The place of a desired list item the live object does not have (no key is this).
+const MISSING: &str = "\u{0}missing";
 
 /// What a value shows when the field is absent, unknown, masked or a Secret's.
 pub const NOT_SET: &str = "(not set)";
@@ -240,7 +242,7 @@ pub fn compute(mut input: Input<'_>) -> ResourceDiff {
     };
     let mut w = Walk { raw: Vec::new(), total: 0, visited, cut: false, kind_class: input.kind_class };
     if let Some(d) = &desired {
-        w.desired(d, Some(&live), String::new(), Vec::new(), 0);
+        w.desired(d, Some(&live), &mut String::new(), &mut Vec::new(), 0);
     }
     for o in &owned {
         if w.visited >= MAX_VISITED {
@@ -269,10 +271,17 @@ pub fn compute(mut input: Input<'_>) -> ResourceDiff {
     let mut raw = w.raw;
     raw.sort_by_key(|r| !r.security);
     raw.truncate(input.limits.max_fields);
+    // Where each owned field is in the live object, found once for all changes.
+    let placed: Vec<(Vec<Step>, &Owned)> =
+        if raw.is_empty() { Vec::new() } else { owned.iter().filter_map(|o| locate(&live, &o.segs).map(|(at, _)| (at, o))).collect() };
     let changes = raw
         .iter()
         .map(|r| {
-            let owner = owned.iter().filter(|o| same_or_within(&r.at, &live, &o.segs)).max_by(|a, b| a.time.cmp(&b.time));
+            let owner = placed
+                .iter()
+                .filter(|(at, _)| at.starts_with(&r.at) || r.at.starts_with(at))
+                .map(|(_, o)| *o)
+                .max_by(|a, b| a.time.cmp(&b.time));
             let (desired, live) = values(r, input.secret, input.limits.max_value_chars);
             FieldChange {
                 path: r.path.clone(),
@@ -333,23 +342,30 @@ impl<'a> Walk<'a> {
         }
     }
 
-    /// Walks the desired node `d` with the live node at the same place.
-    fn desired(&mut self, d: &'a Value, l: Option<&'a Value>, path: String, at: Vec<Step>, depth: usize) {
+    /// Walks the desired node `d` with the live node at the same place; `path` and `at`
+    /// are buffers that each level extends and restores (copied only for a change).
+    fn desired(&mut self, d: &'a Value, l: Option<&'a Value>, path: &mut String, at: &mut Vec<Step>, depth: usize) {
         if self.visited >= MAX_VISITED {
             self.cut = true;
             return;
         }
         self.visited += 1;
-        let join = |k: &str| if path.is_empty() { k.to_string() } else { format!("{path}.{k}") };
-        let with = |s: Step| {
-            let mut a = at.clone();
-            a.push(s);
-            a
-        };
+        // Most of an object did not drift: an equal subtree is done at once.
+        if l == Some(d) {
+            return;
+        }
+        let mark = path.len();
         match d {
             Value::Object(m) if !m.is_empty() && depth < MAX_DEPTH && l.is_none_or(Value::is_object) => {
                 for (k, dv) in m {
-                    self.desired(dv, l.and_then(|l| l.get(k)), join(k), with(Step::Key(k.clone())), depth + 1);
+                    if !path.is_empty() {
+                        path.push('.');
+                    }
+                    path.push_str(k);
+                    at.push(Step::Key(k.clone()));
+                    self.desired(dv, l.and_then(|l| l.get(k)), path, at, depth + 1);
+                    at.pop();
+                    path.truncate(mark);
                 }
             }
             Value::Array(items) if !items.is_empty() && depth < MAX_DEPTH && l.is_none_or(Value::is_array) => {
@@ -360,21 +376,20 @@ impl<'a> Walk<'a> {
                             let found =
                                 live_items.and_then(|li| li.iter().position(|x| x.get("name").and_then(Value::as_str) == Some(name)));
                             let lv = found.and_then(|i| live_items.and_then(|li| li.get(i)));
-                            let at = found.map_or_else(|| at.clone(), |i| with(Step::Index(i)));
-                            self.desired(item, lv, format!("{path}[{name}]"), at, depth + 1);
+                            path.push('[');
+                            path.push_str(name);
+                            path.push(']');
+                            // An item the live object lacks has no place there (and so no owner).
+                            at.push(found.map_or(Step::Key(MISSING.into()), Step::Index));
+                            self.desired(item, lv, path, at, depth + 1);
+                            at.pop();
+                            path.truncate(mark);
                         }
                         // Items only the live object has.
                         for (i, x) in live_items.into_iter().flatten().enumerate() {
                             let name = x.get("name").and_then(Value::as_str).unwrap_or_default();
                             if !items.iter().any(|d| d.get("name").and_then(Value::as_str) == Some(name)) {
-                                let p = format!("{path}[{name}]");
-                                self.push(Raw {
-                                    security: is_security_field(self.kind_class, &p),
-                                    path: p,
-                                    at: with(Step::Index(i)),
-                                    desired: Shown::NotSet,
-                                    live: Shown::Value(x),
-                                });
+                                self.added(format!("{path}[{name}]"), at, i, x);
                             }
                         }
                     }
@@ -382,20 +397,16 @@ impl<'a> Walk<'a> {
                     None => {
                         let n = items.len().max(live_items.map_or(0, Vec::len));
                         for i in 0..n {
-                            let p = format!("{path}[{i}]");
-                            match items.get(i) {
-                                Some(item) => self.desired(item, live_items.and_then(|li| li.get(i)), p, with(Step::Index(i)), depth + 1),
-                                None => {
-                                    if let Some(x) = live_items.and_then(|li| li.get(i)) {
-                                        self.push(Raw {
-                                            security: is_security_field(self.kind_class, &p),
-                                            path: p,
-                                            at: with(Step::Index(i)),
-                                            desired: Shown::NotSet,
-                                            live: Shown::Value(x),
-                                        });
-                                    }
+                            match (items.get(i), live_items.and_then(|li| li.get(i))) {
+                                (Some(item), lv) => {
+                                    path.push_str(&format!("[{i}]"));
+                                    at.push(Step::Index(i));
+                                    self.desired(item, lv, path, at, depth + 1);
+                                    at.pop();
+                                    path.truncate(mark);
                                 }
+                                (None, Some(x)) => self.added(format!("{path}[{i}]"), at, i, x),
+                                (None, None) => {}
                             }
                         }
                     }
@@ -405,7 +416,14 @@ impl<'a> Walk<'a> {
         }
     }
 
-    fn leaf(&mut self, d: &'a Value, l: Option<&'a Value>, path: String, at: Vec<Step>) {
+    /// A list item only the live object has, at index `i` under `at`.
+    fn added(&mut self, path: String, at: &[Step], i: usize, x: &'a Value) {
+        let mut at = at.to_vec();
+        at.push(Step::Index(i));
+        self.push(Raw { security: is_security_field(self.kind_class, &path), path, at, desired: Shown::NotSet, live: Shown::Value(x) });
+    }
+
+    fn leaf(&mut self, d: &'a Value, l: Option<&'a Value>, path: &str, at: &[Step]) {
         let empty = |v: &Value| v.is_null() || v.as_object().is_some_and(|m| m.is_empty()) || v.as_array().is_some_and(|a| a.is_empty());
         let same = match l {
             Some(l) => l == d || (empty(l) && empty(d)) || numbers_equal(l, d),
@@ -413,9 +431,9 @@ impl<'a> Walk<'a> {
         };
         if !same {
             self.push(Raw {
-                security: is_security_field(self.kind_class, &path),
-                path,
-                at,
+                security: is_security_field(self.kind_class, path),
+                path: path.to_string(),
+                at: at.to_vec(),
                 desired: Shown::Value(d),
                 live: l.map_or(Shown::NotSet, Shown::Value),
             });
@@ -531,14 +549,6 @@ fn locate<'v>(obj: &'v Value, segs: &[Seg]) -> Option<(Vec<Step>, &'v Value)> {
         }
     }
     Some((at, node))
-}
-
-/// Whether the owned path `segs` is at `at` in `live`, or inside it, or holds it.
-fn same_or_within(at: &[Step], live: &Value, segs: &[Seg]) -> bool {
-    match locate(live, segs) {
-        Some((o, _)) => o.starts_with(at) || at.starts_with(&o),
-        None => false,
-    }
 }
 
 /// `spec.template.spec.containers[app].securityContext.privileged`, as attribution

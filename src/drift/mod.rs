@@ -114,11 +114,31 @@ fn is_zero(n: &usize) -> bool {
 }
 
 /// The path of a resource's node in Argo CD's UI (`node=group/kind/namespace/name/0`).
+/// Kubernetes names need no escaping but the `/` between them; anything else is
+/// escaped as a query value.
 pub fn ui_path(app: &Value, group: &str, kind: &str, namespace: &str, name: &str) -> String {
     let meta = |k: &str| app.pointer(&format!("/metadata/{k}")).and_then(Value::as_str).unwrap_or_default();
-    let node: String = form_urlencoded::byte_serialize(format!("{group}/{kind}/{namespace}/{name}/0").as_bytes()).collect();
-    let q = |s: &str| form_urlencoded::byte_serialize(s.as_bytes()).collect::<String>();
-    format!("/applications/{}/{}?resource=&node={node}", q(meta("namespace")), q(meta("name")))
+    let mut out = String::with_capacity(64 + group.len() + kind.len() + namespace.len() + name.len());
+    let escape = |out: &mut String, s: &str| {
+        if s.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_')) {
+            out.push_str(s);
+        } else {
+            out.extend(form_urlencoded::byte_serialize(s.as_bytes()));
+        }
+    };
+    out.push_str("/applications/");
+    escape(&mut out, meta("namespace"));
+    out.push('/');
+    escape(&mut out, meta("name"));
+    out.push_str("?resource=&node=");
+    for (i, part) in [group, kind, namespace, name].into_iter().enumerate() {
+        if i > 0 {
+            out.push_str("%2F");
+        }
+        escape(&mut out, part);
+    }
+    out.push_str("%2F0");
+    out
 }
 
 impl DriftResource {

@@ -221,6 +221,10 @@ pub fn rules_of(install: Install, with_opt_in: bool) -> Vec<Rule> {
         }
         let role = roles.iter().find(|r| r.kind == b.role_kind && r.name == b.role_name);
         let role = role.unwrap_or_else(|| panic!("{} binds {} {}, which is not shipped", b.kind, b.role_kind, b.role_name));
+        // An opt-in role bound directly counts only with the opt-ins.
+        if role.opt_in && !with_opt_in {
+            continue;
+        }
         let mut rules = effective_rules(role, &roles, with_opt_in);
         if b.kind == "RoleBinding" {
             for r in &mut rules {
