@@ -177,7 +177,7 @@ pub struct Metrics {
     /// by `resource` (`deployments.apps`: API resources the cluster serves).
     pub live_reads_forbidden: Family,
     /// Live reads by `cluster` (`in-cluster` or a `clusters:` entry) and `result`
-    /// (`ok`, `failed`).
+    /// (`ok`, `failed`: no answer, `error`: the API server answered with one).
     pub cluster_reads: Family,
     /// Whether the last read from each cluster succeeded (1) or not (0), by `cluster`.
     pub cluster_up: GaugeFamily,

@@ -148,6 +148,8 @@ fn the_alert_shows_git_value_to_live_value_on_the_hub_and_on_a_spoke() {
         get(&d.admin, "/history?app=argocd%2Flost")
             .is_some_and(|(_, b)| b.contains("\"reason\":\"unreachable\"") && b.contains("cluster spoke-down"))
     });
+    assert!(d.metric(r#"driftwatch_cluster_reads_total{result="failed",cluster="spoke-down"}"#) >= Some(1.0));
+    assert!(d.metric(r#"driftwatch_cluster_reads_total{result="ok",cluster="spoke-1"}"#) >= Some(1.0));
     assert_eq!(d.log_lines("a cluster does not answer live reads").len(), 1);
     assert!(d.log_lines("a cluster does not answer live reads")[0].contains("spoke-down"));
     // Its drift is still reported, once the wait for the read is over.

@@ -136,6 +136,9 @@ impl Fetched {
             Err(ReadError::Failed(e)) => {
                 Some(Attribution::not_read(NotReadReason::Unreachable, format!("cluster {}: {e}", self.wanted.cluster_label())))
             }
+            Err(ReadError::Refused(e)) => {
+                Some(Attribution::not_read(NotReadReason::Error, format!("cluster {}: {e}", self.wanted.cluster_label())))
+            }
         }
     }
 }
@@ -159,9 +162,13 @@ pub enum ReadError {
     Forbidden { group: String, resource: String },
     /// A Secret, with `attribution.readSecrets` off: not asked for at all.
     SecretsOff,
-    /// Anything else (no answer, a kind the API server does not serve, a connection
-    /// error, a spoke whose client could not be built): tried again after the TTL.
+    /// No answer (a connection error, a timeout, a spoke whose client could not be
+    /// built): the cluster is taken as down until a read succeeds; tried again after
+    /// the TTL.
     Failed(String),
+    /// The API server answered with an error other than 403 (a kind it does not serve,
+    /// a 500): the cluster is up; tried again after the TTL.
+    Refused(String),
 }
 
 impl ReadError {
@@ -188,7 +195,7 @@ impl std::fmt::Display for ReadError {
             ReadError::SecretsOff => {
                 write!(f, "Secrets are not read unless attribution.readSecrets is true (and the opt-in RBAC grants get on secrets)")
             }
-            ReadError::Failed(e) => f.write_str(e),
+            ReadError::Failed(e) | ReadError::Refused(e) => f.write_str(e),
         }
     }
 }
@@ -378,11 +385,12 @@ impl LiveFetcher {
                         Err(_) => Err(ReadError::Failed("closed".into())),
                     }
                 };
-                METRICS.cluster_reads.inc(&format!(
-                    "{}:{}",
-                    if matches!(result, Err(ReadError::Failed(_))) { "failed" } else { "ok" },
-                    w.cluster_label()
-                ));
+                let outcome = match &result {
+                    Err(ReadError::Failed(_)) => "failed",
+                    Err(ReadError::Refused(_)) => "error",
+                    _ => "ok",
+                };
+                METRICS.cluster_reads.inc(&format!("{outcome}:{}", w.cluster_label()));
                 // The receiver is gone only when the daemon is shutting down.
                 let _ = results.send(Fetched { wanted: w, result }).await;
             });
@@ -436,9 +444,10 @@ async fn read(cluster: &Cluster, settings: &Arc<ReadSettings>, w: &Wanted) -> Re
     let (ar, caps) = match known {
         Some(k) => k,
         None => {
-            let found = kube::discovery::pinned_kind(client, &gvk)
-                .await
-                .map_err(|e| ReadError::Failed(format!("discovery of {} in {}: {e}", w.kind, w.cluster_label())))?;
+            let found = kube::discovery::pinned_kind(client, &gvk).await.map_err(|e| {
+                let why = format!("discovery of {} in {}: {e}", w.kind, w.cluster_label());
+                if matches!(e, kube::Error::Api(_) | kube::Error::Discovery(_)) { ReadError::Refused(why) } else { ReadError::Failed(why) }
+            })?;
             cluster.discovery.lock().await.insert(gvk, found.clone());
             found
         }
@@ -464,7 +473,10 @@ async fn read(cluster: &Cluster, settings: &Arc<ReadSettings>, w: &Wanted) -> Re
             }
             return Err(ReadError::Forbidden { group: w.group.clone(), resource: ar.plural.clone() });
         }
-        Err(e) => return Err(ReadError::Failed(format!("reading {} {}/{} in {}: {e}", w.kind, w.namespace, w.name, w.cluster_label()))),
+        Err(e) => {
+            let why = format!("reading {} {}/{} in {}: {e}", w.kind, w.namespace, w.name, w.cluster_label());
+            return Err(if matches!(e, kube::Error::Api(_)) { ReadError::Refused(why) } else { ReadError::Failed(why) });
+        }
     };
     // Argo CD's view of the desired state, when its API is configured.
     let argocd = match (&settings.argocd, settings.diff.enabled) {

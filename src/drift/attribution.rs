@@ -78,9 +78,12 @@ pub enum NotReadReason {
     Forbidden,
     /// A Secret, and `attribution.readSecrets` is off (the default).
     SecretsOff,
-    /// The cluster did not answer, or the read failed otherwise (a spoke that is
-    /// unreachable, a credential it refuses): tried again after the TTL.
+    /// The cluster did not answer (a spoke that is unreachable, a client that could
+    /// not be built): tried again after the TTL.
     Unreachable,
+    /// The API server answered with an error (a kind it does not serve, a credential
+    /// it refuses with 401, a 500): tried again after the TTL.
+    Error,
 }
 
 /// A resource whose attribution is unknown, and why.

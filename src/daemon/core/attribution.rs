@@ -15,7 +15,7 @@ impl Core {
         let f = fetched;
         let key = f.wanted.key();
         let cluster = f.wanted.cluster_label().to_string();
-        let failed = matches!(f.result, Err(ReadError::Failed(_)));
+        let failed = matches!(f.result, Err(ReadError::Failed(_) | ReadError::Refused(_)));
         self.cluster_health(&cluster, &f.result);
         let next = f.attribution();
         match &f.result {
@@ -31,7 +31,7 @@ impl Core {
                          add the rule to a ClusterRole with the label to allow it");
                 }
             }
-            Err(ReadError::Failed(e)) => {
+            Err(ReadError::Failed(e) | ReadError::Refused(e)) => {
                 METRICS.live_read_errors.inc();
                 tracing::debug!(cluster = %cluster, resource = %key, error = %e, "reading a drifted resource failed");
             }
