@@ -178,16 +178,8 @@ fn collect_paths(node: &Value, prefix: String, out: &mut Vec<String>, truncated:
 /// `{"name":"app"}` -> `app`; `{"containerPort":80,"protocol":"TCP"}` -> `containerPort=80,protocol=TCP`.
 fn list_key(key: &str) -> String {
     match serde_json::from_str::<serde_json::Map<String, Value>>(key) {
-        Ok(m) if m.len() == 1 => m.values().next().map(scalar).unwrap_or_default(),
-        Ok(m) => m.iter().map(|(k, v)| format!("{k}={}", scalar(v))).collect::<Vec<_>>().join(","),
+        Ok(m) => super::diff::key_label(&m),
         Err(_) => key.to_string(),
-    }
-}
-
-fn scalar(v: &Value) -> String {
-    match v {
-        Value::String(s) => s.clone(),
-        other => other.to_string(),
     }
 }
 

@@ -563,19 +563,22 @@ fn display(segs: &[Seg]) -> String {
                 }
                 s.push_str(k);
             }
-            Seg::Key(m) if m.len() == 1 => {
-                let v = m.values().next().map(scalar).unwrap_or_default();
-                s.push_str(&format!("[{v}]"));
-            }
-            Seg::Key(m) => {
-                let parts: Vec<String> = m.iter().map(|(k, v)| format!("{k}={}", scalar(v))).collect();
-                s.push_str(&format!("[{}]", parts.join(",")));
-            }
+            Seg::Key(m) => s.push_str(&format!("[{}]", key_label(m))),
             Seg::Member(v) => s.push_str(&format!("[{}]", scalar(v))),
             Seg::Index(i) => s.push_str(&format!("[{i}]")),
         }
     }
     s
+}
+
+/// A list item's key as paths show it: `{"name":"app"}` -> `app`;
+/// `{"containerPort":80,"protocol":"TCP"}` -> `containerPort=80,protocol=TCP`.
+pub fn key_label(m: &serde_json::Map<String, Value>) -> String {
+    if m.len() == 1 {
+        m.values().next().map(scalar).unwrap_or_default()
+    } else {
+        m.iter().map(|(k, v)| format!("{k}={}", scalar(v))).collect::<Vec<_>>().join(",")
+    }
 }
 
 fn scalar(v: &Value) -> String {
