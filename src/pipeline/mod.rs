@@ -176,9 +176,9 @@ impl Pipeline {
         let obs = episode::observe(state.latest_episode(&app_key)?, app, &drift, now);
         out.episode = obs.episode;
         out.episode_event = obs.event;
-        // A new episode's live reads (who, the diff) are waited for, briefly: the
-        // catalog's drift triggers hold while `drift.awaitingLive`, and the pass is run
-        // again when a read completes, or at the latest after `episode::OPENING`.
+        // A new episode's live reads (who, the diff) are waited for, briefly: every
+        // condition that holds waits while `drift.awaitingLive` (below), and the pass is
+        // run again when a read completes, or at the latest after `episode::OPENING`.
         if inputs.reads_live
             && !matches!(target, crate::config::clusters::Target::Elsewhere(_))
             && let Some(ep) = out.episode.as_ref().filter(|e| e.is_open())
