@@ -359,7 +359,6 @@ impl LiveFetcher {
             if self.fetched.get(&key).is_some_and(|at| at.elapsed() < self.ttl) {
                 continue;
             }
-            let Some(cluster) = self.clusters.get(&w.cluster).cloned() else { continue };
             let in_cluster = self.pending_by_cluster.entry(w.cluster.clone()).or_default();
             if *in_cluster >= MAX_PENDING {
                 tracing::debug!(resource = %key, "live reads of this cluster are saturated; will ask again");
@@ -369,6 +368,14 @@ impl LiveFetcher {
             self.pending.insert(key, BTreeSet::from([app.to_string()]));
             out.started += 1;
             let (results, settings) = (self.results.clone(), self.settings.clone());
+            let Some(cluster) = self.clusters.get(&w.cluster).cloned() else {
+                // Configured by a reload after start-up: no client until a restart.
+                let why = format!("cluster {} was configured after start-up: live reads from it need a restart", w.cluster_label());
+                tokio::spawn(async move {
+                    let _ = results.send(Fetched { wanted: w, result: Err(ReadError::Refused(why)) }).await;
+                });
+                continue;
+            };
             tokio::spawn(async move {
                 let not_read = crate::drift::classes::NOT_READ_BY_DEFAULT.contains(&(w.group.as_str(), w.kind.as_str()));
                 let result = if not_read && !settings.read_secrets {
@@ -600,6 +607,20 @@ mod tests {
             vec![],
             "no version: cannot be read"
         );
+    }
+
+    #[tokio::test]
+    async fn a_cluster_configured_after_start_up_is_answered_with_why() {
+        crate::tls::init_crypto();
+        let client = kube::Client::try_from(kube::Config::new("http://127.0.0.1:9".parse().unwrap())).unwrap();
+        let (mut f, mut rx) = LiveFetcher::new(client, Vec::new(), 2, Duration::from_secs(60), settings());
+        let late = Wanted { cluster: "spoke-9".into(), ..wanted("web") };
+        assert_eq!(f.request("a", vec![late]).started, 1);
+        let done = rx.recv().await.unwrap();
+        assert!(matches!(&done.result, Err(ReadError::Refused(e)) if e.contains("configured after start-up")), "{:?}", done.result);
+        assert_eq!(f.complete(&done).map(|apps| apps.len()), Some(1));
+        let nr = done.attribution().and_then(|a| a.not_read).unwrap();
+        assert!(nr.message.starts_with("cluster spoke-9: "), "{}", nr.message);
     }
 
     #[tokio::test]

@@ -9,6 +9,21 @@ pub(super) fn time_dependent(rt: &Runtime) -> bool {
     rt.triggers.values().flat_map(|t| &t.conditions).any(|c| c.reads_clock)
 }
 
+/// What the live reads were built from at start-up (`LiveFetcher::for_runtime`).
+fn live_settings(rt: &Runtime) -> String {
+    let clusters: Vec<(&str, &str, &str)> = rt.clusters.iter().map(|c| (c.label.as_str(), c.name.as_str(), c.server.as_str())).collect();
+    let a = &rt.attribution;
+    format!(
+        "{clusters:?} {:?} {:?} {:?} {} {} {:?}",
+        rt.argocd.as_ref().map(|a| &a.server),
+        rt.diff,
+        a.ignore_managers,
+        a.read_secrets,
+        a.concurrency,
+        a.ttl
+    )
+}
+
 impl Core {
     /// Builds everything new; swaps it in only if all of it is valid. Either way the
     /// files are looked at again only when they change again.
@@ -42,6 +57,13 @@ impl Core {
                     self.shared.set_token(rt.operations_token.clone());
                     if let Some(a) = &self.audit {
                         a.reload(&rt.audit);
+                    }
+                    // The live reads' clients and settings are built at start-up: say so
+                    // when a reload changes them rather than seem to apply it.
+                    if self.live.is_some() && live_settings(&rt) != live_settings(&self.pipeline.runtime) {
+                        tracing::warn!(
+                            "clusters:, argocd:, diff: or attribution settings changed: live reads keep the running ones until a restart"
+                        );
                     }
                     // The projects and live objects seen stay: they are the cluster's, not the configuration's.
                     self.pipeline = Pipeline::new(Arc::new(rt));
