@@ -123,6 +123,11 @@ enum Command {
         /// class and per Application, over the episodes selected.
         #[arg(long)]
         stats: bool,
+        /// The Application's story, oldest first: the deployment each episode opened
+        /// after, the drift or degradation, escalations, and the rollback, Git revision,
+        /// self-heal or manual sync that ended it, with who.
+        #[arg(long, conflicts_with = "stats")]
+        timeline: bool,
         #[arg(long, short = 'o', value_enum, default_value = "table")]
         output: cli::drift::HistoryFormat,
     },
@@ -299,12 +304,12 @@ fn main() -> ExitCode {
         Command::Routes { command: RoutesCommand::Test { app, live, audit, project, config, output } } => {
             cli::drift::routes_test(&app, (&live, &audit), project.as_deref(), config.as_deref(), output, &mut out, &mut err)
         }
-        Command::History { state, config, app, since, class, limit, stats, output } => cli::drift::history_command(
+        Command::History { state, config, app, since, class, limit, stats, timeline, output } => cli::drift::history_command(
             state.as_deref(),
             config.as_deref(),
             driftwatch::state::HistoryQuery { app, since: None, class, limit },
             since,
-            (output, stats),
+            (output, stats, timeline),
             &mut err,
         ),
         Command::Deliveries { command: Some(DeliveriesCommand::Retry { state, ids, all }), .. } => {

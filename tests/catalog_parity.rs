@@ -205,6 +205,7 @@ fn every_catalog_trigger_has_a_template_and_is_covered() {
             "on-health-recovered",
             "on-live-drift",
             "on-out-of-sync",
+            "on-rollback",
             "on-security-drift",
             "on-sync-failed",
             "on-sync-running",

@@ -183,13 +183,13 @@ fn a_file_that_is_not_an_application_is_a_clear_error() {
 fn check_passes_on_the_catalog_and_the_examples() {
     let o = driftwatch(&["check"]);
     assert!(o.status.success(), "{}", stderr(&o));
-    assert!(stdout(&o).starts_with("ok: 16 triggers, 17 templates"), "{}", stdout(&o));
+    assert!(stdout(&o).starts_with("ok: 17 triggers, 18 templates"), "{}", stdout(&o));
     let o = driftwatch(&["check", "--config", &repo("examples/drift-incident/driftwatch.yaml")]);
     assert!(o.status.success(), "{}", stderr(&o));
     // The reference configuration: valid, with warnings for its unset secrets only.
     let o = driftwatch(&["check", "--config", &repo("deploy/driftwatch.yaml")]);
     assert!(o.status.success(), "{}", stderr(&o));
-    assert!(stdout(&o).starts_with("ok: 17 triggers, 18 templates, 5 services, 5 warning(s)"), "{}", stdout(&o));
+    assert!(stdout(&o).starts_with("ok: 18 triggers, 19 templates, 5 services, 5 warning(s)"), "{}", stdout(&o));
     assert!(stderr(&o).lines().all(|l| l.starts_with("warning: services.") && l.contains("is not set")), "{}", stderr(&o));
 }
 
@@ -536,4 +536,97 @@ fn check_renders_templates_with_drift_and_episodes() {
     );
     let o = driftwatch(&["check", "--config", cfg.to_str().unwrap()]);
     assert!(o.status.success(), "{}", stderr(&o));
+}
+
+/// A deploy of B after A, B Degraded, then a sync back to A by alice: `on-rollback`
+/// fires once with from, to and who, and the episode B opened resolves as `rollback`
+/// with the fix (revision A, by alice); an automated sync of a newer revision later
+/// resolves the next episode as `git`.
+#[test]
+fn a_rollback_is_recognized_and_resolves_the_episode_it_ended() {
+    let dir = tempfile::tempdir().unwrap();
+    let (a, b, c) = ("a".repeat(40), "b".repeat(40), "c".repeat(40));
+    // `op_at`: when the last operation finished (a snapshot without a new operation keeps it).
+    let snapshot = |n: u32, at: &str, op_at: &str, health: &str, history: &[&str], by: Value| {
+        let h: Vec<Value> = history.iter().enumerate().map(|(i, r)| serde_json::json!({"id": i, "revision": r})).collect();
+        let last = *history.last().unwrap();
+        serde_json::json!({"apiVersion": "argoproj.io/v1alpha1", "kind": "Application",
+            "metadata": {"name": "shop", "namespace": "argocd", "uid": "u-1", "resourceVersion": n.to_string()},
+            "spec": {"project": "default", "destination": {"server": "https://kubernetes.default.svc", "namespace": "shop"}},
+            "status": {"reconciledAt": at, "sync": {"status": "Synced", "revision": last}, "health": {"status": health}, "history": h,
+                "operationState": {"phase": "Succeeded", "startedAt": op_at, "finishedAt": op_at,
+                    "operation": {"initiatedBy": by, "sync": {"revision": last}}, "syncResult": {"revision": last}}}})
+    };
+    let auto = serde_json::json!({"automated": true});
+    let steps = [
+        snapshot(1, "2026-12-04T10:00:00Z", "2026-12-04T10:00:00Z", "Healthy", &[&a], auto.clone()),
+        snapshot(2, "2026-12-04T10:10:00Z", "2026-12-04T10:05:00Z", "Degraded", &[&a, &b], auto.clone()),
+        snapshot(
+            3,
+            "2026-12-04T10:20:00Z",
+            "2026-12-04T10:20:00Z",
+            "Healthy",
+            &[&a, &b, &a],
+            serde_json::json!({"username": "alice@example.com"}),
+        ),
+        snapshot(
+            4,
+            "2026-12-04T11:00:00Z",
+            "2026-12-04T10:20:00Z",
+            "Degraded",
+            &[&a, &b, &a],
+            serde_json::json!({"username": "alice@example.com"}),
+        ),
+        snapshot(5, "2026-12-04T11:05:00Z", "2026-12-04T11:05:00Z", "Healthy", &[&a, &b, &a, &c], auto),
+    ];
+    let replay = dir.path().join("replay");
+    std::fs::create_dir(&replay).unwrap();
+    for (i, s) in steps.iter().enumerate() {
+        std::fs::write(replay.join(format!("0{}-step.json", i + 1)), s.to_string()).unwrap();
+    }
+    let config = write(dir.path(), "driftwatch.yaml", "subscriptions:\n  - recipients: [slack:ops]\n    triggers: [on-rollback]\n");
+    let state = dir.path().join("state.redb");
+    let (_, sent) = replay_jsonl(dir.path(), replay.to_str().unwrap(), config.to_str().unwrap(), Some(&state));
+    assert_eq!(sent.iter().map(summary).collect::<Vec<_>>(), ["03-step.json on-rollback[0] slack:ops fire"]);
+    let text = sent[0]["payload"]["text"].as_str().unwrap();
+    assert!(text.contains("rolled back from bbbbbbb to aaaaaaa by alice@example.com at 10:20 UTC"), "{text}");
+    let o = driftwatch(&["history", "--state", state.to_str().unwrap(), "-o", "json"]);
+    let eps: Vec<Value> = serde_json::from_slice(&o.stdout).unwrap();
+    let how: Vec<(String, String, String)> = eps
+        .iter()
+        .map(|e| {
+            let s = |p: &str| e.pointer(p).and_then(Value::as_str).unwrap_or_default().to_string();
+            (s("/resolution"), s("/fix/revision"), s("/fix/by"))
+        })
+        .collect();
+    assert!(how.contains(&("rollback".into(), a.clone(), "alice@example.com".into())), "{how:?}");
+    assert!(how.contains(&("git".into(), c.clone(), "automated sync".into())), "{how:?}");
+
+    // The story, for a post-mortem: B deployed, the degradation, alice's rollback to A
+    // (one step, though it ended one episode and was running when the next opened), the
+    // next degradation, and the Git revision C that ended it.
+    let o = driftwatch(&["history", "--state", state.to_str().unwrap(), "--app", "argocd/shop", "--timeline", "-o", "json"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let steps: Vec<Value> = serde_json::from_slice(&o.stdout).unwrap();
+    let story: Vec<String> = steps
+        .iter()
+        .map(|s| {
+            format!("{} {} {}", s["event"].as_str().unwrap(), &s["revision"].as_str().unwrap_or("")[..], s["by"].as_str().unwrap_or(""))
+        })
+        .collect();
+    assert_eq!(
+        story,
+        [
+            format!("deployed {b} automated sync"),
+            "opened  ".to_string(),
+            format!("rollback {a} alice@example.com"),
+            "opened  ".to_string(),
+            format!("git {c} automated sync"),
+        ],
+        "{steps:?}"
+    );
+    let o = driftwatch(&["history", "--state", state.to_str().unwrap(), "--app", "argocd/shop", "--timeline"]);
+    let table = stdout(&o);
+    assert!(table.contains("rollback    aaaaaaa by alice@example.com"), "{table}");
+    assert!(table.contains("5 step(s)"), "{table}");
 }

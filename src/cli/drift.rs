@@ -215,7 +215,7 @@ pub fn history_command(
     config: Option<&Path>,
     mut query: HistoryQuery,
     since: Option<String>,
-    (format, stats): (HistoryFormat, bool),
+    (format, stats, timeline): (HistoryFormat, bool, bool),
     err: &mut dyn Write,
 ) -> anyhow::Result<i32> {
     let since = match since.map(|s| crate::state::parse_since(&s, chrono::Utc::now())).transpose() {
@@ -239,13 +239,13 @@ pub fn history_command(
         },
     };
     query.since = since;
-    history(&path, &query, (format, stats), &mut std::io::stdout(), err)
+    history(&path, &query, (format, stats, timeline), &mut std::io::stdout(), err)
 }
 
 pub fn history(
     path: &Path,
     query: &HistoryQuery,
-    (format, stats): (HistoryFormat, bool),
+    (format, stats, timeline): (HistoryFormat, bool, bool),
     out: &mut dyn Write,
     err: &mut dyn Write,
 ) -> anyhow::Result<i32> {
@@ -262,11 +262,122 @@ pub fn history(
         }
     };
     let episodes = state.episodes(query)?;
-    match stats {
-        true => write_stats(&episodes, format, out)?,
-        false => write_history(&episodes, format, Utc::now(), out)?,
+    match (stats, timeline) {
+        (true, _) => write_stats(&episodes, format, out)?,
+        (false, true) => write_timeline(&episodes, format, out)?,
+        (false, false) => write_history(&episodes, format, Utc::now(), out)?,
     }
     Ok(OK)
+}
+
+/// One step of an Application's story, for `history --timeline`.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Step {
+    pub time: DateTime<Utc>,
+    pub app: String,
+    /// `deployed`, `opened`, `escalated`, `resolved`, `rollback`, `git`, `self-heal`,
+    /// `manual-sync`.
+    pub event: String,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub revision: String,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub by: String,
+    pub episode: String,
+    pub detail: String,
+}
+
+/// The story of the episodes, oldest first: the deployment each opened after (its
+/// cause), the drift or degradation, escalations, and the operation that ended it (its
+/// fix: a rollback, a Git revision, self-heal, a manual sync) or how it resolved.
+pub fn timeline(episodes: &[Episode]) -> Vec<Step> {
+    let mut steps = Vec::new();
+    // An operation that ended one episode and was running when the next opened is one step.
+    let mut ops_seen = std::collections::HashSet::new();
+    let mut oldest_first: Vec<&Episode> = episodes.iter().collect();
+    oldest_first.sort_by_key(|e| e.opened_at);
+    for e in oldest_first {
+        let app = format!("{}/{}", e.namespace, e.name);
+        let step = |time: DateTime<Utc>, event: &str, op: Option<&crate::drift::episode::OpRef>, detail: String| Step {
+            time,
+            app: app.clone(),
+            event: event.to_string(),
+            revision: op.map(|o| o.revision.clone()).unwrap_or_default(),
+            by: op.map(|o| o.by.clone()).unwrap_or_default(),
+            episode: e.id.clone(),
+            detail,
+        };
+        if let Some(c) = &e.cause
+            && let Some(at) = c.at
+            && ops_seen.insert((c.revision.clone(), at))
+        {
+            steps.push(step(
+                at,
+                if c.rollback { "rollback" } else { "deployed" },
+                Some(c),
+                "the revision running when the episode opened".into(),
+            ));
+        }
+        let what = if e.degraded && !e.out_of_sync { "Degraded".to_string() } else { format!("{} drift", e.direction) };
+        let classes = e.classes.iter().cloned().collect::<Vec<_>>().join(", ");
+        steps.push(step(e.opened_at, "opened", None, format!("{what} ({}) [{classes}]", e.severity.as_str())));
+        if let Some(at) = e.escalated_at {
+            steps.push(step(at, "escalated", None, format!("to {}", e.severity.as_str())));
+        }
+        if let Some(at) = e.resolved_at {
+            let how = e.resolution.map_or("resolved", |r| r.as_str());
+            match &e.fix {
+                Some(f) if f.at.is_none_or(|t| ops_seen.insert((f.revision.clone(), t))) => steps.push(step(
+                    f.at.unwrap_or(at),
+                    how,
+                    Some(f),
+                    format!("ended the episode after {}", human_duration(e.duration_secs(at))),
+                )),
+                _ => steps.push(step(at, "resolved", None, format!("{how} after {}", human_duration(e.duration_secs(at))))),
+            }
+        }
+    }
+    steps.sort_by_key(|s| s.time);
+    steps
+}
+
+fn write_timeline(episodes: &[Episode], format: HistoryFormat, out: &mut dyn Write) -> std::io::Result<()> {
+    let steps = timeline(episodes);
+    match format {
+        HistoryFormat::Json => writeln!(out, "{}", serde_json::to_string_pretty(&steps).unwrap_or_default()),
+        HistoryFormat::Csv => {
+            writeln!(out, "time,app,event,revision,by,episode,detail")?;
+            for s in &steps {
+                let row = [
+                    s.time.to_rfc3339(),
+                    s.app.clone(),
+                    s.event.clone(),
+                    s.revision.clone(),
+                    s.by.clone(),
+                    s.episode.clone(),
+                    s.detail.clone(),
+                ];
+                writeln!(out, "{}", row.iter().map(|c| csv_field(c)).collect::<Vec<_>>().join(","))?;
+            }
+            Ok(())
+        }
+        HistoryFormat::Table => {
+            for s in &steps {
+                let rev =
+                    if s.revision.is_empty() { String::new() } else { format!(" {}", s.revision.chars().take(7).collect::<String>()) };
+                let by = if s.by.is_empty() { String::new() } else { format!(" by {}", s.by) };
+                writeln!(
+                    out,
+                    "{}  {:<28} {:<11}{rev}{by}  {}",
+                    s.time.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+                    s.app,
+                    s.event,
+                    s.detail
+                )?;
+            }
+            writeln!(out, "{} step(s)", steps.len())
+        }
+    }
 }
 
 /// Detection and resolution times of a set of episodes.

@@ -103,6 +103,12 @@ pub struct Episode {
     /// meanwhile is how it opens, not an escalation.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub held: bool,
+    /// The operation that deployed what was running when it opened (the cause of a
+    /// degradation after a deploy), and the one that ended it (see `resolution`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cause: Option<OpRef>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fix: Option<OpRef>,
 }
 
 /// How long a new episode may be held for its live reads (the pipeline's wait; a read
@@ -113,15 +119,23 @@ pub const OPENING: chrono::Duration = chrono::Duration::seconds(20);
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Resolution {
-    /// Synced and not Degraded again.
+    /// Synced and not Degraded again, with no sync operation since it opened (the
+    /// drift went away by itself, or by a hand that put the live object back).
     Synced,
-    /// The Application was deleted.
-    Deleted,
-    /// Seen only in the audit input: a change the Application never showed as
-    /// OutOfSync (Argo CD's self-heal re-applied Git first).
+    /// Argo CD's automated sync re-applied the revision that was deployed.
     #[serde(rename = "self-heal")]
     SelfHeal,
-    /// Seen only in the audit input: every request was refused.
+    /// A newer revision was synced (a fix or a revert in Git).
+    Git,
+    /// A sync to an older revision (`argocd app rollback`, or back to an earlier commit).
+    Rollback,
+    /// A person synced (`initiatedBy.username`) the revision that was deployed.
+    #[serde(rename = "manual-sync")]
+    ManualSync,
+    /// The Application was deleted.
+    Deleted,
+    /// Seen only in the audit input: every request was refused (a change the
+    /// Application never showed is `self-heal`: Argo CD re-applied Git first).
     Refused,
 }
 
@@ -131,6 +145,9 @@ impl Resolution {
             Resolution::Synced => "synced",
             Resolution::Deleted => "deleted",
             Resolution::SelfHeal => "self-heal",
+            Resolution::Git => "git",
+            Resolution::Rollback => "rollback",
+            Resolution::ManualSync => "manual-sync",
             Resolution::Refused => "refused",
         }
     }
@@ -173,6 +190,45 @@ fn str_at<'a>(v: &'a Value, p: &str) -> &'a str {
     v.pointer(p).and_then(Value::as_str).unwrap_or_default()
 }
 
+/// Whether the operation finished after the episode opened (it may have ended it).
+fn since_opened(ep: &Episode, op: &super::operation::Operation) -> bool {
+    op.phase == "Succeeded" && op.finished_at.is_some_and(|t| t >= ep.opened_at)
+}
+
+/// How an episode that is over ended, from Argo CD's last operation: a rollback, a
+/// newer revision (Git), the deployed one again by automated sync (self-heal) or by a
+/// person (manual sync); no operation since it opened: `synced`.
+fn how_resolved(ep: &Episode, drift: &Drift) -> Resolution {
+    let Some(op) = drift.operation.as_ref().filter(|op| since_opened(ep, op)) else { return Resolution::Synced };
+    if op.rollback {
+        Resolution::Rollback
+    } else if !ep.deployed_revision.is_empty() && op.revision != ep.deployed_revision {
+        Resolution::Git
+    } else if op.automated {
+        Resolution::SelfHeal
+    } else {
+        Resolution::ManualSync
+    }
+}
+
+/// A sync operation an episode refers to: the revision it deployed, who, when.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct OpRef {
+    pub revision: String,
+    /// A username, or `automated sync`.
+    pub by: String,
+    pub at: Option<DateTime<Utc>>,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub rollback: bool,
+}
+
+impl OpRef {
+    fn of(op: &super::operation::Operation) -> OpRef {
+        OpRef { revision: op.revision.clone(), by: op.by().to_string(), at: op.finished_at, rollback: op.rollback }
+    }
+}
+
 /// Is `a` more severe than `b`? (`Severity` orders critical first.)
 fn more_severe(a: Severity, b: Severity) -> bool {
     a < b
@@ -193,7 +249,10 @@ pub fn observe(prev: Option<Episode>, app: &App, drift: &Drift, now: DateTime<Ut
             if !drifting {
                 merge_attempts(&mut ep, &drift.attempts, now);
                 ep.resolved_at = Some(now);
-                ep.resolution = Some(if deleted { Resolution::Deleted } else { Resolution::Synced });
+                ep.resolution = Some(if deleted { Resolution::Deleted } else { how_resolved(&ep, drift) });
+                if let Some(op) = drift.operation.as_ref().filter(|op| since_opened(&ep, op)) {
+                    ep.fix = Some(OpRef::of(op));
+                }
                 if ep.health == "Degraded" && health != "Degraded" {
                     ep.health_recovered_at = Some(now);
                 }
@@ -258,6 +317,8 @@ fn new_episode(app: &App, drift: &Drift, now: DateTime<Utc>) -> Episode {
         detected_at: None,
         notified_at: None,
         held: false,
+        cause: drift.operation.as_ref().filter(|op| op.phase == "Succeeded").map(OpRef::of),
+        fix: None,
     }
 }
 
@@ -514,6 +575,34 @@ mod tests {
         typed(json!({"severity": severity, "direction": direction, "classes": [class], "revision": "abc",
                "resources": [{"group": "apps", "kind": "Deployment", "namespace": "shop", "name": "web", "class": class}],
                "attribution": [{"resource": "Deployment shop/web", "manager": "kubectl-edit", "time": "t"}]}))
+    }
+
+    /// How an episode ended, from the operation after it opened: the same revision by
+    /// automated sync (self-heal) or by a person (manual sync), a newer one (git);
+    /// none at all: synced.
+    #[test]
+    fn the_resolution_says_how_from_the_operation_that_ended_it() {
+        let mut ep = new_episode(&app("OutOfSync", "Healthy"), &drift("warning", "workload", "live"), at(0));
+        ep.deployed_revision = "abc".into();
+        let ended_by = |revision: &str, automated: bool, finished: i64| {
+            let mut d = Drift::default();
+            d.operation = Some(crate::drift::operation::Operation {
+                phase: "Succeeded".into(),
+                revision: revision.into(),
+                username: if automated { String::new() } else { "bob".into() },
+                automated,
+                finished_at: Some(at(finished)),
+                ..Default::default()
+            });
+            let o = observe(Some(ep.clone()), &app("Synced", "Healthy"), &d, at(10)).episode.unwrap();
+            (o.resolution, o.fix.map(|f| f.by))
+        };
+        assert_eq!(ended_by("abc", true, 5), (Some(Resolution::SelfHeal), Some("automated sync".into())));
+        assert_eq!(ended_by("abc", false, 5), (Some(Resolution::ManualSync), Some("bob".into())));
+        assert_eq!(ended_by("def", true, 5), (Some(Resolution::Git), Some("automated sync".into())));
+        assert_eq!(ended_by("abc", true, -5), (Some(Resolution::Synced), None), "an operation from before it opened did not end it");
+        assert_eq!(Resolution::ManualSync.as_str(), "manual-sync");
+        assert_eq!(serde_json::to_value(Resolution::ManualSync).unwrap(), "manual-sync");
     }
 
     #[test]

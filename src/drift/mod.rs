@@ -11,6 +11,7 @@ pub mod classes;
 pub mod diff;
 pub mod episode;
 pub mod ignore;
+pub mod operation;
 
 use std::collections::BTreeSet;
 
@@ -230,6 +231,10 @@ pub struct Drift {
     /// Changes and refused attempts on its objects by identities other than Argo CD's,
     /// from the audit input, within the window, newest first (classified).
     pub attempts: Vec<Attempt>,
+    /// Argo CD's last sync operation (`status.operationState`): revision, who, phase,
+    /// and whether it was a rollback (`drift.operation.rollback`, `.from`, `.to`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub operation: Option<operation::Operation>,
     /// Live reads of drifted resources (who, the diff) are still on their way; the
     /// notifications of a new episode wait for them (at most `episode::OPENING`).
     pub awaiting_live: bool,
@@ -355,6 +360,7 @@ impl Drift {
             severity,
             degraded,
             attempts: Vec::new(),
+            operation: operation::Operation::of(app),
             awaiting_live: false,
         }
     }
