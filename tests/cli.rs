@@ -610,9 +610,7 @@ fn a_rollback_is_recognized_and_resolves_the_episode_it_ended() {
     let steps: Vec<Value> = serde_json::from_slice(&o.stdout).unwrap();
     let story: Vec<String> = steps
         .iter()
-        .map(|s| {
-            format!("{} {} {}", s["event"].as_str().unwrap(), &s["revision"].as_str().unwrap_or("")[..], s["by"].as_str().unwrap_or(""))
-        })
+        .map(|s| format!("{} {} {}", s["event"].as_str().unwrap(), s["revision"].as_str().unwrap_or(""), s["by"].as_str().unwrap_or("")))
         .collect();
     assert_eq!(
         story,

@@ -585,15 +585,17 @@ mod tests {
         let mut ep = new_episode(&app("OutOfSync", "Healthy"), &drift("warning", "workload", "live"), at(0));
         ep.deployed_revision = "abc".into();
         let ended_by = |revision: &str, automated: bool, finished: i64| {
-            let mut d = Drift::default();
-            d.operation = Some(crate::drift::operation::Operation {
-                phase: "Succeeded".into(),
-                revision: revision.into(),
-                username: if automated { String::new() } else { "bob".into() },
-                automated,
-                finished_at: Some(at(finished)),
+            let d = Drift {
+                operation: Some(crate::drift::operation::Operation {
+                    phase: "Succeeded".into(),
+                    revision: revision.into(),
+                    username: if automated { String::new() } else { "bob".into() },
+                    automated,
+                    finished_at: Some(at(finished)),
+                    ..Default::default()
+                }),
                 ..Default::default()
-            });
+            };
             let o = observe(Some(ep.clone()), &app("Synced", "Healthy"), &d, at(10)).episode.unwrap();
             (o.resolution, o.fix.map(|f| f.by))
         };
