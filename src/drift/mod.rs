@@ -447,16 +447,7 @@ fn classify(a: &mut Attempt, classes: &ClassMap) {
 /// is the newest of `status.history` (successful syncs), else the revision of a
 /// succeeded operation; multi-source Applications compare their revision lists.
 pub fn direction(app: &Value) -> (Direction, String, String) {
-    let revs = |v: Option<&Value>| -> String {
-        match v {
-            Some(o) => match (o.get("revision").and_then(Value::as_str), o.get("revisions").and_then(Value::as_array)) {
-                (Some(r), _) if !r.is_empty() => r.to_string(),
-                (_, Some(list)) => list.iter().filter_map(Value::as_str).collect::<Vec<_>>().join(","),
-                _ => String::new(),
-            },
-            None => String::new(),
-        }
-    };
+    let revs = operation::revisions;
     let revision = revs(app.pointer("/status/sync"));
     let mut deployed = revs(app.pointer("/status/history").and_then(Value::as_array).and_then(|h| h.last()));
     if deployed.is_empty() && app.pointer("/status/operationState/phase").and_then(Value::as_str) == Some("Succeeded") {

@@ -9,6 +9,19 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+/// The revision of a sync status, operation or history entry: `revision`, else the
+/// `revisions` of a multi-source Application joined with `,`.
+pub fn revisions(v: Option<&Value>) -> String {
+    match v {
+        Some(o) => match (o.get("revision").and_then(Value::as_str), o.get("revisions").and_then(Value::as_array)) {
+            (Some(r), _) if !r.is_empty() => r.to_string(),
+            (_, Some(list)) => list.iter().filter_map(Value::as_str).collect::<Vec<_>>().join(","),
+            _ => String::new(),
+        },
+        None => String::new(),
+    }
+}
+
 /// The last operation of an Application.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", default)]
@@ -41,16 +54,6 @@ impl Operation {
         let s = |p: &str| op.pointer(p).and_then(Value::as_str).unwrap_or_default().to_string();
         let time = |p: &str| {
             op.pointer(p).and_then(Value::as_str).and_then(|t| DateTime::parse_from_rfc3339(t).ok()).map(|t| t.with_timezone(&Utc))
-        };
-        let revisions = |v: Option<&Value>| -> String {
-            match v {
-                Some(o) => match (o.get("revision").and_then(Value::as_str), o.get("revisions").and_then(Value::as_array)) {
-                    (Some(r), _) if !r.is_empty() => r.to_string(),
-                    (_, Some(list)) => list.iter().filter_map(Value::as_str).collect::<Vec<_>>().join(","),
-                    _ => String::new(),
-                },
-                None => String::new(),
-            }
         };
         let mut revision = revisions(op.pointer("/syncResult"));
         if revision.is_empty() {
