@@ -117,17 +117,23 @@ fn episode_histogram() -> PromHistogram {
 
 /// A histogram family with one label, bounded to [`MAX_SERIES`] label values.
 pub struct HistogramFamily {
-    label: &'static str,
+    /// One label, or two (`first:second` values, split at the first `:`).
+    labels: (&'static str, Option<&'static str>),
     family: PromFamily<Labels, PromHistogram, fn() -> PromHistogram>,
     created: Mutex<std::collections::BTreeSet<String>>,
 }
 
 impl HistogramFamily {
     fn new(label: &'static str) -> Self {
-        HistogramFamily { label, family: PromFamily::new_with_constructor(episode_histogram), created: Mutex::default() }
+        HistogramFamily { labels: (label, None), family: PromFamily::new_with_constructor(episode_histogram), created: Mutex::default() }
     }
 
-    /// Observes `secs` under `value` (or `other` once the family is full).
+    fn with_two(first: &'static str, second: &'static str) -> Self {
+        HistogramFamily { labels: (first, Some(second)), ..HistogramFamily::new(first) }
+    }
+
+    /// Observes `secs` under `value` (`class`, or `class:resolution` for a family of
+    /// two labels), or `other` once the family is full.
     pub fn observe(&self, value: &str, secs: f64) {
         let mut created = self.created.lock().unwrap_or_else(|p| p.into_inner());
         let v = if created.contains(value) || created.len() < MAX_SERIES {
@@ -136,7 +142,14 @@ impl HistogramFamily {
         } else {
             "other"
         };
-        self.family.get_or_create(&vec![(self.label, v.to_string())]).observe(secs);
+        let labels = match self.labels {
+            (a, None) => vec![(a, v.to_string())],
+            (a, Some(b)) => {
+                let (x, y) = v.split_once(':').unwrap_or((v, ""));
+                vec![(a, x.to_string()), (b, y.to_string())]
+            }
+        };
+        self.family.get_or_create(&labels).observe(secs);
     }
 }
 
@@ -238,7 +251,7 @@ impl Metrics {
             audit_dropped: Family::new("reason"),
             audit_evaluated_latency: Histogram::new(),
             detection_seconds: HistogramFamily::new("class"),
-            resolution_seconds: HistogramFamily::new("class"),
+            resolution_seconds: HistogramFamily::with_two("class", "resolution"),
             reload_errors: Mutex::new(Vec::new()),
             depth_services: Mutex::new(std::collections::BTreeSet::new()),
             registry: Registry::default(),
@@ -290,7 +303,7 @@ impl Metrics {
         );
         r.register(
             "driftwatch_episode_resolution_seconds",
-            "Time from Argo CD reporting a drift to its resolution, by class",
+            "Time from Argo CD reporting a drift to its resolution, by class and how it resolved",
             m.resolution_seconds.family.clone(),
         );
         r.register("driftwatch_evaluation_duration_seconds", "Time to evaluate one Application", m.evaluation_latency.0.clone());

@@ -192,7 +192,7 @@ fn a_person_behind_a_self_healed_change_and_a_refused_attempt_is_named() {
     wait_for("the detection histogram", Duration::from_secs(15), || {
         d.metric("driftwatch_episode_detection_seconds_count{class=\"security-context\"}") == Some(1.0)
     });
-    assert_eq!(d.metric("driftwatch_episode_resolution_seconds_count{class=\"security-context\"}"), Some(1.0));
+    assert_eq!(d.metric("driftwatch_episode_resolution_seconds_count{class=\"security-context\",resolution="), Some(1.0));
     let metrics = d.metrics();
     assert!(metrics.contains("driftwatch_audit_requests_total{code=\"401\"} 2"), "{metrics}");
     assert!(metrics.contains("driftwatch_audit_requests_total{code=\"400\"} 1"), "{metrics}");

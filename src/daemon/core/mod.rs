@@ -417,7 +417,8 @@ impl Core {
                         METRICS.detection_seconds.observe(class, s as f64);
                     }
                     if let Some(s) = ep.resolution_secs() {
-                        METRICS.resolution_seconds.observe(class, s as f64);
+                        let how = ep.resolution.map_or("synced", |r| r.as_str());
+                        METRICS.resolution_seconds.observe(&format!("{class}:{how}"), s as f64);
                     }
                 }
             }
