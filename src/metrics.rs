@@ -23,6 +23,18 @@ pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; cha
 
 type Labels = Vec<(&'static str, String)>;
 
+/// The label set of `value` for a family's label names: one label, or two from
+/// `first:second` (split at the first `:`).
+fn labels(names: (&'static str, Option<&'static str>), value: &str) -> Labels {
+    match names {
+        (a, None) => vec![(a, value.to_string())],
+        (a, Some(b)) => {
+            let (x, y) = value.split_once(':').unwrap_or((value, ""));
+            vec![(a, x.to_string()), (b, y.to_string())]
+        }
+    }
+}
+
 /// A counter or gauge family with one label (two for `kind:reason`, split at the
 /// first `:`), bounded to [`MAX_SERIES`] label values.
 #[derive(Clone)]
@@ -43,13 +55,7 @@ impl<M: Clone + Default + Send + Sync + 'static> Family<M> {
     }
 
     fn labels_of(&self, value: &str) -> Labels {
-        match self.names {
-            (a, None) => vec![(a, value.to_string())],
-            (a, Some(b)) => {
-                let (x, y) = value.split_once(':').unwrap_or((value, ""));
-                vec![(a, x.to_string()), (b, y.to_string())]
-            }
-        }
+        labels(self.names, value)
     }
 
     /// The series of `value`, or `other` once the family is full.
@@ -142,14 +148,7 @@ impl HistogramFamily {
         } else {
             "other"
         };
-        let labels = match self.labels {
-            (a, None) => vec![(a, v.to_string())],
-            (a, Some(b)) => {
-                let (x, y) = v.split_once(':').unwrap_or((v, ""));
-                vec![(a, x.to_string()), (b, y.to_string())]
-            }
-        };
-        self.family.get_or_create(&labels).observe(secs);
+        self.family.get_or_create(&labels(self.labels, v)).observe(secs);
     }
 }
 

@@ -10,12 +10,11 @@ mod common;
 
 use std::net::TcpListener;
 use std::path::Path;
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use common::AppBuilder;
 use common::apiserver::FakeApiServer;
-use common::daemon::{Daemon, bodies, wait_for};
+use common::daemon::{Daemon, bodies, records, wait_for};
 use common::receiver::{get, receiver};
 
 const TOKEN: &str = "audit-e2e-token-0123456789";
@@ -72,10 +71,6 @@ fn post(rt: &tokio::runtime::Runtime, client: &reqwest::Client, addr: &str, toke
         }
         req.send().await.map(|r| r.status().as_u16()).unwrap_or(0)
     })
-}
-
-fn records(got: &Arc<Mutex<Vec<String>>>) -> Vec<serde_json::Value> {
-    bodies(got).iter().filter_map(|b| serde_json::from_str(b).ok()).collect()
 }
 
 fn data(name: &str) -> Vec<u8> {

@@ -13,7 +13,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use common::apiserver::FakeApiServer;
-use common::daemon::{Daemon, bodies, has, wait_for};
+use common::daemon::{Daemon, bodies, has, records, wait_for};
 use common::receiver::{get, receiver};
 use common::{AppBuilder, REV1, REV2};
 
@@ -267,24 +267,12 @@ fn leader_handover_without_duplicates() {
     assert!(b.stop().success());
 }
 
-const DRIFT_CONFIG: &str = r#"services:
-  siem:
-    type: signed-webhook
-    url: http://127.0.0.1:PORT
-    secret: test-hmac-key
-    retry: {initialBackoff: 100ms, maxBackoff: 500ms}
-routes:
-  - name: security-page
-    match: {class: [rbac, network-policy, security-context, admission]}
-    triggers: [on-security-drift]
-    recipients: [siem:page]
-    continue: true
-  - name: siem
-    triggers: [on-drift-episode]
-    recipients: [siem]
-attribution:
-  ttl: 1s
-"#;
+/// The SIEM and the security page, every episode record to the SIEM, attribution
+/// fresh for a second.
+fn drift_config(port: u16) -> String {
+    let routes = "  - name: siem\n    triggers: [on-drift-episode]\n    recipients: [siem]\nattribution:\n  ttl: 1s\n";
+    format!("{}{routes}", common::SIEM_AND_SECURITY_PAGE.replace("PORT", &port.to_string()))
+}
 
 fn drifted_shop(sync: &str) -> serde_json::Value {
     let status = |kind: &str| if sync == "OutOfSync" && kind != "Service" { "OutOfSync" } else { "Synced" };
@@ -303,10 +291,6 @@ fn drifted_shop(sync: &str) -> serde_json::Value {
         .build()
 }
 
-fn records(got: &Arc<Mutex<Vec<String>>>) -> Vec<serde_json::Value> {
-    bodies(got).iter().filter_map(|b| serde_json::from_str(b).ok()).collect()
-}
-
 fn find(got: &Arc<Mutex<Vec<String>>>, rule: &str, event: &str) -> Option<serde_json::Value> {
     records(got).into_iter().find(|r| r["rule"]["name"] == rule && r["driftwatch"]["episode"]["event"] == event)
 }
@@ -319,7 +303,7 @@ fn find(got: &Arc<Mutex<Vec<String>>>, rule: &str, event: &str) -> Option<serde_
 #[test]
 fn live_drift_is_attributed_escalated_resolved_and_kept() {
     let Setup { dir, api, got, port } = setup();
-    std::fs::write(dir.path().join("driftwatch.yaml"), DRIFT_CONFIG.replace("PORT", &port.to_string())).unwrap();
+    std::fs::write(dir.path().join("driftwatch.yaml"), drift_config(port)).unwrap();
     api.put_live(serde_json::json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web", "namespace": "shop",
         "managedFields": [
             {"manager": "argocd-controller", "operation": "Apply", "time": "2026-03-01T10:00:00Z", "fieldsType": "FieldsV1",
@@ -500,7 +484,7 @@ fn attribution_in_history(d: &Daemon, kind: &str) -> Option<serde_json::Value> {
 #[test]
 fn secrets_are_not_read_and_a_forbidden_kind_is_reported_once() {
     let Setup { dir, api, got, port } = setup();
-    std::fs::write(dir.path().join("driftwatch.yaml"), DRIFT_CONFIG.replace("PORT", &port.to_string())).unwrap();
+    std::fs::write(dir.path().join("driftwatch.yaml"), drift_config(port)).unwrap();
     let edited = |kind: &str, name: &str, fields: serde_json::Value| {
         serde_json::json!({"metadata": {"name": name, "namespace": "shop", "managedFields": [
             {"manager": "kubectl-edit", "operation": "Update", "time": "2026-03-02T03:12:04Z", "fieldsType": "FieldsV1", "fieldsV1": fields}]},
@@ -561,7 +545,7 @@ fn secrets_are_not_read_and_a_forbidden_kind_is_reported_once() {
     // The opt-in: its ClusterRole applied and readSecrets on. The Secret is read (in
     // full, for the diff), and its data is only ever shown as changed.
     api.set_rbac(Some(common::rbac::service_account_rules(true)));
-    let opt_in = DRIFT_CONFIG.replace("PORT", &port.to_string()).replace("  ttl: 1s\n", "  ttl: 1s\n  readSecrets: true\n");
+    let opt_in = drift_config(port).replace("  ttl: 1s\n", "  ttl: 1s\n  readSecrets: true\n");
     std::fs::write(dir.path().join("driftwatch.yaml"), opt_in).unwrap();
     let d = Daemon::start(dir.path());
     wait_for("the Secret's attribution", Duration::from_secs(15), || {

@@ -16,36 +16,24 @@ use std::process::Command;
 use std::time::Duration;
 
 use common::apiserver::FakeApiServer;
-use common::daemon::{Daemon, bodies, wait_for};
+use common::daemon::{Daemon, records, wait_for};
 use common::receiver::{get, receiver};
 use common::{AppBuilder, REV1};
 use serde_json::{Value, json};
 
-const CONFIG: &str = r#"secretsFile: secrets.yaml
-context: {argocdUrl: "https://argocd.example.com"}
-services:
-  siem:
-    type: signed-webhook
-    url: http://127.0.0.1:PORT
-    secret: test-hmac-key
-    retry: {initialBackoff: 100ms, maxBackoff: 500ms}
-routes:
-  - name: security-page
-    match: {class: [rbac, network-policy, security-context, admission]}
-    triggers: [on-security-drift]
-    recipients: [siem:page]
-    continue: true
-  - name: chat
-    triggers: [on-live-drift]
-    recipients: [siem:chat]
-clusters:
-  - name: spoke-1
-    server: SPOKE
-    kubeconfig: spoke.kubeconfig
-  - name: spoke-down
-    server: http://127.0.0.1:9
-    token: $spoke-down-token
-"#;
+/// The SIEM and the security page, live drift to `siem:chat`, a spoke (`SPOKE`, by
+/// kubeconfig) and one that does not answer.
+fn config(port: u16, spoke: &str) -> String {
+    let rest = format!(
+        "  - name: chat\n    triggers: [on-live-drift]\n    recipients: [siem:chat]\n\
+         clusters:\n  - name: spoke-1\n    server: {spoke}\n    kubeconfig: spoke.kubeconfig\n\
+         \x20 - name: spoke-down\n    server: http://127.0.0.1:9\n    token: $spoke-down-token\n"
+    );
+    format!(
+        "secretsFile: secrets.yaml\ncontext: {{argocdUrl: \"https://argocd.example.com\"}}\n{}{rest}",
+        common::SIEM_AND_SECURITY_PAGE.replace("PORT", &port.to_string())
+    )
+}
 
 /// A Deployment as Argo CD's client-side apply left it (replicas 2, image 1.0, no
 /// securityContext), then patched by `kubectl-patch`: replicas 5, image 1.1, privileged.
@@ -83,10 +71,6 @@ fn drifted(name: &str, ns: &str, dest: Value) -> Value {
         .build()
 }
 
-fn records(got: &std::sync::Arc<std::sync::Mutex<Vec<String>>>) -> Vec<Value> {
-    bodies(got).iter().filter_map(|b| serde_json::from_str(b).ok()).collect()
-}
-
 fn alert(got: &std::sync::Arc<std::sync::Mutex<Vec<String>>>, trigger: &str, app: &str) -> Option<Value> {
     records(got).into_iter().find(|r| r["rule"]["name"] == trigger && r["orchestrator"]["resource"]["name"] == app)
 }
@@ -102,7 +86,7 @@ fn the_alert_shows_git_value_to_live_value_on_the_hub_and_on_a_spoke() {
     let port = listener.local_addr().unwrap().port();
     let got = receiver(listener);
     std::fs::write(dir.path().join("secrets.yaml"), "spoke-down-token: not-a-real-token\n").unwrap();
-    let config = CONFIG.replace("PORT", &port.to_string()).replace("SPOKE", &spoke.url());
+    let config = config(port, &spoke.url());
     std::fs::write(dir.path().join("driftwatch.yaml"), config).unwrap();
 
     hub.put_live(patched_deployment("shop"));
@@ -202,7 +186,7 @@ fn a_spoke_from_argo_cds_cluster_secret() {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let port = listener.local_addr().unwrap().port();
         let got = receiver(listener);
-        let config = CONFIG.replace("PORT", &port.to_string());
+        let config = config(port, &spoke.url());
         let config = &config[..config.find("clusters:").unwrap()];
         std::fs::write(dir.path().join("secrets.yaml"), "unused: x\n").unwrap();
         std::fs::write(

@@ -38,7 +38,7 @@ pub fn diff_command(o: &DiffOptions<'_>, out: &mut dyn Write, err: &mut dyn Writ
         let listed = Drift::of(&app, &rt.classes, &LiveIndex::new(), &target.key());
         let wanted = Wanted::from_drift(&listed, &target, &app);
         let (mut fetcher, mut results) = LiveFetcher::for_runtime(&rt, client).await;
-        let started = fetcher.request("diff", wanted).started;
+        let started = fetcher.request("diff", wanted, || crate::drift::ignore::IgnoreRules::of(&app)).started;
         let mut live = LiveIndex::new();
         for _ in 0..started {
             let Some(f) = results.recv().await else { break };

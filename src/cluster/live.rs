@@ -65,7 +65,8 @@ pub struct Wanted {
     /// The Application that asked (for Argo CD's API).
     pub app_namespace: String,
     pub app_name: String,
-    /// Its Application's `ignoreDifferences` for it, and what of them could not be used.
+    /// Its Application's `ignoreDifferences` for it, and what of them could not be used
+    /// (filled in by [`LiveFetcher::request`] when the read starts).
     pub ignore: ForResource,
     pub notes: Vec<String>,
 }
@@ -94,7 +95,6 @@ impl Wanted {
         if readable.is_empty() {
             return Vec::new();
         }
-        let rules = IgnoreRules::of(app);
         let meta = |k: &str| app.pointer(&format!("/metadata/{k}")).and_then(Value::as_str).unwrap_or_default().to_string();
         readable
             .into_iter()
@@ -108,8 +108,8 @@ impl Wanted {
                 cluster: cluster.clone(),
                 app_namespace: meta("namespace"),
                 app_name: meta("name"),
-                ignore: rules.for_resource(&r.group, &r.kind, &r.namespace, &r.name),
-                notes: rules.notes.clone(),
+                ignore: ForResource::default(),
+                notes: Vec::new(),
             })
             .collect()
     }
@@ -328,7 +328,11 @@ impl LiveFetcher {
     /// Asks for the resources of `app`'s drift that were never read or are stale, and
     /// forgets those `app` no longer reports (with no other Application reporting
     /// them). An empty `wanted` is how a synced or deleted Application lets go.
-    pub fn request(&mut self, app: &str, wanted: Vec<Wanted>) -> Requested {
+    /// `rules` gives the Application's `ignoreDifferences`: parsed only when a read
+    /// starts (most requests find every resource fresh).
+    pub fn request(&mut self, app: &str, wanted: Vec<Wanted>, rules: impl FnOnce() -> IgnoreRules) -> Requested {
+        let mut rules = Some(rules);
+        let mut parsed: Option<IgnoreRules> = None;
         let mut out = Requested::default();
         let now: BTreeSet<String> = wanted.iter().map(Wanted::key).collect();
         let before = if now.is_empty() {
@@ -365,6 +369,14 @@ impl LiveFetcher {
                 continue;
             }
             *in_cluster += 1;
+            let mut w = w;
+            if parsed.is_none() {
+                parsed = rules.take().map(|f| f());
+            }
+            if let Some(r) = &parsed {
+                w.ignore = r.for_resource(&w.group, &w.kind, &w.namespace, &w.name);
+                w.notes = r.notes.clone();
+            }
             self.pending.insert(key, BTreeSet::from([app.to_string()]));
             out.started += 1;
             let (results, settings) = (self.results.clone(), self.settings.clone());
@@ -585,15 +597,26 @@ mod tests {
         // Nothing listens there: reads fail, which is all this test needs.
         let client = kube::Client::try_from(kube::Config::new("http://127.0.0.1:9".parse().unwrap())).unwrap();
         let (mut f, mut rx) = LiveFetcher::new(client, Vec::new(), 2, Duration::from_secs(60), settings());
-        assert_eq!(f.request("a", vec![wanted("web"), wanted("api")]).started, 2);
+        // The Application's ignoreDifferences are parsed once for the reads that start,
+        // not at all when none does.
+        let parsed = std::cell::Cell::new(0);
+        let rules = || {
+            parsed.set(parsed.get() + 1);
+            IgnoreRules::of(&serde_json::json!({"spec": {"ignoreDifferences": [
+                {"group": "apps", "kind": "Deployment", "jsonPointers": ["/spec/replicas"]}]}}))
+        };
+        assert_eq!(f.request("a", vec![wanted("web"), wanted("api")], rules).started, 2);
+        assert_eq!(parsed.get(), 1);
         // Another Application with the same drifted resource waits for the same read.
-        assert_eq!(f.request("b", vec![wanted("web")]).started, 0);
-        assert_eq!(f.request("a", vec![wanted("web")]).forgotten, vec![wanted("api").key()]);
-        assert!(f.request("a", Vec::new()).forgotten.is_empty(), "b still reports web");
-        assert_eq!(f.request("b", Vec::new()).forgotten, vec![wanted("web").key()]);
+        assert_eq!(f.request("b", vec![wanted("web")], rules).started, 0);
+        assert_eq!(parsed.get(), 1, "nothing started: nothing parsed");
+        assert_eq!(f.request("a", vec![wanted("web")], IgnoreRules::default).forgotten, vec![wanted("api").key()]);
+        assert!(f.request("a", Vec::new(), IgnoreRules::default).forgotten.is_empty(), "b still reports web");
+        assert_eq!(f.request("b", Vec::new(), IgnoreRules::default).forgotten, vec![wanted("web").key()]);
         // Completed reads of resources nobody reports any more are dropped.
         for _ in 0..2 {
             let done = rx.recv().await.unwrap();
+            assert!(!done.wanted.ignore.is_empty(), "the read carries the rules for its resource");
             assert!(matches!(done.result, Err(ReadError::Failed(_))), "nothing listens there");
             assert_eq!(f.complete(&done), None);
         }
@@ -615,7 +638,7 @@ mod tests {
         let client = kube::Client::try_from(kube::Config::new("http://127.0.0.1:9".parse().unwrap())).unwrap();
         let (mut f, mut rx) = LiveFetcher::new(client, Vec::new(), 2, Duration::from_secs(60), settings());
         let late = Wanted { cluster: "spoke-9".into(), ..wanted("web") };
-        assert_eq!(f.request("a", vec![late]).started, 1);
+        assert_eq!(f.request("a", vec![late], IgnoreRules::default).started, 1);
         let done = rx.recv().await.unwrap();
         assert!(matches!(&done.result, Err(ReadError::Refused(e)) if e.contains("configured after start-up")), "{:?}", done.result);
         assert_eq!(f.complete(&done).map(|apps| apps.len()), Some(1));
@@ -629,7 +652,7 @@ mod tests {
         let client = kube::Client::try_from(kube::Config::new("http://127.0.0.1:9".parse().unwrap())).unwrap();
         let (mut f, mut rx) = LiveFetcher::new(client, Vec::new(), 2, Duration::from_secs(60), settings());
         let secret = Wanted { group: String::new(), kind: "Secret".into(), class: "secret".into(), ..wanted("db") };
-        assert_eq!(f.request("a", vec![secret]).started, 1);
+        assert_eq!(f.request("a", vec![secret], IgnoreRules::default).started, 1);
         let done = rx.recv().await.unwrap();
         assert_eq!(done.result, Err(ReadError::SecretsOff), "answered without a request");
 

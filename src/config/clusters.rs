@@ -112,9 +112,10 @@ impl Default for DiffSettings {
 }
 
 /// Where an Application's resources are read.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub enum Target {
     /// The cluster driftwatch runs in (`attribution.destinations`).
+    #[default]
     Local,
     /// A configured spoke, by label.
     Spoke(String),

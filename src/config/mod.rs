@@ -133,17 +133,6 @@ impl Default for AttributionSettings {
     }
 }
 
-impl AttributionSettings {
-    /// Whether `app`'s resources live in the cluster driftwatch reads (an Application
-    /// deploying to a remote cluster cannot be attributed from here: a same-named
-    /// object in this cluster would be the wrong one).
-    pub fn reads(&self, app: &crate::model::App) -> bool {
-        let dest = |k: &str| app.object.pointer(&format!("/spec/destination/{k}")).and_then(serde_json::Value::as_str).unwrap_or_default();
-        let (server, name) = (dest("server"), dest("name"));
-        self.destinations.iter().any(|d| (!server.is_empty() && d == server) || (!name.is_empty() && d == name))
-    }
-}
-
 /// `audit:`: Kubernetes audit events as an input (a webhook backend, a log file).
 #[derive(Debug, Clone, Deserialize, Default)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]

@@ -199,14 +199,14 @@ fn drift_settings_routes_history_attribution() {
     assert_eq!(rt.routes.routes.len(), 1);
     assert_eq!(rt.retention, Retention { max_episodes: 5, max_age: chrono::Duration::days(7) });
     assert_eq!((rt.attribution.ttl.as_secs(), rt.attribution.concurrency), (30, 2));
-    let app = |dest: serde_json::Value| {
-        crate::model::App::from_value(serde_json::json!({"kind": "Application", "metadata": {"name": "a"}, "spec": {"destination": dest}}))
-            .unwrap()
-    };
-    assert!(rt.attribution.reads(&app(serde_json::json!({"name": "prod-eu-1"}))));
-    assert!(!rt.attribution.reads(&app(serde_json::json!({"server": "https://kubernetes.default.svc"}))), "replaced by the list");
-    assert!(AttributionSettings::default().reads(&app(serde_json::json!({"server": "https://kubernetes.default.svc"}))));
-    assert!(!AttributionSettings::default().reads(&app(serde_json::json!({"server": "https://remote.example.com"}))), "a remote cluster");
+    let app =
+        |dest: serde_json::Value| serde_json::json!({"kind": "Application", "metadata": {"name": "a"}, "spec": {"destination": dest}});
+    let local = |rt: &Runtime, dest| rt.target(&app(dest)) == clusters::Target::Local;
+    assert!(local(&rt, serde_json::json!({"name": "prod-eu-1"})));
+    assert!(!local(&rt, serde_json::json!({"server": "https://kubernetes.default.svc"})), "replaced by the list");
+    let defaults = f.file("driftwatch.yaml", "{}\n").load().unwrap();
+    assert!(local(&defaults, serde_json::json!({"server": "https://kubernetes.default.svc"})));
+    assert!(!local(&defaults, serde_json::json!({"server": "https://remote.example.com"})), "a remote cluster");
 
     // Bad values name the key and the position; all route errors are reported.
     f.file("driftwatch.yaml", "routes:\n  - match: {class: loud}\n    triggers: [on-nothing]\n    recipients: [slack:x]\n");

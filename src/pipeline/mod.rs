@@ -59,6 +59,8 @@ pub struct Evaluation {
     pub note: Option<Option<String>>,
     /// What drifted.
     pub drift: Drift,
+    /// The cluster the Application's resources are in (where they are read).
+    pub target: crate::config::clusters::Target,
     /// The Application's episode after this observation (open or last resolved).
     pub episode: Option<Episode>,
     /// What this observation did to the episode; `Some` means store it.
@@ -193,6 +195,7 @@ impl Pipeline {
             drift.awaiting_live = true;
             out.wake(until);
         }
+        out.target = target;
         // Held while waiting, stored so; released (and stored) once not.
         if let Some(ep) = out.episode.as_mut().filter(|e| e.held != drift.awaiting_live) {
             ep.held = drift.awaiting_live;

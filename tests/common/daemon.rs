@@ -125,6 +125,11 @@ pub fn bodies(got: &Arc<Mutex<Vec<String>>>) -> Vec<String> {
     got.lock().unwrap().clone()
 }
 
+/// The bodies that are JSON (SIEM records, webhook payloads).
+pub fn records(got: &Arc<Mutex<Vec<String>>>) -> Vec<serde_json::Value> {
+    bodies(got).iter().filter_map(|b| serde_json::from_str(b).ok()).collect()
+}
+
 pub fn has(got: &Arc<Mutex<Vec<String>>>, needle: &str) -> bool {
     bodies(got).iter().any(|b| b.contains(needle))
 }

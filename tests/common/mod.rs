@@ -25,6 +25,22 @@ triggers:
       send: [drift]
 "#;
 
+/// A signed-webhook SIEM service on the receiver at `PORT` and the route that pages
+/// security drift to it (`siem:page`); a test appends its own routes and settings.
+pub const SIEM_AND_SECURITY_PAGE: &str = r#"services:
+  siem:
+    type: signed-webhook
+    url: http://127.0.0.1:PORT
+    secret: test-hmac-key
+    retry: {initialBackoff: 100ms, maxBackoff: 500ms}
+routes:
+  - name: security-page
+    match: {class: [rbac, network-policy, security-context, admission]}
+    triggers: [on-security-drift]
+    recipients: [siem:page]
+    continue: true
+"#;
+
 pub const REV1: &str = "a1b2c3d4e5f60718293a4b5c6d7e8f9012345678";
 pub const REV2: &str = "ffeeddccbbaa99887766554433221100ffeeddcc";
 

@@ -130,7 +130,7 @@ impl Core {
             self.wakeups.remove(&key);
         }
         if let Some(live) = self.live.as_mut() {
-            for k in live.request(&key, Vec::new()).forgotten {
+            for k in live.request(&key, Vec::new(), crate::drift::ignore::IgnoreRules::default).forgotten {
                 self.inputs.live.remove(&k);
             }
         }

@@ -434,9 +434,8 @@ impl Core {
             }
         }
         if let Some(live) = self.live.as_mut() {
-            let target = self.pipeline.runtime.target(&app.object);
-            let wanted = crate::cluster::live::Wanted::from_drift(&eval.drift, &target, &app.object);
-            let r = live.request(&key, wanted);
+            let wanted = crate::cluster::live::Wanted::from_drift(&eval.drift, &eval.target, &app.object);
+            let r = live.request(&key, wanted, || crate::drift::ignore::IgnoreRules::of(&app.object));
             for k in r.forgotten {
                 self.inputs.live.remove(&k);
             }
