@@ -176,7 +176,12 @@ fn main() {
     });
     let episode = driftwatch::drift::episode::observe(None, &drifted, &drift, now).episode.expect("drifting");
     measure("route tree: match the production policy on an episode", 50_000, || {
-        let input = driftwatch::route::tree::RouteInput { labels: &drifted.labels, project: &drifted.project, subject: (&episode).into() };
+        let input = driftwatch::route::tree::RouteInput {
+            labels: &drifted.labels,
+            project: &drifted.project,
+            subject: (&episode).into(),
+            break_glass: false,
+        };
         black_box(prod.routes.matches(black_box(&input)));
     });
     // The daemon's work per changed Application under the production policy: episode

@@ -260,6 +260,12 @@ macro_rules! kind_enum {
                 }
             }
 
+            /// Whether it wakes a person up (PagerDuty, Opsgenie, Pushover,
+            /// Alertmanager): what a break-glass exception holds back.
+            pub fn pages(self) -> bool {
+                matches!(self.as_str(), "pagerduty" | "opsgenie" | "pushover" | "alertmanager")
+            }
+
             /// A kind by name, or by the other name Argo CD gives it (`pagerdutyv2`,
             /// Argo CD's name for PagerDuty's Events API v2, is `pagerduty`).
             pub fn parse(s: &str) -> Option<DestinationKind> {
@@ -439,6 +445,10 @@ pub struct Notification {
     /// see it): SIEM records carry it, and the delivery is noted in its history.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub episode: Option<Value>,
+    /// The sync operation this notification is about (an `oncePer` of its id): a SIEM
+    /// record of it is an operation record (`event.action` sync or rollback).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub operation: Option<Value>,
     /// Set by the outbox when the notification is queued: the same for every attempt
     /// at this entry (across crashes), sent as `Idempotency-Key` (webhooks, the SIEM
     /// HTTP sinks) and as the ECS `event.id`, so a receiver can drop the copy a crash

@@ -194,6 +194,7 @@ fn every_catalog_trigger_has_a_template_and_is_covered() {
     assert_eq!(
         names,
         [
+            "on-break-glass-overdue",
             "on-created",
             "on-deleted",
             "on-deployed",
@@ -208,6 +209,7 @@ fn every_catalog_trigger_has_a_template_and_is_covered() {
             "on-rollback",
             "on-security-drift",
             "on-sync-failed",
+            "on-sync-operation",
             "on-sync-running",
             "on-sync-status-unknown",
             "on-sync-succeeded"

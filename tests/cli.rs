@@ -183,13 +183,13 @@ fn a_file_that_is_not_an_application_is_a_clear_error() {
 fn check_passes_on_the_catalog_and_the_examples() {
     let o = driftwatch(&["check"]);
     assert!(o.status.success(), "{}", stderr(&o));
-    assert!(stdout(&o).starts_with("ok: 17 triggers, 18 templates"), "{}", stdout(&o));
+    assert!(stdout(&o).starts_with("ok: 19 triggers, 20 templates"), "{}", stdout(&o));
     let o = driftwatch(&["check", "--config", &repo("examples/drift-incident/driftwatch.yaml")]);
     assert!(o.status.success(), "{}", stderr(&o));
     // The reference configuration: valid, with warnings for its unset secrets only.
     let o = driftwatch(&["check", "--config", &repo("deploy/driftwatch.yaml")]);
     assert!(o.status.success(), "{}", stderr(&o));
-    assert!(stdout(&o).starts_with("ok: 18 triggers, 19 templates, 5 services, 5 warning(s)"), "{}", stdout(&o));
+    assert!(stdout(&o).starts_with("ok: 20 triggers, 21 templates, 5 services, 5 warning(s)"), "{}", stdout(&o));
     assert!(stderr(&o).lines().all(|l| l.starts_with("warning: services.") && l.contains("is not set")), "{}", stderr(&o));
 }
 
@@ -255,7 +255,7 @@ fn replay_of_the_drift_incident_example() {
 /// The production policy example: a Git change notifies chat quietly, live drift alerts
 /// chat, attribution escalates it to a page, self-heal resolves page and message, a
 /// Degraded blip shorter than the hold-down pages nobody, and the SIEM gets every
-/// episode record. Then the history is queried from the state file.
+/// episode record and every sync operation. Then the history is queried from the state file.
 #[test]
 fn replay_of_the_production_example_and_its_history() {
     let dir = tempfile::tempdir().unwrap();
@@ -265,9 +265,11 @@ fn replay_of_the_production_example_and_its_history() {
     assert_eq!(
         sent.iter().map(summary).collect::<Vec<_>>(),
         [
+            "01-synced.yaml on-sync-operation[0] siem: fire",
             "02-git-change.yaml on-drift-episode[0] siem: fire",
             "02-git-change.yaml on-git-change[0] chat:deploys fire",
             "03-synced.yaml on-drift-episode[2] siem: fire",
+            "03-synced.yaml on-sync-operation[0] siem: fire",
             "04-kubectl-edit.yaml on-drift-episode[0] siem: fire",
             "04-kubectl-edit.yaml on-live-drift[0] chat:drift fire",
             "06-attributed.yaml on-drift-episode[1] siem: fire",
@@ -281,8 +283,9 @@ fn replay_of_the_production_example_and_its_history() {
             "11-healthy.yaml on-health-recovered[0] chat:drift fire",
         ]
     );
+    let at = |s: &str| &sent[sent.iter().position(|n| summary(n) == s).unwrap()];
     // The page names who changed which security field, and when.
-    let page = &sent[6]["payload"];
+    let page = &at("06-attributed.yaml on-security-drift[0] oncall:platform fire")["payload"];
     assert_eq!(page["severity"], "critical");
     assert!(page["summary"].as_str().unwrap().contains("by kubectl-edit"), "{page}");
     let attribution = &page["custom_details"]["attribution"];
@@ -291,11 +294,17 @@ fn replay_of_the_production_example_and_its_history() {
     assert_eq!(edit["securityFields"], json!(["spec.template.spec.containers[api].securityContext.privileged"]));
     assert_eq!(edit["time"], "2026-03-02T03:12:04Z");
     // The chat message is updated in place when the drift resolves, with the duration.
-    assert_eq!(sent[9]["payload"]["groupingKey"], sent[4]["payload"]["groupingKey"]);
-    assert!(sent[9]["payload"]["text"].as_str().unwrap().contains("Resolved after 14 min"), "{}", sent[9]["payload"]);
+    let (alert, update) =
+        (at("04-kubectl-edit.yaml on-live-drift[0] chat:drift fire"), at("09-self-healed.yaml on-live-drift[0] chat:drift resolve"));
+    assert_eq!(update["payload"]["groupingKey"], alert["payload"]["groupingKey"]);
+    assert!(update["payload"]["text"].as_str().unwrap().contains("Resolved after 14 min"), "{}", update["payload"]);
     // The SIEM's resolved record carries the duration.
-    assert!(sent[7]["payload"]["message"].as_str().unwrap().contains("resolved after 14 min"), "{}", sent[7]["payload"]);
-    assert_eq!(sent[7]["episode"]["durationSeconds"], 14 * 60);
+    let resolved = at("09-self-healed.yaml on-drift-episode[2] siem: fire");
+    assert!(resolved["payload"]["message"].as_str().unwrap().contains("resolved after 14 min"), "{}", resolved["payload"]);
+    assert_eq!(resolved["episode"]["durationSeconds"], 14 * 60);
+    // The SIEM's record of the sync that ended the Git episode.
+    let sync = at("03-synced.yaml on-sync-operation[0] siem: fire");
+    assert_eq!(sync["operation"]["action"], "sync", "{sync}");
     let out = stdout(&o);
     assert!(out.contains("(held down: on-degraded holds, notifies if it still does at 04:02:00 UTC)"), "{out}");
 
@@ -584,9 +593,39 @@ fn a_rollback_is_recognized_and_resolves_the_episode_it_ended() {
     for (i, s) in steps.iter().enumerate() {
         std::fs::write(replay.join(format!("0{}-step.json", i + 1)), s.to_string()).unwrap();
     }
-    let config = write(dir.path(), "driftwatch.yaml", "subscriptions:\n  - recipients: [slack:ops]\n    triggers: [on-rollback]\n");
+    let config = write(
+        dir.path(),
+        "driftwatch.yaml",
+        "subscriptions:\n  - recipients: [slack:ops]\n    triggers: [on-rollback]\n  - recipients: [syslog]\n    triggers: [on-sync-operation]\n",
+    );
     let state = dir.path().join("state.redb");
-    let (_, sent) = replay_jsonl(dir.path(), replay.to_str().unwrap(), config.to_str().unwrap(), Some(&state));
+    let (_, all) = replay_jsonl(dir.path(), replay.to_str().unwrap(), config.to_str().unwrap(), Some(&state));
+    // One record per operation for the SIEM, each carrying the operation: sync, sync,
+    // rollback (from B, by alice), sync — and none for snapshot 4, which has no new one.
+    let (ops, sent): (Vec<Value>, Vec<Value>) = all.into_iter().partition(|n| n["trigger"] == "on-sync-operation");
+    let records: Vec<String> = ops
+        .iter()
+        .map(|n| {
+            let o = &n["operation"];
+            format!(
+                "{} {} {} {}",
+                n["step"].as_str().unwrap(),
+                o["action"].as_str().unwrap(),
+                &o["revision"].as_str().unwrap()[..1],
+                o["username"]
+            )
+        })
+        .collect();
+    assert_eq!(
+        records,
+        [
+            "01-step.json sync a \"\"",
+            "02-step.json sync b \"\"",
+            "03-step.json rollback a \"alice@example.com\"",
+            "05-step.json sync c \"\""
+        ]
+    );
+    assert_eq!(ops[2]["operation"]["from"], b.as_str());
     assert_eq!(sent.iter().map(summary).collect::<Vec<_>>(), ["03-step.json on-rollback[0] slack:ops fire"]);
     let text = sent[0]["payload"]["text"].as_str().unwrap();
     assert!(text.contains("rolled back from bbbbbbb to aaaaaaa by alice@example.com at 10:20 UTC"), "{text}");
@@ -602,9 +641,9 @@ fn a_rollback_is_recognized_and_resolves_the_episode_it_ended() {
     assert!(how.contains(&("rollback".into(), a.clone(), "alice@example.com".into())), "{how:?}");
     assert!(how.contains(&("git".into(), c.clone(), "automated sync".into())), "{how:?}");
 
-    // The story, for a post-mortem: B deployed, the degradation, alice's rollback to A
-    // (one step, though it ended one episode and was running when the next opened), the
-    // next degradation, and the Git revision C that ended it.
+    // The story, for a post-mortem: A deployed, B deployed, the degradation, alice's
+    // rollback to A (one step, though it ended one episode and was running when the
+    // next opened), the next degradation, and the Git revision C that ended it.
     let o = driftwatch(&["history", "--state", state.to_str().unwrap(), "--app", "argocd/shop", "--timeline", "-o", "json"]);
     assert!(o.status.success(), "{}", stderr(&o));
     let steps: Vec<Value> = serde_json::from_slice(&o.stdout).unwrap();
@@ -615,6 +654,7 @@ fn a_rollback_is_recognized_and_resolves_the_episode_it_ended() {
     assert_eq!(
         story,
         [
+            format!("deployed {a} automated sync"),
             format!("deployed {b} automated sync"),
             "opened  ".to_string(),
             format!("rollback {a} alice@example.com"),
@@ -626,5 +666,106 @@ fn a_rollback_is_recognized_and_resolves_the_episode_it_ended() {
     let o = driftwatch(&["history", "--state", state.to_str().unwrap(), "--app", "argocd/shop", "--timeline"]);
     let table = stdout(&o);
     assert!(table.contains("rollback    aaaaaaa by alice@example.com"), "{table}");
-    assert!(table.contains("5 step(s)"), "{table}");
+    assert!(table.contains("6 step(s)"), "{table}");
+    assert_eq!(steps[1]["episode"], steps[2]["episode"], "B's deployment is the cause of the episode it opened: {steps:?}");
+}
+
+/// Break-glass in a replay (no audit input: approvals are `unverifiable`): approved by
+/// a second person, a live RBAC change pages nobody and goes to the break-glass route
+/// with the ticket; at expiry, still off Git, `on-break-glass-overdue` pages, again an
+/// hour later, and resolves when the Application is Synced. The same exception
+/// approved by its opener is refused: the page goes out as usual.
+#[test]
+fn break_glass_holds_the_page_then_reminds_until_git() {
+    let dir = tempfile::tempdir().unwrap();
+    let rev = "d".repeat(40);
+    let exception = |approved_by: &str| {
+        serde_json::json!({"ticket": "INC-1234", "reason": "payments down: hot-fixing the Role", "openedBy": "alice",
+            "openedAt": "2026-12-04T10:00:00Z", "expiresAt": "2026-12-04T11:00:00Z",
+            "approvedBy": approved_by, "approvedAt": "2026-12-04T10:01:00Z"})
+        .to_string()
+    };
+    let snapshot = |name: &str, at: &str, approved_by: &str, drifted: bool| {
+        let resources = if drifted {
+            serde_json::json!([{"group": "rbac.authorization.k8s.io", "version": "v1", "kind": "Role", "namespace": "shop", "name": "api", "status": "OutOfSync"}])
+        } else {
+            serde_json::json!([])
+        };
+        serde_json::json!({"apiVersion": "argoproj.io/v1alpha1", "kind": "Application",
+            "metadata": {"name": name, "namespace": "argocd", "uid": format!("u-{name}"), "annotations": {"driftwatch.io/break-glass": exception(approved_by)}},
+            "spec": {"project": "default", "destination": {"server": "https://kubernetes.default.svc", "namespace": "shop"}},
+            "status": {"reconciledAt": at, "sync": {"status": if drifted { "OutOfSync" } else { "Synced" }, "revision": rev},
+                "health": {"status": "Healthy"}, "resources": resources,
+                "history": [{"id": 0, "revision": rev}],
+                "operationState": {"phase": "Succeeded", "startedAt": "2026-12-04T09:00:00Z", "finishedAt": "2026-12-04T09:00:00Z",
+                    "operation": {"initiatedBy": {"automated": true}, "sync": {"revision": rev}}, "syncResult": {"revision": rev}}}})
+    };
+    let replay = dir.path().join("replay");
+    std::fs::create_dir(&replay).unwrap();
+    let steps = [
+        ("01", snapshot("shop", "2026-12-04T10:05:00Z", "bob", false)),
+        ("02", snapshot("shop", "2026-12-04T10:10:00Z", "bob", true)),
+        ("03", snapshot("shop", "2026-12-04T11:05:00Z", "bob", true)),
+        ("04", snapshot("shop", "2026-12-04T11:30:00Z", "bob", true)),
+        ("05", snapshot("shop", "2026-12-04T12:06:00Z", "bob", true)),
+        ("06", snapshot("shop", "2026-12-04T12:30:00Z", "bob", false)),
+        // Approved by the person who opened it: refused, changes nothing.
+        ("07", snapshot("cart", "2026-12-04T10:10:00Z", "alice", true)),
+    ];
+    for (n, s) in &steps {
+        std::fs::write(replay.join(format!("{n}-step.json")), s.to_string()).unwrap();
+    }
+    let config = write(
+        dir.path(),
+        "driftwatch.yaml",
+        "services:\n  oncall:\n    type: pagerduty\n    routingKeys:\n      platform: $pd-key\nroutes:\n  - name: break-glass\n    match: {breakGlass: true}\n    triggers: [on-security-drift]\n    recipients: [slack:incident]\n    continue: true\n  - name: security-page\n    match: {class: rbac}\n    triggers: [on-security-drift]\n    recipients: [oncall:platform]\n    continue: true\n  - name: overdue\n    triggers: [on-break-glass-overdue]\n    recipients: [oncall:platform]\n",
+    );
+    let state = dir.path().join("state.redb");
+    let (o, sent) = replay_jsonl(dir.path(), replay.to_str().unwrap(), config.to_str().unwrap(), Some(&state));
+    assert_eq!(
+        sent.iter().map(summary).collect::<Vec<_>>(),
+        [
+            "02-step.json on-security-drift[0] slack:incident fire",
+            "03-step.json on-break-glass-overdue[0] oncall:platform fire",
+            "05-step.json on-break-glass-overdue[0] oncall:platform fire",
+            "06-step.json on-break-glass-overdue[0] oncall:platform resolve",
+            "06-step.json on-security-drift[0] slack:incident resolve",
+            "07-step.json on-security-drift[0] oncall:platform fire",
+        ],
+        "{}",
+        stdout(&o)
+    );
+    let out = stdout(&o);
+    assert!(out.contains("break-glass INC-1234: active (unverifiable, in force)"), "{out}");
+    assert!(
+        out.contains("(break-glass INC-1234: on-security-drift is not paged to oncall:platform; the break-glass routes have it)"),
+        "{out}"
+    );
+    assert!(out.contains("break-glass INC-1234: refused: approved by alice, who opened it: a second person must approve"), "{out}");
+    let text = sent[0]["payload"]["text"].as_str().unwrap();
+    assert!(text.contains("Under break-glass INC-1234: opened by alice, approved by bob (unverifiable)."), "{text}");
+    assert!(sent[1]["payload"]["summary"].as_str().unwrap().contains("Break-glass INC-1234 overdue: shop still off Git"), "{}", sent[1]);
+    // The history: the episode is recorded against the ticket; the timeline tells the
+    // exception's story with the drift.
+    let o = driftwatch(&["history", "--state", state.to_str().unwrap(), "--app", "argocd/shop", "-o", "json"]);
+    let eps: Vec<Value> = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(eps[0]["breakGlass"]["ticket"], "INC-1234", "{eps:?}");
+    assert_eq!(eps[0]["breakGlass"]["approvedBy"], "bob");
+    let o = driftwatch(&["history", "--state", state.to_str().unwrap(), "--app", "argocd/shop", "--timeline", "-o", "json"]);
+    let steps: Vec<Value> = serde_json::from_slice(&o.stdout).unwrap();
+    let story: Vec<String> = steps.iter().map(|s| format!("{} {}", s["event"].as_str().unwrap(), s["by"].as_str().unwrap_or(""))).collect();
+    assert_eq!(
+        story,
+        [
+            "deployed automated sync",
+            "break-glass-opened alice",
+            "break-glass-approved bob",
+            "break-glass-active ",
+            "opened ",
+            "break-glass-expired ",
+            "break-glass-overdue ",
+            "resolved ",
+        ],
+        "{steps:?}"
+    );
 }

@@ -298,6 +298,7 @@ fn notification(trigger: &str, message: &str, app: &str) -> driftwatch::model::N
         payload: json!({"message": message}),
         record: None,
         episode: None,
+        operation: None,
         idempotency_key: None,
     }
 }

@@ -291,6 +291,7 @@ pub fn template_notify(
                     payload,
                     record: None,
                     episode: None,
+                    operation: None,
                     idempotency_key: None,
                 });
             }
@@ -753,11 +754,29 @@ pub fn run_replay(opts: &ReplayOptions, out: &mut dyn Write, err: &mut dyn Write
         if let (Some(ep), Some(event)) = (&eval.episode, eval.episode_event) {
             writeln!(out, "  episode {}: {}", event.as_str(), episode_line(ep, now))?;
         }
+        if let Some(b) = eval.break_glass.as_ref().map(|r| &r.break_glass) {
+            match b.state {
+                crate::drift::break_glass::State::Refused => writeln!(out, "  break-glass {}: refused: {}", b.ticket, b.refusal)?,
+                state => {
+                    let force = if b.effective {
+                        ", in force"
+                    } else if b.overdue {
+                        ", overdue"
+                    } else {
+                        ""
+                    };
+                    writeln!(out, "  break-glass {}: {} ({}{force})", b.ticket, state.as_str(), b.verification.as_str())?
+                }
+            }
+        }
         for s in &eval.skipped {
             match s {
                 Skip::AlreadyNotified { .. } => {}
                 Skip::HeldDown { trigger, until } => {
                     writeln!(out, "  (held down: {trigger} holds, notifies if it still does at {})", until.format("%H:%M:%S UTC"))?
+                }
+                Skip::BreakGlass { trigger, destination, ticket } => {
+                    writeln!(out, "  (break-glass {ticket}: {trigger} is not paged to {destination}; the break-glass routes have it)")?
                 }
                 other => writeln!(out, "  ! {other:?}")?,
             }

@@ -64,6 +64,17 @@ pub struct HistoryDef {
     pub max_age: Option<ConfigDuration>,
 }
 
+/// `breakGlass:`: emergency exceptions (`driftwatch break-glass`).
+#[derive(Debug, Clone, Deserialize, Default)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct BreakGlassDef {
+    /// The longest exception accepted (72h; 1m to 30d); a longer one is refused.
+    pub max_for: Option<At<ConfigDuration>>,
+    /// Only an approval the audit input verified takes effect (false: without the
+    /// audit input an approval is `unverifiable`, and takes effect marked so).
+    pub require_verified: Option<bool>,
+}
+
 /// `limits:`: what one Application's subscription annotations may ask for.
 #[derive(Debug, Clone, Deserialize, Default)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
@@ -241,6 +252,7 @@ pub struct ConfigFile {
     pub clusters: Vec<At<clusters::ClusterDef>>,
     pub argocd: Option<At<clusters::ArgocdDef>>,
     pub diff: clusters::DiffDef,
+    pub break_glass: BreakGlassDef,
 }
 
 const CONFIG_KEYS: &[&str] = &[
@@ -265,6 +277,7 @@ const CONFIG_KEYS: &[&str] = &[
     "clusters",
     "argocd",
     "diff",
+    "breakGlass",
 ];
 
 // Written by hand rather than derived: `defaultTriggers.<service>` is a key pattern,
@@ -305,6 +318,7 @@ impl<'de> Deserialize<'de> for ConfigFile {
                         "clusters" => c.clusters = m.next_value()?,
                         "argocd" => c.argocd = m.next_value()?,
                         "diff" => c.diff = m.next_value()?,
+                        "breakGlass" => c.break_glass = m.next_value()?,
                         other => match other.strip_prefix("defaultTriggers.") {
                             Some(service) if !service.is_empty() => {
                                 c.default_triggers_by_service.insert(service.to_string(), m.next_value()?);
@@ -362,6 +376,8 @@ pub struct Runtime {
     pub routes: RouteTree,
     /// How much drift history is kept.
     pub retention: Retention,
+    /// Break-glass exceptions (`breakGlass:`; `audited` when the audit input is on).
+    pub break_glass: crate::drift::break_glass::Settings,
     pub attribution: AttributionSettings,
     /// The bearer token the operations endpoints require (`operations.token`).
     pub operations_token: Option<crate::secret::Secret>,
@@ -681,6 +697,25 @@ pub fn load_with(config: Option<&Path>, engine: Arc<TriggerEngine>) -> Result<Ru
         max_episodes: cfg.history.max_episodes.unwrap_or(defaults.max_episodes).max(1),
         max_age: cfg.history.max_age.and_then(|d| chrono::Duration::from_std(d.0).ok()).unwrap_or(defaults.max_age),
     };
+    let mut break_glass = crate::drift::break_glass::Settings {
+        require_verified: cfg.break_glass.require_verified.unwrap_or(false),
+        audited: audit.listen.is_some() || audit.file.is_some(),
+        ..Default::default()
+    };
+    if let Some(v) = &cfg.break_glass.max_for {
+        match chrono::Duration::from_std(v.value.0).ok().filter(|d| (chrono::Duration::minutes(1)..=chrono::Duration::days(30)).contains(d))
+        {
+            Some(d) => break_glass.max_for = d,
+            None => errors.push(ConfigError::new(
+                cfg_file.pos(&v.referenced),
+                "breakGlass.maxFor",
+                format!(
+                    "{} is out of range (1m to 30d)",
+                    crate::duration::format(chrono::Duration::from_std(v.value.0).unwrap_or(chrono::Duration::MAX))
+                ),
+            )),
+        }
+    }
     let attribution_defaults = AttributionSettings::default();
     let attribution = AttributionSettings {
         ttl: cfg.attribution.ttl.map_or(attribution_defaults.ttl, |d| d.0),
@@ -699,6 +734,7 @@ pub fn load_with(config: Option<&Path>, engine: Arc<TriggerEngine>) -> Result<Ru
             diff,
             routes,
             retention,
+            break_glass,
             attribution,
             classes,
             context: cfg.context,

@@ -57,8 +57,10 @@ pub fn record(n: &Notification, origin: &Origin, now: chrono::DateTime<chrono::U
             "dedup_key": n.record.as_ref().map(|r| r.key.as_str()).unwrap_or_default(),
         },
     });
-    if let (Some(ep), Some(map)) = (n.episode.as_ref().filter(|e| e.is_object()), v.as_object_mut()) {
-        add_episode(map, ep);
+    match (n.operation.as_ref().filter(|o| o.is_object()), n.episode.as_ref().filter(|e| e.is_object()), v.as_object_mut()) {
+        (Some(op), ep, Some(map)) => add_operation(map, op, ep),
+        (None, Some(ep), Some(map)) => add_episode(map, ep),
+        _ => {}
     }
     if !origin.argocd_url.is_empty()
         && let Some(map) = v.as_object_mut()
@@ -67,6 +69,47 @@ pub fn record(n: &Notification, origin: &Origin, now: chrono::DateTime<chrono::U
         map.insert("url".into(), json!({"full": url}));
     }
     v
+}
+
+/// A sync operation in ECS terms: an event (not an alert) whose `event.action` is
+/// `sync` or `rollback`, `event.outcome` by its phase, `event.start`/`end`/`duration`,
+/// `user.name` who started it (`labels.initiated_by`: `user` or `automated`), the
+/// revision, and the whole record under `driftwatch.operation` with the id of the
+/// drift episode open at the time, if any.
+fn add_operation(map: &mut serde_json::Map<String, Value>, op: &Value, ep: Option<&Value>) {
+    let s = |k: &str| op.get(k).and_then(Value::as_str).unwrap_or_default();
+    let action = if op.get("rollback").and_then(Value::as_bool).unwrap_or(false) { "rollback" } else { "sync" };
+    if let Some(event) = map.get_mut("event").and_then(Value::as_object_mut) {
+        event.insert("kind".into(), json!("event"));
+        event.insert("type".into(), json!(["change"]));
+        event.insert("action".into(), json!(action));
+        event.insert("dataset".into(), json!("driftwatch.operation"));
+        event.insert("outcome".into(), json!(if s("phase") == "Succeeded" { "success" } else { "failure" }));
+        let time = |k: &str| op.get(k).and_then(Value::as_str).and_then(|t| chrono::DateTime::parse_from_rfc3339(t).ok());
+        if let Some(t) = op.get("startedAt").filter(|t| t.is_string()) {
+            event.insert("start".into(), t.clone());
+        }
+        if let Some(t) = op.get("finishedAt").filter(|t| t.is_string()) {
+            event.insert("end".into(), t.clone());
+        }
+        if let (Some(a), Some(b)) = (time("startedAt"), time("finishedAt")) {
+            let nanos = b.signed_duration_since(a).num_nanoseconds().unwrap_or(0).max(0);
+            event.insert("duration".into(), json!(nanos));
+        }
+    }
+    let automated = s("username").is_empty();
+    if !automated {
+        map.insert("user".into(), json!({"name": s("username")}));
+    }
+    if let Some(labels) = map.get_mut("labels").and_then(Value::as_object_mut) {
+        labels.insert("initiated_by".into(), json!(if automated { "automated" } else { "user" }));
+        labels.insert("revision".into(), json!(s("revision")));
+    }
+    let mut record = op.clone();
+    if let (Some(id), Some(m)) = (ep.and_then(|e| e.get("id")), record.as_object_mut()) {
+        m.insert("episode".into(), id.clone());
+    }
+    map.insert("driftwatch".into(), json!({"operation": record}));
 }
 
 fn array<'a>(ep: &'a Value, k: &str) -> &'a [Value] {
@@ -300,6 +343,7 @@ pub(crate) mod tests {
                 seen: None,
             }),
             episode: None,
+            operation: None,
             idempotency_key: None,
         }
     }
@@ -325,6 +369,36 @@ pub(crate) mod tests {
         assert_eq!(r["event"]["outcome"], "failure");
         assert_eq!(r["labels"]["audit_id"], "a1");
         assert_eq!(r["driftwatch"]["episode"]["attempts"][0]["actor"]["username"], "mallory");
+    }
+
+    /// A notification about a sync operation is an operation record: `event.action`
+    /// rollback, who, when, how long, the revision and the record itself.
+    #[test]
+    fn an_operation_record_says_sync_or_rollback_and_who() {
+        let mut n = sample(DestinationKind::Splunk, "siem");
+        n.operation =
+            Some(json!({"phase": "Succeeded", "revision": "aaa", "username": "alice", "rollback": true, "from": "bbb", "to": "aaa",
+            "startedAt": "2026-12-04T10:00:00Z", "finishedAt": "2026-12-04T10:00:05Z", "action": "rollback",
+            "resources": [{"kind": "Deployment", "name": "api", "status": "Synced"}]}));
+        n.episode = Some(json!({"id": "argocd/guestbook@1", "open": true}));
+        let r = record(&n, &Origin::default(), chrono::Utc::now());
+        assert_eq!(r["event"]["action"], "rollback");
+        assert_eq!(r["event"]["kind"], "event");
+        assert_eq!(r["event"]["dataset"], "driftwatch.operation");
+        assert_eq!(r["event"]["outcome"], "success");
+        assert_eq!(r["event"]["duration"], 5_000_000_000i64);
+        assert_eq!(r["user"]["name"], "alice");
+        assert_eq!(r["labels"]["initiated_by"], "user");
+        assert_eq!(r["labels"]["revision"], "aaa");
+        assert_eq!(r["driftwatch"]["operation"]["from"], "bbb");
+        assert_eq!(r["driftwatch"]["operation"]["episode"], "argocd/guestbook@1");
+        assert_eq!(r["driftwatch"]["operation"]["resources"][0]["name"], "api");
+        assert!(r["driftwatch"].get("episode").is_none(), "an operation record, not an episode record");
+        n.operation = Some(json!({"phase": "Failed", "revision": "ccc", "username": ""}));
+        let r = record(&n, &Origin::default(), chrono::Utc::now());
+        assert_eq!((r["event"]["action"].as_str(), r["event"]["outcome"].as_str()), (Some("sync"), Some("failure")));
+        assert_eq!(r["labels"]["initiated_by"], "automated");
+        assert!(r.get("user").is_none());
     }
 
     #[test]

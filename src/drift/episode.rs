@@ -109,6 +109,10 @@ pub struct Episode {
     pub cause: Option<OpRef>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fix: Option<OpRef>,
+    /// The approved break-glass exception it happened under (its changes are recorded
+    /// against the ticket), when there was one in force.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub break_glass: Option<super::break_glass::Reference>,
 }
 
 /// How long a new episode may be held for its live reads (the pipeline's wait; a read
@@ -218,14 +222,31 @@ pub struct OpRef {
     pub revision: String,
     /// A username, or `automated sync`.
     pub by: String,
+    /// When it finished.
     pub at: Option<DateTime<Utc>>,
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub rollback: bool,
+    /// The operation's id (`drift.operation.id`, the history's and the SIEM's record
+    /// of it), when it started, and whether automated sync started it.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub id: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub started_at: Option<DateTime<Utc>>,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub automated: bool,
 }
 
 impl OpRef {
     fn of(op: &super::operation::Operation) -> OpRef {
-        OpRef { revision: op.revision.clone(), by: op.by().to_string(), at: op.finished_at, rollback: op.rollback }
+        OpRef {
+            revision: op.revision.clone(),
+            by: op.by().to_string(),
+            at: op.finished_at,
+            rollback: op.rollback,
+            id: op.id.clone(),
+            started_at: op.started_at,
+            automated: op.automated,
+        }
     }
 }
 
@@ -319,6 +340,7 @@ fn new_episode(app: &App, drift: &Drift, now: DateTime<Utc>) -> Episode {
         held: false,
         cause: drift.operation.as_ref().filter(|op| op.phase == "Succeeded").map(OpRef::of),
         fix: None,
+        break_glass: drift.break_glass.as_ref().filter(|b| b.effective).map(super::break_glass::BreakGlass::reference),
     }
 }
 
@@ -397,6 +419,9 @@ fn changed_at(ep: &Episode, now: DateTime<Utc>) -> Option<DateTime<Utc>> {
 
 /// Folds one observation into an open episode; returns whether the severity rose.
 fn merge(ep: &mut Episode, sync: &str, health: &str, drift: &Drift, now: DateTime<Utc>) -> bool {
+    if let Some(b) = drift.break_glass.as_ref().filter(|b| b.effective) {
+        ep.break_glass = Some(b.reference());
+    }
     ep.out_of_sync |= sync == "OutOfSync";
     ep.degraded |= health == "Degraded";
     if ep.detected_at.is_none() && (sync == "OutOfSync" || health == "Degraded") {

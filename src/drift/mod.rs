@@ -7,6 +7,7 @@
 
 pub mod attribution;
 pub mod audit;
+pub mod break_glass;
 pub mod classes;
 pub mod diff;
 pub mod episode;
@@ -235,6 +236,10 @@ pub struct Drift {
     /// and whether it was a rollback (`drift.operation.rollback`, `.from`, `.to`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub operation: Option<operation::Operation>,
+    /// The Application's break-glass exception as judged this pass (`drift.breakGlass`:
+    /// state, ticket, who opened and approved it, `effective`, `overdue`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub break_glass: Option<break_glass::BreakGlass>,
     /// Live reads of drifted resources (who, the diff) are still on their way; the
     /// notifications of a new episode wait for them (at most `episode::OPENING`).
     pub awaiting_live: bool,
@@ -361,6 +366,7 @@ impl Drift {
             degraded,
             attempts: Vec::new(),
             operation: operation::Operation::of(app),
+            break_glass: None,
             awaiting_live: false,
         }
     }

@@ -97,6 +97,162 @@ impl Operation {
     pub fn by(&self) -> &str {
         if self.username.is_empty() { "automated sync" } else { &self.username }
     }
+
+    /// Whether it is over (`Succeeded`, `Failed`, `Error`): what is recorded.
+    pub fn is_done(&self) -> bool {
+        matches!(self.phase.as_str(), "Succeeded" | "Failed" | "Error")
+    }
+
+    /// `sync` or `rollback` (the ECS `event.action` of its record).
+    pub fn action(&self) -> &'static str {
+        if self.rollback { "rollback" } else { "sync" }
+    }
+
+    /// When it started, else finished (unix ms): its place in the history. Argo CD
+    /// writes the same instant as the history entry's `deployStartedAt`.
+    pub fn started_ms(&self) -> u64 {
+        self.started_at.or(self.finished_at).map_or(0, |t| u64::try_from(t.timestamp_millis()).unwrap_or(0))
+    }
+}
+
+/// At most this many resources are kept of what one operation synced.
+pub const MAX_SYNCED_RESOURCES: usize = 50;
+/// At most this many characters of an operation's or a resource's message are kept.
+pub const MAX_MESSAGE_CHARS: usize = 300;
+
+/// One resource an operation synced (`syncResult.resources[]`).
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct SyncedResource {
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub group: String,
+    pub kind: String,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub namespace: String,
+    pub name: String,
+    /// `Synced`, `SyncFailed`, `Pruned`, `PruneSkipped`.
+    pub status: String,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub message: String,
+}
+
+/// A sync operation as the history keeps it and a SIEM receives it: the operation,
+/// the Application, what it synced.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct OperationRecord {
+    pub app_key: String,
+    pub namespace: String,
+    pub name: String,
+    pub project: String,
+    /// `sync` or `rollback`.
+    pub action: String,
+    #[serde(flatten)]
+    pub operation: Operation,
+    pub resources: Vec<SyncedResource>,
+    /// Resources synced beyond [`MAX_SYNCED_RESOURCES`].
+    #[serde(skip_serializing_if = "is_zero")]
+    pub resources_more: usize,
+    /// `operationState` (seen as it ended), or `history` (a `status.history` entry
+    /// found later: deployed while driftwatch was not watching; no phase or resources).
+    pub source: String,
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
+}
+
+fn clip(s: &str) -> String {
+    match s.char_indices().nth(MAX_MESSAGE_CHARS) {
+        Some((i, _)) => format!("{}…", &s[..i]),
+        None => s.to_string(),
+    }
+}
+
+fn parse_time(v: Option<&Value>) -> Option<DateTime<Utc>> {
+    v.and_then(Value::as_str).and_then(|t| DateTime::parse_from_rfc3339(t).ok()).map(|t| t.with_timezone(&Utc))
+}
+
+impl OperationRecord {
+    /// The record of `op`, the last operation of `app` (`Operation::of`), with the
+    /// resources it synced.
+    pub fn of(app: &crate::model::App, op: &Operation) -> OperationRecord {
+        let list = app.object.pointer("/status/operationState/syncResult/resources").and_then(Value::as_array);
+        let resources = list
+            .map(|l| {
+                l.iter()
+                    .take(MAX_SYNCED_RESOURCES)
+                    .map(|r| {
+                        let s = |k: &str| r.get(k).and_then(Value::as_str).unwrap_or_default().to_string();
+                        SyncedResource {
+                            group: s("group"),
+                            kind: s("kind"),
+                            namespace: s("namespace"),
+                            name: s("name"),
+                            status: s("status"),
+                            message: clip(&s("message")),
+                        }
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        OperationRecord {
+            app_key: app.state_key(),
+            namespace: app.namespace.clone(),
+            name: app.name.clone(),
+            project: app.project.clone(),
+            action: op.action().to_string(),
+            operation: Operation { message: clip(&op.message), ..op.clone() },
+            resources,
+            resources_more: list.map_or(0, |l| l.len().saturating_sub(MAX_SYNCED_RESOURCES)),
+            source: "operationState".into(),
+        }
+    }
+
+    /// Deployments in `status.history` that started after `after_ms` and are not
+    /// `current` (the operation seen now): what was deployed while driftwatch was not
+    /// watching, oldest first. Each history entry is a succeeded sync; a revision
+    /// older than the one deployed before it is a rollback.
+    pub fn from_history(app: &crate::model::App, after_ms: u64, current: Option<&Operation>) -> Vec<OperationRecord> {
+        let Some(history) = app.object.pointer("/status/history").and_then(Value::as_array) else { return Vec::new() };
+        let revs: Vec<String> = history.iter().map(|e| revisions(Some(e))).collect();
+        let current_ms = current.map(Operation::started_ms);
+        let mut out = Vec::new();
+        for (i, e) in history.iter().enumerate() {
+            let started_at = parse_time(e.get("deployStartedAt"));
+            let finished_at = parse_time(e.get("deployedAt"));
+            let op = Operation {
+                phase: "Succeeded".into(),
+                revision: revs[i].clone(),
+                username: e.pointer("/initiatedBy/username").and_then(Value::as_str).unwrap_or_default().to_string(),
+                automated: e.pointer("/initiatedBy/automated").and_then(Value::as_bool).unwrap_or(false),
+                started_at,
+                finished_at,
+                rollback: i >= 1 && revs[i] != revs[i - 1] && revs[..i - 1].contains(&revs[i]),
+                from: if i >= 1 { revs[i - 1].clone() } else { String::new() },
+                to: revs[i].clone(),
+                id: format!("{}/{}", finished_at.map(|t| t.to_rfc3339()).unwrap_or_default(), revs[i]),
+                message: String::new(),
+            };
+            let ms = op.started_ms();
+            if ms <= after_ms || Some(ms) == current_ms || ms == 0 {
+                continue;
+            }
+            let op = if op.rollback { op } else { Operation { from: String::new(), to: String::new(), ..op } };
+            out.push(OperationRecord {
+                app_key: app.state_key(),
+                namespace: app.namespace.clone(),
+                name: app.name.clone(),
+                project: app.project.clone(),
+                action: op.action().to_string(),
+                operation: op,
+                resources: Vec::new(),
+                resources_more: 0,
+                source: "history".into(),
+            });
+        }
+        out
+    }
 }
 
 #[cfg(test)]
@@ -129,5 +285,32 @@ mod tests {
         failed["phase"] = json!("Failed");
         assert!(!Operation::of(&app(&["aaa", "bbb", "aaa"], failed)).unwrap().rollback);
         assert_eq!(Operation::of(&json!({"status": {}})), None);
+    }
+
+    /// Deployments made while driftwatch was not watching are found in
+    /// `status.history` (with who, from `initiatedBy`), after the last recorded and
+    /// without the operation seen now; a sync back to an earlier revision is a rollback.
+    #[test]
+    fn history_entries_not_recorded_become_operations() {
+        let entry = |id: u32, rev: &str, start: &str, by: Value| json!({"id": id, "revision": rev, "deployStartedAt": start, "deployedAt": start, "initiatedBy": by});
+        let app = crate::model::App::from_value(json!({"apiVersion": "argoproj.io/v1alpha1", "kind": "Application",
+            "metadata": {"name": "shop", "namespace": "argocd", "uid": "u"},
+            "status": {"history": [
+                entry(0, "aaa", "2026-12-04T09:00:00Z", json!({"automated": true})),
+                entry(1, "bbb", "2026-12-04T09:10:00Z", json!({"username": "bob"})),
+                entry(2, "aaa", "2026-12-04T09:20:00Z", json!({"username": "alice"})),
+                entry(3, "ccc", "2026-12-04T09:30:00Z", json!({"automated": true}))],
+                "operationState": op("ccc", json!({"automated": true}))}}))
+        .unwrap();
+        let current = Operation { started_at: Some("2026-12-04T09:30:00Z".parse().unwrap()), ..Operation::default() };
+        let after = u64::try_from(DateTime::parse_from_rfc3339("2026-12-04T09:05:00Z").unwrap().timestamp_millis()).unwrap();
+        let found = OperationRecord::from_history(&app, after, Some(&current));
+        let seen: Vec<(&str, &str, &str, &str)> =
+            found.iter().map(|r| (r.action.as_str(), r.operation.revision.as_str(), r.operation.by(), r.source.as_str())).collect();
+        assert_eq!(seen, [("sync", "bbb", "bob", "history"), ("rollback", "aaa", "alice", "history")]);
+        assert_eq!(found[1].operation.from, "bbb");
+        assert_eq!(OperationRecord::from_history(&app, 0, Some(&current)).len(), 3, "the first time: all but the current one");
+        let record = OperationRecord::of(&app, &Operation::of(&app.object).unwrap());
+        assert_eq!((record.action.as_str(), record.source.as_str()), ("sync", "operationState"));
     }
 }

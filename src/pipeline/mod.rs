@@ -18,7 +18,7 @@ use crate::config::Runtime;
 use crate::drift::Drift;
 use crate::drift::attribution::LiveIndex;
 use crate::drift::episode::{self, Episode, Event};
-use crate::model::{Action, App, AppMeta, Destination, Notification, Project, RecordOp, StateRecord};
+use crate::model::{Action, App, AppMeta, Destination, DestinationKind, Notification, Project, RecordOp, StateRecord};
 use crate::route::tree::{RouteHit, RouteInput, RouteSubject};
 use crate::state::{StateError, StateStore, StateView, dedup_key, from_millis, to_millis};
 use crate::template::{RenderContext, Target};
@@ -39,6 +39,9 @@ pub enum Skip {
     RenderFailed { trigger: String, destination: Destination, error: String },
     /// The condition holds but its `for:` hold-down has not elapsed.
     HeldDown { trigger: String, until: DateTime<Utc> },
+    /// A page held by a break-glass exception: the live drift is recorded against the
+    /// ticket and goes to the break-glass routes instead.
+    BreakGlass { trigger: String, destination: Destination, ticket: String },
 }
 
 /// The outcome of evaluating one Application.
@@ -65,6 +68,11 @@ pub struct Evaluation {
     pub episode: Option<Episode>,
     /// What this observation did to the episode; `Some` means store it.
     pub episode_event: Option<Event>,
+    /// Sync operations seen ended for the first time (the last one, after any
+    /// deployment of `status.history` not recorded yet), oldest first: stored.
+    pub operations: Vec<crate::drift::operation::OperationRecord>,
+    /// The Application's break-glass exception changed: the record to store.
+    pub break_glass: Option<crate::drift::break_glass::Record>,
     /// Routes of the route tree that took this drift.
     pub routes: Vec<RouteHit>,
     /// Hold-downs to start (`Some(since ms)`) or end (`None`), by hold key.
@@ -97,11 +105,52 @@ pub fn pass_write<'a>(
             (Some(ep), Some(_)) => Some((ep, rt.retention)),
             _ => None,
         },
+        operations: &eval.operations,
+        break_glass: eval.break_glass.as_ref(),
+        retention: rt.retention,
         holds: &eval.holds,
         forgets: eval.rearm.iter().map(|r| r.key.as_str()).collect(),
         note: eval.note.as_ref().map(Option::as_deref),
         deleted,
     }
+}
+
+/// The operations to record: the last one once it ended and is not recorded yet (a
+/// retry that ended otherwise is recorded again), after the deployments of
+/// `status.history` since the newest recorded (all of them the first time).
+fn new_operations(app: &App, drift: &Drift, recorded: Option<(u64, String)>) -> Vec<crate::drift::operation::OperationRecord> {
+    use crate::drift::operation::OperationRecord;
+    let Some(op) = drift.operation.as_ref().filter(|op| op.is_done()) else { return Vec::new() };
+    let ms = op.started_ms();
+    if recorded.as_ref().is_some_and(|(at, id)| ms < *at || (ms == *at && *id == op.id)) {
+        return Vec::new();
+    }
+    let mut ops = OperationRecord::from_history(app, recorded.map_or(0, |(at, _)| at), Some(op));
+    ops.retain(|r| r.operation.started_ms() < ms);
+    ops.push(OperationRecord::of(app, op));
+    ops
+}
+
+/// The break-glass exception the Application is under: one in force, or the one its
+/// open episode was recorded against until that exception is closed (an episode that
+/// started under it stays on the break-glass routes, and its pages stay held while the
+/// exception is overdue: `on-break-glass-overdue` pages instead).
+/// `episode` is the pass's episode when it is open or this pass resolved it (its
+/// resolve goes where its notifications went).
+fn under_break_glass<'a>(drift: &'a Drift, episode: Option<&Episode>) -> Option<&'a crate::drift::break_glass::BreakGlass> {
+    let b = drift.break_glass.as_ref()?;
+    let recorded = episode.and_then(|e| e.break_glass.as_ref()).is_some_and(|r| r.id == b.id);
+    (b.effective || (recorded && b.state != crate::drift::break_glass::State::Closed)).then_some(b)
+}
+
+/// The ticket of the break-glass exception that holds this pass's pages, if one does:
+/// the Application is under it and its open episode is live (or unknown) drift. A
+/// Degraded without live drift still pages.
+fn pages_held<'a>(drift: &'a Drift, episode: Option<&Episode>) -> Option<&'a str> {
+    let episode = episode.filter(|e| e.is_open());
+    let b = under_break_glass(drift, episode)?;
+    episode.filter(|e| matches!(e.direction, crate::drift::Direction::Live | crate::drift::Direction::Unknown))?;
+    Some(b.ticket.as_str())
 }
 
 /// The render context of one pass, built on the first notification only (most passes
@@ -117,6 +166,9 @@ struct LazyRender<'a> {
     /// episode ended (an `on-deployed` next week) does not carry it, so it is neither
     /// noted in that episode's history nor sent to a SIEM as part of it.
     belongs: bool,
+    /// The record of the pass's last operation, made once, for the notifications
+    /// about it (`oncePer` its id).
+    operation_view: Option<serde_json::Value>,
     ctx: Option<RenderContext>,
 }
 
@@ -134,6 +186,8 @@ pub struct Inputs {
     /// Changes and refused attempts from the audit input, per Application, in the
     /// window (`audit.window`).
     pub attempts: crate::drift::audit::AttemptIndex,
+    /// Writes of the break-glass annotation the audit input saw, per Application.
+    pub break_glass: crate::drift::break_glass::Writes,
     /// Whether the driver reads drifted resources' live objects (the daemon with
     /// attribution on): a new episode then waits for them (`drift.awaitingLive`).
     pub reads_live: bool,
@@ -175,9 +229,16 @@ impl Pipeline {
         let cluster = target.key();
         let mut drift =
             Drift::of(&app.object, &rt.classes, &inputs.live, &cluster).with_attempts(inputs.attempts.of(&app_key), &rt.classes);
+        out.break_glass = self.judge_break_glass(inputs, app, &app_key, state, &mut drift, now)?;
+        if let Some(at) =
+            drift.break_glass.as_ref().filter(|b| b.state == crate::drift::break_glass::State::Active).and_then(|b| b.expires_at)
+        {
+            out.wake(at);
+        }
         let obs = episode::observe(state.latest_episode(&app_key)?, app, &drift, now);
         out.episode = obs.episode;
         out.episode_event = obs.event;
+        out.operations = new_operations(app, &drift, state.latest_operation(&app_key)?);
         // A new episode's live reads (who, the diff) are waited for, briefly: every
         // condition that holds waits while `drift.awaitingLive` (below), and the pass is
         // run again when a read completes, or at the latest after `episode::OPENING`.
@@ -216,7 +277,9 @@ impl Pipeline {
         }
         if !rt.routes.is_empty() {
             let subject = out.episode.as_ref().map_or_else(|| RouteSubject::from(&drift), RouteSubject::from);
-            out.routes = rt.routes.matches(&RouteInput { labels: &app.labels, project: &app.project, subject });
+            let current = out.episode.as_ref().filter(|e| e.is_open() || out.episode_event == Some(Event::Resolved));
+            let break_glass = under_break_glass(&drift, current).is_some();
+            out.routes = rt.routes.matches(&RouteInput { labels: &app.labels, project: &app.project, subject, break_glass });
             out.routes.iter().for_each(|hit| hit.add_to(&mut subs));
         }
         if subs.is_empty() {
@@ -228,7 +291,10 @@ impl Pipeline {
         let mut scope = rt.engine.prepare_pass(&app.object, &drift, episode.as_ref(), now);
         let belongs =
             episode.as_ref().is_some_and(Episode::is_open) || matches!(out.episode_event, Some(Event::Resolved | Event::Attempted));
-        let mut render_ctx = LazyRender { drift: &drift, episode: episode.as_ref(), now, episode_view: None, belongs, ctx: None };
+        let pages_held = pages_held(&drift, episode.as_ref());
+        let break_glass_routes: Vec<RouteHit> = out.routes.iter().filter(|h| h.break_glass).cloned().collect();
+        let mut render_ctx =
+            LazyRender { drift: &drift, episode: episode.as_ref(), now, episode_view: None, belongs, operation_view: None, ctx: None };
         for (trigger_name, destinations) in &subs {
             let Some(trigger) = rt.triggers.get(trigger_name) else {
                 out.skipped.push(Skip::UnknownTrigger { trigger: trigger_name.clone() });
@@ -284,6 +350,17 @@ impl Pipeline {
                             }
                         }
                     }
+                    if let Some(ticket) = pages_held.filter(|_| !trigger_name.starts_with("on-break-glass"))
+                        && rt.service_kind(&d.service).is_some_and(DestinationKind::pages)
+                        && !break_glass_routes.iter().any(|h| h.triggers.contains(trigger_name) && h.recipients.contains(d))
+                    {
+                        out.skipped.push(Skip::BreakGlass {
+                            trigger: trigger_name.clone(),
+                            destination: d.clone(),
+                            ticket: ticket.to_string(),
+                        });
+                        continue;
+                    }
                     let record = StateRecord { app_key: app_key.clone(), key, op: RecordOp::Set, seen };
                     self.render_all(app, trigger_name, &r, d, Action::Fire, record, state, &mut render_ctx, &mut out)?;
                 }
@@ -292,6 +369,45 @@ impl Pipeline {
         out.episode = episode;
         out.drift = drift;
         Ok(out)
+    }
+
+    /// The Application's break-glass exception, judged from its annotation, the stored
+    /// copy and the audit input's writes, into `drift.breakGlass`; returns the record
+    /// to store when it changed. An Application that never had one reads one value.
+    fn judge_break_glass(
+        &self,
+        inputs: &Inputs,
+        app: &App,
+        app_key: &str,
+        state: &StateView,
+        drift: &mut Drift,
+        now: DateTime<Utc>,
+    ) -> Result<Option<crate::drift::break_glass::Record>, StateError> {
+        use crate::drift::break_glass::{self as bg, Record};
+        let annotated = app.object.pointer("/metadata/annotations").and_then(|a| a.get(bg::ANNOTATION)).is_some();
+        let latest = state.latest_break_glass(app_key)?;
+        if !annotated && latest.as_ref().is_none_or(|l| l.closed) {
+            return Ok(None);
+        }
+        let stored = match &latest {
+            Some(l) => state.break_glass(app_key, l.opened_ms)?,
+            None => None,
+        };
+        let off_git = app.object.pointer("/status/sync/status").and_then(serde_json::Value::as_str) != Some("Synced");
+        let before = stored.as_ref().map(|r| &r.break_glass);
+        let Some(judged) = bg::evaluate(&app.object, before, inputs.break_glass.of(app_key), &self.runtime.break_glass, off_git, now)
+        else {
+            return Ok(None);
+        };
+        let changed = before.is_none_or(|b| b.fingerprint() != judged.fingerprint());
+        let record = changed.then(|| Record {
+            app_key: app_key.to_string(),
+            namespace: app.namespace.clone(),
+            name: app.name.clone(),
+            break_glass: bg::with_transitions(judged.clone(), before, now),
+        });
+        drift.break_glass = Some(judged);
+        Ok(record)
     }
 
     /// The `for:` hold-down of a condition: true when the result may go on (no
@@ -385,6 +501,16 @@ impl Pipeline {
             (true, Some(e)) => Some(ctx.episode_view.get_or_insert_with(|| e.view(ctx.now)).clone()),
             _ => None,
         };
+        let ctx_operation = match (&ctx.drift.operation, r.once_per.as_deref()) {
+            (Some(op), Some(v)) if v == op.id => Some(
+                ctx.operation_view
+                    .get_or_insert_with(|| {
+                        serde_json::to_value(crate::drift::operation::OperationRecord::of(app, op)).unwrap_or(serde_json::Value::Null)
+                    })
+                    .clone(),
+            ),
+            _ => None,
+        };
         for template in &r.send {
             if state.is_pending(&record.app_key, &record.key, template, action)? {
                 out.skipped.push(Skip::InFlight { trigger: trigger.to_string(), destination: d.clone() });
@@ -410,6 +536,7 @@ impl Pipeline {
                         payload,
                         record: Some(record.clone()),
                         episode: ctx_episode.clone(),
+                        operation: ctx_operation.clone(),
                         idempotency_key: None,
                     });
                 }

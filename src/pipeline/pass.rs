@@ -72,6 +72,9 @@ pub fn run(
         }
         r => r.map_err(PassError::Evaluate)?,
     };
+    if let Some(r) = &eval.break_glass {
+        log_break_glass(r);
+    }
     // A stale snapshot decides nothing (its pass writes nothing), but a deleted
     // Application is retired all the same: nothing later would retire it.
     let key = app.state_key();
@@ -79,6 +82,21 @@ pub fn run(
     let wrote = !pass.is_empty() || !eval.notifications.is_empty();
     let submitted = delivery.submit_pass(&pass, &eval.notifications).map_err(PassError::Write)?;
     Ok(Pass { eval, submitted, wrote })
+}
+
+/// One log line per transition of a break-glass exception (the pass writes each once):
+/// a refusal is a warning with its reason, which the history keeps too.
+fn log_break_glass(r: &crate::drift::break_glass::Record) {
+    let b = &r.break_glass;
+    let app = format!("{}/{}", r.namespace, r.name);
+    let Some(last) = b.events.last() else { return };
+    match b.state {
+        crate::drift::break_glass::State::Refused => {
+            tracing::warn!(app = %app, ticket = %b.ticket, reason = %b.refusal, "break-glass exception refused: it changes nothing, pages go out as usual")
+        }
+        _ => tracing::info!(app = %app, ticket = %b.ticket, event = %last.event, by = %last.by, state = b.state.as_str(),
+            verification = b.verification.as_str(), effective = b.effective, "break-glass exception"),
+    }
 }
 
 /// A DELETED event may carry the object without a `deletionTimestamp`; it is deleted

@@ -74,6 +74,11 @@ pub struct MatchDef {
     /// Exact Application labels.
     #[serde(default)]
     pub labels: BTreeMap<String, String>,
+    /// `true`: only while an approved break-glass exception is in force on the
+    /// Application (its live drift comes here instead of paging); `false`: only while
+    /// none is.
+    #[serde(default, rename = "breakGlass")]
+    pub break_glass: Option<bool>,
 }
 
 /// A route as written in `routes:`.
@@ -115,6 +120,9 @@ pub struct Route {
     directions: Vec<Direction>,
     selector: Option<(String, Selector)>,
     labels: BTreeMap<String, String>,
+    break_glass: Option<bool>,
+    /// It or a parent matches `breakGlass: true`: its pagers page during an exception.
+    pub for_break_glass: bool,
     pub triggers: Vec<String>,
     pub recipients: Vec<Destination>,
     pub continue_: bool,
@@ -127,6 +135,8 @@ pub struct RouteInput<'a> {
     pub project: &'a str,
     /// The episode (open or last resolved) when there is one, else the current drift.
     pub subject: RouteSubject<'a>,
+    /// An approved break-glass exception is in force on the Application.
+    pub break_glass: bool,
 }
 
 /// What routes match of an episode or a drift.
@@ -159,6 +169,8 @@ pub struct RouteHit {
     pub reasons: Vec<String>,
     pub triggers: Vec<String>,
     pub recipients: Vec<Destination>,
+    /// A break-glass route (`breakGlass: true`, its own or a parent's).
+    pub break_glass: bool,
 }
 
 /// The validated tree.
@@ -177,7 +189,7 @@ impl RouteTree {
     ) -> Result<RouteTree, Vec<RouteError>> {
         let mut errors = Vec::new();
         let mut count = 0;
-        let routes = build_level(defs, "routes", 1, &[], &[], known_trigger, known_service, &mut count, &mut errors);
+        let routes = build_level(defs, "routes", 1, (&[], &[], false), known_trigger, known_service, &mut count, &mut errors);
         if count > MAX_ROUTES {
             errors.push(("routes".into(), format!("{count} routes; at most {MAX_ROUTES} are allowed"), None));
         }
@@ -210,8 +222,7 @@ fn build_level(
     defs: &[At<RouteDef>],
     prefix: &str,
     depth: usize,
-    parent_triggers: &[String],
-    parent_recipients: &[Destination],
+    (parent_triggers, parent_recipients, parent_break_glass): (&[String], &[Destination], bool),
     known_trigger: &dyn Fn(&str) -> bool,
     known_service: &dyn Fn(&str) -> bool,
     count: &mut usize,
@@ -275,7 +286,17 @@ fn build_level(
             errors.push((path.clone(), "a route without child routes needs triggers and recipients (its own or its parent's)".into()));
         }
         all_errors.extend(errors.into_iter().map(|(k, m)| (k, m, at)));
-        let routes = build_level(&d.routes, &path, depth + 1, &triggers, &recipients, known_trigger, known_service, count, all_errors);
+        let for_break_glass = parent_break_glass || m.break_glass == Some(true);
+        let routes = build_level(
+            &d.routes,
+            &path,
+            depth + 1,
+            (&triggers, &recipients, for_break_glass),
+            known_trigger,
+            known_service,
+            count,
+            all_errors,
+        );
         out.push(Route {
             path,
             name: d.name.clone(),
@@ -287,6 +308,8 @@ fn build_level(
             directions,
             selector,
             labels: m.labels.clone(),
+            break_glass: m.break_glass,
+            for_break_glass,
             triggers,
             recipients,
             continue_: d.continue_,
@@ -313,6 +336,7 @@ fn walk(routes: &[Route], input: &RouteInput<'_>, out: &mut Vec<RouteHit>) -> bo
                     reasons,
                     triggers: r.triggers.clone(),
                     recipients: r.recipients.clone(),
+                    break_glass: r.for_break_glass,
                 },
             );
         }
@@ -333,6 +357,12 @@ impl Route {
                 return None;
             }
             reasons.push(format!("project={}", input.project));
+        }
+        if let Some(want) = self.break_glass {
+            if want != input.break_glass {
+                return None;
+            }
+            reasons.push(format!("breakGlass={want}"));
         }
         if let Some((text, sel)) = &self.selector {
             if !sel.matches(input.labels) {
@@ -420,7 +450,7 @@ mod tests {
         let t = tree(POLICY);
         let labels = BTreeMap::new();
         let s = subject("rbac", "live");
-        let hits = t.matches(&RouteInput { labels: &labels, project: "default", subject: RouteSubject::from(&s) });
+        let hits = t.matches(&RouteInput { labels: &labels, project: "default", subject: RouteSubject::from(&s), break_glass: false });
         let paths: Vec<&str> = hits.iter().map(|h| h.path.as_str()).collect();
         assert_eq!(paths, ["routes[0]", "routes[1]", "routes[2]"]);
         assert_eq!(hits[0].reasons, ["class=rbac (Role prod/reader)"]);
@@ -432,7 +462,7 @@ mod tests {
         // A payments workload: no security page; the child route takes the chat part,
         // inheriting the parent's trigger.
         let s = subject("workload", "live");
-        let hits = t.matches(&RouteInput { labels: &labels, project: "payments", subject: RouteSubject::from(&s) });
+        let hits = t.matches(&RouteInput { labels: &labels, project: "payments", subject: RouteSubject::from(&s), break_glass: false });
         let paths: Vec<&str> = hits.iter().map(|h| h.path.as_str()).collect();
         assert_eq!(paths, ["routes[1]", "routes[2].routes[0]"]);
         assert_eq!(hits[1].triggers, ["on-live-drift"]);
@@ -440,7 +470,7 @@ mod tests {
 
         // A Git change reaches only the SIEM.
         let s = subject("config", "git");
-        let hits = t.matches(&RouteInput { labels: &labels, project: "default", subject: RouteSubject::from(&s) });
+        let hits = t.matches(&RouteInput { labels: &labels, project: "default", subject: RouteSubject::from(&s), break_glass: false });
         assert_eq!(hits.len(), 1);
         assert_eq!(hits[0].path, "routes[1]");
     }
@@ -461,17 +491,17 @@ mod tests {
         .unwrap();
         labels.insert("env".to_string(), "prod".to_string());
         assert!(
-            t.matches(&RouteInput { labels: &labels, project: "p", subject: RouteSubject::from(&s) }).is_empty(),
+            t.matches(&RouteInput { labels: &labels, project: "p", subject: RouteSubject::from(&s), break_glass: false }).is_empty(),
             "kind and namespace on different resources"
         );
         let s: Drift = serde_json::from_value(
             json!({"severity": "warning", "resources": [{"class": "workload", "kind": "Deployment", "namespace": "prod", "name": "a"}]}),
         )
         .unwrap();
-        let hits = t.matches(&RouteInput { labels: &labels, project: "p", subject: RouteSubject::from(&s) });
+        let hits = t.matches(&RouteInput { labels: &labels, project: "p", subject: RouteSubject::from(&s), break_glass: false });
         assert_eq!(hits[0].reasons, ["selector env=prod", "severity=warning", "kind=Deployment namespace=prod (Deployment prod/a)"]);
         labels.insert("env".to_string(), "dev".to_string());
-        assert!(t.matches(&RouteInput { labels: &labels, project: "p", subject: RouteSubject::from(&s) }).is_empty());
+        assert!(t.matches(&RouteInput { labels: &labels, project: "p", subject: RouteSubject::from(&s), break_glass: false }).is_empty());
     }
 
     #[test]

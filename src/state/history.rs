@@ -303,6 +303,8 @@ impl StateStore {
     /// episodes stay in the history.
     pub(crate) fn forget_app_history_in(tx: &WriteTransaction, app: &str) -> Result<(), StateError> {
         tx.open_table(LATEST).map_err(storage)?.remove(app).map_err(storage)?;
+        Self::forget_latest_operation_in(tx, app)?;
+        Self::forget_latest_break_glass_in(tx, app)?;
         remove_app_entries(&mut tx.open_table(HOLDS).map_err(storage)?, app)?;
         Ok(())
     }
@@ -437,6 +439,7 @@ mod tests {
                 seen: None,
             }),
             episode: Some(json!({"id": ep.id})),
+            operation: None,
             idempotency_key: None,
         };
         let tx = s.db().begin_write().unwrap();

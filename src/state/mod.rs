@@ -14,10 +14,15 @@
 //! ([`StateStore::settle`]), so a failed send is tried again (Argo CD records first and
 //! loses it).
 
+mod break_glass;
 mod history;
+mod operations;
 mod outbox;
+mod timed;
 
+pub use break_glass::{LatestException, MAX_EXCEPTIONS_PER_APP};
 pub use history::{HistoryQuery, Retention, parse_since};
+pub use operations::MAX_OPERATIONS_PER_APP;
 
 pub use outbox::{
     DeadLetter, EnqueueReport, MAX_DEAD_LETTERS, MAX_OUTBOX_PER_SERVICE, MAX_SLACK_REFS, OutboxEntry, Quarantined, Settle, SlackRef,
@@ -156,6 +161,12 @@ pub struct PassWrite<'a> {
     /// snapshots' clock while its deliveries, with `--deliver`, run on the system's.
     pub at_ms: u64,
     pub episode: Option<(&'a crate::drift::episode::Episode, Retention)>,
+    /// Sync operations seen for the first time (oldest first).
+    pub operations: &'a [crate::drift::operation::OperationRecord],
+    /// The Application's break-glass exception changed (a transition to record).
+    pub break_glass: Option<&'a crate::drift::break_glass::Record>,
+    /// The history's bounds, for operations and exceptions.
+    pub retention: Retention,
     pub holds: &'a [(String, Option<u64>)],
     pub forgets: Vec<&'a str>,
     /// The Application's note changes (`Some(None)`: cleared).
@@ -167,7 +178,12 @@ pub struct PassWrite<'a> {
 impl PassWrite<'_> {
     /// Nothing to write (most passes).
     pub fn is_empty(&self) -> bool {
-        self.episode.is_none() && self.holds.is_empty() && self.forgets.is_empty() && self.note.is_none() && !self.deleted
+        self.episode.is_none()
+            && self.operations.is_empty()
+            && self.holds.is_empty()
+            && self.forgets.is_empty()
+            && self.note.is_none()
+            && !self.deleted
     }
 }
 
@@ -226,6 +242,8 @@ impl StateStore {
         tx.open_table(NOTES).map_err(storage)?;
         outbox::create_tables(&tx)?;
         history::create_tables(&tx)?;
+        operations::create_tables(&tx)?;
+        break_glass::create_tables(&tx)?;
         tx.commit().map_err(storage)?;
         Ok(StateStore { _fence: None, db, max_keys_per_app: DEFAULT_MAX_KEYS_PER_APP, deferred: std::sync::atomic::AtomicBool::new(false) })
     }
@@ -287,6 +305,10 @@ impl StateStore {
         }
         if let Some((ep, retention)) = pass.episode {
             Self::save_episode_in(&tx, ep, retention, from_millis(pass.at_ms))?;
+        }
+        Self::save_operations_in(&tx, pass.app_key, pass.operations, pass.retention, from_millis(pass.at_ms))?;
+        if let Some(r) = pass.break_glass {
+            Self::save_break_glass_in(&tx, r, pass.retention, from_millis(pass.at_ms))?;
         }
         for (key, since) in pass.holds {
             Self::set_hold_in(&tx, pass.app_key, key, *since)?;

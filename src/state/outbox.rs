@@ -710,6 +710,7 @@ mod tests {
             payload: serde_json::json!({}),
             record: Some(StateRecord { app_key: "ns/a@u".into(), key: key.into(), op: RecordOp::Set, seen: None }),
             episode: None,
+            operation: None,
             idempotency_key: None,
         }
     }

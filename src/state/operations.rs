@@ -1,0 +1,126 @@
+//! Argo CD's sync operations in the state store, the deployments and rollbacks of an
+//! Application's story (`driftwatch history --timeline`), by when each started
+//! ([`super::timed`]); `latest_operation` holds, per Application, when its newest
+//! recorded operation started and its id, which the pipeline reads to tell a new
+//! operation (or a retry that ended otherwise) from one already recorded.
+
+use chrono::{DateTime, Utc};
+use redb::{TableDefinition, WriteTransaction};
+
+use super::timed::Timed;
+use super::{Retention, SEP, StateError, StateStore, storage};
+use crate::drift::operation::OperationRecord;
+
+/// At most this many operations are kept per Application (the oldest go first).
+pub const MAX_OPERATIONS_PER_APP: usize = 100;
+
+const OPERATIONS: Timed = Timed {
+    records: TableDefinition::new("operations"),
+    by_time: TableDefinition::new("operations_by_time"),
+    latest: TableDefinition::new("latest_operation"),
+    per_app: MAX_OPERATIONS_PER_APP,
+    what: "sync operation",
+};
+
+pub(super) fn create_tables(tx: &WriteTransaction) -> Result<(), StateError> {
+    OPERATIONS.create(tx)
+}
+
+fn parse_latest(v: &str) -> Option<(u64, String)> {
+    let (ms, id) = v.split_once(SEP)?;
+    Some((ms.parse().ok()?, id.to_string()))
+}
+
+impl StateStore {
+    /// Records operations of one Application (oldest first) inside a pass's
+    /// transaction; one already recorded (same start) is replaced. Prunes to the bounds.
+    pub(crate) fn save_operations_in(
+        tx: &WriteTransaction,
+        app: &str,
+        ops: &[OperationRecord],
+        retention: Retention,
+        now: DateTime<Utc>,
+    ) -> Result<(), StateError> {
+        let Some(newest) = ops.iter().max_by_key(|o| o.operation.started_ms()) else { return Ok(()) };
+        let items = ops
+            .iter()
+            .map(|o| Ok((o.operation.started_ms(), serde_json::to_string(o).map_err(storage)?)))
+            .collect::<Result<Vec<_>, StateError>>()?;
+        let latest = format!("{}{SEP}{}", newest.operation.started_ms(), newest.operation.id);
+        // An older operation found later (history) does not move the latest back.
+        let keep = match OPERATIONS.latest_in(tx, app)?.and_then(|v| parse_latest(&v)) {
+            Some((ms, _)) if ms > newest.operation.started_ms() => None,
+            _ => Some(latest.as_str()),
+        };
+        OPERATIONS.save_in(tx, app, &items, keep, retention, now)
+    }
+
+    /// Operations of the Applications matching `app` (`namespace/name`, or a name),
+    /// oldest first, at most `limit` (the newest).
+    pub fn operations(&self, app: Option<&str>, since: Option<DateTime<Utc>>, limit: usize) -> Result<Vec<OperationRecord>, StateError> {
+        OPERATIONS.list(self.db(), app, since, limit, |o: &OperationRecord| o.name.as_str())
+    }
+
+    /// A deleted Application: its latest-operation pointer goes; its operations stay
+    /// in the history.
+    pub(crate) fn forget_latest_operation_in(tx: &WriteTransaction, app: &str) -> Result<(), StateError> {
+        OPERATIONS.forget_latest_in(tx, app)
+    }
+}
+
+impl super::StateView {
+    /// When the newest recorded operation of an Application started (unix ms), and its
+    /// id (an operation retried to another end is recorded again).
+    pub fn latest_operation(&self, app: &str) -> Result<Option<(u64, String)>, StateError> {
+        Ok(OPERATIONS.latest(&self.tx, app)?.and_then(|v| parse_latest(&v)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::drift::operation::Operation;
+
+    fn op(app: &str, name: &str, ms: i64) -> OperationRecord {
+        OperationRecord {
+            app_key: app.into(),
+            name: name.into(),
+            namespace: "argocd".into(),
+            operation: Operation { phase: "Succeeded".into(), started_at: DateTime::from_timestamp_millis(ms), ..Default::default() },
+            ..Default::default()
+        }
+    }
+
+    fn save(s: &StateStore, app: &str, ops: &[OperationRecord], retention: Retention, now_ms: i64) {
+        let tx = s.db().begin_write().unwrap();
+        StateStore::save_operations_in(&tx, app, ops, retention, DateTime::from_timestamp_millis(now_ms).unwrap()).unwrap();
+        tx.commit().unwrap();
+    }
+
+    /// Operations are kept per Application, oldest first, within the per-Application
+    /// bound and the history's count and age; the latest start is what the pass reads.
+    #[test]
+    fn operations_are_kept_in_order_and_bounded() {
+        let s = StateStore::in_memory().unwrap();
+        let r = Retention { max_episodes: 1000, max_age: chrono::Duration::days(1) };
+        let day = 86_400_000;
+        let many: Vec<OperationRecord> = (1..=(MAX_OPERATIONS_PER_APP as i64 + 5)).map(|i| op("argocd/a@1", "a", day + i)).collect();
+        save(&s, "argocd/a@1", &many, r, day + 10);
+        save(&s, "argocd/b@2", &[op("argocd/b@2", "b", day + 3)], r, day + 10);
+        let a = s.operations(Some("argocd/a"), None, usize::MAX).unwrap();
+        assert_eq!(a.len(), MAX_OPERATIONS_PER_APP);
+        assert_eq!(a[0].operation.started_ms(), day as u64 + 6, "the oldest five went");
+        assert_eq!(s.operations(Some("b"), None, usize::MAX).unwrap().len(), 1, "by name");
+        assert_eq!(s.operations(None, None, 3).unwrap().len(), 3, "the newest three");
+        assert_eq!(s.view().unwrap().latest_operation("argocd/a@1").unwrap().map(|l| l.0), Some(day as u64 + 105));
+        // A day later, everything older than a day goes.
+        save(&s, "argocd/b@2", &[op("argocd/b@2", "b", 2 * day + 50)], r, 2 * day + 200);
+        let all = s.operations(None, None, usize::MAX).unwrap();
+        assert_eq!(all.iter().map(|o| o.operation.started_ms()).collect::<Vec<_>>(), [2 * day as u64 + 50]);
+        // The count bound drops the oldest of all Applications.
+        let small = Retention { max_episodes: 2, ..r };
+        save(&s, "argocd/a@1", &[op("argocd/a@1", "a", 2 * day + 51), op("argocd/a@1", "a", 2 * day + 52)], small, 2 * day + 60);
+        let all = s.operations(None, None, usize::MAX).unwrap();
+        assert_eq!(all.iter().map(|o| o.name.as_str()).collect::<Vec<_>>(), ["a", "a"]);
+    }
+}
