@@ -148,6 +148,13 @@ enum Command {
         #[arg(long, short = 'o', value_enum, default_value = "text")]
         output: Format,
     },
+    /// An emergency manual change as a documented exception on one Application, with
+    /// your own Kubernetes credentials (docs/break-glass.md). Exit 0: done; 1: the
+    /// cluster could not be reached or refused the write; 2: refused.
+    BreakGlass {
+        #[command(subcommand)]
+        command: BreakGlassCommand,
+    },
     /// Convert an Argo CD notifications configuration (argocd-notifications-cm, its
     /// Secret, or argo-cd Helm values) into driftwatch.yaml, triggers/ and templates/.
     /// Exit 0: all converted; 3: some items need a hand (marked TODO(import)); 2: input
@@ -178,6 +185,58 @@ enum Command {
         failed: bool,
         #[arg(long, short = 'o', value_enum, default_value = "text")]
         output: Format,
+    },
+}
+
+/// Where `break-glass` finds the cluster and the configuration.
+#[derive(clap::Args)]
+struct ClusterArgs {
+    /// kubeconfig file (default: $KUBECONFIG or ~/.kube/config, then in-cluster).
+    #[arg(long)]
+    kubeconfig: Option<PathBuf>,
+    /// kubeconfig context.
+    #[arg(long)]
+    context: Option<String>,
+    /// driftwatch.yaml, for `breakGlass.maxFor`.
+    #[arg(long, short)]
+    config: Option<PathBuf>,
+}
+
+#[derive(Subcommand)]
+enum BreakGlassCommand {
+    /// Open an exception: a ticket, a reason, how long. It changes nothing until a
+    /// second, different person approves it.
+    Open {
+        /// `namespace/name` (`name` alone: in argocd).
+        app: String,
+        /// The incident ticket (`INC-1234`).
+        #[arg(long)]
+        ticket: String,
+        #[arg(long)]
+        reason: String,
+        /// How long it lasts (at most `breakGlass.maxFor`, 72h by default).
+        #[arg(long = "for", default_value = "24h")]
+        duration: String,
+        #[command(flatten)]
+        cluster: ClusterArgs,
+    },
+    /// Approve an open exception (not the person who opened it): it is in force from now.
+    Approve {
+        app: String,
+        #[command(flatten)]
+        cluster: ClusterArgs,
+    },
+    /// Close the exception (the change is in Git, or undone).
+    Close {
+        app: String,
+        #[command(flatten)]
+        cluster: ClusterArgs,
+    },
+    /// Show the exception on an Application.
+    Show {
+        app: String,
+        #[command(flatten)]
+        cluster: ClusterArgs,
     },
 }
 
@@ -317,6 +376,35 @@ fn main() -> ExitCode {
         }
         Command::Deliveries { command: None, state, failed, output } => {
             cli::deliveries(state.as_deref(), failed, output, &mut out, &mut err)
+        }
+        Command::BreakGlass { command } => {
+            let (app, cluster, action) = match command {
+                BreakGlassCommand::Open { app, ticket, reason, duration, cluster } => match driftwatch::duration::parse(&duration) {
+                    Ok(d) if d > chrono::Duration::zero() => (app, cluster, cli::break_glass::Action::Open { ticket, reason, duration: d }),
+                    Ok(_) => {
+                        eprintln!("error: --for {duration}: must be positive");
+                        std::process::exit(driftwatch::exit::BAD_INPUT);
+                    }
+                    Err(e) => {
+                        eprintln!("error: --for {duration}: {e}");
+                        std::process::exit(driftwatch::exit::BAD_INPUT);
+                    }
+                },
+                BreakGlassCommand::Approve { app, cluster } => (app, cluster, cli::break_glass::Action::Approve),
+                BreakGlassCommand::Close { app, cluster } => (app, cluster, cli::break_glass::Action::Close),
+                BreakGlassCommand::Show { app, cluster } => (app, cluster, cli::break_glass::Action::Show),
+            };
+            cli::break_glass::command(
+                &cli::break_glass::Options {
+                    app: &app,
+                    kubeconfig: cluster.kubeconfig.as_deref(),
+                    context: cluster.context.as_deref(),
+                    config: cluster.config.as_deref(),
+                    action,
+                },
+                &mut out,
+                &mut err,
+            )
         }
         Command::Diff { app, kubeconfig, context, config, output } => cli::diff::diff_command(
             &cli::diff::DiffOptions {

@@ -121,6 +121,8 @@ impl Dropped {
 #[derive(Debug, Default)]
 pub struct Batch {
     pub attempts: Vec<Attempt>,
+    /// Writes of the break-glass annotation on an Application.
+    pub break_glass: Vec<crate::drift::break_glass::Write>,
     /// Dropped events by reason (indexed like [`Dropped::ALL`]).
     pub dropped: [u64; 5],
 }
@@ -170,12 +172,21 @@ fn consider(e: &Event, f: &Filter, out: &mut Batch) {
     match relevant(e, f) {
         Ok(targets) => {
             for t in targets {
+                let wrote_break_glass = match t.2.then(|| break_glass_write(e, &t.0, f.now)).flatten() {
+                    Some(w) => {
+                        out.break_glass.push(w);
+                        true
+                    }
+                    None => false,
+                };
                 let a = attempt(e, t, f.now);
                 // A patch of an Application by a person counts when it touches the spec:
                 // a refresh or sync request through the API server only annotates it.
                 let readable_app_patch = a.app_spec && a.verb == "patch" && a.subresource.is_empty() && a.body.is_empty();
                 if readable_app_patch && !a.fields.iter().any(|p| p.starts_with("spec")) {
-                    out.dropped[Dropped::NotAChange as usize] += 1;
+                    if !wrote_break_glass {
+                        out.dropped[Dropped::NotAChange as usize] += 1;
+                    }
                     continue;
                 }
                 out.attempts.push(a);
@@ -183,6 +194,42 @@ fn consider(e: &Event, f: &Filter, out: &mut Batch) {
         }
         Err(d) => out.dropped[d as usize] += 1,
     }
+}
+
+/// The largest break-glass annotation kept from an audit event (an exception is a few
+/// hundred bytes; a larger value is kept as unreadable, which verifies nothing).
+const MAX_BREAK_GLASS_VALUE: usize = 8 << 10;
+
+/// An allowed write on an Application whose request names the break-glass annotation:
+/// who made it, through which client, and the annotation it left (from the response,
+/// the object after the write; else the request body of a merge patch or an update).
+fn break_glass_write(e: &Event, app_key: &str, now: DateTime<Utc>) -> Option<crate::drift::break_glass::Write> {
+    use crate::drift::break_glass::{ANNOTATION, Write};
+    let raw = e.request_object?.get();
+    if !raw.contains(ANNOTATION) && !raw.contains("driftwatch.io~1break-glass") {
+        return None;
+    }
+    if e.response_status.as_ref().is_some_and(|r| r.code >= 400) {
+        return None;
+    }
+    let annotation = |body: &str| {
+        let v: serde_json::Value = serde_json::from_str(body).ok()?;
+        let a = v.pointer("/metadata/annotations")?;
+        Some(
+            a.get(ANNOTATION)
+                .and_then(serde_json::Value::as_str)
+                .map(|s| if s.len() > MAX_BREAK_GLASS_VALUE { String::new() } else { s.to_string() }),
+        )
+    };
+    let value = e.response_object.and_then(|r| annotation(r.get())).or_else(|| annotation(raw)).flatten();
+    Some(Write {
+        app_key: app_key.to_string(),
+        username: clip(&e.user.username, 256),
+        user_agent: clip(&e.user_agent, 256),
+        audit_id: clip(&e.audit_id, 64),
+        time: DateTime::parse_from_rfc3339(&e.request_received_timestamp).map(|t| t.with_timezone(&Utc)).unwrap_or(now),
+        value,
+    })
 }
 
 /// An Application the object belongs to: (state key, kind, the Application itself).
@@ -496,5 +543,48 @@ mod tests {
             assert!(parse_list(bad.as_bytes(), &f).is_err(), "{bad:?}");
         }
         assert!(parse_list(b"{\"items\": []}", &f).unwrap().attempts.is_empty(), "an empty list is a list");
+    }
+
+    /// A write of the break-glass annotation on an Application is kept with who made
+    /// it, through which client, and the value it left; a refused one is not, nor a
+    /// write of another annotation.
+    #[test]
+    fn break_glass_annotation_writes_are_kept() {
+        let (ids, index) = (ids(), index());
+        let value = "{\"ticket\":\"INC-1\"}";
+        let write = |user: &str, agent: &str, code: u16, request: serde_json::Value, response: serde_json::Value| {
+            event(json!({"auditID": format!("id-{user}-{code}"), "stage": "ResponseComplete", "verb": "patch",
+                "requestURI": "/apis/argoproj.io/v1alpha1/namespaces/argocd/applications/payments-api",
+                "user": {"username": user}, "userAgent": agent,
+                "objectRef": {"resource": "applications", "namespace": "argocd", "name": "payments-api", "apiGroup": "argoproj.io"},
+                "responseStatus": {"code": code}, "requestObject": request, "responseObject": response,
+                "requestReceivedTimestamp": "2026-12-04T10:01:00.000000Z"}))
+        };
+        let merge = json!({"metadata": {"annotations": {"driftwatch.io/break-glass": value}}});
+        let after = json!({"metadata": {"name": "payments-api", "annotations": {"driftwatch.io/break-glass": value}}});
+        let batch = parse_list(&write("bob", "driftwatch-break-glass/0.1.0", 200, merge.clone(), after), &filter(&ids, &index)).unwrap();
+        assert_eq!(batch.break_glass.len(), 1);
+        let w = &batch.break_glass[0];
+        assert_eq!(
+            (w.app_key.as_str(), w.username.as_str(), w.user_agent.as_str()),
+            ("argocd/payments-api@u1", "bob", "driftwatch-break-glass/0.1.0")
+        );
+        assert_eq!(w.value.as_deref(), Some(value));
+        assert!(batch.attempts.is_empty() && batch.dropped.iter().all(|d| *d == 0), "relevant, not dropped: {:?}", batch.dropped);
+        // Closed with a JSON patch: the object after it has no annotation.
+        let remove = json!([{"op": "remove", "path": "/metadata/annotations/driftwatch.io~1break-glass"}]);
+        let batch =
+            parse_list(&write("carol", "kubectl/v1.36.0", 200, remove, json!({"metadata": {"annotations": {}}})), &filter(&ids, &index))
+                .unwrap();
+        assert_eq!(batch.break_glass[0].value, None);
+        let refused = parse_list(&write("mallory", "kubectl/v1.36.0", 403, merge, serde_json::Value::Null), &filter(&ids, &index)).unwrap();
+        assert!(refused.break_glass.is_empty());
+        let other = json!({"metadata": {"annotations": {"team": "x"}}});
+        assert!(
+            parse_list(&write("dave", "kubectl", 200, other, serde_json::Value::Null), &filter(&ids, &index))
+                .unwrap()
+                .break_glass
+                .is_empty()
+        );
     }
 }

@@ -110,7 +110,7 @@ fn read_batch(path: &Path, r: &mut BufReader<std::fs::File>, line: &mut Vec<u8>,
         }
     }
     super::count(&batch);
-    sink.send_blocking(batch.attempts).then_some(at_eof)
+    sink.send_blocking(batch.into()).then_some(at_eof)
 }
 
 enum Line {
@@ -206,6 +206,7 @@ mod tests {
                 .expect("an event within 10 s")
                 .expect("the queue is open")
                 .1
+                .attempts
                 .into_iter()
                 .map(|a| a.actor.username)
                 .collect::<Vec<_>>()

@@ -65,7 +65,7 @@ async fn ingest(State(sink): State<Sink>, headers: HeaderMap, body: Body) -> Res
             reply(StatusCode::BAD_REQUEST, &e.to_string())
         }
         Ok(Ok(batch)) => {
-            if sink.offer(arrived, batch.attempts) {
+            if sink.offer(arrived, batch.into()) {
                 reply(StatusCode::OK, "ok")
             } else {
                 reply(StatusCode::SERVICE_UNAVAILABLE, "the audit queue is full; send the batch again later")

@@ -89,7 +89,7 @@ impl Shared {
 
 /// Counts what a batch held.
 fn count(batch: &event::Batch) {
-    METRICS.audit_events.add("relevant", batch.attempts.len() as u64);
+    METRICS.audit_events.add("relevant", (batch.attempts.len() + batch.break_glass.len()) as u64);
     for (d, n) in event::Dropped::ALL.iter().zip(batch.dropped) {
         if n > 0 {
             METRICS.audit_events.add(d.as_str(), n);
@@ -97,17 +97,41 @@ fn count(batch: &event::Batch) {
     }
 }
 
+/// What a batch held that the evaluation needs: changes and refused attempts on
+/// managed objects, and writes of the break-glass annotation on Applications.
+#[derive(Debug, Default)]
+pub struct Relevant {
+    pub attempts: Vec<Attempt>,
+    pub break_glass: Vec<crate::drift::break_glass::Write>,
+}
+
+impl Relevant {
+    pub fn len(&self) -> usize {
+        self.attempts.len() + self.break_glass.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+impl From<event::Batch> for Relevant {
+    fn from(b: event::Batch) -> Self {
+        Relevant { attempts: b.attempts, break_glass: b.break_glass }
+    }
+}
+
 /// The queue from the ingest to the evaluation thread, bounded in events.
 #[derive(Clone)]
 pub struct Sink {
     shared: Arc<Shared>,
-    tx: mpsc::Sender<(Instant, Vec<Attempt>)>,
+    tx: mpsc::Sender<(Instant, Relevant)>,
 }
 
 /// The receiving end: what the daemon forwards to the evaluation thread.
 pub struct Queue {
     shared: Arc<Shared>,
-    rx: mpsc::Receiver<(Instant, Vec<Attempt>)>,
+    rx: mpsc::Receiver<(Instant, Relevant)>,
 }
 
 /// A bounded queue of relevant events.
@@ -119,7 +143,7 @@ pub fn queue(shared: &Arc<Shared>) -> (Sink, Queue) {
 impl Sink {
     /// Queues a batch's relevant events whole, or refuses it whole when the queue has
     /// no room (counted): never waits.
-    pub fn offer(&self, arrived: Instant, attempts: Vec<Attempt>) -> bool {
+    pub fn offer(&self, arrived: Instant, attempts: Relevant) -> bool {
         let n = attempts.len();
         if n == 0 {
             return true;
@@ -134,7 +158,7 @@ impl Sink {
     }
 
     /// Queues a batch, waiting for room (the file follower: the file keeps what waits).
-    pub fn send_blocking(&self, attempts: Vec<Attempt>) -> bool {
+    pub fn send_blocking(&self, attempts: Relevant) -> bool {
         let n = attempts.len();
         if n == 0 {
             return true;
@@ -146,7 +170,7 @@ impl Sink {
 
 impl Queue {
     /// The next batch, with when its request arrived (or its lines were read).
-    pub async fn recv(&mut self) -> Option<(Instant, Vec<Attempt>)> {
+    pub async fn recv(&mut self) -> Option<(Instant, Relevant)> {
         let batch = self.rx.recv().await?;
         self.shared.pending.fetch_sub(batch.1.len(), Ordering::AcqRel);
         Some(batch)
@@ -163,7 +187,7 @@ mod tests {
     async fn the_queue_is_bounded_in_events_and_never_waits() {
         let shared = Shared::new(&AuditSettings { queue: 3, ..AuditSettings::default() });
         let (sink, mut queue) = queue(&shared);
-        let batch = |n: usize| vec![Attempt::default(); n];
+        let batch = |n: usize| Relevant { attempts: vec![Attempt::default(); n], break_glass: Vec::new() };
         let now = Instant::now();
         assert!(sink.offer(now, batch(2)));
         assert!(!sink.offer(now, batch(2)), "2 + 2 > 3: refused whole");
@@ -171,6 +195,6 @@ mod tests {
         assert!(!sink.offer(now, batch(1)));
         assert_eq!(queue.recv().await.map(|b| b.1.len()), Some(2));
         assert!(sink.offer(now, batch(2)));
-        assert!(sink.offer(now, Vec::new()), "nothing to queue is no refusal");
+        assert!(sink.offer(now, Relevant::default()), "nothing to queue is no refusal");
     }
 }

@@ -1,6 +1,7 @@
 //! The commands behind the `driftwatch` binary. Each writes to the given output and
 //! returns the process exit code, so tests call them directly.
 
+pub mod break_glass;
 pub mod diff;
 pub mod drift;
 

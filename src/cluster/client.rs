@@ -6,6 +6,16 @@ use std::time::Duration;
 /// A client from an explicit kubeconfig (and context), or the usual inference:
 /// in-cluster service account, then `$KUBECONFIG` / `~/.kube/config`.
 pub async fn client(kubeconfig: Option<&std::path::Path>, context: Option<&str>) -> Result<kube::Client, String> {
+    client_as(kubeconfig, context, None).await
+}
+
+/// [`client`], sending `user_agent` with every request (what the API server's audit
+/// log records: `driftwatch break-glass` names itself so).
+pub async fn client_as(
+    kubeconfig: Option<&std::path::Path>,
+    context: Option<&str>,
+    user_agent: Option<&str>,
+) -> Result<kube::Client, String> {
     crate::tls::init_crypto();
     let options = kube::config::KubeConfigOptions { context: context.map(str::to_string), ..Default::default() };
     let mut config = match kubeconfig {
@@ -17,6 +27,10 @@ pub async fn client(kubeconfig: Option<&std::path::Path>, context: Option<&str>)
         None => kube::Config::infer().await.map_err(|e| format!("no cluster configuration found (in-cluster or kubeconfig): {e}"))?,
     };
     config.read_timeout = Some(Duration::from_secs(330));
+    if let Some(agent) = user_agent {
+        let value = reqwest::header::HeaderValue::from_str(agent).map_err(|e| format!("user agent {agent:?}: {e}"))?;
+        config.headers.push((reqwest::header::USER_AGENT, value));
+    }
     kube::Client::try_from(config).map_err(|e| format!("kubernetes client: {e}"))
 }
 

@@ -94,8 +94,9 @@ fn log_break_glass(r: &crate::drift::break_glass::Record) {
         crate::drift::break_glass::State::Refused => {
             tracing::warn!(app = %app, ticket = %b.ticket, reason = %b.refusal, "break-glass exception refused: it changes nothing, pages go out as usual")
         }
-        _ => tracing::info!(app = %app, ticket = %b.ticket, event = %last.event, by = %last.by, state = b.state.as_str(),
-            verification = b.verification.as_str(), effective = b.effective, "break-glass exception"),
+        _ => tracing::info!(app = %app, ticket = %b.ticket, event = %last.event, state = %b.state.as_str(), opened_by = %b.opened_by,
+            approved_by = %b.approved_by, verification = %b.verification.as_str(), effective = b.effective, overdue = b.overdue,
+            "break-glass exception"),
     }
 }
 

@@ -6,7 +6,11 @@
 //! real Application CRD, it has no status subresource: a status change is an update of
 //! the whole object. It enforces RBAC as the API server does, with the rules the
 //! project ships for the `driftwatch` service account (`deploy/`): a request they do
-//! not allow gets `403 Forbidden`.
+//! not allow gets `403 Forbidden`. A request with the bearer token `user-<name>` is a
+//! person (`kubeconfig_for`), with their own rights: `SelfSubjectReview` says who they
+//! are, a JSON merge patch of an Application (with `resourceVersion` as precondition)
+//! is applied, and each such write is kept as the audit event the real server would
+//! send (`audit_events`).
 #![allow(dead_code)]
 
 use std::collections::BTreeMap;
@@ -61,6 +65,9 @@ struct World {
     rbac: Option<Vec<Rule>>,
     /// `(verb, path)` of every request RBAC refused.
     refused: Vec<(String, String)>,
+    /// The audit events of the writes people made (`user-<name>` tokens): what the API
+    /// server's audit webhook would post, at RequestResponse level.
+    audit: Vec<Value>,
 }
 
 /// (group, version, kind, plural, namespaced) of the resources discovery knows.
@@ -173,6 +180,23 @@ impl FakeApiServer {
             self.url()
         );
         std::fs::write(path, kc).expect("write kubeconfig");
+    }
+
+    /// A kubeconfig for the person `user` (token `user-<user>`).
+    pub fn kubeconfig_for(&self, path: &std::path::Path, user: &str) {
+        self.kubeconfig(path);
+        let kc = std::fs::read_to_string(path).expect("kubeconfig");
+        std::fs::write(path, kc.replace("token: fake-token", &format!("token: user-{user}"))).expect("write kubeconfig");
+    }
+
+    /// The audit events of people's writes so far, taken (an `EventList`'s items).
+    pub fn take_audit_events(&self) -> Vec<Value> {
+        std::mem::take(&mut self.world.lock().unwrap().audit)
+    }
+
+    /// One stored object.
+    pub fn object(&self, plural: &str, ns: &str, name: &str) -> Option<Value> {
+        self.world.lock().unwrap().objects.get(&(plural.to_string(), ns.to_string(), name.to_string())).cloned()
     }
 
     /// A kubeconfig whose server URL carries `/clients/<name>`: the server tells this
@@ -368,7 +392,30 @@ async fn handle(
     if std::env::var_os("DRIFTWATCH_TEST_LOGS").is_some() {
         eprintln!("fake apiserver: {} {}", req.method(), req.uri());
     }
-    if let Some((group, resource, verb, ns)) = attributes(req.method().as_str(), &path, q.get("watch").is_some_and(|w| w == "true")) {
+    let header = |h: &str| req.headers().get(h).and_then(|v| v.to_str().ok()).unwrap_or_default().to_string();
+    // A person (not driftwatch's service account): their own rights, not its RBAC.
+    let person = header("authorization").strip_prefix("Bearer user-").map(str::to_string);
+    if path == "/apis/authentication.k8s.io/v1/selfsubjectreviews" && req.method() == hyper::Method::POST {
+        let username = person.clone().unwrap_or_else(|| "system:serviceaccount:argocd:driftwatch".into());
+        return Ok(full(
+            201,
+            &json!({"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview", "metadata": {},
+                    "status": {"userInfo": {"username": username, "uid": format!("uid-{username}"), "groups": ["system:authenticated"]}}}),
+        ));
+    }
+    if let Some(user) = &person
+        && req.method() == hyper::Method::PATCH
+        && let Some(rest) = path.strip_prefix("/apis/argoproj.io/v1alpha1/namespaces/")
+        && let [ns, "applications", name] = rest.split('/').collect::<Vec<_>>().as_slice()
+    {
+        let (ns, name, user, agent, uri) = (ns.to_string(), name.to_string(), user.clone(), header("user-agent"), req.uri().to_string());
+        let body = req.into_body().collect().await.map(|b| b.to_bytes()).unwrap_or_default();
+        let patch: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+        return Ok(patch_application(&world, &events, (&ns, &name), patch, (&user, &agent, &uri)));
+    }
+    if let Some((group, resource, verb, ns)) = attributes(req.method().as_str(), &path, q.get("watch").is_some_and(|w| w == "true"))
+        && person.is_none()
+    {
         let mut w = world.lock().unwrap();
         if w.rbac.as_ref().is_some_and(|rules| !rules.iter().any(|r| r.allows(&group, &resource, &verb, ns.as_deref()))) {
             w.refused.push((verb.clone(), path.clone()));
@@ -522,6 +569,66 @@ async fn handle(
     let stream = futures::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|b| (Ok::<_, Infallible>(Frame::data(b)), rx)) });
     let body = StreamBody::new(stream).boxed();
     Ok(Response::builder().status(200).header("content-type", "application/json").body(body).expect("response"))
+}
+
+/// RFC 7386: `null` removes, an object merges, anything else replaces.
+fn merge_patch(target: &mut Value, patch: &Value) {
+    match (target.as_object_mut(), patch.as_object()) {
+        (Some(t), Some(p)) => {
+            for (k, v) in p {
+                if v.is_null() {
+                    t.remove(k);
+                } else {
+                    merge_patch(t.entry(k.clone()).or_insert(Value::Null), v);
+                }
+            }
+        }
+        (None, Some(_)) => {
+            *target = json!({});
+            merge_patch(target, patch);
+        }
+        _ => *target = patch.clone(),
+    }
+}
+
+/// A person's merge patch of an Application: 409 when its `resourceVersion` is not the
+/// current one, else applied (MODIFIED) and kept as an audit event.
+fn patch_application(
+    world: &Arc<Mutex<World>>,
+    events: &broadcast::Sender<Event>,
+    (ns, name): (&str, &str),
+    mut patch: Value,
+    (user, agent, uri): (&str, &str, &str),
+) -> Response<Body> {
+    let mut w = world.lock().unwrap();
+    let key = ("applications".to_string(), ns.to_string(), name.to_string());
+    let Some(mut obj) = w.objects.get(&key).cloned() else { return status(404, "NotFound") };
+    let wanted = patch.pointer("/metadata/resourceVersion").and_then(Value::as_str).map(str::to_string);
+    if wanted.is_some_and(|v| Some(v.as_str()) != obj.pointer("/metadata/resourceVersion").and_then(Value::as_str)) {
+        return status(409, "Conflict");
+    }
+    let request = patch.clone();
+    if let Some(m) = patch.get_mut("metadata").and_then(Value::as_object_mut) {
+        m.remove("resourceVersion");
+    }
+    merge_patch(&mut obj, &patch);
+    w.rv += 1;
+    let rv = w.rv;
+    obj["metadata"]["resourceVersion"] = json!(rv.to_string());
+    w.objects.insert(key, obj.clone());
+    let n = w.audit.len();
+    w.audit.push(json!({"kind": "Event", "apiVersion": "audit.k8s.io/v1", "level": "RequestResponse",
+        "auditID": format!("audit-{user}-{n}"), "stage": "ResponseComplete", "requestURI": uri, "verb": "patch",
+        "user": {"username": user, "groups": ["system:authenticated"]}, "sourceIPs": ["127.0.0.1"], "userAgent": agent,
+        "objectRef": {"resource": "applications", "namespace": ns, "name": name, "apiGroup": "argoproj.io", "apiVersion": "v1alpha1"},
+        "responseStatus": {"metadata": {}, "code": 200}, "requestObject": request, "responseObject": obj,
+        "requestReceivedTimestamp": chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Micros, true),
+        "stageTimestamp": chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Micros, true)}));
+    let ev = Event { rv, plural: "applications", kind: "MODIFIED", object: obj.clone() };
+    w.history.push(ev.clone());
+    drop(w);
+    let _ = events.send(ev);
+    full(200, &obj)
 }
 
 fn status(code: u16, reason: &str) -> Response<Body> {

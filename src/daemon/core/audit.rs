@@ -4,13 +4,22 @@
 //! window only counts. Also keeps the audit input's index of managed objects.
 
 use super::*;
-use crate::drift::audit::{Attempt, Recorded};
+use crate::drift::audit::Recorded;
 
 impl Core {
-    pub(super) fn audited(&mut self, batch: Vec<Attempt>, arrived: Instant) {
+    pub(super) fn audited(&mut self, batch: crate::audit::Relevant, arrived: Instant) {
         let window = self.pipeline.runtime.audit.window;
         let new = batch.len();
-        for a in batch {
+        // A write of the break-glass annotation: kept (it verifies the exception it
+        // opened or approved) and the Application judged again at once.
+        for w in batch.break_glass {
+            let key = w.app_key.clone();
+            match self.inputs.break_glass.record(w) {
+                true => self.reevaluate([key]),
+                false => METRICS.audit_dropped.inc("too-many-apps"),
+            }
+        }
+        for a in batch.attempts {
             let key = a.app_key.clone();
             match self.inputs.attempts.record(a, window, Utc::now()) {
                 Recorded::Full => METRICS.audit_dropped.inc("too-many-apps"),
@@ -38,6 +47,7 @@ impl Core {
             a.index.write().unwrap_or_else(|p| p.into_inner()).remove(key);
         }
         self.inputs.attempts.remove(key);
+        self.inputs.break_glass.remove(key);
     }
 
     /// Tells the audit listener whether this replica evaluates (a standby answers 503,

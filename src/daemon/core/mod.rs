@@ -68,7 +68,7 @@ pub(super) enum Input {
     /// A live object read for attribution.
     Fetched(Box<crate::cluster::live::Fetched>),
     /// Relevant events from the audit input, and when their request arrived.
-    Audit(Vec<crate::drift::audit::Attempt>, Instant),
+    Audit(crate::audit::Relevant, Instant),
     /// SIGHUP: reload the configuration.
     Reload,
     /// Time to re-evaluate every Application if a condition reads the clock.
@@ -335,6 +335,7 @@ impl Core {
             Input::Reload => self.reload(),
             Input::Resync => {
                 self.inputs.attempts.expire(self.pipeline.runtime.audit.window, Utc::now());
+                self.inputs.break_glass.expire(self.pipeline.runtime.break_glass.max_for, Utc::now());
                 if time_dependent(&self.pipeline.runtime) {
                     self.reevaluate_all();
                 }

@@ -1,0 +1,240 @@
+//! `driftwatch break-glass open|approve|close|show NAMESPACE/APP`: an emergency manual
+//! change as a documented exception, with the operator's own Kubernetes credentials.
+//! Each command asks the API server who the caller is (`SelfSubjectReview`), never
+//! takes a name from the command line, and writes the exception into the
+//! Application's annotation with a precondition on its `resourceVersion` (two people
+//! approving at once: one wins, the other is told). It names itself in its user agent,
+//! so the audit log shows a write made with it from one made by hand. Exit 0: done;
+//! 1: the cluster could not be reached or refused the write; 2: refused (no such
+//! Application, an exception already open, the opener approving, bad input).
+
+use std::io::Write;
+use std::path::Path;
+
+use chrono::{DateTime, SubsecRound, Utc};
+use k8s_openapi::api::authentication::v1::SelfSubjectReview;
+use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
+use kube::core::{ApiResource, GroupVersionKind};
+use serde_json::{Value, json};
+
+use crate::drift::break_glass::{self as bg, Exception, State};
+use crate::exit::{BAD_INPUT, FAILED, OK};
+
+/// What to do.
+#[derive(Debug, Clone)]
+pub enum Action {
+    Open { ticket: String, reason: String, duration: chrono::Duration },
+    Approve,
+    Close,
+    Show,
+}
+
+pub struct Options<'a> {
+    pub app: &'a str,
+    pub kubeconfig: Option<&'a Path>,
+    pub context: Option<&'a str>,
+    /// For `breakGlass.maxFor` (the daemon refuses a longer exception).
+    pub config: Option<&'a Path>,
+    pub action: Action,
+}
+
+/// A refusal (exit 2) or a failure to reach or write the cluster (exit 1).
+enum Failure {
+    Refused(String),
+    Cluster(String),
+}
+
+pub fn command(o: &Options<'_>, out: &mut dyn Write, err: &mut dyn Write) -> anyhow::Result<i32> {
+    let settings = match o.config {
+        Some(_) => match super::load(o.config, err)? {
+            Some(rt) => rt.break_glass,
+            None => return Ok(BAD_INPUT),
+        },
+        None => bg::Settings::default(),
+    };
+    let (namespace, name) = o.app.split_once('/').unwrap_or(("argocd", o.app));
+    let tokio_rt = tokio::runtime::Runtime::new()?;
+    let agent = format!("{}{}", bg::USER_AGENT, env!("CARGO_PKG_VERSION"));
+    let result = tokio_rt.block_on(async {
+        let client = crate::cluster::client::client_as(o.kubeconfig, o.context, Some(&agent)).await.map_err(Failure::Cluster)?;
+        run(&client, namespace, name, &o.action, &settings, out).await
+    });
+    match result {
+        Ok(()) => Ok(OK),
+        Err(Failure::Refused(why)) => {
+            writeln!(err, "error: {why}")?;
+            Ok(BAD_INPUT)
+        }
+        Err(Failure::Cluster(why)) => {
+            writeln!(err, "error: {why}")?;
+            Ok(FAILED)
+        }
+    }
+}
+
+/// Who the API server says the caller is.
+async fn whoami(client: &kube::Client) -> Result<String, Failure> {
+    let api: Api<SelfSubjectReview> = Api::all(client.clone());
+    let review = api
+        .create(&PostParams::default(), &SelfSubjectReview::default())
+        .await
+        .map_err(|e| Failure::Cluster(format!("asking the API server who you are (SelfSubjectReview): {e}")))?;
+    let name = review.status.and_then(|s| s.user_info).and_then(|u| u.username).unwrap_or_default();
+    if name.is_empty() {
+        return Err(Failure::Refused("the API server did not say who you are (SelfSubjectReview has no username)".into()));
+    }
+    Ok(name)
+}
+
+fn applications(client: &kube::Client, namespace: &str) -> Api<DynamicObject> {
+    let ar = ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk("argoproj.io", "v1alpha1", "Application"), "applications");
+    Api::namespaced_with(client.clone(), namespace, &ar)
+}
+
+fn now() -> DateTime<Utc> {
+    Utc::now().trunc_subsecs(0)
+}
+
+async fn run(
+    client: &kube::Client,
+    namespace: &str,
+    name: &str,
+    action: &Action,
+    settings: &bg::Settings,
+    out: &mut dyn Write,
+) -> Result<(), Failure> {
+    let io = |e: std::io::Error| Failure::Cluster(e.to_string());
+    let api = applications(client, namespace);
+    let app = match api.get_opt(name).await {
+        Ok(Some(a)) => serde_json::to_value(&a).map_err(|e| Failure::Cluster(e.to_string()))?,
+        Ok(None) => return Err(Failure::Refused(format!("Application {namespace}/{name} does not exist"))),
+        Err(e) => return Err(Failure::Cluster(format!("reading Application {namespace}/{name}: {e}"))),
+    };
+    let version = app.pointer("/metadata/resourceVersion").and_then(Value::as_str).unwrap_or_default().to_string();
+    let current = app.pointer("/metadata/annotations").and_then(|a| a.get(bg::ANNOTATION)).and_then(Value::as_str);
+    let at = now();
+    let judged = current.map(|v| bg::parse(v, settings, at));
+    let target = format!("{namespace}/{name}");
+    match action {
+        Action::Show => {
+            let Some(value) = current else {
+                writeln!(out, "{target}: no break-glass exception").map_err(io)?;
+                return Ok(());
+            };
+            let b = bg::evaluate(&app, None, &[], &bg::Settings { audited: false, ..*settings }, true, at).unwrap_or_default();
+            match b.state {
+                State::Refused => writeln!(out, "{target}: refused: {}\n  annotation: {value}", b.refusal).map_err(io)?,
+                state => {
+                    let until = b.expires_at.map(|t| t.to_rfc3339()).unwrap_or_default();
+                    let approved =
+                        if b.approved_by.is_empty() { "not approved yet".to_string() } else { format!("approved by {}", b.approved_by) };
+                    writeln!(
+                        out,
+                        "{target}: {} {} — opened by {}, {approved}; until {until}\n  reason: {}",
+                        b.ticket,
+                        state.as_str(),
+                        b.opened_by,
+                        b.reason
+                    )
+                    .map_err(io)?;
+                    writeln!(out, "  (the daemon checks both writes against the audit log when it has one)").map_err(io)?;
+                }
+            }
+            Ok(())
+        }
+        Action::Open { ticket, reason, duration } => {
+            if let Some(Ok(e)) = &judged
+                && e.expires_at > at
+            {
+                return Err(Failure::Refused(format!(
+                    "{target} already has break-glass {} open (by {}, until {}): close it first (driftwatch break-glass close {target})",
+                    e.ticket,
+                    e.opened_by,
+                    e.expires_at.to_rfc3339()
+                )));
+            }
+            let who = whoami(client).await?;
+            let expires_at = at.checked_add_signed(*duration).ok_or_else(|| Failure::Refused("--for is too long".into()))?;
+            let e = Exception {
+                ticket: ticket.trim().to_string(),
+                reason: reason.trim().to_string(),
+                opened_by: who,
+                opened_at: at,
+                expires_at,
+                approved_by: String::new(),
+                approved_at: None,
+            };
+            bg::parse(&e.to_annotation(), settings, at).map_err(Failure::Refused)?;
+            write(&api, name, &version, Some(e.to_annotation())).await?;
+            writeln!(
+                out,
+                "break-glass {} opened on {target} by {} until {}.\nIt changes nothing until a second person approves it: driftwatch break-glass approve {target}",
+                e.ticket,
+                e.opened_by,
+                e.expires_at.to_rfc3339()
+            )
+            .map_err(io)?;
+            Ok(())
+        }
+        Action::Approve => {
+            let mut e = match judged {
+                None => return Err(Failure::Refused(format!("{target} has no break-glass exception to approve"))),
+                Some(Err(why)) => return Err(Failure::Refused(format!("the exception on {target} is refused: {why}"))),
+                Some(Ok(e)) => e,
+            };
+            if e.expires_at <= at {
+                return Err(Failure::Refused(format!("break-glass {} on {target} expired at {}", e.ticket, e.expires_at.to_rfc3339())));
+            }
+            if !e.approved_by.is_empty() {
+                return Err(Failure::Refused(format!("break-glass {} on {target} is already approved by {}", e.ticket, e.approved_by)));
+            }
+            let who = whoami(client).await?;
+            if who == e.opened_by {
+                return Err(Failure::Refused(format!(
+                    "you ({who}) opened break-glass {}: a second, different person must approve it",
+                    e.ticket
+                )));
+            }
+            e.approved_by = who;
+            e.approved_at = Some(at);
+            write(&api, name, &version, Some(e.to_annotation())).await?;
+            writeln!(
+                out,
+                "break-glass {} on {target} approved by {}: in force until {}.\nLive drift on it goes to the break-glass routes instead of paging; when it expires with {target} still off Git, on-break-glass-overdue pages.",
+                e.ticket,
+                e.approved_by,
+                e.expires_at.to_rfc3339()
+            )
+            .map_err(io)?;
+            Ok(())
+        }
+        Action::Close => {
+            if current.is_none() {
+                return Err(Failure::Refused(format!("{target} has no break-glass exception to close")));
+            }
+            let who = whoami(client).await?;
+            write(&api, name, &version, None).await?;
+            let ticket = judged.and_then(Result::ok).map(|e| e.ticket).unwrap_or_else(|| "exception".into());
+            writeln!(out, "break-glass {ticket} on {target} closed by {who}.").map_err(io)?;
+            Ok(())
+        }
+    }
+}
+
+/// Sets (or removes) the annotation, on the version read: a concurrent change of the
+/// Application makes the API server answer 409, and nothing is written.
+async fn write(api: &Api<DynamicObject>, name: &str, version: &str, value: Option<String>) -> Result<(), Failure> {
+    let patch = json!({"metadata": {"resourceVersion": version, "annotations": {bg::ANNOTATION: value}}});
+    let params = PatchParams { field_manager: Some("driftwatch-break-glass".into()), ..PatchParams::default() };
+    match api.patch(name, &params, &Patch::Merge(&patch)).await {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(s)) if s.code == 409 => {
+            Err(Failure::Cluster(format!("the Application changed while this ran ({}); run the command again", s.message)))
+        }
+        Err(kube::Error::Api(s)) if s.code == 403 => Err(Failure::Cluster(format!(
+            "the API server refused the write ({}): break-glass needs `patch` on applications.argoproj.io (deploy/kubernetes/break-glass-operators.yaml)",
+            s.message
+        ))),
+        Err(e) => Err(Failure::Cluster(format!("writing the exception: {e}"))),
+    }
+}
