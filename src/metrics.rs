@@ -204,6 +204,9 @@ pub struct Metrics {
     /// Relevant audit events not handed to the evaluation, by `reason` (`queue-full`,
     /// `too-many-apps`).
     pub audit_dropped: Family,
+    /// Transitions of break-glass exceptions (opened, approved, active, refused,
+    /// expired, overdue, closed).
+    pub break_glass: Family,
     /// From an audit request's arrival to its relevant events evaluated.
     pub audit_evaluated_latency: Histogram,
     /// Seconds from a change to Argo CD reporting it, and from then to its
@@ -248,6 +251,7 @@ impl Metrics {
             audit_events: Family::new("result"),
             audit_requests: Family::new("code"),
             audit_dropped: Family::new("reason"),
+            break_glass: Family::new("event"),
             audit_evaluated_latency: Histogram::new(),
             detection_seconds: HistogramFamily::new("class"),
             resolution_seconds: HistogramFamily::with_two("class", "resolution"),
@@ -290,6 +294,11 @@ impl Metrics {
         r.register("driftwatch_audit_events", "Audit events received, by result", m.audit_events.family.clone());
         r.register("driftwatch_audit_requests", "Audit webhook requests, by status code", m.audit_requests.family.clone());
         r.register("driftwatch_audit_dropped", "Relevant audit events not evaluated, by reason", m.audit_dropped.family.clone());
+        r.register(
+            "driftwatch_break_glass",
+            "Transitions of break-glass exceptions, by event (refused: malformed or forged, changes nothing)",
+            m.break_glass.family.clone(),
+        );
         r.register(
             "driftwatch_audit_evaluated_seconds",
             "Time from an audit batch's arrival to its relevant events evaluated",

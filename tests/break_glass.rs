@@ -179,6 +179,12 @@ fn an_approved_exception_holds_the_page_and_a_forged_one_does_not() {
     let refused = d.log_lines("break-glass exception refused").join("\n");
     assert!(refused.contains("forged: the audit log shows alice wrote the approval that names bob"), "{refused}");
     assert!(refused.contains("INC-1235"), "{refused}");
+    assert_eq!(d.metric("driftwatch_break_glass_total{event=\"refused\"}"), Some(1.0));
+    assert_eq!(
+        d.metric("driftwatch_break_glass_total{event=\"approved\"}"),
+        Some(2.0),
+        "bob's, and the one alice wrote in his name (seen before the audit log showed who wrote it, never in force)"
+    );
 
     // The emergency change: both Roles drift live (kubectl-edit widened their rules).
     for name in ["shop", "cart"] {

@@ -181,6 +181,12 @@ fn add_episode(map: &mut serde_json::Map<String, Value>, ep: &Value) {
             }
         }
     }
+    // Recorded against a break-glass exception: its ticket, to join with the incident.
+    if let (Some(ticket), Some(labels)) =
+        (ep.pointer("/breakGlass/ticket").and_then(Value::as_str), map.get_mut("labels").and_then(Value::as_object_mut))
+    {
+        labels.insert("break_glass_ticket".into(), json!(ticket));
+    }
     map.insert("driftwatch".into(), json!({"episode": compact_episode(ep, event_name)}));
 }
 
@@ -439,6 +445,11 @@ pub(crate) mod tests {
         assert_eq!(r["user"]["name"], "kubectl-edit");
         assert_eq!(r["driftwatch"]["episode"]["event"], "resolved");
         assert_eq!(r["driftwatch"]["episode"]["classes"], json!(["security-context"]));
+        assert!(r["labels"].get("break_glass_ticket").is_none());
+        n.episode.as_mut().unwrap()["breakGlass"] = json!({"id": "INC-7@1", "ticket": "INC-7", "openedBy": "alice", "approvedBy": "bob"});
+        let r = record(&n, &Origin::default(), now);
+        assert_eq!(r["labels"]["break_glass_ticket"], "INC-7", "a change made under break-glass carries the ticket");
+        assert_eq!(r["driftwatch"]["episode"]["breakGlass"]["approvedBy"], "bob");
         n.episode.as_mut().unwrap()["open"] = json!(true);
         let r = record(&n, &Origin::default(), now);
         assert_eq!(r["driftwatch"]["episode"]["event"], "escalated");

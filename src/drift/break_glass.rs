@@ -216,6 +216,9 @@ pub struct BreakGlass {
     /// Transitions, oldest first (at most [`MAX_EVENTS`]; the history's copy).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub events: Vec<Transition>,
+    /// How many of `events` this judgement added (not stored).
+    #[serde(skip)]
+    pub fresh: usize,
 }
 
 impl BreakGlass {
@@ -473,7 +476,8 @@ pub fn with_transitions(mut current: BreakGlass, before: Option<&BreakGlass>, no
         let opened = format!("{}: {}", current.ticket, current.reason);
         push(opened_at, "opened", &current.opened_by.clone(), opened);
     }
-    if !current.approved_by.is_empty() && was.is_none_or(|w| w.2 != current.approved_by) {
+    // A refused approval is no approval: the refusal says whose it claimed to be.
+    if !current.approved_by.is_empty() && current.state != State::Refused && was.is_none_or(|w| w.2 != current.approved_by) {
         push(approved_at, "approved", &current.approved_by.clone(), String::new());
     }
     let mut push = |event: &str, by: &str, detail: String| push(now, event, by, detail);
@@ -491,8 +495,10 @@ pub fn with_transitions(mut current: BreakGlass, before: Option<&BreakGlass>, no
     if current.overdue && was.is_none_or(|w| !w.3) {
         push("overdue", "", "expired with the Application still off Git".into());
     }
+    current.fresh = current.events.len().saturating_sub(prior.map_or(0, |b| b.events.len()));
     let excess = current.events.len().saturating_sub(MAX_EVENTS);
     current.events.drain(..excess);
+    current.fresh = current.fresh.min(current.events.len());
     current
 }
 
@@ -630,5 +636,16 @@ mod tests {
         assert_eq!(overdue.events.iter().skip(3).map(|e| e.event.as_str()).collect::<Vec<_>>(), ["expired", "overdue"]);
         let again = with_transitions(evaluate(&app(&exception("bob")), None, &[], &s, true, later).unwrap(), Some(&overdue), later);
         assert_eq!(again.events.len(), 5, "nothing new");
+    }
+}
+#[cfg(test)]
+mod roundtrip {
+    #[test]
+    fn a_record_reads_back() {
+        let b = super::BreakGlass { id: "x@1".into(), ticket: "x".into(), opened_at: Some(chrono::Utc::now()), ..Default::default() };
+        let r = super::Record { app_key: "a".into(), namespace: "n".into(), name: "m".into(), break_glass: b };
+        let json = serde_json::to_string(&r).unwrap();
+        let back: Result<super::Record, _> = serde_json::from_str(&json);
+        assert_eq!(back.as_ref().ok(), Some(&r), "{json} {back:?}");
     }
 }

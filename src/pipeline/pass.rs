@@ -90,6 +90,9 @@ fn log_break_glass(r: &crate::drift::break_glass::Record) {
     let b = &r.break_glass;
     let app = format!("{}/{}", r.namespace, r.name);
     let Some(last) = b.events.last() else { return };
+    for t in &b.events[b.events.len().saturating_sub(b.fresh)..] {
+        crate::metrics::METRICS.break_glass.inc(&t.event);
+    }
     match b.state {
         crate::drift::break_glass::State::Refused => {
             tracing::warn!(app = %app, ticket = %b.ticket, reason = %b.refusal, "break-glass exception refused: it changes nothing, pages go out as usual")

@@ -180,6 +180,7 @@ impl PassWrite<'_> {
     pub fn is_empty(&self) -> bool {
         self.episode.is_none()
             && self.operations.is_empty()
+            && self.break_glass.is_none()
             && self.holds.is_empty()
             && self.forgets.is_empty()
             && self.note.is_none()
