@@ -362,3 +362,22 @@ fn spoke_clusters_argocd_and_diff_load_and_refuse_what_is_unsafe() {
         assert!(errors.contains(want), "missing {want:?} in:\n{errors}");
     }
 }
+
+/// `breakGlass:` loads; an out-of-range maximum is refused with its position; the
+/// audit input being on makes approvals checked against it.
+#[test]
+fn the_break_glass_section_loads_and_refuses_out_of_range() {
+    let f = Fixture::new();
+    f.file("driftwatch.yaml", "breakGlass:\n  maxFor: 12h\n  requireVerified: true\naudit:\n  file: /var/log/audit.log\n");
+    let b = f.load().unwrap().break_glass;
+    assert_eq!((b.max_for, b.require_verified, b.audited), (chrono::Duration::hours(12), true, true));
+    let f = Fixture::new();
+    f.file("driftwatch.yaml", "breakGlass:\n  maxFor: 90d\n");
+    let errors = f.errors().join("\n");
+    assert!(errors.contains("driftwatch.yaml:2:11: breakGlass.maxFor: 2160h is out of range (1m to 30d)"), "{errors}");
+    let f = Fixture::new();
+    f.file("driftwatch.yaml", "breakGlass:\n  maxfor: 1h\n");
+    assert!(f.errors().join("\n").contains("unknown field `maxfor`"), "{:?}", f.errors());
+    let b = crate::drift::break_glass::Settings::default();
+    assert_eq!((b.max_for, b.require_verified, b.audited), (chrono::Duration::hours(72), false, false));
+}

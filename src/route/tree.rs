@@ -533,4 +533,22 @@ mod tests {
         );
         assert!(serde_saphyr::from_str::<Vec<RouteDef>>("- matcher: {}").is_err(), "unknown keys are errors");
     }
+
+    /// `breakGlass: true` matches only while an exception is in force (its children
+    /// are break-glass routes too); `false` only while none is.
+    #[test]
+    fn the_break_glass_matcher() {
+        let t = tree(
+            "- name: incident\n  match: {breakGlass: true}\n  triggers: [on-security-drift]\n  continue: true\n  routes:\n    - recipients: [slack:incident]\n- name: page\n  match: {breakGlass: false}\n  triggers: [on-security-drift]\n  recipients: [oncall:platform]\n",
+        );
+        let s = subject("rbac", "live");
+        let labels = BTreeMap::new();
+        let hits = |on: bool| t.matches(&RouteInput { labels: &labels, project: "p", subject: RouteSubject::from(&s), break_glass: on });
+        let under = hits(true);
+        assert_eq!(under.iter().map(|h| (h.name.clone(), h.break_glass)).collect::<Vec<_>>(), [(None, true)]);
+        assert_eq!(under[0].recipients, [Destination::parse("slack:incident")]);
+        let normal = hits(false);
+        assert_eq!(normal.iter().map(|h| (h.name.as_deref(), h.break_glass)).collect::<Vec<_>>(), [(Some("page"), false)]);
+        assert_eq!(normal[0].reasons, ["breakGlass=false"]);
+    }
 }

@@ -395,6 +395,14 @@ async fn handle(
     let header = |h: &str| req.headers().get(h).and_then(|v| v.to_str().ok()).unwrap_or_default().to_string();
     // A person (not driftwatch's service account): their own rights, not its RBAC.
     let person = header("authorization").strip_prefix("Bearer user-").map(str::to_string);
+    // People hold the shipped break-glass role (deploy/kubernetes/break-glass-operators.yaml).
+    if person.is_some()
+        && let Some((group, resource, verb, ns)) = attributes(req.method().as_str(), &path, false)
+        && !super::rbac::break_glass_operator_rules().iter().any(|r| r.allows(&group, &resource, &verb, ns.as_deref()))
+    {
+        world.lock().unwrap().refused.push((verb.clone(), path.clone()));
+        return Ok(status(403, "Forbidden"));
+    }
     if path == "/apis/authentication.k8s.io/v1/selfsubjectreviews" && req.method() == hyper::Method::POST {
         let username = person.clone().unwrap_or_else(|| "system:serviceaccount:argocd:driftwatch".into());
         return Ok(full(

@@ -235,3 +235,9 @@ pub fn rules_of(install: Install, with_opt_in: bool) -> Vec<Rule> {
     }
     out
 }
+
+/// What the shipped role for people who run `driftwatch break-glass` grants
+/// (`deploy/kubernetes/break-glass-operators.yaml`).
+pub fn break_glass_operator_rules() -> Vec<Rule> {
+    roles(Install::Manifests).into_iter().find(|r| r.name == "driftwatch-break-glass").map(|r| r.rules).unwrap_or_default()
+}
