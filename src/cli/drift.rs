@@ -442,14 +442,14 @@ fn write_timeline(steps: &[Step], format: HistoryFormat, out: &mut dyn Write) ->
                 let rev =
                     if s.revision.is_empty() { String::new() } else { format!(" {}", s.revision.chars().take(7).collect::<String>()) };
                 let by = if s.by.is_empty() { String::new() } else { format!(" by {}", s.by) };
-                writeln!(
-                    out,
+                let line = format!(
                     "{}  {:<28} {:<11}{rev}{by}  {}",
                     s.time.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
                     s.app,
                     s.event,
                     s.detail
-                )?;
+                );
+                writeln!(out, "{}", line.trim_end())?;
             }
             writeln!(out, "{} step(s)", steps.len())
         }

@@ -473,8 +473,7 @@ pub fn with_transitions(mut current: BreakGlass, before: Option<&BreakGlass>, no
         current.events.push(Transition { at, event: event.into(), by: by.into(), detail });
     };
     if prior.is_none() {
-        let opened = format!("{}: {}", current.ticket, current.reason);
-        push(opened_at, "opened", &current.opened_by.clone(), opened);
+        push(opened_at, "opened", &current.opened_by.clone(), current.reason.clone());
     }
     // A refused approval is no approval: the refusal says whose it claimed to be.
     if !current.approved_by.is_empty() && current.state != State::Refused && was.is_none_or(|w| w.2 != current.approved_by) {
