@@ -152,6 +152,20 @@ impl HistogramFamily {
     }
 }
 
+/// Sets a gauge family to `values`, and to zero the series it had that `values` lacks.
+fn set_all(family: &GaugeFamily, known: &Mutex<std::collections::BTreeSet<String>>, values: &std::collections::BTreeMap<String, u64>) {
+    let mut known = known.lock().unwrap_or_else(|p| p.into_inner());
+    for label in known.iter() {
+        family.set(label, values.get(label).copied().unwrap_or(0));
+    }
+    for (label, n) in values {
+        family.set(label, *n);
+        if known.len() < MAX_SERIES {
+            known.insert(label.clone());
+        }
+    }
+}
+
 /// Every metric driftwatch exports.
 pub struct Metrics {
     /// Watch events received, by `type` (`application_apply`, `appproject_delete`, ...).
@@ -169,6 +183,14 @@ pub struct Metrics {
     pub failed: Family,
     /// Undelivered notifications per `service`.
     pub queue_depth: GaugeFamily,
+    /// Age of the oldest undelivered notification, in seconds (0: the outbox is empty).
+    pub queue_oldest: Gauge,
+    /// Dead letters kept in the store.
+    pub dead_letters: Gauge,
+    /// Open drift episodes, by `class` (one of several classes counts in each).
+    pub episodes_open: GaugeFamily,
+    /// Configuration reloads, by `result` (`ok`, `refused`).
+    pub reloads: Family,
     /// Notifications not queued, by `service:reason` (`full`: the service's outbox was
     /// at its bound, decided again later; `superseded`: a settle delivered the same
     /// key after the pass decided it).
@@ -218,6 +240,8 @@ pub struct Metrics {
     reload_errors: Mutex<Vec<String>>,
     /// Services with a queue-depth series.
     depth_services: Mutex<std::collections::BTreeSet<String>>,
+    /// Classes with an open-episodes series.
+    open_classes: Mutex<std::collections::BTreeSet<String>>,
     registry: Registry,
 }
 
@@ -234,6 +258,10 @@ impl Metrics {
             sent: Family::new("kind"),
             failed: Family::with_two("kind", "reason"),
             queue_depth: Family::new("service"),
+            queue_oldest: Gauge::default(),
+            dead_letters: Gauge::default(),
+            episodes_open: Family::new("class"),
+            reloads: Family::new("result"),
             not_queued: Family::with_two("service", "reason"),
             watch_restarts: Family::new("kind"),
             evaluation_latency: Histogram::new(),
@@ -257,6 +285,7 @@ impl Metrics {
             resolution_seconds: HistogramFamily::with_two("class", "resolution"),
             reload_errors: Mutex::new(Vec::new()),
             depth_services: Mutex::new(std::collections::BTreeSet::new()),
+            open_classes: Mutex::new(std::collections::BTreeSet::new()),
             registry: Registry::default(),
         };
         m.reload_ok.set(1);
@@ -274,6 +303,10 @@ impl Metrics {
         r.register("driftwatch_notifications_sent", "Notifications delivered, by destination kind", m.sent.family.clone());
         r.register("driftwatch_notifications_failed", "Failed delivery attempts and dead letters", m.failed.family.clone());
         r.register("driftwatch_queue_depth", "Undelivered notifications per service", m.queue_depth.family.clone());
+        r.register("driftwatch_queue_oldest_seconds", "Age of the oldest undelivered notification", m.queue_oldest.clone());
+        r.register("driftwatch_dead_letters", "Dead letters kept in the store", m.dead_letters.clone());
+        r.register("driftwatch_episodes_open", "Open drift episodes, by class", m.episodes_open.family.clone());
+        r.register("driftwatch_config_reloads", "Configuration reloads, by result", m.reloads.family.clone());
         r.register(
             "driftwatch_notifications_not_queued",
             "Notifications decided but not queued, by service and reason",
@@ -335,16 +368,12 @@ impl Metrics {
     /// Sets the queue depth of every service: those given, and zero for those that had
     /// a series and are not given (their queue emptied).
     pub fn set_queue_depths(&self, depths: &std::collections::BTreeMap<String, u64>) {
-        let mut known = self.depth_services.lock().unwrap_or_else(|p| p.into_inner());
-        for service in known.iter() {
-            self.queue_depth.set(service, depths.get(service).copied().unwrap_or(0));
-        }
-        for (service, n) in depths {
-            self.queue_depth.set(service, *n);
-            if known.len() < MAX_SERIES {
-                known.insert(service.clone());
-            }
-        }
+        set_all(&self.queue_depth, &self.depth_services, depths);
+    }
+
+    /// Sets the open episodes of every class, zero for those no longer open.
+    pub fn set_open_episodes(&self, by_class: &std::collections::BTreeMap<String, u64>) {
+        set_all(&self.episodes_open, &self.open_classes, by_class);
     }
 
     /// Gives a service a queue-depth series (0) if it has none yet.
@@ -353,6 +382,48 @@ impl Metrics {
         if known.len() < MAX_SERIES && known.insert(service.to_string()) {
             self.queue_depth.set(service, self.queue_depth.get(service));
         }
+    }
+
+    /// Every family as `/metrics` names it (a counter's name is given without the
+    /// `_total` its samples carry, a histogram's without `_bucket`, `_sum`, `_count`),
+    /// its type and its label names: what dashboards and alerts may query. A test
+    /// renders every family and checks this list against the output.
+    pub fn families() -> &'static [(&'static str, &'static str, &'static [&'static str])] {
+        &[
+            ("driftwatch_watch_events", "counter", &["type"]),
+            ("driftwatch_malformed_objects", "counter", &["kind"]),
+            ("driftwatch_evaluations", "counter", &[]),
+            ("driftwatch_subscriptions_capped", "counter", &[]),
+            ("driftwatch_triggers_fired", "counter", &["trigger"]),
+            ("driftwatch_notifications_sent", "counter", &["kind"]),
+            ("driftwatch_notifications_failed", "counter", &["kind", "reason"]),
+            ("driftwatch_queue_depth", "gauge", &["service"]),
+            ("driftwatch_queue_oldest_seconds", "gauge", &[]),
+            ("driftwatch_dead_letters", "gauge", &[]),
+            ("driftwatch_episodes_open", "gauge", &["class"]),
+            ("driftwatch_config_reloads", "counter", &["result"]),
+            ("driftwatch_notifications_not_queued", "counter", &["service", "reason"]),
+            ("driftwatch_watch_restarts", "counter", &["kind"]),
+            ("driftwatch_drift_episodes", "counter", &["event"]),
+            ("driftwatch_live_reads", "counter", &[]),
+            ("driftwatch_live_read_errors", "counter", &[]),
+            ("driftwatch_live_reads_forbidden", "counter", &["resource"]),
+            ("driftwatch_cluster_reads", "counter", &["result", "cluster"]),
+            ("driftwatch_cluster_up", "gauge", &["cluster"]),
+            ("driftwatch_diffs", "counter", &["source"]),
+            ("driftwatch_audit_events", "counter", &["result"]),
+            ("driftwatch_audit_requests", "counter", &["code"]),
+            ("driftwatch_audit_dropped", "counter", &["reason"]),
+            ("driftwatch_break_glass", "counter", &["event"]),
+            ("driftwatch_audit_evaluated_seconds", "histogram", &[]),
+            ("driftwatch_episode_detection_seconds", "histogram", &["class"]),
+            ("driftwatch_episode_resolution_seconds", "histogram", &["class", "resolution"]),
+            ("driftwatch_evaluation_duration_seconds", "histogram", &[]),
+            ("driftwatch_delivery_duration_seconds", "histogram", &[]),
+            ("driftwatch_leader", "gauge", &[]),
+            ("driftwatch_config_last_reload_successful", "gauge", &[]),
+            ("driftwatch_ready", "gauge", &[]),
+        ]
     }
 
     /// The OpenMetrics text exposition of every metric ([`CONTENT_TYPE`]).
@@ -393,6 +464,52 @@ mod tests {
             "{out}"
         );
         assert!(out.ends_with("# EOF\n"), "OpenMetrics: {out}");
+    }
+
+    /// `Metrics::families` is what `/metrics` shows: with one series in every family,
+    /// each `# TYPE` line is listed with its type, and each listed family has a sample
+    /// with exactly its label names.
+    #[test]
+    fn the_family_list_is_what_is_rendered() {
+        let m = Metrics::new();
+        for f in [&m.events, &m.malformed, &m.fired, &m.sent, &m.watch_restarts, &m.episodes, &m.live_reads_forbidden, &m.diffs] {
+            f.inc("x");
+        }
+        for f in [&m.audit_events, &m.audit_requests, &m.audit_dropped, &m.break_glass, &m.reloads] {
+            f.inc("x");
+        }
+        m.failed.inc("x:y");
+        m.not_queued.inc("x:y");
+        m.cluster_reads.inc("x:y");
+        m.queue_depth.set("x", 1);
+        m.cluster_up.set("x", 1);
+        m.episodes_open.set("x", 1);
+        m.detection_seconds.observe("x", 1.0);
+        m.resolution_seconds.observe("x:y", 1.0);
+        let out = m.render();
+        let listed = Metrics::families();
+        for line in out.lines().filter_map(|l| l.strip_prefix("# TYPE ")) {
+            let (name, kind) = line.split_once(' ').unwrap();
+            assert!(listed.iter().any(|(n, k, _)| *n == name && *k == kind), "{name} ({kind}) is rendered but not in Metrics::families");
+        }
+        for (name, kind, labels) in listed {
+            assert!(out.contains(&format!("# TYPE {name} {kind}\n")), "{name} is listed but not rendered");
+            let sample = match *kind {
+                "counter" => format!("{name}_total"),
+                "histogram" => format!("{name}_count"),
+                _ => name.to_string(),
+            };
+            let line =
+                out.lines().find(|l| l.starts_with(&format!("{sample}{{")) || l.starts_with(&format!("{sample} "))).unwrap_or_default();
+            let got: Vec<&str> = match line.split_once('{') {
+                Some((_, rest)) => {
+                    rest.split('}').next().unwrap_or_default().split(',').filter_map(|kv| kv.split_once('=')).map(|(k, _)| k).collect()
+                }
+                None => Vec::new(),
+            };
+            assert!(!line.is_empty(), "{name}: no sample in\n{out}");
+            assert_eq!(got, *labels, "{name}'s labels");
+        }
     }
 
     #[test]

@@ -89,9 +89,21 @@ async fn metrics(State(shared): State<SharedState>) -> Response {
     // the transactions that change the outbox): the truth, not a scan. Read on the
     // blocking pool, as every state store access outside the evaluation thread is.
     if let Some(s) = store(&shared)
-        && let Ok(Ok(depths)) = tokio::task::spawn_blocking(move || s.queue_depths()).await
+        && let Ok(Ok((depths, oldest, dead, open))) = tokio::task::spawn_blocking(move || {
+            Ok::<_, crate::state::StateError>((
+                s.queue_depths()?,
+                s.oldest_enqueued_ms()?,
+                s.dead_letter_count()?,
+                s.open_episodes_by_class()?,
+            ))
+        })
+        .await
     {
         METRICS.set_queue_depths(&depths.into_iter().collect());
+        let now = u64::try_from(chrono::Utc::now().timestamp_millis()).unwrap_or(0);
+        METRICS.queue_oldest.set(oldest.map_or(0, |at| i64::try_from(now.saturating_sub(at) / 1000).unwrap_or(i64::MAX)));
+        METRICS.dead_letters.set(i64::try_from(dead).unwrap_or(i64::MAX));
+        METRICS.set_open_episodes(&open);
     }
     text(StatusCode::OK, METRICS.render(), crate::metrics::CONTENT_TYPE)
 }

@@ -13,6 +13,7 @@ pub mod diff;
 pub mod episode;
 pub mod ignore;
 pub mod operation;
+pub mod story;
 
 use std::collections::BTreeSet;
 

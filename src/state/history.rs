@@ -7,6 +7,11 @@
 //!   fixed for months, is never read to be skipped);
 //! - `latest_episode`: per Application, the key of its newest episode (open or last
 //!   resolved), which the pipeline reads on every evaluation;
+//! - `open_episodes`: per Application with an open episode, a summary of it (who,
+//!   what class, since when), so the fleet view and `/metrics` read the open episodes
+//!   only, never the history;
+//! - `episodes_by_app`: `<namespace>/<name>` then episode key, so an Application's
+//!   story reads its own episodes, not the whole history;
 //! - `holds`: per Application and condition, since when a condition with `for:` has
 //!   held (so a hold-down survives a restart).
 
@@ -24,6 +29,65 @@ const LATEST: TableDefinition<&str, &str> = TableDefinition::new("latest_episode
 const HOLDS: TableDefinition<&str, u64> = TableDefinition::new("holds");
 /// `"<resolved at, unix ms, 15 digits>\u{0}<episode key>"` -> nothing.
 const RESOLVED: TableDefinition<&str, ()> = TableDefinition::new("episodes_by_resolved");
+/// State key -> [`OpenEpisode`] (JSON) of its open episode.
+const OPEN: TableDefinition<&str, &str> = TableDefinition::new("open_episodes");
+/// `"<namespace>/<name>\u{0}<episode key>"` -> nothing.
+const BY_APP: TableDefinition<&str, ()> = TableDefinition::new("episodes_by_app");
+
+/// What the fleet view shows of an open episode, kept beside it so a look at the fleet
+/// reads one small entry per open episode.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct OpenEpisode {
+    pub id: String,
+    pub namespace: String,
+    pub name: String,
+    #[serde(default)]
+    pub project: String,
+    #[serde(default)]
+    pub cluster: String,
+    pub opened_at: DateTime<Utc>,
+    pub severity: crate::model::Severity,
+    #[serde(default)]
+    pub classes: Vec<String>,
+    /// The person behind it (the audit input's), else the field manager that wrote it.
+    #[serde(default)]
+    pub who: String,
+    /// The ticket of the break-glass exception it is recorded against.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub break_glass: Option<String>,
+}
+
+impl OpenEpisode {
+    pub fn of(ep: &Episode) -> OpenEpisode {
+        let person = ep
+            .attempts
+            .iter()
+            .map(|a| a.actor.username.as_str())
+            .chain(ep.attribution.iter().filter_map(|a| a.actor.as_ref().map(|a| a.username.as_str())))
+            .find(|u| !u.is_empty());
+        let who = person.or_else(|| ep.attribution.first().map(|a| a.manager.as_str())).unwrap_or_default();
+        OpenEpisode {
+            id: ep.id.clone(),
+            namespace: ep.namespace.clone(),
+            name: ep.name.clone(),
+            project: ep.project.clone(),
+            cluster: ep.cluster.clone(),
+            opened_at: ep.opened_at,
+            severity: ep.severity,
+            classes: ep.classes.iter().cloned().collect(),
+            who: who.to_string(),
+            break_glass: ep.break_glass.as_ref().map(|b| b.ticket.clone()),
+        }
+    }
+}
+
+/// The by-Application index key of an episode key (`<opened>\0<ns>/<name>@<uid>`).
+fn by_app_key(episode_key: &str) -> String {
+    let app_key = episode_key.split_once(SEP).map_or("", |(_, a)| a);
+    let app = app_key.rsplit_once('@').map_or(app_key, |(a, _)| a);
+    format!("{app}{SEP}{episode_key}")
+}
 
 /// How much history is kept.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -76,6 +140,30 @@ pub(super) fn create_tables(tx: &WriteTransaction) -> Result<(), StateError> {
     super::index_once(tx, "episodes_by_resolved", EPISODES, RESOLVED, |k, v| {
         Ok(serde_json::from_str::<Stored>(v).map_err(storage)?.resolved_at.map(|at| resolved_key(at, k)))
     })?;
+    super::index_once(tx, "episodes_by_app", EPISODES, BY_APP, |k, _| Ok(Some(by_app_key(k))))?;
+    index_open_once(tx)
+}
+
+/// Fills `open_episodes` once per state file (a file written before it existed): each
+/// Application's latest episode, if open.
+fn index_open_once(tx: &WriteTransaction) -> Result<(), StateError> {
+    let mut meta = tx.open_table(super::META).map_err(storage)?;
+    if meta.get("indexed:open_episodes").map_err(storage)?.is_some() {
+        return Ok(());
+    }
+    let latest = tx.open_table(LATEST).map_err(storage)?;
+    let episodes = tx.open_table(EPISODES).map_err(storage)?;
+    let mut open = tx.open_table(OPEN).map_err(storage)?;
+    for item in latest.iter().map_err(storage)? {
+        let (app, key) = item.map_err(storage)?;
+        if let Some(v) = episodes.get(key.value()).map_err(storage)?
+            && let Ok(ep) = parse(v.value())
+            && ep.is_open()
+        {
+            open.insert(app.value(), serde_json::to_string(&OpenEpisode::of(&ep)).map_err(storage)?.as_str()).map_err(storage)?;
+        }
+    }
+    meta.insert("indexed:open_episodes", 1).map_err(storage)?;
     Ok(())
 }
 
@@ -123,7 +211,9 @@ impl StateStore {
             if let Some(at) = resolved_at {
                 tx.open_table(RESOLVED).map_err(storage)?.remove(resolved_key(at, k).as_str()).map_err(storage)?;
             }
+            tx.open_table(BY_APP).map_err(storage)?.remove(by_app_key(k).as_str()).map_err(storage)?;
         }
+        tx.open_table(OPEN).map_err(storage)?.remove(app).map_err(storage)?;
         tx.commit().map_err(storage)?;
         Ok(key.is_some())
     }
@@ -166,7 +256,15 @@ impl StateStore {
         };
         let new = episodes.insert(key.as_str(), json.as_str()).map_err(storage)?.is_none();
         tx.open_table(LATEST).map_err(storage)?.insert(ep.app_key.as_str(), key.as_str()).map_err(storage)?;
+        let mut open = tx.open_table(OPEN).map_err(storage)?;
+        if ep.is_open() {
+            open.insert(ep.app_key.as_str(), serde_json::to_string(&OpenEpisode::of(ep)).map_err(storage)?.as_str()).map_err(storage)?;
+        } else {
+            open.remove(ep.app_key.as_str()).map_err(storage)?;
+        }
+        drop(open);
         if new {
+            tx.open_table(BY_APP).map_err(storage)?.insert(by_app_key(&key).as_str(), ()).map_err(storage)?;
             prune(&mut episodes, tx, retention, now)?;
         }
         Ok(())
@@ -194,41 +292,55 @@ impl StateStore {
         let table = tx.open_table(EPISODES).map_err(storage)?;
         let mut out = Vec::new();
         let limit = q.limit.unwrap_or(usize::MAX);
-        for item in table.iter().map_err(storage)?.rev() {
-            if out.len() >= limit {
-                break;
-            }
-            let (k, v) = item.map_err(storage)?;
+        // Whether the episode stored at `k` is taken; true once `limit` are.
+        let mut visit = |k: &str, v: &str| -> bool {
             // One unreadable episode does not hide the rest of the history.
             let unreadable = |e: &dyn std::fmt::Display| {
-                tracing::warn!(episode = %k.value().replace(SEP, " "), error = %e, "a stored drift episode cannot be read; skipped");
+                tracing::warn!(episode = %k.replace(SEP, " "), error = %e, "a stored drift episode cannot be read; skipped");
             };
-            let head: Head = match serde_json::from_str(v.value()) {
+            let head: Head = match serde_json::from_str(v) {
                 Ok(h) => h,
                 Err(e) => {
                     unreadable(&e);
-                    continue;
+                    return false;
                 }
             };
-            if let Some(a) = &q.app
-                && *a != head.name
-                && *a != format!("{}/{}", head.namespace, head.name)
-            {
-                continue;
+            let app_matches = q.app.as_ref().is_none_or(|a| *a == head.name || *a == format!("{}/{}", head.namespace, head.name));
+            let since_matches = q.since.is_none_or(|since| head.resolved_at.is_none_or(|r| r >= since));
+            let class_matches = q.class.as_ref().is_none_or(|c| head.classes.contains(c));
+            if app_matches && since_matches && class_matches {
+                match parse(v) {
+                    Ok(ep) => out.push(ep),
+                    Err(e) => unreadable(&e),
+                }
             }
-            if let Some(since) = q.since
-                && head.resolved_at.is_some_and(|r| r < since)
-            {
-                continue;
+            out.len() >= limit
+        };
+        if limit == 0 {
+            return Ok(Vec::new());
+        }
+        match q.app.as_deref().filter(|a| a.contains('/')) {
+            // One Application's (`namespace/name`): its own episodes, by the index.
+            Some(app) => {
+                let (lo, hi) = super::app_range(app);
+                let by_app = tx.open_table(BY_APP).map_err(storage)?;
+                for item in by_app.range(lo.as_str()..hi.as_str()).map_err(storage)?.rev() {
+                    let (ik, _) = item.map_err(storage)?;
+                    let Some((_, key)) = ik.value().split_once(SEP) else { continue };
+                    if let Some(v) = table.get(key).map_err(storage)?
+                        && visit(key, v.value())
+                    {
+                        break;
+                    }
+                }
             }
-            if let Some(c) = &q.class
-                && !head.classes.contains(c)
-            {
-                continue;
-            }
-            match parse(v.value()) {
-                Ok(ep) => out.push(ep),
-                Err(e) => unreadable(&e),
+            None => {
+                for item in table.iter().map_err(storage)?.rev() {
+                    let (k, v) = item.map_err(storage)?;
+                    if visit(k.value(), v.value()) {
+                        break;
+                    }
+                }
             }
         }
         out.reverse();
@@ -278,6 +390,36 @@ impl StateStore {
         self.view()?.hold_since(app, key)
     }
 
+    /// Open episodes by class (an episode of several classes counts in each; one of
+    /// none in `none`): reads the open ones only.
+    pub fn open_episodes_by_class(&self) -> Result<BTreeMap<String, u64>, StateError> {
+        let mut out = BTreeMap::new();
+        for ep in self.open_episodes()? {
+            if ep.classes.is_empty() {
+                *out.entry("none".to_string()).or_insert(0) += 1;
+            }
+            for c in ep.classes {
+                *out.entry(c).or_insert(0) += 1;
+            }
+        }
+        Ok(out)
+    }
+
+    /// Every open episode's summary (one per Application with one, at most as many as
+    /// it watches; unreadable summaries are skipped), in no particular order.
+    pub fn open_episodes(&self) -> Result<Vec<OpenEpisode>, StateError> {
+        let tx = self.db().begin_read().map_err(storage)?;
+        let open = tx.open_table(OPEN).map_err(storage)?;
+        let mut out = Vec::new();
+        for item in open.iter().map_err(storage)? {
+            let (_, v) = item.map_err(storage)?;
+            if let Ok(ep) = serde_json::from_str::<OpenEpisode>(v.value()) {
+                out.push(ep);
+            }
+        }
+        Ok(out)
+    }
+
     /// Starts (`Some(since)`) or ends (`None`) a hold-down.
     pub fn set_hold(&self, app: &str, key: &str, since_ms: Option<u64>) -> Result<(), StateError> {
         let tx = self.db().begin_write().map_err(storage)?;
@@ -303,6 +445,7 @@ impl StateStore {
     /// episodes stay in the history.
     pub(crate) fn forget_app_history_in(tx: &WriteTransaction, app: &str) -> Result<(), StateError> {
         tx.open_table(LATEST).map_err(storage)?.remove(app).map_err(storage)?;
+        tx.open_table(OPEN).map_err(storage)?.remove(app).map_err(storage)?;
         Self::forget_latest_operation_in(tx, app)?;
         Self::forget_latest_break_glass_in(tx, app)?;
         remove_app_entries(&mut tx.open_table(HOLDS).map_err(storage)?, app)?;
@@ -365,14 +508,17 @@ fn prune(
         return Ok(());
     }
     let mut latest = tx.open_table(LATEST).map_err(storage)?;
+    let mut by_app = tx.open_table(BY_APP).map_err(storage)?;
     for (k, resolved_at) in drop {
         episodes.remove(k.as_str()).map_err(storage)?;
+        by_app.remove(by_app_key(&k).as_str()).map_err(storage)?;
         if let Some(at) = resolved_at {
             resolved.remove(resolved_key(at, &k).as_str()).map_err(storage)?;
         }
         let app = k.split_once(SEP).map_or("", |(_, app)| app);
         if latest.get(app).map_err(storage)?.is_some_and(|v| v.value() == k) {
             latest.remove(app).map_err(storage)?;
+            tx.open_table(OPEN).map_err(storage)?.remove(app).map_err(storage)?;
         }
     }
     Ok(())
@@ -548,6 +694,75 @@ mod tests {
         assert_eq!(names, ["open", "new"], "both old resolved episodes aged out; the open one stays");
         let tx = s.db().begin_read().unwrap();
         assert!(tx.open_table(RESOLVED).unwrap().is_empty().unwrap(), "their index entries went with them");
+    }
+
+    /// The open-episode summaries follow the episodes (opened, resolved, pruned, the
+    /// Application forgotten), and an Application's story reads its own episodes by
+    /// the index, newest `limit` of them, whatever else the history holds.
+    #[test]
+    fn open_episodes_and_an_applications_episodes_are_read_by_their_indexes() {
+        let s = StateStore::in_memory().unwrap();
+        let r = Retention::default();
+        let mut a = episode("a", 0, "rbac");
+        a.attribution.push(crate::drift::AttributedChange { manager: "kubectl-edit".into(), ..Default::default() });
+        s.save_episode(&a, r, at(0)).unwrap();
+        s.save_episode(&episode("b", 1, "config"), r, at(1)).unwrap();
+        s.save_episode(&episode("ab", 2, "rbac"), r, at(2)).unwrap();
+        let mut open = s.open_episodes().unwrap();
+        open.sort_by(|x, y| x.name.cmp(&y.name));
+        assert_eq!(open.iter().map(|e| e.name.as_str()).collect::<Vec<_>>(), ["a", "ab", "b"]);
+        assert_eq!((open[0].who.as_str(), open[0].classes.clone(), open[0].opened_at), ("kubectl-edit", vec!["rbac".to_string()], at(0)));
+        assert_eq!(s.open_episodes_by_class().unwrap(), BTreeMap::from([("config".into(), 1), ("rbac".into(), 2)]));
+        a.resolved_at = Some(at(3));
+        s.save_episode(&a, r, at(3)).unwrap();
+        assert_eq!(s.open_episodes_by_class().unwrap(), BTreeMap::from([("config".into(), 1), ("rbac".into(), 1)]));
+        // a's second episode, then its story: a's two, not ab's (a prefix of its name).
+        s.save_episode(&episode("a", 4, "config"), r, at(4)).unwrap();
+        let q = |app: &str, limit| HistoryQuery { app: Some(app.into()), limit: Some(limit), ..Default::default() };
+        let story: Vec<DateTime<Utc>> = s.episodes(&q("argocd/a", 10)).unwrap().iter().map(|e| e.opened_at).collect();
+        assert_eq!(story, [at(0), at(4)]);
+        let newest: Vec<DateTime<Utc>> = s.episodes(&q("argocd/a", 1)).unwrap().iter().map(|e| e.opened_at).collect();
+        assert_eq!(newest, [at(4)]);
+        assert_eq!(s.episodes(&q("a", 10)).unwrap().len(), 2, "a bare name is still found (by a scan)");
+        assert!(s.episodes(&q("other/a", 10)).unwrap().is_empty());
+        // Forgotten (deleted), its open summary goes; pruned to one episode, the index
+        // entries of the dropped ones go too.
+        let tx = s.db().begin_write().unwrap();
+        StateStore::forget_app_history_in(&tx, "argocd/b@b").unwrap();
+        tx.commit().unwrap();
+        assert_eq!(s.open_episodes_by_class().unwrap(), BTreeMap::from([("config".into(), 1), ("rbac".into(), 1)]));
+        let keep1 = Retention { max_episodes: 1, max_age: chrono::Duration::days(1) };
+        s.save_episode(&episode("c", 5, "config"), keep1, at(5)).unwrap();
+        assert_eq!(s.open_episodes().unwrap().iter().map(|e| e.name.as_str()).collect::<Vec<_>>(), ["c"]);
+        let tx = s.db().begin_read().unwrap();
+        let by_app: Vec<String> = tx.open_table(BY_APP).unwrap().iter().unwrap().map(|i| i.unwrap().0.value().to_string()).collect();
+        assert_eq!(by_app.len(), 1, "{by_app:?}");
+        assert!(by_app[0].starts_with("argocd/c\u{0}"));
+    }
+
+    #[test]
+    fn a_state_file_from_before_the_open_and_by_app_indexes_is_indexed_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s.redb");
+        {
+            let s = StateStore::open(&path).unwrap();
+            let mut done = episode("done", 0, "config");
+            done.resolved_at = Some(at(1));
+            s.save_episode(&done, Retention::default(), at(1)).unwrap();
+            s.save_episode(&episode("open", 2, "rbac"), Retention::default(), at(2)).unwrap();
+            let tx = s.db().begin_write().unwrap();
+            tx.delete_table(OPEN).unwrap();
+            tx.delete_table(BY_APP).unwrap();
+            let mut meta = tx.open_table(super::super::META).unwrap();
+            meta.remove("indexed:open_episodes").unwrap();
+            meta.remove("indexed:episodes_by_app").unwrap();
+            drop(meta);
+            tx.commit().unwrap();
+        }
+        let s = StateStore::open(&path).unwrap();
+        assert_eq!(s.open_episodes().unwrap().iter().map(|e| e.name.as_str()).collect::<Vec<_>>(), ["open"]);
+        let q = HistoryQuery { app: Some("argocd/done".into()), ..Default::default() };
+        assert_eq!(s.episodes(&q).unwrap().len(), 1);
     }
 
     #[test]

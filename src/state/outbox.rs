@@ -79,6 +79,13 @@ pub struct OutboxEntry {
     pub last_error: Option<String>,
 }
 
+/// What the oldest-age gauge reads of an entry.
+#[derive(Deserialize)]
+struct Enqueued {
+    #[serde(default)]
+    enqueued_ms: u64,
+}
+
 /// A notification that finally failed.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct DeadLetter {
@@ -421,6 +428,24 @@ impl StateStore {
         }
     }
 
+    /// When the oldest entry still in the outbox was queued (unix ms): the first entry
+    /// by id, which the outbox gives in queueing order. One read.
+    pub fn oldest_enqueued_ms(&self) -> Result<Option<u64>, StateError> {
+        let tx = self.db().begin_read().map_err(storage)?;
+        let entries = tx.open_table(ENTRIES).map_err(storage)?;
+        let first = entries.first().map_err(storage)?;
+        Ok(match first {
+            Some((_, v)) => serde_json::from_str::<Enqueued>(v.value()).ok().map(|e| e.enqueued_ms),
+            None => None,
+        })
+    }
+
+    /// How many dead letters the store keeps (its length, not a scan).
+    pub fn dead_letter_count(&self) -> Result<u64, StateError> {
+        let tx = self.db().begin_read().map_err(storage)?;
+        tx.open_table(DEAD).map_err(storage)?.len().map_err(storage)
+    }
+
     /// How many entries each service has in the outbox (counters, not a scan).
     pub fn queue_depths(&self) -> Result<Vec<(String, u64)>, StateError> {
         let tx = self.db().begin_read().map_err(storage)?;
@@ -756,6 +781,10 @@ mod tests {
     fn reschedule_and_dead_letter() {
         let s = StateStore::in_memory().unwrap();
         s.enqueue(&[n("hook", "k1"), n("hook", "k2")], 0).unwrap();
+        s.enqueue(&[n("slack", "k3")], 7).unwrap();
+        assert_eq!((s.oldest_enqueued_ms().unwrap(), s.dead_letter_count().unwrap()), (Some(0), 0));
+        let k3 = s.due("slack", 7, 10).unwrap();
+        s.settle(&[(k3[0].clone(), Settle::Delivered)], 8).unwrap();
         let due = s.due("hook", 0, 10).unwrap();
         s.settle(&[(due[0].clone(), Settle::Retry { next_ms: 5_000, error: "503".into() })], 1).unwrap();
         assert_eq!(s.due("hook", 1_000, 10).unwrap().len(), 1, "the rescheduled one waits");
@@ -767,7 +796,8 @@ mod tests {
         s.settle(&[(later[1].clone(), Settle::Dead { error: "gave up after 503".into(), permanent: false })], 6_000).unwrap();
         s.settle(&[(later[0].clone(), Settle::Dead { error: "400 bad request".into(), permanent: true })], 6_000).unwrap();
         let dead = s.dead_letters().unwrap();
-        assert_eq!(dead.len(), 2);
+        assert_eq!((dead.len(), s.dead_letter_count().unwrap()), (2, 2));
+        assert_eq!(s.oldest_enqueued_ms().unwrap(), None, "nothing waits");
         assert!(!s.is_notified("ns/a@u", "k1").unwrap(), "retryable failure: decided again later");
         assert!(s.is_notified("ns/a@u", "k2").unwrap(), "permanent failure: not re-sent");
         assert!(s.outbox(None).unwrap().is_empty());
@@ -801,6 +831,10 @@ mod tests {
     fn dead_letters_are_requeued_on_demand() {
         let s = StateStore::in_memory().unwrap();
         s.enqueue(&[n("hook", "k1"), n("hook", "k2")], 0).unwrap();
+        s.enqueue(&[n("slack", "k3")], 7).unwrap();
+        assert_eq!((s.oldest_enqueued_ms().unwrap(), s.dead_letter_count().unwrap()), (Some(0), 0));
+        let k3 = s.due("slack", 7, 10).unwrap();
+        s.settle(&[(k3[0].clone(), Settle::Delivered)], 8).unwrap();
         let due = s.due("hook", 0, 10).unwrap();
         let key = due[0].notification.idempotency_key.clone();
         s.settle(

@@ -68,6 +68,7 @@ impl Core {
                     // The projects and live objects seen stay: they are the cluster's, not the configuration's.
                     self.pipeline = Pipeline::new(Arc::new(rt));
                     METRICS.reload_ok.set(1);
+                    METRICS.reloads.inc("ok");
                     METRICS.set_reload_errors(Vec::new());
                     tracing::info!("configuration reloaded");
                     self.evaluated.clear();
@@ -79,6 +80,7 @@ impl Core {
             Err(errors) => errors.iter().map(ToString::to_string).collect(),
         };
         METRICS.reload_ok.set(0);
+        METRICS.reloads.inc("refused");
         for e in &errors {
             tracing::error!(error = %e, "configuration reload failed; keeping the running configuration");
         }
