@@ -2,12 +2,19 @@
 # The whole test suite: the deploy manifests and chart, formatting, lints, unit,
 # integration and doc tests.
 # The e-mail tests run a real SMTP server (aiosmtpd, from PyPI), installed here when
-# missing; every other listener (HTTP, syslog UDP/TCP/TLS) the tests start themselves.
+# missing; the web view's test runs Debian's Chromium, installed here when missing;
+# every other listener (HTTP, syslog UDP/TCP/TLS) the tests start themselves.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 if ! python3 -c 'import aiosmtpd' 2>/dev/null; then
   python3 -m pip install --quiet --disable-pip-version-check aiosmtpd
+fi
+
+# The web view's browser test runs Debian's headless Chromium.
+if [ ! -x /usr/bin/chromium ]; then
+  sudo=""; [ "$(id -u)" -eq 0 ] || sudo="sudo"
+  $sudo apt-get update -qq && $sudo apt-get install -y -qq --no-install-recommends chromium >/dev/null
 fi
 
 # The chart and manifests, with Helm, kubectl/kustomize and kubernetes-validate (all

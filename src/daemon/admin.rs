@@ -1,7 +1,8 @@
 //! The operations endpoints, served by axum: `/healthz` (the process is alive),
 //! `/readyz` (initial lists done and configuration loaded), `/metrics` (OpenMetrics
 //! text) and `/history` (the drift history as JSON, the same query as `driftwatch
-//! history`, answered by the leader, which holds the state store open). With
+//! history`, answered by the leader, which holds the state store open) and the web
+//! view (`/ui`, see `ui.rs`: its assets open, its data behind the token). With
 //! `operations.token` configured, everything but the first three needs
 //! `Authorization: Bearer <token>` (401 otherwise, before anything is read).
 
@@ -25,6 +26,8 @@ use crate::state::StateStore;
 pub struct Shared {
     pub store: std::sync::RwLock<Option<Arc<StateStore>>>,
     pub token: std::sync::RwLock<Option<crate::secret::Secret>>,
+    /// `context.argocdUrl`, for the web view's links to Argo CD.
+    pub argocd_url: std::sync::RwLock<String>,
 }
 
 pub type SharedState = Arc<Shared>;
@@ -36,6 +39,16 @@ impl Shared {
 
     pub fn set_token(&self, token: Option<crate::secret::Secret>) {
         *self.token.write().unwrap_or_else(|p| p.into_inner()) = token;
+    }
+
+    /// What the endpoints take from the running configuration (at start, on reload).
+    pub fn set_config(&self, rt: &crate::config::Runtime) {
+        self.set_token(rt.operations_token.clone());
+        *self.argocd_url.write().unwrap_or_else(|p| p.into_inner()) = rt.context.get("argocdUrl").cloned().unwrap_or_default();
+    }
+
+    pub fn argocd_url(&self) -> String {
+        self.argocd_url.read().map(|u| u.clone()).unwrap_or_default()
     }
 
     /// Whether `authorization` (the request's header) carries the token, compared in
@@ -50,7 +63,7 @@ fn text(status: StatusCode, body: String, content_type: &'static str) -> Respons
     (status, [(header::CONTENT_TYPE, content_type)], body).into_response()
 }
 
-fn store(shared: &SharedState) -> Option<Arc<StateStore>> {
+pub(super) fn store(shared: &SharedState) -> Option<Arc<StateStore>> {
     shared.store.read().map(|s| s.clone()).unwrap_or(None)
 }
 
@@ -155,10 +168,19 @@ fn history_query(query: &str) -> Result<crate::state::HistoryQuery, String> {
 fn router(state: SharedState) -> Router {
     // Probes and the scrape stay open (a kubelet and Prometheus carry no token); what
     // names resources, managers and recipients does not.
-    let protected =
-        Router::new().route("/history", get(history)).route_layer(axum::middleware::from_fn_with_state(state.clone(), require_token));
+    let protected = Router::new()
+        .route("/history", get(history))
+        .route("/ui/api/fleet", get(super::ui::fleet_handler))
+        .route("/ui/api/app", get(super::ui::app_handler))
+        .route_layer(axum::middleware::from_fn_with_state(state.clone(), require_token));
     Router::new()
         .route("/healthz", get(healthz))
+        // The web view's page, script and style hold no data: open, so a browser can
+        // load them before it has the token.
+        .route("/ui", get(super::ui::index))
+        .route("/ui/", get(super::ui::index))
+        .route("/ui/app.js", get(super::ui::script))
+        .route("/ui/app.css", get(super::ui::style))
         .route("/readyz", get(readyz))
         .route("/metrics", get(metrics))
         .merge(protected)
@@ -236,7 +258,11 @@ mod tests {
         assert_eq!(get(addr, "/history", Some("Basic czNjcmV0LW9wcy10b2tlbg==")).await, 401);
         assert_eq!(get(addr, "/history?limit=nope", None).await, 401, "refused before the query is read");
         assert_eq!(get(addr, "/history", Some("Bearer s3cret-ops-token")).await, 200);
-        for open in ["/healthz", "/metrics"] {
+        assert_eq!(get(addr, "/ui/api/fleet", None).await, 401, "the web view's data needs it");
+        assert_eq!(get(addr, "/ui/api/app?app=argocd%2Fweb", None).await, 401);
+        assert_eq!(get(addr, "/ui/api/fleet?limit=0", Some("Bearer s3cret-ops-token")).await, 400);
+        assert_eq!(get(addr, "/ui/api/fleet", Some("Bearer s3cret-ops-token")).await, 200);
+        for open in ["/healthz", "/metrics", "/ui", "/ui/app.js", "/ui/app.css"] {
             assert_eq!(get(addr, open, None).await, 200, "{open}");
         }
         assert_eq!(get(addr, "/readyz", None).await / 100, 5, "not ready, but answered without a token");

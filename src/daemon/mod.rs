@@ -13,6 +13,7 @@
 pub mod admin;
 mod core;
 mod fingerprint;
+mod ui;
 mod wakeups;
 
 use std::net::SocketAddr;
@@ -118,7 +119,7 @@ pub async fn run(opts: DaemonOptions, err: &mut dyn std::io::Write) -> anyhow::R
         std::fs::create_dir_all(dir)?;
     }
     let shared: SharedState = Arc::new(crate::daemon::admin::Shared::default());
-    shared.set_token(rt.operations_token.clone());
+    shared.set_config(&rt);
     // Stopped last: `/healthz` answers while the shutdown drains.
     let (stop_admin, admin_stopped) = tokio::sync::oneshot::channel::<()>();
     let bound = crate::daemon::admin::serve(opts.listen, shared.clone(), async {

@@ -21,7 +21,7 @@ mod outbox;
 mod timed;
 
 pub use break_glass::{LatestException, MAX_EXCEPTIONS_PER_APP};
-pub use history::{HistoryQuery, Retention, parse_since};
+pub use history::{HistoryQuery, OpenEpisode, Retention, parse_since};
 pub use operations::MAX_OPERATIONS_PER_APP;
 
 pub use outbox::{

@@ -54,7 +54,7 @@ impl Core {
                     if let Some(state) = &self.state {
                         self.delivery = Some(Delivery::start_leading(services, state.clone(), self.halt.clone()));
                     }
-                    self.shared.set_token(rt.operations_token.clone());
+                    self.shared.set_config(&rt);
                     if let Some(a) = &self.audit {
                         a.reload(&rt.audit);
                     }

@@ -1,0 +1,294 @@
+//! The web view (`/ui`): the fleet's open drift episodes and an Application's story,
+//! read-only. The page, its script and its style are compiled into the binary (no CDN:
+//! it works air-gapped) and carry no data, so they are served without the token; the
+//! data comes from `/ui/api/fleet` and `/ui/api/app`, behind the operations token like
+//! `/history`. The script writes everything with `textContent` (names, annotations and
+//! messages are the cluster's), and the page's Content-Security-Policy allows only its
+//! own script, so injected markup could not run even if it were written.
+//!
+//! Cost per request: the fleet reads the open-episode summaries (one small entry per
+//! Application with an open episode, never the history) and returns one page of them;
+//! an Application's story reads its own episodes by the by-Application index, at most
+//! `limit`.
+
+use std::collections::BTreeMap;
+
+use axum::extract::{RawQuery, State};
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use chrono::{DateTime, Utc};
+use serde_json::{Value, json};
+
+use super::admin::{SharedState, store};
+use crate::state::{HistoryQuery, OpenEpisode};
+
+const INDEX: &str = include_str!("ui/index.html");
+const SCRIPT: &str = include_str!("ui/app.js");
+const STYLE: &str = include_str!("ui/app.css");
+const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self' data:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'";
+
+/// Fleet rows per page unless asked, and at most; the furthest offset.
+const DEFAULT_PAGE: usize = 50;
+const MAX_PAGE: usize = 500;
+const MAX_OFFSET: usize = 1_000_000;
+/// Episodes (and operations, exceptions) of an Application's story unless asked, and at most.
+const DEFAULT_STORY: usize = 100;
+const MAX_STORY: usize = 1000;
+/// The longest filter value taken (an Application's `namespace/name` is at most 317).
+const MAX_VALUE: usize = 400;
+
+fn asset(body: &'static str, content_type: &'static str) -> Response {
+    (
+        StatusCode::OK,
+        [
+            (header::CONTENT_TYPE, content_type),
+            (header::CONTENT_SECURITY_POLICY, CSP),
+            (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
+            (header::REFERRER_POLICY, "no-referrer"),
+        ],
+        body,
+    )
+        .into_response()
+}
+
+pub(super) async fn index() -> Response {
+    asset(INDEX, "text/html; charset=utf-8")
+}
+
+pub(super) async fn script() -> Response {
+    asset(SCRIPT, "text/javascript; charset=utf-8")
+}
+
+pub(super) async fn style() -> Response {
+    asset(STYLE, "text/css; charset=utf-8")
+}
+
+fn plain(status: StatusCode, msg: String) -> Response {
+    (status, [(header::CONTENT_TYPE, "text/plain")], msg).into_response()
+}
+
+fn json_response(v: &Value) -> Response {
+    (StatusCode::OK, [(header::CONTENT_TYPE, "application/json"), (header::CACHE_CONTROL, "no-store")], v.to_string()).into_response()
+}
+
+/// The query's parameters, each once and among `known`, none longer than [`MAX_VALUE`]
+/// nor holding a control character.
+fn params(query: &str, known: &[&str]) -> Result<BTreeMap<String, String>, String> {
+    let mut out = BTreeMap::new();
+    for (k, v) in form_urlencoded::parse(query.as_bytes()) {
+        if !known.contains(&k.as_ref()) {
+            return Err(format!("unknown parameter {k:?} ({})", known.join(", ")));
+        }
+        if v.len() > MAX_VALUE || v.chars().any(char::is_control) {
+            return Err(format!("parameter {k}: longer than {MAX_VALUE} bytes or a control character"));
+        }
+        if out.insert(k.into_owned(), v.into_owned()).is_some() {
+            return Err("a parameter given twice".into());
+        }
+    }
+    Ok(out)
+}
+
+fn number(p: &BTreeMap<String, String>, key: &str, default: usize, max: usize, min: usize) -> Result<usize, String> {
+    match p.get(key).filter(|v| !v.is_empty()) {
+        None => Ok(default),
+        Some(v) => match v.parse::<usize>() {
+            Ok(n) if (min..=max).contains(&n) => Ok(n),
+            _ => Err(format!("{key} {v:?}: expected a number from {min} to {max}")),
+        },
+    }
+}
+
+fn since(p: &BTreeMap<String, String>, now: DateTime<Utc>) -> Result<Option<DateTime<Utc>>, String> {
+    match p.get("since").filter(|v| !v.is_empty()) {
+        None => Ok(None),
+        Some(v) => crate::state::parse_since(v, now).map(Some).map_err(|e| e.to_string()),
+    }
+}
+
+/// What the fleet request asks.
+#[derive(Debug, PartialEq)]
+pub(super) struct FleetQuery {
+    class: Option<String>,
+    project: Option<String>,
+    cluster: Option<String>,
+    severity: Option<String>,
+    since: Option<DateTime<Utc>>,
+    limit: usize,
+    offset: usize,
+}
+
+pub(super) fn fleet_query(query: &str, now: DateTime<Utc>) -> Result<FleetQuery, String> {
+    let p = params(query, &["class", "project", "cluster", "severity", "since", "limit", "offset"])?;
+    let s = |k: &str| p.get(k).filter(|v| !v.is_empty()).cloned();
+    if let Some(sev) = s("severity")
+        && !["critical", "error", "warning", "info"].contains(&sev.as_str())
+    {
+        return Err(format!("severity {sev:?}: expected critical, error, warning or info"));
+    }
+    Ok(FleetQuery {
+        class: s("class"),
+        project: s("project"),
+        cluster: s("cluster"),
+        severity: s("severity"),
+        since: since(&p, now)?,
+        limit: number(&p, "limit", DEFAULT_PAGE, MAX_PAGE, 1)?,
+        offset: number(&p, "offset", 0, MAX_OFFSET, 0)?,
+    })
+}
+
+fn severity_name(s: crate::model::Severity) -> String {
+    serde_json::to_value(s).ok().and_then(|v| v.as_str().map(str::to_string)).unwrap_or_default()
+}
+
+/// The fleet page: the open episodes matching the filters, oldest first, one page of
+/// them; the counts (by severity, class, project, cluster) are of every open episode,
+/// for the filters' choices.
+pub(super) fn fleet(mut open: Vec<OpenEpisode>, q: &FleetQuery, now: DateTime<Utc>, argocd_url: &str) -> Value {
+    let mut counts: [BTreeMap<String, u64>; 4] = Default::default();
+    for ep in &open {
+        *counts[0].entry(severity_name(ep.severity)).or_default() += 1;
+        for c in &ep.classes {
+            *counts[1].entry(c.clone()).or_default() += 1;
+        }
+        *counts[2].entry(ep.project.clone()).or_default() += 1;
+        *counts[3].entry(ep.cluster.clone()).or_default() += 1;
+    }
+    open.retain(|ep| {
+        q.class.as_ref().is_none_or(|c| ep.classes.contains(c))
+            && q.project.as_ref().is_none_or(|p| *p == ep.project)
+            && q.cluster.as_ref().is_none_or(|c| *c == ep.cluster)
+            && q.severity.as_ref().is_none_or(|s| *s == severity_name(ep.severity))
+            && q.since.is_none_or(|t| ep.opened_at >= t)
+    });
+    open.sort_by(|a, b| (a.opened_at, &a.id).cmp(&(b.opened_at, &b.id)));
+    let total = open.len();
+    let page: Vec<Value> = open
+        .iter()
+        .skip(q.offset)
+        .take(q.limit)
+        .map(|ep| {
+            let mut v = serde_json::to_value(ep).unwrap_or(Value::Null);
+            let secs = (now - ep.opened_at).num_seconds().max(0);
+            if let Some(m) = v.as_object_mut() {
+                m.insert("duration".into(), json!(crate::drift::episode::human_duration(secs)));
+            }
+            v
+        })
+        .collect();
+    let [severity, class, project, cluster] = counts;
+    json!({
+        "total": total,
+        "counts": {"severity": severity, "class": class, "project": project, "cluster": cluster},
+        "episodes": page,
+        "argocdUrl": argocd_url,
+    })
+}
+
+pub(super) async fn fleet_handler(State(shared): State<SharedState>, RawQuery(query): RawQuery) -> Response {
+    let now = Utc::now();
+    let q = match fleet_query(query.as_deref().unwrap_or_default(), now) {
+        Ok(q) => q,
+        Err(e) => return plain(StatusCode::BAD_REQUEST, format!("{e}\n")),
+    };
+    let Some(s) = store(&shared) else {
+        return plain(StatusCode::SERVICE_UNAVAILABLE, "not leading: the leader holds the history\n".into());
+    };
+    let url = shared.argocd_url();
+    match tokio::task::spawn_blocking(move || s.open_episodes().map(|open| fleet(open, &q, now, &url))).await {
+        Ok(Ok(v)) => json_response(&v),
+        Ok(Err(e)) => plain(StatusCode::INTERNAL_SERVER_ERROR, format!("{e}\n")),
+        Err(e) => plain(StatusCode::INTERNAL_SERVER_ERROR, format!("{e}\n")),
+    }
+}
+
+/// An Application's story request: `app=<namespace>/<name>` (required), `since`, `limit`.
+pub(super) fn story_query(query: &str, now: DateTime<Utc>) -> Result<HistoryQuery, String> {
+    let p = params(query, &["app", "since", "limit"])?;
+    let app = p.get("app").cloned().unwrap_or_default();
+    let valid = app.split_once('/').is_some_and(|(ns, name)| !ns.is_empty() && !name.is_empty() && !name.contains('/'));
+    if !valid {
+        return Err(format!("app {app:?}: expected <namespace>/<name>"));
+    }
+    Ok(HistoryQuery { app: Some(app), since: since(&p, now)?, limit: Some(number(&p, "limit", DEFAULT_STORY, MAX_STORY, 1)?), class: None })
+}
+
+pub(super) async fn app_handler(State(shared): State<SharedState>, RawQuery(query): RawQuery) -> Response {
+    let now = Utc::now();
+    let q = match story_query(query.as_deref().unwrap_or_default(), now) {
+        Ok(q) => q,
+        Err(e) => return plain(StatusCode::BAD_REQUEST, format!("{e}\n")),
+    };
+    let Some(s) = store(&shared) else {
+        return plain(StatusCode::SERVICE_UNAVAILABLE, "not leading: the leader holds the history\n".into());
+    };
+    let url = shared.argocd_url();
+    let read = move || -> Result<Value, crate::state::StateError> {
+        let limit = q.limit.unwrap_or(DEFAULT_STORY);
+        let episodes = s.episodes(&q)?;
+        let ops = s.operations(q.app.as_deref(), q.since, limit)?;
+        let exceptions = s.break_glass_history(q.app.as_deref(), q.since, limit)?;
+        let steps = crate::drift::story::timeline(&episodes, &ops, &exceptions);
+        let records: Vec<Value> = episodes.iter().rev().map(|e| e.record(now)).collect();
+        Ok(json!({"app": q.app, "steps": steps, "episodes": records, "argocdUrl": url}))
+    };
+    match tokio::task::spawn_blocking(read).await {
+        Ok(Ok(v)) => json_response(&v),
+        Ok(Err(e)) => plain(StatusCode::INTERNAL_SERVER_ERROR, format!("{e}\n")),
+        Err(e) => plain(StatusCode::INTERNAL_SERVER_ERROR, format!("{e}\n")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn open(name: &str, min: i64, class: &str, project: &str) -> OpenEpisode {
+        OpenEpisode {
+            id: format!("argocd/{name}@{min}"),
+            namespace: "argocd".into(),
+            name: name.into(),
+            project: project.into(),
+            cluster: "in-cluster".into(),
+            opened_at: DateTime::from_timestamp(1_800_000_000 + min * 60, 0).unwrap(),
+            severity: crate::model::Severity::Warning,
+            classes: vec![class.into()],
+            who: "alice".into(),
+            break_glass: None,
+        }
+    }
+
+    #[test]
+    fn the_fleet_is_filtered_paged_oldest_first_and_counted_whole() {
+        let now = DateTime::from_timestamp(1_800_100_000, 0).unwrap();
+        let fleet_of = |q: &str| {
+            let all = vec![open("c", 2, "rbac", "shop"), open("a", 0, "rbac", "shop"), open("b", 1, "config", "pay")];
+            fleet(all, &fleet_query(q, now).unwrap(), now, "https://argocd.example.com")
+        };
+        let names =
+            |v: &Value| v["episodes"].as_array().unwrap().iter().map(|e| e["name"].as_str().unwrap().to_string()).collect::<Vec<_>>();
+        let v = fleet_of("");
+        assert_eq!((v["total"].as_u64(), names(&v)), (Some(3), vec!["a".to_string(), "b".into(), "c".into()]));
+        assert_eq!(v["counts"]["class"], json!({"config": 1, "rbac": 2}));
+        let v = fleet_of("class=rbac&limit=1&offset=1");
+        assert_eq!((v["total"].as_u64(), names(&v)), (Some(2), vec!["c".to_string()]));
+        assert_eq!(v["counts"]["project"], json!({"pay": 1, "shop": 2}), "counts are of the whole fleet");
+        assert_eq!(names(&fleet_of("project=pay")), ["b"]);
+        assert!(v["episodes"][0]["duration"].is_string());
+    }
+
+    #[test]
+    fn bad_parameters_are_refused() {
+        let now = Utc::now();
+        for bad in ["limit=0", "limit=501", "limit=x", "offset=-1", "severity=loud", "page=2", "since=soon", "class=a&class=b", "class=%0a"]
+        {
+            assert!(fleet_query(bad, now).is_err(), "{bad}");
+        }
+        assert!(fleet_query(&format!("class={}", "x".repeat(MAX_VALUE + 1)), now).is_err());
+        assert_eq!(fleet_query("limit=500&offset=10&severity=critical", now).unwrap().limit, 500);
+        for bad in ["", "app=web", "app=/web", "app=a/b/c", "app=a/b&limit=1001", "app=a/b&x=1"] {
+            assert!(story_query(bad, now).is_err(), "{bad}");
+        }
+        assert_eq!(story_query("app=argocd%2Fweb", now).unwrap().app.as_deref(), Some("argocd/web"));
+    }
+}

@@ -1,0 +1,200 @@
+// driftwatch's web view: the fleet's open drift episodes and an Application's story.
+// Everything shown comes from the operations API (/ui/api/*, behind the operations
+// token) and is written with textContent: names, annotations and messages are the
+// cluster's, so never markup.
+"use strict";
+
+(function () {
+  const $ = (id) => document.getElementById(id);
+  const PAGE = 50;
+  window.addEventListener("error", (e) => { $("errors").textContent += String(e.message) + "\n"; });
+  window.addEventListener("unhandledrejection", (e) => { $("errors").textContent += String(e.reason) + "\n"; });
+
+  // The view's state lives in the URL fragment (never sent to the server).
+  function readHash() {
+    const p = new URLSearchParams(location.hash.replace(/^#/, ""));
+    const token = p.get("token");
+    if (token !== null) {
+      sessionStorage.setItem("driftwatch-token", token);
+      p.delete("token");
+      history.replaceState(null, "", "#" + p.toString());
+    }
+    return p;
+  }
+  function setHash(changes) {
+    const p = readHash();
+    for (const [k, v] of Object.entries(changes)) {
+      if (v === "" || v === null || v === undefined) p.delete(k); else p.set(k, v);
+    }
+    location.hash = p.toString();
+  }
+
+  // "2026-12-04T14:09:55.820838664Z" as "2026-12-04 14:09:55Z".
+  const when = (t) => String(t || "").replace("T", " ").replace(/\.\d+Z$/, "Z");
+
+  function el(tag, text, cls) {
+    const e = document.createElement(tag);
+    if (text !== undefined && text !== null) e.textContent = String(text);
+    if (cls) e.className = cls;
+    return e;
+  }
+
+  async function api(path, params) {
+    const q = new URLSearchParams();
+    for (const [k, v] of Object.entries(params)) if (v) q.set(k, v);
+    const headers = {};
+    const token = sessionStorage.getItem("driftwatch-token");
+    if (token) headers["Authorization"] = "Bearer " + token;
+    const r = await fetch(path + "?" + q.toString(), { headers });
+    if (r.status === 401) {
+      $("login").hidden = false;
+      throw new Error("the operations token is required");
+    }
+    if (!r.ok) throw new Error(path + ": " + r.status + " " + (await r.text()));
+    return r.json();
+  }
+
+  function argocdLink(base, namespace, name) {
+    if (!/^https?:\/\//.test(base || "")) return null;
+    return base.replace(/\/+$/, "") + "/applications/" + encodeURIComponent(namespace) + "/" + encodeURIComponent(name);
+  }
+
+  function fillSelect(id, counts, chosen) {
+    const s = $(id);
+    while (s.options.length > 1) s.remove(1);
+    const names = Object.keys(counts || {}).sort();
+    if (chosen && !names.includes(chosen)) names.push(chosen);
+    for (const n of names) {
+      const o = el("option", n + (counts && counts[n] !== undefined ? " (" + counts[n] + ")" : ""));
+      o.value = n;
+      s.appendChild(o);
+    }
+    s.value = chosen || "";
+  }
+
+  async function showFleet(p) {
+    $("story").hidden = true;
+    $("filters").hidden = false;
+    const offset = Number(p.get("offset") || 0);
+    const data = await api("/ui/api/fleet", {
+      class: p.get("class"), project: p.get("project"), cluster: p.get("cluster"), since: p.get("since"),
+      limit: String(PAGE), offset: String(offset),
+    });
+    fillSelect("f-class", data.counts.class, p.get("class"));
+    fillSelect("f-project", data.counts.project, p.get("project"));
+    fillSelect("f-cluster", data.counts.cluster, p.get("cluster"));
+    $("f-since").value = p.get("since") || "";
+    const counts = $("counts");
+    counts.textContent = "";
+    counts.appendChild(el("span", data.total + " open episode(s)", "total"));
+    for (const sev of ["critical", "error", "warning", "info"]) {
+      const n = (data.counts.severity || {})[sev];
+      if (n) counts.appendChild(el("span", sev + " " + n, "sev sev-" + sev));
+    }
+    const body = $("episodes").tBodies[0];
+    body.textContent = "";
+    for (const ep of data.episodes) {
+      const tr = el("tr");
+      tr.appendChild(el("td", when(ep.openedAt)));
+      tr.appendChild(el("td", ep.duration));
+      const name = el("td");
+      const a = el("a", ep.namespace + "/" + ep.name);
+      a.href = "#app=" + encodeURIComponent(ep.namespace + "/" + ep.name);
+      name.appendChild(a);
+      if (ep.breakGlass) name.appendChild(el("span", "break-glass " + ep.breakGlass, "tag"));
+      tr.appendChild(name);
+      tr.appendChild(el("td", ep.severity, "sev sev-" + ep.severity));
+      tr.appendChild(el("td", (ep.classes || []).join(", ")));
+      tr.appendChild(el("td", ep.project));
+      tr.appendChild(el("td", ep.cluster));
+      tr.appendChild(el("td", ep.who));
+      body.appendChild(tr);
+    }
+    if (!data.episodes.length) {
+      const tr = el("tr");
+      const td = el("td", "nothing drifted", "empty");
+      td.colSpan = 8;
+      tr.appendChild(td);
+      body.appendChild(tr);
+    }
+    $("page").textContent = data.total ? (offset + 1) + "–" + (offset + data.episodes.length) + " of " + data.total : "";
+    $("prev").disabled = offset === 0;
+    $("next").disabled = offset + data.episodes.length >= data.total;
+    $("fleet").hidden = false;
+    $("where").textContent = "the fleet, oldest first";
+  }
+
+  async function showApp(p) {
+    const app = p.get("app");
+    $("fleet").hidden = true;
+    $("filters").hidden = false;
+    const data = await api("/ui/api/app", { app, since: p.get("since") });
+    $("story-title").textContent = app;
+    $("where").textContent = "an Application's story";
+    const [ns, name] = app.includes("/") ? app.split("/", 2) : ["argocd", app];
+    const link = argocdLink(data.argocdUrl, ns, name);
+    const a = $("argocd-link");
+    a.hidden = !link;
+    if (link) a.href = link;
+    const steps = $("steps");
+    steps.textContent = "";
+    for (const s of data.steps) {
+      const li = el("li", null, "step step-" + s.event.replace(/[^a-z-]/g, ""));
+      li.appendChild(el("time", when(s.time)));
+      li.appendChild(el("span", s.event, "event"));
+      if (s.revision) li.appendChild(el("code", s.revision.slice(0, 7)));
+      if (s.by) li.appendChild(el("span", "by " + s.by, "by"));
+      if (s.detail) li.appendChild(el("span", s.detail, "detail"));
+      steps.appendChild(li);
+    }
+    if (!data.steps.length) steps.appendChild(el("li", "no history", "empty"));
+    const eps = $("story-episodes");
+    eps.textContent = "";
+    for (const ep of data.episodes) {
+      const d = el("details", null, "episode");
+      d.appendChild(el("summary", when(ep.openedAt) + "  " + ep.severity + "  " + (ep.classes || []).join(", ") + "  " +
+        (ep.open ? "open" : (ep.resolution || "resolved") + " after " + ep.duration)));
+      const ul = el("ul");
+      for (const r of ep.resources || []) {
+        const li = el("li", r.kind + " " + r.namespace + "/" + r.name + " (" + r.class + ")");
+        for (const c of r.changes || []) {
+          li.appendChild(el("div", c.path + ": " + c.desired + " → " + c.live + (c.user || c.manager ? " by " + (c.user || c.manager) : ""), "change"));
+        }
+        ul.appendChild(li);
+      }
+      for (const n of ep.notifications || []) {
+        ul.appendChild(el("li", "sent " + n.trigger + " to " + n.service + (n.recipient ? ":" + n.recipient : "") + " (" + n.action + ") at " + n.at, "sent"));
+      }
+      if (ep.breakGlass) ul.appendChild(el("li", "under break-glass " + ep.breakGlass.ticket + ", approved by " + ep.breakGlass.approvedBy, "tag"));
+      d.appendChild(ul);
+      eps.appendChild(d);
+    }
+    $("story").hidden = false;
+  }
+
+  async function render() {
+    const p = readHash();
+    $("status").textContent = "loading…";
+    try {
+      if (p.get("app")) await showApp(p); else await showFleet(p);
+      $("status").textContent = "";
+    } catch (e) {
+      $("status").textContent = String(e.message || e);
+    }
+  }
+
+  for (const [id, key] of [["f-class", "class"], ["f-project", "project"], ["f-cluster", "cluster"], ["f-since", "since"]]) {
+    $(id).addEventListener("change", (e) => setHash({ [key]: e.target.value, offset: "" }));
+  }
+  $("prev").addEventListener("click", () => { const p = readHash(); setHash({ offset: String(Math.max(0, Number(p.get("offset") || 0) - PAGE)) }); });
+  $("next").addEventListener("click", () => { const p = readHash(); setHash({ offset: String(Number(p.get("offset") || 0) + PAGE) }); });
+  $("home").addEventListener("click", (e) => { e.preventDefault(); setHash({ app: "", offset: "" }); });
+  $("login").addEventListener("submit", (e) => {
+    e.preventDefault();
+    sessionStorage.setItem("driftwatch-token", $("token").value);
+    $("login").hidden = true;
+    render();
+  });
+  window.addEventListener("hashchange", render);
+  render();
+})();
