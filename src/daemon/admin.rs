@@ -17,6 +17,8 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 
 use crate::metrics::METRICS;
+
+mod ui;
 use crate::state::StateStore;
 
 /// What the operations endpoints read, shared with the evaluation thread: the state
@@ -170,17 +172,17 @@ fn router(state: SharedState) -> Router {
     // names resources, managers and recipients does not.
     let protected = Router::new()
         .route("/history", get(history))
-        .route("/ui/api/fleet", get(super::ui::fleet_handler))
-        .route("/ui/api/app", get(super::ui::app_handler))
+        .route("/ui/api/fleet", get(ui::fleet_handler))
+        .route("/ui/api/app", get(ui::app_handler))
         .route_layer(axum::middleware::from_fn_with_state(state.clone(), require_token));
     Router::new()
         .route("/healthz", get(healthz))
         // The web view's page, script and style hold no data: open, so a browser can
         // load them before it has the token.
-        .route("/ui", get(super::ui::index))
-        .route("/ui/", get(super::ui::index))
-        .route("/ui/app.js", get(super::ui::script))
-        .route("/ui/app.css", get(super::ui::style))
+        .route("/ui", get(ui::index))
+        .route("/ui/", get(ui::index))
+        .route("/ui/app.js", get(ui::script))
+        .route("/ui/app.css", get(ui::style))
         .route("/readyz", get(readyz))
         .route("/metrics", get(metrics))
         .merge(protected)

@@ -13,7 +13,6 @@
 pub mod admin;
 mod core;
 mod fingerprint;
-mod ui;
 mod wakeups;
 
 use std::net::SocketAddr;

@@ -19,7 +19,7 @@ use axum::response::{IntoResponse, Response};
 use chrono::{DateTime, Utc};
 use serde_json::{Value, json};
 
-use super::admin::{SharedState, store};
+use super::{SharedState, store};
 use crate::state::{HistoryQuery, OpenEpisode};
 
 const INDEX: &str = include_str!("ui/index.html");
