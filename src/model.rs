@@ -266,6 +266,12 @@ macro_rules! kind_enum {
                 matches!(self.as_str(), "pagerduty" | "opsgenie" | "pushover" | "alertmanager")
             }
 
+            /// Whether it feeds a SIEM (one ECS record per notification): grouped routes
+            /// still send these one record per Application.
+            pub fn is_siem(self) -> bool {
+                matches!(self.as_str(), "splunk" | "signed-webhook" | "syslog")
+            }
+
             /// A kind by name, or by the other name Argo CD gives it (`pagerdutyv2`,
             /// Argo CD's name for PagerDuty's Events API v2, is `pagerduty`).
             pub fn parse(s: &str) -> Option<DestinationKind> {
@@ -455,6 +461,50 @@ pub struct Notification {
     /// between sending and recording makes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub idempotency_key: Option<String>,
+    /// Set when a grouped route (`group:`) took it: one message for the group's
+    /// Applications, kept in the outbox's group (`state::outbox::groups`) rather than sent alone.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub group: Option<GroupRef>,
+}
+
+impl Notification {
+    /// The incident a paging destination keeps for this notification (PagerDuty's
+    /// `dedup_key`, Opsgenie's alias): the same for every notification of one
+    /// Application, trigger and condition (across restarts and replicas), or of one run
+    /// of a group. Not bounded here; each kind bounds it its way.
+    pub fn incident_key(&self) -> String {
+        if let Some(g) = &self.group {
+            return format!("driftwatch/group/{}", g.instance);
+        }
+        let app = if self.meta.uid.is_empty() { self.app.as_str() } else { self.meta.uid.as_str() };
+        format!("driftwatch/{app}/{}/{}", self.trigger, self.condition_key)
+    }
+}
+
+/// What a notification of a grouped route carries: the group it belongs to, the member
+/// it is about, and (once the outbox hands it out) the group's state it shows.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct GroupRef {
+    /// The group: route, trigger, destination and the `by` values (hashed, 32 hex digits).
+    pub key: String,
+    /// This run of the group (the key and when it opened): the chat message it edits and
+    /// PagerDuty's `dedup_key` are this run's.
+    pub instance: String,
+    /// The `by` values that define the group, as `label=value`.
+    pub labels: BTreeMap<String, String>,
+    /// The route's `group.wait` and `group.interval`.
+    pub wait_ms: u64,
+    pub interval_ms: u64,
+    /// The Application this notification is about (`namespace/name`), its state key, and
+    /// whether it joins (fires) or leaves (resolves) the group.
+    pub member: String,
+    pub member_key: String,
+    pub joins: bool,
+    /// The group's revision this notification's payload shows (every member change is
+    /// one revision); set by the outbox when it hands the entry out.
+    #[serde(default)]
+    pub revision: u64,
 }
 
 /// A change to one Application's dedup keys, applied after delivery succeeded.

@@ -183,13 +183,13 @@ fn a_file_that_is_not_an_application_is_a_clear_error() {
 fn check_passes_on_the_catalog_and_the_examples() {
     let o = driftwatch(&["check"]);
     assert!(o.status.success(), "{}", stderr(&o));
-    assert!(stdout(&o).starts_with("ok: 19 triggers, 20 templates"), "{}", stdout(&o));
+    assert!(stdout(&o).starts_with("ok: 19 triggers, 21 templates"), "{}", stdout(&o));
     let o = driftwatch(&["check", "--config", &repo("examples/drift-incident/driftwatch.yaml")]);
     assert!(o.status.success(), "{}", stderr(&o));
     // The reference configuration: valid, with warnings for its unset secrets only.
     let o = driftwatch(&["check", "--config", &repo("deploy/driftwatch.yaml")]);
     assert!(o.status.success(), "{}", stderr(&o));
-    assert!(stdout(&o).starts_with("ok: 20 triggers, 21 templates, 5 services, 5 warning(s)"), "{}", stdout(&o));
+    assert!(stdout(&o).starts_with("ok: 20 triggers, 22 templates, 5 services, 5 warning(s)"), "{}", stdout(&o));
     assert!(stderr(&o).lines().all(|l| l.starts_with("warning: services.") && l.contains("is not set")), "{}", stderr(&o));
 }
 
@@ -768,4 +768,31 @@ fn break_glass_holds_the_page_then_reminds_until_git() {
         ],
         "{steps:?}"
     );
+}
+
+/// `routes test` names the group a grouped route's notification joins, its `by`
+/// values and its timing.
+#[test]
+fn routes_test_shows_the_group_a_notification_joins() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = write(
+        dir.path(),
+        "driftwatch.yaml",
+        "services:\n  chat:\n    type: slack\n    webhookUrl: http://127.0.0.1:9/hook\nroutes:\n  - name: fleet\n    triggers: [on-out-of-sync]\n    recipients: [chat:drift]\n    group: {by: [revision, project], wait: 45s, interval: 10m}\n",
+    );
+    let (config, app) = (config.to_str().unwrap().to_string(), repo("examples/production/08-role-drift.yaml"));
+    let o = driftwatch(&["routes", "test", "--config", &config, "--app", &app]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = stdout(&o);
+    assert!(out.contains("on-out-of-sync -> chat:drift  (sends now: app-group)"), "{out}");
+    assert!(
+        out.contains("(project=payments, revision=0b1c2d3e4f5a69788796a5b4c3d2e1f001122334): sent 45 s after the group opens, then updated at most every 10 min"),
+        "{out}"
+    );
+    let o = driftwatch(&["routes", "test", "--config", &config, "--app", &app, "-o", "json"]);
+    let v: Value = serde_json::from_str(&stdout(&o)).unwrap();
+    let g = &v["notifications"][0]["group"];
+    assert_eq!((g["waitMs"].as_u64(), g["intervalMs"].as_u64()), (Some(45_000), Some(600_000)));
+    assert_eq!(g["labels"], json!({"project": "payments", "revision": "0b1c2d3e4f5a69788796a5b4c3d2e1f001122334"}));
+    assert!(out.contains(&format!("joins group {} ", g["key"].as_str().unwrap())), "the same key: {out}");
 }

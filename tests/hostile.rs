@@ -300,6 +300,7 @@ fn notification(trigger: &str, message: &str, app: &str) -> driftwatch::model::N
         episode: None,
         operation: None,
         idempotency_key: None,
+        group: None,
     }
 }
 

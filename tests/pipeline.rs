@@ -85,12 +85,24 @@ fn deliver_at(
     app: &App,
     now: chrono::DateTime<Utc>,
 ) -> (Vec<Notification>, Option<chrono::DateTime<Utc>>) {
+    deliver_pass(p, state, sink, app, false, now)
+}
+
+/// [`deliver_at`] for an Application that is there (`deleted` false) or gone.
+fn deliver_pass(
+    p: &Fixture,
+    state: &Arc<StateStore>,
+    sink: &mut Recorder,
+    app: &App,
+    deleted: bool,
+    now: chrono::DateTime<Utc>,
+) -> (Vec<Notification>, Option<chrono::DateTime<Utc>>) {
     let runtime = tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap();
     let _entered = runtime.enter();
     let probe = Arc::new(Probe { to_fail: AtomicUsize::new(sink.fail_first.saturating_sub(sink.attempts)), ..Default::default() });
     let clock = Clock::manual(driftwatch::state::to_millis(now));
     let delivery = Delivery::start_with_clock(preview_services(&p.runtime, probe.clone()), state.clone(), clock);
-    let pass = pass::run(&p.pipeline, &p.inputs, state, &delivery, app, false, now).unwrap();
+    let pass = pass::run(&p.pipeline, &p.inputs, state, &delivery, app, deleted, now).unwrap();
     runtime.block_on(delivery.settle(Duration::ZERO, Duration::from_secs(30)));
     runtime.block_on(delivery.shutdown(Duration::from_secs(5)));
     sink.attempts += probe.attempts.load(Ordering::SeqCst);
@@ -582,4 +594,102 @@ fn a_settle_between_a_pass_snapshot_and_its_write_does_not_send_twice() {
     assert!(matches!(during.skipped[..], [Skip::InFlight { .. }]), "{:?}", during.skipped);
     let after = p.evaluate(&p.inputs, &app, &state, now).unwrap();
     assert!(matches!(after.skipped[..], [Skip::AlreadyNotified { .. }]), "{:?}", after.skipped);
+}
+
+/// A grouped route: the chat gets the group's message (the second member in the update
+/// an interval later), the SIEM still gets one record per Application.
+#[test]
+fn a_grouped_route_sends_the_group_to_the_chat_and_each_application_to_the_siem() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = pipeline(
+        Some(
+            "routes:\n  - triggers: [on-out-of-sync]\n    recipients: [slack:drift, splunk]\n    group: {by: [revision], wait: 0s, interval: 1s}\n",
+        ),
+        dir.path(),
+    );
+    let state = Arc::new(StateStore::in_memory().unwrap());
+    let now = Utc.with_ymd_and_hms(2026, 3, 1, 12, 0, 0).unwrap();
+    let mut sink = Recorder::default();
+    let sent = |got: &[Notification]| -> Vec<String> {
+        got.iter()
+            .map(|n| format!("{} -> {} ({})", n.destination, n.app, n.group.as_ref().map_or("one".into(), |g| g.key.clone())))
+            .collect::<std::collections::BTreeSet<_>>()
+            .into_iter()
+            .collect()
+    };
+    let a = AppBuilder::new("a").out_of_sync().healthy().app();
+    let b = AppBuilder::new("b").out_of_sync().healthy().app();
+    let (got, _) = deliver_at(&p, &state, &mut sink, &a, now);
+    let key = got.iter().find_map(|n| n.group.as_ref()).map(|g| g.key.clone()).expect("a group's message");
+    assert_eq!(sent(&got), [format!("slack:drift -> argocd/a ({key})"), "splunk: -> argocd/a (one)".to_string()]);
+    let group = got.iter().find(|n| n.group.is_some()).unwrap();
+    assert!(group.payload.to_string().contains("1 of 1 Applications"), "{}", group.payload);
+    let (got, _) = deliver_at(&p, &state, &mut sink, &b, now);
+    assert_eq!(sent(&got), ["splunk: -> argocd/b (one)"], "b's record at once, the group's update an interval later");
+    let (got, _) = deliver_at(&p, &state, &mut sink, &b, now + chrono::Duration::seconds(2));
+    assert_eq!(sent(&got), [format!("slack:drift -> argocd/b ({key})")], "b's pass finds its join in flight; the update goes out");
+    assert!(got[0].payload.to_string().contains("2 of 2 Applications"), "{}", got[0].payload);
+    let (got, _) = deliver_at(&p, &state, &mut sink, &b, now + chrono::Duration::seconds(4));
+    assert!(got.is_empty(), "nothing twice: {:?}", sent(&got));
+}
+
+const GROUPED_BY_REVISION: &str =
+    "routes:\n  - triggers: [on-out-of-sync]\n    recipients: [slack:drift]\n    group: {by: [revision], wait: 0s, interval: 1s}\n";
+
+/// (action, firing of count) of each group message delivered, by group key.
+fn group_messages(got: &[Notification]) -> Vec<(String, driftwatch::model::Action, String)> {
+    let mut v: Vec<_> = got
+        .iter()
+        .filter_map(|n| {
+            let text = n.payload.to_string();
+            let shown = text.split(" Applications").next().and_then(|h| h.rsplit(": ").next()).unwrap_or_default().to_string();
+            n.group.as_ref().map(|g| (g.key.clone(), n.action, shown))
+        })
+        .collect();
+    v.sort_by(|x, y| x.0.cmp(&y.0));
+    v
+}
+
+/// A member that moves to a new revision leaves its old group (resolving it, as its
+/// last member) and joins the new one; a deleted member leaves its group; a member
+/// whose route is no longer grouped (a reload) still leaves the group it joined.
+#[test]
+fn members_leave_their_group_when_they_move_are_deleted_or_the_route_changes() {
+    use driftwatch::model::Action::{Fire, Resolve};
+    let dir = tempfile::tempdir().unwrap();
+    let p = pipeline(Some(GROUPED_BY_REVISION), dir.path());
+    let state = Arc::new(StateStore::in_memory().unwrap());
+    let t0 = Utc.with_ymd_and_hms(2026, 3, 1, 12, 0, 0).unwrap();
+    let at = |s: i64| t0 + chrono::Duration::seconds(s);
+    let mut sink = Recorder::default();
+    let a = |rev: &str, status: &str| AppBuilder::new("a").sync(status, rev).healthy().app();
+
+    let (got, _) = deliver_at(&p, &state, &mut sink, &a(REV1, "OutOfSync"), at(0));
+    let first = group_messages(&got);
+    assert_eq!(first.iter().map(|(_, a, s)| (*a, s.as_str())).collect::<Vec<_>>(), [(Fire, "1 of 1")]);
+    let (got, _) = deliver_at(&p, &state, &mut sink, &a(REV2, "OutOfSync"), at(2));
+    let moved = group_messages(&got);
+    assert_eq!(moved.len(), 2, "{moved:?}");
+    let old = moved.iter().find(|(k, _, _)| *k == first[0].0).expect("the old group's message");
+    assert_eq!(old.1, Resolve, "its only member moved on");
+    let new = moved.iter().find(|(k, _, _)| *k != first[0].0).expect("the new group's message");
+    assert_eq!((new.1, new.2.as_str()), (Fire, "1 of 1"));
+    assert_eq!(state.groups().unwrap().len(), 1, "the old run ended");
+
+    let (got, _) = deliver_pass(&p, &state, &mut sink, &a(REV2, "OutOfSync"), true, at(4));
+    assert_eq!(
+        group_messages(&got).iter().map(|(k, a, _)| (k.clone(), *a)).collect::<Vec<_>>(),
+        [(new.0.clone(), Resolve)],
+        "deleted: it left"
+    );
+    assert!(state.groups().unwrap().is_empty());
+
+    // b joins under the grouped route; the route loses its group; b syncs.
+    let b = |status: &str| AppBuilder::new("b").sync(status, REV1).healthy().app();
+    let (got, _) = deliver_at(&p, &state, &mut sink, &b("OutOfSync"), at(6));
+    assert_eq!(group_messages(&got).len(), 1);
+    let reloaded = pipeline(Some("routes:\n  - triggers: [on-out-of-sync]\n    recipients: [slack:drift]\n"), dir.path());
+    let (got, _) = deliver_at(&reloaded, &state, &mut sink, &b("Synced"), at(8));
+    assert_eq!(group_messages(&got).iter().map(|(_, a, _)| *a).collect::<Vec<_>>(), [Resolve], "the group it joined is resolved");
+    assert!(state.groups().unwrap().is_empty());
 }

@@ -104,6 +104,17 @@ pub fn routes_test(
     let fires = |trigger: &str, dest: &str| -> Vec<&str> {
         fired.iter().filter(|(t, d, _)| t == trigger && d == dest).map(|(_, _, tpl)| tpl.as_str()).collect()
     };
+    // The group a grouped route's notification joins: its `by` values and key.
+    let group_of = |trigger: &str, dest: &str| {
+        eval.notifications.iter().find(|n| n.trigger == trigger && n.destination.to_string() == dest).and_then(|n| n.group.as_ref())
+    };
+    let group_line = |g: &crate::model::GroupRef| {
+        let labels: Vec<String> = g.labels.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        let by = if labels.is_empty() { "everything the route takes".to_string() } else { labels.join(", ") };
+        let wait = human_duration(i64::try_from(g.wait_ms / 1000).unwrap_or(i64::MAX));
+        let every = human_duration(i64::try_from(g.interval_ms / 1000).unwrap_or(i64::MAX));
+        format!("joins group {} ({by}): sent {wait} after the group opens, then updated at most every {every}", g.key)
+    };
     match format {
         Format::Json => {
             let routes: Vec<Value> = eval
@@ -116,8 +127,14 @@ pub fn routes_test(
                 .collect();
             let subscriptions: serde_json::Map<String, Value> =
                 subs.iter().map(|(t, ds)| (t.clone(), json!(ds.iter().map(ToString::to_string).collect::<Vec<_>>()))).collect();
-            let notifications: Vec<Value> =
-                fired.iter().map(|(t, d, tpl)| json!({"trigger": t, "destination": d, "template": tpl})).collect();
+            let notifications: Vec<Value> = fired
+                .iter()
+                .map(|(t, d, tpl)| {
+                    let group =
+                        group_of(t, d).map(|g| json!({"key": g.key, "labels": g.labels, "waitMs": g.wait_ms, "intervalMs": g.interval_ms}));
+                    json!({"trigger": t, "destination": d, "template": tpl, "group": group})
+                })
+                .collect();
             let v = json!({"app": app.qualified_name(), "drift": eval.drift,
                 "episode": eval.episode.as_ref().map(|e| e.view(now)), "routes": routes, "subscriptions": subscriptions,
                 "notifications": notifications, "annotationErrors": annotation_errors, "capped": capped});
@@ -177,6 +194,9 @@ pub fn routes_test(
                         let now = fires(t, &r.to_string());
                         let when = if now.is_empty() { "not now".to_string() } else { format!("sends now: {}", now.join(", ")) };
                         writeln!(out, "    {t} -> {r}  ({when})")?;
+                        if let Some(g) = group_of(t, &r.to_string()) {
+                            writeln!(out, "      {}", group_line(g))?;
+                        }
                     }
                 }
             }

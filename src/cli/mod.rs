@@ -56,6 +56,22 @@ fn load(config: Option<&Path>, err: &mut dyn Write) -> anyhow::Result<Option<Run
 /// that cannot render to JSON is found before a real notification needs it.
 const CHECK_SAMPLES: &[&str] = &[include_str!("check_sample_single_source.json"), include_str!("check_sample_multi_source.json")];
 
+/// A group of three Applications (one resolved, or all when `resolved`) for `check`.
+fn check_group_sample(app: &App, resolved: bool) -> serde_json::Value {
+    let mut g = None;
+    let names = [app.qualified_name(), format!("{}/sample-b", app.namespace), format!("{}/sample-c", app.namespace)];
+    for name in &names {
+        g = crate::state::Group::after(g.as_ref(), None, "check", name, true, "check.0", 0).map(|(g, _)| g).or(g);
+    }
+    let leaving = if resolved { &names[..] } else { &names[..1] };
+    for name in leaving {
+        let member = crate::state::Member { instance: "check.0".into(), firing: true };
+        g = crate::state::Group::after(g.as_ref(), Some(&member), "check", name, false, "check.0", 0).map(|(g, _)| g).or(g);
+    }
+    let labels = std::collections::BTreeMap::from([("revision".to_string(), "0123456789abcdef0123456789abcdef01234567".to_string())]);
+    g.map_or(serde_json::Value::Null, |g| g.view(&labels))
+}
+
 /// `driftwatch check`: compiles everything, renders every template for every kind
 /// against sample Applications, prints every error and warning.
 pub fn check(config: Option<&Path>, out: &mut dyn Write, err: &mut dyn Write) -> anyhow::Result<i32> {
@@ -83,6 +99,8 @@ pub fn check(config: Option<&Path>, out: &mut dyn Write, err: &mut dyn Write) ->
         let app = App::from_value(serde_json::from_str(sample).context("built-in check sample")?).context("built-in check sample")?;
         for (drift, episode, at, resolved) in check_drift_samples(&rt, &app) {
             let mut ctx = RenderContext::new(&app, &rt.context).with_pass(&drift, episode.as_ref(), at);
+            // What a grouped route's message sees (other templates ignore it).
+            ctx.set("group", check_group_sample(&app, resolved));
             for name in rt.templates.names() {
                 for (kind, service) in &kinds {
                     let target = Target { trigger: "check", kind: *kind, service, recipient: "check", resolved };
@@ -294,6 +312,7 @@ pub fn template_notify(
                     episode: None,
                     operation: None,
                     idempotency_key: None,
+                    group: None,
                 });
             }
             Err(e) => {

@@ -684,7 +684,15 @@ pub fn load_with(config: Option<&Path>, engine: Arc<TriggerEngine>) -> Result<Ru
     };
     let known_service = |s: &str| services.contains_key(s) || DestinationKind::parse(s).is_some();
     let routes = match &cfg.routes {
-        Some(defs) => RouteTree::build(&defs.value, &known_trigger, &known_service).unwrap_or_else(|errs| {
+        Some(defs) => RouteTree::build(
+            &defs.value,
+            &crate::route::tree::Known {
+                trigger: &known_trigger,
+                service: &known_service,
+                template: &|t: &str| template_names.contains(&t),
+            },
+        )
+        .unwrap_or_else(|errs| {
             errors.extend(errs.into_iter().map(|(key, msg, at)| {
                 ConfigError::new(at.as_ref().and_then(|l| cfg_file.pos(l)).or_else(|| cfg_file.pos(&defs.referenced)), key, msg)
             }));

@@ -351,6 +351,7 @@ pub(crate) mod tests {
             episode: None,
             operation: None,
             idempotency_key: None,
+            group: None,
         }
     }
 

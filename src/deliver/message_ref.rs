@@ -11,9 +11,18 @@ use crate::model::Notification;
 use crate::state::{SlackRef, StateError, StateStore};
 
 /// The key of a notification's message: its Application and dedup key, the same for
-/// the notification and its resolve.
+/// the notification and its resolve; for a group's message, the group's run.
 pub fn key(n: &Notification) -> Option<String> {
+    if let Some(g) = &n.group {
+        return Some(format!("msg\u{0}group\u{0}{}", g.instance));
+    }
     n.record.as_ref().map(|r| format!("msg\u{0}{}\u{0}{}", r.app_key, r.key))
+}
+
+/// Whether `n` edits the message it has sent before, when one is known: a resolve, and
+/// every update of a group's message (members joined or resolved).
+pub fn edits(n: &Notification) -> bool {
+    n.action == crate::model::Action::Resolve || n.group.is_some()
 }
 
 /// A kept reference, read on the blocking pool (a redb read must not hold a tokio
@@ -33,10 +42,10 @@ pub async fn set(state: &Arc<StateStore>, service: &str, key: &str, r: SlackRef)
         .unwrap_or_else(|e| Err(StateError::Storage(format!("keeping a message reference: {e}"))))
 }
 
-/// The message a resolve should edit: `Ok(None)` when it is not a resolve or nothing
-/// was kept.
-pub async fn for_resolve(state: &Arc<StateStore>, service: &str, n: &Notification) -> Result<Option<SlackRef>, Outcome> {
-    if n.action != crate::model::Action::Resolve {
+/// The message a resolve or a group's update should edit: `Ok(None)` when it edits
+/// nothing ([`edits`]) or nothing was kept.
+pub async fn to_edit(state: &Arc<StateStore>, service: &str, n: &Notification) -> Result<Option<SlackRef>, Outcome> {
+    if !edits(n) {
         return Ok(None);
     }
     let Some(k) = key(n) else { return Ok(None) };
@@ -59,7 +68,7 @@ where
     E: std::future::Future<Output = Outcome>,
     P: std::future::Future<Output = (Outcome, Option<String>)>,
 {
-    match for_resolve(state, service, n).await {
+    match to_edit(state, service, n).await {
         Err(o) => return o,
         Ok(Some(r)) => return edit(r).await,
         Ok(None) => {}

@@ -263,7 +263,11 @@ impl Health {
 /// at one destination (a PagerDuty trigger before its resolve, a Slack message before
 /// its `chat.update` or thread reply). Entries with different keys go in parallel.
 fn order_key(n: &Notification) -> String {
-    format!("{}\u{0}{}", n.app, n.destination)
+    match &n.group {
+        // A group's message before its updates.
+        Some(g) => format!("group\u{0}{}\u{0}{}", g.key, n.destination),
+        None => format!("{}\u{0}{}", n.app, n.destination),
+    }
 }
 
 impl Worker {

@@ -5,6 +5,7 @@
 //! writes what the evaluation decided and its notifications to the outbox, whose
 //! workers deliver and record.
 
+pub mod group;
 pub mod pass;
 pub mod wiring;
 
@@ -293,6 +294,9 @@ impl Pipeline {
             episode.as_ref().is_some_and(Episode::is_open) || matches!(out.episode_event, Some(Event::Resolved | Event::Attempted));
         let pages_held = pages_held(&drift, episode.as_ref());
         let break_glass_routes: Vec<RouteHit> = out.routes.iter().filter(|h| h.break_glass).cloned().collect();
+        // Taken for the loop (which writes `out`), put back after it.
+        let routes = std::mem::take(&mut out.routes);
+        let mut in_a_group: Option<bool> = None;
         let mut render_ctx =
             LazyRender { drift: &drift, episode: episode.as_ref(), now, episode_view: None, belongs, operation_view: None, ctx: None };
         for (trigger_name, destinations) in &subs {
@@ -315,7 +319,32 @@ impl Pipeline {
                 }
                 for d in destinations {
                     let key = dedup_key(r.once_per.as_deref(), trigger_name, &r.key, &d.service, &d.recipient);
+                    // A grouped route's destination (never a SIEM's: one record per
+                    // Application) gets the group's message instead.
+                    let grouped = group::grouping(&routes, trigger_name, d)
+                        .filter(|_| !rt.service_kind(&d.service).is_some_and(DestinationKind::is_siem))
+                        .map(|(route, spec)| group::Grouped { route, spec, trigger: trigger_name, d });
+                    if !r.result && grouped.is_some() {
+                        // The member leaves its group (the message is updated; the last
+                        // one to leave resolves it), and the key re-arms now: the leave
+                        // is stored with it.
+                        self.leave_group(app, trigger_name, d, &(&r).into(), state, &mut render_ctx, &mut out)?;
+                        if state.is_notified(&app_key, &key)? {
+                            out.rearm.push(StateRecord { app_key: app_key.clone(), key, op: RecordOp::Clear, seen: None });
+                        }
+                        continue;
+                    }
                     if !r.result {
+                        // Joined while its route was grouped (a reload took the group
+                        // away): it leaves the group it joined then. One probe per pass
+                        // tells whether the Application is in any group at all.
+                        let grouped_before = match in_a_group {
+                            Some(b) => b,
+                            None => *in_a_group.insert(state.in_any_group(&app_key)?),
+                        };
+                        if grouped_before {
+                            self.leave_group(app, trigger_name, d, &(&r).into(), state, &mut render_ctx, &mut out)?;
+                        }
                         if r.resolve {
                             self.resolve(app, &app_key, trigger_name, &r, d, state, &mut render_ctx, &mut out)?;
                         } else if state.is_notified(&app_key, &key)? {
@@ -362,10 +391,14 @@ impl Pipeline {
                         continue;
                     }
                     let record = StateRecord { app_key: app_key.clone(), key, op: RecordOp::Set, seen };
-                    self.render_all(app, trigger_name, &r, d, Action::Fire, record, state, &mut render_ctx, &mut out)?;
+                    match &grouped {
+                        Some(g) => self.join_group(app, g, (&r).into(), record, state, &mut render_ctx, &cluster, &mut out)?,
+                        None => self.render_all(app, trigger_name, &r, d, Action::Fire, record, state, &mut render_ctx, &mut out)?,
+                    }
                 }
             }
         }
+        out.routes = routes;
         out.episode = episode;
         out.drift = drift;
         Ok(out)
@@ -538,6 +571,7 @@ impl Pipeline {
                         episode: ctx_episode.clone(),
                         operation: ctx_operation.clone(),
                         idempotency_key: None,
+                        group: None,
                     });
                 }
                 Err(e) => out.skipped.push(Skip::RenderFailed {

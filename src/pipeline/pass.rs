@@ -72,6 +72,10 @@ pub fn run(
         }
         r => r.map_err(PassError::Evaluate)?,
     };
+    let mut eval = eval;
+    if deleted && !eval.stale {
+        pipeline.leave_all_groups(app, state, now, &mut eval).map_err(PassError::Evaluate)?;
+    }
     if let Some(r) = &eval.break_glass {
         log_break_glass(r);
     }

@@ -20,7 +20,7 @@ use crate::drift::{Direction, Drift, DriftResource};
 use crate::model::{Destination, Severity};
 use crate::route::Subscriptions;
 use crate::route::selector::Selector;
-use crate::source::At;
+use crate::source::{At, ConfigDuration};
 
 /// Routes nest at most this deep, and there are at most this many in all.
 pub const MAX_DEPTH: usize = 8;
@@ -81,6 +81,44 @@ pub struct MatchDef {
     pub break_glass: Option<bool>,
 }
 
+/// `group:` of a route as written: Alertmanager's `group_by`, `group_wait` and
+/// `group_interval`. Notifications of the route that share the `by` values go out as
+/// one message listing the Applications.
+#[derive(Debug, Clone, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct GroupDef {
+    /// What members of one group share: `revision`, `project`, `class`, `severity`,
+    /// `cluster`, `namespace`, `destinationNamespace`, `label:<key>`. Empty: everything
+    /// the route takes is one group.
+    #[serde(default)]
+    pub by: Vec<String>,
+    /// How long the first message waits for more members (default 30s, at most 1h).
+    #[serde(default)]
+    pub wait: Option<ConfigDuration>,
+    /// How long after a message the next update of the group waits (default 5m, 1s to 24h).
+    #[serde(default)]
+    pub interval: Option<ConfigDuration>,
+    /// The template of the group's message (default `app-group`).
+    #[serde(default)]
+    pub template: Option<String>,
+}
+
+/// The `by` values a group may be keyed on (besides `label:<key>`).
+pub const GROUP_BY: [&str; 7] = ["revision", "project", "class", "severity", "cluster", "namespace", "destinationNamespace"];
+/// At most this many `by` values.
+pub const MAX_GROUP_BY: usize = 8;
+/// The default `group.template`.
+pub const DEFAULT_GROUP_TEMPLATE: &str = "app-group";
+
+/// A validated `group:`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GroupSpec {
+    pub by: Vec<String>,
+    pub wait: std::time::Duration,
+    pub interval: std::time::Duration,
+    pub template: String,
+}
+
 /// A route as written in `routes:`.
 #[derive(Debug, Clone, Deserialize, Default)]
 #[serde(deny_unknown_fields)]
@@ -98,6 +136,9 @@ pub struct RouteDef {
     pub recipients: Vec<String>,
     #[serde(default, rename = "continue")]
     pub continue_: bool,
+    /// Grouping of this route's notifications (inherited by child routes without one).
+    #[serde(default)]
+    pub group: Option<GroupDef>,
     #[serde(default)]
     pub routes: Vec<At<RouteDef>>,
 }
@@ -126,6 +167,8 @@ pub struct Route {
     pub triggers: Vec<String>,
     pub recipients: Vec<Destination>,
     pub continue_: bool,
+    /// Its own `group:` or its parent's.
+    pub group: Option<GroupSpec>,
     pub routes: Vec<Route>,
 }
 
@@ -171,6 +214,8 @@ pub struct RouteHit {
     pub recipients: Vec<Destination>,
     /// A break-glass route (`breakGlass: true`, its own or a parent's).
     pub break_glass: bool,
+    /// How the route groups its notifications, when it does.
+    pub group: Option<GroupSpec>,
 }
 
 /// The validated tree.
@@ -182,14 +227,10 @@ pub struct RouteTree {
 impl RouteTree {
     /// Validates `defs`; `known_trigger` and `known_service` say what exists. Errors
     /// name the route's path and key.
-    pub fn build(
-        defs: &[At<RouteDef>],
-        known_trigger: &dyn Fn(&str) -> bool,
-        known_service: &dyn Fn(&str) -> bool,
-    ) -> Result<RouteTree, Vec<RouteError>> {
+    pub fn build(defs: &[At<RouteDef>], known: &Known<'_>) -> Result<RouteTree, Vec<RouteError>> {
         let mut errors = Vec::new();
         let mut count = 0;
-        let routes = build_level(defs, "routes", 1, (&[], &[], false), known_trigger, known_service, &mut count, &mut errors);
+        let routes = build_level(defs, "routes", 1, Inherited::default(), known, &mut count, &mut errors);
         if count > MAX_ROUTES {
             errors.push(("routes".into(), format!("{count} routes; at most {MAX_ROUTES} are allowed"), None));
         }
@@ -217,17 +258,65 @@ impl RouteHit {
     }
 }
 
-#[allow(clippy::too_many_arguments)]
+/// What a route's validation asks of the rest of the configuration.
+pub struct Known<'a> {
+    pub trigger: &'a dyn Fn(&str) -> bool,
+    pub service: &'a dyn Fn(&str) -> bool,
+    pub template: &'a dyn Fn(&str) -> bool,
+}
+
+/// What a child route takes from its parent when it names none of its own.
+#[derive(Default, Clone)]
+struct Inherited<'a> {
+    triggers: &'a [String],
+    recipients: &'a [Destination],
+    break_glass: bool,
+    group: Option<GroupSpec>,
+}
+
+/// Validates a `group:`; errors are (key, message).
+fn group_spec(path: &str, g: &GroupDef, known_template: &dyn Fn(&str) -> bool, errors: &mut Vec<(String, String)>) -> Option<GroupSpec> {
+    let before = errors.len();
+    let mut by: Vec<String> = Vec::new();
+    for b in &g.by {
+        let ok = GROUP_BY.contains(&b.as_str()) || b.strip_prefix("label:").is_some_and(|k| !k.is_empty() && k.len() <= 317);
+        if !ok {
+            errors.push((format!("{path}.group.by"), format!("{b:?} is not one of {}, label:<key>", GROUP_BY.join(", "))));
+        } else if by.contains(b) {
+            errors.push((format!("{path}.group.by"), format!("{b:?} is named twice")));
+        } else {
+            by.push(b.clone());
+        }
+    }
+    if g.by.len() > MAX_GROUP_BY {
+        errors.push((format!("{path}.group.by"), format!("{} values; at most {MAX_GROUP_BY} are allowed", g.by.len())));
+    }
+    let wait = g.wait.map_or(std::time::Duration::from_secs(30), |d| d.0);
+    if wait > std::time::Duration::from_secs(3600) {
+        errors.push((format!("{path}.group.wait"), "must be at most 1h".into()));
+    }
+    let interval = g.interval.map_or(std::time::Duration::from_secs(300), |d| d.0);
+    if !(std::time::Duration::from_secs(1)..=std::time::Duration::from_secs(86_400)).contains(&interval) {
+        errors.push((format!("{path}.group.interval"), "must be between 1s and 24h".into()));
+    }
+    let template = g.template.clone().unwrap_or_else(|| DEFAULT_GROUP_TEMPLATE.to_string());
+    if !known_template(&template) {
+        errors.push((format!("{path}.group.template"), format!("template {template:?} does not exist")));
+    }
+    (errors.len() == before).then_some(GroupSpec { by, wait, interval, template })
+}
+
 fn build_level(
     defs: &[At<RouteDef>],
     prefix: &str,
     depth: usize,
-    (parent_triggers, parent_recipients, parent_break_glass): (&[String], &[Destination], bool),
-    known_trigger: &dyn Fn(&str) -> bool,
-    known_service: &dyn Fn(&str) -> bool,
+    parent: Inherited<'_>,
+    known: &Known<'_>,
     count: &mut usize,
     all_errors: &mut Vec<RouteError>,
 ) -> Vec<Route> {
+    let (parent_triggers, parent_recipients, parent_break_glass) = (parent.triggers, parent.recipients, parent.break_glass);
+    let (known_trigger, known_service) = (known.trigger, known.service);
     let mut out = Vec::new();
     for (i, spanned) in defs.iter().enumerate() {
         let d = &spanned.value;
@@ -285,18 +374,14 @@ fn build_level(
         if d.routes.is_empty() && (triggers.is_empty() || recipients.is_empty()) {
             errors.push((path.clone(), "a route without child routes needs triggers and recipients (its own or its parent's)".into()));
         }
+        let group = match &d.group {
+            Some(g) => group_spec(&path, g, known.template, &mut errors),
+            None => parent.group.clone(),
+        };
         all_errors.extend(errors.into_iter().map(|(k, m)| (k, m, at)));
         let for_break_glass = parent_break_glass || m.break_glass == Some(true);
-        let routes = build_level(
-            &d.routes,
-            &path,
-            depth + 1,
-            (&triggers, &recipients, for_break_glass),
-            known_trigger,
-            known_service,
-            count,
-            all_errors,
-        );
+        let inherited = Inherited { triggers: &triggers, recipients: &recipients, break_glass: for_break_glass, group: group.clone() };
+        let routes = build_level(&d.routes, &path, depth + 1, inherited, known, count, all_errors);
         out.push(Route {
             path,
             name: d.name.clone(),
@@ -313,6 +398,7 @@ fn build_level(
             triggers,
             recipients,
             continue_: d.continue_,
+            group,
             routes,
         });
     }
@@ -337,6 +423,7 @@ fn walk(routes: &[Route], input: &RouteInput<'_>, out: &mut Vec<RouteHit>) -> bo
                     triggers: r.triggers.clone(),
                     recipients: r.recipients.clone(),
                     break_glass: r.for_break_glass,
+                    group: r.group.clone(),
                 },
             );
         }
@@ -417,7 +504,11 @@ mod tests {
 
     fn tree(yaml: &str) -> RouteTree {
         let defs: Vec<At<RouteDef>> = serde_saphyr::from_str(yaml).unwrap();
-        RouteTree::build(&defs, &|t| t.starts_with("on-"), &|s| ["oncall", "slack", "siem"].contains(&s)).unwrap()
+        RouteTree::build(&defs, &known(&|s| ["oncall", "slack", "siem"].contains(&s))).unwrap()
+    }
+
+    fn known<'a>(service: &'a dyn Fn(&str) -> bool) -> Known<'a> {
+        Known { trigger: &|t| t.starts_with("on-"), service, template: &|t| t.starts_with("app-") }
     }
 
     const POLICY: &str = r#"
@@ -516,7 +607,7 @@ mod tests {
 "#,
         )
         .unwrap();
-        let errs = RouteTree::build(&defs, &|t| t.starts_with("on-"), &|s| s == "slack").unwrap_err();
+        let errs = RouteTree::build(&defs, &known(&|s| s == "slack")).unwrap_err();
         let keys: Vec<&str> = errs.iter().map(|(k, _, _)| k.as_str()).collect();
         let lines: Vec<u64> = errs.iter().map(|(_, _, at)| at.map_or(0, |l| l.line())).collect();
         assert_eq!(lines, [2, 2, 2, 2, 2, 6], "each error points at its route");
@@ -550,5 +641,60 @@ mod tests {
         let normal = hits(false);
         assert_eq!(normal.iter().map(|h| (h.name.as_deref(), h.break_glass)).collect::<Vec<_>>(), [(Some("page"), false)]);
         assert_eq!(normal[0].reasons, ["breakGlass=false"]);
+    }
+
+    /// `group:` takes Alertmanager's defaults, children inherit it (or set their own),
+    /// and a bad one is refused naming the key.
+    #[test]
+    fn groups_default_inherit_and_refuse_what_is_out_of_range() {
+        let t = tree(
+            "- triggers: [on-out-of-sync]\n  recipients: [slack:drift]\n  group: {by: [revision, label:team]}\n  routes:\n    - match: {project: payments}\n    - match: {project: web}\n      group: {by: [project], wait: 1s, interval: 10s, template: app-digest}\n",
+        );
+        let s = subject("workload", "live");
+        let labels = BTreeMap::new();
+        let hit = |project: &str| {
+            t.matches(&RouteInput { labels: &labels, project, subject: RouteSubject::from(&s), break_glass: false }).remove(0).group
+        };
+        let inherited = GroupSpec {
+            by: vec!["revision".into(), "label:team".into()],
+            wait: std::time::Duration::from_secs(30),
+            interval: std::time::Duration::from_secs(300),
+            template: DEFAULT_GROUP_TEMPLATE.into(),
+        };
+        assert_eq!(hit("payments"), Some(inherited));
+        let own = GroupSpec {
+            by: vec!["project".into()],
+            wait: std::time::Duration::from_secs(1),
+            interval: std::time::Duration::from_secs(10),
+            template: "app-digest".into(),
+        };
+        assert_eq!(hit("web"), Some(own));
+        assert_eq!(tree("- triggers: [on-x]\n  recipients: [slack:x]\n").routes[0].group, None, "ungrouped unless asked");
+
+        let defs: Vec<At<RouteDef>> = serde_saphyr::from_str(
+            "- triggers: [on-x]\n  recipients: [slack:x]\n  group: {by: [revision, colour, revision, 'label:'], wait: 2h, interval: 0s, template: nope}\n",
+        )
+        .unwrap();
+        let errs = RouteTree::build(&defs, &known(&|s| s == "slack")).unwrap_err();
+        let got: Vec<(&str, &str)> = errs.iter().map(|(k, m, _)| (k.as_str(), m.as_str())).collect();
+        assert_eq!(
+            got,
+            [
+                (
+                    "routes[0].group.by",
+                    "\"colour\" is not one of revision, project, class, severity, cluster, namespace, destinationNamespace, label:<key>"
+                ),
+                ("routes[0].group.by", "\"revision\" is named twice"),
+                (
+                    "routes[0].group.by",
+                    "\"label:\" is not one of revision, project, class, severity, cluster, namespace, destinationNamespace, label:<key>"
+                ),
+                ("routes[0].group.wait", "must be at most 1h"),
+                ("routes[0].group.interval", "must be between 1s and 24h"),
+                ("routes[0].group.template", "template \"nope\" does not exist"),
+            ]
+        );
+        assert!(errs.iter().all(|(_, _, at)| at.is_some_and(|l| l.line() == 1)), "each points at its route");
+        assert!(serde_saphyr::from_str::<Vec<RouteDef>>("- group: {wiat: 1s}").is_err(), "unknown keys are errors");
     }
 }

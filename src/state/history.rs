@@ -353,7 +353,20 @@ impl StateStore {
         let (Some(id), Some(r)) = (n.episode.as_ref().and_then(|e| e.get("id")).and_then(|v| v.as_str()), &n.record) else {
             return Ok(());
         };
-        let key = match tx.open_table(LATEST).map_err(storage)?.get(r.app_key.as_str()).map_err(storage)? {
+        let sent = Sent {
+            trigger: n.trigger.clone(),
+            service: n.destination.service.clone(),
+            recipient: n.destination.recipient.clone(),
+            action: n.action,
+            at: from_millis(now_ms),
+        };
+        Self::note_sent_to(tx, &r.app_key, id, sent)
+    }
+
+    /// Remembers a delivery in the Application's episode `id` (when it is still the
+    /// latest), inside the delivery's transaction.
+    pub(crate) fn note_sent_to(tx: &WriteTransaction, app_key: &str, id: &str, sent: Sent) -> Result<(), StateError> {
+        let key = match tx.open_table(LATEST).map_err(storage)?.get(app_key).map_err(storage)? {
             Some(k) => k.value().to_string(),
             None => return Ok(()),
         };
@@ -364,7 +377,7 @@ impl StateStore {
         let mut ep = match episodes.get(key.as_str()).map_err(storage)?.map(|v| parse(v.value())) {
             Some(Ok(ep)) => ep,
             Some(Err(e)) => {
-                tracing::warn!(app = %r.app_key, error = %e, "the drift episode cannot be read; the delivery is not noted in it");
+                tracing::warn!(app = %app_key, error = %e, "the drift episode cannot be read; the delivery is not noted in it");
                 return Ok(());
             }
             None => return Ok(()),
@@ -372,14 +385,7 @@ impl StateStore {
         if ep.id != id {
             return Ok(());
         }
-        let at = from_millis(now_ms);
-        ep.note_sent(Sent {
-            trigger: n.trigger.clone(),
-            service: n.destination.service.clone(),
-            recipient: n.destination.recipient.clone(),
-            action: n.action,
-            at,
-        });
+        ep.note_sent(sent);
         let json = serde_json::to_string(&ep).map_err(storage)?;
         episodes.insert(key.as_str(), json.as_str()).map_err(storage)?;
         Ok(())
@@ -587,6 +593,7 @@ mod tests {
             episode: Some(json!({"id": ep.id})),
             operation: None,
             idempotency_key: None,
+            group: None,
         };
         let tx = s.db().begin_write().unwrap();
         StateStore::note_sent_in(&tx, &n, 5).unwrap();

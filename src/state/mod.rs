@@ -23,6 +23,7 @@ mod timed;
 pub use break_glass::{LatestException, MAX_EXCEPTIONS_PER_APP};
 pub use history::{HistoryQuery, OpenEpisode, Retention, parse_since};
 pub use operations::MAX_OPERATIONS_PER_APP;
+pub use outbox::groups::{Group, Listed, MAX_LISTED, Member};
 
 pub use outbox::{
     DeadLetter, EnqueueReport, MAX_DEAD_LETTERS, MAX_OUTBOX_PER_SERVICE, MAX_SLACK_REFS, OutboxEntry, Quarantined, Settle, SlackRef,
@@ -245,6 +246,7 @@ impl StateStore {
         history::create_tables(&tx)?;
         operations::create_tables(&tx)?;
         break_glass::create_tables(&tx)?;
+        outbox::groups::create_tables(&tx)?;
         tx.commit().map_err(storage)?;
         Ok(StateStore { _fence: None, db, max_keys_per_app: DEFAULT_MAX_KEYS_PER_APP, deferred: std::sync::atomic::AtomicBool::new(false) })
     }
@@ -378,6 +380,7 @@ impl StateStore {
         Self::forget_app_history_in(tx, app)?;
         tx.open_table(DELETED).map_err(storage)?.remove(app).map_err(storage)?;
         tx.open_table(NOTES).map_err(storage)?.remove(app).map_err(storage)?;
+        outbox::groups::forget_memberships_in(tx, app)?;
         Ok(n)
     }
 

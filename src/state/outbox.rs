@@ -12,6 +12,8 @@
 //! the queue depth (for the bound and for `/metrics`). Outcomes of several attempts are
 //! settled in one transaction ([`StateStore::settle`]).
 
+pub(super) mod groups;
+
 use redb::{ReadableDatabase, ReadableTable, ReadableTableMetadata, TableDefinition, WriteTransaction};
 use serde::{Deserialize, Serialize};
 
@@ -27,9 +29,9 @@ const ENTRIES: TableDefinition<u64, &str> = TableDefinition::new("outbox_entries
 /// when, per service, in order.
 const DUE: TableDefinition<&str, u64> = TableDefinition::new("outbox_due");
 /// service -> how many entries it has in the outbox.
-const DEPTH: TableDefinition<&str, u64> = TableDefinition::new("outbox_depth");
+pub(super) const DEPTH: TableDefinition<&str, u64> = TableDefinition::new("outbox_depth");
 /// `"<app>\u{0}<dedup key>\u{0}<template>\u{0}<action>"` -> outbox id: what is in flight.
-const PENDING: TableDefinition<&str, u64> = TableDefinition::new("pending");
+pub(super) const PENDING: TableDefinition<&str, u64> = TableDefinition::new("pending");
 /// id -> JSON [`DeadLetter`].
 const DEAD: TableDefinition<u64, &str> = TableDefinition::new("dead_letters");
 /// id -> JSON [`Quarantined`]: outbox entries that could not be decoded.
@@ -146,7 +148,7 @@ fn service_range(service: &str) -> (String, String) {
 }
 
 /// Writes an entry, its place in the due index, and counts it.
-fn insert_entry(tx: &WriteTransaction, e: &OutboxEntry) -> Result<(), StateError> {
+pub(super) fn insert_entry(tx: &WriteTransaction, e: &OutboxEntry) -> Result<(), StateError> {
     let service = e.notification.destination.service.as_str();
     tx.open_table(ENTRIES).map_err(storage)?.insert(e.id, to_json(e)?.as_str()).map_err(storage)?;
     tx.open_table(DUE).map_err(storage)?.insert(due_key(service, e.next_attempt_ms, e.id).as_str(), e.id).map_err(storage)?;
@@ -183,7 +185,7 @@ pub fn pending_key(n: &Notification) -> Option<String> {
     Some(pending_key_of(&r.app_key, &r.key, &n.template, n.action))
 }
 
-fn pending_key_of(app: &str, key: &str, template: &str, action: Action) -> String {
+pub(super) fn pending_key_of(app: &str, key: &str, template: &str, action: Action) -> String {
     format!("{app}\u{0}{key}\u{0}{template}\u{0}{}", action.as_str())
 }
 
@@ -212,6 +214,8 @@ pub struct EnqueueReport {
     /// A settle changed the key after the pass decided (it was delivered, or resolved,
     /// meanwhile): sending it would repeat what was just delivered.
     pub superseded: usize,
+    /// Grouped notifications that joined a group's message already waiting.
+    pub grouped: usize,
     /// Per service whose outbox was full, how many were not queued. Nothing about
     /// them is recorded, so the caller decides them again once there is room.
     pub full: std::collections::BTreeMap<String, usize>,
@@ -242,14 +246,14 @@ pub struct Requeued {
 /// other notification (a repeat or a second firing is a new entry). Opaque, 32 hex
 /// digits; receivers that honour `Idempotency-Key` drop the copy a crash between
 /// sending and recording makes.
-fn idempotency_key(app_key: &str, enqueued_ms: u64, id: u64) -> String {
+pub(super) fn idempotency_key(app_key: &str, enqueued_ms: u64, id: u64) -> String {
     use sha2::Digest;
     let digest = sha2::Sha256::digest(format!("{app_key}\u{0}{enqueued_ms}\u{0}{id}").as_bytes());
     digest.iter().take(16).map(|b| format!("{b:02x}")).collect()
 }
 
 impl StateStore {
-    fn next_id(tx: &WriteTransaction) -> Result<u64, StateError> {
+    pub(super) fn next_id(tx: &WriteTransaction) -> Result<u64, StateError> {
         let mut meta = tx.open_table(super::META).map_err(storage)?;
         let id = meta.get("next_id").map_err(storage)?.map_or(1, |v| v.value());
         meta.insert("next_id", id + 1).map_err(storage)?;
@@ -310,6 +314,15 @@ impl StateStore {
                     continue;
                 }
             }
+            if let Some(g) = &n.group {
+                match Self::join_group_in(tx, &mut pending, n, g, pkey.as_deref(), now_ms)? {
+                    groups::Joined::Queued => report.queued += 1,
+                    groups::Joined::Merged => report.grouped += 1,
+                    groups::Joined::Unchanged => report.duplicates += 1,
+                    groups::Joined::Full => *report.full.entry(n.destination.service.clone()).or_default() += 1,
+                }
+                continue;
+            }
             let queued =
                 tx.open_table(DEPTH).map_err(storage)?.get(n.destination.service.as_str()).map_err(storage)?.map_or(0, |v| v.value());
             if queued >= MAX_OUTBOX_PER_SERVICE as u64 {
@@ -348,7 +361,10 @@ impl StateStore {
                 let (k, id) = item.map_err(storage)?;
                 if let Some(v) = entries.get(id.value()).map_err(storage)? {
                     match from_json::<OutboxEntry>(v.value()) {
-                        Ok(e) => out.push(e),
+                        Ok(mut e) => {
+                            Self::group_message(&tx, &mut e)?;
+                            out.push(e)
+                        }
                         Err(e) => bad.push((k.value().to_string(), id.value(), e.to_string())),
                     }
                 }
@@ -520,6 +536,8 @@ impl StateStore {
         let tx = self.db().begin_write().map_err(storage)?;
         // Applications whose entries left the outbox here (a deleted one may be purged).
         let mut settled = std::collections::BTreeSet::new();
+        // The same, for the members of groups whose message settled.
+        let mut members: Vec<String> = Vec::new();
         for (e, how) in outcomes {
             if !matches!(how, Settle::Retry { .. })
                 && let Some(r) = &e.notification.record
@@ -530,6 +548,7 @@ impl StateStore {
                 Settle::Delivered => {
                     Self::remove_entry(&tx, e)?;
                     self.apply_record(&tx, &e.notification, now_ms)?;
+                    members.extend(self.settle_group_in(&tx, e, true, true, now_ms)?);
                 }
                 Settle::Retry { next_ms, error } => {
                     let service = e.notification.destination.service.as_str();
@@ -547,6 +566,7 @@ impl StateStore {
                     if *permanent {
                         self.apply_record(&tx, &e.notification, now_ms)?;
                     }
+                    members.extend(self.settle_group_in(&tx, e, false, *permanent, now_ms)?);
                     let dead = DeadLetter {
                         id: e.id,
                         failed_ms: now_ms,
@@ -559,6 +579,7 @@ impl StateStore {
                 }
             }
         }
+        settled.extend(members.iter().map(String::as_str));
         Self::purge_settled_in(&tx, &settled)?;
         tx.commit().map_err(storage)
     }
@@ -737,6 +758,7 @@ mod tests {
             episode: None,
             operation: None,
             idempotency_key: None,
+            group: None,
         }
     }
 

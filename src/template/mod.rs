@@ -120,6 +120,13 @@ impl RenderContext {
         self
     }
 
+    /// Sets one top-level value templates see (`group` for a grouped route's message).
+    pub fn set(&mut self, key: &str, value: Value) {
+        if let Some(map) = self.ctx.data_mut().as_object_mut() {
+            map.insert(key.into(), value);
+        }
+    }
+
     fn for_target(&mut self, t: &Target<'_>) -> &Context {
         if let Some(map) = self.ctx.data_mut().as_object_mut() {
             map.insert("trigger".into(), Value::String(t.trigger.into()));

@@ -174,3 +174,75 @@ fn serve(mut stream: std::net::TcpStream, mode: &Mutex<Mode>, got: &Mutex<Vec<(M
     };
     let _ = stream.write_all(format!("{head}content-length: 2\r\nconnection: close\r\n\r\nok").as_bytes());
 }
+
+/// A loopback stand-in for Slack's Web API: answers every method with `ok` (one
+/// channel, and a message id per post) and records each call's method and JSON body.
+pub struct SlackApi {
+    pub port: u16,
+    calls: Arc<Mutex<Vec<(String, serde_json::Value)>>>,
+}
+
+impl SlackApi {
+    pub fn start() -> SlackApi {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+        let port = listener.local_addr().expect("addr").port();
+        let calls: Arc<Mutex<Vec<(String, serde_json::Value)>>> = Arc::default();
+        let c = calls.clone();
+        std::thread::spawn(move || {
+            for stream in listener.incoming() {
+                let Ok(mut stream) = stream else { continue };
+                let Some((path, body)) = read_call(&stream) else { continue };
+                let method = path.trim_start_matches('/').to_string();
+                let mut calls = c.lock().unwrap();
+                let posts = calls.iter().filter(|(m, _)| m == "chat.postMessage").count();
+                let ts = match method.as_str() {
+                    "chat.postMessage" => format!("1700000000.{:06}", posts + 1),
+                    _ => body.get("ts").and_then(|v| v.as_str()).unwrap_or_default().to_string(),
+                };
+                calls.push((method, body));
+                drop(calls);
+                let answer = serde_json::json!({"ok": true, "channel": "C1", "ts": ts}).to_string();
+                let _ = write!(
+                    stream,
+                    "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{answer}",
+                    answer.len()
+                );
+            }
+        });
+        SlackApi { port, calls }
+    }
+
+    /// Every call so far: (method, body).
+    pub fn calls(&self) -> Vec<(String, serde_json::Value)> {
+        self.calls.lock().unwrap().clone()
+    }
+
+    /// The bodies of the calls of `method`.
+    pub fn of(&self, method: &str) -> Vec<serde_json::Value> {
+        self.calls().into_iter().filter(|(m, _)| m == method).map(|(_, b)| b).collect()
+    }
+}
+
+/// One request's path and JSON body.
+fn read_call(stream: &std::net::TcpStream) -> Option<(String, serde_json::Value)> {
+    let mut reader = BufReader::new(stream.try_clone().ok()?);
+    let mut first = String::new();
+    reader.read_line(&mut first).ok()?;
+    let path = first.split_whitespace().nth(1)?.to_string();
+    let mut len = 0usize;
+    loop {
+        let mut line = String::new();
+        if reader.read_line(&mut line).unwrap_or(0) == 0 {
+            return None;
+        }
+        if line == "\r\n" {
+            break;
+        }
+        if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
+            len = v.trim().parse().unwrap_or(0);
+        }
+    }
+    let mut body = vec![0u8; len];
+    reader.read_exact(&mut body).ok()?;
+    Some((path, serde_json::from_slice(&body).unwrap_or(serde_json::Value::Null)))
+}

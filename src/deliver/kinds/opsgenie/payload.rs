@@ -11,13 +11,13 @@ const MAX_ALIAS: usize = 512;
 const MAX_DESCRIPTION: usize = 15_000;
 
 /// The alert's alias: the template's `opsgenie.alias` when given, else stable per
-/// Application, trigger and condition.
+/// Application, trigger and condition, or per run of a group
+/// ([`Notification::incident_key`]).
 pub fn alias(n: &Notification) -> String {
     if let Some(a) = n.payload.get("alias").and_then(Value::as_str).map(str::trim).filter(|a| !a.is_empty()) {
         return cut(a, MAX_ALIAS);
     }
-    let app = if n.meta.uid.is_empty() { n.app.clone() } else { n.meta.uid.clone() };
-    let key = format!("driftwatch/{app}/{}/{}", n.trigger, n.condition_key);
+    let key = n.incident_key();
     if key.chars().count() <= MAX_ALIAS {
         return key;
     }

@@ -11,10 +11,10 @@ pub const MAX_BODY_BYTES: usize = 512 * 1024;
 const MAX_DEDUP_KEY: usize = 255;
 
 /// Stable across restarts and replicas: the same Application, trigger and condition
-/// always give the same key, so a re-send after a crash updates the same incident.
+/// (or the same run of a group: one incident for the group) always give the same key,
+/// so a re-send after a crash updates the same incident.
 pub fn dedup_key(n: &Notification) -> String {
-    let app = if n.meta.uid.is_empty() { n.app.clone() } else { n.meta.uid.clone() };
-    let key = format!("driftwatch/{app}/{}/{}", n.trigger, n.condition_key);
+    let key = n.incident_key();
     if key.len() <= MAX_DEDUP_KEY {
         return key;
     }

@@ -11,7 +11,7 @@ use crate::deliver::outcome::{Outcome, classify_status, parse_retry_after};
 use crate::deliver::env::Env;
 use crate::deliver::worker::{BoxFuture, Deliverer, one_by_one};
 use crate::deliver::{http, message_ref};
-use crate::model::{Action, Notification};
+use crate::model::Notification;
 use crate::secret::Secret;
 use crate::state::{SlackRef, StateStore};
 
@@ -91,7 +91,7 @@ impl SlackClient {
                     },
                     None => None,
                 };
-                if n.action == Action::Resolve
+                if message_ref::edits(n)
                     && let Some(r) = existing
                 {
                     let body = message(&n.payload, Some(&r.channel), None, Some(&r.ts), None, None);

@@ -1,0 +1,295 @@
+//! Grouped routes in a pass: which (trigger, destination) pairs a `group:` route took,
+//! the group each notification joins (its `by` values), and the group's message
+//! rendered as the group will be once this member joined or left. The outbox keeps
+//! the group (`state::groups`); SIEM destinations are never grouped (one record per
+//! Application).
+
+use std::collections::BTreeMap;
+
+use sha2::{Digest, Sha256};
+
+use super::{Evaluation, LazyRender, Pipeline, Skip};
+use crate::model::{Action, App, AppMeta, Destination, GroupRef, Notification, StateRecord};
+use crate::route::tree::{GroupSpec, RouteHit};
+use crate::state::{Group, StateError, StateView, to_millis};
+use crate::template::{RenderContext, Target};
+use crate::trigger::ConditionResult;
+
+/// The grouped route that took `trigger` for `d`, if one did (the first in tree order).
+pub(super) fn grouping<'a>(routes: &'a [RouteHit], trigger: &str, d: &Destination) -> Option<(&'a str, &'a GroupSpec)> {
+    routes.iter().find_map(|h| {
+        let g = h.group.as_ref()?;
+        (h.triggers.iter().any(|t| t == trigger) && h.recipients.contains(d)).then_some((h.path.as_str(), g))
+    })
+}
+
+/// The values of a group's `by` for this Application and what drifted.
+pub fn labels(
+    by: &[String],
+    app: &App,
+    drift: &crate::drift::Drift,
+    episode: Option<&crate::drift::episode::Episode>,
+    cluster: &str,
+) -> BTreeMap<String, String> {
+    let mut out = BTreeMap::new();
+    for b in by {
+        let value = match b.as_str() {
+            "revision" => drift.revision.clone(),
+            "project" => app.project.clone(),
+            "class" => match episode {
+                Some(e) => e.classes.iter().cloned().collect::<Vec<_>>().join(","),
+                None => drift.classes.join(","),
+            },
+            "severity" => episode.map(|e| e.severity).or(drift.severity).map_or_else(String::new, |s| s.as_str().to_string()),
+            "cluster" => cluster.to_string(),
+            "namespace" => app.namespace.clone(),
+            "destinationNamespace" => {
+                app.object.pointer("/spec/destination/namespace").and_then(|v| v.as_str()).unwrap_or_default().to_string()
+            }
+            other => other.strip_prefix("label:").and_then(|k| app.labels.get(k)).cloned().unwrap_or_default(),
+        };
+        out.insert(b.clone(), value);
+    }
+    out
+}
+
+/// A group's key: the route, the trigger, the destination and the `by` values (32 hex
+/// digits of their SHA-256).
+pub fn key(route: &str, trigger: &str, d: &Destination, labels: &BTreeMap<String, String>) -> String {
+    let mut h = Sha256::new();
+    for part in [route, trigger, d.service.as_str(), d.recipient.as_str()] {
+        h.update(part.as_bytes());
+        h.update([0]);
+    }
+    for (k, v) in labels {
+        h.update(k.as_bytes());
+        h.update([1]);
+        h.update(v.as_bytes());
+        h.update([0]);
+    }
+    h.finalize().iter().take(16).map(|b| format!("{b:02x}")).collect()
+}
+
+/// What a pass knows of one grouped (trigger, destination).
+pub(super) struct Grouped<'a> {
+    pub route: &'a str,
+    pub spec: &'a GroupSpec,
+    pub trigger: &'a str,
+    pub d: &'a Destination,
+}
+
+/// The group a change is about: its key and what its message is made with.
+struct GroupTarget<'a> {
+    key: String,
+    labels: BTreeMap<String, String>,
+    template: &'a str,
+    wait_ms: u64,
+    interval_ms: u64,
+}
+
+/// The condition a grouped notification is about (its index and identity).
+pub(super) struct Condition<'a> {
+    pub index: usize,
+    pub key: &'a str,
+}
+
+impl<'a> From<&'a ConditionResult> for Condition<'a> {
+    fn from(r: &'a ConditionResult) -> Self {
+        Condition { index: r.index, key: &r.key }
+    }
+}
+
+fn millis(d: std::time::Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
+impl Pipeline {
+    /// `app` joins the group its `by` values name (`record`: its dedup record, written
+    /// when the message that shows it is delivered); if it is in another group of the
+    /// same (trigger, destination) — a new revision — it leaves that one first.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn join_group(
+        &self,
+        app: &App,
+        g: &Grouped<'_>,
+        c: Condition<'_>,
+        record: StateRecord,
+        state: &StateView,
+        ctx: &mut LazyRender<'_>,
+        cluster: &str,
+        out: &mut Evaluation,
+    ) -> Result<(), StateError> {
+        let app_key = app.state_key();
+        let template = g.spec.template.as_str();
+        if state.is_pending(&app_key, &record.key, template, Action::Fire)? {
+            out.skipped.push(Skip::InFlight { trigger: g.trigger.to_string(), destination: g.d.clone() });
+            return Ok(());
+        }
+        let labels = labels(&g.spec.by, app, ctx.drift, ctx.episode, cluster);
+        let key = key(g.route, g.trigger, g.d, &labels);
+        if let Some(old) = state.membership(&app_key, g.trigger, g.d)?
+            && old != key
+        {
+            self.leave(app, &old, g.trigger, g.d, &c, state, ctx, out)?;
+        }
+        let target = GroupTarget { key, labels, template, wait_ms: millis(g.spec.wait), interval_ms: millis(g.spec.interval) };
+        self.change_group(app, &target, g.trigger, g.d, &c, Some(record), state, ctx, out)
+    }
+
+    /// `app` leaves the group it is in for (trigger, destination), if any: the group's
+    /// message is updated (the last member to leave resolves it), rendered as the group
+    /// was made (its template, `by` values and timing), whatever the routes say now.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn leave_group(
+        &self,
+        app: &App,
+        trigger: &str,
+        d: &Destination,
+        c: &Condition<'_>,
+        state: &StateView,
+        ctx: &mut LazyRender<'_>,
+        out: &mut Evaluation,
+    ) -> Result<(), StateError> {
+        match state.membership(&app.state_key(), trigger, d)? {
+            Some(key) => self.leave(app, &key, trigger, d, c, state, ctx, out),
+            None => Ok(()),
+        }
+    }
+
+    /// A deleted Application leaves every group it is in (its pass's notifications get
+    /// the leaves): its trigger conditions may never turn false again.
+    pub(super) fn leave_all_groups(
+        &self,
+        app: &App,
+        state: &crate::state::StateStore,
+        now: chrono::DateTime<chrono::Utc>,
+        eval: &mut Evaluation,
+    ) -> Result<(), StateError> {
+        let view = state.view()?;
+        let memberships = view.memberships(&app.state_key())?;
+        if memberships.is_empty() {
+            return Ok(());
+        }
+        let (drift, episode) = (eval.drift.clone(), eval.episode.clone());
+        let mut ctx = LazyRender {
+            drift: &drift,
+            episode: episode.as_ref(),
+            now,
+            episode_view: None,
+            belongs: false,
+            operation_view: None,
+            ctx: None,
+        };
+        for (trigger, d, key) in memberships {
+            self.leave(app, &key, &trigger, &d, &Condition { index: 0, key: "" }, &view, &mut ctx, eval)?;
+        }
+        Ok(())
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn leave(
+        &self,
+        app: &App,
+        key: &str,
+        trigger: &str,
+        d: &Destination,
+        c: &Condition<'_>,
+        state: &StateView,
+        ctx: &mut LazyRender<'_>,
+        out: &mut Evaluation,
+    ) -> Result<(), StateError> {
+        let Some(made) = state.group(key)?.and_then(|g| g.notification) else { return Ok(()) };
+        let Some(r) = made.group else { return Ok(()) };
+        let target = GroupTarget {
+            key: key.to_string(),
+            labels: r.labels,
+            template: &made.template,
+            wait_ms: r.wait_ms,
+            interval_ms: r.interval_ms,
+        };
+        self.change_group(app, &target, trigger, d, c, None, state, ctx, out)
+    }
+
+    /// The group's message after `app` joins (`record` set) or leaves it: nothing when
+    /// that changes nothing (leaving a group it is not firing in).
+    #[allow(clippy::too_many_arguments)]
+    fn change_group(
+        &self,
+        app: &App,
+        t: &GroupTarget<'_>,
+        trigger: &str,
+        d: &Destination,
+        c: &Condition<'_>,
+        record: Option<StateRecord>,
+        state: &StateView,
+        ctx: &mut LazyRender<'_>,
+        out: &mut Evaluation,
+    ) -> Result<(), StateError> {
+        let rt = &self.runtime;
+        let Some(kind) = rt.service_kind(&d.service) else {
+            out.skipped.push(Skip::UnknownService { service: d.service.clone() });
+            return Ok(());
+        };
+        let app_key = app.state_key();
+        let joins = record.is_some();
+        let now_ms = to_millis(ctx.now);
+        let prev = state.group(&t.key)?;
+        let member = state.group_member(&t.key, &app_key)?;
+        let name = app.qualified_name();
+        let fresh = format!("{}.{now_ms}", t.key);
+        let Some((group, _)) = Group::after(prev.as_ref(), member.as_ref(), &t.key, &name, joins, &fresh, now_ms) else {
+            return Ok(());
+        };
+        let resolved = group.firing == 0;
+        let target = Target { trigger, kind, service: &d.service, recipient: &d.recipient, resolved };
+        let episode = match (ctx.belongs, ctx.episode) {
+            (true, Some(e)) => Some(ctx.episode_view.get_or_insert_with(|| e.view(ctx.now)).clone()),
+            _ => None,
+        };
+        let (drift, ep, now) = (ctx.drift, ctx.episode, ctx.now);
+        let render_ctx = ctx.ctx.get_or_insert_with(|| RenderContext::new(app, &rt.context).with_pass(drift, ep, now));
+        render_ctx.set("group", group.view(&t.labels));
+        let rendered = super::wiring::render(rt, t.template, render_ctx, &target, app);
+        render_ctx.set("group", serde_json::Value::Null);
+        match rendered {
+            Ok(rendered) => {
+                let mut payload = rendered.payload;
+                rt.redactor.redact_json(&mut payload);
+                out.notifications.push(Notification {
+                    app: name.clone(),
+                    meta: AppMeta::of(app),
+                    trigger: trigger.to_string(),
+                    condition: c.index,
+                    condition_key: c.key.to_string(),
+                    template: t.template.to_string(),
+                    destination: d.clone(),
+                    kind,
+                    action: if resolved { Action::Resolve } else { Action::Fire },
+                    severity: rendered.severity,
+                    payload,
+                    record,
+                    episode,
+                    operation: None,
+                    idempotency_key: None,
+                    group: Some(GroupRef {
+                        key: t.key.clone(),
+                        instance: group.instance,
+                        labels: t.labels.clone(),
+                        wait_ms: t.wait_ms,
+                        interval_ms: t.interval_ms,
+                        member: name,
+                        member_key: app_key,
+                        joins,
+                        revision: group.revision,
+                    }),
+                });
+            }
+            Err(e) => out.skipped.push(Skip::RenderFailed {
+                trigger: trigger.to_string(),
+                destination: d.clone(),
+                error: rt.redactor.redact(&e.to_string()),
+            }),
+        }
+        Ok(())
+    }
+}
