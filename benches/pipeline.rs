@@ -206,7 +206,78 @@ fn main() {
     });
     println!("{:<58} {:>12.0} apps/s on one core", "=> production policy passes", 1e9 / pass);
     let _ = std::fs::remove_dir_all(&dir);
+    group_benches();
     diff_benches();
+}
+
+/// A grouped route's cost per member: a pass that joins a group of 10,000 members
+/// (evaluate, render the group's message, write the join: the group's row, the
+/// member's row, its waiting record), against the same pass on the route without
+/// `group:` (evaluate, render, queue one entry), both on a file-backed store; and the
+/// size of the group's row (its message lists 25 and counts the rest).
+fn group_benches() {
+    println!();
+    let route = "routes:\n  - triggers: [on-out-of-sync]\n    recipients: [slack:drift]\n";
+    let dir = std::env::temp_dir().join(format!("driftwatch-bench-group-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("bench dir");
+    let load = |name: &str, yaml: &str| {
+        let p = dir.join(name);
+        std::fs::write(&p, yaml).expect("writes the bench config");
+        Pipeline::new(Arc::new(config::load(Some(&p)).expect("bench config loads")))
+    };
+    let grouped = load("grouped.yaml", &format!("{route}    group: {{by: [revision], wait: 1h, interval: 1h}}\n"));
+    let plain = load("plain.yaml", route);
+    let inputs = driftwatch::pipeline::Inputs::default();
+    let now = Utc::now();
+    let members = |i: usize| {
+        let mut o = app(i);
+        o["metadata"]["annotations"] = json!({});
+        App::from_value(o).expect("fixture is an Application")
+    };
+    let pass = |p: &Pipeline, state: &StateStore, a: &App| {
+        let eval = p.evaluate(&inputs, a, state, now).expect("evaluates");
+        let key = a.state_key();
+        let pw = driftwatch::pipeline::pass_write(&eval, &key, &p.runtime, false, now);
+        let r = state.write_pass(&pw, &eval.notifications, driftwatch::state::to_millis(now)).expect("writes the pass");
+        black_box((eval, r));
+    };
+    let group_state = StateStore::open(&dir.join("grouped.redb")).expect("file store");
+    group_state.defer_durability(true);
+    for i in 0..10_000 {
+        pass(&grouped, &group_state, &members(i));
+    }
+    group_state.defer_durability(false);
+    let mut next = 10_000;
+    measure("grouped route: a pass joining a group of 10,000, file store", 300, || {
+        pass(&grouped, &group_state, &members(next));
+        next += 1;
+    });
+    let g = group_state.groups().expect("reads groups").remove(0);
+    let row = serde_json::to_string(&g).expect("serialises").len();
+    println!("{:<58} {:>12} members, row {row} bytes, {} listed", "the group after the run", g.firing, g.listed.len());
+    let plain_state = StateStore::open(&dir.join("plain.redb")).expect("file store");
+    let mut next = 0;
+    measure("the same route without group: a pass queueing one entry", 300, || {
+        pass(&plain, &plain_state, &members(next));
+        next += 1;
+    });
+    // The same two in memory: the CPU the grouping adds, without the disk.
+    let (group_mem, plain_mem) = (StateStore::in_memory().expect("store"), StateStore::in_memory().expect("store"));
+    group_mem.defer_durability(true);
+    for i in 0..10_000 {
+        pass(&grouped, &group_mem, &members(i));
+    }
+    let mut next = 10_000;
+    measure("grouped route: the same pass, in-memory store", 1_000, || {
+        pass(&grouped, &group_mem, &members(next));
+        next += 1;
+    });
+    let mut next = 0;
+    measure("the same route without group, in-memory store", 1_000, || {
+        pass(&plain, &plain_mem, &members(next));
+        next += 1;
+    });
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// The diff of one drifted resource, as the read's task computes it (off the

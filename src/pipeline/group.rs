@@ -1,7 +1,7 @@
 //! Grouped routes in a pass: which (trigger, destination) pairs a `group:` route took,
 //! the group each notification joins (its `by` values), and the group's message
 //! rendered as the group will be once this member joined or left. The outbox keeps
-//! the group (`state::groups`); SIEM destinations are never grouped (one record per
+//! the group (`state::outbox::groups`); SIEM destinations are never grouped (one record per
 //! Application).
 
 use std::collections::BTreeMap;
