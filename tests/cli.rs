@@ -796,3 +796,44 @@ fn routes_test_shows_the_group_a_notification_joins() {
     assert_eq!(g["labels"], json!({"project": "payments", "revision": "0b1c2d3e4f5a69788796a5b4c3d2e1f001122334"}));
     assert!(out.contains(&format!("joins group {} ", g["key"].as_str().unwrap())), "the same key: {out}");
 }
+
+/// A replay on a grouped route: the group's message waits for `wait` on the snapshots'
+/// clock (the replay does not stall on it), goes out once a later snapshot passes it,
+/// and `deliveries` shows the group.
+#[test]
+fn a_replay_sends_a_group_once_its_wait_passes_and_deliveries_shows_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = write(
+        dir.path(),
+        "driftwatch.yaml",
+        "routes:\n  - triggers: [on-out-of-sync]\n    recipients: [slack:drift]\n    group: {by: [revision], wait: 1m, interval: 5m}\n",
+    );
+    let app = |name: &str, at: &str| {
+        format!(
+            "apiVersion: argoproj.io/v1alpha1\nkind: Application\nmetadata: {{name: {name}, namespace: argocd, uid: uid-{name}}}\nspec: {{project: default, destination: {{server: https://kubernetes.default.svc, namespace: {name}}}, source: {{repoURL: https://git.example.com/x.git, path: {name}}}}}\nstatus:\n  sync: {{status: OutOfSync, revision: 0123456789abcdef0123456789abcdef01234567}}\n  health: {{status: Healthy}}\n  reconciledAt: \"{at}\"\n"
+        )
+    };
+    let steps = dir.path().join("steps");
+    std::fs::create_dir(&steps).unwrap();
+    let fleet = ["a", "b", "c"].map(|n| app(n, "2026-03-01T12:00:00Z")).join("---\n");
+    std::fs::write(steps.join("01-fleet.yaml"), fleet).unwrap();
+    let state = dir.path().join("state.redb");
+    let (config, steps_arg, state_arg) = (config.to_str().unwrap(), steps.to_str().unwrap(), state.to_str().unwrap());
+    let o = driftwatch(&["run", "--replay", steps_arg, "--config", config, "--state", state_arg]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stdout(&o).contains("0 notification(s) sent"), "the group waits: {}", stdout(&o));
+    let o = driftwatch(&["deliveries", "--state", state_arg]);
+    let out = stdout(&o);
+    assert!(out.contains("PENDING (1)\n  #1 group "), "{out}");
+    assert!(out.contains("(revision=0123456789abcdef0123456789abcdef01234567): 3 of 3 firing, opened 2026-03-01T12:00:00Z, not sent yet, message #1 pending"), "{out}");
+
+    // A minute and more later on the snapshots' clock: the one message goes out.
+    std::fs::write(steps.join("02-later.yaml"), app("a", "2026-03-01T12:02:00Z")).unwrap();
+    std::fs::remove_file(steps.join("01-fleet.yaml")).unwrap();
+    let o = driftwatch(&["run", "--replay", steps_arg, "--config", config, "--state", state_arg]);
+    assert!(stdout(&o).contains("1 notification(s) sent"), "{}", stdout(&o));
+    let o = driftwatch(&["deliveries", "--state", state_arg, "-o", "json"]);
+    let v: Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(v["pending"], json!([]), "{v}");
+    assert_eq!((v["groups"][0]["firing"].as_u64(), v["groups"][0]["lastSentAt"].as_str()), (Some(3), Some("2026-03-01T12:02:00Z")), "{v}");
+}

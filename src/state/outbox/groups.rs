@@ -458,7 +458,7 @@ impl StateStore {
         Ok(done)
     }
 
-    /// Every group with a run in progress (for `driftwatch state`, the web view and tests).
+    /// Every group with a run in progress (for `driftwatch deliveries` and tests).
     pub fn groups(&self) -> Result<Vec<Group>, StateError> {
         let tx = redb::ReadableDatabase::begin_read(self.db()).map_err(storage)?;
         let t = tx.open_table(GROUPS).map_err(storage)?;
