@@ -137,14 +137,8 @@ enum Command {
     Diff {
         /// `namespace/name` (`name` alone: in argocd).
         app: String,
-        /// kubeconfig file (default: in-cluster, then $KUBECONFIG or ~/.kube/config).
-        #[arg(long)]
-        kubeconfig: Option<PathBuf>,
-        /// kubeconfig context.
-        #[arg(long)]
-        context: Option<String>,
-        #[arg(long, short)]
-        config: Option<PathBuf>,
+        #[command(flatten)]
+        cluster: ClusterArgs,
         #[arg(long, short = 'o', value_enum, default_value = "text")]
         output: Format,
     },
@@ -197,9 +191,15 @@ struct ClusterArgs {
     /// kubeconfig context.
     #[arg(long)]
     context: Option<String>,
-    /// driftwatch.yaml, for `breakGlass.maxFor`.
+    /// driftwatch.yaml (the diff's `clusters:` and `argocd:`, break-glass's `breakGlass.maxFor`).
     #[arg(long, short)]
     config: Option<PathBuf>,
+}
+
+impl ClusterArgs {
+    fn options(&self) -> cli::ClusterOptions<'_> {
+        cli::ClusterOptions { kubeconfig: self.kubeconfig.as_deref(), context: self.context.as_deref(), config: self.config.as_deref() }
+    }
 }
 
 #[derive(Subcommand)]
@@ -394,29 +394,11 @@ fn main() -> ExitCode {
                 BreakGlassCommand::Close { app, cluster } => (app, cluster, cli::break_glass::Action::Close),
                 BreakGlassCommand::Show { app, cluster } => (app, cluster, cli::break_glass::Action::Show),
             };
-            cli::break_glass::command(
-                &cli::break_glass::Options {
-                    app: &app,
-                    kubeconfig: cluster.kubeconfig.as_deref(),
-                    context: cluster.context.as_deref(),
-                    config: cluster.config.as_deref(),
-                    action,
-                },
-                &mut out,
-                &mut err,
-            )
+            cli::break_glass::command(&cli::break_glass::Options { app: &app, cluster: cluster.options(), action }, &mut out, &mut err)
         }
-        Command::Diff { app, kubeconfig, context, config, output } => cli::diff::diff_command(
-            &cli::diff::DiffOptions {
-                app: &app,
-                kubeconfig: kubeconfig.as_deref(),
-                context: context.as_deref(),
-                config: config.as_deref(),
-                output,
-            },
-            &mut out,
-            &mut err,
-        ),
+        Command::Diff { app, cluster, output } => {
+            cli::diff::diff_command(&cli::diff::DiffOptions { app: &app, cluster: cluster.options(), output }, &mut out, &mut err)
+        }
         Command::Import { files, out: dir, force, output } => cli::import(&files, &dir, force, output, &mut out, &mut err),
         Command::Run {
             replay: None,

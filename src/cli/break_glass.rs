@@ -9,7 +9,6 @@
 //! Application, an exception already open, the opener approving, bad input).
 
 use std::io::Write;
-use std::path::Path;
 
 use chrono::{DateTime, SubsecRound, Utc};
 use k8s_openapi::api::authentication::v1::SelfSubjectReview;
@@ -31,10 +30,8 @@ pub enum Action {
 
 pub struct Options<'a> {
     pub app: &'a str,
-    pub kubeconfig: Option<&'a Path>,
-    pub context: Option<&'a str>,
-    /// For `breakGlass.maxFor` (the daemon refuses a longer exception).
-    pub config: Option<&'a Path>,
+    /// Its `config` is read for `breakGlass.maxFor` (the daemon refuses a longer exception).
+    pub cluster: super::ClusterOptions<'a>,
     pub action: Action,
 }
 
@@ -45,8 +42,8 @@ enum Failure {
 }
 
 pub fn command(o: &Options<'_>, out: &mut dyn Write, err: &mut dyn Write) -> anyhow::Result<i32> {
-    let settings = match o.config {
-        Some(_) => match super::load(o.config, err)? {
+    let settings = match o.cluster.config {
+        Some(_) => match super::load(o.cluster.config, err)? {
             Some(rt) => rt.break_glass,
             None => return Ok(BAD_INPUT),
         },
@@ -56,7 +53,8 @@ pub fn command(o: &Options<'_>, out: &mut dyn Write, err: &mut dyn Write) -> any
     let tokio_rt = tokio::runtime::Runtime::new()?;
     let agent = format!("{}{}", bg::USER_AGENT, env!("CARGO_PKG_VERSION"));
     let result = tokio_rt.block_on(async {
-        let client = crate::cluster::client::client_as(o.kubeconfig, o.context, Some(&agent)).await.map_err(Failure::Cluster)?;
+        let client =
+            crate::cluster::client::client_as(o.cluster.kubeconfig, o.cluster.context, Some(&agent)).await.map_err(Failure::Cluster)?;
         run(&client, namespace, name, &o.action, &settings, out).await
     });
     match result {

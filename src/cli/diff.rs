@@ -6,7 +6,6 @@
 //! 2: the Application or the configuration could not be read.
 
 use std::io::Write;
-use std::path::Path;
 
 use serde_json::{Value, json};
 
@@ -19,18 +18,16 @@ use crate::exit::{BAD_INPUT, FAILED, OK};
 
 pub struct DiffOptions<'a> {
     pub app: &'a str,
-    pub kubeconfig: Option<&'a Path>,
-    pub context: Option<&'a str>,
-    pub config: Option<&'a Path>,
+    pub cluster: super::ClusterOptions<'a>,
     pub output: Format,
 }
 
 pub fn diff_command(o: &DiffOptions<'_>, out: &mut dyn Write, err: &mut dyn Write) -> anyhow::Result<i32> {
-    let Some(rt) = load(o.config, err)? else { return Ok(BAD_INPUT) };
+    let Some(rt) = load(o.cluster.config, err)? else { return Ok(BAD_INPUT) };
     let (namespace, name) = o.app.split_once('/').unwrap_or(("argocd", o.app));
     let tokio_rt = tokio::runtime::Runtime::new()?;
     let read = tokio_rt.block_on(async {
-        let client = crate::cluster::client::client(o.kubeconfig, o.context).await?;
+        let client = crate::cluster::client::client(o.cluster.kubeconfig, o.cluster.context).await?;
         let Some(app) = crate::cluster::live::get_application(&client, namespace, name).await? else {
             return Err(format!("Application {namespace}/{name} does not exist"));
         };

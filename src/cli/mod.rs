@@ -595,6 +595,15 @@ pub fn deliveries(path: Option<&Path>, failed_only: bool, format: Format, out: &
     Ok(OK)
 }
 
+/// Where a command that reads the cluster connects, with the operator's credentials:
+/// `--kubeconfig`, `--context`, and the configuration it reads (`--config`).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ClusterOptions<'a> {
+    pub kubeconfig: Option<&'a Path>,
+    pub context: Option<&'a str>,
+    pub config: Option<&'a Path>,
+}
+
 /// Options of `driftwatch run --replay`.
 #[derive(Debug, Clone, Default)]
 pub struct ReplayOptions {

@@ -127,10 +127,8 @@ impl Pipeline {
         }
         let labels = labels(&g.spec.by, app, ctx.drift, ctx.episode, cluster);
         let key = key(g.route, g.trigger, g.d, &labels);
-        if let Some(old) = state.membership(&app_key, g.trigger, g.d)?
-            && old != key
-        {
-            self.leave(app, &old, g.trigger, g.d, &c, state, ctx, out)?;
+        if state.membership(&app_key, g.trigger, g.d)?.is_some_and(|old| old != key) {
+            self.leave_group(app, g.trigger, g.d, &c, state, ctx, out)?;
         }
         let target = GroupTarget { key, labels, template, wait_ms: millis(g.spec.wait), interval_ms: millis(g.spec.interval) };
         self.change_group(app, &target, g.trigger, g.d, &c, Some(record), state, ctx, out)
@@ -150,10 +148,11 @@ impl Pipeline {
         ctx: &mut LazyRender<'_>,
         out: &mut Evaluation,
     ) -> Result<(), StateError> {
-        match state.membership(&app.state_key(), trigger, d)? {
-            Some(key) => self.leave(app, &key, trigger, d, c, state, ctx, out),
-            None => Ok(()),
-        }
+        let Some(key) = state.membership(&app.state_key(), trigger, d)? else { return Ok(()) };
+        let Some(made) = state.group(&key)?.and_then(|g| g.notification) else { return Ok(()) };
+        let Some(r) = made.group else { return Ok(()) };
+        let target = GroupTarget { key, labels: r.labels, template: &made.template, wait_ms: r.wait_ms, interval_ms: r.interval_ms };
+        self.change_group(app, &target, trigger, d, c, None, state, ctx, out)
     }
 
     /// A deleted Application leaves every group it is in (its pass's notifications get
@@ -180,34 +179,10 @@ impl Pipeline {
             operation_view: None,
             ctx: None,
         };
-        for (trigger, d, key) in memberships {
-            self.leave(app, &key, &trigger, &d, &Condition { index: 0, key: "" }, &view, &mut ctx, eval)?;
+        for (trigger, d, _) in memberships {
+            self.leave_group(app, &trigger, &d, &Condition { index: 0, key: "" }, &view, &mut ctx, eval)?;
         }
         Ok(())
-    }
-
-    #[allow(clippy::too_many_arguments)]
-    fn leave(
-        &self,
-        app: &App,
-        key: &str,
-        trigger: &str,
-        d: &Destination,
-        c: &Condition<'_>,
-        state: &StateView,
-        ctx: &mut LazyRender<'_>,
-        out: &mut Evaluation,
-    ) -> Result<(), StateError> {
-        let Some(made) = state.group(key)?.and_then(|g| g.notification) else { return Ok(()) };
-        let Some(r) = made.group else { return Ok(()) };
-        let target = GroupTarget {
-            key: key.to_string(),
-            labels: r.labels,
-            template: &made.template,
-            wait_ms: r.wait_ms,
-            interval_ms: r.interval_ms,
-        };
-        self.change_group(app, &target, trigger, d, c, None, state, ctx, out)
     }
 
     /// The group's message after `app` joins (`record` set) or leaves it: nothing when
@@ -226,10 +201,7 @@ impl Pipeline {
         out: &mut Evaluation,
     ) -> Result<(), StateError> {
         let rt = &self.runtime;
-        let Some(kind) = rt.service_kind(&d.service) else {
-            out.skipped.push(Skip::UnknownService { service: d.service.clone() });
-            return Ok(());
-        };
+        let Some(kind) = self.kind_or_skip(d, out) else { return Ok(()) };
         let app_key = app.state_key();
         let joins = record.is_some();
         let now_ms = to_millis(ctx.now);
@@ -242,10 +214,7 @@ impl Pipeline {
         };
         let resolved = group.firing == 0;
         let target = Target { trigger, kind, service: &d.service, recipient: &d.recipient, resolved };
-        let episode = match (ctx.belongs, ctx.episode) {
-            (true, Some(e)) => Some(ctx.episode_view.get_or_insert_with(|| e.view(ctx.now)).clone()),
-            _ => None,
-        };
+        let episode = ctx.episode_json();
         let (drift, ep, now) = (ctx.drift, ctx.episode, ctx.now);
         let render_ctx = ctx.ctx.get_or_insert_with(|| RenderContext::new(app, &rt.context).with_pass(drift, ep, now));
         render_ctx.set("group", group.view(&t.labels));

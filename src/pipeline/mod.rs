@@ -173,6 +173,27 @@ struct LazyRender<'a> {
     ctx: Option<RenderContext>,
 }
 
+impl LazyRender<'_> {
+    /// The episode a notification carries (when it belongs to it), made once a pass.
+    fn episode_json(&mut self) -> Option<serde_json::Value> {
+        match (self.belongs, self.episode) {
+            (true, Some(e)) => Some(self.episode_view.get_or_insert_with(|| e.view(self.now)).clone()),
+            _ => None,
+        }
+    }
+}
+
+impl Pipeline {
+    /// The kind of a destination's service; an unknown service is a skip.
+    fn kind_or_skip(&self, d: &Destination, out: &mut Evaluation) -> Option<DestinationKind> {
+        let kind = self.runtime.service_kind(&d.service);
+        if kind.is_none() {
+            out.skipped.push(Skip::UnknownService { service: d.service.clone() });
+        }
+        kind
+    }
+}
+
 /// What an evaluation reads besides the Application and the store, kept by the driver
 /// (the daemon from its watch and fetcher, a replay from its files) and lent to each
 /// evaluation; the pipeline holds none of it, so a new configuration keeps it as is.
@@ -525,15 +546,9 @@ impl Pipeline {
         out: &mut Evaluation,
     ) -> Result<(), StateError> {
         let rt = &self.runtime;
-        let Some(kind) = rt.service_kind(&d.service) else {
-            out.skipped.push(Skip::UnknownService { service: d.service.clone() });
-            return Ok(());
-        };
+        let Some(kind) = self.kind_or_skip(d, out) else { return Ok(()) };
         let target = Target { trigger, kind, service: &d.service, recipient: &d.recipient, resolved: action == Action::Resolve };
-        let ctx_episode = match (ctx.belongs, ctx.episode) {
-            (true, Some(e)) => Some(ctx.episode_view.get_or_insert_with(|| e.view(ctx.now)).clone()),
-            _ => None,
-        };
+        let ctx_episode = ctx.episode_json();
         let ctx_operation = match (&ctx.drift.operation, r.once_per.as_deref()) {
             (Some(op), Some(v)) if v == op.id => Some(
                 ctx.operation_view

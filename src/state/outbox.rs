@@ -189,11 +189,11 @@ pub(super) fn pending_key_of(app: &str, key: &str, template: &str, action: Actio
     format!("{app}\u{0}{key}\u{0}{template}\u{0}{}", action.as_str())
 }
 
-fn to_json<T: Serialize>(v: &T) -> Result<String, StateError> {
+pub(super) fn to_json<T: Serialize>(v: &T) -> Result<String, StateError> {
     serde_json::to_string(v).map_err(storage)
 }
 
-fn from_json<T: for<'de> Deserialize<'de>>(s: &str) -> Result<T, StateError> {
+pub(super) fn from_json<T: for<'de> Deserialize<'de>>(s: &str) -> Result<T, StateError> {
     serde_json::from_str(s).map_err(storage)
 }
 
@@ -416,8 +416,11 @@ impl StateStore {
         self.all_of(QUARANTINE)
     }
 
-    /// Every value of a JSON table keyed by id, in id order (for the CLI's listings).
-    fn all_of<T: for<'de> Deserialize<'de>>(&self, table: TableDefinition<u64, &str>) -> Result<Vec<T>, StateError> {
+    /// Every value of a JSON table, in key order (for the CLI's listings).
+    pub(super) fn all_of<K: redb::Key + 'static, T: for<'de> Deserialize<'de>>(
+        &self,
+        table: TableDefinition<K, &str>,
+    ) -> Result<Vec<T>, StateError> {
         let tx = self.db().begin_read().map_err(storage)?;
         let t = tx.open_table(table).map_err(storage)?;
         let mut out = Vec::new();

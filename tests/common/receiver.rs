@@ -130,7 +130,24 @@ fn read_body(stream: &std::net::TcpStream) -> Option<String> {
 
 /// The body of one request and its `Idempotency-Key` header.
 fn read_request(stream: &std::net::TcpStream) -> Option<(String, Option<String>)> {
-    let mut reader = BufReader::new(stream.try_clone().expect("clone stream"));
+    read_full(stream).map(|r| (r.body, r.key))
+}
+
+/// One HTTP/1.1 request as a receiver sees it.
+struct Request {
+    path: String,
+    body: String,
+    key: Option<String>,
+}
+
+/// One request (its body by `content-length`), or `None` if it broke off.
+fn read_full(stream: &std::net::TcpStream) -> Option<Request> {
+    let mut reader = BufReader::new(stream.try_clone().ok()?);
+    let mut first = String::new();
+    if reader.read_line(&mut first).unwrap_or(0) == 0 {
+        return None;
+    }
+    let path = first.split_whitespace().nth(1).unwrap_or_default().to_string();
     let mut len = 0usize;
     let mut key = None;
     loop {
@@ -151,7 +168,7 @@ fn read_request(stream: &std::net::TcpStream) -> Option<(String, Option<String>)
     }
     let mut body = vec![0u8; len];
     reader.read_exact(&mut body).ok()?;
-    Some((String::from_utf8_lossy(&body).to_string(), key))
+    Some(Request { path, body: String::from_utf8_lossy(&body).to_string(), key })
 }
 
 fn serve(mut stream: std::net::TcpStream, mode: &Mutex<Mode>, got: &Mutex<Vec<(Mode, String)>>, keys: &Mutex<Vec<Option<String>>>) {
@@ -225,24 +242,6 @@ impl SlackApi {
 
 /// One request's path and JSON body.
 fn read_call(stream: &std::net::TcpStream) -> Option<(String, serde_json::Value)> {
-    let mut reader = BufReader::new(stream.try_clone().ok()?);
-    let mut first = String::new();
-    reader.read_line(&mut first).ok()?;
-    let path = first.split_whitespace().nth(1)?.to_string();
-    let mut len = 0usize;
-    loop {
-        let mut line = String::new();
-        if reader.read_line(&mut line).unwrap_or(0) == 0 {
-            return None;
-        }
-        if line == "\r\n" {
-            break;
-        }
-        if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
-            len = v.trim().parse().unwrap_or(0);
-        }
-    }
-    let mut body = vec![0u8; len];
-    reader.read_exact(&mut body).ok()?;
-    Some((path, serde_json::from_slice(&body).unwrap_or(serde_json::Value::Null)))
+    let r = read_full(stream)?;
+    Some((r.path, serde_json::from_str(&r.body).unwrap_or(serde_json::Value::Null)))
 }

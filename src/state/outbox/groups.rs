@@ -20,6 +20,7 @@
 use redb::{ReadableTable, TableDefinition, WriteTransaction};
 use serde::{Deserialize, Serialize};
 
+use super::{from_json, to_json};
 use crate::drift::episode::Sent;
 use crate::model::{Action, Destination, GroupRef, Notification, StateRecord};
 use crate::state::{StateError, StateStore, from_millis, storage};
@@ -195,14 +196,6 @@ fn member_key(group: &str, app: &str) -> String {
 
 fn group_range(group: &str) -> (String, String) {
     (format!("{group}\u{0}"), format!("{group}\u{1}"))
-}
-
-fn to_json<T: Serialize>(v: &T) -> Result<String, StateError> {
-    serde_json::to_string(v).map_err(storage)
-}
-
-fn from_json<T: for<'de> Deserialize<'de>>(s: &str) -> Result<T, StateError> {
-    serde_json::from_str(s).map_err(storage)
 }
 
 impl crate::state::StateView {
@@ -460,14 +453,7 @@ impl StateStore {
 
     /// Every group with a run in progress (for `driftwatch deliveries` and tests).
     pub fn groups(&self) -> Result<Vec<Group>, StateError> {
-        let tx = redb::ReadableDatabase::begin_read(self.db()).map_err(storage)?;
-        let t = tx.open_table(GROUPS).map_err(storage)?;
-        let mut out = Vec::new();
-        for item in t.iter().map_err(storage)? {
-            let (_, v) = item.map_err(storage)?;
-            out.push(from_json(v.value())?);
-        }
-        Ok(out)
+        self.all_of(GROUPS)
     }
 }
 
