@@ -190,6 +190,20 @@ impl Group {
     }
 }
 
+/// A stored row, or `None` when it cannot be read: a damaged group row is treated as
+/// absent (the next join starts the group again and overwrites it) rather than failing
+/// every pass and settle that touches it.
+fn row<T: for<'de> Deserialize<'de>>(v: Option<redb::AccessGuard<'_, &str>>) -> Option<T> {
+    let v = v?;
+    match from_json(v.value()) {
+        Ok(t) => Some(t),
+        Err(e) => {
+            tracing::warn!(error = %e, "a grouped notification's stored row cannot be read; it is treated as absent");
+            None
+        }
+    }
+}
+
 fn member_key(group: &str, app: &str) -> String {
     format!("{group}\u{0}{app}")
 }
@@ -202,7 +216,7 @@ impl crate::state::StateView {
     /// A group's current run, if it has one.
     pub fn group(&self, key: &str) -> Result<Option<Group>, StateError> {
         let t = self.tx.open_table(GROUPS).map_err(storage)?;
-        t.get(key).map_err(storage)?.map(|v| from_json(v.value())).transpose()
+        Ok(row(t.get(key).map_err(storage)?))
     }
 
     /// The group `app_key` is in for (trigger, destination), if any.
@@ -237,7 +251,7 @@ impl crate::state::StateView {
     /// An Application's membership of a group (of its current run or an earlier one).
     pub fn group_member(&self, key: &str, app: &str) -> Result<Option<Member>, StateError> {
         let t = self.tx.open_table(MEMBERS).map_err(storage)?;
-        t.get(member_key(key, app).as_str()).map_err(storage)?.map(|v| from_json(v.value())).transpose()
+        Ok(row(t.get(member_key(key, app).as_str()).map_err(storage)?))
     }
 }
 
@@ -269,9 +283,9 @@ impl StateStore {
     ) -> Result<Joined, StateError> {
         let mut groups = tx.open_table(GROUPS).map_err(storage)?;
         let mut members = tx.open_table(MEMBERS).map_err(storage)?;
-        let prev: Option<Group> = groups.get(g.key.as_str()).map_err(storage)?.map(|v| from_json(v.value())).transpose()?;
+        let prev: Option<Group> = row(groups.get(g.key.as_str()).map_err(storage)?);
         let mkey = member_key(&g.key, &g.member_key);
-        let member: Option<Member> = members.get(mkey.as_str()).map_err(storage)?.map(|v| from_json(v.value())).transpose()?;
+        let member: Option<Member> = row(members.get(mkey.as_str()).map_err(storage)?);
         let Some((mut group, member)) = Group::after(prev.as_ref(), member.as_ref(), &g.key, &g.member, g.joins, &g.instance, now_ms)
         else {
             return Ok(Joined::Unchanged);
@@ -280,7 +294,7 @@ impl StateStore {
         if !g.joins {
             // Leaving before the message that showed it joining was sent: its key is
             // not recorded (the pass re-arms it), and it is no longer in flight.
-            let left: Option<Waiting> = waiting.remove(mkey.as_str()).map_err(storage)?.map(|v| from_json(v.value())).transpose()?;
+            let left: Option<Waiting> = row(waiting.remove(mkey.as_str()).map_err(storage)?);
             if let Some(w) = left {
                 let p = super::pending_key_of(&w.record.app_key, &w.record.key, &n.template, Action::Fire);
                 in_flight.remove(p.as_str()).map_err(storage)?;
@@ -359,8 +373,7 @@ impl StateStore {
     pub(in crate::state) fn group_message(tx: &redb::ReadTransaction, e: &mut crate::state::OutboxEntry) -> Result<(), StateError> {
         let Some(key) = e.notification.group.as_ref().map(|g| g.key.clone()) else { return Ok(()) };
         let groups = tx.open_table(GROUPS).map_err(storage)?;
-        let Some(v) = groups.get(key.as_str()).map_err(storage)? else { return Ok(()) };
-        let group: Group = from_json(v.value())?;
+        let Some(group) = row::<Group>(groups.get(key.as_str()).map_err(storage)?) else { return Ok(()) };
         if group.entry != Some(e.id) {
             return Ok(());
         }
@@ -392,7 +405,7 @@ impl StateStore {
     ) -> Result<Vec<String>, StateError> {
         let Some(g) = e.notification.group.as_ref() else { return Ok(Vec::new()) };
         let mut groups = tx.open_table(GROUPS).map_err(storage)?;
-        let Some(mut group) = groups.get(g.key.as_str()).map_err(storage)?.map(|v| from_json::<Group>(v.value())).transpose()? else {
+        let Some(mut group) = row::<Group>(groups.get(g.key.as_str()).map_err(storage)?) else {
             return Ok(Vec::new());
         };
         if group.entry != Some(e.id) {
@@ -403,13 +416,18 @@ impl StateStore {
         {
             let mut waiting = tx.open_table(WAITING).map_err(storage)?;
             let (lo, hi) = group_range(&g.key);
-            let mut drained = Vec::new();
+            let (mut drained, mut unreadable) = (Vec::new(), Vec::new());
             for item in waiting.range(lo.as_str()..hi.as_str()).map_err(storage)? {
                 let (k, v) = item.map_err(storage)?;
-                let w: Waiting = from_json(v.value())?;
-                if w.revision <= sent {
-                    drained.push((k.value().to_string(), w));
+                match from_json::<Waiting>(v.value()) {
+                    Ok(w) if w.revision <= sent => drained.push((k.value().to_string(), w)),
+                    Ok(_) => {}
+                    // Nothing to record from it: the member's next pass decides again.
+                    Err(_) => unreadable.push(k.value().to_string()),
                 }
+            }
+            for k in unreadable {
+                waiting.remove(k.as_str()).map_err(storage)?;
             }
             for (k, w) in drained {
                 waiting.remove(k.as_str()).map_err(storage)?;
@@ -628,6 +646,23 @@ mod tests {
         let due = s.due("slack", WAIT, 10).unwrap();
         assert_eq!(due.len(), 1);
         assert_eq!(firing(&due[0]), (3, 0));
+    }
+
+    #[test]
+    fn a_damaged_group_row_is_started_again_not_an_error_for_every_pass() {
+        let s = StateStore::in_memory().unwrap();
+        pass(&s, "ns/a", true, 0);
+        {
+            let tx = s.db().begin_write().unwrap();
+            tx.open_table(GROUPS).unwrap().insert(KEY, "{not json").unwrap();
+            tx.commit().unwrap();
+        }
+        assert!(s.view().unwrap().group(KEY).unwrap().is_none(), "read as absent");
+        let e = s.due("slack", WAIT, 10).unwrap().remove(0);
+        s.settle(&[(e, Settle::Delivered)], WAIT).unwrap();
+        assert_eq!(pass(&s, "ns/b", true, 2 * WAIT).queued, 1, "b starts the group again");
+        let e = s.due("slack", 3 * WAIT, 10).unwrap().remove(0);
+        assert_eq!(firing(&e), (1, 0));
     }
 
     #[test]
