@@ -473,6 +473,9 @@ pub fn write_history(episodes: &[Episode], format: HistoryFormat, now: DateTime<
         m.dedup();
         m.join(";")
     };
+    // Delivered notifications, and those that never reached their destination.
+    let sent = |e: &Episode| e.notifications.iter().filter(|n| n.failed.is_none()).count();
+    let failed = |e: &Episode| e.notifications.len() - sent(e);
     let resources = |e: &Episode| -> String {
         e.resources.iter().map(|r| format!("{} {}/{}", r.kind, r.namespace, r.name)).collect::<Vec<_>>().join(";")
     };
@@ -484,7 +487,7 @@ pub fn write_history(episodes: &[Episode], format: HistoryFormat, now: DateTime<
         HistoryFormat::Csv => {
             writeln!(
                 out,
-                "id,app,project,cluster,opened,resolved,duration_seconds,state,severity,direction,classes,resources,managers,revision,notifications"
+                "id,app,project,cluster,opened,resolved,duration_seconds,state,severity,direction,classes,resources,managers,revision,notifications,notifications_failed"
             )?;
             for e in episodes {
                 let row = [
@@ -502,7 +505,8 @@ pub fn write_history(episodes: &[Episode], format: HistoryFormat, now: DateTime<
                     resources(e),
                     managers(e),
                     e.revision.clone(),
-                    e.notifications.len().to_string(),
+                    sent(e).to_string(),
+                    failed(e).to_string(),
                 ];
                 writeln!(out, "{}", row.iter().map(|c| csv_field(c)).collect::<Vec<_>>().join(","))?;
             }
@@ -526,7 +530,10 @@ pub fn write_history(episodes: &[Episode], format: HistoryFormat, now: DateTime<
                     e.direction,
                     classes,
                     managers(e),
-                    e.notifications.len()
+                    match failed(e) {
+                        0 => sent(e).to_string(),
+                        f => format!("{} ({f} failed)", sent(e)),
+                    }
                 )?;
             }
             writeln!(out, "{} episode(s)", episodes.len())?;

@@ -23,7 +23,11 @@ pub const MAX_ATTRIBUTION: usize = 32;
 pub const MAX_NOTIFICATIONS: usize = 64;
 pub const MAX_ATTEMPTS: usize = 32;
 
-/// A notification delivered during an episode (kept in its history).
+/// Most of a failure's text an episode keeps.
+pub const MAX_FAILURE: usize = 256;
+
+/// A notification of an episode and its outcome (kept in its history): delivered, or
+/// failed for good (a dead letter).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Sent {
     pub trigger: String,
@@ -31,6 +35,21 @@ pub struct Sent {
     pub recipient: String,
     pub action: Action,
     pub at: DateTime<Utc>,
+    /// Why it never reached the destination (refused, or out of attempts: the dead
+    /// letter's error, redacted, at most [`MAX_FAILURE`] bytes); absent when delivered.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failed: Option<String>,
+}
+
+impl Sent {
+    /// The outcome of a dead letter: its error, cut to [`MAX_FAILURE`] bytes.
+    pub fn failure(error: &str) -> String {
+        let mut end = error.len().min(MAX_FAILURE);
+        while !error.is_char_boundary(end) {
+            end -= 1;
+        }
+        error[..end].to_string()
+    }
 }
 
 /// One drift episode, as stored in the history.
@@ -561,7 +580,7 @@ impl Episode {
     /// parallel) in order of trigger, service and recipient, so the history reads the
     /// same whichever service finished first.
     pub fn note_sent(&mut self, sent: Sent) {
-        if self.notified_at.is_none_or(|t| sent.at < t) {
+        if sent.failed.is_none() && self.notified_at.is_none_or(|t| sent.at < t) {
             self.notified_at = Some(sent.at);
         }
         if self.notifications.len() >= MAX_NOTIFICATIONS {
@@ -739,6 +758,7 @@ mod tests {
             recipient: String::new(),
             action: Action::Fire,
             at: at(min),
+            failed: None,
         };
         let ep = observe(None, &app("OutOfSync", "Healthy"), &drift("warning", "workload", "live"), at(0)).episode.unwrap();
         let (mut a, mut b) = (ep.clone(), ep);

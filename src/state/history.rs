@@ -10,6 +10,9 @@
 //! - `open_episodes`: per Application with an open episode, a summary of it (who,
 //!   what class, since when), so the fleet view and `/metrics` read the open episodes
 //!   only, never the history;
+//! - `open_episodes_by_class`: per class, how many open episodes have it (`none` for
+//!   those with no class), kept with `open_episodes`, so a scrape of `/metrics` reads a
+//!   handful of counters, not every open episode;
 //! - `episodes_by_app`: `<namespace>/<name>` then episode key, so an Application's
 //!   story reads its own episodes, not the whole history;
 //! - `holds`: per Application and condition, since when a condition with `for:` has
@@ -31,6 +34,8 @@ const HOLDS: TableDefinition<&str, u64> = TableDefinition::new("holds");
 const RESOLVED: TableDefinition<&str, ()> = TableDefinition::new("episodes_by_resolved");
 /// State key -> [`OpenEpisode`] (JSON) of its open episode.
 const OPEN: TableDefinition<&str, &str> = TableDefinition::new("open_episodes");
+/// Class -> how many open episodes have it (`none`: those with no class).
+const OPEN_BY_CLASS: TableDefinition<&str, u64> = TableDefinition::new("open_episodes_by_class");
 /// `"<namespace>/<name>\u{0}<episode key>"` -> nothing.
 const BY_APP: TableDefinition<&str, ()> = TableDefinition::new("episodes_by_app");
 
@@ -141,7 +146,70 @@ pub(super) fn create_tables(tx: &WriteTransaction) -> Result<(), StateError> {
         Ok(serde_json::from_str::<Stored>(v).map_err(storage)?.resolved_at.map(|at| resolved_key(at, k)))
     })?;
     super::index_once(tx, "episodes_by_app", EPISODES, BY_APP, |k, _| Ok(Some(by_app_key(k))))?;
-    index_open_once(tx)
+    index_open_once(tx)?;
+    count_open_once(tx)
+}
+
+/// The class counters of an open episode's summary (JSON), as [`OPEN_BY_CLASS`] keys.
+fn open_classes(json: &str) -> Vec<String> {
+    #[derive(serde::Deserialize)]
+    struct Classes {
+        #[serde(default)]
+        classes: Vec<String>,
+    }
+    let classes = serde_json::from_str::<Classes>(json).map(|c| c.classes).unwrap_or_default();
+    if classes.is_empty() { vec!["none".to_string()] } else { classes }
+}
+
+/// Sets (`Some`) or removes (`None`) an Application's open-episode summary, and moves
+/// the class counters with it: every change of `open_episodes` goes through here.
+fn set_open(tx: &WriteTransaction, app: &str, summary: Option<&OpenEpisode>) -> Result<(), StateError> {
+    let mut open = tx.open_table(OPEN).map_err(storage)?;
+    let new = summary.map(serde_json::to_string).transpose().map_err(storage)?;
+    let old = match &new {
+        Some(json) => open.insert(app, json.as_str()).map_err(storage)?.map(|v| v.value().to_string()),
+        None => open.remove(app).map_err(storage)?.map(|v| v.value().to_string()),
+    };
+    let (old, new) = (old.as_deref().map(open_classes).unwrap_or_default(), new.as_deref().map(open_classes).unwrap_or_default());
+    if old == new {
+        return Ok(());
+    }
+    let mut counts = tx.open_table(OPEN_BY_CLASS).map_err(storage)?;
+    for (classes, up) in [(old, false), (new, true)] {
+        for c in classes {
+            let n = counts.get(c.as_str()).map_err(storage)?.map_or(0, |v| v.value());
+            match if up { n.checked_add(1) } else { n.checked_sub(1).filter(|n| *n > 0) } {
+                Some(n) => counts.insert(c.as_str(), n).map_err(storage)?,
+                None => counts.remove(c.as_str()).map_err(storage)?,
+            };
+        }
+    }
+    Ok(())
+}
+
+/// Counts the open episodes by class once per state file (one written before the
+/// counters existed).
+fn count_open_once(tx: &WriteTransaction) -> Result<(), StateError> {
+    let mut meta = tx.open_table(super::META).map_err(storage)?;
+    if meta.get("indexed:open_episodes_by_class").map_err(storage)?.is_some() {
+        return Ok(());
+    }
+    let open = tx.open_table(OPEN).map_err(storage)?;
+    let mut counts = tx.open_table(OPEN_BY_CLASS).map_err(storage)?;
+    if counts.is_empty().map_err(storage)? {
+        let mut by_class: BTreeMap<String, u64> = BTreeMap::new();
+        for item in open.iter().map_err(storage)? {
+            let (_, v) = item.map_err(storage)?;
+            for c in open_classes(v.value()) {
+                *by_class.entry(c).or_default() += 1;
+            }
+        }
+        for (c, n) in by_class {
+            counts.insert(c.as_str(), n).map_err(storage)?;
+        }
+    }
+    meta.insert("indexed:open_episodes_by_class", 1).map_err(storage)?;
+    Ok(())
 }
 
 /// Fills `open_episodes` once per state file (a file written before it existed): each
@@ -213,7 +281,7 @@ impl StateStore {
             }
             tx.open_table(BY_APP).map_err(storage)?.remove(by_app_key(k).as_str()).map_err(storage)?;
         }
-        tx.open_table(OPEN).map_err(storage)?.remove(app).map_err(storage)?;
+        set_open(&tx, app, None)?;
         tx.commit().map_err(storage)?;
         Ok(key.is_some())
     }
@@ -256,13 +324,7 @@ impl StateStore {
         };
         let new = episodes.insert(key.as_str(), json.as_str()).map_err(storage)?.is_none();
         tx.open_table(LATEST).map_err(storage)?.insert(ep.app_key.as_str(), key.as_str()).map_err(storage)?;
-        let mut open = tx.open_table(OPEN).map_err(storage)?;
-        if ep.is_open() {
-            open.insert(ep.app_key.as_str(), serde_json::to_string(&OpenEpisode::of(ep)).map_err(storage)?.as_str()).map_err(storage)?;
-        } else {
-            open.remove(ep.app_key.as_str()).map_err(storage)?;
-        }
-        drop(open);
+        set_open(tx, &ep.app_key, ep.is_open().then(|| OpenEpisode::of(ep)).as_ref())?;
         if new {
             tx.open_table(BY_APP).map_err(storage)?.insert(by_app_key(&key).as_str(), ()).map_err(storage)?;
             prune(&mut episodes, tx, retention, now)?;
@@ -347,9 +409,9 @@ impl StateStore {
         Ok(out)
     }
 
-    /// Remembers a delivered notification in its episode, inside the delivery's
-    /// transaction.
-    pub(crate) fn note_sent_in(tx: &WriteTransaction, n: &Notification, now_ms: u64) -> Result<(), StateError> {
+    /// Remembers a notification's outcome in its episode (delivered, or `failed` with
+    /// the dead letter's error), inside the settle's transaction.
+    pub(crate) fn note_sent_in(tx: &WriteTransaction, n: &Notification, now_ms: u64, failed: Option<&str>) -> Result<(), StateError> {
         let (Some(id), Some(r)) = (n.episode.as_ref().and_then(|e| e.get("id")).and_then(|v| v.as_str()), &n.record) else {
             return Ok(());
         };
@@ -359,12 +421,13 @@ impl StateStore {
             recipient: n.destination.recipient.clone(),
             action: n.action,
             at: from_millis(now_ms),
+            failed: failed.map(Sent::failure),
         };
         Self::note_sent_to(tx, &r.app_key, id, sent)
     }
 
-    /// Remembers a delivery in the Application's episode `id` (when it is still the
-    /// latest), inside the delivery's transaction.
+    /// Remembers a notification's outcome in the Application's episode `id` (when it is
+    /// still the latest), inside the settle's transaction.
     pub(crate) fn note_sent_to(tx: &WriteTransaction, app_key: &str, id: &str, sent: Sent) -> Result<(), StateError> {
         let key = match tx.open_table(LATEST).map_err(storage)?.get(app_key).map_err(storage)? {
             Some(k) => k.value().to_string(),
@@ -397,16 +460,14 @@ impl StateStore {
     }
 
     /// Open episodes by class (an episode of several classes counts in each; one of
-    /// none in `none`): reads the open ones only.
+    /// none in `none`): reads the counters kept with them, one entry per class.
     pub fn open_episodes_by_class(&self) -> Result<BTreeMap<String, u64>, StateError> {
+        let tx = self.db().begin_read().map_err(storage)?;
+        let counts = tx.open_table(OPEN_BY_CLASS).map_err(storage)?;
         let mut out = BTreeMap::new();
-        for ep in self.open_episodes()? {
-            if ep.classes.is_empty() {
-                *out.entry("none".to_string()).or_insert(0) += 1;
-            }
-            for c in ep.classes {
-                *out.entry(c).or_insert(0) += 1;
-            }
+        for item in counts.iter().map_err(storage)? {
+            let (c, n) = item.map_err(storage)?;
+            out.insert(c.value().to_string(), n.value());
         }
         Ok(out)
     }
@@ -451,7 +512,7 @@ impl StateStore {
     /// episodes stay in the history.
     pub(crate) fn forget_app_history_in(tx: &WriteTransaction, app: &str) -> Result<(), StateError> {
         tx.open_table(LATEST).map_err(storage)?.remove(app).map_err(storage)?;
-        tx.open_table(OPEN).map_err(storage)?.remove(app).map_err(storage)?;
+        set_open(tx, app, None)?;
         Self::forget_latest_operation_in(tx, app)?;
         Self::forget_latest_break_glass_in(tx, app)?;
         remove_app_entries(&mut tx.open_table(HOLDS).map_err(storage)?, app)?;
@@ -524,7 +585,7 @@ fn prune(
         let app = k.split_once(SEP).map_or("", |(_, app)| app);
         if latest.get(app).map_err(storage)?.is_some_and(|v| v.value() == k) {
             latest.remove(app).map_err(storage)?;
-            tx.open_table(OPEN).map_err(storage)?.remove(app).map_err(storage)?;
+            set_open(tx, app, None)?;
         }
     }
     Ok(())
@@ -555,6 +616,66 @@ mod tests {
         .unwrap()
     }
 
+    /// A notification of `ep` to `service`, recorded under `key` once delivered.
+    fn notification(ep: &Episode, service: &str, key: &str) -> Notification {
+        Notification {
+            app: format!("argocd/{}", ep.name),
+            meta: crate::model::AppMeta::default(),
+            trigger: "on-x".into(),
+            condition: 0,
+            condition_key: "[0].x".into(),
+            template: "t".into(),
+            destination: crate::model::Destination::new(service, ""),
+            kind: crate::model::DestinationKind::Webhook,
+            action: Action::Fire,
+            severity: crate::model::Severity::Info,
+            payload: json!({}),
+            record: Some(crate::model::StateRecord {
+                app_key: ep.app_key.clone(),
+                key: key.into(),
+                op: crate::model::RecordOp::Set,
+                seen: None,
+            }),
+            episode: Some(json!({"id": ep.id})),
+            operation: None,
+            idempotency_key: None,
+            group: None,
+        }
+    }
+
+    /// Each notification's outcome is kept in its episode: delivered, refused for good
+    /// (a permanent dead letter: recorded, not re-sent) and out of attempts (a dead
+    /// letter decided again later) each say so, the failures with their error cut to
+    /// [`crate::drift::episode::MAX_FAILURE`] bytes; only a delivery sets when the
+    /// episode was first notified.
+    #[test]
+    fn a_notifications_outcome_is_kept_in_its_episode() {
+        use crate::state::Settle;
+        let s = StateStore::in_memory().unwrap();
+        let ep = episode("a", 0, "rbac");
+        s.save_episode(&ep, Retention::default(), at(0)).unwrap();
+        let long = format!("HTTP 400: {}", "é".repeat(400));
+        s.enqueue(&[notification(&ep, "refuses", "k1"), notification(&ep, "down", "k2"), notification(&ep, "ok", "k3")], 1_000).unwrap();
+        let first = |svc: &str| s.due(svc, 1_000, 10).unwrap().remove(0);
+        let t = |min: i64| u64::try_from(at(min).timestamp_millis()).unwrap();
+        s.settle(&[(first("refuses"), Settle::Dead { error: long.clone(), permanent: true })], t(1)).unwrap();
+        s.settle(&[(first("down"), Settle::Dead { error: "gave up after 10 attempt(s): HTTP 503".into(), permanent: false })], t(2)).unwrap();
+        let stored = s.latest_episode(&ep.app_key).unwrap().unwrap();
+        assert_eq!(stored.notified_at, None, "nothing reached anyone yet");
+        s.settle(&[(first("ok"), Settle::Delivered)], t(3)).unwrap();
+        let stored = s.latest_episode(&ep.app_key).unwrap().unwrap();
+        let outcome: Vec<(&str, Option<&str>)> = stored.notifications.iter().map(|n| (n.service.as_str(), n.failed.as_deref())).collect();
+        assert_eq!(outcome.len(), 3, "{outcome:?}");
+        let refused = outcome.iter().find(|(svc, _)| *svc == "refuses").and_then(|(_, f)| *f).unwrap();
+        assert!(long.starts_with(refused) && refused.len() <= crate::drift::episode::MAX_FAILURE && refused.len() > 200, "{refused}");
+        assert!(outcome.contains(&("down", Some("gave up after 10 attempt(s): HTTP 503"))), "{outcome:?}");
+        assert!(outcome.contains(&("ok", None)), "{outcome:?}");
+        assert_eq!(stored.notified_at, Some(at(3)), "the delivery, not the failures");
+        assert!(s.is_notified(&ep.app_key, "k1").unwrap() && !s.is_notified(&ep.app_key, "k2").unwrap());
+        let record = stored.record(at(4));
+        assert!(record["notifications"].as_array().unwrap().iter().any(|n| n["failed"].is_string()), "{record}");
+    }
+
     /// An episode that cannot be read is reported as such by the pass's read, does not
     /// fail a delivery's note nor the history listing, and is reset: the next episode
     /// starts afresh.
@@ -572,31 +693,9 @@ mod tests {
         assert!(matches!(s.latest_episode(&ep.app_key), Err(StateError::Episode { .. })));
         assert_eq!(s.episodes(&HistoryQuery::default()).unwrap().len(), 1, "the readable one is still listed");
         // A delivery noted in the unreadable episode: the settle's transaction succeeds.
-        let n = Notification {
-            app: "argocd/a".into(),
-            meta: crate::model::AppMeta::default(),
-            trigger: "on-x".into(),
-            condition: 0,
-            condition_key: "[0].x".into(),
-            template: "t".into(),
-            destination: crate::model::Destination::new("hook", ""),
-            kind: crate::model::DestinationKind::Webhook,
-            action: Action::Fire,
-            severity: crate::model::Severity::Info,
-            payload: json!({}),
-            record: Some(crate::model::StateRecord {
-                app_key: ep.app_key.clone(),
-                key: "k".into(),
-                op: crate::model::RecordOp::Set,
-                seen: None,
-            }),
-            episode: Some(json!({"id": ep.id})),
-            operation: None,
-            idempotency_key: None,
-            group: None,
-        };
+        let n = notification(&ep, "hook", "k");
         let tx = s.db().begin_write().unwrap();
-        StateStore::note_sent_in(&tx, &n, 5).unwrap();
+        StateStore::note_sent_in(&tx, &n, 5, None).unwrap();
         tx.commit().unwrap();
         assert!(s.reset_episode(&ep.app_key).unwrap());
         assert_eq!(s.latest_episode(&ep.app_key).unwrap(), None);
@@ -663,7 +762,7 @@ mod tests {
         s.save_episode(&stale, Retention::default(), at(0)).unwrap();
         // A delivery notes a Sent on the stored episode after the pass read it.
         let mut noted = stale.clone();
-        noted.note_sent(Sent { trigger: "on-rbac".into(), service: "pd".into(), recipient: "".into(), action: Action::Fire, at: at(1) });
+        noted.note_sent(Sent { trigger: "on-rbac".into(), service: "pd".into(), recipient: "".into(), action: Action::Fire, at: at(1), failed: None });
         let tx = s.db().begin_write().unwrap();
         tx.open_table(EPISODES).unwrap().insert(episode_key(&noted).as_str(), serde_json::to_string(&noted).unwrap().as_str()).unwrap();
         tx.commit().unwrap();
@@ -741,6 +840,7 @@ mod tests {
         let keep1 = Retention { max_episodes: 1, max_age: chrono::Duration::days(1) };
         s.save_episode(&episode("c", 5, "config"), keep1, at(5)).unwrap();
         assert_eq!(s.open_episodes().unwrap().iter().map(|e| e.name.as_str()).collect::<Vec<_>>(), ["c"]);
+        assert_eq!(s.open_episodes_by_class().unwrap(), BTreeMap::from([("config".into(), 1)]), "the pruned ones left the counters");
         let tx = s.db().begin_read().unwrap();
         let by_app: Vec<String> = tx.open_table(BY_APP).unwrap().iter().unwrap().map(|i| i.unwrap().0.value().to_string()).collect();
         assert_eq!(by_app.len(), 1, "{by_app:?}");
@@ -760,9 +860,11 @@ mod tests {
             let tx = s.db().begin_write().unwrap();
             tx.delete_table(OPEN).unwrap();
             tx.delete_table(BY_APP).unwrap();
+            tx.delete_table(OPEN_BY_CLASS).unwrap();
             let mut meta = tx.open_table(super::super::META).unwrap();
             meta.remove("indexed:open_episodes").unwrap();
             meta.remove("indexed:episodes_by_app").unwrap();
+            meta.remove("indexed:open_episodes_by_class").unwrap();
             drop(meta);
             tx.commit().unwrap();
         }
@@ -770,6 +872,10 @@ mod tests {
         assert_eq!(s.open_episodes().unwrap().iter().map(|e| e.name.as_str()).collect::<Vec<_>>(), ["open"]);
         let q = HistoryQuery { app: Some("argocd/done".into()), ..Default::default() };
         assert_eq!(s.episodes(&q).unwrap().len(), 1);
+        assert_eq!(s.open_episodes_by_class().unwrap(), BTreeMap::from([("rbac".into(), 1)]), "counted once");
+        drop(s);
+        let s = StateStore::open(&path).unwrap();
+        assert_eq!(s.open_episodes_by_class().unwrap(), BTreeMap::from([("rbac".into(), 1)]), "not counted again");
     }
 
     #[test]

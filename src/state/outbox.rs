@@ -518,8 +518,8 @@ impl StateStore {
         Ok(())
     }
 
-    fn apply_record(&self, tx: &WriteTransaction, n: &Notification, now_ms: u64) -> Result<(), StateError> {
-        Self::note_sent_in(tx, n, now_ms)?;
+    fn apply_record(&self, tx: &WriteTransaction, n: &Notification, now_ms: u64, failed: Option<&str>) -> Result<(), StateError> {
+        Self::note_sent_in(tx, n, now_ms, failed)?;
         match &n.record {
             Some(r) if r.op == RecordOp::Set => self.record_in(tx, &r.app_key, &r.key, now_ms),
             Some(r) => Self::forget_in(tx, &r.app_key, &r.key),
@@ -550,8 +550,8 @@ impl StateStore {
             match how {
                 Settle::Delivered => {
                     Self::remove_entry(&tx, e)?;
-                    self.apply_record(&tx, &e.notification, now_ms)?;
-                    members.extend(self.settle_group_in(&tx, e, true, true, now_ms)?);
+                    self.apply_record(&tx, &e.notification, now_ms, None)?;
+                    members.extend(self.settle_group_in(&tx, e, None, true, now_ms)?);
                 }
                 Settle::Retry { next_ms, error } => {
                     let service = e.notification.destination.service.as_str();
@@ -567,9 +567,13 @@ impl StateStore {
                 Settle::Dead { error, permanent } => {
                     Self::remove_entry(&tx, e)?;
                     if *permanent {
-                        self.apply_record(&tx, &e.notification, now_ms)?;
+                        self.apply_record(&tx, &e.notification, now_ms, Some(error))?;
+                    } else {
+                        // Not recorded (the next pass decides again), but the episode
+                        // says it failed.
+                        Self::note_sent_in(&tx, &e.notification, now_ms, Some(error))?;
                     }
-                    members.extend(self.settle_group_in(&tx, e, false, *permanent, now_ms)?);
+                    members.extend(self.settle_group_in(&tx, e, Some(error), *permanent, now_ms)?);
                     let dead = DeadLetter {
                         id: e.id,
                         failed_ms: now_ms,

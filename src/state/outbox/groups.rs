@@ -389,20 +389,22 @@ impl StateStore {
         Ok(())
     }
 
-    /// After a group's entry settled (delivered, or dead): the dedup keys of the
-    /// members the attempted message showed are recorded (delivered, or a permanent
-    /// failure), their in-flight markers and waiting records dropped; an update is
-    /// queued for members that joined during the attempt; a run whose last message
-    /// showed none firing ends (its row and members go). Returns the Applications
-    /// whose markers went (a deleted one may now be purged).
+    /// After a group's entry settled (delivered, or dead with `failed`): the dedup keys
+    /// of the members the attempted message showed are recorded (`record`: delivered,
+    /// or a permanent failure) and its outcome noted in their episodes, their in-flight
+    /// markers and waiting records dropped; an update is queued for members that joined
+    /// during the attempt; a run whose last message showed none firing ends (its row and
+    /// members go). Returns the Applications whose markers went (a deleted one may now
+    /// be purged).
     pub(in crate::state) fn settle_group_in(
         &self,
         tx: &WriteTransaction,
         e: &crate::state::OutboxEntry,
-        delivered: bool,
+        failed: Option<&str>,
         record: bool,
         now_ms: u64,
     ) -> Result<Vec<String>, StateError> {
+        let delivered = failed.is_none();
         let Some(g) = e.notification.group.as_ref() else { return Ok(Vec::new()) };
         let mut groups = tx.open_table(GROUPS).map_err(storage)?;
         let Some(mut group) = row::<Group>(groups.get(g.key.as_str()).map_err(storage)?) else {
@@ -435,16 +437,17 @@ impl StateStore {
                 tx.open_table(super::PENDING).map_err(storage)?.remove(p.as_str()).map_err(storage)?;
                 if record {
                     self.record_in(tx, &w.record.app_key, &w.record.key, now_ms)?;
-                    if let Some(id) = &w.episode {
-                        let note = Sent {
-                            trigger: w.trigger.clone(),
-                            service: e.notification.destination.service.clone(),
-                            recipient: e.notification.destination.recipient.clone(),
-                            action: Action::Fire,
-                            at: from_millis(now_ms),
-                        };
-                        Self::note_sent_to(tx, &w.record.app_key, id, note)?;
-                    }
+                }
+                if let Some(id) = &w.episode {
+                    let note = Sent {
+                        trigger: w.trigger.clone(),
+                        service: e.notification.destination.service.clone(),
+                        recipient: e.notification.destination.recipient.clone(),
+                        action: Action::Fire,
+                        at: from_millis(now_ms),
+                        failed: failed.map(Sent::failure),
+                    };
+                    Self::note_sent_to(tx, &w.record.app_key, id, note)?;
                 }
                 done.push(w.record.app_key);
             }

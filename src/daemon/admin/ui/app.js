@@ -163,7 +163,8 @@
         ul.appendChild(li);
       }
       for (const n of ep.notifications || []) {
-        ul.appendChild(el("li", "sent " + n.trigger + " to " + n.service + (n.recipient ? ":" + n.recipient : "") + " (" + n.action + ") at " + n.at, "sent"));
+        const to = n.trigger + " to " + n.service + (n.recipient ? ":" + n.recipient : "") + " (" + n.action + ") at " + n.at;
+        ul.appendChild(n.failed ? el("li", "failed " + to + ": " + n.failed, "failed") : el("li", "sent " + to, "sent"));
       }
       if (ep.breakGlass) ul.appendChild(el("li", "under break-glass " + ep.breakGlass.ticket + ", approved by " + ep.breakGlass.approvedBy, "tag"));
       d.appendChild(ul);
