@@ -113,6 +113,11 @@ enum Command {
         /// Only episodes open since then: a duration back from now (24h, 7d) or an RFC 3339 time.
         #[arg(long)]
         since: Option<String>,
+        /// Only episodes opened by then (and operations and exceptions by then): a
+        /// duration back from now or an RFC 3339 time; with --since, what went on in
+        /// between.
+        #[arg(long)]
+        until: Option<String>,
         /// Only episodes in which a resource of this class drifted (rbac, network-policy, ...).
         #[arg(long)]
         class: Option<String>,
@@ -363,11 +368,11 @@ fn main() -> ExitCode {
         Command::Routes { command: RoutesCommand::Test { app, live, audit, project, config, output } } => {
             cli::drift::routes_test(&app, (&live, &audit), project.as_deref(), config.as_deref(), output, &mut out, &mut err)
         }
-        Command::History { state, config, app, since, class, limit, stats, timeline, output } => cli::drift::history_command(
+        Command::History { state, config, app, since, until, class, limit, stats, timeline, output } => cli::drift::history_command(
             state.as_deref(),
             config.as_deref(),
-            driftwatch::state::HistoryQuery { app, since: None, class, limit },
-            since,
+            driftwatch::state::HistoryQuery { app, class, limit, ..Default::default() },
+            (since, until),
             (output, stats, timeline),
             &mut err,
         ),

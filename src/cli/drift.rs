@@ -235,14 +235,22 @@ pub fn history_command(
     state: Option<&Path>,
     config: Option<&Path>,
     mut query: HistoryQuery,
-    since: Option<String>,
+    (since, until): (Option<String>, Option<String>),
     (format, stats, timeline): (HistoryFormat, bool, bool),
     err: &mut dyn Write,
 ) -> anyhow::Result<i32> {
-    let since = match since.map(|s| crate::state::parse_since(&s, chrono::Utc::now())).transpose() {
-        Ok(s) => s,
-        Err(e) => {
+    let now = chrono::Utc::now();
+    let at = |flag: &str, v: Option<String>| {
+        v.map(|s| crate::state::parse_since(&s, now).map_err(|e| e.to_string().replacen("--since", flag, 1))).transpose()
+    };
+    let (since, until) = match (at("--since", since), at("--until", until)) {
+        (Ok(s), Ok(u)) if s.zip(u).is_none_or(|(s, u)| s <= u) => (s, u),
+        (Err(e), _) | (_, Err(e)) => {
             writeln!(err, "error: {e}")?;
+            return Ok(super::BAD_INPUT);
+        }
+        (Ok(_), Ok(_)) => {
+            writeln!(err, "error: --until is before --since")?;
             return Ok(super::BAD_INPUT);
         }
     };
@@ -259,7 +267,7 @@ pub fn history_command(
             None => std::path::PathBuf::from("driftwatch-state.redb"),
         },
     };
-    query.since = since;
+    (query.since, query.until) = (since, until);
     history(&path, &query, (format, stats, timeline), &mut std::io::stdout(), err)
 }
 
@@ -287,8 +295,8 @@ pub fn history(
         (true, _) => write_stats(&episodes, format, out)?,
         (false, true) => {
             let limit = query.limit.unwrap_or(usize::MAX);
-            let ops = state.operations(query.app.as_deref(), query.since, limit)?;
-            let exceptions = state.break_glass_history(query.app.as_deref(), query.since, limit)?;
+            let ops = state.operations(query, limit)?;
+            let exceptions = state.break_glass_history(query, limit)?;
             write_timeline(&crate::drift::story::timeline(&episodes, &ops, &exceptions), format, out)?
         }
         (false, false) => write_history(&episodes, format, Utc::now(), out)?,

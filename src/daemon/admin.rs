@@ -147,7 +147,7 @@ async fn history(State(shared): State<SharedState>, RawQuery(query): RawQuery) -
 const DEFAULT_HISTORY_LIMIT: usize = 1000;
 const MAX_HISTORY_LIMIT: usize = 10_000;
 
-/// `app=..&since=..&class=..&limit=..` (percent-encoded) as a history query.
+/// `app=..&since=..&until=..&class=..&limit=..` (percent-encoded) as a history query.
 fn history_query(query: &str) -> Result<crate::state::HistoryQuery, String> {
     let mut q = crate::state::HistoryQuery { limit: Some(DEFAULT_HISTORY_LIMIT), ..Default::default() };
     for (k, v) in form_urlencoded::parse(query.as_bytes()) {
@@ -156,11 +156,15 @@ fn history_query(query: &str) -> Result<crate::state::HistoryQuery, String> {
             "app" => q.app = Some(v),
             "class" => q.class = Some(v),
             "since" => q.since = Some(crate::state::parse_since(&v, chrono::Utc::now()).map_err(|e| e.to_string())?),
+            "until" => {
+                q.until =
+                    Some(crate::state::parse_since(&v, chrono::Utc::now()).map_err(|e| e.to_string().replacen("--since", "until", 1))?)
+            }
             "limit" => {
                 let n: usize = v.parse().map_err(|_| format!("limit {v:?} is not a number"))?;
                 q.limit = Some(n.clamp(1, MAX_HISTORY_LIMIT));
             }
-            other => return Err(format!("unknown parameter {other:?} (app, since, class, limit)")),
+            other => return Err(format!("unknown parameter {other:?} (app, since, until, class, limit)")),
         }
     }
     Ok(q)
@@ -283,5 +287,8 @@ mod tests {
         assert!(history_query("page=3").unwrap_err().contains("page"));
         assert_eq!(history_query("app=a%2Fb+c").unwrap().app.as_deref(), Some("a/b c"));
         assert!(history_query("since=100000000d").unwrap_err().contains("100000000d"), "a 400, not a panic of the connection task");
+        let window = history_query("since=2026-12-01T00:00:00Z&until=2026-12-02T00:00:00Z").unwrap();
+        assert_eq!(window.until.map(|t| t.to_rfc3339()).as_deref(), Some("2026-12-02T00:00:00+00:00"));
+        assert!(history_query("until=soon").unwrap_err().starts_with("until"), "named by its own parameter");
     }
 }

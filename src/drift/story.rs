@@ -117,7 +117,8 @@ pub fn timeline(episodes: &[Episode], ops: &[OperationRecord], exceptions: &[Rec
         }
         let what = if e.degraded && !e.out_of_sync { "Degraded".to_string() } else { format!("{} drift", e.direction) };
         let classes = e.classes.iter().cloned().collect::<Vec<_>>().join(", ");
-        steps.push(step(e.opened_at, "opened", None, format!("{what} ({}) [{classes}]", e.severity.as_str())));
+        let classes = if classes.is_empty() { String::new() } else { format!(" [{classes}]") };
+        steps.push(step(e.opened_at, "opened", None, format!("{what} ({}){classes}", e.severity.as_str())));
         if let Some(at) = e.escalated_at {
             steps.push(step(at, "escalated", None, format!("to {}", e.severity.as_str())));
         }

@@ -59,8 +59,8 @@ impl StateStore {
 
     /// Exceptions of the Applications matching `app` (`namespace/name`, or a name),
     /// oldest first, at most `limit` (the newest).
-    pub fn break_glass_history(&self, app: Option<&str>, since: Option<DateTime<Utc>>, limit: usize) -> Result<Vec<Record>, StateError> {
-        EXCEPTIONS.list(self.db(), app, since, limit, |r: &Record| r.name.as_str())
+    pub fn break_glass_history(&self, q: &super::HistoryQuery, limit: usize) -> Result<Vec<Record>, StateError> {
+        EXCEPTIONS.list(self.db(), q, limit, |r: &Record| r.name.as_str())
     }
 
     pub(crate) fn forget_latest_break_glass_in(tx: &WriteTransaction, app: &str) -> Result<(), StateError> {

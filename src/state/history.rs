@@ -114,6 +114,9 @@ pub struct HistoryQuery {
     pub app: Option<String>,
     /// Episodes open at or after this instant.
     pub since: Option<DateTime<Utc>>,
+    /// Episodes opened at or before this instant (with `since`, those going on at some
+    /// time in between); operations and exceptions at or before it.
+    pub until: Option<DateTime<Utc>>,
     pub class: Option<String>,
     /// At most this many, the newest.
     pub limit: Option<usize>,
@@ -349,6 +352,8 @@ impl StateStore {
             classes: Vec<String>,
             #[serde(default)]
             resolved_at: Option<DateTime<Utc>>,
+            #[serde(default)]
+            opened_at: Option<DateTime<Utc>>,
         }
         let tx = self.db().begin_read().map_err(storage)?;
         let table = tx.open_table(EPISODES).map_err(storage)?;
@@ -369,8 +374,9 @@ impl StateStore {
             };
             let app_matches = q.app.as_ref().is_none_or(|a| *a == head.name || *a == format!("{}/{}", head.namespace, head.name));
             let since_matches = q.since.is_none_or(|since| head.resolved_at.is_none_or(|r| r >= since));
+            let until_matches = q.until.is_none_or(|until| head.opened_at.is_none_or(|o| o <= until));
             let class_matches = q.class.as_ref().is_none_or(|c| head.classes.contains(c));
-            if app_matches && since_matches && class_matches {
+            if app_matches && since_matches && until_matches && class_matches {
                 match parse(v) {
                     Ok(ep) => out.push(ep),
                     Err(e) => unreadable(&e),
@@ -659,7 +665,8 @@ mod tests {
         let first = |svc: &str| s.due(svc, 1_000, 10).unwrap().remove(0);
         let t = |min: i64| u64::try_from(at(min).timestamp_millis()).unwrap();
         s.settle(&[(first("refuses"), Settle::Dead { error: long.clone(), permanent: true })], t(1)).unwrap();
-        s.settle(&[(first("down"), Settle::Dead { error: "gave up after 10 attempt(s): HTTP 503".into(), permanent: false })], t(2)).unwrap();
+        s.settle(&[(first("down"), Settle::Dead { error: "gave up after 10 attempt(s): HTTP 503".into(), permanent: false })], t(2))
+            .unwrap();
         let stored = s.latest_episode(&ep.app_key).unwrap().unwrap();
         assert_eq!(stored.notified_at, None, "nothing reached anyone yet");
         s.settle(&[(first("ok"), Settle::Delivered)], t(3)).unwrap();
@@ -742,7 +749,7 @@ mod tests {
         assert_eq!(s.latest_episode("argocd/a@a").unwrap().unwrap().resolved_at, Some(at(14)));
         assert_eq!(s.episodes(&HistoryQuery::default()).unwrap().len(), 2, "an update does not add an episode");
         let q = |app: Option<&str>, since: Option<i64>, class: Option<&str>| {
-            s.episodes(&HistoryQuery { app: app.map(Into::into), since: since.map(at), class: class.map(Into::into), limit: None })
+            s.episodes(&HistoryQuery { app: app.map(Into::into), since: since.map(at), class: class.map(Into::into), ..Default::default() })
                 .unwrap()
                 .into_iter()
                 .map(|e| e.name)
@@ -762,7 +769,14 @@ mod tests {
         s.save_episode(&stale, Retention::default(), at(0)).unwrap();
         // A delivery notes a Sent on the stored episode after the pass read it.
         let mut noted = stale.clone();
-        noted.note_sent(Sent { trigger: "on-rbac".into(), service: "pd".into(), recipient: "".into(), action: Action::Fire, at: at(1), failed: None });
+        noted.note_sent(Sent {
+            trigger: "on-rbac".into(),
+            service: "pd".into(),
+            recipient: "".into(),
+            action: Action::Fire,
+            at: at(1),
+            failed: None,
+        });
         let tx = s.db().begin_write().unwrap();
         tx.open_table(EPISODES).unwrap().insert(episode_key(&noted).as_str(), serde_json::to_string(&noted).unwrap().as_str()).unwrap();
         tx.commit().unwrap();

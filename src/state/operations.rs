@@ -57,8 +57,8 @@ impl StateStore {
 
     /// Operations of the Applications matching `app` (`namespace/name`, or a name),
     /// oldest first, at most `limit` (the newest).
-    pub fn operations(&self, app: Option<&str>, since: Option<DateTime<Utc>>, limit: usize) -> Result<Vec<OperationRecord>, StateError> {
-        OPERATIONS.list(self.db(), app, since, limit, |o: &OperationRecord| o.name.as_str())
+    pub fn operations(&self, q: &super::HistoryQuery, limit: usize) -> Result<Vec<OperationRecord>, StateError> {
+        OPERATIONS.list(self.db(), q, limit, |o: &OperationRecord| o.name.as_str())
     }
 
     /// A deleted Application: its latest-operation pointer goes; its operations stay
@@ -80,6 +80,7 @@ impl super::StateView {
 mod tests {
     use super::*;
     use crate::drift::operation::Operation;
+    use crate::state::HistoryQuery;
 
     fn op(app: &str, name: &str, ms: i64) -> OperationRecord {
         OperationRecord {
@@ -107,20 +108,28 @@ mod tests {
         let many: Vec<OperationRecord> = (1..=(MAX_OPERATIONS_PER_APP as i64 + 5)).map(|i| op("argocd/a@1", "a", day + i)).collect();
         save(&s, "argocd/a@1", &many, r, day + 10);
         save(&s, "argocd/b@2", &[op("argocd/b@2", "b", day + 3)], r, day + 10);
-        let a = s.operations(Some("argocd/a"), None, usize::MAX).unwrap();
+        let app = |a: Option<&str>| HistoryQuery { app: a.map(Into::into), ..Default::default() };
+        let a = s.operations(&app(Some("argocd/a")), usize::MAX).unwrap();
         assert_eq!(a.len(), MAX_OPERATIONS_PER_APP);
         assert_eq!(a[0].operation.started_ms(), day as u64 + 6, "the oldest five went");
-        assert_eq!(s.operations(Some("b"), None, usize::MAX).unwrap().len(), 1, "by name");
-        assert_eq!(s.operations(None, None, 3).unwrap().len(), 3, "the newest three");
+        assert_eq!(s.operations(&app(Some("b")), usize::MAX).unwrap().len(), 1, "by name");
+        assert_eq!(s.operations(&app(None), 3).unwrap().len(), 3, "the newest three");
+        let window = HistoryQuery {
+            since: DateTime::from_timestamp_millis(day + 8),
+            until: DateTime::from_timestamp_millis(day + 10),
+            ..app(Some("argocd/a"))
+        };
+        let between: Vec<u64> = s.operations(&window, usize::MAX).unwrap().iter().map(|o| o.operation.started_ms()).collect();
+        assert_eq!(between, [day as u64 + 8, day as u64 + 9, day as u64 + 10], "since and until, both included");
         assert_eq!(s.view().unwrap().latest_operation("argocd/a@1").unwrap().map(|l| l.0), Some(day as u64 + 105));
         // A day later, everything older than a day goes.
         save(&s, "argocd/b@2", &[op("argocd/b@2", "b", 2 * day + 50)], r, 2 * day + 200);
-        let all = s.operations(None, None, usize::MAX).unwrap();
+        let all = s.operations(&app(None), usize::MAX).unwrap();
         assert_eq!(all.iter().map(|o| o.operation.started_ms()).collect::<Vec<_>>(), [2 * day as u64 + 50]);
         // The count bound drops the oldest of all Applications.
         let small = Retention { max_episodes: 2, ..r };
         save(&s, "argocd/a@1", &[op("argocd/a@1", "a", 2 * day + 51), op("argocd/a@1", "a", 2 * day + 52)], small, 2 * day + 60);
-        let all = s.operations(None, None, usize::MAX).unwrap();
+        let all = s.operations(&app(None), usize::MAX).unwrap();
         assert_eq!(all.iter().map(|o| o.name.as_str()).collect::<Vec<_>>(), ["a", "a"]);
     }
 }

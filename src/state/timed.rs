@@ -98,20 +98,20 @@ impl Timed {
         Ok(())
     }
 
-    /// Records of the Applications matching `app` (`namespace/name`: that
-    /// Application's keys only; a bare name: `name_of` tells), at or after `since`,
-    /// oldest first, at most `limit` (the newest).
+    /// Records of the Applications matching `q.app` (`namespace/name`: that
+    /// Application's keys only; a bare name: `name_of` tells), at or after `q.since`
+    /// and at or before `q.until`, oldest first, at most `limit` (the newest).
     pub fn list<T: DeserializeOwned>(
         &self,
         db: &redb::Database,
-        app: Option<&str>,
-        since: Option<DateTime<Utc>>,
+        q: &super::HistoryQuery,
         limit: usize,
         name_of: impl Fn(&T) -> &str,
     ) -> Result<Vec<T>, StateError> {
         let tx = db.begin_read().map_err(storage)?;
         let table = tx.open_table(self.records).map_err(storage)?;
-        let since_ms = since.map_or(0, millis);
+        let app = q.app.as_deref();
+        let (since_ms, until_ms) = (q.since.map_or(0, millis), q.until.map_or(u64::MAX, millis));
         let (lo, hi) = match app.filter(|a| a.contains('/')) {
             // Keys start `<namespace>/<name>@<uid>`: every uid of that name.
             Some(a) => (format!("{a}@"), format!("{a}A")),
@@ -121,7 +121,7 @@ impl Timed {
         for item in table.range(lo.as_str()..hi.as_str()).map_err(storage)? {
             let (k, v) = item.map_err(storage)?;
             let ms = ms_of(k.value());
-            if ms < since_ms {
+            if ms < since_ms || ms > until_ms {
                 continue;
             }
             match serde_json::from_str::<T>(v.value()) {

@@ -34,6 +34,8 @@ const MAX_OFFSET: usize = 1_000_000;
 /// Episodes (and operations, exceptions) of an Application's story unless asked, and at most.
 const DEFAULT_STORY: usize = 100;
 const MAX_STORY: usize = 1000;
+/// Rows of the per-project and per-cluster breakdowns (the rest are summed in one).
+const MAX_BREAKDOWN: usize = 20;
 /// The longest filter value taken (an Application's `namespace/name` is at most 317).
 const MAX_VALUE: usize = 400;
 
@@ -99,11 +101,23 @@ fn number(p: &BTreeMap<String, String>, key: &str, default: usize, max: usize, m
     }
 }
 
-fn since(p: &BTreeMap<String, String>, now: DateTime<Utc>) -> Result<Option<DateTime<Utc>>, String> {
-    match p.get("since").filter(|v| !v.is_empty()) {
+/// A time range's two ends, each open when absent.
+type Window = (Option<DateTime<Utc>>, Option<DateTime<Utc>>);
+
+/// `since` and `until`: each a duration back from now (`24h`) or an RFC 3339 instant;
+/// `until` not before `since`.
+fn window(p: &BTreeMap<String, String>, now: DateTime<Utc>) -> Result<Window, String> {
+    let at = |key: &str| match p.get(key).filter(|v| !v.is_empty()) {
         None => Ok(None),
-        Some(v) => crate::state::parse_since(v, now).map(Some).map_err(|e| e.to_string()),
+        Some(v) => crate::state::parse_since(v, now).map(Some).map_err(|e| e.to_string().replacen("--since", key, 1)),
+    };
+    let (since, until) = (at("since")?, at("until")?);
+    if let (Some(s), Some(u)) = (since, until)
+        && u < s
+    {
+        return Err(format!("until {u} is before since {s}"));
     }
+    Ok((since, until))
 }
 
 /// What the fleet request asks.
@@ -114,24 +128,27 @@ pub(super) struct FleetQuery {
     cluster: Option<String>,
     severity: Option<String>,
     since: Option<DateTime<Utc>>,
+    until: Option<DateTime<Utc>>,
     limit: usize,
     offset: usize,
 }
 
 pub(super) fn fleet_query(query: &str, now: DateTime<Utc>) -> Result<FleetQuery, String> {
-    let p = params(query, &["class", "project", "cluster", "severity", "since", "limit", "offset"])?;
+    let p = params(query, &["class", "project", "cluster", "severity", "since", "until", "limit", "offset"])?;
     let s = |k: &str| p.get(k).filter(|v| !v.is_empty()).cloned();
     if let Some(sev) = s("severity")
         && !["critical", "error", "warning", "info"].contains(&sev.as_str())
     {
         return Err(format!("severity {sev:?}: expected critical, error, warning or info"));
     }
+    let (since, until) = window(&p, now)?;
     Ok(FleetQuery {
         class: s("class"),
         project: s("project"),
         cluster: s("cluster"),
         severity: s("severity"),
-        since: since(&p, now)?,
+        since,
+        until,
         limit: number(&p, "limit", DEFAULT_PAGE, MAX_PAGE, 1)?,
         offset: number(&p, "offset", 0, MAX_OFFSET, 0)?,
     })
@@ -141,9 +158,42 @@ fn severity_name(s: crate::model::Severity) -> String {
     serde_json::to_value(s).ok().and_then(|v| v.as_str().map(str::to_string)).unwrap_or_default()
 }
 
+const SEVERITIES: [&str; 4] = ["critical", "error", "warning", "info"];
+
+/// Open episodes per project or per cluster, by severity: the [`MAX_BREAKDOWN`] with
+/// the most critical (then the most in all), and the rest summed as `others`.
+fn breakdown<'a>(open: &[&'a OpenEpisode], key: impl Fn(&'a OpenEpisode) -> &'a str) -> Value {
+    let mut by: BTreeMap<&str, [u64; 4]> = BTreeMap::new();
+    for ep in open {
+        let sev = severity_name(ep.severity);
+        let row = by.entry(key(ep)).or_default();
+        if let Some(i) = SEVERITIES.iter().position(|s| *s == sev) {
+            row[i] += 1;
+        }
+    }
+    let mut rows: Vec<(&str, [u64; 4])> = by.into_iter().collect();
+    rows.sort_by(|a, b| (b.1, b.1.iter().sum::<u64>()).cmp(&(a.1, a.1.iter().sum::<u64>())).then(a.0.cmp(b.0)));
+    let row = |name: &str, n: &[u64; 4]| {
+        let mut v = json!({"name": name, "total": n.iter().sum::<u64>()});
+        for (s, c) in SEVERITIES.iter().zip(n) {
+            v[*s] = json!(c);
+        }
+        v
+    };
+    let shown: Vec<Value> = rows.iter().take(MAX_BREAKDOWN).map(|(name, n)| row(name, n)).collect();
+    let mut rest = [0u64; 4];
+    for (_, n) in rows.iter().skip(MAX_BREAKDOWN) {
+        for (r, c) in rest.iter_mut().zip(n) {
+            *r += c;
+        }
+    }
+    json!({"rows": shown, "others": rows.len().saturating_sub(MAX_BREAKDOWN), "othersCounts": row("", &rest)})
+}
+
 /// The fleet page: the open episodes matching the filters, oldest first, one page of
-/// them; the counts (by severity, class, project, cluster) are of every open episode,
-/// for the filters' choices.
+/// them, and the matching ones per project and per cluster by severity; the counts (by
+/// severity, class, project, cluster) are of every open episode, for the filters'
+/// choices.
 pub(super) fn fleet(mut open: Vec<OpenEpisode>, q: &FleetQuery, now: DateTime<Utc>, argocd_url: &str) -> Value {
     let mut counts: [BTreeMap<String, u64>; 4] = Default::default();
     for ep in &open {
@@ -160,9 +210,12 @@ pub(super) fn fleet(mut open: Vec<OpenEpisode>, q: &FleetQuery, now: DateTime<Ut
             && q.cluster.as_ref().is_none_or(|c| *c == ep.cluster)
             && q.severity.as_ref().is_none_or(|s| *s == severity_name(ep.severity))
             && q.since.is_none_or(|t| ep.opened_at >= t)
+            && q.until.is_none_or(|t| ep.opened_at <= t)
     });
     open.sort_by(|a, b| (a.opened_at, &a.id).cmp(&(b.opened_at, &b.id)));
     let total = open.len();
+    let matching: Vec<&OpenEpisode> = open.iter().collect();
+    let (by_project, by_cluster) = (breakdown(&matching, |e| e.project.as_str()), breakdown(&matching, |e| e.cluster.as_str()));
     let page: Vec<Value> = open
         .iter()
         .skip(q.offset)
@@ -181,6 +234,8 @@ pub(super) fn fleet(mut open: Vec<OpenEpisode>, q: &FleetQuery, now: DateTime<Ut
         "total": total,
         "counts": {"severity": severity, "class": class, "project": project, "cluster": cluster},
         "episodes": page,
+        "byProject": by_project,
+        "byCluster": by_cluster,
         "argocdUrl": argocd_url,
     })
 }
@@ -202,15 +257,17 @@ pub(super) async fn fleet_handler(State(shared): State<SharedState>, RawQuery(qu
     }
 }
 
-/// An Application's story request: `app=<namespace>/<name>` (required), `since`, `limit`.
+/// An Application's story request: `app=<namespace>/<name>` (required), `since`,
+/// `until`, `limit`.
 pub(super) fn story_query(query: &str, now: DateTime<Utc>) -> Result<HistoryQuery, String> {
-    let p = params(query, &["app", "since", "limit"])?;
+    let p = params(query, &["app", "since", "until", "limit"])?;
     let app = p.get("app").cloned().unwrap_or_default();
     let valid = app.split_once('/').is_some_and(|(ns, name)| !ns.is_empty() && !name.is_empty() && !name.contains('/'));
     if !valid {
         return Err(format!("app {app:?}: expected <namespace>/<name>"));
     }
-    Ok(HistoryQuery { app: Some(app), since: since(&p, now)?, limit: Some(number(&p, "limit", DEFAULT_STORY, MAX_STORY, 1)?), class: None })
+    let (since, until) = window(&p, now)?;
+    Ok(HistoryQuery { app: Some(app), since, until, limit: Some(number(&p, "limit", DEFAULT_STORY, MAX_STORY, 1)?), class: None })
 }
 
 pub(super) async fn app_handler(State(shared): State<SharedState>, RawQuery(query): RawQuery) -> Response {
@@ -226,8 +283,8 @@ pub(super) async fn app_handler(State(shared): State<SharedState>, RawQuery(quer
     let read = move || -> Result<Value, crate::state::StateError> {
         let limit = q.limit.unwrap_or(DEFAULT_STORY);
         let episodes = s.episodes(&q)?;
-        let ops = s.operations(q.app.as_deref(), q.since, limit)?;
-        let exceptions = s.break_glass_history(q.app.as_deref(), q.since, limit)?;
+        let ops = s.operations(&q, limit)?;
+        let exceptions = s.break_glass_history(&q, limit)?;
         let steps = crate::drift::story::timeline(&episodes, &ops, &exceptions);
         let records: Vec<Value> = episodes.iter().rev().map(|e| e.record(now)).collect();
         Ok(json!({"app": q.app, "steps": steps, "episodes": records, "argocdUrl": url}))
@@ -274,19 +331,58 @@ mod tests {
         assert_eq!((v["total"].as_u64(), names(&v)), (Some(2), vec!["c".to_string()]));
         assert_eq!(v["counts"]["project"], json!({"pay": 1, "shop": 2}), "counts are of the whole fleet");
         assert_eq!(names(&fleet_of("project=pay")), ["b"]);
+        // A time range: opened between since and until, both included.
+        let range = |since: i64, until: i64| {
+            let t = |min: i64| DateTime::from_timestamp(1_800_000_000 + min * 60, 0).unwrap().to_rfc3339().replace('+', "%2B");
+            format!("since={}&until={}", t(since), t(until))
+        };
+        assert_eq!(names(&fleet_of(&range(1, 2))), ["b", "c"]);
+        assert_eq!(names(&fleet_of(&range(0, 0))), ["a"]);
+        // Per project and per cluster, by severity, of what matches.
+        let v = fleet_of("class=rbac");
+        assert_eq!(v["byProject"]["rows"], json!([{"name": "shop", "total": 2, "critical": 0, "error": 0, "warning": 2, "info": 0}]));
+        assert_eq!(v["byCluster"]["rows"][0]["total"], 2);
         assert!(v["episodes"][0]["duration"].is_string());
+    }
+
+    /// The breakdowns rank by severity (critical first) and stay bounded however many
+    /// projects there are.
+    #[test]
+    fn the_breakdowns_rank_the_most_severe_first_and_are_bounded() {
+        let mut all: Vec<OpenEpisode> = (0..30).map(|i| open(&format!("w{i}"), i, "config", &format!("p{i:02}"))).collect();
+        let mut crit = open("x", 40, "rbac", "p29");
+        crit.severity = crate::model::Severity::Critical;
+        all.push(crit);
+        let refs: Vec<&OpenEpisode> = all.iter().collect();
+        let b = breakdown(&refs, |e| e.project.as_str());
+        let rows = b["rows"].as_array().unwrap();
+        assert_eq!(rows.len(), MAX_BREAKDOWN);
+        assert_eq!((rows[0]["name"].as_str(), rows[0]["critical"].as_u64(), rows[0]["total"].as_u64()), (Some("p29"), Some(1), Some(2)));
+        assert_eq!(rows[1]["name"], "p00", "then by name");
+        assert_eq!((b["others"].as_u64(), b["othersCounts"]["warning"].as_u64()), (Some(10), Some(10)));
     }
 
     #[test]
     fn bad_parameters_are_refused() {
         let now = Utc::now();
-        for bad in ["limit=0", "limit=501", "limit=x", "offset=-1", "severity=loud", "page=2", "since=soon", "class=a&class=b", "class=%0a"]
-        {
+        for bad in [
+            "limit=0",
+            "limit=501",
+            "limit=x",
+            "offset=-1",
+            "severity=loud",
+            "page=2",
+            "since=soon",
+            "until=later",
+            "since=1h&until=2h",
+            "class=a&class=b",
+            "class=%0a",
+        ] {
             assert!(fleet_query(bad, now).is_err(), "{bad}");
         }
         assert!(fleet_query(&format!("class={}", "x".repeat(MAX_VALUE + 1)), now).is_err());
         assert_eq!(fleet_query("limit=500&offset=10&severity=critical", now).unwrap().limit, 500);
-        for bad in ["", "app=web", "app=/web", "app=a/b/c", "app=a/b&limit=1001", "app=a/b&x=1"] {
+        for bad in ["", "app=web", "app=/web", "app=a/b/c", "app=a/b&limit=1001", "app=a/b&x=1", "app=a/b&since=1h&until=2h"] {
             assert!(story_query(bad, now).is_err(), "{bad}");
         }
         assert_eq!(story_query("app=argocd%2Fweb", now).unwrap().app.as_deref(), Some("argocd/web"));

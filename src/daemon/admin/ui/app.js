@@ -59,6 +59,54 @@
     return base.replace(/\/+$/, "") + "/applications/" + encodeURIComponent(namespace) + "/" + encodeURIComponent(name);
   }
 
+  // A datetime-local value (read as UTC) as RFC 3339, and back.
+  const toRfc3339 = (v) => (v ? v + (v.length === 16 ? ":00" : "") + "Z" : "");
+  const toLocalInput = (t) => (/^\d{4}-\d\d-\d\dT\d\d:\d\d/.test(t || "") ? t.slice(0, 16) : "");
+  const PRESETS = ["", "1h", "24h", "7d", "30d"];
+
+  // The time range of the filters: `since` (a preset or an instant) and `until`.
+  function showRange(p) {
+    const since = p.get("since") || "";
+    $("f-since").value = PRESETS.includes(since) ? since : "";
+    $("f-from").value = PRESETS.includes(since) ? "" : toLocalInput(since);
+    $("f-to").value = toLocalInput(p.get("until") || "");
+  }
+
+  // One link that sets a filter (and goes back to the first page).
+  function filterLink(text, changes, cls) {
+    const a = el("a", text, cls);
+    const p = readHash();
+    for (const [k, v] of Object.entries(changes)) p.set(k, v);
+    p.delete("offset");
+    p.delete("app");
+    a.href = "#" + p.toString();
+    return a;
+  }
+
+  function fillBreakdown(id, key, data) {
+    const body = $(id).tBodies[0];
+    body.textContent = "";
+    const rows = (data && data.rows) || [];
+    for (const r of rows) {
+      const tr = el("tr");
+      const name = el("td");
+      name.appendChild(filterLink(r.name || "(none)", { [key]: r.name }));
+      tr.appendChild(name);
+      tr.appendChild(el("td", r.total));
+      for (const sev of ["critical", "error", "warning", "info"]) tr.appendChild(el("td", r[sev], r[sev] ? "sev sev-" + sev : "zero"));
+      body.appendChild(tr);
+    }
+    if (data && data.others) {
+      const o = data.othersCounts || {};
+      const tr = el("tr");
+      tr.appendChild(el("td", data.others + " more", "empty"));
+      tr.appendChild(el("td", o.total));
+      for (const sev of ["critical", "error", "warning", "info"]) tr.appendChild(el("td", o[sev], o[sev] ? "sev sev-" + sev : "zero"));
+      body.appendChild(tr);
+    }
+    $(id).hidden = !rows.length;
+  }
+
   function fillSelect(id, counts, chosen) {
     const s = $(id);
     while (s.options.length > 1) s.remove(1);
@@ -74,23 +122,26 @@
 
   async function showFleet(p) {
     $("story").hidden = true;
-    $("filters").hidden = false;
+    $("fleet-filters").hidden = false;
     const offset = Number(p.get("offset") || 0);
     const data = await api("/ui/api/fleet", {
-      class: p.get("class"), project: p.get("project"), cluster: p.get("cluster"), since: p.get("since"),
-      limit: String(PAGE), offset: String(offset),
+      severity: p.get("severity"), class: p.get("class"), project: p.get("project"), cluster: p.get("cluster"),
+      since: p.get("since"), until: p.get("until"), limit: String(PAGE), offset: String(offset),
     });
+    fillSelect("f-severity", data.counts.severity, p.get("severity"));
     fillSelect("f-class", data.counts.class, p.get("class"));
     fillSelect("f-project", data.counts.project, p.get("project"));
     fillSelect("f-cluster", data.counts.cluster, p.get("cluster"));
-    $("f-since").value = p.get("since") || "";
+    showRange(p);
     const counts = $("counts");
     counts.textContent = "";
     counts.appendChild(el("span", data.total + " open episode(s)", "total"));
     for (const sev of ["critical", "error", "warning", "info"]) {
       const n = (data.counts.severity || {})[sev];
-      if (n) counts.appendChild(el("span", sev + " " + n, "sev sev-" + sev));
+      if (n) counts.appendChild(filterLink(sev + " " + n, { severity: sev }, "sev sev-" + sev));
     }
+    fillBreakdown("by-project", "project", data.byProject);
+    fillBreakdown("by-cluster", "cluster", data.byCluster);
     const body = $("episodes").tBodies[0];
     body.textContent = "";
     for (const ep of data.episodes) {
@@ -127,8 +178,10 @@
   async function showApp(p) {
     const app = p.get("app");
     $("fleet").hidden = true;
-    $("filters").hidden = false;
-    const data = await api("/ui/api/app", { app, since: p.get("since") });
+    // Only the time range applies to one Application's story.
+    $("fleet-filters").hidden = true;
+    showRange(p);
+    const data = await api("/ui/api/app", { app, since: p.get("since"), until: p.get("until") });
     $("story-title").textContent = app;
     $("where").textContent = "an Application's story";
     const [ns, name] = app.includes("/") ? app.split("/", 2) : ["argocd", app];
@@ -152,6 +205,8 @@
     eps.textContent = "";
     for (const ep of data.episodes) {
       const d = el("details", null, "episode");
+      // Open, or the worst it gets: unfolded; the rest one line each.
+      d.open = !!ep.open || ep.severity === "critical";
       d.appendChild(el("summary", when(ep.openedAt) + "  " + ep.severity + "  " + (ep.classes || []).join(", ") + "  " +
         (ep.open ? "open" : (ep.resolution || "resolved") + " after " + ep.duration)));
       const ul = el("ul");
@@ -184,9 +239,11 @@
     }
   }
 
-  for (const [id, key] of [["f-class", "class"], ["f-project", "project"], ["f-cluster", "cluster"], ["f-since", "since"]]) {
+  for (const [id, key] of [["f-severity", "severity"], ["f-class", "class"], ["f-project", "project"], ["f-cluster", "cluster"], ["f-since", "since"]]) {
     $(id).addEventListener("change", (e) => setHash({ [key]: e.target.value, offset: "" }));
   }
+  $("f-from").addEventListener("change", (e) => setHash({ since: toRfc3339(e.target.value), offset: "" }));
+  $("f-to").addEventListener("change", (e) => setHash({ until: toRfc3339(e.target.value), offset: "" }));
   $("prev").addEventListener("click", () => { const p = readHash(); setHash({ offset: String(Math.max(0, Number(p.get("offset") || 0) - PAGE)) }); });
   $("next").addEventListener("click", () => { const p = readHash(); setHash({ offset: String(Number(p.get("offset") || 0) + PAGE) }); });
   $("home").addEventListener("click", (e) => { e.preventDefault(); setHash({ app: "", offset: "" }); });
