@@ -27,6 +27,14 @@
 //!   irrelevant batches as fast as one client posts them for 10 s: events/s and events
 //!   per daemon CPU-second.
 //!
+//! - `ui`: the web view over 10,000 Applications and 100,000 history entries: a state
+//!   file seeded with 10 episodes per Application (the last one open; each a copy of the
+//!   critical episode a replay of `examples/production` records, with its resources,
+//!   changes and notifications), the daemon started on it with those 10,000
+//!   Applications OutOfSync; then sequential requests with the operations token:
+//!   `/ui/api/fleet` (first page, a filtered page, a deep page), an Application's story,
+//!   `/history?limit=1000` and a `/metrics` scrape: p50/p99 per request, bytes, RSS.
+//!
 //! Figures go to BENCHMARKS.md with the command, machine and date.
 
 #[path = "../tests/common/mod.rs"]
@@ -182,7 +190,11 @@ impl Daemon {
     }
 
     fn start_with(api: &FakeApiServer, config: &str) -> (Daemon, Duration) {
-        let dir = tempfile::tempdir().unwrap();
+        Daemon::start_in(api, config, tempfile::tempdir().unwrap())
+    }
+
+    /// Starts the daemon in `dir` (whose `state.redb` may be seeded already).
+    fn start_in(api: &FakeApiServer, config: &str, dir: tempfile::TempDir) -> (Daemon, Duration) {
         api.kubeconfig(&dir.path().join("kubeconfig"));
         std::fs::write(dir.path().join("driftwatch.yaml"), config).unwrap();
         let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
@@ -701,6 +713,140 @@ audit:
     );
 }
 
+/// A GET with the operations token on a connection of its own: status, body, time.
+fn get_token(addr: &str, path: &str, token: &str) -> (u16, String, Duration) {
+    use std::io::{Read, Write};
+    let started = Instant::now();
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    write!(s, "GET {path} HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {token}\r\nConnection: close\r\n\r\n").unwrap();
+    let mut resp = Vec::new();
+    s.read_to_end(&mut resp).unwrap();
+    let took = started.elapsed();
+    let resp = String::from_utf8_lossy(&resp).into_owned();
+    let status = resp.split_whitespace().nth(1).and_then(|c| c.parse().ok()).unwrap_or(0);
+    (status, resp.split_once("\r\n\r\n").map(|(_, b)| b.to_string()).unwrap_or_default(), took)
+}
+
+fn ui() {
+    use driftwatch::state::{HistoryQuery, Retention, StateStore};
+    const TOKEN: &str = "ui-bench-operations-token-0123456789";
+    let apps: usize = std::env::var("LIVE_BENCH_APPS").ok().and_then(|v| v.parse().ok()).unwrap_or(10_000);
+    let per_app = 10;
+    let dir = tempfile::tempdir().unwrap();
+    // The episode a replay of examples/production records for its live drift (critical,
+    // three resources with their changes and attribution, eight notifications).
+    let examples = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/production");
+    let replayed = dir.path().join("replayed.redb");
+    let ok = Command::new(binary())
+        .args(["run", "--replay"])
+        .arg(&examples)
+        .arg("--config")
+        .arg(examples.join("driftwatch.yaml"))
+        .arg("--state")
+        .arg(&replayed)
+        .stdout(Stdio::null())
+        .status()
+        .unwrap()
+        .success();
+    assert!(ok, "the replay that gives the episode");
+    let template = StateStore::open(&replayed)
+        .unwrap()
+        .episodes(&HistoryQuery::default())
+        .unwrap()
+        .into_iter()
+        .max_by_key(|e| e.resources.len())
+        .expect("the replay's episodes");
+    let size = serde_json::to_string(&template).unwrap().len();
+    // 10 episodes per Application, an hour apart, the last one open; opened in the last
+    // 100 days so none is past the age bound the daemon runs with.
+    let seeded = Instant::now();
+    let now = chrono::Utc::now();
+    let retention = Retention { max_episodes: apps * per_app, max_age: chrono::Duration::days(3650) };
+    {
+        let store = StateStore::open(&dir.path().join("state.redb")).unwrap();
+        let mut batch = Vec::with_capacity(apps);
+        for round in 0..per_app {
+            for i in 0..apps {
+                let mut ep = template.clone();
+                let name = format!("app-{i:05}");
+                let opened = now - chrono::Duration::hours(((per_app - round) * 240) as i64) + chrono::Duration::seconds(i as i64);
+                ep.name = name.clone();
+                ep.app_key = format!("argocd/{name}@uid-{name}");
+                ep.id = format!("argocd/{name}@{}", opened.timestamp_millis());
+                ep.project = format!("team-{:02}", i % 40);
+                ep.cluster = format!("prod-{:02}", i % 25);
+                ep.opened_at = opened;
+                ep.resolved_at = (round + 1 < per_app).then(|| opened + chrono::Duration::minutes(14));
+                batch.push(ep);
+            }
+            store.save_episodes(&batch, retention, now).unwrap();
+            batch.clear();
+        }
+    }
+    println!(
+        "ui: seeded {} episodes of {size} bytes ({apps} Applications, {} open) in {:.1} s",
+        apps * per_app,
+        apps,
+        seeded.elapsed().as_secs_f64()
+    );
+    std::fs::create_dir(dir.path().join("secrets")).unwrap();
+    std::fs::write(dir.path().join("secrets/ops-token"), TOKEN).unwrap();
+    let api = FakeApiServer::start();
+    api.set_rbac(None);
+    for i in 0..apps {
+        let name = format!("app-{i:05}");
+        api.apply(json!({
+            "apiVersion": "argoproj.io/v1alpha1", "kind": "Application",
+            "metadata": {"name": name, "namespace": "argocd", "uid": format!("uid-{name}"), "resourceVersion": "1"},
+            "spec": {"project": format!("team-{:02}", i % 40), "destination": {"name": format!("prod-{:02}", i % 25), "namespace": "payments"},
+                     "source": {"repoURL": "https://git.example.com/payments/api.git", "path": "deploy", "targetRevision": "main"}},
+            "status": {"sync": {"status": "OutOfSync", "revision": "r1"}, "health": {"status": "Healthy"},
+                       "reconciledAt": "2026-03-01T09:01:00Z"}
+        }));
+    }
+    let config = format!(
+        "secretsFile: {}\noperations: {{token: $ops-token}}\nhistory: {{maxEpisodes: {}, maxAge: 3650d}}\ncontext: {{argocdUrl: https://argocd.example.com}}\n",
+        dir.path().join("secrets").display(),
+        apps * per_app
+    );
+    let (d, ready) = Daemon::start_in(&api, &config, dir);
+    while d.metric("driftwatch_evaluations_total") < apps as f64 {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    println!("ui: start -> /readyz {} with the seeded state, RSS {:.0} MB", ms(ready), d.rss_mb());
+    let rounds: usize = std::env::var("LIVE_BENCH_UI_ROUNDS").ok().and_then(|v| v.parse().ok()).unwrap_or(200);
+    let deep = format!("/ui/api/fleet?limit=50&offset={}", apps.saturating_sub(50));
+    let story = format!("/ui/api/app?app=argocd%2Fapp-{:05}", apps / 2);
+    for (what, path) in [
+        ("fleet, first page of 50", "/ui/api/fleet?limit=50"),
+        ("fleet, filtered (class, project, since)", "/ui/api/fleet?class=rbac&project=team-07&since=30d&limit=50"),
+        ("fleet, the last page", deep.as_str()),
+        ("an Application's story (its 10 episodes)", story.as_str()),
+        ("/history?limit=1000", "/history?limit=1000"),
+        ("/metrics", "/metrics"),
+        ("/ui (the page)", "/ui"),
+    ] {
+        let mut took = Vec::with_capacity(rounds);
+        let mut bytes = 0;
+        for _ in 0..rounds {
+            let (status, body, t) = get_token(&d.admin, path, TOKEN);
+            assert_eq!(status, 200, "{path}: {body}");
+            bytes = body.len();
+            took.push(t);
+        }
+        took.sort();
+        println!(
+            "ui: {what}: p50 {}, p99 {}, max {}, {bytes} bytes ({rounds} sequential requests)",
+            ms(percentile(&took, 0.5)),
+            ms(percentile(&took, 0.99)),
+            ms(took.last().copied().unwrap_or_default())
+        );
+    }
+    let (_, fleet, _) = get_token(&d.admin, "/ui/api/fleet?limit=1", TOKEN);
+    let total = serde_json::from_str::<Value>(&fleet).ok().and_then(|v| v["total"].as_u64()).unwrap_or(0);
+    println!("ui: {total} open episodes in the fleet; daemon CPU {:.2} s in all, RSS {:.0} MB", d.cpu_seconds(), d.rss_mb());
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).filter(|a| !a.starts_with("--")).collect();
     let all = args.is_empty();
@@ -723,5 +869,8 @@ fn main() {
     }
     if want("audit") {
         audit();
+    }
+    if want("ui") {
+        ui();
     }
 }

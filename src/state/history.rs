@@ -297,6 +297,17 @@ impl StateStore {
         tx.commit().map_err(storage)
     }
 
+    /// Stores episodes in one transaction, in order, as [`Self::save_episode`] would
+    /// one by one: for seeding a state file with a large history (the live benchmark's
+    /// web view scenario) without a commit per episode.
+    pub fn save_episodes(&self, eps: &[Episode], retention: Retention, now: DateTime<Utc>) -> Result<(), StateError> {
+        let tx = self.db().begin_write().map_err(storage)?;
+        for ep in eps {
+            Self::save_episode_in(&tx, ep, retention, now)?;
+        }
+        tx.commit().map_err(storage)
+    }
+
     /// The pass owns everything in an episode but its `notifications`, which the
     /// outbox workers own: the pass read its copy before a delivery may have noted a
     /// `Sent` on the stored one, so the stored list is kept, not overwritten (redb
