@@ -153,15 +153,20 @@ pub(super) fn create_tables(tx: &WriteTransaction) -> Result<(), StateError> {
     count_open_once(tx)
 }
 
-/// The class counters of an open episode's summary (JSON), as [`OPEN_BY_CLASS`] keys.
+/// The class counters of an open episode's summary (JSON), as [`OPEN_BY_CLASS`] keys;
+/// none for a summary that cannot be read (it was never counted: summaries are counted
+/// from what was written, and an unreadable one is skipped by every reader).
 fn open_classes(json: &str) -> Vec<String> {
     #[derive(serde::Deserialize)]
     struct Classes {
         #[serde(default)]
         classes: Vec<String>,
     }
-    let classes = serde_json::from_str::<Classes>(json).map(|c| c.classes).unwrap_or_default();
-    if classes.is_empty() { vec!["none".to_string()] } else { classes }
+    match serde_json::from_str::<Classes>(json) {
+        Ok(c) if c.classes.is_empty() => vec!["none".to_string()],
+        Ok(c) => c.classes,
+        Err(_) => Vec::new(),
+    }
 }
 
 /// Sets (`Some`) or removes (`None`) an Application's open-episode summary, and moves
