@@ -735,20 +735,8 @@ fn ui() {
     let dir = tempfile::tempdir().unwrap();
     // The episode a replay of examples/production records for its live drift (critical,
     // three resources with their changes and attribution, eight notifications).
-    let examples = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/production");
     let replayed = dir.path().join("replayed.redb");
-    let ok = Command::new(binary())
-        .args(["run", "--replay"])
-        .arg(&examples)
-        .arg("--config")
-        .arg(examples.join("driftwatch.yaml"))
-        .arg("--state")
-        .arg(&replayed)
-        .stdout(Stdio::null())
-        .status()
-        .unwrap()
-        .success();
-    assert!(ok, "the replay that gives the episode");
+    common::daemon::replay_production(&binary(), &replayed);
     let template = StateStore::open(&replayed)
         .unwrap()
         .episodes(&HistoryQuery::default())
@@ -757,8 +745,8 @@ fn ui() {
         .max_by_key(|e| e.resources.len())
         .expect("the replay's episodes");
     let size = serde_json::to_string(&template).unwrap().len();
-    // 10 episodes per Application, an hour apart, the last one open; opened in the last
-    // 100 days so none is past the age bound the daemon runs with.
+    // 10 episodes per Application, 10 days apart, the last one open; opened in the last
+    // 100 days (the daemon runs with a 10-year age bound).
     let seeded = Instant::now();
     let now = chrono::Utc::now();
     let retention = Retention { max_episodes: apps * per_app, max_age: chrono::Duration::days(3650) };

@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use common::AppBuilder;
 use common::apiserver::FakeApiServer;
-use common::daemon::{Daemon, wait_for};
+use common::daemon::{Daemon, replay_production, wait_for};
 use common::receiver::{Mode, Scripted};
 
 const TOKEN: &str = "ui-e2e-operations-token-0123456789";
@@ -66,23 +66,6 @@ fn rows(dom: &str) -> Vec<String> {
     body.split("<tr>").skip(2).map(|r| r.to_string()).collect()
 }
 
-/// The history a replay of `examples/production` leaves (a Git change, a `kubectl edit`
-/// setting `privileged: true` paged and resolved, a Degraded blip), written by the real
-/// pipeline into the test's state file: the seeded story.
-fn seed_history(dir: &Path) {
-    let examples = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/production");
-    let out = Command::new(env!("CARGO_BIN_EXE_driftwatch"))
-        .args(["run", "--replay"])
-        .arg(&examples)
-        .arg("--config")
-        .arg(examples.join("driftwatch.yaml"))
-        .arg("--state")
-        .arg(dir.join("state.redb"))
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-}
-
 /// An OutOfSync Application with one OutOfSync resource of `kind`.
 fn drifted(name: &str, project: &str, cluster: &str, kind: (&str, &str)) -> serde_json::Value {
     AppBuilder::new(name)
@@ -100,7 +83,8 @@ fn drifted(name: &str, project: &str, cluster: &str, kind: (&str, &str)) -> serd
 #[test]
 fn the_web_view_shows_the_fleet_and_a_story_escaped_in_a_real_browser() {
     let dir = tempfile::tempdir().unwrap();
-    seed_history(dir.path());
+    // The seeded story: what the real pipeline records for a replay of examples/production.
+    replay_production(env!("CARGO_BIN_EXE_driftwatch"), &dir.path().join("state.redb"));
     let api = FakeApiServer::start();
     api.kubeconfig(&dir.path().join("kubeconfig"));
     // A receiver that refuses every notification for good (400): the outcome the story shows.

@@ -239,18 +239,10 @@ pub fn history_command(
     (format, stats, timeline): (HistoryFormat, bool, bool),
     err: &mut dyn Write,
 ) -> anyhow::Result<i32> {
-    let now = chrono::Utc::now();
-    let at = |flag: &str, v: Option<String>| {
-        v.map(|s| crate::state::parse_since(&s, now).map_err(|e| e.to_string().replacen("--since", flag, 1))).transpose()
-    };
-    let (since, until) = match (at("--since", since), at("--until", until)) {
-        (Ok(s), Ok(u)) if s.zip(u).is_none_or(|(s, u)| s <= u) => (s, u),
-        (Err(e), _) | (_, Err(e)) => {
+    let (since, until) = match crate::state::parse_window(("--since", since.as_deref()), ("--until", until.as_deref()), Utc::now()) {
+        Ok(w) => w,
+        Err(e) => {
             writeln!(err, "error: {e}")?;
-            return Ok(super::BAD_INPUT);
-        }
-        (Ok(_), Ok(_)) => {
-            writeln!(err, "error: --until is before --since")?;
             return Ok(super::BAD_INPUT);
         }
     };
@@ -569,9 +561,13 @@ mod tests {
     #[test]
     fn since_takes_a_duration_or_a_time_and_csv_quotes() {
         let now = DateTime::parse_from_rfc3339("2026-03-02T12:00:00Z").unwrap().with_timezone(&Utc);
-        assert_eq!(crate::state::parse_since("24h", now).unwrap(), now - chrono::Duration::hours(24));
-        assert_eq!(crate::state::parse_since("2026-03-01T00:00:00Z", now).unwrap().to_rfc3339(), "2026-03-01T00:00:00+00:00");
-        assert!(crate::state::parse_since("yesterday", now).is_err());
+        assert_eq!(crate::state::parse_time("--since", "24h", now).unwrap(), now - chrono::Duration::hours(24));
+        assert_eq!(crate::state::parse_time("--since", "2026-03-01T00:00:00Z", now).unwrap().to_rfc3339(), "2026-03-01T00:00:00+00:00");
+        assert!(crate::state::parse_time("--since", "yesterday", now).unwrap_err().to_string().starts_with("--since: "));
+        let window = |s: &str, u: &str| crate::state::parse_window(("--since", Some(s)), ("--until", Some(u)), now);
+        assert_eq!(window("2h", "1h").unwrap(), (Some(now - chrono::Duration::hours(2)), Some(now - chrono::Duration::hours(1))));
+        assert_eq!(window("1h", "2h").unwrap_err().to_string(), "--until is before --since");
+        assert!(window("1h", "soon").unwrap_err().to_string().starts_with("--until: "), "named by its own flag");
         assert_eq!(csv_field("a,b"), "\"a,b\"");
         assert_eq!(csv_field("say \"hi\""), "\"say \"\"hi\"\"\"");
     }

@@ -150,16 +150,14 @@ const MAX_HISTORY_LIMIT: usize = 10_000;
 /// `app=..&since=..&until=..&class=..&limit=..` (percent-encoded) as a history query.
 fn history_query(query: &str) -> Result<crate::state::HistoryQuery, String> {
     let mut q = crate::state::HistoryQuery { limit: Some(DEFAULT_HISTORY_LIMIT), ..Default::default() };
+    let (mut since, mut until) = (None, None);
     for (k, v) in form_urlencoded::parse(query.as_bytes()) {
         let v = v.into_owned();
         match k.as_ref() {
             "app" => q.app = Some(v),
             "class" => q.class = Some(v),
-            "since" => q.since = Some(crate::state::parse_since(&v, chrono::Utc::now()).map_err(|e| e.to_string())?),
-            "until" => {
-                q.until =
-                    Some(crate::state::parse_since(&v, chrono::Utc::now()).map_err(|e| e.to_string().replacen("--since", "until", 1))?)
-            }
+            "since" => since = Some(v),
+            "until" => until = Some(v),
             "limit" => {
                 let n: usize = v.parse().map_err(|_| format!("limit {v:?} is not a number"))?;
                 q.limit = Some(n.clamp(1, MAX_HISTORY_LIMIT));
@@ -167,6 +165,8 @@ fn history_query(query: &str) -> Result<crate::state::HistoryQuery, String> {
             other => return Err(format!("unknown parameter {other:?} (app, since, until, class, limit)")),
         }
     }
+    (q.since, q.until) = crate::state::parse_window(("since", since.as_deref()), ("until", until.as_deref()), chrono::Utc::now())
+        .map_err(|e| e.to_string())?;
     Ok(q)
 }
 
@@ -289,6 +289,7 @@ mod tests {
         assert!(history_query("since=100000000d").unwrap_err().contains("100000000d"), "a 400, not a panic of the connection task");
         let window = history_query("since=2026-12-01T00:00:00Z&until=2026-12-02T00:00:00Z").unwrap();
         assert_eq!(window.until.map(|t| t.to_rfc3339()).as_deref(), Some("2026-12-02T00:00:00+00:00"));
-        assert!(history_query("until=soon").unwrap_err().starts_with("until"), "named by its own parameter");
+        assert!(history_query("until=soon").unwrap_err().starts_with("until: "), "named by its own parameter");
+        assert_eq!(history_query("since=1h&until=2h").unwrap_err(), "until is before since");
     }
 }

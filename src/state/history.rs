@@ -122,23 +122,41 @@ pub struct HistoryQuery {
     pub limit: Option<usize>,
 }
 
-/// Parses `--since` (and `/history?since=`): a duration back from now (`24h`, `7d`) or
-/// an RFC 3339 instant.
-pub fn parse_since(s: &str, now: DateTime<Utc>) -> Result<DateTime<Utc>, SinceError> {
+/// A time range's two ends (`since`, `until`), each open when absent.
+pub type Window = (Option<DateTime<Utc>>, Option<DateTime<Utc>>);
+
+/// Parses one end of a time range, named as the caller spells it (`--since`, `until`):
+/// a duration back from now (`24h`, `7d`) or an RFC 3339 instant.
+pub fn parse_time(name: &str, s: &str, now: DateTime<Utc>) -> Result<DateTime<Utc>, SinceError> {
     if let Ok(t) = DateTime::parse_from_rfc3339(s) {
         return Ok(t.with_timezone(&Utc));
     }
-    let d = crate::duration::parse(s).map_err(SinceError::Invalid)?;
-    now.checked_sub_signed(d).ok_or_else(|| SinceError::TooEarly(s.to_string()))
+    let d = crate::duration::parse(s).map_err(|e| SinceError::Invalid(name.to_string(), e))?;
+    now.checked_sub_signed(d).ok_or_else(|| SinceError::TooEarly(name.to_string(), s.to_string()))
 }
 
-/// Why a `--since` value is refused.
+/// Parses a time range — `history --since/--until`, `/history` and the web view's
+/// `since=`/`until=` — each end `(name, value)`; `until` may not be before `since`.
+pub fn parse_window(since: (&str, Option<&str>), until: (&str, Option<&str>), now: DateTime<Utc>) -> Result<Window, SinceError> {
+    let end = |(name, v): (&str, Option<&str>)| v.map(|s| parse_time(name, s, now)).transpose();
+    let (from, to) = (end(since)?, end(until)?);
+    if let (Some(f), Some(t)) = (from, to)
+        && t < f
+    {
+        return Err(SinceError::Reversed { since: since.0.to_string(), until: until.0.to_string() });
+    }
+    Ok((from, to))
+}
+
+/// Why a time range is refused, naming the parameter.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum SinceError {
-    #[error("--since: {0}; expected a duration (24h) or an RFC 3339 time")]
-    Invalid(crate::duration::DurationError),
-    #[error("--since {0:?} reaches before the earliest time driftwatch can represent")]
-    TooEarly(String),
+    #[error("{0}: {1}; expected a duration (24h) or an RFC 3339 time")]
+    Invalid(String, crate::duration::DurationError),
+    #[error("{0} {1:?} reaches before the earliest time driftwatch can represent")]
+    TooEarly(String, String),
+    #[error("{until} is before {since}")]
+    Reversed { since: String, until: String },
 }
 
 pub(super) fn create_tables(tx: &WriteTransaction) -> Result<(), StateError> {
@@ -198,13 +216,12 @@ fn set_open(tx: &WriteTransaction, app: &str, summary: Option<&OpenEpisode>) -> 
 /// Counts the open episodes by class once per state file (one written before the
 /// counters existed).
 fn count_open_once(tx: &WriteTransaction) -> Result<(), StateError> {
-    let mut meta = tx.open_table(super::META).map_err(storage)?;
-    if meta.get("indexed:open_episodes_by_class").map_err(storage)?.is_some() {
-        return Ok(());
-    }
-    let open = tx.open_table(OPEN).map_err(storage)?;
-    let mut counts = tx.open_table(OPEN_BY_CLASS).map_err(storage)?;
-    if counts.is_empty().map_err(storage)? {
+    super::once_per_file(tx, "open_episodes_by_class", || {
+        let open = tx.open_table(OPEN).map_err(storage)?;
+        let mut counts = tx.open_table(OPEN_BY_CLASS).map_err(storage)?;
+        if !counts.is_empty().map_err(storage)? {
+            return Ok(());
+        }
         let mut by_class: BTreeMap<String, u64> = BTreeMap::new();
         for item in open.iter().map_err(storage)? {
             let (_, v) = item.map_err(storage)?;
@@ -215,32 +232,28 @@ fn count_open_once(tx: &WriteTransaction) -> Result<(), StateError> {
         for (c, n) in by_class {
             counts.insert(c.as_str(), n).map_err(storage)?;
         }
-    }
-    meta.insert("indexed:open_episodes_by_class", 1).map_err(storage)?;
-    Ok(())
+        Ok(())
+    })
 }
 
 /// Fills `open_episodes` once per state file (a file written before it existed): each
 /// Application's latest episode, if open.
 fn index_open_once(tx: &WriteTransaction) -> Result<(), StateError> {
-    let mut meta = tx.open_table(super::META).map_err(storage)?;
-    if meta.get("indexed:open_episodes").map_err(storage)?.is_some() {
-        return Ok(());
-    }
-    let latest = tx.open_table(LATEST).map_err(storage)?;
-    let episodes = tx.open_table(EPISODES).map_err(storage)?;
-    let mut open = tx.open_table(OPEN).map_err(storage)?;
-    for item in latest.iter().map_err(storage)? {
-        let (app, key) = item.map_err(storage)?;
-        if let Some(v) = episodes.get(key.value()).map_err(storage)?
-            && let Ok(ep) = parse(v.value())
-            && ep.is_open()
-        {
-            open.insert(app.value(), serde_json::to_string(&OpenEpisode::of(&ep)).map_err(storage)?.as_str()).map_err(storage)?;
+    super::once_per_file(tx, "open_episodes", || {
+        let latest = tx.open_table(LATEST).map_err(storage)?;
+        let episodes = tx.open_table(EPISODES).map_err(storage)?;
+        let mut open = tx.open_table(OPEN).map_err(storage)?;
+        for item in latest.iter().map_err(storage)? {
+            let (app, key) = item.map_err(storage)?;
+            if let Some(v) = episodes.get(key.value()).map_err(storage)?
+                && let Ok(ep) = parse(v.value())
+                && ep.is_open()
+            {
+                open.insert(app.value(), serde_json::to_string(&OpenEpisode::of(&ep)).map_err(storage)?.as_str()).map_err(storage)?;
+            }
         }
-    }
-    meta.insert("indexed:open_episodes", 1).map_err(storage)?;
-    Ok(())
+        Ok(())
+    })
 }
 
 fn resolved_key(at: DateTime<Utc>, episode_key: &str) -> String {

@@ -21,7 +21,7 @@ mod outbox;
 mod timed;
 
 pub use break_glass::{LatestException, MAX_EXCEPTIONS_PER_APP};
-pub use history::{HistoryQuery, OpenEpisode, Retention, parse_since};
+pub use history::{HistoryQuery, OpenEpisode, Retention, Window, parse_time, parse_window};
 pub use operations::MAX_OPERATIONS_PER_APP;
 pub use outbox::groups::{Group, Listed, MAX_LISTED, Member};
 
@@ -556,9 +556,25 @@ pub(crate) fn remove_app_entries<V: redb::Value + 'static>(table: &mut redb::Tab
 /// built.
 pub(super) const META: TableDefinition<&str, u64> = TableDefinition::new("meta");
 
-/// Fills `index` from `table` once per state file: a file written before the index
-/// existed gets it at its first open, and a marker in `meta` says so, so later opens
-/// read nothing. `entry` gives an entry's index key (`None`: not indexed).
+/// Runs `build` once per state file: a file written before what it builds (an index,
+/// counters) existed gets it at its first open, and the marker `indexed:<name>` in
+/// `meta` says so, so later opens read nothing.
+pub(super) fn once_per_file(
+    tx: &redb::WriteTransaction,
+    name: &str,
+    build: impl FnOnce() -> Result<(), StateError>,
+) -> Result<(), StateError> {
+    let marker = format!("indexed:{name}");
+    if tx.open_table(META).map_err(storage)?.get(marker.as_str()).map_err(storage)?.is_some() {
+        return Ok(());
+    }
+    build()?;
+    tx.open_table(META).map_err(storage)?.insert(marker.as_str(), 1).map_err(storage)?;
+    Ok(())
+}
+
+/// Fills `index` from `table` once per state file ([`once_per_file`]). `entry` gives an
+/// entry's index key (`None`: not indexed).
 pub(super) fn index_once(
     tx: &redb::WriteTransaction,
     name: &str,
@@ -566,24 +582,20 @@ pub(super) fn index_once(
     index: TableDefinition<&str, ()>,
     entry: impl Fn(&str, &str) -> Result<Option<String>, StateError>,
 ) -> Result<(), StateError> {
-    let marker = format!("indexed:{name}");
-    let mut meta = tx.open_table(META).map_err(storage)?;
-    if meta.get(marker.as_str()).map_err(storage)?.is_some() {
-        return Ok(());
-    }
-    let source = tx.open_table(table).map_err(storage)?;
-    let mut idx = tx.open_table(index).map_err(storage)?;
-    // An index that has entries was kept up to date by a build that knew it.
-    if idx.is_empty().map_err(storage)? {
-        for item in source.iter().map_err(storage)? {
-            let (k, v) = item.map_err(storage)?;
-            if let Some(key) = entry(k.value(), v.value())? {
-                idx.insert(key.as_str(), ()).map_err(storage)?;
+    once_per_file(tx, name, || {
+        let source = tx.open_table(table).map_err(storage)?;
+        let mut idx = tx.open_table(index).map_err(storage)?;
+        // An index that has entries was kept up to date by a build that knew it.
+        if idx.is_empty().map_err(storage)? {
+            for item in source.iter().map_err(storage)? {
+                let (k, v) = item.map_err(storage)?;
+                if let Some(key) = entry(k.value(), v.value())? {
+                    idx.insert(key.as_str(), ()).map_err(storage)?;
+                }
             }
         }
-    }
-    meta.insert(marker.as_str(), 1).map_err(storage)?;
-    Ok(())
+        Ok(())
+    })
 }
 
 /// The half-open key range holding one Application's entries.

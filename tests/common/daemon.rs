@@ -133,3 +133,21 @@ pub fn records(got: &Arc<Mutex<Vec<String>>>) -> Vec<serde_json::Value> {
 pub fn has(got: &Arc<Mutex<Vec<String>>>, needle: &str) -> bool {
     bodies(got).iter().any(|b| b.contains(needle))
 }
+
+/// Replays `examples/production` with the binary `bin` into the state file `state`: the
+/// history the real pipeline records for it (a Git change; a `kubectl edit` setting
+/// `privileged: true`, attributed, paged and resolved; a Degraded blip), to seed a
+/// state file with.
+pub fn replay_production(bin: &str, state: &Path) {
+    let examples = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/production");
+    let out = Command::new(bin)
+        .args(["run", "--replay"])
+        .arg(&examples)
+        .arg("--config")
+        .arg(examples.join("driftwatch.yaml"))
+        .arg("--state")
+        .arg(state)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "the replay of examples/production: {}", String::from_utf8_lossy(&out.stderr));
+}

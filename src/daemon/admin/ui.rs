@@ -20,6 +20,7 @@ use chrono::{DateTime, Utc};
 use serde_json::{Value, json};
 
 use super::{SharedState, store};
+use crate::model::Severity;
 use crate::state::{HistoryQuery, OpenEpisode};
 
 const INDEX: &str = include_str!("ui/index.html");
@@ -101,23 +102,10 @@ fn number(p: &BTreeMap<String, String>, key: &str, default: usize, max: usize, m
     }
 }
 
-/// A time range's two ends, each open when absent.
-type Window = (Option<DateTime<Utc>>, Option<DateTime<Utc>>);
-
-/// `since` and `until`: each a duration back from now (`24h`) or an RFC 3339 instant;
-/// `until` not before `since`.
-fn window(p: &BTreeMap<String, String>, now: DateTime<Utc>) -> Result<Window, String> {
-    let at = |key: &str| match p.get(key).filter(|v| !v.is_empty()) {
-        None => Ok(None),
-        Some(v) => crate::state::parse_since(v, now).map(Some).map_err(|e| e.to_string().replacen("--since", key, 1)),
-    };
-    let (since, until) = (at("since")?, at("until")?);
-    if let (Some(s), Some(u)) = (since, until)
-        && u < s
-    {
-        return Err(format!("until {u} is before since {s}"));
-    }
-    Ok((since, until))
+/// `since` and `until` (an empty one is absent).
+fn window(p: &BTreeMap<String, String>, now: DateTime<Utc>) -> Result<crate::state::Window, String> {
+    let end = |key| p.get(key).map(String::as_str).filter(|v| !v.is_empty());
+    crate::state::parse_window(("since", end("since")), ("until", end("until")), now).map_err(|e| e.to_string())
 }
 
 /// What the fleet request asks.
@@ -126,7 +114,7 @@ pub(super) struct FleetQuery {
     class: Option<String>,
     project: Option<String>,
     cluster: Option<String>,
-    severity: Option<String>,
+    severity: Option<Severity>,
     since: Option<DateTime<Utc>>,
     until: Option<DateTime<Utc>>,
     limit: usize,
@@ -136,17 +124,16 @@ pub(super) struct FleetQuery {
 pub(super) fn fleet_query(query: &str, now: DateTime<Utc>) -> Result<FleetQuery, String> {
     let p = params(query, &["class", "project", "cluster", "severity", "since", "until", "limit", "offset"])?;
     let s = |k: &str| p.get(k).filter(|v| !v.is_empty()).cloned();
-    if let Some(sev) = s("severity")
-        && !["critical", "error", "warning", "info"].contains(&sev.as_str())
-    {
-        return Err(format!("severity {sev:?}: expected critical, error, warning or info"));
-    }
+    let severity = match s("severity") {
+        None => None,
+        Some(sev) => Some(Severity::parse(&sev).ok_or_else(|| format!("severity {sev:?}: expected critical, error, warning or info"))?),
+    };
     let (since, until) = window(&p, now)?;
     Ok(FleetQuery {
         class: s("class"),
         project: s("project"),
         cluster: s("cluster"),
-        severity: s("severity"),
+        severity,
         since,
         until,
         limit: number(&p, "limit", DEFAULT_PAGE, MAX_PAGE, 1)?,
@@ -154,20 +141,17 @@ pub(super) fn fleet_query(query: &str, now: DateTime<Utc>) -> Result<FleetQuery,
     })
 }
 
-fn severity_name(s: crate::model::Severity) -> String {
-    serde_json::to_value(s).ok().and_then(|v| v.as_str().map(str::to_string)).unwrap_or_default()
-}
+/// The severities, most severe first: the columns of a breakdown.
+const SEVERITIES: [Severity; 4] = [Severity::Critical, Severity::Error, Severity::Warning, Severity::Info];
 
-const SEVERITIES: [&str; 4] = ["critical", "error", "warning", "info"];
-
-/// Open episodes per project or per cluster, by severity: the [`MAX_BREAKDOWN`] with
-/// the most critical (then the most in all), and the rest summed as `others`.
-fn breakdown<'a>(open: &[&'a OpenEpisode], key: impl Fn(&'a OpenEpisode) -> &'a str) -> Value {
+/// Open episodes per project or per cluster, by severity: the [`MAX_BREAKDOWN`] ranked
+/// by their counts from critical down (then the most in all), and the rest summed as
+/// `others`.
+fn breakdown<'a>(open: &'a [OpenEpisode], key: impl Fn(&'a OpenEpisode) -> &'a str) -> Value {
     let mut by: BTreeMap<&str, [u64; 4]> = BTreeMap::new();
     for ep in open {
-        let sev = severity_name(ep.severity);
         let row = by.entry(key(ep)).or_default();
-        if let Some(i) = SEVERITIES.iter().position(|s| *s == sev) {
+        if let Some(i) = SEVERITIES.iter().position(|s| *s == ep.severity) {
             row[i] += 1;
         }
     }
@@ -176,7 +160,7 @@ fn breakdown<'a>(open: &[&'a OpenEpisode], key: impl Fn(&'a OpenEpisode) -> &'a 
     let row = |name: &str, n: &[u64; 4]| {
         let mut v = json!({"name": name, "total": n.iter().sum::<u64>()});
         for (s, c) in SEVERITIES.iter().zip(n) {
-            v[*s] = json!(c);
+            v[s.as_str()] = json!(c);
         }
         v
     };
@@ -197,7 +181,7 @@ fn breakdown<'a>(open: &[&'a OpenEpisode], key: impl Fn(&'a OpenEpisode) -> &'a 
 pub(super) fn fleet(mut open: Vec<OpenEpisode>, q: &FleetQuery, now: DateTime<Utc>, argocd_url: &str) -> Value {
     let mut counts: [BTreeMap<String, u64>; 4] = Default::default();
     for ep in &open {
-        *counts[0].entry(severity_name(ep.severity)).or_default() += 1;
+        *counts[0].entry(ep.severity.as_str().to_string()).or_default() += 1;
         for c in &ep.classes {
             *counts[1].entry(c.clone()).or_default() += 1;
         }
@@ -208,14 +192,13 @@ pub(super) fn fleet(mut open: Vec<OpenEpisode>, q: &FleetQuery, now: DateTime<Ut
         q.class.as_ref().is_none_or(|c| ep.classes.contains(c))
             && q.project.as_ref().is_none_or(|p| *p == ep.project)
             && q.cluster.as_ref().is_none_or(|c| *c == ep.cluster)
-            && q.severity.as_ref().is_none_or(|s| *s == severity_name(ep.severity))
+            && q.severity.is_none_or(|s| s == ep.severity)
             && q.since.is_none_or(|t| ep.opened_at >= t)
             && q.until.is_none_or(|t| ep.opened_at <= t)
     });
     open.sort_by(|a, b| (a.opened_at, &a.id).cmp(&(b.opened_at, &b.id)));
     let total = open.len();
-    let matching: Vec<&OpenEpisode> = open.iter().collect();
-    let (by_project, by_cluster) = (breakdown(&matching, |e| e.project.as_str()), breakdown(&matching, |e| e.cluster.as_str()));
+    let (by_project, by_cluster) = (breakdown(&open, |e| e.project.as_str()), breakdown(&open, |e| e.cluster.as_str()));
     let page: Vec<Value> = open
         .iter()
         .skip(q.offset)
@@ -353,8 +336,7 @@ mod tests {
         let mut crit = open("x", 40, "rbac", "p29");
         crit.severity = crate::model::Severity::Critical;
         all.push(crit);
-        let refs: Vec<&OpenEpisode> = all.iter().collect();
-        let b = breakdown(&refs, |e| e.project.as_str());
+        let b = breakdown(&all, |e| e.project.as_str());
         let rows = b["rows"].as_array().unwrap();
         assert_eq!(rows.len(), MAX_BREAKDOWN);
         assert_eq!((rows[0]["name"].as_str(), rows[0]["critical"].as_u64(), rows[0]["total"].as_u64()), (Some("p29"), Some(1), Some(2)));

@@ -63,6 +63,7 @@
   const toRfc3339 = (v) => (v ? v + (v.length === 16 ? ":00" : "") + "Z" : "");
   const toLocalInput = (t) => (/^\d{4}-\d\d-\d\dT\d\d:\d\d/.test(t || "") ? t.slice(0, 16) : "");
   const PRESETS = ["", "1h", "24h", "7d", "30d"];
+  const SEVERITIES = ["critical", "error", "warning", "info"];
 
   // The time range of the filters: `since` (a preset or an instant) and `until`.
   function showRange(p) {
@@ -83,27 +84,25 @@
     return a;
   }
 
+  // A breakdown row: its first cell, then the total and one count per severity.
+  function countsRow(first, counts) {
+    const tr = el("tr");
+    tr.appendChild(first);
+    tr.appendChild(el("td", counts.total));
+    for (const sev of SEVERITIES) tr.appendChild(el("td", counts[sev], counts[sev] ? "sev sev-" + sev : "zero"));
+    return tr;
+  }
+
   function fillBreakdown(id, key, data) {
     const body = $(id).tBodies[0];
     body.textContent = "";
     const rows = (data && data.rows) || [];
     for (const r of rows) {
-      const tr = el("tr");
       const name = el("td");
       name.appendChild(filterLink(r.name || "(none)", { [key]: r.name }));
-      tr.appendChild(name);
-      tr.appendChild(el("td", r.total));
-      for (const sev of ["critical", "error", "warning", "info"]) tr.appendChild(el("td", r[sev], r[sev] ? "sev sev-" + sev : "zero"));
-      body.appendChild(tr);
+      body.appendChild(countsRow(name, r));
     }
-    if (data && data.others) {
-      const o = data.othersCounts || {};
-      const tr = el("tr");
-      tr.appendChild(el("td", data.others + " more", "empty"));
-      tr.appendChild(el("td", o.total));
-      for (const sev of ["critical", "error", "warning", "info"]) tr.appendChild(el("td", o[sev], o[sev] ? "sev sev-" + sev : "zero"));
-      body.appendChild(tr);
-    }
+    if (data && data.others) body.appendChild(countsRow(el("td", data.others + " more", "empty"), data.othersCounts || {}));
     $(id).hidden = !rows.length;
   }
 
@@ -136,7 +135,7 @@
     const counts = $("counts");
     counts.textContent = "";
     counts.appendChild(el("span", data.total + " open episode(s)", "total"));
-    for (const sev of ["critical", "error", "warning", "info"]) {
+    for (const sev of SEVERITIES) {
       const n = (data.counts.severity || {})[sev];
       if (n) counts.appendChild(filterLink(sev + " " + n, { severity: sev }, "sev sev-" + sev));
     }
