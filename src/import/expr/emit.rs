@@ -77,6 +77,31 @@ fn operand(e: &E, parent: &str, out: &mut String, scope: &mut Vec<String>) -> Re
     if refuses_nil(parent) && may_be_nil(e) { strict(e, out, scope) } else { paren_in(e, parent, out, scope) }
 }
 
+/// An operand of `and`, `or` or `not` written as a literal that is not a boolean: expr's
+/// type check refuses it when the condition is compiled, and so does rhai.
+fn boolean_operand(word: &str, e: &E) -> Result<(), Refusal> {
+    let what = match e {
+        E::Array(_) => "an array",
+        E::Map(_) => "a map",
+        _ => match scalar_literal(e) {
+            Some(what) => what,
+            None => return Ok(()),
+        },
+    };
+    Err(Refusal::new(0, format!("`{word}` of {what}: expr refuses it too, it needs a boolean")))
+}
+
+/// What a literal that is not a boolean, a collection or a path is, for a refusal.
+fn scalar_literal(e: &E) -> Option<&'static str> {
+    match e {
+        E::Nil => Some("nil"),
+        E::Int(_) | E::Float(_) => Some("a number"),
+        E::Str(_) => Some("a string"),
+        E::Unary("-" | "+", x) => scalar_literal(x),
+        _ => None,
+    }
+}
+
 /// `e`, as `must(e)` when it may be absent.
 fn strict(e: &E, out: &mut String, scope: &mut Vec<String>) -> Result<(), Refusal> {
     if !may_be_nil(e) {
@@ -252,6 +277,9 @@ fn emit(e: &E, out: &mut String, scope: &mut Vec<String>) -> Result<(), Refusal>
                 out.push_str(v);
                 return Ok(());
             }
+            if let Some(what) = scalar_literal(obj) {
+                return Err(Refusal::new(0, format!("`.{name}` of {what}: expr refuses a field of it too")));
+            }
             paren(obj, out, scope)?;
             if is_plain_ident(name) && !RHAI_KEYWORDS.contains(&name.as_str()) {
                 out.push_str(if *optional { "?." } else { "." });
@@ -270,8 +298,18 @@ fn emit(e: &E, out: &mut String, scope: &mut Vec<String>) -> Result<(), Refusal>
         }
         E::Call(func, args, at) => call(func, args, *at, out, scope)?,
         E::Unary(op, x) => {
+            if *op == "!" {
+                boolean_operand("not", x)?;
+            }
             out.push_str(op);
-            paren(x, out, scope)?;
+            // `- -x` and `- -1` would read as rhai's reserved `--`.
+            let mut inner = String::new();
+            paren(x, &mut inner, scope)?;
+            if inner.starts_with(['-', '+']) {
+                let _ = write!(out, "({inner})");
+            } else {
+                out.push_str(&inner);
+            }
         }
         E::Binary(op, a, b) => match *op {
             "matches" => {
@@ -314,6 +352,10 @@ fn emit(e: &E, out: &mut String, scope: &mut Vec<String>) -> Result<(), Refusal>
                 }
             }
             _ => {
+                if matches!(*op, "&&" | "||") {
+                    boolean_operand(if *op == "&&" { "and" } else { "or" }, a)?;
+                    boolean_operand(if *op == "&&" { "and" } else { "or" }, b)?;
+                }
                 operand(a, op, out, scope)?;
                 let _ = write!(out, " {op} ");
                 operand(b, op, out, scope)?;

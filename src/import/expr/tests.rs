@@ -193,10 +193,20 @@ fn predicates_strings_and_time() {
 fn refusals_say_why() {
     assert!(to_rhai("repo.GetCommitMetadata(app.status.sync.revision).Message == ''").unwrap_err().reason.contains("repo server"));
     assert!(to_rhai("foo(app)").unwrap_err().reason.contains("foo"));
+    assert_eq!(to_rhai("time.Now()-'x'and'x'").unwrap_err().reason, "`and` of a string: expr refuses it too, it needs a boolean");
+    assert!(to_rhai("app.ok and -1").unwrap_err().reason.contains("`and` of a number"));
+    assert!(to_rhai("not 2.5").unwrap_err().reason.contains("`not` of a number"));
+    assert!(to_rhai("app.ok or nil").unwrap_err().reason.contains("`or` of nil"));
+    assert!(to_rhai("'x'?.in == 1").unwrap_err().reason.contains("`.in` of a string"));
     assert!(to_rhai("app.x ==").is_err());
     assert!(to_rhai("app.x[1:2]").unwrap_err().reason.contains("slices"));
     assert!(to_rhai("'unterminated").is_err());
     assert!(to_rhai("secrets.x").unwrap_err().reason.contains("unknown variable"));
     assert!(to_rhai(&"(".repeat(10_000)).unwrap_err().reason.contains("nested deeper"));
     assert!(to_rhai(&"!".repeat(10_000)).unwrap_err().reason.contains("nested deeper"));
+}
+
+#[test]
+fn a_negation_of_a_negation_stays_two_operators() {
+    assert_eq!(to_rhai("- -app.n == 1 and -(-1) < 2").unwrap(), "-(-app.n) == 1 && -(-1) < 2");
 }

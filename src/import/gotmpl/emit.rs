@@ -67,14 +67,22 @@ fn hbs_string(s: &str) -> String {
     format!("\"{}\"", s.replace('\\', "\\\\").replace('"', "\\\""))
 }
 
-/// Handlebars path segments: plain names as they are, others in `[...]`.
+/// Words Handlebars reads as something other than a field name (`{{else}}` is a branch,
+/// `{{this}}` the context, `{{true}}` a literal).
+const HBS_KEYWORDS: &[&str] = &["else", "this", "true", "false", "null", "undefined", "as"];
+
+/// Handlebars path segments: plain names as they are, others (and keywords) in `[...]`.
 fn segments(base: &str, fields: &[String]) -> String {
     let mut out = base.to_string();
     for f in fields {
         if !out.is_empty() {
             out.push('.');
         }
-        if f.chars().all(|c| c.is_alphanumeric() || c == '_') && !f.is_empty() && !f.starts_with(|c: char| c.is_ascii_digit()) {
+        if f.chars().all(|c| c.is_alphanumeric() || c == '_')
+            && !f.is_empty()
+            && !f.starts_with(|c: char| c.is_ascii_digit())
+            && !HBS_KEYWORDS.contains(&f.as_str())
+        {
             out.push_str(f);
         } else {
             out.push_str(&format!("[{f}]"));
@@ -454,15 +462,21 @@ impl Emitter {
     }
 
     fn func(&mut self, name: &str, args: Vec<Val>) -> Result<Val, String> {
-        let texts: Vec<String> = args.into_iter().map(|a| a.text).collect();
         if name == "index" {
-            let mut it = texts.into_iter();
-            let mut acc = it.next().ok_or("`index` needs a collection")?;
-            for k in it {
-                acc = format!("(lookup {acc} {k})");
+            let mut it = args.into_iter();
+            let collection = it.next().ok_or("`index` needs a collection")?;
+            let mut keys = it.peekable();
+            if keys.peek().is_none() {
+                // `index x` with no key is x itself.
+                return Ok(collection);
+            }
+            let mut acc = collection.text;
+            for k in keys {
+                acc = format!("(lookup {acc} {})", k.text);
             }
             return Ok(Val::call(acc));
         }
+        let texts: Vec<String> = args.into_iter().map(|a| a.text).collect();
         match function(name) {
             Some(Shape::Same(h)) => Ok(Val::call(format!("({h}{})", texts.iter().map(|t| format!(" {t}")).collect::<String>()))),
             Some(Shape::Swap(h)) if texts.len() == 2 => Ok(Val::call(format!("({h} {} {})", texts[1], texts[0]))),
@@ -547,10 +561,8 @@ impl Emitter {
             },
             Arg::Str(s) => Val { text: hbs_string(s), call: false, literal: Some(s.clone()) },
             Arg::Num(n) => {
-                if n.parse::<f64>().is_err() {
-                    return Err(format!("the number {n} is not translated"));
-                }
-                Val { text: n.clone(), call: false, literal: Some(n.clone()) }
+                let text = number_literal(n).ok_or_else(|| format!("the number {n} is not translated"))?;
+                Val { literal: Some(text.clone()), text, call: false }
             }
             Arg::Bool(b) => Val { text: b.to_string(), call: false, literal: Some(b.to_string()) },
             Arg::Nil => Val::plain("null".into()),
@@ -598,6 +610,23 @@ fn literal_text(text: &str) -> Option<String> {
     Some(inner.replace("\\\"", "\"").replace("\\\\", "\\"))
 }
 
+/// A Go number as a literal Handlebars reads back as the same value: Go writes `7.`, `+1`
+/// and `1e3`, Handlebars reads none of them. Hexadecimal, octal, underscores and anything
+/// not finite are refused rather than guessed at.
+fn number_literal(go: &str) -> Option<String> {
+    if !go.trim_start_matches(['-', '+']).starts_with(|c: char| c.is_ascii_digit()) {
+        return None;
+    }
+    let v: f64 = go.parse().ok().filter(|v: &f64| v.is_finite())?;
+    // Within ±2^53 an integral value is exact as an integer literal.
+    if v.fract() == 0.0 && v.abs() <= 9_007_199_254_740_992.0 {
+        return Some(format!("{}", v as i64));
+    }
+    // Display never uses an exponent, and always gives digits around a dot.
+    let text = format!("{v}");
+    Some(if text.contains('.') { text } else { format!("{text}.0") })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -620,5 +649,28 @@ mod tests {
     fn refusals_point_at_the_action_whose_pipeline_fails() {
         assert_eq!(hbs("{{.a}} and {{nosuch .b}}").unwrap_err(), Refusal::new(11, "the function `nosuch` is not translated"));
         assert_eq!(hbs("x\n{{$n := 0}}{{$n = 1}}").unwrap_err().at, 13);
+    }
+
+    #[test]
+    fn go_numbers_become_literals_handlebars_reads() {
+        for (go, hbs_text) in [("7", "7"), ("7.", "7"), ("+1", "1"), ("-2", "-2"), ("2.50", "2.5"), ("1e3", "1000"), ("1e300", "")] {
+            let Some(text) = number_literal(go) else { panic!("{go} refused") };
+            if !hbs_text.is_empty() {
+                assert_eq!(text, hbs_text, "{go}");
+            }
+            assert!(crate::template::compiles(&format!("{{{{trunc {text} \"abc\"}}}}")).is_ok(), "{go} -> {text}");
+        }
+        for refused in ["-", "0x1F", "1_000", "-inf", "+nan", "7.x"] {
+            assert_eq!(number_literal(refused), None, "{refused}");
+        }
+        assert_eq!(hbs("{{trunc 7. .x}}").unwrap(), "{{trunc 7 x}}");
+    }
+
+    #[test]
+    fn index_without_a_key_is_its_collection() {
+        assert_eq!(hbs("{{index .x}}").unwrap(), "{{x}}");
+        assert_eq!(hbs("{{index \"s\"}}").unwrap(), "s");
+        assert_eq!(hbs("{{.else}} {{.app.this}}").unwrap(), "{{[else]}} {{app.[this]}}");
+        assert_eq!(hbs("{{index (index .x \"k\")}}").unwrap(), "{{lookup x \"k\"}}");
     }
 }
