@@ -155,6 +155,16 @@ fn strip_location_suffix(msg: &str) -> &str {
 /// A value with where it came from.
 pub type At<T> = Spanned<T>;
 
+/// A number a configuration gives, checked against its range: in range it is the
+/// value, out of range it is an error at its position naming `key`, and `None`.
+pub fn in_range(file: &SourceFile, key: &str, v: &At<usize>, min: usize, max: usize, errors: &mut Vec<ConfigError>) -> Option<usize> {
+    if (min..=max).contains(&v.value) {
+        return Some(v.value);
+    }
+    errors.push(ConfigError::new(file.pos(&v.referenced), key, format!("{} is out of range ({min} to {max})", v.value)));
+    None
+}
+
 /// A duration in a config, trigger or template file, written as Argo CD users write
 /// durations (`"250ms"`, `"30s"`, `"5m"`, `"1h30m"`, `"1.5h"`, `"2d"`; see
 /// [`crate::duration`]); a bad one is a

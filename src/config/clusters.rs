@@ -10,7 +10,7 @@ use serde_json::Value;
 
 use super::relative_to;
 use crate::secret::{Secret, Secrets};
-use crate::source::{At, ConfigError, SourceFile};
+use crate::source::{At, ConfigError, SourceFile, in_range};
 
 /// At most this many spoke clusters (each is a metric label).
 pub const MAX_CLUSTERS: usize = 256;
@@ -299,12 +299,8 @@ pub fn diff(def: &DiffDef, file: &SourceFile, errors: &mut Vec<ConfigError>) -> 
         ("diff.maxFields", &mut out.limits.max_fields, &def.max_fields, 1, 1000),
         ("diff.maxValueChars", &mut out.limits.max_value_chars, &def.max_value_chars, 8, 10_000),
     ] {
-        if let Some(v) = value {
-            if (min..=max).contains(&v.value) {
-                *slot = v.value;
-            } else {
-                errors.push(ConfigError::new(file.pos(&v.referenced), key, format!("{} is out of range ({min} to {max})", v.value)));
-            }
+        if let Some(v) = value.as_ref().and_then(|v| in_range(file, key, v, min, max, errors)) {
+            *slot = v;
         }
     }
     out

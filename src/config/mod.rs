@@ -18,7 +18,7 @@ use crate::model::{Destination, DestinationKind};
 use crate::route::tree::{RouteDef, RouteTree};
 use crate::route::{GlobalSubscription, Router, Selector};
 use crate::secret::{Redactor, Secrets};
-use crate::source::{At, ConfigDuration, ConfigError, SourceFile};
+use crate::source::{At, ConfigDuration, ConfigError, SourceFile, in_range};
 use crate::state::Retention;
 use crate::template::{TemplateSet, Warning};
 use crate::trigger::{Trigger, TriggerDef, TriggerEngine};
@@ -50,16 +50,17 @@ pub struct SubscriptionDef {
 pub struct StateDef {
     /// The state database file; relative to the config file.
     pub path: Option<String>,
-    /// Most dedup keys kept per Application (oldest pruned first); 256 when absent.
-    pub max_keys_per_app: Option<usize>,
+    /// Most dedup keys kept per Application (oldest pruned first); 256 when absent
+    /// (1 to 100000).
+    pub max_keys_per_app: Option<At<usize>>,
 }
 
 /// `history:`: how much drift history the state store keeps.
 #[derive(Debug, Clone, Deserialize, Default)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct HistoryDef {
-    /// Most episodes kept (oldest dropped first); 10000 when absent.
-    pub max_episodes: Option<usize>,
+    /// Most episodes kept (oldest dropped first); 10000 when absent (1 to 10000000).
+    pub max_episodes: Option<At<usize>>,
     /// Resolved episodes older than this are dropped (`90d` when absent).
     pub max_age: Option<ConfigDuration>,
 }
@@ -105,8 +106,8 @@ pub struct AttributionDef {
     pub ignore_managers: Vec<String>,
     /// Whether to read live objects at all (true when absent).
     pub enabled: Option<bool>,
-    /// Live objects read at the same time; 4 when absent.
-    pub concurrency: Option<usize>,
+    /// Live objects read at the same time; 4 when absent (1 to 64).
+    pub concurrency: Option<At<usize>>,
     /// How long a read stays fresh (`1m` when absent).
     pub ttl: Option<ConfigDuration>,
     /// Application destinations (`spec.destination.server` or `.name`) that are the
@@ -193,6 +194,11 @@ pub struct AuditSettings {
 }
 
 /// The identity Argo CD's application controller writes with.
+/// The most episodes `history.maxEpisodes` may keep: ten million, a few GB of state.
+const MAX_HISTORY_EPISODES: usize = 10_000_000;
+/// The most dedup keys `state.maxKeysPerApp` may keep per Application.
+const MAX_KEYS_PER_APP: usize = 100_000;
+
 pub const ARGOCD_CONTROLLER_IDENTITY: &str = "system:serviceaccount:argocd:argocd-application-controller";
 
 impl Default for AuditSettings {
@@ -600,12 +606,8 @@ pub fn load_with(config: Option<&Path>, engine: Arc<TriggerEngine>) -> Result<Ru
         (&cfg.limits.max_triggers_per_app, "limits.maxTriggersPerApp", 1_000, &mut limits.max_triggers),
         (&cfg.limits.max_recipients_per_app, "limits.maxRecipientsPerApp", 10_000, &mut limits.max_recipients),
     ] {
-        if let Some(v) = value {
-            if (1..=max).contains(&v.value) {
-                *slot = v.value;
-            } else {
-                errors.push(ConfigError::new(cfg_file.pos(&v.referenced), key, format!("{} is out of range (1 to {max})", v.value)));
-            }
+        if let Some(v) = value.as_ref().and_then(|v| in_range(&cfg_file, key, v, 1, max, &mut errors)) {
+            *slot = v;
         }
     }
     let mut operations_token = None;
@@ -702,7 +704,12 @@ pub fn load_with(config: Option<&Path>, engine: Arc<TriggerEngine>) -> Result<Ru
     };
     let defaults = Retention::default();
     let retention = Retention {
-        max_episodes: cfg.history.max_episodes.unwrap_or(defaults.max_episodes).max(1),
+        max_episodes: cfg
+            .history
+            .max_episodes
+            .as_ref()
+            .and_then(|v| in_range(&cfg_file, "history.maxEpisodes", v, 1, MAX_HISTORY_EPISODES, &mut errors))
+            .unwrap_or(defaults.max_episodes),
         max_age: cfg.history.max_age.and_then(|d| chrono::Duration::from_std(d.0).ok()).unwrap_or(defaults.max_age),
     };
     let mut break_glass = crate::drift::break_glass::Settings {
@@ -729,9 +736,22 @@ pub fn load_with(config: Option<&Path>, engine: Arc<TriggerEngine>) -> Result<Ru
         ttl: cfg.attribution.ttl.map_or(attribution_defaults.ttl, |d| d.0),
         ignore_managers: cfg.attribution.ignore_managers.clone(),
         enabled: cfg.attribution.enabled.unwrap_or(true),
-        concurrency: cfg.attribution.concurrency.unwrap_or(attribution_defaults.concurrency).clamp(1, 64),
+        concurrency: cfg
+            .attribution
+            .concurrency
+            .as_ref()
+            .and_then(|v| in_range(&cfg_file, "attribution.concurrency", v, 1, 64, &mut errors))
+            .unwrap_or(attribution_defaults.concurrency),
         destinations: cfg.attribution.destinations.clone().unwrap_or(attribution_defaults.destinations),
         read_secrets: cfg.attribution.read_secrets.unwrap_or(attribution_defaults.read_secrets),
+    };
+    let state = StateSettings {
+        path: cfg.state.path.as_deref().map(|p| relative_to(&base, p)),
+        max_keys_per_app: cfg
+            .state
+            .max_keys_per_app
+            .as_ref()
+            .and_then(|v| in_range(&cfg_file, "state.maxKeysPerApp", v, 1, MAX_KEYS_PER_APP, &mut errors)),
     };
     match templates {
         Some(templates) if errors.is_empty() => Ok(Runtime {
@@ -756,10 +776,7 @@ pub fn load_with(config: Option<&Path>, engine: Arc<TriggerEngine>) -> Result<Ru
                 default_triggers_by_service: cfg.default_triggers_by_service.into_iter().map(|(s, l)| (s, l.value)).collect(),
                 limits,
             },
-            state: StateSettings {
-                path: cfg.state.path.as_deref().map(|p| relative_to(&base, p)),
-                max_keys_per_app: cfg.state.max_keys_per_app,
-            },
+            state,
             secrets,
             redactor,
             warnings,
@@ -834,12 +851,8 @@ fn audit_settings(
         ("audit.maxBodyBytes", &mut out.max_body_bytes, &def.max_body_bytes, 1024, 256 << 20),
         ("audit.queue", &mut out.queue, &def.queue, 100, 1_000_000),
     ] {
-        if let Some(v) = value {
-            if (min..=max).contains(&v.value) {
-                *slot = v.value;
-            } else {
-                errors.push(ConfigError::new(file.pos(&v.referenced), key, format!("{} is out of range ({min} to {max})", v.value)));
-            }
+        if let Some(v) = value.as_ref().and_then(|v| in_range(file, key, v, min, max, errors)) {
+            *slot = v;
         }
     }
     if let Some(w) = &def.window {

@@ -381,3 +381,26 @@ fn the_break_glass_section_loads_and_refuses_out_of_range() {
     let b = crate::drift::break_glass::Settings::default();
     assert_eq!((b.max_for, b.require_verified, b.audited), (chrono::Duration::hours(72), false, false));
 }
+
+/// Sizes that bound the state file and the live reads are refused out of range, with
+/// their position, rather than clamped or taken as they are.
+#[test]
+fn retention_and_read_limits_out_of_range_are_refused() {
+    let f = Fixture::new();
+    f.file(
+        "driftwatch.yaml",
+        "history:\n  maxEpisodes: 0\nstate:\n  maxKeysPerApp: 18446744073709551615\nattribution:\n  concurrency: 65\n",
+    );
+    let errors = f.errors().join("\n");
+    for want in [
+        "driftwatch.yaml:2:16: history.maxEpisodes: 0 is out of range (1 to 10000000)",
+        "driftwatch.yaml:4:18: state.maxKeysPerApp: 18446744073709551615 is out of range (1 to 100000)",
+        "driftwatch.yaml:6:16: attribution.concurrency: 65 is out of range (1 to 64)",
+    ] {
+        assert!(errors.contains(want), "missing {want:?} in:\n{errors}");
+    }
+    let f = Fixture::new();
+    f.file("driftwatch.yaml", "history: {maxEpisodes: 10000000}\nstate: {maxKeysPerApp: 1}\nattribution: {concurrency: 64}\n");
+    let rt = f.load().unwrap();
+    assert_eq!((rt.retention.max_episodes, rt.state.max_keys_per_app, rt.attribution.concurrency), (10_000_000, Some(1), 64));
+}
