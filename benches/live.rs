@@ -35,6 +35,13 @@
 //!   `/ui/api/fleet` (first page, a filtered page, a deep page), an Application's story,
 //!   `/history?limit=1000` and a `/metrics` scrape: p50/p99 per request, bytes, RSS.
 //!
+//! - `group`: an ApplicationSet's fleet, 10,000 Applications on one route grouped by
+//!   revision (Slack's Web API, a loopback stand-in), all moved OutOfSync by one push
+//!   in 5 s, then all Synced again: the evaluation thread's CPU per change with and
+//!   without `group:`, from the last change to the group's message and to the message
+//!   counting all 10,000, the largest message, Slack calls in all, from the last
+//!   resolve to "Resolved", RSS.
+//!
 //! Figures go to BENCHMARKS.md with the command, machine and date.
 
 #[path = "../tests/common/mod.rs"]
@@ -835,6 +842,96 @@ fn ui() {
     println!("ui: {total} open episodes in the fleet; daemon CPU {:.2} s in all, RSS {:.0} MB", d.cpu_seconds(), d.rss_mb());
 }
 
+/// The `group` scenario's configuration: the catalog's on-out-of-sync to Slack, with
+/// `group:` or without.
+fn group_config(slack: u16, grouped: bool) -> String {
+    let group = if grouped { "    group: {by: [revision], wait: 10s, interval: 5s}\n" } else { "" };
+    format!(
+        "services:\n  chat:\n    type: slack\n    token: $slack-token\n    apiUrl: http://127.0.0.1:{slack}\nsecretsFile: secrets\n\
+         routes:\n  - name: fleet\n    triggers: [on-out-of-sync]\n    recipients: [chat:fleet]\n{group}"
+    )
+}
+
+/// Applications without a subscription of their own: the route does everything.
+fn fleet_app(i: usize, sync: &str, rev: &str) -> Value {
+    let mut v = app(i, sync, rev);
+    v["metadata"]["annotations"] = json!({});
+    v
+}
+
+/// Applies `apps` Applications at `sync`/`rev`, evenly over `secs`; returns when the last was applied.
+fn push(api: &FakeApiServer, apps: usize, sync: &str, rev: &str, secs: f64) -> Instant {
+    let start = Instant::now();
+    for i in 0..apps {
+        if let Some(wait) = (start + Duration::from_secs_f64(secs * i as f64 / apps as f64)).checked_duration_since(Instant::now()) {
+            std::thread::sleep(wait);
+        }
+        api.apply(fleet_app(i, sync, rev));
+    }
+    Instant::now()
+}
+
+/// Waits for `what` (at most `limit`); the time it took, or `None` if it never came.
+fn until(limit: Duration, mut what: impl FnMut() -> bool) -> Option<Duration> {
+    let start = Instant::now();
+    while !what() {
+        if start.elapsed() > limit {
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    Some(start.elapsed())
+}
+
+fn group() {
+    const N: usize = 10_000;
+    for grouped in [false, true] {
+        let api = FakeApiServer::start();
+        api.set_rbac(None);
+        for i in 0..N {
+            api.apply(fleet_app(i, "Synced", "r0"));
+        }
+        let slack = common::receiver::SlackApi::start();
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("secrets")).unwrap();
+        std::fs::write(dir.path().join("secrets/slack-token"), "xoxb-bench-token").unwrap();
+        let (d, _) = Daemon::start_in(&api, &group_config(slack.port, grouped), dir);
+        let evaluations = || d.metric("driftwatch_evaluations_total");
+        until(Duration::from_secs(120), || evaluations() >= N as f64).expect("the first pass");
+        let eval_cpu = |d: &Daemon| d.cpu_by_thread().into_iter().find(|(n, _)| n == "driftwatch-eval").map_or(0.0, |(_, c)| c);
+        let (cpu0, evals0) = (eval_cpu(&d), evaluations());
+        let pushed = push(&api, N, "OutOfSync", "g1", 5.0);
+        until(Duration::from_secs(120), || evaluations() >= evals0 + N as f64).expect("every change evaluated");
+        let per_change = (eval_cpu(&d) - cpu0) / (evaluations() - evals0);
+        let label = if grouped { "grouped" } else { "ungrouped" };
+        println!("group ({label}): {N} changes in 5 s, evaluation thread {:.0} µs CPU per change", per_change * 1e6);
+        if !grouped {
+            continue;
+        }
+        let first = until(Duration::from_secs(120), || !slack.of("chat.postMessage").is_empty()).map(|_| pushed.elapsed());
+        let all = format!("on-out-of-sync: {N} of {N} Applications");
+        let counted = until(Duration::from_secs(120), || slack.texts().iter().any(|t| t.contains(&all))).map(|_| pushed.elapsed());
+        let largest = slack.texts().iter().map(String::len).max().unwrap_or(0);
+        println!(
+            "group (grouped): from the last change to the message {}, to the message counting all {N} {}; largest message {largest} bytes",
+            first.map_or("never".into(), ms),
+            counted.map_or("never".into(), ms),
+        );
+        let resolved_at = push(&api, N, "Synced", "g1", 5.0);
+        let done = format!("Resolved: all {N} Applications");
+        let resolved =
+            until(Duration::from_secs(120), || slack.texts().last().is_some_and(|t| t.contains(&done))).map(|_| resolved_at.elapsed());
+        let calls = slack.calls();
+        println!(
+            "group (grouped): from the last resolve to \"Resolved\" {}; Slack calls in all: {} chat.postMessage, {} chat.update; RSS {:.0} MB",
+            resolved.map_or("never".into(), ms),
+            calls.iter().filter(|(m, _)| m == "chat.postMessage").count(),
+            calls.iter().filter(|(m, _)| m == "chat.update").count(),
+            d.rss_mb()
+        );
+    }
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).filter(|a| !a.starts_with("--")).collect();
     let all = args.is_empty();
@@ -860,5 +957,8 @@ fn main() {
     }
     if want("ui") {
         ui();
+    }
+    if want("group") {
+        group();
     }
 }

@@ -81,16 +81,6 @@ fn start(dir: &Path) -> Daemon {
     d
 }
 
-/// The text of every message Slack was sent (posted or edited), in order.
-fn texts(slack: &SlackApi) -> Vec<String> {
-    slack
-        .calls()
-        .into_iter()
-        .filter(|(m, _)| m.starts_with("chat."))
-        .map(|(_, b)| b["text"].as_str().unwrap_or_default().to_string())
-        .collect()
-}
-
 fn fired(d: &Daemon) -> f64 {
     d.metric("driftwatch_triggers_fired_total{trigger=\"on-out-of-sync\"}").unwrap_or(0.0)
 }
@@ -102,7 +92,7 @@ fn resolve_all(s: &Setup) -> Vec<serde_json::Value> {
         s.api.apply(app(i, "Synced"));
     }
     wait_for("the group's message resolved", Duration::from_secs(30), || {
-        texts(&s.slack).last().is_some_and(|t| t.contains(&format!("Resolved: all {APPS} Applications of on-out-of-sync")))
+        s.slack.texts().last().is_some_and(|t| t.contains(&format!("Resolved: all {APPS} Applications of on-out-of-sync")))
             && records(&s.pages).iter().any(|e| e["event_action"] == "resolve")
     });
     records(&s.pages)
@@ -117,9 +107,9 @@ fn fifty_applications_on_one_revision_are_one_message_and_one_incident() {
     }
     wait_for("the group's message", Duration::from_secs(30), || !s.slack.of("chat.postMessage").is_empty());
     wait_for("the group's message showing all 50", Duration::from_secs(30), || {
-        texts(&s.slack).last().is_some_and(|t| t.contains(&format!("on-out-of-sync: {APPS} of {APPS} Applications")))
+        s.slack.texts().last().is_some_and(|t| t.contains(&format!("on-out-of-sync: {APPS} of {APPS} Applications")))
     });
-    let shown = texts(&s.slack).last().cloned().unwrap_or_default();
+    let shown = s.slack.texts().last().cloned().unwrap_or_default();
     assert!(shown.contains(&format!("revision {}", common::REV2)), "what they share: {shown}");
     assert!(shown.contains("- argocd/shop-00\n") && shown.contains("- argocd/shop-24\n"), "25 by name: {shown}");
     assert!(!shown.contains("shop-25"), "the rest counted, not listed: {shown}");
@@ -137,7 +127,7 @@ fn fifty_applications_on_one_revision_are_one_message_and_one_incident() {
     assert!(update["text"].as_str().unwrap_or_default().contains("- argocd/shop-00 (resolved)"), "{update}");
 
     let events = resolve_all(&s);
-    assert_eq!(s.slack.of("chat.postMessage").len(), 1, "one message for the 50: {:?}", texts(&s.slack));
+    assert_eq!(s.slack.of("chat.postMessage").len(), 1, "one message for the 50: {:?}", s.slack.texts());
     let keys: std::collections::BTreeSet<&str> = events.iter().filter_map(|e| e["dedup_key"].as_str()).collect();
     assert_eq!(keys.len(), 1, "one incident: {events:?}");
     assert!(keys.iter().all(|k| k.starts_with("driftwatch/group/")), "{keys:?}");
@@ -169,10 +159,10 @@ fn a_sigkill_inside_wait_neither_loses_nor_doubles_the_message() {
 
     let d = start(s.dir.path());
     wait_for("the group's message after the restart", Duration::from_secs(30), || !s.slack.of("chat.postMessage").is_empty());
-    let first = texts(&s.slack).remove(0);
+    let first = s.slack.texts().remove(0);
     assert!(first.contains(&format!("on-out-of-sync: {APPS} of {APPS} Applications")), "nothing lost: {first}");
     let events = resolve_all(&s);
-    assert_eq!(s.slack.of("chat.postMessage").len(), 1, "not doubled: {:?}", texts(&s.slack));
+    assert_eq!(s.slack.of("chat.postMessage").len(), 1, "not doubled: {:?}", s.slack.texts());
     let keys: std::collections::BTreeSet<&str> = events.iter().filter_map(|e| e["dedup_key"].as_str()).collect();
     assert_eq!(keys.len(), 1, "one incident: {events:?}");
     d.stop();

@@ -234,6 +234,15 @@ impl SlackApi {
         self.calls.lock().unwrap().clone()
     }
 
+    /// The text of every message sent (posted or edited), in order.
+    pub fn texts(&self) -> Vec<String> {
+        self.calls()
+            .into_iter()
+            .filter(|(m, _)| m.starts_with("chat."))
+            .map(|(_, b)| b["text"].as_str().unwrap_or_default().to_string())
+            .collect()
+    }
+
     /// The bodies of the calls of `method`.
     pub fn of(&self, method: &str) -> Vec<serde_json::Value> {
         self.calls().into_iter().filter(|(m, _)| m == method).map(|(_, b)| b).collect()
