@@ -33,7 +33,7 @@ impl SplunkClient {
                 sourcetype: cfg.sourcetype.clone().unwrap_or_else(|| "driftwatch:notification".into()),
                 index: cfg.index.clone(),
             },
-            batch: cfg.batch_size.unwrap_or(50).clamp(1, 100),
+            batch: cfg.batch_size.unwrap_or(50),
             origin: env.origin(),
         })
     }

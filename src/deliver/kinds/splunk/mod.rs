@@ -16,7 +16,7 @@ use std::sync::Arc;
 
 use crate::deliver::Deliverer;
 use crate::deliver::env::Env;
-use crate::deliver::kind::{ArgoService, BuildError, Kind, Limits, NoSection};
+use crate::deliver::kind::{ArgoService, BuildError, Kind, Limits, NoSection, SettingsError};
 use crate::model::DestinationKind;
 use crate::template::Encoder;
 
@@ -31,6 +31,13 @@ impl Kind for Splunk {
     type Template = NoSection;
     // Argo CD has no such service.
     const ARGO: Option<ArgoService> = None;
+
+    fn validate(c: &SplunkConfig) -> Result<(), SettingsError> {
+        match c.batch_size {
+            Some(n) if !(1..=100).contains(&n) => Err(SettingsError::Rule(format!("batchSize must be from 1 to 100, not {n}"))),
+            _ => Ok(()),
+        }
+    }
 
     fn secrets(c: &SplunkConfig) -> Vec<&str> {
         vec![c.url.as_str(), c.token.as_str()]

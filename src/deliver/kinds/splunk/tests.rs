@@ -95,3 +95,14 @@ async fn several_events_share_one_request() {
     assert_eq!(reqs.len(), 1, "one request");
     assert_eq!(reqs[0].body.lines().count(), 3, "three envelopes");
 }
+
+#[test]
+fn a_batch_size_out_of_range_is_refused() {
+    let with = |n: usize| {
+        crate::deliver::kind::config::<super::Splunk>(serde_json::json!({"url": "https://splunk:8088", "token": "$t", "batchSize": n}))
+    };
+    assert!(with(100).is_ok() && with(1).is_ok());
+    for n in [0, 101] {
+        assert_eq!(with(n).unwrap_err().to_string(), format!("batchSize must be from 1 to 100, not {n}"));
+    }
+}

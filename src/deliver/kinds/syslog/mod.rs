@@ -15,7 +15,7 @@ use std::sync::Arc;
 
 use crate::deliver::Deliverer;
 use crate::deliver::env::Env;
-use crate::deliver::kind::{ArgoService, BuildError, Kind, Limits, NoSection};
+use crate::deliver::kind::{ArgoService, BuildError, Kind, Limits, NoSection, SettingsError};
 use crate::model::DestinationKind;
 use crate::template::Encoder;
 
@@ -30,6 +30,13 @@ impl Kind for Syslog {
     type Template = NoSection;
     // Argo CD has no such service.
     const ARGO: Option<ArgoService> = None;
+
+    fn validate(c: &SyslogConfig) -> Result<(), SettingsError> {
+        match c.facility {
+            Some(n) if !(0..=23).contains(&n) => Err(SettingsError::Rule(format!("facility must be from 0 to 23, not {n}"))),
+            _ => Ok(()),
+        }
+    }
 
     fn secrets(_: &SyslogConfig) -> Vec<&str> {
         Vec::new()

@@ -198,3 +198,10 @@ async fn tls_verified_timeout_and_untrusted() {
         "{outcome:?}"
     );
 }
+
+#[test]
+fn a_facility_out_of_range_is_refused() {
+    let with = |n: u8| crate::deliver::kind::config::<super::Syslog>(serde_json::json!({"address": "siem:514", "facility": n}));
+    assert!(with(0).is_ok() && with(23).is_ok(), "{:?}", with(0));
+    assert_eq!(with(24).unwrap_err().to_string(), "facility must be from 0 to 23, not 24");
+}
