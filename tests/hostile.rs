@@ -108,7 +108,13 @@ fn evaluate(v: Value) {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: CASES, ..ProptestConfig::default() })]
+    // Failures found before are replayed first from the regressions file (cargo runs
+    // tests from the package root); proptest cannot find it by itself in tests/.
+    #![proptest_config(ProptestConfig {
+        cases: CASES,
+        failure_persistence: Some(Box::new(proptest::test_runner::FileFailurePersistence::Direct("tests/hostile.proptest-regressions"))),
+        ..ProptestConfig::default()
+    })]
 
     #[test]
     fn any_application_decodes_or_is_refused_and_evaluates_without_panic(v in arb_app()) {
