@@ -1,6 +1,7 @@
 //! Hostile input: property tests (proptest, a bounded number of cases per run) and a
 //! checked-in corpus (`tests/corpus/`) for what comes from outside — Applications from
-//! the cluster, subscription annotations, configuration files, durations — and for
+//! the cluster, audit events, subscription annotations, configuration files, durations —
+//! and for
 //! the encoders that put it on the wire (CEF, syslog structured data, Slack mrkdwn,
 //! JSON). Nothing may panic; bad input gets a clear error; what is escaped comes back
 //! unchanged when unescaped.
@@ -107,6 +108,41 @@ fn evaluate(v: Value) {
     let _ = pipeline.evaluate(&driftwatch::pipeline::Inputs::default(), &app, &state, now);
 }
 
+/// The real audit batch of `tests/data/k8s-audit` (kube-apiserver v1.36) with one more
+/// event: alice's patch aimed at the Application itself (where break-glass writes are
+/// read), and an index that manages what the batch touches.
+static AUDIT: LazyLock<(Value, driftwatch::audit::index::ManagedIndex)> = LazyLock::new(|| {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/k8s-audit/eventlist-changes-1.json");
+    let mut list: Value = serde_json::from_slice(&std::fs::read(path).expect("the audit batch")).expect("JSON");
+    let items = list["items"].as_array_mut().expect("items");
+    let mut on_app = items.iter().find(|e| e["user"]["username"] == "alice").cloned().expect("alice's patch");
+    on_app["objectRef"] = json!({"resource": "applications", "apiGroup": "argoproj.io", "namespace": "argocd", "name": "payments-api"});
+    items.push(on_app);
+    let mut index = driftwatch::audit::index::ManagedIndex::default();
+    index.update(
+        &App::from_value(json!({"apiVersion": "argoproj.io/v1alpha1", "kind": "Application",
+            "metadata": {"name": "payments-api", "namespace": "argocd", "uid": "u1"},
+            "spec": {"project": "default", "destination": {"namespace": "payments"}},
+            "status": {"resources": [{"group": "apps", "kind": "Deployment", "namespace": "payments", "name": "api"}]}}))
+        .expect("an Application"),
+    );
+    (list, index)
+});
+
+/// Parses an audit `EventList` as the webhook does and each of its events as a log line;
+/// must not panic.
+fn consider_audit(list: &Value) -> Result<(), String> {
+    let ids = vec![config::ARGOCD_CONTROLLER_IDENTITY.to_string()];
+    let f = driftwatch::audit::event::Filter { argocd_identities: &ids, index: &AUDIT.1, now: Utc::now() };
+    let body = serde_json::to_vec(list).map_err(|e| e.to_string())?;
+    let batch = driftwatch::audit::event::parse_list(&body, &f).map_err(|e| e.to_string());
+    for e in list["items"].as_array().into_iter().flatten() {
+        let mut out = driftwatch::audit::event::Batch::default();
+        let _ = driftwatch::audit::event::parse_line(&serde_json::to_vec(e).map_err(|e| e.to_string())?, &f, &mut out);
+    }
+    batch.map(|_| ())
+}
+
 proptest! {
     // Failures found before are replayed first from the regressions file (cargo runs
     // tests from the package root); proptest cannot find it by itself in tests/.
@@ -170,6 +206,50 @@ proptest! {
         if let Ok(t) = driftwatch::import::gotmpl::to_handlebars_in_json(&s) {
             prop_assert!(driftwatch::template::compiles(&t.text).is_ok(), "{} -> {}", s, t.text);
         }
+    }
+
+    /// Request and response bodies and annotations are whatever the client sent: any
+    /// JSON there is read or skipped, never a panic, and never costs the batch.
+    #[test]
+    fn any_audit_body_is_read_or_skipped_without_panic(
+        target in 0usize..11,
+        request in arb_json(),
+        response in arb_json(),
+        break_glass in ".{0,80}",
+        annotation in ".{0,40}",
+    ) {
+        let mut list = AUDIT.0.clone();
+        let n = list["items"].as_array().map_or(0, Vec::len);
+        let e = &mut list["items"][target % n];
+        e["requestObject"] = request;
+        e["responseObject"] = response;
+        e["annotations"] = json!({"authorization.k8s.io/reason": annotation});
+        let mut with_break_glass = list.clone();
+        with_break_glass["items"][target % n]["requestObject"] =
+            json!({"metadata": {"annotations": {"driftwatch.io/break-glass": break_glass}}});
+        prop_assert!(consider_audit(&list).is_ok());
+        prop_assert!(consider_audit(&with_break_glass).is_ok());
+    }
+
+    /// Any field of any event replaced by anything: the batch is read or refused as a
+    /// whole with a reason, never a panic.
+    #[test]
+    fn any_audit_event_is_read_or_refused_without_panic(target in 0usize..11, path in prop::sample::select(vec![
+        "/verb", "/stage", "/user", "/user/username", "/user/groups", "/impersonatedUser", "/objectRef", "/objectRef/name",
+        "/objectRef/namespace", "/objectRef/apiGroup", "/objectRef/subresource", "/responseStatus", "/responseStatus/code",
+        "/requestReceivedTimestamp", "/sourceIPs", "/userAgent", "/annotations", "/auditID",
+    ]), value in arb_json()) {
+        let mut list = AUDIT.0.clone();
+        let n = list["items"].as_array().map_or(0, Vec::len);
+        let e = &mut list["items"][target % n];
+        if let Some(slot) = e.pointer_mut(path) {
+            *slot = value;
+        } else if let Some((parent, key)) = path.rsplit_once('/')
+            && let Some(obj) = e.pointer_mut(parent).and_then(Value::as_object_mut)
+        {
+            obj.insert(key.to_string(), value);
+        }
+        let _ = consider_audit(&list);
     }
 
     #[test]
@@ -445,4 +525,20 @@ fn the_hostile_corpus_is_refused_cleanly() {
             }
         }
     }
+}
+
+/// The audit properties reach the code they mean to: the fixture yields attempts, and a
+/// break-glass annotation written on the Application is read as a break-glass write.
+#[test]
+fn the_audit_fixture_reaches_attempts_and_break_glass_writes() {
+    let ids = vec![config::ARGOCD_CONTROLLER_IDENTITY.to_string()];
+    let f = driftwatch::audit::event::Filter { argocd_identities: &ids, index: &AUDIT.1, now: Utc::now() };
+    let mut list = AUDIT.0.clone();
+    let last = list["items"].as_array().map_or(0, Vec::len) - 1;
+    list["items"][last]["requestObject"] = json!({"metadata": {"annotations": {"driftwatch.io/break-glass": "{}"}}});
+    list["items"][last].as_object_mut().unwrap().remove("responseObject");
+    let batch = driftwatch::audit::event::parse_list(&serde_json::to_vec(&list).unwrap(), &f).unwrap();
+    let who: Vec<&str> = batch.attempts.iter().map(|a| a.actor.username.as_str()).collect();
+    assert!(who.contains(&"alice") && who.contains(&"mallory"), "{who:?}");
+    assert_eq!(batch.break_glass.len(), 1, "the write on the Application");
 }
