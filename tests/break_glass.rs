@@ -163,6 +163,12 @@ fn an_approved_exception_holds_the_page_and_a_forged_one_does_not() {
             .as_u16()
     });
     assert_eq!(status, 200);
+    // The watch shows both approvals before the audit log does (the order a real API
+    // server gives: its audit webhook batches, the watch does not wait): the forged one
+    // is counted as approved, and refused once the audit log shows who wrote it.
+    wait_for("both approvals seen on the watch", Duration::from_secs(15), || {
+        d.metric("driftwatch_break_glass_total{event=\"approved\"}") == Some(2.0)
+    });
 
     // The API server's audit webhook posts the writes.
     let events = api.take_audit_events();
@@ -183,7 +189,7 @@ fn an_approved_exception_holds_the_page_and_a_forged_one_does_not() {
     assert_eq!(
         d.metric("driftwatch_break_glass_total{event=\"approved\"}"),
         Some(2.0),
-        "bob's, and the one alice wrote in his name (seen before the audit log showed who wrote it, never in force)"
+        "bob's, and the one alice wrote in his name (seen before the audit log showed who wrote it, never in force): no more"
     );
 
     // The emergency change: both Roles drift live (kubectl-edit widened their rules).
