@@ -209,14 +209,25 @@ impl OperationRecord {
         }
     }
 
-    /// Deployments in `status.history` that started after `after_ms` and are not
-    /// `current` (the operation seen now): what was deployed while driftwatch was not
-    /// watching, oldest first. Each history entry is a succeeded sync; a revision
-    /// older than the one deployed before it is a rollback.
-    pub fn from_history(app: &crate::model::App, after_ms: u64, current: Option<&Operation>) -> Vec<OperationRecord> {
+    /// Deployments in `status.history` that started after `after_ms` and are neither
+    /// `current` (the operation seen now) nor `recorded` (the id of the newest recorded
+    /// one): what was deployed while driftwatch was not watching, oldest first. Each
+    /// history entry is a succeeded sync; a revision older than the one deployed before
+    /// it is a rollback.
+    pub fn from_history(
+        app: &crate::model::App,
+        after_ms: u64,
+        recorded: Option<&str>,
+        current: Option<&Operation>,
+    ) -> Vec<OperationRecord> {
         let Some(history) = app.object.pointer("/status/history").and_then(Value::as_array) else { return Vec::new() };
         let revs: Vec<String> = history.iter().map(|e| revisions(Some(e))).collect();
         let current_ms = current.map(Operation::started_ms);
+        // An entry without `deployStartedAt` (written before Argo CD kept it) starts when
+        // it was deployed, not when its operation started; it is still that operation
+        // (the one seen now, or the newest recorded) when its deployment time and
+        // revision are that operation's end and revision.
+        let known: Vec<&str> = [current.map(|c| c.id.as_str()), recorded].into_iter().flatten().filter(|id| !id.is_empty()).collect();
         let mut out = Vec::new();
         for (i, e) in history.iter().enumerate() {
             let started_at = parse_time(e.get("deployStartedAt"));
@@ -235,7 +246,7 @@ impl OperationRecord {
                 message: String::new(),
             };
             let ms = op.started_ms();
-            if ms <= after_ms || Some(ms) == current_ms || ms == 0 {
+            if ms <= after_ms || Some(ms) == current_ms || known.contains(&op.id.as_str()) || ms == 0 {
                 continue;
             }
             let op = if op.rollback { op } else { Operation { from: String::new(), to: String::new(), ..op } };
@@ -304,13 +315,42 @@ mod tests {
         .unwrap();
         let current = Operation { started_at: Some("2026-12-04T09:30:00Z".parse().unwrap()), ..Operation::default() };
         let after = u64::try_from(DateTime::parse_from_rfc3339("2026-12-04T09:05:00Z").unwrap().timestamp_millis()).unwrap();
-        let found = OperationRecord::from_history(&app, after, Some(&current));
+        let found = OperationRecord::from_history(&app, after, None, Some(&current));
         let seen: Vec<(&str, &str, &str, &str)> =
             found.iter().map(|r| (r.action.as_str(), r.operation.revision.as_str(), r.operation.by(), r.source.as_str())).collect();
         assert_eq!(seen, [("sync", "bbb", "bob", "history"), ("rollback", "aaa", "alice", "history")]);
         assert_eq!(found[1].operation.from, "bbb");
-        assert_eq!(OperationRecord::from_history(&app, 0, Some(&current)).len(), 3, "the first time: all but the current one");
+        assert_eq!(OperationRecord::from_history(&app, 0, None, Some(&current)).len(), 3, "the first time: all but the current one");
         let record = OperationRecord::of(&app, &Operation::of(&app.object).unwrap());
         assert_eq!((record.action.as_str(), record.source.as_str()), ("sync", "operationState"));
+    }
+
+    /// A history entry without `deployStartedAt` is the operation seen now when its
+    /// `deployedAt` and revision are that operation's end and revision: one deployment,
+    /// not two (the story showed examples/production's first sync twice).
+    #[test]
+    fn a_history_entry_without_its_start_is_matched_to_the_current_operation_by_its_end() {
+        let app = crate::model::App::from_value(json!({"apiVersion": "argoproj.io/v1alpha1", "kind": "Application",
+            "metadata": {"name": "shop", "namespace": "argocd", "uid": "u"},
+            "status": {"history": [
+                {"id": 1, "revision": "aaa", "deployedAt": "2026-12-04T08:00:00Z"},
+                {"id": 2, "revision": "bbb", "deployedAt": "2026-12-04T09:00:00Z"}],
+                "operationState": {"phase": "Succeeded", "startedAt": "2026-12-04T08:59:30Z", "finishedAt": "2026-12-04T09:00:00Z",
+                                   "syncResult": {"revision": "bbb"}, "operation": {"initiatedBy": {"automated": true}}}}}))
+        .unwrap();
+        let current = Operation::of(&app.object).unwrap();
+        let found = OperationRecord::from_history(&app, 0, None, Some(&current));
+        let seen: Vec<&str> = found.iter().map(|r| r.operation.revision.as_str()).collect();
+        assert_eq!(seen, ["aaa"], "bbb is the current operation");
+        // The next operation: bbb is the newest recorded (by its start, 08:59:30), and
+        // its entry (09:00:00) is still not a deployment of its own.
+        let next = Operation {
+            id: "2026-12-04T10:00:00+00:00/ccc".into(),
+            started_at: Some("2026-12-04T09:59:30Z".parse().unwrap()),
+            ..Operation::default()
+        };
+        let after = u64::try_from(current.started_at.unwrap().timestamp_millis()).unwrap();
+        assert!(OperationRecord::from_history(&app, after, Some(&current.id), Some(&next)).is_empty());
+        assert_eq!(OperationRecord::from_history(&app, after, None, Some(&next)).len(), 1, "without the recorded id: the duplicate");
     }
 }

@@ -126,7 +126,8 @@ fn new_operations(app: &App, drift: &Drift, recorded: Option<(u64, String)>) -> 
     if recorded.as_ref().is_some_and(|(at, id)| ms < *at || (ms == *at && *id == op.id)) {
         return Vec::new();
     }
-    let mut ops = OperationRecord::from_history(app, recorded.map_or(0, |(at, _)| at), Some(op));
+    let (after, recorded_id) = recorded.as_ref().map_or((0, None), |(at, id)| (*at, Some(id.as_str())));
+    let mut ops = OperationRecord::from_history(app, after, recorded_id, Some(op));
     ops.retain(|r| r.operation.started_ms() < ms);
     ops.push(OperationRecord::of(app, op));
     ops
