@@ -13,10 +13,12 @@ use serde_json::value::RawValue;
 use super::index::ManagedIndex;
 use crate::drift::audit::{Actor, Attempt, Decision, Impersonated, MAX_GROUPS, MAX_REASON_CHARS, clip, set_fields};
 
+/// The list, its events left undecoded: one event kube-apiserver would never write (a
+/// field of the wrong type) is dropped and counted, not the batch around it.
 #[derive(Deserialize)]
 struct EventList<'a> {
     #[serde(borrow)]
-    items: Vec<Event<'a>>,
+    items: Vec<&'a RawValue>,
 }
 
 #[derive(Deserialize, Default)]
@@ -101,10 +103,13 @@ pub enum Dropped {
     NotAChange,
     /// On no object an Application manages.
     Unmanaged,
+    /// Not an `audit.k8s.io/v1` event (an item of the list that does not decode).
+    Malformed,
 }
 
 impl Dropped {
-    pub const ALL: [Dropped; 5] = [Dropped::Stage, Dropped::Read, Dropped::ArgoCd, Dropped::NotAChange, Dropped::Unmanaged];
+    pub const ALL: [Dropped; 6] =
+        [Dropped::Stage, Dropped::Read, Dropped::ArgoCd, Dropped::NotAChange, Dropped::Unmanaged, Dropped::Malformed];
 
     pub fn as_str(self) -> &'static str {
         match self {
@@ -113,6 +118,7 @@ impl Dropped {
             Dropped::ArgoCd => "argocd",
             Dropped::NotAChange => "not-a-change",
             Dropped::Unmanaged => "unmanaged",
+            Dropped::Malformed => "malformed",
         }
     }
 }
@@ -124,7 +130,7 @@ pub struct Batch {
     /// Writes of the break-glass annotation on an Application.
     pub break_glass: Vec<crate::drift::break_glass::Write>,
     /// Dropped events by reason (indexed like [`Dropped::ALL`]).
-    pub dropped: [u64; 5],
+    pub dropped: [u64; Dropped::ALL.len()],
 }
 
 /// A body that is not an `EventList` (or an `Event`, for a log line).
@@ -147,8 +153,11 @@ pub struct Filter<'a> {
 pub fn parse_list(body: &[u8], f: &Filter) -> Result<Batch, Malformed> {
     let list: EventList = serde_json::from_slice(body).map_err(|error| Malformed { what: "EventList", error })?;
     let mut out = Batch::default();
-    for e in &list.items {
-        consider(e, f, &mut out);
+    for raw in list.items {
+        match serde_json::from_str::<Event>(raw.get()) {
+            Ok(e) => consider(&e, f, &mut out),
+            Err(_) => out.dropped[Dropped::Malformed as usize] += 1,
+        }
     }
     Ok(out)
 }
@@ -529,8 +538,12 @@ mod tests {
     fn hostile_bodies_are_refused_cleanly() {
         let (ids, index) = (ids(), index());
         let f = filter(&ids, &index);
+        // An item nested 100,000 deep: no stack overflow; that item is dropped and counted.
         let deep = format!("{{\"items\": [{}{}]}}", "[".repeat(100_000), "]".repeat(100_000));
-        assert!(parse_list(deep.as_bytes(), &f).is_err());
+        assert_eq!(parse_list(deep.as_bytes(), &f).unwrap().dropped[Dropped::Malformed as usize], 1);
+        // A field nobody reads nested as deep is skipped; the event (no stage) is dropped.
+        let deep = format!("{{\"items\": [{{\"user\": {{\"x\": {}{}}}}}]}}", "[".repeat(100_000), "]".repeat(100_000));
+        assert_eq!(parse_list(deep.as_bytes(), &f).unwrap().dropped[Dropped::Stage as usize], 1);
         // A relevant event whose body nests past the decoder's depth: kept, without it.
         let mut ev = patch("alice", "deployments", "payments", "api", json!(null));
         ev["objectRef"]["apiGroup"] = json!("apps");
@@ -539,9 +552,17 @@ mod tests {
         let text = text.replace("\"requestObject\":null", &format!("\"requestObject\":{deep}"));
         let batch = parse_list(text.as_bytes(), &f).unwrap();
         assert_eq!(batch.attempts[0].body, "not-sent");
-        for bad in ["", "null", "[]", "{}", "{\"items\": 7}", "{\"items\": [7]}", "\u{0}garbage"] {
+        for bad in ["", "null", "[]", "{}", "{\"items\": 7}", "\u{0}garbage"] {
             assert!(parse_list(bad.as_bytes(), &f).is_err(), "{bad:?}");
         }
+        // An event that does not decode is dropped and counted; the others are read.
+        let mut good = patch("alice", "deployments", "payments", "api", json!({"spec": {"replicas": 3}}));
+        good["objectRef"]["apiGroup"] = json!("apps");
+        let mut odd = good.clone();
+        odd["user"]["username"] = json!(7);
+        let text = serde_json::to_string(&json!({"items": [7, odd, good]})).unwrap();
+        let batch = parse_list(text.as_bytes(), &f).unwrap();
+        assert_eq!((batch.attempts.len(), batch.dropped[Dropped::Malformed as usize]), (1, 2));
         assert!(parse_list(b"{\"items\": []}", &f).unwrap().attempts.is_empty(), "an empty list is a list");
     }
 
