@@ -57,5 +57,6 @@ pub mod secret;
 pub mod source;
 pub mod state;
 pub mod template;
+pub mod text;
 pub mod tls;
 pub mod trigger;

@@ -8,7 +8,7 @@ use std::path::Path;
 /// Lowest first. A module may use the modules of the layers before its own, no other.
 const LAYERS: &[&[&str]] = &[
     // Leaves: no crate dependency at all.
-    &["duration", "clock", "exit", "tls", "secret", "metrics", "model"],
+    &["duration", "clock", "exit", "tls", "secret", "metrics", "model", "text"],
     // Positions in configuration files (and configured durations).
     &["source"],
     // The typed records of what drifted, and the pure stages that read them: rhai

@@ -305,10 +305,7 @@ pub fn fit(mut record: Value, max: usize) -> Value {
         let over = size(&record).saturating_sub(max);
         let Some(Value::String(m)) = record.get_mut("message").filter(|_| over > 0) else { break };
         let base = m.strip_suffix(MARK).map_or(m.len(), str::len);
-        let mut cut = base.saturating_sub(over + MARK.len());
-        while cut > 0 && !m.is_char_boundary(cut) {
-            cut -= 1;
-        }
+        let cut = crate::text::prefix(m, base.saturating_sub(over + MARK.len())).len();
         m.truncate(cut);
         m.push_str(MARK);
     }

@@ -304,13 +304,7 @@ fn walk(v: &Value, path: String, masked: bool, keyed: bool, out: &mut Vec<SetFie
     }
 }
 
-/// `s` cut to `max` characters (with `…`).
-pub fn clip(s: &str, max: usize) -> String {
-    match s.char_indices().nth(max) {
-        Some((i, _)) => format!("{}…", &s[..i]),
-        None => s.to_string(),
-    }
-}
+pub use crate::text::clip;
 
 #[cfg(test)]
 mod tests {

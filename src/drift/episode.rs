@@ -44,11 +44,7 @@ pub struct Sent {
 impl Sent {
     /// The outcome of a dead letter: its error, cut to [`MAX_FAILURE`] bytes.
     pub fn failure(error: &str) -> String {
-        let mut end = error.len().min(MAX_FAILURE);
-        while !error.is_char_boundary(end) {
-            end -= 1;
-        }
-        error[..end].to_string()
+        crate::text::prefix(error, MAX_FAILURE).to_string()
     }
 }
 

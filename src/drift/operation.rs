@@ -163,10 +163,7 @@ fn is_zero(n: &usize) -> bool {
 }
 
 fn clip(s: &str) -> String {
-    match s.char_indices().nth(MAX_MESSAGE_CHARS) {
-        Some((i, _)) => format!("{}…", &s[..i]),
-        None => s.to_string(),
-    }
+    crate::text::clip(s, MAX_MESSAGE_CHARS)
 }
 
 fn parse_time(v: Option<&Value>) -> Option<DateTime<Utc>> {

@@ -394,12 +394,8 @@ impl StateStore {
                 count_out(&mut depth, service)?;
                 pending.retain(|_, v| v != *id).map_err(storage)?;
                 tracing::error!(service, id, %error, "an outbox entry cannot be read: quarantined (driftwatch deliveries --failed)");
-                let mut cut = raw.len().min(4096);
-                while !raw.is_char_boundary(cut) {
-                    cut -= 1;
-                }
-                let q =
-                    Quarantined { id: *id, at_ms: now_ms, service: service.to_string(), error: error.clone(), raw: raw[..cut].to_string() };
+                let raw = crate::text::prefix(&raw, 4096).to_string();
+                let q = Quarantined { id: *id, at_ms: now_ms, service: service.to_string(), error: error.clone(), raw };
                 quarantine.insert(*id, to_json(&q)?.as_str()).map_err(storage)?;
                 while quarantine.len().map_err(storage)? > MAX_DEAD_LETTERS as u64 {
                     if quarantine.pop_first().map_err(storage)?.is_none() {

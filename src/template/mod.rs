@@ -367,11 +367,7 @@ impl Fields<'_> {
             if self.fields.get(field).is_some_and(|(_, k)| *k == FieldKind::Json) {
                 return Err(RenderError::TooLong { template: self.template.into(), field: field.into(), bytes: s.len() });
             }
-            let mut cut = MAX_FIELD_BYTES;
-            while !s.is_char_boundary(cut) {
-                cut -= 1;
-            }
-            s.truncate(cut);
+            s.truncate(crate::text::prefix(&s, MAX_FIELD_BYTES).len());
         }
         Ok(Some(s))
     }
