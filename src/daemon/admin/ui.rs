@@ -147,9 +147,9 @@ const SEVERITIES: [Severity; 4] = [Severity::Critical, Severity::Error, Severity
 /// Open episodes per project or per cluster, by severity: the [`MAX_BREAKDOWN`] ranked
 /// by their counts from critical down (then the most in all), and the rest summed as
 /// `others`.
-fn breakdown<'a>(open: &'a [OpenEpisode], key: impl Fn(&'a OpenEpisode) -> &'a str) -> Value {
+fn breakdown<'a>(open: &[&'a OpenEpisode], key: impl Fn(&'a OpenEpisode) -> &'a str) -> Value {
     let mut by: BTreeMap<&str, [u64; 4]> = BTreeMap::new();
-    for ep in open {
+    for &ep in open {
         let row = by.entry(key(ep)).or_default();
         if let Some(i) = SEVERITIES.iter().position(|s| *s == ep.severity) {
             row[i] += 1;
@@ -178,28 +178,31 @@ fn breakdown<'a>(open: &'a [OpenEpisode], key: impl Fn(&'a OpenEpisode) -> &'a s
 /// them, and the matching ones per project and per cluster by severity; the counts (by
 /// severity, class, project, cluster) are of every open episode, for the filters'
 /// choices.
-pub(super) fn fleet(mut open: Vec<OpenEpisode>, q: &FleetQuery, now: DateTime<Utc>, argocd_url: &str) -> Value {
-    let mut counts: [BTreeMap<String, u64>; 4] = Default::default();
+pub(super) fn fleet(open: Vec<OpenEpisode>, q: &FleetQuery, now: DateTime<Utc>, argocd_url: &str) -> Value {
+    let mut counts: [BTreeMap<&str, u64>; 4] = Default::default();
     for ep in &open {
-        *counts[0].entry(ep.severity.as_str().to_string()).or_default() += 1;
+        *counts[0].entry(ep.severity.as_str()).or_default() += 1;
         for c in &ep.classes {
-            *counts[1].entry(c.clone()).or_default() += 1;
+            *counts[1].entry(c).or_default() += 1;
         }
-        *counts[2].entry(ep.project.clone()).or_default() += 1;
-        *counts[3].entry(ep.cluster.clone()).or_default() += 1;
+        *counts[2].entry(&ep.project).or_default() += 1;
+        *counts[3].entry(&ep.cluster).or_default() += 1;
     }
-    open.retain(|ep| {
-        q.class.as_ref().is_none_or(|c| ep.classes.contains(c))
-            && q.project.as_ref().is_none_or(|p| *p == ep.project)
-            && q.cluster.as_ref().is_none_or(|c| *c == ep.cluster)
-            && q.severity.is_none_or(|s| s == ep.severity)
-            && q.since.is_none_or(|t| ep.opened_at >= t)
-            && q.until.is_none_or(|t| ep.opened_at <= t)
-    });
-    open.sort_by(|a, b| (a.opened_at, &a.id).cmp(&(b.opened_at, &b.id)));
-    let total = open.len();
-    let (by_project, by_cluster) = (breakdown(&open, |e| e.project.as_str()), breakdown(&open, |e| e.cluster.as_str()));
-    let page: Vec<Value> = open
+    let mut matching: Vec<&OpenEpisode> = open
+        .iter()
+        .filter(|ep| {
+            q.class.as_ref().is_none_or(|c| ep.classes.contains(c))
+                && q.project.as_ref().is_none_or(|p| *p == ep.project)
+                && q.cluster.as_ref().is_none_or(|c| *c == ep.cluster)
+                && q.severity.is_none_or(|s| s == ep.severity)
+                && q.since.is_none_or(|t| ep.opened_at >= t)
+                && q.until.is_none_or(|t| ep.opened_at <= t)
+        })
+        .collect();
+    matching.sort_by(|a, b| (a.opened_at, &a.id).cmp(&(b.opened_at, &b.id)));
+    let total = matching.len();
+    let (by_project, by_cluster) = (breakdown(&matching, |e| e.project.as_str()), breakdown(&matching, |e| e.cluster.as_str()));
+    let page: Vec<Value> = matching
         .iter()
         .skip(q.offset)
         .take(q.limit)
@@ -336,7 +339,7 @@ mod tests {
         let mut crit = open("x", 40, "rbac", "p29");
         crit.severity = crate::model::Severity::Critical;
         all.push(crit);
-        let b = breakdown(&all, |e| e.project.as_str());
+        let b = breakdown(&all.iter().collect::<Vec<_>>(), |e| e.project.as_str());
         let rows = b["rows"].as_array().unwrap();
         assert_eq!(rows.len(), MAX_BREAKDOWN);
         assert_eq!((rows[0]["name"].as_str(), rows[0]["critical"].as_u64(), rows[0]["total"].as_u64()), (Some("p29"), Some(1), Some(2)));
