@@ -722,16 +722,9 @@ audit:
 
 /// A GET with the operations token on a connection of its own: status, body, time.
 fn get_token(addr: &str, path: &str, token: &str) -> (u16, String, Duration) {
-    use std::io::{Read, Write};
     let started = Instant::now();
-    let mut s = std::net::TcpStream::connect(addr).unwrap();
-    write!(s, "GET {path} HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {token}\r\nConnection: close\r\n\r\n").unwrap();
-    let mut resp = Vec::new();
-    s.read_to_end(&mut resp).unwrap();
-    let took = started.elapsed();
-    let resp = String::from_utf8_lossy(&resp).into_owned();
-    let status = resp.split_whitespace().nth(1).and_then(|c| c.parse().ok()).unwrap_or(0);
-    (status, resp.split_once("\r\n\r\n").map(|(_, b)| b.to_string()).unwrap_or_default(), took)
+    let (status, body) = common::receiver::get_as(addr, path, Some(token)).unwrap_or_default();
+    (status, body, started.elapsed())
 }
 
 fn ui() {

@@ -9,7 +9,6 @@
 
 mod common;
 
-use std::io::{Read, Write};
 use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
@@ -22,16 +21,9 @@ use common::receiver::{Mode, Scripted};
 const TOKEN: &str = "ui-e2e-operations-token-0123456789";
 const XSS: &str = "<img src=x onerror=document.title='pwned'>";
 
-/// GET with the operations token: status and body.
+/// GET with the operations token (or none): status and body.
 fn get_auth(addr: &str, path: &str, token: Option<&str>) -> (u16, String) {
-    let mut s = std::net::TcpStream::connect(addr).unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-    let auth = token.map(|t| format!("Authorization: Bearer {t}\r\n")).unwrap_or_default();
-    write!(s, "GET {path} HTTP/1.1\r\nHost: {addr}\r\n{auth}Connection: close\r\n\r\n").unwrap();
-    let mut resp = String::new();
-    s.read_to_string(&mut resp).unwrap();
-    let status = resp.split_whitespace().nth(1).and_then(|c| c.parse().ok()).unwrap_or(0);
-    (status, resp.split_once("\r\n\r\n").map(|(_, b)| b.to_string()).unwrap_or_default())
+    common::receiver::get_as(addr, path, token).unwrap_or_default()
 }
 
 fn chromium() -> String {

@@ -22,9 +22,15 @@ pub fn receiver(listener: TcpListener) -> Arc<Mutex<Vec<String>>> {
 
 /// A plain GET on loopback: (status, body).
 pub fn get(addr: &str, path: &str) -> Option<(u16, String)> {
+    get_as(addr, path, None)
+}
+
+/// [`get`] with a bearer token (the operations token of `/history` and `/ui`).
+pub fn get_as(addr: &str, path: &str, token: Option<&str>) -> Option<(u16, String)> {
     let mut s = std::net::TcpStream::connect(addr).ok()?;
     s.set_read_timeout(Some(std::time::Duration::from_secs(5))).ok()?;
-    write!(s, "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n").ok()?;
+    let auth = token.map(|t| format!("Authorization: Bearer {t}\r\n")).unwrap_or_default();
+    write!(s, "GET {path} HTTP/1.1\r\nHost: {addr}\r\n{auth}Connection: close\r\n\r\n").ok()?;
     let mut resp = String::new();
     s.read_to_string(&mut resp).ok()?;
     let status = resp.split_whitespace().nth(1)?.parse().ok()?;
