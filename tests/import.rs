@@ -318,7 +318,7 @@ fn what_argo_cd_accepts_imports_to_something_check_accepts_or_a_todo() {
     assert!(errors.iter().all(|e| e.key == "import"), "{errors:?}");
 }
 
-/// Argo CD's reference data beside the repository (`../shared/argocd`: the notifications
+/// Argo CD's reference data (`tests/data/argocd`, copied from argo-cd: the notifications
 /// catalog as argo-cd keeps it, one file per trigger and template, and CRDs and sample
 /// Applications that hold nothing to import). Each file alone, and the whole tree,
 /// imports; an import that reports no TODO passes `check`; a file with nothing in it
@@ -326,10 +326,9 @@ fn what_argo_cd_accepts_imports_to_something_check_accepts_or_a_todo() {
 /// form gives.
 #[test]
 fn every_file_of_argo_cds_reference_data_imports_to_something_check_accepts() {
-    let shared = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/argocd");
-    assert!(shared.is_dir(), "{}: Argo CD's reference data is laid beside the repository", shared.display());
+    let reference = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/argocd");
     let mut files = Vec::new();
-    let mut dirs = vec![shared.clone()];
+    let mut dirs = vec![reference.clone()];
     while let Some(d) = dirs.pop() {
         for e in std::fs::read_dir(&d).unwrap() {
             let p = e.unwrap().path();
@@ -355,14 +354,14 @@ fn every_file_of_argo_cds_reference_data_imports_to_something_check_accepts() {
             Err(e) => {
                 refused += 1;
                 assert!(e.0.contains("no Argo CD notifications configuration"), "{}: {e:?}", f.display());
-                assert!(f.starts_with(shared.join("crds")) || f.starts_with(shared.join("samples")), "{}: {e:?}", f.display());
+                assert!(f.starts_with(reference.join("crds")) || f.starts_with(reference.join("samples")), "{}: {e:?}", f.display());
             }
         }
     }
     assert_eq!((imported, refused), (16, 5), "8 triggers and 8 templates import; the CRDs and samples hold none");
 
     let dir = tempfile::tempdir().unwrap();
-    let report = import::import(std::slice::from_ref(&shared), dir.path(), false).unwrap();
+    let report = import::import(std::slice::from_ref(&reference), dir.path(), false).unwrap();
     assert!(report.complete(), "{:?}", report.todos);
     assert_eq!((report.triggers.converted, report.templates.converted), (8, 8));
     assert!(report.notes.iter().filter(|n| n.reason.contains("nothing to import")).count() == 5, "{:?}", report.notes);
