@@ -11,7 +11,7 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 
 use super::index::ManagedIndex;
-use crate::drift::audit::{Actor, Attempt, Decision, Impersonated, MAX_GROUPS, MAX_REASON_CHARS, clip, set_fields};
+use crate::drift::audit::{Actor, Attempt, Decision, Impersonated, MAX_GROUPS, MAX_REASON_CHARS, clip, json_patch_fields, set_fields};
 
 /// The list, its events left undecoded: one event kube-apiserver would never write (a
 /// field of the wrong type) is dropped and counted, not the batch around it.
@@ -340,6 +340,13 @@ fn attempt(e: &Event, (app_key, kind, app_spec): Hit, now: DateTime<Utc>) -> Att
     let (set, truncated, body) = match e.request_object {
         _ if body_is_secret(&resource, &subresource) => (Vec::new(), false, "dropped"),
         Some(raw) => match serde_json::from_str::<serde_json::Value>(raw.get()) {
+            Ok(serde_json::Value::Array(ops)) => {
+                // A JSON patch: its ops' paths are the fields; the object the write left
+                // names the list items they index.
+                let after = e.response_object.and_then(|r| serde_json::from_str::<serde_json::Value>(r.get()).ok());
+                let (set, truncated) = json_patch_fields(&ops, after.as_ref());
+                (set, truncated, "")
+            }
             Ok(v) => {
                 let (set, truncated) = set_fields(&v);
                 (set, truncated, "")

@@ -260,6 +260,85 @@ pub fn set_fields(body: &Value) -> (Vec<SetField>, bool) {
     (out, truncated)
 }
 
+/// The fields a JSON patch (RFC 6902, `kubectl patch --type=json`) sets: each op's
+/// `path` as a field path like [`set_fields`]' (a list index named by the item's `name`
+/// in `after`, the object the write left, where it has one), an `add` or `replace`
+/// value walked as a merge patch's would be, `remove` as "(removed)", `move`/`copy` as
+/// "(moved)"/"(copied)"; `test` sets nothing. What [`set_fields`] leaves out (status,
+/// managedFields, the resource version) is left out here too.
+pub fn json_patch_fields(ops: &[Value], after: Option<&Value>) -> (Vec<SetField>, bool) {
+    let mut out = Vec::new();
+    let mut truncated = false;
+    for op in ops {
+        if out.len() >= MAX_SET_FIELDS {
+            truncated = true;
+            break;
+        }
+        let (Some(kind), Some(pointer)) = (op.get("op").and_then(Value::as_str), op.get("path").and_then(Value::as_str)) else {
+            continue;
+        };
+        let (path, masked, keyed) = pointer_to_field_path(pointer, after);
+        let top = path.split(['.', '[']).next().unwrap_or_default();
+        if matches!(top, "status" | "apiVersion" | "kind")
+            || ["metadata.managedFields", "metadata.resourceVersion", "metadata.uid", "metadata.generation"]
+                .iter()
+                .any(|p| path == *p || path.starts_with(&format!("{p}.")) || path.starts_with(&format!("{p}[")))
+        {
+            continue;
+        }
+        let mark = |text: &str, out: &mut Vec<SetField>| {
+            out.push(SetField { path: path.clone(), value: if masked { MASKED.to_string() } else { text.to_string() } })
+        };
+        match (kind, op.get("value")) {
+            ("add" | "replace", Some(v)) => walk(v, path.clone(), masked, keyed, &mut out, &mut truncated, 1),
+            ("remove", _) => mark("(removed)", &mut out),
+            ("move", _) => mark("(moved)", &mut out),
+            ("copy", _) => mark("(copied)", &mut out),
+            _ => {}
+        }
+    }
+    out.truncate(MAX_SET_FIELDS);
+    (out, truncated)
+}
+
+/// A JSON pointer (`/spec/template/spec/containers/0/securityContext`) as a field path
+/// (`spec.template.spec.containers[app].securityContext`), following `after` to name
+/// list items; whether a segment looks like a credential's name; whether the last
+/// segment is a list item named by its `name` (which is then no change of its own).
+fn pointer_to_field_path(pointer: &str, after: Option<&Value>) -> (String, bool, bool) {
+    let mut path = String::new();
+    let mut masked = false;
+    let mut keyed = false;
+    let mut node = after;
+    for raw in pointer.split('/').skip(1) {
+        let seg = raw.replace("~1", "/").replace("~0", "~");
+        match node {
+            Some(Value::Array(items)) => {
+                let index = if seg == "-" { items.len().checked_sub(1) } else { seg.parse::<usize>().ok() };
+                let item = index.and_then(|i| items.get(i));
+                let name = item.and_then(|i| i.get("name")).and_then(Value::as_str);
+                keyed = name.is_some();
+                path.push_str(&format!("[{}]", name.unwrap_or(&seg)));
+                node = item;
+            }
+            _ => {
+                keyed = false;
+                if seg.parse::<usize>().is_ok() || seg == "-" {
+                    path.push_str(&format!("[{seg}]"));
+                } else {
+                    if !path.is_empty() {
+                        path.push('.');
+                    }
+                    path.push_str(&seg);
+                    masked |= looks_secret(&seg);
+                }
+                node = node.and_then(|n| n.get(&seg));
+            }
+        }
+    }
+    (path, masked, keyed)
+}
+
 /// `keyed`: `v` is a list item addressed by its `name` (which is then no change).
 fn walk(v: &Value, path: String, masked: bool, keyed: bool, out: &mut Vec<SetField>, truncated: &mut bool, depth: usize) {
     if out.len() >= MAX_SET_FIELDS {
@@ -407,5 +486,39 @@ mod tests {
         }
         let (set, _) = set_fields(&deep);
         assert_eq!(set.len(), 1, "cut at depth 32, not a stack overflow");
+    }
+
+    /// A JSON patch used to be read as a body: `[0].op`, `[0].path`, `[0].value` were
+    /// taken for fields, so a privileged container set by JSON patch was no security
+    /// change and its value went out unmasked.
+    #[test]
+    fn a_json_patch_is_read_by_its_paths() {
+        let after = json!({"spec": {"template": {"spec": {"containers": [{"name": "app", "securityContext": {"privileged": true},
+            "env": [{"name": "MODE", "value": "fast"}, {"name": "DB_PASSWORD", "value": "hunter2"}]}]}}}});
+        let ops = json!([
+            {"op": "test", "path": "/spec/replicas", "value": 2},
+            {"op": "replace", "path": "/spec/template/spec/containers/0/securityContext/privileged", "value": true},
+            {"op": "add", "path": "/spec/template/spec/containers/0/env/-", "value": {"name": "DB_PASSWORD", "value": "hunter2"}},
+            {"op": "remove", "path": "/spec/syncPolicy/automated/selfHeal"},
+            {"op": "add", "path": "/metadata/annotations/api-token", "value": "abc"},
+            {"op": "replace", "path": "/metadata/annotations/a~1b", "value": "x"},
+            {"op": "replace", "path": "/status/sync/status", "value": "Synced"},
+            {"op": "replace", "path": "/metadata/managedFields/0/manager", "value": "x"}]);
+        let (set, truncated) = json_patch_fields(ops.as_array().unwrap(), Some(&after));
+        assert!(!truncated);
+        let got: Vec<(&str, &str)> = set.iter().map(|f| (f.path.as_str(), f.value.as_str())).collect();
+        assert_eq!(
+            got,
+            [
+                ("spec.template.spec.containers[app].securityContext.privileged", "true"),
+                ("spec.template.spec.containers[app].env[DB_PASSWORD].value", MASKED),
+                ("spec.syncPolicy.automated.selfHeal", "(removed)"),
+                ("metadata.annotations.api-token", MASKED),
+                ("metadata.annotations.a/b", "x"),
+            ]
+        );
+        // Without the object after the write, indexes stay indexes.
+        let (set, _) = json_patch_fields(&ops.as_array().unwrap()[1..2], None);
+        assert_eq!(set[0].path, "spec.template.spec.containers[0].securityContext.privileged");
     }
 }
