@@ -1,0 +1,935 @@
+//! The main promises on a real control plane: etcd 3.6 and kube-apiserver v1.36 from
+//! `KUBEBUILDER_ASSETS` (`tests/common/control_plane.rs`), the real `driftwatch` binary
+//! watching it through the real kube client. Each test keeps to namespaces of its own
+//! on the shared API server, or starts an API server of its own on the same etcd when
+//! it restarts it, compacts under it or needs its audit flags.
+//!
+//! Without the binaries these tests fail (they never pass by returning early);
+//! `scripts/test.sh` does not run them then, and says so.
+
+mod common;
+
+/// Every test of this binary, under one name `scripts/test.sh` can leave out.
+mod on_a_real_api_server {
+    use std::net::TcpListener;
+    use std::path::Path;
+    use std::process::Command;
+    use std::sync::{Arc, Mutex};
+    use std::time::Duration;
+
+    use crate::common::control_plane::{self as cp, ADMIN, ALICE, BOB, MALLORY, apply_as, block_on, patch_as};
+    use crate::common::daemon::{Daemon, bodies, has, records, wait_for};
+    use crate::common::receiver::{get, receiver};
+    use crate::common::{AppBuilder, REV1, REV2};
+    use kube::api::Patch;
+    use serde_json::{Value, json};
+
+    /// A receiver for the `hook` service, with the port it listens on.
+    fn hook() -> (Arc<Mutex<Vec<String>>>, u16) {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        (receiver(listener), port)
+    }
+
+    /// An Application as the API server takes it: the fixture without the `uid` the
+    /// server assigns, and with a `deployedAt` on each history entry (the CRD requires it).
+    fn application(b: AppBuilder) -> Value {
+        let mut v = b.build();
+        if let Some(m) = v["metadata"].as_object_mut() {
+            m.remove("uid");
+        }
+        if let Some(h) = v.pointer_mut("/status/history").and_then(Value::as_array_mut) {
+            for e in h {
+                e["deployedAt"] = json!("2026-12-01T09:00:00Z");
+            }
+        }
+        v
+    }
+
+    /// Writes an Application whole as Argo CD's controller does (no status subresource).
+    async fn put_app(client: &kube::Client, app: Value) {
+        apply_as(client, "argocd-application-controller", app).await;
+    }
+
+    const WATCH_CONFIG: &str = r#"services:
+  hook:
+    type: webhook
+    url: http://127.0.0.1:PORT
+    retry: {initialBackoff: 100ms, maxBackoff: 500ms}
+templates:
+  drift:
+    message: "{{app.metadata.name}} drifted"
+    webhook:
+      hook:
+        body: '{"app": "{{app.metadata.namespace}}/{{app.metadata.name}}", "rev": "{{app.status.sync.revision}}"}'
+triggers:
+  on-drift:
+    - when: app.status.sync.status == "OutOfSync"
+      oncePer: app.status.sync.revision
+      send: [drift]
+subscriptions:
+  - recipients: [hook]
+    triggers: [on-drift]
+"#;
+
+    fn drifted(ns: &str, name: &str, sync: &str, rev: &str) -> Value {
+        application(AppBuilder::new(name).sync(sync, rev).healthy().field("/metadata/namespace", json!(ns)))
+    }
+
+    /// The requests of the audit log file that match `needle`, as `verb requestURI`.
+    fn audited(log: &Path, needle: &str) -> Vec<String> {
+        std::fs::read_to_string(log)
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .map(|e| format!("{} {}", e["verb"].as_str().unwrap_or_default(), e["requestURI"].as_str().unwrap_or_default()))
+            .filter(|l| l.contains(needle))
+            .collect()
+    }
+
+    /// One daemon watching all namespaces (one stream) and one watching `relist-a` and
+    /// `relist-b` (a stream each), on an API server that is restarted twice: once with
+    /// etcd untouched (the watches resume from where they were, no list), once after etcd
+    /// was compacted (the resume is refused with 410 Gone and each stream lists again).
+    /// The requests the daemons make are read from the API server's own audit log: lists
+    /// in pages, watches from a resourceVersion with bookmarks. Nothing is sent twice,
+    /// nothing is taken for deleted, and a change after each restart is sent once.
+    #[test]
+    fn watches_resume_and_relist_after_410_without_resending_in_one_and_several_namespaces() {
+        let cpl = cp::shared();
+        let dir = tempfile::tempdir().unwrap();
+        let policy = dir.path().join("policy.yaml");
+        std::fs::write(&policy, "apiVersion: audit.k8s.io/v1\nkind: Policy\nomitStages: [RequestReceived]\nrules:\n  - level: Metadata\n    resources: [{group: argoproj.io}]\n  - level: None\n").unwrap();
+        let audit_log = dir.path().join("audit.log");
+        let flags = vec![format!("--audit-policy-file={}", policy.display()), format!("--audit-log-path={}", audit_log.display())];
+        let api = cpl.start_api_server("relist", &flags);
+        let admin = block_on(async {
+            api.namespaces(&["argocd", "relist-a", "relist-b"]).await;
+            api.client(ADMIN).await
+        });
+        block_on(async {
+            for (ns, name) in [("relist-a", "one"), ("relist-b", "two")] {
+                put_app(&admin, drifted(ns, name, "OutOfSync", REV1)).await;
+            }
+            put_app(&admin, drifted("relist-a", "three", "Synced", REV1)).await;
+        });
+
+        let mut runs = Vec::new();
+        for (label, extra) in [("all", vec![]), ("each", vec!["-n", "relist-a", "-n", "relist-b"])] {
+            let d_dir = dir.path().join(label);
+            std::fs::create_dir(&d_dir).unwrap();
+            let (got, port) = hook();
+            std::fs::write(d_dir.join("driftwatch.yaml"), WATCH_CONFIG.replace("PORT", &port.to_string())).unwrap();
+            api.kubeconfig(&d_dir.join("kubeconfig"), ADMIN);
+            let d = Daemon::start_with(&d_dir, &extra);
+            runs.push((label, d, got));
+        }
+        for (label, _, got) in &runs {
+            wait_for(label, Duration::from_secs(30), || has(got, "relist-a/one") && has(got, "relist-b/two"));
+        }
+        let lists = |d: &Daemon| d.metric(r#"driftwatch_watch_events_total{type="application_list"}"#).unwrap_or(0.0);
+
+        // The protocol as the API server saw it: paged lists, then watches from the list's
+        // resourceVersion asking for bookmarks, per namespace for the second daemon.
+        let watches = audited(&audit_log, "watch=true");
+        assert!(
+            watches.iter().any(|w| w.starts_with("watch /apis/argoproj.io/v1alpha1/applications?")
+                && w.contains("allowWatchBookmarks=true")
+                && w.contains("resourceVersion=")),
+            "{watches:#?}"
+        );
+        for ns in ["relist-a", "relist-b"] {
+            assert!(
+                watches.iter().any(|w| w.contains(&format!("/namespaces/{ns}/applications?")) && w.contains("allowWatchBookmarks=true")),
+                "{watches:#?}"
+            );
+        }
+        assert!(audited(&audit_log, "list /apis/argoproj.io/v1alpha1/").iter().any(|l| l.contains("limit=")), "lists are paged");
+
+        // Restarted with etcd untouched. The new API server's watch cache starts at
+        // etcd's current revision, which other clusters on this etcd have moved past
+        // what the watches saw: a resume may be refused (410) and relist. Either way the
+        // change made after the restart is sent once and nothing again.
+        api.restart(&flags);
+        block_on(put_app(&admin, drifted("relist-a", "three", "OutOfSync", REV1)));
+        for (label, _, got) in &runs {
+            wait_for(label, Duration::from_secs(60), || has(got, "relist-a/three"));
+        }
+        let before: Vec<f64> = runs.iter().map(|(_, d, _)| lists(d)).collect();
+
+        // Stopped, etcd compacted past every revision the watches saw, started again: the
+        // resume is refused with 410 Gone, and each stream lists again.
+        api.stop();
+        cpl.compact();
+        api.restart(&flags);
+        for ((label, d, _), n) in runs.iter().zip(&before) {
+            let want = if *label == "all" { n + 1.0 } else { n + 2.0 };
+            wait_for(label, Duration::from_secs(90), || lists(d) >= want);
+        }
+        block_on(put_app(&admin, drifted("relist-b", "two", "OutOfSync", REV2)));
+        for (label, d, got) in &runs {
+            wait_for(label, Duration::from_secs(30), || has(got, &format!(r#""rev": "{REV2}""#)));
+            let all = bodies(got);
+            assert_eq!(all.len(), 4, "{label}: one, two, three, two's new revision, each once: {all:#?}");
+            assert_eq!(d.metric(r#"driftwatch_watch_events_total{type="application_delete"}"#), None, "{label}: a relist is not a delete");
+        }
+        for (_, d, _) in runs {
+            assert!(d.stop().success());
+        }
+        api.stop();
+    }
+
+    /// The SIEM and the security page, every episode record to the SIEM, attribution fresh
+    /// for a second.
+    fn drift_config(port: u16) -> String {
+        let routes = "  - name: siem\n    triggers: [on-drift-episode]\n    recipients: [siem]\nattribution:\n  ttl: 1s\n";
+        format!("{}{routes}", crate::common::SIEM_AND_SECURITY_PAGE.replace("PORT", &port.to_string()))
+    }
+
+    fn find(got: &Arc<Mutex<Vec<String>>>, rule: &str, event: &str) -> Option<Value> {
+        records(got).into_iter().find(|r| r["rule"]["name"] == rule && r["driftwatch"]["episode"]["event"] == event)
+    }
+
+    /// The attribution of the resource of `kind` in the history, once it is there.
+    fn attribution_of(d: &Daemon, app: &str, kind: &str) -> Option<Value> {
+        let (_, body) = get(&d.admin, &format!("/history?app={}", app.replace('/', "%2F")))?;
+        let eps: Vec<Value> = serde_json::from_str(&body).ok()?;
+        eps.iter()
+            .flat_map(|e| e["attribution"].as_array().cloned().unwrap_or_default())
+            .find(|a| a["resource"].as_str().is_some_and(|r| r.starts_with(&format!("{kind} "))))
+    }
+
+    /// The drifted resource of `kind` in the Application's newest episode.
+    fn resource_of(d: &Daemon, app: &str, kind: &str) -> Option<Value> {
+        let (_, body) = get(&d.admin, &format!("/history?app={}", app.replace('/', "%2F")))?;
+        let eps: Vec<Value> = serde_json::from_str(&body).ok()?;
+        eps.iter().flat_map(|e| e["resources"].as_array().cloned().unwrap_or_default()).find(|r| r["kind"] == kind)
+    }
+
+    /// The RBAC `deploy/kubernetes/rbac.yaml` ships, applied to the shared API server once.
+    fn shipped_rbac_applied() {
+        static ONCE: std::sync::Once = std::sync::Once::new();
+        ONCE.call_once(|| {
+            block_on(async {
+                let api = &cp::shared().api;
+                api.namespaces(&["argocd"]).await;
+                let admin = api.client(ADMIN).await;
+                let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy/kubernetes/rbac.yaml");
+                let docs: Vec<Value> = serde_saphyr::from_multiple(&std::fs::read_to_string(&root).unwrap()).unwrap();
+                let docs: Vec<Value> = docs.into_iter().filter(|d| d.get("kind").is_some()).collect();
+                for doc in &docs {
+                    apply_as(&admin, "test-setup", doc.clone()).await;
+                }
+                // This control plane runs no controller manager: fill each aggregated
+                // ClusterRole as its clusterrole-aggregation controller does, with the
+                // rules of the ClusterRoles its selectors match.
+                let roles: Vec<&Value> = docs.iter().filter(|d| d["kind"] == "ClusterRole").collect();
+                for aggregated in roles.iter().filter(|r| r.get("aggregationRule").is_some()) {
+                    let selectors = aggregated["aggregationRule"]["clusterRoleSelectors"].as_array().cloned().unwrap_or_default();
+                    let matches = |r: &Value| {
+                        selectors.iter().any(|sel| {
+                            sel["matchLabels"].as_object().is_some_and(|want| want.iter().all(|(k, v)| r["metadata"]["labels"][k] == *v))
+                        })
+                    };
+                    let rules: Vec<Value> =
+                        roles.iter().filter(|r| matches(r)).flat_map(|r| r["rules"].as_array().cloned().unwrap_or_default()).collect();
+                    patch_as(&admin, "clusterrole-aggregation-controller", aggregated, Patch::Merge(json!({"rules": rules})))
+                        .await
+                        .unwrap();
+                }
+            })
+        });
+    }
+
+    /// driftwatch run with the token of its ServiceAccount bound by the shipped RBAC, as in
+    /// the cluster: it lists and watches, reads what it is allowed in full, never asks for
+    /// a Secret (which that token cannot read), and reports a kind the RBAC does not grant
+    /// as forbidden, once, answering later reads from memory.
+    #[test]
+    fn the_shipped_rbac_runs_the_daemon_refuses_secrets_and_a_forbidden_read_is_reported() {
+        shipped_rbac_applied();
+        let api = &cp::shared().api;
+        let dir = tempfile::tempdir().unwrap();
+        let (got, port) = hook();
+        std::fs::write(dir.path().join("driftwatch.yaml"), drift_config(port)).unwrap();
+        let (token, admin) = block_on(async {
+            api.namespaces(&["rbac-apps", "rbac-shop"]).await;
+            (api.service_account_token("argocd", "driftwatch").await, api.client(ADMIN).await)
+        });
+        api.kubeconfig_with_token(&dir.path().join("kubeconfig"), "driftwatch", &token);
+        block_on(async {
+            // A kind the shipped RBAC does not cover.
+            let crd = json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+                "metadata": {"name": "widgets.example.com"},
+                "spec": {"group": "example.com", "scope": "Namespaced", "names": {"plural": "widgets", "singular": "widget", "kind": "Widget"},
+                         "versions": [{"name": "v1", "served": true, "storage": true,
+                                       "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}]}});
+            apply_as(&admin, "test-setup", crd).await;
+            let widget = json!({"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "w", "namespace": "rbac-shop"}, "spec": {"size": 1}});
+            let mut served = false;
+            for _ in 0..100 {
+                if cp::try_apply_as(&admin, "argocd-controller", widget.clone()).await.is_ok() {
+                    served = true;
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+            assert!(served, "the Widget CRD was not served");
+            let secret = json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "db", "namespace": "rbac-shop"}, "stringData": {"password": "hunter2"}});
+            let cm = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "cfg", "namespace": "rbac-shop"}, "data": {"LOG_LEVEL": "info"}});
+            apply_as(&admin, "argocd-controller", secret.clone()).await;
+            apply_as(&admin, "argocd-controller", cm.clone()).await;
+            patch_as(&admin, "kubectl-edit", &cm, Patch::Merge(json!({"data": {"LOG_LEVEL": "debug"}}))).await.unwrap();
+            patch_as(&admin, "kubectl-edit", &secret, Patch::Merge(json!({"stringData": {"password": "hunter3"}}))).await.unwrap();
+            patch_as(&admin, "kubectl-edit", &widget, Patch::Merge(json!({"spec": {"size": 2}}))).await.unwrap();
+            let res = |group: &str, kind: &str, name: &str| json!({"group": group, "version": "v1", "kind": kind, "namespace": "rbac-shop", "name": name, "status": "OutOfSync"});
+            put_app(
+                &admin,
+                application(AppBuilder::new("vault").out_of_sync().healthy().field("/metadata/namespace", json!("rbac-apps")).field(
+                    "/status/resources",
+                    json!([res("", "Secret", "db"), res("example.com", "Widget", "w"), res("", "ConfigMap", "cfg")]),
+                )),
+            )
+            .await;
+        });
+
+        // The token the shipped RBAC binds cannot read a Secret: the API server says so.
+        let sa = block_on(api.client_with_token(&token));
+        let refused = block_on(async {
+            let secrets: kube::Api<k8s_openapi::api::core::v1::Secret> = kube::Api::namespaced(sa, "rbac-shop");
+            secrets.get("db").await.err()
+        });
+        assert!(matches!(&refused, Some(kube::Error::Api(e)) if e.code == 403), "{refused:?}");
+
+        let d = Daemon::start_with(dir.path(), &["-n", "rbac-apps", "--projects-namespace", "argocd"]);
+        wait_for("the episode opening", Duration::from_secs(30), || find(&got, "on-drift-episode", "opened").is_some());
+        wait_for("three attributions", Duration::from_secs(30), || {
+            ["Secret", "Widget", "ConfigMap"]
+                .iter()
+                .all(|k| resource_of(&d, "rbac-apps/vault", k).is_some_and(|r| r.get("attribution").is_some()))
+        });
+        let secret = &resource_of(&d, "rbac-apps/vault", "Secret").unwrap()["attribution"];
+        assert_eq!(secret["notRead"]["reason"], "secrets-off", "{secret}");
+        let widget = &resource_of(&d, "rbac-apps/vault", "Widget").unwrap()["attribution"];
+        assert_eq!(widget["notRead"]["reason"], "forbidden", "the API server's 403: {widget}");
+        assert!(widget["notRead"]["message"].as_str().unwrap().contains(r#"resources: ["widgets"]"#), "{widget}");
+        let cm = &resource_of(&d, "rbac-apps/vault", "ConfigMap").unwrap()["attribution"];
+        assert_eq!(cm["managers"][0]["manager"], "kubectl-edit", "read with the shipped RBAC: {cm}");
+        assert!(cm.get("notRead").is_none(), "{cm}");
+        let forbidden = r#"driftwatch_live_reads_forbidden_total{resource="widgets.example.com"}"#;
+        assert!(d.metric(forbidden) >= Some(1.0), "{}", d.metrics());
+        assert_eq!(d.log_lines("attribution is not permitted").len(), 1, "logged once per kind");
+        let history = get(&d.admin, "/history?app=rbac-apps%2Fvault").unwrap().1;
+        assert!(!history.contains("hunter"), "{history}");
+        assert!(d.stop().success());
+    }
+
+    /// Attribution from the managedFields the API server itself keeps: a Deployment Argo CD
+    /// applied server-side, then made privileged by `kubectl edit` (a client-side update),
+    /// and a ConfigMap whose value another tool took over by server-side apply. The page
+    /// names kubectl-edit and the privileged field; the history names the other tool and
+    /// its Apply.
+    #[test]
+    fn attribution_comes_from_the_api_servers_managed_fields_for_client_and_server_side_writes() {
+        let api = &cp::shared().api;
+        let dir = tempfile::tempdir().unwrap();
+        let (got, port) = hook();
+        std::fs::write(dir.path().join("driftwatch.yaml"), drift_config(port)).unwrap();
+        api.kubeconfig(&dir.path().join("kubeconfig"), ADMIN);
+        block_on(async {
+            api.namespaces(&["attr-apps", "attr-shop"]).await;
+            let admin = api.client(ADMIN).await;
+            let deploy = json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web", "namespace": "attr-shop"},
+                "spec": {"replicas": 2, "selector": {"matchLabels": {"app": "web"}},
+                         "template": {"metadata": {"labels": {"app": "web"}}, "spec": {"containers": [{"name": "web", "image": "shop:1.0"}]}}}});
+            apply_as(&admin, "argocd-controller", deploy.clone()).await;
+            patch_as(
+                &admin,
+                "kubectl-edit",
+                &deploy,
+                Patch::Strategic(
+                    json!({"spec": {"template": {"spec": {"containers": [{"name": "web", "securityContext": {"privileged": true}}]}}}}),
+                ),
+            )
+            .await
+            .unwrap();
+            let cm = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "web-config", "namespace": "attr-shop"}, "data": {"LOG_LEVEL": "info"}});
+            apply_as(&admin, "argocd-controller", cm.clone()).await;
+            let mut taken = cm.clone();
+            taken["data"]["LOG_LEVEL"] = json!("debug");
+            apply_as(&admin, "helm", taken).await;
+            let res = |group: &str, kind: &str, name: &str| json!({"group": group, "version": "v1", "kind": kind, "namespace": "attr-shop", "name": name, "status": "OutOfSync"});
+            put_app(
+                &admin,
+                application(
+                    AppBuilder::new("shop")
+                        .out_of_sync()
+                        .healthy()
+                        .field("/metadata/namespace", json!("attr-apps"))
+                        .field("/status/history", json!([{"id": 1, "revision": REV1}]))
+                        .field("/status/resources", json!([res("apps", "Deployment", "web"), res("", "ConfigMap", "web-config")])),
+                ),
+            )
+            .await;
+        });
+        let d = Daemon::start_with(dir.path(), &["-n", "attr-apps", "--projects-namespace", "argocd"]);
+        wait_for("the page", Duration::from_secs(30), || find(&got, "on-security-drift", "opened").is_some());
+        let page = find(&got, "on-security-drift", "opened").unwrap();
+        assert_eq!(page["user"]["name"], "kubectl-edit", "{page}");
+        assert_eq!(page["event"]["severity"], 2, "critical: {page}");
+        let message = page["message"].as_str().unwrap();
+        assert!(
+            message.contains(
+                "kubectl-edit (Update) changed spec.template.spec.containers[web].securityContext.privileged on Deployment attr-shop/web"
+            ),
+            "{message}"
+        );
+        wait_for("the ConfigMap's attribution", Duration::from_secs(30), || {
+            attribution_of(&d, "attr-apps/shop", "ConfigMap").is_some_and(|a| a["manager"] == "helm")
+        });
+        let cm = attribution_of(&d, "attr-apps/shop", "ConfigMap").unwrap();
+        assert_eq!(cm["operation"], "Apply", "server-side apply: {cm}");
+        assert_eq!(cm["fields"], json!(["data.LOG_LEVEL"]), "{cm}");
+        let deploy = attribution_of(&d, "attr-apps/shop", "Deployment").unwrap();
+        assert_eq!((deploy["manager"].as_str(), deploy["operation"].as_str()), (Some("kubectl-edit"), Some("Update")), "{deploy}");
+        assert!(d.stop().success());
+    }
+
+    const AUDIT_TOKEN: &str = "audit-e2e-token-0123456789";
+
+    /// The webhook kubeconfig the API server posts its audit batches with: the daemon's
+    /// listener at `addr`, its CA, the token.
+    fn audit_flags(dir: &Path, addr: &str, ca: &str) -> Vec<String> {
+        std::fs::write(dir.join("audit-ca.crt"), ca).unwrap();
+        let kubeconfig = format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: driftwatch\n  cluster:\n    server: https://{addr}/audit\n    certificate-authority: {ca}\n\
+             users:\n- name: apiserver\n  user:\n    token: {AUDIT_TOKEN}\ncontexts:\n- name: default\n  context: {{cluster: driftwatch, user: apiserver}}\ncurrent-context: default\n",
+            ca = dir.join("audit-ca.crt").display()
+        );
+        std::fs::write(dir.join("audit-webhook.yaml"), kubeconfig).unwrap();
+        let policy = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/k8s-audit/audit-policy.yaml");
+        vec![
+            format!("--audit-policy-file={}", policy.display()),
+            format!("--audit-webhook-config-file={}", dir.join("audit-webhook.yaml").display()),
+            "--audit-webhook-mode=batch".into(),
+            "--audit-webhook-batch-max-wait=1s".into(),
+        ]
+    }
+
+    /// The audit listener's address, from the daemon's log.
+    fn audit_addr(d: &Daemon) -> String {
+        let mut addr = String::new();
+        wait_for("the audit listener's address in the log", Duration::from_secs(15), || {
+            let line = d.log_lines("audit webhook listening").into_iter().next().unwrap_or_default();
+            addr = line.split("bound=").nth(1).and_then(|r| r.split_whitespace().next()).unwrap_or_default().to_string();
+            !addr.is_empty()
+        });
+        addr
+    }
+
+    /// A Role granting `verbs` on `resources` in `ns` to `user`.
+    async fn grant(admin: &kube::Client, ns: &str, user: &str, group: &str, resources: &[&str], verbs: &[&str]) {
+        let name = format!("{user}-{}", resources.join("-"));
+        apply_as(
+            admin,
+            "test-setup",
+            json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+            "metadata": {"name": name, "namespace": ns}, "rules": [{"apiGroups": [group], "resources": resources, "verbs": verbs}]}),
+        )
+        .await;
+        apply_as(
+            admin,
+            "test-setup",
+            json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+            "metadata": {"name": name, "namespace": ns},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name},
+            "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": user}]}),
+        )
+        .await;
+    }
+
+    /// Argo CD's application controller: its ServiceAccount, bound to cluster-admin as Argo
+    /// CD installs it; a client with its token.
+    async fn argocd_controller(api: &cp::ApiServer, admin: &kube::Client) -> kube::Client {
+        api.namespaces(&["argocd"]).await;
+        let token = api.service_account_token("argocd", "argocd-application-controller").await;
+        apply_as(
+            admin,
+            "test-setup",
+            json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+            "metadata": {"name": "argocd-application-controller"},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "cluster-admin"},
+            "subjects": [{"kind": "ServiceAccount", "name": "argocd-application-controller", "namespace": "argocd"}]}),
+        )
+        .await;
+        api.client_with_token(&token).await
+    }
+
+    const AUDIT_CONFIG: &str = r#"services:
+  hook:
+    type: webhook
+    url: http://127.0.0.1:PORT
+secretsFile: secrets
+templates:
+  attempt:
+    message: attempt
+    webhook:
+      hook:
+        body: '{"who": {{json drift.attempts.[0].actor.username}}, "decision": {{json drift.attempts.[0].decision}}, "class": {{json drift.attempts.[0].class}}, "security": {{json drift.attempts.[0].security}}, "reason": {{json drift.attempts.[0].reason}}, "set": {{json drift.attempts.[0].set}}, "code": {{json drift.attempts.[0].code}}}'
+triggers:
+  on-attempt:
+    - when: drift.attempts.len() > 0
+      oncePer: drift.attempts[0].id
+      send: [attempt]
+routes:
+  - name: attempts
+    triggers: [on-attempt]
+    recipients: [hook]
+audit:
+  listen: 127.0.0.1:0
+  tls: {certFile: tls.crt, keyFile: tls.key}
+  token: $audit-token
+"#;
+
+    /// The API server's own audit webhook, in batches, over TLS with the token: alice's
+    /// privileged patch that Argo CD's controller re-applies at once (self-heal: the
+    /// Application never leaves Synced) alerts naming her; mallory's patch refused by RBAC
+    /// (403) and alice's second privileged patch refused by a ValidatingAdmissionPolicy
+    /// (422) each alert as a refused attempt; a JSON patch of the replicas is read by its
+    /// path.
+    #[test]
+    fn the_api_servers_audit_webhook_names_the_person_and_each_refusal() {
+        let cpl = cp::shared();
+        let dir = tempfile::tempdir().unwrap();
+        let (got, port) = hook();
+        let ca = cp::serving_tls(dir.path());
+        std::fs::create_dir(dir.path().join("secrets")).unwrap();
+        std::fs::write(dir.path().join("secrets/audit-token"), AUDIT_TOKEN).unwrap();
+        std::fs::write(dir.path().join("driftwatch.yaml"), AUDIT_CONFIG.replace("PORT", &port.to_string())).unwrap();
+        let api = cpl.start_api_server("audit", &[]);
+        api.kubeconfig(&dir.path().join("kubeconfig"), ADMIN);
+        let deploy = json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "api", "namespace": "payments"},
+            "spec": {"replicas": 2, "selector": {"matchLabels": {"app": "api"}},
+                     "template": {"metadata": {"labels": {"app": "api"}}, "spec": {"containers": [{"name": "app", "image": "payments:1.0"}]}}}});
+        let controller = block_on(async {
+            api.namespaces(&["argocd", "payments"]).await;
+            let admin = api.client(ADMIN).await;
+            let controller = argocd_controller(&api, &admin).await;
+            for who in ["alice", "bob"] {
+                grant(&admin, "payments", who, "apps", &["deployments"], &["get", "patch"]).await;
+            }
+            apply_as(&controller, "argocd-controller", deploy.clone()).await;
+            put_app(
+                &controller,
+                application(
+                    AppBuilder::new("payments-api")
+                        .synced()
+                        .healthy()
+                        .field("/spec/destination/namespace", json!("payments"))
+                        .field("/status/history", json!([{"id": 1, "revision": REV1}]))
+                        .field(
+                            "/status/resources",
+                            json!([{"group": "apps", "version": "v1", "kind": "Deployment", "namespace": "payments", "name": "api", "status": "Synced"}]),
+                        ),
+                ),
+            )
+            .await;
+            controller
+        });
+        let d = Daemon::start_with(dir.path(), &["-n", "argocd"]);
+        let addr = audit_addr(&d);
+        api.restart(&audit_flags(dir.path(), &addr, &ca));
+
+        let privileged =
+            json!({"spec": {"template": {"spec": {"containers": [{"name": "app", "securityContext": {"privileged": true}}]}}}});
+        // Self-heal: the controller takes the field back to Git (an apply would leave a
+        // field another manager owns in place).
+        let heal = json!({"spec": {"template": {"spec": {"containers": [{"name": "app", "securityContext": null}]}}}});
+        block_on(async {
+            let alice = api.client(ALICE).await;
+            patch_as(&alice, "kubectl-patch", &deploy, Patch::Strategic(privileged.clone())).await.unwrap();
+            patch_as(&controller, "argocd-controller", &deploy, Patch::Strategic(heal.clone())).await.unwrap();
+            let mallory = api.client(MALLORY).await;
+            let refused = patch_as(&mallory, "kubectl-patch", &deploy, Patch::Strategic(json!({"spec": {"replicas": 9}}))).await;
+            assert!(matches!(&refused, Err(kube::Error::Api(e)) if e.code == 403), "{refused:?}");
+        });
+        wait_for("alice and mallory", Duration::from_secs(30), || {
+            let r = records(&got);
+            r.iter().any(|r| r["who"] == "alice") && r.iter().any(|r| r["who"] == "mallory")
+        });
+        let sent = records(&got);
+        let alice = sent.iter().find(|r| r["who"] == "alice").unwrap();
+        assert_eq!(
+            (alice["decision"].as_str(), alice["class"].as_str(), alice["security"].as_bool()),
+            (Some("allowed"), Some("security-context"), Some(true)),
+            "{alice}"
+        );
+        assert_eq!(alice["set"][0]["path"], "spec.template.spec.containers[app].securityContext.privileged", "{alice}");
+        let mallory = sent.iter().find(|r| r["who"] == "mallory").unwrap();
+        assert_eq!(mallory["decision"], "denied", "{mallory}");
+        assert!(mallory["reason"].as_str().unwrap().contains("forbidden"), "{mallory}");
+
+        // An admission policy refuses privileged containers: the API server answers 422.
+        block_on(async {
+            let admin = api.client(ADMIN).await;
+            apply_as(&admin, "test-setup", json!({"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicy",
+                "metadata": {"name": "no-privileged"},
+                "spec": {"failurePolicy": "Fail",
+                         "matchConstraints": {"resourceRules": [{"apiGroups": ["apps"], "apiVersions": ["v1"], "operations": ["CREATE", "UPDATE"], "resources": ["deployments"]}]},
+                         "validations": [{"expression": "object.spec.template.spec.containers.all(c, !has(c.securityContext) || !has(c.securityContext.privileged) || !c.securityContext.privileged)",
+                                          "message": "privileged containers are not allowed"}]}})).await;
+            apply_as(
+                &admin,
+                "test-setup",
+                json!({"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicyBinding",
+                "metadata": {"name": "no-privileged"},
+                "spec": {"policyName": "no-privileged", "validationActions": ["Deny"],
+                         "matchResources": {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "payments"}}}}}),
+            )
+            .await;
+            let alice = api.client(ALICE).await;
+            // The policy is in force once the API server has loaded it.
+            let mut answer = None;
+            for _ in 0..100 {
+                match patch_as(&alice, "kubectl-patch", &deploy, Patch::Strategic(privileged.clone())).await {
+                    Err(kube::Error::Api(e)) => {
+                        answer = Some(e);
+                        break;
+                    }
+                    Err(e) => panic!("{e}"),
+                    Ok(_) => {
+                        patch_as(&controller, "argocd-controller", &deploy, Patch::Strategic(heal.clone())).await.unwrap();
+                        tokio::time::sleep(Duration::from_millis(300)).await;
+                    }
+                }
+            }
+            let e = answer.expect("the policy refused the patch");
+            assert_eq!(e.code, 422, "{e:?}");
+            // A JSON patch (RFC 6902), as `kubectl patch --type=json` sends it: bob runs
+            // the container as root.
+            let bob = api.client(BOB).await;
+            let ops = json!([{"op": "add", "path": "/spec/template/spec/containers/0/securityContext", "value": {"runAsUser": 0}}]);
+            patch_as(&bob, "kubectl-patch", &deploy, Patch::Json(serde_json::from_value(ops).unwrap())).await.unwrap();
+        });
+        wait_for("the admission refusal and the JSON patch", Duration::from_secs(30), || {
+            let r = records(&got);
+            r.iter().any(|r| r["who"] == "alice" && r["decision"] == "denied") && r.iter().any(|r| r["who"] == "bob")
+        });
+        let sent = records(&got);
+        let refused = sent.iter().find(|r| r["who"] == "alice" && r["decision"] == "denied").unwrap();
+        assert_eq!(refused["code"], 422, "{refused}");
+        assert!(refused["reason"].as_str().unwrap().contains("privileged containers are not allowed"), "{refused}");
+        assert_eq!(refused["security"], true, "{refused}");
+        let bob = sent.iter().find(|r| r["who"] == "bob").unwrap();
+        assert_eq!(
+            bob["set"],
+            json!([{"path": "spec.template.spec.containers[app].securityContext.runAsUser", "value": "0"}]),
+            "a JSON patch is read by its ops' paths, list items by name: {bob}"
+        );
+        assert_eq!((bob["class"].as_str(), bob["security"].as_bool()), (Some("security-context"), Some(true)), "{bob}");
+        assert!(d.metric(r#"driftwatch_audit_requests_total{code="200"}"#) >= Some(1.0), "{}", d.metrics());
+        assert_eq!(d.metric(r#"driftwatch_audit_requests_total{code="401"}"#), None, "the API server's token was accepted");
+        assert!(d.stop().success());
+        api.stop();
+    }
+
+    const BREAK_GLASS_CONFIG: &str = r#"services:
+  oncall:
+    type: pagerduty
+    apiUrl: http://127.0.0.1:PD
+    routingKeys: {platform: R0UTINGKEY}
+    retry: {initialBackoff: 100ms, maxBackoff: 300ms}
+  incident:
+    type: slack
+    webhookUrl: http://127.0.0.1:INCIDENT
+    retry: {initialBackoff: 100ms, maxBackoff: 300ms}
+secretsFile: secrets
+routes:
+  - name: break-glass
+    match: {breakGlass: true}
+    triggers: [on-security-drift]
+    recipients: [incident]
+    continue: true
+  - name: security-page
+    match: {class: [rbac, network-policy, security-context, admission]}
+    triggers: [on-security-drift]
+    recipients: [oncall:platform]
+    continue: true
+audit:
+  listen: 127.0.0.1:0
+  tls: {certFile: tls.crt, keyFile: tls.key}
+  token: $audit-token
+"#;
+
+    /// Break-glass with people's own credentials on the real API server: `driftwatch
+    /// break-glass` asks `SelfSubjectReview` who runs it, the real API server answers with
+    /// the static token's user, and its audit webhook posts the writes. alice opens on
+    /// shop and bob approves: verified from the audit log, shop's RBAC drift goes to the
+    /// break-glass route, not the page. alice writes bob's approval on cart by hand: the
+    /// audit log shows who wrote it, cart is paged.
+    #[test]
+    fn break_glass_is_checked_with_self_subject_review_and_the_api_servers_audit_log() {
+        let cpl = cp::shared();
+        let dir = tempfile::tempdir().unwrap();
+        let (pages, pd) = hook();
+        let (incident, incident_port) = hook();
+        let ca = cp::serving_tls(dir.path());
+        std::fs::create_dir(dir.path().join("secrets")).unwrap();
+        std::fs::write(dir.path().join("secrets/audit-token"), AUDIT_TOKEN).unwrap();
+        std::fs::write(
+            dir.path().join("driftwatch.yaml"),
+            BREAK_GLASS_CONFIG.replace("PD", &pd.to_string()).replace("INCIDENT", &incident_port.to_string()),
+        )
+        .unwrap();
+        let api = cpl.start_api_server("break-glass", &[]);
+        api.kubeconfig(&dir.path().join("kubeconfig"), ADMIN);
+        for who in [ALICE, BOB] {
+            api.kubeconfig(&dir.path().join(format!("{}.kubeconfig", who.name)), who);
+        }
+        let role = |name: &str| {
+            json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": {"name": name, "namespace": "shop"},
+                "rules": [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get"]}]})
+        };
+        let app = |name: &str, sync: &str| {
+            application(
+                AppBuilder::new(name)
+                    .sync(sync, REV1)
+                    .healthy()
+                    .field("/spec/destination/namespace", json!("shop"))
+                    .field("/status/history", json!([{"id": 1, "revision": REV1}]))
+                    .field(
+                        "/status/resources",
+                        json!([{"group": "rbac.authorization.k8s.io", "version": "v1", "kind": "Role", "namespace": "shop", "name": name, "status": sync}]),
+                    ),
+            )
+        };
+        let controller = block_on(async {
+            api.namespaces(&["argocd", "shop"]).await;
+            let admin = api.client(ADMIN).await;
+            let controller = argocd_controller(&api, &admin).await;
+            for who in ["alice", "bob"] {
+                grant(&admin, "argocd", who, "argoproj.io", &["applications"], &["get", "patch"]).await;
+            }
+            for name in ["shop", "cart"] {
+                apply_as(&controller, "argocd-controller", role(name)).await;
+                put_app(&controller, app(name, "Synced")).await;
+            }
+            controller
+        });
+        let d = Daemon::start_with(dir.path(), &["-n", "argocd"]);
+        let addr = audit_addr(&d);
+        api.restart(&audit_flags(dir.path(), &addr, &ca));
+
+        let break_glass = |user: &str, args: &[&str]| {
+            let o = Command::new(env!("CARGO_BIN_EXE_driftwatch"))
+                .arg("break-glass")
+                .args(args)
+                .arg("--kubeconfig")
+                .arg(dir.path().join(format!("{user}.kubeconfig")))
+                .output()
+                .unwrap();
+            (o.status.code().unwrap_or(-1), String::from_utf8_lossy(&o.stdout).into_owned() + &*String::from_utf8_lossy(&o.stderr))
+        };
+        let open = ["open", "argocd/shop", "--ticket", "INC-1234", "--reason", "checkout down: widening the Role by hand", "--for", "10m"];
+        let (code, out) = break_glass("alice", &open);
+        assert_eq!(code, 0, "{out}");
+        assert!(out.contains("break-glass INC-1234 opened on argocd/shop by alice"), "SelfSubjectReview named alice: {out}");
+        let (code, out) = break_glass("alice", &["approve", "argocd/shop"]);
+        assert_eq!(code, 2, "{out}");
+        assert!(out.contains("a second, different person must approve it"), "{out}");
+        let (code, out) = break_glass("bob", &["approve", "argocd/shop"]);
+        assert_eq!(code, 0, "{out}");
+        assert!(out.contains("approved by bob"), "{out}");
+
+        // cart: alice opens, then writes bob's approval in by hand with her own token.
+        let (code, out) = break_glass("alice", &["open", "argocd/cart", "--ticket", "INC-1235", "--reason", "x", "--for", "10m"]);
+        assert_eq!(code, 0, "{out}");
+        block_on(async {
+            let alice = api.client(ALICE).await;
+            let cart = cp::get(&alice, &app("cart", "Synced")).await.unwrap();
+            let mut forged: Value =
+                serde_json::from_str(cart["metadata"]["annotations"]["driftwatch.io/break-glass"].as_str().unwrap()).unwrap();
+            forged["approvedBy"] = "bob".into();
+            forged["approvedAt"] = forged["openedAt"].clone();
+            patch_as(
+                &alice,
+                "kubectl-edit",
+                &cart,
+                Patch::Merge(json!({"metadata": {"annotations": {"driftwatch.io/break-glass": forged.to_string()}}})),
+            )
+            .await
+            .unwrap();
+        });
+        wait_for("shop's exception verified and cart's refused", Duration::from_secs(30), || {
+            !d.log_lines("approved_by=bob verification=verified effective=true").is_empty()
+                && !d.log_lines("break-glass exception refused").is_empty()
+        });
+        let refused = d.log_lines("break-glass exception refused").join("\n");
+        assert!(refused.contains("forged: the audit log shows alice wrote the approval that names bob"), "{refused}");
+
+        // The emergency change: both Roles widened by hand, both Applications OutOfSync.
+        block_on(async {
+            let admin = api.client(ADMIN).await;
+            for name in ["shop", "cart"] {
+                patch_as(
+                    &admin,
+                    "kubectl-edit",
+                    &role(name),
+                    Patch::Merge(json!({"rules": [{"apiGroups": ["*"], "resources": ["*"], "verbs": ["*"]}]})),
+                )
+                .await
+                .unwrap();
+                let current = cp::get(&controller, &app(name, "Synced")).await.unwrap();
+                let mut drifted = app(name, "OutOfSync");
+                drifted["metadata"]["annotations"] = current["metadata"]["annotations"].clone();
+                put_app(&controller, drifted).await;
+            }
+        });
+        wait_for("cart paged and shop on the break-glass route", Duration::from_secs(30), || {
+            bodies(&pages).iter().any(|b| b.contains("Security drift in cart")) && bodies(&incident).iter().any(|b| b.contains("shop"))
+        });
+        let record = bodies(&incident).into_iter().find(|b| b.contains("shop")).unwrap();
+        assert!(record.contains("Under break-glass INC-1234: opened by alice, approved by bob (verified)."), "{record}");
+        assert!(!bodies(&pages).iter().any(|b| b.contains("Security drift in shop")), "shop was paged: {:?}", bodies(&pages));
+        assert!(!bodies(&incident).iter().any(|b| b.contains("cart")), "the forged exception changed cart's routes");
+        assert!(d.stop().success());
+        api.stop();
+    }
+
+    /// A hub Argo CD deploying to a second cluster: the spoke is a second API server on the
+    /// same etcd, read with its own kubeconfig. Its Deployment was applied the way Argo CD
+    /// applies by default (client-side, with the last-applied annotation), then patched:
+    /// the alert shows Git value → live value with who, read from the spoke.
+    #[test]
+    fn a_spoke_cluster_is_read_with_its_own_credentials_and_its_drift_is_diffed() {
+        let cpl = cp::shared();
+        let hub = &cpl.api;
+        let spoke = cpl.start_api_server("spoke", &[]);
+        let dir = tempfile::tempdir().unwrap();
+        let (got, port) = hook();
+        hub.kubeconfig(&dir.path().join("kubeconfig"), ADMIN);
+        spoke.kubeconfig(&dir.path().join("spoke.kubeconfig"), ADMIN);
+        let config = format!(
+            "{}  - name: chat\n    triggers: [on-live-drift]\n    recipients: [siem:chat]\nclusters:\n  - name: spoke-1\n    server: {}\n    kubeconfig: spoke.kubeconfig\n",
+            crate::common::SIEM_AND_SECURITY_PAGE.replace("PORT", &port.to_string()),
+            spoke.url()
+        );
+        std::fs::write(dir.path().join("driftwatch.yaml"), config).unwrap();
+        block_on(async {
+            spoke.namespaces(&["edge"]).await;
+            hub.namespaces(&["spoke-apps"]).await;
+            let on_spoke = spoke.client(ADMIN).await;
+            let applied = json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web", "namespace": "edge"},
+                "spec": {"replicas": 2, "selector": {"matchLabels": {"app": "web"}},
+                         "template": {"metadata": {"labels": {"app": "web"}}, "spec": {"containers": [{"name": "web", "image": "shop:1.0"}]}}}});
+            let mut created = applied.clone();
+            created["metadata"]["annotations"] = json!({"kubectl.kubernetes.io/last-applied-configuration": applied.to_string()});
+            let deployments: kube::Api<kube::api::DynamicObject> = cp::api_of(&on_spoke, &created).await;
+            let pp = kube::api::PostParams { field_manager: Some("argocd-controller".into()), ..Default::default() };
+            deployments.create(&pp, &serde_json::from_value(created).unwrap()).await.unwrap();
+            patch_as(
+                &on_spoke,
+                "kubectl-patch",
+                &applied,
+                Patch::Strategic(json!({"spec": {"replicas": 5, "template": {"spec": {"containers": [{"name": "web", "securityContext": {"privileged": true}}]}}}})),
+            )
+            .await
+            .unwrap();
+            let admin = hub.client(ADMIN).await;
+            put_app(
+                &admin,
+                application(
+                    AppBuilder::new("edge")
+                        .out_of_sync()
+                        .healthy()
+                        .field("/metadata/namespace", json!("spoke-apps"))
+                        .field("/status/history", json!([{"id": 1, "revision": REV1}]))
+                        .field("/spec/destination", json!({"name": "spoke-1", "namespace": "edge"}))
+                        .field(
+                            "/status/resources",
+                            json!([{"group": "apps", "version": "v1", "kind": "Deployment", "namespace": "edge", "name": "web", "status": "OutOfSync"}]),
+                        ),
+                ),
+            )
+            .await;
+        });
+        let d = Daemon::start_with(dir.path(), &["-n", "spoke-apps", "--projects-namespace", "argocd"]);
+        let alert = |trigger: &str| {
+            records(&got).into_iter().find(|r| r["rule"]["name"] == trigger && r["orchestrator"]["resource"]["name"] == "edge")
+        };
+        wait_for("the live-drift alert and the page", Duration::from_secs(30), || {
+            alert("on-live-drift").is_some() && alert("on-security-drift").is_some()
+        });
+        for trigger in ["on-live-drift", "on-security-drift"] {
+            let r = alert(trigger).unwrap();
+            let msg = r["message"].as_str().unwrap();
+            assert!(msg.contains("spec.replicas: 2 → 5 by kubectl-patch"), "{trigger}: {msg}");
+            assert!(
+                msg.contains("spec.template.spec.containers[web].securityContext.privileged: (not set) → true by kubectl-patch"),
+                "{msg}"
+            );
+            assert!(!msg.contains("terminationMessagePath") && !msg.contains("progressDeadlineSeconds"), "defaults are not drift: {msg}");
+            assert_eq!(r["driftwatch"]["episode"]["resources"][0]["desiredSource"], "last-applied", "{r}");
+        }
+        assert_eq!(d.metric(r#"driftwatch_cluster_up{cluster="spoke-1"}"#), Some(1.0));
+        assert!(d.metric(r#"driftwatch_cluster_reads_total{result="ok",cluster="spoke-1"}"#) >= Some(1.0));
+        assert!(d.stop().success());
+        spoke.stop();
+    }
+
+    /// Two replicas on one state file elect the sender with a real coordination.k8s.io
+    /// Lease: the standby sends nothing; the leader killed with SIGKILL, the standby takes
+    /// the Lease once it expires and sends what changed meanwhile, nothing twice.
+    #[test]
+    fn leader_election_on_a_real_lease_hands_over_after_kill_9_without_duplicates() {
+        let api = &cp::shared().api;
+        let dir = tempfile::tempdir().unwrap();
+        let (got, port) = hook();
+        std::fs::write(dir.path().join("driftwatch.yaml"), WATCH_CONFIG.replace("PORT", &port.to_string())).unwrap();
+        api.kubeconfig(&dir.path().join("kubeconfig"), ADMIN);
+        let admin = block_on(async {
+            api.namespaces(&["lease-apps", "lease-ns"]).await;
+            api.client(ADMIN).await
+        });
+        let ha = [
+            "-n",
+            "lease-apps",
+            "--projects-namespace",
+            "argocd",
+            "--leader-election",
+            "--lease-duration",
+            "3",
+            "--lease-namespace",
+            "lease-ns",
+        ];
+        let a = Daemon::start_with(dir.path(), &ha);
+        wait_for("a leads", Duration::from_secs(20), || a.metric("driftwatch_leader") == Some(1.0));
+        let b = Daemon::start_with(dir.path(), &ha);
+        let lease = || {
+            block_on(cp::get(
+                &admin,
+                &json!({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": {"name": "driftwatch", "namespace": "lease-ns"}}),
+            ))
+        };
+        let holder = lease().expect("the Lease")["spec"]["holderIdentity"].as_str().unwrap_or_default().to_string();
+        assert!(!holder.is_empty(), "{:?}", lease());
+        block_on(put_app(&admin, drifted("lease-apps", "ha-one", "OutOfSync", REV1)));
+        wait_for("ha-one", Duration::from_secs(20), || has(&got, "lease-apps/ha-one"));
+        wait_for("ha-one recorded", Duration::from_secs(20), || a.metric(r#"driftwatch_queue_depth{service="hook"}"#) == Some(0.0));
+        assert_eq!(b.metric("driftwatch_leader"), Some(0.0), "the standby must not lead while the leader renews");
+
+        let mut a = a;
+        a.child.kill().unwrap();
+        a.child.wait().unwrap();
+        block_on(put_app(&admin, drifted("lease-apps", "ha-two", "OutOfSync", REV1)));
+        wait_for("b takes over", Duration::from_secs(30), || b.metric("driftwatch_leader") == Some(1.0));
+        wait_for("ha-two", Duration::from_secs(20), || has(&got, "lease-apps/ha-two"));
+        let new_holder = lease().unwrap()["spec"]["holderIdentity"].as_str().unwrap_or_default().to_string();
+        assert_ne!(new_holder, holder, "the Lease changed hands");
+        wait_for("ha-two recorded", Duration::from_secs(20), || b.metric(r#"driftwatch_queue_depth{service="hook"}"#) == Some(0.0));
+        let all = bodies(&got);
+        assert_eq!(all.iter().filter(|b| b.contains("ha-one")).count(), 1, "{all:?}");
+        assert_eq!(all.iter().filter(|b| b.contains("ha-two")).count(), 1, "{all:?}");
+        assert!(b.stop().success());
+    }
+}
