@@ -416,6 +416,25 @@ subscriptions:
         ]
     }
 
+    /// The audit webhook a daemon listens on for the API server: TLS, the token from
+    /// `secrets/`.
+    const AUDIT_LISTENER: &str =
+        "secretsFile: secrets\naudit:\n  listen: 127.0.0.1:0\n  tls: {certFile: tls.crt, keyFile: tls.key}\n  token: $audit-token\n";
+
+    /// A daemon directory with `config` and the audit listener (its certificate, the
+    /// token); the daemon started on `api`, then `api` restarted to post its audit
+    /// batches to it.
+    fn start_audited(dir: &Path, config: &str, api: &cp::ApiServer, extra: &[&str]) -> Daemon {
+        let ca = cp::serving_tls(dir);
+        std::fs::create_dir(dir.join("secrets")).unwrap();
+        std::fs::write(dir.join("secrets/audit-token"), AUDIT_TOKEN).unwrap();
+        std::fs::write(dir.join("driftwatch.yaml"), format!("{config}{AUDIT_LISTENER}")).unwrap();
+        let d = Daemon::start_with(dir, extra);
+        let addr = audit_addr(&d);
+        api.restart(&audit_flags(dir, &addr, &ca));
+        d
+    }
+
     /// The audit listener's address, from the daemon's log.
     fn audit_addr(d: &Daemon) -> String {
         let mut addr = String::new();
@@ -469,7 +488,6 @@ subscriptions:
   hook:
     type: webhook
     url: http://127.0.0.1:PORT
-secretsFile: secrets
 templates:
   attempt:
     message: attempt
@@ -485,27 +503,19 @@ routes:
   - name: attempts
     triggers: [on-attempt]
     recipients: [hook]
-audit:
-  listen: 127.0.0.1:0
-  tls: {certFile: tls.crt, keyFile: tls.key}
-  token: $audit-token
 "#;
 
     /// The API server's own audit webhook, in batches, over TLS with the token: alice's
     /// privileged patch that Argo CD's controller re-applies at once (self-heal: the
     /// Application never leaves Synced) alerts naming her; mallory's patch refused by RBAC
     /// (403) and alice's second privileged patch refused by a ValidatingAdmissionPolicy
-    /// (422) each alert as a refused attempt; a JSON patch of the replicas is read by its
-    /// path.
+    /// (422) each alert as a refused attempt; bob's JSON patch running the container as
+    /// root is read by its op's path (a security field), not as a body.
     #[test]
     fn the_api_servers_audit_webhook_names_the_person_and_each_refusal() {
         let cpl = cp::shared();
         let dir = tempfile::tempdir().unwrap();
         let (got, port) = hook();
-        let ca = cp::serving_tls(dir.path());
-        std::fs::create_dir(dir.path().join("secrets")).unwrap();
-        std::fs::write(dir.path().join("secrets/audit-token"), AUDIT_TOKEN).unwrap();
-        std::fs::write(dir.path().join("driftwatch.yaml"), AUDIT_CONFIG.replace("PORT", &port.to_string())).unwrap();
         let api = cpl.start_api_server("audit", &[]);
         api.kubeconfig(&dir.path().join("kubeconfig"), ADMIN);
         let deploy = json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "api", "namespace": "payments"},
@@ -536,9 +546,7 @@ audit:
             .await;
             controller
         });
-        let d = Daemon::start_with(dir.path(), &["-n", "argocd"]);
-        let addr = audit_addr(&d);
-        api.restart(&audit_flags(dir.path(), &addr, &ca));
+        let d = start_audited(dir.path(), &AUDIT_CONFIG.replace("PORT", &port.to_string()), &api, &["-n", "argocd"]);
 
         let privileged =
             json!({"spec": {"template": {"spec": {"containers": [{"name": "app", "securityContext": {"privileged": true}}]}}}});
@@ -643,7 +651,6 @@ audit:
     type: slack
     webhookUrl: http://127.0.0.1:INCIDENT
     retry: {initialBackoff: 100ms, maxBackoff: 300ms}
-secretsFile: secrets
 routes:
   - name: break-glass
     match: {breakGlass: true}
@@ -655,10 +662,6 @@ routes:
     triggers: [on-security-drift]
     recipients: [oncall:platform]
     continue: true
-audit:
-  listen: 127.0.0.1:0
-  tls: {certFile: tls.crt, keyFile: tls.key}
-  token: $audit-token
 "#;
 
     /// Break-glass with people's own credentials on the real API server: `driftwatch
@@ -673,14 +676,6 @@ audit:
         let dir = tempfile::tempdir().unwrap();
         let (pages, pd) = hook();
         let (incident, incident_port) = hook();
-        let ca = cp::serving_tls(dir.path());
-        std::fs::create_dir(dir.path().join("secrets")).unwrap();
-        std::fs::write(dir.path().join("secrets/audit-token"), AUDIT_TOKEN).unwrap();
-        std::fs::write(
-            dir.path().join("driftwatch.yaml"),
-            BREAK_GLASS_CONFIG.replace("PD", &pd.to_string()).replace("INCIDENT", &incident_port.to_string()),
-        )
-        .unwrap();
         let api = cpl.start_api_server("break-glass", &[]);
         api.kubeconfig(&dir.path().join("kubeconfig"), ADMIN);
         for who in [ALICE, BOB] {
@@ -716,9 +711,8 @@ audit:
             }
             controller
         });
-        let d = Daemon::start_with(dir.path(), &["-n", "argocd"]);
-        let addr = audit_addr(&d);
-        api.restart(&audit_flags(dir.path(), &addr, &ca));
+        let config = BREAK_GLASS_CONFIG.replace("PD", &pd.to_string()).replace("INCIDENT", &incident_port.to_string());
+        let d = start_audited(dir.path(), &config, &api, &["-n", "argocd"]);
 
         let break_glass = |user: &str, args: &[&str]| {
             let o = Command::new(env!("CARGO_BIN_EXE_driftwatch"))
