@@ -264,8 +264,8 @@ pub fn set_fields(body: &Value) -> (Vec<SetField>, bool) {
 /// `path` as a field path like [`set_fields`]' (a list index named by the item's `name`
 /// in `after`, the object the write left, where it has one), an `add` or `replace`
 /// value walked as a merge patch's would be, `remove` as "(removed)", `move`/`copy` as
-/// "(moved)"/"(copied)"; `test` sets nothing. What [`set_fields`] leaves out (status,
-/// managedFields, the resource version) is left out here too.
+/// "(moved)"/"(copied)"; `test` sets nothing. What is no change for [`set_fields`]
+/// (status, managedFields, the resource version) is none here either.
 pub fn json_patch_fields(ops: &[Value], after: Option<&Value>) -> (Vec<SetField>, bool) {
     let mut out = Vec::new();
     let mut truncated = false;
@@ -277,15 +277,12 @@ pub fn json_patch_fields(ops: &[Value], after: Option<&Value>) -> (Vec<SetField>
         let (Some(kind), Some(pointer)) = (op.get("op").and_then(Value::as_str), op.get("path").and_then(Value::as_str)) else {
             continue;
         };
-        let (path, masked, keyed) = pointer_to_field_path(pointer, after);
-        let top = path.split(['.', '[']).next().unwrap_or_default();
-        if matches!(top, "status" | "apiVersion" | "kind")
-            || ["metadata.managedFields", "metadata.resourceVersion", "metadata.uid", "metadata.generation"]
-                .iter()
-                .any(|p| path == *p || path.starts_with(&format!("{p}.")) || path.starts_with(&format!("{p}[")))
-        {
+        let mut segments = pointer.split('/').skip(1);
+        let (first, second) = (segments.next().unwrap_or_default(), segments.next().unwrap_or_default());
+        if not_a_change("", first) || not_a_change(first, second) {
             continue;
         }
+        let (path, masked, keyed) = pointer_to_field_path(pointer, after);
         let mark = |text: &str, out: &mut Vec<SetField>| {
             out.push(SetField { path: path.clone(), value: if masked { MASKED.to_string() } else { text.to_string() } })
         };
@@ -339,6 +336,16 @@ fn pointer_to_field_path(pointer: &str, after: Option<&Value>) -> (String, bool,
     (path, masked, keyed)
 }
 
+/// Whether `key` under `parent` (a field path; empty at the top) is no change of the
+/// object's own: its status and type, and what the API server keeps in `metadata`.
+fn not_a_change(parent: &str, key: &str) -> bool {
+    match parent {
+        "" => matches!(key, "status" | "apiVersion" | "kind"),
+        "metadata" => matches!(key, "managedFields" | "resourceVersion" | "uid" | "creationTimestamp" | "generation"),
+        _ => false,
+    }
+}
+
 /// `keyed`: `v` is a list item addressed by its `name` (which is then no change).
 fn walk(v: &Value, path: String, masked: bool, keyed: bool, out: &mut Vec<SetField>, truncated: &mut bool, depth: usize) {
     if out.len() >= MAX_SET_FIELDS {
@@ -353,12 +360,7 @@ fn walk(v: &Value, path: String, masked: bool, keyed: bool, out: &mut Vec<SetFie
             // An env var (or any name/value pair) whose name looks like a credential.
             let named_secret = m.get("name").and_then(Value::as_str).is_some_and(looks_secret);
             for (k, child) in m {
-                if path.is_empty() && matches!(k.as_str(), "status" | "apiVersion" | "kind") {
-                    continue;
-                }
-                if path == "metadata"
-                    && matches!(k.as_str(), "managedFields" | "resourceVersion" | "uid" | "creationTimestamp" | "generation")
-                {
+                if not_a_change(&path, k) {
                     continue;
                 }
                 if k.starts_with("$setElementOrder") || k == "$patch" || k == "$retainKeys" || (keyed && k == "name") {
