@@ -19,47 +19,8 @@ use common::receiver::{get, receiver};
 
 const TOKEN: &str = "audit-e2e-token-0123456789";
 
-const CONFIG: &str = r#"services:
-  hook:
-    type: webhook
-    url: http://127.0.0.1:PORT
-secretsFile: secrets
-templates:
-  attempt:
-    message: attempt
-    webhook:
-      hook:
-        body: '{"who": {{json drift.attempts.[0].actor.username}}, "groups": {{json drift.attempts.[0].actor.groups}}, "decision": {{json drift.attempts.[0].decision}}, "class": {{json drift.attempts.[0].class}}, "security": {{json drift.attempts.[0].security}}, "reason": {{json drift.attempts.[0].reason}}, "set": {{json drift.attempts.[0].set}}, "episode": {{json episode.resolution}}, "severity": {{json episode.severity}}}'
-triggers:
-  on-attempt:
-    - when: drift.attempts.len() > 0
-      oncePer: drift.attempts[0].id
-      send: [attempt]
-routes:
-  - name: attempts
-    triggers: [on-attempt]
-    recipients: [hook]
-audit:
-  listen: 127.0.0.1:0
-  tls: {certFile: tls.crt, keyFile: tls.key}
-  token: $audit-token
-  maxBodyBytes: 65536
-"#;
-
-/// A CA and a server certificate for 127.0.0.1, written to `dir` (`tls.crt`, `tls.key`);
-/// returns the CA's PEM.
-fn tls(dir: &Path) -> String {
-    let ca_key = rcgen::KeyPair::generate().unwrap();
-    let mut ca_params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
-    ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
-    ca_params.distinguished_name.push(rcgen::DnType::CommonName, "cluster CA");
-    let ca = rcgen::CertifiedIssuer::self_signed(ca_params, ca_key).unwrap();
-    let key = rcgen::KeyPair::generate().unwrap();
-    let leaf = rcgen::CertificateParams::new(vec!["127.0.0.1".to_string()]).unwrap().signed_by(&key, &ca).unwrap();
-    std::fs::write(dir.join("tls.crt"), leaf.pem()).unwrap();
-    std::fs::write(dir.join("tls.key"), key.serialize_pem()).unwrap();
-    ca.pem()
-}
+/// The audit webhook on TLS with the token, a body limit.
+const AUDIT: &str = "secretsFile: secrets\naudit:\n  listen: 127.0.0.1:0\n  tls: {certFile: tls.crt, keyFile: tls.key}\n  token: $audit-token\n  maxBodyBytes: 65536\n";
 
 /// POSTs `body` to the audit webhook as the API server does (`?timeout=30s`, the
 /// bearer token of its webhook kubeconfig); the status code.
@@ -96,10 +57,11 @@ fn a_person_behind_a_self_healed_change_and_a_refused_attempt_is_named() {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let port = listener.local_addr().unwrap().port();
     let got = receiver(listener);
-    let ca = tls(dir.path());
+    let ca = common::tls::serving_tls(dir.path());
     std::fs::create_dir(dir.path().join("secrets")).unwrap();
     std::fs::write(dir.path().join("secrets/audit-token"), TOKEN).unwrap();
-    std::fs::write(dir.path().join("driftwatch.yaml"), CONFIG.replace("PORT", &port.to_string())).unwrap();
+    std::fs::write(dir.path().join("driftwatch.yaml"), format!("{}{AUDIT}", common::ATTEMPT_ALERT.replace("PORT", &port.to_string())))
+        .unwrap();
     // Synced and Healthy throughout: self-heal re-applied Git before Argo CD showed drift.
     let payments = |sync: &str| {
         AppBuilder::new("payments-api")

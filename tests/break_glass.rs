@@ -25,37 +25,7 @@ use common::receiver::{get, receiver};
 const TOKEN: &str = "audit-break-glass-token-0123456789";
 
 fn config(pd: u16, incident: u16) -> String {
-    format!(
-        r#"services:
-  oncall:
-    type: pagerduty
-    apiUrl: http://127.0.0.1:{pd}
-    routingKeys: {{platform: R0UTINGKEY}}
-    retry: {{initialBackoff: 100ms, maxBackoff: 300ms}}
-  incident:
-    type: slack
-    webhookUrl: http://127.0.0.1:{incident}
-    retry: {{initialBackoff: 100ms, maxBackoff: 300ms}}
-secretsFile: secrets
-routes:
-  - name: break-glass
-    match: {{breakGlass: true}}
-    triggers: [on-security-drift]
-    recipients: [incident]
-    continue: true
-  - name: security-page
-    match: {{class: [rbac, network-policy, security-context, admission]}}
-    triggers: [on-security-drift]
-    recipients: [oncall:platform]
-    continue: true
-  - name: overdue
-    triggers: [on-break-glass-overdue]
-    recipients: [oncall:platform]
-audit:
-  listen: 127.0.0.1:0
-  token: $audit-token
-"#
-    )
+    format!("{}secretsFile: secrets\naudit:\n  listen: 127.0.0.1:0\n  token: $audit-token\n", common::break_glass_routes(pd, incident))
 }
 
 fn app(name: &str, drifted: bool) -> serde_json::Value {

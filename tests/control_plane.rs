@@ -51,26 +51,20 @@ mod on_a_real_api_server {
         apply_as(client, "argocd-application-controller", app).await;
     }
 
-    const WATCH_CONFIG: &str = r#"services:
-  hook:
-    type: webhook
-    url: http://127.0.0.1:PORT
-    retry: {initialBackoff: 100ms, maxBackoff: 500ms}
-templates:
-  drift:
-    message: "{{app.metadata.name}} drifted"
-    webhook:
-      hook:
-        body: '{"app": "{{app.metadata.namespace}}/{{app.metadata.name}}", "rev": "{{app.status.sync.revision}}"}'
-triggers:
-  on-drift:
-    - when: app.status.sync.status == "OutOfSync"
-      oncePer: app.status.sync.revision
-      send: [drift]
-subscriptions:
-  - recipients: [hook]
-    triggers: [on-drift]
-"#;
+    /// The `hook` service at `port`, the `on-drift` trigger sending the Application's
+    /// name and revision, every Application subscribed.
+    fn watch_config(port: u16) -> String {
+        format!(
+            "services:\n  hook:\n    type: webhook\n    url: http://127.0.0.1:{port}\n    retry: {{initialBackoff: 100ms, maxBackoff: 500ms}}\n\
+             {}subscriptions:\n  - recipients: [hook]\n    triggers: [on-drift]\n",
+            crate::common::DRIFT_TRIGGER
+        )
+    }
+
+    /// Whether the receiver got the drift notification of the Application `name`.
+    fn sent(got: &Arc<Mutex<Vec<String>>>, name: &str) -> bool {
+        has(got, &format!(r#""app": "{name}""#))
+    }
 
     fn drifted(ns: &str, name: &str, sync: &str, rev: &str) -> Value {
         application(AppBuilder::new(name).sync(sync, rev).healthy().field("/metadata/namespace", json!(ns)))
@@ -89,13 +83,14 @@ subscriptions:
 
     /// One daemon watching all namespaces (one stream) and one watching `relist-a` and
     /// `relist-b` (a stream each), on an API server that is restarted twice: once with
-    /// etcd untouched (the watches resume from where they were, no list), once after etcd
-    /// was compacted (the resume is refused with 410 Gone and each stream lists again).
+    /// etcd untouched (a real API server's new watch cache may already refuse the old
+    /// resourceVersion), once after etcd was compacted (the resume is refused with 410
+    /// Gone and each stream lists again).
     /// The requests the daemons make are read from the API server's own audit log: lists
     /// in pages, watches from a resourceVersion with bookmarks. Nothing is sent twice,
     /// nothing is taken for deleted, and a change after each restart is sent once.
     #[test]
-    fn watches_resume_and_relist_after_410_without_resending_in_one_and_several_namespaces() {
+    fn watches_relist_after_restarts_and_410_without_resending_in_one_and_several_namespaces() {
         let cpl = cp::shared();
         let dir = tempfile::tempdir().unwrap();
         let policy = dir.path().join("policy.yaml");
@@ -119,13 +114,13 @@ subscriptions:
             let d_dir = dir.path().join(label);
             std::fs::create_dir(&d_dir).unwrap();
             let (got, port) = hook();
-            std::fs::write(d_dir.join("driftwatch.yaml"), WATCH_CONFIG.replace("PORT", &port.to_string())).unwrap();
+            std::fs::write(d_dir.join("driftwatch.yaml"), watch_config(port)).unwrap();
             api.kubeconfig(&d_dir.join("kubeconfig"), ADMIN);
             let d = Daemon::start_with(&d_dir, &extra);
             runs.push((label, d, got));
         }
         for (label, _, got) in &runs {
-            wait_for(label, Duration::from_secs(30), || has(got, "relist-a/one") && has(got, "relist-b/two"));
+            wait_for(label, Duration::from_secs(30), || sent(got, "one") && sent(got, "two"));
         }
         let lists = |d: &Daemon| d.metric(r#"driftwatch_watch_events_total{type="application_list"}"#).unwrap_or(0.0);
 
@@ -153,7 +148,7 @@ subscriptions:
         api.restart(&flags);
         block_on(put_app(&admin, drifted("relist-a", "three", "OutOfSync", REV1)));
         for (label, _, got) in &runs {
-            wait_for(label, Duration::from_secs(60), || has(got, "relist-a/three"));
+            wait_for(label, Duration::from_secs(60), || sent(got, "three"));
         }
         let before: Vec<f64> = runs.iter().map(|(_, d, _)| lists(d)).collect();
 
@@ -244,7 +239,7 @@ subscriptions:
     /// driftwatch run with the token of its ServiceAccount bound by the shipped RBAC, as in
     /// the cluster: it lists and watches, reads what it is allowed in full, never asks for
     /// a Secret (which that token cannot read), and reports a kind the RBAC does not grant
-    /// as forbidden, once, answering later reads from memory.
+    /// as forbidden from the API server's 403, logged once.
     #[test]
     fn the_shipped_rbac_runs_the_daemon_refuses_secrets_and_a_forbidden_read_is_reported() {
         shipped_rbac_applied();
@@ -425,7 +420,7 @@ subscriptions:
     /// token); the daemon started on `api`, then `api` restarted to post its audit
     /// batches to it.
     fn start_audited(dir: &Path, config: &str, api: &cp::ApiServer, extra: &[&str]) -> Daemon {
-        let ca = cp::serving_tls(dir);
+        let ca = crate::common::tls::serving_tls(dir);
         std::fs::create_dir(dir.join("secrets")).unwrap();
         std::fs::write(dir.join("secrets/audit-token"), AUDIT_TOKEN).unwrap();
         std::fs::write(dir.join("driftwatch.yaml"), format!("{config}{AUDIT_LISTENER}")).unwrap();
@@ -484,29 +479,8 @@ subscriptions:
         api.client_with_token(&token).await
     }
 
-    const AUDIT_CONFIG: &str = r#"services:
-  hook:
-    type: webhook
-    url: http://127.0.0.1:PORT
-templates:
-  attempt:
-    message: attempt
-    webhook:
-      hook:
-        body: '{"who": {{json drift.attempts.[0].actor.username}}, "decision": {{json drift.attempts.[0].decision}}, "class": {{json drift.attempts.[0].class}}, "security": {{json drift.attempts.[0].security}}, "reason": {{json drift.attempts.[0].reason}}, "set": {{json drift.attempts.[0].set}}, "code": {{json drift.attempts.[0].code}}}'
-triggers:
-  on-attempt:
-    - when: drift.attempts.len() > 0
-      oncePer: drift.attempts[0].id
-      send: [attempt]
-routes:
-  - name: attempts
-    triggers: [on-attempt]
-    recipients: [hook]
-"#;
-
     /// The API server's own audit webhook, in batches, over TLS with the token: alice's
-    /// privileged patch that Argo CD's controller re-applies at once (self-heal: the
+    /// privileged patch that Argo CD's controller takes back at once (self-heal: the
     /// Application never leaves Synced) alerts naming her; mallory's patch refused by RBAC
     /// (403) and alice's second privileged patch refused by a ValidatingAdmissionPolicy
     /// (422) each alert as a refused attempt; bob's JSON patch running the container as
@@ -546,7 +520,7 @@ routes:
             .await;
             controller
         });
-        let d = start_audited(dir.path(), &AUDIT_CONFIG.replace("PORT", &port.to_string()), &api, &["-n", "argocd"]);
+        let d = start_audited(dir.path(), &crate::common::ATTEMPT_ALERT.replace("PORT", &port.to_string()), &api, &["-n", "argocd"]);
 
         let privileged =
             json!({"spec": {"template": {"spec": {"containers": [{"name": "app", "securityContext": {"privileged": true}}]}}}});
@@ -641,29 +615,6 @@ routes:
         api.stop();
     }
 
-    const BREAK_GLASS_CONFIG: &str = r#"services:
-  oncall:
-    type: pagerduty
-    apiUrl: http://127.0.0.1:PD
-    routingKeys: {platform: R0UTINGKEY}
-    retry: {initialBackoff: 100ms, maxBackoff: 300ms}
-  incident:
-    type: slack
-    webhookUrl: http://127.0.0.1:INCIDENT
-    retry: {initialBackoff: 100ms, maxBackoff: 300ms}
-routes:
-  - name: break-glass
-    match: {breakGlass: true}
-    triggers: [on-security-drift]
-    recipients: [incident]
-    continue: true
-  - name: security-page
-    match: {class: [rbac, network-policy, security-context, admission]}
-    triggers: [on-security-drift]
-    recipients: [oncall:platform]
-    continue: true
-"#;
-
     /// Break-glass with people's own credentials on the real API server: `driftwatch
     /// break-glass` asks `SelfSubjectReview` who runs it, the real API server answers with
     /// the static token's user, and its audit webhook posts the writes. alice opens on
@@ -711,7 +662,7 @@ routes:
             }
             controller
         });
-        let config = BREAK_GLASS_CONFIG.replace("PD", &pd.to_string()).replace("INCIDENT", &incident_port.to_string());
+        let config = crate::common::break_glass_routes(pd, incident_port);
         let d = start_audited(dir.path(), &config, &api, &["-n", "argocd"]);
 
         let break_glass = |user: &str, args: &[&str]| {
@@ -879,7 +830,7 @@ routes:
         let api = &cp::shared().api;
         let dir = tempfile::tempdir().unwrap();
         let (got, port) = hook();
-        std::fs::write(dir.path().join("driftwatch.yaml"), WATCH_CONFIG.replace("PORT", &port.to_string())).unwrap();
+        std::fs::write(dir.path().join("driftwatch.yaml"), watch_config(port)).unwrap();
         api.kubeconfig(&dir.path().join("kubeconfig"), ADMIN);
         let admin = block_on(async {
             api.namespaces(&["lease-apps", "lease-ns"]).await;
@@ -908,7 +859,7 @@ routes:
         let holder = lease().expect("the Lease")["spec"]["holderIdentity"].as_str().unwrap_or_default().to_string();
         assert!(!holder.is_empty(), "{:?}", lease());
         block_on(put_app(&admin, drifted("lease-apps", "ha-one", "OutOfSync", REV1)));
-        wait_for("ha-one", Duration::from_secs(20), || has(&got, "lease-apps/ha-one"));
+        wait_for("ha-one", Duration::from_secs(20), || sent(&got, "ha-one"));
         wait_for("ha-one recorded", Duration::from_secs(20), || a.metric(r#"driftwatch_queue_depth{service="hook"}"#) == Some(0.0));
         assert_eq!(b.metric("driftwatch_leader"), Some(0.0), "the standby must not lead while the leader renews");
 
@@ -917,7 +868,7 @@ routes:
         a.child.wait().unwrap();
         block_on(put_app(&admin, drifted("lease-apps", "ha-two", "OutOfSync", REV1)));
         wait_for("b takes over", Duration::from_secs(30), || b.metric("driftwatch_leader") == Some(1.0));
-        wait_for("ha-two", Duration::from_secs(20), || has(&got, "lease-apps/ha-two"));
+        wait_for("ha-two", Duration::from_secs(20), || sent(&got, "ha-two"));
         let new_holder = lease().unwrap()["spec"]["holderIdentity"].as_str().unwrap_or_default().to_string();
         assert_ne!(new_holder, holder, "the Lease changed hands");
         wait_for("ha-two recorded", Duration::from_secs(20), || b.metric(r#"driftwatch_queue_depth{service="hook"}"#) == Some(0.0));

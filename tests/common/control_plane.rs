@@ -14,11 +14,14 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::{Mutex, OnceLock, mpsc};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex, OnceLock, mpsc};
 use std::time::{Duration, Instant};
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
+
+use super::tls::Pki;
 use kube::core::GroupVersionKind;
 use serde_json::{Value, json};
 
@@ -120,7 +123,7 @@ fn die_with_parent(cmd: &mut Command) {
 
 /// A loopback port free right now. etcd and kube-apiserver cannot be handed a bound
 /// socket, so the port is picked, released and given to them; a start that loses the
-/// race is tried again on another port (see [`start_until_ready`]).
+/// race is tried again on another port.
 pub fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
 }
@@ -143,54 +146,24 @@ fn terminate(child: &mut Child, limit: Duration) {
 }
 
 // ---------------------------------------------------------------------------------------
-// Certificates and tokens.
-
-struct Pki {
-    ca: rcgen::CertifiedIssuer<'static, rcgen::KeyPair>,
-}
-
-impl Pki {
-    fn new() -> Pki {
-        let mut params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
-        params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
-        params.distinguished_name.push(rcgen::DnType::CommonName, "driftwatch test cluster CA");
-        Pki { ca: rcgen::CertifiedIssuer::self_signed(params, rcgen::KeyPair::generate().unwrap()).unwrap() }
-    }
-
-    /// A serving certificate for 127.0.0.1 and localhost: (cert PEM, key PEM).
-    fn serving(&self) -> (String, String) {
-        let key = rcgen::KeyPair::generate().unwrap();
-        let cert = rcgen::CertificateParams::new(vec!["127.0.0.1".to_string(), "localhost".to_string()])
-            .unwrap()
-            .signed_by(&key, &self.ca)
-            .unwrap();
-        (cert.pem(), key.serialize_pem())
-    }
-}
-
-/// A CA and a serving certificate for 127.0.0.1 written to `dir` as `tls.crt`/`tls.key`
-/// (for a listener the API server posts to); returns the CA's PEM.
-pub fn serving_tls(dir: &Path) -> String {
-    let pki = Pki::new();
-    let (cert, key) = pki.serving();
-    std::fs::write(dir.join("tls.crt"), cert).unwrap();
-    std::fs::write(dir.join("tls.key"), key).unwrap();
-    pki.ca.pem()
-}
-
-// ---------------------------------------------------------------------------------------
 // The control plane.
 
-pub struct ControlPlane {
+/// What every API server of the binary shares: the binaries, the folder with the
+/// certificates and tokens, etcd, the runtime kube clients live on.
+struct Base {
     assets: PathBuf,
     dir: PathBuf,
     etcd_url: String,
-    pki: Pki,
     ca_pem: String,
+    runtime: tokio::runtime::Runtime,
+}
+
+pub struct ControlPlane {
+    base: Arc<Base>,
     /// The API server most tests share; tests keep to namespaces of their own on it.
     pub api: ApiServer,
-    runtime: tokio::runtime::Runtime,
-    next_prefix: Mutex<u32>,
+    /// API servers started so far: each gets the etcd prefix `/cluster-N-NAME`.
+    started: AtomicU32,
 }
 
 /// The control plane of this test binary, started by the first test that asks.
@@ -201,7 +174,7 @@ pub fn shared() -> &'static ControlPlane {
 
 /// Runs a future on the control plane's runtime (kube clients live there).
 pub fn block_on<F: std::future::Future>(f: F) -> F::Output {
-    shared().runtime.block_on(f)
+    shared().base.runtime.block_on(f)
 }
 
 impl ControlPlane {
@@ -210,8 +183,8 @@ impl ControlPlane {
         let assets = assets_or_fail();
         let dir = tempfile::Builder::new().prefix("driftwatch-control-plane-").tempdir().unwrap().keep();
         DIRS.lock().unwrap().push(dir.clone());
-        let pki = Pki::new();
-        let ca_pem = pki.ca.pem();
+        let pki = Pki::new("driftwatch test cluster CA");
+        let ca_pem = pki.ca_pem();
         std::fs::write(dir.join("ca.crt"), &ca_pem).unwrap();
         let (cert, key) = pki.serving();
         std::fs::write(dir.join("apiserver.crt"), cert).unwrap();
@@ -222,55 +195,30 @@ impl ControlPlane {
         let tokens: String = PEOPLE.iter().map(|w| format!("{},{},{},\"{}\"\n", w.token, w.name, w.uid, w.groups)).collect();
         std::fs::write(dir.join("tokens.csv"), tokens).unwrap();
         let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
-
         let etcd_url = start_etcd(&assets, &dir, &runtime);
-        let mut cp =
-            ControlPlane { assets, dir, etcd_url, pki, ca_pem, api: ApiServer::placeholder(), runtime, next_prefix: Mutex::new(0) };
-        cp.api = cp.new_api_server("hub", &[]);
-        cp
-    }
-
-    pub fn ca_pem(&self) -> &str {
-        &self.ca_pem
+        let base = Arc::new(Base { assets, dir, etcd_url, ca_pem, runtime });
+        let api = ApiServer::start_new(&base, "hub", 1, &[]);
+        ControlPlane { base, api, started: AtomicU32::new(1) }
     }
 
     /// Another API server on the same etcd under a prefix of its own: a second cluster
     /// (a spoke), or one a test stops, compacts under and restarts with other flags.
     /// The Argo CD CRDs are applied.
-    pub fn start_api_server(&'static self, name: &str, extra: &[String]) -> ApiServer {
-        self.new_api_server(name, extra)
-    }
-
-    fn new_api_server(&self, name: &str, extra: &[String]) -> ApiServer {
-        let prefix = {
-            let mut n = self.next_prefix.lock().unwrap();
-            *n += 1;
-            format!("/cluster-{}-{name}", *n)
-        };
-        let api = ApiServer {
-            name: name.to_string(),
-            prefix,
-            dir: self.dir.clone(),
-            assets: self.assets.clone(),
-            etcd_url: self.etcd_url.clone(),
-            ca_pem: self.ca_pem.clone(),
-            port: Mutex::new(0),
-            child: Mutex::new(None),
-        };
-        api.start(extra, &self.runtime);
-        self.runtime.block_on(api.apply_crds());
-        api
+    pub fn start_api_server(&self, name: &str, extra: &[String]) -> ApiServer {
+        let n = self.started.fetch_add(1, Ordering::Relaxed) + 1;
+        ApiServer::start_new(&self.base, name, n, extra)
     }
 
     /// Compacts etcd at its current revision, after one write outside every API
     /// server's prefix (so that the revision a watcher last saw is below the compacted
     /// one): a watch resuming from it gets `410 Gone`.
     pub fn compact(&self) {
-        self.runtime.block_on(async {
+        let etcd = &self.base.etcd_url;
+        self.base.runtime.block_on(async {
             let http = reqwest::Client::new();
             let key = base64_encode(b"/driftwatch-test/compaction-marker");
             let put: Value = http
-                .post(format!("{}/v3/kv/put", self.etcd_url))
+                .post(format!("{etcd}/v3/kv/put"))
                 .json(&json!({"key": key, "value": base64_encode(b"x")}))
                 .send()
                 .await
@@ -279,12 +227,7 @@ impl ControlPlane {
                 .await
                 .unwrap();
             let rev = put["header"]["revision"].as_str().expect("etcd's revision").to_string();
-            let r = http
-                .post(format!("{}/v3/kv/compaction", self.etcd_url))
-                .json(&json!({"revision": rev, "physical": true}))
-                .send()
-                .await
-                .unwrap();
+            let r = http.post(format!("{etcd}/v3/kv/compaction")).json(&json!({"revision": rev, "physical": true})).send().await.unwrap();
             assert!(r.status().is_success(), "compaction: {}", r.text().await.unwrap_or_default());
         });
     }
@@ -344,10 +287,7 @@ fn start_etcd(assets: &Path, dir: &Path, rt: &tokio::runtime::Runtime) -> String
 pub struct ApiServer {
     pub name: String,
     prefix: String,
-    dir: PathBuf,
-    assets: PathBuf,
-    etcd_url: String,
-    ca_pem: String,
+    base: Arc<Base>,
     port: Mutex<u16>,
     child: Mutex<Option<Child>>,
 }
@@ -359,17 +299,18 @@ impl Drop for ApiServer {
 }
 
 impl ApiServer {
-    fn placeholder() -> ApiServer {
-        ApiServer {
-            name: String::new(),
-            prefix: String::new(),
-            dir: PathBuf::new(),
-            assets: PathBuf::new(),
-            etcd_url: String::new(),
-            ca_pem: String::new(),
+    /// The `n`th API server of the binary, started, with the Argo CD CRDs applied.
+    fn start_new(base: &Arc<Base>, name: &str, n: u32, extra: &[String]) -> ApiServer {
+        let api = ApiServer {
+            name: name.to_string(),
+            prefix: format!("/cluster-{n}-{name}"),
+            base: base.clone(),
             port: Mutex::new(0),
             child: Mutex::new(None),
-        }
+        };
+        api.start(extra);
+        base.runtime.block_on(api.apply_crds());
+        api
     }
 
     pub fn url(&self) -> String {
@@ -382,18 +323,18 @@ impl ApiServer {
     }
 
     fn log_path(&self) -> PathBuf {
-        self.dir.join(format!("apiserver{}.log", self.prefix.replace('/', "-")))
+        self.base.dir.join(format!("apiserver{}.log", self.prefix.replace('/', "-")))
     }
 
     /// Starts the process on a free port (the same one again on a restart) and waits
     /// for `/readyz`.
-    fn start(&self, extra: &[String], rt: &tokio::runtime::Runtime) {
+    fn start(&self, extra: &[String]) {
         let keep_port = *self.port.lock().unwrap();
         for attempt in 0..3 {
             let port = if keep_port != 0 && attempt == 0 { keep_port } else { free_port() };
-            let d = &self.dir;
+            let d = &self.base.dir;
             let mut args: Vec<String> = vec![
-                format!("--etcd-servers={}", self.etcd_url),
+                format!("--etcd-servers={}", self.base.etcd_url),
                 format!("--etcd-prefix={}", self.prefix),
                 "--bind-address=127.0.0.1".into(),
                 format!("--secure-port={port}"),
@@ -412,7 +353,7 @@ impl ApiServer {
             ];
             args.extend(extra.iter().cloned());
             let log = std::fs::OpenOptions::new().create(true).append(true).open(self.log_path()).unwrap();
-            let bin = self.assets.join("kube-apiserver");
+            let bin = self.base.assets.join("kube-apiserver");
             let mut child = spawn_kept(Box::new(move || {
                 let mut cmd = Command::new(bin);
                 cmd.args(args).stdout(Stdio::null()).stderr(log);
@@ -421,7 +362,7 @@ impl ApiServer {
             }))
             .expect("kube-apiserver starts");
             *self.port.lock().unwrap() = port;
-            let ready = rt.block_on(self.wait_ready(&mut child));
+            let ready = self.base.runtime.block_on(self.wait_ready(&mut child));
             if ready {
                 *self.child.lock().unwrap() = Some(child);
                 return;
@@ -433,7 +374,7 @@ impl ApiServer {
 
     async fn wait_ready(&self, child: &mut Child) -> bool {
         let http = reqwest::Client::builder()
-            .add_root_certificate(reqwest::Certificate::from_pem(self.ca_pem.as_bytes()).unwrap())
+            .add_root_certificate(reqwest::Certificate::from_pem(self.base.ca_pem.as_bytes()).unwrap())
             .build()
             .unwrap();
         let start = Instant::now();
@@ -467,7 +408,7 @@ impl ApiServer {
     /// with `extra` flags.
     pub fn restart(&self, extra: &[String]) {
         self.stop();
-        self.start(extra, &shared().runtime);
+        self.start(extra);
     }
 
     /// A kubeconfig for `who` (a person of the static token file) at `path`.
@@ -478,7 +419,7 @@ impl ApiServer {
     /// A kubeconfig authenticating with `token` (e.g. a ServiceAccount's).
     pub fn kubeconfig_with_token(&self, path: &Path, user: &str, token: &str) {
         use base64::Engine;
-        let ca = base64::engine::general_purpose::STANDARD.encode(&self.ca_pem);
+        let ca = base64::engine::general_purpose::STANDARD.encode(&self.base.ca_pem);
         let text = format!(
             "apiVersion: v1\nkind: Config\nclusters:\n- name: {name}\n  cluster:\n    server: {url}\n    certificate-authority-data: {ca}\n\
              users:\n- name: {user}\n  user:\n    token: {token}\ncontexts:\n- name: {name}\n  context:\n    cluster: {name}\n    user: {user}\n\
@@ -617,28 +558,4 @@ pub async fn get(client: &kube::Client, target: &Value) -> Option<Value> {
     let api = api_of(client, target).await;
     let name = target["metadata"]["name"].as_str().unwrap();
     api.get_opt(name).await.unwrap().map(|o| serde_json::to_value(o).unwrap())
-}
-
-/// Replaces an object whole (PUT) as `manager`: how Argo CD writes an Application's
-/// status (the CRD has no status subresource). Keeps the stored `resourceVersion`.
-pub async fn replace_as(client: &kube::Client, manager: &str, mut obj: Value) -> Value {
-    let api = api_of(client, &obj).await;
-    let name = obj["metadata"]["name"].as_str().unwrap().to_string();
-    loop {
-        let current = api.get(&name).await.unwrap();
-        obj["metadata"]["resourceVersion"] = json!(current.metadata.resource_version);
-        let pp = PostParams { field_manager: Some(manager.to_string()), ..Default::default() };
-        let o: DynamicObject = serde_json::from_value(obj.clone()).unwrap();
-        match api.replace(&name, &pp, &o).await {
-            Ok(stored) => return serde_json::to_value(stored).unwrap(),
-            Err(kube::Error::Api(e)) if e.code == 409 => continue,
-            Err(e) => panic!("replace {name}: {e}"),
-        }
-    }
-}
-
-pub async fn delete(client: &kube::Client, target: &Value) {
-    let api = api_of(client, target).await;
-    let name = target["metadata"]["name"].as_str().unwrap();
-    api.delete(name, &Default::default()).await.unwrap();
 }

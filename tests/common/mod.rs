@@ -7,6 +7,7 @@ pub mod control_plane;
 pub mod daemon;
 pub mod rbac;
 pub mod receiver;
+pub mod tls;
 
 use serde_json::{Value, json};
 
@@ -41,6 +42,65 @@ routes:
     recipients: [siem:page]
     continue: true
 "#;
+
+/// The `hook` webhook service on the receiver at `PORT`, and the `on-attempt` trigger
+/// routed to it: each audited change or refused attempt (`drift.attempts[0]`) as one
+/// JSON body with who, what and how it was decided. A test appends its `secretsFile`
+/// and `audit:` settings.
+pub const ATTEMPT_ALERT: &str = r#"services:
+  hook:
+    type: webhook
+    url: http://127.0.0.1:PORT
+templates:
+  attempt:
+    message: attempt
+    webhook:
+      hook:
+        body: '{"who": {{json drift.attempts.[0].actor.username}}, "groups": {{json drift.attempts.[0].actor.groups}}, "decision": {{json drift.attempts.[0].decision}}, "code": {{json drift.attempts.[0].code}}, "class": {{json drift.attempts.[0].class}}, "security": {{json drift.attempts.[0].security}}, "reason": {{json drift.attempts.[0].reason}}, "set": {{json drift.attempts.[0].set}}, "episode": {{json episode.resolution}}, "severity": {{json episode.severity}}}'
+triggers:
+  on-attempt:
+    - when: drift.attempts.len() > 0
+      oncePer: drift.attempts[0].id
+      send: [attempt]
+routes:
+  - name: attempts
+    triggers: [on-attempt]
+    recipients: [hook]
+"#;
+
+/// PagerDuty (`oncall`, at `pd`) and a Slack incident channel (`incident`, at
+/// `incident`), and the routes of a break-glass policy: security drift under a verified
+/// exception to the incident channel, other security drift paged, an overdue exception
+/// paged. A test appends its `secretsFile` and `audit:` settings.
+pub fn break_glass_routes(pd: u16, incident: u16) -> String {
+    format!(
+        r#"services:
+  oncall:
+    type: pagerduty
+    apiUrl: http://127.0.0.1:{pd}
+    routingKeys: {{platform: R0UTINGKEY}}
+    retry: {{initialBackoff: 100ms, maxBackoff: 300ms}}
+  incident:
+    type: slack
+    webhookUrl: http://127.0.0.1:{incident}
+    retry: {{initialBackoff: 100ms, maxBackoff: 300ms}}
+routes:
+  - name: break-glass
+    match: {{breakGlass: true}}
+    triggers: [on-security-drift]
+    recipients: [incident]
+    continue: true
+  - name: security-page
+    match: {{class: [rbac, network-policy, security-context, admission]}}
+    triggers: [on-security-drift]
+    recipients: [oncall:platform]
+    continue: true
+  - name: overdue
+    triggers: [on-break-glass-overdue]
+    recipients: [oncall:platform]
+"#
+    )
+}
 
 pub const REV1: &str = "a1b2c3d4e5f60718293a4b5c6d7e8f9012345678";
 pub const REV2: &str = "ffeeddccbbaa99887766554433221100ffeeddcc";
