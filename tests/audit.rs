@@ -170,3 +170,71 @@ fn a_person_behind_a_self_healed_change_and_a_refused_attempt_is_named() {
     assert!(sc["resolutionP95"].as_i64().is_some(), "{stats}");
     assert_eq!(stats["byApp"]["argocd/payments-api"]["episodes"], 4, "{stats}");
 }
+
+/// A reload never weakens what the running audit listener accepts (review H3): dropping
+/// `audit:` or its token, or moving to a client CA, is refused with the running
+/// configuration kept and says why on `/readyz`; a token rotation is applied, after
+/// which only the new token is accepted.
+#[test]
+fn a_reload_never_opens_the_audit_listener() {
+    driftwatch::tls::init_crypto();
+    let dir = tempfile::tempdir().unwrap();
+    let api = FakeApiServer::start();
+    api.kubeconfig(&dir.path().join("kubeconfig"));
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let _got = receiver(listener);
+    let ca = common::tls::serving_tls(dir.path());
+    std::fs::create_dir(dir.path().join("secrets")).unwrap();
+    std::fs::write(dir.path().join("secrets/audit-token"), TOKEN).unwrap();
+    std::fs::write(dir.path().join("secrets/rotated"), "rotated-audit-token-0123456789").unwrap();
+    let base = common::ATTEMPT_ALERT.replace("PORT", &port.to_string());
+    let cfg = dir.path().join("driftwatch.yaml");
+    std::fs::write(&cfg, format!("{base}{AUDIT}")).unwrap();
+    let d = Daemon::start(dir.path());
+    let mut addr = String::new();
+    wait_for("the audit listener's address in the log", Duration::from_secs(10), || {
+        let line = d.log_lines("audit webhook listening").into_iter().next().unwrap_or_default();
+        addr = line.split("bound=").nth(1).and_then(|r| r.split_whitespace().next()).unwrap_or_default().to_string();
+        !addr.is_empty()
+    });
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let client = reqwest::Client::builder()
+        .add_root_certificate(reqwest::Certificate::from_pem(ca.as_bytes()).unwrap())
+        .pool_max_idle_per_host(0)
+        .build()
+        .unwrap();
+    let empty = || br#"{"kind":"EventList","apiVersion":"audit.k8s.io/v1","items":[]}"#.to_vec();
+    assert_eq!(post(&rt, &client, &addr, None, empty()), 401);
+    let refused = |n: f64| {
+        wait_for("the refused reload", Duration::from_secs(15), || {
+            d.metric("driftwatch_config_reloads_total{result=\"refused\"}") == Some(n)
+        })
+    };
+
+    // 1. The audit input removed from the file: the listener keeps its token.
+    std::fs::write(&cfg, format!("{base}secretsFile: secrets\n")).unwrap();
+    d.signal("HUP");
+    refused(1.0);
+    let (_, ready) = get(&d.admin, "/readyz").unwrap();
+    assert!(ready.contains("restart driftwatch to turn the audit input off"), "{ready}");
+    assert_eq!(post(&rt, &client, &addr, None, empty()), 401);
+    assert_eq!(post(&rt, &client, &addr, Some(TOKEN), empty()), 200);
+
+    // 2. A move to a client CA without a token: refused the same way.
+    let mtls = AUDIT.replace("keyFile: tls.key}", "keyFile: tls.key, clientCAFile: ca.crt}").replace("  token: $audit-token\n", "");
+    std::fs::write(dir.path().join("ca.crt"), &ca).unwrap();
+    std::fs::write(&cfg, format!("{base}{mtls}")).unwrap();
+    d.signal("HUP");
+    refused(2.0);
+    assert_eq!(post(&rt, &client, &addr, None, empty()), 401);
+
+    // 3. A token rotation is applied: the old token is refused from then on.
+    std::fs::write(&cfg, format!("{base}{}", AUDIT.replace("$audit-token", "$rotated"))).unwrap();
+    d.signal("HUP");
+    wait_for("the reload", Duration::from_secs(15), || d.metric("driftwatch_config_reloads_total{result=\"ok\"}") == Some(1.0));
+    assert_eq!(post(&rt, &client, &addr, Some(TOKEN), empty()), 401);
+    assert_eq!(post(&rt, &client, &addr, Some("rotated-audit-token-0123456789"), empty()), 200);
+    assert_eq!(post(&rt, &client, &addr, None, empty()), 401);
+    assert!(d.stop().success());
+}

@@ -837,3 +837,29 @@ fn a_replay_sends_a_group_once_its_wait_passes_and_deliveries_shows_it() {
     assert_eq!(v["pending"], json!([]), "{v}");
     assert_eq!((v["groups"][0]["firing"].as_u64(), v["groups"][0]["lastSentAt"].as_str()), (Some(3), Some("2026-03-01T12:02:00Z")), "{v}");
 }
+
+/// `check` names every secret `run` refuses to start without, the audit token and a
+/// spoke's token included, in the words `run` uses (it said ok for them before).
+#[test]
+fn check_names_every_missing_secret_that_run_refuses() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = write(
+        dir.path(),
+        "driftwatch.yaml",
+        "audit:\n  listen: 127.0.0.1:0\n  token: $audit-token\nclusters:\n  - name: spoke\n    server: https://spoke.example:6443\n    token: $spoke-token\n",
+    );
+    let o = driftwatch(&["check", "--config", cfg.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let err = stderr(&o);
+    for key in ["audit.token: secret $audit-token is not set", "secret $spoke-token is not set"] {
+        assert!(
+            err.lines().any(|l| l.starts_with("warning: ") && l.contains(key) && l.ends_with("(driftwatch run will not start without it)")),
+            "{key}: {err}"
+        );
+    }
+    let o = driftwatch(&["run", "--config", cfg.to_str().unwrap(), "--kubeconfig", "/nonexistent", "--listen", "127.0.0.1:0"]);
+    assert!(!o.status.success());
+    for key in ["error: audit.token: secret $audit-token is not set", "error: clusters[0].token: secret $spoke-token is not set"] {
+        assert!(stderr(&o).contains(key), "{key}: {}", stderr(&o));
+    }
+}

@@ -268,7 +268,9 @@ mod tests {
         let p = pki();
         let d = p.dir.path();
         let cfg = tls_config(&d.join("tls.crt"), &d.join("tls.key"), Some(&d.join("ca.crt"))).unwrap();
-        let shared = crate::audit::Shared::new(&AuditSettings::default());
+        let tls = Some((d.join("tls.crt"), d.join("tls.key"), Some(d.join("ca.crt"))));
+        let shared =
+            crate::audit::Shared::new(&AuditSettings { listen: Some("127.0.0.1:0".parse().unwrap()), tls, ..AuditSettings::default() });
         shared.set_leading(true);
         let (sink, mut queue) = crate::audit::queue(&shared);
         let addr = serve("127.0.0.1:0".parse().unwrap(), Some(cfg), sink).await.unwrap();

@@ -35,6 +35,31 @@ pub struct Shared {
     leading: AtomicBool,
     queue: usize,
     max_body: usize,
+    /// What the running input was started with, which a reload cannot change.
+    started: Started,
+}
+
+/// The settings the running listener and file follower were built from: a reload that
+/// changes any of them is refused, since the running input would go on accepting what
+/// the old ones allowed until a restart.
+#[derive(Debug, Clone, PartialEq)]
+struct Started {
+    listen: Option<std::net::SocketAddr>,
+    tls: Option<(std::path::PathBuf, std::path::PathBuf, Option<std::path::PathBuf>)>,
+    file: Option<std::path::PathBuf>,
+    queue: usize,
+    max_body: usize,
+}
+
+impl Started {
+    fn of(s: &AuditSettings) -> Started {
+        Started { listen: s.listen, tls: s.tls.clone(), file: s.file.clone(), queue: s.queue, max_body: s.max_body_bytes }
+    }
+
+    /// Whether the running TLS configuration verifies a client certificate.
+    fn client_certificate(&self) -> bool {
+        self.tls.as_ref().is_some_and(|t| t.2.is_some())
+    }
 }
 
 impl Shared {
@@ -47,11 +72,34 @@ impl Shared {
             leading: AtomicBool::new(false),
             queue: s.queue,
             max_body: s.max_body_bytes,
+            started: Started::of(s),
         })
     }
 
-    /// A reload: the token and the identities follow; the listener, the file and the
-    /// bounds stay as they started (a restart changes them).
+    /// Whether a reload to `s` can be applied to the running input, or why not. Only
+    /// the token (a rotation) and the Argo CD identities can change while it runs; a
+    /// reload that removes the audit input, or changes its listener, TLS files, file,
+    /// or bounds, would leave the running listener accepting what the old settings
+    /// allowed, so it is refused and the running configuration kept.
+    pub fn reloadable(&self, s: &AuditSettings) -> Result<(), String> {
+        if !s.enabled() {
+            return Err("audit: the new configuration has no audit input, but the running listener or file goes on until a \
+                        restart; restart driftwatch to turn the audit input off"
+                .into());
+        }
+        if Started::of(s) != self.started {
+            return Err("audit.listen, audit.tls, audit.file, audit.maxBodyBytes or audit.queue changed: the running audit \
+                        input was built from the old values and keeps them until a restart; restart driftwatch to apply them"
+                .into());
+        }
+        if s.token.is_none() && self.started.listen.is_some() && !self.started.client_certificate() {
+            return Err("audit.token removed while the running listener verifies no client certificate: it would accept anyone".into());
+        }
+        Ok(())
+    }
+
+    /// A reload already found [`reloadable`](Self::reloadable): the token and the
+    /// identities follow.
     pub fn reload(&self, s: &AuditSettings) {
         *self.token.write().unwrap_or_else(|p| p.into_inner()) = s.token.clone();
         *self.identities.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(s.argocd_identities.clone());
@@ -69,11 +117,15 @@ impl Shared {
         self.identities.read().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
-    /// Whether `authorization` carries the token (constant time); true when none is
-    /// configured (a client certificate is then what authenticates).
+    /// Whether `authorization` carries the token (constant time). Without a token only
+    /// a running TLS configuration that verifies client certificates authenticates;
+    /// "no token" never means "open".
     pub fn authorized(&self, authorization: Option<&[u8]>) -> bool {
         let token = self.token.read().unwrap_or_else(|p| p.into_inner());
-        token.as_ref().is_none_or(|t| t.is_bearer(authorization))
+        match token.as_ref() {
+            Some(t) => t.is_bearer(authorization),
+            None => self.started.client_certificate(),
+        }
     }
 
     /// Decodes and filters a batch (CPU: call it off the async workers).
@@ -196,5 +248,35 @@ mod tests {
         assert_eq!(queue.recv().await.map(|b| b.1.len()), Some(2));
         assert!(sink.offer(now, batch(2)));
         assert!(sink.offer(now, Relevant::default()), "nothing to queue is no refusal");
+    }
+
+    /// "No token" is open only to a running listener that verifies client certificates;
+    /// a reload may rotate the token but not drop it, nor change what the listener was
+    /// built from.
+    #[test]
+    fn no_token_never_means_open_and_a_reload_cannot_weaken_the_listener() {
+        let listen = Some("127.0.0.1:0".parse().unwrap());
+        let token = Some(Secret::new("t0ken".into()));
+        let tls = Some(("c".into(), "k".into(), None));
+        let running = Shared::new(&AuditSettings { listen, tls: tls.clone(), token: token.clone(), ..AuditSettings::default() });
+        assert!(running.authorized(Some(b"Bearer t0ken")));
+        assert!(!running.authorized(None));
+        let rotated = AuditSettings { listen, tls: tls.clone(), token: Some(Secret::new("other".into())), ..AuditSettings::default() };
+        assert_eq!(running.reloadable(&rotated), Ok(()));
+        running.reload(&rotated);
+        assert!(!running.authorized(Some(b"Bearer t0ken")));
+        assert!(running.authorized(Some(b"Bearer other")));
+        for weaker in [
+            AuditSettings::default(),
+            AuditSettings { listen, tls: tls.clone(), ..AuditSettings::default() },
+            AuditSettings { listen, tls: Some(("c".into(), "k".into(), Some("ca".into()))), ..AuditSettings::default() },
+        ] {
+            assert!(running.reloadable(&weaker).is_err(), "{weaker:?}");
+        }
+        let open = Shared::new(&AuditSettings { listen, tls, ..AuditSettings::default() });
+        assert!(!open.authorized(None), "no token and no client CA is not open");
+        let mtls =
+            Shared::new(&AuditSettings { listen, tls: Some(("c".into(), "k".into(), Some("ca".into()))), ..AuditSettings::default() });
+        assert!(mtls.authorized(None), "the client certificate authenticated");
     }
 }

@@ -593,9 +593,7 @@ pub fn load_with(config: Option<&Path>, engine: Arc<TriggerEngine>) -> Result<Ru
                 match secrets.get(&key) {
                     Ok(v) => referenced.push(v),
                     Err(e) => {
-                        let message = format!("services.{}: {e}", s.name);
-                        warnings.push(Warning { pos: None, message: format!("{message} (driftwatch run will not start without it)") });
-                        missing_secrets.push(message);
+                        missing_secrets.push(format!("services.{}: {e}", s.name));
                     }
                 }
             }
@@ -624,11 +622,7 @@ pub fn load_with(config: Option<&Path>, engine: Arc<TriggerEngine>) -> Result<Ru
                     referenced.push(v.clone());
                     operations_token = Some(v);
                 }
-                Err(e) => {
-                    let message = format!("operations.token: {e}");
-                    warnings.push(Warning { pos: None, message: format!("{message} (driftwatch run will not start without it)") });
-                    missing_secrets.push(message);
-                }
+                Err(e) => missing_secrets.push(format!("operations.token: {e}")),
             }
         }
     }
@@ -638,6 +632,10 @@ pub fn load_with(config: Option<&Path>, engine: Arc<TriggerEngine>) -> Result<Ru
     let spokes = clusters::clusters(&cfg.clusters, &local_destinations, &base, &cfg_file, &mut sink, &mut errors);
     let argocd = cfg.argocd.as_ref().and_then(|a| clusters::argocd(a, &base, &cfg_file, &mut sink, &mut errors));
     let diff = clusters::diff(&cfg.diff, &cfg_file, &mut errors);
+    // Every secret `run` refuses to start without (services, operations, audit, clusters,
+    // Argo CD), reported by `check` in the same words.
+    warnings
+        .extend(missing_secrets.iter().map(|m| Warning { pos: None, message: format!("{m} (driftwatch run will not start without it)") }));
     let redactor = secrets.redactor(referenced);
 
     let known_trigger = |t: &str| triggers.contains_key(t) || trigger_defs.iter().any(|(n, _, _)| n == t);

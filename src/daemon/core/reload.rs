@@ -25,6 +25,18 @@ fn live_settings(rt: &Runtime) -> String {
 }
 
 impl Core {
+    /// Why the running audit input cannot take `rt`'s `audit:` settings, if it cannot:
+    /// a reload never weakens what the listener accepts, nor pretends to start or stop it.
+    fn audit_unchangeable(&self, rt: &Runtime) -> Result<(), String> {
+        match &self.audit {
+            Some(a) => a.reloadable(&rt.audit),
+            None if rt.audit.enabled() => {
+                Err("audit: added by a reload: the audit input starts with driftwatch; restart it to start the input".into())
+            }
+            None => Ok(()),
+        }
+    }
+
     /// Builds everything new; swaps it in only if all of it is valid. Either way the
     /// files are looked at again only when they change again.
     pub(super) fn reload(&mut self) {
@@ -45,7 +57,7 @@ impl Core {
             },
         };
         let errors: Vec<String> = match config::load_with(self.config.as_deref(), self.engine.clone()) {
-            Ok(rt) => match build_services(&rt, &probe) {
+            Ok(rt) => match self.audit_unchangeable(&rt).map_err(|e| vec![e]).and_then(|()| build_services(&rt, &probe)) {
                 Ok(services) => {
                     if let Some(old) = self.delivery.take() {
                         // Undelivered notifications stay in the outbox for the new workers.
