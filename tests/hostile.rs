@@ -133,7 +133,12 @@ static AUDIT: LazyLock<(Value, driftwatch::audit::index::ManagedIndex)> = LazyLo
 /// must not panic. The people whose attempts the batch holds.
 fn consider_audit(list: &Value) -> Result<Vec<String>, String> {
     let ids = vec![config::ARGOCD_CONTROLLER_IDENTITY.to_string()];
-    let f = driftwatch::audit::event::Filter { argocd_identities: &ids, index: &AUDIT.1, now: Utc::now() };
+    let f = driftwatch::audit::event::Filter {
+        argocd_identities: &ids,
+        index: &AUDIT.1,
+        now: Utc::now(),
+        mask: &driftwatch::drift::mask::Masker::default(),
+    };
     let body = serde_json::to_vec(list).map_err(|e| e.to_string())?;
     let batch = driftwatch::audit::event::parse_list(&body, &f).map_err(|e| e.to_string());
     for e in list["items"].as_array().into_iter().flatten() {
@@ -539,7 +544,12 @@ fn the_hostile_corpus_is_refused_cleanly() {
 #[test]
 fn the_audit_fixture_reaches_attempts_and_break_glass_writes() {
     let ids = vec![config::ARGOCD_CONTROLLER_IDENTITY.to_string()];
-    let f = driftwatch::audit::event::Filter { argocd_identities: &ids, index: &AUDIT.1, now: Utc::now() };
+    let f = driftwatch::audit::event::Filter {
+        argocd_identities: &ids,
+        index: &AUDIT.1,
+        now: Utc::now(),
+        mask: &driftwatch::drift::mask::Masker::default(),
+    };
     let mut list = AUDIT.0.clone();
     let last = list["items"].as_array().map_or(0, Vec::len) - 1;
     list["items"][last]["requestObject"] = json!({"metadata": {"annotations": {"driftwatch.io/break-glass": "{}"}}});

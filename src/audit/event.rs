@@ -147,6 +147,8 @@ pub struct Filter<'a> {
     pub index: &'a ManagedIndex,
     /// When the request time is missing or unreadable.
     pub now: DateTime<Utc>,
+    /// How credentials in what a request set are recognised (built-in and `diff.mask`).
+    pub mask: &'a crate::drift::mask::Masker,
 }
 
 /// An `EventList` body (what the webhook backend posts).
@@ -188,7 +190,7 @@ fn consider(e: &Event, f: &Filter, out: &mut Batch) {
                     }
                     None => false,
                 };
-                let a = attempt(e, t, f.now);
+                let a = attempt(e, t, f);
                 // A patch of an Application by a person counts when it touches the spec:
                 // a refresh or sync request through the API server only annotates it.
                 let readable_app_patch = a.app_spec && a.verb == "patch" && a.subresource.is_empty() && a.body.is_empty();
@@ -317,7 +319,8 @@ fn strings(list: &[Cow<str>]) -> Vec<String> {
     list.iter().take(MAX_GROUPS).map(|g| clip(g, 256)).collect()
 }
 
-fn attempt(e: &Event, (app_key, kind, app_spec): Hit, now: DateTime<Utc>) -> Attempt {
+fn attempt(e: &Event, (app_key, kind, app_spec): Hit, f: &Filter) -> Attempt {
+    let now = f.now;
     let empty = ObjectRef::default();
     let o = e.object_ref.as_ref().unwrap_or(&empty);
     let (resource, subresource) = (o.resource.to_string(), o.subresource.to_string());
@@ -344,11 +347,11 @@ fn attempt(e: &Event, (app_key, kind, app_spec): Hit, now: DateTime<Utc>) -> Att
                 // A JSON patch: its ops' paths are the fields; the object the write left
                 // names the list items they index.
                 let after = e.response_object.and_then(|r| serde_json::from_str::<serde_json::Value>(r.get()).ok());
-                let (set, truncated) = json_patch_fields(&ops, after.as_ref());
+                let (set, truncated) = json_patch_fields(&ops, after.as_ref(), f.mask);
                 (set, truncated, "")
             }
             Ok(v) => {
-                let (set, truncated) = set_fields(&v);
+                let (set, truncated) = set_fields(&v, f.mask);
                 (set, truncated, "")
             }
             Err(_) => (Vec::new(), false, "not-sent"),
@@ -427,7 +430,7 @@ mod tests {
     }
 
     fn filter<'a>(ids: &'a [String], index: &'a ManagedIndex) -> Filter<'a> {
-        Filter { argocd_identities: ids, index, now: chrono::Utc::now() }
+        Filter { argocd_identities: ids, index, now: chrono::Utc::now(), mask: &crate::drift::mask::BUILT_IN }
     }
 
     /// The batch kube-apiserver v1.36 sent: alice's allowed patch and mallory's refused

@@ -78,7 +78,7 @@ fn read_batch(path: &Path, r: &mut BufReader<std::fs::File>, line: &mut Vec<u8>,
     let mut batch = event::Batch::default();
     let mut lines = 0;
     let mut at_eof = false;
-    let ids = shared.identities();
+    let (ids, mask) = (shared.identities(), shared.mask());
     while lines < LINES_PER_BATCH {
         line.clear();
         match read_line(r, line) {
@@ -97,7 +97,7 @@ fn read_batch(path: &Path, r: &mut BufReader<std::fs::File>, line: &mut Vec<u8>,
             Ok(Line::Whole) => {
                 lines += 1;
                 let index = shared.index.read().unwrap_or_else(|p| p.into_inner());
-                let f = event::Filter { argocd_identities: &ids, index: &index, now: chrono::Utc::now() };
+                let f = event::Filter { argocd_identities: &ids, index: &index, now: chrono::Utc::now(), mask: &mask };
                 if event::parse_line(line, &f, &mut batch).is_err() {
                     METRICS.audit_events.inc("malformed");
                 }

@@ -29,6 +29,7 @@ pub struct Shared {
     pub index: RwLock<ManagedIndex>,
     token: RwLock<Option<Secret>>,
     identities: RwLock<Arc<Vec<String>>>,
+    mask: RwLock<Arc<crate::drift::mask::Masker>>,
     /// Relevant events queued and not yet taken by the evaluation thread.
     pending: AtomicUsize,
     /// Whether this replica evaluates (a standby refuses batches with 503).
@@ -68,6 +69,7 @@ impl Shared {
             index: RwLock::new(ManagedIndex::default()),
             token: RwLock::new(s.token.clone()),
             identities: RwLock::new(Arc::new(s.argocd_identities.clone())),
+            mask: RwLock::new(Arc::new(s.mask.clone())),
             pending: AtomicUsize::new(0),
             leading: AtomicBool::new(false),
             queue: s.queue,
@@ -103,6 +105,12 @@ impl Shared {
     pub fn reload(&self, s: &AuditSettings) {
         *self.token.write().unwrap_or_else(|p| p.into_inner()) = s.token.clone();
         *self.identities.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(s.argocd_identities.clone());
+        *self.mask.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(s.mask.clone());
+    }
+
+    /// The masking rules (`diff.mask` follows a reload).
+    pub fn mask(&self) -> Arc<crate::drift::mask::Masker> {
+        self.mask.read().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
     pub fn set_leading(&self, leading: bool) {
@@ -130,9 +138,9 @@ impl Shared {
 
     /// Decodes and filters a batch (CPU: call it off the async workers).
     pub fn filter(&self, body: &[u8]) -> Result<event::Batch, event::Malformed> {
-        let ids = self.identities();
+        let (ids, mask) = (self.identities(), self.mask());
         let index = self.index.read().unwrap_or_else(|p| p.into_inner());
-        let f = event::Filter { argocd_identities: &ids, index: &index, now: chrono::Utc::now() };
+        let f = event::Filter { argocd_identities: &ids, index: &index, now: chrono::Utc::now(), mask: &mask };
         let batch = event::parse_list(body, &f)?;
         count(&batch);
         Ok(batch)

@@ -69,7 +69,12 @@ pub fn routes_test(
                     return Ok(BAD_INPUT);
                 }
             };
-            let filter = crate::audit::event::Filter { argocd_identities: &rt.audit.argocd_identities, index: &index, now: Utc::now() };
+            let filter = crate::audit::event::Filter {
+                argocd_identities: &rt.audit.argocd_identities,
+                index: &index,
+                now: Utc::now(),
+                mask: &rt.diff.mask,
+            };
             // An EventList (what the webhook posts), else JSON lines (the log file).
             let batch = match crate::audit::event::parse_list(&body, &filter) {
                 Ok(b) => b,

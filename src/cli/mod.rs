@@ -686,7 +686,7 @@ pub(crate) fn live_attribution<'a>(
     let settings = crate::cluster::live::ReadSettings {
         read_secrets: true,
         ignore_managers: rt.attribution.ignore_managers.clone(),
-        diff: rt.diff,
+        diff: rt.diff.clone(),
         argocd: None,
     };
     (key, crate::cluster::live::analyse(object, &settings, &wanted, None))

@@ -319,7 +319,7 @@ impl LiveFetcher {
         let settings = ReadSettings {
             read_secrets: rt.attribution.read_secrets,
             ignore_managers: rt.attribution.ignore_managers.clone(),
-            diff: rt.diff,
+            diff: rt.diff.clone(),
             argocd,
         };
         LiveFetcher::new(local, spokes, rt.attribution.concurrency, rt.attribution.ttl, settings)
@@ -551,6 +551,7 @@ pub fn analyse(object: &Value, settings: &ReadSettings, w: &Wanted, argocd: Opti
         ignore: &w.ignore,
         ignore_managers: &settings.ignore_managers,
         limits: settings.diff.limits,
+        mask: &settings.diff.mask,
         notes,
     });
     METRICS.diffs.inc(d.source.as_str());

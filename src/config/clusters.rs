@@ -60,6 +60,8 @@ pub struct DiffDef {
     pub max_fields: Option<At<usize>>,
     /// Characters shown per value (120; 8 to 10000).
     pub max_value_chars: Option<At<usize>>,
+    /// Regexes of the operator's own credential shapes, masked like the built-in ones.
+    pub mask: Option<At<Vec<String>>>,
 }
 
 /// How a spoke cluster is reached.
@@ -99,15 +101,17 @@ pub struct ArgocdApi {
 }
 
 /// `diff:` validated.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct DiffSettings {
     pub enabled: bool,
     pub limits: crate::drift::diff::Limits,
+    /// The built-in credential rules and `diff.mask`'s patterns.
+    pub mask: crate::drift::mask::Masker,
 }
 
 impl Default for DiffSettings {
     fn default() -> DiffSettings {
-        DiffSettings { enabled: true, limits: crate::drift::diff::Limits::default() }
+        DiffSettings { enabled: true, limits: crate::drift::diff::Limits::default(), mask: crate::drift::mask::Masker::default() }
     }
 }
 
@@ -301,6 +305,12 @@ pub fn diff(def: &DiffDef, file: &SourceFile, errors: &mut Vec<ConfigError>) -> 
     ] {
         if let Some(v) = value.as_ref().and_then(|v| in_range(file, key, v, min, max, errors)) {
             *slot = v;
+        }
+    }
+    if let Some(m) = &def.mask {
+        match crate::drift::mask::Masker::with_patterns(&m.value) {
+            Ok(masker) => out.mask = masker,
+            Err(e) => errors.push(ConfigError::new(file.pos(&m.referenced), "diff.mask", e)),
         }
     }
     out

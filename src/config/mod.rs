@@ -191,6 +191,8 @@ pub struct AuditSettings {
     pub max_body_bytes: usize,
     pub window: chrono::Duration,
     pub queue: usize,
+    /// The credential rules of `diff:` (what a request set is masked by them too).
+    pub mask: crate::drift::mask::Masker,
 }
 
 /// The identity Argo CD's application controller writes with.
@@ -212,6 +214,7 @@ impl Default for AuditSettings {
             max_body_bytes: 16 << 20,
             window: chrono::Duration::minutes(10),
             queue: 10_000,
+            mask: crate::drift::mask::Masker::default(),
         }
     }
 }
@@ -632,6 +635,7 @@ pub fn load_with(config: Option<&Path>, engine: Arc<TriggerEngine>) -> Result<Ru
     let spokes = clusters::clusters(&cfg.clusters, &local_destinations, &base, &cfg_file, &mut sink, &mut errors);
     let argocd = cfg.argocd.as_ref().and_then(|a| clusters::argocd(a, &base, &cfg_file, &mut sink, &mut errors));
     let diff = clusters::diff(&cfg.diff, &cfg_file, &mut errors);
+    let audit = AuditSettings { mask: diff.mask.clone(), ..audit };
     // Every secret `run` refuses to start without (services, operations, audit, clusters,
     // Argo CD), reported by `check` in the same words.
     warnings

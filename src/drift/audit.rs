@@ -10,6 +10,8 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use super::mask::Masker;
+
 /// At most this many attempts are kept per Application in the window (the oldest go).
 pub const MAX_ATTEMPTS_PER_APP: usize = 16;
 /// At most this many Applications have attempts in the window at once; past it a new
@@ -25,7 +27,7 @@ pub const MAX_REASON_CHARS: usize = 300;
 pub const MAX_GROUPS: usize = 16;
 
 /// What shows in place of a masked value.
-pub const MASKED: &str = "(masked)";
+pub use super::mask::MASKED;
 
 /// The identity behind a request, as the API server authenticated it.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -239,25 +241,22 @@ fn fresh(a: &Attempt, window: chrono::Duration, now: DateTime<Utc>) -> bool {
     a.received.unwrap_or(a.last_at).checked_add_signed(window).is_some_and(|end| end >= now)
 }
 
-/// Whether a field name or env var name looks like it holds a credential.
-pub fn looks_secret(name: &str) -> bool {
-    let n = name.to_ascii_lowercase();
-    ["password", "passwd", "secret", "token", "apikey", "api_key", "api-key", "credential", "private", "auth", "cert", "key"]
-        .iter()
-        .any(|w| n.contains(w))
-        && !matches!(n.as_str(), "secretname" | "secretref" | "secretkeyref" | "key" | "keys")
-}
-
 /// The fields a request body sets, as paths (`spec.template.spec.containers[app].securityContext.privileged`,
 /// list items by `name` where they have one, as `managedFields` paths are) with their
 /// values, credential-looking values masked; at most [`MAX_SET_FIELDS`] (`truncated`
 /// says when cut). `metadata.managedFields`, `status` and the resource version are not
 /// changes and are left out.
-pub fn set_fields(body: &Value) -> (Vec<SetField>, bool) {
-    let mut out = Vec::new();
-    let mut truncated = false;
-    walk(body, String::new(), false, false, &mut out, &mut truncated, 0);
-    (out, truncated)
+pub fn set_fields(body: &Value, mask: &Masker) -> (Vec<SetField>, bool) {
+    let mut sink = Sink { out: Vec::new(), truncated: false, mask };
+    sink.walk(body, String::new(), false, false, 0);
+    (sink.out, sink.truncated)
+}
+
+/// The fields found so far, and the masking rules.
+struct Sink<'m> {
+    out: Vec<SetField>,
+    truncated: bool,
+    mask: &'m Masker,
 }
 
 /// The fields a JSON patch (RFC 6902, `kubectl patch --type=json`) sets: each op's
@@ -266,12 +265,11 @@ pub fn set_fields(body: &Value) -> (Vec<SetField>, bool) {
 /// value walked as a merge patch's would be, `remove` as "(removed)", `move`/`copy` as
 /// "(moved)"/"(copied)"; `test` sets nothing. What is no change for [`set_fields`]
 /// (status, managedFields, the resource version) is none here either.
-pub fn json_patch_fields(ops: &[Value], after: Option<&Value>) -> (Vec<SetField>, bool) {
-    let mut out = Vec::new();
-    let mut truncated = false;
+pub fn json_patch_fields(ops: &[Value], after: Option<&Value>, mask: &Masker) -> (Vec<SetField>, bool) {
+    let mut sink = Sink { out: Vec::new(), truncated: false, mask };
     for op in ops {
-        if out.len() >= MAX_SET_FIELDS {
-            truncated = true;
+        if sink.out.len() >= MAX_SET_FIELDS {
+            sink.truncated = true;
             break;
         }
         let (Some(kind), Some(pointer)) = (op.get("op").and_then(Value::as_str), op.get("path").and_then(Value::as_str)) else {
@@ -282,27 +280,27 @@ pub fn json_patch_fields(ops: &[Value], after: Option<&Value>) -> (Vec<SetField>
         if not_a_change("", first) || not_a_change(first, second) {
             continue;
         }
-        let (path, masked, keyed) = pointer_to_field_path(pointer, after);
+        let (path, masked, keyed) = pointer_to_field_path(pointer, after, mask);
         let mark = |text: &str, out: &mut Vec<SetField>| {
             out.push(SetField { path: path.clone(), value: if masked { MASKED.to_string() } else { text.to_string() } })
         };
         match (kind, op.get("value")) {
-            ("add" | "replace", Some(v)) => walk(v, path.clone(), masked, keyed, &mut out, &mut truncated, 1),
-            ("remove", _) => mark("(removed)", &mut out),
-            ("move", _) => mark("(moved)", &mut out),
-            ("copy", _) => mark("(copied)", &mut out),
+            ("add" | "replace", Some(v)) => sink.walk(v, path.clone(), masked, keyed, 1),
+            ("remove", _) => mark("(removed)", &mut sink.out),
+            ("move", _) => mark("(moved)", &mut sink.out),
+            ("copy", _) => mark("(copied)", &mut sink.out),
             _ => {}
         }
     }
-    out.truncate(MAX_SET_FIELDS);
-    (out, truncated)
+    sink.out.truncate(MAX_SET_FIELDS);
+    (sink.out, sink.truncated)
 }
 
 /// A JSON pointer (`/spec/template/spec/containers/0/securityContext`) as a field path
 /// (`spec.template.spec.containers[app].securityContext`), following `after` to name
 /// list items; whether a segment looks like a credential's name; whether the last
 /// segment is a list item named by its `name` (which is then no change of its own).
-fn pointer_to_field_path(pointer: &str, after: Option<&Value>) -> (String, bool, bool) {
+fn pointer_to_field_path(pointer: &str, after: Option<&Value>, mask: &Masker) -> (String, bool, bool) {
     let mut path = String::new();
     let mut masked = false;
     let mut keyed = false;
@@ -315,6 +313,7 @@ fn pointer_to_field_path(pointer: &str, after: Option<&Value>) -> (String, bool,
                 let item = index.and_then(|i| items.get(i));
                 let name = item.and_then(|i| i.get("name")).and_then(Value::as_str);
                 keyed = name.is_some();
+                masked |= name.is_some_and(|n| mask.name(n));
                 path.push_str(&format!("[{}]", name.unwrap_or(&seg)));
                 node = item;
             }
@@ -327,7 +326,7 @@ fn pointer_to_field_path(pointer: &str, after: Option<&Value>) -> (String, bool,
                         path.push('.');
                     }
                     path.push_str(&seg);
-                    masked |= looks_secret(&seg);
+                    masked |= mask.name(&seg);
                 }
                 node = node.and_then(|n| n.get(&seg));
             }
@@ -346,42 +345,52 @@ fn not_a_change(parent: &str, key: &str) -> bool {
     }
 }
 
-/// `keyed`: `v` is a list item addressed by its `name` (which is then no change).
-fn walk(v: &Value, path: String, masked: bool, keyed: bool, out: &mut Vec<SetField>, truncated: &mut bool, depth: usize) {
-    if out.len() >= MAX_SET_FIELDS {
-        *truncated = true;
-        return;
-    }
-    let leaf = |value: String, out: &mut Vec<SetField>| {
-        out.push(SetField { path: path.clone(), value: if masked { MASKED.to_string() } else { clip(&value, MAX_VALUE_CHARS) } });
-    };
-    match v {
-        Value::Object(m) if !m.is_empty() && depth < 32 => {
-            // An env var (or any name/value pair) whose name looks like a credential.
-            let named_secret = m.get("name").and_then(Value::as_str).is_some_and(looks_secret);
-            for (k, child) in m {
-                if not_a_change(&path, k) {
-                    continue;
-                }
-                if k.starts_with("$setElementOrder") || k == "$patch" || k == "$retainKeys" || (keyed && k == "name") {
-                    continue;
-                }
-                let p = if path.is_empty() { k.clone() } else { format!("{path}.{k}") };
-                let mask = masked || looks_secret(k) || (named_secret && k == "value");
-                walk(child, p, mask, false, out, truncated, depth + 1);
-            }
+impl Sink<'_> {
+    /// `keyed`: `v` is a list item addressed by its `name` (which is then no change);
+    /// `masked`: under a credential's name, so every value below shows `(masked)`.
+    fn walk(&mut self, v: &Value, path: String, masked: bool, keyed: bool, depth: usize) {
+        if self.out.len() >= MAX_SET_FIELDS {
+            self.truncated = true;
+            return;
         }
-        Value::Array(items) if !items.is_empty() && depth < 32 => {
-            for (i, item) in items.iter().enumerate() {
-                let name = item.get("name").and_then(Value::as_str);
-                let key = name.map_or_else(|| i.to_string(), str::to_string);
-                walk(item, format!("{path}[{key}]"), masked, name.is_some(), out, truncated, depth + 1);
+        let mask = self.mask;
+        let leaf = |value: &str, out: &mut Vec<SetField>| {
+            let shown = if masked { MASKED.to_string() } else { clip(&mask.text(value), MAX_VALUE_CHARS) };
+            out.push(SetField { path: path.clone(), value: shown });
+        };
+        match v {
+            Value::Object(m) if !m.is_empty() && depth < 32 => {
+                // An env var (or any name/value pair) whose name looks like a credential.
+                let named_secret = m.get("name").and_then(Value::as_str).is_some_and(|n| mask.name(n));
+                for (k, child) in m {
+                    if not_a_change(&path, k) {
+                        continue;
+                    }
+                    if k.starts_with("$setElementOrder") || k == "$patch" || k == "$retainKeys" || (keyed && k == "name") {
+                        continue;
+                    }
+                    let p = if path.is_empty() { k.clone() } else { format!("{path}.{k}") };
+                    let under = masked || named_secret || mask.name(k) || (p.starts_with("data.") && mask.path(&p));
+                    self.walk(child, p, under, false, depth + 1);
+                }
             }
+            Value::Array(items) if !items.is_empty() && depth < 32 => {
+                let mut after_flag = false;
+                for (i, item) in items.iter().enumerate() {
+                    let name = item.get("name").and_then(Value::as_str);
+                    let key = name.map_or_else(|| i.to_string(), str::to_string);
+                    // `["--password", "hunter2"]`: the flag's value is the next item.
+                    let under = masked || after_flag || name.is_some_and(|n| mask.name(n));
+                    after_flag = item.as_str().is_some_and(|s| mask.flag(s));
+                    self.walk(item, format!("{path}[{key}]"), under, name.is_some(), depth + 1);
+                }
+            }
+            Value::Object(_) | Value::Array(_) if depth >= 32 => leaf("(nested too deep)", &mut self.out),
+            Value::Bool(b) => self.out.push(SetField { path: path.clone(), value: b.to_string() }),
+            Value::String(s) => leaf(s, &mut self.out),
+            Value::Null => self.out.push(SetField { path: path.clone(), value: "(removed)".into() }),
+            other => leaf(&other.to_string(), &mut self.out),
         }
-        Value::Object(_) | Value::Array(_) if depth >= 32 => leaf("(nested too deep)".into(), out),
-        Value::String(s) => leaf(s.clone(), out),
-        Value::Null => leaf("(removed)".into(), out),
-        other => leaf(other.to_string(), out),
     }
 }
 
@@ -460,7 +469,7 @@ mod tests {
             "env": [{"name": "DB_PASSWORD", "value": "hunter2"}, {"name": "MODE", "value": "fast"}]}]}}},
             "metadata": {"managedFields": [{"manager": "x"}], "annotations": {"api-token": "abc"}},
             "data": {"password": "c2VjcmV0"}, "status": {"replicas": 3}});
-        let (set, truncated) = set_fields(&body);
+        let (set, truncated) = set_fields(&body, &Masker::default());
         assert!(!truncated);
         let get = |p: &str| set.iter().find(|f| f.path == p).map(|f| f.value.as_str());
         assert_eq!(get("spec.template.spec.containers[app].securityContext.privileged"), Some("true"));
@@ -478,7 +487,7 @@ mod tests {
         for i in 0..500 {
             m.insert(format!("k{i}"), json!("x".repeat(1000)));
         }
-        let (set, truncated) = set_fields(&json!({"data2": m}));
+        let (set, truncated) = set_fields(&json!({"data2": m}), &Masker::default());
         assert!(truncated);
         assert_eq!(set.len(), MAX_SET_FIELDS);
         assert!(set[0].value.chars().count() <= MAX_VALUE_CHARS + 1);
@@ -486,7 +495,7 @@ mod tests {
         for _ in 0..200 {
             deep = json!({ "a": deep });
         }
-        let (set, _) = set_fields(&deep);
+        let (set, _) = set_fields(&deep, &Masker::default());
         assert_eq!(set.len(), 1, "cut at depth 32, not a stack overflow");
     }
 
@@ -506,7 +515,7 @@ mod tests {
             {"op": "replace", "path": "/metadata/annotations/a~1b", "value": "x"},
             {"op": "replace", "path": "/status/sync/status", "value": "Synced"},
             {"op": "replace", "path": "/metadata/managedFields/0/manager", "value": "x"}]);
-        let (set, truncated) = json_patch_fields(ops.as_array().unwrap(), Some(&after));
+        let (set, truncated) = json_patch_fields(ops.as_array().unwrap(), Some(&after), &Masker::default());
         assert!(!truncated);
         let got: Vec<(&str, &str)> = set.iter().map(|f| (f.path.as_str(), f.value.as_str())).collect();
         assert_eq!(
@@ -520,7 +529,7 @@ mod tests {
             ]
         );
         // Without the object after the write, indexes stay indexes.
-        let (set, _) = json_patch_fields(&ops.as_array().unwrap()[1..2], None);
+        let (set, _) = json_patch_fields(&ops.as_array().unwrap()[1..2], None, &Masker::default());
         assert_eq!(set[0].path, "spec.template.spec.containers[0].securityContext.privileged");
     }
 }

@@ -16,16 +16,17 @@
 //! (`privileged: (not set) -> true`) — fields the API server defaults are owned by no
 //! such manager, so they are not noise. `spec.ignoreDifferences` is applied to both
 //! objects first (`drift::ignore`), so an ignored field is neither shown nor counted.
-//! Values are masked where the field or env var looks like a credential, a Secret's
-//! data is only ever `(changed)`, and everything is bounded: fields shown per resource
+//! Values are masked by name and by shape on both sides (`drift::mask`: a credential's
+//! field, env var or data key, a DSN's password, a `--token=` flag, a PEM key, an object
+//! holding any of them summarised), a Secret's data is only ever `(changed)`, and everything is bounded: fields shown per resource
 //! (the rest counted in `more`), characters per value, nodes visited, depth.
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::audit::{clip, looks_secret};
 use super::classes::{ARGOCD_MANAGERS, is_security_field};
 use super::ignore::{ForResource, Step, remove_all};
+use super::mask::Masker;
 
 /// The annotation client-side apply keeps the applied object in.
 pub const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
@@ -47,7 +48,7 @@ const MISSING: &str = "\u{0}missing";
 /// What a value shows when the field is absent, unknown, masked or a Secret's.
 pub const NOT_SET: &str = "(not set)";
 pub const NOT_KNOWN: &str = "(not known)";
-pub const MASKED: &str = "(masked)";
+pub const MASKED: &str = super::mask::MASKED;
 pub const HIDDEN: &str = "(hidden)";
 pub const CHANGED: &str = "(changed)";
 
@@ -141,6 +142,8 @@ pub struct Input<'a> {
     /// (`attribution.ignoreManagers`).
     pub ignore_managers: &'a [String],
     pub limits: Limits,
+    /// How credentials are recognised (the built-in rules and `diff.mask`).
+    pub mask: &'a Masker,
     /// Notes so far (the desired source's trouble, ignore rules that were refused).
     pub notes: Vec<String>,
 }
@@ -282,7 +285,7 @@ pub fn compute(mut input: Input<'_>) -> ResourceDiff {
                 .filter(|(at, _)| at.starts_with(&r.at) || r.at.starts_with(at))
                 .map(|(_, o)| *o)
                 .max_by(|a, b| a.time.cmp(&b.time));
-            let (desired, live) = values(r, input.secret, input.limits.max_value_chars);
+            let (desired, live) = values(r, input.secret, input.limits.max_value_chars, input.mask);
             FieldChange {
                 path: r.path.clone(),
                 desired,
@@ -298,32 +301,22 @@ pub fn compute(mut input: Input<'_>) -> ResourceDiff {
     ResourceDiff { source, more: total.saturating_sub(changes.len()), changes, note: notes.join("; "), ignored }
 }
 
-/// What the two values show: masked where the field looks like a credential, a
-/// Secret's data only as changed.
-fn values(r: &Raw<'_>, secret: bool, max: usize) -> (String, String) {
+/// What the two values show: masked by name and shape (`drift::mask`), a Secret's data
+/// only as changed.
+fn values(r: &Raw<'_>, secret: bool, max: usize, mask: &Masker) -> (String, String) {
+    let is_set = |s: Shown<'_>| matches!(s, Shown::Value(_));
+    let named = mask.path(&r.path);
     let show = |s: Shown<'_>| match s {
         Shown::NotSet => NOT_SET.to_string(),
         Shown::NotKnown => NOT_KNOWN.to_string(),
-        Shown::Value(Value::String(s)) => clip(s, max),
-        Shown::Value(v) => clip(&v.to_string(), max),
+        Shown::Value(v) => mask.show(v, named, max),
     };
-    let is_set = |s: Shown<'_>| matches!(s, Shown::Value(_));
     if secret && (r.path.starts_with("data") || r.path.starts_with("stringData")) {
         let d = if is_set(r.desired) { HIDDEN.to_string() } else { show(r.desired) };
         let l = if is_set(r.live) { CHANGED.to_string() } else { show(r.live) };
         return (d, l);
     }
-    let stringy = |s: Shown<'_>| matches!(s, Shown::Value(Value::String(_)));
-    if (stringy(r.desired) || stringy(r.live)) && credential_path(&r.path) {
-        let m = |s: Shown<'_>| if is_set(s) { MASKED.to_string() } else { show(s) };
-        return (m(r.desired), m(r.live));
-    }
     (show(r.desired), show(r.live))
-}
-
-/// Whether a field name or list item name on the path looks like a credential.
-fn credential_path(path: &str) -> bool {
-    path.split(['.', '[', ']']).filter(|s| !s.is_empty() && s.parse::<f64>().is_err()).any(looks_secret)
 }
 
 struct Walk<'k> {
@@ -621,7 +614,17 @@ mod tests {
 
     fn run(live: &Value, ignore: &ForResource, limits: Limits) -> ResourceDiff {
         let desired = desired_from_last_applied(live).unwrap().map(|d| (d, DesiredSource::LastApplied));
-        compute(Input { live, desired, kind_class: "workload", secret: false, ignore, ignore_managers: &[], limits, notes: Vec::new() })
+        compute(Input {
+            live,
+            desired,
+            kind_class: "workload",
+            secret: false,
+            ignore,
+            ignore_managers: &[],
+            limits,
+            mask: &Masker::default(),
+            notes: Vec::new(),
+        })
     }
 
     fn shown(d: &ResourceDiff) -> Vec<(String, String, String, String)> {
@@ -692,6 +695,7 @@ mod tests {
             ignore: &none,
             ignore_managers: &[],
             limits: Limits::default(),
+            mask: &Masker::default(),
             notes: Vec::new(),
         });
         assert_eq!(shown(&d), vec![("data.password".into(), HIDDEN.into(), CHANGED.into(), String::new())]);

@@ -12,6 +12,7 @@ pub mod classes;
 pub mod diff;
 pub mod episode;
 pub mod ignore;
+pub mod mask;
 pub mod operation;
 pub mod story;
 
