@@ -169,10 +169,12 @@ fn main() {
         driftwatch::drift::attribution::resource_key("apps", "Deployment", "shop", "res-7"),
         driftwatch::drift::attribution::attribute(&live_object, "workload", &[]),
     );
-    let drift = Drift::of(&drifted.object, &prod.classes, &inputs.live, "");
+    let drift = Drift::of(&drifted.object, &prod.classes, &inputs.live, "", &driftwatch::project::Scope::unrestricted());
     // Computed, then converted to what triggers see: the work the pass does per drift.
     measure("drift: classes, direction, attribution (60 resources)", 20_000, || {
-        black_box(Drift::of(black_box(&drifted.object), &prod.classes, &inputs.live, "").view());
+        black_box(
+            Drift::of(black_box(&drifted.object), &prod.classes, &inputs.live, "", &driftwatch::project::Scope::unrestricted()).view(),
+        );
     });
     let episode = driftwatch::drift::episode::observe(None, &drifted, &drift, now).episode.expect("drifting");
     measure("route tree: match the production policy on an episode", 50_000, || {

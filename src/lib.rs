@@ -51,6 +51,7 @@ pub mod import;
 pub mod metrics;
 pub mod model;
 pub mod pipeline;
+pub mod project;
 pub mod replay;
 pub mod route;
 pub mod secret;

@@ -210,6 +210,8 @@ pub struct Metrics {
     /// Reads of live objects the RBAC refused (or a refusal remembered for the kind),
     /// by `resource` (`deployments.apps`: API resources the cluster serves).
     pub live_reads_forbidden: Family,
+    /// Resources an Application's status lists outside its AppProject: never read.
+    pub live_reads_outside_project: Counter,
     /// Live reads by `cluster` (`in-cluster` or a `clusters:` entry) and `result`
     /// (`ok`, `failed`: no answer, `error`: the API server answered with one).
     pub cluster_reads: Family,
@@ -273,6 +275,7 @@ impl Metrics {
             live_reads: Counter::default(),
             live_read_errors: Counter::default(),
             live_reads_forbidden: Family::new("resource"),
+            live_reads_outside_project: Counter::default(),
             cluster_reads: Family::with_two("result", "cluster"),
             cluster_up: Family::new("cluster"),
             diffs: Family::new("source"),
@@ -320,6 +323,11 @@ impl Metrics {
             "driftwatch_live_reads_forbidden",
             "Reads of live objects for attribution that the RBAC does not allow, by resource",
             m.live_reads_forbidden.family.clone(),
+        );
+        r.register(
+            "driftwatch_live_reads_outside_project",
+            "Resources an Application's status lists outside its AppProject (not read, not indexed)",
+            m.live_reads_outside_project.clone(),
         );
         r.register("driftwatch_cluster_reads", "Live reads by cluster and result", m.cluster_reads.family.clone());
         r.register("driftwatch_cluster_up", "Whether the last live read from each cluster succeeded", m.cluster_up.family.clone());
@@ -408,6 +416,7 @@ impl Metrics {
             ("driftwatch_live_reads", "counter", &[]),
             ("driftwatch_live_read_errors", "counter", &[]),
             ("driftwatch_live_reads_forbidden", "counter", &["resource"]),
+            ("driftwatch_live_reads_outside_project", "counter", &[]),
             ("driftwatch_cluster_reads", "counter", &["result", "cluster"]),
             ("driftwatch_cluster_up", "gauge", &["cluster"]),
             ("driftwatch_diffs", "counter", &["source"]),

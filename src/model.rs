@@ -167,13 +167,15 @@ fn parse_time(s: &str) -> Option<chrono::DateTime<chrono::Utc>> {
     chrono::DateTime::parse_from_rfc3339(s).ok().map(|t| t.with_timezone(&chrono::Utc))
 }
 
-/// An Argo CD `AppProject`: only its annotations matter here (project-level
-/// subscriptions apply to all its Applications).
+/// An Argo CD `AppProject`: its annotations (project-level subscriptions apply to all
+/// its Applications) and its rule for what its Applications may hold (what driftwatch
+/// may read for them: `drift::scope`).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Project {
     pub name: String,
     pub namespace: String,
     pub annotations: BTreeMap<String, String>,
+    pub policy: crate::project::ProjectPolicy,
 }
 
 impl Project {
@@ -184,6 +186,7 @@ impl Project {
             name: meta_str(meta, "name")?,
             namespace: meta_str(meta, "namespace")?,
             annotations: string_map(meta, "annotations")?,
+            policy: crate::project::ProjectPolicy::of(object),
         })
     }
 }

@@ -390,6 +390,124 @@ mod on_a_real_api_server {
         assert!(d.stop().success());
     }
 
+    /// An Application is not a capability (review H1) and credentials never leave (H4),
+    /// on the real API server, whose Application CRD has no status subresource: mallory,
+    /// who may patch one Application of AppProject `team-a` (destination `team-a` only),
+    /// writes its `status.resources` to name a ConfigMap in `kube-system` and one of
+    /// team-b. Neither is read (the API server's own audit log has no GET of them), both
+    /// are `notRead: outside-project` and counted. alice's changes in `team-a` — a
+    /// `DB_PASSWORD` env item, a `DATABASE_URL` with a password, an `--api-key=` argument,
+    /// a password line in a ConfigMap's properties — are listed with their paths, and no
+    /// credential reaches the SIEM, the page, `/history` or `/ui`.
+    #[test]
+    fn an_application_is_not_a_capability_and_credentials_never_leave() {
+        let cpl = cp::shared();
+        let dir = tempfile::tempdir().unwrap();
+        let policy = dir.path().join("policy.yaml");
+        std::fs::write(&policy, "apiVersion: audit.k8s.io/v1\nkind: Policy\nomitStages: [RequestReceived]\nrules:\n  - level: Metadata\n    resources: [{group: \"\", resources: [configmaps]}]\n  - level: None\n").unwrap();
+        let audit_log = dir.path().join("audit.log");
+        let flags = vec![format!("--audit-policy-file={}", policy.display()), format!("--audit-log-path={}", audit_log.display())];
+        let api = cpl.start_api_server("capability", &flags);
+        let (got, port) = hook();
+        std::fs::write(dir.path().join("driftwatch.yaml"), drift_config(port)).unwrap();
+        api.kubeconfig(&dir.path().join("kubeconfig"), ADMIN);
+        let secret = "hunter2-c0ffee";
+        block_on(async {
+            api.namespaces(&["cap-apps", "team-a", "team-b"]).await;
+            let admin = api.client(ADMIN).await;
+            let project = json!({"apiVersion": "argoproj.io/v1alpha1", "kind": "AppProject", "metadata": {"name": "team-a", "namespace": "argocd"},
+                "spec": {"sourceRepos": ["*"], "destinations": [{"server": "https://kubernetes.default.svc", "namespace": "team-a"}]}});
+            apply_as(&admin, "argocd-server", project).await;
+            let deploy = json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web", "namespace": "team-a"},
+                "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "web"}},
+                         "template": {"metadata": {"labels": {"app": "web"}},
+                                      "spec": {"containers": [{"name": "app", "image": "shop:1.0", "env": [{"name": "MODE", "value": "a"}]}]}}}});
+            let cm = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "cfg", "namespace": "team-a"},
+                "data": {"application.properties": "server.port=8080\n"}});
+            apply_as(&admin, "argocd-controller", deploy.clone()).await;
+            apply_as(&admin, "argocd-controller", cm.clone()).await;
+            for (ns, name, value) in
+                [("kube-system", "kubeadm-config", "apiServer: kube-system-private-value"), ("team-b", "payments", "team-b-private-value")]
+            {
+                let other = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "namespace": ns}, "data": {"config": value}});
+                apply_as(&admin, "argocd-controller", other).await;
+            }
+            // alice, by hand.
+            grant(&admin, "team-a", "alice", "apps", &["deployments"], &["get", "patch"]).await;
+            grant(&admin, "team-a", "alice", "", &["configmaps"], &["get", "patch"]).await;
+            let alice = api.client(ALICE).await;
+            let env = json!([{"name": "DB_PASSWORD", "value": secret}, {"name": "DATABASE_URL", "value": format!("postgres://app:{secret}@db:5432/shop")}]);
+            let set = json!({"spec": {"template": {"spec": {"containers": [{"name": "app", "env": env, "args": [format!("--api-key={secret}")]}]}}}});
+            patch_as(&alice, "kubectl-edit", &deploy, Patch::Strategic(set)).await.unwrap();
+            let props = format!("server.port=8080\nspring.datasource.password={secret}\n");
+            patch_as(&alice, "kubectl-edit", &cm, Patch::Merge(json!({"data": {"application.properties": props}}))).await.unwrap();
+            // The Application, and mallory's forged status (she may patch Applications in cap-apps).
+            put_app(
+                &admin,
+                application(
+                    AppBuilder::new("mine")
+                        .synced()
+                        .healthy()
+                        .field("/metadata/namespace", json!("cap-apps"))
+                        .field("/spec/project", json!("team-a"))
+                        .field("/spec/destination", json!({"server": "https://kubernetes.default.svc", "namespace": "team-a"}))
+                        .field("/status/history", json!([{"id": 1, "revision": REV1}])),
+                ),
+            )
+            .await;
+            grant(&admin, "cap-apps", "mallory", "argoproj.io", &["applications"], &["get", "patch"]).await;
+            let mallory = api.client(MALLORY).await;
+            let res = |group: &str, kind: &str, ns: &str, name: &str| json!({"group": group, "version": "v1", "kind": kind, "namespace": ns, "name": name, "status": "OutOfSync"});
+            let forged = json!({"status": {"sync": {"status": "OutOfSync", "revision": REV1}, "resources": [
+                res("apps", "Deployment", "team-a", "web"), res("", "ConfigMap", "team-a", "cfg"),
+                res("", "ConfigMap", "kube-system", "kubeadm-config"), res("", "ConfigMap", "team-b", "payments")]}});
+            let app =
+                json!({"apiVersion": "argoproj.io/v1alpha1", "kind": "Application", "metadata": {"name": "mine", "namespace": "cap-apps"}});
+            patch_as(&mallory, "kubectl-patch", &app, Patch::Merge(forged))
+                .await
+                .expect("no status subresource: mallory writes the status");
+        });
+        let d = Daemon::start_with(dir.path(), &["-n", "cap-apps", "--projects-namespace", "argocd"]);
+        wait_for("both outside-project resources counted", Duration::from_secs(30), || {
+            d.metric("driftwatch_live_reads_outside_project_total") == Some(2.0)
+        });
+        wait_for("the two team-a resources diffed", Duration::from_secs(30), || {
+            ["Deployment", "ConfigMap"]
+                .iter()
+                .all(|k| resource_of(&d, "cap-apps/mine", k).is_some_and(|r| r["changes"].as_array().is_some_and(|c| !c.is_empty())))
+        });
+        let (_, body) = get(&d.admin, "/history?app=cap-apps%2Fmine").unwrap();
+        let eps: Vec<Value> = serde_json::from_str(&body).unwrap();
+        let resources: Vec<Value> = eps[0]["resources"].as_array().cloned().unwrap();
+        for name in ["kubeadm-config", "payments"] {
+            let r = resources.iter().find(|r| r["name"] == name).unwrap_or_else(|| panic!("{name}: {body}"));
+            assert_eq!(r["attribution"]["notRead"]["reason"], "outside-project", "{r}");
+            assert!(r.get("changes").is_none_or(|c| c.as_array().is_some_and(Vec::is_empty)), "{r}");
+        }
+        // Never asked for: the API server's audit log has no read of either by anyone.
+        let reads = audited(&audit_log, "get /api/v1/namespaces/");
+        assert!(reads.iter().any(|l| l.contains("/team-a/configmaps/cfg")), "the permitted one was read: {reads:?}");
+        assert!(!reads.iter().any(|l| l.contains("kubeadm-config") || l.contains("/team-b/")), "{reads:?}");
+        // The changes are listed, the credentials are not.
+        let changes: Vec<(String, String)> = resources
+            .iter()
+            .flat_map(|r| r["changes"].as_array().cloned().unwrap_or_default())
+            .map(|c| (c["path"].as_str().unwrap_or_default().to_string(), c["live"].as_str().unwrap_or_default().to_string()))
+            .collect();
+        for path in ["env[DB_PASSWORD]", "env[DATABASE_URL]", ".args", "data.application.properties"] {
+            assert!(changes.iter().any(|(p, _)| p.contains(path)), "{path}: {changes:?}");
+        }
+        assert!(changes.iter().any(|(_, v)| v.contains("spring.datasource.password=(masked)")), "{changes:?}");
+        wait_for("the episode in the SIEM", Duration::from_secs(30), || find(&got, "on-drift-episode", "opened").is_some());
+        let (_, ui) = get(&d.admin, "/ui/api/app?app=cap-apps%2Fmine").unwrap();
+        for (what, text) in [("the receivers", bodies(&got).join("\n")), ("/history", body), ("/ui", ui)] {
+            for leaked in [secret, "kube-system-private-value", "team-b-private-value"] {
+                assert!(!text.contains(leaked), "{leaked} reached {what}: {text}");
+            }
+        }
+        assert!(d.stop().success());
+    }
+
     const AUDIT_TOKEN: &str = "audit-e2e-token-0123456789";
 
     /// The webhook kubeconfig the API server posts its audit batches with: the daemon's

@@ -125,6 +125,7 @@ static AUDIT: LazyLock<(Value, driftwatch::audit::index::ManagedIndex)> = LazyLo
             "spec": {"project": "default", "destination": {"namespace": "payments"}},
             "status": {"resources": [{"group": "apps", "kind": "Deployment", "namespace": "payments", "name": "api"}]}}))
         .expect("an Application"),
+        &driftwatch::project::Scope::unrestricted(),
     );
     (list, index)
 });

@@ -233,6 +233,7 @@ fn project_subscriptions_and_global_selectors_route_without_app_annotations() {
             name: "default".into(),
             namespace: "argocd".into(),
             annotations: [("notifications.argoproj.io/subscribe.on-health-degraded.slack".to_string(), "team".to_string())].into(),
+            policy: Default::default(),
         },
     );
     let state = Arc::new(StateStore::in_memory().unwrap());

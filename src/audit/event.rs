@@ -421,6 +421,7 @@ mod tests {
                     {"group": "apps", "kind": "Deployment", "namespace": "payments", "name": "api"},
                     {"kind": "Secret", "namespace": "payments", "name": "db"}]}}))
             .unwrap(),
+            &crate::project::Scope::unrestricted(),
         );
         idx
     }

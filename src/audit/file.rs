@@ -197,6 +197,7 @@ mod tests {
                 "spec": {"destination": {"namespace": "payments"}},
                 "status": {"resources": [{"group": "apps", "kind": "Deployment", "namespace": "payments", "name": "api"}]}}))
             .unwrap(),
+            &crate::project::Scope::unrestricted(),
         );
         let (sink, mut queue) = super::super::queue(&shared);
         follow(path.clone(), shared, sink).unwrap();

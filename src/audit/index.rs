@@ -25,8 +25,9 @@ pub struct Target {
 #[derive(Debug, Default)]
 pub struct ManagedIndex {
     by_ref: HashMap<String, Vec<Target>>,
-    /// Per Application: the keys it put in `by_ref`, and its tracking values.
-    by_app: HashMap<Arc<str>, (Vec<String>, Vec<String>)>,
+    /// Per Application: the keys it put in `by_ref`, its tracking values and its
+    /// destination namespace.
+    by_app: HashMap<Arc<str>, (Vec<String>, Vec<String>, String)>,
     /// Tracking value (`name`, `namespace_name`) -> Applications with their
     /// destination namespace.
     by_tracking: HashMap<String, Vec<(Arc<str>, String)>>,
@@ -54,23 +55,29 @@ fn ref_key(group: &str, resource: &str, namespace: &str, name: &str) -> String {
 }
 
 impl ManagedIndex {
-    /// Records (or replaces) what `app` manages.
-    pub fn update(&mut self, app: &App) {
+    /// Records (or replaces) what `app` manages: of its `status.resources`, those its
+    /// AppProject permits (`scope`), since anyone who may patch the Application may
+    /// write that list; an object outside it is not the Application's.
+    pub fn update(&mut self, app: &App, scope: &crate::project::Scope) {
         let key: Arc<str> = Arc::from(app.state_key());
         let s = |v: &Value, k: &str| v.get(k).and_then(Value::as_str).unwrap_or_default().to_string();
         let mut refs = vec![ref_key("argoproj.io", "applications", &app.namespace, &app.name)];
         let mut targets = vec![Target { app_key: key.clone(), kind: Arc::from("Application"), app_spec: true }];
         for r in app.object.pointer("/status/resources").and_then(Value::as_array).into_iter().flatten() {
             let (group, kind) = (s(r, "group"), s(r, "kind"));
+            if scope.permits(&group, &kind, &s(r, "namespace")).is_err() {
+                continue;
+            }
             refs.push(ref_key(&group, &plural(&kind), &s(r, "namespace"), &s(r, "name")));
             targets.push(Target { app_key: key.clone(), kind: Arc::from(kind.as_str()), app_spec: false });
         }
         let tracking = vec![app.name.clone(), format!("{}_{}", app.namespace, app.name)];
-        if self.by_app.get(&key).is_some_and(|(r, _)| *r == refs) {
+        let dest_ns = app.object.pointer("/spec/destination/namespace").and_then(Value::as_str).unwrap_or_default().to_string();
+        // Unchanged only when the destination namespace is too (tracking labels match by it).
+        if self.by_app.get(&key).is_some_and(|(r, _, ns)| *r == refs && *ns == dest_ns) {
             return;
         }
         self.remove(&key);
-        let dest_ns = app.object.pointer("/spec/destination/namespace").and_then(Value::as_str).unwrap_or_default().to_string();
         for (r, t) in refs.iter().zip(targets) {
             let list = self.by_ref.entry(r.clone()).or_default();
             if !list.iter().any(|o| o.app_key == t.app_key) {
@@ -80,12 +87,12 @@ impl ManagedIndex {
         for t in &tracking {
             self.by_tracking.entry(t.clone()).or_default().push((key.clone(), dest_ns.clone()));
         }
-        self.by_app.insert(key, (refs, tracking));
+        self.by_app.insert(key, (refs, tracking, dest_ns));
     }
 
     /// Forgets an Application (deleted).
     pub fn remove(&mut self, app_key: &str) {
-        let Some((refs, tracking)) = self.by_app.remove(app_key) else { return };
+        let Some((refs, tracking, _)) = self.by_app.remove(app_key) else { return };
         for r in refs {
             if let Some(list) = self.by_ref.get_mut(&r) {
                 list.retain(|t| &*t.app_key != app_key);
@@ -158,7 +165,7 @@ mod tests {
     #[test]
     fn listed_objects_and_the_application_itself_are_found_and_forgotten() {
         let mut idx = ManagedIndex::default();
-        idx.update(&app("payments-api", json!([{"group": "apps", "kind": "Deployment", "namespace": "payments", "name": "api"}])));
+        idx.update_all(&app("payments-api", json!([{"group": "apps", "kind": "Deployment", "namespace": "payments", "name": "api"}])));
         let hit = idx.lookup("apps", "deployments", "payments", "api");
         assert_eq!((&*hit[0].app_key, &*hit[0].kind, hit[0].app_spec), ("argocd/payments-api@u-payments-api", "Deployment", false));
         assert!(idx.lookup("argoproj.io", "applications", "argocd", "payments-api")[0].app_spec);
@@ -166,12 +173,51 @@ mod tests {
         assert_eq!(idx.tracked("payments-api", "payments").len(), 1);
         assert!(idx.tracked("payments-api", "tenant-b").is_empty(), "a label claiming it outside its namespace");
         // The resource list changes: the old entry goes.
-        idx.update(&app("payments-api", json!([{"group": "", "kind": "Service", "namespace": "payments", "name": "api"}])));
+        idx.update_all(&app("payments-api", json!([{"group": "", "kind": "Service", "namespace": "payments", "name": "api"}])));
         assert!(idx.lookup("apps", "deployments", "payments", "api").is_empty());
         assert_eq!(idx.lookup("", "services", "payments", "api").len(), 1);
         idx.remove("argocd/payments-api@u-payments-api");
         assert!(idx.lookup("", "services", "payments", "api").is_empty());
         assert_eq!(idx.apps(), 0);
+        assert!(idx.tracked("payments-api", "payments").is_empty());
+    }
+
+    impl ManagedIndex {
+        fn update_all(&mut self, app: &App) {
+            self.update(app, &crate::project::Scope::unrestricted());
+        }
+    }
+
+    /// A forged `status.resources` entry outside the AppProject is not indexed: another
+    /// tenant's writes to it never land in this Application's window (review H1); a
+    /// change of the destination namespace alone is applied (review L5).
+    #[test]
+    fn only_what_the_project_permits_is_indexed_and_a_new_namespace_is_applied() {
+        let project = crate::project::ProjectPolicy::of(&json!({"spec": {"destinations": [{"server": "*", "namespace": "payments"}]}}));
+        let mut a = app(
+            "payments-api",
+            json!([
+            {"group": "apps", "kind": "Deployment", "namespace": "payments", "name": "api"},
+            {"group": "", "kind": "ConfigMap", "namespace": "kube-system", "name": "kubeadm-config"},
+            {"group": "rbac.authorization.k8s.io", "kind": "ClusterRole", "namespace": "", "name": "admin"}]),
+        );
+        a.object["spec"]["destination"]["server"] = "https://kubernetes.default.svc".into();
+        let scope = crate::project::Scope::of(&a.object, Some(&project));
+        let mut idx = ManagedIndex::default();
+        idx.update(&a, &scope);
+        assert_eq!(idx.lookup("apps", "deployments", "payments", "api").len(), 1);
+        assert!(idx.lookup("", "configmaps", "kube-system", "kubeadm-config").is_empty());
+        assert!(idx.lookup("rbac.authorization.k8s.io", "clusterroles", "", "admin").is_empty());
+        assert!(idx.lookup("argoproj.io", "applications", "argocd", "payments-api")[0].app_spec, "the Application itself is");
+        // Unseen project: only the Application itself.
+        idx.update(&a, &crate::project::Scope::of(&a.object, None));
+        assert!(idx.lookup("apps", "deployments", "payments", "api").is_empty());
+        // L5: the same resources, a new destination namespace.
+        idx.update(&a, &scope);
+        assert_eq!(idx.tracked("payments-api", "payments").len(), 1);
+        a.object["spec"]["destination"]["namespace"] = "payments-v2".into();
+        idx.update(&a, &scope);
+        assert_eq!(idx.tracked("payments-api", "payments-v2").len(), 1);
         assert!(idx.tracked("payments-api", "payments").is_empty());
     }
 }

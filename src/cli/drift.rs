@@ -59,7 +59,7 @@ pub fn routes_test(
     }
     if !audit_files.is_empty() {
         let mut index = crate::audit::ManagedIndex::default();
-        index.update(&app);
+        index.update(&app, &crate::project::Scope::unrestricted());
         let rt = &pipeline.runtime;
         for f in audit_files {
             let body = match std::fs::read(f) {

@@ -137,7 +137,8 @@ pub fn check(config: Option<&Path>, out: &mut dyn Write, err: &mut dyn Write) ->
 /// Application), an open security episode with attribution, and its resolution.
 fn check_drift_samples(rt: &Runtime, app: &App) -> Vec<(Drift, Option<Episode>, chrono::DateTime<Utc>, bool)> {
     let t0 = chrono::DateTime::<Utc>::from_timestamp(1_772_420_000, 0).unwrap_or_default();
-    let none = Drift::of(&app.object, &rt.classes, &crate::drift::attribution::LiveIndex::new(), "");
+    let none =
+        Drift::of(&app.object, &rt.classes, &crate::drift::attribution::LiveIndex::new(), "", &crate::project::Scope::unrestricted());
     let mut drifted = app.clone();
     // The samples are being deleted (for on-deleted); a drifting one is not.
     if let Some(meta) = drifted.object.get_mut("metadata").and_then(Value::as_object_mut) {
@@ -171,7 +172,7 @@ fn check_drift_samples(rt: &Runtime, app: &App) -> Vec<(Drift, Option<Episode>, 
         ..Default::default()
     });
     live.insert(crate::drift::attribution::resource_key("apps", "Deployment", "ns", "web"), attribution);
-    let drift = Drift::of(&drifted.object, &rt.classes, &live, "");
+    let drift = Drift::of(&drifted.object, &rt.classes, &live, "", &crate::project::Scope::unrestricted());
     let open = crate::drift::episode::observe(None, &drifted, &drift, t0).episode;
     debug_assert!(open.is_some(), "the drifted sample opens an episode");
     let resolved = crate::drift::episode::observe(open.clone(), app, &none, t0 + chrono::Duration::minutes(14)).episode;
@@ -199,7 +200,8 @@ fn read_app(path: &Path, err: &mut dyn Write) -> anyhow::Result<Option<App>> {
 /// the first time it met the Application in this state (an episode opens now if it
 /// is OutOfSync or Degraded).
 fn first_sight(rt: &Runtime, app: &App, now: chrono::DateTime<Utc>) -> (Drift, Option<Episode>) {
-    let drift = Drift::of(&app.object, &rt.classes, &crate::drift::attribution::LiveIndex::new(), "");
+    let drift =
+        Drift::of(&app.object, &rt.classes, &crate::drift::attribution::LiveIndex::new(), "", &crate::project::Scope::unrestricted());
     let episode = crate::drift::episode::observe(None, app, &drift, now).episode;
     (drift, episode)
 }

@@ -83,15 +83,24 @@ impl Wanted {
 
     /// The resources of an Application's `drift` that have what a read needs, in the
     /// cluster `target` (none when its destination is neither this cluster nor a
-    /// configured spoke: a same-named object here would be the wrong one).
+    /// configured spoke: a same-named object here would be the wrong one), and that its
+    /// AppProject permits (`notRead: outside-project` ones are never asked for).
     pub fn from_drift(drift: &Drift, target: &Target, app: &Value) -> Vec<Wanted> {
         let cluster = match target {
             Target::Local => String::new(),
             Target::Spoke(l) => l.clone(),
             Target::Elsewhere(_) => return Vec::new(),
         };
-        let readable: Vec<_> =
-            drift.resources.iter().filter(|r| !r.version.is_empty() && !r.kind.is_empty() && !r.name.is_empty()).collect();
+        use crate::drift::attribution::NotReadReason;
+        let outside = |r: &&crate::drift::DriftResource| {
+            r.attribution.as_ref().and_then(|a| a.not_read.as_ref()).is_some_and(|n| n.reason == NotReadReason::OutsideProject)
+        };
+        let readable: Vec<_> = drift
+            .resources
+            .iter()
+            .filter(|r| !r.version.is_empty() && !r.kind.is_empty() && !r.name.is_empty())
+            .filter(|r| !outside(r))
+            .collect();
         if readable.is_empty() {
             return Vec::new();
         }
@@ -145,12 +154,27 @@ impl Fetched {
 
 /// The Application `namespace/name` as the API server has it (for `driftwatch diff`).
 pub async fn get_application(client: &kube::Client, namespace: &str, name: &str) -> Result<Option<Value>, String> {
-    let ar = ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk("argoproj.io", "v1alpha1", "Application"), "applications");
+    get_argocd_object(client, "Application", "applications", namespace, name).await
+}
+
+/// An AppProject by name, from the Application's namespace or else Argo CD's
+/// (`argocd`), where projects of Applications in any namespace live.
+pub async fn get_project(client: &kube::Client, app_namespace: &str, name: &str) -> Result<Option<Value>, String> {
+    for ns in [app_namespace, "argocd"] {
+        if let Some(p) = get_argocd_object(client, "AppProject", "appprojects", ns, name).await? {
+            return Ok(Some(p));
+        }
+    }
+    Ok(None)
+}
+
+async fn get_argocd_object(client: &kube::Client, kind: &str, plural: &str, namespace: &str, name: &str) -> Result<Option<Value>, String> {
+    let ar = ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk("argoproj.io", "v1alpha1", kind), plural);
     let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), namespace, &ar);
     match api.get_opt(name).await {
         Ok(Some(o)) => serde_json::to_value(&o).map(Some).map_err(|e| e.to_string()),
         Ok(None) => Ok(None),
-        Err(e) => Err(format!("reading Application {namespace}/{name}: {e}")),
+        Err(e) => Err(format!("reading {kind} {namespace}/{name}: {e}")),
     }
 }
 

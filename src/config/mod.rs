@@ -405,6 +405,26 @@ impl Runtime {
     pub fn target(&self, app: &serde_json::Value) -> clusters::Target {
         clusters::target(app, &self.attribution.destinations, &self.clusters)
     }
+
+    /// The server and name of `app`'s destination cluster, each from the other where a
+    /// configured cluster (or Argo CD's own `in-cluster`) says.
+    pub fn destination_of(&self, app: &serde_json::Value) -> (String, String) {
+        const IN_CLUSTER: (&str, &str) = ("https://kubernetes.default.svc", "in-cluster");
+        let (server, name) = clusters::destination(app);
+        let known = self
+            .clusters
+            .iter()
+            .map(|c| (c.server.as_str(), c.name.as_str()))
+            .chain(std::iter::once(IN_CLUSTER))
+            .find(|(s, n)| (!name.is_empty() && *n == name) || (!server.is_empty() && *s == server));
+        match known {
+            // A cluster from Argo CD's Secret has its server only at run time: a project
+            // destination `server: '*'` matches it, a specific server does not.
+            Some(("", n)) if server.is_empty() => (crate::project::UNKNOWN_SERVER.to_string(), n.to_string()),
+            Some((s, n)) => (if server.is_empty() { s } else { server }.to_string(), if name.is_empty() { n } else { name }.to_string()),
+            None => (server.to_string(), name.to_string()),
+        }
+    }
 }
 
 impl Runtime {

@@ -84,6 +84,10 @@ pub enum NotReadReason {
     /// The API server answered with an error (a kind it does not serve, a credential
     /// it refuses with 401, a 500): tried again after the TTL.
     Error,
+    /// The Application's AppProject does not permit the resource (its group/kind, its
+    /// namespace on that destination), or the project has not been seen: never asked
+    /// for (`drift::scope`).
+    OutsideProject,
 }
 
 /// A resource whose attribution is unknown, and why.

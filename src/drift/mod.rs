@@ -273,7 +273,9 @@ impl Drift {
     /// What drifted in an Application, from its status, the class map and the
     /// attribution and diffs read from the live objects (`live`, possibly empty; keyed
     /// by `cluster`, the [`crate::config::clusters::Target::key`] of the Application).
-    pub fn of(app: &Value, classes: &ClassMap, live: &LiveIndex, cluster: &str) -> Drift {
+    /// `scope`: what the Application's AppProject lets driftwatch read for it; a
+    /// resource outside it is `notRead: outside-project`, whatever the live index holds.
+    pub fn of(app: &Value, classes: &ClassMap, live: &LiveIndex, cluster: &str, scope: &crate::project::Scope) -> Drift {
         let mut class_set = BTreeSet::new();
         let mut resources = Vec::new();
         let mut attribution = Vec::new();
@@ -285,7 +287,14 @@ impl Drift {
                 }
                 let s = |k: &str| r.get(k).and_then(Value::as_str).unwrap_or_default();
                 let kind_class = classes.class_of(s("group"), s("kind"));
-                let attr = live.get(&live_key(cluster, s("group"), s("kind"), s("namespace"), s("name")));
+                let outside = scope
+                    .permits(s("group"), s("kind"), s("namespace"))
+                    .err()
+                    .map(|why| Attribution::not_read(attribution::NotReadReason::OutsideProject, why));
+                let attr = match &outside {
+                    Some(refused) => Some(refused),
+                    None => live.get(&live_key(cluster, s("group"), s("kind"), s("namespace"), s("name"))),
+                };
                 let mut class = kind_class;
                 if attr.is_some_and(|a| a.security) {
                     attributed_security = true;
@@ -483,7 +492,7 @@ mod tests {
 
     /// What triggers and templates see of the drift of `app`.
     fn view(m: &ClassMap, app: &Value, live: &LiveIndex) -> Value {
-        serde_json::to_value(Drift::of(app, m, live, "")).unwrap()
+        serde_json::to_value(Drift::of(app, m, live, "", &crate::project::Scope::unrestricted())).unwrap()
     }
 
     #[test]
@@ -585,8 +594,12 @@ mod tests {
         );
         app["metadata"] = json!({"name": "shop", "namespace": "argocd"});
         let m = ClassMap::default();
-        assert_eq!(Drift::of(&app, &m, &live, "").resources[0].changes, vec![], "another cluster's object is not this one");
-        let d = Drift::of(&app, &m, &live, "spoke-1");
+        assert_eq!(
+            Drift::of(&app, &m, &live, "", &crate::project::Scope::unrestricted()).resources[0].changes,
+            vec![],
+            "another cluster's object is not this one"
+        );
+        let d = Drift::of(&app, &m, &live, "spoke-1", &crate::project::Scope::unrestricted());
         let r = &d.resources[0];
         assert_eq!((r.changes.len(), r.changes_more, r.desired_source.as_str(), r.cluster.as_str()), (1, 2, "last-applied", "spoke-1"));
         assert_eq!(r.attribution.as_ref().and_then(|a| a.diff.as_ref()), None, "kept once");

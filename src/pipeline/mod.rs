@@ -212,8 +212,22 @@ pub struct Inputs {
     /// Writes of the break-glass annotation the audit input saw, per Application.
     pub break_glass: crate::drift::break_glass::Writes,
     /// Whether the driver reads drifted resources' live objects (the daemon with
-    /// attribution on): a new episode then waits for them (`drift.awaitingLive`).
+    /// attribution on): a new episode then waits for them (`drift.awaitingLive`), and
+    /// what is read is bounded by each Application's AppProject ([`Inputs::scope`]).
     pub reads_live: bool,
+}
+
+impl Inputs {
+    /// What `app`'s AppProject lets the driver read for it: the project's rule when
+    /// live objects are read on the Application's behalf (an unseen project permits
+    /// nothing); unrestricted for a replay, which reads no cluster.
+    pub fn scope(&self, app: &App) -> crate::project::Scope {
+        if self.reads_live {
+            crate::project::Scope::of(&app.object, self.projects.get(&app.project).map(|p| &p.policy))
+        } else {
+            crate::project::Scope::unrestricted()
+        }
+    }
 }
 
 /// The per-configuration pieces the pipeline needs.
@@ -250,8 +264,10 @@ impl Pipeline {
         // recorded, subscribed or not, and routes match on them.
         let target = rt.target(&app.object);
         let cluster = target.key();
+        let (server, name) = rt.destination_of(&app.object);
+        let scope = inputs.scope(app).resolved(&server, &name);
         let mut drift =
-            Drift::of(&app.object, &rt.classes, &inputs.live, &cluster).with_attempts(inputs.attempts.of(&app_key), &rt.classes);
+            Drift::of(&app.object, &rt.classes, &inputs.live, &cluster, &scope).with_attempts(inputs.attempts.of(&app_key), &rt.classes);
         out.break_glass = self.judge_break_glass(inputs, app, &app_key, state, &mut drift, now)?;
         if let Some(at) =
             drift.break_glass.as_ref().filter(|b| b.state == crate::drift::break_glass::State::Active).and_then(|b| b.expires_at)

@@ -85,6 +85,7 @@ fn project_annotations_apply_to_its_applications() {
         name: "p".into(),
         namespace: "argocd".into(),
         annotations: [("notifications.argoproj.io/subscribe.on-deployed.slack".to_string(), "team".to_string())].into(),
+        policy: Default::default(),
     };
     let AppSubscriptions { subs, .. } =
         router().subscriptions(&app(&[("notifications.argoproj.io/subscribe.on-deployed.slack", "mine")], &[]), Some(&project));

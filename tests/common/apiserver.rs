@@ -151,7 +151,14 @@ impl FakeApiServer {
     /// enforcing the shipped RBAC without the opt-ins.
     pub fn start() -> FakeApiServer {
         let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("runtime");
-        let world = Arc::new(Mutex::new(World { rv: 100, rbac: Some(service_account_rules(false)), ..Default::default() }));
+        let mut world = World { rv: 100, rbac: Some(service_account_rules(false)), ..Default::default() };
+        // Argo CD creates the `default` AppProject at start (permits every destination and kind).
+        let default_project = json!({"apiVersion": "argoproj.io/v1alpha1", "kind": "AppProject",
+            "metadata": {"name": "default", "namespace": "argocd", "uid": "uid-argocd-default", "resourceVersion": "100"},
+            "spec": {"sourceRepos": ["*"], "destinations": [{"server": "*", "namespace": "*"}],
+                "clusterResourceWhitelist": [{"group": "*", "kind": "*"}]}});
+        world.objects.insert(("appprojects".into(), "argocd".into(), "default".into()), default_project);
+        let world = Arc::new(Mutex::new(world));
         let (events, _) = broadcast::channel(1024);
         let (drop_tx, _) = broadcast::channel(16);
         let listener = runtime.block_on(tokio::net::TcpListener::bind("127.0.0.1:0")).expect("bind");

@@ -2,9 +2,10 @@
 //! `KUBEBUILDER_ASSETS` (the layout controller-runtime's envtest uses), on free loopback
 //! ports, with a fresh CA, a serving certificate, service-account keys and static
 //! tokens for an admin and named people. The Argo CD CRDs (`tests/data/argocd/crds/`)
-//! are applied once. A test binary starts one etcd and one API server ([`shared`]) the
-//! first time a test asks, and more API servers on the same etcd when a test needs one
-//! of its own (a spoke, one it restarts with audit flags, one it compacts under).
+//! are applied once, with the `default` AppProject Argo CD creates. A test binary
+//! starts one etcd and one API server ([`shared`]) the first time a test asks, and more
+//! API servers on the same etcd when a test needs one of its own (a spoke, one it
+//! restarts with audit flags, one it compacts under).
 //!
 //! Nothing outlives the test binary: every process is started from one keeper thread
 //! with `PR_SET_PDEATHSIG` (killed if the binary dies, however it dies), and an
@@ -463,11 +464,16 @@ impl ApiServer {
             let apps = Api::<DynamicObject>::all_with(client.clone(), &application_resource());
             let projects = Api::<DynamicObject>::all_with(client.clone(), &project_resource());
             if apps.list(&Default::default()).await.is_ok() && projects.list(&Default::default()).await.is_ok() {
-                return;
+                break;
             }
             assert!(start.elapsed() < Duration::from_secs(60), "the Argo CD CRDs were not served within 60 s");
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
+        // Argo CD creates the `default` AppProject at start: every destination and kind.
+        self.namespaces(&["argocd"]).await;
+        let default = json!({"apiVersion": "argoproj.io/v1alpha1", "kind": "AppProject", "metadata": {"name": "default", "namespace": "argocd"},
+            "spec": {"sourceRepos": ["*"], "destinations": [{"server": "*", "namespace": "*"}], "clusterResourceWhitelist": [{"group": "*", "kind": "*"}]}});
+        apply_as(&client, "argocd-server", default).await;
     }
 
     /// Creates each namespace (as the admin); one that exists is fine.

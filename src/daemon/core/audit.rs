@@ -37,7 +37,11 @@ impl Core {
     /// What `app` manages, for the audit input (when there is one).
     pub(super) fn index_managed(&self, app: &App) {
         if let Some(a) = &self.audit {
-            a.index.write().unwrap_or_else(|p| p.into_inner()).update(app);
+            // Bounded by its AppProject whether or not live objects are read.
+            let (server, name) = self.pipeline.runtime.destination_of(&app.object);
+            let scope =
+                crate::project::Scope::of(&app.object, self.inputs.projects.get(&app.project).map(|p| &p.policy)).resolved(&server, &name);
+            a.index.write().unwrap_or_else(|p| p.into_inner()).update(app, &scope);
         }
     }
 

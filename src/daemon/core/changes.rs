@@ -49,14 +49,28 @@ impl Core {
                 let changed = self.inputs.projects.get(&name) != Some(&p);
                 self.inputs.projects.insert(name.clone(), p);
                 if changed {
-                    // Project subscriptions apply to its Applications: evaluate them now.
+                    // Project subscriptions apply to its Applications, and its rule bounds
+                    // what is read and indexed for them: evaluate them now.
                     let members: Vec<String> = self.apps.iter().filter(|(_, a)| a.project == name).map(|(k, _)| k.clone()).collect();
+                    for k in &members {
+                        if let Some(a) = self.apps.get(k).and_then(Kept::app) {
+                            self.index_managed(&a);
+                        }
+                    }
                     self.reevaluate(members);
                 }
             }
             Change::ProjectDeleted(name) => {
                 METRICS.events.inc("appproject_delete");
                 self.inputs.projects.remove(&name);
+                // Its Applications may read nothing now.
+                let members: Vec<String> = self.apps.iter().filter(|(_, a)| a.project == name).map(|(k, _)| k.clone()).collect();
+                for k in &members {
+                    if let Some(a) = self.apps.get(k).and_then(Kept::app) {
+                        self.index_managed(&a);
+                    }
+                }
+                self.reevaluate(members);
             }
             Change::ListStarted(stream) => {
                 METRICS.events.inc(&format!("{}_list", stream.kind.as_str()));
@@ -123,6 +137,7 @@ impl Core {
         self.apps.remove(&key);
         self.evaluated.remove(&key);
         self.annotation_logged.remove(&key);
+        self.outside_project.remove(&key);
         if !done && self.state.is_some() {
             // Its write failed: the retry wake-up evaluates it again, as deleted.
             self.retiring.insert(key.clone(), Kept::of(&app));

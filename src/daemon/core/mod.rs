@@ -148,6 +148,9 @@ pub(super) struct Core {
     /// Resources (`deployments.apps`) whose refused reads were logged, so each is
     /// logged once.
     forbidden_logged: BTreeSet<String>,
+    /// Per state key, the resources its `status.resources` lists outside its AppProject
+    /// (never read; each counted and logged once while listed).
+    outside_project: HashMap<String, BTreeSet<String>>,
     /// Clusters whose last read failed (logged once when they fail, once when they
     /// answer again), by label.
     clusters_down: BTreeSet<String>,
@@ -233,6 +236,7 @@ impl Core {
             audit: o.audit,
             wakeups: Wakeups::default(),
             forbidden_logged: BTreeSet::new(),
+            outside_project: HashMap::new(),
             clusters_down: BTreeSet::new(),
             unflushed: Vec::new(),
             last_flush: Instant::now(),
@@ -434,6 +438,7 @@ impl Core {
                 self.wakeups.remove(&key);
             }
         }
+        self.note_outside_project(&key, app, &eval.drift);
         if let Some(live) = self.live.as_mut() {
             let wanted = crate::cluster::live::Wanted::from_drift(&eval.drift, &eval.target, &app.object);
             let r = live.request(&key, wanted, || crate::drift::ignore::IgnoreRules::of(&app.object));
@@ -459,6 +464,28 @@ impl Core {
         }
         self.evaluated.insert(key, fp);
         true
+    }
+
+    /// Counts and logs (once while listed) each resource an Application's status names
+    /// outside its AppProject: never read, and a sign that someone wrote the status by
+    /// hand (the CRD has no status subresource).
+    fn note_outside_project(&mut self, key: &str, app: &App, drift: &crate::drift::Drift) {
+        use crate::drift::attribution::NotReadReason;
+        let now: BTreeSet<String> = drift
+            .resources
+            .iter()
+            .filter(|r| r.attribution.as_ref().and_then(|a| a.not_read.as_ref()).is_some_and(|n| n.reason == NotReadReason::OutsideProject))
+            .map(|r| format!("{} {}/{}", r.kind, r.namespace, r.name))
+            .collect();
+        let before = match now.is_empty() {
+            true => self.outside_project.remove(key).unwrap_or_default(),
+            false => self.outside_project.insert(key.to_string(), now.clone()).unwrap_or_default(),
+        };
+        for r in now.difference(&before) {
+            METRICS.live_reads_outside_project.inc();
+            tracing::warn!(app = %app.qualified_name(), project = %app.project, resource = %r,
+                "status.resources names a resource outside the Application's AppProject: not read, not indexed");
+        }
     }
 
     /// Logs an Application's malformed subscription annotations when they change, not

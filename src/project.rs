@@ -1,0 +1,339 @@
+//! What an Application may make driftwatch read: the rule of its AppProject.
+//!
+//! Argo CD's Application CRD has no status subresource, so whoever may patch an
+//! Application can write `status.resources`, the list driftwatch reads live objects
+//! from. That list is therefore not trusted: a resource in it is read (and its values
+//! diffed, its writers indexed for the audit input) only when the Application's
+//! AppProject permits that group/kind, in that namespace, on the Application's
+//! destination cluster — the rule Argo CD itself applies to what an Application may
+//! deploy (`IsResourcePermitted`): `destinations` (server or name, and namespace, with
+//! `!` deny patterns), `namespaceResourceWhitelist`/`Blacklist` for namespaced kinds
+//! (no whitelist: every kind), `clusterResourceWhitelist`/`Blacklist` for cluster-scoped
+//! ones (no whitelist: none). An Application whose AppProject has not been seen may read
+//! nothing. Globs are Argo CD's: `*`, `?`, `[a-z]`, `[!x]` and `{a,b}`.
+
+use serde_json::Value;
+
+/// The server of a configured cluster whose URL is known only at run time (from Argo
+/// CD's cluster Secret): only a destination `server: '*'` matches it.
+pub const UNKNOWN_SERVER: &str = "(server from Argo CD's cluster Secret)";
+
+/// A group/kind pattern of a white- or blacklist.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+struct GroupKind {
+    group: String,
+    kind: String,
+}
+
+/// One of a project's `destinations`.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+struct Destination {
+    server: String,
+    name: String,
+    namespace: String,
+}
+
+/// An AppProject's rule for resources.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ProjectPolicy {
+    destinations: Vec<Destination>,
+    cluster_whitelist: Vec<GroupKind>,
+    cluster_blacklist: Vec<GroupKind>,
+    /// `None`: absent, so every namespaced kind.
+    namespace_whitelist: Option<Vec<GroupKind>>,
+    namespace_blacklist: Vec<GroupKind>,
+}
+
+/// The most entries of each list taken from a project (they are matched per resource).
+const MAX_ENTRIES: usize = 1_000;
+
+impl ProjectPolicy {
+    /// From an AppProject object; entries of the wrong shape are skipped (they permit
+    /// nothing), so a malformed project permits less, never more.
+    pub fn of(project: &Value) -> ProjectPolicy {
+        let spec = project.get("spec");
+        let s = |v: &Value, k: &str| v.get(k).and_then(Value::as_str).unwrap_or_default().to_string();
+        let list = |k: &str| -> Option<Vec<GroupKind>> {
+            spec.and_then(|sp| sp.get(k)).and_then(Value::as_array).map(|items| {
+                items
+                    .iter()
+                    .filter(|i| i.is_object())
+                    .take(MAX_ENTRIES)
+                    .map(|i| GroupKind { group: s(i, "group"), kind: s(i, "kind") })
+                    .collect()
+            })
+        };
+        let destinations = spec
+            .and_then(|sp| sp.get("destinations"))
+            .and_then(Value::as_array)
+            .map(|items| {
+                items
+                    .iter()
+                    .filter(|i| i.is_object())
+                    .take(MAX_ENTRIES)
+                    .map(|i| Destination { server: s(i, "server"), name: s(i, "name"), namespace: s(i, "namespace") })
+                    .collect()
+            })
+            .unwrap_or_default();
+        ProjectPolicy {
+            destinations,
+            cluster_whitelist: list("clusterResourceWhitelist").unwrap_or_default(),
+            cluster_blacklist: list("clusterResourceBlacklist").unwrap_or_default(),
+            namespace_whitelist: list("namespaceResourceWhitelist"),
+            namespace_blacklist: list("namespaceResourceBlacklist").unwrap_or_default(),
+        }
+    }
+
+    fn kind_permitted(&self, group: &str, kind: &str, namespaced: bool) -> bool {
+        let listed = |l: &[GroupKind]| l.iter().any(|p| glob(&p.kind, kind) && glob(&p.group, group));
+        if namespaced {
+            let white = self.namespace_whitelist.as_deref().is_none_or(|l| !l.is_empty() && listed(l));
+            white && !listed(&self.namespace_blacklist)
+        } else {
+            listed(&self.cluster_whitelist) && !listed(&self.cluster_blacklist)
+        }
+    }
+
+    /// Whether a destination (server or name, and namespace) is one of the project's,
+    /// and none of its deny patterns excludes it.
+    fn destination_permitted(&self, server: &str, name: &str, namespace: &str) -> bool {
+        let mut any = false;
+        for d in &self.destinations {
+            let name_ok = !name.is_empty() && glob_or_deny(&d.name, name);
+            let server_ok = !server.is_empty() && glob_or_deny(&d.server, server);
+            let ns_ok = glob_or_deny(&d.namespace, namespace);
+            if (server_ok || name_ok) && ns_ok {
+                any = true;
+            } else if (!name_ok && deny(&d.name)) || (!server_ok && deny(&d.server)) || (!ns_ok && deny(&d.namespace)) {
+                return false;
+            }
+        }
+        any
+    }
+}
+
+/// Where an Application deploys, and its project's rule (if the project was seen).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Scope {
+    project: String,
+    policy: Option<ProjectPolicy>,
+    server: String,
+    name: String,
+}
+
+impl Scope {
+    /// The scope of the Application `app` under `policy`, its AppProject's rule (`None`:
+    /// the project has not been seen, and nothing is read).
+    pub fn of(app: &Value, policy: Option<&ProjectPolicy>) -> Scope {
+        let d = |k: &str| app.pointer(&format!("/spec/destination/{k}")).and_then(Value::as_str).unwrap_or_default().to_string();
+        let project = app.pointer("/spec/project").and_then(Value::as_str).filter(|p| !p.is_empty()).unwrap_or("default");
+        Scope { project: project.to_string(), policy: policy.cloned(), server: d("server"), name: d("name") }
+    }
+
+    /// The destination's other half filled in where it is known (a configured cluster's
+    /// server for its name, and the reverse): Argo CD resolves `destination.name` to a
+    /// server before it applies the project's destinations.
+    pub fn resolved(mut self, server: &str, name: &str) -> Scope {
+        if self.server.is_empty() {
+            self.server = server.to_string();
+        }
+        if self.name.is_empty() {
+            self.name = name.to_string();
+        }
+        self
+    }
+
+    /// A scope that permits everything: replayed snapshots and tests, which read no
+    /// cluster on anybody's behalf.
+    pub fn unrestricted() -> Scope {
+        let all = GroupKind { group: "*".into(), kind: "*".into() };
+        let policy = ProjectPolicy {
+            destinations: vec![Destination { server: "*".into(), name: "*".into(), namespace: "*".into() }],
+            cluster_whitelist: vec![all],
+            ..ProjectPolicy::default()
+        };
+        Scope { project: String::new(), policy: Some(policy), server: "*".into(), name: "*".into() }
+    }
+
+    /// Whether the resource may be read for this Application, or why not (for the
+    /// resource's `notRead` message).
+    pub fn permits(&self, group: &str, kind: &str, namespace: &str) -> Result<(), String> {
+        let Some(p) = &self.policy else {
+            return Err(format!("AppProject {} has not been seen: nothing of its Applications is read", self.project));
+        };
+        let gk = if group.is_empty() { kind.to_string() } else { format!("{kind}.{group}") };
+        if !p.kind_permitted(group, kind, !namespace.is_empty()) {
+            let scope = if namespace.is_empty() { "cluster-scoped " } else { "" };
+            return Err(format!("AppProject {} does not permit {scope}{gk}: not read", self.project));
+        }
+        if !namespace.is_empty() && !p.destination_permitted(&self.server, &self.name, namespace) {
+            return Err(format!("AppProject {} does not permit namespace {namespace} on this destination: not read", self.project));
+        }
+        Ok(())
+    }
+}
+
+fn deny(pattern: &str) -> bool {
+    pattern.starts_with('!')
+}
+
+/// Argo CD's `globMatch` with negation: `!p` matches what `p` does not.
+fn glob_or_deny(pattern: &str, value: &str) -> bool {
+    match pattern.strip_prefix('!') {
+        Some(p) => !glob(p, value),
+        None => glob(pattern, value),
+    }
+}
+
+/// A glob (`*`, `?`, `[a-z]`, `[!x]`, `{a,b}`) matched against the whole of `value`.
+/// Hand-written: the glob crates in reach match paths (`*` stops at `/`, which Argo
+/// CD's server URLs contain) and would add a dependency for forty lines.
+pub fn glob(pattern: &str, value: &str) -> bool {
+    let v: Vec<char> = value.chars().collect();
+    alternatives(pattern, 0).iter().any(|p| simple(&p.chars().collect::<Vec<_>>(), &v))
+}
+
+/// `{a,b}` expanded (at most 64 alternatives, 4 levels).
+fn alternatives(p: &str, depth: usize) -> Vec<String> {
+    let Some(open) = p.find('{') else { return vec![p.to_string()] };
+    let Some(close) = p[open..].find('}').map(|i| open + i) else { return vec![p.to_string()] };
+    if depth >= 4 {
+        return vec![p.to_string()];
+    }
+    let mut out = Vec::new();
+    for alt in p[open + 1..close].split(',') {
+        for x in alternatives(&format!("{}{alt}{}", &p[..open], &p[close + 1..]), depth + 1) {
+            if out.len() < 64 {
+                out.push(x);
+            }
+        }
+    }
+    out
+}
+
+/// `*`, `?` and classes; the last `*` is backtracked to (linear in practice).
+fn simple(p: &[char], v: &[char]) -> bool {
+    let (mut pi, mut vi) = (0, 0);
+    let mut star: Option<(usize, usize)> = None;
+    while vi < v.len() {
+        if pi < p.len() && p[pi] == '*' {
+            star = Some((pi, vi));
+            pi += 1;
+            continue;
+        }
+        if pi < p.len()
+            && let Some((true, next)) = one(p, pi, v[vi])
+        {
+            pi = next;
+            vi += 1;
+            continue;
+        }
+        match star {
+            Some((sp, sv)) => {
+                star = Some((sp, sv + 1));
+                pi = sp + 1;
+                vi = sv + 1;
+            }
+            None => return false,
+        }
+    }
+    p[pi..].iter().all(|c| *c == '*')
+}
+
+/// Whether the pattern element at `pi` matches `c`, and where the next element starts.
+fn one(p: &[char], pi: usize, c: char) -> Option<(bool, usize)> {
+    match p[pi] {
+        '?' => Some((true, pi + 1)),
+        '[' => {
+            let close = p[pi + 1..].iter().skip(1).position(|x| *x == ']').map(|i| pi + 2 + i)?;
+            let mut class = &p[pi + 1..close];
+            let negated = matches!(class.first(), Some('!' | '^'));
+            if negated {
+                class = &class[1..];
+            }
+            let mut hit = false;
+            let mut i = 0;
+            while i < class.len() {
+                if i + 2 < class.len() && class[i + 1] == '-' {
+                    hit |= class[i] <= c && c <= class[i + 2];
+                    i += 3;
+                } else {
+                    hit |= class[i] == c;
+                    i += 1;
+                }
+            }
+            Some((hit != negated, close + 1))
+        }
+        '\\' if pi + 1 < p.len() => Some((p[pi + 1] == c, pi + 2)),
+        x => Some((x == c, pi + 1)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn globs_match_as_argo_cds_do() {
+        for (p, v, want) in [
+            ("*", "anything/at all", true),
+            ("team-*", "team-a", true),
+            ("team-*", "kube-system", false),
+            ("https://*.example.com", "https://prod.example.com", true),
+            ("?eam-a", "team-a", true),
+            ("team-[ab]", "team-b", true),
+            ("team-[!ab]", "team-b", false),
+            ("team-[a-c]", "team-c", true),
+            ("{team-a,team-b}", "team-b", true),
+            ("{team-a,team-b}", "team-c", false),
+            ("rbac.authorization.k8s.io", "rbac.authorization.k8s.io", true),
+            ("", "", true),
+            ("", "x", false),
+            ("a*b*c", "axxbyyc", true),
+            ("a*b*c", "axxbyy", false),
+        ] {
+            assert_eq!(glob(p, v), want, "{p} ~ {v}");
+        }
+    }
+
+    fn app(ns: &str, server: &str, name: &str) -> Value {
+        json!({"spec": {"project": "team-a", "destination": {"namespace": ns, "server": server, "name": name}}})
+    }
+
+    #[test]
+    fn a_project_permits_its_namespaces_kinds_and_destinations_only() {
+        let project = ProjectPolicy::of(&json!({"spec": {
+            "destinations": [{"server": "https://kubernetes.default.svc", "namespace": "team-a"}, {"name": "spoke-*", "namespace": "team-a-*"}],
+            "namespaceResourceBlacklist": [{"group": "", "kind": "Secret"}],
+            "clusterResourceWhitelist": [{"group": "rbac.authorization.k8s.io", "kind": "ClusterRole"}]}}));
+        let here = Scope::of(&app("team-a", "https://kubernetes.default.svc", ""), Some(&project));
+        assert_eq!(here.permits("apps", "Deployment", "team-a"), Ok(()));
+        assert_eq!(here.permits("", "ConfigMap", "team-a"), Ok(()));
+        assert!(here.permits("", "ConfigMap", "kube-system").unwrap_err().contains("namespace kube-system"));
+        assert!(here.permits("", "ConfigMap", "team-b").is_err());
+        assert!(here.permits("", "Secret", "team-a").unwrap_err().contains("does not permit Secret"));
+        assert_eq!(here.permits("rbac.authorization.k8s.io", "ClusterRole", ""), Ok(()));
+        assert!(here.permits("rbac.authorization.k8s.io", "ClusterRoleBinding", "").is_err());
+        // A destination the project does not have: nothing there.
+        let prod = Scope::of(&app("team-a", "", "spoke-prod"), Some(&project));
+        assert!(prod.permits("apps", "Deployment", "team-a").is_err());
+        assert_eq!(prod.permits("apps", "Deployment", "team-a-web"), Ok(()));
+        let other = Scope::of(&app("team-a", "https://other.example.com", ""), Some(&project));
+        assert!(other.permits("apps", "Deployment", "team-a").is_err());
+        // An empty whitelist permits nothing; no project seen permits nothing.
+        let none =
+            ProjectPolicy::of(&json!({"spec": {"destinations": [{"server": "*", "namespace": "*"}], "namespaceResourceWhitelist": []}}));
+        assert!(Scope::of(&app("x", "https://k", ""), Some(&none)).permits("apps", "Deployment", "x").is_err());
+        assert!(Scope::of(&app("x", "https://k", ""), None).permits("apps", "Deployment", "x").unwrap_err().contains("has not been seen"));
+    }
+
+    #[test]
+    fn deny_patterns_exclude_what_a_wildcard_allowed() {
+        let project = ProjectPolicy::of(&json!({"spec": {"destinations": [
+            {"server": "*", "namespace": "*"}, {"server": "*", "namespace": "!kube-*"}]}}));
+        let s = Scope::of(&app("web", "https://kubernetes.default.svc", ""), Some(&project));
+        assert_eq!(s.permits("", "ConfigMap", "web"), Ok(()));
+        assert!(s.permits("", "ConfigMap", "kube-system").is_err());
+    }
+}
