@@ -855,6 +855,30 @@ mod on_a_real_api_server {
         assert!(record.contains("Under break-glass INC-1234: opened by alice, approved by bob (verified)."), "{record}");
         assert!(!bodies(&pages).iter().any(|b| b.contains("Security drift in shop")), "shop was paged: {:?}", bodies(&pages));
         assert!(!bodies(&incident).iter().any(|b| b.contains("cart")), "the forged exception changed cart's routes");
+
+        // alice alone stretches the verified exception to 72 h by hand (review H2): not in
+        // force any more, and the RBAC drift it was holding pages.
+        block_on(async {
+            let alice = api.client(ALICE).await;
+            let shop = cp::get(&alice, &app("shop", "Synced")).await.unwrap();
+            let mut longer: Value =
+                serde_json::from_str(shop["metadata"]["annotations"]["driftwatch.io/break-glass"].as_str().unwrap()).unwrap();
+            let opened = chrono::DateTime::parse_from_rfc3339(longer["openedAt"].as_str().unwrap()).unwrap();
+            longer["expiresAt"] = (opened + chrono::Duration::hours(72)).to_rfc3339().into();
+            patch_as(
+                &alice,
+                "kubectl-edit",
+                &shop,
+                Patch::Merge(json!({"metadata": {"annotations": {"driftwatch.io/break-glass": longer.to_string()}}})),
+            )
+            .await
+            .unwrap();
+        });
+        wait_for("shop paged after the hand edit", Duration::from_secs(30), || {
+            bodies(&pages).iter().any(|b| b.contains("Security drift in shop"))
+        });
+        let refused = d.log_lines("break-glass exception refused").join("\n");
+        assert!(refused.contains("INC-1234"), "{refused}");
         assert!(d.stop().success());
         api.stop();
     }

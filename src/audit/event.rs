@@ -236,6 +236,8 @@ fn break_glass_write(e: &Event, app_key: &str, now: DateTime<Utc>) -> Option<cra
     Some(Write {
         app_key: app_key.to_string(),
         username: clip(&e.user.username, 256),
+        uid: clip(&e.user.uid, 128),
+        groups: e.user.groups.iter().take(MAX_GROUPS).map(|g| clip(g, 256)).collect(),
         user_agent: clip(&e.user_agent, 256),
         audit_id: clip(&e.audit_id, 64),
         time: DateTime::parse_from_rfc3339(&e.request_received_timestamp).map(|t| t.with_timezone(&Utc)).unwrap_or(now),

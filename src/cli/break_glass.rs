@@ -119,7 +119,7 @@ async fn run(
                 writeln!(out, "{target}: no break-glass exception").map_err(io)?;
                 return Ok(());
             };
-            let b = bg::evaluate(&app, None, &[], &bg::Settings { audited: false, ..*settings }, true, at).unwrap_or_default();
+            let b = bg::evaluate(&app, None, &[], &bg::Settings { audited: false, ..settings.clone() }, true, at).unwrap_or_default();
             match b.state {
                 State::Refused => writeln!(out, "{target}: refused: {}\n  annotation: {value}", b.refusal).map_err(io)?,
                 state => {

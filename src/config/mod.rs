@@ -74,6 +74,19 @@ pub struct BreakGlassDef {
     /// Only an approval the audit input verified takes effect (false: without the
     /// audit input an approval is `unverifiable`, and takes effect marked so).
     pub require_verified: Option<bool>,
+    /// Who may approve, checked against the approving write in the audit log.
+    pub approvers: Option<ApproversDef>,
+}
+
+/// `breakGlass.approvers:`.
+#[derive(Debug, Clone, Deserialize, Default)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct ApproversDef {
+    /// The approver must be in one of these groups (empty or absent: any group).
+    #[serde(default)]
+    pub groups: Vec<String>,
+    /// A ServiceAccount may approve (false when absent).
+    pub service_accounts: Option<bool>,
 }
 
 /// `limits:`: what one Application's subscription annotations may ask for.
@@ -737,6 +750,8 @@ pub fn load_with(config: Option<&Path>, engine: Arc<TriggerEngine>) -> Result<Ru
     let mut break_glass = crate::drift::break_glass::Settings {
         require_verified: cfg.break_glass.require_verified.unwrap_or(false),
         audited: audit.listen.is_some() || audit.file.is_some(),
+        approver_groups: cfg.break_glass.approvers.as_ref().map(|a| a.groups.clone()).unwrap_or_default(),
+        service_account_approvers: cfg.break_glass.approvers.as_ref().and_then(|a| a.service_accounts).unwrap_or(false),
         ..Default::default()
     };
     if let Some(v) = &cfg.break_glass.max_for {

@@ -368,9 +368,13 @@ fn spoke_clusters_argocd_and_diff_load_and_refuse_what_is_unsafe() {
 #[test]
 fn the_break_glass_section_loads_and_refuses_out_of_range() {
     let f = Fixture::new();
-    f.file("driftwatch.yaml", "breakGlass:\n  maxFor: 12h\n  requireVerified: true\naudit:\n  file: /var/log/audit.log\n");
+    f.file(
+        "driftwatch.yaml",
+        "breakGlass:\n  maxFor: 12h\n  requireVerified: true\n  approvers: {groups: [incident-commanders], serviceAccounts: true}\naudit:\n  file: /var/log/audit.log\n",
+    );
     let b = f.load().unwrap().break_glass;
     assert_eq!((b.max_for, b.require_verified, b.audited), (chrono::Duration::hours(12), true, true));
+    assert_eq!((b.approver_groups, b.service_account_approvers), (vec!["incident-commanders".to_string()], true));
     let f = Fixture::new();
     f.file("driftwatch.yaml", "breakGlass:\n  maxFor: 90d\n");
     let errors = f.errors().join("\n");
@@ -380,6 +384,7 @@ fn the_break_glass_section_loads_and_refuses_out_of_range() {
     assert!(f.errors().join("\n").contains("unknown field `maxfor`"), "{:?}", f.errors());
     let b = crate::drift::break_glass::Settings::default();
     assert_eq!((b.max_for, b.require_verified, b.audited), (chrono::Duration::hours(72), false, false));
+    assert!(b.approver_groups.is_empty() && !b.service_account_approvers);
 }
 
 /// Sizes that bound the state file and the live reads are refused out of range, with

@@ -119,6 +119,10 @@ impl Verification {
 pub struct Write {
     pub app_key: String,
     pub username: String,
+    /// The identity's UID and groups as the API server authenticated it (the two-person
+    /// rule compares people, not names).
+    pub uid: String,
+    pub groups: Vec<String>,
     pub user_agent: String,
     pub audit_id: String,
     pub time: DateTime<Utc>,
@@ -138,6 +142,20 @@ pub struct Writes {
     by_app: std::collections::HashMap<String, Vec<Write>>,
 }
 
+/// The index of the first (oldest) write of each exception id in `list` (sorted by time).
+fn first_of_each_exception(list: &[Write]) -> Vec<usize> {
+    let mut seen = std::collections::HashSet::new();
+    let mut out = Vec::new();
+    for (i, w) in list.iter().enumerate() {
+        if let Some(id) = w.value.as_deref().and_then(|v| serde_json::from_str::<Exception>(v).ok()).map(|e| e.id())
+            && seen.insert(id)
+        {
+            out.push(i);
+        }
+    }
+    out
+}
+
 impl Writes {
     /// Keeps a write; `false` when it was dropped (too many Applications).
     pub fn record(&mut self, w: Write) -> bool {
@@ -148,10 +166,14 @@ impl Writes {
         if !list.iter().any(|o| o.audit_id == w.audit_id) {
             list.push(w);
             list.sort_by_key(|w| w.time);
-            // The oldest go, but never the first write of the newest exception's
-            // opening: later writes of the same value cannot replace it.
-            let excess = list.len().saturating_sub(MAX_WRITES_PER_APP);
-            list.drain(..excess);
+            // Over the bound the oldest write goes that is not the first of its
+            // exception (its opening): writes of a value already seen cannot push out
+            // the opening they would otherwise be taken for.
+            while list.len() > MAX_WRITES_PER_APP {
+                let firsts: Vec<usize> = first_of_each_exception(list);
+                let victim = (0..list.len()).find(|i| !firsts.contains(i)).unwrap_or(0);
+                list.remove(victim);
+            }
         }
         true
     }
@@ -225,7 +247,26 @@ impl BreakGlass {
     /// What a change of it is told by: a different id, state, verification, refusal
     /// or overdue means a transition to record.
     pub fn fingerprint(&self) -> String {
-        format!("{}|{}|{}|{}|{}|{}", self.id, self.state.as_str(), self.verification.as_str(), self.refusal, self.overdue, self.approved_by)
+        format!(
+            "{}|{}|{}|{}|{}|{}|{:?}|{}|{}",
+            self.id,
+            self.state.as_str(),
+            self.verification.as_str(),
+            self.refusal,
+            self.overdue,
+            self.approved_by,
+            self.expires_at,
+            self.opened_by,
+            self.reason
+        )
+    }
+
+    /// Whether it holds exactly the exception `e` (every field the annotation has).
+    fn holds(&self, e: &Exception) -> bool {
+        let mut b = BreakGlass::default();
+        fill(&mut b, e);
+        (&self.ticket, &self.reason, &self.opened_by, self.opened_at, self.expires_at, &self.approved_by, self.approved_at)
+            == (&b.ticket, &b.reason, &b.opened_by, b.opened_at, b.expires_at, &b.approved_by, b.approved_at)
     }
 
     /// The exception an episode is recorded against.
@@ -270,7 +311,7 @@ pub struct Reference {
 }
 
 /// What the configuration says (`breakGlass:`) and whether there is an audit input.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Settings {
     /// The longest exception accepted (`breakGlass.maxFor`, 72h).
     pub max_for: chrono::Duration,
@@ -278,11 +319,23 @@ pub struct Settings {
     pub require_verified: bool,
     /// The audit input is on: approvals are checked against it.
     pub audited: bool,
+    /// Groups one of which an approver must be in, as the audit log shows the approving
+    /// write (`breakGlass.approvers.groups`; empty: any group).
+    pub approver_groups: Vec<String>,
+    /// A ServiceAccount may approve (`breakGlass.approvers.serviceAccounts`, false): a
+    /// token anyone with `create serviceaccounts/token` can mint is no second person.
+    pub service_account_approvers: bool,
 }
 
 impl Default for Settings {
     fn default() -> Self {
-        Settings { max_for: chrono::Duration::hours(72), require_verified: false, audited: false }
+        Settings {
+            max_for: chrono::Duration::hours(72),
+            require_verified: false,
+            audited: false,
+            approver_groups: Vec::new(),
+            service_account_approvers: false,
+        }
     }
 }
 
@@ -353,6 +406,28 @@ fn check_write(w: &Write, who: &str, what: &str) -> Result<(), String> {
     Ok(())
 }
 
+/// The two-person rule on the audited writes: the approver is another person than the
+/// opener (another UID as well as another name), not a ServiceAccount unless allowed,
+/// and in one of `breakGlass.approvers.groups` when set.
+fn two_people(opening: &Write, approval: &Write, s: &Settings) -> Result<(), String> {
+    if !approval.uid.is_empty() && approval.uid == opening.uid {
+        return Err(format!(
+            "{} and {} are one identity (UID {}): a second person must approve",
+            opening.username, approval.username, approval.uid
+        ));
+    }
+    if approval.username.starts_with("system:serviceaccount:") && !s.service_account_approvers {
+        return Err(format!(
+            "approved by the ServiceAccount {}: a token is no second person (breakGlass.approvers.serviceAccounts allows it)",
+            approval.username
+        ));
+    }
+    if !s.approver_groups.is_empty() && !approval.groups.iter().any(|g| s.approver_groups.contains(g)) {
+        return Err(format!("approved by {}, who is in none of breakGlass.approvers.groups", approval.username));
+    }
+    Ok(())
+}
+
 /// Judges the Application's exception at `now`: from its annotation, the stored copy
 /// (`stored`, the latest the history has; its verification stands, so a restart that
 /// emptied the audit window does not undo it) and the audit input's writes of the
@@ -397,23 +472,47 @@ pub fn evaluate(
         Err(_) => return Some(out),
     };
     let approved = !e.approved_by.is_empty();
-    // The stored judgement of this same exception and approval stands once verified
-    // or refused.
-    let same = stored.filter(|b| b.id == out.id && b.approved_by == out.approved_by && b.approved_at == out.approved_at);
-    let verdict = if !s.audited {
-        Ok(Verification::Unverifiable)
-    } else if let Some(b) = same.filter(|b| b.state == State::Refused) {
+    // A closed exception never comes back, nor one older than the latest: a new
+    // exception has a new `openedAt`.
+    if let Some(b) = stored {
+        let why = if b.id == out.id && b.state == State::Closed {
+            Some(format!("break-glass {} was closed; a closed exception does not reopen (open a new one)", e.ticket))
+        } else if b.id != out.id && b.opened_at.is_some_and(|t| t > e.opened_at) {
+            Some(format!("opened before the latest exception ({}): an old exception does not come back", b.id))
+        } else {
+            None
+        };
+        if let Some(why) = why {
+            out.state = State::Refused;
+            out.refusal = why;
+            return Some(out);
+        }
+    }
+    // The stored judgement of this same exception stands: a refusal whatever the audit
+    // setting, a verification only for exactly the value verified (any other value,
+    // an edited expiry or opener, is judged again from the writes).
+    let same_id = stored.filter(|b| b.id == out.id && b.approved_by == out.approved_by && b.approved_at == out.approved_at);
+    let verdict = if let Some(b) = same_id.filter(|b| b.state == State::Refused) {
         Err(b.refusal.clone())
-    } else if let Some(b) = same.filter(|b| b.verification == Verification::Verified) {
+    } else if !s.audited {
+        Ok(Verification::Unverifiable)
+    } else if let Some(b) = same_id.filter(|b| b.verification == Verification::Verified && b.holds(&e)) {
         out.audit_ids = b.audit_ids.clone();
         Ok(Verification::Verified)
     } else {
-        let opened = first_write(writes, |x| x.id() == e.id());
-        let approval = first_write(writes, |x| x.id() == e.id() && x.approved_by == e.approved_by && x.approved_at == e.approved_at);
+        // The opening: the first write that left this exception unapproved, as it is
+        // now; the approval: the first write that left exactly the value there is now.
+        let unapproved = Exception { approved_by: String::new(), approved_at: None, ..e.clone() };
+        let opened = first_write(writes, |x| *x == unapproved);
+        let approval = first_write(writes, |x| *x == e);
         let checked = opened
             .map(|w| check_write(w, &e.opened_by, "opening"))
             .transpose()
-            .and_then(|_| if approved { approval.map(|w| check_write(w, &e.approved_by, "approval")).transpose() } else { Ok(None) });
+            .and_then(|_| if approved { approval.map(|w| check_write(w, &e.approved_by, "approval")).transpose() } else { Ok(None) })
+            .and_then(|_| match (approved, opened, approval) {
+                (true, Some(o), Some(a)) => two_people(o, a, s).map(|()| None::<()>),
+                _ => Ok(None),
+            });
         match checked {
             Err(why) => Err(why),
             Ok(_) => {
@@ -530,6 +629,8 @@ mod tests {
         Write {
             app_key: "argocd/shop@u".into(),
             username: who.into(),
+            uid: format!("uid-{who}"),
+            groups: vec!["sre".into()],
             user_agent: agent.into(),
             audit_id: format!("audit-{who}-{min}"),
             time: t("2026-12-04T10:00:00Z") + chrono::Duration::minutes(min),
@@ -555,7 +656,7 @@ mod tests {
         assert_eq!((pending.state, pending.effective), (State::Pending, false));
         assert!(!evaluate(&app(&exception("")), None, &[], &s, true, later).unwrap().overdue);
         // Unverifiable approvals can be refused by configuration.
-        let strict = Settings { require_verified: true, ..s };
+        let strict = Settings { require_verified: true, ..s.clone() };
         assert!(!evaluate(&app(&e), None, &[], &strict, true, t(NOW)).unwrap().effective);
         // Removed: closed once, then nothing.
         let active = evaluate(&app(&e), None, &[], &s, true, t(NOW)).unwrap();
@@ -635,6 +736,104 @@ mod tests {
         assert_eq!(overdue.events.iter().skip(3).map(|e| e.event.as_str()).collect::<Vec<_>>(), ["expired", "overdue"]);
         let again = with_transitions(evaluate(&app(&exception("bob")), None, &[], &s, true, later).unwrap(), Some(&overdue), later);
         assert_eq!(again.events.len(), 5, "nothing new");
+    }
+
+    /// Review H2: after a verified approval, one person alone edits the expiry, rewrites
+    /// the opener or puts a closed exception back: none is in force; the fingerprint
+    /// sees the edit (so the history records it). A stored refusal stands even when the
+    /// audit input is turned off.
+    #[test]
+    fn a_verified_exception_edited_by_one_person_is_not_in_force() {
+        let s = Settings { audited: true, ..Settings::default() };
+        let cli = "driftwatch-break-glass/0.1.0";
+        let (opened, approved) = (exception(""), exception("bob"));
+        let good = vec![write(&opened, "alice", cli, 0), write(&approved, "bob", cli, 2)];
+        let verified = evaluate(&app(&approved), None, &good, &s, true, t(NOW)).unwrap();
+        assert!(verified.effective);
+        let longer = Exception { expires_at: t("2026-12-07T10:00:00Z"), ..approved.clone() };
+        let carol = Exception { opened_by: "carol".into(), ..approved.clone() };
+        for edited in [&longer, &carol] {
+            // The stored verdict is not reused for another value; alice's hand write is
+            // the write that left it.
+            let unseen = evaluate(&app(edited), Some(&verified), &good, &s, true, t(NOW)).unwrap();
+            assert!(!unseen.effective, "{unseen:?}");
+            let mut writes = good.clone();
+            writes.push(write(edited, "alice", "kubectl/v1.36.0", 30));
+            let b = evaluate(&app(edited), Some(&verified), &writes, &s, true, t(NOW)).unwrap();
+            assert_eq!((b.state, b.effective), (State::Refused, false), "{b:?}");
+            assert_ne!(b.fingerprint(), verified.fingerprint());
+        }
+        assert_ne!(
+            evaluate(&app(&longer), None, &[], &Settings::default(), true, t(NOW)).unwrap().fingerprint(),
+            evaluate(&app(&approved), None, &[], &Settings::default(), true, t(NOW)).unwrap().fingerprint(),
+            "an edited expiry is a transition to record"
+        );
+        // Closed, then the saved value put back: refused, also with a new expiry.
+        let closed = evaluate(&json!({"metadata": {}}), Some(&verified), &good, &s, true, t(NOW)).unwrap();
+        for back in [&approved, &longer] {
+            let b = evaluate(&app(back), Some(&closed), &good, &s, true, t(NOW)).unwrap();
+            assert_eq!((b.state, b.effective), (State::Refused, false));
+            assert!(b.refusal.contains("does not reopen"), "{}", b.refusal);
+        }
+        // An older exception than the latest does not come back either.
+        let newer = Exception { opened_at: t("2026-12-04T10:30:00Z"), ..exception("") };
+        let latest = evaluate(&app(&newer), None, &[], &s, true, t(NOW)).unwrap();
+        assert!(evaluate(&app(&approved), Some(&latest), &good, &s, true, t(NOW)).unwrap().refusal.contains("does not come back"));
+        // A refusal stands whatever the audit setting.
+        let forged = [write(&opened, "alice", cli, 0), write(&approved, "alice", cli, 2)];
+        let refused = evaluate(&app(&approved), None, &forged, &s, true, t(NOW)).unwrap();
+        let unaudited = evaluate(&app(&approved), Some(&refused), &[], &Settings::default(), true, t(NOW)).unwrap();
+        assert_eq!((unaudited.state, unaudited.effective), (State::Refused, false));
+    }
+
+    /// Review M6: the two-person rule compares people: one UID under two names, a
+    /// ServiceAccount (unless allowed) and an approver outside the configured groups are
+    /// refused.
+    #[test]
+    fn the_second_person_is_another_person() {
+        let s = Settings { audited: true, ..Settings::default() };
+        let cli = "driftwatch-break-glass/0.1.0";
+        let (opened, approved) = (exception(""), exception("bob"));
+        let judge = |approval: Write, s: &Settings| {
+            evaluate(&app(&approved), None, &[write(&opened, "alice", cli, 0), approval], s, true, t(NOW)).unwrap()
+        };
+        let mut same_person = write(&approved, "bob", cli, 2);
+        same_person.uid = "uid-alice".into();
+        assert!(judge(same_person, &s).refusal.contains("one identity (UID uid-alice)"));
+        let sa = Exception { approved_by: "system:serviceaccount:ci:deployer".into(), ..approved.clone() };
+        let b = evaluate(
+            &app(&sa),
+            None,
+            &[write(&opened, "alice", cli, 0), write(&sa, "system:serviceaccount:ci:deployer", cli, 2)],
+            &s,
+            true,
+            t(NOW),
+        )
+        .unwrap();
+        assert!(b.refusal.contains("a token is no second person"), "{}", b.refusal);
+        let groups = Settings { approver_groups: vec!["incident-commanders".into()], ..s.clone() };
+        assert!(judge(write(&approved, "bob", cli, 2), &groups).refusal.contains("in none of breakGlass.approvers.groups"));
+        let mut commander = write(&approved, "bob", cli, 2);
+        commander.groups.push("incident-commanders".into());
+        assert!(judge(commander, &groups).effective);
+    }
+
+    /// Review L1: no-op writes of the annotation between open and approve cannot push
+    /// the opening out of the bounded window.
+    #[test]
+    fn no_op_writes_cannot_push_the_opening_out() {
+        let s = Settings { audited: true, ..Settings::default() };
+        let cli = "driftwatch-break-glass/0.1.0";
+        let (opened, approved) = (exception(""), exception("bob"));
+        let mut w = Writes::default();
+        w.record(write(&opened, "alice", cli, 0));
+        for i in 1..=MAX_WRITES_PER_APP as i64 + 2 {
+            w.record(write(&opened, "bob", "kubectl/v1.36.0", i));
+        }
+        w.record(write(&approved, "bob", cli, 20));
+        assert_eq!(w.of("argocd/shop@u").len(), MAX_WRITES_PER_APP);
+        let b = evaluate(&app(&approved), None, w.of("argocd/shop@u"), &s, true, t(NOW)).unwrap();
+        assert_eq!((b.state, b.verification, b.effective), (State::Active, Verification::Verified, true), "{}", b.refusal);
     }
 }
 #[cfg(test)]

@@ -134,7 +134,7 @@ fn new_operations(app: &App, drift: &Drift, recorded: Option<(u64, String)>) -> 
 }
 
 /// The break-glass exception the Application is under: one in force, or the one its
-/// open episode was recorded against until that exception is closed (an episode that
+/// open episode was recorded against until that exception is closed or refused (an episode that
 /// started under it stays on the break-glass routes, and its pages stay held while the
 /// exception is overdue: `on-break-glass-overdue` pages instead).
 /// `episode` is the pass's episode when it is open or this pass resolved it (its
@@ -142,7 +142,10 @@ fn new_operations(app: &App, drift: &Drift, recorded: Option<(u64, String)>) -> 
 fn under_break_glass<'a>(drift: &'a Drift, episode: Option<&Episode>) -> Option<&'a crate::drift::break_glass::BreakGlass> {
     let b = drift.break_glass.as_ref()?;
     let recorded = episode.and_then(|e| e.break_glass.as_ref()).is_some_and(|r| r.id == b.id);
-    (b.effective || (recorded && b.state != crate::drift::break_glass::State::Closed)).then_some(b)
+    // A refused exception (an edit by hand after the approval) holds nothing: what it
+    // held pages now.
+    use crate::drift::break_glass::State;
+    (b.effective || (recorded && !matches!(b.state, State::Closed | State::Refused))).then_some(b)
 }
 
 /// The ticket of the break-glass exception that holds this pass's pages, if one does:
