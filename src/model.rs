@@ -475,12 +475,26 @@ impl Notification {
     /// `dedup_key`, Opsgenie's alias): the same for every notification of one
     /// Application, trigger and condition (across restarts and replicas), or of one run
     /// of a group. Not bounded here; each kind bounds it its way.
+    ///
+    /// A trigger with `oncePer` fires once per value, and each value is an incident of its
+    /// own (a second person's attempt while the first one's page is open is a new page,
+    /// not a note on it): the value is part of the key, hashed. The value is the one
+    /// the state store recorded the notification under, so the resolve finds the same
+    /// incident.
     pub fn incident_key(&self) -> String {
         if let Some(g) = &self.group {
             return format!("driftwatch/group/{}", g.instance);
         }
         let app = if self.meta.uid.is_empty() { self.app.as_str() } else { self.meta.uid.as_str() };
-        format!("driftwatch/{app}/{}/{}", self.trigger, self.condition_key)
+        let suffix = format!(":{}:{}:{}:{}", self.trigger, self.condition_key, self.destination.service, self.destination.recipient);
+        match self.record.as_ref().and_then(|r| r.key.strip_suffix(&suffix)).filter(|v| !v.is_empty()) {
+            Some(once_per) => {
+                // FNV-1a: short and stable; the key only has to tell values apart.
+                let h = once_per.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3));
+                format!("driftwatch/{app}/{}/{}/{h:016x}", self.trigger, self.condition_key)
+            }
+            None => format!("driftwatch/{app}/{}/{}", self.trigger, self.condition_key),
+        }
     }
 }
 

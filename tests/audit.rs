@@ -238,3 +238,88 @@ fn a_reload_never_opens_the_audit_listener() {
     assert_eq!(post(&rt, &client, &addr, None, empty()), 401);
     assert!(d.stop().success());
 }
+
+/// The issue's observation on the real API server: a refused `privileged` patch (422
+/// from an admission policy) a few seconds after a NetworkPolicy deletion on the same
+/// Application was paged reached the chat but never PagerDuty. Both attempts page, and
+/// both reach the chat.
+#[test]
+fn a_refused_attempt_after_a_paged_attempt_on_the_same_application_is_paged() {
+    driftwatch::tls::init_crypto();
+    let dir = tempfile::tempdir().unwrap();
+    let api = FakeApiServer::start();
+    api.kubeconfig(&dir.path().join("kubeconfig"));
+    let (pd_listener, chat_listener) = (TcpListener::bind("127.0.0.1:0").unwrap(), TcpListener::bind("127.0.0.1:0").unwrap());
+    let (pd_port, chat_port) = (pd_listener.local_addr().unwrap().port(), chat_listener.local_addr().unwrap().port());
+    let (pages, chat) = (receiver(pd_listener), receiver(chat_listener));
+    let ca = common::tls::serving_tls(dir.path());
+    std::fs::create_dir(dir.path().join("secrets")).unwrap();
+    std::fs::write(dir.path().join("secrets/audit-token"), TOKEN).unwrap();
+    let config = format!(
+        "services:\n  oncall:\n    type: pagerduty\n    apiUrl: http://127.0.0.1:{pd_port}\n    routingKeys: {{security: R0UTINGKEY}}\n    retry: {{initialBackoff: 100ms, maxBackoff: 300ms}}\n  chat:\n    type: slack\n    webhookUrl: http://127.0.0.1:{chat_port}\n    retry: {{initialBackoff: 100ms, maxBackoff: 300ms}}\n\
+         routes:\n  - name: security-attempts\n    match: {{class: [rbac, network-policy, security-context, admission]}}\n    triggers: [on-drift-attempt]\n    recipients: [oncall:security]\n    continue: true\n  - name: attempts\n    triggers: [on-drift-attempt]\n    recipients: [chat:drift]\n{AUDIT}"
+    );
+    std::fs::write(dir.path().join("driftwatch.yaml"), config).unwrap();
+    api.apply(
+        AppBuilder::new("payments-api")
+            .synced()
+            .healthy()
+            .field("/status/history", serde_json::json!([{"id": 1, "revision": common::REV1}]))
+            .field("/spec/destination/namespace", "payments".into())
+            .field(
+                "/status/resources",
+                serde_json::json!([
+                    {"group": "apps", "version": "v1", "kind": "Deployment", "namespace": "payments", "name": "api", "status": "Synced"},
+                    {"group": "networking.k8s.io", "version": "v1", "kind": "NetworkPolicy", "namespace": "payments", "name": "deny-all", "status": "Synced"}]),
+            )
+            .build(),
+    );
+    let d = Daemon::start(dir.path());
+    let mut addr = String::new();
+    wait_for("the audit listener's address in the log", Duration::from_secs(10), || {
+        let line = d.log_lines("audit webhook listening").into_iter().next().unwrap_or_default();
+        addr = line.split("bound=").nth(1).and_then(|r| r.split_whitespace().next()).unwrap_or_default().to_string();
+        !addr.is_empty()
+    });
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let client = reqwest::Client::builder()
+        .add_root_certificate(reqwest::Certificate::from_pem(ca.as_bytes()).unwrap())
+        .pool_max_idle_per_host(0)
+        .build()
+        .unwrap();
+    let list: serde_json::Value = serde_json::from_slice(&data("eventlist-changes-1.json")).unwrap();
+    let alice = list["items"][6].clone();
+    let now = chrono::Utc::now();
+    // alice deletes the NetworkPolicy.
+    let mut delete = alice.clone();
+    delete["auditID"] = "audit-np-delete".into();
+    delete["verb"] = "delete".into();
+    delete["requestURI"] = "/apis/networking.k8s.io/v1/namespaces/payments/networkpolicies/deny-all".into();
+    delete["objectRef"] = serde_json::json!({"resource": "networkpolicies", "namespace": "payments", "name": "deny-all", "apiGroup": "networking.k8s.io", "apiVersion": "v1"});
+    delete["requestReceivedTimestamp"] = now.to_rfc3339().into();
+    delete.as_object_mut().unwrap().remove("requestObject");
+    let batch = |items: Vec<serde_json::Value>| {
+        serde_json::to_vec(&serde_json::json!({"kind": "EventList", "apiVersion": "audit.k8s.io/v1", "items": items})).unwrap()
+    };
+    assert_eq!(post(&rt, &client, &addr, Some(TOKEN), batch(vec![delete])), 200);
+    wait_for("the NetworkPolicy deletion paged", Duration::from_secs(15), || bodies(&pages).len() == 1 && bodies(&chat).len() == 1);
+    // Four seconds later, an admission policy refuses her privileged patch (422).
+    let mut refused = alice.clone();
+    refused["auditID"] = "audit-privileged-422".into();
+    refused["requestReceivedTimestamp"] = (now + chrono::Duration::seconds(4)).to_rfc3339().into();
+    refused["responseStatus"] = serde_json::json!({"metadata": {}, "status": "Failure", "code": 422, "reason": "Invalid",
+        "message": "deployments.apps \"api\" is forbidden: ValidatingAdmissionPolicy 'no-privileged' denied request: privileged containers are not allowed"});
+    refused.as_object_mut().unwrap().remove("responseObject");
+    assert_eq!(post(&rt, &client, &addr, Some(TOKEN), batch(vec![refused])), 200);
+    wait_for("the refused attempt in the chat", Duration::from_secs(15), || bodies(&chat).len() == 2);
+    wait_for("the refused attempt paged", Duration::from_secs(15), || bodies(&pages).len() == 2);
+    let page = bodies(&pages).into_iter().find(|b| b.contains("Refused attempt")).expect("the refused attempt's page");
+    assert!(page.contains("privileged containers are not allowed"), "{page}");
+    // Two incidents: a second attempt is a new page, not a note on the open one.
+    let keys: std::collections::BTreeSet<String> = bodies(&pages)
+        .iter()
+        .map(|b| serde_json::from_str::<serde_json::Value>(b).unwrap()["dedup_key"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(keys.len(), 2, "{keys:?}");
+    assert!(d.stop().success());
+}

@@ -588,6 +588,9 @@ pub fn analyse(object: &Value, settings: &ReadSettings, w: &Wanted, argocd: Opti
         a.managers.retain(|m| !m.fields.is_empty() && !w.ignore.managers.contains(&m.manager));
         a.security = a.managers.iter().any(|m| !m.security_fields.is_empty());
     }
+    // A security field the live object has and Git does not makes it a security drift,
+    // whoever owns it (a manager's name proves nothing).
+    a.security |= d.changes.iter().any(|c| c.security && c.desired == diff::NOT_SET);
     a.diff = Some(d);
     a
 }

@@ -216,9 +216,14 @@ pub fn compute(mut input: Input<'_>) -> ResourceDiff {
             let Some(f) = e.get("fieldsV1") else { continue };
             let mut paths = Vec::new();
             owned_paths(f, &mut Vec::new(), &mut paths, &mut visited);
+            // A field manager's name is whatever the client sent: Argo CD's names count as
+            // desired state only for what the desired object has. When it is known, a
+            // field they own that Git does not have (`--field-manager=argocd-controller`
+            // setting `privileged`) is listed like anyone else's.
+            let argocd = ARGOCD_MANAGERS.contains(&manager.as_str());
             if input.ignore.managers.contains(&manager) {
                 ignored_by_manager.extend(paths);
-            } else if !ARGOCD_MANAGERS.contains(&manager.as_str()) && !input.ignore_managers.contains(&manager) {
+            } else if (!argocd || desired.is_some()) && !input.ignore_managers.contains(&manager) {
                 let time = s("time");
                 for segs in paths {
                     if owned.len() < MAX_OWNED {
