@@ -613,6 +613,8 @@ mod on_a_real_api_server {
         let deploy = json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "api", "namespace": "payments"},
             "spec": {"replicas": 2, "selector": {"matchLabels": {"app": "api"}},
                      "template": {"metadata": {"labels": {"app": "api"}}, "spec": {"containers": [{"name": "app", "image": "payments:1.0"}]}}}});
+        let mut worker = deploy.clone();
+        worker["metadata"]["name"] = json!("worker");
         let controller = block_on(async {
             api.namespaces(&["argocd", "payments"]).await;
             let admin = api.client(ADMIN).await;
@@ -621,6 +623,8 @@ mod on_a_real_api_server {
                 grant(&admin, "payments", who, "apps", &["deployments"], &["get", "patch"]).await;
             }
             apply_as(&controller, "argocd-controller", deploy.clone()).await;
+            apply_as(&controller, "argocd-controller", worker.clone()).await;
+            let res = |name: &str| json!({"group": "apps", "version": "v1", "kind": "Deployment", "namespace": "payments", "name": name, "status": "Synced"});
             put_app(
                 &controller,
                 application(
@@ -629,10 +633,7 @@ mod on_a_real_api_server {
                         .healthy()
                         .field("/spec/destination/namespace", json!("payments"))
                         .field("/status/history", json!([{"id": 1, "revision": REV1}]))
-                        .field(
-                            "/status/resources",
-                            json!([{"group": "apps", "version": "v1", "kind": "Deployment", "namespace": "payments", "name": "api", "status": "Synced"}]),
-                        ),
+                        .field("/status/resources", json!([res("api"), res("worker")])),
                 ),
             )
             .await;
@@ -668,6 +669,22 @@ mod on_a_real_api_server {
         let mallory = sent.iter().find(|r| r["who"] == "mallory").unwrap();
         assert_eq!(mallory["decision"], "denied", "{mallory}");
         assert!(mallory["reason"].as_str().unwrap().contains("forbidden"), "{mallory}");
+
+        // alice again, on the worker, under Argo CD's own field manager name (review H6):
+        // the person is named, the change is security, and it is flagged.
+        block_on(async {
+            let alice = api.client(ALICE).await;
+            patch_as(&alice, "argocd-controller", &worker, Patch::Strategic(privileged.clone())).await.unwrap();
+        });
+        wait_for("alice's change under argocd-controller", Duration::from_secs(30), || {
+            records(&got).iter().any(|r| r["resource"] == "Deployment payments/worker")
+        });
+        let spoofed = records(&got).into_iter().find(|r| r["resource"] == "Deployment payments/worker").unwrap();
+        assert_eq!(
+            (spoofed["who"].as_str(), spoofed["security"].as_bool(), spoofed["argocdManager"].as_bool()),
+            (Some("alice"), Some(true), Some(true)),
+            "{spoofed}"
+        );
 
         // An admission policy refuses privileged containers: the API server answers 422.
         block_on(async {

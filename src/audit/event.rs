@@ -378,6 +378,7 @@ fn attempt(e: &Event, (app_key, kind, app_spec): Hit, f: &Filter) -> Attempt {
         decision,
         code,
         reason,
+        argocd_manager: crate::drift::classes::ARGOCD_MANAGERS.contains(&manager.as_str()),
         manager,
         audit_id: clip(&e.audit_id, 64),
         time,

@@ -122,6 +122,11 @@ pub struct Attempt {
     pub reason: String,
     /// The field manager the request named (`?fieldManager=`), if any.
     pub manager: String,
+    /// The request named one of Argo CD's field managers although its identity is not
+    /// one of `audit.argocdIdentities`: a change made to look like Argo CD's (itself a
+    /// finding).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub argocd_manager: bool,
     pub audit_id: String,
     /// When the API server received the request.
     pub time: DateTime<Utc>,

@@ -657,6 +657,29 @@ mod tests {
         assert!(!serde_json::to_string(&d).unwrap().contains("hunter2"), "a credential never shows");
     }
 
+    /// Review H6: `kubectl patch --field-manager=argocd-controller` making the container
+    /// privileged. The manager's name is not Argo CD: Git has no securityContext, so the
+    /// field is listed (and is a security field); with Git not known, Argo CD's fields
+    /// are still taken as desired.
+    #[test]
+    fn a_field_owned_under_argo_cds_manager_name_that_git_lacks_is_listed() {
+        let mut obj = live();
+        let fields = obj["metadata"]["managedFields"].as_array_mut().unwrap();
+        fields.retain(|m| m["manager"] != "kubectl-patch");
+        fields.push(json!({"manager": "argocd-controller", "operation": "Update", "time": "2026-12-03T09:30:00Z", "fieldsV1": {
+            "f:spec": {"f:template": {"f:spec": {"f:containers": {"k:{\"name\":\"app\"}": {"f:securityContext": {".": {}, "f:privileged": {}}}}}}}}}));
+        let d = run(&obj, &ForResource::default(), Limits::default());
+        let privileged = d.changes.iter().find(|c| c.path.ends_with("securityContext.privileged")).expect("listed");
+        assert_eq!(
+            (privileged.desired.as_str(), privileged.live.as_str(), privileged.manager.as_str()),
+            (NOT_SET, "true", "argocd-controller")
+        );
+        assert!(privileged.security);
+        obj["metadata"]["annotations"] = json!({});
+        let unknown = run(&obj, &ForResource::default(), Limits::default());
+        assert!(unknown.changes.iter().all(|c| c.manager != "argocd-controller"), "{:?}", shown(&unknown));
+    }
+
     #[test]
     fn ignored_fields_are_neither_shown_nor_counted() {
         let rules = IgnoreRules::of(&json!({"spec": {"ignoreDifferences": [
