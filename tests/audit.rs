@@ -310,8 +310,13 @@ fn a_refused_attempt_after_a_paged_attempt_on_the_same_application_is_paged() {
     refused["responseStatus"] = serde_json::json!({"metadata": {}, "status": "Failure", "code": 422, "reason": "Invalid",
         "message": "deployments.apps \"api\" is forbidden: ValidatingAdmissionPolicy 'no-privileged' denied request: privileged containers are not allowed"});
     refused.as_object_mut().unwrap().remove("responseObject");
+    // Any client picks its User-Agent (review M7): it must stay text in Slack.
+    refused["userAgent"] = "<!channel> <https://sso.evil.example/argocd|Re-authenticate to Argo CD>".into();
     assert_eq!(post(&rt, &client, &addr, Some(TOKEN), batch(vec![refused])), 200);
     wait_for("the refused attempt in the chat", Duration::from_secs(15), || bodies(&chat).len() == 2);
+    let sent = bodies(&chat).join("\n");
+    assert!(!sent.contains("<!channel>") && !sent.contains("<https://sso.evil.example"), "{sent}");
+    assert!(sent.contains("&lt;!channel&gt; &lt;https://sso.evil.example/argocd|Re-authenticate to Argo CD&gt;"), "{sent}");
     wait_for("the refused attempt paged", Duration::from_secs(15), || bodies(&pages).len() == 2);
     let page = bodies(&pages).into_iter().find(|b| b.contains("Refused attempt")).expect("the refused attempt's page");
     assert!(page.contains("privileged containers are not allowed"), "{page}");

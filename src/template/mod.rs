@@ -95,6 +95,61 @@ pub struct Rendered {
 /// adjusted per destination (`serviceType`, `recipient`).
 pub struct RenderContext {
     ctx: Context,
+    /// The same data with every string escaped for one destination's markup, built on
+    /// the first render that needs it (dropped when the data changes).
+    escaped: Option<(Markup, Context)>,
+}
+
+/// Markup whose control characters text from the cluster must not carry into what is
+/// sent: a `User-Agent: <!channel> <https://evil|Re-authenticate>` stays text.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Markup {
+    /// Slack mrkdwn: `&`, `<`, `>` (mentions, links and commands are written with them).
+    Slack,
+    /// HTML (an e-mail's `email.html`).
+    Html,
+}
+
+impl Markup {
+    /// Which markup a destination kind's fields are in, and whether `field` is one of them.
+    fn of(kind: crate::model::DestinationKind, field: &str) -> Option<Markup> {
+        use crate::model::DestinationKind as K;
+        match kind {
+            K::Slack => Some(Markup::Slack),
+            K::Email if field == "email.html" => Some(Markup::Html),
+            _ => None,
+        }
+    }
+
+    fn escape(self, s: &str) -> String {
+        match self {
+            Markup::Slack => helpers::slack_escape(s),
+            Markup::Html => {
+                let mut out = String::with_capacity(s.len());
+                for c in s.chars() {
+                    match c {
+                        '&' => out.push_str("&amp;"),
+                        '<' => out.push_str("&lt;"),
+                        '>' => out.push_str("&gt;"),
+                        '"' => out.push_str("&quot;"),
+                        '\'' => out.push_str("&#39;"),
+                        c => out.push(c),
+                    }
+                }
+                out
+            }
+        }
+    }
+
+    /// `v` with every string (keys left as they are) escaped.
+    fn escape_all(self, v: &Value) -> Value {
+        match v {
+            Value::String(s) => Value::String(self.escape(s)),
+            Value::Array(items) => Value::Array(items.iter().map(|i| self.escape_all(i)).collect()),
+            Value::Object(m) => Value::Object(m.iter().map(|(k, v)| (k.clone(), self.escape_all(v))).collect()),
+            other => other.clone(),
+        }
+    }
 }
 
 impl RenderContext {
@@ -107,12 +162,13 @@ impl RenderContext {
             "recipient": "",
             "resolved": false,
         });
-        RenderContext { ctx: Context::from(data) }
+        RenderContext { ctx: Context::from(data), escaped: None }
     }
 
     /// Adds what the pass found: `drift` and `episode` (the open or last resolved one,
     /// seen at `now`; null when there is none).
     pub fn with_pass(mut self, drift: &Drift, episode: Option<&Episode>, now: DateTime<Utc>) -> RenderContext {
+        self.escaped = None;
         if let Some(map) = self.ctx.data_mut().as_object_mut() {
             map.insert("drift".into(), drift.view());
             map.insert("episode".into(), episode.map_or(Value::Null, |e| e.view(now)));
@@ -122,19 +178,34 @@ impl RenderContext {
 
     /// Sets one top-level value templates see (`group` for a grouped route's message).
     pub fn set(&mut self, key: &str, value: Value) {
+        self.escaped = None;
         if let Some(map) = self.ctx.data_mut().as_object_mut() {
             map.insert(key.into(), value);
         }
     }
 
-    fn for_target(&mut self, t: &Target<'_>) -> &Context {
-        if let Some(map) = self.ctx.data_mut().as_object_mut() {
-            map.insert("trigger".into(), Value::String(t.trigger.into()));
-            map.insert("serviceType".into(), Value::String(t.kind.as_str().into()));
-            map.insert("recipient".into(), Value::String(t.recipient.into()));
-            map.insert("resolved".into(), Value::Bool(t.resolved));
+    /// The data for `t`, and the same data escaped for `markup` when asked.
+    fn for_target(&mut self, t: &Target<'_>, markup: Option<Markup>) -> (&Context, Option<&Context>) {
+        let set = |ctx: &mut Context| {
+            if let Some(map) = ctx.data_mut().as_object_mut() {
+                map.insert("trigger".into(), Value::String(t.trigger.into()));
+                map.insert("serviceType".into(), Value::String(t.kind.as_str().into()));
+                map.insert("recipient".into(), Value::String(t.recipient.into()));
+                map.insert("resolved".into(), Value::Bool(t.resolved));
+            }
+        };
+        set(&mut self.ctx);
+        let Some(m) = markup else { return (&self.ctx, None) };
+        if self.escaped.as_ref().is_none_or(|(have, _)| *have != m) {
+            self.escaped = Some((m, Context::from(m.escape_all(self.ctx.data()))));
         }
-        &self.ctx
+        match self.escaped.as_mut() {
+            Some((_, e)) => {
+                set(e);
+                (&self.ctx, Some(&*e))
+            }
+            None => (&self.ctx, None),
+        }
     }
 }
 
@@ -272,9 +343,23 @@ impl TemplateSet {
         encode: Encoder,
     ) -> Result<Rendered, RenderError> {
         let fields = self.fields.get(name).ok_or_else(|| RenderError::UnknownTemplate(name.to_string()))?;
-        let ctx = ctx.for_target(target);
-        let mut f =
-            Fields { hb: &self.hb, template: name, fields, ctx, settings: self.settings.get(name), message: String::new(), severity: None };
+        // Slack's fields are all mrkdwn; of an e-mail only `email.html` is markup.
+        let markup = match target.kind {
+            crate::model::DestinationKind::Email if !fields.contains_key("email.html") => None,
+            k => Markup::of(k, "message").or(Markup::of(k, "email.html")),
+        };
+        let kind = target.kind;
+        let (ctx, escaped) = ctx.for_target(target, markup);
+        let mut f = Fields {
+            hb: &self.hb,
+            template: name,
+            fields,
+            ctx,
+            escaped: escaped.map(|e| (e, kind)),
+            settings: self.settings.get(name),
+            message: String::new(),
+            severity: None,
+        };
         f.message = f.text("message")?.unwrap_or_default();
         f.severity = f.severity_of("severity")?;
         let payload = encode(&f, target, app)?;
@@ -296,6 +381,8 @@ pub struct Fields<'a> {
     template: &'a str,
     fields: &'a BTreeMap<String, (String, FieldKind)>,
     ctx: &'a Context,
+    /// The data escaped for the destination's markup, for the fields in it.
+    escaped: Option<(&'a Context, crate::model::DestinationKind)>,
     settings: Option<&'a SectionSettings>,
     /// The rendered `message` (empty when the template has none).
     pub message: String,
@@ -347,7 +434,11 @@ impl Fields<'_> {
         // Rendered into a writer that stops the render once the field passes its bound:
         // a template looping over a large list must not build a gigabyte first.
         let mut out = Bounded { buf: Vec::new(), over: false };
-        let rendered = self.hb.render_with_context_to_write(reg, self.ctx, &mut out);
+        let ctx = match self.escaped {
+            Some((e, kind)) if Markup::of(kind, field).is_some() => e,
+            _ => self.ctx,
+        };
+        let rendered = self.hb.render_with_context_to_write(reg, ctx, &mut out);
         if let Err(e) = rendered
             && !out.over
         {

@@ -260,3 +260,32 @@ fn a_section_kind_carries_every_field_of_its_section() {
         assert_eq!(out.as_object().unwrap().len(), fields.len() + 1, "{kind:?}: nothing else");
     }
 }
+
+/// Review M7: text from the cluster is escaped for the markup of what is actually sent
+/// (Slack mrkdwn, an e-mail's HTML part), not only by a helper no template calls; the
+/// template's own markup and other destinations are left as they are.
+#[test]
+fn cluster_text_is_escaped_for_each_destinations_markup() {
+    let s = set(r#"
+message: "<{{context.argocdUrl}}|{{app.metadata.annotations.note}}>"
+email:
+  subject: "{{app.metadata.annotations.note}}"
+  html: "<p>{{app.metadata.annotations.note}}</p>"
+"#);
+    let note = "<!channel> <https://evil.example|Re-authenticate> & \"x\"";
+    let app =
+        App::from_value(json!({"kind": "Application", "metadata": {"name": "web", "namespace": "argocd", "annotations": {"note": note}}}))
+            .unwrap();
+    let ctx_map: BTreeMap<String, String> = [("argocdUrl".to_string(), "https://cd.example.com".to_string())].into();
+    let out = |kind: DestinationKind| {
+        let mut ctx = RenderContext::new(&app, &ctx_map);
+        let t = Target { trigger: "on-x", kind, service: kind.as_str(), recipient: "ops", resolved: false };
+        s.render("t", &mut ctx, &t, &app, encoder(kind)).unwrap().payload
+    };
+    let slack = out(DestinationKind::Slack);
+    assert_eq!(slack["text"], "<https://cd.example.com|&lt;!channel&gt; &lt;https://evil.example|Re-authenticate&gt; &amp; \"x\">");
+    let mail = out(DestinationKind::Email);
+    assert_eq!(mail["html"], "<p>&lt;!channel&gt; &lt;https://evil.example|Re-authenticate&gt; &amp; &quot;x&quot;</p>");
+    assert_eq!(mail["subject"], note, "a plain-text subject is not markup");
+    assert_eq!(out(DestinationKind::Console)["message"], format!("<https://cd.example.com|{note}>"));
+}
