@@ -55,6 +55,7 @@ pub mod project;
 pub mod replay;
 pub mod route;
 pub mod secret;
+pub mod serve;
 pub mod source;
 pub mod state;
 pub mod template;

@@ -212,6 +212,8 @@ pub struct Metrics {
     pub live_reads_forbidden: Family,
     /// Resources an Application's status lists outside its AppProject: never read.
     pub live_reads_outside_project: Counter,
+    /// Connections to the operations listener closed over its connection cap.
+    pub ops_connections_refused: Counter,
     /// Live reads by `cluster` (`in-cluster` or a `clusters:` entry) and `result`
     /// (`ok`, `failed`: no answer, `error`: the API server answered with one).
     pub cluster_reads: Family,
@@ -276,6 +278,7 @@ impl Metrics {
             live_read_errors: Counter::default(),
             live_reads_forbidden: Family::new("resource"),
             live_reads_outside_project: Counter::default(),
+            ops_connections_refused: Counter::default(),
             cluster_reads: Family::with_two("result", "cluster"),
             cluster_up: Family::new("cluster"),
             diffs: Family::new("source"),
@@ -323,6 +326,11 @@ impl Metrics {
             "driftwatch_live_reads_forbidden",
             "Reads of live objects for attribution that the RBAC does not allow, by resource",
             m.live_reads_forbidden.family.clone(),
+        );
+        r.register(
+            "driftwatch_operations_connections_refused",
+            "Connections to the operations listener closed over its connection cap",
+            m.ops_connections_refused.clone(),
         );
         r.register(
             "driftwatch_live_reads_outside_project",
@@ -417,6 +425,7 @@ impl Metrics {
             ("driftwatch_live_read_errors", "counter", &[]),
             ("driftwatch_live_reads_forbidden", "counter", &["resource"]),
             ("driftwatch_live_reads_outside_project", "counter", &[]),
+            ("driftwatch_operations_connections_refused", "counter", &[]),
             ("driftwatch_cluster_reads", "counter", &["result", "cluster"]),
             ("driftwatch_cluster_up", "gauge", &["cluster"]),
             ("driftwatch_diffs", "counter", &["source"]),

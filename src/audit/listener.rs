@@ -15,16 +15,14 @@ use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
-use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::mpsc;
+use tokio::net::TcpListener;
 
 use super::Sink;
 use crate::metrics::METRICS;
 
-/// TLS handshakes in progress at most (more wait to be accepted).
-const MAX_HANDSHAKES: usize = 64;
-/// A client that has not finished its handshake by then is dropped.
-const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+/// A body must arrive whole within this (a caller with the credential cannot hold a
+/// connection and `maxBodyBytes` of memory by trickling).
+const BODY_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Why the listener could not start.
 #[derive(Debug, thiserror::Error)]
@@ -53,9 +51,10 @@ async fn ingest(State(sink): State<Sink>, headers: HeaderMap, body: Body) -> Res
     if declared.is_some_and(|n| n > shared.max_body as u64) {
         return reply(StatusCode::PAYLOAD_TOO_LARGE, "the body is over audit.maxBodyBytes");
     }
-    let bytes = match axum::body::to_bytes(body, shared.max_body).await {
-        Ok(b) => b,
-        Err(_) => return reply(StatusCode::PAYLOAD_TOO_LARGE, "the body is over audit.maxBodyBytes (or was cut off)"),
+    let bytes = match tokio::time::timeout(BODY_TIMEOUT, axum::body::to_bytes(body, shared.max_body)).await {
+        Ok(Ok(b)) => b,
+        Ok(Err(_)) => return reply(StatusCode::PAYLOAD_TOO_LARGE, "the body is over audit.maxBodyBytes (or was cut off)"),
+        Err(_) => return reply(StatusCode::REQUEST_TIMEOUT, "the body did not arrive within 30 s"),
     };
     let filtered = tokio::task::spawn_blocking(move || shared.filter(&bytes)).await;
     match filtered {
@@ -115,112 +114,33 @@ pub fn tls_config(cert: &Path, key: &Path, client_ca: Option<&Path>) -> Result<r
     Ok(cfg)
 }
 
-/// Plain TCP (loopback only: the configuration refuses it elsewhere).
-struct Plain(TcpListener);
-
-impl axum::serve::Listener for Plain {
-    type Io = TcpStream;
-    type Addr = SocketAddr;
-
-    async fn accept(&mut self) -> (Self::Io, Self::Addr) {
-        loop {
-            match self.0.accept().await {
-                Ok(a) => return a,
-                Err(e) => {
-                    tracing::warn!(error = %e, "accepting an audit connection failed; going on");
-                    tokio::time::sleep(Duration::from_millis(100)).await;
-                }
-            }
-        }
-    }
-
-    fn local_addr(&self) -> std::io::Result<SocketAddr> {
-        self.0.local_addr()
-    }
-}
-
-/// TLS: connections are accepted and their handshakes run in tasks of their own (a
-/// client that stalls its handshake holds up nobody), and finished ones handed over.
-struct Tls {
-    ready: mpsc::Receiver<(tokio_rustls::server::TlsStream<TcpStream>, SocketAddr)>,
-    local: SocketAddr,
-}
-
-impl axum::serve::Listener for Tls {
-    type Io = tokio_rustls::server::TlsStream<TcpStream>;
-    type Addr = SocketAddr;
-
-    async fn accept(&mut self) -> (Self::Io, Self::Addr) {
-        match self.ready.recv().await {
-            Some(c) => c,
-            // The acceptor is gone: nothing more will come.
-            None => std::future::pending().await,
-        }
-    }
-
-    fn local_addr(&self) -> std::io::Result<SocketAddr> {
-        Ok(self.local)
-    }
-}
-
-fn tls_listener(listener: TcpListener, cfg: rustls::ServerConfig) -> std::io::Result<Tls> {
-    let local = listener.local_addr()?;
-    let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(cfg));
-    let (tx, ready) = mpsc::channel(MAX_HANDSHAKES);
-    let permits = Arc::new(tokio::sync::Semaphore::new(MAX_HANDSHAKES));
-    tokio::spawn(async move {
-        loop {
-            let Ok(permit) = permits.clone().acquire_owned().await else { return };
-            let (tcp, peer) = match listener.accept().await {
-                Ok(a) => a,
-                Err(e) => {
-                    tracing::warn!(error = %e, "accepting an audit connection failed; going on");
-                    tokio::time::sleep(Duration::from_millis(100)).await;
-                    continue;
-                }
-            };
-            let (acceptor, tx) = (acceptor.clone(), tx.clone());
-            tokio::spawn(async move {
-                let _permit = permit;
-                match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(tcp)).await {
-                    Ok(Ok(tls)) => {
-                        let _ = tx.send((tls, peer)).await;
-                    }
-                    Ok(Err(e)) => {
-                        METRICS.audit_requests.inc("tls-refused");
-                        tracing::debug!(%peer, error = %e, "audit TLS handshake refused");
-                    }
-                    Err(_) => tracing::debug!(%peer, "audit TLS handshake timed out"),
-                }
-            });
-        }
+/// What a closed-unserved connection counts as (`driftwatch_audit_requests_total{code}`).
+fn count_dropped(d: crate::serve::Dropped) {
+    use crate::serve::Dropped;
+    METRICS.audit_requests.inc(match d {
+        Dropped::Cap => "connection-cap",
+        Dropped::Evicted => "handshake-evicted",
+        Dropped::Handshake => "tls-refused",
     });
-    Ok(Tls { ready, local })
 }
 
-/// Binds `addr` and serves `POST /audit` into `sink` for as long as the process runs.
-/// Returns the bound address.
+/// Binds `addr` and serves `POST /audit` into `sink` for as long as the process runs,
+/// within [`crate::serve::Bounds`] (a connection cap, bounded TLS handshakes that a new
+/// connection can evict, a header-read timeout). Returns the bound address.
 pub async fn serve(addr: SocketAddr, tls: Option<rustls::ServerConfig>, sink: Sink) -> Result<SocketAddr, ListenError> {
+    serve_within(addr, tls, sink, crate::serve::Bounds::default()).await
+}
+
+async fn serve_within(
+    addr: SocketAddr,
+    tls: Option<rustls::ServerConfig>,
+    sink: Sink,
+    bounds: crate::serve::Bounds,
+) -> Result<SocketAddr, ListenError> {
     let listener = TcpListener::bind(addr).await.map_err(|error| ListenError::Bind { addr, error })?;
     let bound = listener.local_addr().map_err(|error| ListenError::Bind { addr, error })?;
     let app = router(sink);
-    match tls {
-        Some(cfg) => {
-            let l = tls_listener(listener, cfg).map_err(|error| ListenError::Bind { addr, error })?;
-            tokio::spawn(async move {
-                if let Err(e) = axum::serve(l, app).await {
-                    tracing::error!(error = %e, "the audit listener stopped");
-                }
-            });
-        }
-        None => {
-            tokio::spawn(async move {
-                if let Err(e) = axum::serve(Plain(listener), app).await {
-                    tracing::error!(error = %e, "the audit listener stopped");
-                }
-            });
-        }
-    }
+    tokio::spawn(crate::serve::run(listener, tls.map(Arc::new), app, bounds, count_dropped, std::future::pending()));
     Ok(bound)
 }
 
@@ -294,5 +214,71 @@ mod tests {
         assert!(e.contains("missing.crt"), "{e}");
         let e = tls_config(&d.join("tls.key"), &d.join("tls.key"), None).unwrap_err().to_string();
         assert!(e.contains("tls.key") && e.contains("no certificate"), "{e}");
+    }
+
+    /// Review M1: 200 sockets that never send a ClientHello do not stop the listener (a
+    /// new connection evicts the oldest silent handshake); a client trickling its
+    /// headers is dropped by the header-read timeout; past the connection cap a new
+    /// connection is closed at once. (Each wait is bounded only so that a regression
+    /// fails instead of hanging.)
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn hostile_clients_cannot_hold_the_listener() {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let p = pki();
+        let d = p.dir.path();
+        let cfg = tls_config(&d.join("tls.crt"), &d.join("tls.key"), None).unwrap();
+        let listen = Some("127.0.0.1:0".parse().unwrap());
+        let tls = Some((d.join("tls.crt"), d.join("tls.key"), None));
+        let shared = crate::audit::Shared::new(&AuditSettings {
+            listen,
+            tls,
+            token: Some(crate::secret::Secret::new("t".into())),
+            ..AuditSettings::default()
+        });
+        shared.set_leading(true);
+        let (sink, _queue) = crate::audit::queue(&shared);
+        // Handshakes may take a minute: only eviction lets the client below through.
+        let bounds = crate::serve::Bounds { handshake_timeout: Duration::from_secs(60), ..crate::serve::Bounds::default() };
+        let addr = serve_within("127.0.0.1:0".parse().unwrap(), Some(cfg), sink, bounds).await.unwrap();
+        let mut silent = Vec::new();
+        for _ in 0..200 {
+            silent.push(tokio::net::TcpStream::connect(addr).await.unwrap());
+        }
+        let root = reqwest::Certificate::from_pem(p.ca_pem.as_bytes()).unwrap();
+        let client = reqwest::Client::builder().add_root_certificate(root).timeout(Duration::from_secs(20)).build().unwrap();
+        assert_eq!(post(&client, addr, "{\"items\": []}", Some("t")).await.unwrap(), 200, "heard despite 200 silent sockets");
+        drop(silent);
+
+        // Plain (loopback), short header timeout, a cap of 2 connections.
+        let shared = crate::audit::Shared::new(&AuditSettings {
+            listen,
+            token: Some(crate::secret::Secret::new("t".into())),
+            ..AuditSettings::default()
+        });
+        let (sink, _queue) = crate::audit::queue(&shared);
+        let bounds = crate::serve::Bounds { header_timeout: Duration::from_millis(300), ..crate::serve::Bounds::default() };
+        let addr = serve_within("127.0.0.1:0".parse().unwrap(), None, sink, bounds).await.unwrap();
+        let mut slow = tokio::net::TcpStream::connect(addr).await.unwrap();
+        slow.write_all(b"POST /audit HTTP/1.1\r\nHost: x\r\n").await.unwrap();
+        let mut buf = Vec::new();
+        // The server closes it (possibly after a 408): the read ends, it does not hang.
+        let ended = tokio::time::timeout(Duration::from_secs(30), slow.read_to_end(&mut buf)).await;
+        assert!(ended.is_ok(), "a trickling client was not dropped");
+        // A cap of 2, and headers may take a minute: only the cap closes the third.
+        let shared = crate::audit::Shared::new(&AuditSettings {
+            listen,
+            token: Some(crate::secret::Secret::new("t".into())),
+            ..AuditSettings::default()
+        });
+        let (sink, _queue) = crate::audit::queue(&shared);
+        let bounds =
+            crate::serve::Bounds { max_connections: 2, header_timeout: Duration::from_secs(60), ..crate::serve::Bounds::default() };
+        let addr = serve_within("127.0.0.1:0".parse().unwrap(), None, sink, bounds).await.unwrap();
+        let _a = tokio::net::TcpStream::connect(addr).await.unwrap();
+        let _b = tokio::net::TcpStream::connect(addr).await.unwrap();
+        let mut third = tokio::net::TcpStream::connect(addr).await.unwrap();
+        let mut rest = Vec::new();
+        let closed = tokio::time::timeout(Duration::from_secs(30), third.read_to_end(&mut rest)).await;
+        assert!(matches!(closed, Ok(Ok(0)) | Ok(Err(_))), "the third connection was served: {closed:?}");
     }
 }

@@ -194,35 +194,9 @@ fn router(state: SharedState) -> Router {
         .with_state(state)
 }
 
-/// The operations listener: an accept error (out of file descriptors, a connection
-/// reset before it was accepted) is logged and the accept retried after a pause, so a
-/// full descriptor table is not a busy loop and `/healthz` outlives it. (axum's own
-/// TCP listener pauses a whole second and logs only with its `tracing` feature.)
-struct OpsListener(tokio::net::TcpListener);
-
-impl axum::serve::Listener for OpsListener {
-    type Io = tokio::net::TcpStream;
-    type Addr = SocketAddr;
-
-    async fn accept(&mut self) -> (Self::Io, Self::Addr) {
-        loop {
-            match self.0.accept().await {
-                Ok(accepted) => return accepted,
-                Err(e) => {
-                    tracing::warn!(error = %e, "accepting an operations connection failed; going on");
-                    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-                }
-            }
-        }
-    }
-
-    fn local_addr(&self) -> std::io::Result<Self::Addr> {
-        self.0.local_addr()
-    }
-}
-
-/// Serves the endpoints until `shutdown` completes (connections in progress are
-/// finished). Returns the bound address.
+/// Serves the endpoints until `shutdown` completes (connections in progress are left
+/// to finish), within [`crate::serve::Bounds`]: at most 128 connections, a header-read
+/// (and idle) timeout. Returns the bound address.
 pub async fn serve(
     addr: SocketAddr,
     state: SharedState,
@@ -230,11 +204,11 @@ pub async fn serve(
 ) -> std::io::Result<SocketAddr> {
     let listener = tokio::net::TcpListener::bind(addr).await?;
     let bound = listener.local_addr()?;
-    tokio::spawn(async move {
-        if let Err(e) = axum::serve(OpsListener(listener), router(state)).with_graceful_shutdown(shutdown).await {
-            tracing::error!(error = %e, "the operations server stopped");
-        }
-    });
+    let bounds = crate::serve::Bounds { max_connections: 128, ..crate::serve::Bounds::default() };
+    let dropped: fn(crate::serve::Dropped) = |_| {
+        METRICS.ops_connections_refused.inc();
+    };
+    tokio::spawn(crate::serve::run(listener, None, router(state), bounds, dropped, shutdown));
     Ok(bound)
 }
 #[cfg(test)]
