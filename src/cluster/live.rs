@@ -590,7 +590,8 @@ pub fn analyse(object: &Value, settings: &ReadSettings, w: &Wanted, argocd: Opti
     }
     // A security field the live object has and Git does not makes it a security drift,
     // whoever owns it (a manager's name proves nothing).
-    a.security |= d.changes.iter().any(|c| c.security && c.desired == diff::NOT_SET);
+    a.security |=
+        d.changes.iter().any(|c| c.security && c.desired == diff::NOT_SET && !matches!(c.live.as_str(), "false" | "{}" | "[]" | "null"));
     a.diff = Some(d);
     a
 }

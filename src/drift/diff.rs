@@ -205,6 +205,7 @@ pub fn compute(mut input: Input<'_>) -> ResourceDiff {
     };
     let mut visited = 0usize;
     let mut owned = Vec::new();
+    let mut argocd_security = Vec::new();
     let mut ignored_by_manager = Vec::new();
     if let Some(entries) = input.live.pointer("/metadata/managedFields").and_then(Value::as_array) {
         for e in entries {
@@ -216,14 +217,24 @@ pub fn compute(mut input: Input<'_>) -> ResourceDiff {
             let Some(f) = e.get("fieldsV1") else { continue };
             let mut paths = Vec::new();
             owned_paths(f, &mut Vec::new(), &mut paths, &mut visited);
-            // A field manager's name is whatever the client sent: Argo CD's names count as
-            // desired state only for what the desired object has. When it is known, a
-            // field they own that Git does not have (`--field-manager=argocd-controller`
-            // setting `privileged`) is listed like anyone else's.
             let argocd = ARGOCD_MANAGERS.contains(&manager.as_str());
             if input.ignore.managers.contains(&manager) {
                 ignored_by_manager.extend(paths);
-            } else if (!argocd || desired.is_some()) && !input.ignore_managers.contains(&manager) {
+            } else if argocd {
+                // A field manager's name is whatever the client sent. What Argo CD's names
+                // own is desired state — including the fields the API server defaulted
+                // when it created the object — except a security field with a value Git
+                // does not have (`--field-manager=argocd-controller` setting
+                // `privileged`): that is listed like anyone else's (below).
+                if desired.is_some() {
+                    let time = s("time");
+                    for segs in paths.into_iter().filter(|p| is_security_field(input.kind_class, &display(p))) {
+                        if argocd_security.len() < MAX_OWNED {
+                            argocd_security.push(Owned { segs, manager: manager.clone(), time: time.clone() });
+                        }
+                    }
+                }
+            } else if !input.ignore_managers.contains(&manager) {
                 let time = s("time");
                 for segs in paths {
                     if owned.len() < MAX_OWNED {
@@ -252,7 +263,10 @@ pub fn compute(mut input: Input<'_>) -> ResourceDiff {
     if let Some(d) = &desired {
         w.desired(d, Some(&live), &mut String::new(), &mut Vec::new(), 0);
     }
-    for o in &owned {
+    let unset = |v: &Value| {
+        v.is_null() || v == &Value::Bool(false) || v.as_object().is_some_and(|m| m.is_empty()) || v.as_array().is_some_and(|a| a.is_empty())
+    };
+    for (o, argocd) in owned.iter().map(|o| (o, false)).chain(argocd_security.iter().map(|o| (o, true))) {
         if w.visited >= MAX_VISITED {
             w.cut = true;
             break;
@@ -268,6 +282,11 @@ pub fn compute(mut input: Input<'_>) -> ResourceDiff {
             continue;
         }
         if let Some((at, v)) = locate(&live, &o.segs) {
+            // Under Argo CD's name, only a security value that grants something (a
+            // defaulted `securityContext: {}` does not).
+            if argocd && unset(v) {
+                continue;
+            }
             let desired = if desired.is_some() { Shown::NotSet } else { Shown::NotKnown };
             w.push(Raw { security: is_security_field(input.kind_class, &path), path, at, desired, live: Shown::Value(v) });
         }
@@ -280,8 +299,11 @@ pub fn compute(mut input: Input<'_>) -> ResourceDiff {
     raw.sort_by_key(|r| !r.security);
     raw.truncate(input.limits.max_fields);
     // Where each owned field is in the live object, found once for all changes.
-    let placed: Vec<(Vec<Step>, &Owned)> =
-        if raw.is_empty() { Vec::new() } else { owned.iter().filter_map(|o| locate(&live, &o.segs).map(|(at, _)| (at, o))).collect() };
+    let placed: Vec<(Vec<Step>, &Owned)> = if raw.is_empty() {
+        Vec::new()
+    } else {
+        owned.iter().chain(&argocd_security).filter_map(|o| locate(&live, &o.segs).map(|(at, _)| (at, o))).collect()
+    };
     let changes = raw
         .iter()
         .map(|r| {

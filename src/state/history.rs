@@ -32,6 +32,9 @@ const LATEST: TableDefinition<&str, &str> = TableDefinition::new("latest_episode
 const HOLDS: TableDefinition<&str, u64> = TableDefinition::new("holds");
 /// `"<resolved at, unix ms, 15 digits>\u{0}<episode key>"` -> nothing.
 const RESOLVED: TableDefinition<&str, ()> = TableDefinition::new("episodes_by_resolved");
+/// A history query looks at most this many stored episodes, newest first.
+pub const MAX_VISITED_PER_QUERY: usize = 50_000;
+
 /// State key -> [`OpenEpisode`] (JSON) of its open episode.
 const OPEN: TableDefinition<&str, &str> = TableDefinition::new("open_episodes");
 /// Class -> how many open episodes have it (`none`: those with no class).
@@ -388,8 +391,15 @@ impl StateStore {
         let table = tx.open_table(EPISODES).map_err(storage)?;
         let mut out = Vec::new();
         let limit = q.limit.unwrap_or(usize::MAX);
-        // Whether the episode stored at `k` is taken; true once `limit` are.
+        let mut visited = 0usize;
+        // Whether to stop at the episode stored at `k`: once `limit` are taken, or once
+        // [`MAX_VISITED_PER_QUERY`] were looked at (a filter nothing matches does not
+        // walk a history of millions).
         let mut visit = |k: &str, v: &str| -> bool {
+            visited += 1;
+            if visited > MAX_VISITED_PER_QUERY {
+                return true;
+            }
             // One unreadable episode does not hide the rest of the history.
             let unreadable = |e: &dyn std::fmt::Display| {
                 tracing::warn!(episode = %k.replace(SEP, " "), error = %e, "a stored drift episode cannot be read; skipped");
@@ -588,12 +598,33 @@ fn prune(
     let excess = len.saturating_sub(retention.max_episodes.max(1));
     // Episode keys to drop, with when each resolved (its index entry goes too).
     let mut drop: BTreeMap<String, Option<DateTime<Utc>>> = BTreeMap::new();
-    for item in episodes.iter().map_err(storage)?.take(excess) {
-        let (k, v) = item.map_err(storage)?;
-        // An unreadable episode is dropped like any other (it has no index entry to
-        // remove if its resolution cannot be read).
-        let resolved_at = serde_json::from_str::<Stored>(v.value()).ok().and_then(|s| s.resolved_at);
-        drop.insert(k.value().to_string(), resolved_at);
+    if excess > 0 {
+        // The oldest closed episodes go first: an open one (a long-standing security
+        // drift) is not pushed out by a flood of newer ones while closed ones remain.
+        // At most `excess` plus the open episodes are visited; open ones go only when
+        // there are not enough closed ones.
+        let open_count = usize::try_from(tx.open_table(OPEN).map_err(storage)?.len().map_err(storage)?).unwrap_or(usize::MAX);
+        let mut open_seen: Vec<String> = Vec::new();
+        for item in episodes.iter().map_err(storage)?.take(excess.saturating_add(open_count)) {
+            let (k, v) = item.map_err(storage)?;
+            // An unreadable episode is dropped like a closed one (it has no index entry
+            // to remove if its resolution cannot be read).
+            match serde_json::from_str::<Stored>(v.value()) {
+                Ok(st) if st.resolved_at.is_none() => open_seen.push(k.value().to_string()),
+                Ok(st) => {
+                    drop.insert(k.value().to_string(), st.resolved_at);
+                }
+                Err(_) => {
+                    drop.insert(k.value().to_string(), None);
+                }
+            }
+            if drop.len() >= excess {
+                break;
+            }
+        }
+        for k in open_seen.into_iter().take(excess.saturating_sub(drop.len())) {
+            drop.insert(k, None);
+        }
     }
     let mut resolved = tx.open_table(RESOLVED).map_err(storage)?;
     // A maximum age reaching before representable time drops nothing for age.
@@ -676,6 +707,23 @@ mod tests {
             idempotency_key: None,
             group: None,
         }
+    }
+
+    /// Review M2: a flood of newer episodes pushes out closed ones first, never an open
+    /// one while a closed one remains.
+    #[test]
+    fn pruning_by_count_keeps_open_episodes_while_closed_ones_remain() {
+        let s = StateStore::in_memory().unwrap();
+        let keep3 = Retention { max_episodes: 3, max_age: chrono::Duration::days(1) };
+        s.save_episode(&episode("security", 0, "rbac"), keep3, at(0)).unwrap();
+        for i in 1..6 {
+            let mut e = episode(&format!("attempt{i}"), i, "workload");
+            e.resolved_at = Some(at(i));
+            s.save_episode(&e, keep3, at(i)).unwrap();
+        }
+        let names: Vec<String> = s.episodes(&HistoryQuery::default()).unwrap().into_iter().map(|e| e.name).collect();
+        assert_eq!(names, ["security", "attempt4", "attempt5"]);
+        assert!(s.latest_episode("argocd/security@security").unwrap().is_some(), "still open, still in the fleet view");
     }
 
     /// Each notification's outcome is kept in its episode: delivered, refused for good

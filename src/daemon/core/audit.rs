@@ -38,9 +38,16 @@ impl Core {
     pub(super) fn index_managed(&self, app: &App) {
         if let Some(a) = &self.audit {
             // Bounded by its AppProject whether or not live objects are read.
-            let (server, name) = self.pipeline.runtime.destination_of(&app.object);
-            let scope =
-                crate::project::Scope::of(&app.object, self.inputs.projects.get(&app.project).map(|p| &p.policy)).resolved(&server, &name);
+            let rt = &self.pipeline.runtime;
+            let (server, name) = rt.destination_of(&app.object);
+            // The audit input is this cluster's: an Application deploying to a spoke
+            // manages no object here (a same-named one here is another's), so only its
+            // own spec is indexed.
+            let policy = match rt.target(&app.object) {
+                crate::config::clusters::Target::Local => self.inputs.projects.get(&app.project).map(|p| &p.policy),
+                _ => None,
+            };
+            let scope = crate::project::Scope::of(&app.object, policy).resolved(&server, &name);
             a.index.write().unwrap_or_else(|p| p.into_inner()).update(app, &scope);
         }
     }

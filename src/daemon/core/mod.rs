@@ -471,6 +471,11 @@ impl Core {
     /// hand (the CRD has no status subresource).
     fn note_outside_project(&mut self, key: &str, app: &App, drift: &crate::drift::Drift) {
         use crate::drift::attribution::NotReadReason;
+        // Until its AppProject has been seen (the first list may still be on its way)
+        // nothing is read, but nothing is outside it either: nothing to count.
+        if !self.inputs.projects.contains_key(&app.project) {
+            return;
+        }
         let now: BTreeSet<String> = drift
             .resources
             .iter()
