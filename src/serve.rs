@@ -26,6 +26,8 @@ use tokio::net::TcpListener;
 /// What one listener accepts.
 #[derive(Debug, Clone, Copy)]
 pub struct Bounds {
+    /// What the logs call the listener's connections (`an audit connection`).
+    pub what: &'static str,
     pub max_connections: usize,
     pub max_handshakes: usize,
     pub handshake_timeout: Duration,
@@ -37,6 +39,7 @@ pub struct Bounds {
 impl Default for Bounds {
     fn default() -> Bounds {
         Bounds {
+            what: "audit",
             max_connections: 256,
             max_handshakes: 64,
             handshake_timeout: Duration::from_secs(10),
@@ -84,7 +87,7 @@ pub async fn run(
             accepted = listener.accept() => match accepted {
                 Ok(a) => a,
                 Err(e) => {
-                    tracing::warn!(error = %e, "accepting a connection failed; going on");
+                    tracing::warn!(error = %e, "accepting an {} connection failed; going on", bounds.what);
                     tokio::time::sleep(Duration::from_millis(100)).await;
                     continue;
                 }

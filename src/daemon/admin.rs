@@ -204,7 +204,7 @@ pub async fn serve(
 ) -> std::io::Result<SocketAddr> {
     let listener = tokio::net::TcpListener::bind(addr).await?;
     let bound = listener.local_addr()?;
-    let bounds = crate::serve::Bounds { max_connections: 128, ..crate::serve::Bounds::default() };
+    let bounds = crate::serve::Bounds { what: "operations", max_connections: 128, ..crate::serve::Bounds::default() };
     let dropped: fn(crate::serve::Dropped) = |_| {
         METRICS.ops_connections_refused.inc();
     };
