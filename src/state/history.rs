@@ -598,35 +598,35 @@ fn prune(
     let excess = len.saturating_sub(retention.max_episodes.max(1));
     // Episode keys to drop, with when each resolved (its index entry goes too).
     let mut drop: BTreeMap<String, Option<DateTime<Utc>>> = BTreeMap::new();
+    let mut resolved = tx.open_table(RESOLVED).map_err(storage)?;
     if excess > 0 {
-        // The oldest closed episodes go first: an open one (a long-standing security
-        // drift) is not pushed out by a flood of newer ones while closed ones remain.
-        // At most `excess` plus the open episodes are visited; open ones go only when
-        // there are not enough closed ones.
-        let open_count = usize::try_from(tx.open_table(OPEN).map_err(storage)?.len().map_err(storage)?).unwrap_or(usize::MAX);
-        let mut open_seen: Vec<String> = Vec::new();
-        for item in episodes.iter().map_err(storage)?.take(excess.saturating_add(open_count)) {
-            let (k, v) = item.map_err(storage)?;
-            // An unreadable episode is dropped like a closed one (it has no index entry
-            // to remove if its resolution cannot be read).
-            match serde_json::from_str::<Stored>(v.value()) {
-                Ok(st) if st.resolved_at.is_none() => open_seen.push(k.value().to_string()),
-                Ok(st) => {
-                    drop.insert(k.value().to_string(), st.resolved_at);
-                }
-                Err(_) => {
-                    drop.insert(k.value().to_string(), None);
-                }
-            }
-            if drop.len() >= excess {
-                break;
-            }
+        // The closed episodes go first, the longest resolved first, found by the
+        // resolution index (no episode is read): an open one — a long-standing security
+        // drift — is not pushed out by a flood of newer ones while a closed one remains.
+        for item in resolved.iter().map_err(storage)?.take(excess) {
+            let (k, _) = item.map_err(storage)?;
+            let Some((at, key)) = k.value().split_once(SEP) else { continue };
+            drop.insert(key.to_string(), at.parse::<i64>().ok().and_then(DateTime::from_timestamp_millis));
         }
-        for k in open_seen.into_iter().take(excess.saturating_sub(drop.len())) {
-            drop.insert(k, None);
+        // Not enough closed ones: the oldest of the rest (open, or unreadable).
+        if drop.len() < excess {
+            let wanted = excess - drop.len();
+            let mut more = Vec::new();
+            for item in episodes.iter().map_err(storage)? {
+                let (k, v) = item.map_err(storage)?;
+                if drop.contains_key(k.value()) {
+                    continue;
+                }
+                let resolved_at = serde_json::from_str::<Stored>(v.value()).ok().and_then(|s| s.resolved_at);
+                more.push((k.value().to_string(), resolved_at));
+                if more.len() >= wanted {
+                    break;
+                }
+            }
+            drop.extend(more);
         }
     }
-    let mut resolved = tx.open_table(RESOLVED).map_err(storage)?;
+
     // A maximum age reaching before representable time drops nothing for age.
     if let Some(cutoff) = now.checked_sub_signed(retention.max_age).map(|c| c.timestamp_millis()).filter(|c| *c > 0) {
         let below = format!("{cutoff:015}");
