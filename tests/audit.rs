@@ -48,18 +48,44 @@ fn batch_by(user: &str) -> Vec<u8> {
     serde_json::to_vec(&list).unwrap()
 }
 
-#[test]
-fn a_person_behind_a_self_healed_change_and_a_refused_attempt_is_named() {
+/// A directory for a daemon with the audit webhook: the fake API server's kubeconfig,
+/// the serving certificate (its CA returned) and the token in `secrets/`.
+fn audit_dir() -> (tempfile::TempDir, FakeApiServer, String) {
     driftwatch::tls::init_crypto();
     let dir = tempfile::tempdir().unwrap();
     let api = FakeApiServer::start();
     api.kubeconfig(&dir.path().join("kubeconfig"));
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let port = listener.local_addr().unwrap().port();
-    let got = receiver(listener);
     let ca = common::tls::serving_tls(dir.path());
     std::fs::create_dir(dir.path().join("secrets")).unwrap();
     std::fs::write(dir.path().join("secrets/audit-token"), TOKEN).unwrap();
+    (dir, api, ca)
+}
+
+/// Starts the daemon in `dir`: it, its audit listener's address (from its log), and a
+/// client trusting `ca` with a runtime to drive it.
+fn start_listening(dir: &Path, ca: &str) -> (Daemon, String, tokio::runtime::Runtime, reqwest::Client) {
+    let d = Daemon::start(dir);
+    let mut addr = String::new();
+    wait_for("the audit listener's address in the log", Duration::from_secs(10), || {
+        let line = d.log_lines("audit webhook listening").into_iter().next().unwrap_or_default();
+        addr = line.split("bound=").nth(1).and_then(|r| r.split_whitespace().next()).unwrap_or_default().to_string();
+        !addr.is_empty()
+    });
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let client = reqwest::Client::builder()
+        .add_root_certificate(reqwest::Certificate::from_pem(ca.as_bytes()).unwrap())
+        .pool_max_idle_per_host(0)
+        .build()
+        .unwrap();
+    (d, addr, rt, client)
+}
+
+#[test]
+fn a_person_behind_a_self_healed_change_and_a_refused_attempt_is_named() {
+    let (dir, api, ca) = audit_dir();
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let got = receiver(listener);
     std::fs::write(dir.path().join("driftwatch.yaml"), format!("{}{AUDIT}", common::ATTEMPT_ALERT.replace("PORT", &port.to_string())))
         .unwrap();
     // Synced and Healthy throughout: self-heal re-applied Git before Argo CD showed drift.
@@ -76,19 +102,7 @@ fn a_person_behind_a_self_healed_change_and_a_refused_attempt_is_named() {
             .build()
     };
     api.apply(payments("Synced"));
-    let d = Daemon::start(dir.path());
-    let mut addr = String::new();
-    wait_for("the audit listener's address in the log", Duration::from_secs(10), || {
-        let line = d.log_lines("audit webhook listening").into_iter().next().unwrap_or_default();
-        addr = line.split("bound=").nth(1).and_then(|r| r.split_whitespace().next()).unwrap_or_default().to_string();
-        !addr.is_empty()
-    });
-    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-    let client = reqwest::Client::builder()
-        .add_root_certificate(reqwest::Certificate::from_pem(ca.as_bytes()).unwrap())
-        .pool_max_idle_per_host(0)
-        .build()
-        .unwrap();
+    let (d, addr, rt, client) = start_listening(dir.path(), &ca);
 
     // Without the token, or with a wrong one, nothing is read: a forged batch naming
     // eve alerts nobody.
@@ -177,33 +191,15 @@ fn a_person_behind_a_self_healed_change_and_a_refused_attempt_is_named() {
 /// which only the new token is accepted.
 #[test]
 fn a_reload_never_opens_the_audit_listener() {
-    driftwatch::tls::init_crypto();
-    let dir = tempfile::tempdir().unwrap();
-    let api = FakeApiServer::start();
-    api.kubeconfig(&dir.path().join("kubeconfig"));
+    let (dir, api, ca) = audit_dir();
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let port = listener.local_addr().unwrap().port();
     let _got = receiver(listener);
-    let ca = common::tls::serving_tls(dir.path());
-    std::fs::create_dir(dir.path().join("secrets")).unwrap();
-    std::fs::write(dir.path().join("secrets/audit-token"), TOKEN).unwrap();
     std::fs::write(dir.path().join("secrets/rotated"), "rotated-audit-token-0123456789").unwrap();
     let base = common::ATTEMPT_ALERT.replace("PORT", &port.to_string());
     let cfg = dir.path().join("driftwatch.yaml");
     std::fs::write(&cfg, format!("{base}{AUDIT}")).unwrap();
-    let d = Daemon::start(dir.path());
-    let mut addr = String::new();
-    wait_for("the audit listener's address in the log", Duration::from_secs(10), || {
-        let line = d.log_lines("audit webhook listening").into_iter().next().unwrap_or_default();
-        addr = line.split("bound=").nth(1).and_then(|r| r.split_whitespace().next()).unwrap_or_default().to_string();
-        !addr.is_empty()
-    });
-    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-    let client = reqwest::Client::builder()
-        .add_root_certificate(reqwest::Certificate::from_pem(ca.as_bytes()).unwrap())
-        .pool_max_idle_per_host(0)
-        .build()
-        .unwrap();
+    let (d, addr, rt, client) = start_listening(dir.path(), &ca);
     let empty = || br#"{"kind":"EventList","apiVersion":"audit.k8s.io/v1","items":[]}"#.to_vec();
     assert_eq!(post(&rt, &client, &addr, None, empty()), 401);
     let refused = |n: f64| {
@@ -245,16 +241,10 @@ fn a_reload_never_opens_the_audit_listener() {
 /// both reach the chat.
 #[test]
 fn a_refused_attempt_after_a_paged_attempt_on_the_same_application_is_paged() {
-    driftwatch::tls::init_crypto();
-    let dir = tempfile::tempdir().unwrap();
-    let api = FakeApiServer::start();
-    api.kubeconfig(&dir.path().join("kubeconfig"));
+    let (dir, api, ca) = audit_dir();
     let (pd_listener, chat_listener) = (TcpListener::bind("127.0.0.1:0").unwrap(), TcpListener::bind("127.0.0.1:0").unwrap());
     let (pd_port, chat_port) = (pd_listener.local_addr().unwrap().port(), chat_listener.local_addr().unwrap().port());
     let (pages, chat) = (receiver(pd_listener), receiver(chat_listener));
-    let ca = common::tls::serving_tls(dir.path());
-    std::fs::create_dir(dir.path().join("secrets")).unwrap();
-    std::fs::write(dir.path().join("secrets/audit-token"), TOKEN).unwrap();
     let config = format!(
         "services:\n  oncall:\n    type: pagerduty\n    apiUrl: http://127.0.0.1:{pd_port}\n    routingKeys: {{security: R0UTINGKEY}}\n    retry: {{initialBackoff: 100ms, maxBackoff: 300ms}}\n  chat:\n    type: slack\n    webhookUrl: http://127.0.0.1:{chat_port}\n    retry: {{initialBackoff: 100ms, maxBackoff: 300ms}}\n\
          routes:\n  - name: security-attempts\n    match: {{class: [rbac, network-policy, security-context, admission]}}\n    triggers: [on-drift-attempt]\n    recipients: [oncall:security]\n    continue: true\n  - name: attempts\n    triggers: [on-drift-attempt]\n    recipients: [chat:drift]\n{AUDIT}"
@@ -274,19 +264,7 @@ fn a_refused_attempt_after_a_paged_attempt_on_the_same_application_is_paged() {
             )
             .build(),
     );
-    let d = Daemon::start(dir.path());
-    let mut addr = String::new();
-    wait_for("the audit listener's address in the log", Duration::from_secs(10), || {
-        let line = d.log_lines("audit webhook listening").into_iter().next().unwrap_or_default();
-        addr = line.split("bound=").nth(1).and_then(|r| r.split_whitespace().next()).unwrap_or_default().to_string();
-        !addr.is_empty()
-    });
-    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-    let client = reqwest::Client::builder()
-        .add_root_certificate(reqwest::Certificate::from_pem(ca.as_bytes()).unwrap())
-        .pool_max_idle_per_host(0)
-        .build()
-        .unwrap();
+    let (d, addr, rt, client) = start_listening(dir.path(), &ca);
     let list: serde_json::Value = serde_json::from_slice(&data("eventlist-changes-1.json")).unwrap();
     let alice = list["items"][6].clone();
     let now = chrono::Utc::now();

@@ -77,11 +77,16 @@ fn owned(kind: &str, data_key: &str) -> Value {
 /// Computes the diff of `live` against `git` (through the last-applied annotation), or
 /// with Git not known; a person owns what was planted (`kind`) in `managedFields`.
 fn diff_of(git: Option<&Value>, mut live: Value, kind: &str, data_key: &str, max_value_chars: usize, mask: &Masker) -> diff::ResourceDiff {
+    live["metadata"]["managedFields"] =
+        json!([{"manager": "kubectl-edit", "operation": "Update", "time": "2026-12-06T03:00:00Z", "fieldsV1": owned(kind, data_key)}]);
+    compute(git, live, max_value_chars, mask)
+}
+
+/// The diff of `live` (with its `managedFields`) against `git`, as the read computes it.
+fn compute(git: Option<&Value>, mut live: Value, max_value_chars: usize, mask: &Masker) -> diff::ResourceDiff {
     if let Some(g) = git {
         live["metadata"]["annotations"][LAST_APPLIED] = g.to_string().into();
     }
-    live["metadata"]["managedFields"] =
-        json!([{"manager": "kubectl-edit", "operation": "Update", "time": "2026-12-06T03:00:00Z", "fieldsV1": owned(kind, data_key)}]);
     let desired = git.map(|g| (g.clone(), DesiredSource::LastApplied));
     let none = ForResource::default();
     diff::compute(Input {
@@ -162,24 +167,10 @@ fn the_reviews_env_and_args_reproduction_shows_the_change_not_the_value() {
     let mut live = git.clone();
     plant(&mut live, "env", &json!({"name": "DB_PASSWORD", "value": "hunter2"}), "");
     plant(&mut live, "args", &json!(["--db-password=hunter2"]), "");
-    live["metadata"]["annotations"][LAST_APPLIED] = git.to_string().into();
     live["metadata"]["managedFields"] = json!([
         {"manager": "kubectl-set", "operation": "Update", "time": "2026-12-06T03:00:00Z", "fieldsV1": owned("env", "")},
         {"manager": "kubectl-patch", "operation": "Update", "time": "2026-12-06T03:01:00Z", "fieldsV1": owned("args", "")}]);
-    let none = ForResource::default();
-    let desired = Some((git.clone(), DesiredSource::LastApplied));
-    let limits = Limits::default();
-    let d = diff::compute(Input {
-        live: &live,
-        desired,
-        kind_class: "workload",
-        secret: false,
-        ignore: &none,
-        ignore_managers: &[],
-        limits,
-        mask: &BUILT_IN,
-        notes: Vec::new(),
-    });
+    let d = compute(Some(&git), live, 120, &BUILT_IN);
     let shown: Vec<(&str, &str)> = d.changes.iter().map(|c| (c.path.as_str(), c.live.as_str())).collect();
     assert!(shown.contains(&("spec.template.spec.containers[app].env[DB_PASSWORD]", "(masked: an object with name, value)")), "{shown:?}");
     assert!(shown.contains(&("spec.template.spec.containers[app].args", "(masked: a list of 1)")), "{shown:?}");
