@@ -191,7 +191,7 @@ fn a_person_behind_a_self_healed_change_and_a_refused_attempt_is_named() {
 /// which only the new token is accepted.
 #[test]
 fn a_reload_never_opens_the_audit_listener() {
-    let (dir, api, ca) = audit_dir();
+    let (dir, _api, ca) = audit_dir();
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let port = listener.local_addr().unwrap().port();
     let _got = receiver(listener);
