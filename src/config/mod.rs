@@ -107,6 +107,9 @@ pub struct OperationsDef {
     /// and `/metrics` (the drift history names resources, managers and recipients)
     /// answers only a request with `Authorization: Bearer <that value>`.
     pub token: Option<At<String>>,
+    /// Without a token, `/history` and the web view's data answer anyone who reaches
+    /// the port only when this says so (false: they refuse with 403).
+    pub open: Option<bool>,
 }
 
 /// `attribution:`: reading the live objects of drifted resources.
@@ -403,6 +406,8 @@ pub struct Runtime {
     pub attribution: AttributionSettings,
     /// The bearer token the operations endpoints require (`operations.token`).
     pub operations_token: Option<crate::secret::Secret>,
+    /// `operations.open`: without a token, the history is served to anyone.
+    pub operations_open: bool,
     /// The audit input (`audit:`).
     pub audit: AuditSettings,
     /// Spoke clusters whose live objects are read (`clusters:`).
@@ -793,6 +798,7 @@ pub fn load_with(config: Option<&Path>, engine: Arc<TriggerEngine>) -> Result<Ru
     match templates {
         Some(templates) if errors.is_empty() => Ok(Runtime {
             operations_token,
+            operations_open: cfg.operations.open.unwrap_or(false),
             audit,
             clusters: spokes,
             argocd,

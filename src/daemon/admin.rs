@@ -30,6 +30,8 @@ pub struct Shared {
     pub token: std::sync::RwLock<Option<crate::secret::Secret>>,
     /// `context.argocdUrl`, for the web view's links to Argo CD.
     pub argocd_url: std::sync::RwLock<String>,
+    /// `operations.open`: without a token the protected endpoints answer anyone.
+    pub open: std::sync::atomic::AtomicBool,
 }
 
 pub type SharedState = Arc<Shared>;
@@ -46,6 +48,7 @@ impl Shared {
     /// What the endpoints take from the running configuration (at start, on reload).
     pub fn set_config(&self, rt: &crate::config::Runtime) {
         self.set_token(rt.operations_token.clone());
+        self.open.store(rt.operations_open, std::sync::atomic::Ordering::Release);
         *self.argocd_url.write().unwrap_or_else(|p| p.into_inner()) = rt.context.get("argocdUrl").cloned().unwrap_or_default();
     }
 
@@ -54,11 +57,26 @@ impl Shared {
     }
 
     /// Whether `authorization` (the request's header) carries the token, compared in
-    /// constant time; always true when no token is configured.
-    fn authorized(&self, authorization: Option<&[u8]>) -> bool {
+    /// constant time; without a token, whether `operations.open` opened the endpoints.
+    fn authorized(&self, authorization: Option<&[u8]>) -> Access {
         let token = self.token.read().unwrap_or_else(|p| p.into_inner());
-        token.as_ref().is_none_or(|t| t.is_bearer(authorization))
+        match token.as_ref() {
+            Some(t) if t.is_bearer(authorization) => Access::Allowed,
+            Some(_) => Access::NoToken,
+            None if self.open.load(std::sync::atomic::Ordering::Acquire) => Access::Allowed,
+            None => Access::Closed,
+        }
     }
+}
+
+/// What a request to a protected endpoint gets.
+#[derive(Debug, PartialEq, Eq)]
+enum Access {
+    Allowed,
+    /// A token is configured and the request does not carry it.
+    NoToken,
+    /// No token is configured and `operations.open` is not set: closed to everyone.
+    Closed,
 }
 
 fn text(status: StatusCode, body: String, content_type: &'static str) -> Response {
@@ -72,11 +90,17 @@ pub(super) fn store(shared: &SharedState) -> Option<Arc<StateStore>> {
 /// Refuses a request to a protected endpoint without the configured token, before
 /// the handler reads anything.
 async fn require_token(State(shared): State<SharedState>, req: axum::extract::Request, next: axum::middleware::Next) -> Response {
-    if shared.authorized(req.headers().get(header::AUTHORIZATION).map(|v| v.as_bytes())) {
-        next.run(req).await
-    } else {
-        (StatusCode::UNAUTHORIZED, [(header::WWW_AUTHENTICATE, "Bearer")], "a bearer token is required (operations.token)\n")
-            .into_response()
+    match shared.authorized(req.headers().get(header::AUTHORIZATION).map(|v| v.as_bytes())) {
+        Access::Allowed => next.run(req).await,
+        Access::NoToken => {
+            (StatusCode::UNAUTHORIZED, [(header::WWW_AUTHENTICATE, "Bearer")], "a bearer token is required (operations.token)\n")
+                .into_response()
+        }
+        Access::Closed => (
+            StatusCode::FORBIDDEN,
+            "closed: set operations.token (or operations.open: true to serve the history to anyone who reaches this port)\n",
+        )
+            .into_response(),
     }
 }
 
@@ -226,7 +250,8 @@ mod tests {
     }
 
     /// With a token configured, `/history` answers only a request that carries it;
-    /// the probes and the scrape stay open.
+    /// without one it is closed unless `operations.open`; the probes and the scrape stay
+    /// open.
     #[tokio::test]
     async fn the_history_needs_the_token_the_probes_do_not() {
         let shared: SharedState = Arc::new(Shared::default());
@@ -246,8 +271,13 @@ mod tests {
             assert_eq!(get(addr, open, None).await, 200, "{open}");
         }
         assert_eq!(get(addr, "/readyz", None).await / 100, 5, "not ready, but answered without a token");
+        // Review M5: no token is closed, not open, unless operations.open says so.
         shared.set_token(None);
-        assert_eq!(get(addr, "/history", None).await, 200, "no token configured: open, as before");
+        assert_eq!(get(addr, "/history", None).await, 403, "no token configured: closed");
+        assert_eq!(get(addr, "/ui/api/fleet", None).await, 403);
+        assert_eq!(get(addr, "/healthz", None).await, 200);
+        shared.open.store(true, std::sync::atomic::Ordering::Release);
+        assert_eq!(get(addr, "/history", None).await, 200, "opened explicitly");
     }
 
     #[test]
