@@ -225,10 +225,11 @@ pub struct Metrics {
     /// Audit events received, by `result` (`relevant`, or why dropped: `read`,
     /// `argocd`, `unmanaged`, `stage`, `not-a-change`).
     pub audit_events: Family,
-    /// `POST /audit` requests, by `code` (200, 400, 401, 413, 503).
+    /// `POST /audit` requests, by `code` (200, 400, 401, 408, 413, 503) and connections
+    /// closed unserved (`connection-cap`, `handshake-evicted`, `tls-refused`).
     pub audit_requests: Family,
     /// Relevant audit events not handed to the evaluation, by `reason` (`queue-full`,
-    /// `too-many-apps`).
+    /// `batch-over-queue`, `too-many-apps`).
     pub audit_dropped: Family,
     /// Transitions of break-glass exceptions (opened, approved, active, refused,
     /// expired, overdue, closed).

@@ -203,7 +203,20 @@ pub fn queue(shared: &Arc<Shared>) -> (Sink, Queue) {
 impl Sink {
     /// Queues a batch's relevant events whole, or refuses it whole when the queue has
     /// no room (counted): never waits.
-    pub fn offer(&self, arrived: Instant, attempts: Relevant) -> bool {
+    ///
+    /// A batch larger than the whole queue could never be taken, and the API server
+    /// would send it again until it gives up, losing everything in it (review L3): its
+    /// first `audit.queue` events are taken like a batch that fits, and the rest are
+    /// dropped and counted (`driftwatch_audit_dropped_total{reason="batch-over-queue"}`).
+    pub fn offer(&self, arrived: Instant, mut attempts: Relevant) -> bool {
+        let cap = self.shared.queue;
+        if attempts.len() > cap {
+            let over = attempts.len() - cap;
+            let keep_bg = attempts.break_glass.len().min(cap);
+            attempts.break_glass.truncate(keep_bg);
+            attempts.attempts.truncate(cap - keep_bg);
+            METRICS.audit_dropped.add("batch-over-queue", over as u64);
+        }
         let n = attempts.len();
         if n == 0 {
             return true;
@@ -256,6 +269,12 @@ mod tests {
         assert_eq!(queue.recv().await.map(|b| b.1.len()), Some(2));
         assert!(sink.offer(now, batch(2)));
         assert!(sink.offer(now, Relevant::default()), "nothing to queue is no refusal");
+        // A batch larger than the whole queue: once the queue is empty, its first 3 are
+        // taken and the rest counted, instead of a refusal on every retry.
+        while queue.rx.try_recv().is_ok() {}
+        shared.pending.store(0, Ordering::Release);
+        assert!(sink.offer(now, batch(5)));
+        assert_eq!(queue.recv().await.map(|b| b.1.len()), Some(3));
     }
 
     /// "No token" is open only to a running listener that verifies client certificates;
