@@ -178,10 +178,13 @@ fn the_alert_shows_git_value_to_live_value_on_the_hub_and_on_a_spoke() {
 fn a_spoke_from_argo_cds_cluster_secret() {
     use base64::Engine;
     let b64 = |s: &str| base64::engine::general_purpose::STANDARD.encode(s);
-    for opted_in in [true, false] {
+    // The third run: the Secret names a server off loopback over plain HTTP (review L2):
+    // Argo CD's credential would cross the network in clear, so no client is built.
+    for (opted_in, in_clear) in [(true, false), (false, false), (true, true)] {
         let dir = tempfile::tempdir().unwrap();
         let hub = FakeApiServer::start();
         let spoke = FakeApiServer::start();
+        let server = if in_clear { "http://spoke-1.example.com:8080".to_string() } else { spoke.url() };
         hub.kubeconfig(&dir.path().join("kubeconfig"));
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let port = listener.local_addr().unwrap().port();
@@ -196,7 +199,7 @@ fn a_spoke_from_argo_cds_cluster_secret() {
         .unwrap();
         hub.put_live(json!({"apiVersion": "v1", "kind": "Secret",
             "metadata": {"name": "cluster-spoke-1", "namespace": "argocd", "labels": {"argocd.argoproj.io/secret-type": "cluster"}},
-            "data": {"name": b64("spoke-1"), "server": b64(&spoke.url()),
+            "data": {"name": b64("spoke-1"), "server": b64(&server),
                      "config": b64(r#"{"bearerToken": "argocd-manager-token", "tlsClientConfig": {"insecure": false}}"#)}}));
         if opted_in {
             hub.set_rbac(Some(common::rbac::service_account_rules(true)));
@@ -206,7 +209,12 @@ fn a_spoke_from_argo_cds_cluster_secret() {
         let d = Daemon::start(dir.path());
         wait_for("the live-drift alert", Duration::from_secs(30), || alert(&got, "on-live-drift", "edge").is_some());
         let msg = alert(&got, "on-live-drift", "edge").unwrap()["message"].as_str().unwrap().to_string();
-        if opted_in {
+        if in_clear {
+            assert!(!msg.contains("spec.replicas: 2 → 5"), "{msg}");
+            let refused = d.log_lines("a spoke cluster's client could not be built").join("\n");
+            assert!(refused.contains("must be https://"), "{refused}");
+            assert_eq!(d.metric(r#"driftwatch_cluster_up{cluster="spoke-1"}"#), Some(0.0));
+        } else if opted_in {
             assert!(msg.contains("spec.replicas: 2 → 5"), "{msg}");
             assert!(spoke.live_gets().iter().any(|(p, _)| p == "/apis/apps/v1/namespaces/edge/deployments/web"));
         } else {

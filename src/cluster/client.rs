@@ -99,6 +99,8 @@ async fn argocd_cluster_secret(hub: &kube::Client, namespace: &str, name: &str) 
     if server.is_empty() {
         return Err(format!("Argo CD cluster Secret {namespace}/{name} has no server"));
     }
+    // Argo CD's credential can usually write: it never crosses the network in clear.
+    crate::config::clusters::server_url(&server).map_err(|e| format!("Argo CD cluster Secret {namespace}/{name}: server {e}"))?;
     let config: serde_json::Value =
         serde_json::from_str(&text("config")).map_err(|e| format!("Argo CD cluster Secret {namespace}/{name}: config is not JSON: {e}"))?;
     for unsupported in ["execProviderConfig", "awsAuthConfig"] {
@@ -117,6 +119,9 @@ async fn argocd_cluster_secret(hub: &kube::Client, namespace: &str, name: &str) 
         cluster["certificate-authority-data"] = serde_json::json!(s(&tls, "caData"));
     }
     if tls.get("insecure").and_then(serde_json::Value::as_bool) == Some(true) {
+        // Argo CD's own choice for this cluster, kept; said once, at start-up.
+        tracing::warn!(secret = %format!("{namespace}/{name}"), server = %server,
+            "the Argo CD cluster Secret says insecure: true: the spoke's certificate is not verified");
         cluster["insecure-skip-tls-verify"] = serde_json::json!(true);
     }
     if !s(&tls, "serverName").is_empty() {

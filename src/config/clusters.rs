@@ -201,8 +201,9 @@ fn file_exists(base: &Path, p: &str, key: &str, pos: Option<crate::source::Pos>,
     path
 }
 
-/// An `https://` URL, or `http://` on loopback (tests, a port-forward).
-fn server_url(s: &str) -> Result<(), String> {
+/// An `https://` URL, or `http://` on loopback (tests, a port-forward). Also applied to
+/// the server an Argo CD cluster Secret names (`cluster::client`).
+pub fn server_url(s: &str) -> Result<(), String> {
     let url: reqwest::Url = s.parse().map_err(|e| format!("{s:?} is not a URL: {e}"))?;
     match url.scheme() {
         "https" => Ok(()),
