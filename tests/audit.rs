@@ -306,3 +306,38 @@ fn a_refused_attempt_after_a_paged_attempt_on_the_same_application_is_paged() {
     assert_eq!(keys.len(), 2, "{keys:?}");
     assert!(d.stop().success());
 }
+
+/// Review M3: the audit input is this cluster's. Two Applications list the same
+/// `payments/api`: one deploying here, one to another cluster. alice's patch here is an
+/// attempt on the first only; a same-named object elsewhere is another's.
+#[test]
+fn an_application_deploying_elsewhere_gets_no_attempt_on_this_clusters_object() {
+    let (dir, api, ca) = audit_dir();
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let got = receiver(listener);
+    std::fs::write(dir.path().join("driftwatch.yaml"), format!("{}{AUDIT}", common::ATTEMPT_ALERT.replace("PORT", &port.to_string())))
+        .unwrap();
+    let app = |name: &str, server: &str| {
+        AppBuilder::new(name)
+            .synced()
+            .healthy()
+            .field("/status/history", serde_json::json!([{"id": 1, "revision": common::REV1}]))
+            .field("/spec/destination", serde_json::json!({"server": server, "namespace": "payments"}))
+            .field(
+                "/status/resources",
+                serde_json::json!([{"group": "apps", "version": "v1", "kind": "Deployment", "namespace": "payments", "name": "api", "status": "Synced"}]),
+            )
+            .build()
+    };
+    api.apply(app("here", "https://kubernetes.default.svc"));
+    api.apply(app("there", "https://other-cluster.example.com:6443"));
+    let (d, addr, rt, client) = start_listening(dir.path(), &ca);
+    assert_eq!(post(&rt, &client, &addr, Some(TOKEN), batch_by("alice")), 200);
+    wait_for("alice's attempt on here", Duration::from_secs(15), || records(&got).iter().any(|r| r["app"] == "here"));
+    // A second batch after it: once it is in, the first was fully handled.
+    assert_eq!(post(&rt, &client, &addr, Some(TOKEN), batch_by("carol")), 200);
+    wait_for("carol's attempt on here", Duration::from_secs(15), || records(&got).iter().any(|r| r["who"] == "carol"));
+    assert!(!records(&got).iter().any(|r| r["app"] == "there"), "{:?}", bodies(&got));
+    assert!(d.stop().success());
+}

@@ -56,7 +56,7 @@ templates:
     message: attempt
     webhook:
       hook:
-        body: '{"who": {{json drift.attempts.[0].actor.username}}, "groups": {{json drift.attempts.[0].actor.groups}}, "decision": {{json drift.attempts.[0].decision}}, "code": {{json drift.attempts.[0].code}}, "class": {{json drift.attempts.[0].class}}, "security": {{json drift.attempts.[0].security}}, "reason": {{json drift.attempts.[0].reason}}, "set": {{json drift.attempts.[0].set}}, "resource": {{json drift.attempts.[0].resource}}, "argocdManager": {{json drift.attempts.[0].argocdManager}}, "episode": {{json episode.resolution}}, "severity": {{json episode.severity}}}'
+        body: '{"who": {{json drift.attempts.[0].actor.username}}, "groups": {{json drift.attempts.[0].actor.groups}}, "decision": {{json drift.attempts.[0].decision}}, "code": {{json drift.attempts.[0].code}}, "class": {{json drift.attempts.[0].class}}, "security": {{json drift.attempts.[0].security}}, "reason": {{json drift.attempts.[0].reason}}, "set": {{json drift.attempts.[0].set}}, "resource": {{json drift.attempts.[0].resource}}, "app": {{json app.metadata.name}}, "argocdManager": {{json drift.attempts.[0].argocdManager}}, "episode": {{json episode.resolution}}, "severity": {{json episode.severity}}}'
 triggers:
   on-attempt:
     - when: drift.attempts.len() > 0
