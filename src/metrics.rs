@@ -229,7 +229,7 @@ pub struct Metrics {
     /// closed unserved (`connection-cap`, `handshake-evicted`, `tls-refused`).
     pub audit_requests: Family,
     /// Relevant audit events not handed to the evaluation, by `reason` (`queue-full`,
-    /// `batch-over-queue`, `too-many-apps`).
+    /// `batch-over-queue`, `replayed`, `too-many-apps`).
     pub audit_dropped: Family,
     /// Transitions of break-glass exceptions (opened, approved, active, refused,
     /// expired, overdue, closed).

@@ -38,7 +38,13 @@ pub struct Shared {
     max_body: usize,
     /// What the running input was started with, which a reload cannot change.
     started: Started,
+    /// Audit IDs (with their Application) already queued, oldest first: a replayed
+    /// event is dropped, also long after `audit.window` (bounded: [`MAX_SEEN_IDS`]).
+    seen: std::sync::Mutex<(std::collections::HashSet<String>, std::collections::VecDeque<String>)>,
 }
+
+/// Audit IDs remembered against replays (about 10 MB at most).
+const MAX_SEEN_IDS: usize = 100_000;
 
 /// The settings the running listener and file follower were built from: a reload that
 /// changes any of them is refused, since the running input would go on accepting what
@@ -75,6 +81,7 @@ impl Shared {
             queue: s.queue,
             max_body: s.max_body_bytes,
             started: Started::of(s),
+            seen: std::sync::Mutex::new(Default::default()),
         })
     }
 
@@ -200,6 +207,44 @@ pub fn queue(shared: &Arc<Shared>) -> (Sink, Queue) {
     (Sink { shared: shared.clone(), tx }, Queue { shared: shared.clone(), rx })
 }
 
+impl Relevant {
+    /// The replay key of each event: its audit ID with its Application (one event can
+    /// concern two Applications); events without an ID have none.
+    fn keys(&self) -> Vec<String> {
+        let attempts = self.attempts.iter().map(|a| (&a.audit_id, &a.app_key));
+        let writes = self.break_glass.iter().map(|w| (&w.audit_id, &w.app_key));
+        attempts.chain(writes).filter(|(id, _)| !id.is_empty()).map(|(id, app)| format!("{id}\0{app}")).collect()
+    }
+}
+
+impl Shared {
+    /// Drops the events already queued once (a replayed batch, a batch the API server
+    /// sent again after its 200 was lost); how many.
+    fn drop_replayed(&self, r: &mut Relevant) -> usize {
+        let seen = self.seen.lock().unwrap_or_else(|p| p.into_inner());
+        let before = r.len();
+        let known = |id: &str, app: &str| !id.is_empty() && seen.0.contains(&format!("{id}\0{app}"));
+        r.attempts.retain(|a| !known(&a.audit_id, &a.app_key));
+        r.break_glass.retain(|w| !known(&w.audit_id, &w.app_key));
+        before - r.len()
+    }
+
+    /// Remembers queued events against replays, forgetting the oldest past the bound.
+    fn remember(&self, keys: Vec<String>) {
+        let mut seen = self.seen.lock().unwrap_or_else(|p| p.into_inner());
+        for k in keys {
+            if seen.0.insert(k.clone()) {
+                seen.1.push_back(k);
+            }
+        }
+        while seen.1.len() > MAX_SEEN_IDS {
+            if let Some(old) = seen.1.pop_front() {
+                seen.0.remove(&old);
+            }
+        }
+    }
+}
+
 impl Sink {
     /// Queues a batch's relevant events whole, or refuses it whole when the queue has
     /// no room (counted): never waits.
@@ -217,27 +262,42 @@ impl Sink {
             attempts.attempts.truncate(cap - keep_bg);
             METRICS.audit_dropped.add("batch-over-queue", over as u64);
         }
+        let replayed = self.shared.drop_replayed(&mut attempts);
+        if replayed > 0 {
+            METRICS.audit_dropped.add("replayed", replayed as u64);
+        }
         let n = attempts.len();
         if n == 0 {
             return true;
         }
+        let keys = attempts.keys();
         let before = self.shared.pending.fetch_add(n, Ordering::AcqRel);
         if before.saturating_add(n) > self.shared.queue || self.tx.try_send((arrived, attempts)).is_err() {
             self.shared.pending.fetch_sub(n, Ordering::AcqRel);
             METRICS.audit_dropped.add("queue-full", n as u64);
             return false;
         }
+        self.shared.remember(keys);
         true
     }
 
     /// Queues a batch, waiting for room (the file follower: the file keeps what waits).
-    pub fn send_blocking(&self, attempts: Relevant) -> bool {
+    pub fn send_blocking(&self, mut attempts: Relevant) -> bool {
+        let replayed = self.shared.drop_replayed(&mut attempts);
+        if replayed > 0 {
+            METRICS.audit_dropped.add("replayed", replayed as u64);
+        }
         let n = attempts.len();
         if n == 0 {
             return true;
         }
+        let keys = attempts.keys();
         self.shared.pending.fetch_add(n, Ordering::AcqRel);
-        self.tx.blocking_send((Instant::now(), attempts)).is_ok()
+        let sent = self.tx.blocking_send((Instant::now(), attempts)).is_ok();
+        if sent {
+            self.shared.remember(keys);
+        }
+        sent
     }
 }
 
@@ -275,6 +335,28 @@ mod tests {
         shared.pending.store(0, Ordering::Release);
         assert!(sink.offer(now, batch(5)));
         assert_eq!(queue.recv().await.map(|b| b.1.len()), Some(3));
+    }
+
+    /// Review M4: an event queued once is dropped when it comes again (a replayed or
+    /// re-sent batch), long after the window; a batch refused for room is not
+    /// remembered, so the API server's retry of it is taken.
+    #[tokio::test]
+    async fn a_replayed_event_is_dropped() {
+        let shared = Shared::new(&AuditSettings { queue: 2, ..AuditSettings::default() });
+        let (sink, mut queue) = queue(&shared);
+        let one = |id: &str| Relevant {
+            attempts: vec![Attempt { audit_id: id.into(), app_key: "argocd/a@u".into(), ..Attempt::default() }],
+            break_glass: Vec::new(),
+        };
+        let now = Instant::now();
+        assert!(sink.offer(now, one("id-1")));
+        assert!(sink.offer(now, one("id-1")), "nothing left to queue is no refusal");
+        assert_eq!(queue.recv().await.map(|b| b.1.len()), Some(1));
+        assert!(queue.rx.try_recv().is_err(), "the replay was dropped");
+        assert!(sink.offer(now, one("id-2")) && sink.offer(now, one("id-3")));
+        assert!(!sink.offer(now, one("id-4")), "full: refused");
+        assert_eq!(queue.recv().await.map(|b| b.1.len()), Some(1));
+        assert!(sink.offer(now, one("id-4")), "the retry of a refused batch is taken");
     }
 
     /// "No token" is open only to a running listener that verifies client certificates;
