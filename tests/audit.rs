@@ -61,6 +61,16 @@ fn audit_dir() -> (tempfile::TempDir, FakeApiServer, String) {
     (dir, api, ca)
 }
 
+/// The attempt alert (`common::ATTEMPT_ALERT`) with the audit webhook as `dir`'s
+/// configuration; the receiver of the alerts.
+fn attempt_alerts(dir: &Path) -> std::sync::Arc<std::sync::Mutex<Vec<String>>> {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let got = receiver(listener);
+    std::fs::write(dir.join("driftwatch.yaml"), format!("{}{AUDIT}", common::ATTEMPT_ALERT.replace("PORT", &port.to_string()))).unwrap();
+    got
+}
+
 /// Starts the daemon in `dir`: it, its audit listener's address (from its log), and a
 /// client trusting `ca` with a runtime to drive it.
 fn start_listening(dir: &Path, ca: &str) -> (Daemon, String, tokio::runtime::Runtime, reqwest::Client) {
@@ -83,11 +93,7 @@ fn start_listening(dir: &Path, ca: &str) -> (Daemon, String, tokio::runtime::Run
 #[test]
 fn a_person_behind_a_self_healed_change_and_a_refused_attempt_is_named() {
     let (dir, api, ca) = audit_dir();
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let port = listener.local_addr().unwrap().port();
-    let got = receiver(listener);
-    std::fs::write(dir.path().join("driftwatch.yaml"), format!("{}{AUDIT}", common::ATTEMPT_ALERT.replace("PORT", &port.to_string())))
-        .unwrap();
+    let got = attempt_alerts(dir.path());
     // Synced and Healthy throughout: self-heal re-applied Git before Argo CD showed drift.
     let payments = |sync: &str| {
         AppBuilder::new("payments-api")
@@ -313,11 +319,7 @@ fn a_refused_attempt_after_a_paged_attempt_on_the_same_application_is_paged() {
 #[test]
 fn an_application_deploying_elsewhere_gets_no_attempt_on_this_clusters_object() {
     let (dir, api, ca) = audit_dir();
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let port = listener.local_addr().unwrap().port();
-    let got = receiver(listener);
-    std::fs::write(dir.path().join("driftwatch.yaml"), format!("{}{AUDIT}", common::ATTEMPT_ALERT.replace("PORT", &port.to_string())))
-        .unwrap();
+    let got = attempt_alerts(dir.path());
     let app = |name: &str, server: &str| {
         AppBuilder::new(name)
             .synced()
