@@ -34,8 +34,13 @@ fn post(rt: &tokio::runtime::Runtime, client: &reqwest::Client, addr: &str, toke
     })
 }
 
+/// A recorded batch of `tests/data/k8s-audit`, as if the API server had received it
+/// half an hour ago (within `audit.maxEventAge`; detection times are then measurable).
 fn data(name: &str) -> Vec<u8> {
-    std::fs::read(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/k8s-audit").join(name)).unwrap()
+    let raw = std::fs::read(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/k8s-audit").join(name)).unwrap();
+    let mut list: serde_json::Value = serde_json::from_slice(&raw).unwrap();
+    common::received_at(&mut list, chrono::Utc::now() - chrono::Duration::minutes(30));
+    serde_json::to_vec(&list).unwrap()
 }
 
 /// The batch with one event replaced by `user` patching the Deployment.
@@ -224,7 +229,9 @@ fn a_reload_never_opens_the_audit_listener() {
     assert_eq!(post(&rt, &client, &addr, Some(TOKEN), empty()), 200);
 
     // 2. A move to a client CA without a token: refused the same way.
-    let mtls = AUDIT.replace("keyFile: tls.key}", "keyFile: tls.key, clientCAFile: ca.crt}").replace("  token: $audit-token\n", "");
+    let mtls = AUDIT
+        .replace("keyFile: tls.key}", "keyFile: tls.key, clientCAFile: ca.crt, clientNames: [kube-apiserver]}")
+        .replace("  token: $audit-token\n", "");
     std::fs::write(dir.path().join("ca.crt"), &ca).unwrap();
     std::fs::write(&cfg, format!("{base}{mtls}")).unwrap();
     d.signal("HUP");
@@ -341,5 +348,45 @@ fn an_application_deploying_elsewhere_gets_no_attempt_on_this_clusters_object() 
     assert_eq!(post(&rt, &client, &addr, Some(TOKEN), batch_by("carol")), 200);
     wait_for("carol's attempt on here", Duration::from_secs(15), || records(&got).iter().any(|r| r["who"] == "carol"));
     assert!(!records(&got).iter().any(|r| r["app"] == "there"), "{:?}", bodies(&got));
+    assert!(d.stop().success());
+}
+
+/// Review M4: an event the API server received longer ago than `audit.maxEventAge` (a
+/// replayed batch) or dated ahead of now (a forgery dated to come first or to absorb
+/// the real attempts of the window) is refused and counted; one received now alerts.
+#[test]
+fn events_dated_outside_the_clock_skew_are_refused_and_counted() {
+    let (dir, api, ca) = audit_dir();
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let got = receiver(listener);
+    let config = format!("{}{AUDIT}  maxEventAge: 10m\n  maxEventAhead: 1m\n", common::ATTEMPT_ALERT.replace("PORT", &port.to_string()));
+    std::fs::write(dir.path().join("driftwatch.yaml"), config).unwrap();
+    api.apply(
+        AppBuilder::new("payments-api")
+            .synced()
+            .healthy()
+            .field("/status/history", serde_json::json!([{"id": 1, "revision": common::REV1}]))
+            .field("/spec/destination/namespace", "payments".into())
+            .field(
+                "/status/resources",
+                serde_json::json!([{"group": "apps", "version": "v1", "kind": "Deployment", "namespace": "payments", "name": "api", "status": "Synced"}]),
+            )
+            .build(),
+    );
+    let (d, addr, rt, client) = start_listening(dir.path(), &ca);
+    let dated = |user: &str, offset: chrono::Duration| {
+        let mut list: serde_json::Value = serde_json::from_slice(&batch_by(user)).unwrap();
+        let t = (chrono::Utc::now() + offset).to_rfc3339_opts(chrono::SecondsFormat::Micros, true);
+        list["items"][0]["requestReceivedTimestamp"] = t.clone().into();
+        list["items"][0]["stageTimestamp"] = t.into();
+        serde_json::to_vec(&list).unwrap()
+    };
+    assert_eq!(post(&rt, &client, &addr, Some(TOKEN), dated("replayed", chrono::Duration::minutes(-20))), 200);
+    assert_eq!(post(&rt, &client, &addr, Some(TOKEN), dated("ahead", chrono::Duration::minutes(3))), 200);
+    assert_eq!(post(&rt, &client, &addr, Some(TOKEN), dated("carol", chrono::Duration::seconds(-30))), 200);
+    wait_for("carol's attempt", Duration::from_secs(15), || records(&got).iter().any(|r| r["who"] == "carol"));
+    assert_eq!(d.metric("driftwatch_audit_events_total{result=\"out-of-time\"}"), Some(2.0), "{}", d.metrics());
+    assert_eq!(records(&got).len(), 1, "{:?}", bodies(&got));
     assert!(d.stop().success());
 }

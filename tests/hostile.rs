@@ -139,6 +139,7 @@ fn consider_audit(list: &Value) -> Result<Vec<String>, String> {
         index: &AUDIT.1,
         now: Utc::now(),
         mask: &driftwatch::drift::mask::Masker::default(),
+        times: None,
     };
     let body = serde_json::to_vec(list).map_err(|e| e.to_string())?;
     let batch = driftwatch::audit::event::parse_list(&body, &f).map_err(|e| e.to_string());
@@ -550,6 +551,7 @@ fn the_audit_fixture_reaches_attempts_and_break_glass_writes() {
         index: &AUDIT.1,
         now: Utc::now(),
         mask: &driftwatch::drift::mask::Masker::default(),
+        times: None,
     };
     let mut list = AUDIT.0.clone();
     let last = list["items"].as_array().map_or(0, Vec::len) - 1;

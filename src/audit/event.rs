@@ -105,11 +105,14 @@ pub enum Dropped {
     Unmanaged,
     /// Not an `audit.k8s.io/v1` event (an item of the list that does not decode).
     Malformed,
+    /// Received by the API server longer ago than `audit.maxEventAge`, or later than
+    /// `audit.maxEventAhead` from now: a replay or a forgery dated to win.
+    OutOfTime,
 }
 
 impl Dropped {
-    pub const ALL: [Dropped; 6] =
-        [Dropped::Stage, Dropped::Read, Dropped::ArgoCd, Dropped::NotAChange, Dropped::Unmanaged, Dropped::Malformed];
+    pub const ALL: [Dropped; 7] =
+        [Dropped::Stage, Dropped::Read, Dropped::ArgoCd, Dropped::NotAChange, Dropped::Unmanaged, Dropped::Malformed, Dropped::OutOfTime];
 
     pub fn as_str(self) -> &'static str {
         match self {
@@ -119,6 +122,7 @@ impl Dropped {
             Dropped::NotAChange => "not-a-change",
             Dropped::Unmanaged => "unmanaged",
             Dropped::Malformed => "malformed",
+            Dropped::OutOfTime => "out-of-time",
         }
     }
 }
@@ -149,6 +153,27 @@ pub struct Filter<'a> {
     pub now: DateTime<Utc>,
     /// How credentials in what a request set are recognised (built-in and `diff.mask`).
     pub mask: &'a crate::drift::mask::Masker,
+    /// How far from `now` a request's time may be (`None`: any; a file given to the
+    /// CLI is read whenever it was written).
+    pub times: Option<TimeBounds>,
+}
+
+/// How far from now an event may be dated: older is a replay, later a forgery (a
+/// write dated to come first, an attempt dated to absorb the real ones).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TimeBounds {
+    pub max_age: chrono::Duration,
+    pub max_ahead: chrono::Duration,
+}
+
+impl TimeBounds {
+    /// Whether `t` lies within the bounds around `now` (overflow counts as outside).
+    pub fn admit(&self, t: DateTime<Utc>, now: DateTime<Utc>) -> bool {
+        let (Some(from), Some(to)) = (now.checked_sub_signed(self.max_age), now.checked_add_signed(self.max_ahead)) else {
+            return false;
+        };
+        from <= t && t <= to
+    }
 }
 
 /// An `EventList` body (what the webhook backend posts).
@@ -257,6 +282,13 @@ fn relevant(e: &Event, f: &Filter) -> Result<Vec<Hit>, Dropped> {
     }
     if f.argocd_identities.iter().any(|i| *i == e.user.username) {
         return Err(Dropped::ArgoCd);
+    }
+    if let Some(bounds) = f.times {
+        // An event without a readable time is taken as received now.
+        let t = DateTime::parse_from_rfc3339(&e.request_received_timestamp).map(|t| t.with_timezone(&Utc)).unwrap_or(f.now);
+        if !bounds.admit(t, f.now) {
+            return Err(Dropped::OutOfTime);
+        }
     }
     let Some(o) = &e.object_ref else { return Err(Dropped::NotAChange) };
     if o.subresource == "status" || e.request_uri.contains("dryRun=") {
@@ -434,7 +466,31 @@ mod tests {
     }
 
     fn filter<'a>(ids: &'a [String], index: &'a ManagedIndex) -> Filter<'a> {
-        Filter { argocd_identities: ids, index, now: chrono::Utc::now(), mask: &crate::drift::mask::BUILT_IN }
+        Filter { argocd_identities: ids, index, now: chrono::Utc::now(), mask: &crate::drift::mask::BUILT_IN, times: None }
+    }
+
+    /// Review M4: with bounds, an event received before `now - maxAge` or after
+    /// `now + maxAhead` is dropped as out of time; one inside them is read.
+    #[test]
+    fn events_outside_the_time_bounds_are_dropped() {
+        let (ids, index) = (ids(), index());
+        let list: serde_json::Value = serde_json::from_slice(&data("eventlist-changes-1.json")).unwrap();
+        let alice = list["items"][6].clone();
+        let received = DateTime::parse_from_rfc3339(alice["requestReceivedTimestamp"].as_str().unwrap()).unwrap().with_timezone(&Utc);
+        let bounds = TimeBounds { max_age: chrono::Duration::hours(1), max_ahead: chrono::Duration::minutes(5) };
+        let body = serde_json::to_vec(&serde_json::json!({"items": [alice]})).unwrap();
+        for (now, read) in [
+            (received, true),
+            (received + chrono::Duration::minutes(59), true),
+            (received + chrono::Duration::minutes(61), false),
+            (received - chrono::Duration::minutes(4), true),
+            (received - chrono::Duration::minutes(6), false),
+        ] {
+            let f = Filter { now, times: Some(bounds), ..filter(&ids, &index) };
+            let batch = parse_list(&body, &f).unwrap();
+            assert_eq!((batch.attempts.len(), batch.dropped[Dropped::OutOfTime as usize]), (usize::from(read), u64::from(!read)), "{now}");
+        }
+        assert!(!bounds.admit(received, DateTime::<Utc>::MIN_UTC), "an overflow is outside");
     }
 
     /// The batch kube-apiserver v1.36 sent: alice's allowed patch and mallory's refused

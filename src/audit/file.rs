@@ -78,7 +78,7 @@ fn read_batch(path: &Path, r: &mut BufReader<std::fs::File>, line: &mut Vec<u8>,
     let mut batch = event::Batch::default();
     let mut lines = 0;
     let mut at_eof = false;
-    let (ids, mask) = (shared.identities(), shared.mask());
+    let (ids, mask, times) = (shared.identities(), shared.mask(), shared.times());
     while lines < LINES_PER_BATCH {
         line.clear();
         match read_line(r, line) {
@@ -97,7 +97,7 @@ fn read_batch(path: &Path, r: &mut BufReader<std::fs::File>, line: &mut Vec<u8>,
             Ok(Line::Whole) => {
                 lines += 1;
                 let index = shared.index.read().unwrap_or_else(|p| p.into_inner());
-                let f = event::Filter { argocd_identities: &ids, index: &index, now: chrono::Utc::now(), mask: &mask };
+                let f = event::Filter { argocd_identities: &ids, index: &index, now: chrono::Utc::now(), mask: &mask, times: Some(times) };
                 if event::parse_line(line, &f, &mut batch).is_err() {
                     METRICS.audit_events.inc("malformed");
                 }
@@ -173,6 +173,9 @@ mod tests {
         let mut e = list["items"][6].clone();
         e["user"]["username"] = user.into();
         e["auditID"] = format!("id-{user}").into();
+        // Received now: an event older than `audit.maxEventAge` is refused.
+        let now = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Micros, true);
+        (e["requestReceivedTimestamp"], e["stageTimestamp"]) = (now.clone().into(), now.into());
         format!("{}\n", serde_json::to_string(&e).unwrap())
     }
 

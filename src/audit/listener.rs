@@ -84,9 +84,12 @@ fn read(path: &Path) -> Result<Vec<u8>, ListenError> {
     std::fs::read(path).map_err(|e| ListenError::Tls { file: path.display().to_string(), reason: e.to_string() })
 }
 
-/// The TLS server configuration of `audit.tls`.
-pub fn tls_config(cert: &Path, key: &Path, client_ca: Option<&Path>) -> Result<rustls::ServerConfig, ListenError> {
+/// The TLS server configuration of `audit.tls`: a client certificate the CA signed
+/// is required when `clientCAFile` is set, and one naming one of `clientNames` when
+/// those are set.
+pub fn tls_config(t: &crate::config::AuditTls) -> Result<rustls::ServerConfig, ListenError> {
     let bad = |p: &Path, reason: String| ListenError::Tls { file: p.display().to_string(), reason };
+    let (cert, key) = (t.cert.as_path(), t.key.as_path());
     let certs: Vec<_> = rustls_pemfile::certs(&mut read(cert)?.as_slice())
         .collect::<Result<_, _>>()
         .map_err(|e| bad(cert, format!("not a PEM certificate: {e}")))?;
@@ -97,21 +100,87 @@ pub fn tls_config(cert: &Path, key: &Path, client_ca: Option<&Path>) -> Result<r
         .map_err(|e| bad(key, format!("not a PEM key: {e}")))?
         .ok_or_else(|| bad(key, "holds no private key".into()))?;
     let builder = rustls::ServerConfig::builder();
-    let builder = match client_ca {
+    let builder = match &t.client_ca {
         Some(ca) => {
             let mut roots = rustls::RootCertStore::empty();
             for c in rustls_pemfile::certs(&mut read(ca)?.as_slice()) {
                 let c = c.map_err(|e| bad(ca, format!("not a PEM certificate: {e}")))?;
                 roots.add(c).map_err(|e| bad(ca, e.to_string()))?;
             }
-            let verifier = rustls::server::WebPkiClientVerifier::builder(Arc::new(roots)).build().map_err(|e| bad(ca, e.to_string()))?;
-            builder.with_client_cert_verifier(verifier)
+            let inner = rustls::server::WebPkiClientVerifier::builder(Arc::new(roots)).build().map_err(|e| bad(ca, e.to_string()))?;
+            if t.client_names.is_empty() {
+                builder.with_client_cert_verifier(inner)
+            } else {
+                let names = t
+                    .client_names
+                    .iter()
+                    .map(|n| ServerName::try_from(n.clone()).map_err(|e| bad(ca, format!("clientNames: {n:?}: {e}"))))
+                    .collect::<Result<_, _>>()?;
+                builder.with_client_cert_verifier(Arc::new(Pinned { inner, names }))
+            }
         }
         None => builder.with_no_client_auth(),
     };
     let mut cfg = builder.with_single_cert(certs, key_der).map_err(|e| bad(cert, e.to_string()))?;
     cfg.alpn_protocols = vec![b"http/1.1".to_vec()];
     Ok(cfg)
+}
+
+use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
+use rustls::server::danger::{ClientCertVerified, ClientCertVerifier};
+
+/// A client certificate the CA signed that must also name one of `names` (a DNS or IP
+/// subject alternative name, checked the way a server's name is; the subject's common
+/// name is not read, as no current TLS library reads it).
+#[derive(Debug)]
+struct Pinned {
+    inner: Arc<dyn ClientCertVerifier>,
+    names: Vec<ServerName<'static>>,
+}
+
+impl ClientCertVerifier for Pinned {
+    fn root_hint_subjects(&self) -> &[rustls::DistinguishedName] {
+        self.inner.root_hint_subjects()
+    }
+
+    fn verify_client_cert(
+        &self,
+        end_entity: &CertificateDer<'_>,
+        intermediates: &[CertificateDer<'_>],
+        now: UnixTime,
+    ) -> Result<ClientCertVerified, rustls::Error> {
+        let verified = self.inner.verify_client_cert(end_entity, intermediates, now)?;
+        let cert = webpki::EndEntityCert::try_from(end_entity)
+            .map_err(|_| rustls::Error::InvalidCertificate(rustls::CertificateError::BadEncoding))?;
+        if self.names.iter().any(|n| cert.verify_is_valid_for_subject_name(n).is_ok()) {
+            Ok(verified)
+        } else {
+            METRICS.audit_requests.inc("client-name-refused");
+            Err(rustls::Error::InvalidCertificate(rustls::CertificateError::NotValidForName))
+        }
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &rustls::DigitallySignedStruct,
+    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        self.inner.verify_tls12_signature(message, cert, dss)
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &rustls::DigitallySignedStruct,
+    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        self.inner.verify_tls13_signature(message, cert, dss)
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<rustls::SignatureScheme> {
+        self.inner.supported_verify_schemes()
+    }
 }
 
 /// What a closed-unserved connection counts as (`driftwatch_audit_requests_total{code}`).
@@ -153,6 +222,7 @@ mod tests {
         dir: tempfile::TempDir,
         ca_pem: String,
         client_pem: String,
+        tenant_pem: String,
     }
 
     /// A CA, a server certificate for 127.0.0.1 and a client certificate, all signed by it.
@@ -170,7 +240,14 @@ mod tests {
         std::fs::write(dir.path().join("ca.crt"), ca.pem()).unwrap();
         let ckey = rcgen::KeyPair::generate().unwrap();
         let client = rcgen::CertificateParams::new(vec!["kube-apiserver".to_string()]).unwrap().signed_by(&ckey, &ca).unwrap();
-        Pki { ca_pem: ca.pem(), client_pem: format!("{}{}", client.pem(), ckey.serialize_pem()), dir }
+        let tkey = rcgen::KeyPair::generate().unwrap();
+        let tenant = rcgen::CertificateParams::new(vec!["tenant-a.example".to_string()]).unwrap().signed_by(&tkey, &ca).unwrap();
+        Pki {
+            ca_pem: ca.pem(),
+            client_pem: format!("{}{}", client.pem(), ckey.serialize_pem()),
+            tenant_pem: format!("{}{}", tenant.pem(), tkey.serialize_pem()),
+            dir,
+        }
     }
 
     async fn post(client: &reqwest::Client, addr: SocketAddr, body: &str, token: Option<&str>) -> Result<u16, reqwest::Error> {
@@ -187,10 +264,13 @@ mod tests {
     async fn a_client_certificate_is_required_when_a_client_ca_is_set() {
         let p = pki();
         let d = p.dir.path();
-        let cfg = tls_config(&d.join("tls.crt"), &d.join("tls.key"), Some(&d.join("ca.crt"))).unwrap();
-        let tls = Some((d.join("tls.crt"), d.join("tls.key"), Some(d.join("ca.crt"))));
-        let shared =
-            crate::audit::Shared::new(&AuditSettings { listen: Some("127.0.0.1:0".parse().unwrap()), tls, ..AuditSettings::default() });
+        let tls = files(d, true, &[]);
+        let cfg = tls_config(&tls).unwrap();
+        let shared = crate::audit::Shared::new(&AuditSettings {
+            listen: Some("127.0.0.1:0".parse().unwrap()),
+            tls: Some(tls),
+            ..AuditSettings::default()
+        });
         shared.set_leading(true);
         let (sink, mut queue) = crate::audit::queue(&shared);
         let addr = serve("127.0.0.1:0".parse().unwrap(), Some(cfg), sink).await.unwrap();
@@ -206,13 +286,55 @@ mod tests {
         assert!(queue.rx.try_recv().is_err(), "nothing relevant was queued");
     }
 
+    fn files(d: &Path, client_ca: bool, names: &[&str]) -> crate::config::AuditTls {
+        crate::config::AuditTls {
+            cert: d.join("tls.crt"),
+            key: d.join("tls.key"),
+            client_ca: client_ca.then(|| d.join("ca.crt")),
+            client_names: names.iter().map(|n| n.to_string()).collect(),
+        }
+    }
+
+    /// Review M4: with `clientNames`, a certificate the same CA signed for a tenant
+    /// (a shared cert-manager issuer) does not get past the handshake; the API server's,
+    /// named `kube-apiserver`, does.
+    #[tokio::test]
+    async fn a_client_certificate_must_carry_a_pinned_name() {
+        let p = pki();
+        let tls = files(p.dir.path(), true, &["kube-apiserver"]);
+        let cfg = tls_config(&tls).unwrap();
+        let shared = crate::audit::Shared::new(&AuditSettings {
+            listen: Some("127.0.0.1:0".parse().unwrap()),
+            tls: Some(tls),
+            ..AuditSettings::default()
+        });
+        shared.set_leading(true);
+        let (sink, _queue) = crate::audit::queue(&shared);
+        let addr = serve("127.0.0.1:0".parse().unwrap(), Some(cfg), sink).await.unwrap();
+        let client = |pem: &str| {
+            let root = reqwest::Certificate::from_pem(p.ca_pem.as_bytes()).unwrap();
+            reqwest::Client::builder()
+                .add_root_certificate(root)
+                .identity(reqwest::Identity::from_pem(pem.as_bytes()).unwrap())
+                .build()
+                .unwrap()
+        };
+        let before = METRICS.audit_requests.get("client-name-refused");
+        assert!(post(&client(&p.tenant_pem), addr, "{\"items\": []}", None).await.is_err(), "a tenant's certificate was let in");
+        assert_eq!(METRICS.audit_requests.get("client-name-refused"), before + 1);
+        assert_eq!(post(&client(&p.client_pem), addr, "{\"items\": []}", None).await.unwrap(), 200);
+    }
+
     #[test]
     fn bad_tls_files_are_named() {
         let p = pki();
         let d = p.dir.path();
-        let e = tls_config(&d.join("missing.crt"), &d.join("tls.key"), None).unwrap_err().to_string();
+        let mut t = files(d, false, &[]);
+        t.cert = d.join("missing.crt");
+        let e = tls_config(&t).unwrap_err().to_string();
         assert!(e.contains("missing.crt"), "{e}");
-        let e = tls_config(&d.join("tls.key"), &d.join("tls.key"), None).unwrap_err().to_string();
+        t.cert = d.join("tls.key");
+        let e = tls_config(&t).unwrap_err().to_string();
         assert!(e.contains("tls.key") && e.contains("no certificate"), "{e}");
     }
 
@@ -226,9 +348,9 @@ mod tests {
         use tokio::io::{AsyncReadExt, AsyncWriteExt};
         let p = pki();
         let d = p.dir.path();
-        let cfg = tls_config(&d.join("tls.crt"), &d.join("tls.key"), None).unwrap();
+        let cfg = tls_config(&files(d, false, &[])).unwrap();
         let listen = Some("127.0.0.1:0".parse().unwrap());
-        let tls = Some((d.join("tls.crt"), d.join("tls.key"), None));
+        let tls = Some(files(d, false, &[]));
         let shared = crate::audit::Shared::new(&AuditSettings {
             listen,
             tls,

@@ -30,6 +30,8 @@ pub struct Shared {
     token: RwLock<Option<Secret>>,
     identities: RwLock<Arc<Vec<String>>>,
     mask: RwLock<Arc<crate::drift::mask::Masker>>,
+    /// How far from now an event may be dated (`audit.maxEventAge`/`maxEventAhead`).
+    times: RwLock<event::TimeBounds>,
     /// Relevant events queued and not yet taken by the evaluation thread.
     pending: AtomicUsize,
     /// Whether this replica evaluates (a standby refuses batches with 503).
@@ -52,7 +54,7 @@ const MAX_SEEN_IDS: usize = 100_000;
 #[derive(Debug, Clone, PartialEq)]
 struct Started {
     listen: Option<std::net::SocketAddr>,
-    tls: Option<(std::path::PathBuf, std::path::PathBuf, Option<std::path::PathBuf>)>,
+    tls: Option<crate::config::AuditTls>,
     file: Option<std::path::PathBuf>,
     queue: usize,
     max_body: usize,
@@ -65,7 +67,7 @@ impl Started {
 
     /// Whether the running TLS configuration verifies a client certificate.
     fn client_certificate(&self) -> bool {
-        self.tls.as_ref().is_some_and(|t| t.2.is_some())
+        self.tls.as_ref().is_some_and(|t| t.client_ca.is_some())
     }
 }
 
@@ -76,6 +78,7 @@ impl Shared {
             token: RwLock::new(s.token.clone()),
             identities: RwLock::new(Arc::new(s.argocd_identities.clone())),
             mask: RwLock::new(Arc::new(s.mask.clone())),
+            times: RwLock::new(s.times),
             pending: AtomicUsize::new(0),
             leading: AtomicBool::new(false),
             queue: s.queue,
@@ -113,6 +116,12 @@ impl Shared {
         *self.token.write().unwrap_or_else(|p| p.into_inner()) = s.token.clone();
         *self.identities.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(s.argocd_identities.clone());
         *self.mask.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(s.mask.clone());
+        *self.times.write().unwrap_or_else(|p| p.into_inner()) = s.times;
+    }
+
+    /// How far from now an event may be dated.
+    pub fn times(&self) -> event::TimeBounds {
+        *self.times.read().unwrap_or_else(|p| p.into_inner())
     }
 
     /// The masking rules (`diff.mask` follows a reload).
@@ -145,9 +154,9 @@ impl Shared {
 
     /// Decodes and filters a batch (CPU: call it off the async workers).
     pub fn filter(&self, body: &[u8]) -> Result<event::Batch, event::Malformed> {
-        let (ids, mask) = (self.identities(), self.mask());
+        let (ids, mask, times) = (self.identities(), self.mask(), self.times());
         let index = self.index.read().unwrap_or_else(|p| p.into_inner());
-        let f = event::Filter { argocd_identities: &ids, index: &index, now: chrono::Utc::now(), mask: &mask };
+        let f = event::Filter { argocd_identities: &ids, index: &index, now: chrono::Utc::now(), mask: &mask, times: Some(times) };
         let batch = event::parse_list(body, &f)?;
         count(&batch);
         Ok(batch)
@@ -366,7 +375,15 @@ mod tests {
     fn no_token_never_means_open_and_a_reload_cannot_weaken_the_listener() {
         let listen = Some("127.0.0.1:0".parse().unwrap());
         let token = Some(Secret::new("t0ken".into()));
-        let tls = Some(("c".into(), "k".into(), None));
+        let files = |ca: Option<&str>| {
+            Some(crate::config::AuditTls {
+                cert: "c".into(),
+                key: "k".into(),
+                client_ca: ca.map(Into::into),
+                client_names: vec!["kube-apiserver".into()],
+            })
+        };
+        let tls = files(None);
         let running = Shared::new(&AuditSettings { listen, tls: tls.clone(), token: token.clone(), ..AuditSettings::default() });
         assert!(running.authorized(Some(b"Bearer t0ken")));
         assert!(!running.authorized(None));
@@ -378,14 +395,13 @@ mod tests {
         for weaker in [
             AuditSettings::default(),
             AuditSettings { listen, tls: tls.clone(), ..AuditSettings::default() },
-            AuditSettings { listen, tls: Some(("c".into(), "k".into(), Some("ca".into()))), ..AuditSettings::default() },
+            AuditSettings { listen, tls: files(Some("ca")), ..AuditSettings::default() },
         ] {
             assert!(running.reloadable(&weaker).is_err(), "{weaker:?}");
         }
         let open = Shared::new(&AuditSettings { listen, tls, ..AuditSettings::default() });
         assert!(!open.authorized(None), "no token and no client CA is not open");
-        let mtls =
-            Shared::new(&AuditSettings { listen, tls: Some(("c".into(), "k".into(), Some("ca".into()))), ..AuditSettings::default() });
+        let mtls = Shared::new(&AuditSettings { listen, tls: files(Some("ca")), ..AuditSettings::default() });
         assert!(mtls.authorized(None), "the client certificate authenticated");
     }
 }

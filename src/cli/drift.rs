@@ -74,6 +74,7 @@ pub fn routes_test(
                 index: &index,
                 now: Utc::now(),
                 mask: &rt.diff.mask,
+                times: None,
             };
             // An EventList (what the webhook posts), else JSON lines (the log file).
             let batch = match crate::audit::event::parse_list(&body, &filter) {

@@ -182,6 +182,11 @@ pub struct AuditDef {
     pub window: Option<At<ConfigDuration>>,
     /// Relevant events waiting for the evaluation at most (`10000`; 100 to 1000000).
     pub queue: Option<At<usize>>,
+    /// An event the API server received longer ago than this is refused as a replay
+    /// (`1h`; 5m to 24h).
+    pub max_event_age: Option<At<ConfigDuration>>,
+    /// An event dated later than this from now is refused as forged (`5m`; 1s to 1h).
+    pub max_event_ahead: Option<At<ConfigDuration>>,
 }
 
 /// `audit.tls`.
@@ -193,14 +198,27 @@ pub struct AuditTlsDef {
     /// When set, a client certificate signed by it is required.
     #[serde(rename = "clientCAFile")]
     pub client_ca_file: Option<String>,
+    /// With `clientCAFile`: the client certificate must name one of these (a DNS or IP
+    /// subject alternative name; `kube-apiserver`). Required when there is no token:
+    /// a CA often signs more than the API server's certificate.
+    pub client_names: Option<At<Vec<String>>>,
+}
+
+/// `audit.tls`, validated (paths resolved against the config file).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AuditTls {
+    pub cert: PathBuf,
+    pub key: PathBuf,
+    pub client_ca: Option<PathBuf>,
+    /// Names one of which the client certificate must carry (empty: any the CA signed).
+    pub client_names: Vec<String>,
 }
 
 /// The audit input, validated.
 #[derive(Debug, Clone)]
 pub struct AuditSettings {
     pub listen: Option<std::net::SocketAddr>,
-    /// Certificate, key and client CA files (resolved against the config file).
-    pub tls: Option<(PathBuf, PathBuf, Option<PathBuf>)>,
+    pub tls: Option<AuditTls>,
     pub token: Option<crate::secret::Secret>,
     pub file: Option<PathBuf>,
     pub argocd_identities: Vec<String>,
@@ -209,6 +227,8 @@ pub struct AuditSettings {
     pub queue: usize,
     /// The credential rules of `diff:` (what a request set is masked by them too).
     pub mask: crate::drift::mask::Masker,
+    /// How far from now an event may be dated.
+    pub times: crate::audit::event::TimeBounds,
 }
 
 /// The identity Argo CD's application controller writes with.
@@ -231,6 +251,7 @@ impl Default for AuditSettings {
             window: chrono::Duration::minutes(10),
             queue: 10_000,
             mask: crate::drift::mask::Masker::default(),
+            times: crate::audit::event::TimeBounds { max_age: chrono::Duration::hours(1), max_ahead: chrono::Duration::minutes(5) },
         }
     }
 }
@@ -850,9 +871,26 @@ fn audit_settings(
             }
         }
     }
-    out.tls = def.tls.as_ref().map(|t| {
-        (relative_to(base, &t.cert_file), relative_to(base, &t.key_file), t.client_ca_file.as_deref().map(|c| relative_to(base, c)))
+    out.tls = def.tls.as_ref().map(|t| AuditTls {
+        cert: relative_to(base, &t.cert_file),
+        key: relative_to(base, &t.key_file),
+        client_ca: t.client_ca_file.as_deref().map(|c| relative_to(base, c)),
+        client_names: t.client_names.as_ref().map(|n| n.value.clone()).unwrap_or_default(),
     });
+    if let Some(names) = def.tls.as_ref().and_then(|t| t.client_names.as_ref()) {
+        let (pos, key) = (file.pos(&names.referenced), "audit.tls.clientNames");
+        if def.tls.as_ref().is_some_and(|t| t.client_ca_file.is_none()) {
+            errors.push(ConfigError::new(pos.clone(), key, "needs audit.tls.clientCAFile (no client certificate is asked for)"));
+        }
+        if names.value.is_empty() {
+            errors.push(ConfigError::new(pos.clone(), key, "is empty: name the API server's client certificate"));
+        }
+        for n in &names.value {
+            if rustls::pki_types::ServerName::try_from(n.as_str()).is_err() {
+                errors.push(ConfigError::new(pos.clone(), key, format!("{n:?} is not a DNS name or an IP address")));
+            }
+        }
+    }
     out.file = def.file.as_deref().map(|f| relative_to(base, f));
     if let Some(ids) = &def.argocd_identities {
         out.argocd_identities = ids.clone();
@@ -875,11 +913,19 @@ fn audit_settings(
     let listen_pos = def.listen.as_ref().and_then(|l| file.pos(&l.referenced));
     if let Some(addr) = out.listen {
         let client_ca = def.tls.as_ref().is_some_and(|t| t.client_ca_file.is_some());
+        let pinned = def.tls.as_ref().is_some_and(|t| t.client_names.as_ref().is_some_and(|n| !n.value.is_empty()));
         if def.token.is_none() && !client_ca {
             errors.push(ConfigError::new(
                 listen_pos.clone(),
                 "audit.listen",
                 "needs audit.token or audit.tls.clientCAFile: an unauthenticated caller must not be able to create alerts",
+            ));
+        } else if def.token.is_none() && !pinned {
+            errors.push(ConfigError::new(
+                listen_pos.clone(),
+                "audit.listen",
+                "needs audit.token or audit.tls.clientNames besides audit.tls.clientCAFile: any certificate the CA signed \
+                 (a tenant's, from a shared issuer) would be let in",
             ));
         }
         if def.tls.is_none() && !addr.ip().is_loopback() {
@@ -902,6 +948,18 @@ fn audit_settings(
         match chrono::Duration::from_std(w.value.0) {
             Ok(d) if d >= chrono::Duration::minutes(1) && d <= chrono::Duration::hours(24) => out.window = d,
             _ => errors.push(ConfigError::new(file.pos(&w.referenced), "audit.window", "is out of range (1m to 24h)")),
+        }
+    }
+    let secs = chrono::Duration::seconds;
+    for (key, slot, value, min, max, range) in [
+        ("audit.maxEventAge", &mut out.times.max_age, &def.max_event_age, secs(300), secs(86_400), "5m to 24h"),
+        ("audit.maxEventAhead", &mut out.times.max_ahead, &def.max_event_ahead, secs(1), secs(3_600), "1s to 1h"),
+    ] {
+        if let Some(v) = value {
+            match chrono::Duration::from_std(v.value.0) {
+                Ok(d) if d >= min && d <= max => *slot = d,
+                _ => errors.push(ConfigError::new(file.pos(&v.referenced), key, format!("is out of range ({range})"))),
+            }
         }
     }
     out

@@ -289,7 +289,7 @@ fn the_audit_section_loads_and_refuses_what_is_unsafe() {
     let rt = f.load().unwrap();
     let a = &rt.audit;
     assert_eq!(a.listen, Some("0.0.0.0:9443".parse().unwrap()));
-    assert_eq!(a.tls.as_ref().and_then(|t| t.2.clone()), Some(PathBuf::from("/tls/client-ca.crt")));
+    assert_eq!(a.tls.as_ref().and_then(|t| t.client_ca.clone()), Some(PathBuf::from("/tls/client-ca.crt")));
     assert_eq!(a.token.as_ref().map(|t| t.expose().to_string()), Some("t0k3n-audit-0123456789".to_string()));
     assert_eq!(a.argocd_identities.len(), 2);
     assert_eq!((a.window, a.queue, a.max_body_bytes), (chrono::Duration::minutes(10), 10_000, 16 << 20));
@@ -310,6 +310,33 @@ fn the_audit_section_loads_and_refuses_what_is_unsafe() {
     let f = Fixture::new();
     f.file("driftwatch.yaml", "audit:\n  listen: 127.0.0.1:9443\n");
     assert!(f.errors().join("\n").contains("needs audit.token or audit.tls.clientCAFile"), "{:?}", f.errors());
+    // Review M4: a client CA alone lets in whatever it signed; names pin the API server.
+    let f = Fixture::new();
+    f.file(
+        "driftwatch.yaml",
+        "audit:\n  listen: 127.0.0.1:9443\n  tls: {certFile: c, keyFile: k, clientCAFile: ca}\n  maxEventAge: 2m\n  maxEventAhead: 2h\n",
+    );
+    let errors = f.errors().join("\n");
+    for want in [
+        "driftwatch.yaml:2:11: audit.listen: needs audit.token or audit.tls.clientNames besides audit.tls.clientCAFile",
+        "driftwatch.yaml:4:16: audit.maxEventAge: is out of range (5m to 24h)",
+        "driftwatch.yaml:5:18: audit.maxEventAhead: is out of range (1s to 1h)",
+    ] {
+        assert!(errors.contains(want), "missing {want:?} in:\n{errors}");
+    }
+    let f = Fixture::new();
+    f.file("driftwatch.yaml", "audit:\n  listen: 127.0.0.1:9443\n  tls: {certFile: c, keyFile: k, clientNames: [\"not a name\"]}\n");
+    let errors = f.errors().join("\n");
+    assert!(errors.contains("audit.tls.clientNames: needs audit.tls.clientCAFile"), "{errors}");
+    assert!(errors.contains("\"not a name\" is not a DNS name or an IP address"), "{errors}");
+    let f = Fixture::new();
+    f.file(
+        "driftwatch.yaml",
+        "audit:\n  listen: 127.0.0.1:9443\n  tls: {certFile: c, keyFile: k, clientCAFile: ca, clientNames: [kube-apiserver]}\n",
+    );
+    let rt = f.load().unwrap();
+    assert_eq!(rt.audit.tls.map(|t| t.client_names), Some(vec!["kube-apiserver".to_string()]));
+    assert_eq!(rt.audit.times.max_age, chrono::Duration::hours(1));
     let f = Fixture::new();
     f.file("driftwatch.yaml", "audit:\n  listen: nowhere\n  token: $x\n");
     assert!(f.errors().join("\n").contains("\"nowhere\" is not an address:port"), "{:?}", f.errors());

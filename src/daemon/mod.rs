@@ -71,7 +71,7 @@ async fn start_audit(settings: &crate::config::AuditSettings) -> anyhow::Result<
     let (sink, queue) = crate::audit::queue(&shared);
     if let Some(addr) = settings.listen {
         let tls = match &settings.tls {
-            Some((cert, key, ca)) => Some(crate::audit::listener::tls_config(cert, key, ca.as_deref())?),
+            Some(t) => Some(crate::audit::listener::tls_config(t)?),
             None => None,
         };
         let bound = crate::audit::listener::serve(addr, tls, sink.clone()).await?;

@@ -210,3 +210,21 @@ impl AppBuilder {
         driftwatch::model::App::from_value(self.v).expect("fixture is an Application")
     }
 }
+
+/// Shifts the request and stage times of an audit `EventList`'s items so that the
+/// latest was received at `at`, keeping their distances: driftwatch refuses events
+/// older than `audit.maxEventAge` (an hour) as replays, and the recorded batches are
+/// older.
+pub fn received_at(list: &mut serde_json::Value, at: chrono::DateTime<chrono::Utc>) {
+    let time = |v: &serde_json::Value| chrono::DateTime::parse_from_rfc3339(v.as_str()?).ok().map(|t| t.with_timezone(&chrono::Utc));
+    let items = list["items"].as_array_mut().expect("an EventList");
+    let Some(latest) = items.iter().filter_map(|e| time(&e["requestReceivedTimestamp"])).max() else { return };
+    let shift = at - latest;
+    for e in items {
+        for key in ["requestReceivedTimestamp", "stageTimestamp"] {
+            if let Some(t) = time(&e[key]) {
+                e[key] = (t + shift).to_rfc3339_opts(chrono::SecondsFormat::Micros, true).into();
+            }
+        }
+    }
+}
