@@ -225,6 +225,12 @@ fn consider(e: &Event, f: &Filter, out: &mut Batch) {
                     }
                     continue;
                 }
+                // An allowed patch whose body was read and set nothing (`-p '{}'`) changed
+                // nothing: no episode for it (review M2).
+                if a.verb == "patch" && a.decision == Decision::Allowed && a.body.is_empty() && a.set.is_empty() && !wrote_break_glass {
+                    out.dropped[Dropped::NotAChange as usize] += 1;
+                    continue;
+                }
                 out.attempts.push(a);
             }
         }
@@ -467,6 +473,24 @@ mod tests {
 
     fn filter<'a>(ids: &'a [String], index: &'a ManagedIndex) -> Filter<'a> {
         Filter { argocd_identities: ids, index, now: chrono::Utc::now(), mask: &crate::drift::mask::BUILT_IN, times: None }
+    }
+
+    /// Review M2: an allowed patch that set nothing (`kubectl patch -p '{}'`) is no
+    /// change and makes no attempt; refused, it is still an attempt.
+    #[test]
+    fn an_allowed_empty_patch_is_no_change() {
+        let (ids, index) = (ids(), index());
+        let list: serde_json::Value = serde_json::from_slice(&data("eventlist-changes-1.json")).unwrap();
+        let mut empty = list["items"][6].clone();
+        empty["requestObject"] = json!({});
+        let mut refused = empty.clone();
+        refused["auditID"] = "refused-empty".into();
+        refused["responseStatus"] = json!({"code": 403, "message": "forbidden"});
+        let body = serde_json::to_vec(&json!({"items": [empty, refused]})).unwrap();
+        let batch = parse_list(&body, &filter(&ids, &index)).unwrap();
+        assert_eq!(batch.dropped[Dropped::NotAChange as usize], 1);
+        assert_eq!(batch.attempts.len(), 1);
+        assert_eq!(batch.attempts[0].decision, Decision::Denied);
     }
 
     /// Review M4: with bounds, an event received before `now - maxAge` or after

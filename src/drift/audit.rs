@@ -25,6 +25,11 @@ pub const MAX_VALUE_CHARS: usize = 120;
 pub const MAX_REASON_CHARS: usize = 300;
 /// At most this many groups and source IPs of an identity are kept.
 pub const MAX_GROUPS: usize = 16;
+/// At most this many new refused attempts of one identity (on any resource, any
+/// Application) are taken in the window; past it they are counted, not recorded: a
+/// request RBAC refuses needs no right at all, so one identity looping over managed
+/// objects must not fill the history or the destinations.
+pub const MAX_REFUSED_PER_ACTOR: usize = 32;
 
 /// What shows in place of a masked value.
 pub use super::mask::MASKED;
@@ -173,6 +178,9 @@ impl Attempt {
 #[derive(Debug, Clone, Default)]
 pub struct AttemptIndex {
     by_app: HashMap<String, Vec<Attempt>>,
+    /// When each identity's new refused attempts were received (the window's, at most
+    /// [`MAX_REFUSED_PER_ACTOR`] each).
+    refused_by: HashMap<String, Vec<DateTime<Utc>>>,
 }
 
 /// What [`AttemptIndex::record`] did.
@@ -182,8 +190,12 @@ pub enum Recorded {
     New,
     /// Folded into one already there (its count rose).
     Coalesced,
-    /// [`MAX_APPS_WITH_ATTEMPTS`] Applications already have attempts.
+    /// [`MAX_APPS_WITH_ATTEMPTS`] Applications (or identities with refused attempts)
+    /// already have attempts.
     Full,
+    /// A new refused attempt of an identity that already had
+    /// [`MAX_REFUSED_PER_ACTOR`] in the window.
+    OverBudget,
 }
 
 impl AttemptIndex {
@@ -213,9 +225,34 @@ impl AttemptIndex {
             }
             return Recorded::Coalesced;
         }
+        if a.decision == Decision::Denied {
+            if let Err(refused) = self.take_refusal(&a.actor.display(), window, now) {
+                if self.by_app.get(&a.app_key).is_some_and(Vec::is_empty) {
+                    self.by_app.remove(&a.app_key);
+                }
+                return refused;
+            }
+        }
+        let list = self.by_app.entry(a.app_key.clone()).or_default();
         list.insert(0, a);
         list.truncate(MAX_ATTEMPTS_PER_APP);
         Recorded::New
+    }
+
+    /// Takes one of `actor`'s refused attempts of the window, or says why not.
+    fn take_refusal(&mut self, actor: &str, window: chrono::Duration, now: DateTime<Utc>) -> Result<(), Recorded> {
+        if !self.refused_by.contains_key(actor) && self.refused_by.len() >= MAX_APPS_WITH_ATTEMPTS {
+            self.refused_by.retain(|_, times| recent(times, window, now));
+            if self.refused_by.len() >= MAX_APPS_WITH_ATTEMPTS {
+                return Err(Recorded::Full);
+            }
+        }
+        let times = self.refused_by.entry(actor.to_string()).or_default();
+        if !recent(times, window, now) || times.len() < MAX_REFUSED_PER_ACTOR {
+            times.push(now);
+            return Ok(());
+        }
+        Err(Recorded::OverBudget)
     }
 
     /// The attempts of an Application in the window, newest first.
@@ -229,6 +266,7 @@ impl AttemptIndex {
             list.retain(|o| fresh(o, window, now));
             !list.is_empty()
         });
+        self.refused_by.retain(|_, times| recent(times, window, now));
     }
 
     /// Forgets an Application (deleted).
@@ -239,6 +277,12 @@ impl AttemptIndex {
     pub fn apps(&self) -> usize {
         self.by_app.len()
     }
+}
+
+/// Keeps the times within `window` before `now`; whether any are left.
+fn recent(times: &mut Vec<DateTime<Utc>>, window: chrono::Duration, now: DateTime<Utc>) -> bool {
+    times.retain(|t| t.checked_add_signed(window).is_some_and(|end| end >= now));
+    !times.is_empty()
 }
 
 /// Whether `a` was received within `window` before `now`.
@@ -252,6 +296,10 @@ fn fresh(a: &Attempt, window: chrono::Duration, now: DateTime<Utc>) -> bool {
 /// says when cut). `metadata.managedFields`, `status` and the resource version are not
 /// changes and are left out.
 pub fn set_fields(body: &Value, mask: &Masker) -> (Vec<SetField>, bool) {
+    if body.as_object().is_some_and(serde_json::Map::is_empty) || body.is_null() {
+        // `-p '{}'`: nothing set.
+        return (Vec::new(), false);
+    }
     let mut sink = Sink { out: Vec::new(), truncated: false, mask };
     sink.walk(body, String::new(), false, false, 0);
     (sink.out, sink.truncated)
@@ -458,13 +506,36 @@ mod tests {
         }
         assert_eq!(idx.of("argocd/app@u").len(), MAX_ATTEMPTS_PER_APP);
         for i in 0..MAX_APPS_WITH_ATTEMPTS {
-            let mut a = attempt("x", "api", Decision::Denied, 50);
+            let mut a = attempt("x", "api", Decision::Allowed, 50);
             a.app_key = format!("ns/a{i}@u");
             idx.record(a, w, at(50));
         }
-        let mut a = attempt("x", "api", Decision::Denied, 50);
+        let mut a = attempt("x", "api", Decision::Allowed, 50);
         a.app_key = "ns/late@u".into();
         assert_eq!(idx.record(a, w, at(50)), Recorded::Full);
+    }
+
+    /// Review M2: one identity's new refused attempts are taken up to the budget in
+    /// the window, across resources and Applications; past it they are not recorded;
+    /// another identity, an allowed change and the next window are not affected.
+    #[test]
+    fn refused_attempts_are_budgeted_per_identity() {
+        let mut idx = AttemptIndex::default();
+        let w = chrono::Duration::minutes(10);
+        for i in 0..MAX_REFUSED_PER_ACTOR {
+            let mut a = attempt("mallory", &format!("obj{i}"), Decision::Denied, 0);
+            a.app_key = format!("ns/a{}@u", i % 3);
+            assert_eq!(idx.record(a, w, at(0)), Recorded::New);
+        }
+        assert_eq!(idx.record(attempt("mallory", "one-more", Decision::Denied, 1), w, at(1)), Recorded::OverBudget);
+        assert_eq!(idx.record(attempt("mallory", "obj0", Decision::Allowed, 1), w, at(1)), Recorded::New, "a change is not budgeted");
+        assert_eq!(idx.record(attempt("eve", "one-more", Decision::Denied, 1), w, at(1)), Recorded::New);
+        let mut late = attempt("mallory", "one-more", Decision::Denied, 0);
+        late.app_key = "ns/late@u".into();
+        assert_eq!(idx.record(late, w, at(2)), Recorded::OverBudget);
+        assert!(idx.of("ns/late@u").is_empty());
+        assert_eq!(idx.apps(), 4, "no empty entry is left for a refused one");
+        assert_eq!(idx.record(attempt("mallory", "one-more", Decision::Denied, 700), w, at(700)), Recorded::New, "a new window");
     }
 
     #[test]

@@ -22,6 +22,12 @@ pub const MAX_RESOURCES: usize = 64;
 pub const MAX_ATTRIBUTION: usize = 32;
 pub const MAX_NOTIFICATIONS: usize = 64;
 pub const MAX_ATTEMPTS: usize = 32;
+/// Attempts on an Application that shows nothing (it stays Synced) within this long of
+/// its last such episode's opening join that episode instead of opening another: the
+/// history holds at most one attempt-only episode per Application per span however
+/// many requests arrive (review M2: a loop of refused no-op patches must not push the
+/// history out).
+pub const ATTEMPT_EPISODE_SPAN: chrono::Duration = chrono::Duration::hours(1);
 
 /// Most of a failure's text an episode keeps.
 pub const MAX_FAILURE: usize = 256;
@@ -312,6 +318,19 @@ pub fn observe(prev: Option<Episode>, app: &App, drift: &Drift, now: DateTime<Ut
             merge(&mut ep, sync, health, drift, now);
             Observation { episode: Some(ep), event: Some(Event::Opened) }
         }
+        // More attempts while the Application still shows nothing: the last attempt-only
+        // episode takes them while it is recent.
+        Some(mut ep) if !deleted && !fresh.is_empty() && ep.attempts_only() && now - ep.opened_at < ATTEMPT_EPISODE_SPAN => {
+            if fresh.iter().any(|a| a.security) {
+                ep.severity = Severity::Critical;
+            }
+            if fresh.iter().any(|a| a.decision == Decision::Allowed) {
+                ep.resolution = Some(Resolution::SelfHeal);
+            }
+            ep.resolved_at = Some(now);
+            merge_attempts(&mut ep, fresh.iter().copied(), now);
+            Observation { episode: Some(ep), event: Some(Event::Attempted) }
+        }
         // Attempts no episode has yet, while the Application shows nothing.
         _ if !deleted && !fresh.is_empty() => {
             Observation { episode: Some(attempt_episode(app, drift, &fresh, health, now)), event: Some(Event::Attempted) }
@@ -518,6 +537,16 @@ impl Episode {
         (self.resolved_at.unwrap_or(now) - self.opened_at).num_seconds().max(0)
     }
 
+    /// An episode of the audit input alone: attempts on an Application that never
+    /// showed drift (see [`observe`]).
+    pub fn attempts_only(&self) -> bool {
+        !self.is_open()
+            && !self.out_of_sync
+            && !self.degraded
+            && !self.attempts.is_empty()
+            && matches!(self.resolution, Some(Resolution::SelfHeal | Resolution::Refused))
+    }
+
     pub fn is_open(&self) -> bool {
         self.resolved_at.is_none()
     }
@@ -645,6 +674,55 @@ mod tests {
         assert_eq!(ended_by("abc", true, -5), (Some(Resolution::Synced), None), "an operation from before it opened did not end it");
         assert_eq!(Resolution::ManualSync.as_str(), "manual-sync");
         assert_eq!(serde_json::to_value(Resolution::ManualSync).unwrap(), "manual-sync");
+    }
+
+    /// Review M2: a loop of refused requests on a Synced Application makes one
+    /// attempt-only episode per span, which takes the later ones (security raises it,
+    /// an allowed one makes it self-heal); past the span, or after a drift episode, a
+    /// new one opens.
+    #[test]
+    fn attempts_on_a_synced_application_share_one_episode_per_span() {
+        use crate::drift::audit::{Actor, Decision};
+        let attempt = |id: &str, who: &str, decision: Decision, security: bool| Attempt {
+            id: id.into(),
+            kind: "Deployment".into(),
+            namespace: "shop".into(),
+            name: "web".into(),
+            resource: "Deployment shop/web".into(),
+            class: "workload".into(),
+            decision,
+            security,
+            actor: Actor { username: who.into(), ..Actor::default() },
+            ..Attempt::default()
+        };
+        let with = |attempts: Vec<Attempt>| Drift { attempts, ..Drift::default() };
+        let synced = app("Synced", "Healthy");
+        let first = observe(None, &synced, &with(vec![attempt("a1", "mallory", Decision::Denied, false)]), at(0));
+        assert_eq!(first.event, Some(Event::Attempted));
+        let ep = first.episode.unwrap();
+        assert_eq!((ep.resolution, ep.severity), (Some(Resolution::Refused), Severity::Warning));
+        let mut last = ep.clone();
+        for (i, min) in [5, 20, 59].into_iter().enumerate() {
+            let more =
+                vec![attempt(&format!("b{i}"), "mallory", Decision::Denied, i == 2), attempt("a1", "mallory", Decision::Denied, false)];
+            let o = observe(Some(last.clone()), &synced, &with(more), at(min));
+            assert_eq!(o.event, Some(Event::Attempted));
+            last = o.episode.unwrap();
+            assert_eq!(last.id, ep.id, "the same episode takes them");
+        }
+        assert_eq!(last.attempts.len(), 4);
+        assert_eq!((last.severity, last.resolved_at), (Severity::Critical, Some(at(59))), "a security attempt raised it");
+        let o = observe(Some(last.clone()), &synced, &with(vec![attempt("c1", "alice", Decision::Allowed, false)]), at(59));
+        assert_eq!(o.episode.as_ref().unwrap().resolution, Some(Resolution::SelfHeal));
+        // Past the span: a new one.
+        let o = observe(Some(last.clone()), &synced, &with(vec![attempt("d1", "mallory", Decision::Denied, false)]), at(61));
+        assert_ne!(o.episode.unwrap().id, ep.id);
+        // After a drift episode (the latest is not attempt-only): a new one.
+        let drifted = observe(None, &app("OutOfSync", "Healthy"), &drift("warning", "workload", "live"), at(10)).episode.unwrap();
+        let healed = observe(Some(drifted), &synced, &Drift::default(), at(11)).episode.unwrap();
+        assert!(!healed.attempts_only());
+        let o = observe(Some(healed.clone()), &synced, &with(vec![attempt("e1", "mallory", Decision::Denied, false)]), at(12));
+        assert_ne!(o.episode.unwrap().id, healed.id);
     }
 
     #[test]

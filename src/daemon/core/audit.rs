@@ -23,6 +23,7 @@ impl Core {
             let key = a.app_key.clone();
             match self.inputs.attempts.record(a, window, Utc::now()) {
                 Recorded::Full => METRICS.audit_dropped.inc("too-many-apps"),
+                Recorded::OverBudget => METRICS.audit_dropped.inc("actor-over-budget"),
                 Recorded::Coalesced => {}
                 Recorded::New => self.reevaluate([key]),
             }
