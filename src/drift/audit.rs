@@ -225,13 +225,13 @@ impl AttemptIndex {
             }
             return Recorded::Coalesced;
         }
-        if a.decision == Decision::Denied {
-            if let Err(refused) = self.take_refusal(&a.actor.display(), window, now) {
-                if self.by_app.get(&a.app_key).is_some_and(Vec::is_empty) {
-                    self.by_app.remove(&a.app_key);
-                }
-                return refused;
+        if a.decision == Decision::Denied
+            && let Err(refused) = self.take_refusal(&a.actor.display(), window, now)
+        {
+            if self.by_app.get(&a.app_key).is_some_and(Vec::is_empty) {
+                self.by_app.remove(&a.app_key);
             }
+            return refused;
         }
         let list = self.by_app.entry(a.app_key.clone()).or_default();
         list.insert(0, a);
