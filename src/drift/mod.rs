@@ -174,6 +174,10 @@ pub struct AttributedChange {
     /// The audit ID of that request.
     #[serde(skip_serializing_if = "String::is_empty")]
     pub audit_id: String,
+    /// Other people whose audited requests match the same write (the field manager's
+    /// entry covers several requests): `actor` or any of these made it.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub also: Vec<String>,
 }
 
 impl AttributedChange {
@@ -197,6 +201,7 @@ impl AttributedChange {
             security_fields: a.security_fields.clone(),
             actor: Some(a.actor.clone()),
             audit_id: a.audit_id.clone(),
+            also: Vec::new(),
         }
     }
 
@@ -318,6 +323,7 @@ impl Drift {
                             security_fields: m.security_fields.clone(),
                             actor: None,
                             audit_id: String::new(),
+                            also: Vec::new(),
                         });
                     }
                 }
@@ -394,32 +400,64 @@ impl Drift {
             return self;
         }
         let mut attributed_security = false;
+        // Changes and attribution entries whose person this function named (and may
+        // name another beside: "alice or mallory").
+        let mut named: BTreeSet<(usize, usize)> = BTreeSet::new();
+        let mut named_entries: BTreeSet<usize> = BTreeSet::new();
         for a in attempts {
             let mut a = a.clone();
             classify(&mut a, classes);
+            let at = self.resources.iter().position(|r| a.is_on(&r.group, &r.kind, &r.namespace, &r.name));
             if a.decision == Decision::Allowed
-                && let Some(r) = self.resources.iter_mut().find(|r| a.is_on(&r.group, &r.kind, &r.namespace, &r.name))
+                && let Some(ri) = at
             {
+                let r = &mut self.resources[ri];
                 if !a.security_fields.is_empty() {
                     attributed_security = true;
                     if !matches!(r.kind_class.as_str(), "rbac" | "network-policy" | "admission") {
                         r.class = "security-context".into();
                     }
                 }
-                // The person behind each changed field this request wrote.
-                for c in r.changes.iter_mut().filter(|c| c.user.is_empty()) {
-                    let wrote = if a.manager.is_empty() { a.fields.contains(&c.path) } else { a.manager == c.manager };
-                    if wrote {
-                        c.user = a.actor.username.clone();
+                // The person behind each changed field this request wrote: by the fields
+                // it set, not by the field manager alone (two people's `kubectl edit`
+                // share one manager); both named when both wrote it.
+                let who = &a.actor.username;
+                for (ci, c) in r.changes.iter_mut().enumerate() {
+                    if !wrote(&a, std::slice::from_ref(&c.path), &c.manager) {
+                        continue;
+                    }
+                    if c.user.is_empty() {
+                        c.user = who.clone();
+                        named.insert((ri, ci));
+                    } else if named.contains(&(ri, ci))
+                        && !c.user.split(" or ").any(|u| u == who)
+                        && c.user.matches(" or ").count() < MAX_NAMED - 1
+                    {
+                        c.user = format!("{} or {who}", c.user);
                     }
                 }
                 let resource = format!("{} {}/{}", r.kind, r.namespace, r.name);
                 let mut matched = false;
-                for c in self.attribution.iter_mut().filter(|c| c.resource == resource) {
-                    if c.actor.is_none() && (a.manager.is_empty() || a.manager == c.manager) {
-                        c.actor = Some(a.actor.clone());
-                        c.audit_id = a.audit_id.clone();
-                        matched = true;
+                for (i, c) in self.attribution.iter_mut().enumerate().filter(|(_, c)| c.resource == resource) {
+                    if !wrote(&a, &c.fields, &c.manager) {
+                        continue;
+                    }
+                    matched = true;
+                    match &c.actor {
+                        None => {
+                            c.actor = Some(a.actor.clone());
+                            c.audit_id = a.audit_id.clone();
+                            named_entries.insert(i);
+                        }
+                        Some(first)
+                            if named_entries.contains(&i)
+                                && first.username != *who
+                                && !c.also.contains(who)
+                                && c.also.len() < MAX_NAMED - 1 =>
+                        {
+                            c.also.push(who.clone())
+                        }
+                        Some(_) => {}
                     }
                 }
                 if !matched && self.attribution.len() < MAX_ATTRIBUTION_ENTRIES {
@@ -438,6 +476,32 @@ impl Drift {
         AttributedChange::sort(&mut self.attribution);
         self
     }
+}
+
+/// At most this many people are named for one write ("alice or mallory or …").
+const MAX_NAMED: usize = 4;
+
+/// Whether the allowed request `a` wrote what a field manager's write shows (`paths`
+/// under `manager`): a request whose body was read by the fields it set overlapping
+/// those paths (and its field manager, when it named one, being that one); a request
+/// whose body was not sent (or a write whose fields are not known) by the field
+/// manager alone.
+fn wrote(a: &Attempt, paths: &[String], manager: &str) -> bool {
+    if a.fields.is_empty() || paths.is_empty() {
+        // Without `?fieldManager=` the API server names the manager after the client
+        // (the user agent up to its first `/`).
+        let effective = if a.manager.is_empty() { a.actor.user_agent.split('/').next().unwrap_or_default() } else { &a.manager };
+        return !effective.is_empty() && effective == manager;
+    }
+    (a.manager.is_empty() || a.manager == manager) && a.fields.iter().any(|f| paths.iter().any(|p| overlaps(f, p)))
+}
+
+/// Whether one field path is the other or holds it (`a.b` holds `a.b.c` and `a.b[x]`).
+fn overlaps(a: &str, b: &str) -> bool {
+    let holds = |outer: &str, inner: &str| {
+        inner.strip_prefix(outer).is_some_and(|rest| rest.is_empty() || rest.starts_with('.') || rest.starts_with('['))
+    };
+    holds(a, b) || holds(b, a)
 }
 
 /// Fields of an Application's own spec whose change by a person weakens what Argo CD
@@ -612,6 +676,58 @@ mod tests {
         .unwrap();
         let d = d.with_attempts(&[attempt], &m);
         assert_eq!(d.resources[0].changes[0].user, "alice@example.com");
+    }
+
+    /// Review M3: mallory's `kubectl edit` makes the container privileged, alice's,
+    /// six minutes later, scales it; both writes merge into one `kubectl-edit` entry of
+    /// managedFields. The privileged field is mallory's, the replicas alice's, and the
+    /// manager's entry names both; a field both set names both.
+    #[test]
+    fn the_person_is_matched_by_the_fields_each_request_set() {
+        use crate::drift::diff::{FieldChange, ResourceDiff};
+        let privileged = "spec.template.spec.containers[app].securityContext.privileged";
+        let change = |path: &str, desired: &str, live: &str| FieldChange {
+            path: path.into(),
+            desired: desired.into(),
+            live: live.into(),
+            manager: "kubectl-edit".into(),
+            ..Default::default()
+        };
+        let object = json!({"metadata": {"managedFields": [{"manager": "kubectl-edit", "operation": "Update", "time": "2026-12-03T10:06:00Z",
+            "fieldsV1": {"f:spec": {"f:replicas": {}, "f:template": {"f:spec": {"f:containers": {"k:{\"name\":\"app\"}": {"f:securityContext": {"f:privileged": {}}}}}}}}}]}});
+        let mut a = crate::drift::attribution::attribute(&object, "workload", &[]);
+        a.diff = Some(ResourceDiff {
+            changes: vec![change(privileged, "(not set)", "true"), change("spec.replicas", "2", "5")],
+            ..Default::default()
+        });
+        let mut live = LiveIndex::new();
+        live.insert(resource_key("apps", "Deployment", "shop", "web"), a);
+        let app = app(
+            "cur",
+            "cur",
+            json!([{"group": "apps", "version": "v1", "kind": "Deployment", "namespace": "shop", "name": "web", "status": "OutOfSync"}]),
+        );
+        let m = ClassMap::default();
+        let edit = |who: &str, min: u32, fields: &[&str]| -> Attempt {
+            serde_json::from_value(json!({
+                "id": who, "group": "apps", "kind": "Deployment", "namespace": "shop", "name": "web",
+                "resource": "Deployment shop/web", "verb": "patch", "decision": "allowed", "manager": "kubectl-edit",
+                "actor": {"username": who}, "time": format!("2026-12-03T10:{min:02}:00Z"), "lastAt": format!("2026-12-03T10:{min:02}:00Z"),
+                "fields": fields}))
+            .unwrap()
+        };
+        // Newest first, as the window keeps them.
+        let attempts = [edit("alice", 6, &["spec.replicas"]), edit("mallory", 0, &["spec.template.spec.containers[app].securityContext"])];
+        let d = Drift::of(&app, &m, &live, "", &crate::project::Scope::unrestricted()).with_attempts(&attempts, &m);
+        let user = |path: &str| d.resources[0].changes.iter().find(|c| c.path == path).map(|c| c.user.clone());
+        assert_eq!(user(privileged).as_deref(), Some("mallory"), "not the newest writer with the same manager");
+        assert_eq!(user("spec.replicas").as_deref(), Some("alice"));
+        let entry = &d.attribution[0];
+        assert_eq!((entry.actor.as_ref().map(|a| a.username.as_str()), entry.also.clone()), (Some("alice"), vec!["mallory".to_string()]));
+        // Both set the privileged field: both are named.
+        let both = [edit("alice", 6, &[privileged]), edit("mallory", 0, &[privileged])];
+        let d = Drift::of(&app, &m, &live, "", &crate::project::Scope::unrestricted()).with_attempts(&both, &m);
+        assert_eq!(d.resources[0].changes.iter().find(|c| c.path == privileged).map(|c| c.user.as_str()), Some("alice or mallory"));
     }
 
     #[test]
