@@ -940,3 +940,57 @@ fn a_leader_that_cannot_open_its_store_gives_the_lease_up() {
     assert!(b.stop().success());
     assert!(a.stop().success());
 }
+
+/// Review M5: with `operations.tls`, the operations endpoints speak only TLS (the token
+/// and the history never cross in clear): a client trusting the CA reads `/history` with
+/// the token, a plain HTTP request gets no answer, and a reload that would drop the TLS
+/// is refused with the listener unchanged.
+#[test]
+fn the_operations_endpoints_can_be_served_over_tls() {
+    driftwatch::tls::init_crypto();
+    let dir = tempfile::tempdir().unwrap();
+    let api = FakeApiServer::start();
+    api.kubeconfig(&dir.path().join("kubeconfig"));
+    let ca = common::tls::serving_tls(dir.path());
+    std::fs::write(dir.path().join("secrets.yaml"), "ops-token: ops-token-0123456789abcdef\n").unwrap();
+    let with_tls = "secretsFile: secrets.yaml\noperations:\n  token: $ops-token\n  tls: {certFile: tls.crt, keyFile: tls.key}\n";
+    let cfg = dir.path().join("driftwatch.yaml");
+    std::fs::write(&cfg, with_tls).unwrap();
+    let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let addr = format!("127.0.0.1:{port}");
+    let log = std::fs::File::create(dir.path().join("log")).unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_driftwatch"))
+        .args(common::daemon::run_args(dir.path()))
+        .args(["--listen", &addr])
+        .stderr(log)
+        .spawn()
+        .unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let client = reqwest::Client::builder().add_root_certificate(reqwest::Certificate::from_pem(ca.as_bytes()).unwrap()).build().unwrap();
+    let fetch = |path: &str, token: Option<&str>| -> Option<(u16, String)> {
+        rt.block_on(async {
+            let mut req = client.get(format!("https://{addr}{path}"));
+            if let Some(t) = token {
+                req = req.bearer_auth(t);
+            }
+            let r = req.send().await.ok()?;
+            Some((r.status().as_u16(), r.text().await.ok()?))
+        })
+    };
+    wait_for("/readyz over TLS", Duration::from_secs(30), || fetch("/readyz", None).is_some_and(|(s, _)| s == 200));
+    assert_eq!(fetch("/history", None).map(|(s, _)| s), Some(401));
+    assert_eq!(fetch("/history", Some("ops-token-0123456789abcdef")).map(|(s, _)| s), Some(200));
+    assert_eq!(get(&addr, "/healthz"), None, "a plain HTTP request is not answered");
+    // A reload without the TLS: refused, the listener still speaks TLS only.
+    std::fs::write(&cfg, "secretsFile: secrets.yaml\noperations:\n  token: $ops-token\n").unwrap();
+    let refused = || {
+        fetch("/metrics", None)
+            .and_then(|(_, m)| m.lines().find(|l| l.starts_with("driftwatch_config_reloads_total{result=\"refused\"}")).map(String::from))
+    };
+    wait_for("the refused reload", Duration::from_secs(15), || refused().is_some_and(|l| l.ends_with(" 1")));
+    let (_, ready) = fetch("/readyz", None).unwrap();
+    assert!(ready.contains("operations.tls changed"), "{ready}");
+    assert_eq!(get(&addr, "/healthz"), None);
+    let _ = child.kill();
+    let _ = child.wait();
+}

@@ -209,6 +209,8 @@ fn the_charts_configuration_loads() {
         let secrets = dir.path().join("secrets");
         std::fs::create_dir(&secrets).unwrap();
         std::fs::write(secrets.join("slack-token"), "xoxb-test").unwrap();
+        // The token the chart generates into a Secret of its own (projected beside).
+        std::fs::write(secrets.join("operations-token"), "generated-operations-token-0123456789").unwrap();
         // A ConfigMap of trigger files mounted with extraVolumes (the `ha` render).
         let triggers = dir.path().join("mounted-triggers");
         std::fs::create_dir(&triggers).unwrap();
@@ -227,7 +229,14 @@ fn the_charts_configuration_loads() {
         let v: serde_json::Value = serde_saphyr::from_str(&text).unwrap();
         assert_eq!(v["attribution"]["readSecrets"], *name == "ha", "{name}: {text}");
         let mounted = v["secretsFile"].as_str().map(|p| p.ends_with("/secrets"));
-        assert_eq!(mounted, (*name == "ha").then_some(true), "{name}: {text}");
+        assert_eq!(mounted, Some(true), "{name}: {text}");
+        // Review M5: the history is closed to whoever lacks the generated token.
+        assert_eq!(
+            rt.operations_token.as_ref().map(|t| t.expose().to_string()).as_deref(),
+            Some("generated-operations-token-0123456789"),
+            "{name}: {text}"
+        );
+        assert!(!rt.operations_open, "{name}");
     }
 }
 

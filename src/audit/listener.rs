@@ -87,7 +87,7 @@ fn read(path: &Path) -> Result<Vec<u8>, ListenError> {
 /// The TLS server configuration of `audit.tls`: a client certificate the CA signed
 /// is required when `clientCAFile` is set, and one naming one of `clientNames` when
 /// those are set.
-pub fn tls_config(t: &crate::config::AuditTls) -> Result<rustls::ServerConfig, ListenError> {
+pub fn tls_config(t: &crate::config::ServerTls) -> Result<rustls::ServerConfig, ListenError> {
     let bad = |p: &Path, reason: String| ListenError::Tls { file: p.display().to_string(), reason };
     let (cert, key) = (t.cert.as_path(), t.key.as_path());
     let certs: Vec<_> = rustls_pemfile::certs(&mut read(cert)?.as_slice())
@@ -286,8 +286,8 @@ mod tests {
         assert!(queue.rx.try_recv().is_err(), "nothing relevant was queued");
     }
 
-    fn files(d: &Path, client_ca: bool, names: &[&str]) -> crate::config::AuditTls {
-        crate::config::AuditTls {
+    fn files(d: &Path, client_ca: bool, names: &[&str]) -> crate::config::ServerTls {
+        crate::config::ServerTls {
             cert: d.join("tls.crt"),
             key: d.join("tls.key"),
             client_ca: client_ca.then(|| d.join("ca.crt")),

@@ -54,7 +54,7 @@ const MAX_SEEN_IDS: usize = 100_000;
 #[derive(Debug, Clone, PartialEq)]
 struct Started {
     listen: Option<std::net::SocketAddr>,
-    tls: Option<crate::config::AuditTls>,
+    tls: Option<crate::config::ServerTls>,
     file: Option<std::path::PathBuf>,
     queue: usize,
     max_body: usize,
@@ -376,7 +376,7 @@ mod tests {
         let listen = Some("127.0.0.1:0".parse().unwrap());
         let token = Some(Secret::new("t0ken".into()));
         let files = |ca: Option<&str>| {
-            Some(crate::config::AuditTls {
+            Some(crate::config::ServerTls {
                 cert: "c".into(),
                 key: "k".into(),
                 client_ca: ca.map(Into::into),

@@ -110,6 +110,17 @@ pub struct OperationsDef {
     /// Without a token, `/history` and the web view's data answer anyone who reaches
     /// the port only when this says so (false: they refuse with 403).
     pub open: Option<bool>,
+    /// Serve the operations endpoints over TLS (the token and the history then never
+    /// cross the network in clear). Read at start-up.
+    pub tls: Option<OperationsTlsDef>,
+}
+
+/// `operations.tls`.
+#[derive(Debug, Clone, Deserialize, Default)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct OperationsTlsDef {
+    pub cert_file: String,
+    pub key_file: String,
 }
 
 /// `attribution:`: reading the live objects of drifted resources.
@@ -204,9 +215,10 @@ pub struct AuditTlsDef {
     pub client_names: Option<At<Vec<String>>>,
 }
 
-/// `audit.tls`, validated (paths resolved against the config file).
+/// A listener's TLS files (`audit.tls`, `operations.tls`), validated (paths resolved
+/// against the config file).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct AuditTls {
+pub struct ServerTls {
     pub cert: PathBuf,
     pub key: PathBuf,
     pub client_ca: Option<PathBuf>,
@@ -218,7 +230,7 @@ pub struct AuditTls {
 #[derive(Debug, Clone)]
 pub struct AuditSettings {
     pub listen: Option<std::net::SocketAddr>,
-    pub tls: Option<AuditTls>,
+    pub tls: Option<ServerTls>,
     pub token: Option<crate::secret::Secret>,
     pub file: Option<PathBuf>,
     pub argocd_identities: Vec<String>,
@@ -429,6 +441,8 @@ pub struct Runtime {
     pub operations_token: Option<crate::secret::Secret>,
     /// `operations.open`: without a token, the history is served to anyone.
     pub operations_open: bool,
+    /// `operations.tls`: the operations endpoints over TLS (read at start-up).
+    pub operations_tls: Option<ServerTls>,
     /// The audit input (`audit:`).
     pub audit: AuditSettings,
     /// Spoke clusters whose live objects are read (`clusters:`).
@@ -820,6 +834,12 @@ pub fn load_with(config: Option<&Path>, engine: Arc<TriggerEngine>) -> Result<Ru
         Some(templates) if errors.is_empty() => Ok(Runtime {
             operations_token,
             operations_open: cfg.operations.open.unwrap_or(false),
+            operations_tls: cfg.operations.tls.as_ref().map(|t| ServerTls {
+                cert: relative_to(&base, &t.cert_file),
+                key: relative_to(&base, &t.key_file),
+                client_ca: None,
+                client_names: Vec::new(),
+            }),
             audit,
             clusters: spokes,
             argocd,
@@ -871,7 +891,7 @@ fn audit_settings(
             }
         }
     }
-    out.tls = def.tls.as_ref().map(|t| AuditTls {
+    out.tls = def.tls.as_ref().map(|t| ServerTls {
         cert: relative_to(base, &t.cert_file),
         key: relative_to(base, &t.key_file),
         client_ca: t.client_ca_file.as_deref().map(|c| relative_to(base, c)),

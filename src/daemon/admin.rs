@@ -32,6 +32,29 @@ pub struct Shared {
     pub argocd_url: std::sync::RwLock<String>,
     /// `operations.open`: without a token the protected endpoints answer anyone.
     pub open: std::sync::atomic::AtomicBool,
+    /// History and web-view data requests being answered (each reads the store on the
+    /// blocking pool): at most [`MAX_QUERIES`].
+    pub queries: std::sync::atomic::AtomicUsize,
+}
+
+/// History and web-view data requests answered at once; past it, 503 (review M5: fifty
+/// `/history?class=zz&limit=10000` must not take every blocking thread).
+const MAX_QUERIES: usize = 4;
+
+/// One of [`MAX_QUERIES`], given back when the answer is done.
+struct Query<'a>(&'a std::sync::atomic::AtomicUsize);
+
+impl<'a> Query<'a> {
+    fn take(count: &'a std::sync::atomic::AtomicUsize) -> Option<Query<'a>> {
+        use std::sync::atomic::Ordering;
+        count.fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| (n < MAX_QUERIES).then_some(n + 1)).ok().map(|_| Query(count))
+    }
+}
+
+impl Drop for Query<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, std::sync::atomic::Ordering::AcqRel);
+    }
 }
 
 pub type SharedState = Arc<Shared>;
@@ -91,7 +114,13 @@ pub(super) fn store(shared: &SharedState) -> Option<Arc<StateStore>> {
 /// the handler reads anything.
 async fn require_token(State(shared): State<SharedState>, req: axum::extract::Request, next: axum::middleware::Next) -> Response {
     match shared.authorized(req.headers().get(header::AUTHORIZATION).map(|v| v.as_bytes())) {
-        Access::Allowed => next.run(req).await,
+        Access::Allowed => match Query::take(&shared.queries) {
+            Some(_held) => next.run(req).await,
+            None => {
+                METRICS.ops_connections_refused.inc();
+                (StatusCode::SERVICE_UNAVAILABLE, [(header::RETRY_AFTER, "1")], "busy: too many history requests at once\n").into_response()
+            }
+        },
         Access::NoToken => {
             (StatusCode::UNAUTHORIZED, [(header::WWW_AUTHENTICATE, "Bearer")], "a bearer token is required (operations.token)\n")
                 .into_response()
@@ -224,6 +253,7 @@ fn router(state: SharedState) -> Router {
 pub async fn serve(
     addr: SocketAddr,
     state: SharedState,
+    tls: Option<rustls::ServerConfig>,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<SocketAddr> {
     let listener = tokio::net::TcpListener::bind(addr).await?;
@@ -232,13 +262,25 @@ pub async fn serve(
     let dropped: fn(crate::serve::Dropped) = |_| {
         METRICS.ops_connections_refused.inc();
     };
-    tokio::spawn(crate::serve::run(listener, None, router(state), bounds, dropped, shutdown));
+    tokio::spawn(crate::serve::run(listener, tls.map(Arc::new), router(state), bounds, dropped, shutdown));
     Ok(bound)
 }
 #[cfg(test)]
 mod tests {
     use super::*;
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    /// Review M5: at most four history or web-view data requests are answered at
+    /// once; one done makes room for the next.
+    #[test]
+    fn history_requests_are_answered_a_few_at_a_time() {
+        let count = std::sync::atomic::AtomicUsize::new(0);
+        let held: Vec<_> = (0..MAX_QUERIES).map(|_| Query::take(&count).expect("room")).collect();
+        assert!(Query::take(&count).is_none(), "a fifth is refused");
+        drop(held);
+        assert_eq!(count.load(std::sync::atomic::Ordering::Acquire), 0);
+        assert!(Query::take(&count).is_some());
+    }
 
     async fn get(addr: SocketAddr, path: &str, auth: Option<&str>) -> u16 {
         let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();

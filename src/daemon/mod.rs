@@ -121,11 +121,22 @@ pub async fn run(opts: DaemonOptions, err: &mut dyn std::io::Write) -> anyhow::R
     shared.set_config(&rt);
     // Stopped last: `/healthz` answers while the shutdown drains.
     let (stop_admin, admin_stopped) = tokio::sync::oneshot::channel::<()>();
-    let bound = crate::daemon::admin::serve(opts.listen, shared.clone(), async {
+    let ops_tls = match &rt.operations_tls {
+        Some(t) => match crate::audit::listener::tls_config(t) {
+            Ok(c) => Some(c),
+            Err(e) => {
+                writeln!(err, "error: {}", e.to_string().replacen("audit.tls", "operations.tls", 1))?;
+                return Ok(crate::exit::FAILED);
+            }
+        },
+        None => None,
+    };
+    let tls = ops_tls.is_some();
+    let bound = crate::daemon::admin::serve(opts.listen, shared.clone(), ops_tls, async {
         let _ = admin_stopped.await;
     })
     .await?;
-    tracing::info!(%bound, "operations endpoints listening");
+    tracing::info!(%bound, tls, "operations endpoints listening");
     let (mut leader_rx, stand_aside) = opts
         .lease
         .as_ref()

@@ -37,6 +37,17 @@ impl Core {
         }
     }
 
+    /// The operations listener's TLS is built at start-up: a reload that changes it
+    /// (adds, drops, other files) is refused rather than pretending.
+    fn operations_unchangeable(&self, rt: &Runtime) -> Result<(), String> {
+        if rt.operations_tls == self.pipeline.runtime.operations_tls {
+            return Ok(());
+        }
+        Err("operations.tls changed: the running operations listener was built with the old setting and keeps it until a \
+             restart; restart driftwatch to apply it"
+            .into())
+    }
+
     /// Builds everything new; swaps it in only if all of it is valid. Either way the
     /// files are looked at again only when they change again.
     pub(super) fn reload(&mut self) {
@@ -57,7 +68,12 @@ impl Core {
             },
         };
         let errors: Vec<String> = match config::load_with(self.config.as_deref(), self.engine.clone()) {
-            Ok(rt) => match self.audit_unchangeable(&rt).map_err(|e| vec![e]).and_then(|()| build_services(&rt, &probe)) {
+            Ok(rt) => match self
+                .audit_unchangeable(&rt)
+                .and_then(|()| self.operations_unchangeable(&rt))
+                .map_err(|e| vec![e])
+                .and_then(|()| build_services(&rt, &probe))
+            {
                 Ok(services) => {
                     if let Some(old) = self.delivery.take() {
                         // Undelivered notifications stay in the outbox for the new workers.

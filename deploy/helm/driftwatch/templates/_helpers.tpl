@@ -60,12 +60,32 @@ app.kubernetes.io/component: notifications
 {{/* driftwatch.yaml: the values' config, with the settings the chart owns. */}}
 {{- define "driftwatch.config" -}}
 {{- $config := deepCopy (default dict .Values.config) -}}
-{{- if include "driftwatch.secretName" . -}}
+{{- if include "driftwatch.secretsMounted" . -}}
 {{- $_ := set $config "secretsFile" "/etc/driftwatch/secrets" -}}
+{{- end -}}
+{{- if include "driftwatch.generatedToken" . -}}
+{{- $operations := deepCopy (default dict (get $config "operations")) -}}
+{{- $_ := set $operations "token" "$operations-token" -}}
+{{- $_ := set $config "operations" $operations -}}
 {{- end -}}
 {{- $attribution := deepCopy (default dict (get $config "attribution")) -}}
 {{- $_ := set $attribution "enabled" .Values.attribution.enabled -}}
 {{- $_ := set $attribution "readSecrets" .Values.attribution.readSecrets -}}
 {{- $_ := set $config "attribution" $attribution -}}
 {{- toYaml $config -}}
+{{- end -}}
+
+{{/* The Secret of the generated operations token, when the chart makes one. */}}
+{{- define "driftwatch.generatedToken" -}}
+{{- $ops := default dict (get (default dict .Values.config) "operations") -}}
+{{- if and .Values.operations.generateToken (not (get $ops "token")) -}}
+{{- printf "%s-operations" (include "driftwatch.fullname" .) -}}
+{{- end -}}
+{{- end -}}
+
+{{/* Whether anything is mounted at /etc/driftwatch/secrets. */}}
+{{- define "driftwatch.secretsMounted" -}}
+{{- if or (include "driftwatch.secretName" .) (include "driftwatch.generatedToken" .) -}}
+true
+{{- end -}}
 {{- end -}}
