@@ -299,7 +299,7 @@ mod tests {
         let shared: SharedState = Arc::new(Shared::default());
         shared.set_store(Some(Arc::new(StateStore::in_memory().unwrap())));
         shared.set_token(Some(crate::secret::Secret::new("s3cret-ops-token".into())));
-        let addr = serve("127.0.0.1:0".parse().unwrap(), shared.clone(), std::future::pending()).await.unwrap();
+        let addr = serve("127.0.0.1:0".parse().unwrap(), shared.clone(), None, std::future::pending()).await.unwrap();
         assert_eq!(get(addr, "/history", None).await, 401);
         assert_eq!(get(addr, "/history", Some("Bearer wrong-token-000000")).await, 401);
         assert_eq!(get(addr, "/history", Some("Basic czNjcmV0LW9wcy10b2tlbg==")).await, 401);
