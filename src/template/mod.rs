@@ -108,6 +108,14 @@ enum Markup {
     Slack,
     /// HTML (an e-mail's `email.html`).
     Html,
+    /// Markdown (Teams, Teams Workflows, Mattermost, Webex, Rocket.Chat): link, image,
+    /// emphasis and code syntax backslash-escaped, `<`/`>` (autolinks, inline HTML,
+    /// Teams' `<at>` mentions) as entities, and `@` followed by an invisible joiner so
+    /// `@channel`, `@all` and `@here` mention nobody.
+    Markdown,
+    /// Google Chat's text syntax: `<url|text>` links and `<users/all>` mentions are
+    /// written with angle brackets, which become look-alike single guillemets.
+    GoogleChat,
 }
 
 impl Markup {
@@ -117,6 +125,14 @@ impl Markup {
         match kind {
             K::Slack => Some(Markup::Slack),
             K::Email if field == "email.html" => Some(Markup::Html),
+            // Only the text fields: the JSON ones (cards, attachments) are written by the
+            // template's own JSON, where a backslash is an escape of JSON's.
+            K::Teams | K::TeamsWorkflows | K::Mattermost | K::Webex | K::Rocketchat
+                if matches!(field, "message" | "teams.title" | "teams.summary" | "teams.text") =>
+            {
+                Some(Markup::Markdown)
+            }
+            K::Googlechat if field == "message" => Some(Markup::GoogleChat),
             _ => None,
         }
     }
@@ -138,6 +154,23 @@ impl Markup {
                 }
                 out
             }
+            Markup::Markdown => {
+                let mut out = String::with_capacity(s.len());
+                for c in s.chars() {
+                    match c {
+                        '\\' | '`' | '*' | '_' | '~' | '[' | ']' | '(' | ')' | '!' | '|' | '#' => {
+                            out.push('\\');
+                            out.push(c);
+                        }
+                        '<' => out.push_str("&lt;"),
+                        '>' => out.push_str("&gt;"),
+                        '@' => out.push_str("@\u{2060}"),
+                        c => out.push(c),
+                    }
+                }
+                out
+            }
+            Markup::GoogleChat => s.replace('<', "\u{2039}").replace('>', "\u{203a}"),
         }
     }
 

@@ -289,3 +289,36 @@ email:
     assert_eq!(mail["subject"], note, "a plain-text subject is not markup");
     assert_eq!(out(DestinationKind::Console)["message"], format!("<https://cd.example.com|{note}>"));
 }
+
+/// Review M7 and issue 38 item 12: Markdown destinations (Teams, Teams Workflows,
+/// Mattermost, Webex, Rocket.Chat) get cluster text with its link, image and emphasis
+/// syntax escaped, angle brackets as entities and mentions broken; Google Chat gets its
+/// `<url|text>` and `<users/all>` brackets replaced. The template's own markup stays.
+#[test]
+fn cluster_text_is_escaped_for_markdown_destinations() {
+    let s = set(r#"
+message: "[{{app.metadata.name}}]({{context.argocdUrl}}) by {{app.metadata.annotations.note}}"
+"#);
+    let note = "[Re-authenticate](https://evil.example) ![x](https://evil.example/p.png) @channel <at>all</at> <users/all> **now**";
+    let app =
+        App::from_value(json!({"kind": "Application", "metadata": {"name": "web", "namespace": "argocd", "annotations": {"note": note}}}))
+            .unwrap();
+    let ctx_map: BTreeMap<String, String> = [("argocdUrl".to_string(), "https://cd.example.com".to_string())].into();
+    let message = |kind: DestinationKind| {
+        let mut ctx = RenderContext::new(&app, &ctx_map);
+        let t = Target { trigger: "on-x", kind, service: kind.as_str(), recipient: "ops", resolved: false };
+        let payload = s.render("t", &mut ctx, &t, &app, encoder(kind)).unwrap().payload;
+        serde_json::to_string(&payload).unwrap()
+    };
+    let escaped = r"\[Re-authenticate\]\(https://evil.example\) \!\[x\]\(https://evil.example/p.png\) @\u2060channel &lt;at&gt;all&lt;/at&gt; &lt;users/all&gt; \*\*now\*\*";
+    for kind in [DestinationKind::Teams, DestinationKind::Mattermost, DestinationKind::Webex, DestinationKind::Rocketchat] {
+        let sent = message(kind);
+        // As JSON text: a backslash is doubled, the joiner is written as a character.
+        let want = format!("[web](https://cd.example.com) by {escaped}").replace('\\', "\\\\").replace("\\\\u2060", "\u{2060}");
+        assert!(sent.contains(&want), "{kind}: {sent}");
+        assert!(!sent.contains("@channel") && !sent.contains("<at>"), "{kind}: {sent}");
+    }
+    let chat = message(DestinationKind::Googlechat);
+    assert!(chat.contains("\u{2039}users/all\u{203a}") && !chat.contains("<users/all>"), "{chat}");
+    assert!(chat.contains("[web](https://cd.example.com)"), "the template's own markup: {chat}");
+}
