@@ -46,9 +46,18 @@ pub async fn spoke(spec: &crate::config::clusters::ClusterSpec, hub: &kube::Clie
         ClusterAuth::Kubeconfig { path, context } => {
             let kc = kube::config::Kubeconfig::read_from(path).map_err(|e| format!("cluster {who}: kubeconfig {}: {e}", path.display()))?;
             let options = kube::config::KubeConfigOptions { context: context.clone(), ..Default::default() };
-            kube::Config::from_custom_kubeconfig(kc, &options)
+            let config = kube::Config::from_custom_kubeconfig(kc, &options)
                 .await
-                .map_err(|e| format!("cluster {who}: kubeconfig {}: {e}", path.display()))?
+                .map_err(|e| format!("cluster {who}: kubeconfig {}: {e}", path.display()))?;
+            // The same rule as for `server:` with a token: the kubeconfig's credential
+            // never crosses the network in clear, and skipping verification is said.
+            crate::config::clusters::server_url(&config.cluster_url.to_string())
+                .map_err(|e| format!("cluster {who}: kubeconfig {}: server {e}", path.display()))?;
+            if config.accept_invalid_certs {
+                tracing::warn!(cluster = %who, kubeconfig = %path.display(),
+                    "the kubeconfig says insecure-skip-tls-verify: the spoke's certificate is not verified");
+            }
+            config
         }
         ClusterAuth::Token { token, ca_file } => {
             // An in-memory kubeconfig: kube reads the CA file and keeps the token as a
@@ -146,4 +155,38 @@ async fn argocd_cluster_secret(hub: &kube::Client, namespace: &str, name: &str) 
         "contexts": [{"name": "spoke", "context": {"cluster": "spoke", "user": "driftwatch"}}],
     }))
     .map_err(|e| format!("Argo CD cluster Secret {namespace}/{name}: {e}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::clusters::{ClusterAuth, ClusterSpec};
+
+    /// Review L2: a spoke's kubeconfig naming an `http://` server off loopback builds no
+    /// client (its token would cross in clear); on loopback it does.
+    #[tokio::test]
+    async fn a_spoke_kubeconfig_over_plain_http_off_loopback_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let hub = kube::Client::try_from(kube::Config::new("http://127.0.0.1:1".parse().unwrap())).unwrap();
+        let spec = |server: &str| {
+            let path = dir.path().join(format!("{}.kubeconfig", server.len()));
+            std::fs::write(
+                &path,
+                format!(
+                    "apiVersion: v1\nkind: Config\ncurrent-context: s\nclusters: [{{name: s, cluster: {{server: \"{server}\"}}}}]\n\
+                     users: [{{name: u, user: {{token: t0ken}}}}]\ncontexts: [{{name: s, context: {{cluster: s, user: u}}}}]\n"
+                ),
+            )
+            .unwrap();
+            ClusterSpec {
+                label: "spoke-1".into(),
+                name: "spoke-1".into(),
+                server: server.into(),
+                auth: ClusterAuth::Kubeconfig { path, context: None },
+            }
+        };
+        let refused = spoke(&spec("http://spoke.example.com:6443"), &hub).await.map(|_| ()).unwrap_err();
+        assert!(refused.contains("must be https://") && refused.contains("spoke-1"), "{refused}");
+        assert!(spoke(&spec("http://127.0.0.1:6443"), &hub).await.is_ok());
+    }
 }

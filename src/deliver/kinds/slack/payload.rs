@@ -79,13 +79,56 @@ pub fn api_result(body: &str) -> Result<(String, String), Outcome> {
     }
 }
 
+/// Slack truncates a message's `text` past 40,000 characters and refuses blocks past
+/// 50, or a block's text past 3,000 (`msg_too_long`, `invalid_blocks`: permanent, so a
+/// group message listing many members would never arrive). Cut here, saying so.
+const MAX_TEXT_CHARS: usize = 40_000;
+const MAX_BLOCKS: usize = 50;
+const MAX_BLOCK_TEXT_CHARS: usize = 3_000;
+
+/// At most `max` characters, the cut said at the end.
+fn cut(s: &str, max: usize) -> String {
+    let n = s.chars().count();
+    if n <= max {
+        return s.to_string();
+    }
+    let note = format!("… ({} more characters cut)", n - max);
+    let keep = max.saturating_sub(note.chars().count());
+    format!("{}{note}", s.chars().take(keep).collect::<String>())
+}
+
+/// A block's `text.text` (sections, headers, context elements) within Slack's bound.
+fn cut_block_texts(v: &mut serde_json::Value) {
+    match v {
+        serde_json::Value::Object(m) => {
+            for (k, child) in m.iter_mut() {
+                match child {
+                    serde_json::Value::String(s) if k == "text" && s.chars().count() > MAX_BLOCK_TEXT_CHARS => {
+                        *s = cut(s, MAX_BLOCK_TEXT_CHARS)
+                    }
+                    _ => cut_block_texts(child),
+                }
+            }
+        }
+        serde_json::Value::Array(items) => items.iter_mut().for_each(cut_block_texts),
+        _ => {}
+    }
+}
+
 /// This kind's encoder: the payload it is sent, shaped from a template's fields
 /// (`deliver::kinds::encoder` picks it for the kind).
 pub fn encode(f: &crate::template::Fields<'_>, _: &crate::template::Target<'_>, _: &crate::model::App) -> crate::template::Payload {
     let mut out = serde_json::Map::new();
-    out.insert("text".into(), f.text("slack.text")?.unwrap_or_else(|| f.message.clone()).into());
+    let text = f.text("slack.text")?.unwrap_or_else(|| f.message.clone());
+    out.insert("text".into(), cut(&text, MAX_TEXT_CHARS).into());
     for field in ["attachments", "blocks"] {
-        if let Some(v) = f.json(&format!("slack.{field}"))? {
+        if let Some(mut v) = f.json(&format!("slack.{field}"))? {
+            if field == "blocks"
+                && let Some(blocks) = v.as_array_mut()
+            {
+                blocks.truncate(MAX_BLOCKS);
+                blocks.iter_mut().for_each(cut_block_texts);
+            }
             out.insert(field.into(), v);
         }
     }
@@ -93,4 +136,26 @@ pub fn encode(f: &crate::template::Fields<'_>, _: &crate::template::Target<'_>, 
         out.insert("groupingKey".into(), k.trim().into());
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod cut_tests {
+    use super::*;
+
+    /// Review L4: text and block texts past Slack's bounds are cut, saying so; blocks
+    /// past 50 are dropped; what fits is left as it is.
+    #[test]
+    fn text_and_blocks_are_cut_to_slacks_bounds() {
+        let long = "x".repeat(50_000);
+        let cut_text = cut(&long, MAX_TEXT_CHARS);
+        assert_eq!(cut_text.chars().count(), MAX_TEXT_CHARS);
+        assert!(cut_text.ends_with("(10000 more characters cut)"), "{}", &cut_text[cut_text.len() - 40..]);
+        assert_eq!(cut("short", MAX_TEXT_CHARS), "short");
+        let mut block = serde_json::json!({"type": "section", "text": {"type": "mrkdwn", "text": "y".repeat(5_000)},
+            "fields": [{"type": "mrkdwn", "text": "z".repeat(4_000)}, {"type": "mrkdwn", "text": "ok"}]});
+        cut_block_texts(&mut block);
+        assert_eq!(block["text"]["text"].as_str().map(|s| s.chars().count()), Some(MAX_BLOCK_TEXT_CHARS));
+        assert_eq!(block["fields"][0]["text"].as_str().map(|s| s.chars().count()), Some(MAX_BLOCK_TEXT_CHARS));
+        assert_eq!(block["fields"][1]["text"], "ok");
+    }
 }
