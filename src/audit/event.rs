@@ -158,23 +158,7 @@ pub struct Filter<'a> {
     pub times: Option<TimeBounds>,
 }
 
-/// How far from now an event may be dated: older is a replay, later a forgery (a
-/// write dated to come first, an attempt dated to absorb the real ones).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct TimeBounds {
-    pub max_age: chrono::Duration,
-    pub max_ahead: chrono::Duration,
-}
-
-impl TimeBounds {
-    /// Whether `t` lies within the bounds around `now` (overflow counts as outside).
-    pub fn admit(&self, t: DateTime<Utc>, now: DateTime<Utc>) -> bool {
-        let (Some(from), Some(to)) = (now.checked_sub_signed(self.max_age), now.checked_add_signed(self.max_ahead)) else {
-            return false;
-        };
-        from <= t && t <= to
-    }
-}
+pub use crate::drift::audit::TimeBounds;
 
 /// An `EventList` body (what the webhook backend posts).
 pub fn parse_list(body: &[u8], f: &Filter) -> Result<Batch, Malformed> {

@@ -240,7 +240,7 @@ pub struct AuditSettings {
     /// The credential rules of `diff:` (what a request set is masked by them too).
     pub mask: crate::drift::mask::Masker,
     /// How far from now an event may be dated.
-    pub times: crate::audit::event::TimeBounds,
+    pub times: crate::drift::audit::TimeBounds,
 }
 
 /// The identity Argo CD's application controller writes with.
@@ -263,7 +263,7 @@ impl Default for AuditSettings {
             window: chrono::Duration::minutes(10),
             queue: 10_000,
             mask: crate::drift::mask::Masker::default(),
-            times: crate::audit::event::TimeBounds { max_age: chrono::Duration::hours(1), max_ahead: chrono::Duration::minutes(5) },
+            times: crate::drift::audit::TimeBounds { max_age: chrono::Duration::hours(1), max_ahead: chrono::Duration::minutes(5) },
         }
     }
 }

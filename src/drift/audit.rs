@@ -34,6 +34,24 @@ pub const MAX_REFUSED_PER_ACTOR: usize = 32;
 /// What shows in place of a masked value.
 pub use super::mask::MASKED;
 
+/// How far from now an event may be dated: older is a replay, later a forgery (a
+/// write dated to come first, an attempt dated to absorb the real ones).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TimeBounds {
+    pub max_age: chrono::Duration,
+    pub max_ahead: chrono::Duration,
+}
+
+impl TimeBounds {
+    /// Whether `t` lies within the bounds around `now` (overflow counts as outside).
+    pub fn admit(&self, t: DateTime<Utc>, now: DateTime<Utc>) -> bool {
+        let (Some(from), Some(to)) = (now.checked_sub_signed(self.max_age), now.checked_add_signed(self.max_ahead)) else {
+            return false;
+        };
+        from <= t && t <= to
+    }
+}
+
 /// The identity behind a request, as the API server authenticated it.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", default)]
