@@ -76,6 +76,17 @@ fn attempt_alerts(dir: &Path) -> std::sync::Arc<std::sync::Mutex<Vec<String>>> {
     got
 }
 
+/// `payments-api`, Synced and Healthy, deploying to `payments` and managing `resources`.
+fn quiet_payments(resources: serde_json::Value) -> serde_json::Value {
+    AppBuilder::new("payments-api")
+        .synced()
+        .healthy()
+        .field("/status/history", serde_json::json!([{"id": 1, "revision": common::REV1}]))
+        .field("/spec/destination/namespace", "payments".into())
+        .field("/status/resources", resources)
+        .build()
+}
+
 /// Starts the daemon in `dir`: it, its audit listener's address (from its log), and a
 /// client trusting `ca` with a runtime to drive it.
 fn start_listening(dir: &Path, ca: &str) -> (Daemon, String, tokio::runtime::Runtime, reqwest::Client) {
@@ -268,20 +279,9 @@ fn a_refused_attempt_after_a_paged_attempt_on_the_same_application_is_paged() {
          routes:\n  - name: security-attempts\n    match: {{class: [rbac, network-policy, security-context, admission]}}\n    triggers: [on-drift-attempt]\n    recipients: [oncall:security]\n    continue: true\n  - name: attempts\n    triggers: [on-drift-attempt]\n    recipients: [chat:drift]\n{AUDIT}"
     );
     std::fs::write(dir.path().join("driftwatch.yaml"), config).unwrap();
-    api.apply(
-        AppBuilder::new("payments-api")
-            .synced()
-            .healthy()
-            .field("/status/history", serde_json::json!([{"id": 1, "revision": common::REV1}]))
-            .field("/spec/destination/namespace", "payments".into())
-            .field(
-                "/status/resources",
-                serde_json::json!([
+    api.apply(quiet_payments(serde_json::json!([
                     {"group": "apps", "version": "v1", "kind": "Deployment", "namespace": "payments", "name": "api", "status": "Synced"},
-                    {"group": "networking.k8s.io", "version": "v1", "kind": "NetworkPolicy", "namespace": "payments", "name": "deny-all", "status": "Synced"}]),
-            )
-            .build(),
-    );
+                    {"group": "networking.k8s.io", "version": "v1", "kind": "NetworkPolicy", "namespace": "payments", "name": "deny-all", "status": "Synced"}])));
     let (d, addr, rt, client) = start_listening(dir.path(), &ca);
     let list: serde_json::Value = serde_json::from_slice(&data("eventlist-changes-1.json")).unwrap();
     let alice = list["items"][6].clone();
@@ -367,18 +367,7 @@ fn events_dated_outside_the_clock_skew_are_refused_and_counted() {
     let got = receiver(listener);
     let config = format!("{}{AUDIT}  maxEventAge: 10m\n  maxEventAhead: 1m\n", common::ATTEMPT_ALERT.replace("PORT", &port.to_string()));
     std::fs::write(dir.path().join("driftwatch.yaml"), config).unwrap();
-    api.apply(
-        AppBuilder::new("payments-api")
-            .synced()
-            .healthy()
-            .field("/status/history", serde_json::json!([{"id": 1, "revision": common::REV1}]))
-            .field("/spec/destination/namespace", "payments".into())
-            .field(
-                "/status/resources",
-                serde_json::json!([{"group": "apps", "version": "v1", "kind": "Deployment", "namespace": "payments", "name": "api", "status": "Synced"}]),
-            )
-            .build(),
-    );
+    api.apply(quiet_payments(serde_json::json!([{"group": "apps", "version": "v1", "kind": "Deployment", "namespace": "payments", "name": "api", "status": "Synced"}])));
     let (d, addr, rt, client) = start_listening(dir.path(), &ca);
     let dated = |user: &str, offset: chrono::Duration| {
         let mut list: serde_json::Value = serde_json::from_slice(&batch_by(user)).unwrap();
@@ -409,15 +398,7 @@ fn a_loop_of_refused_requests_cannot_flood_the_history() {
         .iter()
         .map(|n| serde_json::json!({"group": "apps", "version": "v1", "kind": "Deployment", "namespace": "payments", "name": n, "status": "Synced"}))
         .collect();
-    api.apply(
-        AppBuilder::new("payments-api")
-            .synced()
-            .healthy()
-            .field("/status/history", serde_json::json!([{"id": 1, "revision": common::REV1}]))
-            .field("/spec/destination/namespace", "payments".into())
-            .field("/status/resources", resources.into())
-            .build(),
-    );
+    api.apply(quiet_payments(resources.into()));
     let (d, addr, rt, client) = start_listening(dir.path(), &ca);
     let list: serde_json::Value = serde_json::from_slice(&data("eventlist-changes-1.json")).unwrap();
     let mallory = list["items"].as_array().unwrap().iter().find(|e| e["user"]["username"] == "mallory").unwrap().clone();
