@@ -744,6 +744,49 @@ mod on_a_real_api_server {
             "a JSON patch is read by its ops' paths, list items by name: {bob}"
         );
         assert_eq!((bob["class"].as_str(), bob["security"].as_bool()), (Some("security-context"), Some(true)), "{bob}");
+
+        // The other patch types the API server audits (issue 38 item 6): bob turns
+        // self-heal off on the Application itself with a merge patch's `null`, and
+        // mallory, now granted the right, server-side applies a security field.
+        block_on(async {
+            let admin = api.client(ADMIN).await;
+            grant(&admin, "argocd", "bob", "argoproj.io", &["applications"], &["get", "patch"]).await;
+            grant(&admin, "payments", "mallory", "apps", &["deployments"], &["get", "patch"]).await;
+            let bob = api.client(BOB).await;
+            let app = json!({"apiVersion": "argoproj.io/v1alpha1", "kind": "Application", "metadata": {"name": "payments-api", "namespace": "argocd"}});
+            patch_as(&bob, "kubectl-patch", &app, Patch::Merge(json!({"spec": {"syncPolicy": {"automated": {"selfHeal": null}}}})))
+                .await
+                .unwrap();
+            let mallory = api.client(MALLORY).await;
+            let applied = json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "api", "namespace": "payments"},
+                "spec": {"template": {"spec": {"containers": [{"name": "app", "securityContext": {"allowPrivilegeEscalation": true}}]}}}});
+            // RBAC may take a moment to see the new binding.
+            let mut result = Err(String::new());
+            for _ in 0..50 {
+                result = cp::try_apply_as(&mallory, "kubectl", applied.clone()).await.map_err(|e| e.to_string());
+                if result.is_ok() {
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            result.unwrap();
+        });
+        wait_for("the merge patch and the apply", Duration::from_secs(30), || {
+            let r = records(&got);
+            r.iter().any(|r| r["who"] == "bob" && r["resource"] == "Application argocd/payments-api")
+                && r.iter().any(|r| r["who"] == "mallory" && r["decision"] == "allowed")
+        });
+        let sent = records(&got);
+        let off = sent.iter().find(|r| r["who"] == "bob" && r["resource"] == "Application argocd/payments-api").unwrap();
+        assert_eq!(off["set"], json!([{"path": "spec.syncPolicy.automated.selfHeal", "value": "(removed)"}]), "{off}");
+        assert_eq!(off["security"], true, "turning self-heal off weakens what Argo CD enforces: {off}");
+        let applied = sent.iter().find(|r| r["who"] == "mallory" && r["decision"] == "allowed").unwrap();
+        let set = applied["set"].as_array().unwrap();
+        assert!(
+            set.iter().any(|f| f["path"] == "spec.template.spec.containers[app].securityContext.allowPrivilegeEscalation" && f["value"] == "true"),
+            "an apply is read by the fields its object names: {applied}"
+        );
+        assert_eq!((applied["class"].as_str(), applied["security"].as_bool()), (Some("security-context"), Some(true)), "{applied}");
         assert!(d.metric(r#"driftwatch_audit_requests_total{code="200"}"#) >= Some(1.0), "{}", d.metrics());
         assert_eq!(d.metric(r#"driftwatch_audit_requests_total{code="401"}"#), None, "the API server's token was accepted");
         assert!(d.stop().success());

@@ -575,6 +575,20 @@ mod tests {
         assert!(!format!("{set:?}").contains("hunter2"));
     }
 
+    /// A merge patch's `null` removes the field: it is a change ("(removed)"), found
+    /// by its path like any other (self-heal turned off, a securityContext dropped).
+    #[test]
+    fn a_merge_patch_null_is_a_removal() {
+        let body = json!({"spec": {"syncPolicy": {"automated": {"selfHeal": null}},
+            "template": {"spec": {"containers": [{"name": "app", "securityContext": null}]}}}});
+        let (set, _) = set_fields(&body, &Masker::default());
+        let got: Vec<(&str, &str)> = set.iter().map(|f| (f.path.as_str(), f.value.as_str())).collect();
+        assert_eq!(
+            got,
+            [("spec.syncPolicy.automated.selfHeal", "(removed)"), ("spec.template.spec.containers[app].securityContext", "(removed)"),]
+        );
+    }
+
     #[test]
     fn bodies_are_bounded() {
         let mut m = serde_json::Map::new();
