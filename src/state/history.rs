@@ -279,6 +279,8 @@ struct Stored {
 }
 
 fn parse(json: &str) -> Result<Episode, StateError> {
+    #[cfg(test)]
+    tests::DECODED.with(|d| d.set(d.get() + 1));
     serde_json::from_str(json).map_err(storage)
 }
 
@@ -896,6 +898,30 @@ mod tests {
     /// The open-episode summaries follow the episodes (opened, resolved, pruned, the
     /// Application forgotten), and an Application's story reads its own episodes by
     /// the index, newest `limit` of them, whatever else the history holds.
+    thread_local! {
+        /// Whole episodes decoded on this thread (what a scan would cost).
+        pub(super) static DECODED: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+    }
+
+    /// Review (RELIABILITY): the fleet and a story are read by their indexes, not by a
+    /// scan that happens to give the same result: among 500 other Applications'
+    /// episodes, the fleet decodes no episode and a story only its own.
+    #[test]
+    fn the_fleet_and_a_story_decode_only_what_they_return() {
+        let s = StateStore::in_memory().unwrap();
+        let r = Retention::default();
+        let many: Vec<Episode> = (0..500).map(|i| episode(&format!("x{i}"), i, "config")).collect();
+        s.save_episodes(&many, r, at(600)).unwrap();
+        s.save_episode(&episode("a", 700, "rbac"), r, at(700)).unwrap();
+        s.save_episode(&episode("a", 800, "rbac"), r, at(800)).unwrap();
+        DECODED.with(|d| d.set(0));
+        assert_eq!(s.open_episodes().unwrap().len(), 501);
+        assert_eq!(DECODED.with(|d| d.get()), 0, "the fleet reads the open summaries, no episode");
+        let q = HistoryQuery { app: Some("argocd/a".into()), limit: Some(10), ..Default::default() };
+        assert_eq!(s.episodes(&q).unwrap().len(), 2);
+        assert!(DECODED.with(|d| d.get()) <= 2, "a story decodes its own episodes only: {}", DECODED.with(|d| d.get()));
+    }
+
     #[test]
     fn open_episodes_and_an_applications_episodes_are_read_by_their_indexes() {
         let s = StateStore::in_memory().unwrap();
