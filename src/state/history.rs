@@ -898,8 +898,8 @@ mod tests {
     /// The open-episode summaries follow the episodes (opened, resolved, pruned, the
     /// Application forgotten), and an Application's story reads its own episodes by
     /// the index, newest `limit` of them, whatever else the history holds.
+    // Whole episodes decoded on this thread (what a scan would cost).
     thread_local! {
-        /// Whole episodes decoded on this thread (what a scan would cost).
         pub(super) static DECODED: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
     }
 
