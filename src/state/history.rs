@@ -895,9 +895,6 @@ mod tests {
         assert!(tx.open_table(RESOLVED).unwrap().is_empty().unwrap(), "their index entries went with them");
     }
 
-    /// The open-episode summaries follow the episodes (opened, resolved, pruned, the
-    /// Application forgotten), and an Application's story reads its own episodes by
-    /// the index, newest `limit` of them, whatever else the history holds.
     // Whole episodes decoded on this thread (what a scan would cost).
     thread_local! {
         pub(super) static DECODED: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
@@ -922,6 +919,9 @@ mod tests {
         assert!(DECODED.with(|d| d.get()) <= 2, "a story decodes its own episodes only: {}", DECODED.with(|d| d.get()));
     }
 
+    /// The open-episode summaries follow the episodes (opened, resolved, pruned, the
+    /// Application forgotten), and an Application's story reads its own episodes by
+    /// the index, newest `limit` of them, whatever else the history holds.
     #[test]
     fn open_episodes_and_an_applications_episodes_are_read_by_their_indexes() {
         let s = StateStore::in_memory().unwrap();
