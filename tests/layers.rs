@@ -275,3 +275,24 @@ fn the_submodule_scan_resolves_super_and_groups() {
     let got: Vec<String> = found.into_iter().map(|p| p.join("::")).collect();
     assert_eq!(got, ["deliver::http", "deliver::services", "deliver::slack", "deliver::worker"]);
 }
+
+/// A destination kind depends on the contract it implements (`deliver::deliverer`),
+/// never on the queue that schedules it (`deliver::queue`): adding or changing a kind
+/// cannot reach into the outbox's workers (issue 40).
+#[test]
+fn no_destination_kind_uses_the_queue() {
+    let mut files = Vec::new();
+    rust_files(&Path::new(env!("CARGO_MANIFEST_DIR")).join("src/deliver/kinds"), &mut files);
+    assert!(files.len() > 40, "the scan found only {} files: it is not reading the kinds", files.len());
+    let mut offenders = Vec::new();
+    for f in &files {
+        let text = std::fs::read_to_string(f).unwrap();
+        for line in text.lines() {
+            let code = line.split("//").next().unwrap_or_default();
+            if code.contains("deliver::queue") || code.contains("super::queue") || code.contains("deliver::worker") {
+                offenders.push(format!("{}: {}", f.display(), line.trim()));
+            }
+        }
+    }
+    assert!(offenders.is_empty(), "kinds using the queue:\n{}", offenders.join("\n"));
+}

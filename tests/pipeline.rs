@@ -11,8 +11,9 @@ use std::time::Duration;
 use chrono::{TimeZone, Utc};
 use common::{AppBuilder, REV1, REV2};
 use driftwatch::config;
+use driftwatch::deliver::deliverer::BoxFuture;
 use driftwatch::deliver::outcome::Outcome;
-use driftwatch::deliver::worker::{BoxFuture, Clock};
+use driftwatch::deliver::queue::OutboxClock;
 use driftwatch::deliver::{Deliverer, Delivery};
 use driftwatch::model::{App, Notification, Project};
 use driftwatch::pipeline::pass::{self, preview_services};
@@ -100,7 +101,7 @@ fn deliver_pass(
     let runtime = tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap();
     let _entered = runtime.enter();
     let probe = Arc::new(Probe { to_fail: AtomicUsize::new(sink.fail_first.saturating_sub(sink.attempts)), ..Default::default() });
-    let clock = Clock::manual(driftwatch::state::to_millis(now));
+    let clock = OutboxClock::manual(driftwatch::state::to_millis(now));
     let delivery = Delivery::start_with_clock(preview_services(&p.runtime, probe.clone()), state.clone(), clock);
     let pass = pass::run(&p.pipeline, &p.inputs, state, &delivery, app, deleted, now).unwrap();
     runtime.block_on(delivery.settle(Duration::ZERO, Duration::from_secs(30)));
@@ -509,7 +510,7 @@ fn applications_created_and_deleted_in_a_loop_leave_no_keys_behind() {
     let _entered = runtime.enter();
     let now = Utc.with_ymd_and_hms(2026, 3, 1, 12, 0, 0).unwrap();
     let gate = Arc::new(Gate(tokio::sync::Semaphore::new(0)));
-    let clock = Clock::manual(driftwatch::state::to_millis(now));
+    let clock = OutboxClock::manual(driftwatch::state::to_millis(now));
     let delivery = Delivery::start_with_clock(preview_services(&p.runtime, gate.clone()), state.clone(), clock);
     for round in 0..3 {
         for i in 0..40 {

@@ -4,6 +4,7 @@
 pub mod break_glass;
 pub mod diff;
 pub mod drift;
+mod show;
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -14,7 +15,6 @@ use chrono::Utc;
 use serde_json::{Value, json};
 
 use crate::config::{self, Runtime};
-use crate::deliver::{ConsoleWriter, JsonLinesWriter};
 use crate::drift::Drift;
 use crate::drift::episode::Episode;
 use crate::model::{Action, App, AppMeta, Destination, DestinationKind, Notification};
@@ -23,6 +23,7 @@ use crate::replay::{self, Snapshot};
 use crate::source::ConfigError;
 use crate::state::StateStore;
 use crate::template::{RenderContext, Target};
+use show::{ConsoleWriter, JsonLinesWriter};
 
 pub use crate::exit::{BAD_INPUT, FAILED, NEEDS_HAND, OK};
 
@@ -732,7 +733,7 @@ pub fn run_replay(opts: &ReplayOptions, out: &mut dyn Write, err: &mut dyn Write
     // snapshots' clock. Either way what is shown is shown as it is submitted.
     let tokio_rt = tokio::runtime::Runtime::new()?;
     let _entered = tokio_rt.enter();
-    let clock = crate::deliver::worker::Clock::manual(0);
+    let clock = crate::deliver::queue::OutboxClock::manual(0);
     let delivery = match opts.deliver {
         Some(_) => match crate::pipeline::wiring::service_clients(&rt, &state) {
             Ok(services) => crate::deliver::Delivery::start(services, state.clone()),

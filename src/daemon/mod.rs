@@ -182,7 +182,7 @@ pub async fn run(opts: DaemonOptions, err: &mut dyn std::io::Write) -> anyhow::R
         step_down_grace,
         shutdown_grace: opts.shutdown_grace,
         handle: tokio::runtime::Handle::current(),
-        halt: leader_rx.as_ref().map(|rx| crate::deliver::worker::Halt { leading: rx.clone(), grace: step_down_grace }),
+        halt: leader_rx.as_ref().map(|rx| crate::deliver::queue::Halt { leading: rx.clone(), grace: step_down_grace }),
         stand_aside,
     });
     let (tx, rx) = tokio::sync::mpsc::channel::<Input>(INPUT_QUEUE);

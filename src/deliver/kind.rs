@@ -9,9 +9,9 @@ use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Map, Value};
 
+use super::deliverer::{Deliverer, ServiceRuntime};
 use super::env::Env;
 use super::outcome::{ConfigDuration, DeliverySettings, RateSettings, RetrySettings};
-use super::worker::{Deliverer, ServiceRuntime};
 use crate::model::DestinationKind;
 use crate::secret::Secrets;
 use crate::source::At;

@@ -26,6 +26,14 @@ impl Outcome {
     pub fn retry(reason: impl Into<String>) -> Outcome {
         Outcome::Retry { reason: reason.into(), after: None }
     }
+
+    /// Why it was not delivered (empty when it was).
+    pub fn reason(&self) -> &str {
+        match self {
+            Outcome::Delivered => "",
+            Outcome::Retry { reason, .. } | Outcome::Permanent(reason) => reason,
+        }
+    }
 }
 
 /// Statuses that refuse the request but that a rotation in progress explains: a token
@@ -205,9 +213,72 @@ fn jittered(base: Duration, cap: Duration, attempt: u32) -> Duration {
     Duration::from_millis(rand::rng().random_range(window / 2.0..=window) as u64)
 }
 
+/// What one entry of a finished attempt becomes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verdict {
+    Delivered,
+    /// Attempt number `attempt` failed; the next goes out `wait` later, at `next_ms`.
+    Retry {
+        attempt: u32,
+        wait: Duration,
+        next_ms: u64,
+    },
+    /// Out of attempts (`retry.maxAttempts`) or of time (`retry.deadline`): dead.
+    GaveUp {
+        attempts: u32,
+    },
+    /// Refused for good (a 400, an unknown channel): dead at once.
+    Refused,
+}
+
+/// The retry-or-dead-letter decision for an entry that had `attempts_before` attempts
+/// and was queued at `enqueued_ms`, given its latest `outcome`, at `now_ms`: the one
+/// place it is made (the worker counts, logs and writes what this says).
+pub fn verdict(outcome: &Outcome, attempts_before: u32, enqueued_ms: u64, s: &DeliverySettings, now_ms: u64) -> Verdict {
+    match outcome {
+        Outcome::Delivered => Verdict::Delivered,
+        Outcome::Permanent(_) => Verdict::Refused,
+        Outcome::Retry { after, .. } => {
+            let attempts = attempts_before.saturating_add(1);
+            let age = Duration::from_millis(now_ms.saturating_sub(enqueued_ms));
+            if attempts >= s.retry.max_attempts || age >= s.retry.deadline.0 {
+                return Verdict::GaveUp { attempts };
+            }
+            let wait = s.backoff(attempts, *after);
+            Verdict::Retry {
+                attempt: attempts,
+                wait,
+                next_ms: now_ms.saturating_add(u64::try_from(wait.as_millis()).unwrap_or(u64::MAX / 2)),
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The verdict: delivered, refused at once, retried with a backoff no shorter than
+    /// `Retry-After`, and given up at the last attempt or past the deadline.
+    #[test]
+    fn the_verdict_retries_until_the_attempts_or_the_deadline_run_out() {
+        let s = DeliverySettings::with_limits(10.0, 20, 16);
+        let (max, deadline) = (s.retry.max_attempts, s.retry.deadline.0);
+        let retry = Outcome::Retry { reason: "503".into(), after: Some(Duration::from_secs(7)) };
+        assert_eq!(verdict(&Outcome::Delivered, 3, 0, &s, 1_000), Verdict::Delivered);
+        assert_eq!(verdict(&Outcome::Permanent("400".into()), 0, 0, &s, 1_000), Verdict::Refused);
+        match verdict(&retry, 0, 0, &s, 1_000) {
+            Verdict::Retry { attempt, wait, next_ms } => {
+                assert_eq!(attempt, 1);
+                assert!(wait >= Duration::from_secs(7), "Retry-After is a floor: {wait:?}");
+                assert_eq!(next_ms, 1_000 + wait.as_millis() as u64);
+            }
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(verdict(&retry, max - 1, 0, &s, 1_000), Verdict::GaveUp { attempts: max });
+        let past = u64::try_from(deadline.as_millis()).unwrap() + 1;
+        assert_eq!(verdict(&retry, 0, 0, &s, past), Verdict::GaveUp { attempts: 1 });
+    }
     use chrono::TimeZone;
 
     #[test]

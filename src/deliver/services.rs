@@ -5,11 +5,11 @@
 
 use serde_json::Value;
 
+use super::deliverer::ServiceRuntime;
 use super::env::Env;
 use super::kind::{self, BuildError, SettingsError};
 pub use super::kinds::ServiceConfig;
 use super::outcome::DeliverySettings;
-use super::worker::ServiceRuntime;
 use crate::model::DestinationKind;
 
 /// A service's configuration: its kind's settings and the common ones.

@@ -15,10 +15,11 @@ use hyper::body::{Bytes, Incoming};
 use hyper::{Request, Response};
 use hyper_util::rt::TokioIo;
 
+use super::deliverer::ServiceRuntime;
 use super::env::Env;
 use super::kind::{Kind, Spec};
 use super::outcome::{ConfigDuration, DeliverySettings, RateSettings, RetrySettings};
-use super::worker::{Delivery, ServiceRuntime};
+use super::queue::Delivery;
 use crate::model::Notification;
 use crate::secret::Secrets;
 use crate::state::StateStore;

@@ -15,8 +15,9 @@ use serde_json::Value;
 
 use super::{Evaluation, Inputs, Pipeline, pass_write};
 use crate::config::Runtime;
+use crate::deliver::deliverer::BoxFuture;
 use crate::deliver::outcome::Outcome;
-use crate::deliver::worker::{BoxFuture, Clock, SubmitReport};
+use crate::deliver::queue::{OutboxClock, SubmitReport};
 use crate::deliver::{Deliverer, Delivery, ServiceRuntime};
 use crate::model::{App, DestinationKind, Notification};
 use crate::state::{StateError, StateStore};
@@ -84,7 +85,11 @@ pub fn run(
     let key = app.state_key();
     let pass = pass_write(&eval, &key, &pipeline.runtime, deleted, now);
     let wrote = !pass.is_empty() || !eval.notifications.is_empty();
-    let submitted = delivery.submit_pass(&pass, &eval.notifications).map_err(PassError::Write)?;
+    // The pass goes to the store in one transaction with its notifications, at the
+    // due times the queue gives them; then the queue wakes its workers.
+    let plan = delivery.plan(&eval.notifications);
+    let enqueue = state.write_pass_due(&pass, &plan.known, plan.now_ms, Some(&plan.due)).map_err(PassError::Write)?;
+    let submitted = delivery.queued(&plan, enqueue).map_err(PassError::Write)?;
     Ok(Pass { eval, submitted, wrote })
 }
 
@@ -146,6 +151,6 @@ pub fn preview_services(rt: &Runtime, deliverer: Arc<dyn Deliverer>) -> Vec<Serv
 }
 
 /// Starts previews over `state` on `clock`: [`preview_services`] with [`Preview`].
-pub fn start_preview(rt: &Runtime, state: Arc<StateStore>, clock: Clock) -> Delivery {
+pub fn start_preview(rt: &Runtime, state: Arc<StateStore>, clock: OutboxClock) -> Delivery {
     Delivery::start_with_clock(preview_services(rt, Arc::new(Preview)), state, clock)
 }

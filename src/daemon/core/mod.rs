@@ -102,7 +102,7 @@ pub(super) struct CoreOptions {
     pub handle: tokio::runtime::Handle,
     /// With leader election: the lease's view of leadership, which stops the workers
     /// directly (not behind the inputs queued for this thread).
-    pub halt: Option<crate::deliver::worker::Halt>,
+    pub halt: Option<crate::deliver::queue::Halt>,
     /// With leader election: how to give the Lease up when leading but unable to send,
     /// and the lease duration.
     pub stand_aside: Option<(crate::cluster::lease::StandAside, Duration)>,
@@ -172,7 +172,7 @@ pub(super) struct Core {
     shutdown_grace: Duration,
     /// The runtime the delivery workers, live reads and waits run on.
     handle: tokio::runtime::Handle,
-    halt: Option<crate::deliver::worker::Halt>,
+    halt: Option<crate::deliver::queue::Halt>,
     stand_aside: Option<(crate::cluster::lease::StandAside, Duration)>,
     /// Since when this replica should send but cannot (its store will not open or its
     /// clients cannot be built).

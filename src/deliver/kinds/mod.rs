@@ -8,9 +8,9 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
+use super::deliverer::Deliverer;
 use super::env::Env;
 use super::kind::{self, BuildError, Kind, Limits, SettingsError};
-use super::worker::Deliverer;
 use crate::model::DestinationKind;
 use crate::source::At;
 use crate::template::{Encoder, FieldKind, Section};

@@ -1,13 +1,17 @@
 //! The console: each notification printed as one JSON line on stdout (replays, trying
 //! a configuration out). No settings but the common ones.
 
+mod client;
+
+pub use client::ConsoleDeliverer;
+
 use std::sync::Arc;
 
 use serde_json::Value;
 
 use crate::deliver::env::Env;
 use crate::deliver::kind::{BuildError, Kind, Limits, SettingsError};
-use crate::deliver::{ConsoleDeliverer, Deliverer};
+use crate::deliver::Deliverer;
 use crate::model::{App, DestinationKind};
 use crate::template::{Fields, Payload, Target};
 

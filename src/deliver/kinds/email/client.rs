@@ -7,7 +7,7 @@ use lettre::{AsyncSmtpTransport, AsyncTransport, Tokio1Executor};
 use super::config::{EmailConfig, TlsMode};
 use super::payload::message;
 use crate::deliver::outcome::Outcome;
-use crate::deliver::worker::{BoxFuture, Deliverer};
+use crate::deliver::deliverer::{BoxFuture, Deliverer};
 use crate::model::Notification;
 use crate::secret::Secrets;
 

@@ -10,7 +10,7 @@ use crate::deliver::http;
 use crate::deliver::message_ref;
 use crate::deliver::outcome::Outcome;
 use crate::deliver::env::Env;
-use crate::deliver::worker::{BoxFuture, Deliverer, one_by_one};
+use crate::deliver::deliverer::{BoxFuture, Deliverer, one_by_one};
 use crate::model::Notification;
 use crate::secret::Secret;
 use crate::state::StateStore;

@@ -6,7 +6,7 @@ use crate::deliver::http;
 use crate::deliver::outcome::Outcome;
 use crate::deliver::recipients::PerRecipient;
 use crate::deliver::env::Env;
-use crate::deliver::worker::{BoxFuture, Deliverer, one_by_one};
+use crate::deliver::deliverer::{BoxFuture, Deliverer, one_by_one};
 use crate::model::{Action, Notification};
 
 pub struct OpsgenieClient {

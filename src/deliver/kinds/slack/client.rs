@@ -9,7 +9,7 @@ use super::config::SlackConfig;
 use super::payload::{api_result, message};
 use crate::deliver::outcome::{Outcome, classify_status, parse_retry_after};
 use crate::deliver::env::Env;
-use crate::deliver::worker::{BoxFuture, Deliverer, one_by_one};
+use crate::deliver::deliverer::{BoxFuture, Deliverer, one_by_one};
 use crate::deliver::{http, message_ref};
 use crate::model::Notification;
 use crate::secret::Secret;

@@ -6,7 +6,7 @@ use crate::deliver::ecs::{self, Origin};
 use crate::deliver::http;
 use crate::deliver::outcome::{Outcome, parse_retry_after};
 use crate::deliver::env::Env;
-use crate::deliver::worker::{BoxFuture, Deliverer};
+use crate::deliver::deliverer::{BoxFuture, Deliverer};
 use crate::model::Notification;
 use crate::secret::Secret;
 

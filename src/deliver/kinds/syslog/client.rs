@@ -10,7 +10,7 @@ use super::payload::{Header, cef, frame, rfc5424};
 use crate::deliver::ecs::{self, Origin};
 use crate::deliver::outcome::Outcome;
 use crate::deliver::env::Env;
-use crate::deliver::worker::{BoxFuture, Deliverer};
+use crate::deliver::deliverer::{BoxFuture, Deliverer};
 use crate::model::Notification;
 
 /// UDP datagrams longer than this are cut (a common receiver limit).

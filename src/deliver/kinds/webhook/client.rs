@@ -7,7 +7,7 @@ use super::payload::request;
 use crate::deliver::http::HttpRequest;
 use crate::deliver::http;
 use crate::deliver::outcome::Outcome;
-use crate::deliver::worker::{BoxFuture, Deliverer, one_by_one};
+use crate::deliver::deliverer::{BoxFuture, Deliverer, one_by_one};
 use crate::model::Notification;
 use crate::secret::{Secret, Secrets};
 

@@ -1,0 +1,395 @@
+//! One worker per configured service pulls due notifications from the durable outbox,
+//! rate-limits, keeps up to `concurrency` deliveries in flight (in order per
+//! Application and destination), and completes, reschedules or dead-letters them (the
+//! verdict is [`crate::deliver::outcome::verdict`]), the outcomes of everything that
+//! finished together in one transaction. Services never wait on each other: a slow
+//! Slack does not delay a PagerDuty page.
+
+use std::collections::HashSet;
+use std::num::NonZeroU32;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use governor::{Quota, RateLimiter};
+use tokio::sync::{Notify, watch};
+use tokio::task::JoinSet;
+
+use super::Stats;
+use super::control::{Halt, OutboxClock, halt_signal};
+use super::health::{Ended, Health};
+use crate::deliver::deliverer::ServiceRuntime;
+use crate::deliver::outcome::{Outcome, Verdict, verdict};
+use crate::metrics::METRICS;
+use crate::model::Notification;
+use crate::state::{OutboxEntry, Settle, StateStore};
+
+pub(super) struct Worker {
+    pub(super) service: ServiceRuntime,
+    pub(super) state: Arc<StateStore>,
+    pub(super) wake: Arc<Notify>,
+    pub(super) stats: Arc<Stats>,
+    pub(super) clock: OutboxClock,
+    /// Told after every settle transaction (`Delivery::settle` waits on it).
+    pub(super) settled: Arc<Notify>,
+    pub(super) halt: Option<Halt>,
+    /// Set while a settle cannot be written (shared by the workers; the owner reopens
+    /// the store, see `Delivery::store_failing`).
+    pub(super) store_failing: Arc<std::sync::atomic::AtomicBool>,
+}
+
+/// What an attempt in flight reports back: its entries and what happened.
+struct Attempted {
+    batch: Vec<OutboxEntry>,
+    outcome: Outcome,
+    /// Started while the destination was down: its outcome says whether it is back.
+    probe: bool,
+}
+
+/// The key whose notifications must reach the destination in order: one Application
+/// at one destination (a PagerDuty trigger before its resolve, a Slack message before
+/// its `chat.update` or thread reply). Entries with different keys go in parallel.
+fn order_key(n: &Notification) -> String {
+    match &n.group {
+        // A group's message before its updates.
+        Some(g) => format!("group\u{0}{}\u{0}{}", g.key, n.destination),
+        None => format!("{}\u{0}{}", n.app, n.destination),
+    }
+}
+
+impl Worker {
+    /// Pulls due entries and keeps up to `concurrency` attempts in flight, never two of
+    /// one [`order_key`]; settles finished attempts together (one transaction for all
+    /// that finished meanwhile); a `Retry-After` pauses the whole service. Store reads
+    /// and writes run on the blocking pool, not on the runtime's workers.
+    pub(super) async fn run(self, mut shutdown: watch::Receiver<bool>) {
+        let this = Arc::new(self);
+        let s = this.service.settings;
+        let per_second = s.rate.per_second.max(0.001);
+        let period = Duration::from_secs_f64(1.0 / per_second);
+        let burst = NonZeroU32::new(s.rate.burst.max(1)).unwrap_or(NonZeroU32::MIN);
+        // `with_period` only fails for a zero period, which `max(0.001)` above rules out;
+        // fall back to one per second rather than panic.
+        let quota = Quota::with_period(period).unwrap_or_else(|| Quota::per_second(NonZeroU32::MIN)).allow_burst(burst);
+        let limiter = RateLimiter::direct(quota);
+        let concurrency = s.concurrency.max(1);
+        let max_batch = this.service.deliverer.max_batch().max(1);
+        let mut in_flight: JoinSet<Attempted> = JoinSet::new();
+        // Order keys with an attempt in flight (their later entries wait).
+        let mut busy: HashSet<String> = HashSet::new();
+        let mut health = Health::default();
+        // A `Retry-After` from the receiver pauses the whole service, not only the
+        // entry that got it: the receiver asked the sender to stop for that long.
+        let mut paused_until: Option<tokio::time::Instant> = None;
+        let mut halt = this.halt.clone();
+        loop {
+            if *shutdown.borrow() {
+                // Attempts in flight finish and are recorded (the caller's grace bounds
+                // how long): a stop must not turn a delivery into a repeat.
+                this.drain(&mut in_flight, &mut busy, &mut health).await;
+                return;
+            }
+            if let Some(h) = halt.as_ref().filter(|h| h.halted()) {
+                tracing::info!(service = %this.service.name, "no longer leading: stopping");
+                let grace = h.grace;
+                if tokio::time::timeout(grace, this.drain(&mut in_flight, &mut busy, &mut health)).await.is_err() {
+                    in_flight.abort_all();
+                }
+                return;
+            }
+            // Settle everything that finished, in one transaction.
+            let mut done = Vec::new();
+            while let Some(r) = in_flight.try_join_next() {
+                if let Ok(a) = r {
+                    done.push(a);
+                }
+            }
+            if !done.is_empty() {
+                if let Some(after) = this.settle(done, &mut busy, &mut health).await {
+                    paused_until = Some(tokio::time::Instant::now() + after);
+                }
+                continue;
+            }
+            let paused = paused_until.is_some_and(|t| t > tokio::time::Instant::now());
+            // While the destination is down: one probe at a time, when its wait is over.
+            let probing = health.is_down();
+            let free = match probing {
+                false => concurrency.saturating_sub(in_flight.len()),
+                true if in_flight.is_empty() && health.may_probe(tokio::time::Instant::now()) => 1,
+                true => 0,
+            };
+            let mut started = 0;
+            // Due entries were found, but every one waits for an attempt in flight of
+            // its key: only a completion can change that.
+            let mut blocked = false;
+            if free > 0 && !paused {
+                // Enough candidates to fill the free slots past entries whose key is busy.
+                let limit = free * max_batch * 2 + busy.len();
+                let st = this.state.clone();
+                let name = this.service.name.clone();
+                let clock = this.clock.clone();
+                let due = tokio::task::spawn_blocking(move || st.due(&name, clock.now_ms(), limit)).await;
+                let due = match due {
+                    Ok(Ok(b)) => b,
+                    Ok(Err(e)) => {
+                        tracing::error!(service = %this.service.name, error = %e, "reading the outbox failed");
+                        Vec::new()
+                    }
+                    Err(_) => Vec::new(),
+                };
+                blocked = !due.is_empty();
+                let mut batches: Vec<Vec<OutboxEntry>> = Vec::new();
+                let mut batch = Vec::new();
+                // Keys of the batch being filled: more of the same key may join it (one
+                // request keeps their order), never another batch.
+                let mut open_keys: HashSet<String> = HashSet::new();
+                for e in due {
+                    if batches.len() >= free {
+                        break;
+                    }
+                    let key = order_key(&e.notification);
+                    if !open_keys.contains(&key) {
+                        if !busy.insert(key.clone()) {
+                            continue;
+                        }
+                        open_keys.insert(key);
+                    }
+                    batch.push(e);
+                    if batch.len() >= max_batch {
+                        batches.push(std::mem::take(&mut batch));
+                        open_keys.clear();
+                    }
+                }
+                if !batch.is_empty() && batches.len() < free {
+                    batches.push(batch);
+                } else {
+                    // Not started this round: its keys are free again.
+                    for e in batch {
+                        busy.remove(&order_key(&e.notification));
+                    }
+                }
+                for batch in batches {
+                    tokio::select! {
+                        // A lost Lease wins over a rate-limit slot that is ready too.
+                        biased;
+                        _ = halt_signal(&mut halt) => {
+                            for e in &batch {
+                                busy.remove(&order_key(&e.notification));
+                            }
+                            break;
+                        }
+                        _ = limiter.until_ready() => {}
+                        _ = shutdown.changed() => {
+                            for e in &batch {
+                                busy.remove(&order_key(&e.notification));
+                            }
+                            this.drain(&mut in_flight, &mut busy, &mut health).await;
+                            return;
+                        }
+                    }
+                    let w = this.clone();
+                    in_flight.spawn(async move {
+                        let outcome = w.attempt(&batch).await;
+                        Attempted { batch, outcome, probe: probing }
+                    });
+                    started += 1;
+                }
+            }
+            if started > 0 {
+                continue;
+            }
+            // Nothing to start: wait for a completion, new work, the next due entry or
+            // the end of a pause.
+            let wait = if paused {
+                paused_until.map_or(Duration::from_secs(1), |t| t.saturating_duration_since(tokio::time::Instant::now()))
+            } else if let Some(d) = &health.down {
+                // Down: nothing but the probe goes, so nothing else is looked at. While an
+                // attempt is in flight only its completion (in the select) matters.
+                match in_flight.is_empty() {
+                    true => d.probe_at.saturating_duration_since(tokio::time::Instant::now()).max(Duration::from_millis(1)),
+                    false => Duration::from_secs(1),
+                }
+            } else if blocked {
+                // Not the next due time (already past: that would poll in a loop).
+                Duration::from_secs(1)
+            } else {
+                let st = this.state.clone();
+                let name = this.service.name.clone();
+                match tokio::task::spawn_blocking(move || st.next_due_ms(&name)).await {
+                    Ok(Ok(Some(at))) if free > 0 => {
+                        Duration::from_millis(at.saturating_sub(this.clock.now_ms())).min(Duration::from_secs(1))
+                    }
+                    _ => Duration::from_secs(1),
+                }
+            };
+            tokio::select! {
+                Some(r) = in_flight.join_next(), if !in_flight.is_empty() => {
+                    if let Ok(a) = r {
+                        let mut done = vec![a];
+                        while let Some(Ok(more)) = in_flight.try_join_next() {
+                            done.push(more);
+                        }
+                        if let Some(after) = this.settle(done, &mut busy, &mut health).await {
+                            paused_until = Some(tokio::time::Instant::now() + after);
+                        }
+                    }
+                }
+                _ = this.wake.notified() => {}
+                _ = tokio::time::sleep(wait) => {}
+                _ = shutdown.changed() => {}
+                _ = halt_signal(&mut halt) => {}
+            }
+        }
+    }
+
+    /// Waits for every attempt in flight and records how each ended.
+    async fn drain(&self, in_flight: &mut JoinSet<Attempted>, busy: &mut HashSet<String>, health: &mut Health) {
+        let mut done = Vec::new();
+        while let Some(r) = in_flight.join_next().await {
+            if let Ok(a) = r {
+                done.push(a);
+            }
+        }
+        if !done.is_empty() {
+            self.settle(done, busy, health).await;
+        }
+    }
+
+    /// One attempt at a batch under the per-attempt timeout.
+    async fn attempt(&self, batch: &[OutboxEntry]) -> Outcome {
+        let s = &self.service.settings;
+        let notifications: Vec<Notification> = batch.iter().map(|e| e.notification.clone()).collect();
+        self.stats.attempts.fetch_add(1, Ordering::Relaxed);
+        let started = std::time::Instant::now();
+        let outcome = match tokio::time::timeout(s.timeout, self.service.deliverer.deliver(&notifications)).await {
+            Ok(o) => o,
+            Err(_) => Outcome::retry(format!("timed out after {:?}", s.timeout)),
+        };
+        METRICS.delivery_latency.observe(started.elapsed());
+        outcome
+    }
+
+    /// Decides what each finished entry becomes, writes all of it in one transaction,
+    /// then frees the entries' order keys; tells `health` how each attempt went and,
+    /// when the destination came back, releases what failed while it was down. Returns
+    /// the longest `Retry-After` given.
+    async fn settle(&self, done: Vec<Attempted>, busy: &mut HashSet<String>, health: &mut Health) -> Option<Duration> {
+        let s = &self.service.settings;
+        let kind = self.service.kind.as_str();
+        let now = self.clock.now_ms();
+        let mut outcomes = Vec::new();
+        // Per attempt, how its entries ended and the `Retry-After` it got (for the
+        // destination's health).
+        let mut ended_by_attempt = Vec::with_capacity(done.len());
+        let mut retry_after: Option<Duration> = None;
+        for a in &done {
+            let after = match &a.outcome {
+                Outcome::Retry { after, .. } => *after,
+                _ => None,
+            };
+            if let Some(d) = after {
+                retry_after = Some(retry_after.map_or(d, |r| r.max(d)));
+            }
+            let mut ended = Vec::with_capacity(a.batch.len());
+            for e in &a.batch {
+                let n = &e.notification;
+                let how = match verdict(&a.outcome, e.attempts, e.enqueued_ms, s, now) {
+                    Verdict::Delivered => {
+                        self.stats.delivered.fetch_add(1, Ordering::Relaxed);
+                        METRICS.sent.inc(kind);
+                        tracing::info!(service = %self.service.name, app = %n.app, trigger = %n.trigger, destination = %n.destination, "delivered");
+                        Settle::Delivered
+                    }
+                    Verdict::Retry { attempt, wait, next_ms } => {
+                        self.stats.retried.fetch_add(1, Ordering::Relaxed);
+                        METRICS.failed.inc(&format!("{kind}:retry"));
+                        let reason = self.service.redactor.redact(a.outcome.reason());
+                        tracing::info!(service = %self.service.name, app = %n.app, attempt, ?wait, %reason, "will retry");
+                        Settle::Retry { next_ms, error: reason }
+                    }
+                    Verdict::GaveUp { attempts } => {
+                        self.stats.dead.fetch_add(1, Ordering::Relaxed);
+                        METRICS.failed.inc(&format!("{kind}:exhausted"));
+                        let error = format!("gave up after {attempts} attempt(s): {}", self.service.redactor.redact(a.outcome.reason()));
+                        tracing::warn!(service = %self.service.name, app = %n.app, trigger = %n.trigger, %error, "dead-lettered");
+                        Settle::Dead { error, permanent: false }
+                    }
+                    Verdict::Refused => {
+                        self.stats.dead.fetch_add(1, Ordering::Relaxed);
+                        METRICS.failed.inc(&format!("{kind}:permanent"));
+                        let error = self.service.redactor.redact(a.outcome.reason());
+                        tracing::warn!(service = %self.service.name, app = %n.app, trigger = %n.trigger, %error, "permanent failure; dead-lettered");
+                        Settle::Dead { error, permanent: true }
+                    }
+                };
+                ended.push(match &how {
+                    Settle::Delivered => Ended::Delivered,
+                    Settle::Retry { next_ms, .. } => Ended::Retry { id: e.id, next_ms: *next_ms },
+                    Settle::Dead { permanent: true, .. } => Ended::Refused,
+                    Settle::Dead { .. } => Ended::Other,
+                });
+                outcomes.push((e.clone(), how));
+            }
+            ended_by_attempt.push((a.probe, ended, after));
+        }
+        self.write_settle(Arc::new(outcomes), now).await;
+        self.settled.notify_waiters();
+        // Only now: until the outcome is written, the entries are still due in the store.
+        for a in &done {
+            for e in &a.batch {
+                busy.remove(&order_key(&e.notification));
+            }
+        }
+        let mut release = Vec::new();
+        for (probe, ended, after) in &ended_by_attempt {
+            release.extend(health.observe(*probe, ended, *after, s));
+        }
+        if !release.is_empty() {
+            let (st, name, at) = (self.state.clone(), self.service.name.clone(), self.clock.now_ms());
+            match tokio::task::spawn_blocking(move || st.release(&name, &release, at)).await {
+                Ok(Ok(n)) => {
+                    tracing::info!(service = %self.service.name, released = n, "destination answers again: its queue goes out now")
+                }
+                Ok(Err(e)) => {
+                    tracing::warn!(service = %self.service.name, error = %e, "releasing the entries that failed during the outage failed; they wait out their backoff")
+                }
+                Err(_) => {}
+            }
+        } else if health.is_down() && !std::mem::replace(&mut health.logged, true) {
+            tracing::warn!(service = %self.service.name, "destination not answering: one probe at a time until it does");
+        }
+        if !health.is_down() {
+            health.logged = false;
+        }
+        retry_after
+    }
+
+    /// Writes a settle, and tries again until it is written: until then the entries
+    /// are still due in the store, and freeing their order keys would send them again
+    /// at once. A store that keeps failing holds this service's worker here (nothing
+    /// it could deliver would be recorded either) and says so
+    /// (`Delivery::store_failing`), so that its owner reopens the store (redb refuses
+    /// every write after an I/O error until then), which stops this worker.
+    async fn write_settle(&self, outcomes: Arc<Vec<(OutboxEntry, Settle)>>, now: u64) {
+        let mut wait = Duration::from_millis(200);
+        loop {
+            let (st, o) = (self.state.clone(), outcomes.clone());
+            match tokio::task::spawn_blocking(move || st.settle(&o, now)).await {
+                Ok(Ok(())) => {
+                    self.store_failing.store(false, Ordering::Relaxed);
+                    return;
+                }
+                Ok(Err(err)) => {
+                    tracing::error!(service = %self.service.name, error = %err, ?wait, "recording delivery outcomes failed; will retry (the entries are held meanwhile)")
+                }
+                Err(err) => {
+                    tracing::error!(service = %self.service.name, error = %err, ?wait, "recording delivery outcomes failed; will retry")
+                }
+            }
+            self.store_failing.store(true, Ordering::Relaxed);
+            METRICS.failed.inc(&format!("{}:settle_write", self.service.kind.as_str()));
+            tokio::time::sleep(wait).await;
+            wait = (wait * 2).min(Duration::from_secs(30));
+        }
+    }
+}
