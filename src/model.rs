@@ -263,18 +263,6 @@ macro_rules! kind_enum {
                 }
             }
 
-            /// Whether it wakes a person up (PagerDuty, Opsgenie, Pushover,
-            /// Alertmanager): what a break-glass exception holds back.
-            pub fn pages(self) -> bool {
-                matches!(self.as_str(), "pagerduty" | "opsgenie" | "pushover" | "alertmanager")
-            }
-
-            /// Whether it feeds a SIEM (one ECS record per notification): grouped routes
-            /// still send these one record per Application.
-            pub fn is_siem(self) -> bool {
-                matches!(self.as_str(), "splunk" | "signed-webhook" | "syslog")
-            }
-
             /// A kind by name, or by the other name Argo CD gives it (`pagerdutyv2`,
             /// Argo CD's name for PagerDuty's Events API v2, is `pagerduty`).
             pub fn parse(s: &str) -> Option<DestinationKind> {

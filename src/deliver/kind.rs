@@ -122,6 +122,11 @@ pub trait Kind {
     const LIMITS: Limits;
     /// Shapes its payload from a template's fields.
     const ENCODE: Encoder;
+    /// Whether it wakes a person up: what a break-glass exception holds back.
+    const PAGES: bool = false;
+    /// Whether it feeds a SIEM (one ECS record per notification): grouped routes still
+    /// send it one record per Application.
+    const SIEM: bool = false;
 
     /// The template section this kind's encoder reads (`slack:`), typed: the template
     /// files' schema for it. [`NoSection`] for a kind that reads the message only.

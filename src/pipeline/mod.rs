@@ -363,7 +363,7 @@ impl Pipeline {
                     // A grouped route's destination (never a SIEM's: one record per
                     // Application) gets the group's message instead.
                     let grouped = group::grouping(&routes, trigger_name, d)
-                        .filter(|_| !rt.service_kind(&d.service).is_some_and(DestinationKind::is_siem))
+                        .filter(|_| !rt.service_kind(&d.service).is_some_and(crate::deliver::kinds::is_siem))
                         .map(|(route, spec)| group::Grouped { route, spec, trigger: trigger_name, d });
                     if !r.result && grouped.is_some() {
                         // The member leaves its group (the message is updated; the last
@@ -421,7 +421,7 @@ impl Pipeline {
                         }
                     }
                     if let Some(ticket) = pages_held.filter(|_| !trigger_name.starts_with("on-break-glass"))
-                        && rt.service_kind(&d.service).is_some_and(DestinationKind::pages)
+                        && rt.service_kind(&d.service).is_some_and(crate::deliver::kinds::pages)
                         && !break_glass_routes.iter().any(|h| h.triggers.contains(trigger_name) && h.recipients.contains(d))
                     {
                         out.skipped.push(Skip::BreakGlass {

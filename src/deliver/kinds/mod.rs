@@ -113,6 +113,20 @@ macro_rules! registry {
             }
         }
 
+        /// Whether `kind` wakes a person up (its `Kind::PAGES`).
+        pub fn pages(kind: DestinationKind) -> bool {
+            match kind {
+                $(DestinationKind::$kind => <$module::$kind as Kind>::PAGES),*
+            }
+        }
+
+        /// Whether `kind` feeds a SIEM (its `Kind::SIEM`).
+        pub fn is_siem(kind: DestinationKind) -> bool {
+            match kind {
+                $(DestinationKind::$kind => <$module::$kind as Kind>::SIEM),*
+            }
+        }
+
         /// `kind`'s encoder: what shapes its payload from a template's fields.
         pub fn encoder(kind: DestinationKind) -> Encoder {
             match kind {
@@ -158,6 +172,19 @@ pub fn default_settings(kind: DestinationKind) -> super::outcome::DeliverySettin
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Which kinds page and which feed a SIEM is declared by each kind (`Kind::PAGES`,
+    /// `Kind::SIEM`), not by a list of names elsewhere: the paging kinds are the ones a
+    /// break-glass exception holds back, the SIEM kinds the ones grouped routes still
+    /// send one record per Application.
+    #[test]
+    fn each_kind_declares_whether_it_pages_or_feeds_a_siem() {
+        let named = |f: fn(DestinationKind) -> bool| {
+            DestinationKind::ALL.into_iter().filter(|k| f(*k)).map(DestinationKind::as_str).collect::<Vec<_>>()
+        };
+        assert_eq!(named(pages), ["pagerduty", "opsgenie", "alertmanager", "pushover"]);
+        assert_eq!(named(is_siem), ["splunk", "signed-webhook", "syslog"]);
+    }
 
     /// Every folder here is in the list of kinds, and each is named after its kind.
     #[test]

@@ -32,6 +32,8 @@ impl Kind for Alertmanager {
     type Config = AlertmanagerConfig;
     const LIMITS: Limits = Limits { per_second: 20.0, burst: 40, concurrency: 4 };
     const ENCODE: Encoder = payload::encode;
+    // It wakes a person up: a break-glass exception holds it back.
+    const PAGES: bool = true;
     type Template = template::AlertmanagerDef;
     const ARGO: Option<ArgoService> = Some(ArgoService {
         name: "alertmanager",

@@ -31,6 +31,8 @@ impl Kind for Opsgenie {
     type Config = OpsgenieConfig;
     const LIMITS: Limits = Limits { per_second: 5.0, burst: 10, concurrency: 2 };
     const ENCODE: Encoder = payload::encode;
+    // It wakes a person up: a break-glass exception holds it back.
+    const PAGES: bool = true;
     type Template = template::OpsgenieDef;
     const ARGO: Option<ArgoService> = Some(ArgoService {
         name: "opsgenie",

@@ -29,6 +29,8 @@ impl Kind for Pagerduty {
     type Config = PagerDutyConfig;
     const LIMITS: Limits = Limits { per_second: 1.5, burst: 10, concurrency: 2 };
     const ENCODE: Encoder = payload::encode;
+    // It wakes a person up: a break-glass exception holds it back.
+    const PAGES: bool = true;
     type Template = template::PagerDutyDef;
     const ARGO: Option<ArgoService> = Some(ArgoService {
         name: "pagerdutyv2",

@@ -29,6 +29,8 @@ impl Kind for Pushover {
     type Config = PushoverConfig;
     const LIMITS: Limits = Limits { per_second: 2.0, burst: 5, concurrency: 2 };
     const ENCODE: Encoder = payload::encode;
+    // It wakes a person up: a break-glass exception holds it back.
+    const PAGES: bool = true;
     type Template = template::PushoverDef;
     const ARGO: Option<ArgoService> = Some(ArgoService {
         name: "pushover",

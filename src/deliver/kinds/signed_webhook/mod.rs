@@ -29,6 +29,8 @@ impl Kind for SignedWebhook {
     type Config = SignedWebhookConfig;
     const LIMITS: Limits = Limits { per_second: 10.0, burst: 20, concurrency: 16 };
     const ENCODE: Encoder = payload::encode;
+    // A SIEM: one ECS record per notification, also on grouped routes.
+    const SIEM: bool = true;
     type Template = NoSection;
     // Argo CD has no such service.
     const ARGO: Option<ArgoService> = None;

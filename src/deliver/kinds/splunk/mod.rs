@@ -28,6 +28,8 @@ impl Kind for Splunk {
     type Config = SplunkConfig;
     const LIMITS: Limits = Limits { per_second: 50.0, burst: 100, concurrency: 4 };
     const ENCODE: Encoder = payload::encode;
+    // A SIEM: one ECS record per notification, also on grouped routes.
+    const SIEM: bool = true;
     type Template = NoSection;
     // Argo CD has no such service.
     const ARGO: Option<ArgoService> = None;

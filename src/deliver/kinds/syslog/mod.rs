@@ -27,6 +27,8 @@ impl Kind for Syslog {
     type Config = SyslogConfig;
     const LIMITS: Limits = Limits { per_second: 50.0, burst: 100, concurrency: 1 };
     const ENCODE: Encoder = payload::encode;
+    // A SIEM: one ECS record per notification, also on grouped routes.
+    const SIEM: bool = true;
     type Template = NoSection;
     // Argo CD has no such service.
     const ARGO: Option<ArgoService> = None;
