@@ -296,3 +296,25 @@ fn no_destination_kind_uses_the_queue() {
     }
     assert!(offenders.is_empty(), "kinds using the queue:\n{}", offenders.join("\n"));
 }
+
+/// No kube or k8s-openapi type outside `src/cluster/`: everything that talks to
+/// Kubernetes is there, and the rest of the program sees plain data (ARCHITECTURE.md).
+#[test]
+fn no_kube_type_outside_the_cluster_folder() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = Vec::new();
+    rust_files(&src, &mut files);
+    assert!(files.len() > 200, "the scan found only {} files", files.len());
+    let cluster = src.join("cluster");
+    let mut offenders = Vec::new();
+    for f in files.iter().filter(|f| !f.starts_with(&cluster)) {
+        let text = std::fs::read_to_string(f).unwrap();
+        for line in text.lines() {
+            let code = line.split("//").next().unwrap_or_default();
+            if ["kube::", "k8s_openapi::", "use kube", "use k8s_openapi"].iter().any(|p| code.contains(p)) {
+                offenders.push(format!("{}: {}", f.display(), line.trim()));
+            }
+        }
+    }
+    assert!(offenders.is_empty(), "kube types outside src/cluster/:\n{}", offenders.join("\n"));
+}

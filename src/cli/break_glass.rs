@@ -11,11 +11,9 @@
 use std::io::Write;
 
 use chrono::{DateTime, SubsecRound, Utc};
-use k8s_openapi::api::authentication::v1::SelfSubjectReview;
-use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
-use kube::core::{ApiResource, GroupVersionKind};
-use serde_json::{Value, json};
+use serde_json::Value;
 
+use crate::cluster::break_glass::{Applications, Error};
 use crate::drift::break_glass::{self as bg, Exception, State};
 use crate::exit::{BAD_INPUT, FAILED, OK};
 
@@ -53,9 +51,8 @@ pub fn command(o: &Options<'_>, out: &mut dyn Write, err: &mut dyn Write) -> any
     let tokio_rt = tokio::runtime::Runtime::new()?;
     let agent = format!("{}{}", bg::USER_AGENT, env!("CARGO_PKG_VERSION"));
     let result = tokio_rt.block_on(async {
-        let client =
-            crate::cluster::client::client_as(o.cluster.kubeconfig, o.cluster.context, Some(&agent)).await.map_err(Failure::Cluster)?;
-        run(&client, namespace, name, &o.action, &settings, out).await
+        let apps = Applications::connect(o.cluster.kubeconfig, o.cluster.context, &agent, namespace).await?;
+        run(&apps, namespace, name, &o.action, &settings, out).await
     });
     match result {
         Ok(()) => Ok(OK),
@@ -70,23 +67,13 @@ pub fn command(o: &Options<'_>, out: &mut dyn Write, err: &mut dyn Write) -> any
     }
 }
 
-/// Who the API server says the caller is.
-async fn whoami(client: &kube::Client) -> Result<String, Failure> {
-    let api: Api<SelfSubjectReview> = Api::all(client.clone());
-    let review = api
-        .create(&PostParams::default(), &SelfSubjectReview::default())
-        .await
-        .map_err(|e| Failure::Cluster(format!("asking the API server who you are (SelfSubjectReview): {e}")))?;
-    let name = review.status.and_then(|s| s.user_info).and_then(|u| u.username).unwrap_or_default();
-    if name.is_empty() {
-        return Err(Failure::Refused("the API server did not say who you are (SelfSubjectReview has no username)".into()));
+impl From<Error> for Failure {
+    fn from(e: Error) -> Failure {
+        match e {
+            Error::NoUsername => Failure::Refused(e.to_string()),
+            Error::Failed(why) => Failure::Cluster(why),
+        }
     }
-    Ok(name)
-}
-
-fn applications(client: &kube::Client, namespace: &str) -> Api<DynamicObject> {
-    let ar = ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk("argoproj.io", "v1alpha1", "Application"), "applications");
-    Api::namespaced_with(client.clone(), namespace, &ar)
 }
 
 fn now() -> DateTime<Utc> {
@@ -94,7 +81,7 @@ fn now() -> DateTime<Utc> {
 }
 
 async fn run(
-    client: &kube::Client,
+    apps: &Applications,
     namespace: &str,
     name: &str,
     action: &Action,
@@ -102,11 +89,8 @@ async fn run(
     out: &mut dyn Write,
 ) -> Result<(), Failure> {
     let io = |e: std::io::Error| Failure::Cluster(e.to_string());
-    let api = applications(client, namespace);
-    let app = match api.get_opt(name).await {
-        Ok(Some(a)) => serde_json::to_value(&a).map_err(|e| Failure::Cluster(e.to_string()))?,
-        Ok(None) => return Err(Failure::Refused(format!("Application {namespace}/{name} does not exist"))),
-        Err(e) => return Err(Failure::Cluster(format!("reading Application {namespace}/{name}: {e}"))),
+    let Some(app) = apps.get(name).await? else {
+        return Err(Failure::Refused(format!("Application {namespace}/{name} does not exist")));
     };
     let version = app.pointer("/metadata/resourceVersion").and_then(Value::as_str).unwrap_or_default().to_string();
     let current = app.pointer("/metadata/annotations").and_then(|a| a.get(bg::ANNOTATION)).and_then(Value::as_str);
@@ -151,7 +135,7 @@ async fn run(
                     e.expires_at.to_rfc3339()
                 )));
             }
-            let who = whoami(client).await?;
+            let who = apps.whoami().await?;
             let expires_at = at.checked_add_signed(*duration).ok_or_else(|| Failure::Refused("--for is too long".into()))?;
             let e = Exception {
                 ticket: ticket.trim().to_string(),
@@ -163,7 +147,7 @@ async fn run(
                 approved_at: None,
             };
             bg::parse(&e.to_annotation(), settings, at).map_err(Failure::Refused)?;
-            write(&api, name, &version, Some(e.to_annotation())).await?;
+            apps.write(name, &version, Some(e.to_annotation())).await?;
             writeln!(
                 out,
                 "break-glass {} opened on {target} by {} until {}.\nIt changes nothing until a second person approves it: driftwatch break-glass approve {target}",
@@ -186,7 +170,7 @@ async fn run(
             if !e.approved_by.is_empty() {
                 return Err(Failure::Refused(format!("break-glass {} on {target} is already approved by {}", e.ticket, e.approved_by)));
             }
-            let who = whoami(client).await?;
+            let who = apps.whoami().await?;
             if who == e.opened_by {
                 return Err(Failure::Refused(format!(
                     "you ({who}) opened break-glass {}: a second, different person must approve it",
@@ -195,7 +179,7 @@ async fn run(
             }
             e.approved_by = who;
             e.approved_at = Some(at);
-            write(&api, name, &version, Some(e.to_annotation())).await?;
+            apps.write(name, &version, Some(e.to_annotation())).await?;
             writeln!(
                 out,
                 "break-glass {} on {target} approved by {}: in force until {}.\nLive drift on it goes to the break-glass routes instead of paging; when it expires with {target} still off Git, on-break-glass-overdue pages.",
@@ -210,29 +194,11 @@ async fn run(
             if current.is_none() {
                 return Err(Failure::Refused(format!("{target} has no break-glass exception to close")));
             }
-            let who = whoami(client).await?;
-            write(&api, name, &version, None).await?;
+            let who = apps.whoami().await?;
+            apps.write(name, &version, None).await?;
             let ticket = judged.and_then(Result::ok).map(|e| e.ticket).unwrap_or_else(|| "exception".into());
             writeln!(out, "break-glass {ticket} on {target} closed by {who}.").map_err(io)?;
             Ok(())
         }
-    }
-}
-
-/// Sets (or removes) the annotation, on the version read: a concurrent change of the
-/// Application makes the API server answer 409, and nothing is written.
-async fn write(api: &Api<DynamicObject>, name: &str, version: &str, value: Option<String>) -> Result<(), Failure> {
-    let patch = json!({"metadata": {"resourceVersion": version, "annotations": {bg::ANNOTATION: value}}});
-    let params = PatchParams { field_manager: Some("driftwatch-break-glass".into()), ..PatchParams::default() };
-    match api.patch(name, &params, &Patch::Merge(&patch)).await {
-        Ok(_) => Ok(()),
-        Err(kube::Error::Api(s)) if s.code == 409 => {
-            Err(Failure::Cluster(format!("the Application changed while this ran ({}); run the command again", s.message)))
-        }
-        Err(kube::Error::Api(s)) if s.code == 403 => Err(Failure::Cluster(format!(
-            "the API server refused the write ({}): break-glass needs `patch` on applications.argoproj.io (deploy/kubernetes/break-glass-operators.yaml)",
-            s.message
-        ))),
-        Err(e) => Err(Failure::Cluster(format!("writing the exception: {e}"))),
     }
 }
