@@ -863,3 +863,32 @@ fn check_names_every_missing_secret_that_run_refuses() {
         assert!(stderr(&o).contains(key), "{key}: {}", stderr(&o));
     }
 }
+
+/// Issue 40: a replay of 50 Applications that one Git push moves OutOfSync together, on
+/// a route grouped by revision, shows each as joining the group and the group's message
+/// once, when its wait ends (it used to print the whole message at every join: 50
+/// renders for one message sent); no line is Rust debug output.
+#[test]
+fn a_replay_shows_a_group_join_as_a_join_and_its_message_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = write(
+        dir.path(),
+        "driftwatch.yaml",
+        "context: {argocdUrl: https://argocd.example.com}\nroutes:\n  - name: fleet\n    triggers: [on-out-of-sync]\n    recipients: [slack:fleet]\n    group: {by: [revision], wait: 5m, interval: 1m}\n",
+    );
+    for i in 0..50 {
+        let app = AppBuilder::new(&format!("shop-{i:02}"))
+            .sync("OutOfSync", common::REV2)
+            .healthy()
+            .field("/status/reconciledAt", json!(format!("2026-03-01T12:00:{:02}Z", i % 60)))
+            .build();
+        write(dir.path(), &format!("steps/{i:02}-shop.yaml"), &serde_json::to_string(&app).unwrap());
+    }
+    let o = driftwatch(&["run", "--replay", dir.path().join("steps").to_str().unwrap(), "--config", config.to_str().unwrap()]);
+    let out = stdout(&o);
+    assert!(o.status.success(), "{out}\n{}", stderr(&o));
+    assert_eq!(out.matches(" joins the group of on-out-of-sync").count(), 50, "{out}");
+    assert_eq!(out.matches("-> slack:fleet (slack)").count(), 1, "the group's message, once: {out}");
+    assert!(out.contains("and 25 more") || out.contains("50"), "the message lists the group: {out}");
+    assert!(!out.contains(" { ") && !out.contains("Destination {"), "no Rust debug output: {out}");
+}

@@ -734,6 +734,7 @@ pub fn run_replay(opts: &ReplayOptions, out: &mut dyn Write, err: &mut dyn Write
     let tokio_rt = tokio::runtime::Runtime::new()?;
     let _entered = tokio_rt.enter();
     let clock = crate::deliver::queue::OutboxClock::manual(0);
+    let preview = Arc::new(crate::pipeline::pass::Preview::default());
     let delivery = match opts.deliver {
         Some(_) => match crate::pipeline::wiring::service_clients(&rt, &state) {
             Ok(services) => crate::deliver::Delivery::start(services, state.clone()),
@@ -744,7 +745,7 @@ pub fn run_replay(opts: &ReplayOptions, out: &mut dyn Write, err: &mut dyn Write
                 return Ok(FAILED);
             }
         },
-        None => crate::pipeline::pass::start_preview(&rt, state.clone(), clock.clone()),
+        None => crate::pipeline::pass::start_preview(&rt, state.clone(), clock.clone(), preview.clone()),
     };
     let pipeline = Pipeline::new(Arc::new(rt));
     let mut inputs = crate::pipeline::Inputs::default();
@@ -836,13 +837,8 @@ pub fn run_replay(opts: &ReplayOptions, out: &mut dyn Write, err: &mut dyn Write
         for s in &eval.skipped {
             match s {
                 Skip::AlreadyNotified { .. } => {}
-                Skip::HeldDown { trigger, until } => {
-                    writeln!(out, "  (held down: {trigger} holds, notifies if it still does at {})", until.format("%H:%M:%S UTC"))?
-                }
-                Skip::BreakGlass { trigger, destination, ticket } => {
-                    writeln!(out, "  (break-glass {ticket}: {trigger} is not paged to {destination}; the break-glass routes have it)")?
-                }
-                other => writeln!(out, "  ! {other:?}")?,
+                Skip::HeldDown { .. } | Skip::BreakGlass { .. } => writeln!(out, "  ({s})")?,
+                other => writeln!(out, "  ! {other}")?,
             }
         }
         if eval.notifications.is_empty() {
@@ -850,7 +846,12 @@ pub fn run_replay(opts: &ReplayOptions, out: &mut dyn Write, err: &mut dyn Write
         }
         let mut console = ConsoleWriter::new(&mut *out);
         for n in &eval.notifications {
-            console.show(n)?;
+            // A group member's notification is a join (or a leave); the group's message
+            // is shown once, when it goes out (below).
+            match &n.group {
+                Some(g) => console.show_member(n, g)?,
+                None => console.show(n)?,
+            }
             if let Some(j) = jsonl.as_mut() {
                 j.step = step.label.clone();
                 j.show(n)?;
@@ -862,6 +863,9 @@ pub fn run_replay(opts: &ReplayOptions, out: &mut dyn Write, err: &mut dyn Write
             // what is due on the snapshot's clock can be: a group's message waiting for
             // its `wait` is due at a later snapshot (the clock stands still meanwhile).
             tokio_rt.block_on(delivery.settle(std::time::Duration::ZERO, std::time::Duration::from_secs(60)));
+            for n in preview.take_sent_groups() {
+                ConsoleWriter::new(&mut *out).show(&n)?;
+            }
         }
     }
     if let Some(wait) = opts.deliver {
@@ -873,6 +877,14 @@ pub fn run_replay(opts: &ReplayOptions, out: &mut dyn Write, err: &mut dyn Write
         let pending = state.outbox(None)?.len();
         writeln!(out, "deliveries: {pending} still pending, {dead} dead letter(s) in the store; see `driftwatch deliveries --state …`")?;
         return Ok(if dead > 0 || pending > 0 { FAILED } else { OK });
+    }
+    // Group messages still waiting for their wait after the last snapshot go out now, as
+    // they would once it ended (the snapshots' clock moved past the longest wait).
+    clock.set(crate::state::to_millis(now.checked_add_signed(chrono::Duration::days(1)).unwrap_or(now)));
+    tokio_rt.block_on(delivery.settle(std::time::Duration::ZERO, std::time::Duration::from_secs(60)));
+    let mut console = ConsoleWriter::new(&mut *out);
+    for n in preview.take_sent_groups() {
+        console.show(&n)?;
     }
     let (sent, dead) = delivery.totals();
     tokio_rt.block_on(delivery.shutdown(std::time::Duration::from_secs(5)));

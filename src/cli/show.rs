@@ -25,6 +25,18 @@ impl<W: Write> ConsoleWriter<W> {
         }
         Ok(())
     }
+
+    /// A member joining or leaving a group: one line; the group's message is shown
+    /// once, when it goes out.
+    pub fn show_member(&mut self, n: &Notification, g: &crate::model::GroupRef) -> std::io::Result<()> {
+        let labels: Vec<String> = g.labels.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        let (verb, when) = if g.joins {
+            ("joins", "its message goes out when the group's wait ends")
+        } else {
+            ("leaves", "the group's message is updated at its next interval")
+        };
+        writeln!(self.out, "  -> {} {verb} the group of {} ({}) at {}: {when}", g.member, n.trigger, labels.join(", "), n.destination)
+    }
 }
 
 /// Appends one JSON object per notification, as a replay submits them.

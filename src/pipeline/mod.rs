@@ -45,6 +45,31 @@ pub enum Skip {
     BreakGlass { trigger: String, destination: Destination, ticket: String },
 }
 
+impl std::fmt::Display for Skip {
+    /// A sentence for a person (the replay, `routes test`).
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Skip::AlreadyNotified { trigger, destination } => write!(f, "{trigger} to {destination}: already sent"),
+            Skip::InFlight { trigger, destination } => {
+                write!(f, "{trigger} to {destination}: the same notification is already waiting in the outbox")
+            }
+            Skip::UnknownService { service } => {
+                write!(f, "a subscription names service {service:?}, which is neither configured nor a destination kind")
+            }
+            Skip::UnknownTrigger { trigger } => write!(f, "a subscription names trigger {trigger:?}, which does not exist"),
+            Skip::RenderFailed { trigger, destination, error } => {
+                write!(f, "{trigger} to {destination}: the template did not render: {error}")
+            }
+            Skip::HeldDown { trigger, until } => {
+                write!(f, "held down: {trigger} holds, notifies if it still does at {}", until.format("%H:%M:%S UTC"))
+            }
+            Skip::BreakGlass { trigger, destination, ticket } => {
+                write!(f, "break-glass {ticket}: {trigger} is not paged to {destination}; the break-glass routes have it")
+            }
+        }
+    }
+}
+
 /// The outcome of evaluating one Application.
 #[derive(Debug, Default)]
 pub struct Evaluation {

@@ -122,13 +122,29 @@ fn stamp_deleted(app: &App, now: DateTime<Utc>) -> App {
     app
 }
 
-/// The deliverer of previews: takes every notification (the caller shows them as it
-/// submits them).
-pub struct Preview;
+/// The deliverer of previews: takes every notification. The caller shows a
+/// notification as it submits it, except a group's: its members join one by one and
+/// its message goes out once, when the group's wait ends, so the group messages
+/// "sent" are kept here for the caller to show then ([`Preview::take_sent_groups`]).
+#[derive(Default)]
+pub struct Preview {
+    sent_groups: std::sync::Mutex<Vec<Notification>>,
+}
+
+impl Preview {
+    /// The group messages delivered since the last call, in order.
+    pub fn take_sent_groups(&self) -> Vec<Notification> {
+        std::mem::take(&mut *self.sent_groups.lock().unwrap_or_else(|p| p.into_inner()))
+    }
+}
 
 impl Deliverer for Preview {
-    fn deliver<'a>(&'a self, _batch: &'a [Notification]) -> BoxFuture<'a, Outcome> {
-        Box::pin(async { Outcome::Delivered })
+    fn deliver<'a>(&'a self, batch: &'a [Notification]) -> BoxFuture<'a, Outcome> {
+        Box::pin(async move {
+            let groups = batch.iter().filter(|n| n.group.is_some()).cloned();
+            self.sent_groups.lock().unwrap_or_else(|p| p.into_inner()).extend(groups);
+            Outcome::Delivered
+        })
     }
 }
 
@@ -150,7 +166,7 @@ pub fn preview_services(rt: &Runtime, deliverer: Arc<dyn Deliverer>) -> Vec<Serv
         .collect()
 }
 
-/// Starts previews over `state` on `clock`: [`preview_services`] with [`Preview`].
-pub fn start_preview(rt: &Runtime, state: Arc<StateStore>, clock: OutboxClock) -> Delivery {
-    Delivery::start_with_clock(preview_services(rt, Arc::new(Preview)), state, clock)
+/// Starts previews over `state` on `clock`: [`preview_services`] with `preview`.
+pub fn start_preview(rt: &Runtime, state: Arc<StateStore>, clock: OutboxClock, preview: Arc<Preview>) -> Delivery {
+    Delivery::start_with_clock(preview_services(rt, preview), state, clock)
 }
