@@ -85,6 +85,12 @@ impl Family<Counter<u64, AtomicU64>> {
     pub fn get(&self, label: &str) -> u64 {
         self.family.get(&self.labels_of(label)).map_or(0, |c| c.get())
     }
+
+    /// Gives `label` a series at 0 (if it has none), so a dashboard shows 0, not "No
+    /// data", before the first event.
+    pub fn zero(&self, label: &str) {
+        self.add(label, 0);
+    }
 }
 
 impl Family<Gauge<i64, std::sync::atomic::AtomicI64>> {
@@ -94,6 +100,11 @@ impl Family<Gauge<i64, std::sync::atomic::AtomicI64>> {
 
     pub fn get(&self, label: &str) -> u64 {
         self.family.get(&self.labels_of(label)).map_or(0, |g| u64::try_from(g.get()).unwrap_or(0))
+    }
+
+    /// Whether `label` has a series yet.
+    pub fn has(&self, label: &str) -> bool {
+        self.family.get(&self.labels_of(label)).is_some()
     }
 }
 
@@ -130,6 +141,15 @@ pub struct HistogramFamily {
 }
 
 impl HistogramFamily {
+    /// Gives `label` an empty histogram (if it has none): see [`Family::zero`].
+    pub fn zero(&self, label: &str) {
+        let labels = labels(self.labels, label);
+        let mut created = self.created.lock().unwrap_or_else(|p| p.into_inner());
+        if created.len() < MAX_SERIES && created.insert(label.to_string()) {
+            let _ = self.family.get_or_create(&labels);
+        }
+    }
+
     fn new(label: &'static str) -> Self {
         HistogramFamily { labels: (label, None), family: PromFamily::new_with_constructor(episode_histogram), created: Mutex::default() }
     }
@@ -251,6 +271,25 @@ pub struct Metrics {
 }
 
 pub static METRICS: LazyLock<Metrics> = LazyLock::new(Metrics::new);
+
+/// The label values known at start, whose series [`Metrics::prime`] creates at 0.
+#[derive(Debug, Default)]
+pub struct Prime<'a> {
+    /// Destination kinds (`driftwatch_notifications_sent_total{kind}`, `..._failed_total`).
+    pub kinds: &'a [&'a str],
+    /// Configured services (queue depth, not queued).
+    pub services: &'a [&'a str],
+    pub triggers: &'a [&'a str],
+    /// Drift classes (open episodes, time to detect).
+    pub classes: &'a [&'a str],
+    /// Audit event results (`relevant` and each reason to drop).
+    pub audit_results: &'a [&'a str],
+    pub break_glass_events: &'a [&'a str],
+    /// Episode transitions (opened, escalated, resolved, attempted).
+    pub episode_events: &'a [&'a str],
+    /// How episodes resolve (time to resolve, by class and resolution).
+    pub resolutions: &'a [&'a str],
+}
 
 impl Metrics {
     fn new() -> Metrics {
@@ -391,6 +430,36 @@ impl Metrics {
     /// Sets the open episodes of every class, zero for those no longer open.
     pub fn set_open_episodes(&self, by_class: &std::collections::BTreeMap<String, u64>) {
         set_all(&self.episodes_open, &self.open_classes, by_class);
+    }
+
+    /// Gives every series a dashboard or an alert rule reads a value of 0 before the
+    /// first event, for the label values known at start: `p` says which.
+    pub fn prime(&self, p: &Prime<'_>) {
+        for k in p.kinds {
+            self.sent.zero(k);
+            for reason in ["retry", "exhausted", "permanent"] {
+                self.failed.zero(&format!("{k}:{reason}"));
+            }
+        }
+        for s in p.services {
+            self.show_queue(s);
+            self.not_queued.zero(&format!("{s}:full"));
+        }
+        self.not_queued.zero("all:superseded");
+        p.triggers.iter().for_each(|t| self.fired.zero(t));
+        for c in p.classes {
+            self.detection_seconds.zero(c);
+            for r in p.resolutions {
+                self.resolution_seconds.zero(&format!("{c}:{r}"));
+            }
+        }
+        self.set_open_episodes(&p.classes.iter().map(|c| (c.to_string(), 0)).collect());
+        p.audit_results.iter().for_each(|r| self.audit_events.zero(r));
+        ["200", "400", "401", "408", "413", "503"].iter().for_each(|c| self.audit_requests.zero(c));
+        p.break_glass_events.iter().for_each(|e| self.break_glass.zero(e));
+        p.episode_events.iter().for_each(|e| self.episodes.zero(e));
+        ["ok", "refused"].iter().for_each(|r| self.reloads.zero(r));
+        ["Application", "AppProject"].iter().for_each(|k| self.watch_restarts.zero(k));
     }
 
     /// Gives a service a queue-depth series (0) if it has none yet.

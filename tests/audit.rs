@@ -130,7 +130,7 @@ fn a_person_behind_a_self_healed_change_and_a_refused_attempt_is_named() {
     // eve alerts nobody.
     assert_eq!(post(&rt, &client, &addr, None, batch_by("eve")), 401);
     assert_eq!(post(&rt, &client, &addr, Some("not-the-token-0000000000"), batch_by("eve")), 401);
-    assert_eq!(d.metric("driftwatch_audit_events_total{result=\"relevant\"}"), None, "nothing was decoded");
+    assert_eq!(d.metric("driftwatch_audit_events_total{result=\"relevant\"}").unwrap_or(0.0), 0.0, "nothing was decoded");
     // Malformed and oversized bodies.
     assert_eq!(post(&rt, &client, &addr, Some(TOKEN), b"{\"items\": [".to_vec()), 400);
     // Answered before the body is read: the client may see the 413 or, still writing,
@@ -189,7 +189,14 @@ fn a_person_behind_a_self_healed_change_and_a_refused_attempt_is_named() {
     wait_for("the detection histogram", Duration::from_secs(15), || {
         d.metric("driftwatch_episode_detection_seconds_count{class=\"security-context\"}") == Some(1.0)
     });
-    assert_eq!(d.metric("driftwatch_episode_resolution_seconds_count{class=\"security-context\",resolution="), Some(1.0));
+    // Every resolution has its series from the start (at 0): this one resolved once.
+    let resolved: f64 = d
+        .metrics()
+        .lines()
+        .filter(|l| l.starts_with("driftwatch_episode_resolution_seconds_count{class=\"security-context\","))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum();
+    assert_eq!(resolved, 1.0);
     let metrics = d.metrics();
     assert!(metrics.contains("driftwatch_audit_requests_total{code=\"401\"} 2"), "{metrics}");
     assert!(metrics.contains("driftwatch_audit_requests_total{code=\"400\"} 1"), "{metrics}");

@@ -342,7 +342,7 @@ fn live_drift_is_attributed_escalated_resolved_and_kept() {
     assert!(gets.iter().any(|(p, _)| p == "/apis/apps/v1/namespaces/shop/deployments/web"), "{gets:?}");
     assert!(gets.iter().any(|(p, _)| p == "/api/v1/namespaces/shop/configmaps/web-config"), "{gets:?}");
     assert!(!gets.iter().any(|(p, _)| p.contains("/services/")), "a Synced resource is not read: {gets:?}");
-    assert_eq!(d.metric("driftwatch_drift_episodes_total{event=\"escalated\"}"), None);
+    assert_eq!(d.metric("driftwatch_drift_episodes_total{event=\"escalated\"}").unwrap_or(0.0), 0.0);
     assert_eq!(records(&got).iter().filter(|r| r["driftwatch"]["episode"]["event"] == "escalated").count(), 0);
     assert!(d.metric("driftwatch_live_reads_total").is_some_and(|n| n >= 2.0));
 

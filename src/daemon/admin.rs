@@ -37,6 +37,29 @@ pub struct Shared {
     pub queries: std::sync::atomic::AtomicUsize,
 }
 
+/// Every series the shipped dashboard and alert rules read, at 0, for the label values
+/// `rt` and the program know: panels show 0, not "No data", before the first event.
+fn prime_metrics(rt: &crate::config::Runtime) {
+    use crate::model::DestinationKind;
+    let kinds: Vec<&str> = DestinationKind::ALL.iter().map(|k| k.as_str()).collect();
+    let services: Vec<&str> = rt.services.keys().map(String::as_str).collect();
+    let triggers: Vec<&str> = rt.triggers.keys().map(String::as_str).collect();
+    let mut audit_results = vec!["relevant"];
+    audit_results.extend(crate::audit::event::Dropped::ALL.iter().map(|d| d.as_str()));
+    let episode_events: Vec<&str> = crate::drift::episode::Event::ALL.iter().map(|e| e.as_str()).collect();
+    let resolutions: Vec<&str> = crate::drift::episode::Resolution::ALL.iter().map(|r| r.as_str()).collect();
+    METRICS.prime(&crate::metrics::Prime {
+        kinds: &kinds,
+        services: &services,
+        triggers: &triggers,
+        classes: crate::drift::classes::CLASSES,
+        audit_results: &audit_results,
+        break_glass_events: crate::drift::break_glass::EVENTS,
+        episode_events: &episode_events,
+        resolutions: &resolutions,
+    });
+}
+
 /// History and web-view data requests answered at once; past it, 503 (review M5: fifty
 /// `/history?class=zz&limit=10000` must not take every blocking thread).
 const MAX_QUERIES: usize = 4;
@@ -68,8 +91,10 @@ impl Shared {
         *self.token.write().unwrap_or_else(|p| p.into_inner()) = token;
     }
 
-    /// What the endpoints take from the running configuration (at start, on reload).
+    /// What the endpoints take from the running configuration (at start, on reload):
+    /// also the metric series a dashboard reads, at 0 before the first event.
     pub fn set_config(&self, rt: &crate::config::Runtime) {
+        prime_metrics(rt);
         self.set_token(rt.operations_token.clone());
         self.open.store(rt.operations_open, std::sync::atomic::Ordering::Release);
         *self.argocd_url.write().unwrap_or_else(|p| p.into_inner()) = rt.context.get("argocdUrl").cloned().unwrap_or_default();

@@ -20,6 +20,9 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 /// The annotation that holds the exception, as JSON ([`Exception`]).
+/// The transitions of an exception, as events and metric labels.
+pub const EVENTS: &[&str] = &["opened", "approved", "active", "refused", "expired", "overdue", "closed"];
+
 pub const ANNOTATION: &str = "driftwatch.io/break-glass";
 /// The user agent `driftwatch break-glass` sends (its prefix); a write of the
 /// annotation by another client is an edit by hand.

@@ -165,6 +165,16 @@ pub enum Resolution {
 }
 
 impl Resolution {
+    pub const ALL: [Resolution; 7] = [
+        Resolution::Synced,
+        Resolution::Deleted,
+        Resolution::SelfHeal,
+        Resolution::Git,
+        Resolution::Rollback,
+        Resolution::ManualSync,
+        Resolution::Refused,
+    ];
+
     pub fn as_str(self) -> &'static str {
         match self {
             Resolution::Synced => "synced",
@@ -192,6 +202,8 @@ pub enum Event {
 }
 
 impl Event {
+    pub const ALL: [Event; 5] = [Event::Opened, Event::Escalated, Event::Updated, Event::Resolved, Event::Attempted];
+
     pub fn as_str(self) -> &'static str {
         match self {
             Event::Opened => "opened",

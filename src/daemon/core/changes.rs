@@ -113,6 +113,11 @@ impl Core {
                 }
                 self.lists_done.insert(stream);
                 if self.streams.iter().all(|s| self.lists_done.contains(s)) && METRICS.ready.set(1) == 0 {
+                    // The local API server answered the lists: it is up until a live
+                    // read says otherwise.
+                    if !METRICS.cluster_up.has(crate::cluster::live::IN_CLUSTER) {
+                        METRICS.cluster_up.set(crate::cluster::live::IN_CLUSTER, 1);
+                    }
                     release_free_memory();
                 }
             }
