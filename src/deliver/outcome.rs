@@ -1,6 +1,7 @@
-//! Retry decisions as data, in one place: what an attempt's result means, how long to
-//! wait before the next one, and the per-service limits (attempts, deadline, timeout,
-//! rate).
+//! Retry decisions as data, in one place: what an attempt's result means
+//! ([`classify_status`]), what an entry becomes after it ([`verdict`]: delivered,
+//! retried after a backoff, or dead), and the per-service limits (attempts, deadline,
+//! timeout, rate).
 
 use std::time::Duration;
 

@@ -25,7 +25,8 @@ use crate::state::{StateError, StateStore, StateView, dedup_key, from_millis, to
 use crate::template::{RenderContext, Target};
 use crate::trigger::ConditionResult;
 
-/// Why a condition result did not become a notification (for `-v` output and tests).
+/// Why a condition result did not become a notification (shown by the replay and
+/// `routes test`, as a sentence: its `Display`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Skip {
     /// The state store has this key: it was delivered before.

@@ -4,8 +4,15 @@
 //! - which dedup keys each Application has been notified for;
 //! - the outbox: notifications decided but not yet delivered, the durable queue the
 //!   delivery workers pull from (so a crash loses nothing);
-//! - dead letters: what finally failed;
-//! - references to sent Slack messages (to update them and thread under them).
+//! - dead letters: what finally failed, and quarantined entries that could not be read;
+//! - the drift history: episodes with their indexes (open summaries, by Application,
+//!   by resolution) and hold-downs (`history.rs`);
+//! - sync operations and break-glass exceptions per Application (`operations.rs`,
+//!   `break_glass.rs`);
+//! - grouped notifications: the group's row, members and waiting records
+//!   (`outbox/groups.rs`);
+//! - references to sent chat messages (Slack, Mattermost, Rocket.Chat, Google Chat,
+//!   Webex), to update them and thread under them.
 //!
 //! A pass decides from one consistent snapshot ([`StateStore::view`]: what was
 //! delivered, what is in flight, hold-downs, the latest episode) and its enqueue
@@ -153,8 +160,9 @@ pub struct StateStore {
     deferred: std::sync::atomic::AtomicBool,
 }
 
-/// What one evaluation pass writes besides deliveries: its episode (when it changed),
-/// hold-downs started or ended, dedup keys re-armed.
+/// What one evaluation pass writes besides its notifications: its episode (when it
+/// changed), hold-downs started or ended, dedup keys re-armed, sync operations seen
+/// ended, a break-glass record, the Application's note, and whether it was deleted.
 #[derive(Debug, Default)]
 pub struct PassWrite<'a> {
     pub app_key: &'a str,

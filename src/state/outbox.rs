@@ -260,7 +260,6 @@ impl StateStore {
         Ok(id)
     }
 
-    /// Whether this notification (key, template, action) is waiting in the outbox.
     /// Whether any notification of `app` is in the outbox: a range of the in-flight
     /// index, one entry read at most.
     pub(crate) fn has_pending_in(tx: &WriteTransaction, app: &str) -> Result<bool, StateError> {
@@ -270,6 +269,7 @@ impl StateStore {
         Ok(range.next().is_some())
     }
 
+    /// Whether this notification (key, template, action) is waiting in the outbox.
     pub fn is_pending(&self, app: &str, key: &str, template: &str, action: Action) -> Result<bool, StateError> {
         self.view()?.is_pending(app, key, template, action)
     }

@@ -4,7 +4,7 @@
 
 use super::*;
 
-/// Every configured service's client ([`Runtime::service_clients`]), each with a
+/// Every configured service's client (`pipeline::wiring::service_clients`), each with a
 /// queue-depth series.
 pub(super) fn build_services(rt: &Runtime, state: &Arc<StateStore>) -> Result<Vec<ServiceRuntime>, Vec<String>> {
     let services = crate::pipeline::wiring::service_clients(rt, state)?;

@@ -1,8 +1,10 @@
 //! The registry of destination kinds: the one list of kinds (`model::destination_kinds`,
 //! a line per kind naming its folder, the type that implements [`Kind`] there and its
-//! name) expanded into the folders and their dispatch. Services (parsing, building),
-//! encoders, default limits and the import mapping are looked up here and nowhere
-//! else; adding a kind is its folder plus its line in that list.
+//! name) expanded into the folders and their dispatch: services (parsing, building),
+//! encoders, default limits, whether a kind pages or feeds a SIEM, and Argo CD's name
+//! of a kind for `driftwatch import` (whose template-section conversion for `email`,
+//! `webhook`, `github` and `alertmanager` is still hand-written in
+//! `import/templates.rs`). Adding a kind is its folder plus its line in that list.
 
 use std::sync::Arc;
 
