@@ -532,9 +532,20 @@ fn applications_created_and_deleted_in_a_loop_leave_no_keys_behind() {
         assert_eq!((waiting, state.deleted_waiting().unwrap()), (40, 0));
         gate.0.forget_permits(1_000);
     }
-    // Nothing in the outbox: purged in the deleting pass itself.
+    // A key recorded the only way one is (a delivery's settle), then the Application
+    // deleted with nothing in the outbox: purged in the deleting pass itself.
+    let notified = |name: &str| {
+        let drifted = AppBuilder::new(name)
+            .sync("OutOfSync", REV1)
+            .annotate("notifications.argoproj.io/subscribe.on-out-of-sync.slack", "drift")
+            .app();
+        pass::run(&p.pipeline, &p.inputs, &state, &delivery, &drifted, false, now).unwrap();
+        gate.0.add_permits(1);
+        assert!(runtime.block_on(delivery.settle(Duration::ZERO, Duration::from_secs(30))));
+        assert!(!state.keys(&drifted.state_key()).unwrap().is_empty(), "{name}'s key recorded by its settle");
+    };
+    notified("quiet");
     let quiet = AppBuilder::new("quiet").synced().healthy().app();
-    state.record(&quiet.state_key(), "k", 1).unwrap();
     pass::run(&p.pipeline, &p.inputs, &state, &delivery, &quiet, true, now).unwrap();
     assert!(state.keys(&quiet.state_key()).unwrap().is_empty());
     // Deleted while Argo CD's sync status was stale: nothing is decided, but it is
@@ -544,7 +555,7 @@ fn applications_created_and_deleted_in_a_loop_leave_no_keys_behind() {
         .operation("Failed", REV1, "2026-03-01T12:00:00Z", Some("2026-03-01T12:00:10Z"))
         .reconciled_at("2026-03-01T12:00:05Z")
         .app();
-    state.record(&stale.state_key(), "k", 1).unwrap();
+    notified("stale");
     let gone = pass::run(&p.pipeline, &p.inputs, &state, &delivery, &stale, true, now).unwrap();
     assert!(gone.eval.stale);
     assert!(state.keys(&stale.state_key()).unwrap().is_empty(), "a stale deleted Application is purged too");

@@ -45,7 +45,7 @@ fn parse_latest(v: &str) -> Option<LatestException> {
 impl StateStore {
     /// Stores an Application's exception as judged now (with its transitions) inside a
     /// pass's transaction, as its newest.
-    pub(crate) fn save_break_glass_in(
+    pub(super) fn save_break_glass_in(
         tx: &WriteTransaction,
         r: &Record,
         retention: Retention,
@@ -63,7 +63,7 @@ impl StateStore {
         EXCEPTIONS.list(self.db(), q, limit, |r: &Record| r.name.as_str())
     }
 
-    pub(crate) fn forget_latest_break_glass_in(tx: &WriteTransaction, app: &str) -> Result<(), StateError> {
+    pub(super) fn forget_latest_break_glass_in(tx: &WriteTransaction, app: &str) -> Result<(), StateError> {
         EXCEPTIONS.forget_latest_in(tx, app)
     }
 }

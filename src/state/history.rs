@@ -335,7 +335,7 @@ impl StateStore {
     /// outbox workers own: the pass read its copy before a delivery may have noted a
     /// `Sent` on the stored one, so the stored list is kept, not overwritten (redb
     /// serialises write transactions, so the read and the insert here are atomic).
-    pub(crate) fn save_episode_in(tx: &WriteTransaction, ep: &Episode, retention: Retention, now: DateTime<Utc>) -> Result<(), StateError> {
+    pub(super) fn save_episode_in(tx: &WriteTransaction, ep: &Episode, retention: Retention, now: DateTime<Utc>) -> Result<(), StateError> {
         let key = episode_key(ep);
         let mut episodes = tx.open_table(EPISODES).map_err(storage)?;
         // An unreadable stored copy (see `reset_episode`) is overwritten.
@@ -458,7 +458,7 @@ impl StateStore {
 
     /// Remembers a notification's outcome in its episode (delivered, or `failed` with
     /// the dead letter's error), inside the settle's transaction.
-    pub(crate) fn note_sent_in(tx: &WriteTransaction, n: &Notification, now_ms: u64, failed: Option<&str>) -> Result<(), StateError> {
+    pub(super) fn note_sent_in(tx: &WriteTransaction, n: &Notification, now_ms: u64, failed: Option<&str>) -> Result<(), StateError> {
         let (Some(id), Some(r)) = (n.episode.as_ref().and_then(|e| e.get("id")).and_then(|v| v.as_str()), &n.record) else {
             return Ok(());
         };
@@ -475,7 +475,7 @@ impl StateStore {
 
     /// Remembers a notification's outcome in the Application's episode `id` (when it is
     /// still the latest), inside the settle's transaction.
-    pub(crate) fn note_sent_to(tx: &WriteTransaction, app_key: &str, id: &str, sent: Sent) -> Result<(), StateError> {
+    pub(super) fn note_sent_to(tx: &WriteTransaction, app_key: &str, id: &str, sent: Sent) -> Result<(), StateError> {
         let key = match tx.open_table(LATEST).map_err(storage)?.get(app_key).map_err(storage)? {
             Some(k) => k.value().to_string(),
             None => return Ok(()),
@@ -535,13 +535,14 @@ impl StateStore {
     }
 
     /// Starts (`Some(since)`) or ends (`None`) a hold-down.
+    #[cfg(test)]
     pub fn set_hold(&self, app: &str, key: &str, since_ms: Option<u64>) -> Result<(), StateError> {
         let tx = self.db().begin_write().map_err(storage)?;
         Self::set_hold_in(&tx, app, key, since_ms)?;
         tx.commit().map_err(storage)
     }
 
-    pub(crate) fn set_hold_in(tx: &WriteTransaction, app: &str, key: &str, since_ms: Option<u64>) -> Result<(), StateError> {
+    pub(super) fn set_hold_in(tx: &WriteTransaction, app: &str, key: &str, since_ms: Option<u64>) -> Result<(), StateError> {
         let mut table = tx.open_table(HOLDS).map_err(storage)?;
         let k = Self::full_key(app, key);
         match since_ms {
@@ -557,7 +558,7 @@ impl StateStore {
 
     /// A deleted Application: its hold-downs and latest-episode pointer go; its
     /// episodes stay in the history.
-    pub(crate) fn forget_app_history_in(tx: &WriteTransaction, app: &str) -> Result<(), StateError> {
+    pub(super) fn forget_app_history_in(tx: &WriteTransaction, app: &str) -> Result<(), StateError> {
         tx.open_table(LATEST).map_err(storage)?.remove(app).map_err(storage)?;
         set_open(tx, app, None)?;
         Self::forget_latest_operation_in(tx, app)?;

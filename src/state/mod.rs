@@ -264,7 +264,7 @@ impl StateStore {
         self
     }
 
-    pub(crate) fn db(&self) -> &Database {
+    fn db(&self) -> &Database {
         &self.db
     }
 
@@ -363,7 +363,7 @@ impl StateStore {
 
     /// After entries of `apps` settled: purges those that were deleted and have nothing
     /// left in the outbox. Reads one marker per Application, not the table.
-    pub(crate) fn purge_settled_in(tx: &redb::WriteTransaction, apps: &std::collections::BTreeSet<&str>) -> Result<(), StateError> {
+    fn purge_settled_in(tx: &redb::WriteTransaction, apps: &std::collections::BTreeSet<&str>) -> Result<(), StateError> {
         let mut marked = Vec::new();
         {
             let deleted = tx.open_table(DELETED).map_err(storage)?;
@@ -416,6 +416,7 @@ impl StateStore {
 
     /// Records a delivered notification, then prunes the Application's oldest keys
     /// beyond the bound. Durable when this returns.
+    #[cfg(test)]
     pub fn record(&self, app: &str, key: &str, at_millis: u64) -> Result<(), StateError> {
         let tx = self.db.begin_write().map_err(storage)?;
         self.record_in(&tx, app, key, at_millis)?;
@@ -423,7 +424,7 @@ impl StateStore {
     }
 
     /// [`StateStore::record`] inside a caller's transaction.
-    pub(crate) fn record_in(&self, tx: &redb::WriteTransaction, app: &str, key: &str, at_millis: u64) -> Result<(), StateError> {
+    fn record_in(&self, tx: &redb::WriteTransaction, app: &str, key: &str, at_millis: u64) -> Result<(), StateError> {
         let mut table = tx.open_table(NOTIFIED).map_err(storage)?;
         table.insert(Self::full_key(app, key).as_str(), at_millis).map_err(storage)?;
         let (lo, hi) = app_range(app);
@@ -443,7 +444,7 @@ impl StateStore {
     }
 
     /// Forgets a key inside a caller's transaction.
-    pub(crate) fn forget_in(tx: &redb::WriteTransaction, app: &str, key: &str) -> Result<(), StateError> {
+    fn forget_in(tx: &redb::WriteTransaction, app: &str, key: &str) -> Result<(), StateError> {
         let mut table = tx.open_table(NOTIFIED).map_err(storage)?;
         table.remove(Self::full_key(app, key).as_str()).map_err(storage)?;
         Ok(())
@@ -451,6 +452,7 @@ impl StateStore {
 
     /// Forgets one key (a plain trigger whose condition turned false re-arms).
     /// Returns whether it was there.
+    #[cfg(test)]
     pub fn forget(&self, app: &str, key: &str) -> Result<bool, StateError> {
         let tx = self.db.begin_write().map_err(storage)?;
         let removed = {
@@ -548,7 +550,7 @@ impl StateView {
 
 /// Removes every entry of one Application from a table keyed `<app>\0...`; returns
 /// how many there were.
-pub(crate) fn remove_app_entries<V: redb::Value + 'static>(table: &mut redb::Table<&str, V>, app: &str) -> Result<usize, StateError> {
+fn remove_app_entries<V: redb::Value + 'static>(table: &mut redb::Table<&str, V>, app: &str) -> Result<usize, StateError> {
     let (lo, hi) = app_range(app);
     let mut n = 0;
     table

@@ -34,7 +34,7 @@ fn parse_latest(v: &str) -> Option<(u64, String)> {
 impl StateStore {
     /// Records operations of one Application (oldest first) inside a pass's
     /// transaction; one already recorded (same start) is replaced. Prunes to the bounds.
-    pub(crate) fn save_operations_in(
+    pub(super) fn save_operations_in(
         tx: &WriteTransaction,
         app: &str,
         ops: &[OperationRecord],
@@ -63,7 +63,7 @@ impl StateStore {
 
     /// A deleted Application: its latest-operation pointer goes; its operations stay
     /// in the history.
-    pub(crate) fn forget_latest_operation_in(tx: &WriteTransaction, app: &str) -> Result<(), StateError> {
+    pub(super) fn forget_latest_operation_in(tx: &WriteTransaction, app: &str) -> Result<(), StateError> {
         OPERATIONS.forget_latest_in(tx, app)
     }
 }

@@ -262,7 +262,7 @@ impl StateStore {
 
     /// Whether any notification of `app` is in the outbox: a range of the in-flight
     /// index, one entry read at most.
-    pub(crate) fn has_pending_in(tx: &WriteTransaction, app: &str) -> Result<bool, StateError> {
+    pub(super) fn has_pending_in(tx: &WriteTransaction, app: &str) -> Result<bool, StateError> {
         let (lo, hi) = super::app_range(app);
         let pending = tx.open_table(PENDING).map_err(storage)?;
         let mut range = pending.range(lo.as_str()..hi.as_str()).map_err(storage)?;
@@ -276,6 +276,7 @@ impl StateStore {
 
     /// Writes notifications to the outbox in one transaction, skipping any already in
     /// flight. Durable when this returns.
+    #[cfg(test)]
     pub fn enqueue(&self, items: &[Notification], now_ms: u64) -> Result<EnqueueReport, StateError> {
         let tx = self.db().begin_write().map_err(storage)?;
         let report = Self::enqueue_in(&tx, items, now_ms, None)?;
@@ -289,7 +290,7 @@ impl StateStore {
     /// one whose key a settle changed since the pass's snapshot (its `seen`) is
     /// superseded. A full service queue refuses the entry without recording anything.
     /// `due`: when each item is first due (by index; `now_ms` without).
-    pub(crate) fn enqueue_in(
+    pub(super) fn enqueue_in(
         tx: &WriteTransaction,
         items: &[Notification],
         now_ms: u64,
