@@ -2,9 +2,11 @@
 //! `1h30m`, `1.5h`, `250ms`, `10us`/`10µs`, `-5m`) plus days (`2d`), which Go lacks but
 //! retention settings want. A leaf module: the configuration, the trigger engine and
 //! the history all parse durations here. Hand-written because the duration crates
-//! parse other syntaxes (humantime's `1h 30m`, ISO 8601), not Go's.
+//! parse other syntaxes (humantime's `1h 30m`, ISO 8601), not Go's. Also the time
+//! ranges the history's readers take (`--since 24h`, `/history?until=…`: a duration
+//! back from now or an RFC 3339 instant).
 
-use chrono::TimeDelta;
+use chrono::{DateTime, TimeDelta, Utc};
 
 /// Nanoseconds per unit, longest unit names first so `ms` is not read as `m`.
 const UNITS: &[(&str, i128)] = &[
@@ -110,6 +112,43 @@ pub fn format(d: TimeDelta) -> String {
         out.push_str(&format!("{s}s"));
     }
     out
+}
+
+/// A time range's two ends (`since`, `until`), each open when absent.
+pub type Window = (Option<DateTime<Utc>>, Option<DateTime<Utc>>);
+
+/// Parses one end of a time range, named as the caller spells it (`--since`, `until`):
+/// a duration back from now (`24h`, `7d`) or an RFC 3339 instant.
+pub fn parse_time(name: &str, s: &str, now: DateTime<Utc>) -> Result<DateTime<Utc>, SinceError> {
+    if let Ok(t) = DateTime::parse_from_rfc3339(s) {
+        return Ok(t.with_timezone(&Utc));
+    }
+    let d = parse(s).map_err(|e| SinceError::Invalid(name.to_string(), e))?;
+    now.checked_sub_signed(d).ok_or_else(|| SinceError::TooEarly(name.to_string(), s.to_string()))
+}
+
+/// Parses a time range — `history --since/--until`, `/history` and the web view's
+/// `since=`/`until=` — each end `(name, value)`; `until` may not be before `since`.
+pub fn parse_window(since: (&str, Option<&str>), until: (&str, Option<&str>), now: DateTime<Utc>) -> Result<Window, SinceError> {
+    let end = |(name, v): (&str, Option<&str>)| v.map(|s| parse_time(name, s, now)).transpose();
+    let (from, to) = (end(since)?, end(until)?);
+    if let (Some(f), Some(t)) = (from, to)
+        && t < f
+    {
+        return Err(SinceError::Reversed { since: since.0.to_string(), until: until.0.to_string() });
+    }
+    Ok((from, to))
+}
+
+/// Why a time range is refused, naming the parameter.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SinceError {
+    #[error("{0}: {1}; expected a duration (24h) or an RFC 3339 time")]
+    Invalid(String, DurationError),
+    #[error("{0} {1:?} reaches before the earliest time driftwatch can represent")]
+    TooEarly(String, String),
+    #[error("{until} is before {since}")]
+    Reversed { since: String, until: String },
 }
 
 #[cfg(test)]

@@ -269,7 +269,7 @@ proptest! {
     #[test]
     fn any_duration_text_parses_or_is_refused(s in ".{0,24}") {
         let _ = driftwatch::duration::parse(&s);
-        let _ = driftwatch::state::parse_window(("since", Some(&s)), ("until", Some(&s)), Utc::now());
+        let _ = driftwatch::duration::parse_window(("since", Some(&s)), ("until", Some(&s)), Utc::now());
     }
 
     #[test]

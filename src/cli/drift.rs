@@ -245,7 +245,7 @@ pub fn history_command(
     (format, stats, timeline): (HistoryFormat, bool, bool),
     err: &mut dyn Write,
 ) -> anyhow::Result<i32> {
-    let (since, until) = match crate::state::parse_window(("--since", since.as_deref()), ("--until", until.as_deref()), Utc::now()) {
+    let (since, until) = match crate::duration::parse_window(("--since", since.as_deref()), ("--until", until.as_deref()), Utc::now()) {
         Ok(w) => w,
         Err(e) => {
             writeln!(err, "error: {e}")?;
@@ -567,10 +567,10 @@ mod tests {
     #[test]
     fn since_takes_a_duration_or_a_time_and_csv_quotes() {
         let now = DateTime::parse_from_rfc3339("2026-03-02T12:00:00Z").unwrap().with_timezone(&Utc);
-        assert_eq!(crate::state::parse_time("--since", "24h", now).unwrap(), now - chrono::Duration::hours(24));
-        assert_eq!(crate::state::parse_time("--since", "2026-03-01T00:00:00Z", now).unwrap().to_rfc3339(), "2026-03-01T00:00:00+00:00");
-        assert!(crate::state::parse_time("--since", "yesterday", now).unwrap_err().to_string().starts_with("--since: "));
-        let window = |s: &str, u: &str| crate::state::parse_window(("--since", Some(s)), ("--until", Some(u)), now);
+        assert_eq!(crate::duration::parse_time("--since", "24h", now).unwrap(), now - chrono::Duration::hours(24));
+        assert_eq!(crate::duration::parse_time("--since", "2026-03-01T00:00:00Z", now).unwrap().to_rfc3339(), "2026-03-01T00:00:00+00:00");
+        assert!(crate::duration::parse_time("--since", "yesterday", now).unwrap_err().to_string().starts_with("--since: "));
+        let window = |s: &str, u: &str| crate::duration::parse_window(("--since", Some(s)), ("--until", Some(u)), now);
         assert_eq!(window("2h", "1h").unwrap(), (Some(now - chrono::Duration::hours(2)), Some(now - chrono::Duration::hours(1))));
         assert_eq!(window("1h", "2h").unwrap_err().to_string(), "--until is before --since");
         assert!(window("1h", "soon").unwrap_err().to_string().starts_with("--until: "), "named by its own flag");

@@ -243,7 +243,7 @@ fn history_query(query: &str) -> Result<crate::state::HistoryQuery, String> {
             other => return Err(format!("unknown parameter {other:?} (app, since, until, class, limit)")),
         }
     }
-    (q.since, q.until) = crate::state::parse_window(("since", since.as_deref()), ("until", until.as_deref()), chrono::Utc::now())
+    (q.since, q.until) = crate::duration::parse_window(("since", since.as_deref()), ("until", until.as_deref()), chrono::Utc::now())
         .map_err(|e| e.to_string())?;
     Ok(q)
 }

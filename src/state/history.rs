@@ -1,4 +1,4 @@
-//! Drift history and hold-downs in the state store.
+//! Drift history in the state store.
 //!
 //! - `episodes`: every drift episode, keyed by opening time then Application, as JSON;
 //!   bounded by count and age (the oldest resolved ones go first);
@@ -15,21 +15,18 @@
 //!   handful of counters, not every open episode;
 //! - `episodes_by_app`: `<namespace>/<name>` then episode key, so an Application's
 //!   story reads its own episodes, not the whole history;
-//! - `holds`: per Application and condition, since when a condition with `for:` has
-//!   held (so a hold-down survives a restart).
 
 use std::collections::BTreeMap;
 
 use chrono::{DateTime, Utc};
 use redb::{ReadableDatabase, ReadableTable, ReadableTableMetadata, TableDefinition, WriteTransaction};
 
-use super::{SEP, StateError, StateStore, from_millis, remove_app_entries, storage};
+use super::{SEP, StateError, StateStore, from_millis, storage};
 use crate::drift::episode::{Episode, Sent};
 use crate::model::Notification;
 
 const EPISODES: TableDefinition<&str, &str> = TableDefinition::new("episodes");
 const LATEST: TableDefinition<&str, &str> = TableDefinition::new("latest_episode");
-const HOLDS: TableDefinition<&str, u64> = TableDefinition::new("holds");
 /// `"<resolved at, unix ms, 15 digits>\u{0}<episode key>"` -> nothing.
 const RESOLVED: TableDefinition<&str, ()> = TableDefinition::new("episodes_by_resolved");
 /// A history query looks at most this many stored episodes, newest first.
@@ -125,47 +122,9 @@ pub struct HistoryQuery {
     pub limit: Option<usize>,
 }
 
-/// A time range's two ends (`since`, `until`), each open when absent.
-pub type Window = (Option<DateTime<Utc>>, Option<DateTime<Utc>>);
-
-/// Parses one end of a time range, named as the caller spells it (`--since`, `until`):
-/// a duration back from now (`24h`, `7d`) or an RFC 3339 instant.
-pub fn parse_time(name: &str, s: &str, now: DateTime<Utc>) -> Result<DateTime<Utc>, SinceError> {
-    if let Ok(t) = DateTime::parse_from_rfc3339(s) {
-        return Ok(t.with_timezone(&Utc));
-    }
-    let d = crate::duration::parse(s).map_err(|e| SinceError::Invalid(name.to_string(), e))?;
-    now.checked_sub_signed(d).ok_or_else(|| SinceError::TooEarly(name.to_string(), s.to_string()))
-}
-
-/// Parses a time range — `history --since/--until`, `/history` and the web view's
-/// `since=`/`until=` — each end `(name, value)`; `until` may not be before `since`.
-pub fn parse_window(since: (&str, Option<&str>), until: (&str, Option<&str>), now: DateTime<Utc>) -> Result<Window, SinceError> {
-    let end = |(name, v): (&str, Option<&str>)| v.map(|s| parse_time(name, s, now)).transpose();
-    let (from, to) = (end(since)?, end(until)?);
-    if let (Some(f), Some(t)) = (from, to)
-        && t < f
-    {
-        return Err(SinceError::Reversed { since: since.0.to_string(), until: until.0.to_string() });
-    }
-    Ok((from, to))
-}
-
-/// Why a time range is refused, naming the parameter.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum SinceError {
-    #[error("{0}: {1}; expected a duration (24h) or an RFC 3339 time")]
-    Invalid(String, crate::duration::DurationError),
-    #[error("{0} {1:?} reaches before the earliest time driftwatch can represent")]
-    TooEarly(String, String),
-    #[error("{until} is before {since}")]
-    Reversed { since: String, until: String },
-}
-
 pub(super) fn create_tables(tx: &WriteTransaction) -> Result<(), StateError> {
     tx.open_table(EPISODES).map_err(storage)?;
     tx.open_table(LATEST).map_err(storage)?;
-    tx.open_table(HOLDS).map_err(storage)?;
     super::index_once(tx, "episodes_by_resolved", EPISODES, RESOLVED, |k, v| {
         Ok(serde_json::from_str::<Stored>(v).map_err(storage)?.resolved_at.map(|at| resolved_key(at, k)))
     })?;
@@ -501,11 +460,6 @@ impl StateStore {
         Ok(())
     }
 
-    /// Since when (unix ms) a held condition has held, if it is being held.
-    pub fn hold_since(&self, app: &str, key: &str) -> Result<Option<u64>, StateError> {
-        self.view()?.hold_since(app, key)
-    }
-
     /// Open episodes by class (an episode of several classes counts in each; one of
     /// none in `none`): reads the counters kept with them, one entry per class.
     pub fn open_episodes_by_class(&self) -> Result<BTreeMap<String, u64>, StateError> {
@@ -534,28 +488,6 @@ impl StateStore {
         Ok(out)
     }
 
-    /// Starts (`Some(since)`) or ends (`None`) a hold-down.
-    #[cfg(test)]
-    pub fn set_hold(&self, app: &str, key: &str, since_ms: Option<u64>) -> Result<(), StateError> {
-        let tx = self.db().begin_write().map_err(storage)?;
-        Self::set_hold_in(&tx, app, key, since_ms)?;
-        tx.commit().map_err(storage)
-    }
-
-    pub(super) fn set_hold_in(tx: &WriteTransaction, app: &str, key: &str, since_ms: Option<u64>) -> Result<(), StateError> {
-        let mut table = tx.open_table(HOLDS).map_err(storage)?;
-        let k = Self::full_key(app, key);
-        match since_ms {
-            Some(ms) => {
-                table.insert(k.as_str(), ms).map_err(storage)?;
-            }
-            None => {
-                table.remove(k.as_str()).map_err(storage)?;
-            }
-        }
-        Ok(())
-    }
-
     /// A deleted Application: its hold-downs and latest-episode pointer go; its
     /// episodes stay in the history.
     pub(super) fn forget_app_history_in(tx: &WriteTransaction, app: &str) -> Result<(), StateError> {
@@ -563,7 +495,7 @@ impl StateStore {
         set_open(tx, app, None)?;
         Self::forget_latest_operation_in(tx, app)?;
         Self::forget_latest_break_glass_in(tx, app)?;
-        remove_app_entries(&mut tx.open_table(HOLDS).map_err(storage)?, app)?;
+        super::holds::forget_app_in(tx, app)?;
         Ok(())
     }
 }
@@ -578,12 +510,6 @@ impl super::StateView {
             Some(v) => parse(v.value()).map(Some).map_err(|e| StateError::Episode { app: app.to_string(), detail: e.to_string() }),
             None => Ok(None),
         }
-    }
-
-    /// Since when (unix ms) a held condition has held, if it is being held.
-    pub fn hold_since(&self, app: &str, key: &str) -> Result<Option<u64>, StateError> {
-        let table = self.tx.open_table(HOLDS).map_err(storage)?;
-        Ok(table.get(StateStore::full_key(app, key).as_str()).map_err(storage)?.map(|v| v.value()))
     }
 }
 

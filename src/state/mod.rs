@@ -23,12 +23,13 @@
 
 mod break_glass;
 mod history;
+mod holds;
 mod operations;
 mod outbox;
 mod timed;
 
 pub use break_glass::{LatestException, MAX_EXCEPTIONS_PER_APP};
-pub use history::{HistoryQuery, OpenEpisode, Retention, Window, parse_time, parse_window};
+pub use history::{HistoryQuery, OpenEpisode, Retention};
 pub use operations::MAX_OPERATIONS_PER_APP;
 pub use outbox::groups::{Group, Listed, MAX_LISTED, Member};
 
@@ -252,6 +253,7 @@ impl StateStore {
         tx.open_table(NOTES).map_err(storage)?;
         outbox::create_tables(&tx)?;
         history::create_tables(&tx)?;
+        holds::create_tables(&tx)?;
         operations::create_tables(&tx)?;
         break_glass::create_tables(&tx)?;
         outbox::groups::create_tables(&tx)?;

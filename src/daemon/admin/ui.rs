@@ -103,9 +103,9 @@ fn number(p: &BTreeMap<String, String>, key: &str, default: usize, max: usize, m
 }
 
 /// `since` and `until` (an empty one is absent).
-fn window(p: &BTreeMap<String, String>, now: DateTime<Utc>) -> Result<crate::state::Window, String> {
+fn window(p: &BTreeMap<String, String>, now: DateTime<Utc>) -> Result<crate::duration::Window, String> {
     let end = |key| p.get(key).map(String::as_str).filter(|v| !v.is_empty());
-    crate::state::parse_window(("since", end("since")), ("until", end("until")), now).map_err(|e| e.to_string())
+    crate::duration::parse_window(("since", end("since")), ("until", end("until")), now).map_err(|e| e.to_string())
 }
 
 /// What the fleet request asks.
