@@ -24,6 +24,7 @@
 mod break_glass;
 mod history;
 mod holds;
+mod message_refs;
 mod operations;
 mod outbox;
 mod timed;
@@ -33,9 +34,9 @@ pub use history::{HistoryQuery, OpenEpisode, Retention};
 pub use operations::MAX_OPERATIONS_PER_APP;
 pub use outbox::groups::{Group, Listed, MAX_LISTED, Member};
 
-pub use outbox::{
-    DeadLetter, EnqueueReport, MAX_DEAD_LETTERS, MAX_OUTBOX_PER_SERVICE, MAX_SLACK_REFS, OutboxEntry, Quarantined, Settle, SlackRef,
-};
+pub use message_refs::{MAX_MESSAGE_REFS, MessageRef};
+pub use outbox::{DeadLetter, EnqueueReport, MAX_DEAD_LETTERS, MAX_OUTBOX_PER_SERVICE, OutboxEntry, Quarantined, Settle};
+use outbox::{from_json, to_json};
 
 use std::path::Path;
 
@@ -254,6 +255,7 @@ impl StateStore {
         outbox::create_tables(&tx)?;
         history::create_tables(&tx)?;
         holds::create_tables(&tx)?;
+        message_refs::create_tables(&tx)?;
         operations::create_tables(&tx)?;
         break_glass::create_tables(&tx)?;
         outbox::groups::create_tables(&tx)?;

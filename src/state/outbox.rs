@@ -36,19 +36,12 @@ pub(super) const PENDING: TableDefinition<&str, u64> = TableDefinition::new("pen
 const DEAD: TableDefinition<u64, &str> = TableDefinition::new("dead_letters");
 /// id -> JSON [`Quarantined`]: outbox entries that could not be decoded.
 const QUARANTINE: TableDefinition<u64, &str> = TableDefinition::new("outbox_quarantine");
-/// `"<service>\u{0}<reference key>"` -> JSON [`SlackRef`].
-const SLACK: TableDefinition<&str, &str> = TableDefinition::new("slack_messages");
-/// `"<at_ms, 20 digits>\u{0}<service>\u{0}<reference key>"` -> nothing: the message
-/// references by age, so the oldest is dropped without a scan.
-const SLACK_BY_AGE: TableDefinition<&str, ()> = TableDefinition::new("slack_messages_by_age");
 
 /// Most undelivered notifications one service may hold; past it new ones are
 /// dead-lettered as "queue full" rather than growing without bound.
 pub const MAX_OUTBOX_PER_SERVICE: usize = 10_000;
 /// Most dead letters kept (oldest dropped).
 pub const MAX_DEAD_LETTERS: usize = 1_000;
-/// Most Slack message references kept (oldest dropped).
-pub const MAX_SLACK_REFS: usize = 50_000;
 
 pub(super) fn create_tables(tx: &WriteTransaction) -> Result<(), StateError> {
     tx.open_table(ENTRIES).map_err(storage)?;
@@ -58,13 +51,7 @@ pub(super) fn create_tables(tx: &WriteTransaction) -> Result<(), StateError> {
     tx.open_table(PENDING).map_err(storage)?;
     tx.open_table(DEAD).map_err(storage)?;
     tx.open_table(QUARANTINE).map_err(storage)?;
-    tx.open_table(SLACK).map_err(storage)?;
-    super::index_once(tx, "slack_messages_by_age", SLACK, SLACK_BY_AGE, |k, v| Ok(Some(age_key(from_json::<SlackRef>(v)?.at_ms, k))))?;
     Ok(())
-}
-
-fn age_key(at_ms: u64, full_key: &str) -> String {
-    format!("{at_ms:020}\u{0}{full_key}")
 }
 
 /// A notification waiting to be delivered.
@@ -110,14 +97,6 @@ pub struct Quarantined {
     pub error: String,
     /// The entry's stored text, at most 4 KiB of it.
     pub raw: String,
-}
-
-/// Where a sent Slack message is, to update it or reply in its thread.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct SlackRef {
-    pub channel: String,
-    pub ts: String,
-    pub at_ms: u64,
 }
 
 /// Moves the entries of the first layout (one table keyed by service and id) into the
@@ -705,38 +684,6 @@ impl StateStore {
     pub fn dead_letters(&self) -> Result<Vec<DeadLetter>, StateError> {
         self.all_of(DEAD)
     }
-
-    pub fn slack_ref(&self, service: &str, key: &str) -> Result<Option<SlackRef>, StateError> {
-        let tx = self.db().begin_read().map_err(storage)?;
-        let t = tx.open_table(SLACK).map_err(storage)?;
-        match t.get(format!("{service}\u{0}{key}").as_str()).map_err(storage)? {
-            Some(v) => Ok(Some(from_json(v.value())?)),
-            None => Ok(None),
-        }
-    }
-
-    /// Keeps a message reference; past [`MAX_SLACK_REFS`] the oldest goes, found
-    /// through the age index (no scan).
-    pub fn set_slack_ref(&self, service: &str, key: &str, r: &SlackRef) -> Result<(), StateError> {
-        let full = format!("{service}\u{0}{key}");
-        let tx = self.db().begin_write().map_err(storage)?;
-        {
-            let mut t = tx.open_table(SLACK).map_err(storage)?;
-            let mut by_age = tx.open_table(SLACK_BY_AGE).map_err(storage)?;
-            if let Some(old) = t.insert(full.as_str(), to_json(r)?.as_str()).map_err(storage)? {
-                let at = from_json::<SlackRef>(old.value())?.at_ms;
-                by_age.remove(age_key(at, &full).as_str()).map_err(storage)?;
-            }
-            by_age.insert(age_key(r.at_ms, &full).as_str(), ()).map_err(storage)?;
-            while t.len().map_err(storage)? > MAX_SLACK_REFS as u64 {
-                let Some(oldest) = by_age.pop_first().map_err(storage)? else { break };
-                let oldest = oldest.0.value().to_string();
-                let Some((_, full_key)) = oldest.split_once('\u{0}') else { continue };
-                t.remove(full_key).map_err(storage)?;
-            }
-        }
-        tx.commit().map_err(storage)
-    }
 }
 
 #[cfg(test)]
@@ -893,34 +840,6 @@ mod tests {
         let entry = s.due("hook", 0, 10).unwrap().remove(0);
         assert_eq!(entry.notification, Notification { idempotency_key: entry.notification.idempotency_key.clone(), ..n("hook", "k1") });
         assert_eq!(entry.notification.idempotency_key.as_ref().map(String::len), Some(32), "given a key when queued");
-    }
-
-    #[test]
-    fn message_references_past_the_bound_drop_the_oldest() {
-        let s = StateStore::in_memory().unwrap();
-        let r = |at: u64| SlackRef { channel: "C1".into(), ts: format!("{at}"), at_ms: at };
-        // Inserted newest-first, so insertion order is not what decides.
-        for i in (0..MAX_SLACK_REFS as u64 + 3).rev() {
-            s.set_slack_ref("slack", &format!("k{i}"), &r(i + 10)).unwrap();
-        }
-        // k0..k2 were the oldest; refreshing k3 moves it to the newest.
-        for i in 0..3 {
-            assert_eq!(s.slack_ref("slack", &format!("k{i}")).unwrap(), None, "k{i}");
-        }
-        s.set_slack_ref("slack", "k3", &r(1_000_000)).unwrap();
-        s.set_slack_ref("slack", "new", &r(1_000_001)).unwrap();
-        assert!(s.slack_ref("slack", "k3").unwrap().is_some(), "refreshed, so not the oldest");
-        assert_eq!(s.slack_ref("slack", "k4").unwrap(), None, "the oldest after k3 moved");
-        assert!(s.slack_ref("slack", "new").unwrap().is_some());
-    }
-
-    #[test]
-    fn slack_refs_round_trip() {
-        let s = StateStore::in_memory().unwrap();
-        let r = SlackRef { channel: "C1".into(), ts: "1.2".into(), at_ms: 1 };
-        s.set_slack_ref("slack", "k", &r).unwrap();
-        assert_eq!(s.slack_ref("slack", "k").unwrap(), Some(r));
-        assert_eq!(s.slack_ref("slack", "other").unwrap(), None);
     }
 
     #[test]

@@ -13,7 +13,7 @@ use crate::deliver::deliverer::{BoxFuture, Deliverer, one_by_one};
 use crate::deliver::{http, message_ref};
 use crate::model::Notification;
 use crate::secret::Secret;
-use crate::state::{SlackRef, StateStore};
+use crate::state::{MessageRef, StateStore};
 
 enum Mode {
     Api { base: String, token: Secret },
@@ -111,7 +111,7 @@ impl SlackClient {
                 let body = message(&n.payload, Some(&channel), thread.as_deref(), None, self.username.as_deref(), self.icon.as_deref());
                 match self.call(base, token, "chat.postMessage", &body).await {
                     Ok((posted_channel, ts)) => {
-                        let r = SlackRef { channel: posted_channel, ts, at_ms: now };
+                        let r = MessageRef { channel: posted_channel, ts, at_ms: now };
                         if let Some(k) = message_ref::key(n)
                             && let Err(e) = message_ref::set(&self.state, &self.service, &k, r.clone()).await
                         {
