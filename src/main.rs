@@ -134,7 +134,7 @@ enum Command {
         #[arg(long, conflicts_with = "stats")]
         timeline: bool,
         #[arg(long, short = 'o', value_enum, default_value = "table")]
-        output: cli::drift::HistoryFormat,
+        output: cli::history::HistoryFormat,
     },
     /// The summarized diff of an Application's drifted resources, Git value -> live
     /// value, read from its destination cluster like `argocd app diff`. Exit 0: nothing
@@ -366,9 +366,9 @@ fn main() -> ExitCode {
             cli::run_replay(&ReplayOptions { path, config, state, jsonl, deliver }, &mut out, &mut err)
         }
         Command::Routes { command: RoutesCommand::Test { app, live, audit, project, config, output } } => {
-            cli::drift::routes_test(&app, (&live, &audit), project.as_deref(), config.as_deref(), output, &mut out, &mut err)
+            cli::routes_test(&app, (&live, &audit), project.as_deref(), config.as_deref(), output, &mut out, &mut err)
         }
-        Command::History { state, config, app, since, until, class, limit, stats, timeline, output } => cli::drift::history_command(
+        Command::History { state, config, app, since, until, class, limit, stats, timeline, output } => cli::history::history_command(
             state.as_deref(),
             config.as_deref(),
             driftwatch::state::HistoryQuery { app, class, limit, ..Default::default() },

@@ -1,0 +1,21 @@
+//! `driftwatch import`: an Argo CD notifications configuration converted to
+//! driftwatch's files.
+
+use super::*;
+
+/// `driftwatch import FILE... --out DIR`: converts an Argo CD notifications
+/// configuration and prints the report.
+pub fn import(files: &[PathBuf], dir: &Path, force: bool, format: Format, out: &mut dyn Write, err: &mut dyn Write) -> anyhow::Result<i32> {
+    let report = match crate::import::import(files, dir, force) {
+        Ok(r) => r,
+        Err(e) => {
+            writeln!(err, "error: {e}")?;
+            return Ok(BAD_INPUT);
+        }
+    };
+    match format {
+        Format::Json => writeln!(out, "{}", serde_json::to_string_pretty(&report)?)?,
+        Format::Text => write!(out, "{}", crate::import::render_report(&report))?,
+    }
+    Ok(if report.complete() { OK } else { NEEDS_HAND })
+}
