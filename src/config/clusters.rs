@@ -171,7 +171,13 @@ pub struct SecretSink<'a> {
 
 impl SecretSink<'_> {
     /// A token that must be a `$key` reference.
-    fn token(&mut self, key: &str, value: &str, pos: Option<crate::source::Pos>, errors: &mut Vec<ConfigError>) -> Option<Secret> {
+    pub(super) fn token(
+        &mut self,
+        key: &str,
+        value: &str,
+        pos: Option<crate::source::Pos>,
+        errors: &mut Vec<ConfigError>,
+    ) -> Option<Secret> {
         if Secrets::references(value).is_empty() {
             errors.push(ConfigError::new(pos, key, "must reference a secret ($key), not hold the token itself"));
             return None;

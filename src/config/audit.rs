@@ -1,0 +1,160 @@
+//! `audit:` validated into [`AuditSettings`]: the listener's address, its TLS (with a
+//! client CA and pinned names), the token, the log file, the bounds, the time bounds of
+//! events; a listener only an authenticated API server can use.
+
+use std::path::PathBuf;
+
+use super::clusters::SecretSink;
+use super::sections::Ctx;
+use super::{AuditDef, relative_to};
+use crate::source::{ConfigError, in_range};
+
+/// A listener's TLS files (`audit.tls`, `operations.tls`), validated (paths resolved
+/// against the config file).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ServerTls {
+    pub cert: PathBuf,
+    pub key: PathBuf,
+    pub client_ca: Option<PathBuf>,
+    /// Names one of which the client certificate must carry (empty: any the CA signed).
+    pub client_names: Vec<String>,
+}
+
+/// The audit input, validated.
+#[derive(Debug, Clone)]
+pub struct AuditSettings {
+    pub listen: Option<std::net::SocketAddr>,
+    pub tls: Option<ServerTls>,
+    pub token: Option<crate::secret::Secret>,
+    pub file: Option<PathBuf>,
+    pub argocd_identities: Vec<String>,
+    pub max_body_bytes: usize,
+    pub window: chrono::Duration,
+    pub queue: usize,
+    /// The credential rules of `diff:` (what a request set is masked by them too).
+    pub mask: crate::drift::mask::Masker,
+    /// How far from now an event may be dated.
+    pub times: crate::drift::audit::TimeBounds,
+}
+
+/// The identity Argo CD's application controller writes with.
+pub const ARGOCD_CONTROLLER_IDENTITY: &str = "system:serviceaccount:argocd:argocd-application-controller";
+
+impl Default for AuditSettings {
+    fn default() -> Self {
+        AuditSettings {
+            listen: None,
+            tls: None,
+            token: None,
+            file: None,
+            argocd_identities: vec![ARGOCD_CONTROLLER_IDENTITY.into()],
+            max_body_bytes: 16 << 20,
+            window: chrono::Duration::minutes(10),
+            queue: 10_000,
+            mask: crate::drift::mask::Masker::default(),
+            times: crate::drift::audit::TimeBounds { max_age: chrono::Duration::hours(1), max_ahead: chrono::Duration::minutes(5) },
+        }
+    }
+}
+
+impl AuditSettings {
+    /// Whether any audit input is configured.
+    pub fn enabled(&self) -> bool {
+        self.listen.is_some() || self.file.is_some()
+    }
+}
+
+/// `audit:` validated: addresses parsed, values in range, the token a secret
+/// reference, and a listener that only an authenticated API server can use.
+pub(super) fn settings(def: &AuditDef, ctx: &mut Ctx<'_>, sink: &mut SecretSink<'_>) -> AuditSettings {
+    let (base, file) = (ctx.base, ctx.file);
+    let errors = &mut *ctx.errors;
+    let mut out = AuditSettings::default();
+    if let Some(l) = &def.listen {
+        match l.value.parse::<std::net::SocketAddr>() {
+            Ok(a) => out.listen = Some(a),
+            Err(_) => {
+                errors.push(ConfigError::new(file.pos(&l.referenced), "audit.listen", format!("{:?} is not an address:port", l.value)))
+            }
+        }
+    }
+    out.tls = def.tls.as_ref().map(|t| ServerTls {
+        cert: relative_to(base, &t.cert_file),
+        key: relative_to(base, &t.key_file),
+        client_ca: t.client_ca_file.as_deref().map(|c| relative_to(base, c)),
+        client_names: t.client_names.as_ref().map(|n| n.value.clone()).unwrap_or_default(),
+    });
+    if let Some(names) = def.tls.as_ref().and_then(|t| t.client_names.as_ref()) {
+        let (pos, key) = (file.pos(&names.referenced), "audit.tls.clientNames");
+        if def.tls.as_ref().is_some_and(|t| t.client_ca_file.is_none()) {
+            errors.push(ConfigError::new(pos.clone(), key, "needs audit.tls.clientCAFile (no client certificate is asked for)"));
+        }
+        if names.value.is_empty() {
+            errors.push(ConfigError::new(pos.clone(), key, "is empty: name the API server's client certificate"));
+        }
+        for n in &names.value {
+            if rustls::pki_types::ServerName::try_from(n.as_str()).is_err() {
+                errors.push(ConfigError::new(pos.clone(), key, format!("{n:?} is not a DNS name or an IP address")));
+            }
+        }
+    }
+    out.file = def.file.as_deref().map(|f| relative_to(base, f));
+    if let Some(ids) = &def.argocd_identities {
+        out.argocd_identities = ids.clone();
+    }
+    // Checked as every token is: a `$key` reference to a set, non-empty secret.
+    out.token = def.token.as_ref().and_then(|t| sink.token("audit.token", &t.value, file.pos(&t.referenced), errors));
+    let listen_pos = def.listen.as_ref().and_then(|l| file.pos(&l.referenced));
+    if let Some(addr) = out.listen {
+        let client_ca = def.tls.as_ref().is_some_and(|t| t.client_ca_file.is_some());
+        let pinned = def.tls.as_ref().is_some_and(|t| t.client_names.as_ref().is_some_and(|n| !n.value.is_empty()));
+        if def.token.is_none() && !client_ca {
+            errors.push(ConfigError::new(
+                listen_pos.clone(),
+                "audit.listen",
+                "needs audit.token or audit.tls.clientCAFile: an unauthenticated caller must not be able to create alerts",
+            ));
+        } else if def.token.is_none() && !pinned {
+            errors.push(ConfigError::new(
+                listen_pos.clone(),
+                "audit.listen",
+                "needs audit.token or audit.tls.clientNames besides audit.tls.clientCAFile: any certificate the CA signed \
+                 (a tenant's, from a shared issuer) would be let in",
+            ));
+        }
+        if def.tls.is_none() && !addr.ip().is_loopback() {
+            errors.push(ConfigError::new(
+                listen_pos,
+                "audit.listen",
+                "needs audit.tls unless it listens on loopback (the token would cross the network in clear)",
+            ));
+        }
+    }
+    for (key, slot, value, min, max) in [
+        ("audit.maxBodyBytes", &mut out.max_body_bytes, &def.max_body_bytes, 1024, 256 << 20),
+        ("audit.queue", &mut out.queue, &def.queue, 100, 1_000_000),
+    ] {
+        if let Some(v) = value.as_ref().and_then(|v| in_range(file, key, v, min, max, errors)) {
+            *slot = v;
+        }
+    }
+    if let Some(w) = &def.window {
+        match chrono::Duration::from_std(w.value.0) {
+            Ok(d) if d >= chrono::Duration::minutes(1) && d <= chrono::Duration::hours(24) => out.window = d,
+            _ => errors.push(ConfigError::new(file.pos(&w.referenced), "audit.window", "is out of range (1m to 24h)")),
+        }
+    }
+    let secs = chrono::Duration::seconds;
+    for (key, slot, value, min, max, range) in [
+        ("audit.maxEventAge", &mut out.times.max_age, &def.max_event_age, secs(300), secs(86_400), "5m to 24h"),
+        ("audit.maxEventAhead", &mut out.times.max_ahead, &def.max_event_ahead, secs(1), secs(3_600), "1s to 1h"),
+    ] {
+        if let Some(v) = value {
+            match chrono::Duration::from_std(v.value.0) {
+                Ok(d) if d >= min && d <= max => *slot = d,
+                _ => errors.push(ConfigError::new(file.pos(&v.referenced), key, format!("is out of range ({range})"))),
+            }
+        }
+    }
+    out
+}

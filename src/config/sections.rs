@@ -1,0 +1,209 @@
+//! The smaller sections of `driftwatch.yaml` validated one by one, each into the
+//! settings the runtime keeps: subscriptions and default triggers (the router),
+//! `resourceClasses`, `routes`, `history`, `breakGlass`, `attribution`, `state`,
+//! `limits`, `operations`.
+
+use super::*;
+
+/// The most episodes `history.maxEpisodes` may keep: ten million, a few GB of state.
+const MAX_HISTORY_EPISODES: usize = 10_000_000;
+/// The most dedup keys `state.maxKeysPerApp` may keep per Application.
+const MAX_KEYS_PER_APP: usize = 100_000;
+
+/// Attribution settings, validated.
+#[derive(Debug, Clone)]
+pub struct AttributionSettings {
+    pub ignore_managers: Vec<String>,
+    pub enabled: bool,
+    pub concurrency: usize,
+    pub ttl: std::time::Duration,
+    pub destinations: Vec<String>,
+    pub read_secrets: bool,
+}
+
+impl Default for AttributionSettings {
+    fn default() -> Self {
+        AttributionSettings {
+            ignore_managers: Vec::new(),
+            enabled: true,
+            concurrency: 4,
+            ttl: std::time::Duration::from_secs(60),
+            destinations: vec!["https://kubernetes.default.svc".into(), "in-cluster".into()],
+            read_secrets: false,
+        }
+    }
+}
+
+/// What a section's validation reads and where its errors go.
+pub(super) struct Ctx<'a> {
+    pub file: &'a SourceFile,
+    /// The configuration file's directory: relative paths are resolved against it.
+    pub base: &'a Path,
+    pub errors: &'a mut Vec<ConfigError>,
+}
+
+impl Ctx<'_> {
+    /// `v` when it lies in `min..=max`, else an error naming `key` at its position.
+    fn in_range(&mut self, key: &str, v: &At<usize>, min: usize, max: usize) -> Option<usize> {
+        in_range(self.file, key, v, min, max, self.errors)
+    }
+}
+
+/// `limits:`: what one Application's annotations may subscribe.
+pub(super) fn limits(def: &LimitsDef, ctx: &mut Ctx<'_>) -> crate::route::Limits {
+    let mut limits = crate::route::Limits::default();
+    for (value, key, max, slot) in [
+        (&def.max_triggers_per_app, "limits.maxTriggersPerApp", 1_000, &mut limits.max_triggers),
+        (&def.max_recipients_per_app, "limits.maxRecipientsPerApp", 10_000, &mut limits.max_recipients),
+    ] {
+        if let Some(v) = value.as_ref().and_then(|v| ctx.in_range(key, v, 1, max)) {
+            *slot = v;
+        }
+    }
+    limits
+}
+
+/// `operations:`, validated.
+pub(super) struct Operations {
+    pub token: Option<crate::secret::Secret>,
+    pub open: bool,
+    pub tls: Option<ServerTls>,
+}
+
+/// `operations:`: the token a secret reference (checked as every token is), TLS files.
+pub(super) fn operations(def: &OperationsDef, ctx: &mut Ctx<'_>, sink: &mut clusters::SecretSink<'_>) -> Operations {
+    let token = def.token.as_ref().and_then(|t| sink.token("operations.token", &t.value, ctx.file.pos(&t.referenced), ctx.errors));
+    let tls = def.tls.as_ref().map(|t| ServerTls {
+        cert: relative_to(ctx.base, &t.cert_file),
+        key: relative_to(ctx.base, &t.key_file),
+        client_ca: None,
+        client_names: Vec::new(),
+    });
+    Operations { token, open: def.open.unwrap_or(false), tls }
+}
+
+/// `subscriptions:` (their selectors, triggers and recipients known) and the
+/// `defaultTriggers` lists (their triggers known).
+pub(super) fn subscriptions(cfg: &ConfigFile, known: &crate::route::tree::Known<'_>, ctx: &mut Ctx<'_>) -> Vec<GlobalSubscription> {
+    let mut global = Vec::new();
+    for (i, spanned) in cfg.subscriptions.iter().enumerate() {
+        let (s, pos) = (&spanned.value, ctx.file.pos(&spanned.referenced));
+        let selector = match &s.selector {
+            None => Selector::default(),
+            Some(sel) => Selector::parse(&sel.value).unwrap_or_else(|e| {
+                ctx.errors.push(ConfigError::new(ctx.file.pos(&sel.referenced), format!("subscriptions[{i}].selector"), e.to_string()));
+                Selector::default()
+            }),
+        };
+        for t in s.triggers.iter().filter(|t| !(known.trigger)(t)) {
+            ctx.errors.push(ConfigError::new(pos.clone(), format!("subscriptions[{i}].triggers"), format!("trigger {t:?} does not exist")));
+        }
+        let recipients: Vec<Destination> = s.recipients.iter().map(|r| Destination::parse(r)).collect();
+        for d in recipients.iter().filter(|d| !(known.service)(&d.service)) {
+            ctx.errors.push(ConfigError::new(
+                pos.clone(),
+                format!("subscriptions[{i}].recipients"),
+                format!("service {:?} is not configured", d.service),
+            ));
+        }
+        global.push(GlobalSubscription { recipients, triggers: s.triggers.clone(), selector });
+    }
+    let default_lists = cfg
+        .default_triggers
+        .iter()
+        .map(|l| ("defaultTriggers".to_string(), l))
+        .chain(cfg.default_triggers_by_service.iter().map(|(s, l)| (format!("defaultTriggers.{s}"), l)));
+    for (key, list) in default_lists {
+        for t in list.value.iter().filter(|t| !(known.trigger)(t)) {
+            ctx.errors.push(ConfigError::new(ctx.file.pos(&list.referenced), key.clone(), format!("trigger {t:?} does not exist")));
+        }
+    }
+    global
+}
+
+/// `resourceClasses:` on top of the built-in class map.
+pub(super) fn classes(def: Option<&At<Vec<ClassRule>>>, ctx: &mut Ctx<'_>) -> ClassMap {
+    match def {
+        Some(rules) => ClassMap::with_rules(&rules.value).unwrap_or_else(|e| {
+            ctx.errors.push(ConfigError::new(ctx.file.pos(&rules.referenced), "resourceClasses", e.to_string()));
+            ClassMap::default()
+        }),
+        None => ClassMap::default(),
+    }
+}
+
+/// `routes:`: the route tree, every trigger, service and template it names known.
+pub(super) fn routes(def: Option<&At<Vec<At<RouteDef>>>>, known: &crate::route::tree::Known<'_>, ctx: &mut Ctx<'_>) -> RouteTree {
+    let Some(defs) = def else { return RouteTree::default() };
+    RouteTree::build(&defs.value, known).unwrap_or_else(|errs| {
+        let file = ctx.file;
+        ctx.errors.extend(errs.into_iter().map(|(key, msg, at)| {
+            ConfigError::new(at.as_ref().and_then(|l| file.pos(l)).or_else(|| file.pos(&defs.referenced)), key, msg)
+        }));
+        RouteTree::default()
+    })
+}
+
+/// `history:`: how much drift history is kept.
+pub(super) fn retention(def: &HistoryDef, ctx: &mut Ctx<'_>) -> Retention {
+    let defaults = Retention::default();
+    Retention {
+        max_episodes: def
+            .max_episodes
+            .as_ref()
+            .and_then(|v| ctx.in_range("history.maxEpisodes", v, 1, MAX_HISTORY_EPISODES))
+            .unwrap_or(defaults.max_episodes),
+        max_age: def.max_age.and_then(|d| chrono::Duration::from_std(d.0).ok()).unwrap_or(defaults.max_age),
+    }
+}
+
+/// `breakGlass:`; `audited` when the audit input is on (writes are then verified).
+pub(super) fn break_glass(def: &BreakGlassDef, audited: bool, ctx: &mut Ctx<'_>) -> crate::drift::break_glass::Settings {
+    let mut settings = crate::drift::break_glass::Settings {
+        require_verified: def.require_verified.unwrap_or(false),
+        audited,
+        approver_groups: def.approvers.as_ref().map(|a| a.groups.clone()).unwrap_or_default(),
+        service_account_approvers: def.approvers.as_ref().and_then(|a| a.service_accounts).unwrap_or(false),
+        ..Default::default()
+    };
+    if let Some(v) = &def.max_for {
+        match chrono::Duration::from_std(v.value.0).ok().filter(|d| (chrono::Duration::minutes(1)..=chrono::Duration::days(30)).contains(d))
+        {
+            Some(d) => settings.max_for = d,
+            None => ctx.errors.push(ConfigError::new(
+                ctx.file.pos(&v.referenced),
+                "breakGlass.maxFor",
+                format!(
+                    "{} is out of range (1m to 30d)",
+                    crate::duration::format(chrono::Duration::from_std(v.value.0).unwrap_or(chrono::Duration::MAX))
+                ),
+            )),
+        }
+    }
+    settings
+}
+
+/// `attribution:`: reading the live objects of drifted resources.
+pub(super) fn attribution(def: &AttributionDef, ctx: &mut Ctx<'_>) -> AttributionSettings {
+    let defaults = AttributionSettings::default();
+    AttributionSettings {
+        ttl: def.ttl.map_or(defaults.ttl, |d| d.0),
+        ignore_managers: def.ignore_managers.clone(),
+        enabled: def.enabled.unwrap_or(true),
+        concurrency: def
+            .concurrency
+            .as_ref()
+            .and_then(|v| ctx.in_range("attribution.concurrency", v, 1, 64))
+            .unwrap_or(defaults.concurrency),
+        destinations: def.destinations.clone().unwrap_or(defaults.destinations),
+        read_secrets: def.read_secrets.unwrap_or(defaults.read_secrets),
+    }
+}
+
+/// `state:`: where the store is, and its bound on keys per Application.
+pub(super) fn state(def: &StateDef, ctx: &mut Ctx<'_>) -> StateSettings {
+    StateSettings {
+        path: def.path.as_deref().map(|p| relative_to(ctx.base, p)),
+        max_keys_per_app: def.max_keys_per_app.as_ref().and_then(|v| ctx.in_range("state.maxKeysPerApp", v, 1, MAX_KEYS_PER_APP)),
+    }
+}
