@@ -214,15 +214,29 @@ pub fn load(config: Option<&Path>) -> Result<Runtime, Vec<ConfigError>> {
 }
 
 /// As [`load`], compiling with an existing engine (a reload keeps the engine).
-pub fn load_with(config: Option<&Path>, engine: Arc<TriggerEngine>) -> Result<Runtime, Vec<ConfigError>> {
-    let mut errors = Vec::new();
-    let mut trigger_layers = vec![builtin_defs::<TriggerDef>(catalog::TRIGGERS, "trigger", &mut errors)];
-    let mut template_layers = vec![builtin_defs::<TemplateDef>(catalog::TEMPLATES, "template", &mut errors)];
+/// The configuration file (or none) and the trigger and template definitions layered
+/// on the built-in catalog: the catalog, then the files of `triggers/` and
+/// `templates/`, then the configuration's own.
+struct Files {
+    cfg: ConfigFile,
+    cfg_file: SourceFile,
+    /// The configuration file's directory (relative paths are resolved against it).
+    base: PathBuf,
+    /// What a reload watches.
+    sources: Vec<PathBuf>,
+    trigger_defs: Vec<Sourced<TriggerDef>>,
+    template_defs: Vec<Sourced<TemplateDef>>,
+}
+
+/// Reads the configuration file and the definition files; an unreadable or
+/// unparsable configuration file is the one error returned.
+fn read_files(config: Option<&Path>, errors: &mut Vec<ConfigError>) -> Result<Files, Vec<ConfigError>> {
+    let mut trigger_layers = vec![builtin_defs::<TriggerDef>(catalog::TRIGGERS, "trigger", errors)];
+    let mut template_layers = vec![builtin_defs::<TemplateDef>(catalog::TEMPLATES, "template", errors)];
     let mut cfg = ConfigFile::default();
     let mut cfg_file = SourceFile::new("<no config>", "");
     let mut base = PathBuf::from(".");
     let mut sources: Vec<PathBuf> = Vec::new();
-
     if let Some(path) = config {
         base = path.parent().map(Path::to_path_buf).unwrap_or_default();
         let text = std::fs::read_to_string(path)
@@ -239,20 +253,28 @@ pub fn load_with(config: Option<&Path>, engine: Arc<TriggerEngine>) -> Result<Ru
             if let Some(dir) = dir {
                 sources.push(dir.clone());
                 if is_triggers {
-                    trigger_layers.push(read_dir_defs(&dir, "trigger", &mut errors));
+                    trigger_layers.push(read_dir_defs(&dir, "trigger", errors));
                 } else {
-                    template_layers.push(read_dir_defs(&dir, "template", &mut errors));
+                    template_layers.push(read_dir_defs(&dir, "template", errors));
                 }
             }
         }
         trigger_layers.push(std::mem::take(&mut cfg.triggers).into_iter().map(|(n, d)| (n, d, cfg_file.clone())).collect());
         template_layers.push(std::mem::take(&mut cfg.templates).into_iter().map(|(n, d)| (n, d, cfg_file.clone())).collect());
     }
+    Ok(Files { cfg, cfg_file, base, sources, trigger_defs: merge(trigger_layers), template_defs: merge(template_layers) })
+}
 
-    // Compile everything, collecting every error.
+/// Compiles every trigger and the template set, collecting every error; a trigger
+/// sending a template that does not exist is an error, one sending none a warning.
+fn compile(
+    engine: &TriggerEngine,
+    trigger_defs: &[Sourced<TriggerDef>],
+    template_defs: &[Sourced<TemplateDef>],
+    errors: &mut Vec<ConfigError>,
+) -> (BTreeMap<String, Trigger>, Option<TemplateSet>, Vec<Warning>) {
     let mut triggers = BTreeMap::new();
-    let trigger_defs = merge(trigger_layers);
-    for (name, def, file) in &trigger_defs {
+    for (name, def, file) in trigger_defs {
         match engine.compile(name, def, file) {
             Ok(t) => {
                 triggers.insert(name.clone(), t);
@@ -260,8 +282,7 @@ pub fn load_with(config: Option<&Path>, engine: Arc<TriggerEngine>) -> Result<Ru
             Err(e) => errors.extend(e),
         }
     }
-    let template_defs = merge(template_layers);
-    let (templates, mut warnings) = match TemplateSet::compile(&template_defs) {
+    let (templates, mut warnings) = match TemplateSet::compile(template_defs) {
         Ok(t) => (Some(t.0), t.1),
         Err(e) => {
             errors.extend(e);
@@ -269,7 +290,7 @@ pub fn load_with(config: Option<&Path>, engine: Arc<TriggerEngine>) -> Result<Ru
         }
     };
     let template_names: Vec<&str> = template_defs.iter().map(|(n, _, _)| n.as_str()).collect();
-    for (name, def, file) in &trigger_defs {
+    for (name, def, file) in trigger_defs {
         for (i, c) in def.iter().enumerate() {
             for t in c.send.iter().filter(|t| !template_names.contains(&t.as_str())) {
                 errors.push(ConfigError::new(
@@ -286,6 +307,14 @@ pub fn load_with(config: Option<&Path>, engine: Arc<TriggerEngine>) -> Result<Ru
             }
         }
     }
+    (triggers, templates, warnings)
+}
+
+pub fn load_with(config: Option<&Path>, engine: Arc<TriggerEngine>) -> Result<Runtime, Vec<ConfigError>> {
+    let mut errors = Vec::new();
+    let Files { cfg, cfg_file, base, mut sources, trigger_defs, template_defs } = read_files(config, &mut errors)?;
+    let (triggers, templates, mut warnings) = compile(&engine, &trigger_defs, &template_defs, &mut errors);
+    let template_names: Vec<&str> = template_defs.iter().map(|(n, _, _)| n.as_str()).collect();
 
     let services = build_services(&cfg, &cfg_file, &mut errors);
     let secrets = match &cfg.secrets_file {
