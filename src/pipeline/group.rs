@@ -8,10 +8,10 @@ use std::collections::BTreeMap;
 
 use sha2::{Digest, Sha256};
 
-use super::{Evaluation, LazyRender, Pipeline, Skip};
+use super::{Evaluation, Pass, Pipeline, Skip, Subject};
 use crate::model::{Action, App, AppMeta, Destination, GroupRef, Notification, StateRecord};
 use crate::route::tree::{GroupSpec, RouteHit};
-use crate::state::{Group, StateError, StateView, to_millis};
+use crate::state::{Group, StateError, to_millis};
 use crate::template::{RenderContext, Target};
 use crate::trigger::ConditionResult;
 
@@ -103,56 +103,58 @@ fn millis(d: std::time::Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }
 
+/// A member joining (`record` set) or leaving a group, for one condition of one
+/// trigger at one destination.
+struct Change<'a> {
+    trigger: &'a str,
+    d: &'a Destination,
+    c: &'a Condition<'a>,
+    record: Option<StateRecord>,
+}
+
 impl Pipeline {
     /// `app` joins the group its `by` values name (`record`: its dedup record, written
     /// when the message that shows it is delivered); if it is in another group of the
     /// same (trigger, destination) — a new revision — it leaves that one first.
-    #[allow(clippy::too_many_arguments)]
     pub(super) fn join_group(
         &self,
-        app: &App,
+        ctx: &mut Pass<'_>,
         g: &Grouped<'_>,
-        c: Condition<'_>,
-        record: StateRecord,
-        state: &StateView,
-        ctx: &mut LazyRender<'_>,
-        cluster: &str,
+        (c, record): (Condition<'_>, StateRecord),
         out: &mut Evaluation,
     ) -> Result<(), StateError> {
-        let app_key = app.state_key();
+        let (app, state) = (ctx.s.app, ctx.s.state);
+        let app_key = &ctx.s.key;
         let template = g.spec.template.as_str();
-        if state.is_pending(&app_key, &record.key, template, Action::Fire)? {
+        if state.is_pending(app_key, &record.key, template, Action::Fire)? {
             out.skipped.push(Skip::InFlight { trigger: g.trigger.to_string(), destination: g.d.clone() });
             return Ok(());
         }
-        let labels = labels(&g.spec.by, app, ctx.drift, ctx.episode, cluster);
+        let labels = labels(&g.spec.by, app, ctx.drift, ctx.episode, &ctx.cluster);
         let key = key(g.route, g.trigger, g.d, &labels);
-        if state.membership(&app_key, g.trigger, g.d)?.is_some_and(|old| old != key) {
-            self.leave_group(app, g.trigger, g.d, &c, state, ctx, out)?;
+        if state.membership(app_key, g.trigger, g.d)?.is_some_and(|old| old != key) {
+            self.leave_group(ctx, (g.trigger, g.d), &c, out)?;
         }
         let target = GroupTarget { key, labels, template, wait_ms: millis(g.spec.wait), interval_ms: millis(g.spec.interval) };
-        self.change_group(app, &target, g.trigger, g.d, &c, Some(record), state, ctx, out)
+        self.change_group(ctx, &target, Change { trigger: g.trigger, d: g.d, c: &c, record: Some(record) }, out)
     }
 
     /// `app` leaves the group it is in for (trigger, destination), if any: the group's
     /// message is updated (the last member to leave resolves it), rendered as the group
     /// was made (its template, `by` values and timing), whatever the routes say now.
-    #[allow(clippy::too_many_arguments)]
     pub(super) fn leave_group(
         &self,
-        app: &App,
-        trigger: &str,
-        d: &Destination,
+        ctx: &mut Pass<'_>,
+        (trigger, d): (&str, &Destination),
         c: &Condition<'_>,
-        state: &StateView,
-        ctx: &mut LazyRender<'_>,
         out: &mut Evaluation,
     ) -> Result<(), StateError> {
-        let Some(key) = state.membership(&app.state_key(), trigger, d)? else { return Ok(()) };
+        let state = ctx.s.state;
+        let Some(key) = state.membership(&ctx.s.key, trigger, d)? else { return Ok(()) };
         let Some(made) = state.group(&key)?.and_then(|g| g.notification) else { return Ok(()) };
         let Some(r) = made.group else { return Ok(()) };
         let target = GroupTarget { key, labels: r.labels, template: &made.template, wait_ms: r.wait_ms, interval_ms: r.interval_ms };
-        self.change_group(app, &target, trigger, d, c, None, state, ctx, out)
+        self.change_group(ctx, &target, Change { trigger, d, c, record: None }, out)
     }
 
     /// A deleted Application leaves every group it is in (its pass's notifications get
@@ -170,41 +172,36 @@ impl Pipeline {
             return Ok(());
         }
         let (drift, episode) = (eval.drift.clone(), eval.episode.clone());
-        let mut ctx = LazyRender {
+        let s = Subject { app, key: app.state_key(), state: &view, now };
+        let mut ctx = Pass {
+            s: &s,
             drift: &drift,
             episode: episode.as_ref(),
-            now,
+            cluster: eval.target.key(),
+            routes: &[],
+            pages_held: None,
+            in_a_group: Some(true),
             episode_view: None,
             belongs: false,
             operation_view: None,
             ctx: None,
         };
         for (trigger, d, _) in memberships {
-            self.leave_group(app, &trigger, &d, &Condition { index: 0, key: "" }, &view, &mut ctx, eval)?;
+            self.leave_group(&mut ctx, (&trigger, &d), &Condition { index: 0, key: "" }, eval)?;
         }
         Ok(())
     }
 
     /// The group's message after `app` joins (`record` set) or leaves it: nothing when
     /// that changes nothing (leaving a group it is not firing in).
-    #[allow(clippy::too_many_arguments)]
-    fn change_group(
-        &self,
-        app: &App,
-        t: &GroupTarget<'_>,
-        trigger: &str,
-        d: &Destination,
-        c: &Condition<'_>,
-        record: Option<StateRecord>,
-        state: &StateView,
-        ctx: &mut LazyRender<'_>,
-        out: &mut Evaluation,
-    ) -> Result<(), StateError> {
+    fn change_group(&self, ctx: &mut Pass<'_>, t: &GroupTarget<'_>, change: Change<'_>, out: &mut Evaluation) -> Result<(), StateError> {
         let rt = &self.runtime;
+        let Change { trigger, d, c, record } = change;
+        let (app, state) = (ctx.s.app, ctx.s.state);
         let Some(kind) = self.kind_or_skip(d, out) else { return Ok(()) };
-        let app_key = app.state_key();
+        let app_key = ctx.s.key.clone();
         let joins = record.is_some();
-        let now_ms = to_millis(ctx.now);
+        let now_ms = to_millis(ctx.s.now);
         let prev = state.group(&t.key)?;
         let member = state.group_member(&t.key, &app_key)?;
         let name = app.qualified_name();
@@ -215,7 +212,7 @@ impl Pipeline {
         let resolved = group.firing == 0;
         let target = Target { trigger, kind, service: &d.service, recipient: &d.recipient, resolved };
         let episode = ctx.episode_json();
-        let (drift, ep, now) = (ctx.drift, ctx.episode, ctx.now);
+        let (drift, ep, now) = (ctx.drift, ctx.episode, ctx.s.now);
         let render_ctx = ctx.ctx.get_or_insert_with(|| RenderContext::new(app, &rt.context).with_pass(drift, ep, now));
         render_ctx.set("group", group.view(&t.labels));
         let rendered = super::wiring::render(rt, t.template, render_ctx, &target, app);

@@ -184,12 +184,54 @@ fn pages_held<'a>(drift: &'a Drift, episode: Option<&Episode>) -> Option<&'a str
     Some(b.ticket.as_str())
 }
 
-/// The render context of one pass, built on the first notification only (most passes
-/// render nothing), from the `drift` the pass already computed.
-struct LazyRender<'a> {
+/// The Application a pass is about, the store's snapshot it decides from, and its
+/// instant: what every stage reads.
+struct Subject<'a> {
+    app: &'a App,
+    /// Its state-store key.
+    key: String,
+    state: &'a StateView,
+    now: DateTime<Utc>,
+}
+
+/// A condition result of a trigger, as the destination stages see it.
+struct Fired<'a> {
+    trigger: &'a str,
+    r: &'a ConditionResult,
+}
+
+/// One destination of a fired condition: its dedup key, and whether a grouped route
+/// takes it.
+struct Dest<'a> {
+    d: &'a Destination,
+    key: String,
+    grouped: bool,
+}
+
+/// What [`Pipeline::render_all`] renders: a condition's templates for a fire or a
+/// resolve, with the dedup record its delivery writes.
+struct Send<'a> {
+    trigger: &'a str,
+    r: &'a ConditionResult,
+    action: Action,
+    record: StateRecord,
+}
+
+/// The destination stages' context of one pass: the subject, what the earlier stages
+/// found, and the render context, built on the first notification only (most passes
+/// render nothing).
+struct Pass<'a> {
+    s: &'a Subject<'a>,
     drift: &'a Drift,
     episode: Option<&'a Episode>,
-    now: DateTime<Utc>,
+    /// The cluster the Application's resources are in (a group's `cluster` label).
+    cluster: String,
+    /// The route tree's matches (a grouped route, a break-glass route).
+    routes: &'a [RouteHit],
+    /// The break-glass ticket that holds this pass's pages, if one does.
+    pages_held: Option<&'a str>,
+    /// Whether the Application is in any group, once asked (one probe per pass).
+    in_a_group: Option<bool>,
     /// The episode as a notification carries it (when it belongs to it), made once.
     episode_view: Option<serde_json::Value>,
     /// Whether this pass's notifications belong to the episode: it is open, or this
@@ -203,11 +245,11 @@ struct LazyRender<'a> {
     ctx: Option<RenderContext>,
 }
 
-impl LazyRender<'_> {
+impl Pass<'_> {
     /// The episode a notification carries (when it belongs to it), made once a pass.
     fn episode_json(&mut self) -> Option<serde_json::Value> {
         match (self.belongs, self.episode) {
-            (true, Some(e)) => Some(self.episode_view.get_or_insert_with(|| e.view(self.now)).clone()),
+            (true, Some(e)) => Some(self.episode_view.get_or_insert_with(|| e.view(self.s.now)).clone()),
             _ => None,
         }
     }
@@ -287,26 +329,39 @@ impl Pipeline {
             out.stale = true;
             return Ok(out);
         }
-        let rt = &self.runtime;
-        let app_key = app.state_key();
+        let s = Subject { app, key: app.state_key(), state, now };
         // What drifted and the episode come first: every Application's drift is
         // recorded, subscribed or not, and routes match on them.
+        let drift = self.observe(inputs, &s, &mut out)?;
+        if let Some(subs) = self.route(inputs, &s, &drift, &mut out)? {
+            self.fire(&s, &drift, &subs, &mut out)?;
+        }
+        out.drift = drift;
+        Ok(out)
+    }
+
+    /// Stage 1, observe: what drifted (with the audit input's attempts), the
+    /// break-glass verdict, the episode, sync operations seen ended, and whether a new
+    /// episode's live reads are still awaited.
+    fn observe(&self, inputs: &Inputs, s: &Subject<'_>, out: &mut Evaluation) -> Result<Drift, StateError> {
+        let rt = &self.runtime;
+        let (app, app_key, now) = (s.app, &s.key, s.now);
         let target = rt.target(&app.object);
         let cluster = target.key();
         let (server, name) = rt.destination_of(&app.object);
         let scope = inputs.scope(app).resolved(&server, &name);
         let mut drift =
-            Drift::of(&app.object, &rt.classes, &inputs.live, &cluster, &scope).with_attempts(inputs.attempts.of(&app_key), &rt.classes);
-        out.break_glass = self.judge_break_glass(inputs, app, &app_key, state, &mut drift, now)?;
+            Drift::of(&app.object, &rt.classes, &inputs.live, &cluster, &scope).with_attempts(inputs.attempts.of(app_key), &rt.classes);
+        out.break_glass = self.judge_break_glass(inputs, s, &mut drift)?;
         if let Some(at) =
             drift.break_glass.as_ref().filter(|b| b.state == crate::drift::break_glass::State::Active).and_then(|b| b.expires_at)
         {
             out.wake(at);
         }
-        let obs = episode::observe(state.latest_episode(&app_key)?, app, &drift, now);
+        let obs = episode::observe(s.state.latest_episode(app_key)?, app, &drift, now);
         out.episode = obs.episode;
         out.episode_event = obs.event;
-        out.operations = new_operations(app, &drift, state.latest_operation(&app_key)?);
+        out.operations = new_operations(app, &drift, s.state.latest_operation(app_key)?);
         // A new episode's live reads (who, the diff) are waited for, briefly: every
         // condition that holds waits while `drift.awaitingLive` (below), and the pass is
         // run again when a read completes, or at the latest after `episode::OPENING`.
@@ -330,50 +385,71 @@ impl Pipeline {
             ep.held = drift.awaiting_live;
             out.episode_event.get_or_insert(Event::Updated);
         }
+        Ok(drift)
+    }
+
+    /// Stage 2, route: the subscriptions (annotations, the AppProject's, configured
+    /// ones) and the route tree's matches on the episode; `None` when nothing is
+    /// subscribed.
+    fn route(
+        &self,
+        inputs: &Inputs,
+        s: &Subject<'_>,
+        drift: &Drift,
+        out: &mut Evaluation,
+    ) -> Result<Option<crate::route::Subscriptions>, StateError> {
+        let rt = &self.runtime;
+        let app = s.app;
         let routed = rt.router.subscriptions(app, inputs.projects.get(&app.project));
         let mut subs = routed.subs;
         out.annotation_errors = routed.errors;
         // What the limits dropped is kept on the Application (`driftwatch state list`)
         // when it changes, not written every pass.
-        if state.app_note(&app_key)? != routed.capped {
+        if s.state.app_note(&s.key)? != routed.capped {
             out.note = Some(routed.capped.clone());
         }
         out.capped = routed.capped;
-        if subs.is_empty() && rt.routes.is_empty() {
-            out.drift = drift;
-            return Ok(out);
-        }
         if !rt.routes.is_empty() {
-            let subject = out.episode.as_ref().map_or_else(|| RouteSubject::from(&drift), RouteSubject::from);
+            let subject = out.episode.as_ref().map_or_else(|| RouteSubject::from(drift), RouteSubject::from);
             let current = out.episode.as_ref().filter(|e| e.is_open() || out.episode_event == Some(Event::Resolved));
-            let break_glass = under_break_glass(&drift, current).is_some();
+            let break_glass = under_break_glass(drift, current).is_some();
             out.routes = rt.routes.matches(&RouteInput { labels: &app.labels, project: &app.project, subject, break_glass });
             out.routes.iter().for_each(|hit| hit.add_to(&mut subs));
         }
-        if subs.is_empty() {
-            out.drift = drift;
-            return Ok(out);
-        }
-        // Converted once for all triggers and conditions of this pass.
+        Ok((!subs.is_empty()).then_some(subs))
+    }
+
+    /// Stage 3, fire: each subscribed trigger's conditions, on the pass's values
+    /// converted once; a condition with `for:` goes on once its hold-down elapsed, one
+    /// that holds waits for a new episode's live reads; then each destination.
+    fn fire(&self, s: &Subject<'_>, drift: &Drift, subs: &crate::route::Subscriptions, out: &mut Evaluation) -> Result<(), StateError> {
+        let rt = &self.runtime;
+        // Taken for the loop (which writes `out`), put back after it.
         let episode = out.episode.take();
-        let mut scope = rt.engine.prepare_pass(&app.object, &drift, episode.as_ref(), now);
+        let routes = std::mem::take(&mut out.routes);
+        let mut scope = rt.engine.prepare_pass(&s.app.object, drift, episode.as_ref(), s.now);
         let belongs =
             episode.as_ref().is_some_and(Episode::is_open) || matches!(out.episode_event, Some(Event::Resolved | Event::Attempted));
-        let pages_held = pages_held(&drift, episode.as_ref());
-        let break_glass_routes: Vec<RouteHit> = out.routes.iter().filter(|h| h.break_glass).cloned().collect();
-        // Taken for the loop (which writes `out`), put back after it.
-        let routes = std::mem::take(&mut out.routes);
-        let mut in_a_group: Option<bool> = None;
-        let mut render_ctx =
-            LazyRender { drift: &drift, episode: episode.as_ref(), now, episode_view: None, belongs, operation_view: None, ctx: None };
-        for (trigger_name, destinations) in &subs {
+        let mut p = Pass {
+            s,
+            drift,
+            episode: episode.as_ref(),
+            cluster: out.target.key(),
+            routes: &routes,
+            pages_held: pages_held(drift, episode.as_ref()),
+            in_a_group: None,
+            episode_view: None,
+            belongs,
+            operation_view: None,
+            ctx: None,
+        };
+        for (trigger_name, destinations) in subs {
             let Some(trigger) = rt.triggers.get(trigger_name) else {
                 out.skipped.push(Skip::UnknownTrigger { trigger: trigger_name.clone() });
                 continue;
             };
-            let results = with_now(now, || rt.engine.run(trigger, &mut scope));
-            for r in results {
-                if !self.held_long_enough(&app_key, trigger_name, &r, state, now, &mut out)? {
+            for r in with_now(s.now, || rt.engine.run(trigger, &mut scope)) {
+                if !self.held_long_enough(s, trigger_name, &r, out)? {
                     continue;
                 }
                 // A condition that holds waits for the live reads of a new episode (it
@@ -384,91 +460,110 @@ impl Pipeline {
                     }
                     continue;
                 }
+                let f = Fired { trigger: trigger_name, r: &r };
                 for d in destinations {
-                    let key = dedup_key(r.once_per.as_deref(), trigger_name, &r.key, &d.service, &d.recipient);
-                    // A grouped route's destination (never a SIEM's: one record per
-                    // Application) gets the group's message instead.
-                    let grouped = group::grouping(&routes, trigger_name, d)
-                        .filter(|_| !rt.service_kind(&d.service).is_some_and(crate::deliver::kinds::is_siem))
-                        .map(|(route, spec)| group::Grouped { route, spec, trigger: trigger_name, d });
-                    if !r.result && grouped.is_some() {
-                        // The member leaves its group (the message is updated; the last
-                        // one to leave resolves it), and the key re-arms now: the leave
-                        // is stored with it.
-                        self.leave_group(app, trigger_name, d, &(&r).into(), state, &mut render_ctx, &mut out)?;
-                        if state.is_notified(&app_key, &key)? {
-                            out.rearm.push(StateRecord { app_key: app_key.clone(), key, op: RecordOp::Clear, seen: None });
-                        }
-                        continue;
-                    }
-                    if !r.result {
-                        // Joined while its route was grouped (a reload took the group
-                        // away): it leaves the group it joined then. One probe per pass
-                        // tells whether the Application is in any group at all.
-                        let grouped_before = match in_a_group {
-                            Some(b) => b,
-                            None => *in_a_group.insert(state.in_any_group(&app_key)?),
-                        };
-                        if grouped_before {
-                            self.leave_group(app, trigger_name, d, &(&r).into(), state, &mut render_ctx, &mut out)?;
-                        }
-                        if r.resolve {
-                            self.resolve(app, &app_key, trigger_name, &r, d, state, &mut render_ctx, &mut out)?;
-                        } else if state.is_notified(&app_key, &key)? {
-                            // Only keys without oncePer re-arm; an oncePer key is kept until
-                            // its value changes (a new value is a new key). Checked with a
-                            // read first: most conditions are false most of the time, and a
-                            // forget is a durable write.
-                            out.rearm.push(StateRecord { app_key: app_key.clone(), key, op: RecordOp::Clear, seen: None });
-                        }
-                        continue;
-                    }
-                    let seen = state.notified_at(&app_key, &key)?;
-                    if let Some(at) = seen {
-                        // `repeat:` notifies again once the interval since the last
-                        // delivery has passed.
-                        // A repeat so far off that the time is not representable never
-                        // falls due (the configuration bounds it; this keeps the
-                        // arithmetic total).
-                        let due = r
-                            .repeat
-                            .and_then(|every| chrono::Duration::from_std(every).ok().and_then(|d| from_millis(at).checked_add_signed(d)));
-                        match due {
-                            Some(due) if due <= now => {}
-                            Some(due) => {
-                                out.wake(due);
-                                out.skipped.push(Skip::AlreadyNotified { trigger: trigger_name.clone(), destination: d.clone() });
-                                continue;
-                            }
-                            None => {
-                                out.skipped.push(Skip::AlreadyNotified { trigger: trigger_name.clone(), destination: d.clone() });
-                                continue;
-                            }
-                        }
-                    }
-                    if let Some(ticket) = pages_held.filter(|_| !trigger_name.starts_with("on-break-glass"))
-                        && rt.service_kind(&d.service).is_some_and(crate::deliver::kinds::pages)
-                        && !break_glass_routes.iter().any(|h| h.triggers.contains(trigger_name) && h.recipients.contains(d))
-                    {
-                        out.skipped.push(Skip::BreakGlass {
-                            trigger: trigger_name.clone(),
-                            destination: d.clone(),
-                            ticket: ticket.to_string(),
-                        });
-                        continue;
-                    }
-                    let record = StateRecord { app_key: app_key.clone(), key, op: RecordOp::Set, seen };
-                    match &grouped {
-                        Some(g) => self.join_group(app, g, (&r).into(), record, state, &mut render_ctx, &cluster, &mut out)?,
-                        None => self.render_all(app, trigger_name, &r, d, Action::Fire, record, state, &mut render_ctx, &mut out)?,
-                    }
+                    self.to_destination(&mut p, &f, d, out)?;
                 }
             }
         }
+        drop(p);
         out.routes = routes;
         out.episode = episode;
-        out.drift = drift;
-        Ok(out)
+        Ok(())
+    }
+
+    /// Stage 4, per destination of a condition: a condition turned false leaves its
+    /// group, resolves or re-arms; one that holds is deduplicated (`repeat:` aside),
+    /// muted when a break-glass exception holds its page, then joins its group or is
+    /// rendered.
+    fn to_destination(&self, p: &mut Pass<'_>, f: &Fired<'_>, d: &Destination, out: &mut Evaluation) -> Result<(), StateError> {
+        let s = p.s;
+        let key = dedup_key(f.r.once_per.as_deref(), f.trigger, &f.r.key, &d.service, &d.recipient);
+        // A grouped route's destination (never a SIEM's: one record per Application)
+        // gets the group's message instead.
+        let grouped = group::grouping(p.routes, f.trigger, d)
+            .filter(|_| !self.runtime.service_kind(&d.service).is_some_and(crate::deliver::kinds::is_siem))
+            .map(|(route, spec)| group::Grouped { route, spec, trigger: f.trigger, d });
+        if !f.r.result {
+            return self.turned_false(p, f, &Dest { d, key, grouped: grouped.is_some() }, out);
+        }
+        let dest = Dest { d, key, grouped: grouped.is_some() };
+        let Some(seen) = self.dedup(p, f, &dest, out)? else { return Ok(()) };
+        if self.muted(p, f, d, out) {
+            return Ok(());
+        }
+        let record = StateRecord { app_key: s.key.clone(), key: dest.key, op: RecordOp::Set, seen };
+        match &grouped {
+            Some(g) => self.join_group(p, g, ((f.r).into(), record), out),
+            None => self.render_all(p, Send { trigger: f.trigger, r: f.r, action: Action::Fire, record }, d, out),
+        }
+    }
+
+    /// A condition that is false: the member leaves its group (the message is updated;
+    /// the last to leave resolves it); a `resolve: true` condition resolves every key
+    /// recorded for it; any other re-arms (its key is forgotten).
+    fn turned_false(&self, p: &mut Pass<'_>, f: &Fired<'_>, dest: &Dest<'_>, out: &mut Evaluation) -> Result<(), StateError> {
+        let s = p.s;
+        let cond = group::Condition::from(f.r);
+        if dest.grouped {
+            self.leave_group(p, (f.trigger, dest.d), &cond, out)?;
+        } else {
+            // Joined while its route was grouped (a reload took the group away): it
+            // leaves the group it joined then. One probe per pass tells whether the
+            // Application is in any group at all.
+            let grouped_before = match p.in_a_group {
+                Some(b) => b,
+                None => *p.in_a_group.insert(s.state.in_any_group(&s.key)?),
+            };
+            if grouped_before {
+                self.leave_group(p, (f.trigger, dest.d), &cond, out)?;
+            }
+            if f.r.resolve {
+                return self.resolve(p, f, dest.d, out);
+            }
+        }
+        // Only keys without oncePer re-arm; an oncePer key is kept until its value
+        // changes (a new value is a new key). Checked with a read first: most
+        // conditions are false most of the time, and a forget is a durable write.
+        if s.state.is_notified(&s.key, &dest.key)? {
+            out.rearm.push(StateRecord { app_key: s.key.clone(), key: dest.key.clone(), op: RecordOp::Clear, seen: None });
+        }
+        Ok(())
+    }
+
+    /// Whether the notification was delivered before: `Some(when)` (or `Some(None)`,
+    /// never) when it goes on — a `repeat:` falls due after its interval — else `None`
+    /// (skipped, and woken when the repeat falls due).
+    fn dedup(&self, p: &Pass<'_>, f: &Fired<'_>, dest: &Dest<'_>, out: &mut Evaluation) -> Result<Option<Option<u64>>, StateError> {
+        let s = p.s;
+        let Some(at) = s.state.notified_at(&s.key, &dest.key)? else { return Ok(Some(None)) };
+        // A repeat so far off that the time is not representable never falls due (the
+        // configuration bounds it; this keeps the arithmetic total).
+        let due = f.r.repeat.and_then(|every| chrono::Duration::from_std(every).ok().and_then(|d| from_millis(at).checked_add_signed(d)));
+        match due {
+            Some(due) if due <= s.now => Ok(Some(Some(at))),
+            other => {
+                if let Some(due) = other {
+                    out.wake(due);
+                }
+                out.skipped.push(Skip::AlreadyNotified { trigger: f.trigger.to_string(), destination: dest.d.clone() });
+                Ok(None)
+            }
+        }
+    }
+
+    /// Stage 5, mute: a page a break-glass exception holds (the live drift goes to the
+    /// break-glass routes instead), as Alertmanager's inhibition does.
+    fn muted(&self, p: &Pass<'_>, f: &Fired<'_>, d: &Destination, out: &mut Evaluation) -> bool {
+        let Some(ticket) = p.pages_held.filter(|_| !f.trigger.starts_with("on-break-glass")) else { return false };
+        let pages = self.runtime.service_kind(&d.service).is_some_and(crate::deliver::kinds::pages);
+        let on_break_glass_route =
+            p.routes.iter().any(|h| h.break_glass && h.triggers.iter().any(|t| t.as_str() == f.trigger) && h.recipients.contains(d));
+        if !pages || on_break_glass_route {
+            return false;
+        }
+        out.skipped.push(Skip::BreakGlass { trigger: f.trigger.to_string(), destination: d.clone(), ticket: ticket.to_string() });
+        true
     }
 
     /// The Application's break-glass exception, judged from its annotation, the stored
@@ -477,13 +572,11 @@ impl Pipeline {
     fn judge_break_glass(
         &self,
         inputs: &Inputs,
-        app: &App,
-        app_key: &str,
-        state: &StateView,
+        s: &Subject<'_>,
         drift: &mut Drift,
-        now: DateTime<Utc>,
     ) -> Result<Option<crate::drift::break_glass::Record>, StateError> {
         use crate::drift::break_glass::{self as bg, Record};
+        let (app, app_key, state, now) = (s.app, s.key.as_str(), s.state, s.now);
         let annotated = app.object.pointer("/metadata/annotations").and_then(|a| a.get(bg::ANNOTATION)).is_some();
         let latest = state.latest_break_glass(app_key)?;
         if !annotated && latest.as_ref().is_none_or(|l| l.closed) {
@@ -513,15 +606,8 @@ impl Pipeline {
     /// The `for:` hold-down of a condition: true when the result may go on (no
     /// hold-down, the condition is false, or it has held long enough). Starts and ends
     /// hold-downs in `out` and schedules the re-evaluation when one will elapse.
-    fn held_long_enough(
-        &self,
-        app_key: &str,
-        trigger: &str,
-        r: &ConditionResult,
-        state: &StateView,
-        now: DateTime<Utc>,
-        out: &mut Evaluation,
-    ) -> Result<bool, StateError> {
+    fn held_long_enough(&self, s: &Subject<'_>, trigger: &str, r: &ConditionResult, out: &mut Evaluation) -> Result<bool, StateError> {
+        let (app_key, state, now) = (s.key.as_str(), s.state, s.now);
         let Some(hold) = r.hold else { return Ok(true) };
         let hold_key = format!("{trigger}:{}", r.key);
         let since = state.hold_since(app_key, &hold_key)?;
@@ -554,23 +640,13 @@ impl Pipeline {
     /// The condition (marked `resolve: true`) is false: every key still recorded for it
     /// and this destination (any `oncePer` value) gets a resolve, which clears the key
     /// once delivered.
-    #[allow(clippy::too_many_arguments)]
-    fn resolve(
-        &self,
-        app: &App,
-        app_key: &str,
-        trigger: &str,
-        r: &ConditionResult,
-        d: &Destination,
-        state: &StateView,
-        ctx: &mut LazyRender<'_>,
-        out: &mut Evaluation,
-    ) -> Result<(), StateError> {
-        let suffix = format!(":{trigger}:{}:{}:{}", r.key, d.service, d.recipient);
-        for (key, at) in state.keys(app_key)? {
+    fn resolve(&self, p: &mut Pass<'_>, f: &Fired<'_>, d: &Destination, out: &mut Evaluation) -> Result<(), StateError> {
+        let s = p.s;
+        let suffix = format!(":{}:{}:{}:{}", f.trigger, f.r.key, d.service, d.recipient);
+        for (key, at) in s.state.keys(&s.key)? {
             if key.ends_with(&suffix) {
-                let record = StateRecord { app_key: app_key.to_string(), key, op: RecordOp::Clear, seen: Some(at) };
-                self.render_all(app, trigger, r, d, Action::Resolve, record, state, ctx, out)?;
+                let record = StateRecord { app_key: s.key.clone(), key, op: RecordOp::Clear, seen: Some(at) };
+                self.render_all(p, Send { trigger: f.trigger, r: f.r, action: Action::Resolve, record }, d, out)?;
             }
         }
         Ok(())
@@ -578,20 +654,10 @@ impl Pipeline {
 
     /// Renders every template of a condition for one destination, skipping those
     /// already in flight.
-    #[allow(clippy::too_many_arguments)]
-    fn render_all(
-        &self,
-        app: &App,
-        trigger: &str,
-        r: &ConditionResult,
-        d: &Destination,
-        action: Action,
-        record: StateRecord,
-        state: &StateView,
-        ctx: &mut LazyRender<'_>,
-        out: &mut Evaluation,
-    ) -> Result<(), StateError> {
+    fn render_all(&self, ctx: &mut Pass<'_>, send: Send<'_>, d: &Destination, out: &mut Evaluation) -> Result<(), StateError> {
         let rt = &self.runtime;
+        let Send { trigger, r, action, record } = send;
+        let (app, state) = (ctx.s.app, ctx.s.state);
         let Some(kind) = self.kind_or_skip(d, out) else { return Ok(()) };
         let target = Target { trigger, kind, service: &d.service, recipient: &d.recipient, resolved: action == Action::Resolve };
         let ctx_episode = ctx.episode_json();
@@ -610,7 +676,7 @@ impl Pipeline {
                 out.skipped.push(Skip::InFlight { trigger: trigger.to_string(), destination: d.clone() });
                 continue;
             }
-            let (drift, episode, now) = (ctx.drift, ctx.episode, ctx.now);
+            let (drift, episode, now) = (ctx.drift, ctx.episode, ctx.s.now);
             let ctx = ctx.ctx.get_or_insert_with(|| RenderContext::new(app, &rt.context).with_pass(drift, episode, now));
             match wiring::render(rt, template, ctx, &target, app) {
                 Ok(rendered) => {
