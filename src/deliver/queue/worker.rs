@@ -46,6 +46,43 @@ struct Attempted {
     probe: bool,
 }
 
+/// The due entries to start now as at most `free` batches of at most `max_batch`:
+/// never two batches of one [`order_key`] nor one whose key is `busy` (an attempt in
+/// flight); the keys taken are marked busy. More of one key may join its batch (one
+/// request keeps their order).
+fn batches(due: Vec<OutboxEntry>, free: usize, max_batch: usize, busy: &mut HashSet<String>) -> Vec<Vec<OutboxEntry>> {
+    let mut batches: Vec<Vec<OutboxEntry>> = Vec::new();
+    let mut batch = Vec::new();
+    // Keys of the batch being filled: more of the same key may join it, never another.
+    let mut open_keys: HashSet<String> = HashSet::new();
+    for e in due {
+        if batches.len() >= free {
+            break;
+        }
+        let key = order_key(&e.notification);
+        if !open_keys.contains(&key) {
+            if !busy.insert(key.clone()) {
+                continue;
+            }
+            open_keys.insert(key);
+        }
+        batch.push(e);
+        if batch.len() >= max_batch {
+            batches.push(std::mem::take(&mut batch));
+            open_keys.clear();
+        }
+    }
+    if !batch.is_empty() && batches.len() < free {
+        batches.push(batch);
+    } else {
+        // Not started this round: its keys are free again.
+        for e in batch {
+            busy.remove(&order_key(&e.notification));
+        }
+    }
+    batches
+}
+
 /// The key whose notifications must reach the destination in order: one Application
 /// at one destination (a PagerDuty trigger before its resolve, a Slack message before
 /// its `chat.update` or thread reply). Entries with different keys go in parallel.
@@ -125,50 +162,9 @@ impl Worker {
             if free > 0 && !paused {
                 // Enough candidates to fill the free slots past entries whose key is busy.
                 let limit = free * max_batch * 2 + busy.len();
-                let st = this.state.clone();
-                let name = this.service.name.clone();
-                let clock = this.clock.clone();
-                let due = tokio::task::spawn_blocking(move || st.due(&name, clock.now_ms(), limit)).await;
-                let due = match due {
-                    Ok(Ok(b)) => b,
-                    Ok(Err(e)) => {
-                        tracing::error!(service = %this.service.name, error = %e, "reading the outbox failed");
-                        Vec::new()
-                    }
-                    Err(_) => Vec::new(),
-                };
+                let due = this.due(limit).await;
                 blocked = !due.is_empty();
-                let mut batches: Vec<Vec<OutboxEntry>> = Vec::new();
-                let mut batch = Vec::new();
-                // Keys of the batch being filled: more of the same key may join it (one
-                // request keeps their order), never another batch.
-                let mut open_keys: HashSet<String> = HashSet::new();
-                for e in due {
-                    if batches.len() >= free {
-                        break;
-                    }
-                    let key = order_key(&e.notification);
-                    if !open_keys.contains(&key) {
-                        if !busy.insert(key.clone()) {
-                            continue;
-                        }
-                        open_keys.insert(key);
-                    }
-                    batch.push(e);
-                    if batch.len() >= max_batch {
-                        batches.push(std::mem::take(&mut batch));
-                        open_keys.clear();
-                    }
-                }
-                if !batch.is_empty() && batches.len() < free {
-                    batches.push(batch);
-                } else {
-                    // Not started this round: its keys are free again.
-                    for e in batch {
-                        busy.remove(&order_key(&e.notification));
-                    }
-                }
-                for batch in batches {
+                for batch in batches(due, free, max_batch, &mut busy) {
                     tokio::select! {
                         // A lost Lease wins over a rate-limit slot that is ready too.
                         biased;
@@ -200,28 +196,10 @@ impl Worker {
             }
             // Nothing to start: wait for a completion, new work, the next due entry or
             // the end of a pause.
-            let wait = if paused {
-                paused_until.map_or(Duration::from_secs(1), |t| t.saturating_duration_since(tokio::time::Instant::now()))
-            } else if let Some(d) = &health.down {
-                // Down: nothing but the probe goes, so nothing else is looked at. While an
-                // attempt is in flight only its completion (in the select) matters.
-                match in_flight.is_empty() {
-                    true => d.probe_at.saturating_duration_since(tokio::time::Instant::now()).max(Duration::from_millis(1)),
-                    false => Duration::from_secs(1),
-                }
-            } else if blocked {
-                // Not the next due time (already past: that would poll in a loop).
-                Duration::from_secs(1)
-            } else {
-                let st = this.state.clone();
-                let name = this.service.name.clone();
-                match tokio::task::spawn_blocking(move || st.next_due_ms(&name)).await {
-                    Ok(Ok(Some(at))) if free > 0 => {
-                        Duration::from_millis(at.saturating_sub(this.clock.now_ms())).min(Duration::from_secs(1))
-                    }
-                    _ => Duration::from_secs(1),
-                }
-            };
+            // Down: nothing but the probe goes, so nothing else is looked at; while it is
+            // in flight only its completion (in the select) matters.
+            let down = health.down.as_ref().map(|d| in_flight.is_empty().then_some(d.probe_at));
+            let wait = this.idle_wait(paused_until.filter(|_| paused), down, blocked, free).await;
             tokio::select! {
                 Some(r) = in_flight.join_next(), if !in_flight.is_empty() => {
                     if let Ok(a) = r {
@@ -239,6 +217,50 @@ impl Worker {
                 _ = shutdown.changed() => {}
                 _ = halt_signal(&mut halt) => {}
             }
+        }
+    }
+
+    /// Up to `limit` due entries of this service (read on the blocking pool; a failed
+    /// read is logged and reads as none).
+    async fn due(&self, limit: usize) -> Vec<OutboxEntry> {
+        let (st, name, now) = (self.state.clone(), self.service.name.clone(), self.clock.now_ms());
+        match tokio::task::spawn_blocking(move || st.due(&name, now, limit)).await {
+            Ok(Ok(b)) => b,
+            Ok(Err(e)) => {
+                tracing::error!(service = %self.service.name, error = %e, "reading the outbox failed");
+                Vec::new()
+            }
+            Err(_) => Vec::new(),
+        }
+    }
+
+    /// How long to wait when nothing can start: until a pause ends; while the
+    /// destination is down (`down`: when the probe may go, `None` while it is in
+    /// flight), until the probe may go, else a second; when due entries wait for their
+    /// keys (`blocked`), a second (the next due time is already past: that would poll in
+    /// a loop); else until the next due entry, at most a second. A completion or new
+    /// work ends the wait sooner.
+    async fn idle_wait(
+        &self,
+        paused_until: Option<tokio::time::Instant>,
+        down: Option<Option<tokio::time::Instant>>,
+        blocked: bool,
+        free: usize,
+    ) -> Duration {
+        let now = tokio::time::Instant::now();
+        if let Some(t) = paused_until {
+            return t.saturating_duration_since(now);
+        }
+        match down {
+            Some(Some(probe_at)) => return probe_at.saturating_duration_since(now).max(Duration::from_millis(1)),
+            Some(None) => return Duration::from_secs(1),
+            None if blocked => return Duration::from_secs(1),
+            None => {}
+        }
+        let (st, name) = (self.state.clone(), self.service.name.clone());
+        match tokio::task::spawn_blocking(move || st.next_due_ms(&name)).await {
+            Ok(Ok(Some(at))) if free > 0 => Duration::from_millis(at.saturating_sub(self.clock.now_ms())).min(Duration::from_secs(1)),
+            _ => Duration::from_secs(1),
         }
     }
 
@@ -391,5 +413,39 @@ impl Worker {
             tokio::time::sleep(wait).await;
             wait = (wait * 2).min(Duration::from_secs(30));
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::deliver::ecs::tests::sample;
+    use crate::model::DestinationKind;
+
+    fn entry(id: u64, app: &str) -> OutboxEntry {
+        let mut n = sample(DestinationKind::Splunk, "siem");
+        n.app = app.into();
+        OutboxEntry { id, notification: n, attempts: 0, enqueued_ms: 0, next_attempt_ms: 0, last_error: None }
+    }
+
+    /// At most `free` batches of at most `max_batch`; a key with an attempt in flight
+    /// waits; more of one key join its batch, never a second batch; what does not fit
+    /// waits with its key free.
+    #[test]
+    fn due_entries_become_batches_that_keep_each_keys_order() {
+        let due = || vec![entry(1, "a"), entry(2, "a"), entry(3, "b"), entry(4, "c"), entry(5, "d")];
+        let mut busy: HashSet<String> = [order_key(&entry(0, "c").notification)].into();
+        let got = batches(due(), 2, 2, &mut busy);
+        let ids: Vec<Vec<u64>> = got.iter().map(|b| b.iter().map(|e| e.id).collect()).collect();
+        assert_eq!(ids, [vec![1, 2], vec![3, 5]], "a's two in one batch, c busy (in flight), b and d in the second");
+        for app in ["a", "b", "d"] {
+            assert!(busy.contains(&order_key(&entry(0, app).notification)), "{app} started: its key is busy");
+        }
+        let mut one: HashSet<String> = HashSet::new();
+        let got = batches(due(), 1, 2, &mut one);
+        assert_eq!(got.iter().map(Vec::len).collect::<Vec<_>>(), [2], "one slot: a's two");
+        assert!(!one.contains(&order_key(&entry(0, "b").notification)), "b waits, its key free");
+        let mut none: HashSet<String> = HashSet::new();
+        assert_eq!(batches(due(), 10, 1, &mut none).len(), 4, "max_batch 1: one per key (a's second waits for its first)");
     }
 }
