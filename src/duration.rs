@@ -151,6 +151,23 @@ pub enum SinceError {
     Reversed { since: String, until: String },
 }
 
+/// "45 s", "14 min", "2 h 5 min", "3 d 4 h".
+pub fn human_duration(secs: i64) -> String {
+    let secs = secs.max(0);
+    match secs {
+        s if s < 60 => format!("{s} s"),
+        s if s < 3600 => format!("{} min", s / 60),
+        s if s < 86_400 => match (s / 3600, (s % 3600) / 60) {
+            (h, 0) => format!("{h} h"),
+            (h, m) => format!("{h} h {m} min"),
+        },
+        s => match (s / 86_400, (s % 86_400) / 3600) {
+            (d, 0) => format!("{d} d"),
+            (d, h) => format!("{d} d {h} h"),
+        },
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

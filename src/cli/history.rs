@@ -9,8 +9,9 @@ use chrono::{DateTime, Utc};
 use serde_json::Value;
 
 use super::{BAD_INPUT, FAILED, OK};
-use crate::drift::episode::{Episode, human_duration};
+use crate::drift::episode::Episode;
 use crate::drift::story::Step;
+use crate::duration::human_duration;
 use crate::state::{HistoryQuery, StateStore};
 
 /// Output formats of `history`.

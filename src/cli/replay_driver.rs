@@ -96,7 +96,7 @@ pub(crate) fn live_attribution<'a>(
 fn episode_line(ep: &crate::drift::episode::Episode, now: chrono::DateTime<Utc>) -> String {
     let classes: Vec<&str> = ep.classes.iter().map(String::as_str).collect();
     let after = match ep.resolved_at {
-        Some(_) => format!(" after {}", crate::drift::episode::human_duration(ep.duration_secs(now))),
+        Some(_) => format!(" after {}", crate::duration::human_duration(ep.duration_secs(now))),
         None => String::new(),
     };
     format!("{} severity={} direction={} classes=[{}]{after}", ep.id, ep.severity.as_str(), ep.direction, classes.join(","))

@@ -9,7 +9,7 @@ use chrono::Utc;
 use serde_json::{Value, json};
 
 use super::{BAD_INPUT, FAILED, Format, OK, live_attribution, load, read_app};
-use crate::drift::episode::human_duration;
+use crate::duration::human_duration;
 use crate::model::Severity;
 use crate::pipeline::Pipeline;
 use crate::replay::read_documents;

@@ -14,6 +14,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use super::audit::{Attempt, Decision};
+pub use super::operation::OpRef;
 use super::{AttributedChange, Direction, Drift, DriftResource};
 use crate::model::{Action, App, Severity};
 
@@ -245,41 +246,6 @@ fn how_resolved(ep: &Episode, drift: &Drift) -> Resolution {
         Resolution::SelfHeal
     } else {
         Resolution::ManualSync
-    }
-}
-
-/// A sync operation an episode refers to: the revision it deployed, who, when.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct OpRef {
-    pub revision: String,
-    /// A username, or `automated sync`.
-    pub by: String,
-    /// When it finished.
-    pub at: Option<DateTime<Utc>>,
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub rollback: bool,
-    /// The operation's id (`drift.operation.id`, the history's and the SIEM's record
-    /// of it), when it started, and whether automated sync started it.
-    #[serde(default, skip_serializing_if = "String::is_empty")]
-    pub id: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub started_at: Option<DateTime<Utc>>,
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub automated: bool,
-}
-
-impl OpRef {
-    fn of(op: &super::operation::Operation) -> OpRef {
-        OpRef {
-            revision: op.revision.clone(),
-            by: op.by().to_string(),
-            at: op.finished_at,
-            rollback: op.rollback,
-            id: op.id.clone(),
-            started_at: op.started_at,
-            automated: op.automated,
-        }
     }
 }
 
@@ -526,23 +492,6 @@ fn merge(ep: &mut Episode, sync: &str, health: &str, drift: &Drift, now: DateTim
     }
 }
 
-/// "45 s", "14 min", "2 h 5 min", "3 d 4 h".
-pub fn human_duration(secs: i64) -> String {
-    let secs = secs.max(0);
-    match secs {
-        s if s < 60 => format!("{s} s"),
-        s if s < 3600 => format!("{} min", s / 60),
-        s if s < 86_400 => match (s / 3600, (s % 3600) / 60) {
-            (h, 0) => format!("{h} h"),
-            (h, m) => format!("{h} h {m} min"),
-        },
-        s => match (s / 86_400, (s % 86_400) / 3600) {
-            (d, 0) => format!("{d} d"),
-            (d, h) => format!("{d} d {h} h"),
-        },
-    }
-}
-
 impl Episode {
     /// Seconds from opening to resolution (or to `now` while open).
     pub fn duration_secs(&self, now: DateTime<Utc>) -> i64 {
@@ -585,7 +534,7 @@ impl Episode {
             m.insert("open".into(), json!(self.is_open()));
             m.insert("state".into(), json!(if self.is_open() { "open" } else { "resolved" }));
             m.insert("durationSeconds".into(), json!(secs));
-            m.insert("duration".into(), json!(human_duration(secs)));
+            m.insert("duration".into(), json!(crate::duration::human_duration(secs)));
             m.insert("resourceCount".into(), json!(self.resources.len()));
             if let Some(s) = self.detection_secs() {
                 m.insert("detectionSeconds".into(), json!(s));

@@ -263,6 +263,41 @@ impl OperationRecord {
     }
 }
 
+/// A sync operation an episode refers to: the revision it deployed, who, when.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct OpRef {
+    pub revision: String,
+    /// A username, or `automated sync`.
+    pub by: String,
+    /// When it finished.
+    pub at: Option<DateTime<Utc>>,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub rollback: bool,
+    /// The operation's id (`drift.operation.id`, the history's and the SIEM's record
+    /// of it), when it started, and whether automated sync started it.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub id: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub started_at: Option<DateTime<Utc>>,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub automated: bool,
+}
+
+impl OpRef {
+    pub(crate) fn of(op: &Operation) -> OpRef {
+        OpRef {
+            revision: op.revision.clone(),
+            by: op.by().to_string(),
+            at: op.finished_at,
+            rollback: op.rollback,
+            id: op.id.clone(),
+            started_at: op.started_at,
+            automated: op.automated,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

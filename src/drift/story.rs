@@ -5,8 +5,10 @@
 use chrono::{DateTime, Utc};
 
 use super::break_glass::Record;
-use super::episode::{Episode, OpRef, human_duration};
+use super::episode::Episode;
+use super::operation::OpRef;
 use super::operation::OperationRecord;
+use crate::duration::human_duration;
 
 /// One step of an Application's story, for `history --timeline`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]

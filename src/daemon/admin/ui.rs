@@ -210,7 +210,7 @@ pub(super) fn fleet(open: Vec<OpenEpisode>, q: &FleetQuery, now: DateTime<Utc>, 
             let mut v = serde_json::to_value(ep).unwrap_or(Value::Null);
             let secs = (now - ep.opened_at).num_seconds().max(0);
             if let Some(m) = v.as_object_mut() {
-                m.insert("duration".into(), json!(crate::drift::episode::human_duration(secs)));
+                m.insert("duration".into(), json!(crate::duration::human_duration(secs)));
             }
             v
         })
