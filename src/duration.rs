@@ -173,6 +173,15 @@ mod tests {
     use super::*;
 
     #[test]
+    fn durations_read_like_a_human_wrote_them() {
+        assert_eq!(human_duration(45), "45 s");
+        assert_eq!(human_duration(14 * 60 + 5), "14 min");
+        assert_eq!(human_duration(2 * 3600 + 5 * 60), "2 h 5 min");
+        assert_eq!(human_duration(3600), "1 h");
+        assert_eq!(human_duration(3 * 86_400 + 4 * 3600), "3 d 4 h");
+    }
+
+    #[test]
     fn go_syntax_and_days() {
         let ok = |s: &str| parse(s).unwrap_or_else(|e| panic!("{s}: {e}"));
         assert_eq!(ok("90s"), TimeDelta::seconds(90));

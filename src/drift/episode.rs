@@ -808,13 +808,4 @@ mod tests {
         assert_eq!(order, [("on-a", "siem"), ("on-a", "siem"), ("on-x", "email"), ("on-x", "slack")]);
         assert_eq!(a.notifications[0].at, at(0));
     }
-
-    #[test]
-    fn durations_read_like_a_human_wrote_them() {
-        assert_eq!(human_duration(45), "45 s");
-        assert_eq!(human_duration(14 * 60 + 5), "14 min");
-        assert_eq!(human_duration(2 * 3600 + 5 * 60), "2 h 5 min");
-        assert_eq!(human_duration(3600), "1 h");
-        assert_eq!(human_duration(3 * 86_400 + 4 * 3600), "3 d 4 h");
-    }
 }
