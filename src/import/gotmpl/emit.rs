@@ -5,6 +5,7 @@
 
 use std::collections::HashMap;
 
+use super::literal::{is_literal, literal_text, number_literal, sanitize};
 use super::parse::{Arg, Node, Pipe};
 use crate::import::refusal::Refusal;
 
@@ -585,46 +586,6 @@ impl Emitter {
             Arg::Func(name) => self.func(name, Vec::new())?,
         })
     }
-}
-
-/// A Go variable name as a block parameter (`$i` -> `i`), unique if it is a keyword.
-fn sanitize(name: &str, counter: &mut usize) -> String {
-    if name.is_empty() || matches!(name, "this" | "true" | "false" | "null" | "else" | "as") {
-        *counter += 1;
-        format!("v{counter}")
-    } else {
-        name.to_string()
-    }
-}
-
-fn is_literal(text: &str) -> bool {
-    literal_text(text).is_some() || text == "null"
-}
-
-/// The text a literal value prints as.
-fn literal_text(text: &str) -> Option<String> {
-    if text == "true" || text == "false" || text.parse::<f64>().is_ok() {
-        return Some(text.to_string());
-    }
-    let inner = text.strip_prefix('"')?.strip_suffix('"')?;
-    Some(inner.replace("\\\"", "\"").replace("\\\\", "\\"))
-}
-
-/// A Go number as a literal Handlebars reads back as the same value: Go writes `7.`, `+1`
-/// and `1e3`, Handlebars reads none of them. Hexadecimal, octal, underscores and anything
-/// not finite are refused rather than guessed at.
-fn number_literal(go: &str) -> Option<String> {
-    if !go.trim_start_matches(['-', '+']).starts_with(|c: char| c.is_ascii_digit()) {
-        return None;
-    }
-    let v: f64 = go.parse().ok().filter(|v: &f64| v.is_finite())?;
-    // Within ±2^53 an integral value is exact as an integer literal.
-    if v.fract() == 0.0 && v.abs() <= 9_007_199_254_740_992.0 {
-        return Some(format!("{}", v as i64));
-    }
-    // Display never uses an exponent, and always gives digits around a dot.
-    let text = format!("{v}");
-    Some(if text.contains('.') { text } else { format!("{text}.0") })
 }
 
 #[cfg(test)]

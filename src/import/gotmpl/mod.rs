@@ -22,6 +22,7 @@
 
 mod emit;
 mod lex;
+mod literal;
 mod parse;
 
 use crate::import::refusal::Refusal;
