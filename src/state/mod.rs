@@ -83,8 +83,9 @@ pub enum StateError {
         "state store {path} is damaged ({detail}): restore it from a backup, or move it aside (mv {path} {path}.damaged) and start again — an empty store re-decides every notification whose condition still holds, and what was waiting in the outbox of the damaged one is not sent"
     )]
     Corrupt { path: String, detail: String },
-    #[error("state store {path}: {source}")]
-    Open { path: String, source: redb::DatabaseError },
+    /// The file could not be opened for another reason (permissions, I/O).
+    #[error("state store {path}: {detail}")]
+    Open { path: String, detail: String },
     /// The file system does not lock files: redb carries on without its lock there, and
     /// two replicas would both write the file.
     #[error(
@@ -107,7 +108,7 @@ impl StateError {
             redb::DatabaseError::Storage(redb::StorageError::Io(io)) if io.kind() == std::io::ErrorKind::InvalidData => {
                 StateError::Corrupt { path, detail: io.to_string() }
             }
-            source => StateError::Open { path, source },
+            other => StateError::Open { path, detail: other.to_string() },
         }
     }
 }
@@ -231,7 +232,7 @@ impl StateStore {
             .truncate(false)
             .write(true)
             .open(&lock_path)
-            .map_err(|e| StateError::Open { path: path.display().to_string(), source: e.into() })?;
+            .map_err(|e| StateError::Open { path: path.display().to_string(), detail: e.to_string() })?;
         match try_lock(&lock) {
             LockProbe::Held => {}
             LockProbe::Busy => return Err(StateError::Locked { path: path.display().to_string() }),

@@ -41,7 +41,7 @@ pub(super) fn millis(t: DateTime<Utc>) -> u64 {
 }
 
 impl Timed {
-    pub fn create(&self, tx: &WriteTransaction) -> Result<(), StateError> {
+    pub(super) fn create(&self, tx: &WriteTransaction) -> Result<(), StateError> {
         tx.open_table(self.records).map_err(storage)?;
         tx.open_table(self.by_time).map_err(storage)?;
         tx.open_table(self.latest).map_err(storage)?;
@@ -138,25 +138,25 @@ impl Timed {
     }
 
     /// The latest value of an Application.
-    pub fn latest(&self, tx: &redb::ReadTransaction, app: &str) -> Result<Option<String>, StateError> {
+    pub(super) fn latest(&self, tx: &redb::ReadTransaction, app: &str) -> Result<Option<String>, StateError> {
         let table = tx.open_table(self.latest).map_err(storage)?;
         Ok(table.get(app).map_err(storage)?.map(|v| v.value().to_string()))
     }
 
     /// The latest value of an Application, inside a write transaction.
-    pub fn latest_in(&self, tx: &WriteTransaction, app: &str) -> Result<Option<String>, StateError> {
+    pub(super) fn latest_in(&self, tx: &WriteTransaction, app: &str) -> Result<Option<String>, StateError> {
         let table = tx.open_table(self.latest).map_err(storage)?;
         Ok(table.get(app).map_err(storage)?.map(|v| v.value().to_string()))
     }
 
     /// One record of an Application.
-    pub fn get(&self, tx: &redb::ReadTransaction, app: &str, ms: u64) -> Result<Option<String>, StateError> {
+    pub(super) fn get(&self, tx: &redb::ReadTransaction, app: &str, ms: u64) -> Result<Option<String>, StateError> {
         let table = tx.open_table(self.records).map_err(storage)?;
         Ok(table.get(key(app, ms).as_str()).map_err(storage)?.map(|v| v.value().to_string()))
     }
 
     /// A deleted Application: its latest value goes; its records stay in the history.
-    pub fn forget_latest_in(&self, tx: &WriteTransaction, app: &str) -> Result<(), StateError> {
+    pub(super) fn forget_latest_in(&self, tx: &WriteTransaction, app: &str) -> Result<(), StateError> {
         tx.open_table(self.latest).map_err(storage)?.remove(app).map_err(storage)?;
         Ok(())
     }
