@@ -16,7 +16,6 @@ mod try_out;
 pub use check::check;
 pub use deliveries::{deliveries, retry_dead_letters};
 pub use import::import;
-pub(crate) use replay_driver::live_attribution;
 pub use replay_driver::{ReplayOptions, run_replay};
 pub use routes_test::routes_test;
 pub use state_list::state_list;

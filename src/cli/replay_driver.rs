@@ -44,54 +44,6 @@ fn observed_at(app: &App) -> Option<chrono::DateTime<Utc>> {
         .max()
 }
 
-/// The attribution and diff of a live object (a replay's stand-in for the cluster),
-/// under the key the pipeline looks it up by; the `ignoreDifferences` of the
-/// Application among `apps` that lists it as a resource apply.
-pub(crate) fn live_attribution<'a>(
-    rt: &Runtime,
-    object: &Value,
-    apps: impl IntoIterator<Item = &'a Value>,
-) -> (String, crate::drift::attribution::Attribution) {
-    let s = |p: &str| object.pointer(p).and_then(Value::as_str).unwrap_or_default();
-    let (group, version) = s("/apiVersion").rsplit_once('/').unwrap_or(("", s("/apiVersion")));
-    let (kind, namespace, name) = (s("/kind"), s("/metadata/namespace"), s("/metadata/name"));
-    let class = rt.classes.class_of(group, kind);
-    let lists = |app: &Value| {
-        app.pointer("/status/resources").and_then(Value::as_array).is_some_and(|rs| {
-            rs.iter().any(|r| {
-                let f = |k: &str| r.get(k).and_then(Value::as_str).unwrap_or_default();
-                (f("group"), f("kind"), f("namespace"), f("name")) == (group, kind, namespace, name)
-            })
-        })
-    };
-    let app = apps.into_iter().find(|a| lists(a));
-    // Under the cluster of the Application that lists it, where the pipeline looks.
-    let cluster = app.map(|a| rt.target(a).key()).unwrap_or_default();
-    let key = crate::drift::attribution::live_key(&cluster, group, kind, namespace, name);
-    let rules = app.map(crate::drift::ignore::IgnoreRules::of).unwrap_or_default();
-    let meta = |k: &str| app.and_then(|a| a.pointer(&format!("/metadata/{k}"))).and_then(Value::as_str).unwrap_or_default().to_string();
-    let wanted = crate::cluster::live::Wanted {
-        group: group.into(),
-        version: version.into(),
-        kind: kind.into(),
-        namespace: namespace.into(),
-        name: name.into(),
-        class: class.into(),
-        cluster: String::new(),
-        app_namespace: meta("namespace"),
-        app_name: meta("name"),
-        ignore: rules.for_resource(group, kind, namespace, name),
-        notes: rules.notes.clone(),
-    };
-    let settings = crate::cluster::live::ReadSettings {
-        read_secrets: true,
-        ignore_managers: rt.attribution.ignore_managers.clone(),
-        diff: rt.diff.clone(),
-        argocd: None,
-    };
-    (key, crate::cluster::live::analyse(object, &settings, &wanted, None))
-}
-
 /// One line about an episode for replay and `routes test` output.
 fn episode_line(ep: &crate::drift::episode::Episode, now: chrono::DateTime<Utc>) -> String {
     let classes: Vec<&str> = ep.classes.iter().map(String::as_str).collect();
@@ -164,7 +116,7 @@ pub fn run_replay(opts: &ReplayOptions, out: &mut dyn Write, err: &mut dyn Write
                 continue;
             }
             Snapshot::Live(object) => {
-                let (key, a) = live_attribution(&pipeline.runtime, object, seen.values());
+                let (key, a) = crate::cluster::live::offline_attribution(&pipeline.runtime, object, seen.values());
                 let who: Vec<String> = a
                     .managers
                     .iter()

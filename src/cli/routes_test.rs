@@ -8,7 +8,7 @@ use std::sync::Arc;
 use chrono::Utc;
 use serde_json::{Value, json};
 
-use super::{BAD_INPUT, FAILED, Format, OK, live_attribution, load, read_app};
+use super::{BAD_INPUT, FAILED, Format, OK, load, read_app};
 use crate::duration::human_duration;
 use crate::model::Severity;
 use crate::pipeline::Pipeline;
@@ -41,7 +41,7 @@ pub fn routes_test(
             }
         };
         for d in docs {
-            let (key, a) = live_attribution(&pipeline.runtime, &d, [&app.object]);
+            let (key, a) = crate::cluster::live::offline_attribution(&pipeline.runtime, &d, [&app.object]);
             inputs.live.insert(key, a);
         }
     }

@@ -35,6 +35,10 @@ use crate::drift::diff::{self, DesiredSource};
 use crate::drift::ignore::{ForResource, IgnoreRules};
 use crate::metrics::METRICS;
 
+mod analysis;
+
+pub use analysis::{analyse, offline_attribution};
+
 /// At most this many resources are remembered (fresh or not); past it the oldest go.
 pub const MAX_CACHED: usize = 10_000;
 /// One read (discovery and the Argo CD API included) gives up after this long.
@@ -542,58 +546,6 @@ async fn read(cluster: &Cluster, settings: &Arc<ReadSettings>, w: &Wanted) -> Re
     tokio::task::spawn_blocking(move || Some(analyse(&object, &settings, &w, argocd)))
         .await
         .map_err(|e| ReadError::Failed(format!("diffing {what}: {e}")))
-}
-
-/// The attribution of a live object and, with `diff.enabled`, its summarized diff
-/// (CPU work: on a blocking thread).
-pub fn analyse(object: &Value, settings: &ReadSettings, w: &Wanted, argocd: Option<Result<Option<Value>, String>>) -> Attribution {
-    let mut a = crate::drift::attribution::attribute(object, &w.class, &settings.ignore_managers);
-    if !settings.diff.enabled {
-        return a;
-    }
-    let mut notes = w.notes.clone();
-    let desired = match argocd {
-        Some(Ok(Some(target))) => Some((target, DesiredSource::Argocd)),
-        other => {
-            if let Some(Err(e)) = other {
-                notes.push(e);
-            }
-            match diff::desired_from_last_applied(object) {
-                Ok(d) => d.map(|d| (d, DesiredSource::LastApplied)),
-                Err(e) => {
-                    notes.push(e);
-                    None
-                }
-            }
-        }
-    };
-    let d = diff::compute(diff::Input {
-        live: object,
-        desired,
-        kind_class: &w.class,
-        secret: crate::drift::classes::NOT_READ_BY_DEFAULT.contains(&(w.group.as_str(), w.kind.as_str())),
-        ignore: &w.ignore,
-        ignore_managers: &settings.ignore_managers,
-        limits: settings.diff.limits,
-        mask: &settings.diff.mask,
-        notes,
-    });
-    METRICS.diffs.inc(d.source.as_str());
-    // What ignoreDifferences ignores is not drift for the attribution either.
-    if !d.ignored.is_empty() || !w.ignore.managers.is_empty() {
-        for m in &mut a.managers {
-            m.fields.retain(|f| !d.ignored.contains(f));
-            m.security_fields.retain(|f| !d.ignored.contains(f));
-        }
-        a.managers.retain(|m| !m.fields.is_empty() && !w.ignore.managers.contains(&m.manager));
-        a.security = a.managers.iter().any(|m| !m.security_fields.is_empty());
-    }
-    // A security field the live object has and Git does not makes it a security drift,
-    // whoever owns it (a manager's name proves nothing).
-    a.security |=
-        d.changes.iter().any(|c| c.security && c.desired == diff::NOT_SET && !matches!(c.live.as_str(), "false" | "{}" | "[]" | "null"));
-    a.diff = Some(d);
-    a
 }
 
 #[cfg(test)]
