@@ -453,7 +453,16 @@ impl Metrics {
                 self.resolution_seconds.zero(&format!("{c}:{r}"));
             }
         }
-        self.set_open_episodes(&p.classes.iter().map(|c| (c.to_string(), 0)).collect());
+        // A class that has no series gets one at 0; one that has keeps its count (a
+        // reload primes again while episodes are open).
+        {
+            let mut known = self.open_classes.lock().unwrap_or_else(|p| p.into_inner());
+            for c in p.classes {
+                if known.len() < MAX_SERIES && known.insert(c.to_string()) {
+                    self.episodes_open.set(c, self.episodes_open.get(c));
+                }
+            }
+        }
         p.audit_results.iter().for_each(|r| self.audit_events.zero(r));
         ["200", "400", "401", "408", "413", "503"].iter().for_each(|c| self.audit_requests.zero(c));
         p.break_glass_events.iter().for_each(|e| self.break_glass.zero(e));
@@ -526,6 +535,19 @@ impl Metrics {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Priming gives every class an open-episodes series, and priming again (a reload)
+    /// keeps the counts already set rather than zeroing them until the next scrape.
+    #[test]
+    fn priming_again_keeps_the_open_episode_counts() {
+        let m = Metrics::new();
+        let prime = Prime { classes: &["rbac", "workload"], ..Prime::default() };
+        m.prime(&prime);
+        assert!(m.render().contains("driftwatch_episodes_open{class=\"workload\"} 0"), "{}", m.render());
+        m.set_open_episodes(&[("rbac".to_string(), 3)].into());
+        m.prime(&prime);
+        assert_eq!(m.episodes_open.get("rbac"), 3);
+    }
 
     #[test]
     fn families_are_bounded_and_rendered() {

@@ -889,6 +889,6 @@ fn a_replay_shows_a_group_join_as_a_join_and_its_message_once() {
     assert!(o.status.success(), "{out}\n{}", stderr(&o));
     assert_eq!(out.matches(" joins the group of on-out-of-sync").count(), 50, "{out}");
     assert_eq!(out.matches("-> slack:fleet (slack)").count(), 1, "the group's message, once: {out}");
-    assert!(out.contains("and 25 more") || out.contains("50"), "the message lists the group: {out}");
+    assert!(out.contains("50 of 50 Applications") && out.contains("and 25 more"), "the message lists the whole group: {out}");
     assert!(!out.contains(" { ") && !out.contains("Destination {"), "no Rust debug output: {out}");
 }
