@@ -230,10 +230,10 @@ impl Pipeline {
         let grouped = group::grouping(p.routes, f.trigger, d)
             .filter(|_| !self.runtime.service_kind(&d.service).is_some_and(crate::deliver::kinds::is_siem))
             .map(|(route, spec)| group::Grouped { route, spec, trigger: f.trigger, d });
-        if !f.r.result {
-            return self.turned_false(p, f, &Dest { d, key, grouped: grouped.is_some() }, out);
-        }
         let dest = Dest { d, key, grouped: grouped.is_some() };
+        if !f.r.result {
+            return self.turned_false(p, f, &dest, out);
+        }
         let Some(seen) = self.dedup(p, f, &dest, out)? else { return Ok(()) };
         if self.muted(p, f, d, out) {
             return Ok(());
