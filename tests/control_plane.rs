@@ -125,7 +125,13 @@ mod on_a_real_api_server {
         let lists = |d: &Daemon| d.metric(r#"driftwatch_watch_events_total{type="application_list"}"#).unwrap_or(0.0);
 
         // The protocol as the API server saw it: paged lists, then watches from the list's
-        // resourceVersion asking for bookmarks, per namespace for the second daemon.
+        // resourceVersion asking for bookmarks, per namespace for the second daemon. A
+        // watch is audited when it starts, which may be after the notifications above
+        // went out (and the API server writes its audit log in batches): waited for.
+        wait_for("both namespaces' watches in the audit log", Duration::from_secs(30), || {
+            let w = audited(&audit_log, "watch=true");
+            ["relist-a", "relist-b"].iter().all(|ns| w.iter().any(|l| l.contains(&format!("/namespaces/{ns}/applications?"))))
+        });
         let watches = audited(&audit_log, "watch=true");
         assert!(
             watches.iter().any(|w| w.starts_with("watch /apis/argoproj.io/v1alpha1/applications?")
