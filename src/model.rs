@@ -321,7 +321,7 @@ impl fmt::Display for Destination {
 }
 
 /// Whether a notification announces that a condition holds, or that it cleared.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Action {
     #[default]

@@ -596,13 +596,13 @@ fn a_settle_between_a_pass_snapshot_and_its_write_does_not_send_twice() {
     state.settle(&[(entry, Settle::Delivered)], to_millis(now)).unwrap();
     assert!(state.is_notified(&app.state_key(), &first.notifications[0].record.as_ref().unwrap().key).unwrap());
 
-    let second = p.evaluate_in(&p.inputs, &app, &stale, now).unwrap();
+    let second = p.evaluate_in(&p.inputs, &app, &stale.app_state(&app.state_key()).unwrap(), &stale, now).unwrap();
     assert_eq!(second.notifications.len(), 1, "the stale snapshot saw neither the delivery nor the entry");
     let report = write(&second);
     assert_eq!((report.queued, report.superseded), (0, 1), "the enqueue's re-check drops the copy");
     assert!(state.outbox(None).unwrap().is_empty(), "nothing to send twice");
 
-    let during = p.evaluate_in(&p.inputs, &app, &in_flight, now).unwrap();
+    let during = p.evaluate_in(&p.inputs, &app, &in_flight.app_state(&app.state_key()).unwrap(), &in_flight, now).unwrap();
     assert!(during.notifications.is_empty());
     assert!(matches!(during.skipped[..], [Skip::InFlight { .. }]), "{:?}", during.skipped);
     let after = p.evaluate(&p.inputs, &app, &state, now).unwrap();

@@ -124,15 +124,14 @@ impl Pipeline {
         out: &mut Evaluation,
     ) -> Result<(), StateError> {
         let (app, state) = (ctx.s.app, ctx.s.state);
-        let app_key = &ctx.s.key;
         let template = g.spec.template.as_str();
-        if state.is_pending(app_key, &record.key, template, Action::Fire)? {
+        if state.is_pending(&record.key, template, Action::Fire) {
             out.skipped.push(Skip::InFlight { trigger: g.trigger.to_string(), destination: g.d.clone() });
             return Ok(());
         }
         let labels = labels(&g.spec.by, app, ctx.drift, ctx.episode, &ctx.cluster);
         let key = key(g.route, g.trigger, g.d, &labels);
-        if state.membership(app_key, g.trigger, g.d)?.is_some_and(|old| old != key) {
+        if state.membership(g.trigger, g.d).is_some_and(|old| old != key) {
             self.leave_group(ctx, (g.trigger, g.d), &c, out)?;
         }
         let target = GroupTarget { key, labels, template, wait_ms: millis(g.spec.wait), interval_ms: millis(g.spec.interval) };
@@ -149,9 +148,8 @@ impl Pipeline {
         c: &Condition<'_>,
         out: &mut Evaluation,
     ) -> Result<(), StateError> {
-        let state = ctx.s.state;
-        let Some(key) = state.membership(&ctx.s.key, trigger, d)? else { return Ok(()) };
-        let Some(made) = state.group(&key)?.and_then(|g| g.notification) else { return Ok(()) };
+        let Some(key) = ctx.s.state.membership(trigger, d).map(str::to_string) else { return Ok(()) };
+        let Some(made) = ctx.s.groups.group(&key)?.and_then(|g| g.notification) else { return Ok(()) };
         let Some(r) = made.group else { return Ok(()) };
         let target = GroupTarget { key, labels: r.labels, template: &made.template, wait_ms: r.wait_ms, interval_ms: r.interval_ms };
         self.change_group(ctx, &target, Change { trigger, d, c, record: None }, out)
@@ -167,12 +165,12 @@ impl Pipeline {
         eval: &mut Evaluation,
     ) -> Result<(), StateError> {
         let view = state.view()?;
-        let memberships = view.memberships(&app.state_key())?;
-        if memberships.is_empty() {
+        let app_state = view.app_state(&app.state_key())?;
+        if !app_state.in_any_group() {
             return Ok(());
         }
         let (drift, episode) = (eval.drift.clone(), eval.episode.clone());
-        let s = Subject { app, key: app.state_key(), state: &view, now };
+        let s = Subject { app, key: app.state_key(), state: &app_state, groups: &view, now };
         let mut ctx = Pass {
             s: &s,
             drift: &drift,
@@ -180,14 +178,13 @@ impl Pipeline {
             cluster: eval.target.key(),
             routes: &[],
             pages_held: None,
-            in_a_group: Some(true),
             episode_view: None,
             belongs: false,
             operation_view: None,
             ctx: None,
         };
-        for (trigger, d, _) in memberships {
-            self.leave_group(&mut ctx, (&trigger, &d), &Condition { index: 0, key: "" }, eval)?;
+        for (trigger, d) in app_state.memberships.keys() {
+            self.leave_group(&mut ctx, (trigger, d), &Condition { index: 0, key: "" }, eval)?;
         }
         Ok(())
     }
@@ -197,13 +194,13 @@ impl Pipeline {
     fn change_group(&self, ctx: &mut Pass<'_>, t: &GroupTarget<'_>, change: Change<'_>, out: &mut Evaluation) -> Result<(), StateError> {
         let rt = &self.runtime;
         let Change { trigger, d, c, record } = change;
-        let (app, state) = (ctx.s.app, ctx.s.state);
+        let (app, groups) = (ctx.s.app, ctx.s.groups);
         let Some(kind) = self.kind_or_skip(d, out) else { return Ok(()) };
         let app_key = ctx.s.key.clone();
         let joins = record.is_some();
         let now_ms = to_millis(ctx.s.now);
-        let prev = state.group(&t.key)?;
-        let member = state.group_member(&t.key, &app_key)?;
+        let prev = groups.group(&t.key)?;
+        let member = groups.group_member(&t.key, &app_key)?;
         let name = app.qualified_name();
         let fresh = format!("{}.{now_ms}", t.key);
         let Some((group, _)) = Group::after(prev.as_ref(), member.as_ref(), &t.key, &name, joins, &fresh, now_ms) else {

@@ -8,6 +8,8 @@
 pub mod group;
 pub mod pass;
 mod stages;
+#[cfg(test)]
+mod tests;
 pub mod wiring;
 
 use stages::{Pass, Subject};
@@ -24,7 +26,7 @@ use crate::drift::attribution::LiveIndex;
 use crate::drift::episode::{self, Episode, Event};
 use crate::model::{Action, App, AppMeta, Destination, DestinationKind, Notification, Project, RecordOp, StateRecord};
 use crate::route::tree::{RouteHit, RouteInput, RouteSubject};
-use crate::state::{StateError, StateStore, StateView, dedup_key, from_millis, to_millis};
+use crate::state::{AppState, GroupReads, StateError, StateStore, dedup_key, from_millis, to_millis};
 use crate::template::{RenderContext, Target};
 use crate::trigger::ConditionResult;
 
@@ -243,29 +245,42 @@ impl Pipeline {
         Pipeline { runtime }
     }
 
-    /// Evaluates every subscribed trigger on `app` at instant `now`, on one snapshot of
-    /// the store taken now ([`Pipeline::evaluate_in`]).
+    /// Evaluates every subscribed trigger on `app` at instant `now`, deciding from one
+    /// consistent snapshot of the store taken now: the store is asked once for what
+    /// it holds about the Application ([`crate::state::StateView::app_state`]), so what
+    /// was delivered and what is in flight are read together and a settle committing
+    /// meanwhile (its key recorded, its entry gone) cannot be seen half. Each
+    /// notification carries what its key held in the snapshot (`StateRecord::seen`);
+    /// the enqueue drops it if a settle changed that since.
     pub fn evaluate(&self, inputs: &Inputs, app: &App, state: &StateStore, now: DateTime<Utc>) -> Result<Evaluation, StateError> {
-        self.evaluate_in(inputs, app, &state.view()?, now)
+        if app.sync_status_is_stale() {
+            return Ok(Evaluation { stale: true, ..Evaluation::default() });
+        }
+        let view = state.view()?;
+        self.evaluate_in(inputs, app, &view.app_state(&app.state_key())?, &view, now)
     }
 
-    /// Evaluates every subscribed trigger on `app` at instant `now`, deciding from one
-    /// consistent snapshot of the store: what was delivered and what is in flight are
-    /// read together, so a settle committing meanwhile (its key recorded, its entry
-    /// gone) cannot be seen half. Each notification carries what its key held in the
-    /// snapshot (`StateRecord::seen`); the enqueue drops it if a settle changed that
-    /// since.
-    pub fn evaluate_in(&self, inputs: &Inputs, app: &App, state: &StateView, now: DateTime<Utc>) -> Result<Evaluation, StateError> {
+    /// Evaluates every subscribed trigger on `app` at instant `now`, deciding from
+    /// `state`, what the store holds about it, and `groups` (the groups a grouped
+    /// route joins or leaves), both read from one snapshot. Writes nothing.
+    pub fn evaluate_in(
+        &self,
+        inputs: &Inputs,
+        app: &App,
+        state: &AppState,
+        groups: &dyn GroupReads,
+        now: DateTime<Utc>,
+    ) -> Result<Evaluation, StateError> {
         let mut out = Evaluation::default();
         if app.sync_status_is_stale() {
             out.stale = true;
             return Ok(out);
         }
-        let s = Subject { app, key: app.state_key(), state, now };
+        let s = Subject { app, key: app.state_key(), state, groups, now };
         // What drifted and the episode come first: every Application's drift is
         // recorded, subscribed or not, and routes match on them.
-        let drift = self.observe(inputs, &s, &mut out)?;
-        if let Some(subs) = self.route(inputs, &s, &drift, &mut out)? {
+        let drift = self.observe(inputs, &s, &mut out);
+        if let Some(subs) = self.route(inputs, &s, &drift, &mut out) {
             self.fire(&s, &drift, &subs, &mut out)?;
         }
         out.drift = drift;

@@ -3,18 +3,21 @@
 //! conditions, hold-downs), then per destination: a condition turned false
 //! (`turned_false`: leave a group, resolve, re-arm), dedup (`repeat:` aside), mute
 //! (a page a break-glass exception holds), and join a group or render. Each reads the
-//! pass's [`Subject`] and, from fire on, its [`Pass`]; none does I/O but through the
-//! store snapshot.
+//! pass's [`Subject`] and, from fire on, its [`Pass`]; none does I/O: the store was
+//! asked once, before the pass, for the Application's [`AppState`] (a group joined or
+//! left is read from the pass's snapshot through [`GroupReads`]).
 
 use super::*;
 
-/// The Application a pass is about, the store's snapshot it decides from, and its
+/// The Application a pass is about, what the store holds about it, and the pass's
 /// instant: what every stage reads.
 pub(super) struct Subject<'a> {
     pub(super) app: &'a App,
     /// Its state-store key.
     pub(super) key: String,
-    pub(super) state: &'a StateView,
+    pub(super) state: &'a AppState,
+    /// The groups it may join or leave, in the same snapshot.
+    pub(super) groups: &'a dyn GroupReads,
     pub(super) now: DateTime<Utc>,
 }
 
@@ -54,8 +57,6 @@ pub(super) struct Pass<'a> {
     pub(super) routes: &'a [RouteHit],
     /// The break-glass ticket that holds this pass's pages, if one does.
     pub(super) pages_held: Option<&'a str>,
-    /// Whether the Application is in any group, once asked (one probe per pass).
-    pub(super) in_a_group: Option<bool>,
     /// The episode as a notification carries it (when it belongs to it), made once.
     pub(super) episode_view: Option<serde_json::Value>,
     /// Whether this pass's notifications belong to the episode: it is open, or this
@@ -83,7 +84,7 @@ impl Pipeline {
     /// Stage 1, observe: what drifted (with the audit input's attempts), the
     /// break-glass verdict, the episode, sync operations seen ended, and whether a new
     /// episode's live reads are still awaited.
-    pub(super) fn observe(&self, inputs: &Inputs, s: &Subject<'_>, out: &mut Evaluation) -> Result<Drift, StateError> {
+    pub(super) fn observe(&self, inputs: &Inputs, s: &Subject<'_>, out: &mut Evaluation) -> Drift {
         let rt = &self.runtime;
         let (app, app_key, now) = (s.app, &s.key, s.now);
         let target = rt.target(&app.object);
@@ -92,16 +93,16 @@ impl Pipeline {
         let scope = inputs.scope(app).resolved(&server, &name);
         let mut drift =
             Drift::of(&app.object, &rt.classes, &inputs.live, &cluster, &scope).with_attempts(inputs.attempts.of(app_key), &rt.classes);
-        out.break_glass = self.judge_break_glass(inputs, s, &mut drift)?;
+        out.break_glass = self.judge_break_glass(inputs, s, &mut drift);
         if let Some(at) =
             drift.break_glass.as_ref().filter(|b| b.state == crate::drift::break_glass::State::Active).and_then(|b| b.expires_at)
         {
             out.wake(at);
         }
-        let obs = episode::observe(s.state.latest_episode(app_key)?, app, &drift, now);
+        let obs = episode::observe(s.state.episode.clone(), app, &drift, now);
         out.episode = obs.episode;
         out.episode_event = obs.event;
-        out.operations = new_operations(app, &drift, s.state.latest_operation(app_key)?);
+        out.operations = new_operations(app, &drift, s.state.operation.clone());
         // A new episode's live reads (who, the diff) are waited for, briefly: every
         // condition that holds waits while `drift.awaitingLive` (below), and the pass is
         // run again when a read completes, or at the latest after `episode::OPENING`.
@@ -125,7 +126,7 @@ impl Pipeline {
             ep.held = drift.awaiting_live;
             out.episode_event.get_or_insert(Event::Updated);
         }
-        Ok(drift)
+        drift
     }
 
     /// Stage 2, route: the subscriptions (annotations, the AppProject's, configured
@@ -137,7 +138,7 @@ impl Pipeline {
         s: &Subject<'_>,
         drift: &Drift,
         out: &mut Evaluation,
-    ) -> Result<Option<crate::route::Subscriptions>, StateError> {
+    ) -> Option<crate::route::Subscriptions> {
         let rt = &self.runtime;
         let app = s.app;
         let routed = rt.router.subscriptions(app, inputs.projects.get(&app.project));
@@ -145,7 +146,7 @@ impl Pipeline {
         out.annotation_errors = routed.errors;
         // What the limits dropped is kept on the Application (`driftwatch state list`)
         // when it changes, not written every pass.
-        if s.state.app_note(&s.key)? != routed.capped {
+        if s.state.note != routed.capped {
             out.note = Some(routed.capped.clone());
         }
         out.capped = routed.capped;
@@ -156,7 +157,7 @@ impl Pipeline {
             out.routes = rt.routes.matches(&RouteInput { labels: &app.labels, project: &app.project, subject, break_glass });
             out.routes.iter().for_each(|hit| hit.add_to(&mut subs));
         }
-        Ok((!subs.is_empty()).then_some(subs))
+        (!subs.is_empty()).then_some(subs)
     }
 
     /// Stage 3, fire: each subscribed trigger's conditions, on the pass's values
@@ -183,7 +184,6 @@ impl Pipeline {
             cluster: out.target.key(),
             routes: &routes,
             pages_held: pages_held(drift, episode.as_ref()),
-            in_a_group: None,
             episode_view: None,
             belongs,
             operation_view: None,
@@ -195,7 +195,7 @@ impl Pipeline {
                 continue;
             };
             for r in with_now(s.now, || rt.engine.run(trigger, &mut scope)) {
-                if !self.held_long_enough(s, trigger_name, &r, out)? {
+                if !self.held_long_enough(s, trigger_name, &r, out) {
                     continue;
                 }
                 // A condition that holds waits for the live reads of a new episode (it
@@ -234,14 +234,17 @@ impl Pipeline {
         if !f.r.result {
             return self.turned_false(p, f, &dest, out);
         }
-        let Some(seen) = self.dedup(p, f, &dest, out)? else { return Ok(()) };
+        let Some(seen) = self.dedup(p, f, &dest, out) else { return Ok(()) };
         if self.muted(p, f, d, out) {
             return Ok(());
         }
         let record = StateRecord { app_key: s.key.clone(), key: dest.key, op: RecordOp::Set, seen };
         match &grouped {
             Some(g) => self.join_group(p, g, ((f.r).into(), record), out),
-            None => self.render_all(p, Send { trigger: f.trigger, r: f.r, action: Action::Fire, record }, d, out),
+            None => {
+                self.render_all(p, Send { trigger: f.trigger, r: f.r, action: Action::Fire, record }, d, out);
+                Ok(())
+            }
         }
     }
 
@@ -255,23 +258,19 @@ impl Pipeline {
             self.leave_group(p, (f.trigger, dest.d), &cond, out)?;
         } else {
             // Joined while its route was grouped (a reload took the group away): it
-            // leaves the group it joined then. One probe per pass tells whether the
-            // Application is in any group at all.
-            let grouped_before = match p.in_a_group {
-                Some(b) => b,
-                None => *p.in_a_group.insert(s.state.in_any_group(&s.key)?),
-            };
-            if grouped_before {
+            // leaves the group it joined then.
+            if s.state.in_any_group() {
                 self.leave_group(p, (f.trigger, dest.d), &cond, out)?;
             }
             if f.r.resolve {
-                return self.resolve(p, f, dest.d, out);
+                self.resolve(p, f, dest.d, out);
+                return Ok(());
             }
         }
         // Only keys without oncePer re-arm; an oncePer key is kept until its value
         // changes (a new value is a new key). Checked with a read first: most
         // conditions are false most of the time, and a forget is a durable write.
-        if s.state.is_notified(&s.key, &dest.key)? {
+        if s.state.notified_at(&dest.key).is_some() {
             out.rearm.push(StateRecord { app_key: s.key.clone(), key: dest.key.clone(), op: RecordOp::Clear, seen: None });
         }
         Ok(())
@@ -280,26 +279,20 @@ impl Pipeline {
     /// Whether the notification was delivered before: `Some(when)` (or `Some(None)`,
     /// never) when it goes on — a `repeat:` falls due after its interval — else `None`
     /// (skipped, and woken when the repeat falls due).
-    pub(super) fn dedup(
-        &self,
-        p: &Pass<'_>,
-        f: &Fired<'_>,
-        dest: &Dest<'_>,
-        out: &mut Evaluation,
-    ) -> Result<Option<Option<u64>>, StateError> {
+    pub(super) fn dedup(&self, p: &Pass<'_>, f: &Fired<'_>, dest: &Dest<'_>, out: &mut Evaluation) -> Option<Option<u64>> {
         let s = p.s;
-        let Some(at) = s.state.notified_at(&s.key, &dest.key)? else { return Ok(Some(None)) };
+        let Some(at) = s.state.notified_at(&dest.key) else { return Some(None) };
         // A repeat so far off that the time is not representable never falls due (the
         // configuration bounds it; this keeps the arithmetic total).
         let due = f.r.repeat.and_then(|every| chrono::Duration::from_std(every).ok().and_then(|d| from_millis(at).checked_add_signed(d)));
         match due {
-            Some(due) if due <= s.now => Ok(Some(Some(at))),
+            Some(due) if due <= s.now => Some(Some(at)),
             other => {
                 if let Some(due) = other {
                     out.wake(due);
                 }
                 out.skipped.push(Skip::AlreadyNotified { trigger: f.trigger.to_string(), destination: dest.d.clone() });
-                Ok(None)
+                None
             }
         }
     }
@@ -326,24 +319,18 @@ impl Pipeline {
         inputs: &Inputs,
         s: &Subject<'_>,
         drift: &mut Drift,
-    ) -> Result<Option<crate::drift::break_glass::Record>, StateError> {
+    ) -> Option<crate::drift::break_glass::Record> {
         use crate::drift::break_glass::{self as bg, Record};
-        let (app, app_key, state, now) = (s.app, s.key.as_str(), s.state, s.now);
+        let (app, app_key, now) = (s.app, s.key.as_str(), s.now);
         let annotated = app.object.pointer("/metadata/annotations").and_then(|a| a.get(bg::ANNOTATION)).is_some();
-        let latest = state.latest_break_glass(app_key)?;
-        if !annotated && latest.as_ref().is_none_or(|l| l.closed) {
-            return Ok(None);
+        let latest = s.state.break_glass.as_ref();
+        if !annotated && latest.is_none_or(|l| l.closed) {
+            return None;
         }
-        let stored = match &latest {
-            Some(l) => state.break_glass(app_key, l.opened_ms)?,
-            None => None,
-        };
+        let stored = latest.and_then(|l| l.record.as_ref());
         let off_git = app.object.pointer("/status/sync/status").and_then(serde_json::Value::as_str) != Some("Synced");
         let before = stored.as_ref().map(|r| &r.break_glass);
-        let Some(judged) = bg::evaluate(&app.object, before, inputs.break_glass.of(app_key), &self.runtime.break_glass, off_git, now)
-        else {
-            return Ok(None);
-        };
+        let judged = bg::evaluate(&app.object, before, inputs.break_glass.of(app_key), &self.runtime.break_glass, off_git, now)?;
         let changed = before.is_none_or(|b| b.fingerprint() != judged.fingerprint());
         let record = changed.then(|| Record {
             app_key: app_key.to_string(),
@@ -352,28 +339,22 @@ impl Pipeline {
             break_glass: bg::with_transitions(judged.clone(), before, now),
         });
         drift.break_glass = Some(judged);
-        Ok(record)
+        record
     }
 
     /// The `for:` hold-down of a condition: true when the result may go on (no
     /// hold-down, the condition is false, or it has held long enough). Starts and ends
     /// hold-downs in `out` and schedules the re-evaluation when one will elapse.
-    pub(super) fn held_long_enough(
-        &self,
-        s: &Subject<'_>,
-        trigger: &str,
-        r: &ConditionResult,
-        out: &mut Evaluation,
-    ) -> Result<bool, StateError> {
-        let (app_key, state, now) = (s.key.as_str(), s.state, s.now);
-        let Some(hold) = r.hold else { return Ok(true) };
+    pub(super) fn held_long_enough(&self, s: &Subject<'_>, trigger: &str, r: &ConditionResult, out: &mut Evaluation) -> bool {
+        let now = s.now;
+        let Some(hold) = r.hold else { return true };
         let hold_key = format!("{trigger}:{}", r.key);
-        let since = state.hold_since(app_key, &hold_key)?;
+        let since = s.state.hold_since(&hold_key);
         if !r.result {
             if since.is_some() {
                 out.holds.push((hold_key, None));
             }
-            return Ok(true);
+            return true;
         }
         let since = match since {
             Some(ms) => from_millis(ms),
@@ -385,38 +366,35 @@ impl Pipeline {
         // An unrepresentable end (the configuration bounds `for:`) never elapses.
         let Some(until) = chrono::Duration::from_std(hold).ok().and_then(|d| since.checked_add_signed(d)) else {
             out.skipped.push(Skip::HeldDown { trigger: trigger.to_string(), until: DateTime::<Utc>::MAX_UTC });
-            return Ok(false);
+            return false;
         };
         if until <= now {
-            return Ok(true);
+            return true;
         }
         out.wake(until);
         out.skipped.push(Skip::HeldDown { trigger: trigger.to_string(), until });
-        Ok(false)
+        false
     }
 
     /// The condition (marked `resolve: true`) is false: every key still recorded for it
     /// and this destination (any `oncePer` value) gets a resolve, which clears the key
     /// once delivered.
-    pub(super) fn resolve(&self, p: &mut Pass<'_>, f: &Fired<'_>, d: &Destination, out: &mut Evaluation) -> Result<(), StateError> {
+    pub(super) fn resolve(&self, p: &mut Pass<'_>, f: &Fired<'_>, d: &Destination, out: &mut Evaluation) {
         let s = p.s;
         let suffix = format!(":{}:{}:{}:{}", f.trigger, f.r.key, d.service, d.recipient);
-        for (key, at) in s.state.keys(&s.key)? {
-            if key.ends_with(&suffix) {
-                let record = StateRecord { app_key: s.key.clone(), key, op: RecordOp::Clear, seen: Some(at) };
-                self.render_all(p, Send { trigger: f.trigger, r: f.r, action: Action::Resolve, record }, d, out)?;
-            }
+        for (key, at) in s.state.notified.iter().filter(|(key, _)| key.ends_with(&suffix)) {
+            let record = StateRecord { app_key: s.key.clone(), key: key.clone(), op: RecordOp::Clear, seen: Some(*at) };
+            self.render_all(p, Send { trigger: f.trigger, r: f.r, action: Action::Resolve, record }, d, out);
         }
-        Ok(())
     }
 
     /// Renders every template of a condition for one destination, skipping those
     /// already in flight.
-    pub(super) fn render_all(&self, ctx: &mut Pass<'_>, send: Send<'_>, d: &Destination, out: &mut Evaluation) -> Result<(), StateError> {
+    pub(super) fn render_all(&self, ctx: &mut Pass<'_>, send: Send<'_>, d: &Destination, out: &mut Evaluation) {
         let rt = &self.runtime;
         let Send { trigger, r, action, record } = send;
         let (app, state) = (ctx.s.app, ctx.s.state);
-        let Some(kind) = self.kind_or_skip(d, out) else { return Ok(()) };
+        let Some(kind) = self.kind_or_skip(d, out) else { return };
         let target = Target { trigger, kind, service: &d.service, recipient: &d.recipient, resolved: action == Action::Resolve };
         let ctx_episode = ctx.episode_json();
         let ctx_operation = match (&ctx.drift.operation, r.once_per.as_deref()) {
@@ -430,7 +408,7 @@ impl Pipeline {
             _ => None,
         };
         for template in &r.send {
-            if state.is_pending(&record.app_key, &record.key, template, action)? {
+            if state.is_pending(&record.key, template, action) {
                 out.skipped.push(Skip::InFlight { trigger: trigger.to_string(), destination: d.clone() });
                 continue;
             }
@@ -466,6 +444,5 @@ impl Pipeline {
                 }),
             }
         }
-        Ok(())
     }
 }

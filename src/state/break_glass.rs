@@ -70,13 +70,13 @@ impl StateStore {
 
 impl super::StateView {
     /// Where an Application's newest exception is, if it ever had one.
-    pub fn latest_break_glass(&self, app: &str) -> Result<Option<LatestException>, StateError> {
+    pub(super) fn latest_break_glass(&self, app: &str) -> Result<Option<LatestException>, StateError> {
         Ok(EXCEPTIONS.latest(&self.tx, app)?.and_then(|v| parse_latest(&v)))
     }
 
     /// One stored exception of an Application (an unreadable copy is none: the pass
     /// judges afresh).
-    pub fn break_glass(&self, app: &str, opened_ms: u64) -> Result<Option<Record>, StateError> {
+    pub(super) fn break_glass(&self, app: &str, opened_ms: u64) -> Result<Option<Record>, StateError> {
         Ok(EXCEPTIONS.get(&self.tx, app, opened_ms)?.and_then(|json| serde_json::from_str(&json).ok()))
     }
 }

@@ -502,7 +502,7 @@ impl StateStore {
 
 impl super::StateView {
     /// The newest episode of an Application (open, or the last resolved one).
-    pub fn latest_episode(&self, app: &str) -> Result<Option<Episode>, StateError> {
+    pub(super) fn latest_episode(&self, app: &str) -> Result<Option<Episode>, StateError> {
         let latest = self.tx.open_table(LATEST).map_err(storage)?;
         let Some(key) = latest.get(app).map_err(storage)? else { return Ok(None) };
         let episodes = self.tx.open_table(EPISODES).map_err(storage)?;

@@ -5,7 +5,7 @@ use redb::{TableDefinition, WriteTransaction};
 
 use super::{StateError, StateStore, remove_app_entries, storage};
 
-const HOLDS: TableDefinition<&str, u64> = TableDefinition::new("holds");
+pub(super) const HOLDS: TableDefinition<&str, u64> = TableDefinition::new("holds");
 
 pub(super) fn create_tables(tx: &WriteTransaction) -> Result<(), StateError> {
     tx.open_table(HOLDS).map_err(storage)?;
@@ -49,7 +49,7 @@ impl StateStore {
 
 impl super::StateView {
     /// Since when (unix ms) a held condition has held, if it is being held.
-    pub fn hold_since(&self, app: &str, key: &str) -> Result<Option<u64>, StateError> {
+    pub(super) fn hold_since(&self, app: &str, key: &str) -> Result<Option<u64>, StateError> {
         let table = self.tx.open_table(HOLDS).map_err(storage)?;
         Ok(table.get(StateStore::full_key(app, key).as_str()).map_err(storage)?.map(|v| v.value()))
     }

@@ -87,18 +87,18 @@ impl StateStore {
 }
 
 impl StateView {
-    pub fn is_notified(&self, app: &str, key: &str) -> Result<bool, StateError> {
+    pub(super) fn is_notified(&self, app: &str, key: &str) -> Result<bool, StateError> {
         Ok(self.notified_at(app, key)?.is_some())
     }
 
     /// When a key was recorded (unix ms), if it is.
-    pub fn notified_at(&self, app: &str, key: &str) -> Result<Option<u64>, StateError> {
+    pub(super) fn notified_at(&self, app: &str, key: &str) -> Result<Option<u64>, StateError> {
         let table = self.tx.open_table(NOTIFIED).map_err(storage)?;
         Ok(table.get(StateStore::full_key(app, key).as_str()).map_err(storage)?.map(|v| v.value()))
     }
 
     /// Every key of one Application with its delivery time.
-    pub fn keys(&self, app: &str) -> Result<Vec<(String, u64)>, StateError> {
+    pub(super) fn keys(&self, app: &str) -> Result<Vec<(String, u64)>, StateError> {
         let table = self.tx.open_table(NOTIFIED).map_err(storage)?;
         let (lo, hi) = app_range(app);
         let mut out = Vec::new();

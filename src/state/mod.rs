@@ -21,6 +21,7 @@
 //! ([`StateStore::settle`]), so a failed send is tried again (Argo CD records first and
 //! loses it).
 
+mod app_state;
 mod break_glass;
 mod history;
 mod holds;
@@ -30,6 +31,7 @@ mod operations;
 mod outbox;
 mod timed;
 
+pub use app_state::{AppState, GroupReads, NoGroups, StoredException};
 pub use break_glass::{LatestException, MAX_EXCEPTIONS_PER_APP};
 pub use history::{HistoryQuery, OpenEpisode, Retention};
 pub use operations::MAX_OPERATIONS_PER_APP;
@@ -446,7 +448,7 @@ pub struct StateView {
 
 impl StateView {
     /// The Application's note, if it has one.
-    pub fn app_note(&self, app: &str) -> Result<Option<String>, StateError> {
+    pub(super) fn app_note(&self, app: &str) -> Result<Option<String>, StateError> {
         let table = self.tx.open_table(NOTES).map_err(storage)?;
         Ok(table.get(app).map_err(storage)?.map(|v| v.value().to_string()))
     }

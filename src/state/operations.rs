@@ -71,7 +71,7 @@ impl StateStore {
 impl super::StateView {
     /// When the newest recorded operation of an Application started (unix ms), and its
     /// id (an operation retried to another end is recorded again).
-    pub fn latest_operation(&self, app: &str) -> Result<Option<(u64, String)>, StateError> {
+    pub(super) fn latest_operation(&self, app: &str) -> Result<Option<(u64, String)>, StateError> {
         Ok(OPERATIONS.latest(&self.tx, app)?.and_then(|v| parse_latest(&v)))
     }
 }

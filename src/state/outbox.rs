@@ -152,9 +152,25 @@ pub(super) fn from_json<T: for<'de> Deserialize<'de>>(s: &str) -> Result<T, Stat
 
 impl super::StateView {
     /// Whether this notification (key, template, action) is waiting in the outbox.
-    pub fn is_pending(&self, app: &str, key: &str, template: &str, action: Action) -> Result<bool, StateError> {
+    pub(super) fn is_pending(&self, app: &str, key: &str, template: &str, action: Action) -> Result<bool, StateError> {
         let t = self.tx.open_table(PENDING).map_err(storage)?;
         Ok(t.get(pending_key_of(app, key, template, action).as_str()).map_err(storage)?.is_some())
+    }
+
+    /// Every notification of one Application waiting in the outbox: (dedup key,
+    /// template, action), a range of its own entries.
+    pub(super) fn pending_of(&self, app: &str) -> Result<std::collections::BTreeSet<(String, String, Action)>, StateError> {
+        let t = self.tx.open_table(PENDING).map_err(storage)?;
+        let (lo, hi) = super::app_range(app);
+        let mut out = std::collections::BTreeSet::new();
+        for item in t.range(lo.as_str()..hi.as_str()).map_err(storage)? {
+            let (k, _) = item.map_err(storage)?;
+            let mut parts = k.value()[lo.len()..].rsplitn(3, '\u{0}');
+            let (Some(action), Some(template), Some(key)) = (parts.next(), parts.next(), parts.next()) else { continue };
+            let action = if action == Action::Resolve.as_str() { Action::Resolve } else { Action::Fire };
+            out.insert((key.to_string(), template.to_string(), action));
+        }
+        Ok(out)
     }
 }
 

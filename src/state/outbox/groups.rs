@@ -214,27 +214,14 @@ fn group_range(group: &str) -> (String, String) {
 
 impl crate::state::StateView {
     /// A group's current run, if it has one.
-    pub fn group(&self, key: &str) -> Result<Option<Group>, StateError> {
+    pub(in crate::state) fn group(&self, key: &str) -> Result<Option<Group>, StateError> {
         let t = self.tx.open_table(GROUPS).map_err(storage)?;
         Ok(row(t.get(key).map_err(storage)?))
     }
 
-    /// The group `app_key` is in for (trigger, destination), if any.
-    pub fn membership(&self, app_key: &str, trigger: &str, d: &Destination) -> Result<Option<String>, StateError> {
-        let t = self.tx.open_table(MEMBERSHIP).map_err(storage)?;
-        Ok(t.get(slot(app_key, trigger, d).as_str()).map_err(storage)?.map(|v| v.value().to_string()))
-    }
-
-    /// Whether `app_key` is in any group (one range probe).
-    pub fn in_any_group(&self, app_key: &str) -> Result<bool, StateError> {
-        let t = self.tx.open_table(MEMBERSHIP).map_err(storage)?;
-        let (lo, hi) = (format!("{app_key}\u{0}"), format!("{app_key}\u{1}"));
-        Ok(t.range(lo.as_str()..hi.as_str()).map_err(storage)?.next().is_some())
-    }
-
     /// Every (trigger, destination, group key) `app_key` is in: a range of one
     /// Application's slots (a handful), for a deleted Application leaving its groups.
-    pub fn memberships(&self, app_key: &str) -> Result<Vec<(String, Destination, String)>, StateError> {
+    pub(in crate::state) fn memberships(&self, app_key: &str) -> Result<Vec<(String, Destination, String)>, StateError> {
         let t = self.tx.open_table(MEMBERSHIP).map_err(storage)?;
         let (lo, hi) = (format!("{app_key}\u{0}"), format!("{app_key}\u{1}"));
         let mut out = Vec::new();
@@ -249,7 +236,7 @@ impl crate::state::StateView {
     }
 
     /// An Application's membership of a group (of its current run or an earlier one).
-    pub fn group_member(&self, key: &str, app: &str) -> Result<Option<Member>, StateError> {
+    pub(in crate::state) fn group_member(&self, key: &str, app: &str) -> Result<Option<Member>, StateError> {
         let t = self.tx.open_table(MEMBERS).map_err(storage)?;
         Ok(row(t.get(member_key(key, app).as_str()).map_err(storage)?))
     }

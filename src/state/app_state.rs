@@ -1,0 +1,197 @@
+//! What the store holds about one Application that its evaluation pass decides from,
+//! read at once from one snapshot ([`StateView::app_state`]): the pass asks the store
+//! one question and the stages read plain values. A second storage engine answers the
+//! same question in one query.
+//!
+//! Groups are the exception: a group is shared by the Applications in it, so a pass
+//! that joins or leaves one reads that group (and only it) through [`GroupReads`].
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use super::outbox::groups::{Group, Member};
+use super::{SEP, StateError, StateView, app_range, storage};
+use crate::drift::break_glass::Record;
+use crate::drift::episode::Episode;
+use crate::model::{Action, Destination};
+
+/// An Application's newest stored break-glass exception.
+#[derive(Debug, Clone, Default)]
+pub struct StoredException {
+    /// Whether it is closed (a closed one holds nothing; the pass judges afresh only
+    /// when the Application is annotated again).
+    pub closed: bool,
+    /// The stored record (`None` when unreadable: the pass judges afresh).
+    pub record: Option<Record>,
+}
+
+/// One Application's state as its pass reads it. Each collection is bounded by the
+/// store's per-Application limits (keys, hold-downs, outbox entries, group slots).
+#[derive(Debug, Clone, Default)]
+pub struct AppState {
+    /// The open or last resolved episode.
+    pub episode: Option<Episode>,
+    /// The newest recorded sync operation: (started ms, id).
+    pub operation: Option<(u64, String)>,
+    /// What the subscription limits dropped, as last stored.
+    pub note: Option<String>,
+    /// Delivered dedup keys and when.
+    pub notified: BTreeMap<String, u64>,
+    /// Running hold-downs by hold key (`trigger:condition key`), since when.
+    pub holds: BTreeMap<String, u64>,
+    /// Notifications waiting in the outbox: (dedup key, template, action).
+    pub pending: BTreeSet<(String, String, Action)>,
+    /// The group each (trigger, destination) slot of the Application is in.
+    pub memberships: BTreeMap<(String, Destination), String>,
+    pub break_glass: Option<StoredException>,
+}
+
+impl AppState {
+    pub fn notified_at(&self, key: &str) -> Option<u64> {
+        self.notified.get(key).copied()
+    }
+
+    pub fn hold_since(&self, hold_key: &str) -> Option<u64> {
+        self.holds.get(hold_key).copied()
+    }
+
+    /// Whether the same notification is waiting in the outbox.
+    pub fn is_pending(&self, key: &str, template: &str, action: Action) -> bool {
+        self.pending.contains(&(key.to_string(), template.to_string(), action))
+    }
+
+    /// The group a (trigger, destination) slot is in.
+    pub fn membership(&self, trigger: &str, d: &Destination) -> Option<&str> {
+        self.memberships.get(&(trigger.to_string(), d.clone())).map(String::as_str)
+    }
+
+    pub fn in_any_group(&self) -> bool {
+        !self.memberships.is_empty()
+    }
+}
+
+/// The groups a pass joins or leaves, read from the pass's snapshot.
+pub trait GroupReads {
+    fn group(&self, key: &str) -> Result<Option<Group>, StateError>;
+    /// An Application's membership of a group (of its current run or an earlier one).
+    fn group_member(&self, key: &str, app: &str) -> Result<Option<Member>, StateError>;
+}
+
+impl GroupReads for StateView {
+    fn group(&self, key: &str) -> Result<Option<Group>, StateError> {
+        StateView::group(self, key)
+    }
+
+    fn group_member(&self, key: &str, app: &str) -> Result<Option<Member>, StateError> {
+        StateView::group_member(self, key, app)
+    }
+}
+
+/// No group exists (a pass over an empty store, a stage's unit test).
+pub struct NoGroups;
+
+impl GroupReads for NoGroups {
+    fn group(&self, _: &str) -> Result<Option<Group>, StateError> {
+        Ok(None)
+    }
+
+    fn group_member(&self, _: &str, _: &str) -> Result<Option<Member>, StateError> {
+        Ok(None)
+    }
+}
+
+impl StateView {
+    /// Everything the store holds about `app` that its pass decides from: point reads
+    /// and range reads of its own keys, nothing of another Application's. An
+    /// unreadable episode is `StateError::Episode` (the pass resets it).
+    pub fn app_state(&self, app: &str) -> Result<AppState, StateError> {
+        let (lo, hi) = app_range(app);
+        let suffix = |k: &str| k.split_once(SEP).map(|(_, rest)| rest.to_string()).unwrap_or_default();
+        let mut notified = BTreeMap::new();
+        for item in self.tx.open_table(super::NOTIFIED).map_err(storage)?.range(lo.as_str()..hi.as_str()).map_err(storage)? {
+            let (k, v) = item.map_err(storage)?;
+            notified.insert(suffix(k.value()), v.value());
+        }
+        let mut holds = BTreeMap::new();
+        for item in self.tx.open_table(super::holds::HOLDS).map_err(storage)?.range(lo.as_str()..hi.as_str()).map_err(storage)? {
+            let (k, v) = item.map_err(storage)?;
+            holds.insert(suffix(k.value()), v.value());
+        }
+        let break_glass = self
+            .latest_break_glass(app)?
+            .map(|l| Ok::<_, StateError>(StoredException { closed: l.closed, record: self.break_glass(app, l.opened_ms)? }));
+        Ok(AppState {
+            episode: self.latest_episode(app)?,
+            operation: self.latest_operation(app)?,
+            note: self.app_note(app)?,
+            notified,
+            holds,
+            pending: self.pending_of(app)?,
+            memberships: self.memberships(app)?.into_iter().map(|(t, d, g)| ((t, d), g)).collect(),
+            break_glass: break_glass.transpose()?,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{AppMeta, DestinationKind, Notification, RecordOp, Severity, StateRecord};
+    use crate::state::{PassWrite, Retention, StateStore};
+
+    fn pending(app_key: &str, key: &str, action: Action) -> Notification {
+        Notification {
+            app: "ns/a".into(),
+            meta: AppMeta::default(),
+            trigger: "on-x".into(),
+            condition: 0,
+            condition_key: "[0].x".into(),
+            template: "t".into(),
+            destination: Destination::new("hook", "r"),
+            kind: DestinationKind::Webhook,
+            action,
+            severity: Severity::Info,
+            payload: serde_json::json!({}),
+            record: Some(StateRecord { app_key: app_key.into(), key: key.into(), op: RecordOp::Set, seen: None }),
+            episode: None,
+            operation: None,
+            idempotency_key: None,
+            group: None,
+        }
+    }
+
+    #[test]
+    fn one_read_gives_the_applications_own_state_and_nothing_of_its_neighbours() {
+        let s = StateStore::in_memory().unwrap();
+        // "ns/a@u" and "ns/a@u2": one key is a prefix of the other.
+        for (app, n) in [("ns/a@u", 1), ("ns/a@u2", 2)] {
+            s.record(app, &format!("k{n}"), 100 + n).unwrap();
+            s.set_hold(app, &format!("on-x:h{n}"), Some(200 + n)).unwrap();
+            s.enqueue(&[pending(app, &format!("p{n}"), Action::Resolve)], 10).unwrap();
+            let note = format!("note {n}");
+            let pass = PassWrite {
+                app_key: app,
+                at_ms: 1,
+                episode: None,
+                operations: &[],
+                break_glass: None,
+                retention: Retention::default(),
+                holds: &[],
+                forgets: vec![],
+                note: Some(Some(note.as_str())),
+                deleted: false,
+            };
+            s.write_pass(&pass, &[], 1).unwrap();
+        }
+        let st = s.view().unwrap().app_state("ns/a@u").unwrap();
+        assert_eq!(st.notified, [("k1".to_string(), 101)].into());
+        assert_eq!(st.hold_since("on-x:h1"), Some(201));
+        assert_eq!(st.holds.len(), 1);
+        assert!(st.is_pending("p1", "t", Action::Resolve));
+        assert!(!st.is_pending("p1", "t", Action::Fire), "the action is part of what is in flight");
+        assert_eq!(st.pending.len(), 1);
+        assert_eq!(st.note.as_deref(), Some("note 1"));
+        assert!(st.episode.is_none() && st.operation.is_none() && st.break_glass.is_none() && !st.in_any_group());
+        let empty = s.view().unwrap().app_state("ns/b@u").unwrap();
+        assert!(empty.notified.is_empty() && empty.holds.is_empty() && empty.pending.is_empty() && empty.note.is_none());
+    }
+}
