@@ -170,15 +170,16 @@ fn main() {
     let drifted = App::from_value(drifted).expect("fixture is an Application");
     let pipeline = Pipeline::new(prod.clone());
     let mut inputs = driftwatch::pipeline::Inputs::default();
-    inputs.live.insert(
+    inputs.live_read(
         driftwatch::drift::attribution::resource_key("apps", "Deployment", "shop", "res-7"),
-        driftwatch::drift::attribution::attribute(&live_object, "workload", &[]),
+        Some(driftwatch::drift::attribution::attribute(&live_object, "workload", &[])),
+        false,
     );
-    let drift = Drift::of(&drifted.object, &prod.classes, &inputs.live, "", &driftwatch::project::Scope::unrestricted());
+    let drift = Drift::of(&drifted.object, &prod.classes, inputs.live(), "", &driftwatch::project::Scope::unrestricted());
     // Computed, then converted to what triggers see: the work the pass does per drift.
     measure("drift: classes, direction, attribution (60 resources)", 20_000, || {
         black_box(
-            Drift::of(black_box(&drifted.object), &prod.classes, &inputs.live, "", &driftwatch::project::Scope::unrestricted()).view(),
+            Drift::of(black_box(&drifted.object), &prod.classes, inputs.live(), "", &driftwatch::project::Scope::unrestricted()).view(),
         );
     });
     // The same under an AppProject's rule (what the daemon does when it reads live
@@ -190,7 +191,7 @@ fn main() {
     measure("drift under the AppProject's rule (60 resources, scope built per pass)", 20_000, || {
         let scope =
             driftwatch::project::Scope::of(&drifted.object, Some(&project)).resolved("https://kubernetes.default.svc", "in-cluster");
-        black_box(Drift::of(black_box(&drifted.object), &prod.classes, &inputs.live, "", &scope).view());
+        black_box(Drift::of(black_box(&drifted.object), &prod.classes, inputs.live(), "", &scope).view());
     });
     let episode = driftwatch::drift::episode::observe(None, &drifted, &drift, now).episode.expect("drifting");
     measure("route tree: match the production policy on an episode", 50_000, || {

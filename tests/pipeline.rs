@@ -228,15 +228,12 @@ fn project_subscriptions_and_global_selectors_route_without_app_annotations() {
         Some("subscriptions:\n  - recipients: [email:sre@example.com]\n    triggers: [on-health-degraded]\n    selector: env=prod\n"),
         dir.path(),
     );
-    p.inputs.projects.insert(
-        "default".into(),
-        Project {
-            name: "default".into(),
-            namespace: "argocd".into(),
-            annotations: [("notifications.argoproj.io/subscribe.on-health-degraded.slack".to_string(), "team".to_string())].into(),
-            policy: Default::default(),
-        },
-    );
+    p.inputs.project_seen(Project {
+        name: "default".into(),
+        namespace: "argocd".into(),
+        annotations: [("notifications.argoproj.io/subscribe.on-health-degraded.slack".to_string(), "team".to_string())].into(),
+        policy: Default::default(),
+    });
     let state = Arc::new(StateStore::in_memory().unwrap());
     let prod = AppBuilder::new("a").synced().degraded().label("env", "prod").app();
     assert_eq!(

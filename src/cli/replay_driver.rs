@@ -112,7 +112,7 @@ pub fn run_replay(opts: &ReplayOptions, out: &mut dyn Write, err: &mut dyn Write
         let (app, deleted) = match &step.snapshot {
             Snapshot::Project(p) => {
                 writeln!(out, "== {}  AppProject {}", step.label, p.name)?;
-                inputs.projects.insert(p.name.clone(), p.clone());
+                inputs.project_seen(p.clone());
                 continue;
             }
             Snapshot::Live(object) => {
@@ -135,7 +135,7 @@ pub fn run_replay(opts: &ReplayOptions, out: &mut dyn Write, err: &mut dyn Write
                         writeln!(out, "     and {} more", d.more)?;
                     }
                 }
-                inputs.live.insert(key, a);
+                inputs.live_read(key, Some(a), false);
                 continue;
             }
             Snapshot::Malformed(reason) => {

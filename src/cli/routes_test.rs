@@ -42,13 +42,13 @@ pub fn routes_test(
         };
         for d in docs {
             let (key, a) = crate::cluster::live::offline_attribution(&pipeline.runtime, &d, [&app.object]);
-            inputs.live.insert(key, a);
+            inputs.live_read(key, Some(a), false);
         }
     }
     if let Some(f) = project_file {
         match crate::replay::read_project(f) {
             Ok(p) => {
-                inputs.projects.insert(p.name.clone(), p);
+                inputs.project_seen(p);
             }
             Err(e) => {
                 writeln!(err, "error: {e}")?;
@@ -95,12 +95,12 @@ pub fn routes_test(
                 }
             };
             for a in batch.attempts {
-                inputs.attempts.record(a, rt.audit.window, Utc::now());
+                inputs.attempt_audited(a, rt.audit.window, Utc::now());
             }
         }
     }
     let crate::route::AppSubscriptions { subs, errors: annotation_errors, capped } =
-        pipeline.runtime.router.subscriptions(&app, inputs.projects.get(&app.project));
+        pipeline.runtime.router.subscriptions(&app, inputs.project(&app.project));
     let state = StateStore::in_memory()?;
     let now = Utc::now();
     let eval = pipeline.evaluate(&inputs, &app, &state, now)?;

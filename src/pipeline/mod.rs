@@ -6,15 +6,16 @@
 //! workers deliver and record.
 
 pub mod group;
+mod inputs;
 pub mod pass;
 mod stages;
 #[cfg(test)]
 mod tests;
 pub mod wiring;
 
+pub use inputs::Inputs;
 use stages::{Pass, Subject};
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
@@ -22,9 +23,8 @@ use chrono::{DateTime, Utc};
 use crate::clock::with_now;
 use crate::config::Runtime;
 use crate::drift::Drift;
-use crate::drift::attribution::LiveIndex;
 use crate::drift::episode::{self, Episode, Event};
-use crate::model::{Action, App, AppMeta, Destination, DestinationKind, Notification, Project, RecordOp, StateRecord};
+use crate::model::{Action, App, AppMeta, Destination, DestinationKind, Notification, RecordOp, StateRecord};
 use crate::route::tree::{RouteHit, RouteInput, RouteSubject};
 use crate::state::{AppState, GroupReads, StateError, StateStore, dedup_key, from_millis, to_millis};
 use crate::template::{RenderContext, Target};
@@ -197,41 +197,6 @@ impl Pipeline {
             out.skipped.push(Skip::UnknownService { service: d.service.clone() });
         }
         kind
-    }
-}
-
-/// What an evaluation reads besides the Application and the store, kept by the driver
-/// (the daemon from its watch and fetcher, a replay from its files) and lent to each
-/// evaluation; the pipeline holds none of it, so a new configuration keeps it as is.
-#[derive(Debug, Default)]
-pub struct Inputs {
-    /// AppProjects by name (from the watch cache or replay files); never fetched per
-    /// evaluation.
-    pub projects: BTreeMap<String, Project>,
-    /// Attribution of drifted resources, read from the live objects outside the
-    /// evaluation path (the daemon's fetcher, or live objects in a replay).
-    pub live: LiveIndex,
-    /// Changes and refused attempts from the audit input, per Application, in the
-    /// window (`audit.window`).
-    pub attempts: crate::drift::audit::AttemptIndex,
-    /// Writes of the break-glass annotation the audit input saw, per Application.
-    pub break_glass: crate::drift::break_glass::Writes,
-    /// Whether the driver reads drifted resources' live objects (the daemon with
-    /// attribution on): a new episode then waits for them (`drift.awaitingLive`), and
-    /// what is read is bounded by each Application's AppProject ([`Inputs::scope`]).
-    pub reads_live: bool,
-}
-
-impl Inputs {
-    /// What `app`'s AppProject lets the driver read for it: the project's rule when
-    /// live objects are read on the Application's behalf (an unseen project permits
-    /// nothing); unrestricted for a replay, which reads no cluster.
-    pub fn scope(&self, app: &App) -> crate::project::Scope {
-        if self.reads_live {
-            crate::project::Scope::of(&app.object, self.projects.get(&app.project).map(|p| &p.policy))
-        } else {
-            crate::project::Scope::unrestricted()
-        }
     }
 }
 

@@ -38,19 +38,7 @@ impl Core {
             _ => {}
         }
         // A failure does not replace what an earlier read of the resource found.
-        if failed && self.inputs.live.get(&key).is_some_and(|a| a.not_read.is_none()) {
-            return;
-        }
-        let changed = self.inputs.live.get(&key) != next.as_ref();
-        match next {
-            Some(a) => {
-                self.inputs.live.insert(key, a);
-            }
-            None => {
-                self.inputs.live.remove(&key);
-            }
-        }
-        if changed {
+        if self.inputs.live_read(key, next, failed) {
             self.reevaluate(waiting);
         }
     }

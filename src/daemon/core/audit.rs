@@ -14,14 +14,14 @@ impl Core {
         // opened or approved) and the Application judged again at once.
         for w in batch.break_glass {
             let key = w.app_key.clone();
-            match self.inputs.break_glass.record(w) {
+            match self.inputs.break_glass_audited(w) {
                 true => self.reevaluate([key]),
                 false => METRICS.audit_dropped.inc("too-many-apps"),
             }
         }
         for a in batch.attempts {
             let key = a.app_key.clone();
-            match self.inputs.attempts.record(a, window, Utc::now()) {
+            match self.inputs.attempt_audited(a, window, Utc::now()) {
                 Recorded::Full => METRICS.audit_dropped.inc("too-many-apps"),
                 Recorded::OverBudget => METRICS.audit_dropped.inc("actor-over-budget"),
                 Recorded::Coalesced => {}
@@ -45,7 +45,7 @@ impl Core {
             // manages no object here (a same-named one here is another's), so only its
             // own spec is indexed.
             let policy = match rt.target(&app.object) {
-                crate::config::clusters::Target::Local => self.inputs.projects.get(&app.project).map(|p| &p.policy),
+                crate::config::clusters::Target::Local => self.inputs.project(&app.project).map(|p| &p.policy),
                 _ => None,
             };
             let scope = crate::project::Scope::of(&app.object, policy).resolved(&server, &name);
@@ -58,8 +58,7 @@ impl Core {
         if let Some(a) = &self.audit {
             a.index.write().unwrap_or_else(|p| p.into_inner()).remove(key);
         }
-        self.inputs.attempts.remove(key);
-        self.inputs.break_glass.remove(key);
+        self.inputs.app_gone(key);
     }
 
     /// Tells the audit listener whether this replica evaluates (a standby answers 503,

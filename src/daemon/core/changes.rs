@@ -46,9 +46,7 @@ impl Core {
                         seen.insert(name.clone());
                     }
                 }
-                let changed = self.inputs.projects.get(&name) != Some(&p);
-                self.inputs.projects.insert(name.clone(), p);
-                if changed {
+                if self.inputs.project_seen(p) {
                     // Project subscriptions apply to its Applications, and its rule bounds
                     // what is read and indexed for them: evaluate them now.
                     let members: Vec<String> = self.apps.iter().filter(|(_, a)| a.project == name).map(|(k, _)| k.clone()).collect();
@@ -62,7 +60,7 @@ impl Core {
             }
             Change::ProjectDeleted(name) => {
                 METRICS.events.inc("appproject_delete");
-                self.inputs.projects.remove(&name);
+                self.inputs.project_gone(&name);
                 // Its Applications may read nothing now.
                 let members: Vec<String> = self.apps.iter().filter(|(_, a)| a.project == name).map(|(k, _)| k.clone()).collect();
                 for k in &members {
@@ -99,14 +97,13 @@ impl Core {
                         Kind::AppProject => {
                             let gone: Vec<String> = self
                                 .inputs
-                                .projects
-                                .iter()
-                                .filter(|(name, p)| stream.covers(&p.namespace) && !seen.contains(*name))
-                                .map(|(name, _)| name.clone())
+                                .projects()
+                                .filter(|p| stream.covers(&p.namespace) && !seen.contains(&p.name))
+                                .map(|p| p.name.clone())
                                 .collect();
                             for name in gone {
                                 METRICS.events.inc("appproject_delete");
-                                self.inputs.projects.remove(&name);
+                                self.inputs.project_gone(&name);
                             }
                         }
                     }
@@ -150,9 +147,7 @@ impl Core {
             self.wakeups.remove(&key);
         }
         if let Some(live) = self.live.as_mut() {
-            for k in live.request(&key, Vec::new(), crate::drift::ignore::IgnoreRules::default).forgotten {
-                self.inputs.live.remove(&k);
-            }
+            self.inputs.live_forgotten(live.request(&key, Vec::new(), crate::drift::ignore::IgnoreRules::default).forgotten);
         }
     }
 }

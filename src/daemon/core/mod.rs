@@ -220,7 +220,7 @@ impl Core {
         let last_config = config_fingerprint(&o.runtime.sources);
         Core {
             pipeline: Pipeline::new(Arc::new(o.runtime)),
-            inputs: crate::pipeline::Inputs { reads_live: o.live.is_some(), ..Default::default() },
+            inputs: crate::pipeline::Inputs::new(o.live.is_some()),
             state: None,
             shared: o.shared,
             state_path: o.state_path,
@@ -338,8 +338,8 @@ impl Core {
             Input::Audit(batch, arrived) => self.audited(batch, arrived),
             Input::Reload => self.reload(),
             Input::Resync => {
-                self.inputs.attempts.expire(self.pipeline.runtime.audit.window, Utc::now());
-                self.inputs.break_glass.expire(self.pipeline.runtime.break_glass.max_for, Utc::now());
+                let rt = &self.pipeline.runtime;
+                self.inputs.expire(rt.audit.window, rt.break_glass.max_for, Utc::now());
                 if time_dependent(&self.pipeline.runtime) {
                     self.reevaluate_all();
                 }
@@ -442,9 +442,7 @@ impl Core {
         if let Some(live) = self.live.as_mut() {
             let wanted = crate::cluster::live::Wanted::from_drift(&eval.drift, &eval.target, &app.object);
             let r = live.request(&key, wanted, || crate::drift::ignore::IgnoreRules::of(&app.object));
-            for k in r.forgotten {
-                self.inputs.live.remove(&k);
-            }
+            self.inputs.live_forgotten(r.forgotten);
         }
         for n in &eval.notifications {
             METRICS.fired.inc(&n.trigger);
@@ -473,7 +471,7 @@ impl Core {
         use crate::drift::attribution::NotReadReason;
         // Until its AppProject has been seen (the first list may still be on its way)
         // nothing is read, but nothing is outside it either: nothing to count.
-        if !self.inputs.projects.contains_key(&app.project) {
+        if self.inputs.project(&app.project).is_none() {
             return;
         }
         let now: BTreeSet<String> = drift
