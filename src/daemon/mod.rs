@@ -13,6 +13,7 @@
 pub mod admin;
 mod core;
 mod fingerprint;
+pub mod replay;
 mod wakeups;
 
 use std::net::SocketAddr;

@@ -1,0 +1,219 @@
+//! `driftwatch run --replay`: shows what the replay driver (`daemon::replay`, beside
+//! the daemon's) does with each snapshot file, every notification as it is submitted
+//! (`show.rs`).
+
+use super::*;
+use crate::daemon::replay::{Replay, Stepped};
+
+/// Options of `driftwatch run --replay`.
+#[derive(Debug, Clone, Default)]
+pub struct ReplayOptions {
+    pub path: PathBuf,
+    pub config: Option<PathBuf>,
+    /// Persist notification state here (default: in memory, so every replay starts
+    /// from nothing).
+    pub state: Option<PathBuf>,
+    /// Also append every notification as a JSON line here.
+    pub jsonl: Option<PathBuf>,
+    /// Deliver through the configured services for real, waiting at most this long at
+    /// the end for the outbox to drain (what is left is delivered by the next run with
+    /// the same `--state`).
+    pub deliver: Option<std::time::Duration>,
+}
+
+fn summarize_app(app: &App) -> String {
+    let s = |p: &str| app.object.pointer(p).and_then(Value::as_str).unwrap_or("-").to_string();
+    let rev = s("/status/sync/revision");
+    let rev = if rev.len() > 7 { rev[..7].to_string() } else { rev };
+    format!(
+        "{}  sync={} health={} operation={} revision={}",
+        app.qualified_name(),
+        s("/status/sync/status"),
+        s("/status/health/status"),
+        s("/status/operationState/phase"),
+        rev
+    )
+}
+
+/// One line about an episode for replay and `routes test` output.
+fn episode_line(ep: &crate::drift::episode::Episode, now: chrono::DateTime<Utc>) -> String {
+    let classes: Vec<&str> = ep.classes.iter().map(String::as_str).collect();
+    let after = match ep.resolved_at {
+        Some(_) => format!(" after {}", crate::duration::human_duration(ep.duration_secs(now))),
+        None => String::new(),
+    };
+    format!("{} severity={} direction={} classes=[{}]{after}", ep.id, ep.severity.as_str(), ep.direction, classes.join(","))
+}
+
+/// `driftwatch run --replay PATH`: feeds snapshots through the real pipeline and prints
+/// every notification it would send.
+pub fn run_replay(opts: &ReplayOptions, out: &mut dyn Write, err: &mut dyn Write) -> anyhow::Result<i32> {
+    let Some(rt) = load(opts.config.as_deref(), err)? else {
+        return Ok(FAILED);
+    };
+    let max_keys = rt.state.max_keys_per_app;
+    let state = match &opts.state {
+        Some(p) => StateStore::open(p)?,
+        None => StateStore::in_memory()?,
+    };
+    let state = Arc::new(match max_keys {
+        Some(n) => state.with_max_keys_per_app(n),
+        None => state,
+    });
+    let steps = match replay::read_replay(&opts.path) {
+        Ok(s) => s,
+        Err(e) => {
+            writeln!(err, "error: {e}")?;
+            return Ok(BAD_INPUT);
+        }
+    };
+    // Every notification goes through the outbox, whose workers deliver and record:
+    // through the configured services with `--deliver` (starting on whatever a
+    // previous run left), else through previews that take everything, on the
+    // snapshots' clock. Either way what is shown is shown as it is submitted.
+    let tokio_rt = tokio::runtime::Runtime::new()?;
+    let _entered = tokio_rt.enter();
+    let mut replay = match Replay::start(rt, state.clone(), opts.deliver.is_some()) {
+        Ok(r) => r,
+        Err(errors) => {
+            for e in errors {
+                writeln!(err, "error: {e}")?;
+            }
+            return Ok(FAILED);
+        }
+    };
+    let mut jsonl = match &opts.jsonl {
+        Some(p) => Some(JsonLinesWriter::new(std::io::BufWriter::new(
+            std::fs::OpenOptions::new().create(true).append(true).open(p).with_context(|| format!("opening {}", p.display()))?,
+        ))),
+        None => None,
+    };
+    let (mut malformed, mut apps) = (0, 0);
+    for step in &steps {
+        match tokio_rt.block_on(replay.step(step))? {
+            Stepped::Project(name) => writeln!(out, "== {}  AppProject {name}", step.label)?,
+            Stepped::Live(a) => show_live(out, &step.label, &step.snapshot, &a)?,
+            Stepped::Malformed(reason) => {
+                malformed += 1;
+                writeln!(out, "== {}  skipped: {reason}", step.label)?;
+            }
+            Stepped::Pass { app, deleted, now, pass, groups_sent } => {
+                apps += 1;
+                writeln!(out, "== {}  {}{}", step.label, summarize_app(&app), if deleted { " (deleted)" } else { "" })?;
+                show_pass(out, &pass.eval, now)?;
+                let mut console = ConsoleWriter::new(&mut *out);
+                for n in &pass.eval.notifications {
+                    // A group member's notification is a join (or a leave); the group's
+                    // message is shown once, when it goes out.
+                    match &n.group {
+                        Some(g) => console.show_member(n, g)?,
+                        None => console.show(n)?,
+                    }
+                    if let Some(j) = jsonl.as_mut() {
+                        j.step = step.label.clone();
+                        j.show(n)?;
+                    }
+                }
+                for n in &groups_sent {
+                    console.show(n)?;
+                }
+            }
+        }
+    }
+    if let Some(wait) = opts.deliver {
+        writeln!(out, "\nreplayed {} step(s) ({apps} Application snapshot(s)); delivering (waiting at most {wait:?})", steps.len())?;
+        out.flush()?;
+        tokio_rt.block_on(replay.drain(wait));
+        tokio_rt.block_on(replay.shutdown());
+        let dead = state.dead_letters()?.len();
+        let pending = state.outbox(None)?.len();
+        writeln!(out, "deliveries: {pending} still pending, {dead} dead letter(s) in the store; see `driftwatch deliveries --state …`")?;
+        return Ok(if dead > 0 || pending > 0 { FAILED } else { OK });
+    }
+    // Without a state file nothing would ever send the group messages still waiting for
+    // their wait after the last snapshot: they go out now. With one, they stay queued
+    // for a later run.
+    if opts.state.is_none() {
+        let sent = tokio_rt.block_on(replay.end_groups());
+        if !sent.is_empty() {
+            writeln!(out, "== after the last snapshot, when the groups' waits end")?;
+        }
+        let mut console = ConsoleWriter::new(&mut *out);
+        for n in &sent {
+            console.show(n)?;
+        }
+    }
+    let unconfigured = replay.unconfigured;
+    let (sent, dead) = tokio_rt.block_on(replay.shutdown());
+    let failed = dead + unconfigured as u64;
+    writeln!(
+        out,
+        "\nreplayed {} step(s) ({apps} Application snapshot(s)): {sent} notification(s) sent, {failed} failed, {malformed} malformed object(s) skipped",
+        steps.len()
+    )?;
+    Ok(if failed > 0 { FAILED } else { OK })
+}
+
+/// A live object's step: who changed it, and its diff.
+fn show_live(out: &mut dyn Write, label: &str, snapshot: &Snapshot, a: &crate::drift::attribution::Attribution) -> std::io::Result<()> {
+    let Snapshot::Live(object) = snapshot else { return Ok(()) };
+    let who: Vec<String> = a
+        .managers
+        .iter()
+        .map(|m| format!("{}{}", m.manager, if m.security_fields.is_empty() { "" } else { " (security fields)" }))
+        .collect();
+    let s = |p: &str| object.pointer(p).and_then(Value::as_str).unwrap_or_default();
+    let what = format!("{} {}/{}", s("/kind"), s("/metadata/namespace"), s("/metadata/name"));
+    let who = if who.is_empty() { "only Argo CD".to_string() } else { format!("changed by {}", who.join(", ")) };
+    writeln!(out, "== {label}  live object {what}: {who}")?;
+    if let Some(d) = &a.diff {
+        for c in &d.changes {
+            let by = if c.manager.is_empty() { String::new() } else { format!(" ({})", c.manager) };
+            writeln!(out, "     {}: {} -> {}{by}", c.path, c.desired, c.live)?;
+        }
+        if d.more > 0 {
+            writeln!(out, "     and {} more", d.more)?;
+        }
+    }
+    Ok(())
+}
+
+/// What a pass decided besides its notifications: annotation errors, the episode, the
+/// break-glass exception, the skips.
+fn show_pass(out: &mut dyn Write, eval: &crate::pipeline::Evaluation, now: chrono::DateTime<Utc>) -> std::io::Result<()> {
+    for e in &eval.annotation_errors {
+        writeln!(out, "  ! {e}")?;
+    }
+    if eval.stale {
+        return writeln!(out, "  (sync status is stale: skipped until Argo CD re-reconciles)");
+    }
+    if let (Some(ep), Some(event)) = (&eval.episode, eval.episode_event) {
+        writeln!(out, "  episode {}: {}", event.as_str(), episode_line(ep, now))?;
+    }
+    if let Some(b) = eval.break_glass.as_ref().map(|r| &r.break_glass) {
+        match b.state {
+            crate::drift::break_glass::State::Refused => writeln!(out, "  break-glass {}: refused: {}", b.ticket, b.refusal)?,
+            state => {
+                let force = if b.effective {
+                    ", in force"
+                } else if b.overdue {
+                    ", overdue"
+                } else {
+                    ""
+                };
+                writeln!(out, "  break-glass {}: {} ({}{force})", b.ticket, state.as_str(), b.verification.as_str())?
+            }
+        }
+    }
+    for s in &eval.skipped {
+        match s {
+            Skip::AlreadyNotified { .. } => {}
+            Skip::HeldDown { .. } | Skip::BreakGlass { .. } => writeln!(out, "  ({s})")?,
+            other => writeln!(out, "  ! {other}")?,
+        }
+    }
+    if eval.notifications.is_empty() {
+        writeln!(out, "  (no new notifications)")?;
+    }
+    Ok(())
+}
