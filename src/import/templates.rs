@@ -6,6 +6,7 @@ use serde_json::{Map, Value, json};
 use super::read::{Entry, embedded};
 use super::triggers::line_at;
 use super::{Out, Refusal, commented, display, gotmpl, yaml};
+use crate::deliver::kinds::{SectionPath, section_path};
 
 /// The driftwatch section an Argo CD template section maps onto.
 pub(super) fn target_section(section: &str) -> &str {
@@ -61,6 +62,63 @@ impl TemplateWork<'_> {
         }
     }
 
+    /// One map of a destination's section (`argo`: its path in Argo CD's template,
+    /// `dw`: in driftwatch's), as the kind declares it: each field translated, each
+    /// setting kept as written, each inner map converted in turn; what the kind does
+    /// not have is kept commented out with a TODO.
+    fn section(&mut self, out: &mut Out, argo: &str, dw: &str, fields: &Map<String, Value>) -> Map<String, Value> {
+        let mut f = Map::new();
+        for (k, v) in fields {
+            let (argo_path, dw_path) = (format!("{argo}.{k}"), format!("{dw}.{k}"));
+            match (section_path(&dw_path), v) {
+                (Some(SectionPath::Field(_)), Value::String(src)) => {
+                    if let Some(t) = self.translate(out, &argo_path, src) {
+                        f.insert(k.clone(), json!(t));
+                    }
+                }
+                // Lists and maps Argo CD takes as YAML (Opsgenie's tags, details):
+                // driftwatch's fields are JSON text.
+                (Some(SectionPath::Field(_)), v @ (Value::Array(_) | Value::Object(_))) => {
+                    let src = serde_json::to_string_pretty(v).unwrap_or_default();
+                    if let Some(t) = self.translate(out, &argo_path, &src) {
+                        f.insert(k.clone(), json!(t));
+                    }
+                }
+                (Some(SectionPath::Field(_)), v @ (Value::Number(_) | Value::Bool(_))) => {
+                    f.insert(k.clone(), json!(v.to_string()));
+                }
+                (Some(SectionPath::Setting), v) => {
+                    f.insert(k.clone(), v.clone());
+                }
+                (Some(SectionPath::Map), Value::Object(m)) => {
+                    let inner = self.section(out, &argo_path, &dw_path, m);
+                    f.insert(k.clone(), Value::Object(inner));
+                }
+                _ => self.not_in_kind(out, (argo, dw), k, v),
+            }
+        }
+        f
+    }
+
+    /// A field of Argo CD's section that driftwatch's does not have.
+    fn not_in_kind(&mut self, out: &mut Out, (argo, dw): (&str, &str), k: &str, v: &Value) {
+        let path = format!("{argo}.{k}");
+        match (argo, k, v) {
+            ("slack", "notifyBroadcast", Value::Bool(false)) | ("slack", "deliveryPolicy", Value::String(_))
+                if v.as_str().is_none_or(|p| p == "Post") =>
+            {
+                out.note(self.e, &format!("{}.{path}", self.item), "Argo CD's default; driftwatch behaves the same");
+            }
+            ("slack", "deliveryPolicy" | "notifyBroadcast", _) => self.drop_section(
+                out,
+                &path,
+                v,
+                "driftwatch has no such Slack setting: it posts, and updates a message with `resolve: true` conditions",
+            ),
+            _ => self.drop_section(out, &path, v, &format!("driftwatch's {dw} template has no `{k}` field")),
+        }
+    }
+
     fn drop_section(&mut self, out: &mut Out, section: &str, v: &Value, reason: &str) {
         self.todo = true;
         self.comments.push_str(&out.todo(self.e, &format!("{}.{section}", self.item), reason));
@@ -104,151 +162,11 @@ pub(super) fn template(e: &Entry, name: &str, out: &mut Out) {
                     def.entry("email").or_insert_with(|| json!({})).as_object_mut().map(|m| m.insert("subject".into(), json!(t)));
                 }
             }
-            ("webhook", Value::Object(hooks)) => {
-                let mut converted = Map::new();
-                for (svc, fields) in hooks {
-                    let mut f = Map::new();
-                    for (k, v) in fields.as_object().into_iter().flatten() {
-                        match (k.as_str(), v.as_str()) {
-                            ("method" | "path" | "body", Some(src)) => {
-                                if let Some(t) = w.translate(out, &format!("webhook.{svc}.{k}"), src) {
-                                    f.insert(k.clone(), json!(t));
-                                }
-                            }
-                            _ => w.drop_section(out, &format!("webhook.{svc}.{k}"), v, "not a webhook template field (method, path, body)"),
-                        }
-                    }
-                    converted.insert(svc.clone(), Value::Object(f));
-                }
-                def.insert("webhook".into(), Value::Object(converted));
-            }
-            ("github", Value::Object(fields)) => {
-                let mut f = Map::new();
-                for (k, v) in fields {
-                    let subfields: &[&str] = match k.as_str() {
-                        "status" => &["state", "label", "targetURL"],
-                        "deployment" => &[
-                            "state",
-                            "environment",
-                            "environmentURL",
-                            "logURL",
-                            "reference",
-                            "requiredContexts",
-                            "autoMerge",
-                            "transientEnvironment",
-                        ],
-                        "pullRequestComment" => &["content", "commentTag"],
-                        _ => &[],
-                    };
-                    match (k.as_str(), v) {
-                        ("repoURLPath" | "revisionPath", Value::String(src)) => {
-                            if let Some(t) = w.translate(out, &format!("github.{k}"), src) {
-                                f.insert(k.clone(), json!(t));
-                            }
-                        }
-                        (_, Value::Object(m)) if !subfields.is_empty() => {
-                            let mut sub = Map::new();
-                            for (sk, sv) in m {
-                                match sv {
-                                    _ if !subfields.contains(&sk.as_str()) => w.drop_section(
-                                        out,
-                                        &format!("github.{k}.{sk}"),
-                                        sv,
-                                        &format!("driftwatch's github.{k} has no `{sk}` field"),
-                                    ),
-                                    Value::String(src) => {
-                                        if let Some(t) = w.translate(out, &format!("github.{k}.{sk}"), src) {
-                                            sub.insert(sk.clone(), json!(t));
-                                        }
-                                    }
-                                    other => {
-                                        sub.insert(sk.clone(), other.clone());
-                                    }
-                                }
-                            }
-                            f.insert(k.clone(), Value::Object(sub));
-                        }
-                        _ => w.drop_section(
-                            out,
-                            &format!("github.{k}"),
-                            v,
-                            "not a github field driftwatch has (repoURLPath, revisionPath, status, deployment, pullRequestComment)",
-                        ),
-                    }
-                }
-                def.insert("github".into(), Value::Object(f));
-            }
-            ("alertmanager", Value::Object(fields)) => {
-                let mut f = Map::new();
-                for (k, v) in fields {
-                    match (k.as_str(), v) {
-                        ("labels" | "annotations", Value::Object(m)) => {
-                            let mut converted = Map::new();
-                            for (name, value) in m {
-                                let src = value.as_str().map(str::to_string).unwrap_or_else(|| value.to_string());
-                                if let Some(t) = w.translate(out, &format!("alertmanager.{k}.{name}"), &src) {
-                                    converted.insert(name.clone(), json!(t));
-                                }
-                            }
-                            f.insert(k.clone(), Value::Object(converted));
-                        }
-                        ("generatorURL", Value::String(src)) => {
-                            if let Some(t) = w.translate(out, "alertmanager.generatorURL", src) {
-                                f.insert(k.clone(), json!(t));
-                            }
-                        }
-                        _ => w.drop_section(
-                            out,
-                            &format!("alertmanager.{k}"),
-                            v,
-                            "not an alertmanager field (labels, annotations, generatorURL)",
-                        ),
-                    }
-                }
-                def.insert("alertmanager".into(), Value::Object(f));
-            }
-            // A section of fixed field names, as the kind registry has it (not Argo CD's
+            // A kind's section, as the kind declares its fields (not Argo CD's
             // `pagerduty:`, its v1 service, which driftwatch does not have).
-            (s, Value::Object(fields))
-                if !OTHER_KINDS.contains(&s)
-                    && crate::deliver::kinds::section_fields().any(|(p, _)| p.split('.').next() == Some(target_section(s))) =>
-            {
+            (s, Value::Object(fields)) if !OTHER_KINDS.contains(&s) && section_path(target_section(s)) == Some(SectionPath::Map) => {
                 let target = target_section(s);
-                let mut f = Map::new();
-                for (k, v) in fields {
-                    match (crate::deliver::kinds::has_field(&format!("{target}.{k}")).then_some(k.as_str()), v) {
-                        (Some(dw), Value::String(src)) => {
-                            if let Some(t) = w.translate(out, &format!("{s}.{k}"), src) {
-                                f.insert(dw.into(), json!(t));
-                            }
-                        }
-                        // Lists and maps Argo CD takes as YAML (Opsgenie's tags, details):
-                        // driftwatch's fields are JSON text.
-                        (Some(dw), v @ (Value::Array(_) | Value::Object(_))) => {
-                            let src = serde_json::to_string_pretty(v).unwrap_or_default();
-                            if let Some(t) = w.translate(out, &format!("{s}.{k}"), &src) {
-                                f.insert(dw.into(), json!(t));
-                            }
-                        }
-                        (Some(dw), v @ (Value::Number(_) | Value::Bool(_))) => {
-                            f.insert(dw.into(), json!(v.to_string()));
-                        }
-                        _ => match (s, k.as_str(), v) {
-                            ("slack", "notifyBroadcast", Value::Bool(false)) | ("slack", "deliveryPolicy", Value::String(_))
-                                if v.as_str().is_none_or(|p| p == "Post") =>
-                            {
-                                out.note(e, &format!("{item}.{s}.{k}"), "Argo CD's default; driftwatch behaves the same");
-                            }
-                            ("slack", "deliveryPolicy", _) | ("slack", "notifyBroadcast", _) => w.drop_section(
-                                out,
-                                &format!("{s}.{k}"),
-                                v,
-                                "driftwatch has no such Slack setting: it posts, and updates a message with `resolve: true` conditions",
-                            ),
-                            _ => w.drop_section(out, &format!("{s}.{k}"), v, &format!("driftwatch's {target} template has no `{k}` field")),
-                        },
-                    }
-                }
+                let f = w.section(out, s, target, fields);
                 if let Some(existing) = def.get_mut(target).and_then(Value::as_object_mut) {
                     existing.extend(f);
                 } else if !f.is_empty() {
@@ -309,5 +227,26 @@ mod tests {
         let out = convert("message: m\npagerduty:\n  title: t\n");
         assert!(out.report.todos.is_empty(), "{:?}", out.report.todos);
         assert!(out.report.notes.iter().any(|n| n.reason.contains("driftwatch has no pagerduty destination")), "{:?}", out.report.notes);
+    }
+
+    /// Nested sections follow what each kind declares: a name the template chooses
+    /// (`alertmanager.labels.<name>`, `webhook.<service>`), settings kept as written,
+    /// a field the kind lacks kept commented out with a TODO naming it.
+    #[test]
+    fn nested_sections_follow_the_kinds_declarations() {
+        let out = convert(concat!(
+            "alertmanager:\n  labels:\n    team: \"{{.app.metadata.name}}\"\n    tier: 1\n  generatorURL: u\n",
+            "github:\n  deployment:\n    state: success\n    autoMerge: false\n    requiredContexts: [ci]\n    colour: red\n",
+            "webhook:\n  jira:\n    body: b\n    retries: 3\n",
+        ));
+        let text = &out.templates["t"];
+        for want in ["team: \"{{app.metadata.name}}\"", "tier: \"1\"", "generatorURL: u", "autoMerge: false", "- ci", "body: b"] {
+            assert!(text.contains(want), "{want:?} in\n{text}");
+        }
+        let todos: Vec<&str> = out.report.todos.iter().map(|t| t.reason.as_str()).collect();
+        assert_eq!(
+            todos,
+            ["driftwatch's github.deployment template has no `colour` field", "driftwatch's webhook.jira template has no `retries` field"]
+        );
     }
 }

@@ -547,10 +547,13 @@ impl Fields<'_> {
 pub trait Section: serde::de::DeserializeOwned + Clone + std::fmt::Debug + Default + Send + Sync + 'static {
     /// Whether a template may have it (`false`: the kind reads the message only).
     const PRESENT: bool = true;
-    /// Its fields with fixed names (`slack.attachments`), and whether each renders to
-    /// JSON: what `driftwatch import` maps Argo CD's fields onto. Empty for a section
-    /// keyed by name (`webhook.<service>`).
+    /// Its fields (`slack.attachments`), and whether each renders to JSON: what
+    /// `driftwatch import` maps Argo CD's fields onto. A `*` segment is a name the
+    /// template chooses (`webhook.*.body`, `alertmanager.labels.*`).
     const FIELDS: &'static [(&'static str, FieldKind)] = &[];
+    /// Its settings that are not templates (`github.deployment.autoMerge`): the import
+    /// keeps them as written.
+    const SETTINGS: &'static [&'static str] = &[];
     /// Every field it holds, with its path and kind.
     fn fields<'a>(&'a self, all: &mut Vec<(String, FieldKind, Option<&'a At<String>>)>);
     /// Its settings that are not templates, which the kind's client reads back when it

@@ -92,11 +92,16 @@ macro_rules! registry {
             }
         }
 
-        /// Every field with a fixed name of every kind's template section, and whether
-        /// it renders to JSON (`webhook.<service>.*`, `alertmanager.labels.*` and
-        /// `github.*` are keyed by name and not listed).
+        /// Every field of every kind's template section, and whether it renders to
+        /// JSON; a `*` segment is a name the template chooses (`webhook.*.body`).
         pub fn section_fields() -> impl Iterator<Item = (&'static str, bool)> {
             [$(<<$module::$kind as Kind>::Template as Section>::FIELDS),*].into_iter().flatten().map(|(p, k)| (*p, *k == FieldKind::Json))
+        }
+
+        /// Every setting of a kind's template section that is not a template
+        /// (`github.deployment.autoMerge`).
+        pub fn section_settings() -> impl Iterator<Item = &'static str> {
+            [$(<<$module::$kind as Kind>::Template as Section>::SETTINGS),*].into_iter().flatten().copied()
         }
 
         /// Whether a template may have a `section:`: a kind of that name (or other
@@ -156,14 +161,53 @@ macro_rules! registry {
 
 crate::model::destination_kinds!(registry);
 
-/// Whether `section.field` (`teams.facts`) is a field of a destination section.
+/// Whether `path` is an instance of `pattern` (whose `*` segments match any one
+/// segment), or with `prefix`, lies above one (`github.status` above
+/// `github.status.state`).
+fn matches(pattern: &str, path: &str, prefix: bool) -> bool {
+    let (mut p, mut q) = (pattern.split('.'), path.split('.'));
+    loop {
+        match (p.next(), q.next()) {
+            (Some(a), Some(b)) if a == "*" || a == b => {}
+            (None, None) => return true,
+            (Some(_), None) => return prefix,
+            _ => return false,
+        }
+    }
+}
+
+/// Whether `section.field` (`teams.facts`, `webhook.jira.body`) is a field of a
+/// destination section.
 pub fn has_field(path: &str) -> bool {
-    section_fields().any(|(p, _)| p == path)
+    section_fields().any(|(p, _)| matches(p, path, false))
 }
 
 /// Whether `section.field` must render to JSON.
 pub fn is_json_field(path: &str) -> bool {
-    section_fields().any(|(p, json)| p == path && json)
+    section_fields().any(|(p, json)| json && matches(p, path, false))
+}
+
+/// What a path of a template section is, for `driftwatch import`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SectionPath {
+    /// A template field; `true` when it renders to JSON.
+    Field(bool),
+    /// A setting that is not a template, kept as written.
+    Setting,
+    /// A map holding fields (`github.status`, `webhook.jira`).
+    Map,
+}
+
+/// What `path` is in the kinds' template sections, if anything.
+pub fn section_path(path: &str) -> Option<SectionPath> {
+    if let Some((_, json)) = section_fields().find(|(p, _)| matches(p, path, false)) {
+        return Some(SectionPath::Field(json));
+    }
+    if section_settings().any(|p| matches(p, path, false)) {
+        return Some(SectionPath::Setting);
+    }
+    let above = section_fields().map(|(p, _)| p).chain(section_settings()).any(|p| matches(p, path, true));
+    above.then_some(SectionPath::Map)
 }
 
 /// `kind`'s delivery settings before a service overrides them.
@@ -243,27 +287,50 @@ mod tests {
     #[test]
     fn each_kinds_template_field_list_matches_its_section() {
         use crate::template::TemplateFields as _;
-        let mut yaml = String::from("message: m\n");
-        let mut sections: std::collections::BTreeMap<&str, Vec<&str>> = Default::default();
+        // Every field, a `*` segment named `w`, nested as a template writes it (JSON is
+        // YAML).
+        let named = |p: &str| p.split('.').map(|s| if s == "*" { "w" } else { s }).collect::<Vec<_>>().join(".");
+        let mut doc = serde_json::json!({"message": "m"});
         for (path, _) in section_fields() {
-            let (section, field) = path.split_once('.').unwrap();
-            sections.entry(section).or_default().push(field);
-        }
-        for (section, fields) in &sections {
-            yaml.push_str(&format!("{section}:\n"));
-            for f in fields {
-                yaml.push_str(&format!("  {f}: x\n"));
+            let mut at = &mut doc;
+            let named = named(path);
+            let mut segments = named.split('.').peekable();
+            while let Some(seg) = segments.next() {
+                let slot = at.as_object_mut().unwrap().entry(seg).or_insert_with(|| serde_json::json!({}));
+                if segments.peek().is_none() {
+                    *slot = serde_json::json!("x");
+                }
+                at = slot;
             }
         }
+        let yaml = doc.to_string();
         let file = crate::source::SourceFile::new("t.yaml", yaml.clone());
         let def: TemplateDef = file.parse("template t").unwrap_or_else(|e| panic!("{e}\n{yaml}"));
         let got: std::collections::BTreeSet<(String, bool)> =
             def.fields().into_iter().filter(|(p, _, _)| p.contains('.')).map(|(p, k, _)| (p, k == FieldKind::Json)).collect();
-        let want: std::collections::BTreeSet<(String, bool)> = section_fields().map(|(p, j)| (p.to_string(), j)).collect();
+        let want: std::collections::BTreeSet<(String, bool)> = section_fields().map(|(p, j)| (named(p), j)).collect();
         assert_eq!(got, want);
         assert!(
             is_json_field("teams.facts") && !is_json_field("teams.title") && has_field("telegram.parseMode") && !has_field("teams.nope")
         );
+        assert!(has_field("webhook.jira.body") && !has_field("webhook.jira") && !has_field("webhook.jira.body.x"));
+        assert_eq!(section_path("github.status"), Some(SectionPath::Map));
+        assert_eq!(section_path("github.deployment.autoMerge"), Some(SectionPath::Setting));
+        assert_eq!(section_path("alertmanager.labels.team"), Some(SectionPath::Field(false)));
+        assert_eq!(section_path("github.nope"), None);
+        // Each setting is one the section reads: a template with it parses.
+        for path in section_settings() {
+            let (section, rest) = path.split_once('.').unwrap();
+            let value = if path.ends_with("Contexts") { "[ci]" } else { "true" };
+            let mut yaml = format!("message: m\n{section}:\n");
+            let parts: Vec<&str> = rest.split('.').collect();
+            for (depth, part) in parts.iter().enumerate() {
+                let last = depth + 1 == parts.len();
+                yaml.push_str(&format!("{}{part}:{}\n", "  ".repeat(depth + 1), if last { format!(" {value}") } else { String::new() }));
+            }
+            let file = crate::source::SourceFile::new("t.yaml", yaml.clone());
+            file.parse::<TemplateDef>("template t").unwrap_or_else(|e| panic!("{e}\n{yaml}"));
+        }
         // A section of a kind that reads none is refused, as is a kind that does not exist.
         for bad in ["message: m\ngrafana:\n  x: y\n", "message: m\nnosuch: {}\n"] {
             let file = crate::source::SourceFile::new("t.yaml", bad.to_string());

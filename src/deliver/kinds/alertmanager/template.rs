@@ -22,6 +22,9 @@ pub struct AlertmanagerDef {
 }
 
 impl Section for AlertmanagerDef {
+    const FIELDS: &'static [(&'static str, FieldKind)] =
+        &[("alertmanager.labels.*", Text), ("alertmanager.annotations.*", Text), ("alertmanager.generatorURL", Text)];
+
     /// Every field of a `alertmanager:` section, with its path and whether it renders to JSON.
     fn fields<'a>(&'a self, all: &mut Vec<(String, FieldKind, Option<&'a At<String>>)>) {
         let a = self;

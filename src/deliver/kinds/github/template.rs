@@ -60,6 +60,23 @@ pub struct GitHubCommentDef {
 }
 
 impl Section for GitHubDef {
+    const FIELDS: &'static [(&'static str, FieldKind)] = &[
+        ("github.repoURLPath", Text),
+        ("github.revisionPath", Text),
+        ("github.status.state", Text),
+        ("github.status.label", Text),
+        ("github.status.targetURL", Text),
+        ("github.deployment.state", Text),
+        ("github.deployment.environment", Text),
+        ("github.deployment.environmentURL", Text),
+        ("github.deployment.logURL", Text),
+        ("github.deployment.reference", Text),
+        ("github.pullRequestComment.content", Text),
+        ("github.pullRequestComment.commentTag", Text),
+    ];
+    const SETTINGS: &'static [&'static str] =
+        &["github.deployment.requiredContexts", "github.deployment.autoMerge", "github.deployment.transientEnvironment"];
+
     /// Every field of a `github:` section, with its path and whether it renders to JSON.
     fn fields<'a>(&'a self, all: &mut Vec<(String, FieldKind, Option<&'a At<String>>)>) {
         let g = self;

@@ -23,6 +23,9 @@ pub struct WebhookDef {
 }
 
 impl Section for BTreeMap<String, WebhookDef> {
+    const FIELDS: &'static [(&'static str, FieldKind)] =
+        &[("webhook.*.method", Text), ("webhook.*.path", Text), ("webhook.*.headers.*", Text), ("webhook.*.body", Text)];
+
     /// Every field of a `webhook:` section, with its path and whether it renders to JSON.
     fn fields<'a>(&'a self, all: &mut Vec<(String, FieldKind, Option<&'a At<String>>)>) {
         for (service, w) in self {
