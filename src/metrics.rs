@@ -232,8 +232,12 @@ pub struct Metrics {
     pub live_reads_forbidden: Family,
     /// Resources an Application's status lists outside its AppProject: never read.
     pub live_reads_outside_project: Counter,
-    /// Connections to the operations listener closed over its connection cap.
+    /// Connections to the operations listener closed unserved: over its connection
+    /// cap, a handshake evicted or refused.
     pub ops_connections_refused: Counter,
+    /// History and web-view data requests answered 503: the most that run at once
+    /// were running.
+    pub ops_queries_busy: Counter,
     /// Live reads by `cluster` (`in-cluster` or a `clusters:` entry) and `result`
     /// (`ok`, `failed`: no answer, `error`: the API server answered with one).
     pub cluster_reads: Family,
@@ -319,6 +323,7 @@ impl Metrics {
             live_reads_forbidden: Family::new("resource"),
             live_reads_outside_project: Counter::default(),
             ops_connections_refused: Counter::default(),
+            ops_queries_busy: Counter::default(),
             cluster_reads: Family::with_two("result", "cluster"),
             cluster_up: Family::new("cluster"),
             diffs: Family::new("source"),
@@ -369,8 +374,13 @@ impl Metrics {
         );
         r.register(
             "driftwatch_operations_connections_refused",
-            "Connections to the operations listener closed over its connection cap",
+            "Connections to the operations listener closed unserved (over its cap, a TLS handshake evicted or refused)",
             m.ops_connections_refused.clone(),
+        );
+        r.register(
+            "driftwatch_operations_queries_busy",
+            "History and web-view data requests answered 503 because the most that run at once were running",
+            m.ops_queries_busy.clone(),
         );
         r.register(
             "driftwatch_live_reads_outside_project",
@@ -505,6 +515,7 @@ impl Metrics {
             ("driftwatch_live_reads_forbidden", "counter", &["resource"]),
             ("driftwatch_live_reads_outside_project", "counter", &[]),
             ("driftwatch_operations_connections_refused", "counter", &[]),
+            ("driftwatch_operations_queries_busy", "counter", &[]),
             ("driftwatch_cluster_reads", "counter", &["result", "cluster"]),
             ("driftwatch_cluster_up", "gauge", &["cluster"]),
             ("driftwatch_diffs", "counter", &["source"]),

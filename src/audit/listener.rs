@@ -5,7 +5,6 @@
 //! relevant events are queued. The handler never waits on the evaluation.
 
 use std::net::SocketAddr;
-use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -80,107 +79,11 @@ fn router(sink: Sink) -> Router {
         .with_state(sink)
 }
 
-fn read(path: &Path) -> Result<Vec<u8>, ListenError> {
-    std::fs::read(path).map_err(|e| ListenError::Tls { file: path.display().to_string(), reason: e.to_string() })
-}
-
-/// The TLS server configuration of `audit.tls`: a client certificate the CA signed
-/// is required when `clientCAFile` is set, and one naming one of `clientNames` when
-/// those are set.
+/// The TLS server configuration of `audit.tls` ([`crate::tls::server_config`]); a
+/// certificate refused for its name is counted.
 pub fn tls_config(t: &crate::config::ServerTls) -> Result<rustls::ServerConfig, ListenError> {
-    let bad = |p: &Path, reason: String| ListenError::Tls { file: p.display().to_string(), reason };
-    let (cert, key) = (t.cert.as_path(), t.key.as_path());
-    let certs: Vec<_> = rustls_pemfile::certs(&mut read(cert)?.as_slice())
-        .collect::<Result<_, _>>()
-        .map_err(|e| bad(cert, format!("not a PEM certificate: {e}")))?;
-    if certs.is_empty() {
-        return Err(bad(cert, "holds no certificate".into()));
-    }
-    let key_der = rustls_pemfile::private_key(&mut read(key)?.as_slice())
-        .map_err(|e| bad(key, format!("not a PEM key: {e}")))?
-        .ok_or_else(|| bad(key, "holds no private key".into()))?;
-    let builder = rustls::ServerConfig::builder();
-    let builder = match &t.client_ca {
-        Some(ca) => {
-            let mut roots = rustls::RootCertStore::empty();
-            for c in rustls_pemfile::certs(&mut read(ca)?.as_slice()) {
-                let c = c.map_err(|e| bad(ca, format!("not a PEM certificate: {e}")))?;
-                roots.add(c).map_err(|e| bad(ca, e.to_string()))?;
-            }
-            let inner = rustls::server::WebPkiClientVerifier::builder(Arc::new(roots)).build().map_err(|e| bad(ca, e.to_string()))?;
-            if t.client_names.is_empty() {
-                builder.with_client_cert_verifier(inner)
-            } else {
-                let names = t
-                    .client_names
-                    .iter()
-                    .map(|n| ServerName::try_from(n.clone()).map_err(|e| bad(ca, format!("clientNames: {n:?}: {e}"))))
-                    .collect::<Result<_, _>>()?;
-                builder.with_client_cert_verifier(Arc::new(Pinned { inner, names }))
-            }
-        }
-        None => builder.with_no_client_auth(),
-    };
-    let mut cfg = builder.with_single_cert(certs, key_der).map_err(|e| bad(cert, e.to_string()))?;
-    cfg.alpn_protocols = vec![b"http/1.1".to_vec()];
-    Ok(cfg)
-}
-
-use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
-use rustls::server::danger::{ClientCertVerified, ClientCertVerifier};
-
-/// A client certificate the CA signed that must also name one of `names` (a DNS or IP
-/// subject alternative name, checked the way a server's name is; the subject's common
-/// name is not read, as no current TLS library reads it).
-#[derive(Debug)]
-struct Pinned {
-    inner: Arc<dyn ClientCertVerifier>,
-    names: Vec<ServerName<'static>>,
-}
-
-impl ClientCertVerifier for Pinned {
-    fn root_hint_subjects(&self) -> &[rustls::DistinguishedName] {
-        self.inner.root_hint_subjects()
-    }
-
-    fn verify_client_cert(
-        &self,
-        end_entity: &CertificateDer<'_>,
-        intermediates: &[CertificateDer<'_>],
-        now: UnixTime,
-    ) -> Result<ClientCertVerified, rustls::Error> {
-        let verified = self.inner.verify_client_cert(end_entity, intermediates, now)?;
-        let cert = webpki::EndEntityCert::try_from(end_entity)
-            .map_err(|_| rustls::Error::InvalidCertificate(rustls::CertificateError::BadEncoding))?;
-        if self.names.iter().any(|n| cert.verify_is_valid_for_subject_name(n).is_ok()) {
-            Ok(verified)
-        } else {
-            METRICS.audit_requests.inc("client-name-refused");
-            Err(rustls::Error::InvalidCertificate(rustls::CertificateError::NotValidForName))
-        }
-    }
-
-    fn verify_tls12_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &rustls::DigitallySignedStruct,
-    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
-        self.inner.verify_tls12_signature(message, cert, dss)
-    }
-
-    fn verify_tls13_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &rustls::DigitallySignedStruct,
-    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
-        self.inner.verify_tls13_signature(message, cert, dss)
-    }
-
-    fn supported_verify_schemes(&self) -> Vec<rustls::SignatureScheme> {
-        self.inner.supported_verify_schemes()
-    }
+    crate::tls::server_config(t, || METRICS.audit_requests.inc("client-name-refused"))
+        .map_err(|e| ListenError::Tls { file: e.file, reason: e.reason })
 }
 
 /// What a closed-unserved connection counts as (`driftwatch_audit_requests_total{code}`).
@@ -286,7 +189,7 @@ mod tests {
         assert!(queue.rx.try_recv().is_err(), "nothing relevant was queued");
     }
 
-    fn files(d: &Path, client_ca: bool, names: &[&str]) -> crate::config::ServerTls {
+    fn files(d: &std::path::Path, client_ca: bool, names: &[&str]) -> crate::config::ServerTls {
         crate::config::ServerTls {
             cert: d.join("tls.crt"),
             key: d.join("tls.key"),

@@ -9,16 +9,7 @@ use super::sections::Ctx;
 use super::{AuditDef, relative_to};
 use crate::source::{ConfigError, in_range};
 
-/// A listener's TLS files (`audit.tls`, `operations.tls`), validated (paths resolved
-/// against the config file).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ServerTls {
-    pub cert: PathBuf,
-    pub key: PathBuf,
-    pub client_ca: Option<PathBuf>,
-    /// Names one of which the client certificate must carry (empty: any the CA signed).
-    pub client_names: Vec<String>,
-}
+pub use crate::tls::ServerTls;
 
 /// The audit input, validated.
 #[derive(Debug, Clone)]

@@ -142,7 +142,7 @@ async fn require_token(State(shared): State<SharedState>, req: axum::extract::Re
         Access::Allowed => match Query::take(&shared.queries) {
             Some(_held) => next.run(req).await,
             None => {
-                METRICS.ops_connections_refused.inc();
+                METRICS.ops_queries_busy.inc();
                 (StatusCode::SERVICE_UNAVAILABLE, [(header::RETRY_AFTER, "1")], "busy: too many history requests at once\n").into_response()
             }
         },
@@ -314,6 +314,25 @@ mod tests {
         let mut out = String::new();
         s.read_to_string(&mut out).await.unwrap();
         out.split_whitespace().nth(1).and_then(|c| c.parse().ok()).unwrap_or(0)
+    }
+
+    /// Past the requests running at once, `/history` answers 503 with Retry-After and
+    /// counts it as busy, not as a refused connection.
+    #[tokio::test]
+    async fn a_busy_history_answers_503_and_counts_it() {
+        let shared: SharedState = Arc::new(Shared::default());
+        shared.set_store(Some(Arc::new(StateStore::in_memory().unwrap())));
+        shared.set_token(Some(crate::secret::Secret::new("s3cret-ops-token".into())));
+        let addr = serve("127.0.0.1:0".parse().unwrap(), shared.clone(), None, std::future::pending()).await.unwrap();
+        let auth = Some("Bearer s3cret-ops-token");
+        assert_eq!(get(addr, "/history", auth).await, 200);
+        let held: Vec<_> = (0..MAX_QUERIES).map(|_| Query::take(&shared.queries).expect("room")).collect();
+        let (busy, refused) = (METRICS.ops_queries_busy.get(), METRICS.ops_connections_refused.get());
+        assert_eq!(get(addr, "/history", auth).await, 503);
+        assert_eq!(METRICS.ops_queries_busy.get(), busy + 1);
+        assert_eq!(METRICS.ops_connections_refused.get(), refused, "a busy answer is not a refused connection");
+        drop(held);
+        assert_eq!(get(addr, "/history", auth).await, 200);
     }
 
     /// With a token configured, `/history` answers only a request that carries it;

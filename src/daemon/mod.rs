@@ -123,10 +123,12 @@ pub async fn run(opts: DaemonOptions, err: &mut dyn std::io::Write) -> anyhow::R
     // Stopped last: `/healthz` answers while the shutdown drains.
     let (stop_admin, admin_stopped) = tokio::sync::oneshot::channel::<()>();
     let ops_tls = match &rt.operations_tls {
-        Some(t) => match crate::audit::listener::tls_config(t) {
+        Some(t) => match crate::tls::server_config(t, || {
+            crate::metrics::METRICS.ops_connections_refused.inc();
+        }) {
             Ok(c) => Some(c),
             Err(e) => {
-                writeln!(err, "error: {}", e.to_string().replacen("audit.tls", "operations.tls", 1))?;
+                writeln!(err, "error: operations.tls: {e}")?;
                 return Ok(crate::exit::FAILED);
             }
         },
