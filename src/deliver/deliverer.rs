@@ -38,6 +38,17 @@ pub trait Deliverer: Send + Sync {
         1
     }
     fn deliver<'a>(&'a self, batch: &'a [Notification]) -> BoxFuture<'a, Outcome>;
+
+    /// Delivers a batch and says what happened to each notification, in order: for a
+    /// destination that answers per item (Elasticsearch's `_bulk`, where one request
+    /// can index some documents and refuse others). By default the batch's one
+    /// outcome is each one's.
+    fn deliver_each<'a>(&'a self, batch: &'a [Notification]) -> BoxFuture<'a, Vec<Outcome>> {
+        Box::pin(async move {
+            let outcome = self.deliver(batch).await;
+            vec![outcome; batch.len()]
+        })
+    }
 }
 
 /// A service ready to run: its name, client and settings.

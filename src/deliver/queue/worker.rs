@@ -38,10 +38,10 @@ pub(super) struct Worker {
     pub(super) store_failing: Arc<std::sync::atomic::AtomicBool>,
 }
 
-/// What an attempt in flight reports back: its entries and what happened.
+/// What an attempt in flight reports back: its entries and what happened to each.
 struct Attempted {
     batch: Vec<OutboxEntry>,
-    outcome: Outcome,
+    outcomes: Vec<Outcome>,
     /// Started while the destination was down: its outcome says whether it is back.
     probe: bool,
 }
@@ -185,8 +185,8 @@ impl Worker {
                     }
                     let w = this.clone();
                     in_flight.spawn(async move {
-                        let outcome = w.attempt(&batch).await;
-                        Attempted { batch, outcome, probe: probing }
+                        let outcomes = w.attempt(&batch).await;
+                        Attempted { batch, outcomes, probe: probing }
                     });
                     started += 1;
                 }
@@ -277,18 +277,21 @@ impl Worker {
         }
     }
 
-    /// One attempt at a batch under the per-attempt timeout.
-    async fn attempt(&self, batch: &[OutboxEntry]) -> Outcome {
+    /// One attempt at a batch under the per-attempt timeout: one outcome per entry.
+    async fn attempt(&self, batch: &[OutboxEntry]) -> Vec<Outcome> {
         let s = &self.service.settings;
         let notifications: Vec<Notification> = batch.iter().map(|e| e.notification.clone()).collect();
         self.stats.attempts.fetch_add(1, Ordering::Relaxed);
         let started = std::time::Instant::now();
-        let outcome = match tokio::time::timeout(s.timeout, self.service.deliverer.deliver(&notifications)).await {
+        let mut outcomes = match tokio::time::timeout(s.timeout, self.service.deliverer.deliver_each(&notifications)).await {
             Ok(o) => o,
-            Err(_) => Outcome::retry(format!("timed out after {:?}", s.timeout)),
+            Err(_) => vec![Outcome::retry(format!("timed out after {:?}", s.timeout)); batch.len()],
         };
+        // A client that answered for fewer entries than it was given: the rest are
+        // retried, never taken as delivered.
+        outcomes.resize(batch.len(), Outcome::retry("the destination client gave no outcome for this notification"));
         METRICS.delivery_latency.observe(started.elapsed());
-        outcome
+        outcomes
     }
 
     /// Decides what each finished entry becomes, writes all of it in one transaction,
@@ -305,17 +308,22 @@ impl Worker {
         let mut ended_by_attempt = Vec::with_capacity(done.len());
         let mut retry_after: Option<Duration> = None;
         for a in &done {
-            let after = match &a.outcome {
-                Outcome::Retry { after, .. } => *after,
-                _ => None,
-            };
+            // The longest `Retry-After` any of the attempt's answers gave.
+            let after = a
+                .outcomes
+                .iter()
+                .filter_map(|o| match o {
+                    Outcome::Retry { after, .. } => *after,
+                    _ => None,
+                })
+                .max();
             if let Some(d) = after {
                 retry_after = Some(retry_after.map_or(d, |r| r.max(d)));
             }
             let mut ended = Vec::with_capacity(a.batch.len());
-            for e in &a.batch {
+            for (e, outcome) in a.batch.iter().zip(&a.outcomes) {
                 let n = &e.notification;
-                let how = match verdict(&a.outcome, e.attempts, e.enqueued_ms, s, now) {
+                let how = match verdict(outcome, e.attempts, e.enqueued_ms, s, now) {
                     Verdict::Delivered => {
                         self.stats.delivered.fetch_add(1, Ordering::Relaxed);
                         METRICS.sent.inc(kind);
@@ -325,21 +333,21 @@ impl Worker {
                     Verdict::Retry { attempt, wait, next_ms } => {
                         self.stats.retried.fetch_add(1, Ordering::Relaxed);
                         METRICS.failed.inc(&format!("{kind}:retry"));
-                        let reason = self.service.redactor.redact(a.outcome.reason());
+                        let reason = self.service.redactor.redact(outcome.reason());
                         tracing::info!(service = %self.service.name, app = %n.app, attempt, ?wait, %reason, "will retry");
                         Settle::Retry { next_ms, error: reason }
                     }
                     Verdict::GaveUp { attempts } => {
                         self.stats.dead.fetch_add(1, Ordering::Relaxed);
                         METRICS.failed.inc(&format!("{kind}:exhausted"));
-                        let error = format!("gave up after {attempts} attempt(s): {}", self.service.redactor.redact(a.outcome.reason()));
+                        let error = format!("gave up after {attempts} attempt(s): {}", self.service.redactor.redact(outcome.reason()));
                         tracing::warn!(service = %self.service.name, app = %n.app, trigger = %n.trigger, %error, "dead-lettered");
                         Settle::Dead { error, permanent: false }
                     }
                     Verdict::Refused => {
                         self.stats.dead.fetch_add(1, Ordering::Relaxed);
                         METRICS.failed.inc(&format!("{kind}:permanent"));
-                        let error = self.service.redactor.redact(a.outcome.reason());
+                        let error = self.service.redactor.redact(outcome.reason());
                         tracing::warn!(service = %self.service.name, app = %n.app, trigger = %n.trigger, %error, "permanent failure; dead-lettered");
                         Settle::Dead { error, permanent: true }
                     }
