@@ -240,6 +240,10 @@ macro_rules! destination_kinds {
             newrelic::Newrelic = "newrelic",
             /// Rocket.Chat messages.
             rocketchat::Rocketchat = "rocketchat",
+            /// Elasticsearch or OpenSearch `_bulk` into a data stream (SIEM).
+            elasticsearch::Elasticsearch = "elasticsearch",
+            /// Grafana Loki's push API (SIEM).
+            loki::Loki = "loki",
         }
     };
 }

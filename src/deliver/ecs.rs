@@ -157,7 +157,8 @@ fn add_episode(map: &mut serde_json::Map<String, Value>, ep: &Value) {
                 user["effective"] = json!({"name": imp.get("username"), "roles": imp.get("groups")});
             }
             map.insert("user".into(), user);
-            if let Some(ip) = actor.pointer("/sourceIps/0") {
+            // Only an address: an index maps `source.ip` as one, and refuses anything else.
+            if let Some(ip) = actor.pointer("/sourceIps/0").and_then(Value::as_str).filter(|ip| ip.parse::<std::net::IpAddr>().is_ok()) {
                 map.insert("source".into(), json!({"ip": ip}));
             }
             if let Some(ua) = actor.get("userAgent").filter(|u| u.as_str().is_some_and(|u| !u.is_empty())) {

@@ -20,10 +20,12 @@ pub mod http;
 pub mod kind;
 pub mod kinds;
 pub mod message_ref;
+pub mod ocsf;
 pub mod outcome;
 pub mod queue;
 pub mod recipients;
 pub mod services;
+pub mod siem;
 #[cfg(test)]
 pub(crate) mod testkit;
 

@@ -5,6 +5,7 @@
 pub mod apiserver;
 pub mod control_plane;
 pub mod daemon;
+pub mod elasticsearch;
 pub mod rbac;
 pub mod receiver;
 pub mod tls;

@@ -2,9 +2,8 @@
 //! a line per kind naming its folder, the type that implements [`Kind`] there and its
 //! name) expanded into the folders and their dispatch: services (parsing, building),
 //! encoders, default limits, whether a kind pages or feeds a SIEM, and Argo CD's name
-//! of a kind for `driftwatch import` (whose template-section conversion for `email`,
-//! `webhook`, `github` and `alertmanager` is still hand-written in
-//! `import/templates.rs`). Adding a kind is its folder plus its line in that list.
+//! of a kind for `driftwatch import` (which maps template sections by what each kind's
+//! section declares). Adding a kind is its folder plus its line in that list.
 
 use std::sync::Arc;
 
@@ -229,7 +228,7 @@ mod tests {
             DestinationKind::ALL.into_iter().filter(|k| f(*k)).map(DestinationKind::as_str).collect::<Vec<_>>()
         };
         assert_eq!(named(pages), ["pagerduty", "opsgenie", "alertmanager", "pushover"]);
-        assert_eq!(named(is_siem), ["splunk", "signed-webhook", "syslog"]);
+        assert_eq!(named(is_siem), ["splunk", "signed-webhook", "syslog", "elasticsearch", "loki"]);
     }
 
     /// Every folder here is in the list of kinds, and each is named after its kind.
@@ -395,7 +394,10 @@ mod tests {
                     }
                 }
                 None => {
-                    assert!(matches!(kind.as_str(), "console" | "splunk" | "signed-webhook" | "syslog"), "{kind:?} has no Argo CD mapping")
+                    assert!(
+                        matches!(kind.as_str(), "console" | "splunk" | "signed-webhook" | "syslog" | "elasticsearch" | "loki"),
+                        "{kind:?} has no Argo CD mapping"
+                    )
                 }
             }
         }

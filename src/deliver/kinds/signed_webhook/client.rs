@@ -4,7 +4,8 @@ use std::collections::BTreeMap;
 
 use super::config::SignedWebhookConfig;
 use super::payload::signed_request;
-use crate::deliver::ecs::{self, Origin};
+use crate::deliver::ecs::Origin;
+use crate::deliver::siem::Schema;
 use crate::deliver::http;
 use crate::deliver::outcome::Outcome;
 use crate::deliver::env::Env;
@@ -18,6 +19,7 @@ pub struct SignedWebhookClient {
     key: Secret,
     headers: BTreeMap<String, String>,
     origin: Origin,
+    schema: Schema,
 }
 
 impl SignedWebhookClient {
@@ -30,6 +32,7 @@ impl SignedWebhookClient {
             key: env.secret(&cfg.secret)?,
             headers,
             origin: env.origin(),
+            schema: cfg.format,
         })
     }
 }
@@ -37,7 +40,12 @@ impl SignedWebhookClient {
 impl SignedWebhookClient {
     async fn deliver_one(&self, n: &Notification) -> Outcome {
         let now = chrono::Utc::now();
-        let record = ecs::record(n, &self.origin, now);
+        let mut records = self.schema.records(n, &self.origin, now);
+        // ECS: the record; OCSF: the notification's records as one array, signed whole.
+        let record = match self.schema {
+            Schema::Ecs if records.len() == 1 => records.remove(0),
+            _ => serde_json::Value::Array(records),
+        };
         let r = signed_request(&self.url, self.key.expose().as_bytes(), &record, now.timestamp());
         let mut headers = self.headers.clone();
         headers.extend(r.headers);

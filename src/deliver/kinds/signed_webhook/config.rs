@@ -13,6 +13,10 @@ pub struct SignedWebhookConfig {
     /// Extra headers (values may reference `$secrets`).
     #[serde(default)]
     pub headers: BTreeMap<String, String>,
+    /// The records' schema: `ecs` (default, one record per request) or `ocsf` (a
+    /// JSON array of the notification's records per request).
+    #[serde(default)]
+    pub format: crate::deliver::siem::Schema,
     pub ca_file: Option<String>,
     #[serde(default)]
     pub insecure_skip_verify: bool,

@@ -33,14 +33,15 @@ pub fn verify(key: &[u8], body: &[u8], header: &str) -> bool {
     mac.verify_slice(&bytes).is_ok()
 }
 
-/// The signed POST of an ECS record.
+/// The signed POST of an ECS record, or of an array of OCSF records (its
+/// `X-Driftwatch-Event` the first one's type).
 pub fn signed_request(url: &str, key: &[u8], record: &serde_json::Value, timestamp: i64) -> HttpRequest {
     let body = record.to_string();
     let mut headers = std::collections::BTreeMap::new();
     headers.insert("Content-Type".to_string(), "application/json".to_string());
     headers.insert("X-Signature".to_string(), signature(key, body.as_bytes()));
     headers.insert("X-Signature-Timestamp".to_string(), timestamp.to_string());
-    if let Some(action) = record.pointer("/event/action").and_then(serde_json::Value::as_str) {
+    if let Some(action) = record.pointer("/event/action").or_else(|| record.pointer("/0/type_name")).and_then(serde_json::Value::as_str) {
         headers.insert("X-Driftwatch-Event".to_string(), action.to_string());
     }
     HttpRequest { method: "POST".into(), url: url.to_string(), headers, body }

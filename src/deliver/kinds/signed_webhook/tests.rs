@@ -49,3 +49,24 @@ async fn compliance() {
     let ts = chrono::DateTime::parse_from_rfc3339(record["@timestamp"].as_str().unwrap()).unwrap().timestamp();
     assert_eq!(r.headers["x-signature-timestamp"], ts.to_string());
 }
+
+/// `format: ocsf`: the notification's records as one signed JSON array, each valid
+/// OCSF.
+#[tokio::test]
+async fn ocsf_records_are_one_signed_array() {
+    let rx = HttpReceiver::start(Reply::new(204, "")).await;
+    let secrets = Secrets::from_map([("siem-key", KEY)]);
+    let spec = Spec::<super::SignedWebhook>::parse(serde_json::json!({"url": rx.url(), "secret": "$siem-key", "format": "ocsf"})).unwrap();
+    let make = |env: &crate::deliver::env::Env| spec.build("siem", env).unwrap();
+    let mut n = sample(DestinationKind::SignedWebhook, "siem");
+    n.operation = Some(serde_json::json!({"id": "op-1", "phase": "Succeeded", "revision": "abc", "username": "alice"}));
+    let outcome = crate::deliver::testkit::deliver(&crate::deliver::testkit::service(&make, &secrets), &n).await;
+    assert_eq!(outcome, crate::deliver::outcome::Outcome::Delivered);
+    let r = &rx.requests()[0];
+    assert!(verify(KEY.as_bytes(), r.body.as_bytes(), &r.headers["x-signature"]));
+    assert_eq!(r.headers["x-driftwatch-event"], "API Activity: Update");
+    let records: Vec<serde_json::Value> = serde_json::from_str(&r.body).unwrap();
+    assert_eq!(records.len(), 1);
+    records.iter().for_each(crate::deliver::ocsf::tests::assert_valid);
+    assert_eq!(records[0]["api"]["operation"], "sync");
+}

@@ -35,8 +35,13 @@ impl Kind for Splunk {
     const ARGO: Option<ArgoService> = None;
 
     fn validate(c: &SplunkConfig) -> Result<(), SettingsError> {
-        match c.batch_size {
-            Some(n) if !(1..=100).contains(&n) => Err(SettingsError::Rule(format!("batchSize must be from 1 to 100, not {n}"))),
+        if let Some(n) = c.batch_size.filter(|n| !(1..=100).contains(n)) {
+            return Err(SettingsError::Rule(format!("batchSize must be from 1 to 100, not {n}")));
+        }
+        match c.ack_timeout.map(|d| d.0) {
+            Some(d) if !(std::time::Duration::from_secs(1)..=std::time::Duration::from_secs(600)).contains(&d) => {
+                Err(SettingsError::Rule(format!("ackTimeout must be from 1s to 10m, not {d:?}")))
+            }
             _ => Ok(()),
         }
     }

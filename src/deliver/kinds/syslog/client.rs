@@ -7,7 +7,8 @@ use tokio::net::{TcpStream, UdpSocket};
 
 use super::config::{Format, Protocol, SyslogConfig};
 use super::payload::{Header, cef, frame, rfc5424};
-use crate::deliver::ecs::{self, Origin};
+use crate::deliver::ecs::Origin;
+use crate::deliver::siem::Schema;
 use crate::deliver::outcome::Outcome;
 use crate::deliver::env::Env;
 use crate::deliver::deliverer::{BoxFuture, Deliverer};
@@ -65,18 +66,24 @@ impl SyslogClient {
         })
     }
 
-    /// The syslog line for a notification.
-    pub fn line(&self, n: &Notification, now: chrono::DateTime<chrono::Utc>) -> String {
-        let mut record = ecs::record(n, &self.origin, now);
-        if self.protocol == Protocol::Udp && self.format == Format::Json {
-            // One datagram: leave room for the RFC 5424 header and structured data.
-            record = ecs::fit(record, MAX_UDP_BYTES - 1024);
-        }
-        let msg = match self.format {
-            Format::Json => record.to_string(),
-            Format::Cef => cef(n, &record),
-        };
-        rfc5424(&self.header, n, &msg, now)
+    /// The syslog lines for a notification: one, or with OCSF one per record.
+    pub fn lines(&self, n: &Notification, now: chrono::DateTime<chrono::Utc>) -> Vec<String> {
+        let schema = if self.format == Format::Ocsf { Schema::Ocsf } else { Schema::Ecs };
+        schema
+            .records(n, &self.origin, now)
+            .into_iter()
+            .map(|mut record| {
+                if self.protocol == Protocol::Udp && self.format != Format::Cef {
+                    // One datagram: leave room for the RFC 5424 header and structured data.
+                    record = schema.fit(record, MAX_UDP_BYTES - 1024);
+                }
+                let msg = match self.format {
+                    Format::Json | Format::Ocsf => record.to_string(),
+                    Format::Cef => cef(n, &record),
+                };
+                rfc5424(&self.header, n, &msg, now)
+            })
+            .collect()
     }
 
     async fn send(&self, line: &str) -> Result<(), Outcome> {
@@ -114,8 +121,10 @@ impl Deliverer for SyslogClient {
     fn deliver<'a>(&'a self, batch: &'a [Notification]) -> BoxFuture<'a, Outcome> {
         Box::pin(async move {
             for n in batch {
-                if let Err(o) = self.send(&self.line(n, chrono::Utc::now())).await {
-                    return o;
+                for line in self.lines(n, chrono::Utc::now()) {
+                    if let Err(o) = self.send(&line).await {
+                        return o;
+                    }
                 }
             }
             Outcome::Delivered

@@ -14,9 +14,13 @@ pub enum Protocol {
 #[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq, Eq)]
 #[serde(rename_all = "lowercase")]
 pub enum Format {
+    /// The ECS record as JSON.
     #[default]
+    #[serde(alias = "ecs")]
     Json,
     Cef,
+    /// OCSF records as JSON, one message each.
+    Ocsf,
 }
 
 #[derive(Debug, Clone, Deserialize, PartialEq, Eq)]

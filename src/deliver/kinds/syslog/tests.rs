@@ -127,6 +127,40 @@ async fn udp_json() {
     assert_eq!(record["orchestrator"]["cluster"]["name"], "prod");
 }
 
+/// `format: ocsf`: one message per record, each valid OCSF; over UDP each fits a
+/// datagram.
+#[tokio::test]
+async fn udp_ocsf_one_message_per_record() {
+    let sock = UdpSocket::bind("127.0.0.1:0").await.unwrap();
+    let addr = sock.local_addr().unwrap();
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<String>();
+    tokio::spawn(async move {
+        let mut buf = vec![0u8; 65536];
+        while let Ok((n, _)) = sock.recv_from(&mut buf).await {
+            let _ = tx.send(String::from_utf8_lossy(&buf[..n]).to_string());
+        }
+    });
+    let s = spec(serde_json::json!({"address": addr.to_string(), "protocol": "udp", "format": "ocsf"}));
+    let make = |env: &crate::deliver::env::Env| s.build("syslog", env).unwrap();
+    let mut n = sample(DestinationKind::Syslog, "syslog");
+    n.payload["message"] = serde_json::json!("x".repeat(20_000));
+    let actor = serde_json::json!({"username": "alice", "sourceIps": ["10.1.2.3"]});
+    n.episode = Some(serde_json::json!({"id": "argocd/guestbook@1", "open": true, "openedAt": "2026-12-06T09:00:00Z",
+        "attempts": [{"auditId": "au-1", "verb": "patch", "decision": "allowed", "code": 200, "kind": "Deployment",
+        "namespace": "argocd", "name": "web", "time": "2026-12-06T08:59:58Z", "actor": actor}]}));
+    let outcome = crate::deliver::testkit::deliver(&crate::deliver::testkit::service(&make, &Secrets::default()), &n).await;
+    assert_eq!(outcome, crate::deliver::outcome::Outcome::Delivered);
+    // Each datagram as it arrives (bounded only so that a regression fails, not hangs).
+    let mut got = Vec::new();
+    for _ in 0..2 {
+        got.push(tokio::time::timeout(Duration::from_secs(10), rx.recv()).await.unwrap().unwrap());
+    }
+    let records: Vec<serde_json::Value> = got.iter().map(|line| serde_json::from_str(&line[line.find("] ").unwrap() + 2..]).unwrap()).collect();
+    records.iter().for_each(crate::deliver::ocsf::tests::assert_valid);
+    assert_eq!((records[0]["class_uid"].as_u64(), records[1]["class_uid"].as_u64()), (Some(2004), Some(6003)));
+    assert!(got.iter().all(|l| l.len() <= 8192));
+}
+
 #[tokio::test]
 async fn tcp_cef_with_a_receiver_that_comes_back() {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();

@@ -1,0 +1,21 @@
+"""Writes the OCSF JSON Schemas the tests validate driftwatch's records against
+(tests/data/ocsf/), for the OCSF version driftwatch targets.
+
+    python3 -m venv /tmp/ocsf && /tmp/ocsf/bin/pip install 'ocsf-json-schema==1.2.0'
+    /tmp/ocsf/bin/python scripts/ocsf-schemas.py
+"""
+
+import json
+import pathlib
+
+from ocsf_json_schema import OcsfJsonSchemaEmbedded, get_ocsf_schema
+
+VERSION = "1.7.0"  # src/deliver/ocsf.rs: VERSION
+CLASSES = (2004, 6003)  # Detection Finding, API Activity
+
+out = pathlib.Path(__file__).resolve().parent.parent / "tests" / "data" / "ocsf"
+schema = OcsfJsonSchemaEmbedded(get_ocsf_schema(version=VERSION))
+for uid in CLASSES:
+    name = schema.lookup_class_name_from_uid(class_uid=uid)
+    doc = schema.get_class_schema(class_name=name, profiles=[])
+    (out / f"{name}.json").write_text(json.dumps(doc, indent=1, sort_keys=True))

@@ -1,0 +1,94 @@
+//! Loki's push body and answers: pure functions, tested without a network.
+
+use std::collections::BTreeMap;
+
+use serde_json::{Value, json};
+
+use crate::model::Notification;
+
+/// Label or structured-metadata names and values.
+pub type Labels = BTreeMap<&'static str, String>;
+
+/// One log entry: its stream's labels, its time (Unix ns), the line and its
+/// structured metadata.
+pub struct Entry {
+    pub labels: Labels,
+    pub ns: i128,
+    pub line: String,
+    pub metadata: Labels,
+}
+
+/// The labels of a record's stream: a fixed, small set whose values are bounded by
+/// the fleet (the Application's namespace and project, the drift class, the
+/// severity), so a stream per Application or per episode never appears. Everything
+/// else goes into the entry's structured metadata.
+pub fn labels(n: &Notification) -> Labels {
+    let class = n
+        .episode
+        .as_ref()
+        .and_then(|e| e.get("classes"))
+        .and_then(Value::as_array)
+        .and_then(|c| c.first())
+        .and_then(Value::as_str)
+        .unwrap_or("none");
+    BTreeMap::from([
+        ("service_name", "driftwatch".to_string()),
+        ("namespace", n.meta.namespace.clone()),
+        ("project", n.meta.project.clone()),
+        ("class", class.to_string()),
+        ("severity", n.severity.as_str().to_string()),
+    ])
+}
+
+/// An entry's structured metadata: what identifies it, never a label.
+pub fn metadata(n: &Notification, record: &Value) -> Labels {
+    let mut m = BTreeMap::from([("app", n.meta.name.clone()), ("trigger", n.trigger.clone()), ("action", n.action.as_str().to_string())]);
+    let id = record.pointer("/metadata/uid").or_else(|| record.pointer("/event/id")).and_then(Value::as_str).unwrap_or_default();
+    if !id.is_empty() {
+        m.insert("record_id", id.to_string());
+    }
+    if let Some(ep) = n.episode.as_ref().and_then(|e| e.get("id")).and_then(Value::as_str) {
+        m.insert("episode", ep.to_string());
+    }
+    if !n.meta.revision.is_empty() {
+        m.insert("revision", n.meta.revision.clone());
+    }
+    m
+}
+
+/// A record's time in Unix nanoseconds (Loki's timestamp): OCSF `time` (ms), ECS
+/// `@timestamp`, else `now`.
+pub fn timestamp_ns(record: &Value, now: chrono::DateTime<chrono::Utc>) -> i128 {
+    let ms = record
+        .get("time")
+        .and_then(Value::as_i64)
+        .or_else(|| {
+            record.get("@timestamp").and_then(Value::as_str).and_then(|t| chrono::DateTime::parse_from_rfc3339(t).ok()).map(|t| t.timestamp_millis())
+        })
+        .unwrap_or_else(|| now.timestamp_millis());
+    i128::from(ms) * 1_000_000
+}
+
+/// The push body: one stream per label set, its entries `[ns, line, metadata]` in
+/// time order (a retry sends the same lines at the same times: Loki keeps one).
+pub fn push_body(entries: Vec<Entry>) -> Value {
+    let mut streams: BTreeMap<Labels, Vec<(i128, String, Labels)>> = BTreeMap::new();
+    for e in entries {
+        streams.entry(e.labels).or_default().push((e.ns, e.line, e.metadata));
+    }
+    let streams: Vec<Value> = streams
+        .into_iter()
+        .map(|(labels, mut values)| {
+            values.sort_by_key(|(ts, _, _)| *ts);
+            let values: Vec<Value> = values.into_iter().map(|(ts, line, meta)| json!([ts.to_string(), line, meta])).collect();
+            json!({"stream": labels, "values": values})
+        })
+        .collect();
+    json!({"streams": streams})
+}
+
+/// This kind's encoder: the payload it is sent, shaped from a template's fields
+/// (`deliver::kinds::encoder` picks it for the kind).
+pub fn encode(f: &crate::template::Fields<'_>, _: &crate::template::Target<'_>, _: &crate::model::App) -> crate::template::Payload {
+    f.message_trimmed()
+}

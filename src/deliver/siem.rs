@@ -1,0 +1,38 @@
+//! Which schema a SIEM destination's records follow (`format:` on Splunk HEC, the
+//! signed webhook and syslog), and a notification's records in it.
+
+use serde::Deserialize;
+use serde_json::Value;
+
+use super::ecs::{self, Origin};
+use super::ocsf;
+use crate::model::Notification;
+
+/// `ecs` (the default): one Elastic Common Schema record per notification; `ocsf`:
+/// OCSF 1.7.0 records ([`ocsf::records`]: a Detection Finding and the API Activity of
+/// each audited request, or an API Activity for a sync).
+#[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum Schema {
+    #[default]
+    Ecs,
+    Ocsf,
+}
+
+impl Schema {
+    /// The records of `n` at `now`, in order.
+    pub fn records(self, n: &Notification, origin: &Origin, now: chrono::DateTime<chrono::Utc>) -> Vec<Value> {
+        match self {
+            Schema::Ecs => vec![ecs::record(n, origin, now)],
+            Schema::Ocsf => ocsf::records(n, origin, now),
+        }
+    }
+
+    /// `record` shrunk to at most `max` bytes of JSON (one syslog datagram).
+    pub fn fit(self, record: Value, max: usize) -> Value {
+        match self {
+            Schema::Ecs => ecs::fit(record, max),
+            Schema::Ocsf => ocsf::fit(record, max),
+        }
+    }
+}
