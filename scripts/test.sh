@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The whole test suite: the deploy manifests and chart, formatting, lints, unit,
 # integration and doc tests.
-# The e-mail tests run a real SMTP server (aiosmtpd, from PyPI), installed here when
-# missing; the web view's test runs Debian's Chromium, installed here when missing;
+# The e-mail tests run a real SMTP server (aiosmtpd, from PyPI), and the OTLP tests
+# decode with the official protobuf definitions (opentelemetry-proto, from PyPI), both
+# installed here when missing; the web view's test runs Debian's Chromium, installed here when missing;
 # every other listener (HTTP, syslog UDP/TCP/TLS) the tests start themselves.
 # tests/control_plane.rs runs a real etcd and kube-apiserver from KUBEBUILDER_ASSETS
 # (envtest's layout); without them that suite is not run, and this says so.
@@ -19,6 +20,10 @@ fi
 
 if ! python3 -c 'import aiosmtpd' 2>/dev/null; then
   python3 -m pip install --quiet --disable-pip-version-check aiosmtpd
+fi
+# The OTLP tests decode what driftwatch sends with the official protobuf definitions.
+if ! python3 -c 'import opentelemetry.proto.collector.logs.v1.logs_service_pb2' 2>/dev/null; then
+  python3 -m pip install --quiet --disable-pip-version-check opentelemetry-proto
 fi
 
 # The web view's browser test runs Debian's headless Chromium.

@@ -244,6 +244,8 @@ macro_rules! destination_kinds {
             elasticsearch::Elasticsearch = "elasticsearch",
             /// Grafana Loki's push API (SIEM).
             loki::Loki = "loki",
+            /// OpenTelemetry logs over OTLP/HTTP, protobuf and gzip (SIEM).
+            otlp::Otlp = "otlp",
         }
     };
 }
