@@ -108,22 +108,23 @@ fn each_notification_is_one_document_and_item_failures_are_told_apart() {
 }
 
 #[test]
-fn a_crash_during_a_drain_leaves_no_duplicate_document() {
+fn three_crashes_during_a_drain_leave_no_duplicate_document() {
     let dir = tempfile::tempdir().unwrap();
     let es = FakeElasticsearch::start();
     let args = setup(dir.path(), &es, &["a", "b", "c"], "ocsf");
-    // The first request is indexed and never answered: the process is killed while it
-    // waits, so its outbox still holds what Elasticsearch already has.
-    es.hold_next();
-    let mut child = driftwatch().args(args("60")).stdout(Stdio::piped()).stderr(Stdio::null()).spawn().unwrap();
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    while !lines.next().expect("driftwatch exited early").unwrap().contains("delivering (waiting") {}
-    es.wait_creates(1);
-    child.kill().unwrap(); // SIGKILL
-    child.wait().unwrap();
-    let held = es.creates().len();
-    assert!(!deliveries(dir.path())["pending"].as_array().unwrap().is_empty(), "the held request was not settled");
-
+    // Three times: a request is indexed and never answered, and the process is killed
+    // while it waits, so its outbox still holds what Elasticsearch already has.
+    for _ in 0..3 {
+        let before = es.creates().len();
+        es.hold_next();
+        let mut child = driftwatch().args(args("60")).stdout(Stdio::piped()).stderr(Stdio::null()).spawn().unwrap();
+        let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+        while !lines.next().expect("driftwatch exited early").unwrap().contains("delivering (waiting") {}
+        es.wait_creates(before + 1);
+        child.kill().unwrap(); // SIGKILL
+        child.wait().unwrap();
+        assert!(!deliveries(dir.path())["pending"].as_array().unwrap().is_empty(), "the held request was not settled");
+    }
     // Restarted on the same state: what was indexed is answered 409 and counted as
     // delivered; nothing is indexed twice.
     let o = driftwatch().args(args("30")).output().unwrap();
@@ -134,6 +135,6 @@ fn a_crash_during_a_drain_leaves_no_duplicate_document() {
     assert_eq!(docs.len(), 3, "one OCSF finding per Application: {:#?}", docs.keys());
     assert!(docs.values().all(|d| d["class_uid"] == 2004 && d["@timestamp"].is_string()));
     let conflicts = es.creates().iter().filter(|(_, s)| *s == 409).count();
-    assert!(conflicts >= 1 && conflicts <= held, "the copies a crash made were answered 409: {:?}", es.creates());
+    assert!(conflicts >= 1, "the copies the crashes made were answered 409: {:?}", es.creates());
     assert_eq!(es.creates().iter().filter(|(_, s)| *s == 201).count(), 3);
 }

@@ -138,7 +138,9 @@ fn detection_finding(n: &Notification, ep: Option<&Value>, origin: &Origin, now:
         (true, false) => ((1, "Create"), (1, "New")),
         (true, true) => ((2, "Update"), (2, "In Progress")),
     };
-    let (sev_id, sev) = severity(n.severity);
+    // An episode's own severity (the highest it reached), else the template's.
+    let (sev_id, sev) =
+        severity(ep.and_then(|e| e.get("severity")).and_then(Value::as_str).and_then(Severity::parse).unwrap_or(n.severity));
     let now_ms = now.timestamp_millis();
     let opened = ep.and_then(|e| millis(e.get("openedAt")));
     let resolved = ep.and_then(|e| millis(e.get("resolvedAt")));
@@ -254,7 +256,19 @@ fn affected(ep: &Value, n: &Notification, origin: &Origin) -> (Vec<Value>, Vec<V
                 }
             }
             let name = format!("{} {}/{}", s(r, "kind"), s(r, "namespace"), s(r, "name"));
-            evidences.push(json!({"name": name, "data": data, "resources": [res]}));
+            let mut evidence = json!({"name": name, "data": data, "resources": [res]});
+            // Who wrote the live values: the person when the audit input named one, else
+            // the field manager (the client program: `kubectl-edit`).
+            let user = changes.iter().map(|c| s(c, "user")).find(|u| !u.is_empty());
+            let manager = changes.iter().map(|c| s(c, "manager")).find(|m| !m.is_empty());
+            match (user, manager) {
+                (Some(u), m) => {
+                    evidence["actor"] = json!({"user": {"name": u, "type_id": 1, "type": "User"}, "app_name": m.unwrap_or_default()})
+                }
+                (None, Some(m)) => evidence["actor"] = json!({"app_name": m}),
+                (None, None) => {}
+            }
+            evidences.push(evidence);
         }
     }
     (resources, evidences)
@@ -615,6 +629,8 @@ pub(crate) mod tests {
             assert_eq!(finding["finding_info"]["types"], json!(["rbac", "security-context"]));
             assert_eq!(finding["resources"][1]["type"], "Deployment");
             assert_eq!(finding["evidences"][0]["data"]["changes"][0]["live"], "true");
+            assert_eq!(finding["evidences"][0]["actor"]["user"]["name"], "alice", "the person behind the change");
+            assert_eq!(finding["evidences"][0]["actor"]["app_name"], "kubectl-patch");
             let related: Vec<&str> =
                 finding["finding_info"]["related_events"].as_array().unwrap().iter().map(|e| e["uid"].as_str().unwrap()).collect();
             assert_eq!(related, ["m-1", "a-1"], "the finding names its requests");
