@@ -102,6 +102,7 @@ impl Receiver {
                         let (a, c, f, l) = (a.clone(), c.clone(), f.clone(), l.clone());
                         let (u, r, b) = (u.clone(), r.clone(), b.clone());
                         async move {
+                            let is_bulk = req.uri().path().ends_with("/_bulk");
                             let body = req.into_body().collect().await.map(|b| b.to_bytes()).unwrap_or_default();
                             if u.load(Ordering::Relaxed) {
                                 r.fetch_add(1, Ordering::Relaxed);
@@ -124,6 +125,13 @@ impl Receiver {
                             }
                             c.fetch_add(1, Ordering::Relaxed);
                             *l.lock().unwrap() = Some(now);
+                            if is_bulk {
+                                // Elasticsearch's `_bulk`: an item per action, all created.
+                                let n = body.split(|b| *b == b'\n').filter(|l| !l.is_empty()).count() / 2;
+                                let items: Vec<Value> = (0..n).map(|_| json!({"create": {"status": 201}})).collect();
+                                let answer = json!({"errors": false, "items": items}).to_string();
+                                return Ok::<_, Infallible>(Response::new(Full::new(Bytes::from(answer))));
+                            }
                             Ok::<_, Infallible>(Response::new(Full::new(Bytes::from_static(b"ok"))))
                         }
                     });
@@ -553,6 +561,63 @@ fn outage() {
     );
 }
 
+/// 10,000 drift episodes queued for a SIEM service of `kind` in `format` while it
+/// answers 429, then drained: records per second from the first delivery to the last,
+/// and the daemon's CPU per record while draining.
+fn siem_kind(kind: &str, format: &str) {
+    let api = FakeApiServer::start();
+    api.set_rbac(None);
+    let rx = Receiver::start();
+    rx.failing.store(true, Ordering::Relaxed);
+    const N: usize = 10_000;
+    for i in 0..N {
+        api.apply(app(i, "OutOfSync", &format!("s-{i}")));
+    }
+    let url = format!("http://127.0.0.1:{}", rx.addr.port());
+    let settings = match kind {
+        "splunk" => format!("type: splunk\n    url: {url}\n    token: t\n    batchSize: 100"),
+        "elasticsearch" => format!("type: elasticsearch\n    url: {url}\n    batchSize: 100"),
+        "loki" => format!("type: loki\n    url: {url}\n    batchSize: 100"),
+        "otlp" => format!("type: otlp\n    url: {url}\n    batchSize: 100"),
+        other => panic!("no bench for {other}"),
+    };
+    let cfg = format!(
+        "services:\n  hook:\n    {settings}\n    format: {format}\n    rateLimit: {{perSecond: 2000, burst: 100}}\n    retry: {{initialBackoff: 200ms, maxBackoff: 1s, maxAttempts: 1000, deadline: 1h}}\n{}",
+        common::DRIFT_TRIGGER
+    );
+    let (d, _) = Daemon::start_with(&api, &cfg);
+    let start = Instant::now();
+    while d.metric(r#"driftwatch_queue_depth{service="hook"}"#) < N as f64 && start.elapsed() < Duration::from_secs(300) {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let sent = format!(r#"driftwatch_notifications_sent_total{{kind="{kind}"}}"#);
+    let cpu = d.cpu_seconds();
+    rx.failing.store(false, Ordering::Relaxed);
+    let switched = Instant::now();
+    while d.metric(&sent) < N as f64 && switched.elapsed() < Duration::from_secs(300) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let took = switched.elapsed();
+    let (n, cpu) = (d.metric(&sent), d.cpu_seconds() - cpu);
+    let requests = rx.count.load(Ordering::Relaxed);
+    println!(
+        "siem: {kind} {format}: {n} records in {:.2} s after the receiver recovered ({:.0} records/s, {requests} requests), daemon CPU {:.3} s ({:.0} µs per record), RSS {:.0} MB",
+        took.as_secs_f64(),
+        n / took.as_secs_f64().max(1e-3),
+        cpu,
+        cpu * 1e6 / n.max(1.0),
+        d.rss_mb()
+    );
+}
+
+fn siem() {
+    for (kind, format) in
+        [("splunk", "ecs"), ("splunk", "ocsf"), ("elasticsearch", "ecs"), ("elasticsearch", "ocsf"), ("loki", "ocsf"), ("otlp", "ocsf")]
+    {
+        siem_kind(kind, format);
+    }
+}
+
 fn flood() {
     let api = FakeApiServer::start();
     api.set_rbac(None);
@@ -950,6 +1015,9 @@ fn main() {
     }
     if want("ui") {
         ui();
+    }
+    if want("siem") {
+        siem();
     }
     if want("group") {
         group();

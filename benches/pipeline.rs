@@ -203,6 +203,21 @@ fn main() {
         };
         black_box(prod.routes.matches(black_box(&input)));
     });
+    // A SIEM record of one episode notification, in each schema (what every SIEM
+    // kind does per notification before its transport).
+    {
+        let sight = pipeline.evaluate(&inputs, &application, &StateStore::in_memory().expect("store"), now).expect("evaluates");
+        let mut n = sight.notifications.first().cloned().expect("a notification");
+        n.episode = Some(episode.view(now));
+        let origin = driftwatch::deliver::ecs::Origin { cluster: "prod".into(), argocd_url: "https://argocd.example.com".into() };
+        let ecs = measure("SIEM record: ECS, one episode notification", 20_000, || {
+            black_box(driftwatch::deliver::siem::Schema::Ecs.records(black_box(&n), &origin, now));
+        });
+        let ocsf = measure("SIEM records: OCSF, the same (a Detection Finding)", 20_000, || {
+            black_box(driftwatch::deliver::siem::Schema::Ocsf.records(black_box(&n), &origin, now));
+        });
+        println!("{:<60} {:>8.1}x", "OCSF / ECS per notification", ocsf / ecs);
+    }
     // The daemon's work per changed Application under the production policy: episode
     // read, drift, routes, the drift triggers, then the episode/hold/re-arm writes, on a
     // file-backed store, in the steady state of an open episode (everything delivered).
