@@ -134,6 +134,18 @@ fn three_crashes_during_a_drain_leave_no_duplicate_document() {
     let docs = es.docs(STREAM);
     assert_eq!(docs.len(), 3, "one OCSF finding per Application: {:#?}", docs.keys());
     assert!(docs.values().all(|d| d["class_uid"] == 2004 && d["@timestamp"].is_string()));
+    // Each document is the OCSF record (valid against its class's schema) plus the
+    // `@timestamp` a data stream requires.
+    let schema: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/ocsf/detection_finding.json")).unwrap())
+            .unwrap();
+    let validator = jsonschema::validator_for(&schema).unwrap();
+    for d in docs.values() {
+        let mut record = d.clone();
+        record.as_object_mut().unwrap().remove("@timestamp");
+        let errors: Vec<String> = validator.iter_errors(&record).map(|e| e.to_string()).collect();
+        assert!(errors.is_empty(), "{errors:#?}");
+    }
     let conflicts = es.creates().iter().filter(|(_, s)| *s == 409).count();
     assert!(conflicts >= 1, "the copies the crashes made were answered 409: {:?}", es.creates());
     assert_eq!(es.creates().iter().filter(|(_, s)| *s == 201).count(), 3);

@@ -40,6 +40,32 @@ fn decode_officially(gzipped: &[u8]) -> serde_json::Value {
     serde_json::from_slice(&out.stdout).unwrap()
 }
 
+/// An `AnyValue` in protobuf's JSON mapping back as the JSON it encodes.
+fn plain(v: &serde_json::Value) -> serde_json::Value {
+    if let Some(s) = v.get("stringValue") {
+        return s.clone();
+    }
+    if let Some(b) = v.get("boolValue") {
+        return b.clone();
+    }
+    if let Some(i) = v.get("intValue") {
+        return json!(i.as_str().and_then(|i| i.parse::<i64>().ok()).unwrap_or_default());
+    }
+    if let Some(d) = v.get("doubleValue") {
+        return d.clone();
+    }
+    if let Some(a) = v.get("arrayValue") {
+        return a["values"].as_array().map_or(json!([]), |a| a.iter().map(plain).collect());
+    }
+    if let Some(kv) = v.get("kvlistValue") {
+        let m: serde_json::Map<String, serde_json::Value> =
+            kv["values"].as_array().into_iter().flatten().map(|e| (e["key"].as_str().unwrap_or_default().to_string(), plain(&e["value"]))).collect();
+        return serde_json::Value::Object(m);
+    }
+    // An empty array or list has no field in the JSON mapping.
+    json!(null)
+}
+
 fn attr<'a>(list: &'a serde_json::Value, key: &str) -> &'a serde_json::Value {
     list.as_array().into_iter().flatten().find(|a| a["key"] == key).map_or(&serde_json::Value::Null, |a| &a["value"])
 }
@@ -75,6 +101,10 @@ fn the_request_decodes_with_the_official_definitions() {
     let body = &log["body"]["kvlistValue"]["values"];
     assert_eq!(attr(body, "class_uid")["intValue"], "2004");
     assert_eq!(attr(&attr(body, "finding_info")["kvlistValue"]["values"], "uid")["stringValue"], "argocd/guestbook@1");
+    // Decoded back to JSON, the body is the OCSF record, valid against its schema.
+    let record = plain(&log["body"]);
+    crate::deliver::ocsf::tests::assert_valid(&record);
+    assert_eq!(record, crate::deliver::siem::Schema::Ocsf.records(&n, &origin, now)[0]);
 }
 
 #[test]
