@@ -144,10 +144,13 @@ fn detection_finding(n: &Notification, ep: Option<&Value>, origin: &Origin, now:
     let now_ms = now.timestamp_millis();
     let opened = ep.and_then(|e| millis(e.get("openedAt")));
     let resolved = ep.and_then(|e| millis(e.get("resolvedAt")));
+    // When the step happened (on the episode's clock: a replay's snapshots, or the
+    // daemon's), not when the record was sent.
+    let escalated_at = ep.and_then(|e| millis(e.get("escalatedAt")));
     let time = match activity.0 {
         1 => opened.unwrap_or(now_ms),
         3 => resolved.unwrap_or(now_ms),
-        _ => now_ms,
+        _ => escalated_at.unwrap_or(now_ms),
     };
     let uid = ep.map(|e| s(e, "id")).filter(|id| !id.is_empty()).map(str::to_string).unwrap_or_else(|| finding_uid(n));
     let title = match ep {
@@ -171,8 +174,8 @@ fn detection_finding(n: &Notification, ep: Option<&Value>, origin: &Origin, now:
         info["created_time"] = json!(t);
         info["first_seen_time"] = json!(t);
     }
-    info["last_seen_time"] = json!(resolved.unwrap_or(now_ms));
-    info["modified_time"] = json!(now_ms);
+    info["last_seen_time"] = json!(resolved.unwrap_or(time));
+    info["modified_time"] = json!(time);
     if let Some(e) = ep {
         let types: Vec<&str> = list(e, "classes").iter().filter_map(Value::as_str).collect();
         if !types.is_empty() {

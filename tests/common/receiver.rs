@@ -20,6 +20,26 @@ pub fn receiver(listener: TcpListener) -> Arc<Mutex<Vec<String>>> {
     got
 }
 
+/// [`receiver`] keeping each body's bytes as sent (protobuf, gzip), with its path,
+/// answering 200 with an empty body.
+/// Each request's path and body bytes, in order.
+pub type RawRequests = Arc<Mutex<Vec<(String, Vec<u8>)>>>;
+
+pub fn raw_receiver(listener: TcpListener) -> RawRequests {
+    let got = Arc::new(Mutex::new(Vec::new()));
+    let g = got.clone();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { continue };
+            if let Some(r) = read_full(&stream) {
+                g.lock().unwrap().push((r.path, r.raw));
+            }
+            let _ = stream.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\nconnection: close\r\n\r\n");
+        }
+    });
+    got
+}
+
 /// A plain GET on loopback: (status, body).
 pub fn get(addr: &str, path: &str) -> Option<(u16, String)> {
     get_as(addr, path, None)
@@ -143,6 +163,7 @@ fn read_request(stream: &std::net::TcpStream) -> Option<(String, Option<String>)
 struct Request {
     path: String,
     body: String,
+    raw: Vec<u8>,
     key: Option<String>,
 }
 
@@ -174,7 +195,7 @@ fn read_full(stream: &std::net::TcpStream) -> Option<Request> {
     }
     let mut body = vec![0u8; len];
     reader.read_exact(&mut body).ok()?;
-    Some(Request { path, body: String::from_utf8_lossy(&body).to_string(), key })
+    Some(Request { path, body: String::from_utf8_lossy(&body).to_string(), raw: body, key })
 }
 
 fn serve(mut stream: std::net::TcpStream, mode: &Mutex<Mode>, got: &Mutex<Vec<(Mode, String)>>, keys: &Mutex<Vec<Option<String>>>) {
