@@ -37,7 +37,7 @@ fn kv(key: &str, value: AnyValue) -> KeyValue {
     KeyValue { key: key.to_string(), value: Some(value) }
 }
 
-fn text(key: &str, value: &str) -> KeyValue {
+fn string_attr(key: &str, value: &str) -> KeyValue {
     kv(key, AnyValue { value: Some(any_value::Value::String(value.to_string())) })
 }
 
@@ -67,9 +67,9 @@ const WORKLOADS: &[(&str, &str)] = &[
 /// cluster (`context.clusterName`), and the first drifted workload of its episode with
 /// its namespace, else the Application's namespace; `service.*` is driftwatch.
 fn resource(n: &Notification, origin: &Origin, extra: &BTreeMap<String, String>) -> Resource {
-    let mut attrs = vec![text("service.name", "driftwatch"), text("service.version", env!("CARGO_PKG_VERSION"))];
+    let mut attrs = vec![string_attr("service.name", "driftwatch"), string_attr("service.version", env!("CARGO_PKG_VERSION"))];
     if !origin.cluster.is_empty() {
-        attrs.push(text("k8s.cluster.name", &origin.cluster));
+        attrs.push(string_attr("k8s.cluster.name", &origin.cluster));
     }
     let resources = n.episode.as_ref().and_then(|e| e.get("resources")).and_then(Value::as_array);
     let workload = resources.into_iter().flatten().find_map(|r| {
@@ -78,10 +78,10 @@ fn resource(n: &Notification, origin: &Origin, extra: &BTreeMap<String, String>)
         Some((key, r.get("name").and_then(Value::as_str)?, r.get("namespace").and_then(Value::as_str).unwrap_or_default()))
     });
     match workload {
-        Some((key, name, ns)) if !ns.is_empty() => attrs.extend([text("k8s.namespace.name", ns), text(key, name)]),
-        _ => attrs.push(text("k8s.namespace.name", &n.meta.namespace)),
+        Some((key, name, ns)) if !ns.is_empty() => attrs.extend([string_attr("k8s.namespace.name", ns), string_attr(key, name)]),
+        _ => attrs.push(string_attr("k8s.namespace.name", &n.meta.namespace)),
     }
-    attrs.extend(extra.iter().map(|(k, v)| text(k, v)));
+    attrs.extend(extra.iter().map(|(k, v)| string_attr(k, v)));
     Resource { attributes: attrs }
 }
 
@@ -103,17 +103,17 @@ fn log_record(n: &Notification, record: Value, now_ns: u64) -> LogRecord {
         None => "driftwatch.notification".to_string(),
     };
     let mut attributes = vec![
-        text("argocd.application.name", &n.meta.name),
-        text("argocd.application.namespace", &n.meta.namespace),
-        text("argocd.project", &n.meta.project),
-        text("driftwatch.trigger", &n.trigger),
-        text("driftwatch.action", n.action.as_str()),
+        string_attr("argocd.application.name", &n.meta.name),
+        string_attr("argocd.application.namespace", &n.meta.namespace),
+        string_attr("argocd.project", &n.meta.project),
+        string_attr("driftwatch.trigger", &n.trigger),
+        string_attr("driftwatch.action", n.action.as_str()),
     ];
     if !id.is_empty() {
-        attributes.push(text("driftwatch.record_id", &id));
+        attributes.push(string_attr("driftwatch.record_id", &id));
     }
     if let Some(ep) = n.episode.as_ref().and_then(|e| e.get("id")).and_then(Value::as_str) {
-        attributes.push(text("driftwatch.episode_id", ep));
+        attributes.push(string_attr("driftwatch.episode_id", ep));
     }
     LogRecord {
         time_unix_nano: nanos(&record).unwrap_or(now_ns),
