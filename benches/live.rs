@@ -479,10 +479,7 @@ fn drain() {
     }
     let (d, _) = Daemon::start(&api, rx.addr.port());
     let start = Instant::now();
-    while d.metric(r#"driftwatch_queue_depth{service="hook"}"#) < N as f64 && start.elapsed() < Duration::from_secs(300) {
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    let queued = d.metric(r#"driftwatch_queue_depth{service="hook"}"#);
+    let queued = wait_queued(&d, N);
     let cpu = d.cpu_seconds();
     std::thread::sleep(Duration::from_secs(6));
     let idle_cpu = d.cpu_seconds() - cpu;
@@ -513,6 +510,16 @@ fn drain() {
         n as f64 / draining.as_secs_f64(),
         d.rss_mb()
     );
+}
+
+/// Waits (at most 5 min) until `n` entries are queued for the service `hook`; returns
+/// how many are.
+fn wait_queued(d: &Daemon, n: usize) -> f64 {
+    let start = Instant::now();
+    while d.metric(r#"driftwatch_queue_depth{service="hook"}"#) < n as f64 && start.elapsed() < Duration::from_secs(300) {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    d.metric(r#"driftwatch_queue_depth{service="hook"}"#)
 }
 
 fn outage() {
@@ -586,10 +593,7 @@ fn siem_kind(kind: &str, format: &str) {
         common::DRIFT_TRIGGER
     );
     let (d, _) = Daemon::start_with(&api, &cfg);
-    let start = Instant::now();
-    while d.metric(r#"driftwatch_queue_depth{service="hook"}"#) < N as f64 && start.elapsed() < Duration::from_secs(300) {
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    wait_queued(&d, N);
     let sent = format!(r#"driftwatch_notifications_sent_total{{kind="{kind}"}}"#);
     let cpu = d.cpu_seconds();
     rx.failing.store(false, Ordering::Relaxed);

@@ -36,16 +36,9 @@ fn setup(dir: &Path, es: &FakeElasticsearch, apps: &[&str], format: &str) -> imp
     apiKey: $es-key
     format: {format}
     retry: {{maxAttempts: 5, initialBackoff: 100ms, maxBackoff: 300ms, deadline: 10m}}
-templates:
-  drift:
-    message: "{{{{app.metadata.name}}}} drifted"
-triggers:
-  on-drift:
-    - when: app.status.sync.status == "OutOfSync"
-      oncePer: app.status.sync.revision
-      send: [drift]
-"#,
-            es.url()
+{}"#,
+            es.url(),
+            common::DRIFT_TRIGGER
         ),
     )
     .unwrap();
