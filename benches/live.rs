@@ -465,18 +465,25 @@ fn ready() {
     );
 }
 
-/// A receiver outage answered with `429 Retry-After: 3` while 10,000 notifications
-/// queue up: the service pauses (CPU while waiting), then the receiver recovers and the
-/// queue drains (deliveries/s from the first delivery to the last).
-fn drain() {
+/// A fake API server with `n` Applications OutOfSync on revisions `<prefix>-<i>`, and
+/// a receiver answering `429 Retry-After: 3` until the caller lets it recover.
+fn drifted_fleet(n: usize, prefix: &str) -> (FakeApiServer, Receiver) {
     let api = FakeApiServer::start();
     api.set_rbac(None);
     let rx = Receiver::start();
     rx.failing.store(true, Ordering::Relaxed);
-    const N: usize = 10_000;
-    for i in 0..N {
-        api.apply(app(i, "OutOfSync", &format!("q-{i}")));
+    for i in 0..n {
+        api.apply(app(i, "OutOfSync", &format!("{prefix}-{i}")));
     }
+    (api, rx)
+}
+
+/// A receiver outage answered with `429 Retry-After: 3` while 10,000 notifications
+/// queue up: the service pauses (CPU while waiting), then the receiver recovers and the
+/// queue drains (deliveries/s from the first delivery to the last).
+fn drain() {
+    const N: usize = 10_000;
+    let (api, rx) = drifted_fleet(N, "q");
     let (d, _) = Daemon::start(&api, rx.addr.port());
     let start = Instant::now();
     let queued = wait_queued(&d, N);
@@ -569,17 +576,12 @@ fn outage() {
 }
 
 /// 10,000 drift episodes queued for a SIEM service of `kind` in `format` while it
-/// answers 429, then drained: records per second from the first delivery to the last,
-/// and the daemon's CPU per record while draining.
+/// answers 429, then drained: records per second from the receiver's recovery to the
+/// last delivery (the pause its last `Retry-After` asked for included), and the
+/// daemon's CPU per record meanwhile.
 fn siem_kind(kind: &str, format: &str) {
-    let api = FakeApiServer::start();
-    api.set_rbac(None);
-    let rx = Receiver::start();
-    rx.failing.store(true, Ordering::Relaxed);
     const N: usize = 10_000;
-    for i in 0..N {
-        api.apply(app(i, "OutOfSync", &format!("s-{i}")));
-    }
+    let (api, rx) = drifted_fleet(N, "s");
     let url = format!("http://127.0.0.1:{}", rx.addr.port());
     let settings = match kind {
         "splunk" => format!("type: splunk\n    url: {url}\n    token: t\n    batchSize: 100"),
