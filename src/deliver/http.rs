@@ -4,6 +4,7 @@
 use std::time::Duration;
 
 use super::outcome::{Outcome, classify_status, parse_retry_after};
+use crate::secret::Secret;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ClientError {
@@ -96,7 +97,12 @@ pub const MAX_RESPONSE_BODY: usize = 64 * 1024;
 
 /// A response's body, cut at [`MAX_RESPONSE_BODY`] bytes (the rest is not read), as
 /// text; a body that breaks off is kept as far as it came.
-pub async fn read_body(mut resp: reqwest::Response) -> String {
+pub async fn read_body(resp: reqwest::Response) -> String {
+    String::from_utf8_lossy(&read_bytes(resp).await).into_owned()
+}
+
+/// [`read_body`] as the bytes sent (a protobuf answer).
+pub async fn read_bytes(mut resp: reqwest::Response) -> Vec<u8> {
     let mut buf: Vec<u8> = Vec::new();
     while buf.len() < MAX_RESPONSE_BODY {
         match resp.chunk().await {
@@ -107,7 +113,7 @@ pub async fn read_body(mut resp: reqwest::Response) -> String {
             Ok(None) | Err(_) => break,
         }
     }
-    String::from_utf8_lossy(&buf).into_owned()
+    buf
 }
 
 /// A transport error as an outcome: always retried (refused, reset, timed out, or a
@@ -224,6 +230,24 @@ pub struct BasicAuth {
     pub username: String,
     /// A `$secret` reference.
     pub password: String,
+}
+
+/// How a client authenticates its requests (`Authorization`).
+pub enum Auth {
+    None,
+    Basic(Secret, Secret),
+    /// `Authorization: <scheme> <secret>` (`Bearer`, Elasticsearch's `ApiKey`).
+    Scheme(&'static str, Secret),
+}
+
+impl Auth {
+    pub fn apply(&self, req: reqwest::RequestBuilder) -> reqwest::RequestBuilder {
+        match self {
+            Auth::None => req,
+            Auth::Basic(u, p) => req.basic_auth(u.expose(), Some(p.expose())),
+            Auth::Scheme(scheme, s) => req.header(reqwest::header::AUTHORIZATION, format!("{scheme} {}", s.expose())),
+        }
+    }
 }
 
 /// The header receivers de-duplicate by (the IETF draft's name, Stripe's and many

@@ -8,6 +8,12 @@ use super::ecs::{self, Origin};
 use super::ocsf;
 use crate::model::Notification;
 
+/// A record's identity, whichever its schema: ECS `event.id`, OCSF `metadata.uid` (the
+/// delivery's idempotency key; an API Activity's audit ID); empty if it has none.
+pub fn record_id(record: &Value) -> &str {
+    record.pointer("/metadata/uid").or_else(|| record.pointer("/event/id")).and_then(Value::as_str).unwrap_or_default()
+}
+
 /// `ecs` (the default): one Elastic Common Schema record per notification; `ocsf`:
 /// OCSF 1.7.0 records ([`ocsf::records`]: a Detection Finding and the API Activity of
 /// each audited request, or an API Activity for a sync).

@@ -135,28 +135,16 @@ impl StateView {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::{AppMeta, DestinationKind, Notification, RecordOp, Severity, StateRecord};
+    use crate::model::Notification;
     use crate::state::{PassWrite, Retention, StateStore};
 
     fn pending(app_key: &str, key: &str, action: Action) -> Notification {
-        Notification {
-            app: "ns/a".into(),
-            meta: AppMeta::default(),
-            trigger: "on-x".into(),
-            condition: 0,
-            condition_key: "[0].x".into(),
-            template: "t".into(),
-            destination: Destination::new("hook", "r"),
-            kind: DestinationKind::Webhook,
-            action,
-            severity: Severity::Info,
-            payload: serde_json::json!({}),
-            record: Some(StateRecord { app_key: app_key.into(), key: key.into(), op: RecordOp::Set, seen: None }),
-            episode: None,
-            operation: None,
-            idempotency_key: None,
-            group: None,
+        let mut n = crate::state::outbox::tests::n("hook", key);
+        n.action = action;
+        if let Some(r) = n.record.as_mut() {
+            r.app_key = app_key.into();
         }
+        n
     }
 
     #[test]

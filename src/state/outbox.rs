@@ -537,12 +537,13 @@ impl StateStore {
 }
 
 #[cfg(test)]
-mod tests {
+pub(in crate::state) mod tests {
     use super::*;
     use crate::model::{AppMeta, Destination, DestinationKind, Severity, StateRecord};
     use crate::state::PassWrite;
 
-    fn n(service: &str, key: &str) -> Notification {
+    /// A notification of `ns/a@u` to `service`, dedup key `key`, template `t`.
+    pub(in crate::state) fn n(service: &str, key: &str) -> Notification {
         Notification {
             app: "ns/a".into(),
             meta: AppMeta::default(),

@@ -7,18 +7,10 @@ use super::payload::{bodies, classify, docs, per_notification};
 use crate::deliver::deliverer::{BoxFuture, Deliverer};
 use crate::deliver::ecs::Origin;
 use crate::deliver::env::Env;
-use crate::deliver::http;
+use crate::deliver::http::{self, Auth};
 use crate::deliver::outcome::{Outcome, parse_retry_after};
 use crate::deliver::siem::Schema;
 use crate::model::Notification;
-use crate::secret::Secret;
-
-/// What the client sends as `Authorization`.
-enum Auth {
-    None,
-    ApiKey(Secret),
-    Basic(Secret, Secret),
-}
 
 pub struct ElasticsearchClient {
     http: reqwest::Client,
@@ -41,7 +33,7 @@ impl ElasticsearchClient {
         let base = env.secret(&cfg.url)?.expose().trim_end_matches('/').to_string();
         let stream = cfg.data_stream.as_deref().unwrap_or(DEFAULT_DATA_STREAM);
         let auth = match (&cfg.api_key, &cfg.username, &cfg.password) {
-            (Some(key), _, _) => Auth::ApiKey(env.secret(key)?),
+            (Some(key), _, _) => Auth::Scheme("ApiKey", env.secret(key)?),
             (None, Some(u), Some(p)) => Auth::Basic(env.secret(u)?, env.secret(p)?),
             _ => Auth::None,
         };
@@ -59,11 +51,7 @@ impl ElasticsearchClient {
     /// One `_bulk` request: an outcome per document it holds.
     async fn bulk(&self, body: String, count: usize) -> Vec<Outcome> {
         let req = self.http.post(&self.endpoint).header("Content-Type", "application/x-ndjson").body(body);
-        let req = match &self.auth {
-            Auth::None => req,
-            Auth::ApiKey(k) => req.header("Authorization", format!("ApiKey {}", k.expose())),
-            Auth::Basic(u, p) => req.basic_auth(u.expose(), Some(p.expose())),
-        };
+        let req = self.auth.apply(req);
         match req.send().await {
             Ok(resp) => {
                 let status = resp.status().as_u16();

@@ -29,7 +29,7 @@ pub fn docs(of: usize, records: Vec<Value>) -> Vec<Doc> {
     records
         .into_iter()
         .map(|mut doc| {
-            let id = doc.pointer("/metadata/uid").or_else(|| doc.pointer("/event/id")).and_then(Value::as_str).unwrap_or_default();
+            let id = crate::deliver::siem::record_id(&doc);
             let id = if id.len() > MAX_ID_BYTES {
                 Sha256::digest(id.as_bytes()).iter().map(|b| format!("{b:02x}")).collect()
             } else {
@@ -54,7 +54,11 @@ pub fn docs(of: usize, records: Vec<Value>) -> Vec<Doc> {
 pub fn bodies(docs: &[Doc], max_bytes: usize) -> Vec<(String, Vec<usize>)> {
     let mut out: Vec<(String, Vec<usize>)> = Vec::new();
     for (i, d) in docs.iter().enumerate() {
-        let item = format!("{}\n{}\n", json!({"create": {"_id": d.id}}), d.doc);
+        // A record without an identity (none reaches here from the outbox, which gives
+        // each delivery a key) gets one from Elasticsearch rather than an empty `_id`,
+        // which it refuses.
+        let action = if d.id.is_empty() { json!({"create": {}}) } else { json!({"create": {"_id": d.id}}) };
+        let item = format!("{action}\n{}\n", d.doc);
         match out.last_mut() {
             Some((body, held)) if body.len() + item.len() <= max_bytes => {
                 body.push_str(&item);

@@ -7,17 +7,10 @@ use super::payload::{Entry, labels, metadata, push_body, timestamp_ns};
 use crate::deliver::deliverer::{BoxFuture, Deliverer};
 use crate::deliver::ecs::Origin;
 use crate::deliver::env::Env;
-use crate::deliver::http;
+use crate::deliver::http::{self, Auth};
 use crate::deliver::outcome::Outcome;
 use crate::deliver::siem::Schema;
 use crate::model::Notification;
-use crate::secret::Secret;
-
-enum Auth {
-    None,
-    Basic(Secret, Secret),
-    Bearer(Secret),
-}
 
 pub struct LokiClient {
     http: reqwest::Client,
@@ -35,7 +28,7 @@ impl LokiClient {
         let base = env.secret(&cfg.url)?.expose().trim_end_matches('/').to_string();
         let auth = match (&cfg.username, &cfg.password, &cfg.bearer_token) {
             (Some(u), Some(p), _) => Auth::Basic(env.secret(u)?, env.secret(p)?),
-            (_, _, Some(t)) => Auth::Bearer(env.secret(t)?),
+            (_, _, Some(t)) => Auth::Scheme("Bearer", env.secret(t)?),
             _ => Auth::None,
         };
         Ok(LokiClient {
@@ -73,11 +66,7 @@ impl Deliverer for LokiClient {
             if let Some(t) = &self.tenant {
                 req = req.header("X-Scope-OrgID", t);
             }
-            req = match &self.auth {
-                Auth::None => req,
-                Auth::Basic(u, p) => req.basic_auth(u.expose(), Some(p.expose())),
-                Auth::Bearer(t) => req.bearer_auth(t.expose()),
-            };
+            req = self.auth.apply(req);
             http::send(req).await.0
         })
     }

@@ -43,7 +43,7 @@ pub fn labels(n: &Notification) -> Labels {
 /// An entry's structured metadata: what identifies it, never a label.
 pub fn metadata(n: &Notification, record: &Value) -> Labels {
     let mut m = BTreeMap::from([("app", n.meta.name.clone()), ("trigger", n.trigger.clone()), ("action", n.action.as_str().to_string())]);
-    let id = record.pointer("/metadata/uid").or_else(|| record.pointer("/event/id")).and_then(Value::as_str).unwrap_or_default();
+    let id = crate::deliver::siem::record_id(record);
     if !id.is_empty() {
         m.insert("record_id", id.to_string());
     }

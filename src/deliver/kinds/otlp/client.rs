@@ -69,9 +69,9 @@ impl Deliverer for OtlpClient {
                     let status = resp.status().as_u16();
                     let retry_after =
                         resp.headers().get("retry-after").and_then(|v| v.to_str().ok()).and_then(|v| parse_retry_after(v, chrono::Utc::now()));
-                    let bytes = resp.bytes().await.unwrap_or_default();
-                    let bytes = &bytes[..bytes.len().min(http::MAX_RESPONSE_BODY)];
-                    let (outcome, partial) = classify(status, retry_after, bytes);
+                    // Bounded: a collector cannot make driftwatch buffer more.
+                    let bytes = http::read_bytes(resp).await;
+                    let (outcome, partial) = classify(status, retry_after, &bytes);
                     if let Some(note) = partial {
                         // The specification: a partial success is not retried.
                         tracing::warn!(service = %self.name, %note, "OTLP partial success; not retried");

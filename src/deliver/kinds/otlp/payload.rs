@@ -95,9 +95,9 @@ fn nanos(record: &Value) -> Option<u64> {
 
 /// One log record per SIEM record: its body the record, its attributes what
 /// identifies it, its event name the schema's class.
-fn log_record(n: &Notification, record: Value, now_ns: u64) -> LogRecord {
+fn log_record(n: &Notification, record: &Value, now_ns: u64) -> LogRecord {
     let (number, text_) = severity(n.severity);
-    let id = record.pointer("/metadata/uid").or_else(|| record.pointer("/event/id")).and_then(Value::as_str).unwrap_or_default().to_string();
+    let id = crate::deliver::siem::record_id(record);
     let event_name = match record.get("class_name").and_then(Value::as_str) {
         Some(class) => format!("ocsf.{}", class.to_ascii_lowercase().replace(' ', "_")),
         None => "driftwatch.notification".to_string(),
@@ -110,17 +110,17 @@ fn log_record(n: &Notification, record: Value, now_ns: u64) -> LogRecord {
         string_attr("driftwatch.action", n.action.as_str()),
     ];
     if !id.is_empty() {
-        attributes.push(string_attr("driftwatch.record_id", &id));
+        attributes.push(string_attr("driftwatch.record_id", id));
     }
     if let Some(ep) = n.episode.as_ref().and_then(|e| e.get("id")).and_then(Value::as_str) {
         attributes.push(string_attr("driftwatch.episode_id", ep));
     }
     LogRecord {
-        time_unix_nano: nanos(&record).unwrap_or(now_ns),
+        time_unix_nano: nanos(record).unwrap_or(now_ns),
         observed_time_unix_nano: now_ns,
         severity_number: number,
         severity_text: text_.to_string(),
-        body: Some(any(&record)),
+        body: Some(any(record)),
         attributes,
         event_name,
     }
@@ -141,7 +141,7 @@ pub fn request(
             resource: Some(resource(n, origin, extra)),
             scope_logs: vec![ScopeLogs {
                 scope: Some(InstrumentationScope { name: "driftwatch".into(), version: env!("CARGO_PKG_VERSION").into() }),
-                log_records: records.iter().map(|r| log_record(n, r.clone(), now_ns)).collect(),
+                log_records: records.iter().map(|r| log_record(n, r, now_ns)).collect(),
                 schema_url: String::new(),
             }],
             schema_url: String::new(),
