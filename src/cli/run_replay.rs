@@ -97,9 +97,14 @@ pub fn run_replay(opts: &ReplayOptions, out: &mut dyn Write, err: &mut dyn Write
                 malformed += 1;
                 writeln!(out, "== {}  skipped: {reason}", step.label)?;
             }
-            Stepped::Pass { app, deleted, now, pass, groups_sent } => {
+            Stepped::Pass { now, pass, groups_sent } => {
+                let (app, deleted) = match &step.snapshot {
+                    Snapshot::Deleted(app) => (app, true),
+                    Snapshot::App(app) => (app, false),
+                    _ => continue,
+                };
                 apps += 1;
-                writeln!(out, "== {}  {}{}", step.label, summarize_app(&app), if deleted { " (deleted)" } else { "" })?;
+                writeln!(out, "== {}  {}{}", step.label, summarize_app(app), if deleted { " (deleted)" } else { "" })?;
                 show_pass(out, &pass.eval, now)?;
                 let mut console = ConsoleWriter::new(&mut *out);
                 for n in &pass.eval.notifications {

@@ -28,10 +28,8 @@ pub enum Stepped {
     Live(Attribution),
     /// A file that is not an Application, AppProject or live object: skipped.
     Malformed(String),
-    /// An Application's snapshot went through a pass at `now`.
+    /// The step's Application snapshot (or its deletion) went through a pass at `now`.
     Pass {
-        app: Box<App>,
-        deleted: bool,
         now: DateTime<Utc>,
         pass: Box<Pass>,
         /// Group messages the previews sent after this pass (their wait ended on the
@@ -119,7 +117,7 @@ impl Replay {
             self.delivery.settle(std::time::Duration::ZERO, std::time::Duration::from_secs(60)).await;
             groups_sent = self.preview.take_sent_groups();
         }
-        Ok(Stepped::Pass { app: Box::new(app.clone()), deleted, now: self.now, pass: Box::new(pass), groups_sent })
+        Ok(Stepped::Pass { now: self.now, pass: Box::new(pass), groups_sent })
     }
 
     /// The group messages still waiting for their `wait` after the last snapshot, sent

@@ -3,7 +3,7 @@
 //! refuses for good, permanent with its reason).
 
 use super::config::LokiConfig;
-use super::payload::{Entry, labels, metadata, push_body, timestamp_ns};
+use super::payload::{entries, push_body};
 use crate::deliver::deliverer::{BoxFuture, Deliverer};
 use crate::deliver::ecs::Origin;
 use crate::deliver::env::Env;
@@ -53,14 +53,7 @@ impl Deliverer for LokiClient {
             let now = chrono::Utc::now();
             let entries = batch
                 .iter()
-                .flat_map(|n| {
-                    self.schema.records(n, &self.origin, now).into_iter().map(move |r| Entry {
-                        labels: labels(n),
-                        ns: timestamp_ns(&r, now),
-                        line: r.to_string(),
-                        metadata: metadata(n, &r),
-                    })
-                })
+                .flat_map(|n| entries(n, self.schema.records(n, &self.origin, now), now))
                 .collect();
             let mut req = self.http.post(&self.endpoint).json(&push_body(entries));
             if let Some(t) = &self.tenant {

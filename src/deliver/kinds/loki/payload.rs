@@ -69,6 +69,12 @@ pub fn timestamp_ns(record: &Value, now: chrono::DateTime<chrono::Utc>) -> i128 
     i128::from(ms) * 1_000_000
 }
 
+/// A notification's records as entries of its stream.
+pub fn entries(n: &Notification, records: Vec<Value>, now: chrono::DateTime<chrono::Utc>) -> impl Iterator<Item = Entry> + '_ {
+    let labels = labels(n);
+    records.into_iter().map(move |r| Entry { labels: labels.clone(), ns: timestamp_ns(&r, now), line: r.to_string(), metadata: metadata(n, &r) })
+}
+
 /// The push body: one stream per label set, its entries `[ns, line, metadata]` in
 /// time order (a retry sends the same lines at the same times: Loki keeps one).
 pub fn push_body(entries: Vec<Entry>) -> Value {

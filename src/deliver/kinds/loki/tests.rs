@@ -23,14 +23,7 @@ fn streams_are_few_and_entries_carry_their_identity() {
     c.severity = Severity::Critical;
     let entries: Vec<_> = [&a, &b, &c]
         .iter()
-        .flat_map(|n| {
-            crate::deliver::siem::Schema::Ecs.records(n, &origin, now).into_iter().map(|r| payload::Entry {
-                labels: payload::labels(n),
-                ns: payload::timestamp_ns(&r, now),
-                line: r.to_string(),
-                metadata: payload::metadata(n, &r),
-            })
-        })
+        .flat_map(|n| payload::entries(n, crate::deliver::siem::Schema::Ecs.records(n, &origin, now), now))
         .collect();
     let body = payload::push_body(entries);
     let streams = body["streams"].as_array().unwrap();
