@@ -7,6 +7,10 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 use driftwatch::cli::{self, Format, ReplayOptions};
 
+/// mimalloc, not glibc's allocator: see `driftwatch::memory`.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[derive(Parser)]
 #[command(name = "driftwatch", version, about = "Watches Argo CD Applications for drift and routes notifications")]
 struct Cli {
@@ -343,6 +347,7 @@ fn init_tracing(default: &str) {
 }
 
 fn main() -> ExitCode {
+    driftwatch::memory::configure();
     let args = Cli::parse();
     driftwatch::tls::init_crypto();
     // The daemon reports what it does; the one-shot commands only warn.

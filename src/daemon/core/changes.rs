@@ -115,7 +115,7 @@ impl Core {
                     if !METRICS.cluster_up.has(crate::cluster::live::IN_CLUSTER) {
                         METRICS.cluster_up.set(crate::cluster::live::IN_CLUSTER, 1);
                     }
-                    release_free_memory();
+                    crate::memory::release_free();
                 }
             }
             Change::Malformed { kind, name, reason } => {
