@@ -52,8 +52,9 @@ struct Kept {
     project: String,
 }
 
-/// Deflate's fastest level: it keeps the repeated keys, which is most of the gain, at
-/// a few microseconds per Application.
+/// Deflate's fastest level: it keeps the repeated keys, which is most of the gain, for
+/// the least CPU (the evaluation thread's time until ready did not grow beyond the
+/// spread between runs; BENCHMARKS.md, "Memory per Application").
 const KEPT_LEVEL: u32 = 1;
 
 thread_local! {
