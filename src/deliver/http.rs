@@ -79,16 +79,18 @@ pub async fn send(req: reqwest::RequestBuilder) -> (Outcome, Option<String>) {
     match req.send().await {
         Ok(resp) => {
             let status = resp.status().as_u16();
-            let retry_after = resp
-                .headers()
-                .get(reqwest::header::RETRY_AFTER)
-                .and_then(|v| v.to_str().ok())
-                .and_then(|v| parse_retry_after(v, chrono::Utc::now()));
+            let retry_after = retry_after(&resp);
             let body = read_body(resp).await;
             (classify_status(status, retry_after, &body), Some(body))
         }
         Err(e) => (transport_error(e), None),
     }
+}
+
+/// How long a response's `Retry-After` (seconds or an HTTP date) asks to wait, if it does.
+pub fn retry_after(resp: &reqwest::Response) -> Option<std::time::Duration> {
+    let value = resp.headers().get(reqwest::header::RETRY_AFTER)?.to_str().ok()?;
+    parse_retry_after(value, chrono::Utc::now())
 }
 
 /// At most this much of a receiver's response body is read (it only feeds error

@@ -8,7 +8,7 @@ use crate::deliver::deliverer::{BoxFuture, Deliverer};
 use crate::deliver::ecs::Origin;
 use crate::deliver::env::Env;
 use crate::deliver::http::{self, Auth};
-use crate::deliver::outcome::{Outcome, parse_retry_after};
+use crate::deliver::outcome::Outcome;
 use crate::deliver::siem::Schema;
 use crate::model::Notification;
 
@@ -56,7 +56,7 @@ impl ElasticsearchClient {
             Ok(resp) => {
                 let status = resp.status().as_u16();
                 let retry_after =
-                    resp.headers().get("retry-after").and_then(|v| v.to_str().ok()).and_then(|v| parse_retry_after(v, chrono::Utc::now()));
+                    http::retry_after(&resp);
                 let body = http::read_body(resp).await;
                 classify(status, retry_after, &body, count)
             }

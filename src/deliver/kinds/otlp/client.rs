@@ -9,7 +9,7 @@ use crate::deliver::deliverer::{BoxFuture, Deliverer};
 use crate::deliver::ecs::Origin;
 use crate::deliver::env::Env;
 use crate::deliver::http;
-use crate::deliver::outcome::{Outcome, parse_retry_after};
+use crate::deliver::outcome::Outcome;
 use crate::deliver::siem::Schema;
 use crate::model::Notification;
 
@@ -68,7 +68,7 @@ impl Deliverer for OtlpClient {
                 Ok(resp) => {
                     let status = resp.status().as_u16();
                     let retry_after =
-                        resp.headers().get("retry-after").and_then(|v| v.to_str().ok()).and_then(|v| parse_retry_after(v, chrono::Utc::now()));
+                        http::retry_after(&resp);
                     // Bounded: a collector cannot make driftwatch buffer more.
                     let bytes = http::read_bytes(resp).await;
                     let (outcome, partial) = classify(status, retry_after, &bytes);

@@ -7,7 +7,7 @@ use governor::{DefaultKeyedRateLimiter, Quota, RateLimiter};
 
 use super::config::SlackConfig;
 use super::payload::{api_result, message};
-use crate::deliver::outcome::{Outcome, classify_status, parse_retry_after};
+use crate::deliver::outcome::{Outcome, classify_status};
 use crate::deliver::env::Env;
 use crate::deliver::deliverer::{BoxFuture, Deliverer, one_by_one};
 use crate::deliver::{http, message_ref};
@@ -62,7 +62,7 @@ impl SlackClient {
             Ok(resp) => {
                 let status = resp.status().as_u16();
                 let retry_after =
-                    resp.headers().get("retry-after").and_then(|v| v.to_str().ok()).and_then(|v| parse_retry_after(v, chrono::Utc::now()));
+                    http::retry_after(&resp);
                 let text = http::read_body(resp).await;
                 match classify_status(status, retry_after, &text) {
                     Outcome::Delivered => api_result(&text),

@@ -5,7 +5,7 @@ use super::payload::{EnvelopeMeta, batch_body, classify, envelope};
 use crate::deliver::ecs::Origin;
 use crate::deliver::siem::Schema;
 use crate::deliver::http;
-use crate::deliver::outcome::{Outcome, parse_retry_after};
+use crate::deliver::outcome::Outcome;
 use crate::deliver::env::Env;
 use crate::deliver::deliverer::{BoxFuture, Deliverer};
 use crate::model::Notification;
@@ -140,11 +140,7 @@ impl Deliverer for SplunkClient {
             let (outcome, body) = match req.send().await {
                 Ok(resp) => {
                     let status = resp.status().as_u16();
-                    let retry_after = resp
-                        .headers()
-                        .get("retry-after")
-                        .and_then(|v| v.to_str().ok())
-                        .and_then(|v| parse_retry_after(v, chrono::Utc::now()));
+                    let retry_after = http::retry_after(&resp);
                     let body = http::read_body(resp).await;
                     (classify(status, retry_after, &body), body)
                 }
