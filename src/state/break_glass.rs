@@ -5,8 +5,8 @@
 //! whether it is closed, and its fingerprint, so a pass of an Application without an
 //! exception reads one short value.
 
+use crate::state::kv::{TableDefinition, WriteTransaction};
 use chrono::{DateTime, Utc};
-use redb::{TableDefinition, WriteTransaction};
 
 use super::timed::Timed;
 use super::{Retention, SEP, StateError, StateStore, storage};

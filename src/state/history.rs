@@ -18,8 +18,8 @@
 
 use std::collections::BTreeMap;
 
+use crate::state::kv::{Table, TableDefinition, WriteTransaction};
 use chrono::{DateTime, Utc};
-use redb::{ReadableDatabase, ReadableTable, ReadableTableMetadata, TableDefinition, WriteTransaction};
 
 use super::{SEP, StateError, StateStore, from_millis, storage};
 use crate::drift::episode::{Episode, Sent};
@@ -517,12 +517,7 @@ impl super::StateView {
 /// An open episode is never dropped for age (it is still someone's problem). Reads
 /// only what it drops: the first entries of `episodes` for the count, a range of
 /// `episodes_by_resolved` for the age.
-fn prune(
-    episodes: &mut redb::Table<&str, &str>,
-    tx: &WriteTransaction,
-    retention: Retention,
-    now: DateTime<Utc>,
-) -> Result<(), StateError> {
+fn prune(episodes: &mut Table<&str, &str>, tx: &WriteTransaction, retention: Retention, now: DateTime<Utc>) -> Result<(), StateError> {
     let len = usize::try_from(episodes.len().map_err(storage)?).unwrap_or(usize::MAX);
     let excess = len.saturating_sub(retention.max_episodes.max(1));
     // Episode keys to drop, with when each resolved (its index entry goes too).

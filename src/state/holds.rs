@@ -1,7 +1,7 @@
 //! Hold-downs: per Application and condition, since when a condition with `for:` has
 //! held, so a hold-down survives a restart (table `holds`).
 
-use redb::{TableDefinition, WriteTransaction};
+use crate::state::kv::{TableDefinition, WriteTransaction};
 
 use super::{StateError, StateStore, remove_app_entries, storage};
 

@@ -20,7 +20,7 @@ impl StateStore {
     }
 
     /// [`StateStore::record`] inside a caller's transaction.
-    pub(super) fn record_in(&self, tx: &redb::WriteTransaction, app: &str, key: &str, at_millis: u64) -> Result<(), StateError> {
+    pub(super) fn record_in(&self, tx: &WriteTransaction, app: &str, key: &str, at_millis: u64) -> Result<(), StateError> {
         let mut table = tx.open_table(NOTIFIED).map_err(storage)?;
         table.insert(Self::full_key(app, key).as_str(), at_millis).map_err(storage)?;
         let (lo, hi) = app_range(app);
@@ -40,7 +40,7 @@ impl StateStore {
     }
 
     /// Forgets a key inside a caller's transaction.
-    pub(super) fn forget_in(tx: &redb::WriteTransaction, app: &str, key: &str) -> Result<(), StateError> {
+    pub(super) fn forget_in(tx: &WriteTransaction, app: &str, key: &str) -> Result<(), StateError> {
         let mut table = tx.open_table(NOTIFIED).map_err(storage)?;
         table.remove(Self::full_key(app, key).as_str()).map_err(storage)?;
         Ok(())

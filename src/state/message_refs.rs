@@ -4,7 +4,7 @@
 //! (The tables keep their first names, `slack_messages*`, so existing state files
 //! read as they are.)
 
-use redb::{ReadableDatabase, ReadableTableMetadata, TableDefinition, WriteTransaction};
+use crate::state::kv::{TableDefinition, WriteTransaction};
 use serde::{Deserialize, Serialize};
 
 use super::{StateError, StateStore, from_json, storage, to_json};

@@ -26,9 +26,13 @@ mod break_glass;
 mod history;
 mod holds;
 mod keys;
+pub(crate) mod kv;
 mod message_refs;
 mod operations;
 mod outbox;
+pub mod pg;
+#[doc(hidden)]
+pub mod pgtest;
 mod timed;
 
 pub use app_state::{AppState, GroupReads, NoGroups, StoredException};
@@ -44,7 +48,8 @@ use outbox::{from_json, to_json};
 use std::path::Path;
 
 use chrono::{DateTime, Utc};
-use redb::{Database, ReadableDatabase, ReadableTable, ReadableTableMetadata, TableDefinition};
+use kv::{Database, Durability, Field, Table, TableDefinition, WriteTransaction};
+pub use pg::{PgOptions, Role};
 
 /// `"<app key>\u{0}<dedup key>"` -> unix milliseconds of the delivery.
 const NOTIFIED: TableDefinition<&str, u64> = TableDefinition::new("notified");
@@ -94,6 +99,13 @@ pub enum StateError {
         "the volume of state store {path} does not support file locks ({detail}), so nothing keeps a second replica from writing it: run one replica without --leader-election, or put the state on a volume that supports locks"
     )]
     NoLocks { path: String, detail: String },
+    /// PostgreSQL could not be reached, or its schema migrated.
+    #[error("state store in PostgreSQL: {0}")]
+    Postgres(String),
+    /// Another replica took the store in PostgreSQL over (a newer fencing epoch): this
+    /// one must not write.
+    #[error("state store in PostgreSQL: {0}")]
+    Fenced(String),
     /// One stored episode cannot be read; the Application's episode state is reset.
     #[error("the stored drift episode of {app} cannot be read ({detail})")]
     Episode { app: String, detail: String },
@@ -209,9 +221,9 @@ impl StateStore {
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
             std::fs::create_dir_all(dir).map_err(storage)?;
         }
-        let db = Database::create(path).map_err(|e| StateError::opening(path, e))?;
+        let db = redb::Database::create(path).map_err(|e| StateError::opening(path, e))?;
         // A file redb opened but whose tables cannot be read is damaged too.
-        Self::init(db).map_err(|e| match e {
+        Self::init(Database::Redb(db)).map_err(|e| match e {
             StateError::Storage(detail) => StateError::Corrupt { path: path.display().to_string(), detail },
             e => e,
         })
@@ -247,8 +259,37 @@ impl StateStore {
 
     /// A store that lives in memory only (replays that should start from nothing).
     pub fn in_memory() -> Result<StateStore, StateError> {
-        let db = Database::builder().create_with_backend(redb::backends::InMemoryBackend::new()).map_err(storage)?;
-        Self::init(db)
+        #[cfg(test)]
+        if let Some(store) = pgtest::postgres_if_asked() {
+            return store;
+        }
+        let db = redb::Database::builder().create_with_backend(redb::backends::InMemoryBackend::new()).map_err(storage)?;
+        Self::init(Database::Redb(db))
+    }
+
+    /// Opens the store in PostgreSQL (replicas without a shared volume): connects,
+    /// migrates the schema, and takes the fence as `role` says.
+    pub fn open_postgres(opts: &PgOptions, role: &Role) -> Result<StateStore, StateError> {
+        let pg = pg::Pg::open(opts, role).map_err(|e| match e.0.starts_with("fenced") {
+            true => StateError::Fenced(e.0),
+            false => StateError::Postgres(e.0),
+        })?;
+        Self::init(Database::Pg(pg))
+    }
+
+    /// Whether a write was refused because another replica took the store over
+    /// (PostgreSQL's fence): this daemon must stop writing, not reopen and take it
+    /// back.
+    pub fn fenced(&self) -> bool {
+        self.db.pg().is_some_and(pg::Pg::fenced)
+    }
+
+    /// Which engine holds the store (`redb`, `postgres`).
+    pub fn engine(&self) -> &'static str {
+        match self.db {
+            Database::Redb(_) => "redb",
+            Database::Pg(_) => "postgres",
+        }
     }
 
     fn init(db: Database) -> Result<StateStore, StateError> {
@@ -320,7 +361,7 @@ impl StateStore {
         }
         let mut tx = self.db.begin_write().map_err(storage)?;
         if self.deferred.load(std::sync::atomic::Ordering::Relaxed) {
-            tx.set_durability(redb::Durability::None).map_err(storage)?;
+            tx.set_durability(Durability::None).map_err(storage)?;
         }
         if let Some((ep, retention)) = pass.episode {
             Self::save_episode_in(&tx, ep, retention, from_millis(pass.at_ms))?;
@@ -360,7 +401,7 @@ impl StateStore {
     /// outbox, else marked so that the settle of its last entry purges it (a delivery
     /// settled after the purge would write its key back, for an Application that no
     /// longer exists).
-    fn retire_app_in(tx: &redb::WriteTransaction, app: &str, now_ms: u64) -> Result<(), StateError> {
+    fn retire_app_in(tx: &WriteTransaction, app: &str, now_ms: u64) -> Result<(), StateError> {
         if Self::has_pending_in(tx, app)? {
             tx.open_table(DELETED).map_err(storage)?.insert(app, now_ms).map_err(storage)?;
             Ok(())
@@ -371,7 +412,7 @@ impl StateStore {
 
     /// After entries of `apps` settled: purges those that were deleted and have nothing
     /// left in the outbox. Reads one marker per Application, not the table.
-    fn purge_settled_in(tx: &redb::WriteTransaction, apps: &std::collections::BTreeSet<&str>) -> Result<(), StateError> {
+    fn purge_settled_in(tx: &WriteTransaction, apps: &std::collections::BTreeSet<&str>) -> Result<(), StateError> {
         let mut marked = Vec::new();
         {
             let deleted = tx.open_table(DELETED).map_err(storage)?;
@@ -391,7 +432,7 @@ impl StateStore {
 
     /// Drops everything about one Application (dedup keys, hold-downs, the latest
     /// episode pointer, the deletion marker) inside a caller's transaction.
-    fn purge_app_in(tx: &redb::WriteTransaction, app: &str) -> Result<usize, StateError> {
+    fn purge_app_in(tx: &WriteTransaction, app: &str) -> Result<usize, StateError> {
         let n = remove_app_entries(&mut tx.open_table(NOTIFIED).map_err(storage)?, app)?;
         Self::forget_app_history_in(tx, app)?;
         tx.open_table(DELETED).map_err(storage)?.remove(app).map_err(storage)?;
@@ -443,7 +484,7 @@ impl StateStore {
 
 /// One consistent snapshot of the store ([`StateStore::view`]).
 pub struct StateView {
-    pub(crate) tx: redb::ReadTransaction,
+    pub(crate) tx: kv::ReadTransaction,
 }
 
 impl StateView {
@@ -456,7 +497,7 @@ impl StateView {
 
 /// Removes every entry of one Application from a table keyed `<app>\0...`; returns
 /// how many there were.
-fn remove_app_entries<V: redb::Value + 'static>(table: &mut redb::Table<&str, V>, app: &str) -> Result<usize, StateError> {
+fn remove_app_entries<V: Field>(table: &mut Table<&str, V>, app: &str) -> Result<usize, StateError> {
     let (lo, hi) = app_range(app);
     let mut n = 0;
     table
@@ -475,11 +516,7 @@ pub(super) const META: TableDefinition<&str, u64> = TableDefinition::new("meta")
 /// Runs `build` once per state file: a file written before what it builds (an index,
 /// counters) existed gets it at its first open, and the marker `indexed:<name>` in
 /// `meta` says so, so later opens read nothing.
-pub(super) fn once_per_file(
-    tx: &redb::WriteTransaction,
-    name: &str,
-    build: impl FnOnce() -> Result<(), StateError>,
-) -> Result<(), StateError> {
+pub(super) fn once_per_file(tx: &WriteTransaction, name: &str, build: impl FnOnce() -> Result<(), StateError>) -> Result<(), StateError> {
     let marker = format!("indexed:{name}");
     if tx.open_table(META).map_err(storage)?.get(marker.as_str()).map_err(storage)?.is_some() {
         return Ok(());
@@ -492,7 +529,7 @@ pub(super) fn once_per_file(
 /// Fills `index` from `table` once per state file ([`once_per_file`]). `entry` gives an
 /// entry's index key (`None`: not indexed).
 pub(super) fn index_once(
-    tx: &redb::WriteTransaction,
+    tx: &WriteTransaction,
     name: &str,
     table: TableDefinition<&str, &str>,
     index: TableDefinition<&str, ()>,
@@ -599,6 +636,15 @@ mod tests {
         assert!(s.is_notified("ns/a@u", "rev1:on-deployed:[0].x:slack:c").unwrap());
         assert!(!s.is_notified("ns/a@u", "rev2:on-deployed:[0].x:slack:c").unwrap());
         assert_eq!(s.apps().unwrap(), ["ns/a@u"]);
+    }
+
+    /// `DRIFTWATCH_TEST_STATE=postgres` (scripts/test.sh's second run of the store's
+    /// tests) puts every store of the suite in PostgreSQL: this says it really does.
+    #[test]
+    fn the_suite_runs_on_the_engine_asked_for() {
+        let asked = std::env::var("DRIFTWATCH_TEST_STATE").unwrap_or_default();
+        let want = if asked == "postgres" { "postgres" } else { "redb" };
+        assert_eq!(StateStore::in_memory().unwrap().engine(), want);
     }
 
     #[test]

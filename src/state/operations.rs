@@ -4,8 +4,8 @@
 //! recorded operation started and its id, which the pipeline reads to tell a new
 //! operation (or a retry that ended otherwise) from one already recorded.
 
+use crate::state::kv::{TableDefinition, WriteTransaction};
 use chrono::{DateTime, Utc};
-use redb::{TableDefinition, WriteTransaction};
 
 use super::timed::Timed;
 use super::{Retention, SEP, StateError, StateStore, storage};

@@ -18,7 +18,7 @@ pub(super) mod groups;
 use dead::{DEAD, QUARANTINE};
 pub use dead::{DeadLetter, MAX_DEAD_LETTERS, Quarantined, Requeued};
 
-use redb::{ReadableDatabase, ReadableTable, ReadableTableMetadata, TableDefinition, WriteTransaction};
+use crate::state::kv::{KeyField, Table, TableDefinition, WriteTransaction};
 use serde::{Deserialize, Serialize};
 
 use super::{StateError, StateStore, storage};
@@ -112,7 +112,7 @@ pub(super) fn insert_entry(tx: &WriteTransaction, e: &OutboxEntry) -> Result<(),
 }
 
 /// One entry of `service` left the outbox: its depth counter goes down (and away at 0).
-fn count_out(depth: &mut redb::Table<&str, u64>, service: &str) -> Result<(), StateError> {
+fn count_out(depth: &mut Table<&str, u64>, service: &str) -> Result<(), StateError> {
     let n = depth.get(service).map_err(storage)?.map_or(0, |v| v.value());
     match n {
         0 | 1 => depth.remove(service).map_err(storage)?,
@@ -306,6 +306,11 @@ impl StateStore {
     /// quarantined ([`StateStore::quarantined`]) and the rest delivered: one bad entry
     /// must not stop its service's queue.
     pub fn due(&self, service: &str, now_ms: u64, limit: usize) -> Result<Vec<OutboxEntry>, StateError> {
+        // On PostgreSQL a deposed leader takes no batch (it would send what the new
+        // leader sends).
+        if let Some(pg) = self.db().pg() {
+            pg.check_fence().map_err(|e| StateError::Fenced(e.0))?;
+        }
         let mut out = Vec::new();
         let mut bad = Vec::new();
         {
@@ -334,10 +339,7 @@ impl StateStore {
     }
 
     /// Every value of a JSON table, in key order (for the CLI's listings).
-    pub(super) fn all_of<K: redb::Key + 'static, T: for<'de> Deserialize<'de>>(
-        &self,
-        table: TableDefinition<K, &str>,
-    ) -> Result<Vec<T>, StateError> {
+    pub(super) fn all_of<K: KeyField, T: for<'de> Deserialize<'de>>(&self, table: TableDefinition<K, &str>) -> Result<Vec<T>, StateError> {
         let tx = self.db().begin_read().map_err(storage)?;
         let t = tx.open_table(table).map_err(storage)?;
         let mut out = Vec::new();
@@ -741,7 +743,7 @@ pub(in crate::state) mod tests {
         let p = dir.path().join("s.redb");
         {
             // Written as the first release did: one table keyed by service and id.
-            let db = redb::Database::create(&p).unwrap();
+            let db = crate::state::kv::Database::Redb(redb::Database::create(&p).unwrap());
             let tx = db.begin_write().unwrap();
             {
                 let mut t = tx.open_table(OUTBOX_V1).unwrap();

@@ -8,16 +8,16 @@
 //! - `latest_<name>`: per Application, a short value the pipeline reads every pass to
 //!   tell whether anything is new (what it holds is the caller's).
 
+use crate::state::kv::{Database, ReadTransaction, TableDefinition, WriteTransaction};
 use chrono::{DateTime, Utc};
-use redb::{ReadableDatabase, ReadableTable, ReadableTableMetadata, TableDefinition, WriteTransaction};
 use serde::de::DeserializeOwned;
 
 use super::{Retention, SEP, StateError, app_range, storage};
 
 pub(super) struct Timed {
-    pub records: TableDefinition<'static, &'static str, &'static str>,
-    pub by_time: TableDefinition<'static, &'static str, ()>,
-    pub latest: TableDefinition<'static, &'static str, &'static str>,
+    pub records: TableDefinition<&'static str, &'static str>,
+    pub by_time: TableDefinition<&'static str, ()>,
+    pub latest: TableDefinition<&'static str, &'static str>,
     pub per_app: usize,
     /// For log lines about an unreadable record.
     pub what: &'static str,
@@ -103,7 +103,7 @@ impl Timed {
     /// and at or before `q.until`, oldest first, at most `limit` (the newest).
     pub fn list<T: DeserializeOwned>(
         &self,
-        db: &redb::Database,
+        db: &Database,
         q: &super::HistoryQuery,
         limit: usize,
         name_of: impl Fn(&T) -> &str,
@@ -138,7 +138,7 @@ impl Timed {
     }
 
     /// The latest value of an Application.
-    pub(super) fn latest(&self, tx: &redb::ReadTransaction, app: &str) -> Result<Option<String>, StateError> {
+    pub(super) fn latest(&self, tx: &ReadTransaction, app: &str) -> Result<Option<String>, StateError> {
         let table = tx.open_table(self.latest).map_err(storage)?;
         Ok(table.get(app).map_err(storage)?.map(|v| v.value().to_string()))
     }
@@ -150,7 +150,7 @@ impl Timed {
     }
 
     /// One record of an Application.
-    pub(super) fn get(&self, tx: &redb::ReadTransaction, app: &str, ms: u64) -> Result<Option<String>, StateError> {
+    pub(super) fn get(&self, tx: &ReadTransaction, app: &str, ms: u64) -> Result<Option<String>, StateError> {
         let table = tx.open_table(self.records).map_err(storage)?;
         Ok(table.get(key(app, ms).as_str()).map_err(storage)?.map(|v| v.value().to_string()))
     }

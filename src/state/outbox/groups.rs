@@ -17,7 +17,7 @@
 //! lists at most [`MAX_LISTED`] members (the message names those, then "and N more");
 //! a settle reads the members waiting for that message, nothing else.
 
-use redb::{ReadableTable, TableDefinition, WriteTransaction};
+use crate::state::kv::{ReadTransaction, Table, TableDefinition, WriteTransaction};
 use serde::{Deserialize, Serialize};
 
 use super::{from_json, to_json};
@@ -193,7 +193,7 @@ impl Group {
 /// A stored row, or `None` when it cannot be read: a damaged group row is treated as
 /// absent (the next join starts the group again and overwrites it) rather than failing
 /// every pass and settle that touches it.
-fn row<T: for<'de> Deserialize<'de>>(v: Option<redb::AccessGuard<'_, &str>>) -> Option<T> {
+fn row<T: for<'de> Deserialize<'de>>(v: Option<crate::state::kv::Got<&str>>) -> Option<T> {
     let v = v?;
     match from_json(v.value()) {
         Ok(t) => Some(t),
@@ -262,7 +262,7 @@ impl StateStore {
     /// notification (`in_flight`, the caller's open table of them).
     pub(in crate::state) fn join_group_in(
         tx: &WriteTransaction,
-        in_flight: &mut redb::Table<&str, u64>,
+        in_flight: &mut Table<&str, u64>,
         n: &Notification,
         g: &GroupRef,
         pending: Option<&str>,
@@ -357,7 +357,7 @@ impl StateStore {
     /// entry's id, attempts and idempotency key with the row's notification, whose
     /// action is a resolve once no member is firing. An entry whose group is gone (a
     /// dead letter requeued after the group ended) is handed out as it was stored.
-    pub(in crate::state) fn group_message(tx: &redb::ReadTransaction, e: &mut crate::state::OutboxEntry) -> Result<(), StateError> {
+    pub(in crate::state) fn group_message(tx: &ReadTransaction, e: &mut crate::state::OutboxEntry) -> Result<(), StateError> {
         let Some(key) = e.notification.group.as_ref().map(|g| g.key.clone()) else { return Ok(()) };
         let groups = tx.open_table(GROUPS).map_err(storage)?;
         let Some(group) = row::<Group>(groups.get(key.as_str()).map_err(storage)?) else { return Ok(()) };

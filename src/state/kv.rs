@@ -1,0 +1,407 @@
+//! The store's tables over two engines: embedded redb (one replica, the replay) and
+//! PostgreSQL (replicas without a shared volume, `pg.rs`).
+//!
+//! The table modules (`outbox.rs`, `history.rs`, ...) are written against this face:
+//! typed tables of `&str`/`u64` keys and `&str`/`u64`/`()` values, opened in a read or
+//! a write transaction, with the operations redb gives (get, insert, remove, ordered
+//! ranges both ways, first, pop, retain, len). Neither engine's type appears above
+//! this module. The semantics are redb's, and PostgreSQL is held to them:
+//!
+//! - one writer at a time (redb's write lock; on PostgreSQL the fence row's lock, taken
+//!   first in every write transaction), so a transaction's reads are not changed under
+//!   it by another writer;
+//! - a read transaction is one snapshot (PostgreSQL: `REPEATABLE READ READ ONLY`);
+//! - keys are ordered as bytes: a `&str` by its UTF-8, a `u64` by its value (big-endian
+//!   on PostgreSQL);
+//! - `len` is a counter, not a scan.
+
+use std::borrow::Borrow;
+use std::marker::PhantomData;
+use std::ops::{Bound, RangeBounds};
+
+use super::pg;
+
+/// An engine's error, as text (the table modules map it to `StateError::Storage`).
+#[derive(Debug)]
+pub struct KvError(pub String);
+
+impl std::fmt::Display for KvError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+fn redb_err<E: std::fmt::Display>(e: E) -> KvError {
+    KvError(e.to_string())
+}
+
+/// A key or value type of a table: what it is as owned data, and its bytes in
+/// PostgreSQL (ordered as the key's order).
+pub trait Field: redb::Value {
+    type Owned: std::fmt::Debug;
+    fn own(v: Self::SelfType<'_>) -> Self::Owned;
+    fn view(o: &Self::Owned) -> Self::SelfType<'_>;
+    fn encode(v: &Self::SelfType<'_>) -> Vec<u8>;
+    fn decode(b: &[u8]) -> Result<Self::Owned, KvError>;
+}
+
+impl Field for &str {
+    type Owned = String;
+    fn own(v: &str) -> String {
+        v.to_owned()
+    }
+    fn view(o: &String) -> &str {
+        o.as_str()
+    }
+    fn encode(v: &&str) -> Vec<u8> {
+        v.as_bytes().to_vec()
+    }
+    fn decode(b: &[u8]) -> Result<String, KvError> {
+        String::from_utf8(b.to_vec()).map_err(|e| KvError(format!("a stored text is not UTF-8: {e}")))
+    }
+}
+
+impl Field for u64 {
+    type Owned = u64;
+    fn own(v: u64) -> u64 {
+        v
+    }
+    fn view(o: &u64) -> u64 {
+        *o
+    }
+    fn encode(v: &u64) -> Vec<u8> {
+        v.to_be_bytes().to_vec()
+    }
+    fn decode(b: &[u8]) -> Result<u64, KvError> {
+        <[u8; 8]>::try_from(b).map(u64::from_be_bytes).map_err(|_| KvError(format!("a stored number has {} bytes, not 8", b.len())))
+    }
+}
+
+impl Field for () {
+    type Owned = ();
+    fn own(_: ()) {}
+    fn view(_: &()) {}
+    fn encode(_: &()) -> Vec<u8> {
+        Vec::new()
+    }
+    fn decode(_: &[u8]) -> Result<(), KvError> {
+        Ok(())
+    }
+}
+
+/// A key type.
+pub trait KeyField: Field + redb::Key {}
+impl<T: Field + redb::Key> KeyField for T {}
+
+/// A table: its name, and its key and value types.
+pub struct TableDefinition<K: KeyField + 'static, V: Field + 'static> {
+    name: &'static str,
+    redb: redb::TableDefinition<'static, K, V>,
+}
+
+impl<K: KeyField + 'static, V: Field + 'static> Clone for TableDefinition<K, V> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<K: KeyField + 'static, V: Field + 'static> Copy for TableDefinition<K, V> {}
+
+impl<K: KeyField + 'static, V: Field + 'static> TableDefinition<K, V> {
+    pub const fn new(name: &'static str) -> Self {
+        TableDefinition { name, redb: redb::TableDefinition::new(name) }
+    }
+}
+
+/// A value read: owned, read through [`Got::value`] as redb's guard is.
+#[derive(Debug)]
+pub struct Got<V: Field + 'static>(V::Owned);
+
+impl<V: Field + 'static> Got<V> {
+    pub fn value(&self) -> V::SelfType<'_> {
+        V::view(&self.0)
+    }
+}
+
+/// When a write transaction is durable.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Durability {
+    /// Not waited for: made durable by the next durable commit.
+    None,
+    Immediate,
+}
+
+/// The database: one engine.
+pub enum Database {
+    Redb(redb::Database),
+    Pg(pg::Pg),
+}
+
+impl Database {
+    pub fn begin_write(&self) -> Result<WriteTransaction, KvError> {
+        match self {
+            Database::Redb(db) => db.begin_write().map(WriteTransaction::Redb).map_err(redb_err),
+            Database::Pg(pg) => pg.begin(true).map(WriteTransaction::Pg),
+        }
+    }
+
+    pub fn begin_read(&self) -> Result<ReadTransaction, KvError> {
+        match self {
+            Database::Redb(db) => redb::ReadableDatabase::begin_read(db).map(ReadTransaction::Redb).map_err(redb_err),
+            Database::Pg(pg) => pg.begin(false).map(|t| ReadTransaction::Pg(Box::new(t))),
+        }
+    }
+
+    pub fn pg(&self) -> Option<&pg::Pg> {
+        match self {
+            Database::Pg(pg) => Some(pg),
+            Database::Redb(_) => None,
+        }
+    }
+}
+
+pub enum WriteTransaction {
+    Redb(redb::WriteTransaction),
+    Pg(pg::Tx),
+}
+
+impl WriteTransaction {
+    pub fn open_table<K: KeyField + 'static, V: Field + 'static>(&self, def: TableDefinition<K, V>) -> Result<Table<'_, K, V>, KvError> {
+        match self {
+            WriteTransaction::Redb(tx) => tx.open_table(def.redb).map(Table::Write).map_err(redb_err),
+            WriteTransaction::Pg(tx) => Ok(Table::Pg(tx.table(def.name), PhantomData)),
+        }
+    }
+
+    pub fn set_durability(&mut self, d: Durability) -> Result<(), KvError> {
+        match self {
+            WriteTransaction::Redb(tx) => tx
+                .set_durability(match d {
+                    Durability::None => redb::Durability::None,
+                    Durability::Immediate => redb::Durability::Immediate,
+                })
+                .map_err(redb_err),
+            WriteTransaction::Pg(tx) => {
+                tx.set_durable(d == Durability::Immediate);
+                Ok(())
+            }
+        }
+    }
+
+    #[cfg(test)]
+    /// Drops a whole table (the tests' way to stand for a store written before it).
+    pub fn delete_table<K: KeyField + 'static, V: Field + 'static>(&self, def: TableDefinition<K, V>) -> Result<bool, KvError> {
+        match self {
+            WriteTransaction::Redb(tx) => tx.delete_table(def.redb).map_err(redb_err),
+            WriteTransaction::Pg(tx) => tx.table(def.name).clear().map(|n| n > 0),
+        }
+    }
+
+    pub fn commit(self) -> Result<(), KvError> {
+        match self {
+            WriteTransaction::Redb(tx) => tx.commit().map_err(redb_err),
+            WriteTransaction::Pg(tx) => tx.commit(),
+        }
+    }
+}
+
+pub enum ReadTransaction {
+    Redb(redb::ReadTransaction),
+    Pg(Box<pg::Tx>),
+}
+
+impl ReadTransaction {
+    pub fn open_table<K: KeyField + 'static, V: Field + 'static>(&self, def: TableDefinition<K, V>) -> Result<Table<'_, K, V>, KvError> {
+        match self {
+            ReadTransaction::Redb(tx) => tx.open_table(def.redb).map(Table::Read).map_err(redb_err),
+            ReadTransaction::Pg(tx) => Ok(Table::Pg(tx.table(def.name), PhantomData)),
+        }
+    }
+}
+
+/// One table opened in a transaction.
+pub enum Table<'t, K: KeyField + 'static, V: Field + 'static> {
+    Write(redb::Table<'t, K, V>),
+    Read(redb::ReadOnlyTable<K, V>),
+    Pg(pg::Table<'t>, PhantomData<(K, V)>),
+}
+
+type Pair<K, V> = (Got<K>, Got<V>);
+
+fn own_pair<K: KeyField + 'static, V: Field + 'static>(
+    p: Option<(redb::AccessGuard<'_, K>, redb::AccessGuard<'_, V>)>,
+) -> Option<Pair<K, V>> {
+    p.map(|(k, v)| (Got(K::own(k.value())), Got(V::own(v.value()))))
+}
+
+fn decode_pair<K: KeyField + 'static, V: Field + 'static>(p: Option<pg::Entry>) -> Result<Option<Pair<K, V>>, KvError> {
+    p.map(|(k, v)| Ok((Got(K::decode(&k)?), Got(V::decode(&v)?)))).transpose()
+}
+
+/// A range's bounds as bytes (PostgreSQL).
+fn byte_bounds<'a, K: KeyField + 'static, KR: Borrow<K::SelfType<'a>> + 'a>(r: &impl RangeBounds<KR>) -> (Bound<Vec<u8>>, Bound<Vec<u8>>) {
+    let enc = |b: Bound<&KR>| match b {
+        Bound::Included(k) => Bound::Included(K::encode(k.borrow())),
+        Bound::Excluded(k) => Bound::Excluded(K::encode(k.borrow())),
+        Bound::Unbounded => Bound::Unbounded,
+    };
+    (enc(r.start_bound()), enc(r.end_bound()))
+}
+
+impl<'t, K: KeyField + 'static, V: Field + 'static> Table<'t, K, V> {
+    pub fn get<'k>(&self, key: impl Borrow<K::SelfType<'k>>) -> Result<Option<Got<V>>, KvError> {
+        use redb::ReadableTable;
+        let got = match self {
+            Table::Write(t) => t.get(key).map_err(redb_err)?.map(|v| Got(V::own(v.value()))),
+            Table::Read(t) => t.get(key).map_err(redb_err)?.map(|v| Got(V::own(v.value()))),
+            Table::Pg(t, _) => return t.get(&K::encode(key.borrow()))?.map(|v| V::decode(&v).map(Got)).transpose(),
+        };
+        Ok(got)
+    }
+
+    pub fn range<'a, KR>(&self, range: impl RangeBounds<KR> + 'a) -> Result<Range<'_, K, V>, KvError>
+    where
+        KR: Borrow<K::SelfType<'a>> + 'a,
+    {
+        use redb::ReadableTable;
+        match self {
+            Table::Write(t) => t.range(range).map(|r| Range::Redb(r, false)).map_err(redb_err),
+            Table::Read(t) => t.range(range).map(|r| Range::Redb(r, false)).map_err(redb_err),
+            Table::Pg(t, _) => {
+                let (lo, hi) = byte_bounds::<K, KR>(&range);
+                Ok(Range::Pg(t.range(lo, hi), PhantomData))
+            }
+        }
+    }
+
+    pub fn iter(&self) -> Result<Range<'_, K, V>, KvError> {
+        self.range::<K::SelfType<'_>>(..)
+    }
+
+    pub fn first(&self) -> Result<Option<Pair<K, V>>, KvError> {
+        use redb::ReadableTable;
+        match self {
+            Table::Write(t) => Ok(own_pair(t.first().map_err(redb_err)?)),
+            Table::Read(t) => Ok(own_pair(t.first().map_err(redb_err)?)),
+            Table::Pg(t, _) => decode_pair(t.first()?),
+        }
+    }
+
+    /// How many entries: a counter on both engines.
+    pub fn len(&self) -> Result<u64, KvError> {
+        use redb::ReadableTableMetadata;
+        match self {
+            Table::Write(t) => t.len().map_err(redb_err),
+            Table::Read(t) => t.len().map_err(redb_err),
+            Table::Pg(t, _) => t.len(),
+        }
+    }
+
+    pub fn is_empty(&self) -> Result<bool, KvError> {
+        use redb::ReadableTableMetadata;
+        match self {
+            Table::Write(t) => t.is_empty().map_err(redb_err),
+            Table::Read(t) => t.is_empty().map_err(redb_err),
+            Table::Pg(t, _) => t.is_empty(),
+        }
+    }
+
+    fn read_only() -> KvError {
+        KvError("a write to a table opened in a read transaction".into())
+    }
+
+    /// Sets `key` to `value`; returns what it was.
+    pub fn insert<'k, 'v>(
+        &mut self,
+        key: impl Borrow<K::SelfType<'k>>,
+        value: impl Borrow<V::SelfType<'v>>,
+    ) -> Result<Option<Got<V>>, KvError> {
+        match self {
+            Table::Write(t) => Ok(t.insert(key, value).map_err(redb_err)?.map(|v| Got(V::own(v.value())))),
+            Table::Read(_) => Err(Self::read_only()),
+            Table::Pg(t, _) => t.insert(K::encode(key.borrow()), V::encode(value.borrow()))?.map(|v| V::decode(&v).map(Got)).transpose(),
+        }
+    }
+
+    /// Removes `key`; returns what it was.
+    pub fn remove<'k>(&mut self, key: impl Borrow<K::SelfType<'k>>) -> Result<Option<Got<V>>, KvError> {
+        match self {
+            Table::Write(t) => Ok(t.remove(key).map_err(redb_err)?.map(|v| Got(V::own(v.value())))),
+            Table::Read(_) => Err(Self::read_only()),
+            Table::Pg(t, _) => t.remove(&K::encode(key.borrow()))?.map(|v| V::decode(&v).map(Got)).transpose(),
+        }
+    }
+
+    /// Removes and returns the first entry.
+    pub fn pop_first(&mut self) -> Result<Option<Pair<K, V>>, KvError> {
+        match self {
+            Table::Write(t) => Ok(own_pair(t.pop_first().map_err(redb_err)?)),
+            Table::Read(_) => Err(Self::read_only()),
+            Table::Pg(t, _) => decode_pair(t.pop_first()?),
+        }
+    }
+
+    /// Keeps the entries `keep` says yes to.
+    pub fn retain<F: for<'f> FnMut(K::SelfType<'f>, V::SelfType<'f>) -> bool>(&mut self, keep: F) -> Result<(), KvError> {
+        self.retain_in::<K::SelfType<'_>, F>(.., keep)
+    }
+
+    /// Keeps the entries of `range` that `keep` says yes to.
+    pub fn retain_in<'a, KR, F: for<'f> FnMut(K::SelfType<'f>, V::SelfType<'f>) -> bool>(
+        &mut self,
+        range: impl RangeBounds<KR> + 'a,
+        mut keep: F,
+    ) -> Result<(), KvError>
+    where
+        KR: Borrow<K::SelfType<'a>> + 'a,
+    {
+        match self {
+            Table::Write(t) => t.retain_in(range, keep).map_err(redb_err),
+            Table::Read(_) => Err(Self::read_only()),
+            Table::Pg(t, _) => {
+                let (lo, hi) = byte_bounds::<K, KR>(&range);
+                let mut doomed = Vec::new();
+                for item in t.range(lo, hi) {
+                    let (k, v) = item?;
+                    let (key, value) = (K::decode(&k)?, V::decode(&v)?);
+                    if !keep(K::view(&key), V::view(&value)) {
+                        doomed.push(k);
+                    }
+                }
+                t.remove_all(&doomed)
+            }
+        }
+    }
+}
+
+/// An ordered range of a table; [`Range::rev`] walks it from the end.
+pub enum Range<'t, K: KeyField + 'static, V: Field + 'static> {
+    Redb(redb::Range<'t, K, V>, bool),
+    Pg(pg::Range<'t>, PhantomData<(K, V)>),
+}
+
+impl<K: KeyField + 'static, V: Field + 'static> Range<'_, K, V> {
+    /// The same range, last entry first.
+    pub fn rev(self) -> Self {
+        match self {
+            Range::Redb(r, back) => Range::Redb(r, !back),
+            Range::Pg(r, p) => Range::Pg(r.rev(), p),
+        }
+    }
+}
+
+impl<K: KeyField + 'static, V: Field + 'static> Iterator for Range<'_, K, V> {
+    type Item = Result<Pair<K, V>, KvError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        match self {
+            Range::Redb(r, back) => {
+                let item = if *back { r.next_back()? } else { r.next()? };
+                Some(item.map(|(k, v)| (Got(K::own(k.value())), Got(V::own(v.value())))).map_err(redb_err))
+            }
+            Range::Pg(r, _) => {
+                let item = r.next()?;
+                Some(item.and_then(|(k, v)| Ok((Got(K::decode(&k)?), Got(V::decode(&v)?)))))
+            }
+        }
+    }
+}

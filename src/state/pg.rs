@@ -1,0 +1,594 @@
+//! The PostgreSQL engine under the store's tables (`kv.rs`): every table is a range of
+//! one relation `kv (t, k, v)` with its primary key on `(t, k)`, so a table's ordered
+//! range is an index range, and `len` is a counter in `kv_len` kept by each commit.
+//!
+//! - **One writer at a time, fenced.** Every write transaction first locks the row of
+//!   `fence` (`SELECT ... FOR UPDATE`). That serialises writers as redb does (two
+//!   delivery workers can never take one outbox entry: the second reads after the
+//!   first committed), and it carries the fencing token: a daemon that took the store
+//!   over holds the epoch it was given, and a write transaction whose epoch is no
+//!   longer the row's is refused before it writes anything. A replica deposed while
+//!   paused can neither send (its settle is refused) nor record.
+//! - **Reads are snapshots**: `REPEATABLE READ READ ONLY`.
+//! - **Deferred durability** is `synchronous_commit = off` for that transaction; the
+//!   next durable commit (every write transaction locks the fence row, which is
+//!   WAL-logged) makes it and all before it durable, as redb's `Durability::None`.
+//! - **Pool**: bounded (`maxConnections`), with a connect timeout; a broken connection
+//!   is dropped, not reused.
+//! - **Schema**: in its own PostgreSQL schema (`driftwatch` by default), versioned in
+//!   `schema_version` and migrated at start under an advisory lock, in one transaction:
+//!   a failed migration changes nothing and the daemon refuses to start, saying why.
+
+use std::cell::{Cell, RefCell};
+use std::collections::{BTreeMap, VecDeque};
+use std::ops::Bound;
+use std::time::Duration;
+
+use postgres::types::{ToSql, Type};
+use r2d2_postgres::PostgresConnectionManager;
+use r2d2_postgres::r2d2;
+use tokio_postgres_rustls::MakeRustlsConnect;
+
+use super::kv::KvError;
+
+type Manager = PostgresConnectionManager<MakeRustlsConnect>;
+type Conn = r2d2::PooledConnection<Manager>;
+
+/// The newest schema this build knows: the migrations are `MIGRATIONS[..SCHEMA_VERSION]`.
+pub const SCHEMA_VERSION: i32 = 1;
+
+/// Each migration, in order; a migration is never edited once released (add one).
+const MIGRATIONS: [&str; SCHEMA_VERSION as usize] = [
+    // 1: the tables, their counters and the fence.
+    r#"
+    CREATE TABLE kv (t text COLLATE "C" NOT NULL, k bytea NOT NULL, v bytea NOT NULL, PRIMARY KEY (t, k));
+    CREATE TABLE kv_len (t text COLLATE "C" PRIMARY KEY, n bigint NOT NULL);
+    CREATE TABLE fence (
+        name text PRIMARY KEY,
+        epoch bigint NOT NULL,
+        holder text NOT NULL,
+        lease_transitions bigint,
+        taken_at timestamptz NOT NULL DEFAULT now()
+    );
+    INSERT INTO fence (name, epoch, holder) VALUES ('state', 0, '');
+    "#,
+];
+
+/// The longest key PostgreSQL's index takes comfortably (a btree entry must fit in a
+/// third of a page); a longer one is refused with this bound in the error.
+pub const MAX_KEY_BYTES: usize = 2000;
+
+/// Rows fetched per round trip of a range: the first page is small (most ranges are
+/// read for their first entries), later ones larger.
+const FIRST_PAGE: i64 = 32;
+const PAGE: i64 = 512;
+
+/// How to reach PostgreSQL (`state.postgres` of the configuration).
+#[derive(Clone)]
+pub struct PgOptions {
+    /// `postgres://user:password@host:port/db?sslmode=...` (from a secret).
+    pub url: crate::secret::Secret,
+    /// The PostgreSQL schema holding driftwatch's tables.
+    pub schema: String,
+    pub max_connections: u32,
+    pub connect_timeout: Duration,
+    /// PEM CA bundle that verifies the server (the system's web roots when absent).
+    pub ca_file: Option<std::path::PathBuf>,
+}
+
+impl std::fmt::Debug for PgOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PgOptions")
+            .field("schema", &self.schema)
+            .field("max_connections", &self.max_connections)
+            .field("connect_timeout", &self.connect_timeout)
+            .field("ca_file", &self.ca_file)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Who opens the store, which decides the fence.
+#[derive(Debug, Clone)]
+pub enum Role {
+    /// The daemon that sends: takes the store over (a new epoch), and every write is
+    /// refused once another takes it over. `lease_transitions` is the Lease's count
+    /// of holder changes when it was taken (with leader election): a takeover with a
+    /// count lower than the one recorded is refused — the holder of an older Lease.
+    Leader { holder: String, lease_transitions: Option<u64> },
+    /// A command-line tool or a test: writes are serialised with the leader's but no
+    /// epoch is taken or checked.
+    Tool,
+}
+
+/// PostgreSQL, opened.
+pub struct Pg {
+    pool: r2d2::Pool<Manager>,
+    schema: String,
+    /// The epoch this daemon holds (none for a tool).
+    epoch: Option<i64>,
+    /// Set once a write was refused for an older epoch.
+    fenced: std::sync::atomic::AtomicBool,
+}
+
+fn pg_err(e: postgres::Error) -> KvError {
+    // The server's message and detail, not the Debug dump (which holds no secret
+    // either: the URL is never part of an error).
+    match e.as_db_error() {
+        Some(db) => KvError(format!("PostgreSQL: {}{}", db.message(), db.detail().map(|d| format!(" ({d})")).unwrap_or_default())),
+        None => KvError(format!("PostgreSQL: {e}")),
+    }
+}
+
+/// Quotes an identifier for SQL.
+fn ident(s: &str) -> String {
+    format!("\"{}\"", s.replace('"', "\"\""))
+}
+
+/// Quotes a literal for SQL (names the code chooses; never user text).
+fn literal(s: &str) -> String {
+    format!("'{}'", s.replace('\'', "''"))
+}
+
+/// Whether every host of the URL is this machine (a Unix socket, or loopback).
+fn local_only(cfg: &postgres::Config) -> bool {
+    use postgres::config::Host;
+    !cfg.get_hosts().is_empty()
+        && cfg.get_hosts().iter().all(|h| match h {
+            Host::Unix(_) => true,
+            Host::Tcp(name) => name == "localhost" || name.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback()),
+        })
+}
+
+fn tls_config(ca_file: Option<&std::path::Path>) -> Result<rustls::ClientConfig, KvError> {
+    let mut roots = rustls::RootCertStore::empty();
+    match ca_file {
+        Some(path) => {
+            let pem = std::fs::read(path).map_err(|e| KvError(format!("state.postgres.caFile {}: {e}", path.display())))?;
+            for cert in rustls_pemfile::certs(&mut pem.as_slice()) {
+                let cert = cert.map_err(|e| KvError(format!("state.postgres.caFile {}: {e}", path.display())))?;
+                roots.add(cert).map_err(|e| KvError(format!("state.postgres.caFile {}: {e}", path.display())))?;
+            }
+            if roots.is_empty() {
+                return Err(KvError(format!("state.postgres.caFile {} holds no certificate", path.display())));
+            }
+        }
+        None => roots.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned()),
+    }
+    let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
+    Ok(rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| KvError(format!("TLS: {e}")))?
+        .with_root_certificates(roots)
+        .with_no_client_auth())
+}
+
+impl Pg {
+    /// Connects (the pool's first connection within the connect timeout), migrates the
+    /// schema, and takes the fence as `role` says.
+    pub fn open(opts: &PgOptions, role: &Role) -> Result<Pg, KvError> {
+        let mut cfg: postgres::Config = opts
+            .url
+            .expose()
+            .parse()
+            // The parser's message does not repeat the URL (it holds the password).
+            .map_err(|e| KvError(format!("state.postgres.url is not a PostgreSQL URL: {e}")))?;
+        if cfg.get_hosts().is_empty() {
+            return Err(KvError("state.postgres.url names no host".into()));
+        }
+        // TLS, verified, for anything but this machine: `prefer` (the default) would
+        // carry on in the clear when the server offers no TLS.
+        match cfg.get_ssl_mode() {
+            postgres::config::SslMode::Disable if !local_only(&cfg) => {
+                return Err(KvError(
+                    "state.postgres.url has sslmode=disable for a server that is not on this machine: the state (and the fencing) would cross the network unencrypted and unauthenticated".into(),
+                ));
+            }
+            postgres::config::SslMode::Prefer if !local_only(&cfg) => {
+                cfg.ssl_mode(postgres::config::SslMode::Require);
+            }
+            _ => {}
+        }
+        cfg.options(&format!("-c search_path={}", ident(&opts.schema)));
+        cfg.application_name("driftwatch");
+        cfg.connect_timeout(opts.connect_timeout);
+        let tls = MakeRustlsConnect::new(tls_config(opts.ca_file.as_deref())?);
+        let pool = r2d2::Pool::builder()
+            .max_size(opts.max_connections.max(1))
+            .min_idle(Some(1))
+            .connection_timeout(opts.connect_timeout)
+            // A checkout does not ask the server first (a round trip per transaction);
+            // a connection that broke is seen closed and dropped.
+            .test_on_check_out(false)
+            .error_handler(Box::new(r2d2::LoggingErrorHandler))
+            .build(PostgresConnectionManager::new(cfg, tls))
+            .map_err(|e| KvError(format!("cannot connect to PostgreSQL: {e}")))?;
+        let mut pg = Pg { pool, schema: opts.schema.clone(), epoch: None, fenced: std::sync::atomic::AtomicBool::new(false) };
+        pg.migrate()?;
+        if let Role::Leader { holder, lease_transitions } = role {
+            pg.epoch = Some(pg.take_over(holder, *lease_transitions)?);
+        }
+        Ok(pg)
+    }
+
+    fn conn(&self) -> Result<Conn, KvError> {
+        self.pool.get().map_err(|e| KvError(format!("no PostgreSQL connection: {e}")))
+    }
+
+    /// Brings the schema to [`SCHEMA_VERSION`] in one transaction, under an advisory
+    /// lock (replicas starting together migrate once).
+    fn migrate(&self) -> Result<(), KvError> {
+        let mut c = self.conn()?;
+        let schema = ident(&self.schema);
+        let mut tx = c.transaction().map_err(pg_err)?;
+        tx.batch_execute(&format!(
+            "SELECT pg_advisory_xact_lock(hashtext({}));
+             CREATE SCHEMA IF NOT EXISTS {schema};
+             CREATE TABLE IF NOT EXISTS {schema}.schema_version (version integer NOT NULL, applied_at timestamptz NOT NULL DEFAULT now());",
+            literal(&format!("driftwatch-migrate:{}", self.schema))
+        ))
+        .map_err(|e| KvError(format!("preparing schema {}: {}", self.schema, pg_err(e))))?;
+        let row = tx.query_one("SELECT coalesce(max(version), 0) FROM schema_version", &[]).map_err(pg_err)?;
+        let at: i32 = row.try_get(0).map_err(pg_err)?;
+        if at > SCHEMA_VERSION {
+            return Err(KvError(format!(
+                "the state schema {} in PostgreSQL is at version {at}, written by a newer driftwatch; this one knows up to version {SCHEMA_VERSION}: run the newer version",
+                self.schema
+            )));
+        }
+        for (i, sql) in MIGRATIONS.iter().enumerate().skip(usize::try_from(at).unwrap_or(0)) {
+            let version = i32::try_from(i + 1).unwrap_or(i32::MAX);
+            tx.batch_execute(sql).map_err(|e| {
+                KvError(format!(
+                    "migrating the state schema {} to version {version} failed, and changed nothing: {}",
+                    self.schema,
+                    pg_err(e)
+                ))
+            })?;
+            tx.execute("INSERT INTO schema_version (version) VALUES ($1)", &[&version]).map_err(pg_err)?;
+            tracing::info!(schema = %self.schema, version, "migrated the state schema");
+        }
+        tx.commit().map_err(pg_err)
+    }
+
+    /// A new epoch for this daemon; refused when the Lease it holds is older than the
+    /// one recorded (another replica took over since).
+    fn take_over(&self, holder: &str, lease_transitions: Option<u64>) -> Result<i64, KvError> {
+        let mut c = self.conn()?;
+        let lt = lease_transitions.map(|n| i64::try_from(n).unwrap_or(i64::MAX));
+        let row = c
+            .query_opt(
+                "UPDATE fence SET epoch = epoch + 1, holder = $1, lease_transitions = coalesce($2, lease_transitions), taken_at = now()
+                 WHERE name = 'state' AND ($2::bigint IS NULL OR lease_transitions IS NULL OR lease_transitions < $2 OR (lease_transitions = $2 AND holder = $1))
+                 RETURNING epoch",
+                &[&holder, &lt],
+            )
+            .map_err(pg_err)?;
+        match row {
+            Some(r) => {
+                let epoch: i64 = r.try_get(0).map_err(pg_err)?;
+                tracing::info!(epoch, holder, "took the state store over (fencing epoch)");
+                Ok(epoch)
+            }
+            None => {
+                let now = c.query_one("SELECT holder, lease_transitions FROM fence WHERE name = 'state'", &[]).map_err(pg_err)?;
+                let (by, at): (String, Option<i64>) = (now.try_get(0).map_err(pg_err)?, now.try_get(1).map_err(pg_err)?);
+                Err(KvError(format!(
+                    "fenced: the state store was taken over by {by} at Lease transition {}, after this replica's Lease (transition {}): not taking it back",
+                    at.unwrap_or_default(),
+                    lt.unwrap_or_default()
+                )))
+            }
+        }
+    }
+
+    /// Whether a write was refused because another daemon took the store over.
+    pub fn fenced(&self) -> bool {
+        self.fenced.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// The epoch this daemon writes with.
+    pub fn epoch(&self) -> Option<i64> {
+        self.epoch
+    }
+
+    /// Refuses (and remembers) when another daemon took the store over since this one
+    /// did: checked before a delivery worker takes a batch, so a deposed leader starts
+    /// no send after the takeover committed. One read, no lock.
+    pub fn check_fence(&self) -> Result<(), KvError> {
+        let Some(mine) = self.epoch else { return Ok(()) };
+        let mut c = self.conn()?;
+        let row = c.query_typed_one("SELECT epoch FROM fence WHERE name = 'state'", &[]).map_err(pg_err)?;
+        let now: i64 = row.try_get(0).map_err(pg_err)?;
+        self.refuse_unless(mine, now)
+    }
+
+    fn refuse_unless(&self, mine: i64, now: i64) -> Result<(), KvError> {
+        if mine == now {
+            return Ok(());
+        }
+        self.fenced.store(true, std::sync::atomic::Ordering::Relaxed);
+        Err(KvError(format!(
+            "fenced: another replica took the state store over (epoch {now}, this one holds {mine}); nothing written or sent"
+        )))
+    }
+
+    /// A transaction: a write one locks the fence row first (and checks the epoch), a
+    /// read one is a snapshot.
+    pub fn begin(&self, write: bool) -> Result<Tx, KvError> {
+        let mut c = self.conn()?;
+        if !write {
+            c.batch_execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY").map_err(pg_err)?;
+            return Ok(Tx::new(c, false));
+        }
+        let rows = c.simple_query("BEGIN; SELECT epoch FROM fence WHERE name = 'state' FOR UPDATE").map_err(pg_err)?;
+        let held = rows.iter().find_map(|m| match m {
+            postgres::SimpleQueryMessage::Row(r) => r.get(0).and_then(|s| s.parse::<i64>().ok()),
+            _ => None,
+        });
+        let tx = Tx::new(c, true);
+        match (self.epoch, held) {
+            (_, None) => Err(KvError("the fence row of the state schema is missing".into())),
+            (Some(mine), Some(now)) => self.refuse_unless(mine, now).map(|()| tx),
+            (None, Some(_)) => Ok(tx),
+        }
+    }
+
+    /// The schema's name (tests, diagnostics).
+    pub fn schema(&self) -> &str {
+        &self.schema
+    }
+}
+
+/// One PostgreSQL transaction on a pooled connection (rolled back when dropped
+/// uncommitted).
+pub struct Tx {
+    conn: RefCell<Option<Conn>>,
+    write: bool,
+    durable: Cell<bool>,
+    /// A statement failed: PostgreSQL aborted the transaction, so it cannot commit.
+    failed: Cell<bool>,
+    /// Entries added (or removed) per table, written to `kv_len` at commit.
+    counts: RefCell<BTreeMap<&'static str, i64>>,
+}
+
+/// A stored entry: key and value bytes.
+pub type Entry = (Vec<u8>, Vec<u8>);
+
+type Params<'a> = [(&'a (dyn ToSql + Sync), Type)];
+
+impl Tx {
+    fn new(c: Conn, write: bool) -> Tx {
+        Tx { conn: RefCell::new(Some(c)), write, durable: Cell::new(true), failed: Cell::new(false), counts: RefCell::new(BTreeMap::new()) }
+    }
+
+    pub fn table(&self, name: &'static str) -> Table<'_> {
+        Table { tx: self, name }
+    }
+
+    pub fn set_durable(&self, on: bool) {
+        self.durable.set(on);
+    }
+
+    fn query(&self, sql: &str, params: &Params<'_>) -> Result<Vec<postgres::Row>, KvError> {
+        let mut slot = self.conn.borrow_mut();
+        let Some(c) = slot.as_mut() else { return Err(KvError("the transaction has ended".into())) };
+        c.query_typed(sql, params).map_err(|e| {
+            self.failed.set(true);
+            pg_err(e)
+        })
+    }
+
+    fn count(&self, table: &'static str, delta: i64) {
+        if delta != 0 {
+            *self.counts.borrow_mut().entry(table).or_default() += delta;
+        }
+    }
+
+    /// Writes the counters and commits, in one round trip.
+    pub fn commit(self) -> Result<(), KvError> {
+        if self.failed.get() {
+            return Err(KvError("a statement of the transaction failed; it was rolled back".into()));
+        }
+        let mut sql = String::new();
+        let counts = self.counts.borrow();
+        if self.write && counts.values().any(|n| *n != 0) {
+            let rows: Vec<String> = counts.iter().filter(|(_, n)| **n != 0).map(|(t, n)| format!("({}, {n})", literal(t))).collect();
+            sql.push_str(&format!(
+                "INSERT INTO kv_len (t, n) VALUES {} ON CONFLICT (t) DO UPDATE SET n = kv_len.n + excluded.n; ",
+                rows.join(", ")
+            ));
+        }
+        if self.write && !self.durable.get() {
+            sql.push_str("SET LOCAL synchronous_commit TO off; ");
+        }
+        sql.push_str("COMMIT");
+        drop(counts);
+        let Some(mut c) = self.conn.borrow_mut().take() else { return Err(KvError("the transaction has ended".into())) };
+        c.batch_execute(&sql).map_err(pg_err)
+    }
+}
+
+impl Drop for Tx {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.conn.get_mut().take() {
+            // A read ends as it began; a write that did not commit is undone. A
+            // connection that cannot say so is broken, and the pool drops it.
+            let end = if self.write { "ROLLBACK" } else { "COMMIT" };
+            if let Err(e) = c.batch_execute(end) {
+                tracing::debug!(error = %e, "ending a PostgreSQL transaction failed");
+            }
+        }
+    }
+}
+
+/// One table of a transaction.
+pub struct Table<'t> {
+    tx: &'t Tx,
+    name: &'static str,
+}
+
+fn bytes(row: &postgres::Row, i: usize) -> Result<Vec<u8>, KvError> {
+    row.try_get::<_, Vec<u8>>(i).map_err(pg_err)
+}
+
+fn pair(row: &postgres::Row) -> Result<Entry, KvError> {
+    Ok((bytes(row, 0)?, bytes(row, 1)?))
+}
+
+impl<'t> Table<'t> {
+    pub fn get(&self, k: &[u8]) -> Result<Option<Vec<u8>>, KvError> {
+        let rows = self.tx.query("SELECT v FROM kv WHERE t = $1 AND k = $2", &[(&self.name, Type::TEXT), (&k, Type::BYTEA)])?;
+        rows.first().map(|r| bytes(r, 0)).transpose()
+    }
+
+    pub fn insert(&self, k: Vec<u8>, v: Vec<u8>) -> Result<Option<Vec<u8>>, KvError> {
+        if k.len() > MAX_KEY_BYTES {
+            return Err(KvError(format!(
+                "a key of {} bytes in table {} (PostgreSQL's index takes up to {MAX_KEY_BYTES})",
+                k.len(),
+                self.name
+            )));
+        }
+        let rows = self.tx.query(
+            "WITH old AS (SELECT v FROM kv WHERE t = $1 AND k = $2),
+                  up AS (INSERT INTO kv (t, k, v) VALUES ($1, $2, $3) ON CONFLICT (t, k) DO UPDATE SET v = excluded.v)
+             SELECT v FROM old",
+            &[(&self.name, Type::TEXT), (&k, Type::BYTEA), (&v, Type::BYTEA)],
+        )?;
+        let old = rows.first().map(|r| bytes(r, 0)).transpose()?;
+        if old.is_none() {
+            self.tx.count(self.name, 1);
+        }
+        Ok(old)
+    }
+
+    pub fn remove(&self, k: &[u8]) -> Result<Option<Vec<u8>>, KvError> {
+        let rows = self.tx.query("DELETE FROM kv WHERE t = $1 AND k = $2 RETURNING v", &[(&self.name, Type::TEXT), (&k, Type::BYTEA)])?;
+        let old = rows.first().map(|r| bytes(r, 0)).transpose()?;
+        if old.is_some() {
+            self.tx.count(self.name, -1);
+        }
+        Ok(old)
+    }
+
+    pub fn remove_all(&self, keys: &[Vec<u8>]) -> Result<(), KvError> {
+        for chunk in keys.chunks(1000) {
+            let chunk: Vec<&[u8]> = chunk.iter().map(Vec::as_slice).collect();
+            let rows = self.tx.query(
+                "DELETE FROM kv WHERE t = $1 AND k = ANY($2) RETURNING 1",
+                &[(&self.name, Type::TEXT), (&chunk, Type::BYTEA_ARRAY)],
+            )?;
+            self.tx.count(self.name, -i64::try_from(rows.len()).unwrap_or(i64::MAX));
+        }
+        Ok(())
+    }
+
+    /// Removes every entry; returns how many there were.
+    pub fn clear(&self) -> Result<u64, KvError> {
+        let rows =
+            self.tx.query("WITH d AS (DELETE FROM kv WHERE t = $1 RETURNING 1) SELECT count(*) FROM d", &[(&self.name, Type::TEXT)])?;
+        let n: i64 = rows.first().map(|r| r.try_get(0).map_err(pg_err)).transpose()?.unwrap_or(0);
+        self.tx.count(self.name, -n);
+        Ok(u64::try_from(n).unwrap_or(0))
+    }
+
+    /// The first entry.
+    pub fn first(&self) -> Result<Option<Entry>, KvError> {
+        let rows = self.tx.query("SELECT k, v FROM kv WHERE t = $1 ORDER BY k LIMIT 1", &[(&self.name, Type::TEXT)])?;
+        rows.first().map(pair).transpose()
+    }
+
+    pub fn pop_first(&self) -> Result<Option<Entry>, KvError> {
+        let rows = self.tx.query(
+            "DELETE FROM kv WHERE t = $1 AND k = (SELECT k FROM kv WHERE t = $1 ORDER BY k LIMIT 1) RETURNING k, v",
+            &[(&self.name, Type::TEXT)],
+        )?;
+        let got = rows.first().map(pair).transpose()?;
+        if got.is_some() {
+            self.tx.count(self.name, -1);
+        }
+        Ok(got)
+    }
+
+    pub fn is_empty(&self) -> Result<bool, KvError> {
+        Ok(self.first()?.is_none())
+    }
+
+    pub fn len(&self) -> Result<u64, KvError> {
+        let rows = self.tx.query("SELECT n FROM kv_len WHERE t = $1", &[(&self.name, Type::TEXT)])?;
+        let stored: i64 = rows.first().map(|r| r.try_get(0).map_err(pg_err)).transpose()?.unwrap_or(0);
+        let pending = self.tx.counts.borrow().get(self.name).copied().unwrap_or(0);
+        Ok(u64::try_from(stored.saturating_add(pending)).unwrap_or(0))
+    }
+
+    pub fn range(&self, lo: Bound<Vec<u8>>, hi: Bound<Vec<u8>>) -> Range<'t> {
+        Range { tx: self.tx, name: self.name, lo, hi, rev: false, buf: VecDeque::new(), done: false, page: FIRST_PAGE }
+    }
+}
+
+/// A range read a page at a time (keyset paging on the primary key).
+pub struct Range<'t> {
+    tx: &'t Tx,
+    name: &'static str,
+    lo: Bound<Vec<u8>>,
+    hi: Bound<Vec<u8>>,
+    rev: bool,
+    buf: VecDeque<Entry>,
+    done: bool,
+    page: i64,
+}
+
+impl Range<'_> {
+    pub fn rev(mut self) -> Self {
+        self.rev = !self.rev;
+        self.buf.clear();
+        self
+    }
+
+    fn fetch(&mut self) -> Result<(), KvError> {
+        let mut sql = String::from("SELECT k, v FROM kv WHERE t = $1");
+        let mut params: Vec<(&(dyn ToSql + Sync), Type)> = vec![(&self.name, Type::TEXT)];
+        for (bound, incl, excl) in [(&self.lo, ">=", ">"), (&self.hi, "<=", "<")] {
+            let (op, key) = match bound {
+                Bound::Included(k) => (incl, k),
+                Bound::Excluded(k) => (excl, k),
+                Bound::Unbounded => continue,
+            };
+            params.push((key, Type::BYTEA));
+            sql.push_str(&format!(" AND k {op} ${}", params.len()));
+        }
+        sql.push_str(if self.rev { " ORDER BY k DESC" } else { " ORDER BY k" });
+        sql.push_str(&format!(" LIMIT {}", self.page));
+        let rows = self.tx.query(&sql, &params)?;
+        if i64::try_from(rows.len()).unwrap_or(i64::MAX) < self.page {
+            self.done = true;
+        }
+        self.page = PAGE;
+        for r in &rows {
+            self.buf.push_back(pair(r)?);
+        }
+        if let Some((k, _)) = self.buf.back() {
+            if self.rev {
+                self.hi = Bound::Excluded(k.clone());
+            } else {
+                self.lo = Bound::Excluded(k.clone());
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Iterator for Range<'_> {
+    type Item = Result<Entry, KvError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.buf.is_empty()
+            && !self.done
+            && let Err(e) = self.fetch()
+        {
+            self.done = true;
+            return Some(Err(e));
+        }
+        self.buf.pop_front().map(Ok)
+    }
+}

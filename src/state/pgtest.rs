@@ -1,0 +1,323 @@
+//! A private PostgreSQL for the tests and benches (not used by the daemon): one server
+//! per process, started from the installed PostgreSQL (`initdb`, `postgres`) in a
+//! temporary directory, listening on a Unix socket there only (no port to collide
+//! with), and torn down when the process ends however it ends: the server runs under a
+//! shell that waits on a pipe from this process, and when the pipe closes it stops the
+//! server (fast shutdown) and removes the directory.
+//!
+//! As root (PostgreSQL refuses to run as root), the server runs as the `postgres`
+//! user through `runuser`.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use super::{PgOptions, Role, StateError, StateStore};
+
+/// The running server.
+pub struct Server {
+    pub socket_dir: PathBuf,
+    pub port: u16,
+    /// The shell that stops the server when its stdin closes (this process ended).
+    _keeper: std::sync::Mutex<Child>,
+}
+
+static SERVER: OnceLock<Result<Server, String>> = OnceLock::new();
+
+/// The installed PostgreSQL's programs: the newest `/usr/lib/postgresql/<v>/bin`, or
+/// `PG_BIN`.
+pub fn bin_dir() -> Result<PathBuf, String> {
+    if let Some(dir) = std::env::var_os("PG_BIN") {
+        return Ok(PathBuf::from(dir));
+    }
+    let mut found: Vec<(u32, PathBuf)> = std::fs::read_dir("/usr/lib/postgresql")
+        .map_err(|e| format!("PostgreSQL is not installed (/usr/lib/postgresql: {e}); install Debian's postgresql"))?
+        .filter_map(|e| e.ok())
+        .filter_map(|e| Some((e.file_name().to_str()?.parse::<u32>().ok()?, e.path().join("bin"))))
+        .filter(|(_, p)| p.join("initdb").is_file())
+        .collect();
+    found.sort();
+    found.pop().map(|(_, p)| p).ok_or_else(|| "no /usr/lib/postgresql/<version>/bin/initdb".to_string())
+}
+
+fn as_root() -> bool {
+    // SAFETY: geteuid has no preconditions.
+    unsafe { libc::geteuid() == 0 }
+}
+
+/// The command, run as `postgres` when this process is root.
+fn command(program: &Path) -> Command {
+    if as_root() {
+        let mut c = Command::new("runuser");
+        c.args(["-u", "postgres", "--"]).arg(program);
+        c
+    } else {
+        Command::new(program)
+    }
+}
+
+fn start() -> Result<Server, String> {
+    let bin = bin_dir()?;
+    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.subsec_nanos()).unwrap_or(0);
+    let dir = std::env::temp_dir().join(format!("driftwatch-pg-{}-{nanos}", std::process::id()));
+    std::fs::create_dir(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    if as_root() {
+        let out = Command::new("id").args(["-u", "postgres"]).output().map_err(|e| format!("id -u postgres: {e}"))?;
+        let uid: u32 = String::from_utf8_lossy(&out.stdout).trim().parse().map_err(|_| "no postgres user".to_string())?;
+        let out = Command::new("id").args(["-g", "postgres"]).output().map_err(|e| format!("id -g postgres: {e}"))?;
+        let gid: u32 = String::from_utf8_lossy(&out.stdout).trim().parse().map_err(|_| "no postgres group".to_string())?;
+        std::os::unix::fs::chown(&dir, Some(uid), Some(gid)).map_err(|e| format!("chown {}: {e}", dir.display()))?;
+    }
+    let data = dir.join("data");
+    let out = command(&bin.join("initdb"))
+        .arg("-D")
+        .arg(&data)
+        .args(["-A", "trust", "-U", "postgres", "-E", "UTF8", "--locale=C", "--no-sync"])
+        .output()
+        .map_err(|e| format!("initdb: {e}"))?;
+    if !out.status.success() {
+        return Err(format!("initdb failed: {}", String::from_utf8_lossy(&out.stderr)));
+    }
+    let port: u16 = 5432;
+    // The shell starts the server, waits for this process's end (its stdin closing),
+    // then stops the server and removes the directory.
+    let script = r#"
+        "$1" -D "$2" -k "$3" -p "$4" -c listen_addresses= -c fsync=off -c synchronous_commit=on \
+             -c full_page_writes=off -c max_connections=400 -c shared_buffers=32MB >"$3/server.log" 2>&1 &
+        pid=$!
+        cat >/dev/null
+        kill -INT "$pid"
+        wait "$pid"
+        rm -rf "$3"
+    "#;
+    let mut keeper = command(Path::new("/bin/sh"))
+        .arg("-c")
+        .arg(script)
+        .arg("sh")
+        .arg(bin.join("postgres"))
+        .arg(&data)
+        .arg(&dir)
+        .arg(port.to_string())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .map_err(|e| format!("starting postgres: {e}"))?;
+    // Nothing is ever written: the pipe is the lifeline.
+    if let Some(stdin) = keeper.stdin.as_mut() {
+        let _ = stdin.flush();
+    }
+    let server = Server { socket_dir: dir.clone(), port, _keeper: std::sync::Mutex::new(keeper) };
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        match postgres::Config::new().host_path(&dir).port(port).user("postgres").dbname("postgres").connect(postgres::NoTls) {
+            Ok(_) => return Ok(server),
+            Err(e) if Instant::now() > deadline => {
+                let log = std::fs::read_to_string(dir.join("server.log")).unwrap_or_default();
+                return Err(format!("PostgreSQL did not accept connections within 60 s: {e}\n{log}"));
+            }
+            // Waiting for the server to come up: its socket appears when it is ready.
+            Err(_) => std::thread::sleep(Duration::from_millis(50)),
+        }
+    }
+}
+
+/// The process's server, started at the first call.
+pub fn server() -> Result<&'static Server, String> {
+    SERVER.get_or_init(start).as_ref().map_err(Clone::clone)
+}
+
+impl Server {
+    /// A connection string for `user` to `postgres` over the socket.
+    pub fn url(&self) -> String {
+        format!("host={} port={} user=postgres dbname=postgres", self.socket_dir.display(), self.port)
+    }
+
+    /// Options for a schema of its own.
+    pub fn options(&self, schema: &str) -> PgOptions {
+        PgOptions {
+            url: crate::secret::Secret::new(self.url()),
+            schema: schema.to_string(),
+            max_connections: 8,
+            connect_timeout: Duration::from_secs(10),
+            ca_file: None,
+        }
+    }
+}
+
+/// A schema name no other store of this process (or another test process) uses.
+pub fn fresh_schema() -> String {
+    static N: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    format!("t{}_{}", std::process::id(), N.fetch_add(1, std::sync::atomic::Ordering::Relaxed))
+}
+
+/// A store in a fresh schema of the process's server.
+pub fn fresh_store(role: &Role) -> Result<StateStore, StateError> {
+    let server = server().map_err(StateError::Postgres)?;
+    StateStore::open_postgres(&server.options(&fresh_schema()), role)
+}
+
+/// With `DRIFTWATCH_TEST_STATE=postgres`, the store the tests take as "in memory" is
+/// one in PostgreSQL: how the store's whole test suite runs against both engines.
+pub fn postgres_if_asked() -> Option<Result<StateStore, StateError>> {
+    (std::env::var("DRIFTWATCH_TEST_STATE").as_deref() == Ok("postgres")).then(|| fresh_store(&Role::Tool))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::state::outbox::tests::n;
+
+    fn leader(holder: &str, lease_transitions: u64) -> Role {
+        Role::Leader { holder: holder.into(), lease_transitions: Some(lease_transitions) }
+    }
+
+    fn raw(server: &Server) -> postgres::Client {
+        postgres::Client::connect(&server.url(), postgres::NoTls).unwrap()
+    }
+
+    /// A replica deposed by a newer Lease holder (paused past its Lease, partitioned)
+    /// writes nothing and takes no batch to send; taking the store back with its older
+    /// Lease is refused, and only a newer Lease takes it.
+    #[test]
+    fn a_deposed_leader_can_neither_record_nor_take_a_batch() {
+        let server = server().unwrap();
+        let opts = server.options(&fresh_schema());
+        let a = StateStore::open_postgres(&opts, &leader("a", 1)).unwrap();
+        a.enqueue(&[n("hook", "k1")], 10).unwrap();
+        assert_eq!(a.due("hook", 10, 10).unwrap().len(), 1);
+        let b = StateStore::open_postgres(&opts, &leader("b", 2)).unwrap();
+        assert!(!a.fenced());
+        let e = a.enqueue(&[n("hook", "k2")], 10).expect_err("a deposed leader's write is refused");
+        assert!(e.to_string().contains("fenced"), "{e}");
+        assert!(a.fenced(), "the store says so, so the daemon does not reopen and take it back");
+        assert!(matches!(a.due("hook", 10, 10), Err(StateError::Fenced(_))), "no batch to send either");
+        assert_eq!(b.outbox(None).unwrap().len(), 1, "nothing of the deposed leader's last write landed");
+        b.enqueue(&[n("hook", "k2")], 10).unwrap();
+        assert_eq!(b.due("hook", 10, 10).unwrap().len(), 2);
+        let again = StateStore::open_postgres(&opts, &leader("a", 1)).err().expect("an older Lease cannot take it back");
+        assert!(matches!(again, StateError::Fenced(_)), "{again}");
+        assert!(again.to_string().contains("taken over by b"), "{again}");
+        // The same holder reopening at the same Lease (a reopen after a failed write).
+        let b2 = StateStore::open_postgres(&opts, &leader("b", 2)).unwrap();
+        b2.enqueue(&[n("hook", "k3")], 10).unwrap();
+        let c = StateStore::open_postgres(&opts, &leader("a", 3)).unwrap();
+        assert!(b2.enqueue(&[n("hook", "k4")], 10).is_err());
+        assert_eq!(c.queue_depths().unwrap(), vec![("hook".to_string(), 3)]);
+    }
+
+    /// Two writers on one schema (two processes, or a worker and a pass) are
+    /// serialised by the fence row, as redb serialises its writers: the outbox's
+    /// depth counter (a read, then a write) loses no increment, and no idempotency
+    /// key is taken twice.
+    #[test]
+    fn concurrent_writers_lose_nothing() {
+        let server = server().unwrap();
+        let opts = server.options(&fresh_schema());
+        let stores: Vec<StateStore> = (0..3).map(|_| StateStore::open_postgres(&opts, &Role::Tool).unwrap()).collect();
+        std::thread::scope(|s| {
+            for (w, store) in stores.iter().enumerate() {
+                s.spawn(move || {
+                    for i in 0..40 {
+                        store.enqueue(&[n("hook", &format!("w{w}-{i}"))], 10).unwrap();
+                    }
+                });
+            }
+        });
+        assert_eq!(stores[0].queue_depths().unwrap(), vec![("hook".to_string(), 120)]);
+        let entries = stores[1].outbox(None).unwrap();
+        let ids: std::collections::BTreeSet<u64> = entries.iter().map(|e| e.id).collect();
+        assert_eq!((entries.len(), ids.len()), (120, 120), "every entry its own id");
+    }
+
+    /// A migration that fails leaves the schema as it was (one transaction) and the
+    /// error says which version and why; a schema from a newer build is refused.
+    #[test]
+    fn migrations_are_all_or_nothing_and_never_downgrade() {
+        let server = server().unwrap();
+        let schema = fresh_schema();
+        let mut c = raw(server);
+        c.batch_execute(&format!("CREATE SCHEMA {schema}; CREATE TABLE {schema}.kv (x int);")).unwrap();
+        let e = StateStore::open_postgres(&server.options(&schema), &Role::Tool).err().unwrap().to_string();
+        assert!(e.contains("to version 1 failed, and changed nothing") && e.contains("\"kv\" already exists"), "{e}");
+        let left: Option<String> = c.query_one(&format!("SELECT to_regclass('{schema}.schema_version')::text"), &[]).unwrap().get(0);
+        assert_eq!(left, None, "rolled back whole");
+        c.batch_execute(&format!("DROP TABLE {schema}.kv")).unwrap();
+        drop(StateStore::open_postgres(&server.options(&schema), &Role::Tool).unwrap());
+        c.batch_execute(&format!("INSERT INTO {schema}.schema_version (version) VALUES (99)")).unwrap();
+        let e = StateStore::open_postgres(&server.options(&schema), &Role::Tool).err().unwrap().to_string();
+        assert!(e.contains("version 99, written by a newer driftwatch"), "{e}");
+    }
+
+    /// A server elsewhere is reached over verified TLS only; the URL (which holds the
+    /// password) appears in no error.
+    #[test]
+    fn a_remote_server_without_tls_is_refused_and_the_url_never_shown() {
+        let mut opts = server().unwrap().options("unused");
+        opts.url = crate::secret::Secret::new("postgres://dw:hunter2@db.example.com/state?sslmode=disable".into());
+        let e = StateStore::open_postgres(&opts, &Role::Tool).err().unwrap().to_string();
+        assert!(e.contains("sslmode=disable") && !e.contains("hunter2"), "{e}");
+        opts.url = crate::secret::Secret::new("postgres://dw:hunter2@db.example.com:99999/state".into());
+        let e = StateStore::open_postgres(&opts, &Role::Tool).err().unwrap().to_string();
+        assert!(!e.contains("hunter2"), "{e}");
+    }
+
+    /// `len` is a counter kept by commits: what a rolled-back transaction added is not
+    /// counted, and a pop or a range removal is.
+    #[test]
+    fn table_lengths_follow_commits_only() {
+        use crate::state::kv::TableDefinition;
+        const T: TableDefinition<u64, &str> = TableDefinition::new("len_test");
+        let store = fresh_store(&Role::Tool).unwrap();
+        let db = &store.db;
+        let tx = db.begin_write().unwrap();
+        {
+            let mut t = tx.open_table(T).unwrap();
+            for i in 0..10u64 {
+                t.insert(i, "x").unwrap();
+            }
+            t.insert(3u64, "y").unwrap();
+            assert_eq!(t.len().unwrap(), 10);
+        }
+        tx.commit().unwrap();
+        let tx = db.begin_write().unwrap();
+        tx.open_table(T).unwrap().insert(77u64, "lost").unwrap();
+        drop(tx);
+        let tx = db.begin_write().unwrap();
+        {
+            let mut t = tx.open_table(T).unwrap();
+            assert_eq!(t.len().unwrap(), 10, "the rolled-back insert is not counted");
+            assert_eq!(t.pop_first().unwrap().map(|(k, v)| (k.value(), v.value().to_string())), Some((0, "x".into())));
+            t.retain_in(5u64..8, |_, _| false).unwrap();
+            assert_eq!(t.get(3u64).unwrap().map(|v| v.value().to_string()).as_deref(), Some("y"));
+        }
+        tx.commit().unwrap();
+        let r = db.begin_read().unwrap();
+        let t = r.open_table(T).unwrap();
+        assert_eq!(t.len().unwrap(), 6);
+        let back: Vec<u64> = t.iter().unwrap().rev().map(|e| e.unwrap().0.value()).collect();
+        assert_eq!(back, [9, 8, 4, 3, 2, 1]);
+        drop(t);
+        drop(r);
+        // Ranges past one page, both ways, with each kind of bound.
+        let tx = db.begin_write().unwrap();
+        {
+            let mut t = tx.open_table(T).unwrap();
+            for i in 100..1300u64 {
+                t.insert(i, "p").unwrap();
+            }
+        }
+        tx.commit().unwrap();
+        let r = db.begin_read().unwrap();
+        let t = r.open_table(T).unwrap();
+        let fwd: Vec<u64> = t.range(150u64..=1100).unwrap().map(|e| e.unwrap().0.value()).collect();
+        assert_eq!((fwd.len(), fwd.first(), fwd.last()), (951, Some(&150), Some(&1100)));
+        assert!(fwd.windows(2).all(|w| w[0] < w[1]));
+        let bwd: Vec<u64> = t.range(150u64..1100).unwrap().rev().map(|e| e.unwrap().0.value()).collect();
+        assert_eq!((bwd.len(), bwd.first(), bwd.last()), (950, Some(&1099), Some(&150)));
+        assert_eq!(t.range(1250u64..).unwrap().count(), 50);
+        assert_eq!(t.len().unwrap(), 1206);
+    }
+}
