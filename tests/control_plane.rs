@@ -1085,4 +1085,100 @@ mod on_a_real_api_server {
         assert_eq!(all.iter().filter(|b| b.contains("ha-two")).count(), 1, "{all:?}");
         assert!(b.stop().success());
     }
+
+    /// Sends `sig` (`-STOP`, `-CONT`) to a daemon.
+    fn signal(d: &Daemon, sig: &str) {
+        assert!(Command::new("kill").args([sig, &d.child.id().to_string()]).status().unwrap().success());
+    }
+
+    /// Which of `ds` leads (the first that says so; `skip` is not asked: it may be
+    /// stopped).
+    fn leader(ds: &[Daemon], skip: &[usize]) -> Option<usize> {
+        (0..ds.len()).filter(|i| !skip.contains(i)).find(|&i| ds[i].metric("driftwatch_leader") == Some(1.0))
+    }
+
+    /// Three replicas, each with a directory of its own (no shared volume), keep the
+    /// state in one PostgreSQL and elect the sender with a real Lease. The leader
+    /// paused (SIGSTOP) past two lease durations loses the Lease; another takes over
+    /// (fencing the paused one in PostgreSQL) and sends what changed meanwhile; the
+    /// paused one, continued, stands down and tells nothing. Then the new leader is
+    /// killed (SIGKILL) and another takes over. Every change is told exactly once.
+    #[test]
+    fn replicas_on_postgres_without_a_volume_fence_a_paused_leader_and_survive_kill_9() {
+        let api = &cp::shared().api;
+        let pg = driftwatch::state::pgtest::server().expect("a private PostgreSQL");
+        let schema = driftwatch::state::pgtest::fresh_schema();
+        let (got, port) = hook();
+        let dirs: Vec<tempfile::TempDir> = (0..3).map(|_| tempfile::tempdir().unwrap()).collect();
+        for dir in &dirs {
+            let cfg = format!(
+                "{}secretsFile: secrets.yaml\nstate:\n  postgres:\n    url: $pg-url\n    schema: {schema}\n    maxConnections: 4\n",
+                watch_config(port)
+            );
+            std::fs::write(dir.path().join("driftwatch.yaml"), cfg).unwrap();
+            std::fs::write(dir.path().join("secrets.yaml"), format!("pg-url: {:?}\n", pg.url())).unwrap();
+            api.kubeconfig(&dir.path().join("kubeconfig"), ADMIN);
+        }
+        let admin = block_on(async {
+            api.namespaces(&["pg-apps", "pg-lease"]).await;
+            api.client(ADMIN).await
+        });
+        let ha = [
+            "-n",
+            "pg-apps",
+            "--projects-namespace",
+            "argocd",
+            "--leader-election",
+            "--lease-duration",
+            "3",
+            "--lease-namespace",
+            "pg-lease",
+        ];
+        let mut ds = vec![Daemon::start_with(dirs[0].path(), &ha)];
+        wait_for("the first leads", Duration::from_secs(20), || ds[0].metric("driftwatch_leader") == Some(1.0));
+        ds.push(Daemon::start_with(dirs[1].path(), &ha));
+        ds.push(Daemon::start_with(dirs[2].path(), &ha));
+        let depth = r#"driftwatch_queue_depth{service="hook"}"#;
+        block_on(put_app(&admin, drifted("pg-apps", "pg-one", "OutOfSync", REV1)));
+        wait_for("pg-one", Duration::from_secs(20), || sent(&got, "pg-one"));
+        wait_for("pg-one recorded", Duration::from_secs(20), || ds[0].metric(depth) == Some(0.0));
+        assert_eq!(leader(&ds, &[]), Some(0), "the standbys do not lead");
+
+        // Paused past two lease durations: another replica takes over.
+        signal(&ds[0], "-STOP");
+        block_on(put_app(&admin, drifted("pg-apps", "pg-two", "OutOfSync", REV1)));
+        wait_for("a standby takes over", Duration::from_secs(30), || leader(&ds, &[0]).is_some());
+        let next = leader(&ds, &[0]).unwrap();
+        wait_for("pg-two", Duration::from_secs(20), || sent(&got, "pg-two"));
+        wait_for("pg-two recorded", Duration::from_secs(20), || ds[next].metric(depth) == Some(0.0));
+        signal(&ds[0], "-CONT");
+        block_on(put_app(&admin, drifted("pg-apps", "pg-three", "OutOfSync", REV1)));
+        wait_for("pg-three", Duration::from_secs(20), || sent(&got, "pg-three"));
+        wait_for("the continued one stands down", Duration::from_secs(20), || ds[0].metric("driftwatch_leader") == Some(0.0));
+        let mut sql = postgres::Client::connect(&pg.url(), postgres::NoTls).unwrap();
+        let epoch: i64 = sql.query_one(&format!("SELECT epoch FROM {schema}.fence"), &[]).unwrap().get(0);
+        assert!(epoch >= 2, "taken over twice at least (the first leader, then the standby): {epoch}");
+
+        // The new leader killed: another takes over and sends what changed.
+        ds[next].child.kill().unwrap();
+        ds[next].child.wait().unwrap();
+        block_on(put_app(&admin, drifted("pg-apps", "pg-four", "OutOfSync", REV1)));
+        wait_for("a third leader", Duration::from_secs(30), || leader(&ds, &[next]).is_some());
+        let last = leader(&ds, &[next]).unwrap();
+        wait_for("pg-four", Duration::from_secs(30), || sent(&got, "pg-four"));
+        wait_for("pg-four recorded", Duration::from_secs(20), || ds[last].metric(depth) == Some(0.0));
+        let all = bodies(&got);
+        for name in ["pg-one", "pg-two", "pg-three", "pg-four"] {
+            assert_eq!(all.iter().filter(|b| b.contains(&format!(r#""app": "{name}""#))).count(), 1, "{name}: {all:?}");
+        }
+        let after: i64 = sql.query_one(&format!("SELECT epoch FROM {schema}.fence"), &[]).unwrap().get(0);
+        assert!(after > epoch, "the third took the store over with a new epoch: {after}");
+        for (i, d) in ds.into_iter().enumerate() {
+            if i != next {
+                let log = d.log.clone();
+                let status = d.stop();
+                assert!(status.success(), "replica {i}: {status}\n{}", std::fs::read_to_string(log).unwrap_or_default());
+            }
+        }
+    }
 }

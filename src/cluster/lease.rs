@@ -35,17 +35,18 @@ fn is_conflict(e: &kube::Error) -> bool {
     matches!(e, kube::Error::Api(s) if s.code == 409)
 }
 
-/// One round: acquire the lease if free or expired, renew it if ours. Returns whether
-/// this replica holds it now.
-pub async fn try_acquire_or_renew(api: &Api<DynamicObject>, cfg: &LeaseConfig, now: DateTime<Utc>) -> Result<bool, kube::Error> {
+/// One round: acquire the lease if free or expired, renew it if ours. Returns the
+/// Lease's `leaseTransitions` when this replica holds it now (the fencing token of the
+/// state in PostgreSQL: it grows with every change of holder).
+pub async fn try_acquire_or_renew(api: &Api<DynamicObject>, cfg: &LeaseConfig, now: DateTime<Utc>) -> Result<Option<u64>, kube::Error> {
     let secs = cfg.duration.as_secs().max(1);
     let spec = |acquire: DateTime<Utc>, transitions: u64| json!({"holderIdentity": cfg.identity, "leaseDurationSeconds": secs, "acquireTime": micro(acquire), "renewTime": micro(now), "leaseTransitions": transitions});
     let Some(mut lease) = api.get_opt(&cfg.name).await? else {
         let mut obj = DynamicObject::new(&cfg.name, &resource()).within(&cfg.namespace);
         obj.data = json!({"spec": spec(now, 0)});
         return match api.create(&PostParams::default(), &obj).await {
-            Ok(_) => Ok(true),
-            Err(e) if is_conflict(&e) => Ok(false),
+            Ok(_) => Ok(Some(0)),
+            Err(e) if is_conflict(&e) => Ok(None),
             Err(e) => Err(e),
         };
     };
@@ -54,22 +55,22 @@ pub async fn try_acquire_or_renew(api: &Api<DynamicObject>, cfg: &LeaseConfig, n
     let duration = s.get("leaseDurationSeconds").and_then(Value::as_i64).unwrap_or(secs as i64);
     let renewed = parse(s.get("renewTime")).unwrap_or(DateTime::<Utc>::MIN_UTC);
     let transitions = s.get("leaseTransitions").and_then(Value::as_u64).unwrap_or(0);
-    let new_spec = if holder == cfg.identity {
-        spec(parse(s.get("acquireTime")).unwrap_or(now), transitions)
+    let (new_spec, held) = if holder == cfg.identity {
+        (spec(parse(s.get("acquireTime")).unwrap_or(now), transitions), transitions)
     } else if holder.is_empty()
         // The Lease comes from the cluster: an expiry that is not representable (a
         // nonsensical leaseDurationSeconds) counts as expired rather than panicking.
         || chrono::TimeDelta::try_seconds(duration).and_then(|d| renewed.checked_add_signed(d)).is_none_or(|expiry| expiry < now)
     {
-        spec(now, transitions + 1)
+        (spec(now, transitions.saturating_add(1)), transitions.saturating_add(1))
     } else {
-        return Ok(false);
+        return Ok(None);
     };
     lease.data["spec"] = new_spec;
     // The replace carries the resourceVersion we read: a concurrent writer makes it 409.
     match api.replace(&cfg.name, &PostParams::default(), &lease).await {
-        Ok(_) => Ok(true),
-        Err(e) if is_conflict(&e) => Ok(false),
+        Ok(_) => Ok(Some(held)),
+        Err(e) if is_conflict(&e) => Ok(None),
         Err(e) => Err(e),
     }
 }
@@ -96,11 +97,27 @@ pub async fn release(api: &Api<DynamicObject>, cfg: &LeaseConfig) -> Result<(), 
 /// that cannot send (its store will not open, its clients cannot be built) says so
 /// here rather than hold the Lease while sending nothing.
 #[derive(Clone)]
-pub struct StandAside(std::sync::Arc<watch::Sender<Option<tokio::time::Instant>>>);
+pub struct StandAside {
+    aside: std::sync::Arc<watch::Sender<Option<tokio::time::Instant>>>,
+    /// The Lease's `leaseTransitions` of the last round that held it.
+    transitions: std::sync::Arc<std::sync::atomic::AtomicU64>,
+    identity: String,
+}
 
 impl StandAside {
     pub fn until(&self, at: tokio::time::Instant) {
-        self.0.send_replace(Some(at));
+        self.aside.send_replace(Some(at));
+    }
+
+    /// The Lease's count of holder changes when this replica last held it: the epoch
+    /// the state in PostgreSQL is taken over with.
+    pub fn lease_transitions(&self) -> u64 {
+        self.transitions.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// This replica's identity in the Lease.
+    pub fn identity(&self) -> &str {
+        &self.identity
     }
 }
 
@@ -114,6 +131,8 @@ impl StandAside {
 pub fn spawn(client: kube::Client, cfg: LeaseConfig) -> (watch::Receiver<bool>, StandAside) {
     let (tx, rx) = watch::channel(false);
     let (aside_tx, mut aside) = watch::channel(None::<tokio::time::Instant>);
+    let transitions = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let handle = StandAside { aside: std::sync::Arc::new(aside_tx), transitions: transitions.clone(), identity: cfg.identity.clone() };
     let api: Api<DynamicObject> = Api::namespaced_with(client, &cfg.namespace, &resource());
     tokio::spawn(async move {
         let period = (cfg.duration / 3).max(Duration::from_millis(100));
@@ -146,11 +165,13 @@ pub fn spawn(client: kube::Client, cfg: LeaseConfig) -> (watch::Receiver<bool>, 
             let round = tokio::time::timeout(period, try_acquire_or_renew(&api, &cfg, Utc::now()));
             let result = until_deadline(round, renewed_at, step_down_after, &tx).await;
             let leading = match result.unwrap_or_else(|_| Err(kube::Error::Service("lease request timed out".into()))) {
-                Ok(true) => {
+                Ok(Some(held)) => {
+                    // Published before the channel says "leading": the store opens with it.
+                    transitions.store(held, std::sync::atomic::Ordering::Relaxed);
                     renewed_at = Some(started);
                     started.elapsed() < step_down_after
                 }
-                Ok(false) => false,
+                Ok(None) => false,
                 Err(e) => {
                     tracing::warn!(error = %e, lease = %cfg.name, "lease request failed");
                     // Keep leading only while the lease we hold cannot have expired.
@@ -173,7 +194,7 @@ pub fn spawn(client: kube::Client, cfg: LeaseConfig) -> (watch::Receiver<bool>, 
             }
         }
     });
-    (rx, StandAside(std::sync::Arc::new(aside_tx)))
+    (rx, handle)
 }
 
 /// Awaits `fut`; if this replica leads and its last renewal (`renewed_at`) becomes

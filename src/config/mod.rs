@@ -46,6 +46,8 @@ pub struct Service {
 pub struct StateSettings {
     pub path: Option<PathBuf>,
     pub max_keys_per_app: Option<usize>,
+    /// The store is in PostgreSQL (`state.postgres`), not in the file.
+    pub postgres: Option<crate::state::PgOptions>,
 }
 
 /// Everything compiled from one configuration: what the pipeline runs with. Built whole
@@ -355,6 +357,7 @@ pub fn load_with(config: Option<&Path>, engine: Arc<TriggerEngine>) -> Result<Ru
     let spokes = clusters::clusters(&cfg.clusters, &local_destinations, ctx.base, ctx.file, &mut sink, ctx.errors);
     let argocd = cfg.argocd.as_ref().and_then(|a| clusters::argocd(a, ctx.base, ctx.file, &mut sink, ctx.errors));
     let diff = clusters::diff(&cfg.diff, ctx.file, ctx.errors);
+    let state = sections::state(&cfg.state, &mut ctx, &mut sink);
     let audit = AuditSettings { mask: diff.mask.clone(), ..audit };
     // Every secret `run` refuses to start without (services, operations, audit, clusters,
     // Argo CD), reported by `check` in the same words.
@@ -372,7 +375,6 @@ pub fn load_with(config: Option<&Path>, engine: Arc<TriggerEngine>) -> Result<Ru
     let retention = sections::retention(&cfg.history, &mut ctx);
     let break_glass = sections::break_glass(&cfg.break_glass, audit.enabled(), &mut ctx);
     let attribution = sections::attribution(&cfg.attribution, &mut ctx);
-    let state = sections::state(&cfg.state, &mut ctx);
     match templates {
         Some(templates) if errors.is_empty() => Ok(Runtime {
             operations_token: operations.token,

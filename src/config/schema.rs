@@ -38,6 +38,27 @@ pub struct StateDef {
     /// Most dedup keys kept per Application (oldest pruned first); 256 when absent
     /// (1 to 100000).
     pub max_keys_per_app: Option<At<usize>>,
+    /// Keep the state in PostgreSQL instead of a file: replicas without a shared
+    /// volume (fenced by the leader's Lease).
+    pub postgres: Option<At<PostgresDef>>,
+}
+
+/// `state.postgres:`: where the state lives in PostgreSQL.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct PostgresDef {
+    /// A secret reference (`$key`) to a PostgreSQL URL or connection string (it holds
+    /// the password). `sslmode=disable` only for a server on this machine.
+    pub url: At<String>,
+    /// The PostgreSQL schema of driftwatch's tables; `driftwatch` when absent.
+    pub schema: Option<At<String>>,
+    /// Most connections held open (1 to 64); 8 when absent.
+    pub max_connections: Option<At<usize>>,
+    /// How long to wait for a connection (1s to 5m); 10s when absent.
+    pub connect_timeout: Option<At<ConfigDuration>>,
+    /// A PEM CA bundle that verifies the server's certificate (relative to the config
+    /// file); the public web roots when absent.
+    pub ca_file: Option<String>,
 }
 
 /// `history:`: how much drift history the state store keeps.

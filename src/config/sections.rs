@@ -200,10 +200,72 @@ pub(super) fn attribution(def: &AttributionDef, ctx: &mut Ctx<'_>) -> Attributio
     }
 }
 
-/// `state:`: where the store is, and its bound on keys per Application.
-pub(super) fn state(def: &StateDef, ctx: &mut Ctx<'_>) -> StateSettings {
+/// `state:`: where the store is (a file, or PostgreSQL), and its bound on keys per
+/// Application.
+pub(super) fn state(def: &StateDef, ctx: &mut Ctx<'_>, sink: &mut clusters::SecretSink<'_>) -> StateSettings {
+    let postgres = def.postgres.as_ref().and_then(|pg| {
+        if def.path.is_some() {
+            ctx.errors.push(ConfigError::new(
+                ctx.file.pos(&pg.referenced),
+                "state.postgres",
+                "and state.path both set: the state is in one of them",
+            ));
+        }
+        postgres(&pg.value, ctx, sink)
+    });
     StateSettings {
         path: def.path.as_deref().map(|p| relative_to(ctx.base, p)),
         max_keys_per_app: def.max_keys_per_app.as_ref().and_then(|v| ctx.in_range("state.maxKeysPerApp", v, 1, MAX_KEYS_PER_APP)),
+        postgres,
     }
+}
+
+/// Whether `s` is a PostgreSQL identifier driftwatch accepts for its schema: lower
+/// case letters, digits and `_`, not starting with a digit, at most 63 bytes.
+fn schema_name(s: &str) -> bool {
+    (1..=63).contains(&s.len())
+        && s.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
+        && !s.starts_with(|c: char| c.is_ascii_digit())
+        && !s.starts_with("pg_")
+}
+
+/// `state.postgres:`, validated: the URL a secret reference, every bound in range.
+fn postgres(def: &PostgresDef, ctx: &mut Ctx<'_>, sink: &mut clusters::SecretSink<'_>) -> Option<crate::state::PgOptions> {
+    let url = sink.token("state.postgres.url", &def.url.value, ctx.file.pos(&def.url.referenced), ctx.errors);
+    let schema = match &def.schema {
+        Some(s) if !schema_name(&s.value) => {
+            ctx.errors.push(ConfigError::new(
+                ctx.file.pos(&s.referenced),
+                "state.postgres.schema",
+                format!("{:?} is not a schema name driftwatch takes (lower case letters, digits and _, not starting with a digit or pg_, up to 63)", s.value),
+            ));
+            None
+        }
+        Some(s) => Some(s.value.clone()),
+        None => Some("driftwatch".to_string()),
+    };
+    let max_connections = def.max_connections.as_ref().map_or(Some(8), |v| ctx.in_range("state.postgres.maxConnections", v, 1, 64));
+    let connect_timeout = match &def.connect_timeout {
+        None => Some(std::time::Duration::from_secs(10)),
+        Some(v) if (std::time::Duration::from_secs(1)..=std::time::Duration::from_secs(300)).contains(&v.value.0) => Some(v.value.0),
+        Some(v) => {
+            ctx.errors.push(ConfigError::new(ctx.file.pos(&v.referenced), "state.postgres.connectTimeout", "is out of range (1s to 5m)"));
+            None
+        }
+    };
+    let ca_file = def.ca_file.as_deref().map(|f| relative_to(ctx.base, f));
+    if let Some(f) = ca_file.as_ref().filter(|f| !f.is_file()) {
+        ctx.errors.push(ConfigError::new(
+            ctx.file.pos(&def.url.referenced),
+            "state.postgres.caFile",
+            format!("{} does not exist or is not a file", f.display()),
+        ));
+    }
+    Some(crate::state::PgOptions {
+        url: url?,
+        schema: schema?,
+        max_connections: u32::try_from(max_connections?).unwrap_or(8),
+        connect_timeout: connect_timeout?,
+        ca_file,
+    })
 }

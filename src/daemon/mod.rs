@@ -114,10 +114,24 @@ pub async fn run(opts: DaemonOptions, err: &mut dyn std::io::Write) -> anyhow::R
             return Ok(crate::exit::FAILED);
         }
     };
-    let state_path = opts.state.clone().or_else(|| rt.state.path.clone()).unwrap_or_else(|| PathBuf::from("driftwatch-state.redb"));
-    if let Some(dir) = state_path.parent().filter(|d| !d.as_os_str().is_empty()) {
-        std::fs::create_dir_all(dir)?;
-    }
+    let store_at = match (&rt.state.postgres, &opts.state) {
+        (Some(_), Some(path)) => {
+            writeln!(
+                err,
+                "error: --state {} names a file, but the configuration keeps the state in PostgreSQL (state.postgres): give one",
+                path.display()
+            )?;
+            return Ok(crate::exit::FAILED);
+        }
+        (Some(pg), None) => core::StoreAt::Postgres(pg.clone()),
+        (None, _) => {
+            let path = opts.state.clone().or_else(|| rt.state.path.clone()).unwrap_or_else(|| PathBuf::from("driftwatch-state.redb"));
+            if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+                std::fs::create_dir_all(dir)?;
+            }
+            core::StoreAt::File(path)
+        }
+    };
     let shared: SharedState = Arc::new(crate::daemon::admin::Shared::default());
     shared.set_config(&rt);
     // Stopped last: `/healthz` answers while the shutdown drains.
@@ -175,7 +189,7 @@ pub async fn run(opts: DaemonOptions, err: &mut dyn std::io::Write) -> anyhow::R
         runtime: rt,
         engine,
         config: opts.config.clone(),
-        state_path: state_path.clone(),
+        store_at,
         shared,
         live,
         audit,
@@ -190,10 +204,10 @@ pub async fn run(opts: DaemonOptions, err: &mut dyn std::io::Write) -> anyhow::R
     });
     let (tx, rx) = tokio::sync::mpsc::channel::<Input>(INPUT_QUEUE);
     let (started_tx, started_rx) = tokio::sync::oneshot::channel::<Result<(), LeadError>>();
-    let (done_tx, done_rx) = tokio::sync::oneshot::channel::<()>();
+    let (done_tx, mut done_rx) = tokio::sync::oneshot::channel::<bool>();
     std::thread::Builder::new().name("driftwatch-eval".into()).spawn(move || {
-        core.run(rx, started_tx);
-        let _ = done_tx.send(());
+        let fenced = core.run(rx, started_tx);
+        let _ = done_tx.send(fenced);
     })?;
     // Without leader election, a store that cannot be opened is a start-up error.
     match started_rx.await {
@@ -263,7 +277,14 @@ pub async fn run(opts: DaemonOptions, err: &mut dyn std::io::Write) -> anyhow::R
     // in-flight deliveries finish; what is left stays in the outbox for the next start.
     drop(changes);
     let _ = tx.send(Input::Stop).await;
-    let _ = done_rx.await;
+    let fenced = (&mut done_rx).await.unwrap_or(false);
     let _ = stop_admin.send(());
+    if fenced {
+        writeln!(
+            err,
+            "error: another driftwatch took the state store in PostgreSQL over; run one daemon per state schema, or several with --leader-election"
+        )?;
+        return Ok(crate::exit::FAILED);
+    }
     Ok(crate::exit::OK)
 }

@@ -102,7 +102,8 @@ pub enum Role {
 
 /// PostgreSQL, opened.
 pub struct Pg {
-    pool: r2d2::Pool<Manager>,
+    /// Always `Some` but while dropped (see the `Drop`).
+    pool: Option<r2d2::Pool<Manager>>,
     schema: String,
     /// The epoch this daemon holds (none for a tool).
     epoch: Option<i64>,
@@ -202,7 +203,7 @@ impl Pg {
             .error_handler(Box::new(r2d2::LoggingErrorHandler))
             .build(PostgresConnectionManager::new(cfg, tls))
             .map_err(|e| KvError(format!("cannot connect to PostgreSQL: {e}")))?;
-        let mut pg = Pg { pool, schema: opts.schema.clone(), epoch: None, fenced: std::sync::atomic::AtomicBool::new(false) };
+        let mut pg = Pg { pool: Some(pool), schema: opts.schema.clone(), epoch: None, fenced: std::sync::atomic::AtomicBool::new(false) };
         pg.migrate()?;
         if let Role::Leader { holder, lease_transitions } = role {
             pg.epoch = Some(pg.take_over(holder, *lease_transitions)?);
@@ -211,7 +212,8 @@ impl Pg {
     }
 
     fn conn(&self) -> Result<Conn, KvError> {
-        self.pool.get().map_err(|e| KvError(format!("no PostgreSQL connection: {e}")))
+        let pool = self.pool.as_ref().ok_or_else(|| KvError("the store is closed".into()))?;
+        pool.get().map_err(|e| KvError(format!("no PostgreSQL connection: {e}")))
     }
 
     /// Brings the schema to [`SCHEMA_VERSION`] in one transaction, under an advisory
@@ -336,6 +338,20 @@ impl Pg {
     /// The schema's name (tests, diagnostics).
     pub fn schema(&self) -> &str {
         &self.schema
+    }
+}
+
+impl Drop for Pg {
+    /// The last holder of the store may be a task on the async runtime (a delivery
+    /// worker ending), and closing a connection blocks: the pool is closed on a thread
+    /// of its own.
+    fn drop(&mut self) {
+        if let Some(pool) = self.pool.take() {
+            let closing = std::thread::Builder::new().name("driftwatch-pg-close".into()).spawn(move || drop(pool));
+            if let Err(e) = closing {
+                tracing::warn!(error = %e, "closing the PostgreSQL connections: no thread; they close when the process ends");
+            }
+        }
     }
 }
 

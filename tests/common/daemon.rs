@@ -12,9 +12,13 @@ use super::receiver::get;
 
 /// `driftwatch run` with the kubeconfig, configuration and state file of a test
 /// directory (`kubeconfig`, `driftwatch.yaml`, `state.redb`).
+/// A configuration that keeps the state in PostgreSQL (`state:` / `postgres:`) gets
+/// no state file.
 pub fn run_args(dir: &Path) -> Vec<std::ffi::OsString> {
     let mut args: Vec<std::ffi::OsString> = vec!["run".into()];
-    for (flag, file) in [("--kubeconfig", "kubeconfig"), ("--config", "driftwatch.yaml"), ("--state", "state.redb")] {
+    let on_postgres = std::fs::read_to_string(dir.join("driftwatch.yaml")).is_ok_and(|t| t.contains("state:\n  postgres:"));
+    let files = [("--kubeconfig", "kubeconfig"), ("--config", "driftwatch.yaml"), ("--state", "state.redb")];
+    for (flag, file) in files.into_iter().filter(|(flag, _)| !(on_postgres && *flag == "--state")) {
         args.push(flag.into());
         args.push(dir.join(file).into());
     }

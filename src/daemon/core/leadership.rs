@@ -22,6 +22,12 @@ pub(in crate::daemon) fn services_problems(rt: &Runtime) -> Result<(), Vec<Strin
     build_services(rt, &Arc::new(probe)).map(drop)
 }
 
+/// This process, as a fencing holder without leader election: host and process id.
+fn identity() -> String {
+    let host = std::env::var("HOSTNAME").unwrap_or_else(|_| "driftwatch".into());
+    format!("{host}/{}", std::process::id())
+}
+
 /// Why [`Core::lead`] could not take over sending.
 pub(in crate::daemon) enum LeadError {
     /// The state file is held (another driftwatch) or cannot be opened.
@@ -39,11 +45,27 @@ impl Core {
         if self.state.is_some() {
             return Ok(());
         }
-        // With leader election another replica may open the same file: the file
-        // system's locks must work (StateStore::open_fenced).
-        let opened = match self.stand_aside.is_some() {
-            true => StateStore::open_fenced(&self.state_path),
-            false => StateStore::open(&self.state_path),
+        let opened = match &self.store_at {
+            // With leader election another replica may open the same file: the file
+            // system's locks must work (StateStore::open_fenced).
+            StoreAt::File(path) if self.stand_aside.is_some() => StateStore::open_fenced(path),
+            StoreAt::File(path) => StateStore::open(path),
+            // In PostgreSQL the store is taken over with the Lease's count of holder
+            // changes: a replica whose Lease is older cannot take it back, and once
+            // this one took it, the one before it can write nothing more.
+            StoreAt::Postgres(pg) => {
+                let role = match &self.stand_aside {
+                    Some((aside, _)) => crate::state::Role::Leader {
+                        holder: aside.identity().to_string(),
+                        lease_transitions: Some(aside.lease_transitions()),
+                    },
+                    None => crate::state::Role::Leader { holder: identity(), lease_transitions: None },
+                };
+                let opts = pg.clone();
+                // Connecting and migrating block: off the runtime's workers.
+                self.wait(async move { tokio::task::spawn_blocking(move || StateStore::open_postgres(&opts, &role)).await })
+                    .unwrap_or_else(|e| Err(crate::state::StateError::Postgres(e.to_string())))
+            }
         };
         let mut store = match opened {
             Ok(s) => s,
@@ -113,11 +135,29 @@ impl Core {
     /// (the disk still full), `lead` is retried.
     pub(super) fn reopen(&mut self) {
         self.reopen_store = false;
+        if self.state.as_ref().is_some_and(|s| s.fenced()) {
+            self.fenced_out();
+            return;
+        }
         self.last_reopen = Some(Instant::now());
         self.flush();
         tracing::warn!("reopening the state store after a failed write");
         self.close();
         let _ = self.lead();
+    }
+
+    /// Another replica took the store in PostgreSQL over: this one stops sending and
+    /// does not reopen the store (that would take it back). With leader election it
+    /// stands aside for two lease durations (its Lease is gone or going); without, the
+    /// daemon stops ([`Core::run`] ends with `fenced`), since a second daemon without
+    /// election runs on the same state.
+    fn fenced_out(&mut self) {
+        tracing::error!("another replica took the state store over (PostgreSQL fencing epoch): this one stops sending");
+        self.step_down();
+        match &self.stand_aside {
+            Some((aside, duration)) => aside.until(tokio::time::Instant::now() + *duration * 2),
+            None => self.fenced = true,
+        }
     }
 
     /// Stops the workers (within the step-down grace) and closes the store, releasing

@@ -103,12 +103,19 @@ pub(super) enum Input {
     Stop,
 }
 
+/// Where the state store is.
+#[derive(Debug, Clone)]
+pub(in crate::daemon) enum StoreAt {
+    File(PathBuf),
+    Postgres(crate::state::PgOptions),
+}
+
 /// What [`Core::new`] starts from.
 pub(super) struct CoreOptions {
     pub runtime: Runtime,
     pub engine: Arc<TriggerEngine>,
     pub config: Option<PathBuf>,
-    pub state_path: PathBuf,
+    pub store_at: StoreAt,
     pub shared: SharedState,
     pub live: Option<LiveFetcher>,
     /// The audit input's shared index (none without `audit:`).
@@ -138,7 +145,7 @@ pub(super) struct Core {
     /// second process from writing to it.
     state: Option<Arc<StateStore>>,
     shared: SharedState,
-    state_path: PathBuf,
+    store_at: StoreAt,
     delivery: Option<Delivery>,
     /// Latest Application per state key (for re-evaluation and missed deletes), kept
     /// compact between evaluations.
@@ -180,6 +187,8 @@ pub(super) struct Core {
     /// A state store write failed: the main loop reopens the store (at most once per
     /// [`STORE_RETRY`], `last_reopen`).
     reopen_store: bool,
+    /// Without leader election, another daemon took the store over: the run ends.
+    fenced: bool,
     last_reopen: Option<Instant>,
     /// Whether leader election (or its absence) says this replica should send.
     leading: bool,
@@ -231,7 +240,7 @@ impl Core {
             inputs: crate::pipeline::Inputs::new(o.live.is_some()),
             state: None,
             shared: o.shared,
-            state_path: o.state_path,
+            store_at: o.store_at,
             delivery: None,
             apps: HashMap::new(),
             retiring: HashMap::new(),
@@ -249,6 +258,7 @@ impl Core {
             unflushed: Vec::new(),
             last_flush: Instant::now(),
             reopen_store: false,
+            fenced: false,
             last_reopen: None,
             leading: o.leading,
             engine: o.engine,
@@ -272,7 +282,8 @@ impl Core {
     /// `started`), then handles inputs until [`Input::Stop`] or the shell is gone.
     /// Inputs that have already arrived are handled in bursts; what they wrote is made
     /// durable by one flush per [`FLUSH_EVERY`].
-    pub(super) fn run(mut self, mut rx: mpsc::Receiver<Input>, started: oneshot::Sender<Result<(), LeadError>>) {
+    /// Returns whether it ended because another daemon took the store over (fenced).
+    pub(super) fn run(mut self, mut rx: mpsc::Receiver<Input>, started: oneshot::Sender<Result<(), LeadError>>) -> bool {
         // Delivery workers and live reads are spawned from here onto the runtime.
         let handle = self.handle.clone();
         let _entered = handle.enter();
@@ -284,7 +295,7 @@ impl Core {
         self.audit_leading();
         let _ = started.send(first);
         if failed {
-            return;
+            return false;
         }
         'run: loop {
             // What was evaluated becomes durable in one write per FLUSH_EVERY.
@@ -298,6 +309,9 @@ impl Core {
             }
             if self.reopen_store && self.state.is_some() && self.last_reopen.is_none_or(|t| t.elapsed() >= STORE_RETRY) {
                 self.reopen();
+            }
+            if self.fenced {
+                break 'run;
             }
             let flush_in = (!self.unflushed.is_empty()).then(|| FLUSH_EVERY.saturating_sub(self.last_flush.elapsed()));
             let wait = match (self.next_wake(), flush_in) {
@@ -332,6 +346,7 @@ impl Core {
         let pending: BTreeMap<String, u64> =
             self.state.as_ref().and_then(|s| s.queue_depths().ok()).unwrap_or_default().into_iter().collect();
         tracing::info!(?pending, "stopped");
+        self.fenced
     }
 
     fn input(&mut self, input: Input) {
