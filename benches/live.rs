@@ -42,6 +42,11 @@
 //!   counting all 10,000, the largest message, Slack calls in all, from the last
 //!   resolve to "Resolved", RSS.
 //!
+//! `LIVE_BENCH_STATE=postgres` keeps the daemon's state in PostgreSQL instead of the
+//! redb file: a private server (`driftwatch::state::pgtest`) on a Unix socket, a fresh
+//! schema per daemon; with `DRIFTWATCH_PG_FSYNC=on` the server waits for the disk as a
+//! production server does.
+//!
 //! Figures go to BENCHMARKS.md with the command, machine and date.
 
 #[path = "../tests/common/mod.rs"]
@@ -153,7 +158,18 @@ fn config(port: u16) -> String {
     retry: {{initialBackoff: 200ms, maxBackoff: 1s, maxAttempts: 1000, deadline: 1h}}
 "#
     );
-    services + common::DRIFT_TRIGGER
+    services + common::DRIFT_TRIGGER + state_config().as_str()
+}
+
+/// With `LIVE_BENCH_STATE=postgres`, the state in PostgreSQL (a schema of its own).
+fn state_config() -> String {
+    match std::env::var("LIVE_BENCH_STATE").as_deref() {
+        Ok("postgres") => format!(
+            "secretsFile: secrets.yaml\nstate:\n  postgres:\n    url: $pg-url\n    schema: {}\n",
+            driftwatch::state::pgtest::fresh_schema()
+        ),
+        _ => String::new(),
+    }
 }
 
 /// An Application of about 5 KB as the API server returns it: 20 resources, history,
@@ -212,6 +228,10 @@ impl Daemon {
     fn start_in(api: &FakeApiServer, config: &str, dir: tempfile::TempDir) -> (Daemon, Duration) {
         api.kubeconfig(&dir.path().join("kubeconfig"));
         std::fs::write(dir.path().join("driftwatch.yaml"), config).unwrap();
+        if config.contains("$pg-url") {
+            let pg = driftwatch::state::pgtest::server().expect("PostgreSQL for LIVE_BENCH_STATE=postgres");
+            std::fs::write(dir.path().join("secrets.yaml"), format!("pg-url: {:?}\n", pg.url())).unwrap();
+        }
         let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
         let admin = format!("127.0.0.1:{port}");
         let started = Instant::now();

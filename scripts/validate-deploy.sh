@@ -43,7 +43,8 @@ trap 'rm -rf "$out"' EXIT
 helm lint --strict "$chart"
 helm template driftwatch "$chart" --namespace argocd > "$out/default.yaml"
 helm template driftwatch "$chart" --namespace argocd -f tests/helm/ha-values.yaml > "$out/ha.yaml"
-for name in default ha; do
+helm template driftwatch "$chart" --namespace argocd -f tests/helm/postgres-values.yaml > "$out/postgres.yaml"
+for name in default ha postgres; do
   # The generated operations token is random on every render without a cluster.
   sed -i -E 's/^(  operations-token: ).*/\1GENERATED/' "$out/$name.yaml"
   if [ -n "${UPDATE_GOLDEN:-}" ]; then
@@ -68,15 +69,19 @@ refuse "an unknown value" --set bogus=1
 refuse "an unknown log level" --set logLevel=loud
 refuse "two replicas on a ReadWriteOnce volume" --set replicaCount=2
 refuse "two replicas without persistence" --set replicaCount=2 --set persistence.enabled=false
+refuse "the state in PostgreSQL without the Secret of its URL" --set postgres.enabled=true
+refuse "a PostgreSQL schema name that is not an identifier" --set postgres.enabled=true --set postgres.existingSecret=pg --set postgres.schema=Drift-Watch
 refuse "a NetworkPolicy peer that is not a mapping" --set networkPolicy.ingressFrom[0]=anyone
 
 kubectl kustomize deploy/kubernetes > "$out/kustomize.yaml"
 kubectl kustomize deploy/kubernetes-ha > "$out/kustomize-ha.yaml"
+kubectl kustomize deploy/kubernetes-postgres > "$out/kustomize-postgres.yaml"
 kubectl kustomize deploy/spoke > "$out/kustomize-spoke.yaml"
 # ServiceMonitor and PrometheusRule are Prometheus Operator CRDs, which have no schema
 # in kubernetes-validate (it warns and skips them); every other object is checked.
 kubernetes-validate --strict --quiet \
-  "$out/default.yaml" "$out/ha.yaml" "$out/kustomize.yaml" "$out/kustomize-ha.yaml" "$out/kustomize-spoke.yaml" \
+  "$out/default.yaml" "$out/ha.yaml" "$out/postgres.yaml" "$out/kustomize.yaml" "$out/kustomize-ha.yaml" \
+  "$out/kustomize-postgres.yaml" "$out/kustomize-spoke.yaml" \
   deploy/kubernetes/attribution-secrets.yaml deploy/kubernetes/argocd-cluster-secrets.yaml \
   deploy/kubernetes/break-glass-operators.yaml
 echo "deploy: chart lint, renders, schema refusals, kustomize and schema validation passed"

@@ -436,3 +436,37 @@ fn retention_and_read_limits_out_of_range_are_refused() {
     let rt = f.load().unwrap();
     assert_eq!((rt.retention.max_episodes, rt.state.max_keys_per_app, rt.attribution.concurrency), (10_000_000, Some(1), 64));
 }
+
+/// `state.postgres`: the URL a secret reference (redacted like every secret), the
+/// schema a plain identifier, the bounds in range, and not together with `path`; each
+/// refusal at its line and column.
+#[test]
+fn state_in_postgres_is_validated_at_load() {
+    let f = Fixture::new();
+    f.file("driftwatch.yaml", "state:\n  postgres:\n    url: postgres://dw:pw@db/state\n");
+    let e = f.errors();
+    assert!(
+        e.iter().any(|e| e.contains("D/driftwatch.yaml:3:10") && e.contains("state.postgres.url") && e.contains("must reference a secret")),
+        "{e:?}"
+    );
+    f.file(
+        "driftwatch.yaml",
+        "secretsFile: secrets.yaml\nstate:\n  path: s.redb\n  postgres:\n    url: $pg\n    schema: Drift-Watch\n    maxConnections: 0\n    connectTimeout: 1h\n",
+    )
+    .file("secrets.yaml", "pg: postgres://dw:pw@db.internal/state\n");
+    let e = f.errors();
+    for (at, what) in [
+        ("D/driftwatch.yaml:5:5", "state.path both set"),
+        ("D/driftwatch.yaml:6:13", "not a schema name"),
+        ("D/driftwatch.yaml:7:21", "state.postgres.maxConnections"),
+        ("D/driftwatch.yaml:8:21", "out of range (1s to 5m)"),
+    ] {
+        assert!(e.iter().any(|e| e.contains(at) && e.contains(what)), "{at} {what}: {e:?}");
+    }
+    f.file("driftwatch.yaml", "secretsFile: secrets.yaml\nstate:\n  postgres:\n    url: $pg\n    maxConnections: 16\n");
+    let rt = f.load().unwrap();
+    let pg = rt.state.postgres.as_ref().unwrap();
+    assert_eq!((pg.schema.as_str(), pg.max_connections, pg.connect_timeout.as_secs()), ("driftwatch", 16, 10));
+    assert_eq!(rt.redactor.redact("postgres://dw:pw@db.internal/state"), "***");
+    assert!(!format!("{pg:?}").contains("pw@"), "{pg:?}");
+}

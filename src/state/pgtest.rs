@@ -83,9 +83,12 @@ fn start() -> Result<Server, String> {
     let port: u16 = 5432;
     // The shell starts the server, waits for this process's end (its stdin closing),
     // then stops the server and removes the directory.
+    // The tests' server does not wait for the disk; the benches' (DRIFTWATCH_PG_FSYNC=on)
+    // does, as a production server.
+    let fsync = if std::env::var("DRIFTWATCH_PG_FSYNC").as_deref() == Ok("on") { "on" } else { "off" };
     let script = r#"
-        "$1" -D "$2" -k "$3" -p "$4" -c listen_addresses= -c fsync=off -c synchronous_commit=on \
-             -c full_page_writes=off -c max_connections=400 -c shared_buffers=32MB >"$3/server.log" 2>&1 &
+        "$1" -D "$2" -k "$3" -p "$4" -c listen_addresses= -c fsync="$5" -c synchronous_commit=on \
+             -c full_page_writes="$5" -c max_connections=400 -c shared_buffers=32MB >"$3/server.log" 2>&1 &
         pid=$!
         cat >/dev/null
         kill -INT "$pid"
@@ -100,6 +103,7 @@ fn start() -> Result<Server, String> {
         .arg(&data)
         .arg(&dir)
         .arg(port.to_string())
+        .arg(fsync)
         .stdin(Stdio::piped())
         .stdout(Stdio::null())
         .stderr(Stdio::null())

@@ -41,7 +41,7 @@ app.kubernetes.io/component: notifications
 
 {{/* "true" when a Lease elects the sending replica. */}}
 {{- define "driftwatch.leaderElection" -}}
-{{- if or .Values.leaderElection.enabled (gt (int .Values.replicaCount) 1) -}}true{{- end -}}
+{{- if or .Values.leaderElection.enabled (gt (int .Values.replicaCount) 1) .Values.postgres.enabled -}}true{{- end -}}
 {{- end -}}
 
 {{/* The Secret mounted as the secrets directory, or nothing. */}}
@@ -68,6 +68,11 @@ app.kubernetes.io/component: notifications
 {{- $_ := set $operations "token" "$operations-token" -}}
 {{- $_ := set $config "operations" $operations -}}
 {{- end -}}
+{{- if .Values.postgres.enabled -}}
+{{- $state := deepCopy (default dict (get $config "state")) -}}
+{{- $_ := set $state "postgres" (dict "url" "$postgres-url" "schema" .Values.postgres.schema "maxConnections" .Values.postgres.maxConnections) -}}
+{{- $_ := set $config "state" $state -}}
+{{- end -}}
 {{- $attribution := deepCopy (default dict (get $config "attribution")) -}}
 {{- $_ := set $attribution "enabled" .Values.attribution.enabled -}}
 {{- $_ := set $attribution "readSecrets" .Values.attribution.readSecrets -}}
@@ -85,7 +90,7 @@ app.kubernetes.io/component: notifications
 
 {{/* Whether anything is mounted at /etc/driftwatch/secrets. */}}
 {{- define "driftwatch.secretsMounted" -}}
-{{- if or (include "driftwatch.secretName" .) (include "driftwatch.generatedToken" .) -}}
+{{- if or (include "driftwatch.secretName" .) (include "driftwatch.generatedToken" .) .Values.postgres.enabled -}}
 true
 {{- end -}}
 {{- end -}}
