@@ -99,12 +99,29 @@ impl GroupReads for NoGroups {
     }
 }
 
+/// The tables [`StateView::app_state`] reads by the Application's key.
+const APP_KEYED: [&str; 9] = [
+    "notified",
+    "holds",
+    "latest_episode",
+    "latest_operation",
+    "latest_break_glass",
+    "break_glass",
+    "app_notes",
+    "pending",
+    "group_membership",
+];
+
 impl StateView {
     /// Everything the store holds about `app` that its pass decides from: point reads
     /// and range reads of its own keys, nothing of another Application's. An
     /// unreadable episode is `StateError::Episode` (the pass resets it).
     pub fn app_state(&self, app: &str) -> Result<AppState, StateError> {
         let (lo, hi) = app_range(app);
+        // Every table below keyed by the Application (`<app>` or `<app>\0...`), read in
+        // one round trip on PostgreSQL. A name missing here costs a round trip, not a
+        // wrong answer.
+        self.tx.prefetch(&APP_KEYED, app, &hi).map_err(storage)?;
         let suffix = |k: &str| k.split_once(SEP).map(|(_, rest)| rest.to_string()).unwrap_or_default();
         let mut notified = BTreeMap::new();
         for item in self.tx.open_table(super::NOTIFIED).map_err(storage)?.range(lo.as_str()..hi.as_str()).map_err(storage)? {

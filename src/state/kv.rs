@@ -210,6 +210,16 @@ pub enum ReadTransaction {
 }
 
 impl ReadTransaction {
+    /// Reads every entry of `tables` whose key lies in `lo..hi` at once, so the reads
+    /// that follow inside that range cost no round trip (PostgreSQL; redb reads its
+    /// pages in place and needs nothing).
+    pub fn prefetch(&self, tables: &[&'static str], lo: &str, hi: &str) -> Result<(), KvError> {
+        match self {
+            ReadTransaction::Redb(_) => Ok(()),
+            ReadTransaction::Pg(tx) => tx.prefetch(tables, lo.as_bytes(), hi.as_bytes()),
+        }
+    }
+
     pub fn open_table<K: KeyField + 'static, V: Field + 'static>(&self, def: TableDefinition<K, V>) -> Result<Table<'_, K, V>, KvError> {
         match self {
             ReadTransaction::Redb(tx) => tx.open_table(def.redb).map(Table::Read).map_err(redb_err),

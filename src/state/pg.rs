@@ -21,7 +21,7 @@
 
 use std::cell::{Cell, RefCell};
 use std::collections::{BTreeMap, VecDeque};
-use std::ops::Bound;
+use std::ops::{Bound, RangeBounds};
 use std::time::Duration;
 
 use postgres::types::{ToSql, Type};
@@ -319,7 +319,6 @@ impl Pg {
     pub fn begin(&self, write: bool) -> Result<Tx, KvError> {
         let mut c = self.conn()?;
         if !write {
-            c.batch_execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY").map_err(pg_err)?;
             return Ok(Tx::new(c, false));
         }
         let rows = c.simple_query("BEGIN; SELECT epoch FROM fence WHERE name = 'state' FOR UPDATE").map_err(pg_err)?;
@@ -360,6 +359,11 @@ impl Drop for Pg {
 pub struct Tx {
     conn: RefCell<Option<Conn>>,
     write: bool,
+    /// A read transaction begins with its first statement (a pass's view may need one
+    /// round trip in all: [`Tx::prefetch`]).
+    begun: Cell<bool>,
+    /// What [`Tx::prefetch`] read: every entry of some tables in a key range.
+    cache: RefCell<Option<Prefetched>>,
     durable: Cell<bool>,
     /// A statement failed: PostgreSQL aborted the transaction, so it cannot commit.
     failed: Cell<bool>,
@@ -372,13 +376,124 @@ pub type Entry = (Vec<u8>, Vec<u8>);
 
 type Params<'a> = [(&'a (dyn ToSql + Sync), Type)];
 
+/// How a read transaction begins: one snapshot for all its statements.
+const READ_BEGIN: &str = "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY";
+
+/// Every entry of `tables` with a key in `lo..hi`, read at once.
+struct Prefetched {
+    tables: Vec<&'static str>,
+    lo: Vec<u8>,
+    hi: Vec<u8>,
+    rows: BTreeMap<(&'static str, Vec<u8>), Vec<u8>>,
+}
+
+impl Prefetched {
+    fn holds_key(&self, table: &str, k: &[u8]) -> bool {
+        self.tables.contains(&table) && self.lo.as_slice() <= k && k < self.hi.as_slice()
+    }
+
+    /// Whether `lo..hi` of `table` lies inside what was read.
+    fn holds_range(&self, table: &str, lo: &Bound<Vec<u8>>, hi: &Bound<Vec<u8>>) -> bool {
+        let starts_inside = match lo {
+            Bound::Included(k) | Bound::Excluded(k) => k.as_slice() >= self.lo.as_slice(),
+            Bound::Unbounded => false,
+        };
+        let ends_inside = match hi {
+            Bound::Excluded(k) => k.as_slice() <= self.hi.as_slice(),
+            Bound::Included(k) => k.as_slice() < self.hi.as_slice(),
+            Bound::Unbounded => false,
+        };
+        self.tables.contains(&table) && starts_inside && ends_inside
+    }
+}
+
+/// `bytes` as SQL: `decode('<hex>', 'hex')` (no quoting of user bytes at all).
+fn bytea_literal(bytes: &[u8]) -> String {
+    use std::fmt::Write as _;
+    let mut hex = String::with_capacity(bytes.len() * 2 + 20);
+    hex.push_str("decode('");
+    for b in bytes {
+        let _ = write!(hex, "{b:02x}");
+    }
+    hex.push_str("', 'hex')");
+    hex
+}
+
+/// The bytes of PostgreSQL's hex text of a bytea (`\x0a1b...`).
+fn from_hex(text: &str) -> Result<Vec<u8>, KvError> {
+    let digits = text.strip_prefix("\\x").ok_or_else(|| KvError("a bytea without its \\x prefix".into()))?;
+    let nibble = |c: u8| match c {
+        b'0'..=b'9' => Ok(c - b'0'),
+        b'a'..=b'f' => Ok(c - b'a' + 10),
+        _ => Err(KvError("a bytea with a character that is not hex".into())),
+    };
+    digits
+        .as_bytes()
+        .chunks(2)
+        .map(|p| match p {
+            [h, l] => Ok(nibble(*h)? << 4 | nibble(*l)?),
+            _ => Err(KvError("a bytea of odd length".into())),
+        })
+        .collect()
+}
+
 impl Tx {
     fn new(c: Conn, write: bool) -> Tx {
-        Tx { conn: RefCell::new(Some(c)), write, durable: Cell::new(true), failed: Cell::new(false), counts: RefCell::new(BTreeMap::new()) }
+        Tx {
+            conn: RefCell::new(Some(c)),
+            write,
+            begun: Cell::new(write),
+            cache: RefCell::new(None),
+            durable: Cell::new(true),
+            failed: Cell::new(false),
+            counts: RefCell::new(BTreeMap::new()),
+        }
     }
 
     pub fn table(&self, name: &'static str) -> Table<'_> {
         Table { tx: self, name }
+    }
+
+    /// Reads every entry of `tables` with a key in `lo..hi` in one round trip (with
+    /// the BEGIN when it is the transaction's first statement): a pass's view of its
+    /// Application, whose keys all start with the Application's key. Later reads
+    /// inside that range of those tables are answered from it. Read transactions only.
+    pub fn prefetch(&self, tables: &[&'static str], lo: &[u8], hi: &[u8]) -> Result<(), KvError> {
+        if self.write || tables.is_empty() {
+            return Ok(());
+        }
+        let names: Vec<String> = tables.iter().map(|t| literal(t)).collect();
+        let mut sql = String::new();
+        if !self.begun.get() {
+            sql.push_str(READ_BEGIN);
+            sql.push_str("; ");
+        }
+        sql.push_str(&format!(
+            "SELECT t, v, k FROM kv WHERE t IN ({}) AND k >= {} AND k < {}",
+            names.join(", "),
+            bytea_literal(lo),
+            bytea_literal(hi)
+        ));
+        let messages = {
+            let mut slot = self.conn.borrow_mut();
+            let Some(c) = slot.as_mut() else { return Err(KvError("the transaction has ended".into())) };
+            let out = c.simple_query(&sql).map_err(|e| {
+                self.failed.set(true);
+                pg_err(e)
+            })?;
+            self.begun.set(true);
+            out
+        };
+        let mut rows = BTreeMap::new();
+        for m in &messages {
+            if let postgres::SimpleQueryMessage::Row(r) = m {
+                let (Some(t), Some(v), Some(k)) = (r.get(0), r.get(1), r.get(2)) else { continue };
+                let Some(table) = tables.iter().find(|n| **n == t) else { continue };
+                rows.insert((*table, from_hex(k)?), from_hex(v)?);
+            }
+        }
+        *self.cache.borrow_mut() = Some(Prefetched { tables: tables.to_vec(), lo: lo.to_vec(), hi: hi.to_vec(), rows });
+        Ok(())
     }
 
     pub fn set_durable(&self, on: bool) {
@@ -388,6 +503,10 @@ impl Tx {
     fn query(&self, sql: &str, params: &Params<'_>) -> Result<Vec<postgres::Row>, KvError> {
         let mut slot = self.conn.borrow_mut();
         let Some(c) = slot.as_mut() else { return Err(KvError("the transaction has ended".into())) };
+        if !self.begun.get() {
+            c.batch_execute(READ_BEGIN).map_err(pg_err)?;
+            self.begun.set(true);
+        }
         c.query_typed(sql, params).map_err(|e| {
             self.failed.set(true);
             pg_err(e)
@@ -427,6 +546,9 @@ impl Tx {
 impl Drop for Tx {
     fn drop(&mut self) {
         if let Some(mut c) = self.conn.get_mut().take() {
+            if !self.begun.get() {
+                return;
+            }
             // A read ends as it began; a write that did not commit is undone. A
             // connection that cannot say so is broken, and the pool drops it.
             let end = if self.write { "ROLLBACK" } else { "COMMIT" };
@@ -453,6 +575,9 @@ fn pair(row: &postgres::Row) -> Result<Entry, KvError> {
 
 impl<'t> Table<'t> {
     pub fn get(&self, k: &[u8]) -> Result<Option<Vec<u8>>, KvError> {
+        if let Some(p) = self.tx.cache.borrow().as_ref().filter(|p| p.holds_key(self.name, k)) {
+            return Ok(p.rows.get(&(self.name, k.to_vec())).cloned());
+        }
         let rows = self.tx.query("SELECT v FROM kv WHERE t = $1 AND k = $2", &[(&self.name, Type::TEXT), (&k, Type::BYTEA)])?;
         rows.first().map(|r| bytes(r, 0)).transpose()
     }
@@ -538,7 +663,18 @@ impl<'t> Table<'t> {
     }
 
     pub fn range(&self, lo: Bound<Vec<u8>>, hi: Bound<Vec<u8>>) -> Range<'t> {
-        Range { tx: self.tx, name: self.name, lo, hi, rev: false, buf: VecDeque::new(), done: false, page: FIRST_PAGE }
+        let cached = self.tx.cache.borrow().as_ref().filter(|p| p.holds_range(self.name, &lo, &hi)).map(|p| {
+            p.rows
+                .range((Bound::Included((self.name, Vec::new())), Bound::Unbounded))
+                .take_while(|((t, _), _)| *t == self.name)
+                .filter(|((_, k), _)| RangeBounds::<Vec<u8>>::contains(&(lo.as_ref(), hi.as_ref()), k))
+                .map(|((_, k), v)| (k.clone(), v.clone()))
+                .collect::<VecDeque<Entry>>()
+        });
+        match cached {
+            Some(buf) => Range { tx: self.tx, name: self.name, lo, hi, rev: false, buf, done: true, page: PAGE },
+            None => Range { tx: self.tx, name: self.name, lo, hi, rev: false, buf: VecDeque::new(), done: false, page: FIRST_PAGE },
+        }
     }
 }
 
@@ -555,9 +691,15 @@ pub struct Range<'t> {
 }
 
 impl Range<'_> {
+    /// The range from its end (called before the first `next`).
     pub fn rev(mut self) -> Self {
         self.rev = !self.rev;
-        self.buf.clear();
+        if self.done {
+            // Answered from a prefetch: all of it is here.
+            self.buf = self.buf.into_iter().rev().collect();
+        } else {
+            self.buf.clear();
+        }
         self
     }
 
