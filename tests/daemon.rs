@@ -994,3 +994,56 @@ fn the_operations_endpoints_can_be_served_over_tls() {
     let _ = child.kill();
     let _ = child.wait();
 }
+
+/// The state in PostgreSQL, and PostgreSQL stopped (a fast shutdown cuts every
+/// connection, as a failover does) while Applications keep drifting, then started
+/// again: driftwatch fails its writes, waits, reopens and resumes. Every drift is
+/// delivered; a second copy of one (a delivery whose settle could not be written) carries
+/// the first one's `Idempotency-Key`, and no key is shared by two notifications.
+#[test]
+fn postgres_restarted_under_load_loses_nothing_and_repeats_only_under_the_same_key() {
+    use common::receiver::{Mode, Scripted};
+    let pg = driftwatch::state::pgtest::private_server().expect("a private PostgreSQL");
+    let dir = tempfile::tempdir().unwrap();
+    let api = FakeApiServer::start();
+    api.kubeconfig(&dir.path().join("kubeconfig"));
+    let hook = Scripted::start(Mode::Up);
+    let cfg = format!("{}secretsFile: secrets.yaml\nstate:\n  postgres:\n    url: $pg-url\n", config("app", hook.port));
+    std::fs::write(dir.path().join("driftwatch.yaml"), cfg).unwrap();
+    std::fs::write(dir.path().join("secrets.yaml"), format!("pg-url: {:?}\n", pg.url())).unwrap();
+    const N: usize = 30;
+    for i in 0..N {
+        api.apply(app(&format!("pg-{i}"), "Synced", REV1));
+    }
+    let d = Daemon::start(dir.path());
+    let delivered = |i: usize| hook.requests().iter().any(|(_, b)| b.contains(&format!(r#""app": "pg-{i}""#)));
+    for i in 0..10 {
+        api.apply(app(&format!("pg-{i}"), "OutOfSync", REV1));
+    }
+    wait_for("the first ten", Duration::from_secs(20), || (0..10).all(delivered));
+    pg.stop().unwrap();
+    for i in 10..20 {
+        api.apply(app(&format!("pg-{i}"), "OutOfSync", REV1));
+    }
+    wait_for("a write failing", Duration::from_secs(20), || !d.log_lines("(state store)").is_empty());
+    pg.start().unwrap();
+    for i in 20..N {
+        api.apply(app(&format!("pg-{i}"), "OutOfSync", REV1));
+    }
+    wait_for("every drift", Duration::from_secs(60), || (0..N).all(delivered));
+    wait_for("the outbox drained", Duration::from_secs(30), || d.metric(r#"driftwatch_queue_depth{service="hook"}"#) == Some(0.0));
+    let mut by_app: std::collections::BTreeMap<String, std::collections::BTreeSet<Option<String>>> = Default::default();
+    for (key, body) in hook.keyed() {
+        let app = body.split(r#""app": ""#).nth(1).and_then(|r| r.split('"').next()).unwrap_or_default().to_string();
+        by_app.entry(app).or_default().insert(key);
+    }
+    assert_eq!(by_app.len(), N, "{by_app:?}");
+    for (app, keys) in &by_app {
+        assert_eq!(keys.len(), 1, "{app}: every copy under one key: {keys:?}");
+        assert!(keys.iter().all(Option::is_some), "{app}");
+    }
+    let distinct: std::collections::BTreeSet<&Option<String>> = by_app.values().flatten().collect();
+    assert_eq!(distinct.len(), N, "no key shared by two notifications");
+    assert!(d.log_lines("took the state store over").len() >= 2, "reopened after the restart: {:?}", d.log_lines("state store"));
+    assert!(d.stop().success());
+}

@@ -109,7 +109,16 @@ pub struct Pg {
     epoch: Option<i64>,
     /// Set once a write was refused for an older epoch.
     fenced: std::sync::atomic::AtomicBool,
+    /// After a connection could not be had: until when the store answers "unreachable"
+    /// at once rather than have every pass wait for a connect timeout (the evaluation
+    /// thread would stall for each Application during an outage or a failover).
+    down_until: std::sync::Mutex<Option<std::time::Instant>>,
 }
+
+/// How long a checkout waits for a connection (at most; `connectTimeout` if shorter).
+const CHECKOUT_WAIT: Duration = Duration::from_secs(2);
+/// How long the store answers "unreachable" at once after a checkout failed.
+const DOWN_FOR: Duration = Duration::from_secs(1);
 
 fn pg_err(e: postgres::Error) -> KvError {
     // The server's message and detail, not the Debug dump (which holds no secret
@@ -203,7 +212,13 @@ impl Pg {
             .error_handler(Box::new(r2d2::LoggingErrorHandler))
             .build(PostgresConnectionManager::new(cfg, tls))
             .map_err(|e| KvError(format!("cannot connect to PostgreSQL: {e}")))?;
-        let mut pg = Pg { pool: Some(pool), schema: opts.schema.clone(), epoch: None, fenced: std::sync::atomic::AtomicBool::new(false) };
+        let mut pg = Pg {
+            pool: Some(pool),
+            schema: opts.schema.clone(),
+            epoch: None,
+            fenced: std::sync::atomic::AtomicBool::new(false),
+            down_until: std::sync::Mutex::new(None),
+        };
         pg.migrate()?;
         if let Role::Leader { holder, lease_transitions } = role {
             pg.epoch = Some(pg.take_over(holder, *lease_transitions)?);
@@ -213,7 +228,15 @@ impl Pg {
 
     fn conn(&self) -> Result<Conn, KvError> {
         let pool = self.pool.as_ref().ok_or_else(|| KvError("the store is closed".into()))?;
-        pool.get().map_err(|e| KvError(format!("no PostgreSQL connection: {e}")))
+        let now = std::time::Instant::now();
+        let down = *self.down_until.lock().unwrap_or_else(|p| p.into_inner());
+        if down.is_some_and(|until| now < until) {
+            return Err(KvError("PostgreSQL is unreachable (a connection just failed); retrying".into()));
+        }
+        pool.get_timeout(CHECKOUT_WAIT.min(pool.connection_timeout())).map_err(|e| {
+            *self.down_until.lock().unwrap_or_else(|p| p.into_inner()) = std::time::Instant::now().checked_add(DOWN_FOR);
+            KvError(format!("no PostgreSQL connection: {e}"))
+        })
     }
 
     /// Brings the schema to [`SCHEMA_VERSION`] in one transaction, under an advisory

@@ -22,6 +22,8 @@ pub struct Server {
     pub port: u16,
     /// The shell that stops the server when its stdin closes (this process ended).
     _keeper: std::sync::Mutex<Child>,
+    /// The keeper's stdin (commands; its closing is the end) and stdout (answers).
+    control: std::sync::Mutex<(std::process::ChildStdin, std::io::BufReader<std::process::ChildStdout>)>,
 }
 
 static SERVER: OnceLock<Result<Server, String>> = OnceLock::new();
@@ -81,19 +83,32 @@ fn start() -> Result<Server, String> {
         return Err(format!("initdb failed: {}", String::from_utf8_lossy(&out.stderr)));
     }
     let port: u16 = 5432;
-    // The shell starts the server, waits for this process's end (its stdin closing),
-    // then stops the server and removes the directory.
+    // The shell starts the server and then obeys this process: `stop` and `start` on
+    // its stdin stop (fast shutdown) and start the server again; when the pipe closes
+    // (this process ended, or the `Server` was dropped) it stops the server and
+    // removes the directory.
     // The tests' server does not wait for the disk; the benches' (DRIFTWATCH_PG_FSYNC=on)
     // does, as a production server.
     let fsync = if std::env::var("DRIFTWATCH_PG_FSYNC").as_deref() == Ok("on") { "on" } else { "off" };
     let script = r#"
-        "$1" -D "$2" -k "$3" -p "$4" -c listen_addresses= -c fsync="$5" -c synchronous_commit=on \
-             -c full_page_writes="$5" -c max_connections=400 -c shared_buffers=32MB >"$3/server.log" 2>&1 &
-        pid=$!
-        cat >/dev/null
-        kill -INT "$pid"
-        wait "$pid"
-        rm -rf "$3"
+        bin=$1 data=$2 dir=$3 port=$4 fsync=$5
+        up() {
+            "$bin" -D "$data" -k "$dir" -p "$port" -c listen_addresses= -c fsync="$fsync" -c synchronous_commit=on \
+                 -c full_page_writes="$fsync" -c max_connections=400 -c shared_buffers=32MB >>"$dir/server.log" 2>&1 &
+            pid=$!
+        }
+        down() {
+            if [ -n "$pid" ]; then kill -INT "$pid"; wait "$pid"; pid=; fi
+        }
+        up
+        while read -r cmd; do
+            case "$cmd" in
+                stop) down; echo stopped ;;
+                start) up; echo started ;;
+            esac
+        done
+        down
+        rm -rf "$dir"
     "#;
     let mut keeper = command(Path::new("/bin/sh"))
         .arg("-c")
@@ -105,27 +120,70 @@ fn start() -> Result<Server, String> {
         .arg(port.to_string())
         .arg(fsync)
         .stdin(Stdio::piped())
-        .stdout(Stdio::null())
+        .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
         .map_err(|e| format!("starting postgres: {e}"))?;
-    // Nothing is ever written: the pipe is the lifeline.
-    if let Some(stdin) = keeper.stdin.as_mut() {
-        let _ = stdin.flush();
-    }
-    let server = Server { socket_dir: dir.clone(), port, _keeper: std::sync::Mutex::new(keeper) };
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        match postgres::Config::new().host_path(&dir).port(port).user("postgres").dbname("postgres").connect(postgres::NoTls) {
-            Ok(_) => return Ok(server),
-            Err(e) if Instant::now() > deadline => {
-                let log = std::fs::read_to_string(dir.join("server.log")).unwrap_or_default();
-                return Err(format!("PostgreSQL did not accept connections within 60 s: {e}\n{log}"));
+    let stdin = keeper.stdin.take().ok_or("no stdin to the server's keeper")?;
+    let stdout = keeper.stdout.take().ok_or("no stdout from the server's keeper")?;
+    let server = Server {
+        socket_dir: dir.clone(),
+        port,
+        _keeper: std::sync::Mutex::new(keeper),
+        control: std::sync::Mutex::new((stdin, std::io::BufReader::new(stdout))),
+    };
+    server.wait_ready()?;
+    Ok(server)
+}
+
+impl Server {
+    /// Waits until the server accepts connections (its socket appears when it is
+    /// ready), at most 60 s.
+    fn wait_ready(&self) -> Result<(), String> {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            match postgres::Config::new()
+                .host_path(&self.socket_dir)
+                .port(self.port)
+                .user("postgres")
+                .dbname("postgres")
+                .connect(postgres::NoTls)
+            {
+                Ok(_) => return Ok(()),
+                Err(e) if Instant::now() > deadline => {
+                    let log = std::fs::read_to_string(self.socket_dir.join("server.log")).unwrap_or_default();
+                    return Err(format!("PostgreSQL did not accept connections within 60 s: {e}\n{log}"));
+                }
+                Err(_) => std::thread::sleep(Duration::from_millis(50)),
             }
-            // Waiting for the server to come up: its socket appears when it is ready.
-            Err(_) => std::thread::sleep(Duration::from_millis(50)),
         }
     }
+
+    /// Sends the keeper `cmd` and waits for its answer (`stopped`, `started`).
+    fn control(&self, cmd: &str) -> Result<(), String> {
+        use std::io::BufRead;
+        let mut c = self.control.lock().map_err(|_| "the keeper's pipe is poisoned".to_string())?;
+        writeln!(c.0, "{cmd}").and_then(|()| c.0.flush()).map_err(|e| format!("{cmd}: {e}"))?;
+        let mut answer = String::new();
+        c.1.read_line(&mut answer).map_err(|e| format!("{cmd}: {e}"))?;
+        Ok(())
+    }
+
+    /// Stops the server (fast shutdown: connections are cut, as in a failover).
+    pub fn stop(&self) -> Result<(), String> {
+        self.control("stop")
+    }
+
+    /// Starts the stopped server again and waits until it accepts connections.
+    pub fn start(&self) -> Result<(), String> {
+        self.control("start")?;
+        self.wait_ready()
+    }
+}
+
+/// A server of the caller's own (one a test stops and starts), torn down when dropped.
+pub fn private_server() -> Result<Server, String> {
+    start()
 }
 
 /// The process's server, started at the first call.
