@@ -44,7 +44,22 @@ pub fn history_command(
     let path = match state {
         Some(p) => p.to_path_buf(),
         None => match config.map(|c| crate::config::load(Some(c))) {
-            Some(Ok(rt)) => rt.state.path.clone().unwrap_or_else(|| std::path::PathBuf::from("driftwatch-state.redb")),
+            Some(Ok(rt)) => match rt.state.postgres.clone() {
+                // The state in PostgreSQL: read it there, beside a running daemon (a
+                // tool takes no fencing epoch, so the daemon goes on writing).
+                Some(opts) => {
+                    (query.since, query.until) = (since, until);
+                    let store = match StateStore::open_postgres(&opts, &crate::state::Role::Tool) {
+                        Ok(s) => s,
+                        Err(e) => {
+                            writeln!(err, "error: {e}")?;
+                            return Ok(FAILED);
+                        }
+                    };
+                    return report(&store, &query, (format, stats, timeline), &mut std::io::stdout());
+                }
+                None => rt.state.path.clone().unwrap_or_else(|| std::path::PathBuf::from("driftwatch-state.redb")),
+            },
             Some(Err(errors)) => {
                 for e in &errors {
                     writeln!(err, "error: {e}")?;
@@ -77,6 +92,16 @@ pub fn history(
             return Ok(FAILED);
         }
     };
+    report(&state, query, (format, stats, timeline), out)
+}
+
+/// The history `query` asks for, from an open store.
+fn report(
+    state: &StateStore,
+    query: &HistoryQuery,
+    (format, stats, timeline): (HistoryFormat, bool, bool),
+    out: &mut dyn Write,
+) -> anyhow::Result<i32> {
     let episodes = state.episodes(query)?;
     match (stats, timeline) {
         (true, _) => write_stats(&episodes, format, out)?,
