@@ -42,6 +42,11 @@
 //!   counting all 10,000, the largest message, Slack calls in all, from the last
 //!   resolve to "Resolved", RSS.
 //!
+//! - `pgscale`: the store in PostgreSQL (in process, no daemon) with 10,000 and then
+//!   1,000,000 history rows and as many delivered keys of other Applications: the time
+//!   of a pass's view of its Application and of its write (an episode of ~3 KB), over
+//!   2,000 passes — whether a pass's cost grows with the tables.
+//!
 //! `LIVE_BENCH_STATE=postgres` keeps the daemon's state in PostgreSQL instead of the
 //! redb file: a private server (`driftwatch::state::pgtest`) on a Unix socket, a fresh
 //! schema per daemon; with `DRIFTWATCH_PG_FSYNC=on` the server waits for the disk as a
@@ -1047,5 +1052,68 @@ fn main() {
     }
     if want("group") {
         group();
+    }
+    if want("pgscale") {
+        pgscale();
+    }
+}
+
+fn pgscale() {
+    use driftwatch::state::{HistoryQuery, PassWrite, Retention, Role, StateStore, pgtest};
+    let dir = tempfile::tempdir().unwrap();
+    let replayed = dir.path().join("replayed.redb");
+    common::daemon::replay_production(&binary(), &replayed);
+    let template = StateStore::open(&replayed)
+        .unwrap()
+        .episodes(&HistoryQuery::default())
+        .unwrap()
+        .into_iter()
+        .max_by_key(|e| e.resources.len())
+        .expect("the replay's episodes");
+    let json = serde_json::to_string(&template).unwrap();
+    let server = pgtest::server().expect("PostgreSQL");
+    let retention = Retention { max_episodes: 10_000_000, max_age: chrono::Duration::days(3650) };
+    for rows in [10_000u64, 1_000_000] {
+        let schema = pgtest::fresh_schema();
+        let store = StateStore::open_postgres(&server.options(&schema), &Role::Tool).unwrap();
+        let seeded = Instant::now();
+        let mut sql = postgres::Client::connect(&server.url(), postgres::NoTls).unwrap();
+        sql.batch_execute(&format!(
+            "SET search_path = {schema};
+             INSERT INTO kv (t, k, v) SELECT 'episodes', convert_to('argocd/other-' || g || '@' || g, 'UTF8'), convert_to($j${json}$j$, 'UTF8') FROM generate_series(1, {rows}) g;
+             INSERT INTO kv (t, k, v) SELECT 'notified', convert_to('argocd/other-' || g || '@u', 'UTF8') || '\\x00'::bytea || convert_to(':on-drift:[0]:hook:', 'UTF8'), int8send(g) FROM generate_series(1, {rows}) g;
+             INSERT INTO kv_len (t, n) VALUES ('episodes', {rows}), ('notified', {rows});
+             ANALYZE kv;"
+        ))
+        .unwrap();
+        println!("pgscale: {rows} history rows and {rows} delivered keys seeded in {:.1} s", seeded.elapsed().as_secs_f64());
+        const PASSES: usize = 2_000;
+        let (mut viewing, mut writing) = (Duration::ZERO, Duration::ZERO);
+        let now = chrono::Utc::now();
+        for i in 0..PASSES {
+            let app = format!("argocd/app-{i}@u");
+            let t = Instant::now();
+            let st = store.view().unwrap().app_state(&app).unwrap();
+            assert!(st.episode.is_none());
+            viewing += t.elapsed();
+            let mut ep = template.clone();
+            ep.app_key = app.clone();
+            ep.id = format!("{app}@{i}");
+            let pass = PassWrite {
+                app_key: &app,
+                at_ms: driftwatch::state::to_millis(now),
+                episode: Some((&ep, retention)),
+                retention,
+                ..PassWrite::default()
+            };
+            let t = Instant::now();
+            store.write_pass(&pass, &[], driftwatch::state::to_millis(now)).unwrap();
+            writing += t.elapsed();
+        }
+        println!(
+            "pgscale: {rows} rows: a pass's view {:.0} µs, its write (an episode) {:.0} µs, over {PASSES} passes",
+            viewing.as_secs_f64() * 1e6 / PASSES as f64,
+            writing.as_secs_f64() * 1e6 / PASSES as f64
+        );
     }
 }
