@@ -234,7 +234,11 @@ impl Pg {
             return Err(KvError("PostgreSQL is unreachable (a connection just failed); retrying".into()));
         }
         pool.get_timeout(CHECKOUT_WAIT.min(pool.connection_timeout())).map_err(|e| {
-            *self.down_until.lock().unwrap_or_else(|p| p.into_inner()) = std::time::Instant::now().checked_add(DOWN_FOR);
+            // Every connection busy is load, not an outage; fewer than the bound open
+            // means new ones could not be made.
+            if pool.state().connections < pool.max_size() {
+                *self.down_until.lock().unwrap_or_else(|p| p.into_inner()) = std::time::Instant::now().checked_add(DOWN_FOR);
+            }
             KvError(format!("no PostgreSQL connection: {e}"))
         })
     }
@@ -340,16 +344,18 @@ impl Pg {
     /// A transaction: a write one locks the fence row first (and checks the epoch), a
     /// read one is a snapshot.
     pub fn begin(&self, write: bool) -> Result<Tx, KvError> {
-        let mut c = self.conn()?;
+        let c = self.conn()?;
         if !write {
             return Ok(Tx::new(c, false));
         }
-        let rows = c.simple_query("BEGIN; SELECT epoch FROM fence WHERE name = 'state' FOR UPDATE").map_err(pg_err)?;
+        // The transaction exists from here: whatever fails below, its drop rolls it
+        // back before the connection goes back to the pool.
+        let tx = Tx::new(c, true);
+        let rows = tx.simple("BEGIN; SELECT epoch FROM fence WHERE name = 'state' FOR UPDATE")?;
         let held = rows.iter().find_map(|m| match m {
             postgres::SimpleQueryMessage::Row(r) => r.get(0).and_then(|s| s.parse::<i64>().ok()),
             _ => None,
         });
-        let tx = Tx::new(c, true);
         match (self.epoch, held) {
             (_, None) => Err(KvError("the fence row of the state schema is missing".into())),
             (Some(mine), Some(now)) => self.refuse_unless(mine, now).map(|()| tx),
@@ -497,16 +503,9 @@ impl Tx {
             bytea_literal(lo),
             bytea_literal(hi)
         ));
-        let messages = {
-            let mut slot = self.conn.borrow_mut();
-            let Some(c) = slot.as_mut() else { return Err(KvError("the transaction has ended".into())) };
-            let out = c.simple_query(&sql).map_err(|e| {
-                self.failed.set(true);
-                pg_err(e)
-            })?;
-            self.begun.set(true);
-            out
-        };
+        // Begun even if the SELECT fails: the drop must end the transaction.
+        self.begun.set(true);
+        let messages = self.simple(&sql)?;
         let mut rows = BTreeMap::new();
         for m in &messages {
             if let postgres::SimpleQueryMessage::Row(r) = m {
@@ -536,9 +535,22 @@ impl Tx {
         })
     }
 
+    /// Statements in the simple protocol (several at once, text results); a failure
+    /// marks the transaction failed.
+    fn simple(&self, sql: &str) -> Result<Vec<postgres::SimpleQueryMessage>, KvError> {
+        let mut slot = self.conn.borrow_mut();
+        let Some(c) = slot.as_mut() else { return Err(KvError("the transaction has ended".into())) };
+        c.simple_query(sql).map_err(|e| {
+            self.failed.set(true);
+            pg_err(e)
+        })
+    }
+
     fn count(&self, table: &'static str, delta: i64) {
         if delta != 0 {
-            *self.counts.borrow_mut().entry(table).or_default() += delta;
+            let mut counts = self.counts.borrow_mut();
+            let n = counts.entry(table).or_default();
+            *n = n.saturating_add(delta);
         }
     }
 
@@ -562,7 +574,13 @@ impl Tx {
         sql.push_str("COMMIT");
         drop(counts);
         let Some(mut c) = self.conn.borrow_mut().take() else { return Err(KvError("the transaction has ended".into())) };
-        c.batch_execute(&sql).map_err(pg_err)
+        c.batch_execute(&sql).map_err(|e| {
+            // A statement before the COMMIT failed: the transaction is aborted and
+            // still open. It must not go back to the pool so (a broken connection is
+            // dropped by the pool anyway).
+            let _ = c.batch_execute("ROLLBACK");
+            pg_err(e)
+        })
     }
 }
 
@@ -771,5 +789,43 @@ impl Iterator for Range<'_> {
             return Some(Err(e));
         }
         self.buf.pop_front().map(Ok)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::state::pgtest;
+
+    /// A statement that fails, in a transaction dropped or in a commit, leaves the
+    /// connection clean for the next user: with a pool of one, the next transactions
+    /// work.
+    #[test]
+    fn a_failed_statement_never_poisons_the_pool() {
+        let server = pgtest::server().unwrap();
+        let mut opts = server.options(&pgtest::fresh_schema());
+        opts.max_connections = 1;
+        let pg = Pg::open(&opts, &Role::Tool).unwrap();
+        let tx = pg.begin(true).unwrap();
+        assert!(tx.query("SELECT 1/0", &[]).is_err());
+        assert!(tx.commit().is_err(), "an aborted transaction does not commit");
+        let tx = pg.begin(false).unwrap();
+        tx.prefetch(&["notified"], b"a", b"b").unwrap();
+        assert!(tx.query("SELECT 1/0", &[]).is_err());
+        drop(tx);
+        // A counter that overflows makes the commit's own statement fail.
+        let tx = pg.begin(true).unwrap();
+        tx.table("t").insert(b"k".to_vec(), b"v".to_vec()).unwrap();
+        tx.count("t", i64::MAX);
+        tx.commit().unwrap();
+        let tx = pg.begin(true).unwrap();
+        tx.table("t").insert(b"k2".to_vec(), b"v".to_vec()).unwrap();
+        tx.count("t", i64::MAX);
+        let e = tx.commit().expect_err("bigint out of range");
+        assert!(e.0.contains("out of range"), "{e}");
+        let tx = pg.begin(true).unwrap();
+        assert_eq!(tx.table("t").get(b"k2").unwrap(), None, "the failed commit wrote nothing");
+        assert_eq!(tx.table("t").get(b"k").unwrap(), Some(b"v".to_vec()));
+        tx.commit().unwrap();
     }
 }
