@@ -1101,19 +1101,22 @@ mod on_a_real_api_server {
     /// state in one PostgreSQL and elect the sender with a real Lease. The leader
     /// paused (SIGSTOP) past two lease durations loses the Lease; another takes over
     /// (fencing the paused one in PostgreSQL) and sends what changed meanwhile; the
-    /// paused one, continued, stands down and tells nothing. Then the new leader is
-    /// killed (SIGKILL) and another takes over. Every change is told exactly once.
+    /// paused one, continued, stands down and tells nothing. Then, while Applications
+    /// drift at a steady rate, the new leader is killed (SIGKILL) and another takes
+    /// over. Every change is told; a second copy of one (in flight at the kill) carries
+    /// the first one's `Idempotency-Key`.
     #[test]
     fn replicas_on_postgres_without_a_volume_fence_a_paused_leader_and_survive_kill_9() {
+        use crate::common::receiver::{Mode, Scripted};
         let api = &cp::shared().api;
         let pg = driftwatch::state::pgtest::server().expect("a private PostgreSQL");
         let schema = driftwatch::state::pgtest::fresh_schema();
-        let (got, port) = hook();
+        let hook = Scripted::start(Mode::Up);
         let dirs: Vec<tempfile::TempDir> = (0..3).map(|_| tempfile::tempdir().unwrap()).collect();
         for dir in &dirs {
             let cfg = format!(
                 "{}secretsFile: secrets.yaml\nstate:\n  postgres:\n    url: $pg-url\n    schema: {schema}\n    maxConnections: 4\n",
-                watch_config(port)
+                watch_config(hook.port)
             );
             std::fs::write(dir.path().join("driftwatch.yaml"), cfg).unwrap();
             std::fs::write(dir.path().join("secrets.yaml"), format!("pg-url: {:?}\n", pg.url())).unwrap();
@@ -1134,13 +1137,14 @@ mod on_a_real_api_server {
             "--lease-namespace",
             "pg-lease",
         ];
+        let told = |name: &str| hook.requests().iter().any(|(_, b)| b.contains(&format!(r#""app": "{name}""#)));
         let mut ds = vec![Daemon::start_with(dirs[0].path(), &ha)];
         wait_for("the first leads", Duration::from_secs(20), || ds[0].metric("driftwatch_leader") == Some(1.0));
         ds.push(Daemon::start_with(dirs[1].path(), &ha));
         ds.push(Daemon::start_with(dirs[2].path(), &ha));
         let depth = r#"driftwatch_queue_depth{service="hook"}"#;
         block_on(put_app(&admin, drifted("pg-apps", "pg-one", "OutOfSync", REV1)));
-        wait_for("pg-one", Duration::from_secs(20), || sent(&got, "pg-one"));
+        wait_for("pg-one", Duration::from_secs(20), || told("pg-one"));
         wait_for("pg-one recorded", Duration::from_secs(20), || ds[0].metric(depth) == Some(0.0));
         assert_eq!(leader(&ds, &[]), Some(0), "the standbys do not lead");
 
@@ -1149,27 +1153,49 @@ mod on_a_real_api_server {
         block_on(put_app(&admin, drifted("pg-apps", "pg-two", "OutOfSync", REV1)));
         wait_for("a standby takes over", Duration::from_secs(30), || leader(&ds, &[0]).is_some());
         let next = leader(&ds, &[0]).unwrap();
-        wait_for("pg-two", Duration::from_secs(20), || sent(&got, "pg-two"));
+        wait_for("pg-two", Duration::from_secs(20), || told("pg-two"));
         wait_for("pg-two recorded", Duration::from_secs(20), || ds[next].metric(depth) == Some(0.0));
         signal(&ds[0], "-CONT");
         block_on(put_app(&admin, drifted("pg-apps", "pg-three", "OutOfSync", REV1)));
-        wait_for("pg-three", Duration::from_secs(20), || sent(&got, "pg-three"));
+        wait_for("pg-three", Duration::from_secs(20), || told("pg-three"));
         wait_for("the continued one stands down", Duration::from_secs(20), || ds[0].metric("driftwatch_leader") == Some(0.0));
         let mut sql = postgres::Client::connect(&pg.url(), postgres::NoTls).unwrap();
         let epoch: i64 = sql.query_one(&format!("SELECT epoch FROM {schema}.fence"), &[]).unwrap().get(0);
         assert!(epoch >= 2, "taken over twice at least (the first leader, then the standby): {epoch}");
 
-        // The new leader killed: another takes over and sends what changed.
-        ds[next].child.kill().unwrap();
-        ds[next].child.wait().unwrap();
-        block_on(put_app(&admin, drifted("pg-apps", "pg-four", "OutOfSync", REV1)));
+        // A steady stream of drifts (one every 20 ms, as fast as the API server takes
+        // them) while the new leader is killed: another takes over.
+        const LOAD: usize = 60;
+        let killed_at = std::sync::Mutex::new(None);
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                for i in 0..LOAD {
+                    block_on(put_app(&admin, drifted("pg-apps", &format!("pg-load-{i}"), "OutOfSync", REV1)));
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+            });
+            wait_for("the stream under way", Duration::from_secs(30), || (0..10).any(|i| told(&format!("pg-load-{i}"))));
+            ds[next].child.kill().unwrap();
+            *killed_at.lock().unwrap() = Some(std::time::Instant::now());
+            ds[next].child.wait().unwrap();
+        });
         wait_for("a third leader", Duration::from_secs(30), || leader(&ds, &[next]).is_some());
+        let took = killed_at.lock().unwrap().map(|t| t.elapsed()).unwrap_or_default();
+        eprintln!("takeover after kill -9: a new leader within {took:?} (lease 3 s)");
         let last = leader(&ds, &[next]).unwrap();
-        wait_for("pg-four", Duration::from_secs(30), || sent(&got, "pg-four"));
-        wait_for("pg-four recorded", Duration::from_secs(20), || ds[last].metric(depth) == Some(0.0));
-        let all = bodies(&got);
-        for name in ["pg-one", "pg-two", "pg-three", "pg-four"] {
-            assert_eq!(all.iter().filter(|b| b.contains(&format!(r#""app": "{name}""#))).count(), 1, "{name}: {all:?}");
+        wait_for("every drift of the stream", Duration::from_secs(60), || (0..LOAD).all(|i| told(&format!("pg-load-{i}"))));
+        wait_for("all recorded", Duration::from_secs(20), || ds[last].metric(depth) == Some(0.0));
+        let mut by_app: std::collections::BTreeMap<String, std::collections::BTreeSet<Option<String>>> = Default::default();
+        for (key, body) in hook.keyed() {
+            let app = body.split(r#""app": ""#).nth(1).and_then(|r| r.split('"').next()).unwrap_or_default().to_string();
+            by_app.entry(app).or_default().insert(key);
+        }
+        assert_eq!(by_app.len(), LOAD + 3, "{by_app:?}");
+        for (app, keys) in &by_app {
+            assert_eq!(keys.len(), 1, "{app}: every copy under one key: {keys:?}");
+        }
+        for name in ["pg-one", "pg-two", "pg-three"] {
+            assert_eq!(hook.requests().iter().filter(|(_, b)| b.contains(&format!(r#""app": "{name}""#))).count(), 1, "{name}");
         }
         let after: i64 = sql.query_one(&format!("SELECT epoch FROM {schema}.fence"), &[]).unwrap().get(0);
         assert!(after > epoch, "the third took the store over with a new epoch: {after}");
