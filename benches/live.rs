@@ -824,22 +824,12 @@ fn get_token(addr: &str, path: &str, token: &str) -> (u16, String, Duration) {
 }
 
 fn ui() {
-    use driftwatch::state::{HistoryQuery, Retention, StateStore};
+    use driftwatch::state::{Retention, StateStore};
     const TOKEN: &str = "ui-bench-operations-token-0123456789";
     let apps: usize = std::env::var("LIVE_BENCH_APPS").ok().and_then(|v| v.parse().ok()).unwrap_or(10_000);
     let per_app = 10;
     let dir = tempfile::tempdir().unwrap();
-    // The episode a replay of examples/production records for its live drift (critical,
-    // three resources with their changes and attribution, eight notifications).
-    let replayed = dir.path().join("replayed.redb");
-    common::daemon::replay_production(&binary(), &replayed);
-    let template = StateStore::open(&replayed)
-        .unwrap()
-        .episodes(&HistoryQuery::default())
-        .unwrap()
-        .into_iter()
-        .max_by_key(|e| e.resources.len())
-        .expect("the replay's episodes");
+    let template = replayed_episode(dir.path());
     let size = serde_json::to_string(&template).unwrap().len();
     // 10 episodes per Application, 10 days apart, the last one open; opened in the last
     // 100 days (the daemon runs with a 10-year age bound).
@@ -1058,18 +1048,26 @@ fn main() {
     }
 }
 
-fn pgscale() {
-    use driftwatch::state::{HistoryQuery, PassWrite, Retention, Role, StateStore, pgtest};
-    let dir = tempfile::tempdir().unwrap();
-    let replayed = dir.path().join("replayed.redb");
+/// The episode a replay of examples/production records for its live drift (critical,
+/// three resources with their changes and attribution, eight notifications), replayed
+/// into `dir`.
+fn replayed_episode(dir: &std::path::Path) -> driftwatch::drift::episode::Episode {
+    use driftwatch::state::{HistoryQuery, StateStore};
+    let replayed = dir.join("replayed.redb");
     common::daemon::replay_production(&binary(), &replayed);
-    let template = StateStore::open(&replayed)
+    StateStore::open(&replayed)
         .unwrap()
         .episodes(&HistoryQuery::default())
         .unwrap()
         .into_iter()
         .max_by_key(|e| e.resources.len())
-        .expect("the replay's episodes");
+        .expect("the replay's episodes")
+}
+
+fn pgscale() {
+    use driftwatch::state::{PassWrite, Retention, Role, StateStore, pgtest};
+    let dir = tempfile::tempdir().unwrap();
+    let template = replayed_episode(dir.path());
     let json = serde_json::to_string(&template).unwrap();
     let server = pgtest::server().expect("PostgreSQL");
     let retention = Retention { max_episodes: 10_000_000, max_age: chrono::Duration::days(3650) };

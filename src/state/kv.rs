@@ -21,15 +21,7 @@ use std::ops::{Bound, RangeBounds};
 
 use super::pg;
 
-/// An engine's error, as text (the table modules map it to `StateError::Storage`).
-#[derive(Debug)]
-pub struct KvError(pub String);
-
-impl std::fmt::Display for KvError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
-    }
-}
+pub use super::kv_error::KvError;
 
 fn redb_err<E: std::fmt::Display>(e: E) -> KvError {
     KvError(e.to_string())

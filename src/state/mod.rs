@@ -27,6 +27,7 @@ mod history;
 mod holds;
 mod keys;
 pub(crate) mod kv;
+mod kv_error;
 mod message_refs;
 mod operations;
 mod outbox;

@@ -29,7 +29,7 @@ use r2d2_postgres::PostgresConnectionManager;
 use r2d2_postgres::r2d2;
 use tokio_postgres_rustls::MakeRustlsConnect;
 
-use super::kv::KvError;
+use super::kv_error::KvError;
 
 type Manager = PostgresConnectionManager<MakeRustlsConnect>;
 type Conn = r2d2::PooledConnection<Manager>;
@@ -522,7 +522,7 @@ impl Tx {
         self.durable.set(on);
     }
 
-    fn query(&self, sql: &str, params: &Params<'_>) -> Result<Vec<postgres::Row>, KvError> {
+    pub(super) fn query(&self, sql: &str, params: &Params<'_>) -> Result<Vec<postgres::Row>, KvError> {
         let mut slot = self.conn.borrow_mut();
         let Some(c) = slot.as_mut() else { return Err(KvError("the transaction has ended".into())) };
         if !self.begun.get() {
@@ -546,7 +546,7 @@ impl Tx {
         })
     }
 
-    fn count(&self, table: &'static str, delta: i64) {
+    pub(super) fn count(&self, table: &'static str, delta: i64) {
         if delta != 0 {
             let mut counts = self.counts.borrow_mut();
             let n = counts.entry(table).or_default();
@@ -789,43 +789,5 @@ impl Iterator for Range<'_> {
             return Some(Err(e));
         }
         self.buf.pop_front().map(Ok)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::state::pgtest;
-
-    /// A statement that fails, in a transaction dropped or in a commit, leaves the
-    /// connection clean for the next user: with a pool of one, the next transactions
-    /// work.
-    #[test]
-    fn a_failed_statement_never_poisons_the_pool() {
-        let server = pgtest::server().unwrap();
-        let mut opts = server.options(&pgtest::fresh_schema());
-        opts.max_connections = 1;
-        let pg = Pg::open(&opts, &Role::Tool).unwrap();
-        let tx = pg.begin(true).unwrap();
-        assert!(tx.query("SELECT 1/0", &[]).is_err());
-        assert!(tx.commit().is_err(), "an aborted transaction does not commit");
-        let tx = pg.begin(false).unwrap();
-        tx.prefetch(&["notified"], b"a", b"b").unwrap();
-        assert!(tx.query("SELECT 1/0", &[]).is_err());
-        drop(tx);
-        // A counter that overflows makes the commit's own statement fail.
-        let tx = pg.begin(true).unwrap();
-        tx.table("t").insert(b"k".to_vec(), b"v".to_vec()).unwrap();
-        tx.count("t", i64::MAX);
-        tx.commit().unwrap();
-        let tx = pg.begin(true).unwrap();
-        tx.table("t").insert(b"k2".to_vec(), b"v".to_vec()).unwrap();
-        tx.count("t", i64::MAX);
-        let e = tx.commit().expect_err("bigint out of range");
-        assert!(e.0.contains("out of range"), "{e}");
-        let tx = pg.begin(true).unwrap();
-        assert_eq!(tx.table("t").get(b"k2").unwrap(), None, "the failed commit wrote nothing");
-        assert_eq!(tx.table("t").get(b"k").unwrap(), Some(b"v".to_vec()));
-        tx.commit().unwrap();
     }
 }

@@ -382,4 +382,36 @@ mod tests {
         assert_eq!(t.range(1250u64..).unwrap().count(), 50);
         assert_eq!(t.len().unwrap(), 1206);
     }
+
+    /// A statement that fails, in a transaction dropped or in a commit, leaves the
+    /// connection clean for the next user: with a pool of one, the next transactions
+    /// work.
+    #[test]
+    fn a_failed_statement_never_poisons_the_pool() {
+        let server = server().unwrap();
+        let mut opts = server.options(&fresh_schema());
+        opts.max_connections = 1;
+        let pg = crate::state::pg::Pg::open(&opts, &Role::Tool).unwrap();
+        let tx = pg.begin(true).unwrap();
+        assert!(tx.query("SELECT 1/0", &[]).is_err());
+        assert!(tx.commit().is_err(), "an aborted transaction does not commit");
+        let tx = pg.begin(false).unwrap();
+        tx.prefetch(&["notified"], b"a", b"b").unwrap();
+        assert!(tx.query("SELECT 1/0", &[]).is_err());
+        drop(tx);
+        // A counter that overflows makes the commit's own statement fail.
+        let tx = pg.begin(true).unwrap();
+        tx.table("t").insert(b"k".to_vec(), b"v".to_vec()).unwrap();
+        tx.count("t", i64::MAX);
+        tx.commit().unwrap();
+        let tx = pg.begin(true).unwrap();
+        tx.table("t").insert(b"k2".to_vec(), b"v".to_vec()).unwrap();
+        tx.count("t", i64::MAX);
+        let e = tx.commit().expect_err("bigint out of range");
+        assert!(e.0.contains("out of range"), "{e}");
+        let tx = pg.begin(true).unwrap();
+        assert_eq!(tx.table("t").get(b"k2").unwrap(), None, "the failed commit wrote nothing");
+        assert_eq!(tx.table("t").get(b"k").unwrap(), Some(b"v".to_vec()));
+        tx.commit().unwrap();
+    }
 }
