@@ -1044,17 +1044,7 @@ mod on_a_real_api_server {
             api.namespaces(&["lease-apps", "lease-ns"]).await;
             api.client(ADMIN).await
         });
-        let ha = [
-            "-n",
-            "lease-apps",
-            "--projects-namespace",
-            "argocd",
-            "--leader-election",
-            "--lease-duration",
-            "3",
-            "--lease-namespace",
-            "lease-ns",
-        ];
+        let ha = elected("lease-apps", "lease-ns");
         let a = Daemon::start_with(dir.path(), &ha);
         wait_for("a leads", Duration::from_secs(20), || a.metric("driftwatch_leader") == Some(1.0));
         let b = Daemon::start_with(dir.path(), &ha);
@@ -1084,6 +1074,12 @@ mod on_a_real_api_server {
         assert_eq!(all.iter().filter(|b| b.contains("ha-one")).count(), 1, "{all:?}");
         assert_eq!(all.iter().filter(|b| b.contains("ha-two")).count(), 1, "{all:?}");
         assert!(b.stop().success());
+    }
+
+    /// The flags of a replica watching `apps` with leader election on a 3 s Lease in
+    /// `lease_ns`.
+    fn elected<'a>(apps: &'a str, lease_ns: &'a str) -> [&'a str; 9] {
+        ["-n", apps, "--projects-namespace", "argocd", "--leader-election", "--lease-duration", "3", "--lease-namespace", lease_ns]
     }
 
     /// Sends `sig` (`-STOP`, `-CONT`) to a daemon.
@@ -1126,17 +1122,7 @@ mod on_a_real_api_server {
             api.namespaces(&["pg-apps", "pg-lease"]).await;
             api.client(ADMIN).await
         });
-        let ha = [
-            "-n",
-            "pg-apps",
-            "--projects-namespace",
-            "argocd",
-            "--leader-election",
-            "--lease-duration",
-            "3",
-            "--lease-namespace",
-            "pg-lease",
-        ];
+        let ha = elected("pg-apps", "pg-lease");
         let told = |name: &str| hook.requests().iter().any(|(_, b)| b.contains(&format!(r#""app": "{name}""#)));
         let mut ds = vec![Daemon::start_with(dirs[0].path(), &ha)];
         wait_for("the first leads", Duration::from_secs(20), || ds[0].metric("driftwatch_leader") == Some(1.0));
