@@ -183,6 +183,9 @@ enum Command {
         command: Option<DeliveriesCommand>,
         #[arg(long)]
         state: Option<PathBuf>,
+        /// driftwatch.yaml: the state it names (a file, or PostgreSQL).
+        #[arg(long, conflicts_with = "state")]
+        config: Option<PathBuf>,
         /// Only what finally failed.
         #[arg(long)]
         failed: bool,
@@ -255,8 +258,11 @@ enum DeliveriesCommand {
     /// next start of the daemon delivers them). Run it while no driftwatch holds the
     /// state file.
     Retry {
-        #[arg(long)]
-        state: PathBuf,
+        #[arg(long, required_unless_present = "config")]
+        state: Option<PathBuf>,
+        /// driftwatch.yaml: the state it names (a file, or PostgreSQL).
+        #[arg(long, conflicts_with = "state")]
+        config: Option<PathBuf>,
         /// Dead letter ids (as `deliveries --failed` lists them).
         #[arg(required_unless_present = "all", conflicts_with = "all")]
         ids: Vec<u64>,
@@ -309,8 +315,11 @@ enum RoutesCommand {
 enum StateCommand {
     /// List the delivered-notification keys, per Application.
     List {
-        #[arg(long)]
-        state: PathBuf,
+        #[arg(long, required_unless_present = "config")]
+        state: Option<PathBuf>,
+        /// driftwatch.yaml: the state it names (a file, or PostgreSQL).
+        #[arg(long, conflicts_with = "state")]
+        config: Option<PathBuf>,
         /// Only Applications whose key (`namespace/name@uid`) starts with this.
         #[arg(long)]
         app: Option<String>,
@@ -363,8 +372,8 @@ fn main() -> ExitCode {
         Command::Template { command: TemplateCommand::Notify { name, app_file, recipients, config, output, send } } => {
             cli::template_notify(&name, &app_file, &recipients, config.as_deref(), output, send, &mut out, &mut err)
         }
-        Command::State { command: StateCommand::List { state, app, output } } => {
-            cli::state_list(&state, app.as_deref(), output, &mut out, &mut err)
+        Command::State { command: StateCommand::List { state, config, app, output } } => {
+            cli::state_list((state.as_deref(), config.as_deref()), app.as_deref(), output, &mut out, &mut err)
         }
         Command::Run { replay: Some(path), config, state, jsonl, deliver, .. } => {
             let deliver = deliver.map(std::time::Duration::from_secs);
@@ -381,11 +390,11 @@ fn main() -> ExitCode {
             (output, stats, timeline),
             &mut err,
         ),
-        Command::Deliveries { command: Some(DeliveriesCommand::Retry { state, ids, all }), .. } => {
-            cli::retry_dead_letters(&state, (!all).then_some(ids.as_slice()), &mut out, &mut err)
+        Command::Deliveries { command: Some(DeliveriesCommand::Retry { state, config, ids, all }), .. } => {
+            cli::retry_dead_letters((state.as_deref(), config.as_deref()), (!all).then_some(ids.as_slice()), &mut out, &mut err)
         }
-        Command::Deliveries { command: None, state, failed, output } => {
-            cli::deliveries(state.as_deref(), failed, output, &mut out, &mut err)
+        Command::Deliveries { command: None, state, config, failed, output } => {
+            cli::deliveries((state.as_deref(), config.as_deref()), failed, output, &mut out, &mut err)
         }
         Command::BreakGlass { command } => {
             let (app, cluster, action) = match command {

@@ -1057,4 +1057,21 @@ fn postgres_restarted_under_load_loses_nothing_and_repeats_only_under_the_same_k
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let episodes: Vec<serde_json::Value> = serde_json::from_str(&text).unwrap();
     assert_eq!(episodes.len(), N, "one drift episode per Application: {text}");
+    // So are the delivered keys and the outbox.
+    let tool = |args: &[&str]| {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_driftwatch"))
+            .args(args)
+            .arg("--config")
+            .arg(dir.path().join("driftwatch.yaml"))
+            .args(["-o", "json"])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        serde_json::from_slice::<serde_json::Value>(&out.stdout).unwrap()
+    };
+    let keys = tool(&["state", "list"]);
+    let apps: std::collections::BTreeSet<&str> = keys.as_array().unwrap().iter().filter_map(|r| r["app"].as_str()).collect();
+    assert_eq!(apps.len(), N, "{keys}");
+    let queued = tool(&["deliveries"]);
+    assert_eq!(queued["pending"].as_array().map(Vec::len), Some(0), "{queued}");
 }

@@ -3,14 +3,19 @@
 
 use super::*;
 
-/// `driftwatch deliveries retry --state FILE (ID... | --all)`: dead letters back into
-/// the outbox. Exit 2 when an id names no dead letter, 1 when a service's outbox is full.
-pub fn retry_dead_letters(path: &Path, ids: Option<&[u64]>, out: &mut dyn Write, err: &mut dyn Write) -> anyhow::Result<i32> {
-    if !path.exists() {
-        writeln!(err, "error: {}: no such state file", path.display())?;
-        return Ok(BAD_INPUT);
-    }
-    let state = StateStore::open(path)?;
+/// `driftwatch deliveries retry (--state FILE | --config FILE) (ID... | --all)`: dead
+/// letters back into the outbox. Exit 2 when an id names no dead letter, 1 when a
+/// service's outbox is full.
+pub fn retry_dead_letters(
+    (path, config): (Option<&Path>, Option<&Path>),
+    ids: Option<&[u64]>,
+    out: &mut dyn Write,
+    err: &mut dyn Write,
+) -> anyhow::Result<i32> {
+    let state = match open_tool_store(path, config, err)? {
+        Ok(s) => s,
+        Err(code) => return Ok(code),
+    };
     let r = state.requeue_dead(ids, crate::state::to_millis(chrono::Utc::now()))?;
     for (id, service) in &r.queued {
         writeln!(out, "#{id}: queued again for {service}")?;
@@ -24,7 +29,12 @@ pub fn retry_dead_letters(path: &Path, ids: Option<&[u64]>, out: &mut dyn Write,
     for id in &r.missing {
         writeln!(err, "error: #{id}: no such dead letter")?;
     }
-    writeln!(out, "{} queued again; the next start of driftwatch on this state file delivers them", r.queued.len())?;
+    let when = match state.engine() {
+        // In PostgreSQL the running leader's workers take them at their next look.
+        "postgres" => "the leading driftwatch delivers them",
+        _ => "the next start of driftwatch on this state file delivers them",
+    };
+    writeln!(out, "{} queued again; {when}", r.queued.len())?;
     Ok(if !r.missing.is_empty() {
         BAD_INPUT
     } else if !r.full.is_empty() {
@@ -34,18 +44,19 @@ pub fn retry_dead_letters(path: &Path, ids: Option<&[u64]>, out: &mut dyn Write,
     })
 }
 
-/// `driftwatch deliveries --state FILE [--failed]`: undelivered notifications (the
-/// outbox), dead letters and quarantined entries.
-pub fn deliveries(path: Option<&Path>, failed_only: bool, format: Format, out: &mut dyn Write, err: &mut dyn Write) -> anyhow::Result<i32> {
-    let Some(path) = path else {
-        writeln!(err, "error: deliveries needs --state FILE")?;
-        return Ok(BAD_INPUT);
+/// `driftwatch deliveries (--state FILE | --config FILE) [--failed]`: undelivered
+/// notifications (the outbox), dead letters and quarantined entries.
+pub fn deliveries(
+    (path, config): (Option<&Path>, Option<&Path>),
+    failed_only: bool,
+    format: Format,
+    out: &mut dyn Write,
+    err: &mut dyn Write,
+) -> anyhow::Result<i32> {
+    let state = match open_tool_store(path, config, err)? {
+        Ok(s) => s,
+        Err(code) => return Ok(code),
     };
-    if !path.exists() {
-        writeln!(err, "error: {}: no such state file", path.display())?;
-        return Ok(BAD_INPUT);
-    }
-    let state = StateStore::open(path)?;
     let dead = state.dead_letters()?;
     let quarantined = state.quarantined()?;
     let pending = if failed_only { Vec::new() } else { state.outbox(None)? };

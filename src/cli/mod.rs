@@ -97,3 +97,46 @@ pub struct ClusterOptions<'a> {
     pub context: Option<&'a str>,
     pub config: Option<&'a Path>,
 }
+
+/// The store a command-line tool reads or changes: the state file `--state` names, or
+/// the one the configuration (`--config`) names — a file, or PostgreSQL
+/// (`state.postgres`), opened beside a running daemon without taking it over. `Err`
+/// carries the exit code after the error was written.
+pub(crate) fn open_tool_store(state: Option<&Path>, config: Option<&Path>, err: &mut dyn Write) -> anyhow::Result<Result<StateStore, i32>> {
+    let path = match (state, config) {
+        (Some(p), _) => p.to_path_buf(),
+        (None, Some(c)) => match config::load(Some(c)) {
+            Ok(rt) => match (&rt.state.postgres, &rt.state.path) {
+                (Some(pg), _) => {
+                    return match StateStore::open_postgres(pg, &crate::state::Role::Tool) {
+                        Ok(s) => Ok(Ok(s)),
+                        Err(e) => {
+                            writeln!(err, "error: {e}")?;
+                            Ok(Err(FAILED))
+                        }
+                    };
+                }
+                (None, Some(p)) => p.clone(),
+                (None, None) => {
+                    writeln!(err, "error: {} names no state (state.path or state.postgres); give --state FILE", c.display())?;
+                    return Ok(Err(BAD_INPUT));
+                }
+            },
+            Err(errors) => {
+                for e in &errors {
+                    writeln!(err, "error: {e}")?;
+                }
+                return Ok(Err(FAILED));
+            }
+        },
+        (None, None) => {
+            writeln!(err, "error: needs --state FILE or --config driftwatch.yaml")?;
+            return Ok(Err(BAD_INPUT));
+        }
+    };
+    if !path.exists() {
+        writeln!(err, "error: {}: no such state file", path.display())?;
+        return Ok(Err(BAD_INPUT));
+    }
+    Ok(Ok(StateStore::open(&path)?))
+}
