@@ -6,16 +6,7 @@ use super::*;
 /// `driftwatch deliveries retry (--state FILE | --config FILE) (ID... | --all)`: dead
 /// letters back into the outbox. Exit 2 when an id names no dead letter, 1 when a
 /// service's outbox is full.
-pub fn retry_dead_letters(
-    (path, config): (Option<&Path>, Option<&Path>),
-    ids: Option<&[u64]>,
-    out: &mut dyn Write,
-    err: &mut dyn Write,
-) -> anyhow::Result<i32> {
-    let state = match open_tool_store(path, config, err)? {
-        Ok(s) => s,
-        Err(code) => return Ok(code),
-    };
+pub fn retry_dead_letters(state: &StateStore, ids: Option<&[u64]>, out: &mut dyn Write, err: &mut dyn Write) -> anyhow::Result<i32> {
     let r = state.requeue_dead(ids, crate::state::to_millis(chrono::Utc::now()))?;
     for (id, service) in &r.queued {
         writeln!(out, "#{id}: queued again for {service}")?;
@@ -46,17 +37,7 @@ pub fn retry_dead_letters(
 
 /// `driftwatch deliveries (--state FILE | --config FILE) [--failed]`: undelivered
 /// notifications (the outbox), dead letters and quarantined entries.
-pub fn deliveries(
-    (path, config): (Option<&Path>, Option<&Path>),
-    failed_only: bool,
-    format: Format,
-    out: &mut dyn Write,
-    err: &mut dyn Write,
-) -> anyhow::Result<i32> {
-    let state = match open_tool_store(path, config, err)? {
-        Ok(s) => s,
-        Err(code) => return Ok(code),
-    };
+pub fn deliveries(state: &StateStore, failed_only: bool, format: Format, out: &mut dyn Write) -> anyhow::Result<i32> {
     let dead = state.dead_letters()?;
     let quarantined = state.quarantined()?;
     let pending = if failed_only { Vec::new() } else { state.outbox(None)? };

@@ -98,11 +98,23 @@ pub struct ClusterOptions<'a> {
     pub config: Option<&'a Path>,
 }
 
-/// The store a command-line tool reads or changes: the state file `--state` names, or
-/// the one the configuration (`--config`) names — a file, or PostgreSQL
-/// (`state.postgres`), opened beside a running daemon without taking it over. `Err`
-/// carries the exit code after the error was written.
-pub(crate) fn open_tool_store(state: Option<&Path>, config: Option<&Path>, err: &mut dyn Write) -> anyhow::Result<Result<StateStore, i32>> {
+/// Runs `command` on the store a command-line tool reads or changes: the state file
+/// `--state` names, or the one the configuration (`--config`) names — a file, or
+/// PostgreSQL (`state.postgres`), opened beside a running daemon without taking it
+/// over. A store that cannot be opened is an error written to `err` and its exit code.
+pub fn with_store(
+    (state, config): (Option<&Path>, Option<&Path>),
+    err: &mut dyn Write,
+    command: impl FnOnce(&StateStore, &mut dyn Write) -> anyhow::Result<i32>,
+) -> anyhow::Result<i32> {
+    match open_tool_store(state, config, err)? {
+        Ok(store) => command(&store, err),
+        Err(code) => Ok(code),
+    }
+}
+
+/// [`with_store`]'s opening; `Err` carries the exit code after the error was written.
+fn open_tool_store(state: Option<&Path>, config: Option<&Path>, err: &mut dyn Write) -> anyhow::Result<Result<StateStore, i32>> {
     let path = match (state, config) {
         (Some(p), _) => p.to_path_buf(),
         (None, Some(c)) => match config::load(Some(c)) {

@@ -4,17 +4,7 @@ use super::*;
 
 /// `driftwatch state list (--state FILE | --config FILE) [--app PREFIX]`: what the
 /// store says was delivered, per Application.
-pub fn state_list(
-    (path, config): (Option<&Path>, Option<&Path>),
-    app_prefix: Option<&str>,
-    format: Format,
-    out: &mut dyn Write,
-    err: &mut dyn Write,
-) -> anyhow::Result<i32> {
-    let state = match open_tool_store(path, config, err)? {
-        Ok(s) => s,
-        Err(code) => return Ok(code),
-    };
+pub fn state_list(state: &StateStore, app_prefix: Option<&str>, format: Format, out: &mut dyn Write) -> anyhow::Result<i32> {
     let mut rows = Vec::new();
     for app in state.apps()? {
         if app_prefix.is_some_and(|p| !app.starts_with(p)) {
