@@ -74,7 +74,9 @@ impl Core {
                 // The previous leader may still be closing it (a handover): stand
                 // aside only if it stays closed for a whole lease duration — at once
                 // when the volume cannot lock it (that does not pass).
-                self.lead_failed(matches!(e, crate::state::StateError::NoLocks { .. }));
+                // A store refused to this replica's Lease (another took it over with a
+                // newer one) does not pass either.
+                self.lead_failed(matches!(e, crate::state::StateError::NoLocks { .. } | crate::state::StateError::Fenced(_)));
                 return Err(LeadError::Store(e.to_string()));
             }
         };
