@@ -197,12 +197,14 @@ impl Server {
         format!("host={} port={} user=postgres dbname=postgres", self.socket_dir.display(), self.port)
     }
 
-    /// Options for a schema of its own.
+    /// Options for a schema of its own, with a pool of one connection: the store's
+    /// suite then proves that no operation holds two transactions at once (it would
+    /// wait for itself and fail).
     pub fn options(&self, schema: &str) -> PgOptions {
         PgOptions {
             url: crate::secret::Secret::new(self.url()),
             schema: schema.to_string(),
-            max_connections: 8,
+            max_connections: 1,
             connect_timeout: Duration::from_secs(10),
             ca_file: None,
         }
@@ -389,8 +391,8 @@ mod tests {
     #[test]
     fn a_failed_statement_never_poisons_the_pool() {
         let server = server().unwrap();
-        let mut opts = server.options(&fresh_schema());
-        opts.max_connections = 1;
+        let opts = server.options(&fresh_schema());
+        assert_eq!(opts.max_connections, 1);
         let pg = crate::state::pg::Pg::open(&opts, &Role::Tool).unwrap();
         let tx = pg.begin(true).unwrap();
         assert!(tx.query("SELECT 1/0", &[]).is_err());
