@@ -49,8 +49,9 @@
 //!
 //! `LIVE_BENCH_STATE=postgres` keeps the daemon's state in PostgreSQL instead of the
 //! redb file: a private server (`driftwatch::state::pgtest`) on a Unix socket, a fresh
-//! schema per daemon; with `DRIFTWATCH_PG_FSYNC=on` the server waits for the disk as a
-//! production server does.
+//! schema per daemon (`LIVE_BENCH_PG_SCHEMA=name`: one for all, so a daemon finds the
+//! state of the one before it); with `DRIFTWATCH_PG_FSYNC=on` the server waits for the
+//! disk as a production server does.
 //!
 //! Figures go to BENCHMARKS.md with the command, machine and date.
 
@@ -169,9 +170,11 @@ fn config(port: u16) -> String {
 /// With `LIVE_BENCH_STATE=postgres`, the state in PostgreSQL (a schema of its own).
 fn state_config() -> String {
     match std::env::var("LIVE_BENCH_STATE").as_deref() {
+        // LIVE_BENCH_PG_SCHEMA: one schema for every daemon (a second start finds the
+        // first one's state, as a standby taking over does).
         Ok("postgres") => format!(
             "secretsFile: secrets.yaml\nstate:\n  postgres:\n    url: $pg-url\n    schema: {}\n",
-            driftwatch::state::pgtest::fresh_schema()
+            std::env::var("LIVE_BENCH_PG_SCHEMA").unwrap_or_else(|_| driftwatch::state::pgtest::fresh_schema())
         ),
         _ => String::new(),
     }
@@ -488,6 +491,16 @@ fn ready() {
         d.rss_mb() * 1024.0 / apps as f64,
         d.metric("driftwatch_evaluations_total")
     );
+    if std::env::var_os("LIVE_BENCH_PG_SCHEMA").is_some() {
+        // As a standby taking over: the first daemon gone, a second on its state.
+        drop(d);
+        let (again, took) = Daemon::start(&api, rx.addr.port());
+        println!(
+            "ready: a second daemon on the first one's state in PostgreSQL: start -> /readyz {}, {} evaluations",
+            ms(took),
+            again.metric("driftwatch_evaluations_total")
+        );
+    }
 }
 
 /// A fake API server with `n` Applications OutOfSync on revisions `<prefix>-<i>`, and
