@@ -24,7 +24,7 @@ use super::pg;
 pub use super::kv_error::KvError;
 
 fn redb_err<E: std::fmt::Display>(e: E) -> KvError {
-    KvError(e.to_string())
+    KvError::new(e.to_string())
 }
 
 /// A key or value type of a table: what it is as owned data, and its bytes in
@@ -49,7 +49,7 @@ impl Field for &str {
         v.as_bytes().to_vec()
     }
     fn decode(b: &[u8]) -> Result<String, KvError> {
-        String::from_utf8(b.to_vec()).map_err(|e| KvError(format!("a stored text is not UTF-8: {e}")))
+        String::from_utf8(b.to_vec()).map_err(|e| KvError::new(format!("a stored text is not UTF-8: {e}")))
     }
 }
 
@@ -65,7 +65,7 @@ impl Field for u64 {
         v.to_be_bytes().to_vec()
     }
     fn decode(b: &[u8]) -> Result<u64, KvError> {
-        <[u8; 8]>::try_from(b).map(u64::from_be_bytes).map_err(|_| KvError(format!("a stored number has {} bytes, not 8", b.len())))
+        <[u8; 8]>::try_from(b).map(u64::from_be_bytes).map_err(|_| KvError::new(format!("a stored number has {} bytes, not 8", b.len())))
     }
 }
 
@@ -308,7 +308,7 @@ impl<'t, K: KeyField + 'static, V: Field + 'static> Table<'t, K, V> {
     }
 
     fn read_only() -> KvError {
-        KvError("a write to a table opened in a read transaction".into())
+        KvError::new("a write to a table opened in a read transaction")
     }
 
     /// Sets `key` to `value`; returns what it was.

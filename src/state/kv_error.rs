@@ -1,12 +1,28 @@
 //! The error of the store's engines (`kv.rs`, `pg.rs`): text, which the table modules
-//! map to `StateError::Storage`. A module of its own so that neither engine depends on
-//! the face for it.
+//! map to `StateError::Storage`, and whether it is a fencing refusal (another replica
+//! took the store over), which the store reports as `StateError::Fenced`. A module of
+//! its own so that neither engine depends on the face for it.
 
 #[derive(Debug)]
-pub struct KvError(pub String);
+pub struct KvError {
+    pub message: String,
+    /// A refusal for an older fencing epoch (nothing was written or sent).
+    pub fenced: bool,
+}
+
+impl KvError {
+    pub fn new(message: impl Into<String>) -> KvError {
+        KvError { message: message.into(), fenced: false }
+    }
+
+    /// A refusal for an older fencing epoch.
+    pub fn fenced(message: impl Into<String>) -> KvError {
+        KvError { message: message.into(), fenced: true }
+    }
+}
 
 impl std::fmt::Display for KvError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
+        f.write_str(&self.message)
     }
 }

@@ -128,6 +128,17 @@ impl StateError {
     }
 }
 
+impl StateError {
+    /// An error of PostgreSQL's engine outside a table operation: a fencing refusal
+    /// stays one.
+    fn of_postgres(e: kv::KvError) -> StateError {
+        match e.fenced {
+            true => StateError::Fenced(e.message),
+            false => StateError::Postgres(e.message),
+        }
+    }
+}
+
 pub(crate) fn storage<E: std::fmt::Display>(e: E) -> StateError {
     StateError::Storage(e.to_string())
 }
@@ -271,10 +282,7 @@ impl StateStore {
     /// Opens the store in PostgreSQL (replicas without a shared volume): connects,
     /// migrates the schema, and takes the fence as `role` says.
     pub fn open_postgres(opts: &PgOptions, role: &Role) -> Result<StateStore, StateError> {
-        let pg = pg::Pg::open(opts, role).map_err(|e| match e.0.starts_with("fenced") {
-            true => StateError::Fenced(e.0),
-            false => StateError::Postgres(e.0),
-        })?;
+        let pg = pg::Pg::open(opts, role).map_err(StateError::of_postgres)?;
         Self::init(Database::Pg(pg))
     }
 

@@ -309,7 +309,7 @@ impl StateStore {
         // On PostgreSQL a deposed leader takes no batch (it would send what the new
         // leader sends).
         if let Some(pg) = self.db().pg() {
-            pg.check_fence().map_err(|e| StateError::Fenced(e.0))?;
+            pg.check_fence().map_err(StateError::of_postgres)?;
         }
         let mut out = Vec::new();
         let mut bad = Vec::new();

@@ -124,8 +124,8 @@ fn pg_err(e: postgres::Error) -> KvError {
     // The server's message and detail, not the Debug dump (which holds no secret
     // either: the URL is never part of an error).
     match e.as_db_error() {
-        Some(db) => KvError(format!("PostgreSQL: {}{}", db.message(), db.detail().map(|d| format!(" ({d})")).unwrap_or_default())),
-        None => KvError(format!("PostgreSQL: {e}")),
+        Some(db) => KvError::new(format!("PostgreSQL: {}{}", db.message(), db.detail().map(|d| format!(" ({d})")).unwrap_or_default())),
+        None => KvError::new(format!("PostgreSQL: {e}")),
     }
 }
 
@@ -153,13 +153,13 @@ fn tls_config(ca_file: Option<&std::path::Path>) -> Result<rustls::ClientConfig,
     let mut roots = rustls::RootCertStore::empty();
     match ca_file {
         Some(path) => {
-            let pem = std::fs::read(path).map_err(|e| KvError(format!("state.postgres.caFile {}: {e}", path.display())))?;
+            let pem = std::fs::read(path).map_err(|e| KvError::new(format!("state.postgres.caFile {}: {e}", path.display())))?;
             for cert in rustls_pemfile::certs(&mut pem.as_slice()) {
-                let cert = cert.map_err(|e| KvError(format!("state.postgres.caFile {}: {e}", path.display())))?;
-                roots.add(cert).map_err(|e| KvError(format!("state.postgres.caFile {}: {e}", path.display())))?;
+                let cert = cert.map_err(|e| KvError::new(format!("state.postgres.caFile {}: {e}", path.display())))?;
+                roots.add(cert).map_err(|e| KvError::new(format!("state.postgres.caFile {}: {e}", path.display())))?;
             }
             if roots.is_empty() {
-                return Err(KvError(format!("state.postgres.caFile {} holds no certificate", path.display())));
+                return Err(KvError::new(format!("state.postgres.caFile {} holds no certificate", path.display())));
             }
         }
         None => roots.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned()),
@@ -167,7 +167,7 @@ fn tls_config(ca_file: Option<&std::path::Path>) -> Result<rustls::ClientConfig,
     let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
     Ok(rustls::ClientConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()
-        .map_err(|e| KvError(format!("TLS: {e}")))?
+        .map_err(|e| KvError::new(format!("TLS: {e}")))?
         .with_root_certificates(roots)
         .with_no_client_auth())
 }
@@ -181,16 +181,16 @@ impl Pg {
             .expose()
             .parse()
             // The parser's message does not repeat the URL (it holds the password).
-            .map_err(|e| KvError(format!("state.postgres.url is not a PostgreSQL URL: {e}")))?;
+            .map_err(|e| KvError::new(format!("state.postgres.url is not a PostgreSQL URL: {e}")))?;
         if cfg.get_hosts().is_empty() {
-            return Err(KvError("state.postgres.url names no host".into()));
+            return Err(KvError::new("state.postgres.url names no host"));
         }
         // TLS, verified, for anything but this machine: `prefer` (the default) would
         // carry on in the clear when the server offers no TLS.
         match cfg.get_ssl_mode() {
             postgres::config::SslMode::Disable if !local_only(&cfg) => {
-                return Err(KvError(
-                    "state.postgres.url has sslmode=disable for a server that is not on this machine: the state (and the fencing) would cross the network unencrypted and unauthenticated".into(),
+                return Err(KvError::new(
+                    "state.postgres.url has sslmode=disable for a server that is not on this machine: the state (and the fencing) would cross the network unencrypted and unauthenticated",
                 ));
             }
             postgres::config::SslMode::Prefer if !local_only(&cfg) => {
@@ -211,7 +211,7 @@ impl Pg {
             .test_on_check_out(false)
             .error_handler(Box::new(r2d2::LoggingErrorHandler))
             .build(PostgresConnectionManager::new(cfg, tls))
-            .map_err(|e| KvError(format!("cannot connect to PostgreSQL: {e}")))?;
+            .map_err(|e| KvError::new(format!("cannot connect to PostgreSQL: {e}")))?;
         let mut pg = Pg {
             pool: Some(pool),
             schema: opts.schema.clone(),
@@ -227,11 +227,11 @@ impl Pg {
     }
 
     fn conn(&self) -> Result<Conn, KvError> {
-        let pool = self.pool.as_ref().ok_or_else(|| KvError("the store is closed".into()))?;
+        let pool = self.pool.as_ref().ok_or_else(|| KvError::new("the store is closed"))?;
         let now = std::time::Instant::now();
         let down = *self.down_until.lock().unwrap_or_else(|p| p.into_inner());
         if down.is_some_and(|until| now < until) {
-            return Err(KvError("PostgreSQL is unreachable (a connection just failed); retrying".into()));
+            return Err(KvError::new("PostgreSQL is unreachable (a connection just failed); retrying"));
         }
         pool.get_timeout(CHECKOUT_WAIT.min(pool.connection_timeout())).map_err(|e| {
             // Every connection busy is load, not an outage; fewer than the bound open
@@ -239,7 +239,7 @@ impl Pg {
             if pool.state().connections < pool.max_size() {
                 *self.down_until.lock().unwrap_or_else(|p| p.into_inner()) = std::time::Instant::now().checked_add(DOWN_FOR);
             }
-            KvError(format!("no PostgreSQL connection: {e}"))
+            KvError::new(format!("no PostgreSQL connection: {e}"))
         })
     }
 
@@ -255,11 +255,11 @@ impl Pg {
              CREATE TABLE IF NOT EXISTS {schema}.schema_version (version integer NOT NULL, applied_at timestamptz NOT NULL DEFAULT now());",
             literal(&format!("driftwatch-migrate:{}", self.schema))
         ))
-        .map_err(|e| KvError(format!("preparing schema {}: {}", self.schema, pg_err(e))))?;
+        .map_err(|e| KvError::new(format!("preparing schema {}: {}", self.schema, pg_err(e))))?;
         let row = tx.query_one("SELECT coalesce(max(version), 0) FROM schema_version", &[]).map_err(pg_err)?;
         let at: i32 = row.try_get(0).map_err(pg_err)?;
         if at > SCHEMA_VERSION {
-            return Err(KvError(format!(
+            return Err(KvError::new(format!(
                 "the state schema {} in PostgreSQL is at version {at}, written by a newer driftwatch; this one knows up to version {SCHEMA_VERSION}: run the newer version",
                 self.schema
             )));
@@ -267,7 +267,7 @@ impl Pg {
         for (i, sql) in MIGRATIONS.iter().enumerate().skip(usize::try_from(at).unwrap_or(0)) {
             let version = i32::try_from(i + 1).unwrap_or(i32::MAX);
             tx.batch_execute(sql).map_err(|e| {
-                KvError(format!(
+                KvError::new(format!(
                     "migrating the state schema {} to version {version} failed, and changed nothing: {}",
                     self.schema,
                     pg_err(e)
@@ -301,7 +301,7 @@ impl Pg {
             None => {
                 let now = c.query_one("SELECT holder, lease_transitions FROM fence WHERE name = 'state'", &[]).map_err(pg_err)?;
                 let (by, at): (String, Option<i64>) = (now.try_get(0).map_err(pg_err)?, now.try_get(1).map_err(pg_err)?);
-                Err(KvError(format!(
+                Err(KvError::fenced(format!(
                     "fenced: the state store was taken over by {by} at Lease transition {}, after this replica's Lease (transition {}): not taking it back",
                     at.unwrap_or_default(),
                     lt.unwrap_or_default()
@@ -336,7 +336,7 @@ impl Pg {
             return Ok(());
         }
         self.fenced.store(true, std::sync::atomic::Ordering::Relaxed);
-        Err(KvError(format!(
+        Err(KvError::fenced(format!(
             "fenced: another replica took the state store over (epoch {now}, this one holds {mine}); nothing written or sent"
         )))
     }
@@ -357,7 +357,7 @@ impl Pg {
             _ => None,
         });
         match (self.epoch, held) {
-            (_, None) => Err(KvError("the fence row of the state schema is missing".into())),
+            (_, None) => Err(KvError::new("the fence row of the state schema is missing")),
             (Some(mine), Some(now)) => self.refuse_unless(mine, now).map(|()| tx),
             (None, Some(_)) => Ok(tx),
         }
@@ -450,18 +450,18 @@ fn bytea_literal(bytes: &[u8]) -> String {
 
 /// The bytes of PostgreSQL's hex text of a bytea (`\x0a1b...`).
 fn from_hex(text: &str) -> Result<Vec<u8>, KvError> {
-    let digits = text.strip_prefix("\\x").ok_or_else(|| KvError("a bytea without its \\x prefix".into()))?;
+    let digits = text.strip_prefix("\\x").ok_or_else(|| KvError::new("a bytea without its \\x prefix"))?;
     let nibble = |c: u8| match c {
         b'0'..=b'9' => Ok(c - b'0'),
         b'a'..=b'f' => Ok(c - b'a' + 10),
-        _ => Err(KvError("a bytea with a character that is not hex".into())),
+        _ => Err(KvError::new("a bytea with a character that is not hex")),
     };
     digits
         .as_bytes()
         .chunks(2)
         .map(|p| match p {
             [h, l] => Ok(nibble(*h)? << 4 | nibble(*l)?),
-            _ => Err(KvError("a bytea of odd length".into())),
+            _ => Err(KvError::new("a bytea of odd length")),
         })
         .collect()
 }
@@ -524,7 +524,7 @@ impl Tx {
 
     pub(super) fn query(&self, sql: &str, params: &Params<'_>) -> Result<Vec<postgres::Row>, KvError> {
         let mut slot = self.conn.borrow_mut();
-        let Some(c) = slot.as_mut() else { return Err(KvError("the transaction has ended".into())) };
+        let Some(c) = slot.as_mut() else { return Err(KvError::new("the transaction has ended")) };
         if !self.begun.get() {
             c.batch_execute(READ_BEGIN).map_err(pg_err)?;
             self.begun.set(true);
@@ -539,7 +539,7 @@ impl Tx {
     /// marks the transaction failed.
     fn simple(&self, sql: &str) -> Result<Vec<postgres::SimpleQueryMessage>, KvError> {
         let mut slot = self.conn.borrow_mut();
-        let Some(c) = slot.as_mut() else { return Err(KvError("the transaction has ended".into())) };
+        let Some(c) = slot.as_mut() else { return Err(KvError::new("the transaction has ended")) };
         c.simple_query(sql).map_err(|e| {
             self.failed.set(true);
             pg_err(e)
@@ -557,7 +557,7 @@ impl Tx {
     /// Writes the counters and commits, in one round trip.
     pub fn commit(self) -> Result<(), KvError> {
         if self.failed.get() {
-            return Err(KvError("a statement of the transaction failed; it was rolled back".into()));
+            return Err(KvError::new("a statement of the transaction failed; it was rolled back"));
         }
         let mut sql = String::new();
         let counts = self.counts.borrow();
@@ -573,7 +573,7 @@ impl Tx {
         }
         sql.push_str("COMMIT");
         drop(counts);
-        let Some(mut c) = self.conn.borrow_mut().take() else { return Err(KvError("the transaction has ended".into())) };
+        let Some(mut c) = self.conn.borrow_mut().take() else { return Err(KvError::new("the transaction has ended")) };
         c.batch_execute(&sql).map_err(|e| {
             // A statement before the COMMIT failed: the transaction is aborted and
             // still open. It must not go back to the pool so (a broken connection is
@@ -625,7 +625,7 @@ impl<'t> Table<'t> {
 
     pub fn insert(&self, k: Vec<u8>, v: Vec<u8>) -> Result<Option<Vec<u8>>, KvError> {
         if k.len() > MAX_KEY_BYTES {
-            return Err(KvError(format!(
+            return Err(KvError::new(format!(
                 "a key of {} bytes in table {} (PostgreSQL's index takes up to {MAX_KEY_BYTES})",
                 k.len(),
                 self.name

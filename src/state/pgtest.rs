@@ -410,7 +410,7 @@ mod tests {
         tx.table("t").insert(b"k2".to_vec(), b"v".to_vec()).unwrap();
         tx.count("t", i64::MAX);
         let e = tx.commit().expect_err("bigint out of range");
-        assert!(e.0.contains("out of range"), "{e}");
+        assert!(e.message.contains("out of range") && !e.fenced, "{e}");
         let tx = pg.begin(true).unwrap();
         assert_eq!(tx.table("t").get(b"k2").unwrap(), None, "the failed commit wrote nothing");
         assert_eq!(tx.table("t").get(b"k").unwrap(), Some(b"v".to_vec()));
