@@ -101,15 +101,15 @@ impl GroupReads for NoGroups {
 
 /// The tables [`StateView::app_state`] reads by the Application's key.
 const APP_KEYED: [&str; 9] = [
-    "notified",
-    "holds",
-    "latest_episode",
-    "latest_operation",
-    "latest_break_glass",
-    "break_glass",
-    "app_notes",
-    "pending",
-    "group_membership",
+    super::NOTIFIED.name(),
+    super::holds::HOLDS.name(),
+    super::history::LATEST.name(),
+    super::operations::OPERATIONS.latest.name(),
+    super::break_glass::EXCEPTIONS.latest.name(),
+    super::break_glass::EXCEPTIONS.records.name(),
+    super::NOTES.name(),
+    super::outbox::PENDING.name(),
+    super::outbox::groups::MEMBERSHIP.name(),
 ];
 
 impl StateView {

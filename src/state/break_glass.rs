@@ -15,7 +15,7 @@ use crate::drift::break_glass::{Record, State};
 /// At most this many exceptions are kept per Application (the oldest go first).
 pub const MAX_EXCEPTIONS_PER_APP: usize = 20;
 
-const EXCEPTIONS: Timed = Timed {
+pub(super) const EXCEPTIONS: Timed = Timed {
     records: TableDefinition::new("break_glass"),
     by_time: TableDefinition::new("break_glass_by_time"),
     latest: TableDefinition::new("latest_break_glass"),

@@ -26,7 +26,7 @@ use crate::drift::episode::{Episode, Sent};
 use crate::model::Notification;
 
 const EPISODES: TableDefinition<&str, &str> = TableDefinition::new("episodes");
-const LATEST: TableDefinition<&str, &str> = TableDefinition::new("latest_episode");
+pub(super) const LATEST: TableDefinition<&str, &str> = TableDefinition::new("latest_episode");
 /// `"<resolved at, unix ms, 15 digits>\u{0}<episode key>"` -> nothing.
 const RESOLVED: TableDefinition<&str, ()> = TableDefinition::new("episodes_by_resolved");
 /// A history query looks at most this many stored episodes, newest first.

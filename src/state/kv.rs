@@ -102,6 +102,10 @@ impl<K: KeyField + 'static, V: Field + 'static> TableDefinition<K, V> {
     pub const fn new(name: &'static str) -> Self {
         TableDefinition { name, redb: redb::TableDefinition::new(name) }
     }
+
+    pub const fn name(&self) -> &'static str {
+        self.name
+    }
 }
 
 /// A value read: owned, read through [`Got::value`] as redb's guard is.

@@ -14,7 +14,7 @@ use crate::drift::operation::OperationRecord;
 /// At most this many operations are kept per Application (the oldest go first).
 pub const MAX_OPERATIONS_PER_APP: usize = 100;
 
-const OPERATIONS: Timed = Timed {
+pub(super) const OPERATIONS: Timed = Timed {
     records: TableDefinition::new("operations"),
     by_time: TableDefinition::new("operations_by_time"),
     latest: TableDefinition::new("latest_operation"),

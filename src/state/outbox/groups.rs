@@ -36,7 +36,7 @@ const WAITING: TableDefinition<&str, &str> = TableDefinition::new("group_waiting
 /// `"<app key>\u{0}<trigger>\u{0}<service>\u{0}<recipient>"` -> group key: the group an
 /// Application is in for one (trigger, destination), so that it leaves that group (and
 /// no other) when it resolves, moves to another group (a new revision), or is deleted.
-const MEMBERSHIP: TableDefinition<&str, &str> = TableDefinition::new("group_membership");
+pub(in crate::state) const MEMBERSHIP: TableDefinition<&str, &str> = TableDefinition::new("group_membership");
 
 /// Members a group's row names (and its message lists); the rest are counted.
 pub const MAX_LISTED: usize = 25;
