@@ -373,7 +373,9 @@ fn main() -> ExitCode {
             cli::template_notify(&name, &app_file, &recipients, config.as_deref(), output, send, &mut out, &mut err)
         }
         Command::State { command: StateCommand::List { state, config, app, output } } => {
-            cli::with_store((state.as_deref(), config.as_deref()), &mut err, |s, _| cli::state_list(s, app.as_deref(), output, &mut out))
+            cli::with_store((state.as_deref(), config.as_deref()), None, &mut err, |s, _| {
+                cli::state_list(s, app.as_deref(), output, &mut out)
+            })
         }
         Command::Run { replay: Some(path), config, state, jsonl, deliver, .. } => {
             let deliver = deliver.map(std::time::Duration::from_secs);
@@ -391,12 +393,12 @@ fn main() -> ExitCode {
             &mut err,
         ),
         Command::Deliveries { command: Some(DeliveriesCommand::Retry { state, config, ids, all }), .. } => {
-            cli::with_store((state.as_deref(), config.as_deref()), &mut err, |s, err| {
+            cli::with_store((state.as_deref(), config.as_deref()), None, &mut err, |s, err| {
                 cli::retry_dead_letters(s, (!all).then_some(ids.as_slice()), &mut out, err)
             })
         }
         Command::Deliveries { command: None, state, config, failed, output } => {
-            cli::with_store((state.as_deref(), config.as_deref()), &mut err, |s, _| cli::deliveries(s, failed, output, &mut out))
+            cli::with_store((state.as_deref(), config.as_deref()), None, &mut err, |s, _| cli::deliveries(s, failed, output, &mut out))
         }
         Command::BreakGlass { command } => {
             let (app, cluster, action) = match command {

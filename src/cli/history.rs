@@ -8,7 +8,7 @@ use std::path::Path;
 use chrono::{DateTime, Utc};
 use serde_json::Value;
 
-use super::{BAD_INPUT, FAILED, OK};
+use super::OK;
 use crate::drift::episode::Episode;
 use crate::drift::story::Step;
 use crate::duration::human_duration;
@@ -23,9 +23,9 @@ pub enum HistoryFormat {
 }
 
 /// `driftwatch history --state FILE [--app A] [--since 24h] [--class C] [-o table|json|csv]`.
-/// `driftwatch history` as the command line gives it: `--since` parsed, and the state
-/// file found from `--state`, else the configuration's `state.path`, else
-/// `driftwatch-state.redb`.
+/// `driftwatch history` as the command line gives it: `--since` parsed, and the store
+/// found from `--state`, else the configuration's (`state.path` or `state.postgres`),
+/// else `driftwatch-state.redb`.
 pub fn history_command(
     state: Option<&Path>,
     config: Option<&Path>,
@@ -41,58 +41,11 @@ pub fn history_command(
             return Ok(super::BAD_INPUT);
         }
     };
-    let path = match state {
-        Some(p) => p.to_path_buf(),
-        None => match config.map(|c| crate::config::load(Some(c))) {
-            Some(Ok(rt)) => match rt.state.postgres.clone() {
-                // The state in PostgreSQL: read it there, beside a running daemon (a
-                // tool takes no fencing epoch, so the daemon goes on writing).
-                Some(opts) => {
-                    (query.since, query.until) = (since, until);
-                    let store = match StateStore::open_postgres(&opts, &crate::state::Role::Tool) {
-                        Ok(s) => s,
-                        Err(e) => {
-                            writeln!(err, "error: {e}")?;
-                            return Ok(FAILED);
-                        }
-                    };
-                    return report(&store, &query, (format, stats, timeline), &mut std::io::stdout());
-                }
-                None => rt.state.path.clone().unwrap_or_else(|| std::path::PathBuf::from("driftwatch-state.redb")),
-            },
-            Some(Err(errors)) => {
-                for e in &errors {
-                    writeln!(err, "error: {e}")?;
-                }
-                return Ok(super::FAILED);
-            }
-            None => std::path::PathBuf::from("driftwatch-state.redb"),
-        },
-    };
     (query.since, query.until) = (since, until);
-    history(&path, &query, (format, stats, timeline), &mut std::io::stdout(), err)
-}
-
-pub fn history(
-    path: &Path,
-    query: &HistoryQuery,
-    (format, stats, timeline): (HistoryFormat, bool, bool),
-    out: &mut dyn Write,
-    err: &mut dyn Write,
-) -> anyhow::Result<i32> {
-    if !path.exists() {
-        writeln!(err, "error: {}: no such state file", path.display())?;
-        return Ok(BAD_INPUT);
-    }
-    let state = match StateStore::open(path) {
-        Ok(s) => s,
-        Err(e) => {
-            writeln!(err, "error: {e}")?;
-            writeln!(err, "(a running driftwatch holds the file; its /history endpoint answers the same query)")?;
-            return Ok(FAILED);
-        }
-    };
-    report(&state, query, (format, stats, timeline), out)
+    let default = Path::new("driftwatch-state.redb");
+    super::with_store((state, config), Some(default), err, |store, _| {
+        report(store, &query, (format, stats, timeline), &mut std::io::stdout())
+    })
 }
 
 /// The history `query` asks for, from an open store.

@@ -101,22 +101,29 @@ pub struct ClusterOptions<'a> {
 /// Runs `command` on the store a command-line tool reads or changes: the state file
 /// `--state` names, or the one the configuration (`--config`) names — a file, or
 /// PostgreSQL (`state.postgres`), opened beside a running daemon without taking it
-/// over. A store that cannot be opened is an error written to `err` and its exit code.
+/// over — else `default` (`history`'s `driftwatch-state.redb`). A store that cannot be
+/// opened is an error written to `err` and its exit code.
 pub fn with_store(
     (state, config): (Option<&Path>, Option<&Path>),
+    default: Option<&Path>,
     err: &mut dyn Write,
     command: impl FnOnce(&StateStore, &mut dyn Write) -> anyhow::Result<i32>,
 ) -> anyhow::Result<i32> {
-    match open_tool_store(state, config, err)? {
+    match open_tool_store(state, config, default, err)? {
         Ok(store) => command(&store, err),
         Err(code) => Ok(code),
     }
 }
 
 /// [`with_store`]'s opening; `Err` carries the exit code after the error was written.
-fn open_tool_store(state: Option<&Path>, config: Option<&Path>, err: &mut dyn Write) -> anyhow::Result<Result<StateStore, i32>> {
-    let path = match (state, config) {
-        (Some(p), _) => p.to_path_buf(),
+fn open_tool_store(
+    state: Option<&Path>,
+    config: Option<&Path>,
+    default: Option<&Path>,
+    err: &mut dyn Write,
+) -> anyhow::Result<Result<StateStore, i32>> {
+    let named = match (state, config) {
+        (Some(p), _) => Some(p.to_path_buf()),
         (None, Some(c)) => match config::load(Some(c)) {
             Ok(rt) => match (&rt.state.postgres, &rt.state.path) {
                 (Some(pg), _) => {
@@ -128,11 +135,7 @@ fn open_tool_store(state: Option<&Path>, config: Option<&Path>, err: &mut dyn Wr
                         }
                     };
                 }
-                (None, Some(p)) => p.clone(),
-                (None, None) => {
-                    writeln!(err, "error: {} names no state (state.path or state.postgres); give --state FILE", c.display())?;
-                    return Ok(Err(BAD_INPUT));
-                }
+                (None, path) => path.clone(),
             },
             Err(errors) => {
                 for e in &errors {
@@ -141,14 +144,25 @@ fn open_tool_store(state: Option<&Path>, config: Option<&Path>, err: &mut dyn Wr
                 return Ok(Err(FAILED));
             }
         },
-        (None, None) => {
-            writeln!(err, "error: needs --state FILE or --config driftwatch.yaml")?;
-            return Ok(Err(BAD_INPUT));
-        }
+        (None, None) => None,
+    };
+    let Some(path) = named.or_else(|| default.map(Path::to_path_buf)) else {
+        writeln!(err, "error: needs --state FILE, or --config naming the state (state.path or state.postgres)")?;
+        return Ok(Err(BAD_INPUT));
     };
     if !path.exists() {
         writeln!(err, "error: {}: no such state file", path.display())?;
         return Ok(Err(BAD_INPUT));
     }
-    Ok(Ok(StateStore::open(&path)?))
+    match StateStore::open(&path) {
+        Ok(s) => Ok(Ok(s)),
+        Err(e) => {
+            let held = matches!(e, crate::state::StateError::Locked { .. });
+            writeln!(err, "error: {e}")?;
+            if held {
+                writeln!(err, "(a running driftwatch holds the file; its operations endpoints, /history and /ui, answer meanwhile)")?;
+            }
+            Ok(Err(FAILED))
+        }
+    }
 }
