@@ -118,14 +118,6 @@ impl<V: Field + 'static> Got<V> {
     }
 }
 
-/// When a write transaction is durable.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Durability {
-    /// Not waited for: made durable by the next durable commit.
-    None,
-    Immediate,
-}
-
 /// The database: one engine.
 pub enum Database {
     Redb(redb::Database),
@@ -168,16 +160,13 @@ impl WriteTransaction {
         }
     }
 
-    pub fn set_durability(&mut self, d: Durability) -> Result<(), KvError> {
+    /// Commits without waiting for the disk: made durable by the next durable commit
+    /// (redb's `Durability::None`; PostgreSQL's `synchronous_commit = off`).
+    pub fn defer_durability(&mut self) -> Result<(), KvError> {
         match self {
-            WriteTransaction::Redb(tx) => tx
-                .set_durability(match d {
-                    Durability::None => redb::Durability::None,
-                    Durability::Immediate => redb::Durability::Immediate,
-                })
-                .map_err(redb_err),
+            WriteTransaction::Redb(tx) => tx.set_durability(redb::Durability::None).map_err(redb_err),
             WriteTransaction::Pg(tx) => {
-                tx.set_durable(d == Durability::Immediate);
+                tx.defer_durability();
                 Ok(())
             }
         }

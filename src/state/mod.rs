@@ -49,7 +49,7 @@ use outbox::{from_json, to_json};
 use std::path::Path;
 
 use chrono::{DateTime, Utc};
-use kv::{Database, Durability, Field, Table, TableDefinition, WriteTransaction};
+use kv::{Database, Field, Table, TableDefinition, WriteTransaction};
 pub use pg::{PgOptions, Role};
 
 /// `"<app key>\u{0}<dedup key>"` -> unix milliseconds of the delivery.
@@ -370,7 +370,7 @@ impl StateStore {
         }
         let mut tx = self.db.begin_write().map_err(storage)?;
         if self.deferred.load(std::sync::atomic::Ordering::Relaxed) {
-            tx.set_durability(Durability::None).map_err(storage)?;
+            tx.defer_durability().map_err(storage)?;
         }
         if let Some((ep, retention)) = pass.episode {
             Self::save_episode_in(&tx, ep, retention, from_millis(pass.at_ms))?;

@@ -315,11 +315,6 @@ impl Pg {
         self.fenced.load(std::sync::atomic::Ordering::Relaxed)
     }
 
-    /// The epoch this daemon writes with.
-    pub fn epoch(&self) -> Option<i64> {
-        self.epoch
-    }
-
     /// Refuses (and remembers) when another daemon took the store over since this one
     /// did: checked before a delivery worker takes a batch, so a deposed leader starts
     /// no send after the takeover committed. One read, no lock.
@@ -361,11 +356,6 @@ impl Pg {
             (Some(mine), Some(now)) => self.refuse_unless(mine, now).map(|()| tx),
             (None, Some(_)) => Ok(tx),
         }
-    }
-
-    /// The schema's name (tests, diagnostics).
-    pub fn schema(&self) -> &str {
-        &self.schema
     }
 }
 
@@ -518,8 +508,9 @@ impl Tx {
         Ok(())
     }
 
-    pub fn set_durable(&self, on: bool) {
-        self.durable.set(on);
+    /// Commits with `synchronous_commit = off`.
+    pub fn defer_durability(&self) {
+        self.durable.set(false);
     }
 
     pub(super) fn query(&self, sql: &str, params: &Params<'_>) -> Result<Vec<postgres::Row>, KvError> {

@@ -30,7 +30,7 @@ static SERVER: OnceLock<Result<Server, String>> = OnceLock::new();
 
 /// The installed PostgreSQL's programs: the newest `/usr/lib/postgresql/<v>/bin`, or
 /// `PG_BIN`.
-pub fn bin_dir() -> Result<PathBuf, String> {
+fn bin_dir() -> Result<PathBuf, String> {
     if let Some(dir) = std::env::var_os("PG_BIN") {
         return Ok(PathBuf::from(dir));
     }
