@@ -160,7 +160,7 @@ fn open_tool_store(
             let held = matches!(e, crate::state::StateError::Locked { .. });
             writeln!(err, "error: {e}")?;
             if held {
-                writeln!(err, "(a running driftwatch holds the file; its operations endpoints, /history and /ui, answer meanwhile)")?;
+                writeln!(err, "(a running driftwatch holds the file; its /history endpoint and web view (/ui) answer meanwhile)")?;
             }
             Ok(Err(FAILED))
         }
