@@ -57,6 +57,7 @@ pub mod replay;
 pub mod route;
 pub mod secret;
 pub mod serve;
+pub mod shard;
 pub mod source;
 pub mod state;
 pub mod template;

@@ -111,6 +111,9 @@ enum Command {
         state: Option<PathBuf>,
         #[arg(long, short)]
         config: Option<PathBuf>,
+        /// With a sharded configuration (sharding.shards): the shard whose state to read.
+        #[arg(long, requires = "config")]
+        shard: Option<u32>,
         /// Only this Application (`name` or `namespace/name`).
         #[arg(long)]
         app: Option<String>,
@@ -186,6 +189,9 @@ enum Command {
         /// driftwatch.yaml: the state it names (a file, or PostgreSQL).
         #[arg(long, conflicts_with = "state")]
         config: Option<PathBuf>,
+        /// With a sharded configuration (sharding.shards): the shard whose state to read.
+        #[arg(long, requires = "config")]
+        shard: Option<u32>,
         /// Only what finally failed.
         #[arg(long)]
         failed: bool,
@@ -263,6 +269,9 @@ enum DeliveriesCommand {
         /// driftwatch.yaml: the state it names (a file, or PostgreSQL).
         #[arg(long, conflicts_with = "state")]
         config: Option<PathBuf>,
+        /// With a sharded configuration (sharding.shards): the shard whose state to read.
+        #[arg(long, requires = "config")]
+        shard: Option<u32>,
         /// Dead letter ids (as `deliveries --failed` lists them).
         #[arg(required_unless_present = "all", conflicts_with = "all")]
         ids: Vec<u64>,
@@ -320,6 +329,9 @@ enum StateCommand {
         /// driftwatch.yaml: the state it names (a file, or PostgreSQL).
         #[arg(long, conflicts_with = "state")]
         config: Option<PathBuf>,
+        /// With a sharded configuration (sharding.shards): the shard whose state to read.
+        #[arg(long, requires = "config")]
+        shard: Option<u32>,
         /// Only Applications whose key (`namespace/name@uid`) starts with this.
         #[arg(long)]
         app: Option<String>,
@@ -372,8 +384,8 @@ fn main() -> ExitCode {
         Command::Template { command: TemplateCommand::Notify { name, app_file, recipients, config, output, send } } => {
             cli::template_notify(&name, &app_file, &recipients, config.as_deref(), output, send, &mut out, &mut err)
         }
-        Command::State { command: StateCommand::List { state, config, app, output } } => {
-            cli::with_store((state.as_deref(), config.as_deref()), None, &mut err, |s, _| {
+        Command::State { command: StateCommand::List { state, config, shard, app, output } } => {
+            cli::with_store((state.as_deref(), config.as_deref(), shard), None, &mut err, |s, _| {
                 cli::state_list(s, app.as_deref(), output, &mut out)
             })
         }
@@ -384,21 +396,24 @@ fn main() -> ExitCode {
         Command::Routes { command: RoutesCommand::Test { app, live, audit, project, config, output } } => {
             cli::routes_test(&app, (&live, &audit), project.as_deref(), config.as_deref(), output, &mut out, &mut err)
         }
-        Command::History { state, config, app, since, until, class, limit, stats, timeline, output } => cli::history::history_command(
-            state.as_deref(),
-            config.as_deref(),
-            driftwatch::state::HistoryQuery { app, class, limit, ..Default::default() },
-            (since, until),
-            (output, stats, timeline),
-            &mut err,
-        ),
-        Command::Deliveries { command: Some(DeliveriesCommand::Retry { state, config, ids, all }), .. } => {
-            cli::with_store((state.as_deref(), config.as_deref()), None, &mut err, |s, err| {
+        Command::History { state, config, shard, app, since, until, class, limit, stats, timeline, output } => {
+            cli::history::history_command(
+                (state.as_deref(), config.as_deref(), shard),
+                driftwatch::state::HistoryQuery { app, class, limit, ..Default::default() },
+                (since, until),
+                (output, stats, timeline),
+                &mut err,
+            )
+        }
+        Command::Deliveries { command: Some(DeliveriesCommand::Retry { state, config, shard, ids, all }), .. } => {
+            cli::with_store((state.as_deref(), config.as_deref(), shard), None, &mut err, |s, err| {
                 cli::retry_dead_letters(s, (!all).then_some(ids.as_slice()), &mut out, err)
             })
         }
-        Command::Deliveries { command: None, state, config, failed, output } => {
-            cli::with_store((state.as_deref(), config.as_deref()), None, &mut err, |s, _| cli::deliveries(s, failed, output, &mut out))
+        Command::Deliveries { command: None, state, config, shard, failed, output } => {
+            cli::with_store((state.as_deref(), config.as_deref(), shard), None, &mut err, |s, _| {
+                cli::deliveries(s, failed, output, &mut out)
+            })
         }
         Command::BreakGlass { command } => {
             let (app, cluster, action) = match command {

@@ -219,7 +219,10 @@ pub struct Metrics {
     pub watch_restarts: Family,
     pub evaluation_latency: Histogram,
     pub delivery_latency: Histogram,
+    /// 1 while this replica sends; with sharding, how many shards it holds.
     pub leader: Gauge,
+    /// Applications this replica keeps (with sharding, those of the shards it holds).
+    pub applications: Gauge,
     pub reload_ok: Gauge,
     pub ready: Gauge,
     /// Drift episode transitions, by `event` (opened, escalated, resolved).
@@ -315,6 +318,7 @@ impl Metrics {
             evaluation_latency: Histogram::new(),
             delivery_latency: Histogram::new(),
             leader: Gauge::default(),
+            applications: Gauge::default(),
             reload_ok: Gauge::default(),
             ready: Gauge::default(),
             episodes: Family::new("event"),
@@ -415,7 +419,12 @@ impl Metrics {
         );
         r.register("driftwatch_evaluation_duration_seconds", "Time to evaluate one Application", m.evaluation_latency.0.clone());
         r.register("driftwatch_delivery_duration_seconds", "Time of one delivery attempt", m.delivery_latency.0.clone());
-        r.register("driftwatch_leader", "1 when this replica sends notifications", m.leader.clone());
+        r.register("driftwatch_leader", "1 when this replica sends notifications; with sharding, the shards it holds", m.leader.clone());
+        r.register(
+            "driftwatch_applications",
+            "Applications this replica keeps: with sharding, those of the shards it holds",
+            m.applications.clone(),
+        );
         r.register("driftwatch_config_last_reload_successful", "1 when the last configuration (re)load succeeded", m.reload_ok.clone());
         r.register("driftwatch_ready", "1 once the initial lists are done and the configuration is loaded", m.ready.clone());
         m
@@ -529,6 +538,7 @@ impl Metrics {
             ("driftwatch_evaluation_duration_seconds", "histogram", &[]),
             ("driftwatch_delivery_duration_seconds", "histogram", &[]),
             ("driftwatch_leader", "gauge", &[]),
+            ("driftwatch_applications", "gauge", &[]),
             ("driftwatch_config_last_reload_successful", "gauge", &[]),
             ("driftwatch_ready", "gauge", &[]),
         ]

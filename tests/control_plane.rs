@@ -1193,4 +1193,166 @@ mod on_a_real_api_server {
             }
         }
     }
+
+    /// The holder of the Lease `name` in `ns` (empty when free or absent).
+    fn lease_holder(admin: &kube::Client, ns: &str, name: &str) -> String {
+        let lease = block_on(cp::get(
+            admin,
+            &json!({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": {"name": name, "namespace": ns}}),
+        ));
+        lease.and_then(|l| l["spec"]["holderIdentity"].as_str().map(String::from)).unwrap_or_default()
+    }
+
+    /// Three replicas with `sharding.shards: 4` on one PostgreSQL and a real
+    /// kube-apiserver, and 40 Applications, each deploying to a cluster of its own.
+    /// The shards' Leases end up spread with a bounded load (at most two a replica);
+    /// each replica keeps only the Applications of its shards' clusters (its
+    /// `driftwatch_applications` is exactly their number, by the same hash); each
+    /// Application's drift is told once. Then the replica holding two shards is killed:
+    /// another takes both over once their Leases expire, lists their Applications and
+    /// tells their next drift, once each.
+    #[test]
+    fn four_shards_over_forty_clusters_split_between_replicas_and_move_when_one_is_killed() {
+        use crate::common::receiver::{Mode, Scripted};
+        const SHARDS: u32 = 4;
+        const CLUSTERS: usize = 40;
+        let api = &cp::shared().api;
+        let pg = driftwatch::state::pgtest::server().expect("a private PostgreSQL");
+        let schema = driftwatch::state::pgtest::fresh_schema();
+        let hook = Scripted::start(Mode::Up);
+        let dirs: Vec<tempfile::TempDir> = (0..3).map(|_| tempfile::tempdir().unwrap()).collect();
+        for dir in &dirs {
+            let cfg = format!(
+                "{}secretsFile: secrets.yaml\nstate:\n  postgres:\n    url: $pg-url\n    schema: {schema}\n    maxConnections: 2\n\
+                 sharding:\n  shards: {SHARDS}\n",
+                watch_config(hook.port)
+            );
+            std::fs::write(dir.path().join("driftwatch.yaml"), cfg).unwrap();
+            std::fs::write(dir.path().join("secrets.yaml"), format!("pg-url: {:?}\n", pg.url())).unwrap();
+            api.kubeconfig(&dir.path().join("kubeconfig"), ADMIN);
+        }
+        let admin = block_on(async {
+            api.namespaces(&["shard-apps", "shard-lease"]).await;
+            api.client(ADMIN).await
+        });
+        let cluster = |c: usize| format!("https://cluster-{c}.example:6443");
+        let shard_of = |c: usize| driftwatch::shard::of_cluster(&cluster(c), SHARDS);
+        for s in 0..SHARDS {
+            assert!((0..CLUSTERS).any(|c| shard_of(c) == s), "every shard has clusters");
+        }
+        let app = |c: usize, rev: &str| {
+            let mut v = drifted("shard-apps", &format!("on-cluster-{c}"), "OutOfSync", rev);
+            v["spec"]["destination"] = json!({"server": cluster(c), "namespace": "default"});
+            v
+        };
+        let told = |name: &str| hook.requests().iter().filter(|(_, b)| b.contains(&format!(r#""app": "{name}""#))).count();
+        let ha = elected("shard-apps", "shard-lease");
+        let mut ds: Vec<Option<Daemon>> = dirs.iter().map(|d| Some(Daemon::start_with(d.path(), &ha))).collect();
+        // Which replica holds each shard, by the pid in the Lease's holder identity.
+        let holders = |ds: &[Option<Daemon>]| -> Vec<Option<usize>> {
+            (0..SHARDS)
+                .map(|s| {
+                    let holder = lease_holder(&admin, "shard-lease", &format!("driftwatch-shard-{s}"));
+                    ds.iter().position(|d| d.as_ref().is_some_and(|d| holder.ends_with(&format!("-{}", d.child.id()))))
+                })
+                .collect()
+        };
+        let held_by = |ds: &[Option<Daemon>], i: usize| ds[i].as_ref().and_then(|d| d.metric("driftwatch_leader")).unwrap_or(-1.0);
+        // Settled: every shard held by a live replica, none holding more than its bound,
+        // and each replica's own count agreeing with the Leases.
+        let settled = |ds: &[Option<Daemon>], bound: usize| {
+            let h = holders(ds);
+            h.iter().all(Option::is_some)
+                && (0..ds.len()).all(|i| {
+                    let n = h.iter().filter(|x| **x == Some(i)).count();
+                    n <= bound && (ds[i].is_none() || held_by(ds, i) == n as f64)
+                })
+        };
+        wait_for("the shards spread, two at most a replica", Duration::from_secs(60), || settled(&ds, 2));
+        for c in 0..CLUSTERS {
+            block_on(put_app(&admin, app(c, REV1)));
+        }
+        wait_for("every Application's drift told", Duration::from_secs(60), || {
+            (0..CLUSTERS).all(|c| told(&format!("on-cluster-{c}")) >= 1)
+        });
+        // Each replica keeps exactly the Applications of the clusters its shards own.
+        let kept_as_hashed = |ds: &[Option<Daemon>]| {
+            let h = holders(ds);
+            (0..ds.len()).filter(|i| ds[*i].is_some()).all(|i| {
+                let mine = (0..CLUSTERS).filter(|c| h[shard_of(*c) as usize] == Some(i)).count();
+                ds[i].as_ref().and_then(|d| d.metric("driftwatch_applications")) == Some(mine as f64)
+            })
+        };
+        wait_for("each replica keeps its shards' Applications only", Duration::from_secs(30), || kept_as_hashed(&ds));
+        let h = holders(&ds);
+        let spread: Vec<usize> = (0..3).map(|i| h.iter().filter(|x| **x == Some(i)).count()).collect();
+        assert_eq!(spread.iter().sum::<usize>(), SHARDS as usize, "{spread:?}");
+        for c in 0..CLUSTERS {
+            assert_eq!(told(&format!("on-cluster-{c}")), 1, "on-cluster-{c} told once");
+        }
+
+        // The replica with two shards is killed: its Leases expire and the others take
+        // both shards over (the bound is two with two replicas left).
+        let victim = spread.iter().position(|n| *n == 2).expect("a replica with two shards");
+        let moved: Vec<u32> = (0..SHARDS).filter(|s| h[*s as usize] == Some(victim)).collect();
+        let mut d = ds[victim].take().unwrap();
+        d.child.kill().unwrap();
+        let killed = std::time::Instant::now();
+        d.child.wait().unwrap();
+        wait_for("its shards taken over", Duration::from_secs(30), || {
+            let h = holders(&ds);
+            moved.iter().all(|s| h[*s as usize].is_some_and(|i| i != victim))
+        });
+        eprintln!("shards {moved:?} of a killed replica held again {:?} after the kill (lease 3 s)", killed.elapsed());
+        wait_for("settled again", Duration::from_secs(30), || settled(&ds, 2));
+        // Their Applications drift again (a new revision): told once each, by the new holder.
+        let on_moved: Vec<usize> = (0..CLUSTERS).filter(|c| moved.contains(&shard_of(*c))).collect();
+        for c in &on_moved {
+            block_on(put_app(&admin, app(*c, REV2)));
+        }
+        wait_for("the moved shards' drifts told", Duration::from_secs(60), || {
+            on_moved.iter().all(|c| told(&format!("on-cluster-{c}")) >= 2)
+        });
+        wait_for("each replica keeps its shards' Applications only, after the move", Duration::from_secs(30), || kept_as_hashed(&ds));
+        for c in 0..CLUSTERS {
+            let expected = if on_moved.contains(&c) { 2 } else { 1 };
+            assert_eq!(told(&format!("on-cluster-{c}")), expected, "on-cluster-{c}");
+        }
+        // Each shard's state is a schema of its own, taken over with its own epoch.
+        let mut sql = postgres::Client::connect(&pg.url(), postgres::NoTls).unwrap();
+        for s in 0..SHARDS {
+            let epoch: i64 = sql.query_one(&format!("SELECT epoch FROM {schema}_shard_{s}.fence"), &[]).unwrap().get(0);
+            let least = if moved.contains(&s) { 2 } else { 1 };
+            assert!(epoch >= least, "shard {s}: epoch {epoch}");
+        }
+        // The tools read one shard's state, named by --shard: its clusters' episodes.
+        let tool = |args: &[&str]| {
+            std::process::Command::new(env!("CARGO_BIN_EXE_driftwatch"))
+                .args(args)
+                .arg("--config")
+                .arg(dirs[0].path().join("driftwatch.yaml"))
+                .output()
+                .unwrap()
+        };
+        for s in 0..SHARDS {
+            let out = tool(&["history", "-o", "json", "--shard", &s.to_string()]);
+            assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+            let episodes: Value = serde_json::from_slice(&out.stdout).unwrap();
+            let mut apps: Vec<String> = episodes.as_array().unwrap().iter().filter_map(|e| e["name"].as_str().map(String::from)).collect();
+            apps.sort();
+            apps.dedup();
+            let mut expected: Vec<String> = (0..CLUSTERS).filter(|c| shard_of(*c) == s).map(|c| format!("on-cluster-{c}")).collect();
+            expected.sort();
+            assert_eq!(apps, expected, "shard {s}");
+        }
+        let out = tool(&["state", "list"]);
+        assert!(!out.status.success() && String::from_utf8_lossy(&out.stderr).contains("give --shard 0 to 3"), "{out:?}");
+        for (i, d) in ds.into_iter().enumerate() {
+            if let Some(d) = d {
+                let log = d.log.clone();
+                let status = d.stop();
+                assert!(status.success(), "replica {i}: {status}\n{}", std::fs::read_to_string(log).unwrap_or_default());
+            }
+        }
+    }
 }

@@ -172,7 +172,7 @@ fn the_service_account_holds_what_the_daemon_needs() {
                 assert!(rules.iter().any(|r| r.allows("argoproj.io", resource, verb, None)), "{install:?}: {verb} {resource}");
             }
         }
-        for verb in ["get", "create", "update"] {
+        for verb in ["get", "list", "create", "update", "delete"] {
             assert!(rules.iter().any(|r| r.allows("coordination.k8s.io", "leases", verb, Some("argocd"))), "{install:?}: {verb} leases");
         }
         assert!(!rules.iter().any(|r| r.allows("coordination.k8s.io", "leases", "update", Some("kube-system"))), "{install:?}");
@@ -186,7 +186,7 @@ fn the_service_account_holds_what_the_daemon_needs() {
             assert!(rules.iter().any(|r| r.allows("argoproj.io", resource, verb, None)), "{verb} {resource} in all namespaces");
         }
     }
-    for verb in ["get", "create", "update"] {
+    for verb in ["get", "list", "create", "update", "delete"] {
         assert!(rules.iter().any(|r| r.allows("coordination.k8s.io", "leases", verb, Some("argocd"))), "{verb} leases in argocd");
     }
     assert!(!rules.iter().any(|r| r.allows("coordination.k8s.io", "leases", "update", Some("kube-system"))), "the Lease only in argocd");

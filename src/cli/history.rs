@@ -27,8 +27,7 @@ pub enum HistoryFormat {
 /// found from `--state`, else the configuration's (`state.path` or `state.postgres`),
 /// else `driftwatch-state.redb`.
 pub fn history_command(
-    state: Option<&Path>,
-    config: Option<&Path>,
+    (state, config, shard): (Option<&Path>, Option<&Path>, Option<u32>),
     mut query: HistoryQuery,
     (since, until): (Option<String>, Option<String>),
     (format, stats, timeline): (HistoryFormat, bool, bool),
@@ -43,7 +42,7 @@ pub fn history_command(
     };
     (query.since, query.until) = (since, until);
     let default = Path::new("driftwatch-state.redb");
-    super::with_store((state, config), Some(default), err, |store, _| {
+    super::with_store((state, config, shard), Some(default), err, |store, _| {
         report(store, &query, (format, stats, timeline), &mut std::io::stdout())
     })
 }

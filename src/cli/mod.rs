@@ -101,15 +101,16 @@ pub struct ClusterOptions<'a> {
 /// Runs `command` on the store a command-line tool reads or changes: the state file
 /// `--state` names, or the one the configuration (`--config`) names — a file, or
 /// PostgreSQL (`state.postgres`), opened beside a running daemon without taking it
-/// over — else `default` (`history`'s `driftwatch-state.redb`). A store that cannot be
-/// opened is an error written to `err` and its exit code.
+/// over; with sharding, the schema of the shard `--shard` names — else `default`
+/// (`history`'s `driftwatch-state.redb`). A store that cannot be opened is an error
+/// written to `err` and its exit code.
 pub fn with_store(
-    (state, config): (Option<&Path>, Option<&Path>),
+    (state, config, shard): (Option<&Path>, Option<&Path>, Option<u32>),
     default: Option<&Path>,
     err: &mut dyn Write,
     command: impl FnOnce(&StateStore, &mut dyn Write) -> anyhow::Result<i32>,
 ) -> anyhow::Result<i32> {
-    match open_tool_store(state, config, default, err)? {
+    match open_tool_store(state, (config, shard), default, err)? {
         Ok(store) => command(&store, err),
         Err(code) => Ok(code),
     }
@@ -118,7 +119,7 @@ pub fn with_store(
 /// [`with_store`]'s opening; `Err` carries the exit code after the error was written.
 fn open_tool_store(
     state: Option<&Path>,
-    config: Option<&Path>,
+    (config, shard): (Option<&Path>, Option<u32>),
     default: Option<&Path>,
     err: &mut dyn Write,
 ) -> anyhow::Result<Result<StateStore, i32>> {
@@ -127,7 +128,24 @@ fn open_tool_store(
         (None, Some(c)) => match config::load(Some(c)) {
             Ok(rt) => match (&rt.state.postgres, &rt.state.path) {
                 (Some(pg), _) => {
-                    return match StateStore::open_postgres(pg, &crate::state::Role::Tool) {
+                    let pg = match (rt.shards, shard) {
+                        (1, None) => pg.clone(),
+                        (n, Some(s)) if n > 1 && s < n => pg.for_shard(s),
+                        (1, Some(s)) => {
+                            writeln!(err, "error: --shard {s}: the configuration has no shards (sharding.shards)")?;
+                            return Ok(Err(BAD_INPUT));
+                        }
+                        (n, s) => {
+                            let given = s.map_or_else(|| "no --shard".to_string(), |s| format!("--shard {s}"));
+                            writeln!(
+                                err,
+                                "error: {given}: the state is in {n} shards (sharding.shards), each in a schema of its own: give --shard 0 to {}",
+                                n - 1
+                            )?;
+                            return Ok(Err(BAD_INPUT));
+                        }
+                    };
+                    return match StateStore::open_postgres(&pg, &crate::state::Role::Tool) {
                         Ok(s) => Ok(Ok(s)),
                         Err(e) => {
                             writeln!(err, "error: {e}")?;

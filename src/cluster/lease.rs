@@ -9,6 +9,28 @@ use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, PostParams};
 use serde_json::{Value, json};
 use tokio::sync::watch;
 
+/// What one shard's election does at its next round (`shards::Load::decide`).
+#[derive(Debug, PartialEq, Eq, Clone, Copy)]
+pub enum Decision {
+    /// Try to acquire the Lease (not held here, and this replica is under its bound).
+    Take,
+    /// Renew it.
+    Keep,
+    /// Give it up: this replica holds more than its bound, and this is one of its
+    /// highest shards.
+    Release,
+    /// Leave it: this replica is at its bound, or does not know yet how many replicas
+    /// there are.
+    Skip,
+}
+
+/// Decides, for an election that is one shard of several, whether its Lease is taken,
+/// kept or given up, and hears whether it is held.
+pub trait Gate: Send + Sync + 'static {
+    fn decide(&self, holding: bool) -> Decision;
+    fn held(&self, holding: bool);
+}
+
 #[derive(Debug, Clone)]
 pub struct LeaseConfig {
     pub name: String,
@@ -18,7 +40,7 @@ pub struct LeaseConfig {
     pub duration: Duration,
 }
 
-fn resource() -> ApiResource {
+pub(super) fn resource() -> ApiResource {
     ApiResource::from_gvk(&GroupVersionKind::gvk("coordination.k8s.io", "v1", "Lease"))
 }
 
@@ -129,12 +151,24 @@ impl StandAside {
 /// stops leading two thirds of the duration after the *start* of its last successful
 /// round — by a timer, even while a round hangs — and no standby can take over before.
 pub fn spawn(client: kube::Client, cfg: LeaseConfig) -> (watch::Receiver<bool>, StandAside) {
+    spawn_gated(client, cfg, None)
+}
+
+/// [`spawn`], for one shard of several when `gate` is given: the replica's load decides
+/// whether this Lease is taken, kept or given up ([`super::shards::Load::decide`]).
+pub(super) fn spawn_gated(client: kube::Client, cfg: LeaseConfig, gate: Option<Box<dyn Gate>>) -> (watch::Receiver<bool>, StandAside) {
     let (tx, rx) = watch::channel(false);
     let (aside_tx, mut aside) = watch::channel(None::<tokio::time::Instant>);
     let transitions = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
     let handle = StandAside { aside: std::sync::Arc::new(aside_tx), transitions: transitions.clone(), identity: cfg.identity.clone() };
     let api: Api<DynamicObject> = Api::namespaced_with(client, &cfg.namespace, &resource());
+    let me = handle.clone();
     tokio::spawn(async move {
+        let held = |holding: bool| {
+            if let Some(g) = &gate {
+                g.held(holding);
+            }
+        };
         let period = (cfg.duration / 3).max(Duration::from_millis(100));
         let step_down_after = cfg.duration * 2 / 3;
         // When the last round that renewed the lease started.
@@ -150,6 +184,7 @@ pub fn spawn(client: kube::Client, cfg: LeaseConfig) -> (watch::Receiver<bool>, 
                     }
                 }
                 renewed_at = None;
+                held(false);
                 if tx.send(false).is_err() {
                     return;
                 }
@@ -159,6 +194,26 @@ pub fn spawn(client: kube::Client, cfg: LeaseConfig) -> (watch::Receiver<bool>, 
                     _ = aside.changed() => {}
                 }
                 continue;
+            }
+            if let Some(g) = &gate {
+                let holding = *tx.borrow();
+                match g.decide(holding) {
+                    Decision::Release => {
+                        tracing::info!(lease = %cfg.name, "more shards than this replica's share: giving this one up");
+                        // For one lease duration, so that another replica takes it.
+                        me.until(started + cfg.duration);
+                        continue;
+                    }
+                    Decision::Skip => {
+                        renewed_at = None;
+                        tokio::select! {
+                            _ = tokio::time::sleep(period) => {}
+                            _ = aside.changed() => {}
+                        }
+                        continue;
+                    }
+                    Decision::Take | Decision::Keep => {}
+                }
             }
             // The client retries 429/503 with backoff on its own; a round that does not
             // finish within the period counts as failed.
@@ -182,8 +237,9 @@ pub fn spawn(client: kube::Client, cfg: LeaseConfig) -> (watch::Receiver<bool>, 
                 renewed_at = None;
             }
             if *tx.borrow() != leading {
-                tracing::info!(identity = %cfg.identity, leading, "leadership changed");
+                tracing::info!(identity = %cfg.identity, lease = %cfg.name, leading, "leadership changed");
             }
+            held(leading);
             if tx.send(leading).is_err() {
                 return;
             }

@@ -9,4 +9,5 @@ pub mod break_glass;
 pub mod client;
 pub mod lease;
 pub mod live;
+pub mod shards;
 pub mod watch;

@@ -60,6 +60,8 @@ pub struct Runtime {
     pub services: BTreeMap<String, Service>,
     pub router: Router,
     pub state: StateSettings,
+    /// `sharding.shards`: 1 without sharding.
+    pub shards: u32,
     pub secrets: Secrets,
     /// Scrubs the value of every secret the configuration holds or references (from the
     /// secrets file or the environment) from anything printed or sent for preview.
@@ -358,6 +360,7 @@ pub fn load_with(config: Option<&Path>, engine: Arc<TriggerEngine>) -> Result<Ru
     let argocd = cfg.argocd.as_ref().and_then(|a| clusters::argocd(a, ctx.base, ctx.file, &mut sink, ctx.errors));
     let diff = clusters::diff(&cfg.diff, ctx.file, ctx.errors);
     let state = sections::state(&cfg.state, &mut ctx, &mut sink);
+    let shards = sections::sharding(cfg.sharding.as_ref(), &state, &audit, &mut ctx);
     let audit = AuditSettings { mask: diff.mask.clone(), ..audit };
     // Every secret `run` refuses to start without (services, operations, audit, clusters,
     // Argo CD), reported by `check` in the same words.
@@ -401,6 +404,7 @@ pub fn load_with(config: Option<&Path>, engine: Arc<TriggerEngine>) -> Result<Ru
                 limits,
             },
             state,
+            shards,
             secrets,
             redactor,
             warnings,

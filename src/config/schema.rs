@@ -61,6 +61,15 @@ pub struct PostgresDef {
     pub ca_file: Option<String>,
 }
 
+/// `sharding:`: Applications split between replicas by their destination cluster.
+#[derive(Debug, Clone, Deserialize, Default)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct ShardingDef {
+    /// How many shards (1 to 256); each is held through a Lease of its own and keeps
+    /// its state in a PostgreSQL schema of its own. 1 when absent: no sharding.
+    pub shards: Option<At<usize>>,
+}
+
 /// `history:`: how much drift history the state store keeps.
 #[derive(Debug, Clone, Deserialize, Default)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
@@ -218,6 +227,7 @@ pub struct ConfigFile {
     /// `defaultTriggers.<service>`: the default triggers for one service.
     pub default_triggers_by_service: BTreeMap<String, At<Vec<String>>>,
     pub state: StateDef,
+    pub sharding: Option<At<ShardingDef>>,
     /// A secrets file or mounted Secret directory; relative to the config file.
     pub secrets_file: Option<String>,
     /// Extra (group, kind) -> class rules on top of the defaults.
@@ -246,6 +256,7 @@ const CONFIG_KEYS: &[&str] = &[
     "defaultTriggers",
     "defaultTriggers.<service>",
     "state",
+    "sharding",
     "secretsFile",
     "resourceClasses",
     "routes",
@@ -287,6 +298,7 @@ impl<'de> Deserialize<'de> for ConfigFile {
                         "subscriptions" => c.subscriptions = m.next_value()?,
                         "defaultTriggers" => c.default_triggers = m.next_value()?,
                         "state" => c.state = m.next_value()?,
+                        "sharding" => c.sharding = m.next_value()?,
                         "secretsFile" => c.secrets_file = m.next_value()?,
                         "resourceClasses" => c.resource_classes = m.next_value()?,
                         "routes" => c.routes = m.next_value()?,

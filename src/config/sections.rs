@@ -220,6 +220,42 @@ pub(super) fn state(def: &StateDef, ctx: &mut Ctx<'_>, sink: &mut clusters::Secr
     }
 }
 
+/// `sharding:`: how many shards (1 without). More than one needs the state in
+/// PostgreSQL (each shard's state is a schema of its own there) and no audit input (the
+/// API server posts its audit batches to one replica, which would hold only its own
+/// shards' Applications and drop the others' attempts).
+pub(super) fn sharding(def: Option<&At<ShardingDef>>, state: &StateSettings, audit: &AuditSettings, ctx: &mut Ctx<'_>) -> u32 {
+    let Some(def) = def else { return 1 };
+    let Some(shards) = def.value.shards.as_ref().and_then(|v| ctx.in_range("sharding.shards", v, 1, crate::shard::MAX_SHARDS as usize))
+    else {
+        return 1;
+    };
+    let pos = ctx.file.pos(&def.referenced);
+    match &state.postgres {
+        None if shards > 1 => ctx.errors.push(ConfigError::new(
+            pos.clone(),
+            "sharding.shards",
+            "needs the state in PostgreSQL (state.postgres): each shard keeps its state in a schema of its own",
+        )),
+        // PostgreSQL cuts longer names to 63 bytes: two shards would share a schema.
+        Some(pg) if shards > 1 && pg.for_shard(crate::shard::MAX_SHARDS - 1).schema.len() > 63 => ctx.errors.push(ConfigError::new(
+            pos.clone(),
+            "sharding.shards",
+            format!("state.postgres.schema {:?} is too long for shards: at most 53 bytes, so that <schema>_shard_<n> fits", pg.schema),
+        )),
+        _ => {}
+    }
+    if shards > 1 && audit.enabled() {
+        ctx.errors.push(ConfigError::new(
+            pos,
+            "sharding.shards",
+            "and audit: both set: the API server posts audit batches to one replica, which holds only its own shards' Applications; \
+             run the audit input without sharding",
+        ));
+    }
+    u32::try_from(shards).unwrap_or(1)
+}
+
 /// Whether `s` is a PostgreSQL identifier driftwatch accepts for its schema: lower
 /// case letters, digits and `_`, not starting with a digit, at most 63 bytes.
 fn schema_name(s: &str) -> bool {

@@ -470,3 +470,35 @@ fn state_in_postgres_is_validated_at_load() {
     assert_eq!(rt.redactor.redact("postgres://dw:pw@db.internal/state"), "***");
     assert!(!format!("{pg:?}").contains("pw@"), "{pg:?}");
 }
+
+#[test]
+fn shards_are_refused_without_postgresql_with_the_audit_input_or_out_of_range() {
+    let f = Fixture::new();
+    f.file("driftwatch.yaml", "sharding:\n  shards: 4\n");
+    let e = f.errors();
+    assert!(e.iter().any(|e| e.contains("D/driftwatch.yaml:2:3") && e.contains("needs the state in PostgreSQL")), "{e:?}");
+    f.file("driftwatch.yaml", "secretsFile: secrets.yaml\nstate:\n  postgres:\n    url: $pg\nsharding:\n  shards: 257\n")
+        .file("secrets.yaml", "pg: postgres://dw:pw@db.internal/state\naudit-token: abcdefghijklmnopqrstuvwxyz0123456789\n");
+    let e = f.errors();
+    assert!(e.iter().any(|e| e.contains("D/driftwatch.yaml:6:11") && e.contains("sharding.shards")), "{e:?}");
+    f.file(
+        "driftwatch.yaml",
+        "secretsFile: secrets.yaml\nstate:\n  postgres:\n    url: $pg\nsharding:\n  shards: 4\naudit:\n  listen: 127.0.0.1:0\n  token: $audit-token\n",
+    );
+    let e = f.errors();
+    assert!(e.iter().any(|e| e.contains("sharding.shards") && e.contains("audit")), "{e:?}");
+    let long = "s".repeat(60);
+    f.file(
+        "driftwatch.yaml",
+        &format!("secretsFile: secrets.yaml\nstate:\n  postgres:\n    url: $pg\n    schema: {long}\nsharding:\n  shards: 2\n"),
+    );
+    let e = f.errors();
+    assert!(e.iter().any(|e| e.contains("too long for shards")), "{e:?}");
+    f.file("driftwatch.yaml", "secretsFile: secrets.yaml\nstate:\n  postgres:\n    url: $pg\nsharding:\n  shards: 4\n");
+    let rt = f.load().unwrap();
+    assert_eq!(rt.shards, 4);
+    let pg = rt.state.postgres.as_ref().unwrap();
+    assert_eq!(pg.for_shard(3).schema, "driftwatch_shard_3");
+    f.file("driftwatch.yaml", "secretsFile: secrets.yaml\nstate:\n  postgres:\n    url: $pg\n");
+    assert_eq!(f.load().unwrap().shards, 1);
+}

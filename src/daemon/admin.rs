@@ -6,6 +6,7 @@
 //! `operations.token` configured, everything but the first three needs
 //! `Authorization: Bearer <token>` (401 otherwise, before anything is read).
 
+use std::collections::BTreeMap;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -21,12 +22,13 @@ use crate::metrics::METRICS;
 mod ui;
 use crate::state::StateStore;
 
-/// What the operations endpoints read, shared with the evaluation thread: the state
-/// store (none while not leading) and the token the protected endpoints require (the
+/// What the operations endpoints read, shared with the evaluation threads: the state
+/// stores of the shards this replica holds (one without sharding; none while not
+/// leading) and the token the protected endpoints require (the
 /// running configuration's, swapped by a reload).
 #[derive(Default)]
 pub struct Shared {
-    pub store: std::sync::RwLock<Option<Arc<StateStore>>>,
+    pub stores: std::sync::RwLock<std::collections::BTreeMap<u32, Arc<StateStore>>>,
     pub token: std::sync::RwLock<Option<crate::secret::Secret>>,
     /// `context.argocdUrl`, for the web view's links to Argo CD.
     pub argocd_url: std::sync::RwLock<String>,
@@ -83,8 +85,13 @@ impl Drop for Query<'_> {
 pub type SharedState = Arc<Shared>;
 
 impl Shared {
-    pub fn set_store(&self, store: Option<Arc<StateStore>>) {
-        *self.store.write().unwrap_or_else(|p| p.into_inner()) = store;
+    /// The store of `shard` (0 without sharding) while this replica holds it.
+    pub fn set_store(&self, shard: u32, store: Option<Arc<StateStore>>) {
+        let mut stores = self.stores.write().unwrap_or_else(|p| p.into_inner());
+        match store {
+            Some(s) => stores.insert(shard, s),
+            None => stores.remove(&shard),
+        };
     }
 
     pub fn set_token(&self, token: Option<crate::secret::Secret>) {
@@ -131,8 +138,22 @@ fn text(status: StatusCode, body: String, content_type: &'static str) -> Respons
     (status, [(header::CONTENT_TYPE, content_type)], body).into_response()
 }
 
-pub(super) fn store(shared: &SharedState) -> Option<Arc<StateStore>> {
-    shared.store.read().map(|s| s.clone()).unwrap_or(None)
+/// The stores this replica holds (one without sharding), none while it does not lead.
+pub(super) fn stores(shared: &SharedState) -> Option<Vec<Arc<StateStore>>> {
+    let stores: Vec<Arc<StateStore>> = shared.stores.read().map(|s| s.values().cloned().collect()).unwrap_or_default();
+    (!stores.is_empty()).then_some(stores)
+}
+
+/// `read` of every store in `stores`, one after another, on the blocking pool: what
+/// each shard holds, in shard order.
+pub(super) async fn each_store<T: Send + 'static>(
+    stores: Vec<Arc<StateStore>>,
+    read: impl Fn(&StateStore) -> Result<T, crate::state::StateError> + Send + 'static,
+) -> Result<Vec<T>, String> {
+    tokio::task::spawn_blocking(move || stores.iter().map(|s| read(s)).collect::<Result<Vec<T>, _>>())
+        .await
+        .map_err(|e| e.to_string())?
+        .map_err(|e| e.to_string())
 }
 
 /// Refuses a request to a protected endpoint without the configured token, before
@@ -181,18 +202,28 @@ async fn metrics(State(shared): State<SharedState>) -> Response {
     // Queue depth comes from the outbox's per-service counters at scrape time (kept in
     // the transactions that change the outbox): the truth, not a scan. Read on the
     // blocking pool, as every state store access outside the evaluation thread is.
-    if let Some(s) = store(&shared)
-        && let Ok(Ok((depths, oldest, dead, open))) = tokio::task::spawn_blocking(move || {
-            Ok::<_, crate::state::StateError>((
-                s.queue_depths()?,
-                s.oldest_enqueued_ms()?,
-                s.dead_letter_count()?,
-                s.open_episodes_by_class()?,
-            ))
-        })
-        .await
+    // With shards, the sum of the shards this replica holds.
+    if let Some(stores) = stores(&shared)
+        && let Ok(per_shard) =
+            each_store(stores, |s| Ok((s.queue_depths()?, s.oldest_enqueued_ms()?, s.dead_letter_count()?, s.open_episodes_by_class()?)))
+                .await
     {
-        METRICS.set_queue_depths(&depths.into_iter().collect());
+        let (mut depths, mut oldest, mut dead, mut open) =
+            (BTreeMap::<String, u64>::new(), None::<u64>, 0u64, BTreeMap::<String, u64>::new());
+        for (d, o, n, classes) in per_shard {
+            for (service, depth) in d {
+                *depths.entry(service).or_default() += depth;
+            }
+            oldest = match (oldest, o) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            };
+            dead = dead.saturating_add(n);
+            for (class, count) in classes {
+                *open.entry(class).or_default() += count;
+            }
+        }
+        METRICS.set_queue_depths(&depths);
         let now = u64::try_from(chrono::Utc::now().timestamp_millis()).unwrap_or(0);
         METRICS.queue_oldest.set(oldest.map_or(0, |at| i64::try_from(now.saturating_sub(at) / 1000).unwrap_or(i64::MAX)));
         METRICS.dead_letters.set(i64::try_from(dead).unwrap_or(i64::MAX));
@@ -203,17 +234,21 @@ async fn metrics(State(shared): State<SharedState>) -> Response {
 
 async fn history(State(shared): State<SharedState>, RawQuery(query): RawQuery) -> Response {
     // The newest `limit` episodes (1000 unless asked, at most 10000).
-    let Some(s) = store(&shared) else {
+    let Some(stores) = stores(&shared) else {
         return text(StatusCode::SERVICE_UNAVAILABLE, "not leading: the leader holds the history\n".into(), "text/plain");
     };
     let q = match history_query(query.as_deref().unwrap_or_default()) {
         Ok(q) => q,
         Err(e) => return text(StatusCode::BAD_REQUEST, format!("{e}\n"), "text/plain"),
     };
-    match tokio::task::spawn_blocking(move || s.episodes(&q)).await {
+    let limit = q.limit.unwrap_or(DEFAULT_HISTORY_LIMIT);
+    match each_store(stores, move |s| s.episodes(&q)).await {
         Err(e) => text(StatusCode::INTERNAL_SERVER_ERROR, format!("{e}\n"), "text/plain"),
-        Ok(Err(e)) => text(StatusCode::INTERNAL_SERVER_ERROR, format!("{e}\n"), "text/plain"),
-        Ok(Ok(eps)) => {
+        Ok(per_shard) => {
+            // Each shard's newest `limit`, oldest first; of them all, the newest `limit`.
+            let mut eps: Vec<crate::drift::episode::Episode> = per_shard.into_iter().flatten().collect();
+            eps.sort_by(|a, b| a.opened_at.cmp(&b.opened_at).then_with(|| a.id.cmp(&b.id)));
+            let eps = eps.split_off(eps.len().saturating_sub(limit));
             let now = chrono::Utc::now();
             let v: Vec<serde_json::Value> = eps.iter().map(|e| e.record(now)).collect();
             text(StatusCode::OK, serde_json::to_string(&v).unwrap_or_default(), "application/json")
@@ -321,7 +356,7 @@ mod tests {
     #[tokio::test]
     async fn a_busy_history_answers_503_and_counts_it() {
         let shared: SharedState = Arc::new(Shared::default());
-        shared.set_store(Some(Arc::new(StateStore::in_memory().unwrap())));
+        shared.set_store(0, Some(Arc::new(StateStore::in_memory().unwrap())));
         shared.set_token(Some(crate::secret::Secret::new("s3cret-ops-token".into())));
         let addr = serve("127.0.0.1:0".parse().unwrap(), shared.clone(), None, std::future::pending()).await.unwrap();
         let auth = Some("Bearer s3cret-ops-token");
@@ -341,7 +376,7 @@ mod tests {
     #[tokio::test]
     async fn the_history_needs_the_token_the_probes_do_not() {
         let shared: SharedState = Arc::new(Shared::default());
-        shared.set_store(Some(Arc::new(StateStore::in_memory().unwrap())));
+        shared.set_store(0, Some(Arc::new(StateStore::in_memory().unwrap())));
         shared.set_token(Some(crate::secret::Secret::new("s3cret-ops-token".into())));
         let addr = serve("127.0.0.1:0".parse().unwrap(), shared.clone(), None, std::future::pending()).await.unwrap();
         assert_eq!(get(addr, "/history", None).await, 401);

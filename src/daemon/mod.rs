@@ -24,7 +24,7 @@ use std::time::Duration;
 use futures::StreamExt;
 
 use crate::cluster::live::LiveFetcher;
-use crate::cluster::watch::{self, WatchOptions};
+use crate::cluster::watch::{self, Change, WatchOptions};
 use crate::config;
 use crate::trigger::TriggerEngine;
 
@@ -154,23 +154,23 @@ pub async fn run(opts: DaemonOptions, err: &mut dyn std::io::Write) -> anyhow::R
     })
     .await?;
     tracing::info!(%bound, tls, "operations endpoints listening");
-    let (mut leader_rx, stand_aside) = opts
-        .lease
-        .as_ref()
-        .map(|cfg| {
-            let (rx, aside) = crate::cluster::lease::spawn(client.clone(), cfg.clone());
-            (rx, (aside, cfg.duration))
-        })
-        .unzip();
-    let (live, mut live_rx) = match rt.attribution.enabled {
-        true => {
-            let (f, rx) = LiveFetcher::for_runtime(&rt, client.clone()).await;
-            (Some(f), Some(rx))
-        }
-        false => (None, None),
+    let shards = rt.shards;
+    // One configuration for every unit; each reloads its own.
+    let rt = Arc::new(rt);
+    let sharded = shards > 1;
+    if sharded && opts.lease.is_none() {
+        writeln!(err, "error: sharding.shards is {shards}: each shard is held through a Lease; run with --leader-election")?;
+        return Ok(crate::exit::FAILED);
+    }
+    // One election per unit: the Lease without sharding, one per shard with (and the
+    // member Lease that bounds how many one replica holds); none without election.
+    let elections: Vec<Option<(tokio::sync::watch::Receiver<bool>, crate::cluster::lease::StandAside)>> = match &opts.lease {
+        Some(cfg) if sharded => crate::cluster::shards::spawn(client.clone(), cfg.clone(), shards).1.into_iter().map(Some).collect(),
+        Some(cfg) => vec![Some(crate::cluster::lease::spawn(client.clone(), cfg.clone()))],
+        None => vec![None],
     };
     // The audit input: its listener binds before anything is evaluated, so a port in use
-    // or unreadable TLS files are a start-up error.
+    // or unreadable TLS files are a start-up error. (Not with sharding: refused at load.)
     let (audit, mut audit_rx) = match rt.audit.enabled() {
         true => match start_audit(&rt.audit).await {
             Ok((shared, queue)) => (Some(shared), Some(queue)),
@@ -185,79 +185,147 @@ pub async fn run(opts: DaemonOptions, err: &mut dyn std::io::Write) -> anyhow::R
         Some(l) => opts.shutdown_grace.min(l.duration / 4),
         None => opts.shutdown_grace,
     };
-    let core = Core::new(core::CoreOptions {
-        runtime: rt,
-        engine,
-        config: opts.config.clone(),
-        store_at,
-        shared,
-        live,
-        audit,
-        streams: opts.watch.streams().into_iter().collect(),
-        // Without leader election this process always sends.
-        leading: opts.lease.is_none(),
-        step_down_grace,
-        shutdown_grace: opts.shutdown_grace,
-        handle: tokio::runtime::Handle::current(),
-        halt: leader_rx.as_ref().map(|rx| crate::deliver::queue::Halt { leading: rx.clone(), grace: step_down_grace }),
-        stand_aside,
-    });
-    let (tx, rx) = tokio::sync::mpsc::channel::<Input>(INPUT_QUEUE);
-    let (started_tx, started_rx) = tokio::sync::oneshot::channel::<Result<(), LeadError>>();
-    let (done_tx, mut done_rx) = tokio::sync::oneshot::channel::<bool>();
-    std::thread::Builder::new().name("driftwatch-eval".into()).spawn(move || {
-        let fenced = core.run(rx, started_tx);
-        let _ = done_tx.send(fenced);
-    })?;
-    // Without leader election, a store that cannot be opened is a start-up error.
-    match started_rx.await {
-        Ok(Ok(())) => {}
-        Ok(Err(LeadError::Store(e))) => {
-            writeln!(err, "error: {e}")?;
-            return Ok(crate::exit::FAILED);
-        }
-        Ok(Err(LeadError::Services(errors))) => {
-            for e in errors {
-                writeln!(err, "error: {e}")?;
+    // What leader election says, per unit, for the shell.
+    let (leading_tx, mut leading_rx) = tokio::sync::mpsc::channel::<(usize, Option<bool>)>(elections.len().max(1) * 4);
+    let mut units = Vec::with_capacity(elections.len());
+    for (i, election) in elections.into_iter().enumerate() {
+        let shard = u32::try_from(i).unwrap_or(0);
+        let (tx, rx) = tokio::sync::mpsc::channel::<Input>(INPUT_QUEUE);
+        // Live reads, each unit its own (their results go to the unit that asked).
+        let live = match rt.attribution.enabled {
+            true => {
+                let (f, mut live_rx) = LiveFetcher::for_runtime(&rt, client.clone()).await;
+                let to = tx.clone();
+                tokio::spawn(async move {
+                    while let Some(fetched) = live_rx.recv().await {
+                        if to.send(Input::Fetched(Box::new(fetched))).await.is_err() {
+                            break;
+                        }
+                    }
+                });
+                Some(f)
             }
-            return Ok(crate::exit::FAILED);
-        }
-        Err(_) => anyhow::bail!("the evaluation thread stopped while starting"),
+            false => None,
+        };
+        let (halt, stand_aside) = match election {
+            Some((mut rx, aside)) => {
+                let halt = crate::deliver::queue::Halt { leading: rx.clone(), grace: step_down_grace };
+                let to = leading_tx.clone();
+                tokio::spawn(async move {
+                    loop {
+                        let now = match rx.changed().await {
+                            Ok(()) => Some(*rx.borrow_and_update()),
+                            Err(_) => None,
+                        };
+                        if to.send((i, now)).await.is_err() || now.is_none() {
+                            break;
+                        }
+                    }
+                });
+                let duration = opts.lease.as_ref().map_or(Duration::ZERO, |l| l.duration);
+                (Some(halt), Some((aside, duration)))
+            }
+            None => (None, None),
+        };
+        let core = Core::new(core::CoreOptions {
+            runtime: rt.clone(),
+            engine: engine.clone(),
+            config: opts.config.clone(),
+            store_at: match (&store_at, sharded) {
+                (core::StoreAt::Postgres(pg), true) => core::StoreAt::Postgres(pg.for_shard(shard)),
+                (at, _) => at.clone(),
+            },
+            shared: shared.clone(),
+            live,
+            audit: if i == 0 { audit.clone() } else { None },
+            streams: opts.watch.streams().into_iter().collect(),
+            shard,
+            sharded,
+            // Without leader election this process always sends.
+            leading: opts.lease.is_none(),
+            step_down_grace,
+            shutdown_grace: opts.shutdown_grace,
+            handle: tokio::runtime::Handle::current(),
+            halt,
+            stand_aside,
+        });
+        let (started_tx, started_rx) = tokio::sync::oneshot::channel::<Result<(), LeadError>>();
+        let (done_tx, done_rx) = tokio::sync::oneshot::channel::<bool>();
+        let name = if sharded { format!("driftwatch-eval-{i}") } else { "driftwatch-eval".into() };
+        std::thread::Builder::new().name(name).spawn(move || {
+            let fenced = core.run(rx, started_tx);
+            let _ = done_tx.send(fenced);
+        })?;
+        units.push(Unit { tx, started: Some(started_rx), done: done_rx });
     }
-    let mut changes = watch::changes(client, &opts.watch).boxed();
+    drop(leading_tx);
+    // Without leader election, a store that cannot be opened is a start-up error.
+    for unit in &mut units {
+        let Some(started) = unit.started.take() else { continue };
+        match started.await {
+            Ok(Ok(())) => {}
+            Ok(Err(LeadError::Store(e))) => {
+                writeln!(err, "error: {e}")?;
+                return Ok(crate::exit::FAILED);
+            }
+            Ok(Err(LeadError::Services(errors))) => {
+                for e in errors {
+                    writeln!(err, "error: {e}")?;
+                }
+                return Ok(crate::exit::FAILED);
+            }
+            Err(_) => anyhow::bail!("the evaluation thread stopped while starting"),
+        }
+    }
+    let mut shell = Shell { units, owned: vec![!sharded; usize::try_from(shards).unwrap_or(1)], sharded, shards };
+    let mut changes = watch::changes(client.clone(), &opts.watch).boxed();
+    // With sharding, a shard taken over needs its Applications: the watch lists again,
+    // once for the shards taken within RELIST_AFTER of each other.
+    let mut relist_at: Option<tokio::time::Instant> = None;
     let mut lead_retry = tokio::time::interval(LEAD_RETRY);
     let mut config_poll = tokio::time::interval(CONFIG_POLL);
     let mut resync = tokio::time::interval(opts.resync);
     let mut sigterm = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
     let mut sighup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())?;
     loop {
-        let input = tokio::select! {
-            Some(fetched) = async { match live_rx.as_mut() { Some(rx) => rx.recv().await, None => None } }, if live_rx.is_some() => {
-                Input::Fetched(Box::new(fetched))
-            }
+        let sent = tokio::select! {
             Some((arrived, batch)) = async { match audit_rx.as_mut() { Some(q) => q.recv().await, None => None } }, if audit_rx.is_some() => {
-                Input::Audit(batch, arrived)
+                shell.send(0, Input::Audit(batch, arrived)).await
             }
             change = changes.next() => match change {
-                Some(c) => Input::Change(c),
+                Some(c) => shell.change(c).await,
                 None => {
                     tracing::error!("watch streams ended");
                     break;
                 }
             },
+            _ = async { match relist_at { Some(at) => tokio::time::sleep_until(at).await, None => std::future::pending().await } } => {
+                relist_at = None;
+                tracing::info!(shards = ?shell.held(), "listing the Applications again for the shards taken over");
+                changes = watch::changes(client.clone(), &opts.watch).boxed();
+                true
+            }
             _ = sighup.recv() => {
                 tracing::info!("SIGHUP: reloading the configuration");
-                Input::Reload
+                shell.broadcast(|| Input::Reload).await
             }
-            _ = lead_retry.tick() => Input::RetryLead,
-            _ = config_poll.tick() => Input::PollConfig,
-            _ = resync.tick() => Input::Resync,
-            changed = async { match leader_rx.as_mut() { Some(rx) => rx.changed().await, None => std::future::pending().await } } => {
-                if changed.is_err() {
+            _ = lead_retry.tick() => shell.broadcast(|| Input::RetryLead).await,
+            _ = config_poll.tick() => shell.broadcast(|| Input::PollConfig).await,
+            _ = resync.tick() => shell.broadcast(|| Input::Resync).await,
+            Some((i, leading)) = leading_rx.recv() => {
+                let Some(leading) = leading else {
                     tracing::error!("leader election stopped");
                     break;
+                };
+                if shell.sharded && leading && !shell.owned.get(i).copied().unwrap_or(true) {
+                    relist_at.get_or_insert_with(|| tokio::time::Instant::now() + RELIST_AFTER);
                 }
-                Input::Leading(leader_rx.as_ref().is_some_and(|rx| *rx.borrow()))
+                // Owned before the unit leads, and no longer before it stands down: the
+                // shell forwards a shard's Applications only while its unit holds it.
+                if let Some(o) = shell.owned.get_mut(i) {
+                    *o = leading || !shell.sharded;
+                }
+                shell.send(i, Input::Leading(leading)).await
             }
             _ = sigterm.recv() => {
                 tracing::info!("SIGTERM: stopping");
@@ -268,16 +336,19 @@ pub async fn run(opts: DaemonOptions, err: &mut dyn std::io::Write) -> anyhow::R
                 break;
             }
         };
-        if tx.send(input).await.is_err() {
-            tracing::error!("the evaluation thread stopped");
+        if !sent {
+            tracing::error!("an evaluation thread stopped");
             break;
         }
     }
-    // Stop watching first, then let the evaluation thread finish what has arrived and
+    // Stop watching first, then let the evaluation threads finish what has arrived and
     // in-flight deliveries finish; what is left stays in the outbox for the next start.
     drop(changes);
-    let _ = tx.send(Input::Stop).await;
-    let fenced = (&mut done_rx).await.unwrap_or(false);
+    let mut fenced = false;
+    for unit in shell.units {
+        let _ = unit.tx.send(Input::Stop).await;
+        fenced |= unit.done.await.unwrap_or(false);
+    }
     let _ = stop_admin.send(());
     if fenced {
         writeln!(
@@ -287,4 +358,65 @@ pub async fn run(opts: DaemonOptions, err: &mut dyn std::io::Write) -> anyhow::R
         return Ok(crate::exit::FAILED);
     }
     Ok(crate::exit::OK)
+}
+
+/// How long after a shard is taken over the watch lists again (shards taken together,
+/// as at start-up, share one list).
+const RELIST_AFTER: Duration = Duration::from_millis(250);
+
+/// One evaluation thread: the whole daemon without sharding, one shard with.
+struct Unit {
+    tx: tokio::sync::mpsc::Sender<Input>,
+    started: Option<tokio::sync::oneshot::Receiver<Result<(), LeadError>>>,
+    done: tokio::sync::oneshot::Receiver<bool>,
+}
+
+/// The evaluation threads and which shards this replica holds.
+struct Shell {
+    units: Vec<Unit>,
+    owned: Vec<bool>,
+    sharded: bool,
+    shards: u32,
+}
+
+impl Shell {
+    /// Sends `input` to unit `i`; false if its thread stopped.
+    async fn send(&self, i: usize, input: Input) -> bool {
+        match self.units.get(i) {
+            Some(u) => u.tx.send(input).await.is_ok(),
+            None => true,
+        }
+    }
+
+    async fn broadcast(&self, input: impl Fn() -> Input) -> bool {
+        for u in &self.units {
+            if u.tx.send(input()).await.is_err() {
+                return false;
+            }
+        }
+        true
+    }
+
+    fn held(&self) -> Vec<usize> {
+        self.owned.iter().enumerate().filter(|(_, o)| **o).map(|(i, _)| i).collect()
+    }
+
+    /// A watch change to the unit it concerns: an Application to its shard's, if this
+    /// replica holds the shard (dropped otherwise: another replica has it); an
+    /// AppProject and a list's start and end to all; what is only counted to the first.
+    async fn change(&self, c: Change) -> bool {
+        match &c {
+            Change::App(app) | Change::AppDeleted(app) => {
+                let shard = if self.sharded { crate::shard::of_app(&app.object, self.shards) as usize } else { 0 };
+                match self.owned.get(shard) {
+                    Some(true) => self.send(shard, Input::Change(c)).await,
+                    _ => true,
+                }
+            }
+            Change::Project(_) | Change::ProjectDeleted(_) | Change::ListStarted(_) | Change::ListDone(_) => {
+                self.broadcast(|| Input::Change(c.clone())).await
+            }
+            Change::Malformed { .. } | Change::Error { .. } => self.send(0, Input::Change(c)).await,
+        }
+    }
 }

@@ -76,6 +76,14 @@ pub struct PgOptions {
     pub ca_file: Option<std::path::PathBuf>,
 }
 
+impl PgOptions {
+    /// The store of shard `i` (`sharding.shards`): a schema of its own, `<schema>_shard_<i>`,
+    /// with its own fence, outbox and history.
+    pub fn for_shard(&self, i: u32) -> PgOptions {
+        PgOptions { schema: format!("{}_shard_{i}", self.schema), ..self.clone() }
+    }
+}
+
 impl std::fmt::Debug for PgOptions {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("PgOptions")

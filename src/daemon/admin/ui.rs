@@ -19,8 +19,9 @@ use axum::response::{IntoResponse, Response};
 use chrono::{DateTime, Utc};
 use serde_json::{Value, json};
 
-use super::{SharedState, store};
+use super::{SharedState, each_store, stores};
 use crate::model::Severity;
+use crate::state::StateStore;
 use crate::state::{HistoryQuery, OpenEpisode};
 
 const INDEX: &str = include_str!("ui/index.html");
@@ -232,13 +233,12 @@ pub(super) async fn fleet_handler(State(shared): State<SharedState>, RawQuery(qu
         Ok(q) => q,
         Err(e) => return plain(StatusCode::BAD_REQUEST, format!("{e}\n")),
     };
-    let Some(s) = store(&shared) else {
+    let Some(stores) = stores(&shared) else {
         return plain(StatusCode::SERVICE_UNAVAILABLE, "not leading: the leader holds the history\n".into());
     };
     let url = shared.argocd_url();
-    match tokio::task::spawn_blocking(move || s.open_episodes().map(|open| fleet(open, &q, now, &url))).await {
-        Ok(Ok(v)) => json_response(&v),
-        Ok(Err(e)) => plain(StatusCode::INTERNAL_SERVER_ERROR, format!("{e}\n")),
+    match each_store(stores, StateStore::open_episodes).await {
+        Ok(per_shard) => json_response(&fleet(per_shard.into_iter().flatten().collect(), &q, now, &url)),
         Err(e) => plain(StatusCode::INTERNAL_SERVER_ERROR, format!("{e}\n")),
     }
 }
@@ -262,22 +262,27 @@ pub(super) async fn app_handler(State(shared): State<SharedState>, RawQuery(quer
         Ok(q) => q,
         Err(e) => return plain(StatusCode::BAD_REQUEST, format!("{e}\n")),
     };
-    let Some(s) = store(&shared) else {
+    let Some(stores) = stores(&shared) else {
         return plain(StatusCode::SERVICE_UNAVAILABLE, "not leading: the leader holds the history\n".into());
     };
     let url = shared.argocd_url();
-    let read = move || -> Result<Value, crate::state::StateError> {
+    let app = q.app.clone();
+    // An Application lives in one shard (its cluster's); the others answer nothing.
+    let read = move |s: &StateStore| {
         let limit = q.limit.unwrap_or(DEFAULT_STORY);
         let episodes = s.episodes(&q)?;
         let ops = s.operations(&q, limit)?;
         let exceptions = s.break_glass_history(&q, limit)?;
-        let steps = crate::drift::story::timeline(&episodes, &ops, &exceptions);
-        let records: Vec<Value> = episodes.iter().rev().map(|e| e.record(now)).collect();
-        Ok(json!({"app": q.app, "steps": steps, "episodes": records, "argocdUrl": url}))
+        Ok((episodes, ops, exceptions))
     };
-    match tokio::task::spawn_blocking(read).await {
-        Ok(Ok(v)) => json_response(&v),
-        Ok(Err(e)) => plain(StatusCode::INTERNAL_SERVER_ERROR, format!("{e}\n")),
+    match each_store(stores, read).await {
+        Ok(per_shard) => {
+            let (episodes, ops, exceptions) =
+                per_shard.into_iter().find(|(e, o, x)| !(e.is_empty() && o.is_empty() && x.is_empty())).unwrap_or_default();
+            let steps = crate::drift::story::timeline(&episodes, &ops, &exceptions);
+            let records: Vec<Value> = episodes.iter().rev().map(|e| e.record(now)).collect();
+            json_response(&json!({"app": app, "steps": steps, "episodes": records, "argocdUrl": url}))
+        }
         Err(e) => plain(StatusCode::INTERNAL_SERVER_ERROR, format!("{e}\n")),
     }
 }

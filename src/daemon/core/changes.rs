@@ -129,6 +129,28 @@ impl Core {
         }
     }
 
+    /// A shard this thread held is another replica's now: what it kept of the shard's
+    /// Applications goes (the new holder lists them again), so the replica's memory is
+    /// only what it owns. Nothing is evaluated: the store is closed.
+    pub(super) fn forget_all(&mut self) {
+        let keys: Vec<String> = self.apps.keys().chain(self.retiring.keys()).cloned().collect();
+        for key in &keys {
+            self.unindex(key);
+            if let Some(live) = self.live.as_mut() {
+                self.inputs.live_forgotten(live.request(key, Vec::new(), crate::drift::ignore::IgnoreRules::default).forgotten);
+            }
+        }
+        self.apps = HashMap::new();
+        self.retiring = HashMap::new();
+        self.evaluated = HashMap::new();
+        self.annotation_logged = HashMap::new();
+        self.outside_project = HashMap::new();
+        self.wakeups = Wakeups::default();
+        if !keys.is_empty() {
+            tracing::info!(shard = self.shard, applications = keys.len(), "forgot the shard's Applications");
+        }
+    }
+
     /// The Application is gone: its last pass (on-deleted sees it deleted) retires its
     /// state, which the store purges once its last outbox entry has settled.
     pub(super) fn deleted(&mut self, app: App) {

@@ -98,11 +98,14 @@ impl Core {
                 return Err(LeadError::Services(e));
             }
         }
-        self.shared.set_store(Some(state.clone()));
+        self.shared.set_store(self.shard, Some(state.clone()));
         self.state = Some(state);
         self.lead_failing_since = None;
-        METRICS.leader.set(1);
-        tracing::info!("leading: sending notifications");
+        self.count_leading(true);
+        match self.sharded {
+            true => tracing::info!(shard = self.shard, "leading the shard: sending notifications"),
+            false => tracing::info!("leading: sending notifications"),
+        }
         self.evaluated.clear();
         self.reevaluate_all();
         Ok(())
@@ -126,10 +129,13 @@ impl Core {
     /// (releasing its file lock), undelivered notifications stay in its outbox.
     pub(super) fn step_down(&mut self) {
         self.flush();
-        METRICS.leader.set(0);
+        self.count_leading(false);
         self.close();
         self.evaluated.clear();
-        tracing::info!("standing by: not sending");
+        match self.sharded {
+            true => tracing::info!(shard = self.shard, "the shard is another replica's: not sending"),
+            false => tracing::info!("standing by: not sending"),
+        }
     }
 
     /// Closes and reopens the state store after a failed write (workers stopped and
@@ -168,7 +174,7 @@ impl Core {
         if let Some(d) = self.delivery.take() {
             self.wait(d.shutdown(self.step_down_grace));
         }
-        self.shared.set_store(None);
+        self.shared.set_store(self.shard, None);
         self.state = None;
     }
 }

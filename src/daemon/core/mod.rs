@@ -112,7 +112,7 @@ pub(in crate::daemon) enum StoreAt {
 
 /// What [`Core::new`] starts from.
 pub(super) struct CoreOptions {
-    pub runtime: Runtime,
+    pub runtime: Arc<Runtime>,
     pub engine: Arc<TriggerEngine>,
     pub config: Option<PathBuf>,
     pub store_at: StoreAt,
@@ -121,6 +121,11 @@ pub(super) struct CoreOptions {
     /// The audit input's shared index (none without `audit:`).
     pub audit: Option<Arc<crate::audit::Shared>>,
     pub streams: BTreeSet<Stream>,
+    /// The shard this evaluation thread holds when it leads (0 without sharding).
+    pub shard: u32,
+    /// Sharded: the shell forwards only the Applications of held shards, and a thread
+    /// that stops leading forgets its Applications (a replica keeps only what it owns).
+    pub sharded: bool,
     /// Whether to send from the start (no leader election).
     pub leading: bool,
     pub step_down_grace: Duration,
@@ -165,6 +170,13 @@ pub(super) struct Core {
     /// Streams whose first list is done; ready once all of `streams` are.
     lists_done: BTreeSet<Stream>,
     streams: BTreeSet<Stream>,
+    shard: u32,
+    sharded: bool,
+    /// Whether this thread counts in `driftwatch_leader`, and how many Applications it
+    /// counts in `driftwatch_applications` (the gauges are the process's, the sum of
+    /// its threads').
+    counted_leading: bool,
+    counted_apps: usize,
     /// Reads live objects for attribution (none when `attribution.enabled: false`).
     live: Option<LiveFetcher>,
     /// The audit input: which objects Applications manage is kept in it.
@@ -236,7 +248,7 @@ impl Core {
     pub(super) fn new(o: CoreOptions) -> Core {
         let last_config = config_fingerprint(&o.runtime.sources);
         Core {
-            pipeline: Pipeline::new(Arc::new(o.runtime)),
+            pipeline: Pipeline::new(o.runtime),
             inputs: crate::pipeline::Inputs::new(o.live.is_some()),
             state: None,
             shared: o.shared,
@@ -249,6 +261,10 @@ impl Core {
             listing: HashMap::new(),
             lists_done: BTreeSet::new(),
             streams: o.streams,
+            shard: o.shard,
+            sharded: o.sharded,
+            counted_leading: false,
+            counted_apps: 0,
             live: o.live,
             audit: o.audit,
             wakeups: Wakeups::default(),
@@ -340,6 +356,7 @@ impl Core {
         }
         self.flush();
         METRICS.ready.set(0);
+        self.count_leading(false);
         if let Some(delivery) = self.delivery.take() {
             self.wait(delivery.shutdown(self.shutdown_grace));
         }
@@ -352,6 +369,28 @@ impl Core {
     fn input(&mut self, input: Input) {
         self.input_one(input);
         self.audit_leading();
+        self.count_apps();
+    }
+
+    /// This thread's part of `driftwatch_leader`: one while it leads.
+    fn count_leading(&mut self, on: bool) {
+        if on != self.counted_leading {
+            match on {
+                true => METRICS.leader.inc(),
+                false => METRICS.leader.dec(),
+            };
+            self.counted_leading = on;
+        }
+    }
+
+    /// This thread's part of `driftwatch_applications`: the Applications it keeps.
+    fn count_apps(&mut self) {
+        let now = self.apps.len();
+        if now != self.counted_apps {
+            let delta = i64::try_from(now).unwrap_or(i64::MAX).saturating_sub(i64::try_from(self.counted_apps).unwrap_or(i64::MAX));
+            METRICS.applications.inc_by(delta);
+            self.counted_apps = now;
+        }
     }
 
     fn input_one(&mut self, input: Input) {
@@ -375,6 +414,9 @@ impl Core {
                 self.leading = false;
                 if self.state.is_some() {
                     self.step_down();
+                }
+                if self.sharded {
+                    self.forget_all();
                 }
             }
             Input::RetryLead => {

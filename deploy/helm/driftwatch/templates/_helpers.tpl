@@ -72,6 +72,9 @@ app.kubernetes.io/component: notifications
 {{- $state := deepCopy (default dict (get $config "state")) -}}
 {{- $_ := set $state "postgres" (dict "url" "$postgres-url" "schema" .Values.postgres.schema "maxConnections" .Values.postgres.maxConnections) -}}
 {{- $_ := set $config "state" $state -}}
+{{- if gt (int .Values.postgres.shards) 1 -}}
+{{- $_ := set $config "sharding" (dict "shards" (int .Values.postgres.shards)) -}}
+{{- end -}}
 {{- end -}}
 {{- $attribution := deepCopy (default dict (get $config "attribution")) -}}
 {{- $_ := set $attribution "enabled" .Values.attribution.enabled -}}

@@ -1,0 +1,243 @@
+//! Shards held through Leases, with a bounded load. Each shard has its own Lease
+//! (`<name>-shard-<i>`, the election of [`super::lease`]); each replica also renews a
+//! member Lease (`<name>-member-<identity>`, labelled with the election's name) so that
+//! every replica knows how many replicas are alive. A replica holds at most
+//! `ceil(shards / replicas)` shards: one under that bound takes a free or expired shard,
+//! one over it (a replica joined) gives its highest shards up, and a dead replica's
+//! shards are taken by the others once its Leases expire — and its member Lease with
+//! them, which raises the bound.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use kube::api::{Api, DeleteParams, DynamicObject, ListParams, PostParams};
+use serde_json::{Value, json};
+use tokio::sync::watch;
+
+use super::lease::{self, Decision, Gate, LeaseConfig, StandAside};
+
+/// The label every member Lease carries, with the election's name as value.
+const MEMBER_LABEL: &str = "driftwatch.io/members-of";
+
+/// Member Leases expired this many lease durations are deleted by whichever replica
+/// sees them (a replica killed leaves its own behind).
+const MEMBER_GC_DURATIONS: u32 = 10;
+
+/// What the shard elections of one replica share: which shards it holds, and how many
+/// replicas are alive (0 until the first member round answered).
+pub struct Load {
+    holding: Vec<AtomicBool>,
+    members: AtomicU32,
+}
+
+impl Load {
+    pub fn new(shards: u32) -> Load {
+        Load { holding: (0..shards).map(|_| AtomicBool::new(false)).collect(), members: AtomicU32::new(0) }
+    }
+
+    /// How many shards this replica holds.
+    pub fn held(&self) -> usize {
+        self.holding.iter().filter(|h| h.load(Ordering::Relaxed)).count()
+    }
+
+    /// The most shards one replica holds: `ceil(shards / replicas alive)`.
+    pub fn bound(&self) -> usize {
+        let members = self.members.load(Ordering::Relaxed).max(1) as usize;
+        self.holding.len().div_ceil(members)
+    }
+
+    pub(super) fn set(&self, shard: usize, holding: bool) {
+        if let Some(h) = self.holding.get(shard) {
+            h.store(holding, Ordering::Relaxed);
+        }
+    }
+
+    /// What shard `shard`'s election does next, given whether it holds the shard.
+    pub fn decide(&self, shard: usize, holding: bool) -> Decision {
+        if self.members.load(Ordering::Relaxed) == 0 {
+            return if holding { Decision::Keep } else { Decision::Skip };
+        }
+        let (held, bound) = (self.held(), self.bound());
+        if holding {
+            let over = held.saturating_sub(bound);
+            let highest: Vec<usize> =
+                (0..self.holding.len()).rev().filter(|i| self.holding[*i].load(Ordering::Relaxed)).take(over).collect();
+            if highest.contains(&shard) { Decision::Release } else { Decision::Keep }
+        } else if held < bound {
+            Decision::Take
+        } else {
+            Decision::Skip
+        }
+    }
+}
+
+/// One shard's election as [`lease::spawn_gated`] runs it: its index and the
+/// replica's load.
+struct ShardGate {
+    shard: usize,
+    load: Arc<Load>,
+}
+
+impl Gate for ShardGate {
+    fn decide(&self, holding: bool) -> Decision {
+        let d = self.load.decide(self.shard, holding);
+        if d == Decision::Release {
+            tracing::info!(shard = self.shard, held = self.load.held(), bound = self.load.bound(), "giving a shard up to another replica");
+        }
+        d
+    }
+
+    fn held(&self, holding: bool) {
+        self.load.set(self.shard, holding);
+    }
+}
+
+/// The Lease of shard `i` of the election `cfg`.
+pub fn shard_lease(cfg: &LeaseConfig, i: u32) -> LeaseConfig {
+    LeaseConfig { name: format!("{}-shard-{i}", cfg.name), ..cfg.clone() }
+}
+
+/// Starts the member Lease and one election per shard. Per shard: whether this replica
+/// holds it, and its [`StandAside`].
+pub fn spawn(client: kube::Client, cfg: LeaseConfig, shards: u32) -> (Arc<Load>, Vec<(watch::Receiver<bool>, StandAside)>) {
+    let load = Arc::new(Load::new(shards));
+    tokio::spawn(members(client.clone(), cfg.clone(), load.clone()));
+    let elections = (0..shards)
+        .map(|i| {
+            lease::spawn_gated(
+                client.clone(),
+                shard_lease(&cfg, i),
+                Some(Box::new(ShardGate { shard: i as usize, load: load.clone() }) as Box<dyn Gate>),
+            )
+        })
+        .collect();
+    (load, elections)
+}
+
+/// A Lease name from an identity: lower case letters, digits, `-` and `.`.
+fn member_name(cfg: &LeaseConfig) -> String {
+    let id: String = cfg
+        .identity
+        .chars()
+        .map(|c| c.to_ascii_lowercase())
+        .map(|c| if c.is_ascii_alphanumeric() || c == '.' || c == '-' { c } else { '-' })
+        .collect();
+    let name = format!("{}-member-{}", cfg.name, id.trim_matches(|c: char| c == '-' || c == '.'));
+    name.chars().take(253).collect()
+}
+
+/// When a Lease's holder last renewed it, and for how long that holds.
+fn renewed(lease: &DynamicObject) -> Option<(DateTime<Utc>, i64)> {
+    let spec = lease.data.get("spec")?;
+    let at = spec.get("renewTime").and_then(Value::as_str).and_then(|s| DateTime::parse_from_rfc3339(s).ok())?.with_timezone(&Utc);
+    Some((at, spec.get("leaseDurationSeconds").and_then(Value::as_i64).unwrap_or(1)))
+}
+
+/// Renews this replica's member Lease and counts the members alive, every third of the
+/// lease duration, until the process ends.
+async fn members(client: kube::Client, cfg: LeaseConfig, load: Arc<Load>) {
+    let api: Api<DynamicObject> = Api::namespaced_with(client, &cfg.namespace, &lease::resource());
+    let period = (cfg.duration / 3).max(Duration::from_millis(100));
+    let name = member_name(&cfg);
+    loop {
+        match tokio::time::timeout(period, member_round(&api, &cfg, &name, Utc::now())).await {
+            Ok(Ok(alive)) => {
+                let before = load.members.swap(alive, Ordering::Relaxed);
+                if before != alive {
+                    tracing::info!(replicas = alive, bound = load.bound(), held = load.held(), "shard members changed");
+                }
+            }
+            Ok(Err(e)) => {
+                tracing::warn!(error = %e, lease = %name, "member lease round failed (needs get, list, create, update, delete on leases)")
+            }
+            Err(_) => tracing::warn!(lease = %name, "member lease round timed out"),
+        }
+        tokio::time::sleep(period).await;
+    }
+}
+
+/// One member round: create or renew this replica's member Lease, then list the
+/// election's members; returns how many are alive (this one included).
+async fn member_round(api: &Api<DynamicObject>, cfg: &LeaseConfig, name: &str, now: DateTime<Utc>) -> Result<u32, kube::Error> {
+    let secs = cfg.duration.as_secs().max(1);
+    let spec = json!({"holderIdentity": cfg.identity, "leaseDurationSeconds": secs,
+                      "renewTime": now.to_rfc3339_opts(chrono::SecondsFormat::Micros, true)});
+    match api.get_opt(name).await? {
+        Some(mut mine) => {
+            mine.data["spec"] = spec;
+            api.replace(name, &PostParams::default(), &mine).await?;
+        }
+        None => {
+            let mut obj = DynamicObject::new(name, &lease::resource()).within(&cfg.namespace);
+            obj.metadata.labels = Some([(MEMBER_LABEL.to_string(), cfg.name.clone())].into());
+            obj.data = json!({"spec": spec});
+            api.create(&PostParams::default(), &obj).await?;
+        }
+    }
+    let listed = api.list(&ListParams::default().labels(&format!("{MEMBER_LABEL}={}", cfg.name))).await?;
+    let mut alive = 0u32;
+    for lease in &listed.items {
+        let Some((at, secs)) = renewed(lease) else { continue };
+        let expiry = chrono::TimeDelta::try_seconds(secs).and_then(|d| at.checked_add_signed(d));
+        if expiry.is_some_and(|e| e >= now) || lease.metadata.name.as_deref() == Some(name) {
+            alive = alive.saturating_add(1);
+            continue;
+        }
+        let long_gone = chrono::TimeDelta::try_seconds(secs.saturating_mul(i64::from(MEMBER_GC_DURATIONS)))
+            .and_then(|d| at.checked_add_signed(d))
+            .is_none_or(|e| e < now);
+        if long_gone && let Some(n) = lease.metadata.name.as_deref() {
+            // Another replica may delete it first: either way it is gone.
+            let _ = api.delete(n, &DeleteParams::default()).await;
+        }
+    }
+    Ok(alive.max(1))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn load(shards: u32, members: u32, held: &[usize]) -> Load {
+        let l = Load::new(shards);
+        l.members.store(members, Ordering::Relaxed);
+        for &i in held {
+            l.set(i, true);
+        }
+        l
+    }
+
+    #[test]
+    fn a_replica_takes_up_to_its_bound_and_gives_its_highest_shards_up_past_it() {
+        // Alone: every shard.
+        let l = load(4, 1, &[0, 1, 2]);
+        assert_eq!(l.decide(3, false), Decision::Take);
+        // A second replica joined: the bound is 2, the two highest go.
+        let l = load(4, 2, &[0, 1, 2, 3]);
+        let d: Vec<Decision> = (0..4).map(|i| l.decide(i, true)).collect();
+        assert_eq!(d, [Decision::Keep, Decision::Keep, Decision::Release, Decision::Release]);
+        // At the bound: keeps what it has, takes nothing more.
+        let l = load(4, 3, &[1, 3]);
+        assert_eq!((l.bound(), l.decide(1, true), l.decide(0, false)), (2, Decision::Keep, Decision::Skip));
+        // A replica died: the bound rises and its shards are taken.
+        let l = load(4, 2, &[1]);
+        assert_eq!(l.decide(0, false), Decision::Take);
+        // Until the members are known, nothing is taken and nothing held is given up.
+        let l = load(4, 0, &[2]);
+        assert_eq!((l.decide(0, false), l.decide(2, true)), (Decision::Skip, Decision::Keep));
+    }
+
+    #[test]
+    fn member_lease_names_are_valid_names() {
+        let cfg = LeaseConfig {
+            name: "driftwatch".into(),
+            namespace: "argocd".into(),
+            identity: "Pod_A/17".into(),
+            duration: Duration::from_secs(3),
+        };
+        assert_eq!(member_name(&cfg), "driftwatch-member-pod-a-17");
+        assert_eq!(shard_lease(&cfg, 3).name, "driftwatch-shard-3");
+    }
+}
