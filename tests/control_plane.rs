@@ -1318,6 +1318,21 @@ mod on_a_real_api_server {
             let expected = if on_moved.contains(&c) { 2 } else { 1 };
             assert_eq!(told(&format!("on-cluster-{c}")), expected, "on-cluster-{c}");
         }
+        let total = |ds: &[Option<Daemon>]| ds.iter().flatten().map(|d| d.metric("driftwatch_applications").unwrap_or(0.0)).sum::<f64>();
+        assert_eq!(total(&ds), CLUSTERS as f64);
+
+        // One Application is pointed at a cluster of another shard: its old shard retires
+        // it (its keys go), its new shard tells its drift.
+        let from = 0;
+        let to = (1..CLUSTERS).find(|c| shard_of(*c) != shard_of(from)).unwrap();
+        let mut repointed = app(from, if on_moved.contains(&from) { REV2 } else { REV1 });
+        repointed["spec"]["destination"]["server"] = json!(cluster(to));
+        block_on(put_app(&admin, repointed));
+        let before = if on_moved.contains(&from) { 2 } else { 1 };
+        wait_for("the repointed Application told by its new shard", Duration::from_secs(30), || {
+            told(&format!("on-cluster-{from}")) > before
+        });
+        wait_for("it is kept once, in its new shard", Duration::from_secs(30), || total(&ds) == CLUSTERS as f64);
         // Each shard's state is a schema of its own, taken over with its own epoch.
         let mut sql = postgres::Client::connect(&pg.url(), postgres::NoTls).unwrap();
         for s in 0..SHARDS {
@@ -1325,7 +1340,8 @@ mod on_a_real_api_server {
             let least = if moved.contains(&s) { 2 } else { 1 };
             assert!(epoch >= least, "shard {s}: epoch {epoch}");
         }
-        // The tools read one shard's state, named by --shard: its clusters' episodes.
+        // The tools read one shard's state, named by --shard: its clusters' episodes (the
+        // repointed Application's in both: its old shard keeps its history).
         let tool = |args: &[&str]| {
             std::process::Command::new(env!("CARGO_BIN_EXE_driftwatch"))
                 .args(args)
@@ -1341,12 +1357,47 @@ mod on_a_real_api_server {
             let mut apps: Vec<String> = episodes.as_array().unwrap().iter().filter_map(|e| e["name"].as_str().map(String::from)).collect();
             apps.sort();
             apps.dedup();
-            let mut expected: Vec<String> = (0..CLUSTERS).filter(|c| shard_of(*c) == s).map(|c| format!("on-cluster-{c}")).collect();
+            let mut expected: Vec<String> = (0..CLUSTERS)
+                .filter(|c| shard_of(*c) == s || (*c == from && shard_of(to) == s))
+                .map(|c| format!("on-cluster-{c}"))
+                .collect();
             expected.sort();
             assert_eq!(apps, expected, "shard {s}");
         }
         let out = tool(&["state", "list"]);
         assert!(!out.status.success() && String::from_utf8_lossy(&out.stderr).contains("give --shard 0 to 3"), "{out:?}");
+        let keys_in = |s: u32| {
+            let out = tool(&["state", "list", "-o", "json", "--shard", &s.to_string()]);
+            assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+            String::from_utf8_lossy(&out.stdout).to_string()
+        };
+        let needle = format!("shard-apps/on-cluster-{from}@");
+        assert!(!keys_in(shard_of(from)).contains(&needle), "retired from its old shard");
+        assert!(keys_in(shard_of(to)).contains(&needle), "kept by its new shard");
+
+        // A replica stopped (SIGTERM) gives its shards up at once: the last one holds all
+        // four well before their Leases would have expired.
+        let stopping = (0..ds.len()).find(|i| ds[*i].is_some()).unwrap();
+        let d = ds[stopping].take().unwrap();
+        let stopped = std::time::Instant::now();
+        let log = d.log.clone();
+        assert!(d.stop().success(), "{}", std::fs::read_to_string(log).unwrap_or_default());
+        let stop_took = stopped.elapsed();
+        wait_for("the last replica holds every shard", Duration::from_secs(30), || settled(&ds, SHARDS as usize));
+        eprintln!(
+            "after a graceful stop ({stop_took:?}), every shard held by the last replica {:?} after the stop began",
+            stopped.elapsed()
+        );
+        wait_for("the last replica keeps every Application", Duration::from_secs(30), || total(&ds) == CLUSTERS as f64);
+        // The shards are split at start: a reload that changes their number is refused.
+        let last = (0..ds.len()).find(|i| ds[*i].is_some()).unwrap();
+        let path = dirs[last].path().join("driftwatch.yaml");
+        let text = std::fs::read_to_string(&path).unwrap().replace("shards: 4", "shards: 2");
+        std::fs::write(&path, text).unwrap();
+        let d = ds[last].as_ref().unwrap();
+        wait_for("the reload refused", Duration::from_secs(30), || d.metric("driftwatch_config_last_reload_successful") == Some(0.0));
+        assert_eq!(d.log_lines("sharding.shards changed from 4 to 2").len(), 1, "{:?}", d.log_lines("reload"));
+        assert_eq!(d.metric("driftwatch_leader"), Some(4.0), "still every shard");
         for (i, d) in ds.into_iter().enumerate() {
             if let Some(d) = d {
                 let log = d.log.clone();

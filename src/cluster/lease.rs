@@ -178,7 +178,7 @@ pub(super) fn spawn_gated(client: kube::Client, cfg: LeaseConfig, gate: Option<B
             let aside_until = *aside.borrow_and_update();
             if let Some(until) = aside_until.filter(|u| *u > started) {
                 if *tx.borrow() || renewed_at.is_some() {
-                    tracing::warn!(identity = %cfg.identity, "leading but unable to send: releasing the lease");
+                    tracing::info!(identity = %cfg.identity, lease = %cfg.name, "standing aside: giving the lease up");
                     if let Err(e) = tokio::time::timeout(period, release(&api, &cfg)).await.unwrap_or(Ok(())) {
                         tracing::warn!(error = %e, lease = %cfg.name, "releasing the lease failed; it expires instead");
                     }

@@ -99,21 +99,41 @@ pub fn shard_lease(cfg: &LeaseConfig, i: u32) -> LeaseConfig {
     LeaseConfig { name: format!("{}-shard-{i}", cfg.name), ..cfg.clone() }
 }
 
+/// This replica's member Lease: [`Membership::leave`] deletes it when the replica
+/// stops, so the others' bound rises at once rather than when it expires.
+pub struct Membership {
+    api: Api<DynamicObject>,
+    name: String,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Membership {
+    /// Stops renewing the member Lease and deletes it (within `within`; it expires
+    /// otherwise).
+    pub async fn leave(self, within: Duration) {
+        self.task.abort();
+        match tokio::time::timeout(within, self.api.delete(&self.name, &DeleteParams::default())).await {
+            Ok(Ok(_)) => tracing::info!(lease = %self.name, "left the shard members"),
+            Ok(Err(e)) => tracing::warn!(error = %e, lease = %self.name, "deleting the member lease failed; it expires instead"),
+            Err(_) => tracing::warn!(lease = %self.name, "deleting the member lease timed out; it expires instead"),
+        }
+    }
+}
+
 /// Starts the member Lease and one election per shard. Per shard: whether this replica
 /// holds it, and its [`StandAside`].
-pub fn spawn(client: kube::Client, cfg: LeaseConfig, shards: u32) -> (Arc<Load>, Vec<(watch::Receiver<bool>, StandAside)>) {
+pub fn spawn(client: kube::Client, cfg: LeaseConfig, shards: u32) -> (Membership, Vec<(watch::Receiver<bool>, StandAside)>) {
     let load = Arc::new(Load::new(shards));
-    tokio::spawn(members(client.clone(), cfg.clone(), load.clone()));
+    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), &cfg.namespace, &lease::resource());
+    let name = member_name(&cfg);
+    let task = tokio::spawn(members(api.clone(), cfg.clone(), name.clone(), load.clone()));
     let elections = (0..shards)
         .map(|i| {
-            lease::spawn_gated(
-                client.clone(),
-                shard_lease(&cfg, i),
-                Some(Box::new(ShardGate { shard: i as usize, load: load.clone() }) as Box<dyn Gate>),
-            )
+            let gate = Box::new(ShardGate { shard: i as usize, load: load.clone() }) as Box<dyn Gate>;
+            lease::spawn_gated(client.clone(), shard_lease(&cfg, i), Some(gate))
         })
         .collect();
-    (load, elections)
+    (Membership { api, name, task }, elections)
 }
 
 /// A Lease name from an identity: lower case letters, digits, `-` and `.`.
@@ -137,10 +157,8 @@ fn renewed(lease: &DynamicObject) -> Option<(DateTime<Utc>, i64)> {
 
 /// Renews this replica's member Lease and counts the members alive, every third of the
 /// lease duration, until the process ends.
-async fn members(client: kube::Client, cfg: LeaseConfig, load: Arc<Load>) {
-    let api: Api<DynamicObject> = Api::namespaced_with(client, &cfg.namespace, &lease::resource());
+async fn members(api: Api<DynamicObject>, cfg: LeaseConfig, name: String, load: Arc<Load>) {
     let period = (cfg.duration / 3).max(Duration::from_millis(100));
-    let name = member_name(&cfg);
     loop {
         match tokio::time::timeout(period, member_round(&api, &cfg, &name, Utc::now())).await {
             Ok(Ok(alive)) => {

@@ -16,6 +16,7 @@ mod fingerprint;
 pub mod replay;
 mod wakeups;
 
+use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -164,10 +165,13 @@ pub async fn run(opts: DaemonOptions, err: &mut dyn std::io::Write) -> anyhow::R
     }
     // One election per unit: the Lease without sharding, one per shard with (and the
     // member Lease that bounds how many one replica holds); none without election.
-    let elections: Vec<Option<(tokio::sync::watch::Receiver<bool>, crate::cluster::lease::StandAside)>> = match &opts.lease {
-        Some(cfg) if sharded => crate::cluster::shards::spawn(client.clone(), cfg.clone(), shards).1.into_iter().map(Some).collect(),
-        Some(cfg) => vec![Some(crate::cluster::lease::spawn(client.clone(), cfg.clone()))],
-        None => vec![None],
+    let (membership, elections) = match &opts.lease {
+        Some(cfg) if sharded => {
+            let (membership, elections) = crate::cluster::shards::spawn(client.clone(), cfg.clone(), shards);
+            (Some(membership), elections.into_iter().map(Some).collect())
+        }
+        Some(cfg) => (None, vec![Some(crate::cluster::lease::spawn(client.clone(), cfg.clone()))]),
+        None => (None, vec![None]),
     };
     // The audit input: its listener binds before anything is evaluated, so a port in use
     // or unreadable TLS files are a start-up error. (Not with sharding: refused at load.)
@@ -207,6 +211,7 @@ pub async fn run(opts: DaemonOptions, err: &mut dyn std::io::Write) -> anyhow::R
             }
             false => None,
         };
+        let kept = election.clone();
         let (halt, stand_aside) = match election {
             Some((mut rx, aside)) => {
                 let halt = crate::deliver::queue::Halt { leading: rx.clone(), grace: step_down_grace };
@@ -256,7 +261,7 @@ pub async fn run(opts: DaemonOptions, err: &mut dyn std::io::Write) -> anyhow::R
             let fenced = core.run(rx, started_tx);
             let _ = done_tx.send(fenced);
         })?;
-        units.push(Unit { tx, started: Some(started_rx), done: done_rx });
+        units.push(Unit { tx, started: Some(started_rx), done: done_rx, election: kept });
     }
     drop(leading_tx);
     // Without leader election, a store that cannot be opened is a start-up error.
@@ -277,7 +282,7 @@ pub async fn run(opts: DaemonOptions, err: &mut dyn std::io::Write) -> anyhow::R
             Err(_) => anyhow::bail!("the evaluation thread stopped while starting"),
         }
     }
-    let mut shell = Shell { units, owned: vec![!sharded; usize::try_from(shards).unwrap_or(1)], sharded, shards };
+    let mut shell = Shell { units, owned: vec![!sharded; usize::try_from(shards).unwrap_or(1)], sharded, shards, placed: HashMap::new() };
     let mut changes = watch::changes(client.clone(), &opts.watch).boxed();
     // With sharding, a shard taken over needs its Applications: the watch lists again,
     // once for the shards taken within RELIST_AFTER of each other.
@@ -325,6 +330,9 @@ pub async fn run(opts: DaemonOptions, err: &mut dyn std::io::Write) -> anyhow::R
                 if let Some(o) = shell.owned.get_mut(i) {
                     *o = leading || !shell.sharded;
                 }
+                if !leading {
+                    shell.placed.retain(|_, s| *s != i);
+                }
                 shell.send(i, Input::Leading(leading)).await
             }
             _ = sigterm.recv() => {
@@ -345,9 +353,22 @@ pub async fn run(opts: DaemonOptions, err: &mut dyn std::io::Write) -> anyhow::R
     // in-flight deliveries finish; what is left stays in the outbox for the next start.
     drop(changes);
     let mut fenced = false;
+    let mut elections = Vec::new();
     for unit in shell.units {
         let _ = unit.tx.send(Input::Stop).await;
         fenced |= unit.done.await.unwrap_or(false);
+        elections.extend(unit.election);
+    }
+    // Nothing is sent any more: the Leases held are given up (and this replica leaves
+    // the shard members), so that another replica takes over at its next round rather
+    // than when they expire — a rolling update costs a renewal period, not a lease.
+    futures::future::join_all(elections.into_iter().map(|(mut rx, aside)| async move {
+        aside.until(tokio::time::Instant::now() + RELEASE_WITHIN * 10);
+        let _ = tokio::time::timeout(RELEASE_WITHIN, rx.wait_for(|leading| !*leading)).await;
+    }))
+    .await;
+    if let Some(m) = membership {
+        m.leave(RELEASE_WITHIN).await;
     }
     let _ = stop_admin.send(());
     if fenced {
@@ -360,6 +381,9 @@ pub async fn run(opts: DaemonOptions, err: &mut dyn std::io::Write) -> anyhow::R
     Ok(crate::exit::OK)
 }
 
+/// How long a stopping replica waits for its Leases to be given up.
+const RELEASE_WITHIN: Duration = Duration::from_secs(2);
+
 /// How long after a shard is taken over the watch lists again (shards taken together,
 /// as at start-up, share one list).
 const RELIST_AFTER: Duration = Duration::from_millis(250);
@@ -369,6 +393,8 @@ struct Unit {
     tx: tokio::sync::mpsc::Sender<Input>,
     started: Option<tokio::sync::oneshot::Receiver<Result<(), LeadError>>>,
     done: tokio::sync::oneshot::Receiver<bool>,
+    /// Its election (none without leader election), given up when the daemon stops.
+    election: Option<(tokio::sync::watch::Receiver<bool>, crate::cluster::lease::StandAside)>,
 }
 
 /// The evaluation threads and which shards this replica holds.
@@ -377,6 +403,9 @@ struct Shell {
     owned: Vec<bool>,
     sharded: bool,
     shards: u32,
+    /// With sharding, the shard of each Application of a held shard, by state key: an
+    /// Application whose destination moves it to another shard is retired in its old one.
+    placed: HashMap<String, usize>,
 }
 
 impl Shell {
@@ -404,13 +433,28 @@ impl Shell {
     /// A watch change to the unit it concerns: an Application to its shard's, if this
     /// replica holds the shard (dropped otherwise: another replica has it); an
     /// AppProject and a list's start and end to all; what is only counted to the first.
-    async fn change(&self, c: Change) -> bool {
+    async fn change(&mut self, c: Change) -> bool {
         match &c {
             Change::App(app) | Change::AppDeleted(app) => {
-                let shard = if self.sharded { crate::shard::of_app(&app.object, self.shards) as usize } else { 0 };
-                match self.owned.get(shard) {
-                    Some(true) => self.send(shard, Input::Change(c)).await,
-                    _ => true,
+                if !self.sharded {
+                    return self.send(0, Input::Change(c)).await;
+                }
+                let shard = crate::shard::of_app(&app.object, self.shards) as usize;
+                let key = app.state_key();
+                let deleted = matches!(c, Change::AppDeleted(_));
+                let owned = self.owned.get(shard).copied().unwrap_or(false);
+                let before = match owned && !deleted {
+                    true => self.placed.insert(key.clone(), shard),
+                    false => self.placed.remove(&key),
+                };
+                if let Some(old) = before.filter(|old| *old != shard)
+                    && !self.send(old, Input::Moved(key)).await
+                {
+                    return false;
+                }
+                match owned {
+                    true => self.send(shard, Input::Change(c)).await,
+                    false => true,
                 }
             }
             Change::Project(_) | Change::ProjectDeleted(_) | Change::ListStarted(_) | Change::ListDone(_) => {

@@ -450,6 +450,17 @@ impl StateStore {
         Ok(n)
     }
 
+    /// An Application that now belongs to another shard (its destination cluster
+    /// changed): its state here is retired as a deleted one's is — purged once nothing
+    /// of it is left in the outbox — but without a last pass: it was not deleted, and
+    /// its new shard tells what it does next. Its episodes stay in this shard's history.
+    pub fn retire_moved(&self, app: &str) -> Result<(), StateError> {
+        let tx = self.db.begin_write().map_err(storage)?;
+        let now_ms = u64::try_from(chrono::Utc::now().timestamp_millis()).unwrap_or(0);
+        Self::retire_app_in(&tx, app, now_ms)?;
+        tx.commit().map_err(storage)
+    }
+
     /// Deleted Applications still waiting for their outbox entries to settle.
     pub fn deleted_waiting(&self) -> Result<u64, StateError> {
         let tx = self.db.begin_read().map_err(storage)?;

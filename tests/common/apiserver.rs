@@ -683,8 +683,13 @@ fn attributes(method: &str, path: &str, watch: bool) -> Option<(String, String, 
 }
 
 /// Leases: GET, POST (create; 409 if it exists), PUT (replace; 409 unless the
-/// resourceVersion matches), as the API server does for optimistic concurrency.
+/// resourceVersion matches), as the API server does for optimistic concurrency; a list
+/// of a namespace's Leases by one `key=value` label selector, and DELETE.
 async fn lease(req: Request<Incoming>, rest: &str, world: &Arc<Mutex<World>>) -> Response<Body> {
+    let selector = req
+        .uri()
+        .query()
+        .and_then(|q| form_urlencoded::parse(q.as_bytes()).find(|(k, _)| k == "labelSelector").map(|(_, v)| v.into_owned()));
     let parts: Vec<&str> = rest.split('/').collect();
     let (ns, name) = match parts.as_slice() {
         [ns, "leases"] => (ns.to_string(), None),
@@ -711,6 +716,28 @@ async fn lease(req: Request<Incoming>, rest: &str, world: &Arc<Mutex<World>>) ->
     match (method.as_str(), name) {
         ("GET", Some(n)) => match w.objects.get(&key(&n)) {
             Some(o) => full(200, o),
+            None => status(404, "NotFound"),
+        },
+        ("GET", None) => {
+            let (label, value) = selector.as_deref().and_then(|s| s.split_once('=')).unwrap_or_default();
+            let items: Vec<Value> = w
+                .objects
+                .iter()
+                .filter(|((r, n, _), o)| {
+                    r == "leases"
+                        && *n == ns
+                        && (label.is_empty()
+                            || o.pointer("/metadata/labels").and_then(|l| l.get(label)).and_then(Value::as_str) == Some(value))
+                })
+                .map(|(_, o)| o.clone())
+                .collect();
+            full(
+                200,
+                &json!({"apiVersion": "coordination.k8s.io/v1", "kind": "LeaseList", "metadata": {"resourceVersion": w.rv.to_string()}, "items": items}),
+            )
+        }
+        ("DELETE", Some(n)) => match w.objects.remove(&key(&n)) {
+            Some(o) => full(200, &o),
             None => status(404, "NotFound"),
         },
         ("POST", _) => {

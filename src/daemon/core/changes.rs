@@ -129,16 +129,41 @@ impl Core {
         }
     }
 
+    /// The Application `key` now deploys to a cluster of another shard: what this
+    /// thread kept of it goes, and its state in this shard's store is retired (no last
+    /// pass: it was not deleted; the other shard evaluates it from now on).
+    pub(super) fn moved_away(&mut self, key: &str) {
+        if self.apps.remove(key).is_none() && self.retiring.remove(key).is_none() {
+            return;
+        }
+        self.forget_one(key);
+        tracing::info!(app = %key, shard = self.shard, "the Application deploys to another shard's cluster now: retired here");
+        if let Some(state) = &self.state
+            && let Err(e) = state.retire_moved(key)
+        {
+            tracing::warn!(app = %key, error = %e, "retiring a moved Application's state failed; its keys stay in this shard");
+        }
+    }
+
+    /// Forgets what is kept about `key` beside the Application itself.
+    fn forget_one(&mut self, key: &str) {
+        self.unindex(key);
+        self.evaluated.remove(key);
+        self.annotation_logged.remove(key);
+        self.outside_project.remove(key);
+        self.wakeups.remove(key);
+        if let Some(live) = self.live.as_mut() {
+            self.inputs.live_forgotten(live.request(key, Vec::new(), crate::drift::ignore::IgnoreRules::default).forgotten);
+        }
+    }
+
     /// A shard this thread held is another replica's now: what it kept of the shard's
     /// Applications goes (the new holder lists them again), so the replica's memory is
     /// only what it owns. Nothing is evaluated: the store is closed.
     pub(super) fn forget_all(&mut self) {
         let keys: Vec<String> = self.apps.keys().chain(self.retiring.keys()).cloned().collect();
         for key in &keys {
-            self.unindex(key);
-            if let Some(live) = self.live.as_mut() {
-                self.inputs.live_forgotten(live.request(key, Vec::new(), crate::drift::ignore::IgnoreRules::default).forgotten);
-            }
+            self.forget_one(key);
         }
         self.apps = HashMap::new();
         self.retiring = HashMap::new();

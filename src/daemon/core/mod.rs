@@ -85,6 +85,8 @@ impl Kept {
 /// What the shell forwards to the evaluation thread.
 pub(super) enum Input {
     Change(Change),
+    /// With sharding: the Application (by state key) belongs to another shard now.
+    Moved(String),
     /// A live object read for attribution.
     Fetched(Box<crate::cluster::live::Fetched>),
     /// Relevant events from the audit input, and when their request arrived.
@@ -396,6 +398,7 @@ impl Core {
     fn input_one(&mut self, input: Input) {
         match input {
             Input::Change(c) => self.handle(c),
+            Input::Moved(key) => self.moved_away(&key),
             Input::Fetched(f) => self.live_read(*f),
             Input::Audit(batch, arrived) => self.audited(batch, arrived),
             Input::Reload => self.reload(),
@@ -426,7 +429,9 @@ impl Core {
             }
             Input::PollConfig => {
                 if config_fingerprint(&self.pipeline.runtime.sources) != self.last_config {
-                    tracing::info!("configuration files changed: reloading");
+                    if self.shard == 0 {
+                        tracing::info!("configuration files changed: reloading");
+                    }
                     self.reload();
                 }
             }

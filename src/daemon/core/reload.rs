@@ -48,6 +48,25 @@ impl Core {
             .into())
     }
 
+    /// With shards, every evaluation thread reloads its own configuration (from the
+    /// same files); the first says what happened, once for the process, in the log and
+    /// the reload metrics.
+    fn speaks_for_process(&self) -> bool {
+        self.shard == 0
+    }
+
+    /// The Applications are split into shards at start: a reload that changes
+    /// `sharding.shards` is refused rather than pretending.
+    fn shards_unchangeable(&self, rt: &Runtime) -> Result<(), String> {
+        if rt.shards == self.pipeline.runtime.shards {
+            return Ok(());
+        }
+        Err(format!(
+            "sharding.shards changed from {} to {}: the Applications are split into shards at start; restart driftwatch to apply it",
+            self.pipeline.runtime.shards, rt.shards
+        ))
+    }
+
     /// Builds everything new; swaps it in only if all of it is valid. Either way the
     /// files are looked at again only when they change again.
     pub(super) fn reload(&mut self) {
@@ -71,6 +90,7 @@ impl Core {
             Ok(rt) => match self
                 .audit_unchangeable(&rt)
                 .and_then(|()| self.operations_unchangeable(&rt))
+                .and_then(|()| self.shards_unchangeable(&rt))
                 .map_err(|e| vec![e])
                 .and_then(|()| build_services(&rt, &probe))
             {
@@ -88,17 +108,19 @@ impl Core {
                     }
                     // The live reads' clients and settings are built at start-up: say so
                     // when a reload changes them rather than seem to apply it.
-                    if self.live.is_some() && live_settings(&rt) != live_settings(&self.pipeline.runtime) {
+                    if self.speaks_for_process() && self.live.is_some() && live_settings(&rt) != live_settings(&self.pipeline.runtime) {
                         tracing::warn!(
                             "clusters:, argocd:, diff: or attribution settings changed: live reads keep the running ones until a restart"
                         );
                     }
                     // The projects and live objects seen stay: they are the cluster's, not the configuration's.
                     self.pipeline = Pipeline::new(Arc::new(rt));
-                    METRICS.reload_ok.set(1);
-                    METRICS.reloads.inc("ok");
-                    METRICS.set_reload_errors(Vec::new());
-                    tracing::info!("configuration reloaded");
+                    if self.speaks_for_process() {
+                        METRICS.reload_ok.set(1);
+                        METRICS.reloads.inc("ok");
+                        METRICS.set_reload_errors(Vec::new());
+                        tracing::info!("configuration reloaded");
+                    }
                     self.evaluated.clear();
                     self.reevaluate_all();
                     return;
@@ -107,6 +129,9 @@ impl Core {
             },
             Err(errors) => errors.iter().map(ToString::to_string).collect(),
         };
+        if !self.speaks_for_process() {
+            return;
+        }
         METRICS.reload_ok.set(0);
         METRICS.reloads.inc("refused");
         for e in &errors {
