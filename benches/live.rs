@@ -234,6 +234,22 @@ impl Daemon {
 
     /// Starts the daemon in `dir` (whose `state.redb` may be seeded already).
     fn start_in(api: &FakeApiServer, config: &str, dir: tempfile::TempDir) -> (Daemon, Duration) {
+        let started = Instant::now();
+        let d = Daemon::spawn_in(api, config, dir, &[]);
+        d.wait_ready(started);
+        (d, started.elapsed())
+    }
+
+    /// Waits for `/readyz` (at most 300 s from `started`).
+    fn wait_ready(&self, started: Instant) {
+        while get(&self.admin, "/readyz").is_none_or(|(s, _)| s != 200) {
+            assert!(started.elapsed() < Duration::from_secs(300), "not ready after 300 s");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    /// Starts the daemon in `dir` with `extra` arguments, without waiting for it.
+    fn spawn_in(api: &FakeApiServer, config: &str, dir: tempfile::TempDir, extra: &[&str]) -> Daemon {
         api.kubeconfig(&dir.path().join("kubeconfig"));
         std::fs::write(dir.path().join("driftwatch.yaml"), config).unwrap();
         if config.contains("$pg-url") {
@@ -242,7 +258,6 @@ impl Daemon {
         }
         let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
         let admin = format!("127.0.0.1:{port}");
-        let started = Instant::now();
         // LIVE_BENCH_WRAP="valgrind --tool=massif ..." runs the daemon under a profiler;
         // LIVE_BENCH_BIN=path runs another build (an earlier commit's, to compare).
         let mut cmd = match std::env::var("LIVE_BENCH_WRAP") {
@@ -257,17 +272,13 @@ impl Daemon {
         let child = cmd
             .args(common::daemon::run_args(dir.path()))
             .args(["--listen", &admin])
+            .args(extra)
             .env("DRIFTWATCH_LOG", "warn")
             .stdout(Stdio::null())
             .stderr(Stdio::inherit())
             .spawn()
             .unwrap();
-        let d = Daemon { child, admin, _dir: dir };
-        while get(&d.admin, "/readyz").is_none_or(|(s, _)| s != 200) {
-            assert!(started.elapsed() < Duration::from_secs(300), "not ready after 300 s");
-            std::thread::sleep(Duration::from_millis(10));
-        }
-        (d, started.elapsed())
+        Daemon { child, admin, _dir: dir }
     }
 
     fn metric(&self, prefix: &str) -> f64 {
@@ -1059,6 +1070,9 @@ fn main() {
     if want("pgscale") {
         pgscale();
     }
+    if want("shards") {
+        shards();
+    }
 }
 
 /// The episode a replay of examples/production records for its live drift (critical,
@@ -1125,6 +1139,63 @@ fn pgscale() {
             "pgscale: {rows} rows: a pass's view {:.0} µs, its write (an episode) {:.0} µs, over {PASSES} passes",
             viewing.as_secs_f64() * 1e6 / PASSES as f64,
             writing.as_secs_f64() * 1e6 / PASSES as f64
+        );
+    }
+}
+
+/// `LIVE_BENCH_REPLICAS` replicas (4 unless set) with `sharding.shards: 4` on one
+/// PostgreSQL, started together, and `LIVE_BENCH_APPS` Applications (10,000 unless
+/// set) over 400 destination clusters: how long until every shard is held, one per
+/// replica, and each replica keeps its shards' Applications; then each replica's RSS
+/// and what it keeps.
+fn shards() {
+    const SHARDS: usize = 4;
+    let api = FakeApiServer::start();
+    api.set_rbac(None);
+    let rx = Receiver::start();
+    let apps: usize = std::env::var("LIVE_BENCH_APPS").ok().and_then(|v| v.parse().ok()).unwrap_or(10_000);
+    let replicas: usize = std::env::var("LIVE_BENCH_REPLICAS").ok().and_then(|v| v.parse().ok()).unwrap_or(SHARDS);
+    for i in 0..apps {
+        let mut a = app(i, "Synced", "r0");
+        a["spec"]["destination"]["server"] = json!(format!("https://cluster-{}.example:6443", i % 400));
+        api.apply(a);
+    }
+    let schema = driftwatch::state::pgtest::fresh_schema();
+    let config = format!(
+        "services:\n  hook:\n    type: webhook\n    url: http://127.0.0.1:{}\n{}secretsFile: secrets.yaml\nstate:\n  postgres:\n    url: $pg-url\n    schema: {schema}\n    maxConnections: 4\nsharding:\n  shards: {SHARDS}\n",
+        rx.addr.port(),
+        common::DRIFT_TRIGGER
+    );
+    let elected = ["--leader-election", "--lease-duration", "15", "--lease-namespace", "argocd"];
+    let started = Instant::now();
+    let ds: Vec<Daemon> = (0..replicas).map(|_| Daemon::spawn_in(&api, &config, tempfile::tempdir().unwrap(), &elected)).collect();
+    for d in &ds {
+        d.wait_ready(started);
+    }
+    let bound = SHARDS.div_ceil(replicas) as f64;
+    let settled = until(Duration::from_secs(600), || {
+        let held: Vec<f64> = ds.iter().map(|d| d.metric("driftwatch_leader")).collect();
+        let kept: f64 = ds.iter().map(|d| d.metric("driftwatch_applications")).sum();
+        held.iter().sum::<f64>() == SHARDS as f64 && held.iter().all(|h| *h <= bound) && kept == apps as f64
+    });
+    let Some(settled) = settled.map(|_| started.elapsed()) else {
+        panic!("shards never settled");
+    };
+    std::thread::sleep(Duration::from_secs(2));
+    crate::common::daemon::wait_for("evaluated", Duration::from_secs(300), || {
+        ds.iter().map(|d| d.metric("driftwatch_evaluations_total")).sum::<f64>() >= apps as f64
+    });
+    println!(
+        "shards: {replicas} replicas, {SHARDS} shards, {apps} Applications over 400 clusters: every shard held and every Application kept {} after the start",
+        ms(settled)
+    );
+    for (i, d) in ds.iter().enumerate() {
+        let kept = d.metric("driftwatch_applications");
+        println!(
+            "shards: replica {i}: {} shard(s), {kept} Applications kept, RSS {:.0} MB, CPU {:.1} s",
+            d.metric("driftwatch_leader"),
+            d.rss_mb(),
+            d.cpu_seconds()
         );
     }
 }

@@ -1093,6 +1093,25 @@ mod on_a_real_api_server {
         (0..ds.len()).filter(|i| !skip.contains(i)).find(|&i| ds[i].metric("driftwatch_leader") == Some(1.0))
     }
 
+    /// `state:` in PostgreSQL (the URL from the secrets file), in `schema`.
+    fn postgres_state(schema: &str, connections: u32) -> String {
+        format!(
+            "secretsFile: secrets.yaml\nstate:\n  postgres:\n    url: $pg-url\n    schema: {schema}\n    maxConnections: {connections}\n"
+        )
+    }
+
+    /// Three replicas' directories (no shared volume): `config`, the URL of `pg` in the
+    /// secrets file, a kubeconfig for the API server.
+    fn replica_dirs(api: &cp::ApiServer, pg: &driftwatch::state::pgtest::Server, config: &str) -> Vec<tempfile::TempDir> {
+        let dirs: Vec<tempfile::TempDir> = (0..3).map(|_| tempfile::tempdir().unwrap()).collect();
+        for dir in &dirs {
+            std::fs::write(dir.path().join("driftwatch.yaml"), config).unwrap();
+            std::fs::write(dir.path().join("secrets.yaml"), format!("pg-url: {:?}\n", pg.url())).unwrap();
+            api.kubeconfig(&dir.path().join("kubeconfig"), ADMIN);
+        }
+        dirs
+    }
+
     /// Three replicas, each with a directory of its own (no shared volume), keep the
     /// state in one PostgreSQL and elect the sender with a real Lease. The leader
     /// paused (SIGSTOP) past two lease durations loses the Lease; another takes over
@@ -1108,16 +1127,7 @@ mod on_a_real_api_server {
         let pg = driftwatch::state::pgtest::server().expect("a private PostgreSQL");
         let schema = driftwatch::state::pgtest::fresh_schema();
         let hook = Scripted::start(Mode::Up);
-        let dirs: Vec<tempfile::TempDir> = (0..3).map(|_| tempfile::tempdir().unwrap()).collect();
-        for dir in &dirs {
-            let cfg = format!(
-                "{}secretsFile: secrets.yaml\nstate:\n  postgres:\n    url: $pg-url\n    schema: {schema}\n    maxConnections: 4\n",
-                watch_config(hook.port)
-            );
-            std::fs::write(dir.path().join("driftwatch.yaml"), cfg).unwrap();
-            std::fs::write(dir.path().join("secrets.yaml"), format!("pg-url: {:?}\n", pg.url())).unwrap();
-            api.kubeconfig(&dir.path().join("kubeconfig"), ADMIN);
-        }
+        let dirs = replica_dirs(api, pg, &format!("{}{}", watch_config(hook.port), postgres_state(&schema, 4)));
         let admin = block_on(async {
             api.namespaces(&["pg-apps", "pg-lease"]).await;
             api.client(ADMIN).await
@@ -1220,17 +1230,8 @@ mod on_a_real_api_server {
         let pg = driftwatch::state::pgtest::server().expect("a private PostgreSQL");
         let schema = driftwatch::state::pgtest::fresh_schema();
         let hook = Scripted::start(Mode::Up);
-        let dirs: Vec<tempfile::TempDir> = (0..3).map(|_| tempfile::tempdir().unwrap()).collect();
-        for dir in &dirs {
-            let cfg = format!(
-                "{}secretsFile: secrets.yaml\nstate:\n  postgres:\n    url: $pg-url\n    schema: {schema}\n    maxConnections: 2\n\
-                 sharding:\n  shards: {SHARDS}\n",
-                watch_config(hook.port)
-            );
-            std::fs::write(dir.path().join("driftwatch.yaml"), cfg).unwrap();
-            std::fs::write(dir.path().join("secrets.yaml"), format!("pg-url: {:?}\n", pg.url())).unwrap();
-            api.kubeconfig(&dir.path().join("kubeconfig"), ADMIN);
-        }
+        let config = format!("{}{}sharding:\n  shards: {SHARDS}\n", watch_config(hook.port), postgres_state(&schema, 2));
+        let dirs = replica_dirs(api, pg, &config);
         let admin = block_on(async {
             api.namespaces(&["shard-apps", "shard-lease"]).await;
             api.client(ADMIN).await

@@ -200,8 +200,16 @@ pub(super) fn spawn_gated(client: kube::Client, cfg: LeaseConfig, gate: Option<B
                 match g.decide(holding) {
                     Decision::Release => {
                         tracing::info!(lease = %cfg.name, "more shards than this replica's share: giving this one up");
-                        // For one lease duration, so that another replica takes it.
-                        me.until(started + cfg.duration);
+                        // Its workers stop on this signal and its evaluation thread
+                        // closes the store; only then is the Lease given up (for one
+                        // lease duration, so that another replica takes it), or the
+                        // next holder would fence writes still under way here.
+                        held(false);
+                        if tx.send(false).is_err() {
+                            return;
+                        }
+                        tokio::time::sleep(period.min(cfg.duration / 4)).await;
+                        me.until(tokio::time::Instant::now() + cfg.duration);
                         continue;
                     }
                     Decision::Skip => {

@@ -30,11 +30,32 @@ const MEMBER_GC_DURATIONS: u32 = 10;
 pub struct Load {
     holding: Vec<AtomicBool>,
     members: AtomicU32,
+    /// When this replica first knew the members, and how long after that it takes
+    /// nothing ([`Load::decide`]).
+    joined: std::sync::OnceLock<std::time::Instant>,
+    settle: Duration,
 }
 
 impl Load {
-    pub fn new(shards: u32) -> Load {
-        Load { holding: (0..shards).map(|_| AtomicBool::new(false)).collect(), members: AtomicU32::new(0) }
+    /// `settle`: how long a replica that just joined waits before it takes a shard, so
+    /// that replicas started together (a rollout, a scale-up) all count each other
+    /// first; without it the first to count itself alone took every shard, listed and
+    /// kept every Application, and gave most of them up a moment later — measured, a
+    /// replica then stayed at 62–69 MB for 2,500 Applications, against 57 MB for one
+    /// holding all 10,000 (freed objects among kept ones on the allocator's pages).
+    pub fn new(shards: u32, settle: Duration) -> Load {
+        Load {
+            holding: (0..shards).map(|_| AtomicBool::new(false)).collect(),
+            members: AtomicU32::new(0),
+            joined: std::sync::OnceLock::new(),
+            settle,
+        }
+    }
+
+    /// The members alive, as the last member round counted them.
+    fn set_members(&self, alive: u32) -> u32 {
+        self.joined.get_or_init(std::time::Instant::now);
+        self.members.swap(alive, Ordering::Relaxed)
     }
 
     /// How many shards this replica holds.
@@ -56,7 +77,8 @@ impl Load {
 
     /// What shard `shard`'s election does next, given whether it holds the shard.
     pub fn decide(&self, shard: usize, holding: bool) -> Decision {
-        if self.members.load(Ordering::Relaxed) == 0 {
+        let settling = self.joined.get().is_none_or(|t| t.elapsed() < self.settle);
+        if self.members.load(Ordering::Relaxed) == 0 || (settling && !holding) {
             return if holding { Decision::Keep } else { Decision::Skip };
         }
         let (held, bound) = (self.held(), self.bound());
@@ -123,7 +145,8 @@ impl Membership {
 /// Starts the member Lease and one election per shard. Per shard: whether this replica
 /// holds it, and its [`StandAside`].
 pub fn spawn(client: kube::Client, cfg: LeaseConfig, shards: u32) -> (Membership, Vec<(watch::Receiver<bool>, StandAside)>) {
-    let load = Arc::new(Load::new(shards));
+    let period = (cfg.duration / 3).max(Duration::from_millis(100));
+    let load = Arc::new(Load::new(shards, period));
     let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), &cfg.namespace, &lease::resource());
     let name = member_name(&cfg);
     let task = tokio::spawn(members(api.clone(), cfg.clone(), name.clone(), load.clone()));
@@ -162,7 +185,7 @@ async fn members(api: Api<DynamicObject>, cfg: LeaseConfig, name: String, load: 
     loop {
         match tokio::time::timeout(period, member_round(&api, &cfg, &name, Utc::now())).await {
             Ok(Ok(alive)) => {
-                let before = load.members.swap(alive, Ordering::Relaxed);
+                let before = load.set_members(alive);
                 if before != alive {
                     tracing::info!(replicas = alive, bound = load.bound(), held = load.held(), "shard members changed");
                 }
@@ -219,8 +242,10 @@ mod tests {
     use super::*;
 
     fn load(shards: u32, members: u32, held: &[usize]) -> Load {
-        let l = Load::new(shards);
-        l.members.store(members, Ordering::Relaxed);
+        let l = Load::new(shards, Duration::ZERO);
+        if members > 0 {
+            l.set_members(members);
+        }
         for &i in held {
             l.set(i, true);
         }
@@ -245,6 +270,10 @@ mod tests {
         // Until the members are known, nothing is taken and nothing held is given up.
         let l = load(4, 0, &[2]);
         assert_eq!((l.decide(0, false), l.decide(2, true)), (Decision::Skip, Decision::Keep));
+        // Just joined: nothing taken until the others started with it are counted.
+        let l = Load::new(4, Duration::from_secs(60));
+        l.set_members(1);
+        assert_eq!(l.decide(0, false), Decision::Skip);
     }
 
     #[test]

@@ -109,6 +109,11 @@ impl Core {
                     }
                 }
                 self.lists_done.insert(stream);
+                if self.sharded && self.leading {
+                    // A shard taken over was listed again: what the list's pages took
+                    // goes back, as at the first ready.
+                    crate::memory::release_free();
+                }
                 if self.streams.iter().all(|s| self.lists_done.contains(s)) && METRICS.ready.set(1) == 0 {
                     // The local API server answered the lists: it is up until a live
                     // read says otherwise.
@@ -173,6 +178,7 @@ impl Core {
         self.wakeups = Wakeups::default();
         if !keys.is_empty() {
             tracing::info!(shard = self.shard, applications = keys.len(), "forgot the shard's Applications");
+            crate::memory::release_free();
         }
     }
 
