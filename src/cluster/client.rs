@@ -3,6 +3,10 @@
 
 use std::time::Duration;
 
+/// The Kubernetes client, as the rest of the program holds it: a handle passed on to
+/// what in `cluster/` talks to the API server.
+pub type ApiClient = kube::Client;
+
 /// A client from an explicit kubeconfig (and context), or the usual inference:
 /// in-cluster service account, then `$KUBECONFIG` / `~/.kube/config`.
 pub async fn client(kubeconfig: Option<&std::path::Path>, context: Option<&str>) -> Result<kube::Client, String> {

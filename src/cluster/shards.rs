@@ -34,6 +34,11 @@ pub struct Load {
     /// nothing ([`Load::decide`]).
     joined: std::sync::OnceLock<std::time::Instant>,
     settle: Duration,
+    /// One decision at a time: a `Take` claims its shard before the round that
+    /// acquires it, so the replica's elections, deciding together, never take more
+    /// than the bound between them (each saw the same count under it, and one replica
+    /// took three of four shards, only to give two back).
+    deciding: std::sync::Mutex<()>,
 }
 
 impl Load {
@@ -49,6 +54,7 @@ impl Load {
             members: AtomicU32::new(0),
             joined: std::sync::OnceLock::new(),
             settle,
+            deciding: std::sync::Mutex::new(()),
         }
     }
 
@@ -75,8 +81,10 @@ impl Load {
         }
     }
 
-    /// What shard `shard`'s election does next, given whether it holds the shard.
+    /// What shard `shard`'s election does next, given whether it holds the shard. A
+    /// `Take` counts the shard as held until its round says otherwise ([`Load::set`]).
     pub fn decide(&self, shard: usize, holding: bool) -> Decision {
+        let _one_at_a_time = self.deciding.lock().unwrap_or_else(|p| p.into_inner());
         let settling = self.joined.get().is_none_or(|t| t.elapsed() < self.settle);
         if self.members.load(Ordering::Relaxed) == 0 || (settling && !holding) {
             return if holding { Decision::Keep } else { Decision::Skip };
@@ -88,6 +96,7 @@ impl Load {
                 (0..self.holding.len()).rev().filter(|i| self.holding[*i].load(Ordering::Relaxed)).take(over).collect();
             if highest.contains(&shard) { Decision::Release } else { Decision::Keep }
         } else if held < bound {
+            self.set(shard, true);
             Decision::Take
         } else {
             Decision::Skip
@@ -256,6 +265,12 @@ mod tests {
     fn a_replica_takes_up_to_its_bound_and_gives_its_highest_shards_up_past_it() {
         // Alone: every shard.
         let l = load(4, 1, &[0, 1, 2]);
+        assert_eq!(l.decide(3, false), Decision::Take);
+        // Deciding together, the elections take no more than the bound between them.
+        let l = load(4, 2, &[]);
+        let d: Vec<Decision> = (0..4).map(|i| l.decide(i, false)).collect();
+        assert_eq!(d, [Decision::Take, Decision::Take, Decision::Skip, Decision::Skip]);
+        l.set(0, false); // its round did not get it
         assert_eq!(l.decide(3, false), Decision::Take);
         // A second replica joined: the bound is 2, the two highest go.
         let l = load(4, 2, &[0, 1, 2, 3]);

@@ -14,6 +14,7 @@ pub mod admin;
 mod core;
 mod fingerprint;
 pub mod replay;
+mod units;
 mod wakeups;
 
 use std::collections::HashMap;
@@ -24,13 +25,13 @@ use std::time::Duration;
 
 use futures::StreamExt;
 
-use crate::cluster::live::LiveFetcher;
-use crate::cluster::watch::{self, Change, WatchOptions};
+use crate::cluster::watch::{self, WatchOptions};
 use crate::config;
 use crate::trigger::TriggerEngine;
 
 pub use self::admin::SharedState;
-use self::core::{Core, Input, LeadError};
+use self::core::{Input, LeadError};
+use self::units::{RELIST_AFTER, Shell};
 
 /// Options of `driftwatch run` (live).
 #[derive(Debug, Clone)]
@@ -189,79 +190,23 @@ pub async fn run(opts: DaemonOptions, err: &mut dyn std::io::Write) -> anyhow::R
         Some(l) => opts.shutdown_grace.min(l.duration / 4),
         None => opts.shutdown_grace,
     };
-    // What leader election says, per unit, for the shell.
+    // One evaluation thread per unit: the whole daemon without sharding, one shard with.
     let (leading_tx, mut leading_rx) = tokio::sync::mpsc::channel::<(usize, Option<bool>)>(elections.len().max(1) * 4);
+    let common = units::Common {
+        rt: &rt,
+        client: &client,
+        engine: &engine,
+        opts: &opts,
+        store_at: &store_at,
+        shared: &shared,
+        audit: &audit,
+        step_down_grace,
+        sharded,
+        leading_tx: &leading_tx,
+    };
     let mut units = Vec::with_capacity(elections.len());
     for (i, election) in elections.into_iter().enumerate() {
-        let shard = u32::try_from(i).unwrap_or(0);
-        let (tx, rx) = tokio::sync::mpsc::channel::<Input>(INPUT_QUEUE);
-        // Live reads, each unit its own (their results go to the unit that asked).
-        let live = match rt.attribution.enabled {
-            true => {
-                let (f, mut live_rx) = LiveFetcher::for_runtime(&rt, client.clone()).await;
-                let to = tx.clone();
-                tokio::spawn(async move {
-                    while let Some(fetched) = live_rx.recv().await {
-                        if to.send(Input::Fetched(Box::new(fetched))).await.is_err() {
-                            break;
-                        }
-                    }
-                });
-                Some(f)
-            }
-            false => None,
-        };
-        let kept = election.clone();
-        let (halt, stand_aside) = match election {
-            Some((mut rx, aside)) => {
-                let halt = crate::deliver::queue::Halt { leading: rx.clone(), grace: step_down_grace };
-                let to = leading_tx.clone();
-                tokio::spawn(async move {
-                    loop {
-                        let now = match rx.changed().await {
-                            Ok(()) => Some(*rx.borrow_and_update()),
-                            Err(_) => None,
-                        };
-                        if to.send((i, now)).await.is_err() || now.is_none() {
-                            break;
-                        }
-                    }
-                });
-                let duration = opts.lease.as_ref().map_or(Duration::ZERO, |l| l.duration);
-                (Some(halt), Some((aside, duration)))
-            }
-            None => (None, None),
-        };
-        let core = Core::new(core::CoreOptions {
-            runtime: rt.clone(),
-            engine: engine.clone(),
-            config: opts.config.clone(),
-            store_at: match (&store_at, sharded) {
-                (core::StoreAt::Postgres(pg), true) => core::StoreAt::Postgres(pg.for_shard(shard)),
-                (at, _) => at.clone(),
-            },
-            shared: shared.clone(),
-            live,
-            audit: if i == 0 { audit.clone() } else { None },
-            streams: opts.watch.streams().into_iter().collect(),
-            shard,
-            sharded,
-            // Without leader election this process always sends.
-            leading: opts.lease.is_none(),
-            step_down_grace,
-            shutdown_grace: opts.shutdown_grace,
-            handle: tokio::runtime::Handle::current(),
-            halt,
-            stand_aside,
-        });
-        let (started_tx, started_rx) = tokio::sync::oneshot::channel::<Result<(), LeadError>>();
-        let (done_tx, done_rx) = tokio::sync::oneshot::channel::<bool>();
-        let name = if sharded { format!("driftwatch-eval-{i}") } else { "driftwatch-eval".into() };
-        std::thread::Builder::new().name(name).spawn(move || {
-            let fenced = core.run(rx, started_tx);
-            let _ = done_tx.send(fenced);
-        })?;
-        units.push(Unit { tx, started: Some(started_rx), done: done_rx, election: kept });
+        units.push(units::spawn(&common, i, election).await?);
     }
     drop(leading_tx);
     // Without leader election, a store that cannot be opened is a start-up error.
@@ -352,24 +297,7 @@ pub async fn run(opts: DaemonOptions, err: &mut dyn std::io::Write) -> anyhow::R
     // Stop watching first, then let the evaluation threads finish what has arrived and
     // in-flight deliveries finish; what is left stays in the outbox for the next start.
     drop(changes);
-    let mut fenced = false;
-    let mut elections = Vec::new();
-    for unit in shell.units {
-        let _ = unit.tx.send(Input::Stop).await;
-        fenced |= unit.done.await.unwrap_or(false);
-        elections.extend(unit.election);
-    }
-    // Nothing is sent any more: the Leases held are given up (and this replica leaves
-    // the shard members), so that another replica takes over at its next round rather
-    // than when they expire — a rolling update costs a renewal period, not a lease.
-    futures::future::join_all(elections.into_iter().map(|(mut rx, aside)| async move {
-        aside.until(tokio::time::Instant::now() + RELEASE_WITHIN * 10);
-        let _ = tokio::time::timeout(RELEASE_WITHIN, rx.wait_for(|leading| !*leading)).await;
-    }))
-    .await;
-    if let Some(m) = membership {
-        m.leave(RELEASE_WITHIN).await;
-    }
+    let fenced = shell.stop(membership).await;
     let _ = stop_admin.send(());
     if fenced {
         writeln!(
@@ -379,88 +307,4 @@ pub async fn run(opts: DaemonOptions, err: &mut dyn std::io::Write) -> anyhow::R
         return Ok(crate::exit::FAILED);
     }
     Ok(crate::exit::OK)
-}
-
-/// How long a stopping replica waits for its Leases to be given up.
-const RELEASE_WITHIN: Duration = Duration::from_secs(2);
-
-/// How long after a shard is taken over the watch lists again (shards taken together,
-/// as at start-up, share one list).
-const RELIST_AFTER: Duration = Duration::from_millis(250);
-
-/// One evaluation thread: the whole daemon without sharding, one shard with.
-struct Unit {
-    tx: tokio::sync::mpsc::Sender<Input>,
-    started: Option<tokio::sync::oneshot::Receiver<Result<(), LeadError>>>,
-    done: tokio::sync::oneshot::Receiver<bool>,
-    /// Its election (none without leader election), given up when the daemon stops.
-    election: Option<(tokio::sync::watch::Receiver<bool>, crate::cluster::lease::StandAside)>,
-}
-
-/// The evaluation threads and which shards this replica holds.
-struct Shell {
-    units: Vec<Unit>,
-    owned: Vec<bool>,
-    sharded: bool,
-    shards: u32,
-    /// With sharding, the shard of each Application of a held shard, by state key: an
-    /// Application whose destination moves it to another shard is retired in its old one.
-    placed: HashMap<String, usize>,
-}
-
-impl Shell {
-    /// Sends `input` to unit `i`; false if its thread stopped.
-    async fn send(&self, i: usize, input: Input) -> bool {
-        match self.units.get(i) {
-            Some(u) => u.tx.send(input).await.is_ok(),
-            None => true,
-        }
-    }
-
-    async fn broadcast(&self, input: impl Fn() -> Input) -> bool {
-        for u in &self.units {
-            if u.tx.send(input()).await.is_err() {
-                return false;
-            }
-        }
-        true
-    }
-
-    fn held(&self) -> Vec<usize> {
-        self.owned.iter().enumerate().filter(|(_, o)| **o).map(|(i, _)| i).collect()
-    }
-
-    /// A watch change to the unit it concerns: an Application to its shard's, if this
-    /// replica holds the shard (dropped otherwise: another replica has it); an
-    /// AppProject and a list's start and end to all; what is only counted to the first.
-    async fn change(&mut self, c: Change) -> bool {
-        match &c {
-            Change::App(app) | Change::AppDeleted(app) => {
-                if !self.sharded {
-                    return self.send(0, Input::Change(c)).await;
-                }
-                let shard = crate::shard::of_app(&app.object, self.shards) as usize;
-                let key = app.state_key();
-                let deleted = matches!(c, Change::AppDeleted(_));
-                let owned = self.owned.get(shard).copied().unwrap_or(false);
-                let before = match owned && !deleted {
-                    true => self.placed.insert(key.clone(), shard),
-                    false => self.placed.remove(&key),
-                };
-                if let Some(old) = before.filter(|old| *old != shard)
-                    && !self.send(old, Input::Moved(key)).await
-                {
-                    return false;
-                }
-                match owned {
-                    true => self.send(shard, Input::Change(c)).await,
-                    false => true,
-                }
-            }
-            Change::Project(_) | Change::ProjectDeleted(_) | Change::ListStarted(_) | Change::ListDone(_) => {
-                self.broadcast(|| Input::Change(c.clone())).await
-            }
-            Change::Malformed { .. } | Change::Error { .. } => self.send(0, Input::Change(c)).await,
-        }
-    }
 }

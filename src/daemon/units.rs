@@ -1,0 +1,220 @@
+//! The shell's evaluation threads ("units"): one for the whole daemon without
+//! sharding, one per shard with `sharding.shards`. Each unit is an unchanged
+//! [`Core`] on a thread of its own, with its store (a shard's PostgreSQL schema), its
+//! election, its live reads and its input queue; the shell ([`Shell`]) hands each unit
+//! only the Applications of its shard while this replica holds it, and gives the
+//! Leases up when the daemon stops.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::core::{self, Core, Input, LeadError};
+use super::{DaemonOptions, INPUT_QUEUE, SharedState};
+use crate::cluster::lease::StandAside;
+use crate::cluster::live::LiveFetcher;
+use crate::cluster::watch::Change;
+use crate::config::Runtime;
+use crate::trigger::TriggerEngine;
+
+/// A unit's election: whether it leads, and how to make it stand aside.
+pub(super) type Election = (tokio::sync::watch::Receiver<bool>, StandAside);
+
+/// What every unit is built from.
+pub(super) struct Common<'a> {
+    pub rt: &'a Arc<Runtime>,
+    pub client: &'a crate::cluster::client::ApiClient,
+    pub engine: &'a Arc<TriggerEngine>,
+    pub opts: &'a DaemonOptions,
+    pub store_at: &'a core::StoreAt,
+    pub shared: &'a SharedState,
+    /// The audit input's index: unit 0's (sharding and the audit input exclude each other).
+    pub audit: &'a Option<Arc<crate::audit::Shared>>,
+    pub step_down_grace: Duration,
+    pub sharded: bool,
+    /// Where a unit's election says whether it leads, as `(unit, leading)`; `None` when
+    /// the election stopped.
+    pub leading_tx: &'a tokio::sync::mpsc::Sender<(usize, Option<bool>)>,
+}
+
+/// Starts unit `i` (shard `i` with sharding): its live reads, the forwarding of its
+/// election to the shell, and its evaluation thread.
+pub(super) async fn spawn(c: &Common<'_>, i: usize, election: Option<Election>) -> anyhow::Result<Unit> {
+    let shard = u32::try_from(i).unwrap_or(0);
+    let (tx, rx) = tokio::sync::mpsc::channel::<Input>(INPUT_QUEUE);
+    // Live reads, each unit its own (their results go to the unit that asked).
+    let live = match c.rt.attribution.enabled {
+        true => {
+            let (f, mut live_rx) = LiveFetcher::for_runtime(c.rt, c.client.clone()).await;
+            let to = tx.clone();
+            tokio::spawn(async move {
+                while let Some(fetched) = live_rx.recv().await {
+                    if to.send(Input::Fetched(Box::new(fetched))).await.is_err() {
+                        break;
+                    }
+                }
+            });
+            Some(f)
+        }
+        false => None,
+    };
+    let kept = election.clone();
+    let (halt, stand_aside) = match election {
+        Some((mut rx, aside)) => {
+            let halt = crate::deliver::queue::Halt { leading: rx.clone(), grace: c.step_down_grace };
+            let to = c.leading_tx.clone();
+            tokio::spawn(async move {
+                loop {
+                    let now = match rx.changed().await {
+                        Ok(()) => Some(*rx.borrow_and_update()),
+                        Err(_) => None,
+                    };
+                    if to.send((i, now)).await.is_err() || now.is_none() {
+                        break;
+                    }
+                }
+            });
+            let duration = c.opts.lease.as_ref().map_or(Duration::ZERO, |l| l.duration);
+            (Some(halt), Some((aside, duration)))
+        }
+        None => (None, None),
+    };
+    let core = Core::new(core::CoreOptions {
+        runtime: c.rt.clone(),
+        engine: c.engine.clone(),
+        config: c.opts.config.clone(),
+        store_at: match (c.store_at, c.sharded) {
+            (core::StoreAt::Postgres(pg), true) => core::StoreAt::Postgres(pg.for_shard(shard)),
+            (at, _) => at.clone(),
+        },
+        shared: c.shared.clone(),
+        live,
+        audit: if i == 0 { c.audit.clone() } else { None },
+        streams: c.opts.watch.streams().into_iter().collect(),
+        shard,
+        sharded: c.sharded,
+        // Without leader election this process always sends.
+        leading: c.opts.lease.is_none(),
+        step_down_grace: c.step_down_grace,
+        shutdown_grace: c.opts.shutdown_grace,
+        handle: tokio::runtime::Handle::current(),
+        halt,
+        stand_aside,
+    });
+    let (started_tx, started_rx) = tokio::sync::oneshot::channel::<Result<(), LeadError>>();
+    let (done_tx, done_rx) = tokio::sync::oneshot::channel::<bool>();
+    let name = if c.sharded { format!("driftwatch-eval-{i}") } else { "driftwatch-eval".into() };
+    std::thread::Builder::new().name(name).spawn(move || {
+        let fenced = core.run(rx, started_tx);
+        let _ = done_tx.send(fenced);
+    })?;
+    Ok(Unit { tx, started: Some(started_rx), done: done_rx, election: kept })
+}
+
+/// How long a stopping replica waits for its Leases to be given up.
+pub(super) const RELEASE_WITHIN: Duration = Duration::from_secs(2);
+
+/// How long after a shard is taken over the watch lists again (shards taken together,
+/// as at start-up, share one list).
+pub(super) const RELIST_AFTER: Duration = Duration::from_millis(250);
+
+/// One evaluation thread: the whole daemon without sharding, one shard with.
+pub(super) struct Unit {
+    pub tx: tokio::sync::mpsc::Sender<Input>,
+    pub started: Option<tokio::sync::oneshot::Receiver<Result<(), LeadError>>>,
+    done: tokio::sync::oneshot::Receiver<bool>,
+    /// Its election (none without leader election), given up when the daemon stops.
+    election: Option<Election>,
+}
+
+/// The evaluation threads and which shards this replica holds.
+pub(super) struct Shell {
+    pub units: Vec<Unit>,
+    pub owned: Vec<bool>,
+    pub sharded: bool,
+    pub shards: u32,
+    /// With sharding, the shard of each Application of a held shard, by state key: an
+    /// Application whose destination moves it to another shard is retired in its old one.
+    pub placed: HashMap<String, usize>,
+}
+
+impl Shell {
+    /// Sends `input` to unit `i`; false if its thread stopped.
+    pub async fn send(&self, i: usize, input: Input) -> bool {
+        match self.units.get(i) {
+            Some(u) => u.tx.send(input).await.is_ok(),
+            None => true,
+        }
+    }
+
+    pub async fn broadcast(&self, input: impl Fn() -> Input) -> bool {
+        for u in &self.units {
+            if u.tx.send(input()).await.is_err() {
+                return false;
+            }
+        }
+        true
+    }
+
+    pub fn held(&self) -> Vec<usize> {
+        self.owned.iter().enumerate().filter(|(_, o)| **o).map(|(i, _)| i).collect()
+    }
+
+    /// A watch change to the unit it concerns: an Application to its shard's, if this
+    /// replica holds the shard (dropped otherwise: another replica has it); an
+    /// AppProject and a list's start and end to all; what is only counted to the first.
+    pub async fn change(&mut self, c: Change) -> bool {
+        match &c {
+            Change::App(app) | Change::AppDeleted(app) => {
+                if !self.sharded {
+                    return self.send(0, Input::Change(c)).await;
+                }
+                let shard = crate::shard::of_app(&app.object, self.shards) as usize;
+                let key = app.state_key();
+                let deleted = matches!(c, Change::AppDeleted(_));
+                let owned = self.owned.get(shard).copied().unwrap_or(false);
+                let before = match owned && !deleted {
+                    true => self.placed.insert(key.clone(), shard),
+                    false => self.placed.remove(&key),
+                };
+                if let Some(old) = before.filter(|old| *old != shard)
+                    && !self.send(old, Input::Moved(key)).await
+                {
+                    return false;
+                }
+                match owned {
+                    true => self.send(shard, Input::Change(c)).await,
+                    false => true,
+                }
+            }
+            Change::Project(_) | Change::ProjectDeleted(_) | Change::ListStarted(_) | Change::ListDone(_) => {
+                self.broadcast(|| Input::Change(c.clone())).await
+            }
+            Change::Malformed { .. } | Change::Error { .. } => self.send(0, Input::Change(c)).await,
+        }
+    }
+
+    /// Stops every unit (each finishes what has arrived, its deliveries within the
+    /// grace), then gives the Leases up — nothing is sent any more — and leaves the
+    /// shard members, so that another replica takes over at its next round rather than
+    /// when they expire: a rolling update costs a renewal period, not a lease. Returns
+    /// whether a unit ended fenced (another daemon took its store over).
+    pub async fn stop(self, membership: Option<crate::cluster::shards::Membership>) -> bool {
+        let mut fenced = false;
+        let mut elections = Vec::new();
+        for unit in self.units {
+            let _ = unit.tx.send(Input::Stop).await;
+            fenced |= unit.done.await.unwrap_or(false);
+            elections.extend(unit.election);
+        }
+        futures::future::join_all(elections.into_iter().map(|(mut rx, aside)| async move {
+            aside.until(tokio::time::Instant::now() + RELEASE_WITHIN * 10);
+            let _ = tokio::time::timeout(RELEASE_WITHIN, rx.wait_for(|leading| !*leading)).await;
+        }))
+        .await;
+        if let Some(m) = membership {
+            m.leave(RELEASE_WITHIN).await;
+        }
+        fenced
+    }
+}
