@@ -287,6 +287,28 @@ impl Daemon {
             .unwrap_or(0.0)
     }
 
+    /// With `LIVE_BENCH_SMAPS` set, the eight largest resident regions of the daemon.
+    fn print_smaps(&self, label: &str) {
+        if std::env::var_os("LIVE_BENCH_SMAPS").is_none() {
+            return;
+        }
+        let smaps = std::fs::read_to_string(format!("/proc/{}/smaps", self.child.id())).unwrap_or_default();
+        let mut regions: Vec<(u64, String)> = Vec::new();
+        let mut name = String::new();
+        for l in smaps.lines() {
+            if l.contains('-') && !l.starts_with(|c: char| c.is_ascii_uppercase()) {
+                name = l.to_string();
+            } else if let Some(v) = l.strip_prefix("Rss:") {
+                let kb: u64 = v.split_whitespace().next().and_then(|x| x.parse().ok()).unwrap_or(0);
+                regions.push((kb, name.clone()));
+            }
+        }
+        regions.sort_by_key(|r| std::cmp::Reverse(r.0));
+        for (kb, n) in regions.iter().take(8) {
+            println!("{label}:   {kb} KB  {n}");
+        }
+    }
+
     fn rss_mb(&self) -> f64 {
         let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id())).unwrap_or_default();
         let kib: f64 =
@@ -478,23 +500,7 @@ fn ready() {
         threads.iter().map(|(n, c)| format!("{n} {c:.2} s")).collect::<Vec<_>>().join(", ")
     );
     std::thread::sleep(Duration::from_secs(2));
-    if std::env::var_os("LIVE_BENCH_SMAPS").is_some() {
-        let smaps = std::fs::read_to_string(format!("/proc/{}/smaps", d.child.id())).unwrap_or_default();
-        let mut regions: Vec<(u64, String)> = Vec::new();
-        let mut name = String::new();
-        for l in smaps.lines() {
-            if l.contains('-') && !l.starts_with(|c: char| c.is_ascii_uppercase()) {
-                name = l.to_string();
-            } else if let Some(v) = l.strip_prefix("Rss:") {
-                let kb: u64 = v.split_whitespace().next().and_then(|x| x.parse().ok()).unwrap_or(0);
-                regions.push((kb, name.clone()));
-            }
-        }
-        regions.sort_by_key(|r| std::cmp::Reverse(r.0));
-        for (kb, n) in regions.iter().take(8) {
-            println!("ready:   {kb} KB  {n}");
-        }
-    }
+    d.print_smaps("ready");
     println!(
         "ready: {apps} Applications of {size} bytes: start -> /readyz {}, RSS {:.0} MB ({:.1} KB per Application), {} evaluations",
         ms(ready),
@@ -1197,5 +1203,6 @@ fn shards() {
             d.rss_mb(),
             d.cpu_seconds()
         );
+        d.print_smaps("shards");
     }
 }
