@@ -45,9 +45,8 @@ impl Load {
     /// `settle`: how long a replica that just joined waits before it takes a shard, so
     /// that replicas started together (a rollout, a scale-up) all count each other
     /// first; without it the first to count itself alone took every shard, listed and
-    /// kept every Application, and gave most of them up a moment later — measured, a
-    /// replica then stayed at 62–69 MB for 2,500 Applications, against 57 MB for one
-    /// holding all 10,000 (freed objects among kept ones on the allocator's pages).
+    /// kept every Application, and gave most of them up a moment later, each shard
+    /// given up a store handed over and each taken a list more (BENCHMARKS.md, "Shards").
     pub fn new(shards: u32, settle: Duration) -> Load {
         Load {
             holding: (0..shards).map(|_| AtomicBool::new(false)).collect(),
