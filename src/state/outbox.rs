@@ -319,15 +319,21 @@ impl StateStore {
             let entries = tx.open_table(ENTRIES).map_err(storage)?;
             let lo = format!("{service}\u{0}");
             let hi = format!("{service}\u{0}{:020}", now_ms.saturating_add(1));
+            let mut due = Vec::new();
             for item in index.range(lo.as_str()..hi.as_str()).map_err(storage)?.take(limit) {
                 let (k, id) = item.map_err(storage)?;
-                if let Some(v) = entries.get(id.value()).map_err(storage)? {
+                due.push((k.value().to_string(), id.value()));
+            }
+            // The batch's entries in one read (one round trip on PostgreSQL).
+            let ids: Vec<u64> = due.iter().map(|(_, id)| *id).collect();
+            for ((k, id), v) in due.into_iter().zip(entries.get_many(&ids).map_err(storage)?) {
+                if let Some(v) = v {
                     match from_json::<OutboxEntry>(v.value()) {
                         Ok(mut e) => {
                             Self::group_message(&tx, &mut e)?;
                             out.push(e)
                         }
-                        Err(e) => bad.push((k.value().to_string(), id.value(), e.to_string())),
+                        Err(e) => bad.push((k, id, e.to_string())),
                     }
                 }
             }

@@ -622,6 +622,16 @@ impl<'t> Table<'t> {
         rows.first().map(|r| bytes(r, 0)).transpose()
     }
 
+    /// The values of `keys`, in their order, in one round trip.
+    pub fn get_many(&self, keys: &[Vec<u8>]) -> Result<Vec<Option<Vec<u8>>>, KvError> {
+        if keys.is_empty() {
+            return Ok(Vec::new());
+        }
+        let rows = self.tx.query("SELECT k, v FROM kv WHERE t = $1 AND k = ANY($2)", &[(&self.name, Type::TEXT), (&keys, Type::BYTEA_ARRAY)])?;
+        let mut found = rows.iter().map(pair).collect::<Result<std::collections::HashMap<Vec<u8>, Vec<u8>>, KvError>>()?;
+        Ok(keys.iter().map(|k| found.remove(k)).collect())
+    }
+
     pub fn insert(&self, k: Vec<u8>, v: Vec<u8>) -> Result<Option<Vec<u8>>, KvError> {
         if k.len() > MAX_KEY_BYTES {
             return Err(KvError::new(format!(
