@@ -627,7 +627,8 @@ impl<'t> Table<'t> {
         if keys.is_empty() {
             return Ok(Vec::new());
         }
-        let rows = self.tx.query("SELECT k, v FROM kv WHERE t = $1 AND k = ANY($2)", &[(&self.name, Type::TEXT), (&keys, Type::BYTEA_ARRAY)])?;
+        let rows =
+            self.tx.query("SELECT k, v FROM kv WHERE t = $1 AND k = ANY($2)", &[(&self.name, Type::TEXT), (&keys, Type::BYTEA_ARRAY)])?;
         let mut found = rows.iter().map(pair).collect::<Result<std::collections::HashMap<Vec<u8>, Vec<u8>>, KvError>>()?;
         Ok(keys.iter().map(|k| found.remove(k)).collect())
     }
