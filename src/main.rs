@@ -200,6 +200,26 @@ enum Command {
     },
 }
 
+/// The store a tool that changes or lists it works on: a state file, or the one the
+/// configuration names (a file, or PostgreSQL, one shard of it with sharding).
+#[derive(clap::Args)]
+struct StoreArgs {
+    #[arg(long, required_unless_present = "config")]
+    state: Option<PathBuf>,
+    /// driftwatch.yaml: the state it names (a file, or PostgreSQL).
+    #[arg(long, conflicts_with = "state")]
+    config: Option<PathBuf>,
+    /// With a sharded configuration (sharding.shards): the shard whose state to read.
+    #[arg(long, requires = "config")]
+    shard: Option<u32>,
+}
+
+impl StoreArgs {
+    fn at(&self) -> (Option<&std::path::Path>, Option<&std::path::Path>, Option<u32>) {
+        (self.state.as_deref(), self.config.as_deref(), self.shard)
+    }
+}
+
 /// Where `break-glass` finds the cluster and the configuration.
 #[derive(clap::Args)]
 struct ClusterArgs {
@@ -264,14 +284,8 @@ enum DeliveriesCommand {
     /// next start of the daemon delivers them). Run it while no driftwatch holds the
     /// state file.
     Retry {
-        #[arg(long, required_unless_present = "config")]
-        state: Option<PathBuf>,
-        /// driftwatch.yaml: the state it names (a file, or PostgreSQL).
-        #[arg(long, conflicts_with = "state")]
-        config: Option<PathBuf>,
-        /// With a sharded configuration (sharding.shards): the shard whose state to read.
-        #[arg(long, requires = "config")]
-        shard: Option<u32>,
+        #[command(flatten)]
+        store: StoreArgs,
         /// Dead letter ids (as `deliveries --failed` lists them).
         #[arg(required_unless_present = "all", conflicts_with = "all")]
         ids: Vec<u64>,
@@ -324,14 +338,8 @@ enum RoutesCommand {
 enum StateCommand {
     /// List the delivered-notification keys, per Application.
     List {
-        #[arg(long, required_unless_present = "config")]
-        state: Option<PathBuf>,
-        /// driftwatch.yaml: the state it names (a file, or PostgreSQL).
-        #[arg(long, conflicts_with = "state")]
-        config: Option<PathBuf>,
-        /// With a sharded configuration (sharding.shards): the shard whose state to read.
-        #[arg(long, requires = "config")]
-        shard: Option<u32>,
+        #[command(flatten)]
+        store: StoreArgs,
         /// Only Applications whose key (`namespace/name@uid`) starts with this.
         #[arg(long)]
         app: Option<String>,
@@ -384,10 +392,8 @@ fn main() -> ExitCode {
         Command::Template { command: TemplateCommand::Notify { name, app_file, recipients, config, output, send } } => {
             cli::template_notify(&name, &app_file, &recipients, config.as_deref(), output, send, &mut out, &mut err)
         }
-        Command::State { command: StateCommand::List { state, config, shard, app, output } } => {
-            cli::with_store((state.as_deref(), config.as_deref(), shard), None, &mut err, |s, _| {
-                cli::state_list(s, app.as_deref(), output, &mut out)
-            })
+        Command::State { command: StateCommand::List { store, app, output } } => {
+            cli::with_store(store.at(), None, &mut err, |s, _| cli::state_list(s, app.as_deref(), output, &mut out))
         }
         Command::Run { replay: Some(path), config, state, jsonl, deliver, .. } => {
             let deliver = deliver.map(std::time::Duration::from_secs);
@@ -405,8 +411,8 @@ fn main() -> ExitCode {
                 &mut err,
             )
         }
-        Command::Deliveries { command: Some(DeliveriesCommand::Retry { state, config, shard, ids, all }), .. } => {
-            cli::with_store((state.as_deref(), config.as_deref(), shard), None, &mut err, |s, err| {
+        Command::Deliveries { command: Some(DeliveriesCommand::Retry { store, ids, all }), .. } => {
+            cli::with_store(store.at(), None, &mut err, |s, err| {
                 cli::retry_dead_letters(s, (!all).then_some(ids.as_slice()), &mut out, err)
             })
         }
