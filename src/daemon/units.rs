@@ -194,19 +194,23 @@ impl Shell {
         }
     }
 
-    /// Stops every unit (each finishes what has arrived, its deliveries within the
-    /// grace), then gives the Leases up — nothing is sent any more — and leaves the
+    /// Stops every unit, all at once (each finishes what has arrived, its deliveries
+    /// within the grace: a replica holding several shards stops within one grace, not
+    /// one per shard), then gives the Leases up — nothing is sent any more — and leaves the
     /// shard members, so that another replica takes over at its next round rather than
     /// when they expire: a rolling update costs a renewal period, not a lease. Returns
     /// whether a unit ended fenced (another daemon took its store over).
     pub async fn stop(self, membership: Option<crate::cluster::shards::Membership>) -> bool {
-        let mut fenced = false;
-        let mut elections = Vec::new();
-        for unit in self.units {
+        for unit in &self.units {
             let _ = unit.tx.send(Input::Stop).await;
-            fenced |= unit.done.await.unwrap_or(false);
-            elections.extend(unit.election);
         }
+        let mut elections = Vec::new();
+        let mut done = Vec::new();
+        for unit in self.units {
+            elections.extend(unit.election);
+            done.push(unit.done);
+        }
+        let fenced = futures::future::join_all(done).await.into_iter().any(|f| f.unwrap_or(false));
         futures::future::join_all(elections.into_iter().map(|(mut rx, aside)| async move {
             aside.until(tokio::time::Instant::now() + RELEASE_WITHIN * 10);
             let _ = tokio::time::timeout(RELEASE_WITHIN, rx.wait_for(|leading| !*leading)).await;
