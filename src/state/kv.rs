@@ -338,6 +338,23 @@ impl<'t, K: KeyField + 'static, V: Field + 'static> Table<'t, K, V> {
         }
     }
 
+    /// Removes `keys`; returns how many there were. On PostgreSQL one statement (per
+    /// thousand keys) rather than one per key.
+    pub fn remove_many<'k, Q: Borrow<K::SelfType<'k>>>(&mut self, keys: &[Q]) -> Result<u64, KvError> {
+        match self {
+            Table::Pg(t, _) => t.remove_all(&keys.iter().map(|k| K::encode(k.borrow())).collect::<Vec<_>>()),
+            _ => {
+                let mut removed = 0u64;
+                for k in keys {
+                    if self.remove(k.borrow())?.is_some() {
+                        removed += 1;
+                    }
+                }
+                Ok(removed)
+            }
+        }
+    }
+
     /// Removes and returns the first entry.
     pub fn pop_first(&mut self) -> Result<Option<Pair<K, V>>, KvError> {
         match self {
@@ -374,7 +391,7 @@ impl<'t, K: KeyField + 'static, V: Field + 'static> Table<'t, K, V> {
                         doomed.push(k);
                     }
                 }
-                t.remove_all(&doomed)
+                t.remove_all(&doomed).map(drop)
             }
         }
     }

@@ -113,10 +113,18 @@ pub(super) fn insert_entry(tx: &WriteTransaction, e: &OutboxEntry) -> Result<(),
 
 /// One entry of `service` left the outbox: its depth counter goes down (and away at 0).
 fn count_out(depth: &mut Table<&str, u64>, service: &str) -> Result<(), StateError> {
+    count_out_by(depth, service, 1)
+}
+
+/// `service`'s depth counter, `gone` entries fewer.
+fn count_out_by(depth: &mut Table<&str, u64>, service: &str, gone: u64) -> Result<(), StateError> {
+    if gone == 0 {
+        return Ok(());
+    }
     let n = depth.get(service).map_err(storage)?.map_or(0, |v| v.value());
-    match n {
-        0 | 1 => depth.remove(service).map_err(storage)?,
-        n => depth.insert(service, n - 1).map_err(storage)?,
+    match n.saturating_sub(gone) {
+        0 => depth.remove(service).map_err(storage)?,
+        left => depth.insert(service, left).map_err(storage)?,
     };
     Ok(())
 }
@@ -424,16 +432,30 @@ impl StateStore {
     }
 
     /// Removes an entry (as it was read: its `next_attempt_ms` locates it in the index).
-    fn remove_entry(tx: &WriteTransaction, e: &OutboxEntry) -> Result<(), StateError> {
-        let service = e.notification.destination.service.as_str();
-        let existed = tx.open_table(ENTRIES).map_err(storage)?.remove(e.id).map_err(storage)?.is_some();
-        tx.open_table(DUE).map_err(storage)?.remove(due_key(service, e.next_attempt_ms, e.id).as_str()).map_err(storage)?;
-        if existed {
-            count_out(&mut tx.open_table(DEPTH).map_err(storage)?, service)?;
+    /// Takes `entries` out of the outbox: their bodies, due-index keys and pending
+    /// markers, one removal per table (on PostgreSQL one statement each, not one per
+    /// entry), and each service's depth counter once.
+    fn remove_entries(tx: &WriteTransaction, entries: &[&OutboxEntry]) -> Result<(), StateError> {
+        if entries.is_empty() {
+            return Ok(());
         }
-        if let Some(p) = pending_key(&e.notification) {
-            tx.open_table(PENDING).map_err(storage)?.remove(p.as_str()).map_err(storage)?;
+        let mut by_service: std::collections::BTreeMap<&str, Vec<u64>> = std::collections::BTreeMap::new();
+        for e in entries {
+            by_service.entry(e.notification.destination.service.as_str()).or_default().push(e.id);
         }
+        {
+            let mut bodies = tx.open_table(ENTRIES).map_err(storage)?;
+            let mut depth = tx.open_table(DEPTH).map_err(storage)?;
+            for (service, ids) in &by_service {
+                let existed = bodies.remove_many(ids).map_err(storage)?;
+                count_out_by(&mut depth, service, existed)?;
+            }
+        }
+        let due: Vec<String> =
+            entries.iter().map(|e| due_key(e.notification.destination.service.as_str(), e.next_attempt_ms, e.id)).collect();
+        tx.open_table(DUE).map_err(storage)?.remove_many(&due.iter().map(String::as_str).collect::<Vec<_>>()).map_err(storage)?;
+        let pending: Vec<String> = entries.iter().filter_map(|e| pending_key(&e.notification)).collect();
+        tx.open_table(PENDING).map_err(storage)?.remove_many(&pending.iter().map(String::as_str).collect::<Vec<_>>()).map_err(storage)?;
         Ok(())
     }
 
@@ -460,6 +482,9 @@ impl StateStore {
         let mut settled = std::collections::BTreeSet::new();
         // The same, for the members of groups whose message settled.
         let mut members: Vec<String> = Vec::new();
+        // Entries delivered or dead: taken out of the outbox together, before the
+        // purge below looks at what is still pending.
+        let mut gone: Vec<&OutboxEntry> = Vec::new();
         for (e, how) in outcomes {
             if !matches!(how, Settle::Retry { .. })
                 && let Some(r) = &e.notification.record
@@ -468,7 +493,7 @@ impl StateStore {
             }
             match how {
                 Settle::Delivered => {
-                    Self::remove_entry(&tx, e)?;
+                    gone.push(e);
                     self.apply_record(&tx, &e.notification, now_ms, None)?;
                     members.extend(self.settle_group_in(&tx, e, None, true, now_ms)?);
                 }
@@ -484,7 +509,7 @@ impl StateStore {
                     tx.open_table(ENTRIES).map_err(storage)?.insert(e.id, to_json(&next)?.as_str()).map_err(storage)?;
                 }
                 Settle::Dead { error, permanent } => {
-                    Self::remove_entry(&tx, e)?;
+                    gone.push(e);
                     if *permanent {
                         self.apply_record(&tx, &e.notification, now_ms, Some(error))?;
                     } else {
@@ -505,6 +530,7 @@ impl StateStore {
                 }
             }
         }
+        Self::remove_entries(&tx, &gone)?;
         settled.extend(members.iter().map(String::as_str));
         Self::purge_settled_in(&tx, &settled)?;
         tx.commit().map_err(storage)
@@ -524,8 +550,11 @@ impl StateStore {
         {
             let mut table = tx.open_table(ENTRIES).map_err(storage)?;
             let mut index = tx.open_table(DUE).map_err(storage)?;
-            for &(id, next_ms) in entries {
-                let mut e: OutboxEntry = match table.get(id).map_err(storage)? {
+            // The entries in one read (one round trip on PostgreSQL).
+            let ids: Vec<u64> = entries.iter().map(|(id, _)| *id).collect();
+            let bodies = table.get_many(&ids).map_err(storage)?;
+            for (&(id, next_ms), body) in entries.iter().zip(bodies) {
+                let mut e: OutboxEntry = match body {
                     Some(v) => from_json(v.value())?,
                     None => continue,
                 };

@@ -663,7 +663,9 @@ impl<'t> Table<'t> {
         Ok(old)
     }
 
-    pub fn remove_all(&self, keys: &[Vec<u8>]) -> Result<(), KvError> {
+    /// Removes `keys`, a thousand a statement; returns how many there were.
+    pub fn remove_all(&self, keys: &[Vec<u8>]) -> Result<u64, KvError> {
+        let mut removed = 0u64;
         for chunk in keys.chunks(1000) {
             let chunk: Vec<&[u8]> = chunk.iter().map(Vec::as_slice).collect();
             let rows = self.tx.query(
@@ -671,8 +673,9 @@ impl<'t> Table<'t> {
                 &[(&self.name, Type::TEXT), (&chunk, Type::BYTEA_ARRAY)],
             )?;
             self.tx.count(self.name, -i64::try_from(rows.len()).unwrap_or(i64::MAX));
+            removed = removed.saturating_add(u64::try_from(rows.len()).unwrap_or(u64::MAX));
         }
-        Ok(())
+        Ok(removed)
     }
 
     /// Removes every entry; returns how many there were.
