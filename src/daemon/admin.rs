@@ -156,6 +156,13 @@ pub(super) async fn each_store<T: Send + 'static>(
         .map_err(|e| e.to_string())
 }
 
+/// Of the episodes several shards answered (each its newest `limit`, oldest first),
+/// the newest `limit`, oldest first: what one store answers.
+pub(super) fn newest(mut episodes: Vec<crate::drift::episode::Episode>, limit: usize) -> Vec<crate::drift::episode::Episode> {
+    episodes.sort_by(|a, b| a.opened_at.cmp(&b.opened_at).then_with(|| a.id.cmp(&b.id)));
+    episodes.split_off(episodes.len().saturating_sub(limit))
+}
+
 /// Refuses a request to a protected endpoint without the configured token, before
 /// the handler reads anything.
 async fn require_token(State(shared): State<SharedState>, req: axum::extract::Request, next: axum::middleware::Next) -> Response {
@@ -245,10 +252,7 @@ async fn history(State(shared): State<SharedState>, RawQuery(query): RawQuery) -
     match each_store(stores, move |s| s.episodes(&q)).await {
         Err(e) => text(StatusCode::INTERNAL_SERVER_ERROR, format!("{e}\n"), "text/plain"),
         Ok(per_shard) => {
-            // Each shard's newest `limit`, oldest first; of them all, the newest `limit`.
-            let mut eps: Vec<crate::drift::episode::Episode> = per_shard.into_iter().flatten().collect();
-            eps.sort_by(|a, b| a.opened_at.cmp(&b.opened_at).then_with(|| a.id.cmp(&b.id)));
-            let eps = eps.split_off(eps.len().saturating_sub(limit));
+            let eps = newest(per_shard.into_iter().flatten().collect(), limit);
             let now = chrono::Utc::now();
             let v: Vec<serde_json::Value> = eps.iter().map(|e| e.record(now)).collect();
             text(StatusCode::OK, serde_json::to_string(&v).unwrap_or_default(), "application/json")
@@ -353,6 +357,26 @@ mod tests {
 
     /// Past the requests running at once, `/history` answers 503 with Retry-After and
     /// counts it as busy, not as a refused connection.
+    /// Two shards' answers (each oldest first) become one: the newest `limit`, oldest
+    /// first, whichever shard each came from.
+    #[test]
+    fn the_shards_histories_merge_into_the_newest_of_them_all() {
+        let ep = |name: &str, min: u32| -> crate::drift::episode::Episode {
+            serde_json::from_value(serde_json::json!({
+                "id": format!("argocd/{name}@{min}"), "appKey": format!("argocd/{name}@u"), "namespace": "argocd", "name": name,
+                "project": "default", "cluster": "in-cluster", "openedAt": format!("2026-12-06T10:{min:02}:00Z"),
+                "severity": "warning", "direction": "live", "revision": "r1", "outOfSync": true, "degraded": false,
+                "classes": [], "resources": [], "attribution": []}))
+            .unwrap()
+        };
+        let shard_0 = vec![ep("a", 1), ep("a", 4), ep("a", 9)];
+        let shard_1 = vec![ep("b", 2), ep("b", 7)];
+        let merged = newest(shard_0.into_iter().chain(shard_1).collect(), 3);
+        let ids: Vec<&str> = merged.iter().map(|e| e.id.as_str()).collect();
+        assert_eq!(ids, ["argocd/a@4", "argocd/b@7", "argocd/a@9"]);
+        assert_eq!(newest(vec![ep("c", 3)], 10).len(), 1);
+    }
+
     #[tokio::test]
     async fn a_busy_history_answers_503_and_counts_it() {
         let shared: SharedState = Arc::new(Shared::default());

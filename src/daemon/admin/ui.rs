@@ -19,7 +19,7 @@ use axum::response::{IntoResponse, Response};
 use chrono::{DateTime, Utc};
 use serde_json::{Value, json};
 
-use super::{SharedState, each_store, stores};
+use super::{SharedState, each_store, newest, stores};
 use crate::model::Severity;
 use crate::state::StateStore;
 use crate::state::{HistoryQuery, OpenEpisode};
@@ -267,9 +267,10 @@ pub(super) async fn app_handler(State(shared): State<SharedState>, RawQuery(quer
     };
     let url = shared.argocd_url();
     let app = q.app.clone();
-    // An Application lives in one shard (its cluster's); the others answer nothing.
+    let limit = q.limit.unwrap_or(DEFAULT_STORY);
+    // An Application lives in one shard (its cluster's) and the others answer nothing;
+    // one whose destination moved to another shard has its story in both.
     let read = move |s: &StateStore| {
-        let limit = q.limit.unwrap_or(DEFAULT_STORY);
         let episodes = s.episodes(&q)?;
         let ops = s.operations(&q, limit)?;
         let exceptions = s.break_glass_history(&q, limit)?;
@@ -277,8 +278,13 @@ pub(super) async fn app_handler(State(shared): State<SharedState>, RawQuery(quer
     };
     match each_store(stores, read).await {
         Ok(per_shard) => {
-            let (episodes, ops, exceptions) =
-                per_shard.into_iter().find(|(e, o, x)| !(e.is_empty() && o.is_empty() && x.is_empty())).unwrap_or_default();
+            let (mut episodes, mut ops, mut exceptions) = (Vec::new(), Vec::new(), Vec::new());
+            for (e, o, x) in per_shard {
+                episodes.extend(e);
+                ops.extend(o);
+                exceptions.extend(x);
+            }
+            let episodes = newest(episodes, limit);
             let steps = crate::drift::story::timeline(&episodes, &ops, &exceptions);
             let records: Vec<Value> = episodes.iter().rev().map(|e| e.record(now)).collect();
             json_response(&json!({"app": app, "steps": steps, "episodes": records, "argocdUrl": url}))

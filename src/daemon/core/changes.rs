@@ -142,6 +142,7 @@ impl Core {
             return;
         }
         self.forget_one(key);
+        self.wakeups.remove(key);
         tracing::info!(app = %key, shard = self.shard, "the Application deploys to another shard's cluster now: retired here");
         if let Some(state) = &self.state
             && let Err(e) = state.retire_moved(key)
@@ -150,13 +151,14 @@ impl Core {
         }
     }
 
-    /// Forgets what is kept about `key` beside the Application itself.
+    /// Forgets what is kept about `key` beside the Application itself and its wake-up
+    /// (a deleted Application whose last pass failed keeps that): its index of managed
+    /// objects, its last fingerprint and logs, its live reads.
     fn forget_one(&mut self, key: &str) {
         self.unindex(key);
         self.evaluated.remove(key);
         self.annotation_logged.remove(key);
         self.outside_project.remove(key);
-        self.wakeups.remove(key);
         if let Some(live) = self.live.as_mut() {
             self.inputs.live_forgotten(live.request(key, Vec::new(), crate::drift::ignore::IgnoreRules::default).forgotten);
         }
@@ -170,6 +172,7 @@ impl Core {
         for key in &keys {
             self.forget_one(key);
         }
+        // Emptied above; new maps give their capacity back too.
         self.apps = HashMap::new();
         self.retiring = HashMap::new();
         self.evaluated = HashMap::new();
@@ -188,19 +191,13 @@ impl Core {
         METRICS.events.inc("application_delete");
         let done = self.evaluate(&app, true, true);
         let key = app.state_key();
-        self.unindex(&key);
         self.apps.remove(&key);
-        self.evaluated.remove(&key);
-        self.annotation_logged.remove(&key);
-        self.outside_project.remove(&key);
+        self.forget_one(&key);
         if !done && self.state.is_some() {
             // Its write failed: the retry wake-up evaluates it again, as deleted.
             self.retiring.insert(key.clone(), Kept::of(&app));
         } else {
             self.wakeups.remove(&key);
-        }
-        if let Some(live) = self.live.as_mut() {
-            self.inputs.live_forgotten(live.request(&key, Vec::new(), crate::drift::ignore::IgnoreRules::default).forgotten);
         }
     }
 }
