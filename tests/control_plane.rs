@@ -584,6 +584,42 @@ mod on_a_real_api_server {
             "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": user}]}),
         )
         .await;
+        for resource in resources {
+            for verb in verbs {
+                in_force(admin, user, Some(ns), group, resource, verb).await;
+            }
+        }
+    }
+
+    /// Waits until the API server's own authorizer lets `user` do `verb`: the RBAC
+    /// authorizer reads bindings through an informer, so one just written may not be in
+    /// force yet.
+    async fn in_force(admin: &kube::Client, user: &str, ns: Option<&str>, group: &str, resource: &str, verb: &str) {
+        use k8s_openapi::api::authorization::v1::{ResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec};
+        let reviews: kube::Api<SubjectAccessReview> = kube::Api::all(admin.clone());
+        let review = SubjectAccessReview {
+            spec: SubjectAccessReviewSpec {
+                user: Some(user.to_string()),
+                resource_attributes: Some(ResourceAttributes {
+                    group: Some(group.to_string()),
+                    resource: Some(resource.to_string()),
+                    verb: Some(verb.to_string()),
+                    namespace: ns.map(str::to_string),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        loop {
+            let answer = reviews.create(&Default::default(), &review).await.expect("a SubjectAccessReview");
+            if answer.status.is_some_and(|s| s.allowed) {
+                return;
+            }
+            assert!(std::time::Instant::now() < deadline, "{user} may {verb} {resource} in {ns:?}: not in force after 30 s");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
     }
 
     /// Argo CD's application controller: its ServiceAccount, bound to cluster-admin as Argo
@@ -600,6 +636,7 @@ mod on_a_real_api_server {
             "subjects": [{"kind": "ServiceAccount", "name": "argocd-application-controller", "namespace": "argocd"}]}),
         )
         .await;
+        in_force(admin, "system:serviceaccount:argocd:argocd-application-controller", None, "apps", "deployments", "patch").await;
         api.client_with_token(&token).await
     }
 
