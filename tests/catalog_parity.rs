@@ -13,12 +13,20 @@ use chrono::TimeZone;
 use common::{AppBuilder, REV1, REV2};
 use driftwatch::config;
 
-/// Runs trigger `name` on `app`; returns (result, oncePer) of its only condition.
+/// Runs trigger `name` on `app`; returns (result, oncePer) of its only condition. The
+/// daemon's passes convert only what the triggers read of the Application: the same
+/// results as with all of it converted, for this trigger's reads and for all the
+/// catalog's together.
 fn eval(rt: &config::Runtime, name: &str, app: &serde_json::Value) -> (bool, Option<String>) {
     let t = rt.triggers.get(name).unwrap_or_else(|| panic!("trigger {name} missing"));
-    let mut scope = rt.engine.prepare(app);
     let now = chrono::Utc.with_ymd_and_hms(2026, 3, 1, 12, 0, 0).unwrap();
-    let mut results = driftwatch::clock::with_now(now, || rt.engine.run(t, &mut scope));
+    let run = |mut scope| driftwatch::clock::with_now(now, || rt.engine.run(t, &mut scope));
+    let mut results = run(rt.engine.prepare(app));
+    let drift = driftwatch::drift::Drift::default();
+    for reads in [&t.reads(), &rt.reads] {
+        assert!(!reads.app.is_whole(), "{name}: the catalog reads some of the Application: {reads:?}");
+        assert_eq!(run(rt.engine.prepare_pass(app, &drift, None, now, reads)), results, "{name}: only what is read, converted");
+    }
     assert_eq!(results.len(), 1, "catalog triggers have one condition");
     let r = results.remove(0);
     (r.result, r.once_per)

@@ -32,7 +32,7 @@ pub fn trigger_run(
     };
     let now = Utc::now();
     let (drift, episode) = first_sight(&rt, &app, now);
-    let mut scope = rt.engine.prepare_pass(&app.object, &drift, episode.as_ref(), now);
+    let mut scope = rt.engine.prepare_pass(&app.object, &drift, episode.as_ref(), now, &trigger.reads());
     let results = crate::clock::with_now(now, || rt.engine.run(trigger, &mut scope));
     match format {
         Format::Json => {

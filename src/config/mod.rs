@@ -56,6 +56,8 @@ pub struct Runtime {
     pub context: BTreeMap<String, String>,
     pub engine: Arc<TriggerEngine>,
     pub triggers: BTreeMap<String, Trigger>,
+    /// What the triggers' scripts read of a pass's values: all a pass converts.
+    pub reads: crate::trigger::reads::Reads,
     pub templates: TemplateSet,
     pub services: BTreeMap<String, Service>,
     pub router: Router,
@@ -394,6 +396,11 @@ pub fn load_with(config: Option<&Path>, engine: Arc<TriggerEngine>) -> Result<Ru
             classes,
             context: cfg.context,
             engine,
+            reads: {
+                let mut reads = crate::trigger::reads::Reads::default();
+                triggers.values().for_each(|t| reads.merge(&t.reads()));
+                reads
+            },
             triggers,
             templates,
             services,

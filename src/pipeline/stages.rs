@@ -174,7 +174,7 @@ impl Pipeline {
         // Taken for the loop (which writes `out`), put back after it.
         let episode = out.episode.take();
         let routes = std::mem::take(&mut out.routes);
-        let mut scope = rt.engine.prepare_pass(&s.app.object, drift, episode.as_ref(), s.now);
+        let mut scope = rt.engine.prepare_pass(&s.app.object, drift, episode.as_ref(), s.now, &rt.reads);
         let belongs =
             episode.as_ref().is_some_and(Episode::is_open) || matches!(out.episode_event, Some(Event::Resolved | Event::Attempted));
         let mut p = Pass {

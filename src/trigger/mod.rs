@@ -8,6 +8,7 @@
 
 pub mod convert;
 pub mod engine;
+pub mod reads;
 
 use std::collections::HashSet;
 use std::hash::{Hash, Hasher};
@@ -92,6 +93,8 @@ pub struct Condition {
     /// episode's duration), decided from the compiled script: only then does the daemon
     /// re-evaluate on a schedule.
     pub reads_clock: bool,
+    /// What its scripts read of `app`, `drift` and `episode`.
+    pub reads: reads::Reads,
 }
 
 /// Fields of the episode view computed from the current time.
@@ -127,6 +130,15 @@ enum Compiled {
 pub struct Trigger {
     pub name: String,
     pub conditions: Vec<Condition>,
+}
+
+impl Trigger {
+    /// What its conditions read of a pass's values.
+    pub fn reads(&self) -> reads::Reads {
+        let mut out = reads::Reads::default();
+        self.conditions.iter().for_each(|c| out.merge(&c.reads));
+        out
+    }
 }
 
 /// What one condition decided for one Application.
@@ -213,12 +225,23 @@ impl TriggerEngine {
 
     /// As [`TriggerEngine::prepare`], with what the pass found: `drift` and `episode`
     /// (the open or last resolved one, seen at `now`; `()` when there is none).
-    pub fn prepare_pass(&self, app: &serde_json::Value, drift: &Drift, episode: Option<&Episode>, now: DateTime<Utc>) -> AppScope {
-        let mut scope = self.prepare(app);
-        scope.scope.push_constant_dynamic("drift", convert::to_dynamic(&drift.view()));
+    /// Only what `reads` says the scripts to be run read is converted.
+    pub fn prepare_pass(
+        &self,
+        app: &serde_json::Value,
+        drift: &Drift,
+        episode: Option<&Episode>,
+        now: DateTime<Utc>,
+        reads: &reads::Reads,
+    ) -> AppScope {
+        let mut scope = Scope::new();
+        scope.push_constant("nil", ());
+        scope.push_constant("null", ());
+        scope.push_constant_dynamic("app", reads.app.convert(app));
+        scope.push_constant_dynamic("drift", reads.drift.convert(&drift.view()));
         let episode = episode.map_or(serde_json::Value::Null, |e| e.view(now));
-        scope.scope.push_constant_dynamic("episode", convert::to_dynamic(&episode));
-        scope
+        scope.push_constant_dynamic("episode", reads.episode.convert(&episode));
+        AppScope { scope }
     }
 
     /// Compiles a trigger file's conditions; every error names file, line and column.
@@ -274,6 +297,19 @@ impl TriggerEngine {
                 let when_text = c.when.value.text();
                 let reads_clock = matches!(&when, Compiled::Script(ast) if reads_clock(ast))
                     || once_per.as_ref().is_some_and(|(_, ast)| reads_clock(ast));
+                let mut reads = reads::Reads::default();
+                for ast in [
+                    match &when {
+                        Compiled::Script(ast) => Some(ast),
+                        Compiled::Const(_) => None,
+                    },
+                    once_per.as_ref().map(|(_, ast)| ast),
+                ]
+                .into_iter()
+                .flatten()
+                {
+                    reads.merge(&reads::Reads::of(ast));
+                }
                 conditions.push(Condition {
                     index,
                     key: condition_key(index, &when_text),
@@ -286,6 +322,7 @@ impl TriggerEngine {
                     hold,
                     repeat,
                     reads_clock,
+                    reads,
                 });
             }
         }

@@ -249,3 +249,34 @@ fn absent_fields_follow_expr_nil_semantics_in_string_operators() {
         assert!(r.error.is_none(), "{when}: no error, a value: {r:?}");
     }
 }
+
+#[test]
+fn a_pass_converting_only_what_its_scripts_read_decides_as_with_all_of_it() {
+    let engine = TriggerEngine::new();
+    let app = json!({"metadata": {"name": "a", "labels": {"team": "x", "env": "prod"}, "annotations": {"len": "7"}},
+                     "spec": {"project": "p", "destination": {"namespace": "shop"}},
+                     "status": {"sync": {"status": "OutOfSync", "revision": "r2"}, "health": {"status": "Degraded"},
+                                "resources": [{"kind": "Role", "status": "OutOfSync"}, {"kind": "ConfigMap", "status": "Synced"}],
+                                "operationState": {"phase": "Failed", "syncResult": {"revision": "r1"}}}});
+    let now = chrono::Utc.with_ymd_and_hms(2026, 3, 1, 12, 0, 0).unwrap();
+    let drift = Drift::default();
+    for when in [
+        "app.status.sync.status == \"OutOfSync\" && app.status.health.status == \"Degraded\"",
+        // A map's `len` is its key (absent: `()`), not its size: pruned maps read the same.
+        "app.metadata.labels.len == () && app.metadata.annotations.len == \"7\"",
+        "app.metadata.labels.len() == 2",
+        "app.status.resources.filter(|r| r.status == \"OutOfSync\").len() == 1",
+        "app.status.resources[0].kind == \"Role\" && app.spec.destination.namespace == \"shop\"",
+        "app[\"status\"][\"sync\"].status == \"OutOfSync\"",
+        "let a = app; a.keys().len() == 3",
+        "app.status.operationState.syncResult.revision != app.status.sync.revision",
+        "app.status.missing == () && app.spec?.nothing?.deeper == ()",
+    ] {
+        let yaml = format!("- when: {}\n  oncePer: app.status.sync.revision\n  send: [x]\n", serde_json::to_string(when).unwrap());
+        let t = compile(&engine, &yaml).unwrap_or_else(|e| panic!("{e:?}"));
+        let full = crate::clock::with_now(now, || engine.run(&t, &mut engine.prepare(&app)));
+        assert!(full[0].result, "{when}: {full:?}");
+        let mut pruned = engine.prepare_pass(&app, &drift, None, now, &t.reads());
+        assert_eq!(crate::clock::with_now(now, || engine.run(&t, &mut pruned)), full, "{when}");
+    }
+}
