@@ -188,7 +188,23 @@ pub struct StateStore {
     /// Evaluation passes commit without waiting for the disk; [`StateStore::flush`]
     /// makes everything before it durable (see [`StateStore::write_pass`]).
     deferred: std::sync::atomic::AtomicBool,
+    /// With deferred durability: passes whose only write is the sync operations they
+    /// saw ended (an Application's first pass, most of a start's), written by the next
+    /// write transaction of a pass or by [`StateStore::flush`], oldest first.
+    pending_operations: std::sync::Mutex<Vec<PendingOperations>>,
 }
+
+/// A pass's sync operations waiting for a write transaction.
+#[derive(Debug)]
+struct PendingOperations {
+    app: String,
+    operations: Vec<crate::drift::operation::OperationRecord>,
+    retention: Retention,
+    at_ms: u64,
+}
+
+/// At most this many passes' operations wait; the next writes them with its own.
+pub(crate) const MAX_PENDING_OPERATIONS: usize = 512;
 
 /// What one evaluation pass writes besides its notifications: its episode (when it
 /// changed), hold-downs started or ended, dedup keys re-armed, sync operations seen
@@ -217,8 +233,16 @@ pub struct PassWrite<'a> {
 impl PassWrite<'_> {
     /// Nothing to write (most passes).
     pub fn is_empty(&self) -> bool {
+        self.operations.is_empty() && self.nothing_but_operations()
+    }
+
+    /// Sync operations and nothing else to write (an Application's first pass).
+    fn only_operations(&self) -> bool {
+        !self.operations.is_empty() && self.nothing_but_operations()
+    }
+
+    fn nothing_but_operations(&self) -> bool {
         self.episode.is_none()
-            && self.operations.is_empty()
             && self.break_glass.is_none()
             && self.holds.is_empty()
             && self.forgets.is_empty()
@@ -314,7 +338,13 @@ impl StateStore {
         break_glass::create_tables(&tx)?;
         outbox::groups::create_tables(&tx)?;
         tx.commit().map_err(storage)?;
-        Ok(StateStore { _fence: None, db, max_keys_per_app: DEFAULT_MAX_KEYS_PER_APP, deferred: std::sync::atomic::AtomicBool::new(false) })
+        Ok(StateStore {
+            _fence: None,
+            db,
+            max_keys_per_app: DEFAULT_MAX_KEYS_PER_APP,
+            deferred: std::sync::atomic::AtomicBool::new(false),
+            pending_operations: std::sync::Mutex::new(Vec::new()),
+        })
     }
 
     pub fn with_max_keys_per_app(mut self, n: usize) -> Self {
@@ -335,8 +365,46 @@ impl StateStore {
     /// Makes every commit so far durable: one write to the disk for a burst of passes.
     /// A settled delivery does the same (its commit is durable and covers what came
     /// before it).
+    /// The operations of passes that wrote nothing else go in this commit.
     pub fn flush(&self) -> Result<(), StateError> {
-        self.db.begin_write().map_err(storage)?.commit().map_err(storage)
+        self.commit_with_pending(self.db.begin_write().map_err(storage)?, |_| Ok(()))
+    }
+
+    fn pending(&self) -> std::sync::MutexGuard<'_, Vec<PendingOperations>> {
+        // A panic mid-push leaves a usable list.
+        self.pending_operations.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Writes the waiting operations in `tx`, then what `f` writes, and commits. When
+    /// that fails they wait again, before any that came since: what a pass decided is
+    /// not lost while the daemon runs, and a crash loses only what its restart records
+    /// again (an operation is recorded until the Application's latest says it was).
+    fn commit_with_pending<T>(
+        &self,
+        tx: WriteTransaction,
+        f: impl FnOnce(&WriteTransaction) -> Result<T, StateError>,
+    ) -> Result<T, StateError> {
+        let pending = std::mem::take(&mut *self.pending());
+        let written = Self::write_pending_in(&tx, &pending).and_then(|()| f(&tx)).and_then(|t| tx.commit().map_err(storage).map(|()| t));
+        if written.is_err() && !pending.is_empty() {
+            let mut now = self.pending();
+            let since = std::mem::replace(&mut *now, pending);
+            now.extend(since);
+        }
+        written
+    }
+
+    /// Waiting passes' writes: their operations, and (as every pass of an Application
+    /// not deleted) no purge waiting for them.
+    fn write_pending_in(tx: &WriteTransaction, pending: &[PendingOperations]) -> Result<(), StateError> {
+        if pending.is_empty() {
+            return Ok(());
+        }
+        for p in pending {
+            Self::save_operations_in(tx, &p.app, &p.operations, p.retention, from_millis(p.at_ms))?;
+        }
+        let mut deleted = tx.open_table(DELETED).map_err(storage)?;
+        pending.iter().try_for_each(|p| deleted.remove(p.app.as_str()).map(drop).map_err(storage))
     }
 
     /// Writes one evaluation pass — episode, hold-downs, re-armed keys and the outbox
@@ -368,22 +436,49 @@ impl StateStore {
             // Most passes decide nothing to write: no transaction at all.
             return Ok(EnqueueReport::default());
         }
+        let deferred = self.deferred.load(std::sync::atomic::Ordering::Relaxed);
+        let operations_only = notifications.is_empty() && pass.only_operations();
+        if deferred && operations_only {
+            // Recorded by the next pass's transaction or flush: one transaction for a
+            // start's first passes, not one each. A full list is written with this pass.
+            let mut pending = self.pending();
+            if pending.len() < MAX_PENDING_OPERATIONS {
+                pending.push(PendingOperations {
+                    app: pass.app_key.to_string(),
+                    operations: pass.operations.to_vec(),
+                    retention: pass.retention,
+                    at_ms: pass.at_ms,
+                });
+                return Ok(EnqueueReport::default());
+            }
+        }
         let mut tx = self.db.begin_write().map_err(storage)?;
-        if self.deferred.load(std::sync::atomic::Ordering::Relaxed) {
+        if deferred {
             tx.defer_durability().map_err(storage)?;
         }
+        // What waits goes first, in the order the passes decided it.
+        self.commit_with_pending(tx, |tx| Self::write_pass_in(tx, pass, notifications, now_ms, due))
+    }
+
+    fn write_pass_in(
+        tx: &WriteTransaction,
+        pass: &PassWrite,
+        notifications: &[crate::model::Notification],
+        now_ms: u64,
+        due: Option<&[u64]>,
+    ) -> Result<EnqueueReport, StateError> {
         if let Some((ep, retention)) = pass.episode {
-            Self::save_episode_in(&tx, ep, retention, from_millis(pass.at_ms))?;
+            Self::save_episode_in(tx, ep, retention, from_millis(pass.at_ms))?;
         }
-        Self::save_operations_in(&tx, pass.app_key, pass.operations, pass.retention, from_millis(pass.at_ms))?;
+        Self::save_operations_in(tx, pass.app_key, pass.operations, pass.retention, from_millis(pass.at_ms))?;
         if let Some(r) = pass.break_glass {
-            Self::save_break_glass_in(&tx, r, pass.retention, from_millis(pass.at_ms))?;
+            Self::save_break_glass_in(tx, r, pass.retention, from_millis(pass.at_ms))?;
         }
         for (key, since) in pass.holds {
-            Self::set_hold_in(&tx, pass.app_key, key, *since)?;
+            Self::set_hold_in(tx, pass.app_key, key, *since)?;
         }
         for key in &pass.forgets {
-            Self::forget_in(&tx, pass.app_key, key)?;
+            Self::forget_in(tx, pass.app_key, key)?;
         }
         match pass.note {
             Some(Some(text)) => {
@@ -394,15 +489,14 @@ impl StateStore {
             }
             None => {}
         }
-        let report = if notifications.is_empty() { EnqueueReport::default() } else { Self::enqueue_in(&tx, notifications, now_ms, due)? };
+        let report = if notifications.is_empty() { EnqueueReport::default() } else { Self::enqueue_in(tx, notifications, now_ms, due)? };
         if pass.deleted {
-            Self::retire_app_in(&tx, pass.app_key, now_ms)?;
+            Self::retire_app_in(tx, pass.app_key, now_ms)?;
         } else {
             // Seen again (a replay that deletes and re-creates one object): whatever was
             // waiting to purge it no longer applies.
             tx.open_table(DELETED).map_err(storage)?.remove(pass.app_key).map_err(storage)?;
         }
-        tx.commit().map_err(storage)?;
         Ok(report)
     }
 
@@ -457,8 +551,8 @@ impl StateStore {
     pub fn retire_moved(&self, app: &str) -> Result<(), StateError> {
         let tx = self.db.begin_write().map_err(storage)?;
         let now_ms = u64::try_from(chrono::Utc::now().timestamp_millis()).unwrap_or(0);
-        Self::retire_app_in(&tx, app, now_ms)?;
-        tx.commit().map_err(storage)
+        // Its operations still waiting go first, as they would have.
+        self.commit_with_pending(tx, |tx| Self::retire_app_in(tx, app, now_ms))
     }
 
     /// Deleted Applications still waiting for their outbox entries to settle.

@@ -80,7 +80,7 @@ impl super::StateView {
 mod tests {
     use super::*;
     use crate::drift::operation::Operation;
-    use crate::state::HistoryQuery;
+    use crate::state::{HistoryQuery, MAX_PENDING_OPERATIONS, PassWrite};
 
     fn op(app: &str, name: &str, ms: i64) -> OperationRecord {
         OperationRecord {
@@ -131,5 +131,41 @@ mod tests {
         save(&s, "argocd/a@1", &[op("argocd/a@1", "a", 2 * day + 51), op("argocd/a@1", "a", 2 * day + 52)], small, 2 * day + 60);
         let all = s.operations(&app(None), usize::MAX).unwrap();
         assert_eq!(all.iter().map(|o| o.name.as_str()).collect::<Vec<_>>(), ["a", "a"]);
+    }
+
+    /// With deferred durability (the daemon), a pass that writes only operations takes
+    /// no transaction: its operations go with the next pass's write or the flush, in
+    /// order; without it (tools, replays), at once.
+    #[test]
+    fn passes_writing_only_operations_are_written_together() {
+        let s = StateStore::in_memory().unwrap();
+        let r = Retention { max_episodes: 1000, max_age: chrono::Duration::days(1) };
+        let day = 86_400_000;
+        let latest = |app: &str| s.view().unwrap().latest_operation(app).unwrap().map(|l| l.0);
+        fn pass<'a>(app: &'a str, operations: &'a [OperationRecord], note: Option<Option<&'a str>>, retention: Retention) -> PassWrite<'a> {
+            PassWrite { app_key: app, at_ms: 86_400_010, operations, retention, note, ..Default::default() }
+        }
+        let (a, b, c) = ([op("argocd/a@1", "a", day + 1)], [op("argocd/b@2", "b", day + 2)], [op("argocd/c@3", "c", day + 3)]);
+        s.write_pass(&pass("argocd/a@1", &a, None, r), &[], 0).unwrap();
+        assert_eq!(latest("argocd/a@1"), Some(day as u64 + 1), "not deferred: written at once");
+        s.defer_durability(true);
+        s.write_pass(&pass("argocd/b@2", &b, None, r), &[], 0).unwrap();
+        assert_eq!(latest("argocd/b@2"), None, "waits");
+        // A pass that writes more takes the waiting operations into its transaction.
+        s.write_pass(&pass("argocd/c@3", &[], Some(Some("a note")), r), &[], 0).unwrap();
+        assert_eq!(latest("argocd/b@2"), Some(day as u64 + 2), "written with the next pass");
+        s.write_pass(&pass("argocd/c@3", &c, None, r), &[], 0).unwrap();
+        assert_eq!(latest("argocd/c@3"), None);
+        s.flush().unwrap();
+        assert_eq!(latest("argocd/c@3"), Some(day as u64 + 3), "written by the flush");
+        let all = s.operations(&HistoryQuery::default(), usize::MAX).unwrap();
+        assert_eq!(all.iter().map(|o| o.name.as_str()).collect::<Vec<_>>(), ["a", "b", "c"]);
+        // A full list goes with the pass that finds it full.
+        for i in 0..=MAX_PENDING_OPERATIONS {
+            let app = format!("argocd/n{i}@{i}");
+            s.write_pass(&pass(&app, &[op(&app, "n", day + 4)], None, r), &[], 0).unwrap();
+        }
+        assert_eq!(latest("argocd/n0@0"), Some(day as u64 + 4));
+        assert_eq!(latest(&format!("argocd/n{MAX_PENDING_OPERATIONS}@{MAX_PENDING_OPERATIONS}")), Some(day as u64 + 4));
     }
 }
