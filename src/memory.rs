@@ -2,7 +2,7 @@
 //! to hand freed pages back at once.
 //!
 //! Why not glibc's: the daemon's memory is a few small objects per Application that
-//! live long (its deflated JSON, its map entries) among large short-lived ones (a
+//! live long (its compressed JSON, its map entries) among large short-lived ones (a
 //! list page's JSON trees, 1,024 queued Applications during the first list). glibc
 //! serves both from the same heaps, so each page of the start-up's peak ends up
 //! holding a long-lived object or two and cannot be handed back: measured with

@@ -38,45 +38,40 @@ use crate::pipeline::Pipeline;
 use crate::state::StateStore;
 use crate::trigger::TriggerEngine;
 
-/// An Application between evaluations: its JSON text, deflated, and what the loops over
-/// all Applications filter on. A `serde_json::Value` tree takes several times the
-/// object's JSON and the JSON was most of what the daemon held (3.5 KB of the 5.9 KB
-/// per Application, heap profile at 3,000); deflated it is a fifth of that or less:
-/// an Application's keys repeat in every entry of `status.resources`. It is inflated
-/// and parsed again only when the Application is evaluated without a change of its own
-/// (a wake-up, a reload, an attribution read, a change of its AppProject), so a
-/// change pays for one deflate and nothing more.
+/// An Application between evaluations: its JSON text, compressed (LZ4), and what the
+/// loops over all Applications filter on. A `serde_json::Value` tree takes several
+/// times the object's JSON and the JSON was most of what the daemon held (3.5 KB of the
+/// 5.9 KB per Application, heap profile at 3,000); compressed it is a fifth of that or
+/// less: an Application's keys repeat in every entry of `status.resources`. It is
+/// decompressed and parsed again only when the Application is evaluated without a
+/// change of its own (a wake-up, a reload, an attribution read, a change of its
+/// AppProject), so a change pays for one compression and nothing more. LZ4 rather than
+/// deflate: deflate's fastest level was a tenth of a first pass's CPU (its tables
+/// cleared for every Application), LZ4 a fiftieth, for somewhat more kept
+/// (BENCHMARKS.md, "Memory per Application").
 struct Kept {
-    deflated: Box<[u8]>,
+    compressed: Box<[u8]>,
+    /// The JSON's length (what decompression makes room for).
+    len: u32,
     namespace: String,
     project: String,
-}
-
-/// Deflate's fastest level: it keeps the repeated keys, which is most of the gain, for
-/// the least CPU (the evaluation thread's time until ready did not grow beyond the
-/// spread between runs; BENCHMARKS.md, "Memory per Application").
-const KEPT_LEVEL: u32 = 1;
-
-thread_local! {
-    /// The evaluation thread's compressor, reset for each Application: a new one per
-    /// call would allocate and clear its tables every time. Fed the whole JSON in one
-    /// call: serde_json's writes of a token at a time cost a compression call each.
-    static DEFLATE: std::cell::RefCell<flate2::Compress> =
-        std::cell::RefCell::new(flate2::Compress::new(flate2::Compression::new(KEPT_LEVEL), false));
 }
 
 impl Kept {
     fn of(app: &App) -> Kept {
         let json = serde_json::to_vec(&app.object).unwrap_or_default();
-        Kept { deflated: deflate(&json).into_boxed_slice(), namespace: app.namespace.clone(), project: app.project.clone() }
+        // An object is at most a few MB (etcd's limit): its length fits.
+        let (compressed, len) = match u32::try_from(json.len()) {
+            Ok(len) => (lz4_flex::compress(&json).into_boxed_slice(), len),
+            Err(_) => (Box::default(), 0),
+        };
+        Kept { compressed, len, namespace: app.namespace.clone(), project: app.project.clone() }
     }
 
     /// The Application again. It was one when kept, so this does not fail in practice;
     /// if it did, the Application is skipped until its next change.
     fn app(&self) -> Option<App> {
-        use std::io::Read;
-        let mut json = Vec::with_capacity(self.deflated.len() * 6);
-        flate2::read::DeflateDecoder::new(&self.deflated[..]).read_to_end(&mut json).ok()?;
+        let json = lz4_flex::decompress(&self.compressed, usize::try_from(self.len).ok()?).ok()?;
         let v: Value = serde_json::from_slice(&json).ok()?;
         App::from_value(v).ok()
     }
@@ -640,26 +635,6 @@ impl Core {
     }
 }
 
-/// `json` deflated in one call of the thread's compressor.
-fn deflate(json: &[u8]) -> Vec<u8> {
-    DEFLATE.with_borrow_mut(|c| {
-        c.reset();
-        // Deflate's worst case is the input plus a few bytes per 16 KB block.
-        let mut out = Vec::with_capacity(json.len() + json.len() / 1024 + 64);
-        loop {
-            let read = usize::try_from(c.total_in()).unwrap_or(usize::MAX);
-            match c.compress_vec(json.get(read..).unwrap_or_default(), &mut out, flate2::FlushCompress::Finish) {
-                Ok(flate2::Status::StreamEnd) => break,
-                Ok(_) => out.reserve(out.capacity().max(64)),
-                // Not reachable for an in-memory stream; the Application is then
-                // parsed from nothing and skipped until its next change.
-                Err(_) => return Vec::new(),
-            }
-        }
-        out
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -683,14 +658,14 @@ mod tests {
         let kept = Kept::of(&app);
         assert_eq!((kept.namespace.as_str(), kept.project.as_str()), ("argocd", "payments"));
         let json = object.to_string().len();
-        assert!(kept.deflated.len() * 3 < json, "{} bytes kept for {json} of JSON", kept.deflated.len());
+        assert!(kept.compressed.len() * 3 < json, "{} bytes kept for {json} of JSON", kept.compressed.len());
         assert_eq!(kept.app(), Some(app));
     }
 
     #[test]
     fn an_application_that_does_not_compress_is_kept_whole_too() {
-        // 256 KB of characters with no repeats to speak of: the output outgrows its
-        // first guess, and one compressor serves Application after Application.
+        // 256 KB of characters with no repeats to speak of: the output is larger than
+        // the input.
         let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
         let noise: String = (0..256 * 1024)
             .map(|_| {
@@ -714,8 +689,11 @@ mod tests {
                                                      "metadata": {"name": "a", "namespace": "argocd"}}))
         .unwrap();
         let mut kept = Kept::of(&app);
-        let half = kept.deflated.len() / 2;
-        kept.deflated = kept.deflated[..half].into();
+        let half = kept.compressed.len() / 2;
+        kept.compressed = kept.compressed[..half].into();
         assert_eq!(kept.app(), None);
+        let mut kept = Kept::of(&app);
+        kept.len /= 2;
+        assert_eq!(kept.app(), None, "a length too short");
     }
 }
