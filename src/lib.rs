@@ -48,6 +48,7 @@ pub mod drift;
 pub mod duration;
 pub mod exit;
 pub mod import;
+pub mod json;
 pub mod memory;
 pub mod metrics;
 pub mod model;

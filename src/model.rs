@@ -1,6 +1,7 @@
 //! The owned types passed between stages (an Application, a destination, a
 //! notification). No I/O and no rhai or handlebars types live here.
 
+use crate::json::Pointer;
 use std::collections::BTreeMap;
 use std::fmt;
 
@@ -112,7 +113,7 @@ impl App {
         let uid = meta_str(meta, "uid")?;
         let labels = string_map(meta, "labels")?;
         let annotations = string_map(meta, "annotations")?;
-        let project = match object.pointer("/spec/project") {
+        let project = match object.at("/spec/project") {
             None | Some(Value::Null) => "default".to_string(),
             Some(Value::String(p)) if p.is_empty() => "default".to_string(),
             Some(Value::String(p)) => p.clone(),
@@ -140,7 +141,7 @@ impl App {
     }
 
     fn str_at(&self, pointer: &str) -> Option<&str> {
-        self.object.pointer(pointer).and_then(Value::as_str)
+        self.object.at(pointer).and_then(Value::as_str)
     }
 
     /// Argo CD skips an Application while its sync status is stale: the operation has
@@ -364,7 +365,7 @@ pub struct AppMeta {
 
 impl AppMeta {
     pub fn of(app: &App) -> AppMeta {
-        let s = |p: &str| app.object.pointer(p).and_then(Value::as_str).unwrap_or_default().to_string();
+        let s = |p: &str| app.object.at(p).and_then(Value::as_str).unwrap_or_default().to_string();
         AppMeta {
             name: app.name.clone(),
             namespace: app.namespace.clone(),

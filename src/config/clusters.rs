@@ -3,6 +3,7 @@
 //! `diff:` (how much of a drifted resource's diff is shown), validated at load time
 //! with positions. No client is built here (`cluster/` builds them).
 
+use crate::json::Pointer;
 use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
@@ -140,7 +141,7 @@ impl Target {
 
 /// The destination (`server`, `name`) of an Application.
 pub fn destination(app: &Value) -> (&str, &str) {
-    let dest = |k: &str| app.pointer(&format!("/spec/destination/{k}")).and_then(Value::as_str).unwrap_or_default();
+    let dest = |k: &str| app.at(&format!("/spec/destination/{k}")).and_then(Value::as_str).unwrap_or_default();
     (dest("server"), dest("name"))
 }
 

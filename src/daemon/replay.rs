@@ -4,6 +4,7 @@
 //! or, with `--deliver`, through the configured services. It prints nothing: each
 //! step's [`Stepped`] says what happened, and the command shows it.
 
+use crate::json::Pointer;
 use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
@@ -146,7 +147,7 @@ impl Replay {
 fn observed_at(app: &App) -> Option<DateTime<Utc>> {
     ["/status/reconciledAt", "/status/observedAt"]
         .iter()
-        .filter_map(|p| app.object.pointer(p).and_then(Value::as_str))
+        .filter_map(|p| app.object.at(p).and_then(Value::as_str))
         .filter_map(|t| chrono::DateTime::parse_from_rfc3339(t).ok())
         .map(|t| t.with_timezone(&Utc))
         .max()

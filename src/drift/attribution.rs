@@ -8,6 +8,7 @@
 //! than Argo CD's are the ones that drifted the object; owning a security field makes
 //! the drift a security drift.
 
+use crate::json::Pointer;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -111,7 +112,7 @@ impl Attribution {
 /// Argo CD's.
 pub fn attribute(object: &Value, class: &str, ignore: &[String]) -> Attribution {
     let mut managers = Vec::new();
-    let Some(entries) = object.pointer("/metadata/managedFields").and_then(Value::as_array) else {
+    let Some(entries) = object.at("/metadata/managedFields").and_then(Value::as_array) else {
         return Attribution::default();
     };
     for e in entries {

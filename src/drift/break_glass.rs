@@ -15,6 +15,7 @@
 //! Pure: the pipeline calls [`evaluate`] once per pass with what the store and the
 //! audit input know.
 
+use crate::json::Pointer;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -365,7 +366,7 @@ pub fn evaluate(
     off_git: bool,
     now: DateTime<Utc>,
 ) -> Option<BreakGlass> {
-    let annotation = app.pointer("/metadata/annotations").and_then(|a| a.get(ANNOTATION)).and_then(Value::as_str);
+    let annotation = app.at("/metadata/annotations").and_then(|a| a.get(ANNOTATION)).and_then(Value::as_str);
     let Some(value) = annotation else {
         // Removed: the exception it was is closed (once).
         return stored.filter(|b| b.state != State::Closed).map(|b| BreakGlass {

@@ -21,6 +21,7 @@
 //! holding any of them summarised), a Secret's data is only ever `(changed)`, and everything is bounded: fields shown per resource
 //! (the rest counted in `more`), characters per value, nodes visited, depth.
 
+use crate::json::Pointer;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -156,7 +157,7 @@ pub struct Input<'a> {
 /// The desired object in the live object's last-applied annotation: `Ok(None)` when
 /// there is none, `Err` (for the note) when it is not a JSON object.
 pub fn desired_from_last_applied(live: &Value) -> Result<Option<Value>, String> {
-    let Some(raw) = live.pointer("/metadata/annotations").and_then(|a| a.get(LAST_APPLIED)).and_then(Value::as_str) else {
+    let Some(raw) = live.at("/metadata/annotations").and_then(|a| a.get(LAST_APPLIED)).and_then(Value::as_str) else {
         return Ok(None);
     };
     match serde_json::from_str::<Value>(raw) {
@@ -201,7 +202,7 @@ pub fn compute(mut input: Input<'_>) -> ResourceDiff {
     let mut owned = Vec::new();
     let mut argocd_security = Vec::new();
     let mut ignored_by_manager = Vec::new();
-    if let Some(entries) = input.live.pointer("/metadata/managedFields").and_then(Value::as_array) {
+    if let Some(entries) = input.live.at("/metadata/managedFields").and_then(Value::as_array) {
         for e in entries {
             let s = |k: &str| e.get(k).and_then(Value::as_str).unwrap_or_default().to_string();
             let manager = s("manager");

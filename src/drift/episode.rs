@@ -7,6 +7,7 @@
 //! evaluation and the caller stores the result (`state::history`). Triggers and
 //! templates see the episode as `episode` ([`Episode::view`]).
 
+use crate::json::Pointer;
 use std::collections::BTreeSet;
 
 use chrono::{DateTime, Utc};
@@ -225,7 +226,7 @@ pub struct Observation {
 }
 
 fn str_at<'a>(v: &'a Value, p: &str) -> &'a str {
-    v.pointer(p).and_then(Value::as_str).unwrap_or_default()
+    v.at(p).and_then(Value::as_str).unwrap_or_default()
 }
 
 /// Whether the operation finished after the episode opened (it may have ended it).
@@ -259,7 +260,7 @@ fn more_severe(a: Severity, b: Severity) -> bool {
 pub fn observe(prev: Option<Episode>, app: &App, drift: &Drift, now: DateTime<Utc>) -> Observation {
     let sync = str_at(&app.object, "/status/sync/status");
     let health = str_at(&app.object, "/status/health/status");
-    let deleted = app.object.pointer("/metadata/deletionTimestamp").is_some_and(|v| !v.is_null());
+    let deleted = app.object.at("/metadata/deletionTimestamp").is_some_and(|v| !v.is_null());
     let drifting = !deleted && (sync == "OutOfSync" || health == "Degraded");
     // Attempts of the window the last episode does not have (usually none).
     let known = |a: &Attempt| prev.as_ref().is_some_and(|p| p.attempts.iter().any(|o| o.id == a.id));

@@ -16,6 +16,7 @@
 //! write, cannot loop, and visits each node at most once per stage; anything else is
 //! refused with a note naming the expression, and that rule ignores nothing more.
 
+use crate::json::Pointer;
 use serde_json::Value;
 
 /// At most this many rules are taken from one Application.
@@ -58,7 +59,7 @@ impl IgnoreRules {
     /// noted, never fatal.
     pub fn of(app: &Value) -> IgnoreRules {
         let mut out = IgnoreRules::default();
-        let Some(list) = app.pointer("/spec/ignoreDifferences").and_then(Value::as_array) else { return out };
+        let Some(list) = app.at("/spec/ignoreDifferences").and_then(Value::as_array) else { return out };
         if list.len() > MAX_RULES {
             out.notes.push(format!("ignoreDifferences has {} rules; the first {MAX_RULES} are used", list.len()));
         }
@@ -613,10 +614,10 @@ mod tests {
         let mut notes = Vec::new();
         f.strip(&mut d, &mut notes);
         assert!(notes.is_empty());
-        assert_eq!(d.pointer("/spec/replicas"), None);
-        assert_eq!(d.pointer("/spec/template/spec/initContainers"), Some(&json!([{"name": "setup", "image": "s"}])));
-        assert_eq!(d.pointer("/spec/template/spec/containers/1"), None);
-        assert_eq!(d.pointer("/spec/template/spec/containers/0/name"), Some(&json!("app")), "the rule for another name did not apply");
+        assert_eq!(d.at("/spec/replicas"), None);
+        assert_eq!(d.at("/spec/template/spec/initContainers"), Some(&json!([{"name": "setup", "image": "s"}])));
+        assert_eq!(d.at("/spec/template/spec/containers/1"), None);
+        assert_eq!(d.at("/spec/template/spec/containers/0/name"), Some(&json!("app")), "the rule for another name did not apply");
         assert!(r.for_resource("", "ConfigMap", "a", "b").pointers.len() == 1, "a wildcard group");
         assert!(r.for_resource("", "Secret", "a", "b").is_empty());
     }

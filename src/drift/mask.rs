@@ -53,6 +53,9 @@ const FRAGMENTS: &[&str] = &[
     "id_ed25519",
     "kubeconfig",
 ];
+/// [`FRAGMENTS`] as they appear in a name without its separators (`ID_RSA` in
+/// `SSH_IDRSA`), made once: a name is looked at for every field a pass reads.
+static SQUASHED: std::sync::LazyLock<Vec<String>> = std::sync::LazyLock::new(|| FRAGMENTS.iter().map(|f| f.replace('_', "")).collect());
 /// Words that make a name a credential's when they are a whole word of it
 /// (`MYSQL_PWD`, `DB_PASS`, `SENTRY_DSN`, `tls.key`, `KEY`, `auth-header`).
 const WORDS: &[&str] =
@@ -157,7 +160,8 @@ impl Masker {
         }
         let lower = name.to_ascii_lowercase();
         let squashed: String = lower.chars().filter(char::is_ascii_alphanumeric).collect();
-        FRAGMENTS.iter().any(|f| lower.contains(f) || squashed.contains(&f.replace('_', "")))
+        FRAGMENTS.iter().any(|f| lower.contains(f))
+            || SQUASHED.iter().any(|f| squashed.contains(f.as_str()))
             || words(name).any(|w| WORDS.contains(&w.as_str()))
             || self.extra.iter().any(|r| r.is_match(name))
     }

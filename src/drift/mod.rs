@@ -16,6 +16,7 @@ pub mod mask;
 pub mod operation;
 pub mod story;
 
+use crate::json::Pointer;
 use std::collections::BTreeSet;
 
 use serde::{Deserialize, Serialize};
@@ -121,7 +122,7 @@ fn is_zero(n: &usize) -> bool {
 /// Kubernetes names need no escaping but the `/` between them; anything else is
 /// escaped as a query value.
 pub fn ui_path(app: &Value, group: &str, kind: &str, namespace: &str, name: &str) -> String {
-    let meta = |k: &str| app.pointer(&format!("/metadata/{k}")).and_then(Value::as_str).unwrap_or_default();
+    let meta = |k: &str| app.at(&format!("/metadata/{k}")).and_then(Value::as_str).unwrap_or_default();
     let mut out = String::with_capacity(64 + group.len() + kind.len() + namespace.len() + name.len());
     let escape = |out: &mut String, s: &str| {
         if s.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_')) {
@@ -285,7 +286,7 @@ impl Drift {
         let mut resources = Vec::new();
         let mut attribution = Vec::new();
         let mut attributed_security = false;
-        if let Some(list) = app.pointer("/status/resources").and_then(Value::as_array) {
+        if let Some(list) = app.at("/status/resources").and_then(Value::as_array) {
             for r in list {
                 if r.get("status").and_then(Value::as_str) != Some("OutOfSync") {
                     continue;
@@ -358,7 +359,7 @@ impl Drift {
         }
         AttributedChange::sort(&mut attribution);
         let (direction, revision, deployed_revision) = direction(app);
-        let degraded = app.pointer("/status/health/status").and_then(Value::as_str) == Some("Degraded");
+        let degraded = app.at("/status/health/status").and_then(Value::as_str) == Some("Degraded");
         let security =
             attributed_security || (direction != Direction::Git && class_set.iter().any(|c| SECURITY_CLASSES.contains(&c.as_str())));
         let severity = if security {
@@ -529,12 +530,12 @@ fn classify(a: &mut Attempt, classes: &ClassMap) {
 /// succeeded operation; multi-source Applications compare their revision lists.
 pub fn direction(app: &Value) -> (Direction, String, String) {
     let revs = operation::revisions;
-    let revision = revs(app.pointer("/status/sync"));
-    let mut deployed = revs(app.pointer("/status/history").and_then(Value::as_array).and_then(|h| h.last()));
-    if deployed.is_empty() && app.pointer("/status/operationState/phase").and_then(Value::as_str) == Some("Succeeded") {
-        deployed = revs(app.pointer("/status/operationState/syncResult"));
+    let revision = revs(app.at("/status/sync"));
+    let mut deployed = revs(app.at("/status/history").and_then(Value::as_array).and_then(|h| h.last()));
+    if deployed.is_empty() && app.at("/status/operationState/phase").and_then(Value::as_str) == Some("Succeeded") {
+        deployed = revs(app.at("/status/operationState/syncResult"));
     }
-    if app.pointer("/status/sync/status").and_then(Value::as_str) != Some("OutOfSync") {
+    if app.at("/status/sync/status").and_then(Value::as_str) != Some("OutOfSync") {
         return (Direction::None, revision, deployed);
     }
     let dir = if revision.is_empty() {

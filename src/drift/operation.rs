@@ -5,6 +5,7 @@
 //! back to an earlier commit). Pure; triggers and templates see it as
 //! `drift.operation`, and a drift episode's resolution says how it ended from it.
 
+use crate::json::Pointer;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -50,23 +51,19 @@ pub struct Operation {
 impl Operation {
     /// The Application's last operation, when its status has one.
     pub fn of(app: &Value) -> Option<Operation> {
-        let op = app.pointer("/status/operationState").filter(|v| v.is_object())?;
-        let s = |p: &str| op.pointer(p).and_then(Value::as_str).unwrap_or_default().to_string();
-        let time = |p: &str| {
-            op.pointer(p).and_then(Value::as_str).and_then(|t| DateTime::parse_from_rfc3339(t).ok()).map(|t| t.with_timezone(&Utc))
-        };
-        let mut revision = revisions(op.pointer("/syncResult"));
+        let op = app.at("/status/operationState").filter(|v| v.is_object())?;
+        let s = |p: &str| op.at(p).and_then(Value::as_str).unwrap_or_default().to_string();
+        let time =
+            |p: &str| op.at(p).and_then(Value::as_str).and_then(|t| DateTime::parse_from_rfc3339(t).ok()).map(|t| t.with_timezone(&Utc));
+        let mut revision = revisions(op.at("/syncResult"));
         if revision.is_empty() {
-            revision = revisions(op.pointer("/operation/sync"));
+            revision = revisions(op.at("/operation/sync"));
         }
         let phase = s("/phase");
         let finished_at = time("/finishedAt");
         // History, oldest first: the last entry is what was just deployed.
-        let history: Vec<String> = app
-            .pointer("/status/history")
-            .and_then(Value::as_array)
-            .map(|h| h.iter().map(|e| revisions(Some(e))).collect())
-            .unwrap_or_default();
+        let history: Vec<String> =
+            app.at("/status/history").and_then(Value::as_array).map(|h| h.iter().map(|e| revisions(Some(e))).collect()).unwrap_or_default();
         let (mut rollback, mut from, mut to) = (false, String::new(), String::new());
         if phase == "Succeeded"
             && let [earlier @ .., before, last] = history.as_slice()
@@ -82,7 +79,7 @@ impl Operation {
             id: format!("{}/{revision}", finished_at.map(|t| t.to_rfc3339()).unwrap_or_default()),
             message: s("/message"),
             username: s("/operation/initiatedBy/username"),
-            automated: op.pointer("/operation/initiatedBy/automated").and_then(Value::as_bool).unwrap_or(false),
+            automated: op.at("/operation/initiatedBy/automated").and_then(Value::as_bool).unwrap_or(false),
             started_at: time("/startedAt"),
             finished_at,
             phase,
@@ -174,7 +171,7 @@ impl OperationRecord {
     /// The record of `op`, the last operation of `app` (`Operation::of`), with the
     /// resources it synced.
     pub fn of(app: &crate::model::App, op: &Operation) -> OperationRecord {
-        let list = app.object.pointer("/status/operationState/syncResult/resources").and_then(Value::as_array);
+        let list = app.object.at("/status/operationState/syncResult/resources").and_then(Value::as_array);
         let resources = list
             .map(|l| {
                 l.iter()
@@ -217,7 +214,7 @@ impl OperationRecord {
         recorded: Option<&str>,
         current: Option<&Operation>,
     ) -> Vec<OperationRecord> {
-        let Some(history) = app.object.pointer("/status/history").and_then(Value::as_array) else { return Vec::new() };
+        let Some(history) = app.object.at("/status/history").and_then(Value::as_array) else { return Vec::new() };
         let revs: Vec<String> = history.iter().map(|e| revisions(Some(e))).collect();
         let current_ms = current.map(Operation::started_ms);
         // An entry without `deployStartedAt` (written before Argo CD kept it) starts when
@@ -232,8 +229,8 @@ impl OperationRecord {
             let op = Operation {
                 phase: "Succeeded".into(),
                 revision: revs[i].clone(),
-                username: e.pointer("/initiatedBy/username").and_then(Value::as_str).unwrap_or_default().to_string(),
-                automated: e.pointer("/initiatedBy/automated").and_then(Value::as_bool).unwrap_or(false),
+                username: e.at("/initiatedBy/username").and_then(Value::as_str).unwrap_or_default().to_string(),
+                automated: e.at("/initiatedBy/automated").and_then(Value::as_bool).unwrap_or(false),
                 started_at,
                 finished_at,
                 rollback: i >= 1 && revs[i] != revs[i - 1] && revs[..i - 1].contains(&revs[i]),

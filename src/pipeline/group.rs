@@ -4,6 +4,7 @@
 //! the group (`state::outbox::groups`); SIEM destinations are never grouped (one record per
 //! Application).
 
+use crate::json::Pointer;
 use std::collections::BTreeMap;
 
 use sha2::{Digest, Sha256};
@@ -43,9 +44,7 @@ pub fn labels(
             "severity" => episode.map(|e| e.severity).or(drift.severity).map_or_else(String::new, |s| s.as_str().to_string()),
             "cluster" => cluster.to_string(),
             "namespace" => app.namespace.clone(),
-            "destinationNamespace" => {
-                app.object.pointer("/spec/destination/namespace").and_then(|v| v.as_str()).unwrap_or_default().to_string()
-            }
+            "destinationNamespace" => app.object.at("/spec/destination/namespace").and_then(|v| v.as_str()).unwrap_or_default().to_string(),
             other => other.strip_prefix("label:").and_then(|k| app.labels.get(k)).cloned().unwrap_or_default(),
         };
         out.insert(b.clone(), value);

@@ -8,6 +8,7 @@
 //! delivered by [`Preview`], which takes everything: what was shown is what was
 //! recorded, by the same settle that records a real delivery.
 
+use crate::json::Pointer;
 use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
@@ -55,7 +56,7 @@ pub fn run(
     now: DateTime<Utc>,
 ) -> Result<Pass, PassError> {
     let stamped;
-    let app = match deleted && app.object.pointer("/metadata/deletionTimestamp").is_none_or(Value::is_null) {
+    let app = match deleted && app.object.at("/metadata/deletionTimestamp").is_none_or(Value::is_null) {
         true => {
             stamped = stamp_deleted(app, now);
             &stamped

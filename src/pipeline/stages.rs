@@ -8,6 +8,7 @@
 //! left is read from the pass's snapshot through [`GroupReads`]).
 
 use super::*;
+use crate::json::Pointer;
 
 /// The Application a pass is about, what the store holds about it, and the pass's
 /// instant: what every stage reads.
@@ -322,13 +323,13 @@ impl Pipeline {
     ) -> Option<crate::drift::break_glass::Record> {
         use crate::drift::break_glass::{self as bg, Record};
         let (app, app_key, now) = (s.app, s.key.as_str(), s.now);
-        let annotated = app.object.pointer("/metadata/annotations").and_then(|a| a.get(bg::ANNOTATION)).is_some();
+        let annotated = app.object.at("/metadata/annotations").and_then(|a| a.get(bg::ANNOTATION)).is_some();
         let latest = s.state.break_glass.as_ref();
         if !annotated && latest.is_none_or(|l| l.closed) {
             return None;
         }
         let stored = latest.and_then(|l| l.record.as_ref());
-        let off_git = app.object.pointer("/status/sync/status").and_then(serde_json::Value::as_str) != Some("Synced");
+        let off_git = app.object.at("/status/sync/status").and_then(serde_json::Value::as_str) != Some("Synced");
         let before = stored.as_ref().map(|r| &r.break_glass);
         let judged = bg::evaluate(&app.object, before, inputs.break_glass.of(app_key), &self.runtime.break_glass, off_git, now)?;
         let changed = before.is_none_or(|b| b.fingerprint() != judged.fingerprint());
