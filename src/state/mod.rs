@@ -203,8 +203,10 @@ struct PendingOperations {
     at_ms: u64,
 }
 
-/// At most this many passes' operations wait; the next writes them with its own.
-pub(crate) const MAX_PENDING_OPERATIONS: usize = 512;
+/// At most this many passes' operations wait; the next writes them with its own. It
+/// bounds that transaction too, which every other writer waits out (on PostgreSQL a
+/// few statements per operation).
+pub(crate) const MAX_PENDING_OPERATIONS: usize = 256;
 
 /// What one evaluation pass writes besides its notifications: its episode (when it
 /// changed), hold-downs started or ended, dedup keys re-armed, sync operations seen

@@ -114,7 +114,13 @@ impl Core {
                     // goes back, as at the first ready.
                     crate::memory::release_free();
                 }
-                if self.streams.iter().all(|s| self.lists_done.contains(s)) && METRICS.ready.set(1) == 0 {
+                let all_listed = self.streams.iter().all(|s| self.lists_done.contains(s));
+                if all_listed {
+                    // Ready means the lists' passes are written, the operations of first
+                    // passes waiting for a flush included.
+                    self.flush();
+                }
+                if all_listed && METRICS.ready.set(1) == 0 {
                     // The local API server answered the lists: it is up until a live
                     // read says otherwise.
                     if !METRICS.cluster_up.has(crate::cluster::live::IN_CLUSTER) {
