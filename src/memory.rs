@@ -23,14 +23,28 @@ const MI_OPTION_PURGE_DELAY: libmimalloc_sys::mi_option_t = 15;
 /// eagerly on Linux and transparent huge pages then made what it touched resident in
 /// 2 MB pieces (1,000 Applications: 55 MB -> 34 MB; it cannot be set from `main`, the
 /// first arena is reserved before).
+///
+/// Until ready, though, freed pages wait [`LISTING_PURGE_DELAY_MS`]: the first list
+/// frees and allocates a page's worth of JSON trees over and over, and handing each
+/// page back at once made the next allocation fault it in again (an eighth of the
+/// decoding thread's CPU at 10,000 Applications). [`release_free`] hands everything
+/// back once ready and purges at once from then on.
 pub fn configure() {
+    set_purge_delay(LISTING_PURGE_DELAY_MS);
+}
+
+/// How long freed pages wait to be handed back while the first list is decoded.
+const LISTING_PURGE_DELAY_MS: std::ffi::c_long = 500;
+
+fn set_purge_delay(ms: std::ffi::c_long) {
     // SAFETY: sets one of mimalloc's option values; no memory is touched.
-    unsafe { libmimalloc_sys::mi_option_set(MI_OPTION_PURGE_DELAY, 0) }
+    unsafe { libmimalloc_sys::mi_option_set(MI_OPTION_PURGE_DELAY, ms) }
 }
 
 /// Once ready: hands back what the start-up used and freed (mimalloc's free pages and,
 /// for whatever C code allocated through it, glibc's).
 pub fn release_free() {
+    set_purge_delay(0);
     // SAFETY: mi_collect only walks mimalloc's own free lists.
     unsafe { libmimalloc_sys::mi_collect(true) }
     #[cfg(all(target_os = "linux", target_env = "gnu"))]

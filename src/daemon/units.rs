@@ -187,9 +187,14 @@ impl Shell {
                     false => true,
                 }
             }
-            Change::Project(_) | Change::ProjectDeleted(_) | Change::ListStarted(_) | Change::ListDone(_) => {
-                self.broadcast(|| Input::Change(c.clone())).await
+            Change::ListDone(_) => {
+                let sent = self.broadcast(|| Input::Change(c.clone())).await;
+                // This thread decoded the list: what its pages took goes back now (the
+                // evaluation threads hand back theirs once they are through).
+                crate::memory::release_free();
+                sent
             }
+            Change::Project(_) | Change::ProjectDeleted(_) | Change::ListStarted(_) => self.broadcast(|| Input::Change(c.clone())).await,
             Change::Malformed { .. } | Change::Error { .. } => self.send(0, Input::Change(c)).await,
         }
     }
