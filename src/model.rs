@@ -1,12 +1,13 @@
 //! The owned types passed between stages (an Application, a destination, a
 //! notification). No I/O and no rhai or handlebars types live here.
 
-use crate::json::Pointer;
 use std::collections::BTreeMap;
 use std::fmt;
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+
+use crate::json::Pointer;
 
 /// Why a document could not be taken as an Argo CD Application (or AppProject).
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]

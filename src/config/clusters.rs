@@ -3,13 +3,13 @@
 //! `diff:` (how much of a drifted resource's diff is shown), validated at load time
 //! with positions. No client is built here (`cluster/` builds them).
 
-use crate::json::Pointer;
 use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 use serde_json::Value;
 
 use super::relative_to;
+use crate::json::Pointer;
 use crate::secret::{Secret, Secrets};
 use crate::source::{At, ConfigError, SourceFile, in_range};
 

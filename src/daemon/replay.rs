@@ -4,7 +4,6 @@
 //! or, with `--deliver`, through the configured services. It prints nothing: each
 //! step's [`Stepped`] says what happened, and the command shows it.
 
-use crate::json::Pointer;
 use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
@@ -14,6 +13,7 @@ use crate::config::Runtime;
 use crate::deliver::Delivery;
 use crate::deliver::queue::OutboxClock;
 use crate::drift::attribution::Attribution;
+use crate::json::Pointer;
 use crate::model::{App, Notification};
 use crate::pipeline::pass::{self, Pass, Preview};
 use crate::pipeline::{Inputs, Pipeline};

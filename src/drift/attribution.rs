@@ -8,11 +8,12 @@
 //! than Argo CD's are the ones that drifted the object; owning a security field makes
 //! the drift a security drift.
 
-use crate::json::Pointer;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 pub use super::classes::{ARGOCD_MANAGERS, is_security_field};
+
+use crate::json::Pointer;
 
 /// At most this many field paths are kept per manager (a manager that owns a whole
 /// object would otherwise list hundreds).

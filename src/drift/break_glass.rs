@@ -15,10 +15,11 @@
 //! Pure: the pipeline calls [`evaluate`] once per pass with what the store and the
 //! audit input know.
 
-use crate::json::Pointer;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+
+use crate::json::Pointer;
 
 mod writes;
 

@@ -21,13 +21,13 @@
 //! holding any of them summarised), a Secret's data is only ever `(changed)`, and everything is bounded: fields shown per resource
 //! (the rest counted in `more`), characters per value, nodes visited, depth.
 
-use crate::json::Pointer;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::classes::{ARGOCD_MANAGERS, is_security_field};
 use super::ignore::{ForResource, Step, remove_all};
 use super::mask::Masker;
+use crate::json::Pointer;
 
 mod paths;
 

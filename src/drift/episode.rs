@@ -7,7 +7,6 @@
 //! evaluation and the caller stores the result (`state::history`). Triggers and
 //! templates see the episode as `episode` ([`Episode::view`]).
 
-use crate::json::Pointer;
 use std::collections::BTreeSet;
 
 use chrono::{DateTime, Utc};
@@ -17,6 +16,7 @@ use serde_json::{Value, json};
 use super::audit::{Attempt, Decision};
 pub use super::operation::OpRef;
 use super::{AttributedChange, Direction, Drift, DriftResource};
+use crate::json::Pointer;
 use crate::model::{Action, App, Severity};
 
 /// Bounds on what one episode keeps.

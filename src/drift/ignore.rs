@@ -16,8 +16,9 @@
 //! write, cannot loop, and visits each node at most once per stage; anything else is
 //! refused with a note naming the expression, and that rule ignores nothing more.
 
-use crate::json::Pointer;
 use serde_json::Value;
+
+use crate::json::Pointer;
 
 /// At most this many rules are taken from one Application.
 pub const MAX_RULES: usize = 64;

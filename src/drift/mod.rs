@@ -16,12 +16,12 @@ pub mod mask;
 pub mod operation;
 pub mod story;
 
-use crate::json::Pointer;
 use std::collections::BTreeSet;
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::json::Pointer;
 use crate::model::Severity;
 
 use self::attribution::{Attribution, LiveIndex, is_security_field, live_key};

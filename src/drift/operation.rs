@@ -5,10 +5,11 @@
 //! back to an earlier commit). Pure; triggers and templates see it as
 //! `drift.operation`, and a drift episode's resolution says how it ended from it.
 
-use crate::json::Pointer;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+
+use crate::json::Pointer;
 
 /// The revision of a sync status, operation or history entry: `revision`, else the
 /// `revisions` of a multi-source Application joined with `,`.

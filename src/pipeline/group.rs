@@ -4,12 +4,12 @@
 //! the group (`state::outbox::groups`); SIEM destinations are never grouped (one record per
 //! Application).
 
-use crate::json::Pointer;
 use std::collections::BTreeMap;
 
 use sha2::{Digest, Sha256};
 
 use super::{Evaluation, Pass, Pipeline, Skip, Subject};
+use crate::json::Pointer;
 use crate::model::{Action, App, AppMeta, Destination, GroupRef, Notification, StateRecord};
 use crate::route::tree::{GroupSpec, RouteHit};
 use crate::state::{Group, StateError, to_millis};

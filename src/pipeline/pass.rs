@@ -8,7 +8,6 @@
 //! delivered by [`Preview`], which takes everything: what was shown is what was
 //! recorded, by the same settle that records a real delivery.
 
-use crate::json::Pointer;
 use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
@@ -20,6 +19,7 @@ use crate::deliver::deliverer::BoxFuture;
 use crate::deliver::outcome::Outcome;
 use crate::deliver::queue::{OutboxClock, SubmitReport};
 use crate::deliver::{Deliverer, Delivery, ServiceRuntime};
+use crate::json::Pointer;
 use crate::model::{App, DestinationKind, Notification};
 use crate::state::{StateError, StateStore};
 

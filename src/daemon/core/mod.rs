@@ -47,8 +47,8 @@ use crate::trigger::TriggerEngine;
 /// change of its own (a wake-up, a reload, an attribution read, a change of its
 /// AppProject), so a change pays for one compression and nothing more. LZ4 rather than
 /// deflate: deflate's fastest level was a tenth of a first pass's CPU (its tables
-/// cleared for every Application), LZ4 a fiftieth, for somewhat more kept
-/// (BENCHMARKS.md, "Memory per Application").
+/// cleared for every Application), LZ4 under 2%, for somewhat more kept
+/// (BENCHMARKS.md, "A first pass's cost").
 struct Kept {
     compressed: Box<[u8]>,
     /// The JSON's length (what decompression makes room for).
