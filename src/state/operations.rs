@@ -80,7 +80,7 @@ impl super::StateView {
 mod tests {
     use super::*;
     use crate::drift::operation::Operation;
-    use crate::state::{HistoryQuery, MAX_PENDING_OPERATIONS, PassWrite};
+    use crate::state::{HistoryQuery, MAX_PENDING_OPERATIONS, PassWrite, StateError};
 
     fn op(app: &str, name: &str, ms: i64) -> OperationRecord {
         OperationRecord {
@@ -167,5 +167,31 @@ mod tests {
         }
         assert_eq!(latest("argocd/n0@0"), Some(day as u64 + 4));
         assert_eq!(latest(&format!("argocd/n{MAX_PENDING_OPERATIONS}@{MAX_PENDING_OPERATIONS}")), Some(day as u64 + 4));
+    }
+
+    /// A transaction that takes the waiting operations and then fails (a full disk, a
+    /// refused statement) leaves them waiting and writes none of them; the next commit
+    /// writes them.
+    #[test]
+    fn waiting_operations_survive_a_failed_transaction() {
+        let s = StateStore::in_memory().unwrap();
+        let r = Retention { max_episodes: 1000, max_age: chrono::Duration::days(1) };
+        let day = 86_400_000;
+        s.defer_durability(true);
+        let ops = [op("argocd/a@1", "a", day + 1)];
+        s.write_pass(
+            &PassWrite { app_key: "argocd/a@1", at_ms: day as u64 + 10, operations: &ops, retention: r, ..Default::default() },
+            &[],
+            0,
+        )
+        .unwrap();
+        let tx = s.db().begin_write().unwrap();
+        let failed = s.commit_with_pending(tx, |_| -> Result<(), StateError> { Err(StateError::Fenced("taken over".into())) });
+        assert!(failed.is_err());
+        assert_eq!(s.pending().iter().map(|p| p.app.as_str()).collect::<Vec<_>>(), ["argocd/a@1"], "waiting again");
+        assert_eq!(s.view().unwrap().latest_operation("argocd/a@1").unwrap(), None, "nothing of the failed transaction landed");
+        s.flush().unwrap();
+        assert!(s.pending().is_empty());
+        assert_eq!(s.view().unwrap().latest_operation("argocd/a@1").unwrap().map(|l| l.0), Some(day as u64 + 1));
     }
 }
