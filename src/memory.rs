@@ -27,8 +27,8 @@ const MI_OPTION_PURGE_DELAY: libmimalloc_sys::mi_option_t = 15;
 /// Until ready, though, freed pages wait [`LISTING_PURGE_DELAY_MS`]: the first list
 /// frees and allocates a page's worth of JSON trees over and over, and handing each
 /// page back at once made the next allocation fault it in again (an eighth of the
-/// decoding thread's CPU at 10,000 Applications). [`release_free`] hands everything
-/// back once ready and purges at once from then on.
+/// decoding thread's CPU at 10,000 Applications). [`ready`] hands everything back and
+/// purges at once from then on.
 pub fn configure() {
     set_purge_delay(LISTING_PURGE_DELAY_MS);
 }
@@ -41,10 +41,16 @@ fn set_purge_delay(ms: std::ffi::c_long) {
     unsafe { libmimalloc_sys::mi_option_set(MI_OPTION_PURGE_DELAY, ms) }
 }
 
-/// Once ready: hands back what the start-up used and freed (mimalloc's free pages and,
-/// for whatever C code allocated through it, glibc's).
-pub fn release_free() {
+/// Once every first list is done: freed pages go back at once from now on, and what
+/// the start-up used and freed goes back now.
+pub fn ready() {
     set_purge_delay(0);
+    release_free();
+}
+
+/// Hands back what this thread used and freed (mimalloc's free pages, whatever their
+/// delay, and, for whatever C code allocated through it, glibc's).
+pub fn release_free() {
     // SAFETY: mi_collect only walks mimalloc's own free lists.
     unsafe { libmimalloc_sys::mi_collect(true) }
     #[cfg(all(target_os = "linux", target_env = "gnu"))]

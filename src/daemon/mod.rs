@@ -57,7 +57,7 @@ pub struct DaemonOptions {
 /// evaluation thread works through one page, the shell fetches and decodes the next
 /// (with a queue smaller than a page the two took turns, and 10,000 Applications took
 /// 9 s to be ready instead of 3.5 s). The memory this peak takes is handed back once
-/// ready ([`crate::memory::release_free`]).
+/// ready ([`crate::memory::ready`]).
 const INPUT_QUEUE: usize = 1024;
 
 /// How often a replica that should send but could not open the store (or build its

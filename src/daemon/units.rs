@@ -13,7 +13,7 @@ use super::core::{self, Core, Input, LeadError};
 use super::{DaemonOptions, INPUT_QUEUE, SharedState};
 use crate::cluster::lease::StandAside;
 use crate::cluster::live::LiveFetcher;
-use crate::cluster::watch::Change;
+use crate::cluster::watch::{Change, Kind};
 use crate::config::Runtime;
 use crate::trigger::TriggerEngine;
 
@@ -187,11 +187,14 @@ impl Shell {
                     false => true,
                 }
             }
-            Change::ListDone(_) => {
+            Change::ListDone(stream) => {
                 let sent = self.broadcast(|| Input::Change(c.clone())).await;
-                // This thread decoded the list: what its pages took goes back now (the
-                // evaluation threads hand back theirs once they are through).
-                crate::memory::release_free();
+                if stream.kind == Kind::Application {
+                    // This thread decoded the list: what its pages took goes back now
+                    // (the evaluation threads hand back theirs once they are through).
+                    // Not after the AppProjects' list, which ends first and is small.
+                    crate::memory::release_free();
+                }
                 sent
             }
             Change::Project(_) | Change::ProjectDeleted(_) | Change::ListStarted(_) => self.broadcast(|| Input::Change(c.clone())).await,

@@ -126,7 +126,7 @@ impl Core {
                     if !METRICS.cluster_up.has(crate::cluster::live::IN_CLUSTER) {
                         METRICS.cluster_up.set(crate::cluster::live::IN_CLUSTER, 1);
                     }
-                    crate::memory::release_free();
+                    crate::memory::ready();
                 }
             }
             Change::Malformed { kind, name, reason } => {
