@@ -366,8 +366,7 @@ impl StateStore {
 
     /// Makes every commit so far durable: one write to the disk for a burst of passes.
     /// A settled delivery does the same (its commit is durable and covers what came
-    /// before it).
-    /// The operations of passes that wrote nothing else go in this commit.
+    /// before it). The operations of passes that wrote nothing else go in this commit.
     pub fn flush(&self) -> Result<(), StateError> {
         self.commit_with_pending(self.db.begin_write().map_err(storage)?, |_| Ok(()))
     }

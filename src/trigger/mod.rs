@@ -209,6 +209,17 @@ pub struct AppScope {
     scope: Scope<'static>,
 }
 
+impl AppScope {
+    /// `nil` and `null` (both `()`, as Argo CD's expressions write it) and `app`.
+    fn of(app: Dynamic) -> AppScope {
+        let mut scope = Scope::new();
+        scope.push_constant("nil", ());
+        scope.push_constant("null", ());
+        scope.push_constant_dynamic("app", app);
+        AppScope { scope }
+    }
+}
+
 impl TriggerEngine {
     pub fn new() -> Self {
         TriggerEngine { engine: engine::build(), seen: Mutex::new(SeenErrors::default()), runtime_errors: AtomicU64::new(0) }
@@ -216,11 +227,7 @@ impl TriggerEngine {
 
     /// Converts an Application once for a whole evaluation pass.
     pub fn prepare(&self, app: &serde_json::Value) -> AppScope {
-        let mut scope = Scope::new();
-        scope.push_constant("nil", ());
-        scope.push_constant("null", ());
-        scope.push_constant_dynamic("app", convert::to_dynamic(app));
-        AppScope { scope }
+        AppScope::of(convert::to_dynamic(app))
     }
 
     /// As [`TriggerEngine::prepare`], with what the pass found: `drift` and `episode`
@@ -234,14 +241,12 @@ impl TriggerEngine {
         now: DateTime<Utc>,
         reads: &reads::Reads,
     ) -> AppScope {
-        let mut scope = Scope::new();
-        scope.push_constant("nil", ());
-        scope.push_constant("null", ());
-        scope.push_constant_dynamic("app", reads.app.convert(app));
-        scope.push_constant_dynamic("drift", reads.drift.convert(&drift.view()));
-        let episode = episode.map_or(serde_json::Value::Null, |e| e.view(now));
-        scope.push_constant_dynamic("episode", reads.episode.convert(&episode));
-        AppScope { scope }
+        let mut scope = AppScope::of(reads.app.convert(app));
+        // The views are built only when a script reads them.
+        scope.scope.push_constant_dynamic("drift", reads.drift.convert_with(|| drift.view()));
+        let episode = reads.episode.convert_with(|| episode.map_or(serde_json::Value::Null, |e| e.view(now)));
+        scope.scope.push_constant_dynamic("episode", episode);
+        scope
     }
 
     /// Compiles a trigger file's conditions; every error names file, line and column.
@@ -295,21 +300,16 @@ impl TriggerEngine {
             let repeat = duration(&c.repeat, "repeat");
             if let (Some(when), Some(once_per)) = (when, once_per) {
                 let when_text = c.when.value.text();
-                let reads_clock = matches!(&when, Compiled::Script(ast) if reads_clock(ast))
-                    || once_per.as_ref().is_some_and(|(_, ast)| reads_clock(ast));
-                let mut reads = reads::Reads::default();
-                for ast in [
-                    match &when {
-                        Compiled::Script(ast) => Some(ast),
-                        Compiled::Const(_) => None,
-                    },
-                    once_per.as_ref().map(|(_, ast)| ast),
-                ]
-                .into_iter()
-                .flatten()
-                {
-                    reads.merge(&reads::Reads::of(ast));
+                let scripts: Vec<&AST> = match &when {
+                    Compiled::Script(ast) => Some(ast),
+                    Compiled::Const(_) => None,
                 }
+                .into_iter()
+                .chain(once_per.as_ref().map(|(_, ast)| ast))
+                .collect();
+                let reads_clock = scripts.iter().any(|ast| reads_clock(ast));
+                let mut reads = reads::Reads::default();
+                scripts.iter().for_each(|ast| reads.merge(&reads::Reads::of(ast)));
                 conditions.push(Condition {
                     index,
                     key: condition_key(index, &when_text),

@@ -73,6 +73,15 @@ impl Paths {
         }
     }
 
+    /// As [`Paths::convert`], with the value made only when something of it is read
+    /// (`()` otherwise: no script names it).
+    pub fn convert_with(&self, v: impl FnOnce() -> Value) -> Dynamic {
+        match self.whole || !self.children.is_empty() {
+            true => self.convert(&v()),
+            false => Dynamic::UNIT,
+        }
+    }
+
     /// The paths `ast` reads of the variable `var`.
     fn of(ast: &AST, var: &str) -> Paths {
         let mut out = Paths::default();
@@ -208,6 +217,8 @@ mod tests {
         assert_eq!(status["sync"].clone().cast::<Map>().len(), 1, "only sync.status");
         assert_eq!(status["resources"].clone().cast::<rhai::Array>().len(), 1);
         assert!(map["spec"].clone().cast::<Map>().is_empty(), "a key read but absent stays absent");
+        assert!(Paths::default().convert_with(|| panic!("a value nothing reads is not made")).is_unit());
+        assert_eq!(reads.convert_with(|| app.clone()).cast::<Map>().len(), 2, "made when read");
         let mut all = Paths::default();
         all.merge(&reads);
         all.merge(&Paths::all());
