@@ -41,8 +41,11 @@ fn set_purge_delay(ms: std::ffi::c_long) {
     unsafe { libmimalloc_sys::mi_option_set(MI_OPTION_PURGE_DELAY, ms) }
 }
 
-/// Once every first list is done: freed pages go back at once from now on, and what
-/// the start-up used and freed goes back now.
+/// Once the Applications are listed: freed pages go back at once from now on, and
+/// what this thread used and freed goes back now. (A page freed with the delay is
+/// handed back only once it expires, forced collection or not: 10,000 Applications
+/// stayed at 67 MB when the delay ended with the evaluation's ready, 56 MB when it
+/// ends with the decoding.)
 pub fn ready() {
     set_purge_delay(0);
     release_free();

@@ -190,10 +190,12 @@ impl Shell {
             Change::ListDone(stream) => {
                 let sent = self.broadcast(|| Input::Change(c.clone())).await;
                 if stream.kind == Kind::Application {
-                    // This thread decoded the list: what its pages took goes back now
-                    // (the evaluation threads hand back theirs once they are through).
-                    // Not after the AppProjects' list, which ends first and is small.
-                    crate::memory::release_free();
+                    // This thread decoded the list: freed pages go back at once from
+                    // now on, and what its pages took goes back now (the evaluation
+                    // threads hand back theirs once they are through). Not after the
+                    // AppProjects' list, which ends first and is small. (With
+                    // several namespaces, at the end of the first one's.)
+                    crate::memory::ready();
                 }
                 sent
             }

@@ -1,7 +1,7 @@
 //! What of `app`, `drift` and `episode` the compiled scripts can read, found in their
 //! syntax trees, so that a pass converts only that into rhai values: converting the
-//! whole Application was a tenth of a first pass's CPU (BENCHMARKS.md, "Memory per
-//! Application"), while the catalog's conditions read a handful of its fields.
+//! whole Application was a tenth of a first pass's CPU (BENCHMARKS.md, "A first
+//! pass's cost"), while the catalog's conditions read a handful of its fields.
 //!
 //! The analysis is conservative. A read the analysis cannot follow keeps the whole value
 //! at the path where it stops: `app.status.resources.filter(...)` keeps all of
@@ -136,11 +136,6 @@ pub struct Reads {
 }
 
 impl Reads {
-    /// Everything of every variable (previews of a single script, tests).
-    pub fn all() -> Reads {
-        Reads { app: Paths::all(), drift: Paths::all(), episode: Paths::all() }
-    }
-
     /// What `ast` reads.
     pub fn of(ast: &AST) -> Reads {
         Reads { app: Paths::of(ast, "app"), drift: Paths::of(ast, "drift"), episode: Paths::of(ast, "episode") }
