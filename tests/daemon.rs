@@ -655,6 +655,42 @@ fn several_namespaces_relist_one_at_a_time_without_deletes_or_resends() {
     assert!(d.stop().success());
 }
 
+/// At the start the Applications are listed once the AppProjects are: an Application
+/// evaluated before its project is known is evaluated again when the project comes (its
+/// subscriptions apply), a first pass thrown away per Application. With the AppProjects'
+/// list slow, no Application is asked for meanwhile, and each is evaluated once.
+#[test]
+fn applications_are_listed_once_the_projects_are() {
+    let Setup { dir, api, got, .. } = setup();
+    api.apply(serde_json::json!({"apiVersion": "argoproj.io/v1alpha1", "kind": "AppProject",
+        "metadata": {"name": "payments", "namespace": "argocd",
+                     "annotations": {"notifications.argoproj.io/subscribe.on-drift.hook": ""}}, "spec": {}}));
+    for i in 1..=3 {
+        let mut a = AppBuilder::new(&format!("billing-{i}"))
+            .sync("OutOfSync", REV1)
+            .healthy()
+            .field("/metadata/namespace", serde_json::json!("team-a"))
+            .build();
+        a["spec"]["project"] = "payments".into();
+        api.apply(a);
+    }
+    api.hold_lists("argocd", true);
+    let d = Daemon::spawn(dir.path(), &["-n", "team-a", "--projects-namespace", "argocd"]);
+    wait_for("the AppProjects' list held", Duration::from_secs(15), || api.holding() == 1);
+    api.hold_lists("argocd", false);
+    wait_for("ready", Duration::from_secs(15), || get(&d.admin, "/readyz").is_some_and(|(s, _)| s == 200));
+    wait_for("the project's subscriptions", Duration::from_secs(15), || (1..=3).all(|i| has(&got, &format!(r#""app": "billing-{i}""#))));
+    let arrivals = api.list_arrivals();
+    assert_eq!(
+        arrivals,
+        [("appprojects".to_string(), false), ("applications".to_string(), false)],
+        "the Applications asked for after the AppProjects' answer, not while it was held"
+    );
+    assert_eq!(d.metric("driftwatch_evaluations_total"), Some(3.0), "each Application evaluated once");
+    assert_eq!(bodies(&got).len(), 3, "{:?}", bodies(&got));
+    assert!(d.stop().success());
+}
+
 /// Out of file descriptors (connections held open against the operations port until
 /// accept fails), the operations server goes on: once they close, `/healthz` answers.
 /// The accept loop used to end at the first accept error, taking `/healthz` with it.

@@ -116,24 +116,91 @@ fn resource(kind: Kind) -> ApiResource {
     ApiResource::from_gvk(&GroupVersionKind::gvk("argoproj.io", "v1alpha1", k))
 }
 
-fn name_of(v: &Value) -> String {
-    let s = |p: &str| v.pointer(p).and_then(Value::as_str).unwrap_or_default().to_string();
-    format!("{}/{}", s("/metadata/namespace"), s("/metadata/name"))
-}
-
-/// An object as the watch decodes it: the JSON tree itself (no typed metadata, no
-/// `#[serde(flatten)]` buffering as [`kube::api::DynamicObject`] does, no second copy),
-/// without what no trigger, template, route or fingerprint reads and what makes an
-/// Application large: `metadata.managedFields` (often as big as the rest, skipped while
-/// parsing, never built) and the `kubectl.kubernetes.io/last-applied-configuration`
-/// annotation (a copy of the spec). `metadata` holds only what the watcher reads
-/// (`resourceVersion`) and what logs name. Any JSON object decodes: whether it is a
-/// valid Application is [`App::from_value`]'s to say, so one bad object is skipped and
-/// counted instead of failing its whole list page.
+/// An object as kube's watcher decodes it from a list page or a watch event: its
+/// `metadata` parsed (what the watcher reads, `resourceVersion`, and what logs name),
+/// every other top-level field (`spec`, `status`, ...) kept as its JSON text, to be
+/// parsed by [`Field::tree`] on the consumer of [`changes`]. kube's watcher
+/// asks for the next list page only once it has handed out the last one's objects;
+/// scanning a field is cheaper than building its tree, and the tree is built on
+/// another task while the next page is on its way (a page ahead, [`READ_AHEAD`]).
+///
+/// Left out, as what no trigger, template, route or fingerprint reads and what makes an
+/// Application large: `metadata.managedFields` (often as big as the rest, skipped
+/// unparsed) and the `kubectl.kubernetes.io/last-applied-configuration` annotation (a
+/// copy of the spec). Any JSON object decodes: whether it is a valid Application is
+/// [`App::from_value`]'s to say, so one bad object is skipped and counted instead of
+/// failing its whole list page.
 #[derive(Debug, Clone)]
 pub struct Watched {
     metadata: kube::api::ObjectMeta,
-    value: Value,
+    fields: Vec<(String, Field)>,
+}
+
+impl Field {
+    /// An object's fields as one JSON tree, in the order they came.
+    fn tree(fields: Vec<(String, Field)>) -> Result<Value, serde_json::Error> {
+        let mut out = serde_json::Map::with_capacity(fields.len());
+        for (key, field) in fields {
+            let v = match field {
+                Field::Text(text) => serde_json::from_str(&text)?,
+                Field::Parsed(v) => v,
+            };
+            out.insert(key, v);
+        }
+        Ok(Value::Object(out))
+    }
+}
+
+/// A top-level field of a [`Watched`] object.
+#[derive(Debug, Clone)]
+enum Field {
+    /// Its JSON text, as `serde_json` scanned it (valid JSON: parsing it cannot fail
+    /// but for the nesting limit, which the scan enforces too).
+    Text(String),
+    /// Parsed at once: `metadata`, and any field of an object whose deserializer
+    /// cannot hand out text (a watch event with `object` before `type`, which serde
+    /// buffers before it knows the variant).
+    Parsed(Value),
+}
+
+/// The name under which `serde_json`'s deserializer hands out a value's text
+/// (`serde_json::value::RawValue`'s deserialisation, `src/raw.rs`: `TOKEN`).
+/// `Box<RawValue>` itself cannot be used: it fails on a buffered deserializer, and a
+/// watch line's key order is the server's. Should the name ever change, the field is
+/// parsed at once (slower, the same result; a test says so).
+const RAW_VALUE_TOKEN: &str = "$serde_json::private::RawValue";
+
+impl<'de> serde::Deserialize<'de> for Field {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> serde::de::Visitor<'de> for V {
+            type Value = Field;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a JSON value")
+            }
+            /// `serde_json`'s deserializer: one entry, the token and the text.
+            fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Field, A::Error> {
+                let mut out = serde_json::Map::new();
+                let Some(first) = map.next_key::<String>()? else {
+                    return Ok(Field::Parsed(Value::Object(out)));
+                };
+                if first == RAW_VALUE_TOKEN {
+                    return Ok(Field::Text(map.next_value::<String>()?));
+                }
+                // Any other deserializer that made the newtype a map: a map it is.
+                out.insert(first, map.next_value()?);
+                while let Some((k, v)) = map.next_entry::<String, Value>()? {
+                    out.insert(k, v);
+                }
+                Ok(Field::Parsed(Value::Object(out)))
+            }
+            /// Any other deserializer (serde's buffer of a watch event's object).
+            fn visit_newtype_struct<E: serde::Deserializer<'de>>(self, d: E) -> Result<Field, E::Error> {
+                serde::Deserialize::deserialize(d).map(Field::Parsed)
+            }
+        }
+        d.deserialize_newtype_struct(RAW_VALUE_TOKEN, V)
+    }
 }
 
 impl kube::Resource for Watched {
@@ -165,29 +232,27 @@ impl kube::Resource for Watched {
 
 const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
 
-/// A JSON object read lean: at the top level (`META = false`), `metadata` is read with
-/// `META = true`, which skips `managedFields` unparsed and drops the last-applied
-/// annotation.
-struct Lean<const META: bool>(serde_json::Map<String, Value>);
+/// An object's `metadata` read lean: `managedFields` skipped unparsed, the
+/// last-applied annotation dropped.
+struct LeanMeta(serde_json::Map<String, Value>);
 
-impl<'de, const META: bool> serde::Deserialize<'de> for Lean<META> {
+impl<'de> serde::Deserialize<'de> for LeanMeta {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct V<const META: bool>;
-        impl<'de, const META: bool> serde::de::Visitor<'de> for V<META> {
-            type Value = Lean<META>;
+        struct V;
+        impl<'de> serde::de::Visitor<'de> for V {
+            type Value = LeanMeta;
             fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-                f.write_str(if META { "object metadata" } else { "a Kubernetes object" })
+                f.write_str("object metadata")
             }
-            fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Lean<META>, A::Error> {
+            fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<LeanMeta, A::Error> {
                 let mut out = serde_json::Map::new();
                 while let Some(key) = map.next_key::<String>()? {
-                    let v = match (META, key.as_str()) {
-                        (false, "metadata") => Value::Object(map.next_value::<Lean<true>>()?.0),
-                        (true, "managedFields") => {
+                    let v = match key.as_str() {
+                        "managedFields" => {
                             map.next_value::<serde::de::IgnoredAny>()?;
                             continue;
                         }
-                        (true, "annotations") => {
+                        "annotations" => {
                             let mut v: Value = map.next_value()?;
                             if let Some(a) = v.as_object_mut() {
                                 a.remove(LAST_APPLIED);
@@ -198,62 +263,116 @@ impl<'de, const META: bool> serde::Deserialize<'de> for Lean<META> {
                     };
                     out.insert(key, v);
                 }
-                Ok(Lean(out))
+                Ok(LeanMeta(out))
             }
         }
-        d.deserialize_map(V::<META>)
+        d.deserialize_map(V)
     }
 }
 
 impl<'de> serde::Deserialize<'de> for Watched {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let object = Lean::<false>::deserialize(d)?.0;
-        let meta = |k: &str| object.get("metadata").and_then(|m| m.get(k)).and_then(Value::as_str).map(str::to_string);
-        let metadata = kube::api::ObjectMeta {
-            name: meta("name"),
-            namespace: meta("namespace"),
-            resource_version: meta("resourceVersion"),
-            uid: meta("uid"),
-            ..Default::default()
-        };
-        Ok(Watched { metadata, value: Value::Object(object) })
+        struct V;
+        impl<'de> serde::de::Visitor<'de> for V {
+            type Value = Watched;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a Kubernetes object")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Watched, A::Error> {
+                let mut fields = Vec::with_capacity(6);
+                let mut metadata = kube::api::ObjectMeta::default();
+                while let Some(key) = map.next_key::<String>()? {
+                    let field = match key.as_str() {
+                        "metadata" => {
+                            let m = map.next_value::<LeanMeta>()?.0;
+                            let s = |k: &str| m.get(k).and_then(Value::as_str).map(str::to_string);
+                            metadata = kube::api::ObjectMeta {
+                                name: s("name"),
+                                namespace: s("namespace"),
+                                resource_version: s("resourceVersion"),
+                                uid: s("uid"),
+                                ..Default::default()
+                            };
+                            Field::Parsed(Value::Object(m))
+                        }
+                        _ => map.next_value::<Field>()?,
+                    };
+                    fields.push((key, field));
+                }
+                Ok(Watched { metadata, fields })
+            }
+        }
+        d.deserialize_map(V)
     }
 }
 
-fn to_change(kind: Kind, obj: Watched, deleted: bool) -> Change {
-    let v = obj.value;
+/// What the reading task hands the consumer of [`changes`]: an object still to parse,
+/// or a change already made.
+enum Arrived {
+    Object { kind: Kind, object: Watched, deleted: bool },
+    Change(Change),
+}
+
+/// How many arrivals the reading task may be ahead of the consumer: two of kube's list
+/// pages (500 objects each). While the consumer parses one page's objects, the next
+/// page is requested and scanned.
+const READ_AHEAD: usize = 1_000;
+
+fn to_change(kind: Kind, object: Watched, deleted: bool) -> Change {
+    let Watched { metadata, fields } = object;
+    let malformed = |reason: String| {
+        let name = format!("{}/{}", metadata.namespace.as_deref().unwrap_or_default(), metadata.name.as_deref().unwrap_or_default());
+        Change::Malformed { kind, name, reason }
+    };
+    let v = match Field::tree(fields) {
+        Ok(v) => v,
+        Err(e) => return malformed(e.to_string()),
+    };
     match kind {
-        Kind::Application => {
-            let name = name_of(&v);
-            match App::from_value(v) {
-                Ok(app) if deleted => Change::AppDeleted(Box::new(app)),
-                Ok(app) => Change::App(Box::new(app)),
-                Err(e) => Change::Malformed { kind, name, reason: e.to_string() },
-            }
-        }
+        Kind::Application => match App::from_value(v) {
+            Ok(app) if deleted => Change::AppDeleted(Box::new(app)),
+            Ok(app) => Change::App(Box::new(app)),
+            Err(e) => malformed(e.to_string()),
+        },
         Kind::AppProject => match Project::from_value(&v) {
             Ok(p) if deleted => Change::ProjectDeleted(p.name),
             Ok(p) => Change::Project(p),
-            Err(e) => Change::Malformed { kind, name: name_of(&v), reason: e.to_string() },
+            Err(e) => malformed(e.to_string()),
         },
     }
 }
 
-fn stream_for(api: Api<Watched>, stream: Stream, config: watcher::Config) -> impl futures::Stream<Item = Change> + Send {
+fn stream_for(api: Api<Watched>, stream: Stream, config: watcher::Config) -> impl futures::Stream<Item = Arrived> + Send {
     let kind = stream.kind;
     watcher(api, config).default_backoff().map(move |ev| match ev {
-        Ok(watcher::Event::Apply(o)) | Ok(watcher::Event::InitApply(o)) => to_change(kind, o, false),
-        Ok(watcher::Event::Delete(o)) => to_change(kind, o, true),
-        Ok(watcher::Event::Init) => Change::ListStarted(stream.clone()),
-        Ok(watcher::Event::InitDone) => Change::ListDone(stream.clone()),
-        Err(e) => Change::Error { kind, error: e.to_string() },
+        Ok(watcher::Event::Apply(object)) | Ok(watcher::Event::InitApply(object)) => Arrived::Object { kind, object, deleted: false },
+        Ok(watcher::Event::Delete(object)) => Arrived::Object { kind, object, deleted: true },
+        Ok(watcher::Event::Init) => Arrived::Change(Change::ListStarted(stream.clone())),
+        Ok(watcher::Event::InitDone) => Arrived::Change(Change::ListDone(stream.clone())),
+        Err(e) => Arrived::Change(Change::Error { kind, error: e.to_string() }),
     })
 }
 
+/// The task that reads the watch streams, stopped when the [`changes`] stream it feeds
+/// is dropped (a relist for shards taken over, the daemon stopping).
+struct Reader(tokio::task::JoinHandle<()>);
+
+impl Drop for Reader {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
 /// Every Application and AppProject change of [`WatchOptions::streams`], merged into
-/// one stream.
+/// one stream. The streams are read by a task of their own, at most [`READ_AHEAD`]
+/// objects ahead; objects are parsed into Applications as they are taken from this
+/// stream. The Applications are listed once the AppProjects are (or one of their
+/// streams failed: a project list refused does not stop the Applications): an
+/// Application evaluated before its project is known is evaluated again when it comes.
+/// Must be called within a tokio runtime.
 pub fn changes(client: kube::Client, opts: &WatchOptions) -> impl futures::Stream<Item = Change> + Send {
-    let mut streams = Vec::new();
+    let (mut projects, mut apps) = (Vec::new(), Vec::new());
+    let mut waiting = std::collections::BTreeSet::new();
     for stream in opts.streams() {
         let ar = resource(stream.kind);
         // Bookmarks keep the resume point fresh; a timeout under the API server's own
@@ -268,32 +387,116 @@ pub fn changes(client: kube::Client, opts: &WatchOptions) -> impl futures::Strea
             None => Api::all_with(client.clone(), &ar),
             Some(ns) => Api::namespaced_with(client.clone(), ns, &ar),
         };
-        streams.push(stream_for(api, stream, config).boxed());
+        match stream.kind {
+            Kind::AppProject => {
+                waiting.insert(stream.clone());
+                projects.push(stream_for(api, stream, config).boxed());
+            }
+            Kind::Application => apps.push(stream_for(api, stream, config).boxed()),
+        }
     }
-    futures::stream::select_all(streams)
+    let (tx, rx) = tokio::sync::mpsc::channel(READ_AHEAD);
+    let reader = Reader(tokio::spawn(async move {
+        let mut merged = futures::stream::select_all(projects);
+        while !waiting.is_empty() {
+            let Some(arrived) = merged.next().await else { return };
+            match &arrived {
+                Arrived::Change(Change::ListDone(s)) => {
+                    waiting.remove(s);
+                }
+                Arrived::Change(Change::Error { .. }) => waiting.clear(),
+                _ => {}
+            }
+            if tx.send(arrived).await.is_err() {
+                return;
+            }
+        }
+        // kube's watchers ask for nothing until polled: the Applications' lists start now.
+        merged.extend(apps);
+        while let Some(arrived) = merged.next().await {
+            if tx.send(arrived).await.is_err() {
+                return;
+            }
+        }
+    }));
+    futures::stream::unfold((rx, reader), |(mut rx, reader)| async move {
+        let change = match rx.recv().await? {
+            Arrived::Object { kind, object, deleted } => to_change(kind, object, deleted),
+            Arrived::Change(c) => c,
+        };
+        Some((change, (rx, reader)))
+    })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use kube::core::{ObjectList, WatchEvent};
     use serde_json::json;
+
+    const APP: &str = r#"{"apiVersion": "argoproj.io/v1alpha1", "kind": "Application",
+        "metadata": {"name": "a", "namespace": "argocd", "uid": "u", "resourceVersion": "7",
+                     "managedFields": [{"manager": "x", "fieldsV1": {"f:spec": {}}}],
+                     "annotations": {"kubectl.kubernetes.io/last-applied-configuration": "{}", "keep": "yes"},
+                     "labels": {"team": 7}},
+        "spec": {"project": "p", "destination": {"server": "https://kubernetes.default.svc"}},
+        "status": {"sync": {"status": "OutOfSync"}, "weird": [1, 2.5, "\u00e9", null]}}"#;
+
+    fn texts(w: &Watched) -> Vec<&str> {
+        w.fields.iter().filter(|(_, f)| matches!(f, Field::Text(_))).map(|(k, _)| k.as_str()).collect()
+    }
 
     #[test]
     fn a_watched_object_keeps_everything_but_managed_fields_and_the_last_applied_annotation() {
-        let text = r#"{"apiVersion": "argoproj.io/v1alpha1", "kind": "Application",
-            "metadata": {"name": "a", "namespace": "argocd", "uid": "u", "resourceVersion": "7",
-                         "managedFields": [{"manager": "x", "fieldsV1": {"f:spec": {}}}],
-                         "annotations": {"kubectl.kubernetes.io/last-applied-configuration": "{}", "keep": "yes"},
-                         "labels": {"team": 7}},
-            "spec": {"project": "p"}}"#;
-        let w: Watched = serde_json::from_str(text).unwrap();
+        let w: Watched = serde_json::from_str(APP).unwrap();
         assert_eq!(w.metadata.resource_version.as_deref(), Some("7"), "what the watcher resumes from");
         assert_eq!((w.metadata.name.as_deref(), w.metadata.namespace.as_deref()), (Some("a"), Some("argocd")));
-        assert!(w.value.pointer("/metadata/managedFields").is_none());
-        assert_eq!(w.value.pointer("/metadata/annotations"), Some(&json!({"keep": "yes"})));
-        assert_eq!(w.value.pointer("/metadata/labels/team"), Some(&json!(7)), "kept as sent: the model judges it");
-        assert_eq!(w.value["spec"], json!({"project": "p"}));
-        assert!(matches!(to_change(Kind::Application, w, false), Change::Malformed { .. }));
+        let v = Field::tree(w.fields).unwrap();
+        assert!(v.pointer("/metadata/managedFields").is_none());
+        assert_eq!(v.pointer("/metadata/annotations"), Some(&json!({"keep": "yes"})));
+        assert_eq!(v.pointer("/metadata/labels/team"), Some(&json!(7)), "kept as sent: the model judges it");
+        let mut whole: Value = serde_json::from_str(APP).unwrap();
+        let meta = whole["metadata"].as_object_mut().unwrap();
+        meta.remove("managedFields");
+        meta.insert("annotations".into(), json!({"keep": "yes"}));
+        assert_eq!(v, whole, "everything else as sent");
+        let keys: Vec<&String> = v.as_object().unwrap().keys().collect();
+        assert_eq!(keys, ["apiVersion", "kind", "metadata", "spec", "status"], "in the order they came");
+        let w: Watched = serde_json::from_str(APP).unwrap();
+        assert!(
+            matches!(to_change(Kind::Application, w, false), Change::Malformed { name, .. } if name == "argocd/a"),
+            "labels must be strings"
+        );
         assert!(serde_json::from_str::<Watched>("[1]").is_err(), "not an object");
+        assert!(serde_json::from_str::<Watched>(r#"{"spec": {"a": }}"#).is_err(), "the scan refuses what is not JSON");
+    }
+
+    /// The point of [`Watched`]: a list page's fields are scanned, not built, while the
+    /// page is decoded; and a watch event decodes whatever its key order.
+    #[test]
+    fn a_list_page_keeps_fields_as_text_and_a_watch_event_decodes_in_either_key_order() {
+        let page = format!(r#"{{"apiVersion": "v1", "kind": "List", "metadata": {{"resourceVersion": "9"}}, "items": [{APP}, {APP}]}}"#);
+        let list: ObjectList<Watched> = serde_json::from_str(&page).unwrap();
+        assert_eq!(list.items.len(), 2);
+        for w in &list.items {
+            assert_eq!(
+                texts(w),
+                ["apiVersion", "kind", "spec", "status"],
+                "serde_json handed out the text: RAW_VALUE_TOKEN is still its name"
+            );
+        }
+        let expected = Field::tree(list.items[0].fields.clone()).unwrap();
+        let type_first = format!(r#"{{"type": "MODIFIED", "object": {APP}}}"#);
+        let object_first = format!(r#"{{"object": {APP}, "type": "MODIFIED"}}"#);
+        for (line, read_as_text) in [(type_first, true), (object_first, false)] {
+            let Ok(WatchEvent::Modified(w)) = serde_json::from_str::<WatchEvent<Watched>>(&line) else {
+                panic!("not decoded: {line}");
+            };
+            assert_eq!(w.metadata.resource_version.as_deref(), Some("7"));
+            assert_eq!(texts(&w).is_empty(), !read_as_text, "buffered by serde: parsed at once");
+            assert_eq!(Field::tree(w.fields).unwrap(), expected);
+        }
+        let bad = r#"{"object": {"metadata": {"name": "x"}, "spec": [1, }, "type": "ADDED"}"#;
+        assert!(serde_json::from_str::<WatchEvent<Watched>>(bad).is_err());
     }
 }

@@ -47,6 +47,11 @@ struct World {
     compacted_in: BTreeMap<String, u64>,
     /// Namespaces whose list requests wait until released.
     held_lists: std::collections::BTreeSet<String>,
+    /// List requests waiting on `held_lists` now.
+    holding: u64,
+    /// Every list request, in the order they arrived: its resource, and whether a held
+    /// list was waiting then.
+    list_arrivals: Vec<(String, bool)>,
     lists: u64,
     watches: u64,
     /// Lease requests fail with 503 (the API server unreachable for the elector).
@@ -354,6 +359,17 @@ impl FakeApiServer {
         self.world.lock().unwrap().lease_outage = on;
     }
 
+    /// How many list requests are being held now ([`FakeApiServer::hold_lists`]).
+    pub fn holding(&self) -> u64 {
+        self.world.lock().unwrap().holding
+    }
+
+    /// Every list request so far, in the order they arrived: its resource
+    /// (`applications`, `appprojects`) and whether a held list was waiting then.
+    pub fn list_arrivals(&self) -> Vec<(String, bool)> {
+        self.world.lock().unwrap().list_arrivals.clone()
+    }
+
     /// (lists served, watches opened).
     pub fn counts(&self) -> (u64, u64) {
         let w = self.world.lock().unwrap();
@@ -490,8 +506,17 @@ async fn handle(
             && matches_selector(o, selector.as_deref())
     };
     if q.get("watch").map(String::as_str) != Some("true") {
-        while ns.as_ref().is_some_and(|n| world.lock().unwrap().held_lists.contains(n)) {
-            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        {
+            let mut w = world.lock().unwrap();
+            let waiting = w.holding > 0;
+            w.list_arrivals.push((plural.clone(), waiting));
+        }
+        if ns.as_ref().is_some_and(|n| world.lock().unwrap().held_lists.contains(n)) {
+            world.lock().unwrap().holding += 1;
+            while ns.as_ref().is_some_and(|n| world.lock().unwrap().held_lists.contains(n)) {
+                tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+            }
+            world.lock().unwrap().holding -= 1;
         }
         let mut w = world.lock().unwrap();
         w.lists += 1;
