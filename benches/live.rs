@@ -491,7 +491,17 @@ fn ready() {
         }
     }
     println!("ready: the list alone (the fake API server, {pages} pages read and dropped): {}", ms(listed.elapsed()));
+    let started = Instant::now();
     let (d, ready) = Daemon::start(&api, rx.addr.port());
+    // Where the time went: the daemon's own list (the server sharing the machine with
+    // it), and what came after its last page.
+    if let Some(last) = api.last_page_at().filter(|t| *t > started) {
+        println!(
+            "ready: the daemon's list answered {} after its start; ready {} after the last page",
+            ms(last - started),
+            ms((started + ready).saturating_duration_since(last))
+        );
+    }
     // The daemon's own share of the start-up: its CPU time until ready, per thread.
     let threads = d.cpu_by_thread();
     println!(

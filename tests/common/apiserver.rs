@@ -52,6 +52,8 @@ struct World {
     /// Every list request, in the order they arrived: its resource, and whether a held
     /// list was waiting then.
     list_arrivals: Vec<(String, bool)>,
+    /// When the last page of a list was answered.
+    last_page_at: Option<std::time::Instant>,
     lists: u64,
     watches: u64,
     /// Lease requests fail with 503 (the API server unreachable for the elector).
@@ -370,6 +372,11 @@ impl FakeApiServer {
         self.world.lock().unwrap().list_arrivals.clone()
     }
 
+    /// When the last page of a list was last answered (its body made, not yet sent).
+    pub fn last_page_at(&self) -> Option<std::time::Instant> {
+        self.world.lock().unwrap().last_page_at
+    }
+
     /// (lists served, watches opened).
     pub fn counts(&self) -> (u64, u64) {
         let w = self.world.lock().unwrap();
@@ -538,6 +545,8 @@ async fn handle(
         let mut metadata = json!({"resourceVersion": list_rv.to_string()});
         if more {
             metadata["continue"] = json!(format!("{list_rv}.{}", offset + take));
+        } else {
+            w.last_page_at = Some(std::time::Instant::now());
         }
         return Ok(full(
             200,
