@@ -1031,6 +1031,44 @@ fn the_operations_endpoints_can_be_served_over_tls() {
     let _ = child.wait();
 }
 
+/// A Lease deleted by hand (an on-call's remedy for a stuck one) is created again with
+/// its count of holder changes at 0, below the count the state in PostgreSQL recorded.
+/// Its holder takes the store over all the same (the Lease is newer) and delivers;
+/// before, every replica was refused and stood aside until someone raised the Lease's
+/// count by hand.
+#[test]
+fn a_lease_deleted_by_hand_is_taken_again_and_the_store_with_it() {
+    let pg = driftwatch::state::pgtest::private_server().expect("a private PostgreSQL");
+    let Setup { dir, api, got, port } = setup();
+    let cfg = format!("{}secretsFile: secrets.yaml\nstate:\n  postgres:\n    url: $pg-url\n", config("app", port));
+    std::fs::write(dir.path().join("driftwatch.yaml"), cfg).unwrap();
+    std::fs::write(dir.path().join("secrets.yaml"), format!("pg-url: {:?}\n", pg.url())).unwrap();
+    let ha = ["--leader-election", "--lease-duration", "2", "--lease-namespace", "argocd"];
+    // A Lease of long standing: created a year ago, 41 changes of holder, expired.
+    api.put_lease(serde_json::json!({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+        "metadata": {"name": "driftwatch", "namespace": "argocd", "uid": "old-lease", "creationTimestamp": "2025-12-01T00:00:00Z"},
+        "spec": {"holderIdentity": "gone", "leaseDurationSeconds": 2, "renewTime": "2025-12-01T00:00:00.000000Z", "leaseTransitions": 41}}));
+    api.apply(app("before", "OutOfSync", REV1));
+    let a = Daemon::start_with(dir.path(), &ha);
+    wait_for("a leads", Duration::from_secs(20), || a.metric("driftwatch_leader") == Some(1.0));
+    wait_for("before delivered", Duration::from_secs(15), || has(&got, r#""app": "before""#));
+    assert_eq!(api.lease("argocd", "driftwatch").unwrap()["spec"]["leaseTransitions"], 42);
+    assert!(a.stop().success());
+    api.delete("leases", "argocd", "driftwatch");
+
+    api.apply(app("after", "OutOfSync", REV1));
+    let b = Daemon::start_with(dir.path(), &ha);
+    wait_for("b leads", Duration::from_secs(20), || b.metric("driftwatch_leader") == Some(1.0));
+    wait_for("after delivered", Duration::from_secs(15), || has(&got, r#""app": "after""#));
+    let lease = api.lease("argocd", "driftwatch").unwrap();
+    assert_ne!(lease["metadata"]["uid"], "old-lease", "created again: {lease}");
+    assert!(lease["spec"]["leaseTransitions"].as_u64().unwrap() < 42, "{lease}");
+    assert!(b.log_lines("fenced").is_empty(), "{:?}", b.log_lines("fenced"));
+    assert!(!b.log_lines("took the state store over").is_empty());
+    assert_eq!(bodies(&got).iter().filter(|b| b.contains(r#""app": "before""#)).count(), 1, "nothing sent twice");
+    assert!(b.stop().success());
+}
+
 /// The state in PostgreSQL, and PostgreSQL stopped (a fast shutdown cuts every
 /// connection, as a failover does) while Applications keep drifting, then started
 /// again: driftwatch fails its writes, waits, reopens and resumes. Every drift is

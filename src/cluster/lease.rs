@@ -9,6 +9,8 @@ use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, PostParams};
 use serde_json::{Value, json};
 use tokio::sync::watch;
 
+use crate::state::LeaseGeneration;
+
 /// What one shard's election does at its next round (`shards::Load::decide`).
 #[derive(Debug, PartialEq, Eq, Clone, Copy)]
 pub enum Decision {
@@ -57,21 +59,32 @@ fn is_conflict(e: &kube::Error) -> bool {
     matches!(e, kube::Error::Api(s) if s.code == 409)
 }
 
+/// The Lease's creation time as the API server stamped it (unix seconds; 0 if absent).
+fn created(lease: &DynamicObject) -> i64 {
+    lease.metadata.creation_timestamp.as_ref().map_or(0, |t| t.0.as_second())
+}
+
 /// One round: acquire the lease if free or expired, renew it if ours. Returns the
-/// Lease's `leaseTransitions` when this replica holds it now (the fencing token of the
-/// state in PostgreSQL: it grows with every change of holder).
-pub async fn try_acquire_or_renew(api: &Api<DynamicObject>, cfg: &LeaseConfig, now: DateTime<Utc>) -> Result<Option<u64>, kube::Error> {
+/// Lease's generation when this replica holds it now (the fencing token of the state in
+/// PostgreSQL: its count of holder changes grows with every change of holder, and a
+/// Lease deleted and created again is newer by its creation time).
+pub async fn try_acquire_or_renew(
+    api: &Api<DynamicObject>,
+    cfg: &LeaseConfig,
+    now: DateTime<Utc>,
+) -> Result<Option<LeaseGeneration>, kube::Error> {
     let secs = cfg.duration.as_secs().max(1);
     let spec = |acquire: DateTime<Utc>, transitions: u64| json!({"holderIdentity": cfg.identity, "leaseDurationSeconds": secs, "acquireTime": micro(acquire), "renewTime": micro(now), "leaseTransitions": transitions});
     let Some(mut lease) = api.get_opt(&cfg.name).await? else {
         let mut obj = DynamicObject::new(&cfg.name, &resource()).within(&cfg.namespace);
         obj.data = json!({"spec": spec(now, 0)});
         return match api.create(&PostParams::default(), &obj).await {
-            Ok(_) => Ok(Some(0)),
+            Ok(made) => Ok(Some(LeaseGeneration { created: created(&made), transitions: 0 })),
             Err(e) if is_conflict(&e) => Ok(None),
             Err(e) => Err(e),
         };
     };
+    let born = created(&lease);
     let s = lease.data.get("spec").cloned().unwrap_or(Value::Null);
     let holder = s.get("holderIdentity").and_then(Value::as_str).unwrap_or_default();
     let duration = s.get("leaseDurationSeconds").and_then(Value::as_i64).unwrap_or(secs as i64);
@@ -91,7 +104,7 @@ pub async fn try_acquire_or_renew(api: &Api<DynamicObject>, cfg: &LeaseConfig, n
     lease.data["spec"] = new_spec;
     // The replace carries the resourceVersion we read: a concurrent writer makes it 409.
     match api.replace(&cfg.name, &PostParams::default(), &lease).await {
-        Ok(_) => Ok(Some(held)),
+        Ok(_) => Ok(Some(LeaseGeneration { created: born, transitions: held })),
         Err(e) if is_conflict(&e) => Ok(None),
         Err(e) => Err(e),
     }
@@ -121,8 +134,8 @@ pub async fn release(api: &Api<DynamicObject>, cfg: &LeaseConfig) -> Result<(), 
 #[derive(Clone)]
 pub struct StandAside {
     aside: std::sync::Arc<watch::Sender<Option<tokio::time::Instant>>>,
-    /// The Lease's `leaseTransitions` of the last round that held it.
-    transitions: std::sync::Arc<std::sync::atomic::AtomicU64>,
+    /// The Lease's generation in the last round that held it.
+    generation: std::sync::Arc<std::sync::Mutex<LeaseGeneration>>,
     identity: String,
 }
 
@@ -131,10 +144,10 @@ impl StandAside {
         self.aside.send_replace(Some(at));
     }
 
-    /// The Lease's count of holder changes when this replica last held it: the epoch
-    /// the state in PostgreSQL is taken over with.
-    pub fn lease_transitions(&self) -> u64 {
-        self.transitions.load(std::sync::atomic::Ordering::Relaxed)
+    /// The Lease's generation when this replica last held it: what the state in
+    /// PostgreSQL is taken over with.
+    pub fn lease_generation(&self) -> LeaseGeneration {
+        *self.generation.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// This replica's identity in the Lease.
@@ -159,8 +172,8 @@ pub fn spawn(client: kube::Client, cfg: LeaseConfig) -> (watch::Receiver<bool>, 
 pub(super) fn spawn_gated(client: kube::Client, cfg: LeaseConfig, gate: Option<Box<dyn Gate>>) -> (watch::Receiver<bool>, StandAside) {
     let (tx, rx) = watch::channel(false);
     let (aside_tx, mut aside) = watch::channel(None::<tokio::time::Instant>);
-    let transitions = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
-    let handle = StandAside { aside: std::sync::Arc::new(aside_tx), transitions: transitions.clone(), identity: cfg.identity.clone() };
+    let generation = std::sync::Arc::new(std::sync::Mutex::new(LeaseGeneration::default()));
+    let handle = StandAside { aside: std::sync::Arc::new(aside_tx), generation: generation.clone(), identity: cfg.identity.clone() };
     let api: Api<DynamicObject> = Api::namespaced_with(client, &cfg.namespace, &resource());
     let me = handle.clone();
     tokio::spawn(async move {
@@ -230,7 +243,7 @@ pub(super) fn spawn_gated(client: kube::Client, cfg: LeaseConfig, gate: Option<B
             let leading = match result.unwrap_or_else(|_| Err(kube::Error::Service("lease request timed out".into()))) {
                 Ok(Some(held)) => {
                     // Published before the channel says "leading": the store opens with it.
-                    transitions.store(held, std::sync::atomic::Ordering::Relaxed);
+                    *generation.lock().unwrap_or_else(|p| p.into_inner()) = held;
                     renewed_at = Some(started);
                     started.elapsed() < step_down_after
                 }

@@ -50,7 +50,7 @@ use std::path::Path;
 
 use chrono::{DateTime, Utc};
 use kv::{Database, Field, Table, TableDefinition, WriteTransaction};
-pub use pg::{PgOptions, Role};
+pub use pg::{LeaseGeneration, PgOptions, Role};
 
 /// `"<app key>\u{0}<dedup key>"` -> unix milliseconds of the delivery.
 const NOTIFIED: TableDefinition<&str, u64> = TableDefinition::new("notified");

@@ -35,7 +35,7 @@ type Manager = PostgresConnectionManager<MakeRustlsConnect>;
 type Conn = r2d2::PooledConnection<Manager>;
 
 /// The newest schema this build knows: the migrations are `MIGRATIONS[..SCHEMA_VERSION]`.
-pub const SCHEMA_VERSION: i32 = 1;
+pub const SCHEMA_VERSION: i32 = 2;
 
 /// Each migration, in order; a migration is never edited once released (add one).
 const MIGRATIONS: [&str; SCHEMA_VERSION as usize] = [
@@ -51,6 +51,11 @@ const MIGRATIONS: [&str; SCHEMA_VERSION as usize] = [
         taken_at timestamptz NOT NULL DEFAULT now()
     );
     INSERT INTO fence (name, epoch, holder) VALUES ('state', 0, '');
+    "#,
+    // 2: the creation time of the Lease the store was taken over with (a Lease deleted
+    // and created again starts its count of holder changes at 0 and is newer).
+    r#"
+    ALTER TABLE fence ADD COLUMN lease_created bigint;
     "#,
 ];
 
@@ -99,13 +104,27 @@ impl std::fmt::Debug for PgOptions {
 #[derive(Debug, Clone)]
 pub enum Role {
     /// The daemon that sends: takes the store over (a new epoch), and every write is
-    /// refused once another takes it over. `lease_transitions` is the Lease's count
-    /// of holder changes when it was taken (with leader election): a takeover with a
-    /// count lower than the one recorded is refused — the holder of an older Lease.
-    Leader { holder: String, lease_transitions: Option<u64> },
+    /// refused once another takes it over. `lease` is the generation of the Lease it
+    /// holds (with leader election): a takeover with an older generation than the one
+    /// recorded is refused — the holder of an older Lease.
+    Leader { holder: String, lease: Option<LeaseGeneration> },
     /// A command-line tool or a test: writes are serialised with the leader's but no
     /// epoch is taken or checked.
     Tool,
+}
+
+/// Which of two Leases (or two holdings of one) is newer: the one created later, and
+/// of one Lease, the one with more changes of holder. A Lease deleted by hand and
+/// created again starts its count at 0 but is newer than every holding of the one it
+/// replaced, so its holder takes the store over; the holder of the deleted one cannot
+/// take it back. (Creation times have whole seconds: a Lease created again within the
+/// second it was created is ordered by its count alone.)
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord)]
+pub struct LeaseGeneration {
+    /// `metadata.creationTimestamp`, unix seconds (as the API server stamped it).
+    pub created: i64,
+    /// `spec.leaseTransitions`.
+    pub transitions: u64,
 }
 
 /// PostgreSQL, opened.
@@ -228,8 +247,8 @@ impl Pg {
             down_until: std::sync::Mutex::new(None),
         };
         pg.migrate()?;
-        if let Role::Leader { holder, lease_transitions } = role {
-            pg.epoch = Some(pg.take_over(holder, *lease_transitions)?);
+        if let Role::Leader { holder, lease } = role {
+            pg.epoch = Some(pg.take_over(holder, *lease)?);
         }
         Ok(pg)
     }
@@ -288,16 +307,22 @@ impl Pg {
     }
 
     /// A new epoch for this daemon; refused when the Lease it holds is older than the
-    /// one recorded (another replica took over since).
-    fn take_over(&self, holder: &str, lease_transitions: Option<u64>) -> Result<i64, KvError> {
+    /// one recorded (another replica took over since): created earlier, or the same
+    /// Lease with fewer changes of holder ([`LeaseGeneration`]). A store taken over
+    /// before the creation time was recorded counts it as 0.
+    fn take_over(&self, holder: &str, lease: Option<LeaseGeneration>) -> Result<i64, KvError> {
         let mut c = self.conn()?;
-        let lt = lease_transitions.map(|n| i64::try_from(n).unwrap_or(i64::MAX));
+        let lt = lease.map(|l| i64::try_from(l.transitions).unwrap_or(i64::MAX));
+        let created = lease.map(|l| l.created);
         let row = c
             .query_opt(
-                "UPDATE fence SET epoch = epoch + 1, holder = $1, lease_transitions = coalesce($2, lease_transitions), taken_at = now()
-                 WHERE name = 'state' AND ($2::bigint IS NULL OR lease_transitions IS NULL OR lease_transitions < $2 OR (lease_transitions = $2 AND holder = $1))
+                "UPDATE fence SET epoch = epoch + 1, holder = $1, lease_transitions = coalesce($2, lease_transitions),
+                     lease_created = coalesce($3, lease_created), taken_at = now()
+                 WHERE name = 'state' AND ($2::bigint IS NULL OR lease_transitions IS NULL
+                     OR (coalesce(lease_created, 0), lease_transitions) < ($3::bigint, $2::bigint)
+                     OR (coalesce(lease_created, 0) = $3::bigint AND lease_transitions = $2 AND holder = $1))
                  RETURNING epoch",
-                &[&holder, &lt],
+                &[&holder, &lt, &created],
             )
             .map_err(pg_err)?;
         match row {
@@ -307,12 +332,19 @@ impl Pg {
                 Ok(epoch)
             }
             None => {
-                let now = c.query_one("SELECT holder, lease_transitions FROM fence WHERE name = 'state'", &[]).map_err(pg_err)?;
-                let (by, at): (String, Option<i64>) = (now.try_get(0).map_err(pg_err)?, now.try_get(1).map_err(pg_err)?);
+                let now =
+                    c.query_one("SELECT holder, lease_transitions, lease_created FROM fence WHERE name = 'state'", &[]).map_err(pg_err)?;
+                let (by, at, born): (String, Option<i64>, Option<i64>) =
+                    (now.try_get(0).map_err(pg_err)?, now.try_get(1).map_err(pg_err)?, now.try_get(2).map_err(pg_err)?);
+                let when = |s: Option<i64>| {
+                    s.and_then(|s| chrono::DateTime::from_timestamp(s, 0)).map_or("unknown".to_string(), |t| t.to_rfc3339())
+                };
                 Err(KvError::fenced(format!(
-                    "fenced: the state store was taken over by {by} at Lease transition {}, after this replica's Lease (transition {}): not taking it back",
+                    "fenced: the state store was taken over by {by} at Lease transition {} of a Lease created {}, after this replica's Lease (transition {}, created {}): not taking it back",
                     at.unwrap_or_default(),
-                    lt.unwrap_or_default()
+                    when(born),
+                    lt.unwrap_or_default(),
+                    when(created)
                 )))
             }
         }

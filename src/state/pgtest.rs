@@ -235,7 +235,12 @@ mod tests {
     use crate::state::outbox::tests::n;
 
     fn leader(holder: &str, lease_transitions: u64) -> Role {
-        Role::Leader { holder: holder.into(), lease_transitions: Some(lease_transitions) }
+        leader_of(holder, 1_700_000_000, lease_transitions)
+    }
+
+    /// The holder of a Lease created at `created` (unix seconds).
+    fn leader_of(holder: &str, created: i64, transitions: u64) -> Role {
+        Role::Leader { holder: holder.into(), lease: Some(crate::state::LeaseGeneration { created, transitions }) }
     }
 
     fn raw(server: &Server) -> postgres::Client {
@@ -270,6 +275,34 @@ mod tests {
         let c = StateStore::open_postgres(&opts, &leader("a", 3)).unwrap();
         assert!(b2.enqueue(&[n("hook", "k4")], 10).is_err());
         assert_eq!(c.queue_depths().unwrap(), vec![("hook".to_string(), 3)]);
+    }
+
+    /// A Lease deleted by hand and created again starts its count of holder changes at
+    /// 0: its holder takes the store over all the same (the Lease is newer), and the
+    /// deleted Lease's holder cannot take it back, however high its count. Before, no
+    /// replica could take the store over until someone raised the new Lease's count by
+    /// hand.
+    #[test]
+    fn a_lease_created_again_takes_the_store_over_and_the_deleted_one_cannot_take_it_back() {
+        let server = server().unwrap();
+        let opts = server.options(&fresh_schema());
+        let a = StateStore::open_postgres(&opts, &leader_of("a", 1_000, 7)).unwrap();
+        a.enqueue(&[n("hook", "k1")], 10).unwrap();
+        let b = StateStore::open_postgres(&opts, &leader_of("b", 2_000, 0)).expect("the Lease created again is newer");
+        assert!(a.enqueue(&[n("hook", "k2")], 10).is_err(), "the deleted Lease's holder is fenced");
+        let again = StateStore::open_postgres(&opts, &leader_of("a", 1_000, 9)).err().expect("an older Lease, whatever its count");
+        assert!(matches!(again, StateError::Fenced(_)), "{again}");
+        assert!(again.to_string().contains("created 1970-01-01T00:33:20+00:00"), "says which Lease: {again}");
+        b.enqueue(&[n("hook", "k3")], 10).unwrap();
+        // Within the new Lease, its count orders holders as before.
+        let c = StateStore::open_postgres(&opts, &leader_of("c", 2_000, 1)).unwrap();
+        assert!(StateStore::open_postgres(&opts, &leader_of("b", 2_000, 0)).is_err(), "b was deposed");
+        assert_eq!(c.queue_depths().unwrap(), vec![("hook".to_string(), 2)]);
+        // A store taken over before the creation time was recorded (schema version 1):
+        // it counts as created at 0, so the next holder of the same Lease takes it.
+        let schema = opts.schema.clone();
+        raw(server).batch_execute(&format!("UPDATE {schema}.fence SET lease_created = NULL")).unwrap();
+        StateStore::open_postgres(&opts, &leader_of("d", 2_000, 2)).expect("taken over after an upgrade");
     }
 
     /// Two writers on one schema (two processes, or a worker and a pass) are

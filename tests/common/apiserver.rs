@@ -377,6 +377,17 @@ impl FakeApiServer {
         self.world.lock().unwrap().last_page_at
     }
 
+    /// Puts a Lease as it is (its `resourceVersion` set): one left from earlier, as a
+    /// test needs it.
+    pub fn put_lease(&self, mut lease: Value) {
+        let mut w = self.world.lock().unwrap();
+        w.rv += 1;
+        lease["metadata"]["resourceVersion"] = json!(w.rv.to_string());
+        let ns = lease.pointer("/metadata/namespace").and_then(Value::as_str).unwrap_or_default().to_string();
+        let name = lease.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default().to_string();
+        w.objects.insert(("leases".to_string(), ns, name), lease);
+    }
+
     /// (lists served, watches opened).
     pub fn counts(&self) -> (u64, u64) {
         let w = self.world.lock().unwrap();
@@ -783,6 +794,9 @@ async fn lease(req: Request<Incoming>, rest: &str, world: &Arc<Mutex<World>>) ->
             let mut o = body;
             o["metadata"]["resourceVersion"] = json!(w.rv.to_string());
             o["metadata"]["namespace"] = json!(ns);
+            // The API server stamps these, whatever the client sent.
+            o["metadata"]["uid"] = json!(format!("lease-uid-{}", w.rv));
+            o["metadata"]["creationTimestamp"] = json!(chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true));
             w.objects.insert(key(&n), o.clone());
             full(201, &o)
         }
@@ -797,6 +811,16 @@ async fn lease(req: Request<Incoming>, rest: &str, world: &Arc<Mutex<World>>) ->
             w.rv += 1;
             let mut o = body;
             o["metadata"]["resourceVersion"] = json!(w.rv.to_string());
+            for kept in ["uid", "creationTimestamp"] {
+                match w.objects.get(&key(&n)).and_then(|c| c.pointer(&format!("/metadata/{kept}"))).cloned() {
+                    Some(v) => o["metadata"][kept] = v,
+                    None => {
+                        if let Some(m) = o["metadata"].as_object_mut() {
+                            m.remove(kept);
+                        }
+                    }
+                }
+            }
             w.objects.insert(key(&n), o.clone());
             full(200, &o)
         }

@@ -50,16 +50,15 @@ impl Core {
             // system's locks must work (StateStore::open_fenced).
             StoreAt::File(path) if self.stand_aside.is_some() => StateStore::open_fenced(path),
             StoreAt::File(path) => StateStore::open(path),
-            // In PostgreSQL the store is taken over with the Lease's count of holder
-            // changes: a replica whose Lease is older cannot take it back, and once
+            // In PostgreSQL the store is taken over with the Lease's generation: a
+            // replica whose Lease is older cannot take it back, and once
             // this one took it, the one before it can write nothing more.
             StoreAt::Postgres(pg) => {
                 let role = match &self.stand_aside {
-                    Some((aside, _)) => crate::state::Role::Leader {
-                        holder: aside.identity().to_string(),
-                        lease_transitions: Some(aside.lease_transitions()),
-                    },
-                    None => crate::state::Role::Leader { holder: identity(), lease_transitions: None },
+                    Some((aside, _)) => {
+                        crate::state::Role::Leader { holder: aside.identity().to_string(), lease: Some(aside.lease_generation()) }
+                    }
+                    None => crate::state::Role::Leader { holder: identity(), lease: None },
                 };
                 let opts = pg.clone();
                 // Connecting and migrating block: off the runtime's workers.
