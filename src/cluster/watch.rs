@@ -136,6 +136,19 @@ pub struct Watched {
     fields: Vec<(String, Field)>,
 }
 
+/// A top-level field of a [`Watched`] object.
+#[derive(Debug, Clone)]
+enum Field {
+    /// Its JSON text, as `serde_json` scanned it: valid JSON. Parsing it fails only
+    /// past `serde_json`'s nesting limit (128), which the scan does not have: then the
+    /// one object is malformed (skipped and counted), not its whole list page.
+    Text(String),
+    /// Parsed at once: `metadata`, and any field of an object whose deserializer
+    /// cannot hand out text (a watch event with `object` before `type`, which serde
+    /// buffers before it knows the variant).
+    Parsed(Value),
+}
+
 impl Field {
     /// An object's fields as one JSON tree, in the order they came.
     fn tree(fields: Vec<(String, Field)>) -> Result<Value, serde_json::Error> {
@@ -149,18 +162,6 @@ impl Field {
         }
         Ok(Value::Object(out))
     }
-}
-
-/// A top-level field of a [`Watched`] object.
-#[derive(Debug, Clone)]
-enum Field {
-    /// Its JSON text, as `serde_json` scanned it (valid JSON: parsing it cannot fail
-    /// but for the nesting limit, which the scan enforces too).
-    Text(String),
-    /// Parsed at once: `metadata`, and any field of an object whose deserializer
-    /// cannot hand out text (a watch event with `object` before `type`, which serde
-    /// buffers before it knows the variant).
-    Parsed(Value),
 }
 
 /// The name under which `serde_json`'s deserializer hands out a value's text
@@ -498,5 +499,24 @@ mod tests {
         }
         let bad = r#"{"object": {"metadata": {"name": "x"}, "spec": [1, }, "type": "ADDED"}"#;
         assert!(serde_json::from_str::<WatchEvent<Watched>>(bad).is_err());
+    }
+
+    /// An object nested past `serde_json`'s limit is one malformed object, skipped and
+    /// counted: the rest of its list page decodes. (Parsed whole, as before, it failed
+    /// the page, and the list was retried over and over.)
+    #[test]
+    fn an_object_nested_too_deep_is_malformed_and_its_page_decodes() {
+        let deep = format!("{}1{}", "[".repeat(300), "]".repeat(300));
+        let other = APP.replace(r#""labels": {"team": 7}"#, r#""labels": {"team": "shop"}"#);
+        let too_deep = other.replace(r#""weird": [1, 2.5, "\u00e9", null]"#, &format!(r#""weird": {deep}"#));
+        let page = format!(r#"{{"metadata": {{"resourceVersion": "9"}}, "items": [{too_deep}, {other}]}}"#);
+        let list: ObjectList<Watched> = serde_json::from_str(&page).expect("the page decodes");
+        let changes: Vec<Change> = list.items.into_iter().map(|w| to_change(Kind::Application, w, false)).collect();
+        assert!(
+            matches!(&changes[0], Change::Malformed { name, reason, .. } if name == "argocd/a" && reason.contains("recursion")),
+            "{:?}",
+            changes[0]
+        );
+        assert!(matches!(&changes[1], Change::App(_)), "{:?}", changes[1]);
     }
 }

@@ -308,8 +308,9 @@ impl Pg {
 
     /// A new epoch for this daemon; refused when the Lease it holds is older than the
     /// one recorded (another replica took over since): created earlier, or the same
-    /// Lease with fewer changes of holder ([`LeaseGeneration`]). A store taken over
-    /// before the creation time was recorded counts it as 0.
+    /// Lease with fewer changes of holder ([`LeaseGeneration`]). A store last taken over
+    /// before creation times were recorded (schema version 1) is judged by the count
+    /// alone, as then: otherwise any holder, a deposed one too, would be newer than it.
     fn take_over(&self, holder: &str, lease: Option<LeaseGeneration>) -> Result<i64, KvError> {
         let mut c = self.conn()?;
         let lt = lease.map(|l| i64::try_from(l.transitions).unwrap_or(i64::MAX));
@@ -319,8 +320,10 @@ impl Pg {
                 "UPDATE fence SET epoch = epoch + 1, holder = $1, lease_transitions = coalesce($2, lease_transitions),
                      lease_created = coalesce($3, lease_created), taken_at = now()
                  WHERE name = 'state' AND ($2::bigint IS NULL OR lease_transitions IS NULL
-                     OR (coalesce(lease_created, 0), lease_transitions) < ($3::bigint, $2::bigint)
-                     OR (coalesce(lease_created, 0) = $3::bigint AND lease_transitions = $2 AND holder = $1))
+                     OR (lease_created IS NULL AND lease_transitions < $2)
+                     OR (lease_created, lease_transitions) < ($3::bigint, $2::bigint)
+                     OR (lease_created IS NOT DISTINCT FROM $3::bigint AND lease_transitions = $2 AND holder = $1)
+                     OR (lease_created IS NULL AND lease_transitions = $2 AND holder = $1))
                  RETURNING epoch",
                 &[&holder, &lt, &created],
             )

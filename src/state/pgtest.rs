@@ -298,11 +298,15 @@ mod tests {
         let c = StateStore::open_postgres(&opts, &leader_of("c", 2_000, 1)).unwrap();
         assert!(StateStore::open_postgres(&opts, &leader_of("b", 2_000, 0)).is_err(), "b was deposed");
         assert_eq!(c.queue_depths().unwrap(), vec![("hook".to_string(), 2)]);
-        // A store taken over before the creation time was recorded (schema version 1):
-        // it counts as created at 0, so the next holder of the same Lease takes it.
+        // A store last taken over before creation times were recorded (schema version
+        // 1): the count alone judges, as then — a deposed holder with a lower count is
+        // refused whatever its Lease's creation time; the next holder takes it, and
+        // from then on the creation time is recorded.
         let schema = opts.schema.clone();
         raw(server).batch_execute(&format!("UPDATE {schema}.fence SET lease_created = NULL")).unwrap();
-        StateStore::open_postgres(&opts, &leader_of("d", 2_000, 2)).expect("taken over after an upgrade");
+        assert!(StateStore::open_postgres(&opts, &leader_of("b", 2_000, 0)).is_err(), "a lower count, after an upgrade");
+        StateStore::open_postgres(&opts, &leader_of("d", 2_000, 2)).expect("the next holder, after an upgrade");
+        StateStore::open_postgres(&opts, &leader_of("e", 3_000, 0)).expect("and a Lease created again after that");
     }
 
     /// Two writers on one schema (two processes, or a worker and a pass) are
