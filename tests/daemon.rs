@@ -599,6 +599,21 @@ fn app_in(ns: &str, name: &str, rev: &str) -> serde_json::Value {
     v
 }
 
+/// The AppProject `payments` in `argocd`, whose subscription (`on-drift` to `hook`)
+/// applies to its Applications, which carry no annotation.
+fn payments_project() -> serde_json::Value {
+    serde_json::json!({"apiVersion": "argoproj.io/v1alpha1", "kind": "AppProject",
+        "metadata": {"name": "payments", "namespace": "argocd",
+                     "annotations": {"notifications.argoproj.io/subscribe.on-drift.hook": ""}}, "spec": {}})
+}
+
+/// An OutOfSync Application of the project `payments`, in `team-a`.
+fn payments_app(name: &str) -> serde_json::Value {
+    let mut a = AppBuilder::new(name).sync("OutOfSync", REV1).healthy().field("/metadata/namespace", serde_json::json!("team-a")).build();
+    a["spec"]["project"] = "payments".into();
+    a
+}
+
 /// `-n team-a -n team-b`, as the issue saw it against a real API server: readiness waits
 /// for every namespace's list, AppProjects are watched in Argo CD's namespace whatever
 /// `-n` says, and a `410 Gone` in one namespace relists that namespace only: nothing is
@@ -607,21 +622,13 @@ fn app_in(ns: &str, name: &str, rev: &str) -> serde_json::Value {
 fn several_namespaces_relist_one_at_a_time_without_deletes_or_resends() {
     let Setup { dir, api, got, .. } = setup();
     // A project in argocd subscribes its Applications (which carry no annotation).
-    api.apply(serde_json::json!({"apiVersion": "argoproj.io/v1alpha1", "kind": "AppProject",
-        "metadata": {"name": "payments", "namespace": "argocd",
-                     "annotations": {"notifications.argoproj.io/subscribe.on-drift.hook": ""}}, "spec": {}}));
+    api.apply(payments_project());
     for ns in ["team-a", "team-b"] {
         for i in 1..=3 {
             api.apply(app_in(ns, &format!("{ns}-{i}"), REV1));
         }
     }
-    let mut by_project = AppBuilder::new("team-a-billing")
-        .sync("OutOfSync", REV1)
-        .healthy()
-        .field("/metadata/namespace", serde_json::json!("team-a"))
-        .build();
-    by_project["spec"]["project"] = "payments".into();
-    api.apply(by_project);
+    api.apply(payments_app("team-a-billing"));
 
     // team-b's list is slow: team-a is evaluated, but the daemon is not ready yet.
     api.hold_lists("team-b", true);
@@ -662,17 +669,9 @@ fn several_namespaces_relist_one_at_a_time_without_deletes_or_resends() {
 #[test]
 fn applications_are_listed_once_the_projects_are() {
     let Setup { dir, api, got, .. } = setup();
-    api.apply(serde_json::json!({"apiVersion": "argoproj.io/v1alpha1", "kind": "AppProject",
-        "metadata": {"name": "payments", "namespace": "argocd",
-                     "annotations": {"notifications.argoproj.io/subscribe.on-drift.hook": ""}}, "spec": {}}));
+    api.apply(payments_project());
     for i in 1..=3 {
-        let mut a = AppBuilder::new(&format!("billing-{i}"))
-            .sync("OutOfSync", REV1)
-            .healthy()
-            .field("/metadata/namespace", serde_json::json!("team-a"))
-            .build();
-        a["spec"]["project"] = "payments".into();
-        api.apply(a);
+        api.apply(payments_app(&format!("billing-{i}")));
     }
     api.hold_lists("argocd", true);
     let d = Daemon::spawn(dir.path(), &["-n", "team-a", "--projects-namespace", "argocd"]);

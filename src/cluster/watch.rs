@@ -179,21 +179,13 @@ impl<'de> serde::Deserialize<'de> for Field {
             fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
                 f.write_str("a JSON value")
             }
-            /// `serde_json`'s deserializer: one entry, the token and the text.
+            /// `serde_json`'s deserializer: one entry, the token and the text. (No other
+            /// deserializer answers a newtype struct with a map.)
             fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Field, A::Error> {
-                let mut out = serde_json::Map::new();
-                let Some(first) = map.next_key::<String>()? else {
-                    return Ok(Field::Parsed(Value::Object(out)));
-                };
-                if first == RAW_VALUE_TOKEN {
-                    return Ok(Field::Text(map.next_value::<String>()?));
+                match map.next_key::<String>()? {
+                    Some(token) if token == RAW_VALUE_TOKEN => Ok(Field::Text(map.next_value()?)),
+                    _ => Err(serde::de::Error::custom("a JSON value's text was expected")),
                 }
-                // Any other deserializer that made the newtype a map: a map it is.
-                out.insert(first, map.next_value()?);
-                while let Some((k, v)) = map.next_entry::<String, Value>()? {
-                    out.insert(k, v);
-                }
-                Ok(Field::Parsed(Value::Object(out)))
             }
             /// Any other deserializer (serde's buffer of a watch event's object).
             fn visit_newtype_struct<E: serde::Deserializer<'de>>(self, d: E) -> Result<Field, E::Error> {
