@@ -11,45 +11,19 @@ mod common;
 
 /// Every test of this binary, under one name `scripts/test.sh` can leave out.
 mod on_a_real_api_server {
-    use std::net::TcpListener;
     use std::path::Path;
     use std::process::Command;
     use std::sync::{Arc, Mutex};
     use std::time::Duration;
 
+    use crate::common::audited::{application, argocd_controller, grant, hook, put_app, start_audited};
     use crate::common::control_plane::{self as cp, ADMIN, ALICE, BOB, MALLORY, apply_as, block_on, patch_as};
     use crate::common::daemon::{Daemon, bodies, has, records, wait_for};
-    use crate::common::receiver::{get, receiver};
+    use crate::common::receiver::get;
     use crate::common::{AppBuilder, REV1, REV2};
     use kube::api::Patch;
     use serde_json::{Value, json};
 
-    /// A receiver for the `hook` service, with the port it listens on.
-    fn hook() -> (Arc<Mutex<Vec<String>>>, u16) {
-        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-        let port = listener.local_addr().unwrap().port();
-        (receiver(listener), port)
-    }
-
-    /// An Application as the API server takes it: the fixture without the `uid` the
-    /// server assigns, and with a `deployedAt` on each history entry (the CRD requires it).
-    fn application(b: AppBuilder) -> Value {
-        let mut v = b.build();
-        if let Some(m) = v["metadata"].as_object_mut() {
-            m.remove("uid");
-        }
-        if let Some(h) = v.pointer_mut("/status/history").and_then(Value::as_array_mut) {
-            for e in h {
-                e["deployedAt"] = json!("2026-12-01T09:00:00Z");
-            }
-        }
-        v
-    }
-
-    /// Writes an Application whole as Argo CD's controller does (no status subresource).
-    async fn put_app(client: &kube::Client, app: Value) {
-        apply_as(client, "argocd-application-controller", app).await;
-    }
 
     /// The `hook` service at `port`, the `on-drift` trigger sending the Application's
     /// name and revision, every Application subscribed.
@@ -514,131 +488,6 @@ mod on_a_real_api_server {
         assert!(d.stop().success());
     }
 
-    const AUDIT_TOKEN: &str = "audit-e2e-token-0123456789";
-
-    /// The webhook kubeconfig the API server posts its audit batches with: the daemon's
-    /// listener at `addr`, its CA, the token.
-    fn audit_flags(dir: &Path, addr: &str, ca: &str) -> Vec<String> {
-        std::fs::write(dir.join("audit-ca.crt"), ca).unwrap();
-        let kubeconfig = format!(
-            "apiVersion: v1\nkind: Config\nclusters:\n- name: driftwatch\n  cluster:\n    server: https://{addr}/audit\n    certificate-authority: {ca}\n\
-             users:\n- name: apiserver\n  user:\n    token: {AUDIT_TOKEN}\ncontexts:\n- name: default\n  context: {{cluster: driftwatch, user: apiserver}}\ncurrent-context: default\n",
-            ca = dir.join("audit-ca.crt").display()
-        );
-        std::fs::write(dir.join("audit-webhook.yaml"), kubeconfig).unwrap();
-        let policy = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/k8s-audit/audit-policy.yaml");
-        vec![
-            format!("--audit-policy-file={}", policy.display()),
-            format!("--audit-webhook-config-file={}", dir.join("audit-webhook.yaml").display()),
-            "--audit-webhook-mode=batch".into(),
-            "--audit-webhook-batch-max-wait=1s".into(),
-        ]
-    }
-
-    /// The audit webhook a daemon listens on for the API server: TLS, the token from
-    /// `secrets/`.
-    const AUDIT_LISTENER: &str =
-        "secretsFile: secrets\naudit:\n  listen: 127.0.0.1:0\n  tls: {certFile: tls.crt, keyFile: tls.key}\n  token: $audit-token\n";
-
-    /// A daemon directory with `config` and the audit listener (its certificate, the
-    /// token); the daemon started on `api`, then `api` restarted to post its audit
-    /// batches to it.
-    fn start_audited(dir: &Path, config: &str, api: &cp::ApiServer, extra: &[&str]) -> Daemon {
-        let ca = crate::common::tls::serving_tls(dir);
-        std::fs::create_dir(dir.join("secrets")).unwrap();
-        std::fs::write(dir.join("secrets/audit-token"), AUDIT_TOKEN).unwrap();
-        std::fs::write(dir.join("driftwatch.yaml"), format!("{config}{AUDIT_LISTENER}")).unwrap();
-        let d = Daemon::start_with(dir, extra);
-        let addr = audit_addr(&d);
-        api.restart(&audit_flags(dir, &addr, &ca));
-        d
-    }
-
-    /// The audit listener's address, from the daemon's log.
-    fn audit_addr(d: &Daemon) -> String {
-        let mut addr = String::new();
-        wait_for("the audit listener's address in the log", Duration::from_secs(15), || {
-            let line = d.log_lines("audit webhook listening").into_iter().next().unwrap_or_default();
-            addr = line.split("bound=").nth(1).and_then(|r| r.split_whitespace().next()).unwrap_or_default().to_string();
-            !addr.is_empty()
-        });
-        addr
-    }
-
-    /// A Role granting `verbs` on `resources` in `ns` to `user`.
-    async fn grant(admin: &kube::Client, ns: &str, user: &str, group: &str, resources: &[&str], verbs: &[&str]) {
-        let name = format!("{user}-{}", resources.join("-"));
-        apply_as(
-            admin,
-            "test-setup",
-            json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
-            "metadata": {"name": name, "namespace": ns}, "rules": [{"apiGroups": [group], "resources": resources, "verbs": verbs}]}),
-        )
-        .await;
-        apply_as(
-            admin,
-            "test-setup",
-            json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
-            "metadata": {"name": name, "namespace": ns},
-            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name},
-            "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": user}]}),
-        )
-        .await;
-        for resource in resources {
-            for verb in verbs {
-                in_force(admin, user, Some(ns), group, resource, verb).await;
-            }
-        }
-    }
-
-    /// Waits until the API server's own authorizer lets `user` do `verb`: the RBAC
-    /// authorizer reads bindings through an informer, so one just written may not be in
-    /// force yet.
-    async fn in_force(admin: &kube::Client, user: &str, ns: Option<&str>, group: &str, resource: &str, verb: &str) {
-        use k8s_openapi::api::authorization::v1::{ResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec};
-        let reviews: kube::Api<SubjectAccessReview> = kube::Api::all(admin.clone());
-        let review = SubjectAccessReview {
-            spec: SubjectAccessReviewSpec {
-                user: Some(user.to_string()),
-                resource_attributes: Some(ResourceAttributes {
-                    group: Some(group.to_string()),
-                    resource: Some(resource.to_string()),
-                    verb: Some(verb.to_string()),
-                    namespace: ns.map(str::to_string),
-                    ..Default::default()
-                }),
-                ..Default::default()
-            },
-            ..Default::default()
-        };
-        let deadline = std::time::Instant::now() + Duration::from_secs(30);
-        loop {
-            let answer = reviews.create(&Default::default(), &review).await.expect("a SubjectAccessReview");
-            if answer.status.is_some_and(|s| s.allowed) {
-                return;
-            }
-            assert!(std::time::Instant::now() < deadline, "{user} may {verb} {resource} in {ns:?}: not in force after 30 s");
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-    }
-
-    /// Argo CD's application controller: its ServiceAccount, bound to cluster-admin as Argo
-    /// CD installs it; a client with its token.
-    async fn argocd_controller(api: &cp::ApiServer, admin: &kube::Client) -> kube::Client {
-        api.namespaces(&["argocd"]).await;
-        let token = api.service_account_token("argocd", "argocd-application-controller").await;
-        apply_as(
-            admin,
-            "test-setup",
-            json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
-            "metadata": {"name": "argocd-application-controller"},
-            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "cluster-admin"},
-            "subjects": [{"kind": "ServiceAccount", "name": "argocd-application-controller", "namespace": "argocd"}]}),
-        )
-        .await;
-        in_force(admin, "system:serviceaccount:argocd:argocd-application-controller", None, "apps", "deployments", "patch").await;
-        api.client_with_token(&token).await
-    }
 
     /// The API server's own audit webhook, in batches, over TLS with the token: alice's
     /// privileged patch that Argo CD's controller takes back at once (self-heal: the

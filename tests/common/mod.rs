@@ -3,6 +3,7 @@
 #![allow(dead_code)]
 
 pub mod apiserver;
+pub mod audited;
 pub mod control_plane;
 pub mod daemon;
 pub mod elasticsearch;
