@@ -148,7 +148,11 @@ impl App {
     /// Argo CD skips an Application while its sync status is stale: the operation has
     /// finished and `operationState.finishedAt` is later than both `status.reconciledAt`
     /// and `status.observedAt`. It is evaluated again once Argo CD has re-reconciled.
-    pub fn sync_status_is_stale(&self) -> bool {
+    ///
+    /// The status is anyone's to write who may patch the Application (no status
+    /// subresource): a `finishedAt` dated after `now` (beyond [`STALE_SKEW`]) is a
+    /// forgery meant to keep the Application skipped for good, and is not stale.
+    pub fn sync_status_is_stale(&self, now: chrono::DateTime<chrono::Utc>) -> bool {
         let phase = self.str_at("/status/operationState/phase");
         if !matches!(phase, Some("Succeeded" | "Failed" | "Error")) {
             return false;
@@ -156,6 +160,9 @@ impl App {
         let Some(finished) = self.str_at("/status/operationState/finishedAt").and_then(parse_time) else {
             return false;
         };
+        if now.checked_add_signed(STALE_SKEW).is_none_or(|limit| finished > limit) {
+            return false;
+        }
         let later_than = |pointer: &str| match self.str_at(pointer).and_then(parse_time) {
             Some(t) => finished > t,
             // Go's zero time: a missing timestamp is earlier than any finishedAt.
@@ -164,6 +171,10 @@ impl App {
         later_than("/status/reconciledAt") && later_than("/status/observedAt")
     }
 }
+
+/// How far ahead of driftwatch's clock an operation's `finishedAt` may be (clocks
+/// apart) and still make the sync status stale.
+pub const STALE_SKEW: chrono::Duration = chrono::Duration::minutes(1);
 
 fn parse_time(s: &str) -> Option<chrono::DateTime<chrono::Utc>> {
     chrono::DateTime::parse_from_rfc3339(s).ok().map(|t| t.with_timezone(&chrono::Utc))
@@ -579,8 +590,13 @@ mod tests {
                            "operationState": {"phase": "Succeeded", "finishedAt": finished}}}))
             .unwrap()
         };
-        assert!(app("2026-01-01T10:00:10Z", "2026-01-01T10:00:00Z").sync_status_is_stale());
-        assert!(!app("2026-01-01T10:00:00Z", "2026-01-01T10:00:10Z").sync_status_is_stale());
+        let now = parse_time("2026-01-01T10:00:20Z").unwrap();
+        assert!(app("2026-01-01T10:00:10Z", "2026-01-01T10:00:00Z").sync_status_is_stale(now));
+        assert!(!app("2026-01-01T10:00:00Z", "2026-01-01T10:00:10Z").sync_status_is_stale(now));
+        // A finishedAt written far ahead (the status is anyone's to write) would keep
+        // the Application skipped for good: not stale.
+        assert!(!app("2099-01-01T10:00:10Z", "2026-01-01T10:00:00Z").sync_status_is_stale(now));
+        assert!(app("2026-01-01T10:01:00Z", "2026-01-01T10:00:00Z").sync_status_is_stale(now), "within the skew");
     }
 
     #[test]

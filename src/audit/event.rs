@@ -11,7 +11,9 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 
 use super::index::ManagedIndex;
-use crate::drift::audit::{Actor, Attempt, Decision, Impersonated, MAX_GROUPS, MAX_REASON_CHARS, clip, json_patch_fields, set_fields};
+use crate::drift::audit::{
+    Actor, Attempt, Decision, Impersonated, MAX_GROUPS, MAX_REASON_CHARS, MAX_SET_FIELDS, SetField, clip, json_patch_fields, set_fields,
+};
 
 /// The list, its events left undecoded: one event kube-apiserver would never write (a
 /// field of the wrong type) is dropped and counted, not the batch around it.
@@ -188,6 +190,40 @@ fn body_is_secret(resource: &str, subresource: &str) -> bool {
     matches!(resource, "secrets" | "tokenreviews" | "tokenrequests" | "certificatesigningrequests") || subresource == "token"
 }
 
+/// driftwatch's identity of an audit event: a digest of what the API server itself
+/// decides — its audit ID, when it received the request, who made it, the verb, the
+/// request URI, the object and the stage. The audit ID alone is not an identity: the
+/// API server keeps a client's `Audit-ID` header as it is, so one client can give a
+/// harmless write and a privileged one the same ID (review N4). A batch the API server
+/// sends again carries the same event, and so the same digest.
+pub fn event_id(e_audit_id: &str, received: &str, user: (&str, &str), verb: &str, uri: &str, object: [&str; 5], stage: &str) -> String {
+    use sha2::{Digest, Sha256};
+    let mut h = Sha256::new();
+    for part in [e_audit_id, received, user.0, user.1, verb, uri].into_iter().chain(object).chain([stage]) {
+        // Each part with its length, so no two different events hash the same text.
+        h.update((part.len() as u64).to_le_bytes());
+        h.update(part.as_bytes());
+    }
+    h.finalize()[..16].iter().map(|b| format!("{b:02x}")).collect()
+}
+
+impl Event<'_> {
+    /// See [`event_id`].
+    fn id(&self) -> String {
+        let empty = ObjectRef::default();
+        let o = self.object_ref.as_ref().unwrap_or(&empty);
+        event_id(
+            &self.audit_id,
+            &self.request_received_timestamp,
+            (&self.user.username, &self.user.uid),
+            &self.verb,
+            &self.request_uri,
+            [&o.api_group, &o.resource, &o.namespace, &o.name, &o.subresource],
+            &self.stage,
+        )
+    }
+}
+
 fn consider(e: &Event, f: &Filter, out: &mut Batch) {
     match relevant(e, f) {
         Ok(targets) => {
@@ -199,11 +235,17 @@ fn consider(e: &Event, f: &Filter, out: &mut Batch) {
                     }
                     None => false,
                 };
-                let a = attempt(e, t, f);
-                // A patch of an Application by a person counts when it touches the spec:
-                // a refresh or sync request through the API server only annotates it.
+                let mut a = attempt(e, t, f);
+                if a.app_spec {
+                    with_status_fields(e, &mut a);
+                }
+                // A patch of an Application by a person counts unless all it set is a
+                // refresh request or the break-glass annotation (judged on its own): its
+                // `operation` (a sync of any revision), its notification annotations
+                // (where alerts go), its `status` (what driftwatch reads: the CRD has no
+                // status subresource) are writes like its spec (review N10).
                 let readable_app_patch = a.app_spec && a.verb == "patch" && a.subresource.is_empty() && a.body.is_empty();
-                if readable_app_patch && !a.fields.iter().any(|p| p.starts_with("spec")) {
+                if readable_app_patch && a.fields.iter().all(|p| HARMLESS_APP_FIELDS.contains(&p.as_str())) {
                     if !wrote_break_glass {
                         out.dropped[Dropped::NotAChange as usize] += 1;
                     }
@@ -219,6 +261,49 @@ fn consider(e: &Event, f: &Filter, out: &mut Batch) {
             }
         }
         Err(d) => out.dropped[d as usize] += 1,
+    }
+}
+
+/// What a person may set on an Application without it being an attempt: a refresh
+/// request (what `argocd app get --refresh` and the UI's refresh write), and the
+/// break-glass annotation, which `driftwatch break-glass` writes and the break-glass
+/// judgement checks on its own.
+const HARMLESS_APP_FIELDS: &[&str] = &["metadata.annotations.argocd.argoproj.io/refresh", "metadata.annotations.driftwatch.io/break-glass"];
+
+/// At most this many of the `status` fields an Application write set are named.
+const MAX_STATUS_FIELDS: usize = 8;
+
+/// Adds to an Application write's fields the parts of `status` it wrote (the value is
+/// not shown: it is Argo CD's to write, and a person writing it is the finding).
+/// [`set_fields`] leaves `status` out, as no change of an object's own; an Application's
+/// status is what driftwatch reads, and anyone who may patch it may write it.
+fn with_status_fields(e: &Event, a: &mut Attempt) {
+    let Some(body) = e.request_object.and_then(|r| serde_json::from_str::<serde_json::Value>(r.get()).ok()) else {
+        return;
+    };
+    let mut paths: Vec<String> = match &body {
+        serde_json::Value::Object(m) => match m.get("status") {
+            Some(serde_json::Value::Object(s)) if !s.is_empty() => s.keys().map(|k| format!("status.{}", clip(k, 64))).collect(),
+            Some(_) => vec!["status".to_string()],
+            None => Vec::new(),
+        },
+        serde_json::Value::Array(ops) => ops
+            .iter()
+            .filter_map(|op| op.get("path").and_then(serde_json::Value::as_str))
+            .filter(|p| *p == "/status" || p.starts_with("/status/"))
+            .map(|p| p.trim_start_matches('/').splitn(3, '/').take(2).collect::<Vec<_>>().join("."))
+            .map(|p| clip(&p, 72))
+            .collect(),
+        _ => Vec::new(),
+    };
+    paths.dedup();
+    for p in paths.into_iter().take(MAX_STATUS_FIELDS) {
+        if a.set.len() >= MAX_SET_FIELDS {
+            a.truncated = true;
+            break;
+        }
+        a.fields.push(p.clone());
+        a.set.push(SetField { path: p, value: "(written)".to_string() });
     }
 }
 
@@ -255,6 +340,7 @@ fn break_glass_write(e: &Event, app_key: &str, now: DateTime<Utc>) -> Option<cra
         groups: e.user.groups.iter().take(MAX_GROUPS).map(|g| clip(g, 256)).collect(),
         user_agent: clip(&e.user_agent, 256),
         audit_id: clip(&e.audit_id, 64),
+        id: e.id(),
         time: DateTime::parse_from_rfc3339(&e.request_received_timestamp).map(|t| t.with_timezone(&Utc)).unwrap_or(now),
         value,
     })
@@ -385,7 +471,7 @@ fn attempt(e: &Event, (app_key, kind, app_spec): Hit, f: &Filter) -> Attempt {
     let fields = set.iter().map(|f| f.path.clone()).collect();
     let (namespace, name) = (o.namespace.to_string(), o.name.to_string());
     Attempt {
-        id: clip(&e.audit_id, 64),
+        id: e.id(),
         app_key,
         group: o.api_group.to_string(),
         resource: format!("{kind} {namespace}/{name}"),
@@ -609,6 +695,50 @@ mod tests {
         assert_eq!(batch.attempts[0].fields, ["spec.syncPolicy.automated.selfHeal"]);
         ev["requestObject"] = json!({"metadata": {"annotations": {"argocd.argoproj.io/refresh": "normal"}}});
         assert!(parse_list(&event(ev), &f).unwrap().attempts.is_empty());
+    }
+
+    /// Writes outside `spec` are writes too (review N10): a sync written directly, where
+    /// the notifications go, the status driftwatch reads (merge patch and JSON patch).
+    #[test]
+    fn application_writes_outside_the_spec_are_attempts() {
+        let (ids, index) = (ids(), index());
+        let f = filter(&ids, &index);
+        let app_patch = |body: serde_json::Value| {
+            let mut ev = patch("bob", "applications", "argocd", "payments-api", body);
+            ev["objectRef"]["apiGroup"] = json!("argoproj.io");
+            parse_list(&event(ev), &f).unwrap().attempts
+        };
+        let op = app_patch(json!({"operation": {"initiatedBy": {"username": "carol"}, "sync": {"revision": "bad"}}}));
+        assert_eq!(op[0].fields, ["operation.initiatedBy.username", "operation.sync.revision"]);
+        let notes = app_patch(json!({"metadata": {"annotations": {"notifications.argoproj.io/subscribe.on-sync-succeeded.slack": "x"}}}));
+        assert_eq!(notes[0].fields, ["metadata.annotations.notifications.argoproj.io/subscribe.on-sync-succeeded.slack"]);
+        let status = app_patch(json!({"status": {"resources": [], "sync": {"status": "Synced"}}}));
+        assert_eq!(status[0].fields, ["status.resources", "status.sync"]);
+        assert!(status[0].set.iter().all(|s| s.value == "(written)"), "{:?}", status[0].set);
+        let ops = app_patch(json!([{"op": "replace", "path": "/status/operationState/finishedAt", "value": "2099-01-01T00:00:00Z"}]));
+        assert_eq!(ops[0].fields, ["status.operationState"]);
+        assert!(app_patch(json!({})).is_empty(), "nothing set");
+    }
+
+    /// An event's identity is driftwatch's digest of it, not the client's audit ID
+    /// (review N4): two writes under one `Audit-ID` are two events; the same event sent
+    /// again is the same.
+    #[test]
+    fn events_are_identified_by_a_digest_not_by_the_clients_audit_id() {
+        let (ids, index) = (ids(), index());
+        let f = filter(&ids, &index);
+        let mut first = patch("alice", "deployments", "payments", "api", json!({"metadata": {"labels": {"x": "1"}}}));
+        first["objectRef"]["apiGroup"] = json!("apps");
+        let mut second = first.clone();
+        second["requestObject"] = json!({"spec": {"template": {"spec": {"hostPID": true}}}});
+        second["requestReceivedTimestamp"] = json!("2026-12-03T10:31:11.000001Z");
+        let a = parse_list(&event(first.clone()), &f).unwrap().attempts;
+        let b = parse_list(&event(second), &f).unwrap().attempts;
+        let again = parse_list(&event(first), &f).unwrap().attempts;
+        assert_eq!((a[0].audit_id.as_str(), b[0].audit_id.as_str()), ("x1", "x1"));
+        assert_ne!(a[0].id, b[0].id);
+        assert_eq!(a[0].id, again[0].id);
+        assert_eq!(a[0].id.len(), 32);
     }
 
     /// Hostile bodies: a clear error, never a panic or a stack overflow.

@@ -217,11 +217,12 @@ pub fn queue(shared: &Arc<Shared>) -> (Sink, Queue) {
 }
 
 impl Relevant {
-    /// The replay key of each event: its audit ID with its Application (one event can
-    /// concern two Applications); events without an ID have none.
+    /// The replay key of each event: driftwatch's identity of it (a digest of the
+    /// event, never the client's audit ID alone) with its Application (one event can
+    /// concern two Applications).
     fn keys(&self) -> Vec<String> {
-        let attempts = self.attempts.iter().map(|a| (&a.audit_id, &a.app_key));
-        let writes = self.break_glass.iter().map(|w| (&w.audit_id, &w.app_key));
+        let attempts = self.attempts.iter().map(|a| (&a.id, &a.app_key));
+        let writes = self.break_glass.iter().map(|w| (&w.id, &w.app_key));
         attempts.chain(writes).filter(|(id, _)| !id.is_empty()).map(|(id, app)| format!("{id}\0{app}")).collect()
     }
 }
@@ -233,8 +234,8 @@ impl Shared {
         let seen = self.seen.lock().unwrap_or_else(|p| p.into_inner());
         let before = r.len();
         let known = |id: &str, app: &str| !id.is_empty() && seen.0.contains(&format!("{id}\0{app}"));
-        r.attempts.retain(|a| !known(&a.audit_id, &a.app_key));
-        r.break_glass.retain(|w| !known(&w.audit_id, &w.app_key));
+        r.attempts.retain(|a| !known(&a.id, &a.app_key));
+        r.break_glass.retain(|w| !known(&w.id, &w.app_key));
         before - r.len()
     }
 
@@ -346,7 +347,8 @@ mod tests {
         assert_eq!(queue.recv().await.map(|b| b.1.len()), Some(3));
     }
 
-    /// Review M4: an event queued once is dropped when it comes again (a replayed or
+    /// Review M4 and N4: an event queued once (by its digest, not the client-chosen
+    /// audit ID) is dropped when it comes again (a replayed or
     /// re-sent batch), long after the window; a batch refused for room is not
     /// remembered, so the API server's retry of it is taken.
     #[tokio::test]
@@ -354,7 +356,8 @@ mod tests {
         let shared = Shared::new(&AuditSettings { queue: 2, ..AuditSettings::default() });
         let (sink, mut queue) = queue(&shared);
         let one = |id: &str| Relevant {
-            attempts: vec![Attempt { audit_id: id.into(), app_key: "argocd/a@u".into(), ..Attempt::default() }],
+            // One client-chosen audit ID for all: the event's identity is its digest.
+            attempts: vec![Attempt { id: id.into(), audit_id: "0bad".into(), app_key: "argocd/a@u".into(), ..Attempt::default() }],
             break_glass: Vec::new(),
         };
         let now = Instant::now();
@@ -362,7 +365,7 @@ mod tests {
         assert!(sink.offer(now, one("id-1")), "nothing left to queue is no refusal");
         assert_eq!(queue.recv().await.map(|b| b.1.len()), Some(1));
         assert!(queue.rx.try_recv().is_err(), "the replay was dropped");
-        assert!(sink.offer(now, one("id-2")) && sink.offer(now, one("id-3")));
+        assert!(sink.offer(now, one("id-2")) && sink.offer(now, one("id-3")), "other events under the same audit ID");
         assert!(!sink.offer(now, one("id-4")), "full: refused");
         assert_eq!(queue.recv().await.map(|b| b.1.len()), Some(1));
         assert!(sink.offer(now, one("id-4")), "the retry of a refused batch is taken");

@@ -95,7 +95,7 @@ pub fn routes_test(
                 }
             };
             for a in batch.attempts {
-                inputs.attempt_audited(a, rt.audit.window, Utc::now());
+                inputs.attempt_audited(a, &rt.classes, rt.audit.window, Utc::now());
             }
         }
     }

@@ -40,7 +40,7 @@ pub fn trigger_run(
             writeln!(out, "{}", serde_json::to_string_pretty(&v)?)?;
         }
         Format::Text => {
-            if app.sync_status_is_stale() {
+            if app.sync_status_is_stale(now) {
                 writeln!(
                     out,
                     "note: the sync status is stale (operation finished after the last reconcile); the daemon would skip this Application until Argo CD re-reconciles"

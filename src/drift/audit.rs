@@ -177,13 +177,20 @@ pub struct Attempt {
 }
 
 impl Attempt {
-    /// Whether `other` is the same actor on the same resource with the same decision
-    /// (coalesced within the window).
+    /// Whether `other` may be coalesced into this one within the window: the same
+    /// actor on the same resource with the same decision, setting fields of the same
+    /// classes (the same security fields); a security write only when it set exactly
+    /// the same values (a retry loop). Anything else is a write of its own, notified on
+    /// its own: an earlier harmless write by the same person must not absorb a
+    /// privileged one (review N4).
     fn same(&self, other: &Attempt) -> bool {
         self.decision == other.decision
             && self.actor.username == other.actor.username
             && self.actor.impersonated_user == other.actor.impersonated_user
             && (&self.group, &self.kind, &self.namespace, &self.name) == (&other.group, &other.kind, &other.namespace, &other.name)
+            && (&self.class, self.security, &self.security_fields) == (&other.class, other.security, &other.security_fields)
+            && self.app_spec == other.app_spec
+            && (!self.security || (self.set == other.set && self.body == other.body))
     }
 
     /// Whether it names the resource `group/kind namespace/name`.
@@ -513,6 +520,33 @@ mod tests {
         assert!(idx.of("argocd/app@u").iter().all(|a| a.id != "alice-api-0"));
         idx.expire(w, at(10_000));
         assert_eq!(idx.apps(), 0);
+    }
+
+    /// Review N4: a harmless write first must not absorb a privileged one; a security
+    /// write coalesces only with the very same write (a retry loop).
+    #[test]
+    fn only_writes_of_the_same_classes_coalesce_and_security_writes_only_when_identical() {
+        let mut idx = AttemptIndex::default();
+        let w = chrono::Duration::minutes(10);
+        let privileged = |t: i64, value: &str| {
+            let path = "spec.template.spec.containers[app].securityContext.privileged";
+            Attempt {
+                class: "security-context".into(),
+                security: true,
+                fields: vec![path.into()],
+                security_fields: vec![path.into()],
+                set: vec![SetField { path: path.into(), value: value.into() }],
+                ..attempt("alice", "api", Decision::Allowed, t)
+            }
+        };
+        let label = Attempt { class: "workload".into(), ..attempt("alice", "api", Decision::Allowed, 0) };
+        assert_eq!(idx.record(label, w, at(0)), Recorded::New);
+        assert_eq!(idx.record(privileged(10, "true"), w, at(10)), Recorded::New, "a privileged write after a label");
+        assert_eq!(idx.record(privileged(20, "true"), w, at(20)), Recorded::Coalesced, "the same write again");
+        assert_eq!(idx.record(privileged(30, "false"), w, at(30)), Recorded::New, "another value is another write");
+        let list = idx.of("argocd/app@u");
+        assert_eq!(list.len(), 3);
+        assert!(list[0].security && list[1].security && !list[2].security);
     }
 
     #[test]

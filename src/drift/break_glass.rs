@@ -559,6 +559,7 @@ mod tests {
             groups: vec!["sre".into()],
             user_agent: agent.into(),
             audit_id: format!("audit-{who}-{min}"),
+            id: format!("event-{who}-{min}"),
             time: t("2026-12-04T10:00:00Z") + chrono::Duration::minutes(min),
             value: Some(e.to_annotation()),
         }

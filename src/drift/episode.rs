@@ -14,6 +14,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use super::audit::{Attempt, Decision};
+use super::classes::SECURITY_CLASSES;
 pub use super::operation::OpRef;
 use super::{AttributedChange, Direction, Drift, DriftResource};
 use crate::json::Pointer;
@@ -387,7 +388,15 @@ fn merge_attempts<'a>(ep: &mut Episode, attempts: impl IntoIterator<Item = &'a A
             None => ep.attempts.insert(0, kept),
         }
         ep.classes.insert(a.class.clone());
-        if !ep.resources.iter().any(|r| a.is_on(&r.group, &r.kind, &r.namespace, &r.name)) && ep.resources.len() < MAX_RESOURCES {
+        let known = ep.resources.iter_mut().find(|r| a.is_on(&r.group, &r.kind, &r.namespace, &r.name));
+        if let Some(r) = known {
+            // A security write on a resource the episode already has (an earlier
+            // harmless write, another person's refusal) makes it a security resource:
+            // the routes by class see what this write was, not what the first one was.
+            if a.security && !SECURITY_CLASSES.contains(&r.class.as_str()) {
+                r.class = a.class.clone();
+            }
+        } else if ep.resources.len() < MAX_RESOURCES {
             ep.resources.push(DriftResource {
                 group: a.group.clone(),
                 version: String::new(),
@@ -399,10 +408,14 @@ fn merge_attempts<'a>(ep: &mut Episode, attempts: impl IntoIterator<Item = &'a A
                 ..DriftResource::default()
             });
         }
-        if a.decision == Decision::Allowed
-            && !ep.attribution.iter().any(|c| c.audit_id == a.audit_id)
-            && ep.attribution.len() < MAX_ATTRIBUTION
-        {
+        // The same request (not merely the same audit ID, which the client chooses).
+        let same_request = |c: &AttributedChange| {
+            c.audit_id == a.audit_id
+                && c.resource == a.resource
+                && c.fields == a.fields
+                && c.actor.as_ref().is_some_and(|x| x.username == a.actor.username)
+        };
+        if a.decision == Decision::Allowed && !ep.attribution.iter().any(same_request) && ep.attribution.len() < MAX_ATTRIBUTION {
             ep.attribution.push(AttributedChange::from_attempt(a));
         }
     }
@@ -674,6 +687,14 @@ mod tests {
         }
         assert_eq!(last.attempts.len(), 4);
         assert_eq!((last.severity, last.resolved_at), (Severity::Critical, Some(at(59))), "a security attempt raised it");
+        // The workload resource mallory's refusals brought in is now a security one: the
+        // routes by class see the security write (review N4).
+        assert_eq!(last.resources.len(), 1);
+        assert_eq!(last.resources[0].class, "workload", "the security attempt was classified workload here");
+        let mut privileged = attempt("p1", "alice", Decision::Allowed, true);
+        privileged.class = "security-context".into();
+        let o = observe(Some(last.clone()), &synced, &with(vec![privileged]), at(59));
+        assert_eq!(o.episode.as_ref().unwrap().resources[0].class, "security-context");
         let o = observe(Some(last.clone()), &synced, &with(vec![attempt("c1", "alice", Decision::Allowed, false)]), at(59));
         assert_eq!(o.episode.as_ref().unwrap().resolution, Some(Resolution::SelfHeal));
         // Past the span: a new one.

@@ -467,6 +467,17 @@ impl Drift {
             }
             self.attempts.push(a);
         }
+        // A sync written directly by a person (not through Argo CD's API, whose server
+        // identity is one of `audit.argocdIdentities`): that person started it, whatever
+        // its `initiatedBy` says. The newest such write not after the operation began.
+        if let Some(op) = self.operation.as_mut() {
+            let wrote_operation = |a: &&Attempt| {
+                a.app_spec && a.decision == Decision::Allowed && a.fields.iter().any(|f| f == "operation" || f.starts_with("operation."))
+            };
+            if let Some(a) = self.attempts.iter().filter(wrote_operation).find(|a| op.began_after(a.time)) {
+                op.written_by(&a.actor.display());
+            }
+        }
         if attributed_security {
             self.classes = self.resources.iter().map(|r| r.class.clone()).collect::<BTreeSet<_>>().into_iter().collect();
             self.security = true;
@@ -505,12 +516,25 @@ fn overlaps(a: &str, b: &str) -> bool {
     holds(a, b) || holds(b, a)
 }
 
-/// Fields of an Application's own spec whose change by a person weakens what Argo CD
-/// enforces: self-heal and pruning, the project, where it deploys.
-const APP_SECURITY_FIELDS: &[&str] = &["spec.syncPolicy", "spec.project", "spec.destination"];
+/// Fields of an Application whose write by a person weakens what Argo CD enforces or
+/// what driftwatch tells: self-heal and pruning, the project, where it deploys; a sync
+/// operation written directly (any revision, past Argo CD's RBAC and Git's review);
+/// its status (what driftwatch reads: the CRD has no status subresource); where its
+/// notifications go.
+const APP_SECURITY_FIELDS: &[&str] = &[
+    "spec.syncPolicy",
+    "spec.project",
+    "spec.destination",
+    "operation",
+    "status",
+    "metadata.annotations.notifications.argoproj.io/",
+    "metadata.annotations.driftwatch.io/",
+];
 
-/// An attempt's class and security, from the class map and the fields it set.
-fn classify(a: &mut Attempt, classes: &ClassMap) {
+/// An attempt's class and security, from the class map and the fields it set (done
+/// when the audit input records it, so coalescing can compare classes, and again per
+/// pass, with the configuration of the pass).
+pub(crate) fn classify(a: &mut Attempt, classes: &ClassMap) {
     let kind_class = if a.app_spec { "application" } else { classes.class_of(&a.group, &a.kind) };
     a.security_fields = if a.app_spec {
         a.fields.iter().filter(|p| APP_SECURITY_FIELDS.iter().any(|f| p.starts_with(f))).cloned().collect()

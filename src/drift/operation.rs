@@ -47,6 +47,11 @@ pub struct Operation {
     pub to: String,
     /// `<finishedAt>/<revision>`: stable per operation (an `oncePer` value).
     pub id: String,
+    /// What `initiatedBy` said when the audit input saw a person write the operation
+    /// directly and `username` names that person instead (the field is the writer's to
+    /// fill: "carol", or automated sync, is a claim).
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub claimed: String,
 }
 
 impl Operation {
@@ -88,7 +93,29 @@ impl Operation {
             rollback,
             from,
             to,
+            claimed: String::new(),
         })
+    }
+
+    /// Whether a write at `t` may be the one that asked for this operation: not after
+    /// it started (within [`WRITE_SKEW`]).
+    pub fn began_after(&self, t: DateTime<Utc>) -> bool {
+        let started = self.started_at.or(self.finished_at);
+        started.is_none_or(|s| s.checked_add_signed(WRITE_SKEW).is_none_or(|limit| t <= limit))
+    }
+
+    /// Names the person the audit input saw write this operation directly (an allowed
+    /// write of the Application's `operation` by an identity that is not Argo CD's,
+    /// made before the operation started): `initiatedBy` is what that person wrote,
+    /// so it is kept as `claimed` and the writer becomes the initiator (review N10).
+    pub fn written_by(&mut self, writer: &str) {
+        if writer.is_empty() || self.username == writer {
+            return;
+        }
+        let claimed = if self.username.is_empty() && self.automated { "automated sync".to_string() } else { self.username.clone() };
+        self.claimed = claimed;
+        self.username = writer.to_string();
+        self.automated = false;
     }
 
     /// Who started it, for humans: the username, else `automated sync`.
@@ -112,6 +139,10 @@ impl Operation {
         self.started_at.or(self.finished_at).map_or(0, |t| u64::try_from(t.timestamp_millis()).unwrap_or(0))
     }
 }
+
+/// How much later than an operation's start the write of that operation may be dated
+/// (the API server's and Argo CD's clocks apart).
+const WRITE_SKEW: chrono::Duration = chrono::Duration::seconds(5);
 
 /// At most this many resources are kept of what one operation synced.
 pub const MAX_SYNCED_RESOURCES: usize = 50;
@@ -238,6 +269,7 @@ impl OperationRecord {
                 from: if i >= 1 { revs[i - 1].clone() } else { String::new() },
                 to: revs[i].clone(),
                 id: format!("{}/{}", finished_at.map(|t| t.to_rfc3339()).unwrap_or_default(), revs[i]),
+                claimed: String::new(),
                 message: String::new(),
             };
             let ms = op.started_ms();
@@ -300,6 +332,21 @@ impl OpRef {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    /// Review N10: `initiatedBy` is the writer's to fill; the audit input's writer of
+    /// the operation is its initiator, the claim kept beside.
+    #[test]
+    fn a_person_who_wrote_the_operation_is_its_initiator() {
+        let t = |s: &str| DateTime::parse_from_rfc3339(s).unwrap().with_timezone(&Utc);
+        let mut op = Operation { username: "carol".into(), started_at: Some(t("2026-12-04T09:30:00Z")), ..Operation::default() };
+        assert!(op.began_after(t("2026-12-04T09:29:59Z")) && op.began_after(t("2026-12-04T09:30:04Z")));
+        assert!(!op.began_after(t("2026-12-04T09:30:06Z")), "written after it started: another write");
+        op.written_by("bob");
+        assert_eq!((op.username.as_str(), op.claimed.as_str(), op.by()), ("bob", "carol", "bob"));
+        let mut automated = Operation { automated: true, ..Operation::default() };
+        automated.written_by("bob");
+        assert_eq!((automated.username.as_str(), automated.claimed.as_str(), automated.automated), ("bob", "automated sync", false));
+    }
 
     fn app(history: &[&str], op: Value) -> Value {
         let h: Vec<Value> = history.iter().enumerate().map(|(i, r)| json!({"id": i, "revision": r})).collect();

@@ -10,6 +10,7 @@ use chrono::{DateTime, Utc};
 use crate::drift::attribution::{Attribution, LiveIndex};
 use crate::drift::audit::{Attempt, AttemptIndex, Recorded};
 use crate::drift::break_glass::{Write, Writes};
+use crate::drift::classes::ClassMap;
 use crate::model::{App, Project};
 
 /// The pipeline holds none of it, so a new configuration keeps it as is.
@@ -100,9 +101,10 @@ impl Inputs {
         }
     }
 
-    /// A change or refused attempt the audit input saw, kept in its Application's
-    /// window.
-    pub fn attempt_audited(&mut self, a: Attempt, window: chrono::Duration, now: DateTime<Utc>) -> Recorded {
+    /// A change or refused attempt the audit input saw, classified, kept in its
+    /// Application's window.
+    pub fn attempt_audited(&mut self, mut a: Attempt, classes: &ClassMap, window: chrono::Duration, now: DateTime<Utc>) -> Recorded {
+        crate::drift::classify(&mut a, classes);
         self.attempts.record(a, window, now)
     }
 

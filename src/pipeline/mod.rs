@@ -200,6 +200,14 @@ impl Pipeline {
     }
 }
 
+/// Whether `app` is skipped while its sync status is stale, as Argo CD does
+/// ([`App::sync_status_is_stale`]) — never while the audit input has writes of the
+/// window on it: the status is writable by whoever may patch the Application, and a
+/// forged stale status must not hold back the page for a person's write.
+fn skipped_as_stale(inputs: &Inputs, app: &App, now: DateTime<Utc>) -> bool {
+    app.sync_status_is_stale(now) && inputs.attempts.of(&app.state_key()).is_empty()
+}
+
 /// The per-configuration pieces the pipeline needs.
 pub struct Pipeline {
     pub runtime: Arc<Runtime>,
@@ -218,7 +226,7 @@ impl Pipeline {
     /// notification carries what its key held in the snapshot (`StateRecord::seen`);
     /// the enqueue drops it if a settle changed that since.
     pub fn evaluate(&self, inputs: &Inputs, app: &App, state: &StateStore, now: DateTime<Utc>) -> Result<Evaluation, StateError> {
-        if app.sync_status_is_stale() {
+        if skipped_as_stale(inputs, app, now) {
             return Ok(Evaluation { stale: true, ..Evaluation::default() });
         }
         let view = state.view()?;
@@ -237,7 +245,7 @@ impl Pipeline {
         now: DateTime<Utc>,
     ) -> Result<Evaluation, StateError> {
         let mut out = Evaluation::default();
-        if app.sync_status_is_stale() {
+        if skipped_as_stale(inputs, app, now) {
             out.stale = true;
             return Ok(out);
         }

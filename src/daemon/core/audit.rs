@@ -21,7 +21,7 @@ impl Core {
         }
         for a in batch.attempts {
             let key = a.app_key.clone();
-            match self.inputs.attempt_audited(a, window, Utc::now()) {
+            match self.inputs.attempt_audited(a, &self.pipeline.runtime.classes, window, Utc::now()) {
                 Recorded::Full => METRICS.audit_dropped.inc("too-many-apps"),
                 Recorded::OverBudget => METRICS.audit_dropped.inc("actor-over-budget"),
                 Recorded::Coalesced => {}

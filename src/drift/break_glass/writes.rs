@@ -16,6 +16,9 @@ pub struct Write {
     pub groups: Vec<String>,
     pub user_agent: String,
     pub audit_id: String,
+    /// driftwatch's identity of the event ([`crate::audit::event::event_id`]): the
+    /// audit ID is the client's to choose.
+    pub id: String,
     pub time: DateTime<Utc>,
     /// The annotation after the write (`None`: removed).
     pub value: Option<String>,
