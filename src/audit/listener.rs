@@ -307,8 +307,8 @@ mod tests {
         assert!(e.contains("tls.key") && e.contains("no certificate"), "{e}");
     }
 
-    /// Review M1: 200 sockets that never send a ClientHello do not stop the listener (a
-    /// new connection evicts the oldest silent handshake); a client trickling its
+    /// Review M1: 200 sockets (from four addresses) that never send a ClientHello do not
+    /// stop the listener (a new connection evicts the oldest silent handshake); a client trickling its
     /// headers is dropped by the header-read timeout; past the connection cap a new
     /// connection is closed at once. (Each wait is bounded only so that a regression
     /// fails instead of hanging.)
@@ -331,9 +331,13 @@ mod tests {
         // Handshakes may take a minute: only eviction lets the client below through.
         let bounds = crate::serve::Bounds { handshake_timeout: Duration::from_secs(60), ..crate::serve::Bounds::default() };
         let addr = serve_within("127.0.0.1:0".parse().unwrap(), Some(cfg), sink, bounds).await.unwrap();
+        // From four addresses other than the client's: one address alone gets at most
+        // 64 connections (review N7).
         let mut silent = Vec::new();
-        for _ in 0..200 {
-            silent.push(tokio::net::TcpStream::connect(addr).await.unwrap());
+        for n in 0..200 {
+            let s = tokio::net::TcpSocket::new_v4().unwrap();
+            s.bind(format!("127.0.0.{}:0", 2 + n % 4).parse().unwrap()).unwrap();
+            silent.push(s.connect(addr).await.unwrap());
         }
         let root = reqwest::Certificate::from_pem(p.ca_pem.as_bytes()).unwrap();
         let client = reqwest::Client::builder().add_root_certificate(root).timeout(Duration::from_secs(20)).build().unwrap();
