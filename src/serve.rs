@@ -319,7 +319,9 @@ where
     I: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
 {
     let (header_timeout, limits) = match mode {
-        Mode::Full => (bounds.header_timeout, PerConnection { served: Arc::default(), max_requests: bounds.max_requests, probes_only: None }),
+        Mode::Full => {
+            (bounds.header_timeout, PerConnection { served: Arc::default(), max_requests: bounds.max_requests, probes_only: None })
+        }
         Mode::Probes(p) => (p.header_timeout, PerConnection { served: Arc::default(), max_requests: 1, probes_only: Some(p.paths) }),
     };
     let app = app.layer(axum::middleware::from_fn_with_state(limits, per_connection));

@@ -278,8 +278,7 @@ async fn read_figures(shared: &SharedState) {
     let Some(stores) = stores(shared) else { return };
     METRICS.ops_store_reads.inc_by(FIGURES_READS.saturating_mul(stores.len() as u64));
     let Ok(per_shard) =
-        each_store(stores, |s| Ok((s.queue_depths()?, s.oldest_enqueued_ms()?, s.dead_letter_count()?, s.open_episodes_by_class()?)))
-            .await
+        each_store(stores, |s| Ok((s.queue_depths()?, s.oldest_enqueued_ms()?, s.dead_letter_count()?, s.open_episodes_by_class()?))).await
     else {
         return;
     };

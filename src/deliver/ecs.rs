@@ -207,11 +207,8 @@ fn add_episode(map: &mut serde_json::Map<String, Value>, ep: &Value) {
 /// API server's order: the client's `X-Forwarded-For` entries, then the peer the API
 /// server saw, last. At most [`MAX_SOURCE_IPS`], the last always kept.
 pub(crate) fn peer_last(actor: &Value) -> Vec<String> {
-    let ips: Vec<&str> = array(actor, "sourceIps")
-        .iter()
-        .filter_map(Value::as_str)
-        .filter(|ip| ip.parse::<std::net::IpAddr>().is_ok())
-        .collect();
+    let ips: Vec<&str> =
+        array(actor, "sourceIps").iter().filter_map(Value::as_str).filter(|ip| ip.parse::<std::net::IpAddr>().is_ok()).collect();
     let skip = ips.len().saturating_sub(MAX_SOURCE_IPS);
     ips[skip..].iter().map(|ip| ip.to_string()).collect()
 }

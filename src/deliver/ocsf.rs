@@ -744,7 +744,10 @@ pub(crate) mod tests {
         let records = records(&n, &origin(), now);
         records.iter().for_each(assert_valid);
         let [_, privileged, harmless] = &records[..] else { panic!("{records:#?}") };
-        assert_eq!((privileged["metadata"]["uid"].as_str(), harmless["metadata"]["uid"].as_str()), (Some("dw-privileged"), Some("dw-harmless")));
+        assert_eq!(
+            (privileged["metadata"]["uid"].as_str(), harmless["metadata"]["uid"].as_str()),
+            (Some("dw-privileged"), Some("dw-harmless"))
+        );
         assert_eq!((privileged["api"]["request"]["uid"].as_str(), privileged["unmapped"]["audit_id"].as_str()), (Some("X"), Some("X")));
         assert_eq!(privileged["src_endpoint"]["ip"], "127.0.0.1", "the peer, not the client's X-Forwarded-For");
         assert_eq!(privileged["http_request"]["x_forwarded_for"], json!(["10.0.0.7"]));

@@ -20,7 +20,8 @@ use common::receiver::{get, receiver};
 const TOKEN: &str = "listeners-audit-token-0123456789";
 
 /// The audit webhook on TLS with the token, every bound at its default (16 MiB).
-const AUDIT: &str = "secretsFile: secrets\naudit:\n  listen: 127.0.0.1:0\n  tls: {certFile: tls.crt, keyFile: tls.key}\n  token: $audit-token\n";
+const AUDIT: &str =
+    "secretsFile: secrets\naudit:\n  listen: 127.0.0.1:0\n  tls: {certFile: tls.crt, keyFile: tls.key}\n  token: $audit-token\n";
 
 /// A directory for a daemon with the audit webhook, the fake API server holding
 /// `payments-api` (Synced, managing Deployment payments/api), and the CA of the
@@ -122,14 +123,14 @@ fn a_20_mb_batch_is_taken_and_its_writes_alerted() {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let port = listener.local_addr().unwrap().port();
     let got = receiver(listener);
-    std::fs::write(dir.path().join("driftwatch.yaml"), format!("{}{AUDIT}", common::ATTEMPT_ALERT.replace("PORT", &port.to_string()))).unwrap();
+    std::fs::write(dir.path().join("driftwatch.yaml"), format!("{}{AUDIT}", common::ATTEMPT_ALERT.replace("PORT", &port.to_string())))
+        .unwrap();
     let (d, addr, rt, client) = start_listening(dir.path(), &ca);
 
     let alice = privileged_patch("alice", "audit-alice");
     let mut bob = privileged_patch("bob", "audit-bob");
     bob["requestObject"]["metadata"] = json!({"annotations": {"pad": "\u{1}".repeat(3_000_000)}});
-    let items =
-        vec![padded_configmap(&alice, "a", 850_000), alice.clone(), padded_configmap(&alice, "b", 850_000), bob];
+    let items = vec![padded_configmap(&alice, "a", 850_000), alice.clone(), padded_configmap(&alice, "b", 850_000), bob];
     let body = batch(items);
     assert!(body.len() > 30 << 20, "{}", body.len());
     assert_eq!(post(&rt, &client, &addr, body), 200, "the batch was refused");
@@ -309,9 +310,8 @@ fn a_metrics_flood_does_not_read_the_store_per_scrape() {
     let before = reads();
     let started = Instant::now();
     let answered: usize = std::thread::scope(|s| {
-        let workers: Vec<_> = (0..8)
-            .map(|_| s.spawn(|| (0..10).filter(|_| get(&d.admin, "/metrics").is_some_and(|(st, _)| st == 200)).count()))
-            .collect();
+        let workers: Vec<_> =
+            (0..8).map(|_| s.spawn(|| (0..10).filter(|_| get(&d.admin, "/metrics").is_some_and(|(st, _)| st == 200)).count())).collect();
         workers.into_iter().map(|w| w.join().unwrap()).sum()
     });
     let elapsed = started.elapsed();
@@ -341,9 +341,7 @@ fn the_siem_source_is_the_peer_the_api_server_saw() {
     let mut alice = privileged_patch("alice", "audit-forwarded");
     alice["sourceIPs"] = json!(["10.0.0.7", "127.0.0.1"]);
     assert_eq!(post(&rt, &client, &addr, batch(vec![alice])), 200);
-    wait_for("the SIEM record of alice's attempt", Duration::from_secs(30), || {
-        records(&got).iter().any(|r| r["user"]["name"] == "alice")
-    });
+    wait_for("the SIEM record of alice's attempt", Duration::from_secs(30), || records(&got).iter().any(|r| r["user"]["name"] == "alice"));
     let sent = records(&got);
     let record = sent.iter().find(|r| r["user"]["name"] == "alice").unwrap();
     assert_eq!(record["source"]["ip"], "127.0.0.1", "{record}");

@@ -136,16 +136,7 @@ pub struct Items {
 impl Items {
     /// A scanner keeping events of at most `max_item` bytes whole.
     pub fn new(max_item: usize) -> Items {
-        Items {
-            max_item,
-            frames: Vec::new(),
-            string: None,
-            scalar: false,
-            root_done: false,
-            items_seen: false,
-            item: None,
-            over_limit: 0,
-        }
+        Items { max_item, frames: Vec::new(), string: None, scalar: false, root_done: false, items_seen: false, item: None, over_limit: 0 }
     }
 
     /// Reads `chunk`, adding each event it completes to `out`.
@@ -376,8 +367,16 @@ mod tests {
 
     #[test]
     fn what_is_not_a_list_is_refused() {
-        for bad in [&b"[]"[..], b"{\"items\": [", b"{}", b"{\"items\": 3}", b"{\"items\": [], \"items\": []}", b"{\"items\": []} x", b"  ", b"{\"a\" 1}"]
-        {
+        for bad in [
+            &b"[]"[..],
+            b"{\"items\": [",
+            b"{}",
+            b"{\"items\": 3}",
+            b"{\"items\": [], \"items\": []}",
+            b"{\"items\": []} x",
+            b"  ",
+            b"{\"a\" 1}",
+        ] {
             assert!(cut(bad, 100, 3).is_err(), "{}", String::from_utf8_lossy(bad));
         }
         let nested = |n: usize| format!("{{\"items\":[{}{}]}}", "[".repeat(n), "]".repeat(n));
