@@ -241,6 +241,9 @@ pub struct Metrics {
     /// History and web-view data requests answered 503: the most that run at once
     /// were running.
     pub ops_queries_busy: Counter,
+    /// State store reads made for `/metrics` (its figures are refreshed on a timer,
+    /// never per scrape: review N7).
+    pub ops_store_reads: Counter,
     /// Live reads by `cluster` (`in-cluster` or a `clusters:` entry) and `result`
     /// (`ok`, `failed`: no answer, `error`: the API server answered with one).
     pub cluster_reads: Family,
@@ -328,6 +331,7 @@ impl Metrics {
             live_reads_outside_project: Counter::default(),
             ops_connections_refused: Counter::default(),
             ops_queries_busy: Counter::default(),
+            ops_store_reads: Counter::default(),
             cluster_reads: Family::with_two("result", "cluster"),
             cluster_up: Family::new("cluster"),
             diffs: Family::new("source"),
@@ -385,6 +389,11 @@ impl Metrics {
             "driftwatch_operations_queries_busy",
             "History and web-view data requests answered 503 because the most that run at once were running",
             m.ops_queries_busy.clone(),
+        );
+        r.register(
+            "driftwatch_operations_store_reads",
+            "State store reads made for the /metrics figures (refreshed on a timer, not per scrape)",
+            m.ops_store_reads.clone(),
         );
         r.register(
             "driftwatch_live_reads_outside_project",
@@ -525,6 +534,7 @@ impl Metrics {
             ("driftwatch_live_reads_outside_project", "counter", &[]),
             ("driftwatch_operations_connections_refused", "counter", &[]),
             ("driftwatch_operations_queries_busy", "counter", &[]),
+            ("driftwatch_operations_store_reads", "counter", &[]),
             ("driftwatch_cluster_reads", "counter", &["result", "cluster"]),
             ("driftwatch_cluster_up", "gauge", &["cluster"]),
             ("driftwatch_diffs", "counter", &["source"]),

@@ -37,7 +37,37 @@ pub struct Shared {
     /// History and web-view data requests being answered (each reads the store on the
     /// blocking pool): at most [`MAX_QUERIES`].
     pub queries: std::sync::atomic::AtomicUsize,
+    /// The `/metrics` figures read from the state store, refreshed by one task.
+    figures: Arc<Figures>,
 }
+
+/// The figures `/metrics` takes from the state store (queue depths, the oldest queued
+/// entry, dead letters, open episodes) are read by one task, at most every
+/// [`FIGURES_EVERY`], for every scrape waiting on them (review N7: a flood of scrapes
+/// ran 4 store reads each on the blocking pool, outside [`MAX_QUERIES`]). A scrape
+/// asks for figures read after it arrived, so a value it shows is never older than
+/// the scrape.
+struct Figures {
+    /// A scrape wants figures newer than the last.
+    wanted: tokio::sync::Notify,
+    /// When the last figures were read (started).
+    read_at: tokio::sync::watch::Sender<Option<tokio::time::Instant>>,
+}
+
+impl Default for Figures {
+    fn default() -> Figures {
+        Figures { wanted: tokio::sync::Notify::new(), read_at: tokio::sync::watch::Sender::new(None) }
+    }
+}
+
+/// The least time between two reads of the `/metrics` figures.
+const FIGURES_EVERY: std::time::Duration = std::time::Duration::from_millis(500);
+
+/// The longest a scrape waits for fresh figures before it answers with the last.
+const FIGURES_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// Store reads of one refresh of the figures, per store.
+const FIGURES_READS: u64 = 4;
 
 /// Every series the shipped dashboard and alert rules read, at 0, for the label values
 /// `rt` and the program know: panels show 0, not "No data", before the first event.
@@ -206,37 +236,71 @@ async fn readyz() -> Response {
 }
 
 async fn metrics(State(shared): State<SharedState>) -> Response {
-    // Queue depth comes from the outbox's per-service counters at scrape time (kept in
-    // the transactions that change the outbox): the truth, not a scan. Read on the
-    // blocking pool, as every state store access outside the evaluation thread is.
-    // With shards, the sum of the shards this replica holds.
-    if let Some(stores) = stores(&shared)
-        && let Ok(per_shard) =
-            each_store(stores, |s| Ok((s.queue_depths()?, s.oldest_enqueued_ms()?, s.dead_letter_count()?, s.open_episodes_by_class()?)))
-                .await
-    {
-        let (mut depths, mut oldest, mut dead, mut open) =
-            (BTreeMap::<String, u64>::new(), None::<u64>, 0u64, BTreeMap::<String, u64>::new());
-        for (d, o, n, classes) in per_shard {
-            for (service, depth) in d {
-                *depths.entry(service).or_default() += depth;
-            }
-            oldest = match (oldest, o) {
-                (Some(a), Some(b)) => Some(a.min(b)),
-                (a, b) => a.or(b),
-            };
-            dead = dead.saturating_add(n);
-            for (class, count) in classes {
-                *open.entry(class).or_default() += count;
-            }
+    // The figures from the store are read by `refresh_figures`, never here: a scrape
+    // only waits (bounded) for a read that started after it arrived.
+    if stores(&shared).is_some() {
+        let arrived = tokio::time::Instant::now();
+        let mut read_at = shared.figures.read_at.subscribe();
+        shared.figures.wanted.notify_one();
+        let fresh = read_at.wait_for(|at| at.is_some_and(|at| at >= arrived));
+        // The watch's guard is dropped at once (it must not be held across an await).
+        let read = tokio::time::timeout(FIGURES_WAIT, fresh).await.is_ok_and(|r| r.is_ok());
+        if !read {
+            tracing::debug!("the /metrics figures were not read in time; answering with the last");
         }
-        METRICS.set_queue_depths(&depths);
-        let now = u64::try_from(chrono::Utc::now().timestamp_millis()).unwrap_or(0);
-        METRICS.queue_oldest.set(oldest.map_or(0, |at| i64::try_from(now.saturating_sub(at) / 1000).unwrap_or(i64::MAX)));
-        METRICS.dead_letters.set(i64::try_from(dead).unwrap_or(i64::MAX));
-        METRICS.set_open_episodes(&open);
     }
     text(StatusCode::OK, METRICS.render(), crate::metrics::CONTENT_TYPE)
+}
+
+/// Reads the `/metrics` figures when a scrape wants them, at most every
+/// [`FIGURES_EVERY`], until the endpoints' state is gone.
+async fn refresh_figures(shared: std::sync::Weak<Shared>, figures: Arc<Figures>) {
+    let mut last: Option<tokio::time::Instant> = None;
+    loop {
+        figures.wanted.notified().await;
+        if let Some(at) = last {
+            tokio::time::sleep_until(at + FIGURES_EVERY).await;
+        }
+        let started = tokio::time::Instant::now();
+        let Some(state) = shared.upgrade() else { return };
+        read_figures(&state).await;
+        drop(state);
+        figures.read_at.send_replace(Some(started));
+        last = Some(started);
+    }
+}
+
+/// Queue depth comes from the outbox's per-service counters (kept in the transactions
+/// that change the outbox): the truth, not a scan. Read on the blocking pool, as every
+/// state store access outside the evaluation thread is. With shards, the sum of the
+/// shards this replica holds.
+async fn read_figures(shared: &SharedState) {
+    let Some(stores) = stores(shared) else { return };
+    METRICS.ops_store_reads.inc_by(FIGURES_READS.saturating_mul(stores.len() as u64));
+    let Ok(per_shard) =
+        each_store(stores, |s| Ok((s.queue_depths()?, s.oldest_enqueued_ms()?, s.dead_letter_count()?, s.open_episodes_by_class()?))).await
+    else {
+        return;
+    };
+    let (mut depths, mut oldest, mut dead, mut open) = (BTreeMap::<String, u64>::new(), None::<u64>, 0u64, BTreeMap::<String, u64>::new());
+    for (d, o, n, classes) in per_shard {
+        for (service, depth) in d {
+            *depths.entry(service).or_default() += depth;
+        }
+        oldest = match (oldest, o) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        dead = dead.saturating_add(n);
+        for (class, count) in classes {
+            *open.entry(class).or_default() += count;
+        }
+    }
+    METRICS.set_queue_depths(&depths);
+    let now = u64::try_from(chrono::Utc::now().timestamp_millis()).unwrap_or(0);
+    METRICS.queue_oldest.set(oldest.map_or(0, |at| i64::try_from(now.saturating_sub(at) / 1000).unwrap_or(i64::MAX)));
+    METRICS.dead_letters.set(i64::try_from(dead).unwrap_or(i64::MAX));
+    METRICS.set_open_episodes(&open);
 }
 
 async fn history(State(shared): State<SharedState>, RawQuery(query): RawQuery) -> Response {
@@ -311,9 +375,26 @@ fn router(state: SharedState) -> Router {
         .with_state(state)
 }
 
+/// The paths the probes' lane answers when the connection caps are reached.
+const PROBE_PATHS: &[&str] = &["/healthz", "/readyz"];
+
+/// The operations listener's bounds: 128 connections, 32 from one address, a
+/// connection at most 5 minutes and 1,000 requests, and 8 reserved slots for the
+/// probes (2 s for their headers, one request each) so that held connections cannot
+/// fail the kubelet's probes (review N7).
+fn bounds() -> crate::serve::Bounds {
+    crate::serve::Bounds {
+        what: "operations",
+        max_connections: 128,
+        max_per_peer: 32,
+        probes: Some(crate::serve::Probes { slots: 8, paths: PROBE_PATHS, header_timeout: std::time::Duration::from_secs(2) }),
+        ..crate::serve::Bounds::default()
+    }
+}
+
 /// Serves the endpoints until `shutdown` completes (connections in progress are left
-/// to finish), within [`crate::serve::Bounds`]: at most 128 connections, a header-read
-/// (and idle) timeout. Returns the bound address.
+/// to finish), within [`bounds`], with the task that reads the `/metrics` figures.
+/// Returns the bound address.
 pub async fn serve(
     addr: SocketAddr,
     state: SharedState,
@@ -322,11 +403,11 @@ pub async fn serve(
 ) -> std::io::Result<SocketAddr> {
     let listener = tokio::net::TcpListener::bind(addr).await?;
     let bound = listener.local_addr()?;
-    let bounds = crate::serve::Bounds { what: "operations", max_connections: 128, ..crate::serve::Bounds::default() };
     let dropped: fn(crate::serve::Dropped) = |_| {
         METRICS.ops_connections_refused.inc();
     };
-    tokio::spawn(crate::serve::run(listener, tls.map(Arc::new), router(state), bounds, dropped, shutdown));
+    tokio::spawn(refresh_figures(Arc::downgrade(&state), state.figures.clone()));
+    tokio::spawn(crate::serve::run(listener, tls.map(Arc::new), router(state), bounds(), dropped, shutdown));
     Ok(bound)
 }
 #[cfg(test)]

@@ -118,8 +118,10 @@ fn array<'a>(ep: &'a Value, k: &str) -> &'a [Value] {
 
 /// The drift episode in ECS terms: `event.start`/`end`/`duration` (nanoseconds),
 /// `user.name` — with the audit input the person (`user.id`, `user.roles` their
-/// groups, `user.effective` whom they impersonated, `source.ip`, `user_agent.original`,
-/// `event.outcome` failure for a refused attempt, `labels.audit_id`), else the field
+/// groups, `user.effective` whom they impersonated, `source.ip` the peer the API server
+/// saw and `related.ip` every address, `user_agent.original`, `event.outcome` failure
+/// for a refused attempt, `labels.attempt_id` driftwatch's identity of the request and
+/// `labels.audit_id` the client's, for correlation), else the field
 /// manager other than Argo CD's that changed a security field, else the latest one —
 /// and the whole episode
 /// under `driftwatch.episode` with `event`: `opened`, `escalated` or `resolved`.
@@ -157,9 +159,14 @@ fn add_episode(map: &mut serde_json::Map<String, Value>, ep: &Value) {
                 user["effective"] = json!({"name": imp.get("username"), "roles": imp.get("groups")});
             }
             map.insert("user".into(), user);
-            // Only an address: an index maps `source.ip` as one, and refuses anything else.
-            if let Some(ip) = actor.pointer("/sourceIps/0").and_then(Value::as_str).filter(|ip| ip.parse::<std::net::IpAddr>().is_ok()) {
-                map.insert("source".into(), json!({"ip": ip}));
+            // kube-apiserver lists the client's `X-Forwarded-For` entries first and the
+            // peer it saw last (review N12): `source.ip` is that peer, never an entry the
+            // client wrote; every address is in `related.ip`. Only addresses: an index
+            // maps both as IPs, and refuses anything else.
+            let ips = peer_last(&actor);
+            if let Some(peer) = ips.last() {
+                map.insert("source".into(), json!({"ip": peer}));
+                map.insert("related".into(), json!({"ip": ips}));
             }
             if let Some(ua) = actor.get("userAgent").filter(|u| u.as_str().is_some_and(|u| !u.is_empty())) {
                 map.insert("user_agent".into(), json!({"original": ua}));
@@ -170,10 +177,15 @@ fn add_episode(map: &mut serde_json::Map<String, Value>, ep: &Value) {
                     event.insert("outcome".into(), json!(if d == "denied" { "failure" } else { "success" }));
                 }
             }
-            if let Some(id) = source.get("auditId").and_then(Value::as_str)
-                && let Some(labels) = map.get_mut("labels").and_then(Value::as_object_mut)
-            {
-                labels.insert("audit_id".into(), json!(id));
+            // The client's audit ID is a correlation field only (the client chooses it);
+            // driftwatch's own identity of the request beside it (issue 52, item 2).
+            if let Some(labels) = map.get_mut("labels").and_then(Value::as_object_mut) {
+                if let Some(id) = source.get("auditId").and_then(Value::as_str) {
+                    labels.insert("audit_id".into(), json!(id));
+                }
+                if let Some(id) = source.get("id").and_then(Value::as_str).filter(|id| !id.is_empty()) {
+                    labels.insert("attempt_id".into(), json!(id));
+                }
             }
         }
         None => {
@@ -190,6 +202,19 @@ fn add_episode(map: &mut serde_json::Map<String, Value>, ep: &Value) {
     }
     map.insert("driftwatch".into(), json!({"episode": compact_episode(ep, event_name)}));
 }
+
+/// The addresses of an audited request (`actor.sourceIps`) that parse as IPs, in the
+/// API server's order: the client's `X-Forwarded-For` entries, then the peer the API
+/// server saw, last. At most [`MAX_SOURCE_IPS`], the last always kept.
+pub(crate) fn peer_last(actor: &Value) -> Vec<String> {
+    let ips: Vec<&str> =
+        array(actor, "sourceIps").iter().filter_map(Value::as_str).filter(|ip| ip.parse::<std::net::IpAddr>().is_ok()).collect();
+    let skip = ips.len().saturating_sub(MAX_SOURCE_IPS);
+    ips[skip..].iter().map(|ip| ip.to_string()).collect()
+}
+
+/// Addresses of one request a record lists.
+const MAX_SOURCE_IPS: usize = 8;
 
 /// At most this many resources and attribution entries (and fields per entry) go into
 /// a SIEM record; the whole episode is in the history. ([`fit`] shrinks a record further
@@ -374,6 +399,25 @@ pub(crate) mod tests {
         assert_eq!(r["event"]["outcome"], "failure");
         assert_eq!(r["labels"]["audit_id"], "a1");
         assert_eq!(r["driftwatch"]["episode"]["attempts"][0]["actor"]["username"], "mallory");
+    }
+
+    /// Review N12: kube-apiserver puts the client's `X-Forwarded-For` entries first and
+    /// the peer it saw last: `source.ip` is the last, every address in `related.ip`;
+    /// the record's identity is driftwatch's (the attempt's id), the client's audit ID
+    /// only a label.
+    #[test]
+    fn the_source_is_the_peer_the_api_server_saw() {
+        let mut n = sample(DestinationKind::Splunk, "siem");
+        n.idempotency_key = Some("idem-9".into());
+        let actor = json!({"username": "alice", "sourceIps": ["10.0.0.7", "not-an-ip", "127.0.0.1"]});
+        n.episode = Some(json!({"id": "argocd/guestbook@1", "open": true,
+            "attempts": [{"id": "dw-1", "auditId": "chosen", "resource": "Deployment payments/api", "decision": "allowed",
+                          "actor": actor}]}));
+        let r = record(&n, &Origin::default(), chrono::Utc::now());
+        assert_eq!(r["source"]["ip"], "127.0.0.1");
+        assert_eq!(r["related"]["ip"], json!(["10.0.0.7", "127.0.0.1"]));
+        assert_eq!(r["event"]["id"], "idem-9");
+        assert_eq!((r["labels"]["attempt_id"].as_str(), r["labels"]["audit_id"].as_str()), (Some("dw-1"), Some("chosen")));
     }
 
     /// A notification about a sync operation is an operation record: `event.action`

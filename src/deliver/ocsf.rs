@@ -16,8 +16,10 @@
 //!
 //! Enumerations carry their `*_id` and the caption beside it; times are epoch
 //! milliseconds. `metadata.uid` is the delivery's idempotency key (an API Activity's
-//! is its audit ID, the same in every record that carries it), so a copy a crash
-//! makes can be told from a new record.
+//! is driftwatch's identity of the request, the same in every record that carries it,
+//! never the client's audit ID, which is `api.request.uid` and `unmapped.audit_id`),
+//! so a copy a crash makes can be told from a new record. `src_endpoint.ip` is the
+//! peer the API server saw (the last of the event's `sourceIPs`).
 
 use serde_json::{Map, Value, json};
 
@@ -278,22 +280,57 @@ fn affected(ep: &Value, n: &Notification, origin: &Origin) -> (Vec<Value>, Vec<V
 }
 
 /// The audited requests an episode holds (attempts, then attributed changes with a
-/// person), each an API Activity, bounded; one per audit ID.
+/// person), each an API Activity, bounded; one per request. An attributed change made
+/// from an attempt (same audit ID, person and resource) is that attempt's request.
 fn requests(ep: &Value, n: &Notification, origin: &Origin) -> Vec<Value> {
     let mut seen = std::collections::BTreeSet::new();
-    let attempts = list(ep, "attempts").iter().map(|a| (a, true));
-    let changes = list(ep, "attribution").iter().filter(|a| a.get("actor").is_some_and(Value::is_object)).map(|a| (a, false));
+    let same_request = |a: &Value| {
+        let user = a.pointer("/actor/username").and_then(Value::as_str).unwrap_or_default().to_string();
+        (s(a, "auditId").to_string(), user, s(a, "resource").to_string())
+    };
+    let attempts: Vec<(&Value, bool)> = list(ep, "attempts").iter().map(|a| (a, true)).collect();
+    let attempted: std::collections::BTreeSet<_> = attempts.iter().map(|(a, _)| same_request(a)).collect();
+    let changes = list(ep, "attribution")
+        .iter()
+        .filter(|a| a.get("actor").is_some_and(Value::is_object) && !attempted.contains(&same_request(a)))
+        .map(|a| (a, false));
     attempts
+        .into_iter()
         .chain(changes)
-        .filter(|(a, _)| !s(a, "auditId").is_empty() && seen.insert(s(a, "auditId").to_string()))
+        .filter(|(a, _)| !s(a, "auditId").is_empty() || !s(a, "id").is_empty())
+        .map(|(a, attempt)| (a, attempt, request_uid(a, attempt)))
+        .filter(|(_, _, uid)| seen.insert(uid.clone()))
         .take(MAX_REQUESTS)
-        .map(|(a, attempt)| request_activity(a, attempt, s(ep, "id"), n, origin))
+        .map(|(a, attempt, uid)| request_activity(a, attempt, &uid, s(ep, "id"), n, origin))
         .collect()
+}
+
+/// An audited request's record identity (`metadata.uid`, and so the `_id` of an index),
+/// made by driftwatch, never the client's audit ID alone (issue 52, item 2: a client
+/// chooses its `Audit-ID`, and two writes under one must be two records): an attempt's
+/// `id`; for an attributed change, a digest of what the write was (its audit ID, time,
+/// person, operation and resource). The same request gives the same identity in every
+/// record that carries it, so a SIEM keeps one copy.
+fn request_uid(a: &Value, attempt: bool) -> String {
+    use sha2::{Digest, Sha256};
+    if attempt && !s(a, "id").is_empty() {
+        return s(a, "id").to_string();
+    }
+    let user = a.pointer("/actor/username").and_then(Value::as_str).unwrap_or_default();
+    let parts = [s(a, "auditId"), s(a, "time"), user, s(a, "operation"), s(a, "resource")];
+    let mut h = Sha256::new();
+    for p in parts {
+        // Length-prefixed, so no two different lists of parts give the same bytes.
+        h.update((p.len() as u64).to_be_bytes());
+        h.update(p.as_bytes());
+    }
+    let hex: String = h.finalize().iter().map(|b| format!("{b:02x}")).collect();
+    format!("dw-{hex}")
 }
 
 /// One audited request as an API Activity: who (`actor.user`, from where), what
 /// (`api.operation` the verb, the resource), and whether the API server allowed it.
-fn request_activity(a: &Value, attempt: bool, episode: &str, n: &Notification, origin: &Origin) -> Value {
+fn request_activity(a: &Value, attempt: bool, uid: &str, episode: &str, n: &Notification, origin: &Origin) -> Value {
     let verb = if attempt { s(a, "verb") } else { s(a, "operation") };
     let activity = match verb.to_ascii_lowercase().as_str() {
         "create" | "apply" => (1, "Create"),
@@ -311,9 +348,13 @@ fn request_activity(a: &Value, attempt: bool, episode: &str, n: &Notification, o
     if !groups.is_empty() {
         user["groups"] = Value::Array(groups);
     }
-    let src = match actor.pointer("/sourceIps/0").and_then(Value::as_str) {
-        Some(ip) if ip.parse::<std::net::IpAddr>().is_ok() => json!({"ip": ip}),
-        _ => json!({"name": "unknown"}),
+    // kube-apiserver lists the client's `X-Forwarded-For` entries first and the peer it
+    // saw last (review N12): the source is that peer; the entries before it, which the
+    // client wrote, are `http_request.x_forwarded_for`.
+    let ips = super::ecs::peer_last(&actor);
+    let (forwarded, src) = match ips.split_last() {
+        Some((peer, forwarded)) => (forwarded.to_vec(), json!({"ip": peer})),
+        None => (Vec::new(), json!({"name": "unknown"})),
     };
     let denied = s(a, "decision") == "denied";
     let (sev_id, sev) = match (a.get("security").and_then(Value::as_bool).unwrap_or(false), denied) {
@@ -351,14 +392,23 @@ fn request_activity(a: &Value, attempt: bool, episode: &str, n: &Notification, o
     v.insert("actor".into(), json!({"user": user}));
     v.insert("api".into(), api);
     v.insert("src_endpoint".into(), src);
+    let mut http = Map::new();
     if !s(&actor, "userAgent").is_empty() {
-        v.insert("http_request".into(), json!({"user_agent": s(&actor, "userAgent")}));
+        http.insert("user_agent".into(), json!(s(&actor, "userAgent")));
+    }
+    if !forwarded.is_empty() {
+        http.insert("x_forwarded_for".into(), json!(forwarded));
+    }
+    if !http.is_empty() {
+        v.insert("http_request".into(), Value::Object(http));
     }
     v.insert("resources".into(), json!([resource, application(n, origin)]));
     let what = if denied { "tried to" } else { "did" };
     v.insert("message".into(), json!(format!("{} {what} {verb} {}", s(&actor, "username"), s(a, "resource"))));
-    v.insert("metadata".into(), metadata(audit_id, Some(episode), origin));
-    let mut unmapped = json!({"episode": episode, "manager": s(a, "manager")});
+    v.insert("metadata".into(), metadata(uid, Some(episode), origin));
+    // The client's audit ID correlates with the API server's log (`api.request.uid`
+    // and here); it identifies nothing.
+    let mut unmapped = json!({"episode": episode, "manager": s(a, "manager"), "audit_id": audit_id});
     if let Some(imp) = actor.get("impersonatedUser").filter(|x| x.is_object()) {
         unmapped["impersonated_user"] = imp.clone();
     }
@@ -654,6 +704,58 @@ pub(crate) mod tests {
         let closed = &records(&n, &origin(), now)[0];
         assert_eq!(closed["duration"].as_i64(), Some(closed["end_time"].as_i64().unwrap() - closed["start_time"].as_i64().unwrap()));
         assert_eq!(closed["is_alert"], false);
+    }
+
+    /// Issue 52 item 2 and review N12: two writes under one client-chosen audit ID
+    /// (distinct attempts, distinct `id`) are two API Activities with two identities,
+    /// hence two Elasticsearch documents; the client's audit ID is only a correlation
+    /// field. The source is the last of `sourceIPs` (the peer the API server saw), the
+    /// `X-Forwarded-For` entries before it `http_request.x_forwarded_for`.
+    #[test]
+    fn two_writes_under_one_audit_id_are_two_records_from_the_peer() {
+        let now = chrono::Utc::now();
+        let write = |id: &str, name: &str| Attempt {
+            id: id.into(),
+            kind: "ConfigMap".into(),
+            namespace: "shop".into(),
+            name: name.into(),
+            resource: format!("ConfigMap shop/{name}"),
+            verb: "patch".into(),
+            code: 200,
+            audit_id: "X".into(),
+            time: now,
+            count: 1,
+            actor: Actor { source_ips: vec!["10.0.0.7".into(), "127.0.0.1".into()], ..actor("alice", "") },
+            ..Attempt::default()
+        };
+        let mut harmless = write("dw-harmless", "web");
+        harmless.actor.source_ips = vec!["127.0.0.1".into()];
+        let mut privileged = write("dw-privileged", "web");
+        privileged.kind = "Deployment".into();
+        privileged.resource = "Deployment shop/web".into();
+        privileged.security = true;
+        let ep: Episode = serde_json::from_value(json!({"id": "argocd/web@1", "appKey": "argocd/web@u", "namespace": "argocd",
+            "name": "web", "project": "shop", "cluster": "in-cluster", "openedAt": now, "severity": "critical", "direction": "live",
+            "revision": "abc", "outOfSync": false, "degraded": false, "classes": [], "resources": [], "attribution": [],
+            "attempts": [privileged, harmless]}))
+        .unwrap();
+        let mut n = sample();
+        n.episode = Some(ep.view(now));
+        let records = records(&n, &origin(), now);
+        records.iter().for_each(assert_valid);
+        let [_, privileged, harmless] = &records[..] else { panic!("{records:#?}") };
+        assert_eq!(
+            (privileged["metadata"]["uid"].as_str(), harmless["metadata"]["uid"].as_str()),
+            (Some("dw-privileged"), Some("dw-harmless"))
+        );
+        assert_eq!((privileged["api"]["request"]["uid"].as_str(), privileged["unmapped"]["audit_id"].as_str()), (Some("X"), Some("X")));
+        assert_eq!(privileged["src_endpoint"]["ip"], "127.0.0.1", "the peer, not the client's X-Forwarded-For");
+        assert_eq!(privileged["http_request"]["x_forwarded_for"], json!(["10.0.0.7"]));
+        assert_eq!(harmless["src_endpoint"]["ip"], "127.0.0.1");
+        assert!(harmless["http_request"].get("x_forwarded_for").is_none());
+        let ids: std::collections::BTreeSet<String> =
+            crate::deliver::kinds::elasticsearch::payload::docs(0, records.clone()).into_iter().map(|d| d.id).collect();
+        assert_eq!(ids.len(), 3, "the finding and two requests, each its own _id: {ids:?}");
     }
 
     /// A sync by a person and an automated one: API Activity on the Application.

@@ -9,7 +9,8 @@ use super::ocsf;
 use crate::model::Notification;
 
 /// A record's identity, whichever its schema: ECS `event.id`, OCSF `metadata.uid` (the
-/// delivery's idempotency key; an API Activity's audit ID); empty if it has none.
+/// delivery's idempotency key; an API Activity's request identity, made by driftwatch);
+/// empty if it has none.
 pub fn record_id(record: &Value) -> &str {
     record.pointer("/metadata/uid").or_else(|| record.pointer("/event/id")).and_then(Value::as_str).unwrap_or_default()
 }

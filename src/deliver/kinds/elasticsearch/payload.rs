@@ -21,7 +21,8 @@ const MAX_ID_BYTES: usize = 512;
 
 /// The documents of the `of`th notification of a batch, one per record. The `_id` is
 /// the record's identity — the delivery's idempotency key (ECS `event.id`, OCSF
-/// `metadata.uid`), an API Activity's audit ID — so a copy an earlier attempt or a
+/// `metadata.uid`), an API Activity's request identity (driftwatch's, never the
+/// client's audit ID alone) — so a copy an earlier attempt or a
 /// crash made is answered 409 and is simply already there. A data stream needs
 /// `@timestamp`: an ECS record has it, an OCSF record gets its `time` (epoch ms) as
 /// RFC 3339.
