@@ -12,7 +12,8 @@ use serde_json::value::RawValue;
 
 use super::index::ManagedIndex;
 use crate::drift::audit::{
-    Actor, Attempt, Decision, Impersonated, MAX_GROUPS, MAX_REASON_CHARS, MAX_SET_FIELDS, SetField, clip, json_patch_fields, set_fields,
+    Actor, Attempt, Decision, Impersonated, MAX_GROUPS, MAX_REASON_CHARS, MAX_SET_FIELDS, OVER_LIMIT, SetField, clip, json_patch_fields,
+    set_fields,
 };
 
 /// The list, its events left undecoded: one event kube-apiserver would never write (a
@@ -264,6 +265,10 @@ fn consider(e: &Event, f: &Filter, out: &mut Batch) {
     }
 }
 
+/// What the audit listener writes in place of an event's request and response objects
+/// when the event is over `audit.maxBodyBytes` (a JSON string).
+pub const ELIDED: &str = "\"driftwatch:over-limit\"";
+
 /// What a person may set on an Application without it being an attempt: a refresh
 /// request (what `argocd app get --refresh` and the UI's refresh write), and the
 /// break-glass annotation, which `driftwatch break-glass` writes and the break-glass
@@ -452,6 +457,12 @@ fn attempt(e: &Event, (app_key, kind, app_spec): Hit, f: &Filter) -> Attempt {
     let time = DateTime::parse_from_rfc3339(&e.request_received_timestamp).map(|t| t.with_timezone(&Utc)).unwrap_or(now);
     let (set, truncated, body) = match e.request_object {
         _ if body_is_secret(&resource, &subresource) => (Vec::new(), false, "dropped"),
+        // What the request set is not known: an attacker can pad a write past the
+        // bound. Taken as a security write (see `drift::classify`).
+        Some(raw) if raw.get() == ELIDED => {
+            let unknown = SetField { path: "(request)".into(), value: "(over audit.maxBodyBytes: not read)".into() };
+            (vec![unknown], false, OVER_LIMIT)
+        }
         Some(raw) => match serde_json::from_str::<serde_json::Value>(raw.get()) {
             Ok(serde_json::Value::Array(ops)) => {
                 // A JSON patch: its ops' paths are the fields; the object the write left
@@ -718,6 +729,21 @@ mod tests {
         let ops = app_patch(json!([{"op": "replace", "path": "/status/operationState/finishedAt", "value": "2099-01-01T00:00:00Z"}]));
         assert_eq!(ops[0].fields, ["status.operationState"]);
         assert!(app_patch(json!({})).is_empty(), "nothing set");
+    }
+
+    /// An event the listener kept without its objects (over `audit.maxBodyBytes`): what
+    /// it set is not known, and an attacker can pad a privileged write past the bound,
+    /// so it is a security write.
+    #[test]
+    fn a_write_whose_body_was_left_out_for_size_is_a_security_write() {
+        let (ids, index) = (ids(), index());
+        let f = filter(&ids, &index);
+        let mut ev = patch("alice", "deployments", "payments", "api", json!("driftwatch:over-limit"));
+        ev["objectRef"]["apiGroup"] = json!("apps");
+        let mut a = parse_list(&event(ev), &f).unwrap().attempts.remove(0);
+        assert_eq!(a.body, OVER_LIMIT);
+        crate::drift::classify(&mut a, &crate::drift::classes::ClassMap::default());
+        assert!(a.security && a.class == "security-context", "{a:?}");
     }
 
     /// An event's identity is driftwatch's digest of it, not the client's audit ID

@@ -541,6 +541,11 @@ pub(crate) fn classify(a: &mut Attempt, classes: &ClassMap) {
     } else {
         a.fields.iter().filter(|p| is_security_field(kind_class, p)).cloned().collect()
     };
+    if a.body == audit::OVER_LIMIT {
+        // What it set was left out for size (an attacker can pad a write past the
+        // bound): not known, so taken as a security write.
+        a.security_fields = vec!["(request over audit.maxBodyBytes)".to_string()];
+    }
     a.class = if !a.security_fields.is_empty() && !a.app_spec && !matches!(kind_class, "rbac" | "network-policy" | "admission") {
         "security-context".to_string()
     } else {

@@ -1,12 +1,14 @@
 //! The items of an `EventList`, cut out of the body as it arrives (review N6): a batch
 //! is never refused for its size. Each event is held whole up to a bound; past it, its
-//! `requestObject` and `responseObject` are left out (replaced by `null`), so who did
+//! `requestObject` and `responseObject` are left out (replaced by [`ELIDED`]), so who did
 //! what to which object is still read; an event still over the bound without them is
 //! skipped. Memory is one event, not the batch.
 //!
 //! This is a JSON scanner, not a parser: it follows strings, escapes and nesting to
 //! find where each item and each of its top-level members begins and ends, and checks
 //! the structure around the items; each item is decoded by `serde_json` afterwards.
+
+use crate::audit::event::ELIDED;
 
 /// Nesting deeper than this is refused (`serde_json` refuses past 128 anyway).
 const MAX_DEPTH: usize = 256;
@@ -102,12 +104,12 @@ impl Item {
             && !self.skipping
         {
             self.buf.truncate(start);
-            self.buf.extend_from_slice(b"null");
+            self.buf.extend_from_slice(ELIDED.as_bytes());
             self.skipping = true;
             self.elided = true;
         }
         for (start, end) in self.bodies.drain(..).rev() {
-            self.buf.splice(start..end, b"null".iter().copied());
+            self.buf.splice(start..end, ELIDED.bytes());
             self.elided = true;
         }
         if self.buf.len() > max {
@@ -359,7 +361,8 @@ mod tests {
             assert_eq!(ids, ["small", "big", "after"], "chunk {chunk}");
             assert_eq!(items.iter().map(|(_, e)| *e).collect::<Vec<_>>(), [false, true, false]);
             let big = &parsed[1];
-            assert_eq!((&big["requestObject"], &big["responseObject"]), (&serde_json::Value::Null, &serde_json::Value::Null));
+            let marker = serde_json::Value::from(ELIDED.trim_matches('"'));
+            assert_eq!((&big["requestObject"], &big["responseObject"]), (&marker, &marker));
             assert_eq!((big["verb"].as_str(), big["stage"].as_str()), (Some("create"), Some("ResponseComplete")));
             assert_eq!(over, 1, "the event too large without its bodies");
         }
