@@ -217,6 +217,9 @@ fn text_shapes(s: &str) -> Vec<String> {
         "SLACK=xoxb-{s}",
         "JWT=eyJhbGciOiJIUzI1NiJ9.eyJ{s}.{s}",
         "STRIPE=sk_live_{s}",
+        "<server><id>registry</id><password>{s}</password></server>",
+        "<add key=\"ClearTextPassword\" value=\"{s}\" />",
+        "curl https://b.s3.amazonaws.com/k?X-Amz-Signature={s}",
         "x {s} y",
     ]
     .iter()
@@ -225,7 +228,7 @@ fn text_shapes(s: &str) -> Vec<String> {
 }
 
 /// The index of the shape that holds a bare random token (checked with one).
-const RANDOM_SHAPE: usize = 34;
+const RANDOM_SHAPE: usize = 37;
 
 /// Harmless lines: kept exactly as they are wherever the masker outputs them.
 const HARMLESS: &[&str] = &[

@@ -60,8 +60,25 @@ const FRAGMENTS: &[&str] = &[
 static SQUASHED: std::sync::LazyLock<Vec<String>> = std::sync::LazyLock::new(|| FRAGMENTS.iter().map(|f| f.replace('_', "")).collect());
 /// Words that make a name a credential's when they are a whole word of it
 /// (`MYSQL_PWD`, `DB_PASS`, `SENTRY_DSN`, `tls.key`, `KEY`, `auth-header`).
-const WORDS: &[&str] =
-    &["pwd", "pass", "pw", "key", "dsn", "auth", "private", "cert", "pem", "p12", "pfx", "jks", "cookie", "webhook", "salt", "otp"];
+const WORDS: &[&str] = &[
+    "pwd",
+    "pass",
+    "pw",
+    "key",
+    "dsn",
+    "auth",
+    "private",
+    "cert",
+    "pem",
+    "p12",
+    "pfx",
+    "jks",
+    "cookie",
+    "webhook",
+    "salt",
+    "otp",
+    "signature",
+];
 /// Kubernetes field names that name or reference a secret without holding one.
 const REFERENCES: &[&str] = &[
     "key",

@@ -43,6 +43,10 @@ const MIN_PLAIN_TOKEN: usize = 32;
 
 struct Patterns {
     pem: Regex,
+    /// An XML element's text (`<password>x</password>`, Maven's `settings.xml`).
+    element: Regex,
+    /// A `key="…" value="…"` pair (NuGet's `ClearTextPassword`, .NET `appSettings`).
+    key_value: Regex,
     /// (pattern, replacement), per line.
     tokens: Vec<(Regex, &'static str)>,
 }
@@ -51,7 +55,10 @@ static PATTERNS: LazyLock<Patterns> = LazyLock::new(|| {
     let r = |p: &str| Regex::new(p).unwrap_or_else(|e| unreachable!("built-in mask pattern {p}: {e}"));
     Patterns {
         pem: r(r"-----BEGIN[A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----(?s:.*?)(?:-----END[A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----|\z)"),
+        element: r(r"<([A-Za-z0-9_.:\-]+)(?:\s[^>]*)?>([^<]+)</"),
+        key_value: r(r#"(?i)\bkey\s*=\s*"([^"]*)"\s+value\s*=\s*"([^"]*)""#),
         tokens: vec![
+            (r(r"\bAGE-SECRET-KEY-1[0-9A-Z]{20,}"), MASKED),
             // JWTs (and JWS/JWE-like dotted base64url).
             (r(r"\beyJ[A-Za-z0-9_\-]{4,}\.[A-Za-z0-9_\-]{4,}\.[A-Za-z0-9_\-]*"), MASKED),
             // Well-known token formats.
@@ -125,10 +132,28 @@ fn line(m: &Masker, body: &str) -> (String, bool) {
             l = re.replace_all(&l, *with).into_owned();
         }
     }
+    l = markup(m, &l);
     let (mut l, opens_block) = assignments(m, &l);
     l = flags(m, &l);
     l = high_entropy(&l);
     (l, opens_block)
+}
+
+/// Masks XML elements and `key="…" value="…"` pairs whose name names a credential.
+fn markup(m: &Masker, l: &str) -> String {
+    let mut spans = Vec::new();
+    for re in [&PATTERNS.element, &PATTERNS.key_value] {
+        for c in re.captures_iter(l) {
+            if let (Some(name), Some(value)) = (c.get(1), c.get(2))
+                && m.name(name.as_str())
+                && !placeholder(value.as_str())
+            {
+                spans.push((value.start(), value.end()));
+            }
+        }
+    }
+    spans.sort_unstable();
+    replace_spans(l, &spans)
 }
 
 /// Whether a value is harmless by its shape alone: empty, already masked, a boolean, a
@@ -464,6 +489,9 @@ mod tests {
             ("db:\n  password: |\n    hunter2\n    more\n  host: x\n", "db:\n  password: |\n    (masked)\n    (masked)\n  host: x\n"),
             ("aws_secret_access_key = wJalrXUtnFEMI/K7MDENG", "aws_secret_access_key = (masked)"),
             ("x 9fK2mQ7vLp3XzR8tW1nB6yC4hJ0dS5gA y", "x (masked) y"),
+            ("<server><id>r</id><password>hunter2</password></server>", "<server><id>r</id><password>(masked)</password></server>"),
+            (r#"<add key="ClearTextPassword" value="hunter2" />"#, r#"<add key="ClearTextPassword" value="(masked)" />"#),
+            ("https://b.s3.amazonaws.com/k?X-Amz-Signature=0a1b2c3d", "https://b.s3.amazonaws.com/k?X-Amz-Signature=(masked)"),
         ];
         for (input, want) in cases {
             assert_eq!(masked(input), want, "{input}");
