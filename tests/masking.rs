@@ -355,6 +355,9 @@ fn a_data_key_named_key_is_masked_and_a_secret_key_ref_still_shows() {
     assert!(!shown.contains("hunter2"), "{shown}");
     let (set, _) = driftwatch::drift::audit::set_fields(&json!({"data": {"key": "hunter2-c0ffee"}}), &BUILT_IN);
     assert_eq!(set[0].value, "(masked)", "{set:?}");
+    let ops = [json!({"op": "add", "path": "/data/key", "value": "hunter2-c0ffee"})];
+    let (set, _) = driftwatch::drift::audit::json_patch_fields(&ops, None, &BUILT_IN);
+    assert_eq!((set[0].path.as_str(), set[0].value.as_str()), ("data.key", "(masked)"), "{set:?}");
     let reference = json!({"spec": {"template": {"spec": {"containers": [{"name": "app", "env": [
         {"name": "DB_USER", "valueFrom": {"secretKeyRef": {"name": "db", "key": "username"}}}]}]}}}});
     let (set, _) = driftwatch::drift::audit::set_fields(&reference, &BUILT_IN);

@@ -457,6 +457,10 @@ fn pointer_to_field_path(pointer: &str, after: Option<&Value>, mask: &Masker) ->
     if name_of_unknown && shown == Shown::UnlessHarmless {
         shown = Shown::Text;
     }
+    // A data key is looked at whole, without the reference exemption (`/data/key`).
+    if mask.path(&path) {
+        shown = Shown::Masked;
+    }
     (path, shown, keyed)
 }
 
