@@ -176,3 +176,228 @@ fn the_reviews_env_and_args_reproduction_shows_the_change_not_the_value() {
     assert!(shown.contains(&("spec.template.spec.containers[app].args", "(masked: a list of 1)")), "{shown:?}");
     assert!(!serde_json::to_string(&d).unwrap().contains("hunter2"));
 }
+
+/// Credentials inside text (issue 52 item 6, review N9): the shapes a person puts in an
+/// env file, a script, a connection string or a tool's configuration held in a
+/// ConfigMap or a command line, each holding the secret `s` (a random base62 token for
+/// the high-entropy shape is passed as `s` itself).
+fn text_shapes(s: &str) -> Vec<String> {
+    [
+        "DB_PASS={s}",
+        "export API_TOKEN=\"{s}\"",
+        "set PGPASSWORD={s}",
+        "$env:DB_PASSWORD = \"{s}\"",
+        "curl -fsS -u deploy:{s} https://deploy.example.com/hook",
+        "curl --user=deploy:{s} https://deploy.example.com/hook",
+        "curl -H \"Authorization: Bearer {s}\" https://api.example.com",
+        "Authorization: Basic {s}",
+        "psql \"postgres://app:{s}@db:5432/shop\"",
+        "MONGO_URL=mongodb+srv://admin:{s}@cluster0.example.net/db",
+        "redis://:{s}@cache:6379/0",
+        "git clone https://x-access-token:{s}@github.com/org/repo.git",
+        "Server=db;Database=shop;User Id=sa;Password={s};",
+        "DefaultEndpointsProtocol=https;AccountName=x;AccountKey={s};EndpointSuffix=core.windows.net",
+        "jdbc:mysql://db:3306/shop?user=app&password={s}",
+        "{\"auths\":{\"registry.example.com\":{\"auth\":\"{s}\"}}}",
+        "//registry.npmjs.org/:_authToken={s}",
+        "password = {s}",
+        "machine api.example.com login deploy password {s}",
+        "aws_secret_access_key: {s}",
+        "client-key-data: {s}",
+        "GITHUB_TOKEN: \"{s}\"",
+        "password: |\n  {s}\n  {s}",
+        "-----BEGIN OPENSSH PRIVATE KEY-----\nb3Blbn{s}\n{s}\n-----END OPENSSH PRIVATE KEY-----",
+        "\"private_key\": \"-----BEGIN PRIVATE KEY-----\\nMIIE{s}\\n-----END PRIVATE KEY-----\\n\"",
+        "wget --password {s} https://x.example.com",
+        "app serve --client-secret={s} --verbose",
+        "mysql -uroot -p{s} shop",
+        "redis-cli -a {s} ping",
+        "sshpass -p {s} ssh deploy@host",
+        "GH=ghp_{s}{s}",
+        "SLACK=xoxb-{s}",
+        "JWT=eyJhbGciOiJIUzI1NiJ9.eyJ{s}.{s}",
+        "STRIPE=sk_live_{s}",
+        "<server><id>registry</id><password>{s}</password></server>",
+        "<add key=\"ClearTextPassword\" value=\"{s}\" />",
+        "curl https://b.s3.amazonaws.com/k?X-Amz-Signature={s}",
+        "x {s} y",
+    ]
+    .iter()
+    .map(|t| t.replace("{s}", s))
+    .collect()
+}
+
+/// The index of the shape that holds a bare random token (checked with one).
+const RANDOM_SHAPE: usize = 37;
+
+/// Harmless lines: kept exactly as they are wherever the masker outputs them.
+const HARMLESS: &[&str] = &[
+    "LOG_LEVEL=debug",
+    "server.port=8080",
+    "set -euo pipefail",
+    "echo \"starting $APP\"",
+    "curl -fsS https://example.com/healthz",
+    "image: registry.example.com/team/app:1.2.3",
+    "digest: sha256:4b825dc642cb6eb9a060e54bf8d69288fbee4904a2b1c7d8e9f00112233445566",
+    "commit=1a2b3c4d5e6f7a8b9c0d1e2f3a4b5c6d7e8f9a0b",
+    "DB_HOST=db.internal",
+    "DB_USER=app",
+    "username = deploy",
+    "replicas: 3",
+    "timeout: 30s",
+    "key: app.kubernetes.io/name",
+    "secretName: tls-cert",
+    "path=/var/lib/app/data",
+    "[section]",
+    "# deploy script",
+    "FEATURE_FLAGS=a,b,c",
+    "DB_PASS=${DB_PASS}",
+    "podName=payments-api-7d9f8c6b5-x2k4q",
+];
+
+/// A harmless line: one of [`HARMLESS`], or a random `KEY=value` whose key names no
+/// credential.
+fn arb_harmless() -> impl Strategy<Value = String> {
+    prop_oneof![
+        proptest::sample::select(HARMLESS).prop_map(str::to_string),
+        ("[A-Z][A-Z_]{2,11}", "[a-z0-9.\\-]{1,16}")
+            .prop_filter("a key that names no credential", |(k, _)| !BUILT_IN.name(k))
+            .prop_map(|(k, v)| format!("{k}={v}")),
+    ]
+}
+
+/// Every place the masker writes text that a person wrote: the text itself, a
+/// ConfigMap's data key in the diff (both sides), what a merge patch and a JSON patch
+/// set as data, a script in `args` and an env value, and a value shown.
+fn everywhere(text: &str, harmless: &str) -> Vec<String> {
+    let mut out = vec![BUILT_IN.text(text).into_owned(), BUILT_IN.show(&json!(text), false, 100_000)];
+    let mut git = config_map();
+    git["data"]["app.env"] = json!(harmless);
+    let mut live = git.clone();
+    live["data"]["app.env"] = json!(text);
+    for (g, l) in [(&git, &live), (&live, &git)] {
+        let d = diff_of(Some(g), l.clone(), "data", "app.env", 100_000, &BUILT_IN);
+        out.push(serde_json::to_string(&d).unwrap_or_default());
+    }
+    let (set, _) = driftwatch::drift::audit::set_fields(&json!({"data": {"app.env": text}}), &BUILT_IN);
+    out.extend(set.into_iter().map(|f| f.value));
+    let ops = [json!({"op": "replace", "path": "/data/app.env", "value": text})];
+    let (set, _) = driftwatch::drift::audit::json_patch_fields(&ops, Some(&live), &BUILT_IN);
+    out.extend(set.into_iter().map(|f| f.value));
+    let container = json!({"spec": {"template": {"spec": {"containers": [{"name": "app",
+        "args": ["sh", "-c", text], "env": [{"name": "SCRIPT", "value": text}]}]}}}});
+    let (set, _) = driftwatch::drift::audit::set_fields(&container, &BUILT_IN);
+    out.extend(set.into_iter().map(|f| f.value));
+    out
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: CASES, failure_persistence: None, ..ProptestConfig::default() })]
+
+    /// Credential shapes planted at random places among harmless lines: no secret
+    /// survives anywhere the masker outputs, and every harmless line is shown exactly as
+    /// it was (in the text and in the diff, where nothing is cut).
+    #[test]
+    fn credentials_inside_text_never_survive_and_harmless_lines_are_kept(
+        harmless in proptest::collection::vec(arb_harmless(), 0..12),
+        planted in proptest::collection::vec((0usize..RANDOM_SHAPE + 1, any::<proptest::sample::Index>(), arb_secret()), 1..5),
+        random in "[A-Za-z0-9]{40}",
+        crlf in any::<bool>(),
+    ) {
+        prop_assert_eq!(text_shapes("x").len(), RANDOM_SHAPE + 1);
+        prop_assert!(text_shapes("x")[RANDOM_SHAPE] == "x x y");
+        let mut lines: Vec<String> = harmless.clone();
+        let mut secrets = Vec::new();
+        for (shape, at, secret) in &planted {
+            let s = if *shape == RANDOM_SHAPE { random.clone() } else { secret.clone() };
+            let line = text_shapes(&s).swap_remove(*shape);
+            lines.insert(at.index(lines.len() + 1), line);
+            secrets.push(s);
+        }
+        let eol = if crlf { "\r\n" } else { "\n" };
+        let text = lines.join(eol) + eol;
+        for shown in everywhere(&text, &harmless.join(eol)) {
+            for s in &secrets {
+                prop_assert!(!shown.contains(s.as_str()), "{s} survived in {shown:?}\nfrom {text:?}");
+            }
+        }
+        let masked = BUILT_IN.text(&text);
+        for h in &harmless {
+            prop_assert!(masked.lines().any(|l| l == h), "{h:?} changed: {masked:?}");
+        }
+    }
+}
+
+/// The review's two confirmed leaks and their neighbours, line by line: the changed
+/// lines show with their values masked, the harmless change beside them as it is.
+#[test]
+fn an_env_file_and_a_script_show_their_lines_with_only_the_values_masked() {
+    let env = "LOG_LEVEL=debug\nDB_HOST=db\nDB_PASS=hunter2-c0ffee\n";
+    assert_eq!(BUILT_IN.text(env), "LOG_LEVEL=debug\nDB_HOST=db\nDB_PASS=(masked)\n");
+    let script = "#!/bin/sh\ncurl -u deploy:hunter2-c0ffee https://ci/hook\npsql postgres://app:hunter2-c0ffee@db/shop -c 'select 1'\n";
+    assert_eq!(
+        BUILT_IN.text(script),
+        "#!/bin/sh\ncurl -u deploy:(masked) https://ci/hook\npsql postgres://app:(masked)@db/shop -c 'select 1'\n"
+    );
+}
+
+/// Review N9: under `data.` the name `key` is a file, not a reference to a Secret's
+/// key, so its value is masked in the diff and in what a request set; a
+/// `secretKeyRef`'s `key` (what the exemption is for) still shows which key it names.
+#[test]
+fn a_data_key_named_key_is_masked_and_a_secret_key_ref_still_shows() {
+    let git = config_map();
+    let mut live = git.clone();
+    live["data"]["key"] = json!("hunter2-c0ffee");
+    let d = diff_of(Some(&git), live, "data", "key", 120, &BUILT_IN);
+    let shown = serde_json::to_string(&d).unwrap();
+    assert!(d.changes.iter().any(|c| c.path == "data.key" && c.live == "(masked)"), "{shown}");
+    assert!(!shown.contains("hunter2"), "{shown}");
+    let (set, _) = driftwatch::drift::audit::set_fields(&json!({"data": {"key": "hunter2-c0ffee"}}), &BUILT_IN);
+    assert_eq!(set[0].value, "(masked)", "{set:?}");
+    let ops = [json!({"op": "add", "path": "/data/key", "value": "hunter2-c0ffee"})];
+    let (set, _) = driftwatch::drift::audit::json_patch_fields(&ops, None, &BUILT_IN);
+    assert_eq!((set[0].path.as_str(), set[0].value.as_str()), ("data.key", "(masked)"), "{set:?}");
+    let reference = json!({"spec": {"template": {"spec": {"containers": [{"name": "app", "env": [
+        {"name": "DB_USER", "valueFrom": {"secretKeyRef": {"name": "db", "key": "username"}}}]}]}}}});
+    let (set, _) = driftwatch::drift::audit::set_fields(&reference, &BUILT_IN);
+    let key = set.iter().find(|f| f.path.ends_with("secretKeyRef.key")).map(|f| f.value.as_str());
+    assert_eq!(key, Some("username"), "{set:?}");
+}
+
+/// Review N9: a JSON patch the API server refused has a `Status` for its response
+/// object, so env items are addressed by index with no object to name them: a value
+/// under such an item is masked unless harmless by shape, the item's name shows, and
+/// an item added whole is judged by its own name.
+#[test]
+fn a_refused_json_patch_masks_env_values_addressed_by_index() {
+    let status = json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "Forbidden", "code": 403});
+    let env = "/spec/template/spec/containers/0/env";
+    let ops = [
+        json!({"op": "replace", "path": format!("{env}/0/value"), "value": "hunter2-c0ffee"}),
+        json!({"op": "replace", "path": format!("{env}/1/value"), "value": "debug"}),
+        json!({"op": "replace", "path": format!("{env}/2/name"), "value": "DB_PASS"}),
+        json!({"op": "add", "path": format!("{env}/-"), "value": {"name": "DB_PASS", "value": "hunter2-c0ffee"}}),
+        json!({"op": "add", "path": format!("{env}/-"), "value": {"name": "MODE", "value": "fast"}}),
+        json!({"op": "add", "path": format!("{env}/-"), "value": {"value": "hunter2-c0ffee"}}),
+        json!({"op": "replace", "path": "/spec/template/spec/containers/0/args/1", "value": "hunter2-c0ffee"}),
+        json!({"op": "replace", "path": "/spec/template/spec/containers/0/args/2", "value": "--verbose"}),
+    ];
+    for after in [Some(&status), None] {
+        let (set, _) = driftwatch::drift::audit::json_patch_fields(&ops, after, &BUILT_IN);
+        let got: Vec<(&str, &str)> = set.iter().map(|f| (f.path.as_str(), f.value.as_str())).collect();
+        assert!(!format!("{set:?}").contains("hunter2"), "{got:?}");
+        let c = "spec.template.spec.containers[0]";
+        for want in [
+            (format!("{c}.env[0].value"), "(masked)"),
+            (format!("{c}.env[1].value"), "debug"),
+            (format!("{c}.env[2].name"), "DB_PASS"),
+            (format!("{c}.env[-].value"), "(masked)"),
+            (format!("{c}.env[-].name"), "MODE"),
+            (format!("{c}.env[-].value"), "fast"),
+            (format!("{c}.args[2]"), "--verbose"),
+        ] {
+            assert!(got.contains(&(want.0.as_str(), want.1)), "{want:?} in {got:?}");
+        }
+    }
+}

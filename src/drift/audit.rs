@@ -10,7 +10,7 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::mask::Masker;
+use super::mask::{Masker, harmless};
 
 /// At most this many attempts are kept per Application in the window (the oldest go).
 pub const MAX_ATTEMPTS_PER_APP: usize = 16;
@@ -330,7 +330,7 @@ pub fn set_fields(body: &Value, mask: &Masker) -> (Vec<SetField>, bool) {
         return (Vec::new(), false);
     }
     let mut sink = Sink { out: Vec::new(), truncated: false, mask };
-    sink.walk(body, String::new(), false, false, 0);
+    sink.walk(body, String::new(), Shown::Text, false, 0);
     (sink.out, sink.truncated)
 }
 
@@ -362,12 +362,12 @@ pub fn json_patch_fields(ops: &[Value], after: Option<&Value>, mask: &Masker) ->
         if not_a_change("", first) || not_a_change(first, second) {
             continue;
         }
-        let (path, masked, keyed) = pointer_to_field_path(pointer, after, mask);
+        let (path, shown, keyed) = pointer_to_field_path(pointer, after, mask);
         let mark = |text: &str, out: &mut Vec<SetField>| {
-            out.push(SetField { path: path.clone(), value: if masked { MASKED.to_string() } else { text.to_string() } })
+            out.push(SetField { path: path.clone(), value: if shown == Shown::Masked { MASKED.to_string() } else { text.to_string() } })
         };
         match (kind, op.get("value")) {
-            ("add" | "replace", Some(v)) => sink.walk(v, path.clone(), masked, keyed, 1),
+            ("add" | "replace", Some(v)) => sink.walk(v, path.clone(), shown, keyed, 1),
             ("remove", _) => mark("(removed)", &mut sink.out),
             ("move", _) => mark("(moved)", &mut sink.out),
             ("copy", _) => mark("(copied)", &mut sink.out),
@@ -378,24 +378,65 @@ pub fn json_patch_fields(ops: &[Value], after: Option<&Value>, mask: &Masker) ->
     (sink.out, sink.truncated)
 }
 
+/// How the values at a place of a request are shown, weakest first (places combine by
+/// the strongest).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Shown {
+    /// Their text, credential-shaped parts masked.
+    Text,
+    /// Masked unless harmless by shape (`drift::mask::harmless`), or a flag (its text
+    /// masked): the values of an env list item, or a command-line word, whose name or
+    /// neighbour is not known (a refused JSON patch, whose response is a `Status`,
+    /// gives no object to look them up in).
+    UnlessHarmless,
+    /// `(masked)`: under a credential's name.
+    Masked,
+}
+
+/// The lists whose items are env vars, named by `name`.
+fn env_list(segment: &str) -> bool {
+    matches!(segment, "env")
+}
+
+/// The lists whose items are command-line words.
+fn word_list(segment: &str) -> bool {
+    matches!(segment, "args" | "command")
+}
+
 /// A JSON pointer (`/spec/template/spec/containers/0/securityContext`) as a field path
 /// (`spec.template.spec.containers[app].securityContext`), following `after` to name
-/// list items; whether a segment looks like a credential's name; whether the last
+/// list items; how its values are shown (masked under a credential's name, or unless
+/// harmless under an env item or command word not found in `after`); whether the last
 /// segment is a list item named by its `name` (which is then no change of its own).
-fn pointer_to_field_path(pointer: &str, after: Option<&Value>, mask: &Masker) -> (String, bool, bool) {
+fn pointer_to_field_path(pointer: &str, after: Option<&Value>, mask: &Masker) -> (String, Shown, bool) {
     let mut path = String::new();
-    let mut masked = false;
+    let mut shown = Shown::Text;
     let mut keyed = false;
     let mut node = after;
+    let mut parent = String::new();
+    let mut unknown_item = false;
+    let mut name_of_unknown = false;
     for raw in pointer.split('/').skip(1) {
         let seg = raw.replace("~1", "/").replace("~0", "~");
+        name_of_unknown = std::mem::take(&mut unknown_item) && seg == "name";
         match node {
             Some(Value::Array(items)) => {
                 let index = if seg == "-" { items.len().checked_sub(1) } else { seg.parse::<usize>().ok() };
                 let item = index.and_then(|i| items.get(i));
                 let name = item.and_then(|i| i.get("name")).and_then(Value::as_str);
                 keyed = name.is_some();
-                masked |= name.is_some_and(|n| mask.name(n));
+                if name.is_some_and(|n| mask.name(n)) {
+                    shown = Shown::Masked;
+                }
+                // `["--password", "hunter2"]`, `["-u", "deploy:hunter2"]`: the word before.
+                let before = index.and_then(|i| i.checked_sub(1)).and_then(|i| items.get(i)).and_then(Value::as_str);
+                if before.is_some_and(|f| mask.masks_next(f, item.and_then(Value::as_str).unwrap_or(":"))) {
+                    shown = Shown::Masked;
+                }
+                if (item.is_none() || (name.is_none() && env_list(&parent))) && (env_list(&parent) || word_list(&parent)) {
+                    shown = shown.max(Shown::UnlessHarmless);
+                    unknown_item = true;
+                }
                 path.push_str(&format!("[{}]", name.unwrap_or(&seg)));
                 node = item;
             }
@@ -403,18 +444,35 @@ fn pointer_to_field_path(pointer: &str, after: Option<&Value>, mask: &Masker) ->
                 keyed = false;
                 if seg.parse::<usize>().is_ok() || seg == "-" {
                     path.push_str(&format!("[{seg}]"));
+                    // The object after the write is not known (or is the refusal's
+                    // `Status`): an env item's name and a word's neighbour are not either.
+                    if env_list(&parent) || word_list(&parent) {
+                        shown = shown.max(Shown::UnlessHarmless);
+                        unknown_item = true;
+                    }
                 } else {
                     if !path.is_empty() {
                         path.push('.');
                     }
                     path.push_str(&seg);
-                    masked |= mask.name(&seg);
+                    if mask.name(&seg) {
+                        shown = Shown::Masked;
+                    }
                 }
                 node = node.and_then(|n| n.get(&seg));
             }
         }
+        parent = seg;
     }
-    (path, masked, keyed)
+    // `replace /env/0/name`: the name itself is shown (it is what tells the item).
+    if name_of_unknown && shown == Shown::UnlessHarmless {
+        shown = Shown::Text;
+    }
+    // A data key is looked at whole, without the reference exemption (`/data/key`).
+    if mask.path(&path) {
+        shown = Shown::Masked;
+    }
+    (path, shown, keyed)
 }
 
 /// Whether `key` under `parent` (a field path; empty at the top) is no change of the
@@ -429,21 +487,31 @@ fn not_a_change(parent: &str, key: &str) -> bool {
 
 impl Sink<'_> {
     /// `keyed`: `v` is a list item addressed by its `name` (which is then no change);
-    /// `masked`: under a credential's name, so every value below shows `(masked)`.
-    fn walk(&mut self, v: &Value, path: String, masked: bool, keyed: bool, depth: usize) {
+    /// `shown`: how the values below show (`Masked` under a credential's name).
+    fn walk(&mut self, v: &Value, path: String, shown: Shown, keyed: bool, depth: usize) {
         if self.out.len() >= MAX_SET_FIELDS {
             self.truncated = true;
             return;
         }
         let mask = self.mask;
         let leaf = |value: &str, out: &mut Vec<SetField>| {
-            let shown = if masked { MASKED.to_string() } else { clip(&mask.text(value), MAX_VALUE_CHARS) };
+            let shown = match shown {
+                Shown::Masked => MASKED.to_string(),
+                Shown::UnlessHarmless if !harmless(value) && !value.starts_with('-') => MASKED.to_string(),
+                _ => clip(&mask.text(value), MAX_VALUE_CHARS),
+            };
             out.push(SetField { path: path.clone(), value: shown });
         };
         match v {
             Value::Object(m) if !m.is_empty() && depth < 32 => {
-                // An env var (or any name/value pair) whose name looks like a credential.
-                let named_secret = m.get("name").and_then(Value::as_str).is_some_and(|n| mask.name(n));
+                // An env var (or any name/value pair) whose name looks like a credential;
+                // an item whose place did not tell its name is told by its own.
+                let name = m.get("name").and_then(Value::as_str);
+                let shown = match name {
+                    Some(n) if mask.name(n) => Shown::Masked,
+                    Some(_) if shown == Shown::UnlessHarmless => Shown::Text,
+                    _ => shown,
+                };
                 for (k, child) in m {
                     if not_a_change(&path, k) {
                         continue;
@@ -452,18 +520,26 @@ impl Sink<'_> {
                         continue;
                     }
                     let p = if path.is_empty() { k.clone() } else { format!("{path}.{k}") };
-                    let under = masked || named_secret || mask.name(k) || (p.starts_with("data.") && mask.path(&p));
+                    let named = mask.name(k) || (p.starts_with("data.") && mask.path(&p));
+                    let under = if named { Shown::Masked } else { shown };
                     self.walk(child, p, under, false, depth + 1);
                 }
             }
             Value::Array(items) if !items.is_empty() && depth < 32 => {
-                let mut after_flag = false;
+                let env = path.ends_with(".env") || path == "env";
                 for (i, item) in items.iter().enumerate() {
                     let name = item.get("name").and_then(Value::as_str);
                     let key = name.map_or_else(|| i.to_string(), str::to_string);
-                    // `["--password", "hunter2"]`: the flag's value is the next item.
-                    let under = masked || after_flag || name.is_some_and(|n| mask.name(n));
-                    after_flag = item.as_str().is_some_and(|s| mask.flag(s));
+                    // `["--password", "hunter2"]`, `["-u", "deploy:hunter2"]`: the word before.
+                    let before = i.checked_sub(1).and_then(|b| items[b].as_str());
+                    let after_flag = before.is_some_and(|f| mask.masks_next(f, item.as_str().unwrap_or(":")));
+                    let under = if after_flag || name.is_some_and(|n| mask.name(n)) {
+                        Shown::Masked
+                    } else if env && name.is_none() {
+                        shown.max(Shown::UnlessHarmless)
+                    } else {
+                        shown
+                    };
                     self.walk(item, format!("{path}[{key}]"), under, name.is_some(), depth + 1);
                 }
             }

@@ -6,12 +6,14 @@
 //!   credential (`DB_PASSWORD`, `MYSQL_PWD`, `SENTRY_DSN`, `tls.key`, `KEY`, …) has its
 //!   value masked whole. Kubernetes fields that only *name* a secret (`secretKeyRef`,
 //!   `secretName`, a selector's `key`, …) are not credentials and stay readable.
-//! - **By shape**: wherever a string sits, credential-shaped parts of it are masked in
-//!   place: the password in a URL's userinfo (`postgres://app:(masked)@db`),
-//!   `--password=`-style flags (and `--token x`), `password=` / `password:` /
-//!   `"password": …` lines inside properties, ini, YAML or JSON text, `Bearer`/`Basic`
-//!   credentials, JWTs, PEM private keys and well-known token formats (AWS access
-//!   keys, GitHub, Slack, Google, Stripe), and whatever the operator adds (`diff.mask`).
+//! - **By shape**: wherever a string sits, it is masked line by line and token by
+//!   token (`text`): a line whose key names a credential by the rules above keeps its
+//!   key (`DB_PASS=(masked)`, `password: (masked)`, `"auth": "(masked)"`,
+//!   `Password=(masked);`), a URL's userinfo its user (`postgres://app:(masked)@db`),
+//!   a command line its flags (`curl -u deploy:(masked)`, `--token (masked)`); PEM
+//!   private keys, `Bearer`/`Basic` credentials, JWTs, well-known token formats and long
+//!   random-looking tokens go whole; and whatever the operator adds (`diff.mask`).
+//!   Harmless lines beside them (`LOG_LEVEL=debug`) are left as they are.
 //! - **Recursively**: an object or list that holds a credential anywhere inside (a key
 //!   or item name, a shaped value, a flag followed by its value) is summarised, never
 //!   printed as JSON.
@@ -58,8 +60,25 @@ const FRAGMENTS: &[&str] = &[
 static SQUASHED: std::sync::LazyLock<Vec<String>> = std::sync::LazyLock::new(|| FRAGMENTS.iter().map(|f| f.replace('_', "")).collect());
 /// Words that make a name a credential's when they are a whole word of it
 /// (`MYSQL_PWD`, `DB_PASS`, `SENTRY_DSN`, `tls.key`, `KEY`, `auth-header`).
-const WORDS: &[&str] =
-    &["pwd", "pass", "pw", "key", "dsn", "auth", "private", "cert", "pem", "p12", "pfx", "jks", "cookie", "webhook", "salt", "otp"];
+const WORDS: &[&str] = &[
+    "pwd",
+    "pass",
+    "pw",
+    "key",
+    "dsn",
+    "auth",
+    "private",
+    "cert",
+    "pem",
+    "p12",
+    "pfx",
+    "jks",
+    "cookie",
+    "webhook",
+    "salt",
+    "otp",
+    "signature",
+];
 /// Kubernetes field names that name or reference a secret without holding one.
 const REFERENCES: &[&str] = &[
     "key",
@@ -80,49 +99,11 @@ const REFERENCES: &[&str] = &[
     "privateKeySecretRef",
 ];
 
-/// The name words a credential-shaped `key=value` carries.
-const KEY_WORDS: &str =
-    r"(?:password|passwd|pwd|passphrase|secret|token|api[_.\-]?key|access[_.\-]?key|private[_.\-]?key|credentials?|authorization|auth)";
+mod text;
 
-struct Shapes {
-    /// (pattern, replacement) in order.
-    replace: Vec<(Regex, &'static str)>,
-    /// A command-line flag naming a credential, whose value is the next list item.
-    flag: Regex,
-}
-
-static SHAPES: LazyLock<Shapes> = LazyLock::new(|| {
-    let r = |p: &str| Regex::new(p).unwrap_or_else(|e| unreachable!("built-in mask pattern {p}: {e}"));
-    Shapes {
-        replace: vec![
-            // PEM private keys (also one cut short: to the end of the text).
-            (r(r"-----BEGIN[A-Z0-9 ]*PRIVATE KEY-----(?s:.*?)(?:-----END[A-Z0-9 ]*PRIVATE KEY-----|\z)"), MASKED),
-            // userinfo in a URL or DSN: keep the user, mask the password.
-            (r(r"(?i)\b([a-z][a-z0-9+.\-]*://[^/\s:@]*):[^@\s/]+@"), "${1}:(masked)@"),
-            // Authorization header credentials.
-            (r(r"(?i)\b(bearer|basic|token)(\s+)[A-Za-z0-9\-._~+/]{8,}=*"), "${1}${2}(masked)"),
-            // JWTs.
-            (r(r"\beyJ[A-Za-z0-9_\-]{4,}\.[A-Za-z0-9_\-]{4,}\.[A-Za-z0-9_\-]*"), MASKED),
-            // Well-known token formats.
-            (r(r"\b(?:AKIA|ASIA)[A-Z0-9]{16}\b"), MASKED),
-            (r(r"\b(?:gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{30,})"), MASKED),
-            (r(r"\bxox[abposr]-[A-Za-z0-9\-]{10,}"), MASKED),
-            (r(r"hooks\.slack\.com/services/[A-Za-z0-9/_\-]+"), "hooks.slack.com/services/(masked)"),
-            (r(r"\bAIza[0-9A-Za-z_\-]{35}"), MASKED),
-            (r(r"\b[sr]k_(?:live|test)_[A-Za-z0-9]{16,}"), MASKED),
-            // key=value / key: value / "key": "value" / --flag=value / ?key=value&.
-            (
-                r(&format!(
-                    r#"(?i)((?:^|[\s;,&?{{("'])-{{0,2}}[A-Za-z0-9_.\-]*{KEY_WORDS}[A-Za-z0-9_.\-]*["']?\s*[:=]\s*)(["']?)[^\s"',;&}}]+"#
-                )),
-                "${1}${2}(masked)",
-            ),
-            // --password hunter2
-            (r(&format!(r"(?i)((?:^|\s)--?[A-Za-z0-9_\-]*{KEY_WORDS}[A-Za-z0-9_\-]*\s+)[^\s\-]\S*")), "${1}(masked)"),
-        ],
-        flag: r(&format!(r"(?i)^--?[A-Za-z0-9_\-]*{KEY_WORDS}[A-Za-z0-9_\-]*$")),
-    }
-});
+/// A command-line flag (`--password`, `-token`), its name captured.
+static FLAG: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(r"^--?([A-Za-z0-9_\-]{2,})$").unwrap_or_else(|e| unreachable!("built-in flag pattern: {e}")));
 
 /// Masking rules: the built-in ones and the operator's `diff.mask` patterns.
 #[derive(Debug, Clone, Default)]
@@ -155,9 +136,12 @@ impl Masker {
 
     /// Whether a field, env var, list item or data key name looks like a credential's.
     pub fn name(&self, name: &str) -> bool {
-        if REFERENCES.contains(&name) {
-            return false;
-        }
+        !REFERENCES.contains(&name) && self.names_one(name)
+    }
+
+    /// Whether a name looks like a credential's, the references among them too: a
+    /// ConfigMap's data key `key` holds content, whatever a `secretKeyRef`'s `key` does.
+    fn names_one(&self, name: &str) -> bool {
         let lower = name.to_ascii_lowercase();
         let squashed: String = lower.chars().filter(char::is_ascii_alphanumeric).collect();
         FRAGMENTS.iter().any(|f| lower.contains(f))
@@ -168,11 +152,14 @@ impl Masker {
 
     /// Whether any segment of a field path (`spec.template.spec.containers[app].env[DB_PASS].value`,
     /// `data.tls.key`) names a credential. Under `data`/`stringData`/`binaryData` the
-    /// rest of the path is one key (`tls.key`), looked at whole.
+    /// rest of the path is one key (`tls.key`), looked at whole and without the
+    /// reference exemption: the exemption is for fields that *name* a key of a Secret
+    /// (`secretKeyRef.key`, a selector's `key`, `secretName`), which never sit
+    /// directly under an object's top-level `data`, where `key` or `secrets` is a file.
     pub fn path(&self, path: &str) -> bool {
         for top in ["data.", "stringData.", "binaryData."] {
             if let Some(key) = path.strip_prefix(top)
-                && self.name(key)
+                && self.names_one(key)
             {
                 return true;
             }
@@ -183,17 +170,23 @@ impl Masker {
     /// Whether a list item is a command-line flag naming a credential (`--password`),
     /// whose value is then the next item.
     pub fn flag(&self, s: &str) -> bool {
-        SHAPES.flag.is_match(s)
+        FLAG.captures(s).and_then(|c| c.get(1)).is_some_and(|f| self.name(f.as_str()))
     }
 
-    /// `s` with its credential-shaped parts masked.
+    /// Whether, in a list of command-line words, `next` following `flag` is (or holds) a
+    /// credential: a credential flag's value (`--password`, `hunter2`), or `user:pass`
+    /// after `-u`/`--user` (curl, wget, httpie).
+    pub fn masks_next(&self, flag: &str, next: &str) -> bool {
+        self.flag(flag) || (matches!(flag, "-u" | "--user" | "--proxy-user") && next.contains(':'))
+    }
+
+    /// `s` with its credentials masked, line by line and token by token
+    /// (`drift::mask::text` says which shapes), then the operator's patterns.
     pub fn text<'s>(&self, s: &'s str) -> Cow<'s, str> {
-        let mut out = Cow::Borrowed(s);
-        for (re, with) in &SHAPES.replace {
-            if re.is_match(&out) {
-                out = Cow::Owned(re.replace_all(&out, *with).into_owned());
-            }
-        }
+        let mut out = match text::mask(self, s) {
+            Some(masked) => Cow::Owned(masked),
+            None => Cow::Borrowed(s),
+        };
         for re in &self.extra {
             if re.is_match(&out) {
                 out = Cow::Owned(re.replace_all(&out, MASKED).into_owned());
@@ -223,7 +216,10 @@ impl Masker {
             }),
             Value::Array(items) => {
                 items.iter().any(|i| self.holds(i, depth + 1, budget))
-                    || items.windows(2).any(|w| w[0].as_str().is_some_and(|f| self.flag(f)) && w[1].is_string())
+                    || items.windows(2).any(|w| match (w[0].as_str(), w[1].as_str()) {
+                        (Some(f), Some(next)) => self.masks_next(f, next),
+                        _ => false,
+                    })
             }
             _ => false,
         }
@@ -244,6 +240,21 @@ impl Masker {
             other => crate::text::clip(&other.to_string(), max),
         }
     }
+}
+
+/// Whether a value whose name is not known (an env list item addressed by its index in
+/// a refused JSON patch) is harmless by its shape alone, and so shown: a placeholder
+/// (empty, a boolean, `$(VAR)`, `{{ .x }}`), a short number with an optional unit
+/// (`8080`, `30s`, `512Mi`, `0.5`) or a log level. Anything else is masked.
+pub fn harmless(v: &str) -> bool {
+    let digits = v.trim_end_matches(|c: char| c.is_ascii_alphabetic() || c == '%');
+    let unit = &v[digits.len()..];
+    text::placeholder(v)
+        || (!digits.is_empty()
+            && digits.len() <= 5
+            && digits.chars().all(|c| c.is_ascii_digit() || c == '.')
+            && matches!(unit, "" | "ms" | "s" | "m" | "h" | "d" | "%" | "k" | "M" | "G" | "Ki" | "Mi" | "Gi"))
+        || matches!(v.to_ascii_lowercase().as_str(), "trace" | "debug" | "info" | "warn" | "warning" | "error" | "fatal")
 }
 
 /// What an object or list holding a credential shows instead of its JSON.
@@ -346,7 +357,7 @@ mod tests {
             ("db:\n  password: hunter2\n", "db:\n  password: (masked)\n"),
             (r#"{"user":"a","password":"hunter2"}"#, r#"{"user":"a","password":"(masked)"}"#),
             ("curl -H 'X-Forward: Bearer abcdefghijklmnop'", "curl -H 'X-Forward: Bearer (masked)'"),
-            ("Authorization: Basic dXNlcjpodW50ZXIy", "Authorization: (masked) (masked)"),
+            ("Authorization: Basic dXNlcjpodW50ZXIy", "Authorization: (masked)"),
             ("https://x/cb?token=hunter2&x=1", "https://x/cb?token=(masked)&x=1"),
             ("AKIAABCDEFGHIJKLMNOP", "(masked)"),
         ];
