@@ -495,7 +495,12 @@ fn known_forbidden(forbidden: &ForbiddenKinds, w: &Wanted) -> Option<ReadError> 
     }
 }
 
-async fn read(cluster: &Cluster, settings: &Arc<ReadSettings>, w: &Wanted, in_sync: &SharedInSync) -> Result<Option<Attribution>, ReadError> {
+async fn read(
+    cluster: &Cluster,
+    settings: &Arc<ReadSettings>,
+    w: &Wanted,
+    in_sync: &SharedInSync,
+) -> Result<Option<Attribution>, ReadError> {
     let Some(object) = get_object(cluster, settings.diff.enabled, w).await? else { return Ok(None) };
     // Argo CD's view of the desired state, when its API is configured.
     let argocd = match (&settings.argocd, settings.diff.enabled) {

@@ -129,8 +129,15 @@ pub fn grants(path: &str, value: &serde_json::Value) -> bool {
         "runAsUser" | "runAsGroup" => value.as_f64() == Some(0.0),
         // `runAsNonRoot: false` is what an unset field means.
         "runAsNonRoot" | "readOnlyRootFilesystem" => false,
-        "fsGroup" | "fsGroupChangePolicy" | "supplementalGroups" | "supplementalGroupsPolicy" | "seLinuxChangePolicy" | "localhostProfile"
-        | "runAsUserName" | "gmsaCredentialSpec" | "gmsaCredentialSpecName" => false,
+        "fsGroup"
+        | "fsGroupChangePolicy"
+        | "supplementalGroups"
+        | "supplementalGroupsPolicy"
+        | "seLinuxChangePolicy"
+        | "localhostProfile"
+        | "runAsUserName"
+        | "gmsaCredentialSpec"
+        | "gmsaCredentialSpecName" => false,
         "procMount" => value.as_str() != Some("Default"),
         "type" if matches!(parent, "seccompProfile" | "appArmorProfile") => value.as_str() == Some("Unconfined"),
         _ => true,

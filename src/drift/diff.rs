@@ -39,8 +39,8 @@ mod paths;
 mod security;
 
 pub use paths::key_label;
-pub use security::{InSync, MAX_RECORDED};
 use paths::{Seg, display, locate, owned_paths};
+pub use security::{InSync, MAX_RECORDED};
 
 /// The annotation client-side apply keeps the applied object in.
 pub const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
@@ -278,7 +278,8 @@ pub fn compute(mut input: Input<'_>) -> ResourceDiff {
         }
         None => Vec::new(),
     };
-    let mut w = Walk { raw: Vec::new(), seen: HashSet::new(), total: 0, visited, cut: false, security: false, kind_class: input.kind_class };
+    let mut w =
+        Walk { raw: Vec::new(), seen: HashSet::new(), total: 0, visited, cut: false, security: false, kind_class: input.kind_class };
     if let Some(d) = &desired {
         w.desired(d, Some(&live), &mut String::new(), &mut Vec::new(), 0);
     }
@@ -661,7 +662,10 @@ mod tests {
         );
         assert!(d.changes[0].security && !d.changes[1].security);
         assert_eq!(d.changes[1].time, "2026-12-03T09:00:00Z");
-        assert_eq!((d.more, d.note.as_str()), (0, ""));
+        assert_eq!(d.more, 0);
+        // Git's value of a security field is never taken from the annotation, and the
+        // note says so.
+        assert!(d.security && d.note.contains("argocd:"), "{}", d.note);
         assert!(!serde_json::to_string(&d).unwrap().contains("hunter2"), "a credential never shows");
     }
 

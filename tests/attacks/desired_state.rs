@@ -125,7 +125,11 @@ mod on_a_real_api_server {
             .flat_map(|r| r["changes"].as_array().cloned().unwrap_or_default())
             .find(|c| c["path"] == PRIVILEGED)
             .unwrap_or_else(|| panic!("the page names {PRIVILEGED}: {page}"));
-        assert_eq!((change["desired"].as_str(), change["live"].as_str(), change["security"].as_bool()), (Some(desired), Some("true"), Some(true)), "{change}");
+        assert_eq!(
+            (change["desired"].as_str(), change["live"].as_str(), change["security"].as_bool()),
+            (Some(desired), Some("true"), Some(true)),
+            "{change}"
+        );
         let owner = details["attribution"]
             .as_array()
             .into_iter()

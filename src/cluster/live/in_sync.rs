@@ -79,20 +79,23 @@ impl Wanted {
                 let class = classes.class_of(s("group"), s("kind"));
                 let secret = crate::drift::classes::NOT_READ_BY_DEFAULT.contains(&(s("group"), s("kind")));
                 let readable = !s("version").is_empty() && !s("kind").is_empty() && !s("name").is_empty();
-                (readable && !secret && crate::drift::classes::holds_security_values(class) && scope.permits(s("group"), s("kind"), s("namespace")).is_ok())
-                    .then(|| Wanted {
-                        group: s("group").into(),
-                        version: s("version").into(),
-                        kind: s("kind").into(),
-                        namespace: s("namespace").into(),
-                        name: s("name").into(),
-                        class: class.into(),
-                        cluster: cluster.clone(),
-                        app_namespace: meta("namespace"),
-                        app_name: meta("name"),
-                        ignore: ForResource::default(),
-                        notes: Vec::new(),
-                    })
+                (readable
+                    && !secret
+                    && crate::drift::classes::holds_security_values(class)
+                    && scope.permits(s("group"), s("kind"), s("namespace")).is_ok())
+                .then(|| Wanted {
+                    group: s("group").into(),
+                    version: s("version").into(),
+                    kind: s("kind").into(),
+                    namespace: s("namespace").into(),
+                    name: s("name").into(),
+                    class: class.into(),
+                    cluster: cluster.clone(),
+                    app_namespace: meta("namespace"),
+                    app_name: meta("name"),
+                    ignore: ForResource::default(),
+                    notes: Vec::new(),
+                })
             })
             .collect()
     }
@@ -134,7 +137,9 @@ impl LiveFetcher {
                     None
                 } else {
                     match cluster.permits.clone().acquire_owned().await {
-                        Ok(_permit) => tokio::time::timeout(READ_TIMEOUT, get_object(&cluster, true, &w)).await.ok().and_then(Result::ok).flatten(),
+                        Ok(_permit) => {
+                            tokio::time::timeout(READ_TIMEOUT, get_object(&cluster, true, &w)).await.ok().and_then(Result::ok).flatten()
+                        }
                         Err(_) => None,
                     }
                 };

@@ -44,7 +44,15 @@ pub(super) fn leaves<'v>(obj: &'v Value, kind_class: &str, visited: &mut usize) 
     out
 }
 
-fn walk<'v>(node: &'v Value, kind_class: &str, path: &mut String, at: &mut Vec<Step>, depth: usize, out: &mut Vec<Leaf<'v>>, visited: &mut usize) {
+fn walk<'v>(
+    node: &'v Value,
+    kind_class: &str,
+    path: &mut String,
+    at: &mut Vec<Step>,
+    depth: usize,
+    out: &mut Vec<Leaf<'v>>,
+    visited: &mut usize,
+) {
     if *visited >= MAX_VISITED || out.len() >= MAX_LEAVES {
         return;
     }
@@ -101,8 +109,12 @@ impl InSync {
             return InSync::default();
         }
         let mut visited = 0;
-        let digests =
-            leaves(obj, kind_class, &mut visited).iter().filter(|l| grants(&l.path, l.value)).take(MAX_RECORDED).map(|l| digest(&l.path, l.value)).collect();
+        let digests = leaves(obj, kind_class, &mut visited)
+            .iter()
+            .filter(|l| grants(&l.path, l.value))
+            .take(MAX_RECORDED)
+            .map(|l| digest(&l.path, l.value))
+            .collect();
         InSync { digests }
     }
 
@@ -177,9 +189,10 @@ mod tests {
     }
 
     fn privileged(d: &ResourceDiff) -> Option<(String, String, String)> {
-        d.changes.iter().find(|c| c.path == "spec.template.spec.containers[app].securityContext.privileged").map(|c| {
-            (c.desired.clone(), c.live.clone(), c.manager.clone())
-        })
+        d.changes
+            .iter()
+            .find(|c| c.path == "spec.template.spec.containers[app].securityContext.privileged")
+            .map(|c| (c.desired.clone(), c.live.clone(), c.manager.clone()))
     }
 
     /// Review N3 (b): the writer rewrites the last-applied annotation in the same patch
@@ -217,7 +230,8 @@ mod tests {
     /// was read, and only as it was; a hardening value grants nothing and is no drift.
     #[test]
     fn values_read_in_sync_are_kept_and_hardening_is_not_drift() {
-        let git = json!({"name": "app", "image": "api:1", "securityContext": {"capabilities": {"add": ["NET_ADMIN"]}, "runAsNonRoot": true}});
+        let git =
+            json!({"name": "app", "image": "api:1", "securityContext": {"capabilities": {"add": ["NET_ADMIN"]}, "runAsNonRoot": true}});
         let synced = deployment(json!({}), json!([]), git.clone());
         let recorded = InSync::of(&synced, "workload");
         assert_eq!(recorded.len(), 1, "only what grants something is recorded");
