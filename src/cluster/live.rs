@@ -12,6 +12,11 @@
 //! client, discovery cache, refused kinds and permits. A spoke whose client could not
 //! be built answers every read with that error, at once.
 //!
+//! Desired state the writer does not control: without Argo CD's API, the security
+//! values of a workload are Git's only as driftwatch itself read them while Argo CD
+//! reported the resource Synced ([`LiveFetcher::record_in_sync`], once per revision),
+//! never as the object's own annotations or manager names say (`drift::diff`).
+//!
 //! Least privilege: Secrets are not read unless `attribution.readSecrets` opts in (RBAC
 //! cannot grant a metadata-only `get`; read, their data is only ever shown as
 //! changed), and a kind the API server refuses (403) is remembered for
@@ -31,13 +36,15 @@ use tokio::sync::{Mutex, Semaphore, mpsc};
 use crate::config::clusters::{DiffSettings, Target};
 use crate::drift::Drift;
 use crate::drift::attribution::{Attribution, live_key};
-use crate::drift::diff::{self, DesiredSource};
+use crate::drift::diff::{self, DesiredSource, InSync};
 use crate::drift::ignore::{ForResource, IgnoreRules};
 use crate::metrics::METRICS;
 
 mod analysis;
+mod in_sync;
 
 pub use analysis::{analyse, offline_attribution};
+use in_sync::{SharedInSync, lock};
 
 /// At most this many resources are remembered (fresh or not); past it the oldest go.
 pub const MAX_CACHED: usize = 10_000;
@@ -272,6 +279,7 @@ pub struct LiveFetcher {
     by_app: HashMap<String, BTreeSet<String>>,
     refs: HashMap<String, usize>,
     ttl: Duration,
+    in_sync: SharedInSync,
 }
 
 /// What [`LiveFetcher::request`] did.
@@ -319,6 +327,7 @@ impl LiveFetcher {
             by_app: HashMap::new(),
             refs: HashMap::new(),
             ttl,
+            in_sync: SharedInSync::default(),
         };
         (f, rx)
     }
@@ -370,6 +379,8 @@ impl LiveFetcher {
         };
         for k in now.difference(&before) {
             *self.refs.entry(k.clone()).or_default() += 1;
+            // An in-sync read still on its way may read the drift: it is not kept.
+            lock(&self.in_sync).in_flight.remove(k);
         }
         for k in before.difference(&now) {
             let n = self.refs.get_mut(k).map(|n| {
@@ -407,7 +418,7 @@ impl LiveFetcher {
             }
             self.pending.insert(key, BTreeSet::from([app.to_string()]));
             out.started += 1;
-            let (results, settings) = (self.results.clone(), self.settings.clone());
+            let (results, settings, in_sync) = (self.results.clone(), self.settings.clone(), self.in_sync.clone());
             let Some(cluster) = self.clusters.get(&w.cluster).cloned() else {
                 // Configured by a reload after start-up: no client until a restart.
                 let why = format!("cluster {} was configured after start-up: live reads from it need a restart", w.cluster_label());
@@ -425,7 +436,7 @@ impl LiveFetcher {
                 } else {
                     match cluster.permits.clone().acquire_owned().await {
                         // A hung request must not hold a permit for long.
-                        Ok(_permit) => match tokio::time::timeout(READ_TIMEOUT, read(&cluster, &settings, &w)).await {
+                        Ok(_permit) => match tokio::time::timeout(READ_TIMEOUT, read(&cluster, &settings, &w, &in_sync)).await {
                             Ok(r) => r,
                             Err(_) => Err(ReadError::Failed(format!("no answer within {READ_TIMEOUT:?}"))),
                         },
@@ -484,7 +495,40 @@ fn known_forbidden(forbidden: &ForbiddenKinds, w: &Wanted) -> Option<ReadError> 
     }
 }
 
-async fn read(cluster: &Cluster, settings: &Arc<ReadSettings>, w: &Wanted) -> Result<Option<Attribution>, ReadError> {
+async fn read(
+    cluster: &Cluster,
+    settings: &Arc<ReadSettings>,
+    w: &Wanted,
+    in_sync: &SharedInSync,
+) -> Result<Option<Attribution>, ReadError> {
+    let Some(object) = get_object(cluster, settings.diff.enabled, w).await? else { return Ok(None) };
+    // Argo CD's view of the desired state, when its API is configured.
+    let argocd = match (&settings.argocd, settings.diff.enabled) {
+        (Some(api), true) => Some(
+            api.target(&super::argocd::Resource {
+                app_namespace: &w.app_namespace,
+                app_name: &w.app_name,
+                group: &w.group,
+                version: &w.version,
+                kind: &w.kind,
+                namespace: &w.namespace,
+                name: &w.name,
+            })
+            .await,
+        ),
+        _ => None,
+    };
+    let recorded = lock(in_sync).by_key.get(&w.key()).map(|(_, v)| v.clone());
+    let what = format!("{} {}/{}", w.kind, w.namespace, w.name);
+    let (settings, w) = (settings.clone(), w.clone());
+    tokio::task::spawn_blocking(move || Some(analyse(&object, &settings, &w, argocd, recorded.as_deref())))
+        .await
+        .map_err(|e| ReadError::Failed(format!("diffing {what}: {e}")))
+}
+
+/// The live object `w` names (`full`: the whole object, else its metadata), `None`
+/// when it does not exist; a 403 is remembered for the kind.
+async fn get_object(cluster: &Cluster, full: bool, w: &Wanted) -> Result<Option<Value>, ReadError> {
     let client = cluster.client.as_ref().map_err(|e| ReadError::Failed(e.clone()))?;
     let gvk = GroupVersionKind::gvk(&w.group, &w.version, &w.kind);
     let known = cluster.discovery.lock().await.get(&gvk).cloned();
@@ -504,48 +548,27 @@ async fn read(cluster: &Cluster, settings: &Arc<ReadSettings>, w: &Wanted) -> Re
         Scope::Namespaced => Api::namespaced_with(client.clone(), &w.namespace, &ar),
     };
     METRICS.live_reads.inc();
-    let got = if settings.diff.enabled {
+    let got = if full {
         api.get_opt(&w.name).await.map(|o| o.map(|o| serde_json::to_value(&o)))
     } else {
         api.get_metadata_opt(&w.name).await.map(|o| o.map(|o| serde_json::to_value(&o)))
     };
-    let object = match got {
-        Ok(Some(Ok(v))) => v,
-        Ok(Some(Err(e))) => return Err(ReadError::Failed(e.to_string())),
-        Ok(None) => return Ok(None),
+    match got {
+        Ok(Some(Ok(v))) => Ok(Some(v)),
+        Ok(Some(Err(e))) => Err(ReadError::Failed(e.to_string())),
+        Ok(None) => Ok(None),
         Err(kube::Error::Api(status)) if status.is_forbidden() => {
             let mut kinds = cluster.forbidden.lock().unwrap_or_else(|p| p.into_inner());
             if kinds.len() < MAX_FORBIDDEN_KINDS {
                 kinds.insert((w.group.clone(), w.kind.clone()), (ar.plural.clone(), Instant::now() + FORBIDDEN_BACKOFF));
             }
-            return Err(ReadError::Forbidden { group: w.group.clone(), resource: ar.plural.clone() });
+            Err(ReadError::Forbidden { group: w.group.clone(), resource: ar.plural.clone() })
         }
         Err(e) => {
             let why = format!("reading {} {}/{} in {}: {e}", w.kind, w.namespace, w.name, w.cluster_label());
-            return Err(if matches!(e, kube::Error::Api(_)) { ReadError::Refused(why) } else { ReadError::Failed(why) });
+            Err(if matches!(e, kube::Error::Api(_)) { ReadError::Refused(why) } else { ReadError::Failed(why) })
         }
-    };
-    // Argo CD's view of the desired state, when its API is configured.
-    let argocd = match (&settings.argocd, settings.diff.enabled) {
-        (Some(api), true) => Some(
-            api.target(&super::argocd::Resource {
-                app_namespace: &w.app_namespace,
-                app_name: &w.app_name,
-                group: &w.group,
-                version: &w.version,
-                kind: &w.kind,
-                namespace: &w.namespace,
-                name: &w.name,
-            })
-            .await,
-        ),
-        _ => None,
-    };
-    let what = format!("{} {}/{}", w.kind, w.namespace, w.name);
-    let (settings, w) = (settings.clone(), w.clone());
-    tokio::task::spawn_blocking(move || Some(analyse(&object, &settings, &w, argocd)))
-        .await
-        .map_err(|e| ReadError::Failed(format!("diffing {what}: {e}")))
+    }
 }
 
 #[cfg(test)]
@@ -675,11 +698,11 @@ mod tests {
             ignore: Default::default(),
             notes: Vec::new(),
         };
-        let a = analyse(&live, &settings, &w, Some(Ok(Some(target))));
+        let a = analyse(&live, &settings, &w, Some(Ok(Some(target))), None);
         let d = a.diff.unwrap();
         assert_eq!(d.source, crate::drift::diff::DesiredSource::Argocd);
         assert_eq!((d.changes[0].path.as_str(), d.changes[0].desired.as_str(), d.changes[0].live.as_str()), ("spec.replicas", "3", "7"));
-        let a = analyse(&live, &settings, &w, Some(Err("Argo CD API answered 503".into())));
+        let a = analyse(&live, &settings, &w, Some(Err("Argo CD API answered 503".into())), None);
         let d = a.diff.unwrap();
         assert_eq!(d.source, crate::drift::diff::DesiredSource::NotKnown, "no last-applied annotation to fall back on");
         assert!(d.note.contains("503"), "{}", d.note);

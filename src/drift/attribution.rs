@@ -145,6 +145,43 @@ pub fn attribute(object: &Value, class: &str, ignore: &[String]) -> Attribution 
     Attribution { managers, security, not_read: None, diff: None }
 }
 
+/// Names the owners of security values no trusted desired state gives (the diff's
+/// `security`): a manager's name is whatever the client sent, so Argo CD's names are
+/// listed here like anyone's, with the operation and time of their `managedFields`
+/// entry. `changes` are the diff's listed fields; the list keeps managers that changed
+/// a security field first when it is cut at [`MAX_MANAGERS`].
+pub fn name_unverified(a: &mut Attribution, object: &Value, changes: &[super::diff::FieldChange]) {
+    let entries = object.at("/metadata/managedFields").and_then(Value::as_array).map(Vec::as_slice).unwrap_or_default();
+    for c in changes.iter().filter(|c| c.security && ARGOCD_MANAGERS.contains(&c.manager.as_str())) {
+        if let Some(m) = a.managers.iter_mut().find(|m| m.manager == c.manager) {
+            if !m.security_fields.contains(&c.path) && m.security_fields.len() < MAX_FIELDS_PER_MANAGER {
+                m.fields.push(c.path.clone());
+                m.security_fields.push(c.path.clone());
+            }
+            continue;
+        }
+        let s = |e: &Value, k: &str| e.get(k).and_then(Value::as_str).unwrap_or_default().to_string();
+        // The manager's latest entry that is not a status writer's.
+        let operation = entries
+            .iter()
+            .filter(|e| s(e, "manager") == c.manager && s(e, "subresource") != "status")
+            .max_by_key(|e| s(e, "time"))
+            .map(|e| s(e, "operation"))
+            .unwrap_or_default();
+        a.managers.push(Manager {
+            manager: c.manager.clone(),
+            operation,
+            time: c.time.clone(),
+            fields: vec![c.path.clone()],
+            security_fields: vec![c.path.clone()],
+            truncated: false,
+        });
+    }
+    a.managers.sort_by(|x, y| x.security_fields.is_empty().cmp(&y.security_fields.is_empty()).then_with(|| y.time.cmp(&x.time)));
+    a.managers.truncate(MAX_MANAGERS);
+    a.security = true;
+}
+
 /// Fields every writer touches that say nothing about drift.
 fn is_bookkeeping(path: &str) -> bool {
     path.starts_with("status")

@@ -86,6 +86,64 @@ pub fn is_security_field(class: &str, path: &str) -> bool {
     }
 }
 
+/// Whether a resource of `class` keeps its security fields as values inside the object
+/// (a pod template's `securityContext`, `hostPath`...), which only a trusted desired
+/// state may call Git's (`drift::diff`). The kinds whose whole drift is a security
+/// matter (`rbac`, `network-policy`, `admission`) are judged by their class; a
+/// ConfigMap's keys, a CRD's schema and a Secret's data are not pod settings.
+pub fn holds_security_values(class: &str) -> bool {
+    matches!(class, "workload" | "other" | "security-context")
+}
+
+/// Whether the value at a security field `path` (a leaf: a scalar or a list of scalars)
+/// grants something compared with the field not being set: `privileged: true`, a
+/// capability added, a host namespace, a `hostPath`, user or group 0, an unmasked
+/// `/proc`, an unconfined seccomp or AppArmor profile. Hardening values (`runAsNonRoot:
+/// true`, `allowPrivilegeEscalation: false`, `capabilities.drop`,
+/// `readOnlyRootFilesystem`, `seccompProfile: RuntimeDefault`, a non-zero user) grant
+/// nothing; a field this list does not know grants whatever it holds, so a new field
+/// fails closed.
+pub fn grants(path: &str, value: &serde_json::Value) -> bool {
+    use serde_json::Value;
+    let unset = match value {
+        Value::Null | Value::Bool(false) => true,
+        Value::String(s) => s.is_empty(),
+        Value::Array(a) => a.is_empty(),
+        Value::Object(m) => m.is_empty(),
+        Value::Number(_) | Value::Bool(true) => false,
+    };
+    if unset {
+        return false;
+    }
+    let segs: Vec<&str> = path_segments(path).collect();
+    let leaf = segs.last().copied().unwrap_or_default();
+    let parent = segs.len().checked_sub(2).and_then(|i| segs.get(i)).copied().unwrap_or_default();
+    if segs.contains(&"hostPath") {
+        return true;
+    }
+    if parent == "capabilities" {
+        return leaf != "drop";
+    }
+    match leaf {
+        "privileged" | "hostNetwork" | "hostPID" | "hostIPC" | "allowPrivilegeEscalation" | "hostProcess" => value == &Value::Bool(true),
+        "runAsUser" | "runAsGroup" => value.as_f64() == Some(0.0),
+        // `runAsNonRoot: false` is what an unset field means.
+        "runAsNonRoot" | "readOnlyRootFilesystem" => false,
+        "fsGroup"
+        | "fsGroupChangePolicy"
+        | "supplementalGroups"
+        | "supplementalGroupsPolicy"
+        | "seLinuxChangePolicy"
+        | "localhostProfile"
+        | "runAsUserName"
+        | "gmsaCredentialSpec"
+        | "gmsaCredentialSpecName" => false,
+        "procMount" => value.as_str() != Some("Default"),
+        "type" if matches!(parent, "seccompProfile" | "appArmorProfile") => value.as_str() == Some("Unconfined"),
+        _ => true,
+    }
+}
+
 /// The field names of a path (`a.b[x].c` -> `a`, `b`, `c`).
 fn path_segments(path: &str) -> impl Iterator<Item = &str> {
     path.split('.').map(|s| s.split('[').next().unwrap_or_default()).filter(|s| !s.is_empty())
@@ -161,5 +219,42 @@ mod tests {
             ClassMap::with_rules(&[ClassRule { group: String::new(), kind: "X".into(), class: "loud".into() }]).unwrap_err().class
                 == "loud"
         );
+    }
+
+    /// What a security value grants is judged against the field not being set: a
+    /// hardening value is not a new permission, whoever wrote it.
+    #[test]
+    fn hardening_values_grant_nothing_and_unknown_fields_fail_closed() {
+        use serde_json::json;
+        let c = "spec.template.spec.containers[app].securityContext";
+        for (field, value) in [
+            ("privileged", json!(true)),
+            ("allowPrivilegeEscalation", json!(true)),
+            ("capabilities.add", json!(["NET_ADMIN"])),
+            ("runAsUser", json!(0)),
+            ("procMount", json!("Unmasked")),
+            ("seccompProfile.type", json!("Unconfined")),
+            ("seLinuxOptions.type", json!("spc_t")),
+            ("windowsOptions.hostProcess", json!(true)),
+        ] {
+            assert!(grants(&format!("{c}.{field}"), &value), "{field}: {value}");
+        }
+        for (field, value) in [
+            ("privileged", json!(false)),
+            ("allowPrivilegeEscalation", json!(false)),
+            ("capabilities.drop", json!(["ALL"])),
+            ("capabilities.add", json!([])),
+            ("runAsUser", json!(1000)),
+            ("runAsNonRoot", json!(true)),
+            ("readOnlyRootFilesystem", json!(true)),
+            ("procMount", json!("Default")),
+            ("seccompProfile.type", json!("RuntimeDefault")),
+        ] {
+            assert!(!grants(&format!("{c}.{field}"), &value), "{field}: {value}");
+        }
+        assert!(grants("spec.template.spec.hostNetwork", &json!(true)));
+        assert!(grants("spec.template.spec.volumes[data].hostPath.path", &json!("/")));
+        assert!(!grants("spec.template.spec.securityContext.fsGroup", &json!(2000)));
+        assert!(holds_security_values("workload") && !holds_security_values("rbac") && !holds_security_values("crd"));
     }
 }

@@ -10,29 +10,37 @@
 //! and the changed fields are listed with their live values and `(not known)` — never
 //! guessed.
 //!
-//! Two walks make the list: the desired object's leaves, each compared with the live
-//! value at the same place (list items matched by `name`), and the fields a manager
-//! other than Argo CD's owns in `managedFields` that the desired object does not have
-//! (`privileged: (not set) -> true`) — fields the API server defaults are owned by no
-//! such manager, so they are not noise. `spec.ignoreDifferences` is applied to both
+//! Three walks make the list: the desired object's leaves, each compared with the live
+//! value at the same place (list items matched by `name`); the live object's security
+//! values (`diff/security.rs`), each Git's only when a trusted desired state (Argo CD's
+//! API) has it, or, without one, when driftwatch read the same value while Argo CD
+//! reported the resource Synced — never because the object's own last-applied
+//! annotation or a manager name says so; and the fields a manager other than Argo CD's
+//! owns in `managedFields` that the desired object does not have (`privileged: (not
+//! set) -> true`) — fields the API server defaults are owned by no such manager, so
+//! they are not noise. `spec.ignoreDifferences` is applied to both
 //! objects first (`drift::ignore`), so an ignored field is neither shown nor counted.
 //! Values are masked by name and by shape on both sides (`drift::mask`: a credential's
 //! field, env var or data key, a DSN's password, a `--token=` flag, a PEM key, an object
 //! holding any of them summarised), a Secret's data is only ever `(changed)`, and everything is bounded: fields shown per resource
 //! (the rest counted in `more`), characters per value, nodes visited, depth.
 
+use std::collections::HashSet;
+
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::classes::{ARGOCD_MANAGERS, is_security_field};
+use super::classes::{ARGOCD_MANAGERS, grants, holds_security_values, is_security_field};
 use super::ignore::{ForResource, Step, remove_all};
 use super::mask::Masker;
 use crate::json::Pointer;
 
 mod paths;
+mod security;
 
 pub use paths::key_label;
 use paths::{Seg, display, locate, owned_paths};
+pub use security::{InSync, MAX_RECORDED};
 
 /// The annotation client-side apply keeps the applied object in.
 pub const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
@@ -79,6 +87,13 @@ impl DesiredSource {
             DesiredSource::NotKnown => "not-known",
         }
     }
+
+    /// Whether the writer of the object cannot have chosen it: Argo CD's API is
+    /// trusted; the object's own last-applied annotation is written by whoever writes
+    /// the object.
+    pub fn trusted(self) -> bool {
+        self == DesiredSource::Argocd
+    }
 }
 
 /// One changed field (`drift.resources[].changes[]`).
@@ -117,6 +132,11 @@ pub struct ResourceDiff {
     /// leaves them out too); not kept.
     #[serde(skip)]
     pub ignored: Vec<String>,
+    /// A security value that grants something is set live and no trusted desired state
+    /// gives it (Git lacks it, or Git is not known and driftwatch did not read it in
+    /// sync): a security drift, whoever owns the field. Counted before the cut.
+    #[serde(skip)]
+    pub security: bool,
 }
 
 /// Bounds of one diff.
@@ -152,6 +172,9 @@ pub struct Input<'a> {
     pub mask: &'a Masker,
     /// Notes so far (the desired source's trouble, ignore rules that were refused).
     pub notes: Vec<String>,
+    /// The security values driftwatch read from the object while Argo CD reported it
+    /// Synced, when it did: without a trusted desired state, the only ones taken as Git's.
+    pub in_sync: Option<&'a InSync>,
 }
 
 /// The desired object in the live object's last-applied annotation: `Ok(None)` when
@@ -221,7 +244,8 @@ pub fn compute(mut input: Input<'_>) -> ResourceDiff {
                 // when it created the object — except a security field with a value Git
                 // does not have (`--field-manager=argocd-controller` setting
                 // `privileged`): that is listed like anyone else's (below).
-                if desired.is_some() {
+                // Kept to name the owner of a value the security walk below lists.
+                {
                     let time = s("time");
                     for segs in paths.into_iter().filter(|p| is_security_field(input.kind_class, &display(p))) {
                         if argocd_security.len() < MAX_OWNED {
@@ -254,14 +278,32 @@ pub fn compute(mut input: Input<'_>) -> ResourceDiff {
         }
         None => Vec::new(),
     };
-    let mut w = Walk { raw: Vec::new(), total: 0, visited, cut: false, kind_class: input.kind_class };
+    let mut w =
+        Walk { raw: Vec::new(), seen: HashSet::new(), total: 0, visited, cut: false, security: false, kind_class: input.kind_class };
     if let Some(d) = &desired {
         w.desired(d, Some(&live), &mut String::new(), &mut Vec::new(), 0);
+    }
+    let holds = holds_security_values(input.kind_class);
+    if holds {
+        let kept = w.security_values(&live, desired.as_ref(), source.trusted(), input.in_sync);
+        if !source.trusted() && (kept > 0 || w.security) {
+            notes.push(format!(
+                "security values are Git's only by Argo CD's API (argocd:), which is not used here: {kept} unchanged since driftwatch read \
+                 the object in sync taken as Git's, any other shown with its Git value (not known)"
+            ));
+        }
     }
     let unset = |v: &Value| {
         v.is_null() || v == &Value::Bool(false) || v.as_object().is_some_and(|m| m.is_empty()) || v.as_array().is_some_and(|a| a.is_empty())
     };
+    // Argo CD's names list a security field Git lacks only against a desired object;
+    // without a trusted one the security walk has judged the values that grant
+    // something, whoever owns them.
+    let list_argocd = desired.is_some() && (source.trusted() || !holds);
     for (o, argocd) in owned.iter().map(|o| (o, false)).chain(argocd_security.iter().map(|o| (o, true))) {
+        if argocd && !list_argocd {
+            continue;
+        }
         if w.visited >= MAX_VISITED {
             w.cut = true;
             break;
@@ -320,7 +362,7 @@ pub fn compute(mut input: Input<'_>) -> ResourceDiff {
         })
         .collect::<Vec<_>>();
     notes.dedup();
-    ResourceDiff { source, more: total.saturating_sub(changes.len()), changes, note: notes.join("; "), ignored }
+    ResourceDiff { source, more: total.saturating_sub(changes.len()), changes, note: notes.join("; "), ignored, security: w.security }
 }
 
 /// What the two values show: masked by name and shape (`drift::mask`), a Secret's data
@@ -343,18 +385,70 @@ fn values(r: &Raw<'_>, secret: bool, max: usize, mask: &Masker) -> (String, Stri
 
 struct Walk<'k> {
     raw: Vec<Raw<'k>>,
+    /// The paths listed so far: a field two walks find is listed once.
+    seen: HashSet<String>,
     total: usize,
     visited: usize,
     cut: bool,
+    /// A listed change sets a security value that grants something (`ResourceDiff::security`).
+    security: bool,
     kind_class: &'k str,
 }
 
 impl<'a> Walk<'a> {
     fn push(&mut self, r: Raw<'a>) {
+        if self.seen.len() < MAX_VISITED && !self.seen.insert(r.path.clone()) {
+            return;
+        }
         self.total += 1;
+        self.note_security(&r);
         if self.raw.len() < MAX_COLLECTED {
             self.raw.push(r);
         }
+    }
+
+    fn note_security(&mut self, r: &Raw<'a>) {
+        if r.security && holds_security_values(self.kind_class) && matches!(r.live, Shown::Value(v) if grants(&r.path, v)) {
+            self.security = true;
+        }
+    }
+
+    /// The live object's security values that grant something and that no trusted
+    /// desired state gives: with one (`trusted`), those it lacks (it has the others,
+    /// compared by the desired walk); without one, those driftwatch did not read as
+    /// they are while the resource was Synced (`in_sync`). Where the untrusted desired
+    /// object (the last-applied annotation) has a value it is the writer's, so the Git
+    /// value is `(not known)`; where it has none, `(not set)` as it says. Returns how
+    /// many were taken as Git's from `in_sync`.
+    fn security_values(&mut self, live: &'a Value, desired: Option<&'a Value>, trusted: bool, in_sync: Option<&InSync>) -> usize {
+        let found = security::leaves(live, self.kind_class, &mut self.visited);
+        let in_desired: HashSet<String> = match desired {
+            Some(d) => security::leaves(d, self.kind_class, &mut self.visited).into_iter().map(|l| l.path).collect(),
+            None => HashSet::new(),
+        };
+        let mut kept = 0;
+        for leaf in found.into_iter().filter(|l| grants(&l.path, l.value)) {
+            let desired = if trusted {
+                if in_desired.contains(&leaf.path) {
+                    continue;
+                }
+                Shown::NotSet
+            } else {
+                if in_sync.is_some_and(|r| r.holds(&leaf.path, leaf.value)) {
+                    kept += 1;
+                    continue;
+                }
+                if let Some(i) = self.raw.iter().position(|r| r.path == leaf.path) {
+                    self.raw[i].desired = Shown::NotKnown;
+                    self.security = true;
+                    continue;
+                }
+                if desired.is_some() && !in_desired.contains(&leaf.path) { Shown::NotSet } else { Shown::NotKnown }
+            };
+            self.security = true;
+            self.push(Raw { path: leaf.path, at: leaf.at, desired, live: Shown::Value(leaf.value), security: true });
+        }
+        kept
     }
 
     /// Walks the desired node `d` with the live node at the same place; `path` and `at`
@@ -543,6 +637,7 @@ mod tests {
             limits,
             mask: &Masker::default(),
             notes: Vec::new(),
+            in_sync: None,
         })
     }
 
@@ -567,7 +662,10 @@ mod tests {
         );
         assert!(d.changes[0].security && !d.changes[1].security);
         assert_eq!(d.changes[1].time, "2026-12-03T09:00:00Z");
-        assert_eq!((d.more, d.note.as_str()), (0, ""));
+        assert_eq!(d.more, 0);
+        // Git's value of a security field is never taken from the annotation, and the
+        // note says so.
+        assert!(d.security && d.note.contains("argocd:"), "{}", d.note);
         assert!(!serde_json::to_string(&d).unwrap().contains("hunter2"), "a credential never shows");
     }
 
@@ -588,10 +686,18 @@ mod tests {
             (privileged.desired.as_str(), privileged.live.as_str(), privileged.manager.as_str()),
             (NOT_SET, "true", "argocd-controller")
         );
-        assert!(privileged.security);
+        assert!(privileged.security && d.security);
+        // Review N3: without the annotation (server-side apply, or deleted in the same
+        // patch) nothing says what Git has, and the manager's name proves nothing.
         obj["metadata"]["annotations"] = json!({});
         let unknown = run(&obj, &ForResource::default(), Limits::default());
-        assert!(unknown.changes.iter().all(|c| c.manager != "argocd-controller"), "{:?}", shown(&unknown));
+        let privileged = unknown.changes.iter().find(|c| c.path.ends_with("securityContext.privileged")).expect("listed");
+        assert_eq!(
+            (privileged.desired.as_str(), privileged.live.as_str(), privileged.manager.as_str()),
+            (NOT_KNOWN, "true", "argocd-controller")
+        );
+        assert!(unknown.security);
+        assert!(unknown.changes.iter().all(|c| c.manager != "argocd-controller" || c.security), "{:?}", shown(&unknown));
     }
 
     #[test]
@@ -639,6 +745,7 @@ mod tests {
             limits: Limits::default(),
             mask: &Masker::default(),
             notes: Vec::new(),
+            in_sync: None,
         });
         assert_eq!(shown(&d), vec![("data.password".into(), HIDDEN.into(), CHANGED.into(), String::new())]);
         assert!(!serde_json::to_string(&d).unwrap().contains("b2xk"));

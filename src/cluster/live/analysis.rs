@@ -48,12 +48,21 @@ pub fn offline_attribution<'a>(
     };
     let settings =
         ReadSettings { read_secrets: true, ignore_managers: rt.attribution.ignore_managers.clone(), diff: rt.diff.clone(), argocd: None };
-    (key, analyse(object, &settings, &wanted, None))
+    // A file is no reading of the cluster in sync: its security values are Git's only
+    // by what a trusted desired state says, and a file has none.
+    (key, analyse(object, &settings, &wanted, None, None))
 }
 
 /// The attribution of a live object and, with `diff.enabled`, its summarized diff
-/// (CPU work: on a blocking thread).
-pub fn analyse(object: &Value, settings: &ReadSettings, w: &Wanted, argocd: Option<Result<Option<Value>, String>>) -> Attribution {
+/// (CPU work: on a blocking thread). `in_sync`: the security values driftwatch read
+/// from the object while Argo CD reported it Synced, when it did.
+pub fn analyse(
+    object: &Value,
+    settings: &ReadSettings,
+    w: &Wanted,
+    argocd: Option<Result<Option<Value>, String>>,
+    in_sync: Option<&diff::InSync>,
+) -> Attribution {
     let mut a = crate::drift::attribution::attribute(object, &w.class, &settings.ignore_managers);
     if !settings.diff.enabled {
         return a;
@@ -84,6 +93,7 @@ pub fn analyse(object: &Value, settings: &ReadSettings, w: &Wanted, argocd: Opti
         limits: settings.diff.limits,
         mask: &settings.diff.mask,
         notes,
+        in_sync,
     });
     METRICS.diffs.inc(d.source.as_str());
     // What ignoreDifferences ignores is not drift for the attribution either.
@@ -96,9 +106,14 @@ pub fn analyse(object: &Value, settings: &ReadSettings, w: &Wanted, argocd: Opti
         a.security = a.managers.iter().any(|m| !m.security_fields.is_empty());
     }
     // A security field the live object has and Git does not makes it a security drift,
-    // whoever owns it (a manager's name proves nothing).
+    // whoever owns it (a manager's name proves nothing); so does a security value that
+    // grants something with no trusted desired state to call it Git's, and the manager
+    // that owns it is named, Argo CD's names too.
     a.security |=
         d.changes.iter().any(|c| c.security && c.desired == diff::NOT_SET && !matches!(c.live.as_str(), "false" | "{}" | "[]" | "null"));
+    if d.security {
+        crate::drift::attribution::name_unverified(&mut a, object, &d.changes);
+    }
     a.diff = Some(d);
     a
 }

@@ -6,6 +6,21 @@
 use super::*;
 
 impl Core {
+    /// The live reads an evaluation of `app` asks for: its drifted resources' (who,
+    /// the diff), and the in-sync reading of the resources Argo CD reports Synced (their
+    /// security values, the desired state for them without `argocd:`), within its
+    /// AppProject.
+    pub(super) fn request_live(&mut self, key: &str, app: &App, drift: &crate::drift::Drift, target: &crate::config::clusters::Target) {
+        let Some(live) = self.live.as_mut() else { return };
+        let wanted = crate::cluster::live::Wanted::from_drift(drift, target, &app.object);
+        let r = live.request(key, wanted, || crate::drift::ignore::IgnoreRules::of(&app.object));
+        self.inputs.live_forgotten(r.forgotten);
+        let rt = &self.pipeline.runtime;
+        let (server, name) = rt.destination_of(&app.object);
+        let scope = self.inputs.scope(app).resolved(&server, &name);
+        live.record_in_sync(&app.object, crate::cluster::live::Wanted::in_sync(&app.object, target, &scope, &rt.classes));
+    }
+
     /// A live object was read: update its attribution and diff and re-evaluate the
     /// Applications waiting for it when it changed what is known.
     pub(super) fn live_read(&mut self, fetched: crate::cluster::live::Fetched) {

@@ -504,11 +504,7 @@ impl Core {
             }
         }
         self.note_outside_project(&key, app, &eval.drift);
-        if let Some(live) = self.live.as_mut() {
-            let wanted = crate::cluster::live::Wanted::from_drift(&eval.drift, &eval.target, &app.object);
-            let r = live.request(&key, wanted, || crate::drift::ignore::IgnoreRules::of(&app.object));
-            self.inputs.live_forgotten(r.forgotten);
-        }
+        self.request_live(&key, app, &eval.drift, &eval.target);
         for n in &eval.notifications {
             METRICS.fired.inc(&n.trigger);
         }
