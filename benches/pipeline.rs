@@ -347,10 +347,10 @@ fn diff_benches() {
     };
     println!("diff input: a Deployment of {} bytes", live.to_string().len());
     let plain = wanted("Deployment", "workload", &json!({}));
-    let d = analyse(&live, &settings, &plain, None).diff.expect("diffed");
+    let d = analyse(&live, &settings, &plain, None, None).diff.expect("diffed");
     assert_eq!(d.changes.len(), 2, "{:?}", d.changes);
     measure("diff: one drifted Deployment (attribution + diff)", 20_000, || {
-        black_box(analyse(black_box(&live), &settings, &plain, None));
+        black_box(analyse(black_box(&live), &settings, &plain, None, None));
     });
     let ignoring = wanted(
         "Deployment",
@@ -359,7 +359,7 @@ fn diff_benches() {
             "jqPathExpressions": [".spec.template.spec.containers[] | select(.name | startswith(\"c1\")) | .env"]}]}}),
     );
     measure("diff: the same with ignoreDifferences (pointer + jq)", 20_000, || {
-        black_box(analyse(black_box(&live), &settings, &ignoring, None));
+        black_box(analyse(black_box(&live), &settings, &ignoring, None, None));
     });
     let desired: serde_json::Map<String, Value> = (0..10_000).map(|i| (format!("key-{i}"), json!("a".repeat(40)))).collect();
     let data: serde_json::Map<String, Value> = (0..10_000).map(|i| (format!("key-{i}"), json!("b".repeat(40)))).collect();
@@ -368,7 +368,7 @@ fn diff_benches() {
     println!("diff input: a ConfigMap of {} bytes, 10,000 changed keys", big.to_string().len());
     let cm = wanted("ConfigMap", "config", &json!({}));
     measure("diff: 1 MB ConfigMap, 10,000 changed fields (20 kept)", 50, || {
-        black_box(analyse(black_box(&big), &settings, &cm, None));
+        black_box(analyse(black_box(&big), &settings, &cm, None, None));
     });
 }
 
