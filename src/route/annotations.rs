@@ -39,7 +39,7 @@ pub const MAX_SCALAR_BYTES: usize = 256 * 1024;
 pub const MAX_PAIRS: usize = 16 * 1024;
 
 /// Marks the refusal of a list past [`MAX_LIST_ITEMS`] in the parser's message.
-const LIST_TOO_LONG: &str = "more items in a list than a subscription annotation may have";
+pub(super) const LIST_TOO_LONG: &str = "more items in a list than a subscription annotation may have";
 
 /// Why an annotation was refused: the label of
 /// `driftwatch_subscription_annotations_refused_total`.

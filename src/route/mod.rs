@@ -174,4 +174,6 @@ impl Router {
 }
 
 #[cfg(test)]
+use annotations::LIST_TOO_LONG;
+#[cfg(test)]
 mod tests;
