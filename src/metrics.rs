@@ -528,6 +528,8 @@ impl Metrics {
             ("driftwatch_malformed_objects", "counter", &["kind"]),
             ("driftwatch_evaluations", "counter", &[]),
             ("driftwatch_subscriptions_capped", "counter", &[]),
+            ("driftwatch_subscription_annotations_refused", "counter", &["reason"]),
+            ("driftwatch_evaluations_refused", "counter", &[]),
             ("driftwatch_triggers_fired", "counter", &["trigger"]),
             ("driftwatch_notifications_sent", "counter", &["kind"]),
             ("driftwatch_notifications_failed", "counter", &["kind", "reason"]),
@@ -626,7 +628,7 @@ mod tests {
         for f in [&m.events, &m.malformed, &m.fired, &m.sent, &m.watch_restarts, &m.episodes, &m.live_reads_forbidden, &m.diffs] {
             f.inc("x");
         }
-        for f in [&m.audit_events, &m.audit_requests, &m.audit_dropped, &m.break_glass, &m.reloads] {
+        for f in [&m.audit_events, &m.audit_requests, &m.audit_dropped, &m.break_glass, &m.reloads, &m.annotations_refused] {
             f.inc("x");
         }
         m.failed.inc("x:y");

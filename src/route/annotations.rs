@@ -261,8 +261,7 @@ fn subscriptions_list(key: &str, value: &str, pairs_left: usize) -> Result<(Vec<
     }
     let mut subs = Vec::new();
     for s in list {
-        let triggers: Vec<Option<String>> =
-            if s.trigger.0.is_empty() { vec![None] } else { s.trigger.0.into_iter().map(Some).collect() };
+        let triggers: Vec<Option<String>> = if s.trigger.0.is_empty() { vec![None] } else { s.trigger.0.into_iter().map(Some).collect() };
         for t in &triggers {
             for d in &s.destinations.0 {
                 subs.push(RawSubscription { trigger: t.clone(), service: d.service.clone(), recipients: d.recipients.0.clone() });

@@ -148,7 +148,10 @@ fn annotations_past_the_limits_are_capped_and_reported() {
         "- trigger: [on-health-degraded, on-sync-failed]\n  destinations:\n    - service: slack\n      recipients: [{}]\n",
         channels(9)
     );
-    let annotations = [("notifications.argoproj.io/subscriptions", yaml.as_str()), ("notifications.argoproj.io/subscribe.on-sync-failed.slack", "c09;c10")];
+    let annotations = [
+        ("notifications.argoproj.io/subscriptions", yaml.as_str()),
+        ("notifications.argoproj.io/subscribe.on-sync-failed.slack", "c09;c10"),
+    ];
     let got = r.subscriptions(&app(&annotations, &[]), None);
     assert_eq!(got.subs.values().map(BTreeSet::len).sum::<usize>(), 2 + 2 * 8, "ten destinations kept");
     assert!(got.capped.unwrap().contains("0 trigger(s) and 1 recipient(s) ignored"), "distinct recipients, not occurrences");

@@ -119,7 +119,11 @@ fn a_tenant_value_past_postgresqls_key_bound_never_fails_the_store() {
     let long = "0123456789abcdef".repeat(132);
     assert!(long.len() > 2_100);
     let subscribed = |name: &str, rev: &str, recipient: &str| {
-        AppBuilder::new(name).sync("OutOfSync", rev).healthy().annotate("notifications.argoproj.io/subscribe.on-drift.hook", recipient).build()
+        AppBuilder::new(name)
+            .sync("OutOfSync", rev)
+            .healthy()
+            .annotate("notifications.argoproj.io/subscribe.on-drift.hook", recipient)
+            .build()
     };
     api.apply(subscribed("long-once-per", &long, ""));
     api.apply(subscribed("long-recipient", REV1, &long));
