@@ -195,6 +195,13 @@ pub struct Metrics {
     pub evaluations: Counter,
     /// Evaluations whose Application's subscription annotations went past the limits.
     pub subscriptions_capped: Counter,
+    /// Subscription annotations refused, by `reason` (`malformed`: not the annotation's
+    /// format; `limits`: past the bounds applied while it is parsed), counted once per
+    /// Application and refusal (again when what is refused changes).
+    pub annotations_refused: Family,
+    /// Evaluation passes the state store refused to write for what they held (a key
+    /// too long): that Application's pass fails, the store stays open.
+    pub passes_refused: Counter,
     /// Conditions that held and produced a notification, by `trigger`.
     pub fired: Family,
     /// Delivered notifications, by destination `kind`.
@@ -308,6 +315,8 @@ impl Metrics {
             malformed: Family::new("kind"),
             evaluations: Counter::default(),
             subscriptions_capped: Counter::default(),
+            annotations_refused: Family::new("reason"),
+            passes_refused: Counter::default(),
             fired: Family::new("trigger"),
             sent: Family::new("kind"),
             failed: Family::with_two("kind", "reason"),
@@ -357,6 +366,16 @@ impl Metrics {
             "driftwatch_subscriptions_capped",
             "Evaluations of an Application whose subscription annotations name more than the limits",
             m.subscriptions_capped.clone(),
+        );
+        r.register(
+            "driftwatch_subscription_annotations_refused",
+            "Subscription annotations refused, by reason (malformed, limits)",
+            m.annotations_refused.family.clone(),
+        );
+        r.register(
+            "driftwatch_evaluations_refused",
+            "Evaluation passes the state store refused to write for what they held",
+            m.passes_refused.clone(),
         );
         r.register("driftwatch_triggers_fired", "Notifications decided, by trigger", m.fired.family.clone());
         r.register("driftwatch_notifications_sent", "Notifications delivered, by destination kind", m.sent.family.clone());
@@ -497,6 +516,7 @@ impl Metrics {
         p.episode_events.iter().for_each(|e| self.episodes.zero(e));
         ["ok", "refused"].iter().for_each(|r| self.reloads.zero(r));
         ["Application", "AppProject"].iter().for_each(|k| self.watch_restarts.zero(k));
+        ["malformed", "limits"].iter().for_each(|r| self.annotations_refused.zero(r));
     }
 
     /// Gives a service a queue-depth series (0) if it has none yet.
@@ -517,6 +537,8 @@ impl Metrics {
             ("driftwatch_malformed_objects", "counter", &["kind"]),
             ("driftwatch_evaluations", "counter", &[]),
             ("driftwatch_subscriptions_capped", "counter", &[]),
+            ("driftwatch_subscription_annotations_refused", "counter", &["reason"]),
+            ("driftwatch_evaluations_refused", "counter", &[]),
             ("driftwatch_triggers_fired", "counter", &["trigger"]),
             ("driftwatch_notifications_sent", "counter", &["kind"]),
             ("driftwatch_notifications_failed", "counter", &["kind", "reason"]),
@@ -616,7 +638,7 @@ mod tests {
         for f in [&m.events, &m.malformed, &m.fired, &m.sent, &m.watch_restarts, &m.episodes, &m.live_reads_forbidden, &m.diffs] {
             f.inc("x");
         }
-        for f in [&m.audit_events, &m.audit_requests, &m.audit_dropped, &m.break_glass, &m.reloads] {
+        for f in [&m.audit_events, &m.audit_requests, &m.audit_dropped, &m.break_glass, &m.reloads, &m.annotations_refused] {
             f.inc("x");
         }
         m.failed.inc("x:y");

@@ -493,7 +493,16 @@ impl Notification {
             return format!("driftwatch/group/{}", g.instance);
         }
         let app = if self.meta.uid.is_empty() { self.app.as_str() } else { self.meta.uid.as_str() };
-        let suffix = format!(":{}:{}:{}:{}", self.trigger, self.condition_key, self.destination.service, self.destination.recipient);
+        // The record's key holds each part bounded (`state::dedup_key`), so the suffix is
+        // built the same way.
+        use crate::text::key_part;
+        let suffix = format!(
+            ":{}:{}:{}:{}",
+            key_part(&self.trigger),
+            key_part(&self.condition_key),
+            key_part(&self.destination.service),
+            key_part(&self.destination.recipient)
+        );
         match self.record.as_ref().and_then(|r| r.key.strip_suffix(&suffix)).filter(|v| !v.is_empty()) {
             Some(once_per) => {
                 // FNV-1a: short and stable; the key only has to tell values apart.

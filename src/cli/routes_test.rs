@@ -216,7 +216,7 @@ pub fn routes_test(
                     writeln!(out, "    {t} -> {r}  ({when})")?;
                 }
             }
-            for e in annotation_errors.iter().chain(&capped) {
+            for e in annotation_errors.iter().map(ToString::to_string).chain(capped.iter().cloned()) {
                 writeln!(out, "  ! {e}")?;
             }
         }

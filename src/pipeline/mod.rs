@@ -86,8 +86,8 @@ pub struct Evaluation {
     /// the trigger fires again next time it holds.
     pub rearm: Vec<StateRecord>,
     pub skipped: Vec<Skip>,
-    /// Malformed subscription annotations.
-    pub annotation_errors: Vec<String>,
+    /// Refused subscription annotations (malformed, or past the bounds).
+    pub annotation_errors: Vec<crate::route::AnnotationError>,
     /// What the subscription limits dropped (`route::Limits`).
     pub capped: Option<String>,
     /// The Application's stored note changes to this (`None` inside: cleared).

@@ -144,12 +144,13 @@ impl Pipeline {
         let app = s.app;
         let routed = rt.router.subscriptions(app, inputs.projects.get(&app.project));
         let mut subs = routed.subs;
-        out.annotation_errors = routed.errors;
-        // What the limits dropped is kept on the Application (`driftwatch state list`)
-        // when it changes, not written every pass.
-        if s.state.note != routed.capped {
-            out.note = Some(routed.capped.clone());
+        // What the bounds refused and what the limits dropped is kept on the
+        // Application (`driftwatch state list`) when it changes, not written every pass.
+        let note = crate::route::note(&routed.errors, routed.capped.as_deref());
+        if s.state.note != note {
+            out.note = Some(note);
         }
+        out.annotation_errors = routed.errors;
         out.capped = routed.capped;
         if !rt.routes.is_empty() {
             let subject = out.episode.as_ref().map_or_else(|| RouteSubject::from(drift), RouteSubject::from);

@@ -2,20 +2,18 @@
 //! subscription annotations (on the Application and on its AppProject) and config-level
 //! subscriptions with label selectors, merged and de-duplicated per trigger.
 
+mod annotations;
 pub mod selector;
 pub mod tree;
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use serde::Deserialize;
-
 use crate::model::{App, Destination, Project};
+pub use annotations::{AnnotationError, MAX_PAIRS, Refusal, parse_annotations};
 pub use selector::Selector;
 
 /// The annotation namespace Argo CD notifications uses.
 pub const ANNOTATION_PREFIX: &str = "notifications.argoproj.io/";
-const SUBSCRIBE_PREFIX: &str = "notifications.argoproj.io/subscribe.";
-const SUBSCRIPTIONS_KEY: &str = "notifications.argoproj.io/subscriptions";
 
 /// Trigger name -> destinations, ordered for deterministic output.
 pub type Subscriptions = BTreeMap<String, BTreeSet<Destination>>;
@@ -38,12 +36,20 @@ impl Default for Limits {
     }
 }
 
+impl Limits {
+    /// The most (trigger, recipient) pairs one object's annotations may expand to: an
+    /// annotation that would make more is refused before they are made.
+    pub fn max_pairs(self) -> usize {
+        self.max_triggers.saturating_mul(self.max_recipients).min(MAX_PAIRS)
+    }
+}
+
 /// What an Application is subscribed to.
 #[derive(Debug, Default)]
 pub struct AppSubscriptions {
     pub subs: Subscriptions,
-    /// Malformed subscription annotations.
-    pub errors: Vec<String>,
+    /// Refused subscription annotations: malformed, or past the bounds.
+    pub errors: Vec<AnnotationError>,
     /// What [`Limits`] dropped, said once (the Application subscribes to more than it may).
     pub capped: Option<String>,
 }
@@ -67,71 +73,17 @@ pub struct RawSubscription {
     pub recipients: Vec<String>,
 }
 
-#[derive(Debug, Deserialize)]
-struct AnnotationDestination {
-    service: String,
-    #[serde(default)]
-    recipients: Vec<String>,
-}
-
-#[derive(Debug, Deserialize)]
-struct AnnotationSubscription {
-    #[serde(default)]
-    trigger: Vec<String>,
-    #[serde(default)]
-    destinations: Vec<AnnotationDestination>,
-}
-
-/// Reads every subscription annotation. Malformed ones are returned as errors (to be
-/// logged and counted); the others still apply.
-pub fn parse_annotations(annotations: &BTreeMap<String, String>) -> (Vec<RawSubscription>, Vec<String>) {
-    let mut subs = Vec::new();
-    let mut errors = Vec::new();
-    for (key, value) in annotations {
-        if let Some(rest) = key.strip_prefix(SUBSCRIBE_PREFIX) {
-            // `subscribe.<trigger>.<service>`, `subscribe.<service>`, `subscribe..<service>`.
-            let parts: Vec<&str> = rest.split('.').collect();
-            let (trigger, service) = match parts.as_slice() {
-                [service] => (None, *service),
-                ["", service] => (None, *service),
-                [trigger, service] => (Some(trigger.to_string()), *service),
-                _ => {
-                    errors.push(format!("annotation {key}: expected subscribe.<trigger>.<service> or subscribe.<service>"));
-                    continue;
-                }
-            };
-            if service.is_empty() {
-                errors.push(format!("annotation {key}: the service name is empty"));
-                continue;
-            }
-            // As Argo CD: split on `;` and trim; an empty value is one empty recipient.
-            let recipients = value.split(';').map(|r| r.trim().to_string()).collect();
-            subs.push(RawSubscription { trigger, service: service.to_string(), recipients });
-        } else if key == SUBSCRIPTIONS_KEY {
-            match serde_saphyr::from_str::<Vec<AnnotationSubscription>>(value) {
-                Ok(list) => {
-                    for s in list {
-                        let triggers: Vec<Option<String>> =
-                            if s.trigger.is_empty() { vec![None] } else { s.trigger.into_iter().map(Some).collect() };
-                        for t in &triggers {
-                            for d in &s.destinations {
-                                subs.push(RawSubscription {
-                                    trigger: t.clone(),
-                                    service: d.service.clone(),
-                                    recipients: d.recipients.clone(),
-                                });
-                            }
-                        }
-                    }
-                }
-                Err(e) => {
-                    let msg = e.without_snippet().to_string();
-                    errors.push(format!("annotation {key}: {}", msg.lines().next().unwrap_or("invalid YAML")));
-                }
-            }
-        }
+/// What is kept on an Application about its subscription annotations (`driftwatch
+/// state list`): the refused ones (the first few, each clipped), then what the limits
+/// dropped; `None` when neither.
+pub fn note(errors: &[AnnotationError], capped: Option<&str>) -> Option<String> {
+    const SHOWN: usize = 3;
+    let mut parts: Vec<String> = errors.iter().take(SHOWN).map(|e| crate::text::clip(&e.message, 300)).collect();
+    if errors.len() > SHOWN {
+        parts.push(format!("{} more refused", errors.len() - SHOWN));
     }
-    (subs, errors)
+    parts.extend(capped.map(str::to_string));
+    (!parts.is_empty()).then(|| parts.join("; "))
 }
 
 /// Subscriptions from config plus default triggers: everything needed to turn an
@@ -154,11 +106,13 @@ impl Router {
     /// project's and the config, de-duplicated. Also returns annotation errors.
     pub fn subscriptions(&self, app: &App, project: Option<&Project>) -> AppSubscriptions {
         let mut out = Subscriptions::new();
-        let (mut raw, mut errors) = parse_annotations(&app.annotations);
+        // Each object's annotations within the limits: an AppProject's are read again
+        // for every member, so what one costs is bounded as it is parsed.
+        let (mut raw, mut errors) = parse_annotations(&app.annotations, self.limits);
         if let Some(p) = project {
-            let (r, e) = parse_annotations(&p.annotations);
+            let (r, e) = parse_annotations(&p.annotations, self.limits);
             raw.extend(r);
-            errors.extend(e.into_iter().map(|e| format!("project {}: {e}", p.name)));
+            errors.extend(e.into_iter().map(|e| e.in_project(&p.name)));
         }
         // The annotations' destinations, within the limits: a trigger past the first
         // `max_triggers` and a destination past the first `max_recipients` distinct
@@ -219,5 +173,7 @@ impl Router {
     }
 }
 
+#[cfg(test)]
+use annotations::LIST_TOO_LONG;
 #[cfg(test)]
 mod tests;

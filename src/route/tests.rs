@@ -125,30 +125,86 @@ fn malformed_annotations_are_reported_and_the_rest_still_applies() {
         None,
     );
     assert_eq!(errors.len(), 2, "{errors:?}");
+    assert!(errors.iter().all(|e| e.reason == Refusal::Malformed), "{errors:?}");
     assert_eq!(flat(&subs), ["on-deployed -> slack:ok"]);
 }
 
-/// One annotation naming thousands of channels for two triggers: the Application gets
-/// at most the limits' worth, and says what was dropped.
+/// Within the bounds, an Application naming more than the limits gets at most the
+/// limits' worth, and says what was dropped.
 #[test]
 fn annotations_past_the_limits_are_capped_and_reported() {
-    let channels: Vec<String> = (0..25_000).map(|i| format!("c{i:05}")).collect();
+    let channels = |n: usize| (0..n).map(|i| format!("c{i:02}")).collect::<Vec<_>>().join(", ");
+    let r = Router { limits: Limits { max_triggers: 2, max_recipients: 10 }, ..router() };
+    let yaml = format!(
+        "- trigger: [on-health-degraded, on-sync-failed, on-deployed]\n  destinations:\n    - service: slack\n      recipients: [{}]\n",
+        channels(6)
+    );
+    let got = r.subscriptions(&app(&[("notifications.argoproj.io/subscriptions", &yaml)], &[]), None);
+    assert!(got.errors.is_empty(), "{:?}", got.errors);
+    assert_eq!(got.subs.len(), 2, "two triggers kept");
+    assert!(got.capped.unwrap().contains("1 trigger(s) and 0 recipient(s) ignored"));
+    // A recipient named for two triggers that are both kept is one recipient.
     let yaml = format!(
         "- trigger: [on-health-degraded, on-sync-failed]\n  destinations:\n    - service: slack\n      recipients: [{}]\n",
-        channels.join(", ")
+        channels(9)
     );
-    let r = Router { limits: Limits { max_triggers: 1, max_recipients: 10 }, ..router() };
-    let got = r.subscriptions(&app(&[("notifications.argoproj.io/subscriptions", &yaml)], &[]), None);
-    assert_eq!(got.subs.len(), 1, "one trigger kept");
-    assert_eq!(got.subs.values().map(BTreeSet::len).sum::<usize>(), 10, "ten destinations kept");
-    let capped = got.capped.unwrap();
-    assert!(capped.contains("1 trigger(s) and 24990 recipient(s) ignored"), "{capped}");
-    // A recipient named for two triggers that are both kept is one recipient.
-    let r = Router { limits: Limits { max_triggers: 2, max_recipients: 10 }, ..router() };
-    let yaml = yaml.replace("on-sync-failed]", "on-sync-failed, on-deployed]");
-    let got = r.subscriptions(&app(&[("notifications.argoproj.io/subscriptions", &yaml)], &[]), None);
-    assert!(got.capped.unwrap().contains("1 trigger(s) and 24990 recipient(s) ignored"), "distinct recipients, not occurrences");
+    let annotations = [
+        ("notifications.argoproj.io/subscriptions", yaml.as_str()),
+        ("notifications.argoproj.io/subscribe.on-sync-failed.slack", "c09;c10"),
+    ];
+    let got = r.subscriptions(&app(&annotations, &[]), None);
+    assert_eq!(got.subs.values().map(BTreeSet::len).sum::<usize>(), 2 + 2 * 8, "ten destinations kept");
+    assert!(got.capped.unwrap().contains("0 trigger(s) and 1 recipient(s) ignored"), "distinct recipients, not occurrences");
     // Within the limits: nothing said.
     let small = router().subscriptions(&app(&[("notifications.argoproj.io/subscribe.on-deployed.slack", "a;b")], &[]), None);
     assert!(small.capped.is_none());
+}
+
+/// What one annotation may cost is bounded as it is read: a list past
+/// `MAX_LIST_ITEMS`, a product of triggers × recipients past the limits (16 million
+/// pairs in 141 KB), an alias, an over-long recipient: each is refused, with the reason
+/// `limits`, before anything is expanded; the Application's other annotations apply.
+#[test]
+fn annotations_past_the_bounds_are_refused_before_they_are_expanded() {
+    let refused = |annotations: &[(&str, &str)]| {
+        let got = router().subscriptions(&app(annotations, &[("x", "y")]), None);
+        assert_eq!(flat(&got.subs), ["on-deployed -> slack:ok"], "{annotations:.200?}");
+        assert_eq!(got.errors.len(), 1, "{:?}", got.errors);
+        assert_eq!(got.errors[0].reason, Refusal::Limits, "{}", got.errors[0]);
+        assert!(got.errors[0].message.len() < 400, "the report is bounded: {}", got.errors[0]);
+        got.errors[0].message.clone()
+    };
+    let ok = ("notifications.argoproj.io/subscribe.on-deployed.slack", "ok");
+    let list = |n: usize, item: &str| vec![item; n].join(",");
+    let key = "notifications.argoproj.io/subscriptions";
+    let product = format!("- trigger: [{}]\n  destinations: [{}]\n", list(4000, "a"), list(4000, "{service: slack}"));
+    assert!(product.len() > 70_000, "{}", product.len());
+    let said = refused(&[(key, &product), ok]);
+    assert!(said.contains(&format!("{LIST_TOO_LONG} (1024)")), "{said}");
+    let product = format!("- trigger: [{}]\n  destinations: [{}]\n", list(100, "a"), list(100, "{service: slack, recipients: [x]}"));
+    assert!(refused(&[(key, &product), ok]).contains("10000 (trigger, recipient) pairs"));
+    let entries = "- trigger: [a]\n  destinations: [{service: slack, recipients: [x, y, z]}]\n".repeat(1000);
+    assert!(refused(&[(key, &entries), ok]).contains("pairs"), "the entries count too");
+    let alias = "- trigger: &t [a]\n  destinations: [{service: slack, recipients: *t}]\n";
+    refused(&[(key, alias), ok]);
+    let long = "r".repeat(2_100);
+    let yaml = format!("- trigger: [a]\n  destinations: [{{service: slack, recipients: [{long}]}}]\n");
+    assert!(refused(&[(key, &yaml), ok]).contains("recipient of 2100 bytes"));
+    assert!(refused(&[("notifications.argoproj.io/subscribe.on-x.slack", &long), ok]).contains("recipient of 2100 bytes"));
+    let many = list(3000, "x").replace(',', ";");
+    refused(&[("notifications.argoproj.io/subscribe.on-x.slack", &many), ok]);
+}
+
+/// A refused AppProject annotation is said of the project, and counted as each member's.
+#[test]
+fn a_projects_refused_annotation_is_reported_on_its_members() {
+    let project = Project::from_value(&json!({"apiVersion": "argoproj.io/v1alpha1", "kind": "AppProject",
+        "metadata": {"name": "team-a", "namespace": "argocd",
+            "annotations": {"notifications.argoproj.io/subscriptions": "- trigger: &t [a]\n  destinations: *t\n"}}}))
+    .unwrap();
+    let got = router().subscriptions(&app(&[("notifications.argoproj.io/subscribe.on-deployed.slack", "ok")], &[]), Some(&project));
+    assert_eq!(flat(&got.subs), ["on-deployed -> slack:ok"]);
+    assert!(got.errors[0].message.starts_with("project team-a: annotation notifications.argoproj.io/subscriptions"), "{}", got.errors[0]);
+    let note = note(&got.errors, None).unwrap();
+    assert!(note.starts_with("project team-a"), "{note}");
 }

@@ -112,6 +112,10 @@ pub enum StateError {
     Episode { app: String, detail: String },
     #[error("state store: {0}")]
     Storage(String),
+    /// A write the store refused for what it held (a key too long), before anything
+    /// was written: the pass's input is at fault, not the store, which stays open.
+    #[error("state store refused a write: {0}")]
+    Refused(String),
 }
 
 impl StateError {
@@ -139,15 +143,34 @@ impl StateError {
     }
 }
 
-pub(crate) fn storage<E: std::fmt::Display>(e: E) -> StateError {
+/// A failure of the store's engine or of what it read, as a [`StateError`]: a write
+/// the engine refused for what it held stays a [`StateError::Refused`], so that the
+/// daemon fails that pass only and does not reopen a sound store.
+pub(crate) fn storage<E: std::fmt::Display + 'static>(e: E) -> StateError {
+    if let Some(kv) = (&e as &dyn std::any::Any).downcast_ref::<kv::KvError>()
+        && kv.refused
+    {
+        return StateError::Refused(kv.message.clone());
+    }
     StateError::Storage(e.to_string())
 }
 
 /// The dedup key of one (condition result, destination), in Argo CD's layout:
 /// `<oncePer>:<trigger>:<condition>:<service>:<recipient>`. A plain trigger has an empty
-/// `oncePer` part.
+/// `oncePer` part. Each part is bounded ([`crate::text::key_part`]): the `oncePer`
+/// value and the recipient are whatever the Application says (`app.status.sync.revision`
+/// is writable), and a key the store cannot hold would fail every pass of the
+/// Application. Parts that fit are kept as they are, so existing keys do not change.
 pub fn dedup_key(once_per: Option<&str>, trigger: &str, condition_key: &str, service: &str, recipient: &str) -> String {
-    format!("{}:{trigger}:{condition_key}:{service}:{recipient}", once_per.unwrap_or(""))
+    use crate::text::key_part;
+    format!(
+        "{}:{}:{}:{}:{}",
+        key_part(once_per.unwrap_or("")),
+        key_part(trigger),
+        key_part(condition_key),
+        key_part(service),
+        key_part(recipient)
+    )
 }
 
 /// Whether a file system honours `flock`: the answer to trying it.
@@ -674,6 +697,18 @@ fn app_range(app: &str) -> (String, String) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Keys of values that fitted stay what they were (an upgrade re-sends nothing);
+    /// a tenant's over-long `oncePer` value or recipient makes a key within the bound.
+    #[test]
+    fn dedup_keys_keep_short_values_and_bound_long_ones() {
+        assert_eq!(dedup_key(Some("abc123"), "on-drift", "[0].x", "slack", "#ops"), "abc123:on-drift:[0].x:slack:#ops");
+        assert_eq!(dedup_key(None, "on-drift", "[0].x", "hook", ""), ":on-drift:[0].x:hook:");
+        let long = "x".repeat(2_100);
+        let key = dedup_key(Some(&long), "on-drift", "[0].x", "slack", &long);
+        assert!(key.len() <= 2 * crate::text::MAX_KEY_PART_BYTES + 40, "{} bytes", key.len());
+        assert_ne!(key, dedup_key(Some(&format!("{long}y")), "on-drift", "[0].x", "slack", &long));
+    }
 
     #[test]
     fn an_index_is_built_once_per_state_file() {

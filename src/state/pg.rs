@@ -670,7 +670,9 @@ impl<'t> Table<'t> {
 
     pub fn insert(&self, k: Vec<u8>, v: Vec<u8>) -> Result<Option<Vec<u8>>, KvError> {
         if k.len() > MAX_KEY_BYTES {
-            return Err(KvError::new(format!(
+            // Refused before the statement: PostgreSQL would fail (and abort) the
+            // transaction; this way the caller can tell bad input from a failing store.
+            return Err(KvError::refused(format!(
                 "a key of {} bytes in table {} (PostgreSQL's index takes up to {MAX_KEY_BYTES})",
                 k.len(),
                 self.name

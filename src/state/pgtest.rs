@@ -453,4 +453,16 @@ mod tests {
         assert_eq!(tx.table("t").get(b"k").unwrap(), Some(b"v".to_vec()));
         tx.commit().unwrap();
     }
+
+    /// A key PostgreSQL's index cannot hold is the write's fault, not the store's: the
+    /// store says `Refused` (the daemon fails that Application's pass and does not
+    /// reopen the store), and the next write in the same store succeeds.
+    #[test]
+    fn a_key_too_long_for_the_index_is_refused_and_the_store_still_writes() {
+        let store = fresh_store(&Role::Tool).unwrap();
+        let e = store.record("argocd/app@u", &"k".repeat(crate::state::pg::MAX_KEY_BYTES + 1), 1).unwrap_err();
+        assert!(matches!(e, StateError::Refused(_)), "{e:?}");
+        store.record("argocd/app@u", "k", 2).unwrap();
+        assert_eq!(store.notified_at("argocd/app@u", "k").unwrap(), Some(2));
+    }
 }

@@ -454,6 +454,19 @@ impl Core {
         // Application changes.
         let pass = match crate::pipeline::pass::run(&self.pipeline, &self.inputs, &state, delivery, app, deleted, now) {
             Ok(p) => p,
+            Err(
+                crate::pipeline::pass::PassError::Write(crate::state::StateError::Refused(reason))
+                | crate::pipeline::pass::PassError::Evaluate(crate::state::StateError::Refused(reason)),
+            ) => {
+                // This Application's input made a write the store cannot hold (nothing
+                // was written): its pass fails, and it is tried again when the
+                // Application changes. The store is sound: reopening it would stop
+                // every other Application's deliveries, every STORE_RETRY, for ever.
+                METRICS.passes_refused.inc();
+                tracing::error!(app = %app.qualified_name(), error = %reason, "this Application's pass was refused by the state store: skipped until it changes");
+                self.evaluated.insert(key, fp);
+                return true;
+            }
             Err(e) => {
                 tracing::error!(app = %app.qualified_name(), error = %e, "will retry");
                 self.store_failed(&key, now);
@@ -552,9 +565,10 @@ impl Core {
         }
     }
 
-    /// Logs an Application's malformed subscription annotations when they change, not
-    /// at every pass (an Application re-evaluated every resync would log them for ever).
-    fn log_annotation_errors(&mut self, key: &str, app: &App, errors: &[String]) {
+    /// Logs and counts an Application's refused subscription annotations when they
+    /// change, not at every pass (an Application re-evaluated every resync would log
+    /// them for ever).
+    fn log_annotation_errors(&mut self, key: &str, app: &App, errors: &[crate::route::AnnotationError]) {
         use std::hash::{Hash, Hasher};
         if errors.is_empty() {
             self.annotation_logged.remove(key);
@@ -565,7 +579,8 @@ impl Core {
         let hash = h.finish();
         if self.annotation_logged.insert(key.to_string(), hash) != Some(hash) {
             for e in errors {
-                tracing::warn!(app = %app.qualified_name(), error = %e, "malformed subscription annotation");
+                METRICS.annotations_refused.inc(e.reason.as_str());
+                tracing::warn!(app = %app.qualified_name(), reason = e.reason.as_str(), error = %e, "subscription annotation refused");
             }
         }
     }

@@ -49,6 +49,10 @@ pub(in crate::state) fn create_tables(tx: &WriteTransaction) -> Result<(), State
     Ok(())
 }
 
+/// An Application's membership of a group for one trigger and destination. Only a
+/// route of the configuration groups, and only its own recipients
+/// (`pipeline::group::grouping`), so no part here is the Application's to choose; the
+/// trigger and destination are read back from the key (`memberships`).
 fn slot(app_key: &str, trigger: &str, d: &Destination) -> String {
     format!("{app_key}\u{0}{trigger}\u{0}{}\u{0}{}", d.service, d.recipient)
 }

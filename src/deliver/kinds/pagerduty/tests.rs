@@ -29,6 +29,30 @@ fn dedup_keys_are_stable_and_bounded() {
     assert!(k.len() <= 255 && k.starts_with("driftwatch/"), "{k}");
 }
 
+/// A `oncePer` value and a recipient past the key bound (a writable
+/// `status.sync.revision`, a tenant's recipient): the state store's key fits
+/// PostgreSQL's index, and each value is still an incident of its own (the incident
+/// key reads the value back from the bounded key).
+#[test]
+fn once_per_values_past_the_key_bound_fit_the_store_and_stay_incidents_of_their_own() {
+    let mut n = notification();
+    n.destination.recipient = "r".repeat(2_100);
+    let with = |once: &str| {
+        let mut m = n.clone();
+        let key = crate::state::dedup_key(Some(once), &m.trigger, &m.condition_key, &m.destination.service, &m.destination.recipient);
+        if let Some(r) = m.record.as_mut() {
+            r.key = key;
+        }
+        m
+    };
+    let (a, b) = (with(&format!("{}a", "v".repeat(2_100))), with(&format!("{}b", "v".repeat(2_100))));
+    let stored = a.record.as_ref().map(|r| r.key.len()).unwrap_or(usize::MAX);
+    assert!(stored <= 5 * crate::text::MAX_KEY_PART_BYTES + 4, "a key of {stored} bytes");
+    assert_ne!(dedup_key(&a), dedup_key(&b), "two values, two incidents");
+    assert_eq!(dedup_key(&a), dedup_key(&with(&format!("{}a", "v".repeat(2_100)))), "stable");
+    assert_ne!(dedup_key(&a), dedup_key(&n), "not the incident of the trigger without oncePer");
+}
+
 #[test]
 fn trigger_and_resolve_events() {
     let now = chrono::DateTime::parse_from_rfc3339("2026-03-02T03:12:30Z").unwrap().with_timezone(&chrono::Utc);
