@@ -24,7 +24,6 @@ mod on_a_real_api_server {
     use kube::api::Patch;
     use serde_json::{Value, json};
 
-
     /// The `hook` service at `port`, the `on-drift` trigger sending the Application's
     /// name and revision, every Application subscribed.
     fn watch_config(port: u16) -> String {
@@ -487,7 +486,6 @@ mod on_a_real_api_server {
         }
         assert!(d.stop().success());
     }
-
 
     /// The API server's own audit webhook, in batches, over TLS with the token: alice's
     /// privileged patch that Argo CD's controller takes back at once (self-heal: the
