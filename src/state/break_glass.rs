@@ -124,8 +124,7 @@ mod tests {
     /// still reads (without it).
     #[test]
     fn the_latest_value_reads_back_in_both_layouts() {
-        let mut r = Record::default();
-        r.newest = Some(Newest { opened_ms: 1_796_378_400_000, id_hash: 0xdead_beef, ended: true });
+        let r = Record { newest: Some(Newest { opened_ms: 1_796_378_400_000, id_hash: 0xdead_beef, ended: true }), ..Record::default() };
         let back = parse_latest(&format_latest(&r)).unwrap();
         assert_eq!((back.opened_ms, back.closed, back.newest), (0, false, r.newest.clone()));
         assert_eq!(back.fingerprint, r.break_glass.fingerprint());
