@@ -718,7 +718,7 @@ fn break_glass_holds_the_page_then_reminds_until_git() {
     let config = write(
         dir.path(),
         "driftwatch.yaml",
-        "services:\n  oncall:\n    type: pagerduty\n    routingKeys:\n      platform: $pd-key\nroutes:\n  - name: break-glass\n    match: {breakGlass: true}\n    triggers: [on-security-drift]\n    recipients: [slack:incident]\n    continue: true\n  - name: security-page\n    match: {class: rbac}\n    triggers: [on-security-drift]\n    recipients: [oncall:platform]\n    continue: true\n  - name: overdue\n    triggers: [on-break-glass-overdue]\n    recipients: [oncall:platform]\n",
+        "services:\n  oncall:\n    type: pagerduty\n    routingKeys:\n      platform: $pd-key\nroutes:\n  - name: break-glass\n    match: {breakGlass: true}\n    triggers: [on-security-drift]\n    recipients: [slack:incident]\n    continue: true\n  - name: security-page\n    match: {class: rbac}\n    triggers: [on-security-drift]\n    recipients: [oncall:platform]\n    continue: true\n  - name: overdue\n    triggers: [on-break-glass-overdue]\n    recipients: [oncall:platform]\nbreakGlass:\n  approvers:\n    groups: [sre]\n",
     );
     let state = dir.path().join("state.redb");
     let (o, sent) = replay_jsonl(dir.path(), replay.to_str().unwrap(), config.to_str().unwrap(), Some(&state));

@@ -103,7 +103,8 @@ async fn run(
                 writeln!(out, "{target}: no break-glass exception").map_err(io)?;
                 return Ok(());
             };
-            let b = bg::evaluate(&app, None, &[], &bg::Settings { audited: false, ..settings.clone() }, true, at).unwrap_or_default();
+            let b = bg::evaluate(&app, bg::Stored::default(), &[], &bg::Settings { audited: false, ..settings.clone() }, true, at)
+                .unwrap_or_default();
             match b.state {
                 State::Refused => writeln!(out, "{target}: refused: {}\n  annotation: {value}", b.refusal).map_err(io)?,
                 state => {
@@ -179,6 +180,10 @@ async fn run(
             }
             e.approved_by = who;
             e.approved_at = Some(at);
+            // What the daemon refuses from the names alone (the opener's other account, a
+            // ServiceAccount or system identity) is refused here before it is written.
+            bg::parse(&e.to_annotation(), settings, at)
+                .map_err(|why| Failure::Refused(format!("break-glass {} on {target}: {why}", e.ticket)))?;
             apps.write(name, &version, Some(e.to_annotation())).await?;
             writeln!(
                 out,

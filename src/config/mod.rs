@@ -378,7 +378,7 @@ pub fn load_with(config: Option<&Path>, engine: Arc<TriggerEngine>) -> Result<Ru
     let classes = sections::classes(cfg.resource_classes.as_ref(), &mut ctx);
     let routes = sections::routes(cfg.routes.as_ref(), &known, &mut ctx);
     let retention = sections::retention(&cfg.history, &mut ctx);
-    let break_glass = sections::break_glass(&cfg.break_glass, audit.enabled(), &mut ctx);
+    let break_glass = sections::break_glass(&cfg.break_glass, cfg.routes.as_ref(), audit.enabled(), &mut ctx);
     let attribution = sections::attribution(&cfg.attribution, &mut ctx);
     match templates {
         Some(templates) if errors.is_empty() => Ok(Runtime {

@@ -97,11 +97,20 @@ pub struct BreakGlassDef {
 #[derive(Debug, Clone, Deserialize, Default)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct ApproversDef {
-    /// The approver must be in one of these groups (empty or absent: any group).
+    /// The approver must be in one of these groups. Required when a route matches
+    /// `breakGlass: true`; empty or absent: no audited approval takes effect.
     #[serde(default)]
     pub groups: Vec<String>,
     /// A ServiceAccount may approve (false when absent).
     pub service_accounts: Option<bool>,
+    /// Groups of machine identities, refused as openers and approvers (besides
+    /// `system:serviceaccounts` and `system:nodes`).
+    #[serde(default)]
+    pub refuse_groups: Vec<String>,
+    /// Username patterns (`*` for any run) of machine identities, refused as openers
+    /// and approvers (besides `system:*` and `*.gserviceaccount.com`).
+    #[serde(default)]
+    pub refuse_users: Vec<String>,
 }
 
 /// `limits:`: what one Application's subscription annotations may ask for.

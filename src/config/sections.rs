@@ -157,15 +157,65 @@ pub(super) fn retention(def: &HistoryDef, ctx: &mut Ctx<'_>) -> Retention {
     }
 }
 
+/// Groups `breakGlass.approvers.groups` may not name: every identity is in the first
+/// two, and only machines in the others.
+const NOT_APPROVERS: [&str; 4] = ["system:authenticated", "system:unauthenticated", "system:serviceaccounts", "system:nodes"];
+
+/// The first route (depth first) that matches `breakGlass: true`: (its path, where it
+/// is written).
+fn break_glass_route(defs: &[At<RouteDef>], path: &str) -> Option<(String, Option<serde_saphyr::Location>)> {
+    defs.iter().enumerate().find_map(|(i, r)| {
+        let here = format!("{path}[{i}]");
+        match r.value.matcher.break_glass {
+            Some(true) => {
+                let name = r.value.name.as_deref().map(|n| format!(" ({n})")).unwrap_or_default();
+                Some((format!("{here}{name}"), Some(r.referenced)))
+            }
+            _ => break_glass_route(&r.value.routes, &format!("{here}.routes")),
+        }
+    })
+}
+
 /// `breakGlass:`; `audited` when the audit input is on (writes are then verified).
-pub(super) fn break_glass(def: &BreakGlassDef, audited: bool, ctx: &mut Ctx<'_>) -> crate::drift::break_glass::Settings {
+/// Break-glass routes without `approvers.groups` are refused: anyone the audit log
+/// shows could otherwise approve, a second account of the opener or a robot among
+/// them (review N11).
+pub(super) fn break_glass(
+    def: &BreakGlassDef,
+    routes: Option<&At<Vec<At<RouteDef>>>>,
+    audited: bool,
+    ctx: &mut Ctx<'_>,
+) -> crate::drift::break_glass::Settings {
+    let approvers = def.approvers.clone().unwrap_or_default();
     let mut settings = crate::drift::break_glass::Settings {
         require_verified: def.require_verified.unwrap_or(false),
         audited,
-        approver_groups: def.approvers.as_ref().map(|a| a.groups.clone()).unwrap_or_default(),
-        service_account_approvers: def.approvers.as_ref().and_then(|a| a.service_accounts).unwrap_or(false),
+        approver_groups: approvers.groups.into_iter().filter(|g| !g.trim().is_empty()).collect(),
+        service_account_approvers: approvers.service_accounts.unwrap_or(false),
+        machine_groups: approvers.refuse_groups,
+        machine_users: approvers.refuse_users,
         ..Default::default()
     };
+    // Groups every identity, or only machines, are in: as approvers they are no rule.
+    for g in settings.approver_groups.iter().filter(|g| NOT_APPROVERS.contains(&g.as_str()) || g.starts_with("system:serviceaccounts:")) {
+        ctx.errors.push(ConfigError::new(
+            ctx.file.pos_at_start(),
+            "breakGlass.approvers.groups",
+            format!("{g} is not a group of people who may approve: name the group of your incident commanders"),
+        ));
+    }
+    if settings.approver_groups.is_empty()
+        && let Some((route, at)) = routes.and_then(|r| break_glass_route(&r.value, "routes"))
+    {
+        ctx.errors.push(ConfigError::new(
+            at.and_then(|l| ctx.file.pos(&l)).or_else(|| ctx.file.pos_at_start()),
+            "breakGlass.approvers.groups",
+            format!(
+                "is empty, but {route} matches breakGlass: true: set the groups whose members may approve an exception \
+                 (breakGlass.approvers.groups), or the second person could be anyone, the opener's other account too"
+            ),
+        ));
+    }
     if let Some(v) = &def.max_for {
         match chrono::Duration::from_std(v.value.0).ok().filter(|d| (chrono::Duration::minutes(1)..=chrono::Duration::days(30)).contains(d))
         {

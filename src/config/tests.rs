@@ -414,6 +414,37 @@ fn the_break_glass_section_loads_and_refuses_out_of_range() {
     assert!(b.approver_groups.is_empty() && !b.service_account_approvers);
 }
 
+/// Review N11: break-glass routes without `breakGlass.approvers.groups` are refused
+/// with the file, the setting and the route; a group everyone (or only machines) is in
+/// is no approvers' group; the machine lists load.
+#[test]
+fn break_glass_routes_require_approver_groups() {
+    let routes = "routes:\n  - name: chat\n    triggers: [on-live-drift]\n    recipients: [slack:ops]\n    routes:\n      - name: incident\n        match: {breakGlass: true}\n        recipients: [slack:incident]\n";
+    let f = Fixture::new();
+    f.file("driftwatch.yaml", routes);
+    let errors = f.errors().join("\n");
+    assert!(
+        errors.contains(
+            "driftwatch.yaml:6:9: breakGlass.approvers.groups: is empty, but routes[0].routes[0] (incident) matches breakGlass: true"
+        ),
+        "{errors}"
+    );
+    let f = Fixture::new();
+    f.file("driftwatch.yaml", &format!("{routes}breakGlass:\n  approvers: {{groups: [system:authenticated]}}\n"));
+    let errors = f.errors().join("\n");
+    assert!(errors.contains("driftwatch.yaml:1:1: breakGlass.approvers.groups: system:authenticated is not a group of people"), "{errors}");
+    let f = Fixture::new();
+    f.file(
+        "driftwatch.yaml",
+        &format!("{routes}breakGlass:\n  approvers: {{groups: [incident-commanders], refuseGroups: [robots], refuseUsers: ['*@robots.example']}}\n"),
+    );
+    let b = f.load().unwrap().break_glass;
+    assert_eq!(
+        (b.approver_groups, b.machine_groups, b.machine_users),
+        (vec!["incident-commanders".to_string()], vec!["robots".to_string()], vec!["*@robots.example".to_string()])
+    );
+}
+
 /// Sizes that bound the state file and the live reads are refused out of range, with
 /// their position, rather than clamped or taken as they are.
 #[test]

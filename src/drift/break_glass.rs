@@ -21,8 +21,10 @@ use serde_json::Value;
 
 use crate::json::Pointer;
 
+mod people;
 mod writes;
 
+pub use people::BUILT_IN_MACHINE_USERS;
 pub use writes::{MAX_APPS_WITH_WRITES, MAX_WRITES_PER_APP, Write, Writes};
 
 /// The transitions of an exception, as events and metric labels.
@@ -187,6 +189,11 @@ impl BreakGlass {
         )
     }
 
+    /// When it opened (unix ms; 0 for an unreadable one).
+    pub fn opened_ms(&self) -> u64 {
+        self.opened_at.map_or(0, millis)
+    }
+
     /// Whether it holds exactly the exception `e` (every field the annotation has).
     fn holds(&self, e: &Exception) -> bool {
         let mut b = BreakGlass::default();
@@ -216,12 +223,88 @@ pub struct Record {
     pub name: String,
     #[serde(flatten)]
     pub break_glass: BreakGlass,
+    /// The Application's newest exception after this judgement: the store keeps it
+    /// beside the records, not in them (see [`Newest`]).
+    #[serde(skip)]
+    pub newest: Option<Newest>,
 }
 
 impl Record {
     /// Where the history keeps it: when it opened (unix ms; 0 for an unreadable one).
     pub fn opened_ms(&self) -> u64 {
-        self.break_glass.opened_at.map_or(0, |t| u64::try_from(t.timestamp_millis()).unwrap_or(0))
+        self.break_glass.opened_ms()
+    }
+}
+
+/// Unix milliseconds of an instant, 0 before 1970.
+fn millis(t: DateTime<Utc>) -> u64 {
+    u64::try_from(t.timestamp_millis()).unwrap_or(0)
+}
+
+/// The newest exception (by `openedAt`) an Application has had, and whether it has
+/// ended: left the annotation (closed, or replaced by any other value, readable or
+/// not) or been refused. The store keeps it in the Application's short `latest` value,
+/// which neither the history's bounds nor the per-Application bound on records prune,
+/// so no run of writes can make it forget: an exception opened before it never comes
+/// back, and neither does it once ended (review N2).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Newest {
+    pub opened_ms: u64,
+    /// FNV-1a of its id (`ticket@ms`): two exceptions opened at the same instant are
+    /// told apart without storing a ticket the store's separators might be in.
+    pub id_hash: u64,
+    pub ended: bool,
+}
+
+impl Newest {
+    /// The newest exception as a stored judgement alone tells it (a store written
+    /// before `Newest` was kept): `None` for an unreadable value.
+    pub fn of(b: &BreakGlass) -> Option<Newest> {
+        b.opened_at.map(|t| Newest { opened_ms: millis(t), id_hash: fnv(&b.id), ended: matches!(b.state, State::Closed | State::Refused) })
+    }
+
+    /// The newest exception after `judged` (this pass's judgement of the annotation):
+    /// a readable exception opened later becomes it (its opening time bounded by
+    /// `now`, so a refused claim from the future cannot fence out every later one);
+    /// the same one ends when closed or refused; anything else in the annotation ends
+    /// it.
+    pub fn after(prev: Option<&Newest>, judged: &BreakGlass, now: DateTime<Utc>) -> Option<Newest> {
+        let ended = matches!(judged.state, State::Closed | State::Refused);
+        let candidate =
+            judged.opened_at.filter(|t| *t <= now + CLOCK_SKEW).map(|t| Newest { opened_ms: millis(t), id_hash: fnv(&judged.id), ended });
+        match (prev, candidate) {
+            (None, c) => c,
+            (Some(p), Some(c)) if c.id_hash == p.id_hash && c.opened_ms == p.opened_ms => Some(Newest { ended: p.ended || ended, ..c }),
+            (Some(p), Some(c)) if c.opened_ms > p.opened_ms => Some(c),
+            (Some(p), _) => Some(Newest { ended: true, ..p.clone() }),
+        }
+    }
+}
+
+/// What the store holds of an Application's exceptions when a pass judges its
+/// annotation.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Stored<'a> {
+    /// The judgement the last pass saved (what the annotation was then).
+    pub latest: Option<&'a BreakGlass>,
+    /// The stored record of the newest exception, when it is not `latest`.
+    pub newest_record: Option<&'a BreakGlass>,
+    pub newest: Option<&'a Newest>,
+}
+
+impl<'a> Stored<'a> {
+    /// Only the last judgement (a store written before `Newest` was kept, or a test).
+    pub fn latest(b: Option<&'a BreakGlass>) -> Stored<'a> {
+        Stored { latest: b, ..Stored::default() }
+    }
+
+    /// The stored record of exception `id`, if the store has it at hand.
+    pub fn by_id(&self, id: &str) -> Option<&'a BreakGlass> {
+        [self.latest, self.newest_record].into_iter().flatten().find(|b| b.id == id)
+    }
+
+    fn newest(&self) -> Option<Newest> {
+        self.newest.cloned().or_else(|| self.latest.and_then(Newest::of))
     }
 }
 
@@ -246,11 +329,18 @@ pub struct Settings {
     /// The audit input is on: approvals are checked against it.
     pub audited: bool,
     /// Groups one of which an approver must be in, as the audit log shows the approving
-    /// write (`breakGlass.approvers.groups`; empty: any group).
+    /// write (`breakGlass.approvers.groups`). Empty: no audited approval takes effect
+    /// (the configuration refuses break-glass routes without it).
     pub approver_groups: Vec<String>,
     /// A ServiceAccount may approve (`breakGlass.approvers.serviceAccounts`, false): a
     /// token anyone with `create serviceaccounts/token` can mint is no second person.
     pub service_account_approvers: bool,
+    /// Groups whose members are machines, besides `system:serviceaccounts` and
+    /// `system:nodes` (`breakGlass.approvers.refuseGroups`).
+    pub machine_groups: Vec<String>,
+    /// Username patterns (`*` for any run) of machines, besides
+    /// [`BUILT_IN_MACHINE_USERS`] and `system:*` (`breakGlass.approvers.refuseUsers`).
+    pub machine_users: Vec<String>,
 }
 
 impl Default for Settings {
@@ -261,6 +351,8 @@ impl Default for Settings {
             audited: false,
             approver_groups: Vec::new(),
             service_account_approvers: false,
+            machine_groups: Vec::new(),
+            machine_users: Vec::new(),
         }
     }
 }
@@ -297,6 +389,15 @@ pub fn parse(value: &str, s: &Settings, now: DateTime<Utc>) -> Result<Exception,
             if e.approved_by == e.opened_by {
                 return Err(format!("approved by {}, who opened it: a second person must approve", e.opened_by));
             }
+            if people::look_alike(&e.opened_by, &e.approved_by) {
+                return Err(format!(
+                    "approved by {}, who opened it as {}: they look like one person's two accounts; a second person must approve",
+                    e.approved_by, e.opened_by
+                ));
+            }
+            if let Some(why) = people::machine_name(&e.approved_by, s) {
+                return Err(format!("approved by {why}"));
+            }
             if at < e.opened_at || at > now + CLOCK_SKEW {
                 return Err(format!("approved at {} (outside the exception)", at.to_rfc3339()));
             }
@@ -309,12 +410,14 @@ pub fn parse(value: &str, s: &Settings, now: DateTime<Utc>) -> Result<Exception,
     Ok(e)
 }
 
+/// The exception a write left (`None`: removed, or not an exception).
+fn left(w: &Write) -> Option<Exception> {
+    w.value.as_deref().and_then(|v| serde_json::from_str::<Exception>(v).ok())
+}
+
 /// The first write (oldest) whose value is an exception for which `is` holds.
 fn first_write(writes: &[Write], is: impl Fn(&Exception) -> bool) -> Option<&Write> {
-    writes
-        .iter()
-        .filter(|w| w.value.as_deref().and_then(|v| serde_json::from_str::<Exception>(v).ok()).is_some_and(|e| is(&e)))
-        .min_by_key(|w| w.time)
+    writes.iter().filter(|w| left(w).is_some_and(|e| is(&e))).min_by_key(|w| w.time)
 }
 
 /// Checks a write against the person the exception names: their identity, through
@@ -332,122 +435,131 @@ fn check_write(w: &Write, who: &str, what: &str) -> Result<(), String> {
     Ok(())
 }
 
-/// The two-person rule on the audited writes: the approver is another person than the
-/// opener (another UID as well as another name), not a ServiceAccount unless allowed,
-/// and in one of `breakGlass.approvers.groups` when set.
-fn two_people(opening: &Write, approval: &Write, s: &Settings) -> Result<(), String> {
-    if !approval.uid.is_empty() && approval.uid == opening.uid {
-        return Err(format!(
-            "{} and {} are one identity (UID {}): a second person must approve",
-            opening.username, approval.username, approval.uid
-        ));
+/// Why the store says exception `e` (whose id is `id`) may not be judged again: it was
+/// closed or refused, it ended (left the annotation), or a later one opened.
+fn ended(e: &Exception, id: &str, stored: &Stored<'_>) -> Option<String> {
+    match stored.by_id(id) {
+        Some(b) if b.state == State::Closed => {
+            return Some(format!("break-glass {} was closed; a closed exception does not reopen (open a new one)", e.ticket));
+        }
+        // A refusal stands, whatever is written over it.
+        Some(b) if b.state == State::Refused => return Some(b.refusal.clone()),
+        _ => {}
     }
-    if approval.username.starts_with("system:serviceaccount:") && !s.service_account_approvers {
-        return Err(format!(
-            "approved by the ServiceAccount {}: a token is no second person (breakGlass.approvers.serviceAccounts allows it)",
-            approval.username
-        ));
+    let n = stored.newest()?;
+    let (ms, hash) = (millis(e.opened_at), fnv(id));
+    if ms == n.opened_ms && hash == n.id_hash {
+        return n.ended.then(|| {
+            format!("break-glass {} ended (closed, replaced or refused); a closed exception does not reopen (open a new one)", e.ticket)
+        });
     }
-    if !s.approver_groups.is_empty() && !approval.groups.iter().any(|g| s.approver_groups.contains(g)) {
-        return Err(format!("approved by {}, who is in none of breakGlass.approvers.groups", approval.username));
-    }
-    Ok(())
+    (ms <= n.opened_ms).then(|| {
+        let at = DateTime::<Utc>::from_timestamp_millis(i64::try_from(n.opened_ms).unwrap_or(i64::MAX))
+            .map(|t| t.to_rfc3339())
+            .unwrap_or_default();
+        format!("opened before the latest exception (opened at {at}): an old exception does not come back")
+    })
 }
 
-/// Judges the Application's exception at `now`: from its annotation, the stored copy
-/// (`stored`, the latest the history has; its verification stands, so a restart that
-/// emptied the audit window does not undo it) and the audit input's writes of the
-/// annotation. `off_git`: the Application is not Synced. `None`: no exception, and
-/// none to close.
-pub fn evaluate(
-    app: &Value,
-    stored: Option<&BreakGlass>,
+/// The audit log's verdict on exception `e`, as the Application holds it now: the write
+/// that left exactly this value (the newest write of the annotation) must be by the
+/// person it names last (the approver, or the opener while unapproved), through
+/// driftwatch; an approved one must also have been opened by its opener (the first
+/// write of it unapproved), the two being two people. `verified`: the stored judgement
+/// of exactly this value, verified (it stands when a restart emptied the window);
+/// `pending`: the stored judgement of this exception while it was unapproved.
+fn audited(
+    e: &Exception,
     writes: &[Write],
+    verified: Option<&BreakGlass>,
+    pending: Option<&BreakGlass>,
     s: &Settings,
-    off_git: bool,
-    now: DateTime<Utc>,
-) -> Option<BreakGlass> {
+) -> Result<(Verification, Vec<String>), String> {
+    let Some(last) = writes.iter().max_by_key(|w| w.time) else {
+        return Ok(verified.map_or((Verification::Unverified, Vec::new()), |b| (Verification::Verified, b.audit_ids.clone())));
+    };
+    if left(last).as_ref() != Some(e) {
+        // The newest write the audit log shows left another value: the write that left
+        // this one is not shown yet (or was never made through the API server).
+        return Ok((Verification::Unverified, Vec::new()));
+    }
+    if e.approved_by.is_empty() {
+        check_write(last, &e.opened_by, "opening")?;
+        if let Some(why) = people::machine(last, s) {
+            return Err(format!("opened by {why}"));
+        }
+        return Ok((Verification::Verified, vec![last.audit_id.clone()]));
+    }
+    check_write(last, &e.approved_by, "approval")?;
+    let unapproved = Exception { approved_by: String::new(), approved_at: None, ..e.clone() };
+    let seen = first_write(writes, |x| *x == unapproved).cloned();
+    // The opening verified before a restart emptied the window: its opener as the
+    // annotation names them (no UID to compare; names and groups still are).
+    let remembered = || {
+        pending.filter(|b| b.verification == Verification::Verified && b.holds(&unapproved)).map(|b| Write {
+            username: e.opened_by.clone(),
+            user_agent: USER_AGENT.into(),
+            audit_id: b.audit_ids.first().cloned().unwrap_or_default(),
+            ..Write::default()
+        })
+    };
+    let Some(opening) = seen.or_else(remembered) else { return Ok((Verification::Unverified, Vec::new())) };
+    check_write(&opening, &e.opened_by, "opening")?;
+    people::two_people(&opening, last, s)?;
+    let mut ids = vec![opening.audit_id.clone(), last.audit_id.clone()];
+    ids.dedup();
+    Ok((Verification::Verified, ids))
+}
+
+/// Judges the Application's exception at `now`: from its annotation, what the store
+/// holds of its exceptions (`stored`: a verdict stands, so a restart that emptied the
+/// audit window does not undo it; a closed or ended exception never comes back) and
+/// the audit input's writes of the annotation. `off_git`: the Application is not
+/// Synced. `None`: no exception, and none to close.
+pub fn evaluate(app: &Value, stored: Stored<'_>, writes: &[Write], s: &Settings, off_git: bool, now: DateTime<Utc>) -> Option<BreakGlass> {
     let annotation = app.at("/metadata/annotations").and_then(|a| a.get(ANNOTATION)).and_then(Value::as_str);
     let Some(value) = annotation else {
         // Removed: the exception it was is closed (once).
-        return stored.filter(|b| b.state != State::Closed).map(|b| BreakGlass {
+        return stored.latest.filter(|b| b.state != State::Closed).map(|b| BreakGlass {
             state: State::Closed,
             effective: false,
             overdue: false,
             ..b.clone()
         });
     };
-    let mut out = match parse(value, s, now) {
+    let e = match parse(value, s, now) {
         Err(why) => {
             // A value that is not an exception at all has no id of its own.
-            let id = serde_json::from_str::<Exception>(value).map(|e| e.id()).unwrap_or_else(|_| format!("refused@{:x}", fnv(value)));
+            let readable = serde_json::from_str::<Exception>(value).ok();
+            let id = readable.as_ref().map_or_else(|| format!("refused@{:x}", fnv(value)), Exception::id);
             let mut b = refused(id, why);
-            if let Ok(e) = serde_json::from_str::<Exception>(value) {
-                fill(&mut b, &e);
+            if let Some(e) = &readable {
+                fill(&mut b, e);
             }
             return Some(b);
         }
-        Ok(e) => {
-            let mut b = BreakGlass { id: e.id(), ..BreakGlass::default() };
-            fill(&mut b, &e);
-            b
-        }
-    };
-    let e = match serde_json::from_str::<Exception>(value) {
         Ok(e) => e,
-        Err(_) => return Some(out),
     };
+    let mut out = BreakGlass { id: e.id(), ..BreakGlass::default() };
+    fill(&mut out, &e);
     let approved = !e.approved_by.is_empty();
-    // A closed exception never comes back, nor one older than the latest: a new
-    // exception has a new `openedAt`.
-    if let Some(b) = stored {
-        let why = if b.id == out.id && b.state == State::Closed {
-            Some(format!("break-glass {} was closed; a closed exception does not reopen (open a new one)", e.ticket))
-        } else if b.id != out.id && b.opened_at.is_some_and(|t| t > e.opened_at) {
-            Some(format!("opened before the latest exception ({}): an old exception does not come back", b.id))
-        } else {
-            None
-        };
-        if let Some(why) = why {
-            out.state = State::Refused;
-            out.refusal = why;
-            return Some(out);
-        }
+    if let Some(why) = ended(&e, &out.id, &stored) {
+        out.state = State::Refused;
+        out.refusal = why;
+        return Some(out);
     }
     // The stored judgement of this same exception stands: a refusal whatever the audit
     // setting, a verification only for exactly the value verified (any other value,
     // an edited expiry or opener, is judged again from the writes).
-    let same_id = stored.filter(|b| b.id == out.id && b.approved_by == out.approved_by && b.approved_at == out.approved_at);
-    let verdict = if let Some(b) = same_id.filter(|b| b.state == State::Refused) {
+    let this = stored.by_id(&out.id);
+    let same = this.filter(|b| b.approved_by == out.approved_by && b.approved_at == out.approved_at);
+    let verdict = if let Some(b) = same.filter(|b| b.state == State::Refused) {
         Err(b.refusal.clone())
     } else if !s.audited {
-        Ok(Verification::Unverifiable)
-    } else if let Some(b) = same_id.filter(|b| b.verification == Verification::Verified && b.holds(&e)) {
-        out.audit_ids = b.audit_ids.clone();
-        Ok(Verification::Verified)
+        Ok((Verification::Unverifiable, Vec::new()))
     } else {
-        // The opening: the first write that left this exception unapproved, as it is
-        // now; the approval: the first write that left exactly the value there is now.
-        let unapproved = Exception { approved_by: String::new(), approved_at: None, ..e.clone() };
-        let opened = first_write(writes, |x| *x == unapproved);
-        let approval = first_write(writes, |x| *x == e);
-        let checked = opened
-            .map(|w| check_write(w, &e.opened_by, "opening"))
-            .transpose()
-            .and_then(|_| if approved { approval.map(|w| check_write(w, &e.approved_by, "approval")).transpose() } else { Ok(None) })
-            .and_then(|_| match (approved, opened, approval) {
-                (true, Some(o), Some(a)) => two_people(o, a, s).map(|()| None::<()>),
-                _ => Ok(None),
-            });
-        match checked {
-            Err(why) => Err(why),
-            Ok(_) => {
-                out.audit_ids = opened.iter().chain(approval.iter().filter(|_| approved)).map(|w| w.audit_id.clone()).collect();
-                out.audit_ids.dedup();
-                let seen = opened.is_some() && (!approved || approval.is_some());
-                Ok(if seen { Verification::Verified } else { Verification::Unverified })
-            }
-        }
+        let verified = same.filter(|b| b.verification == Verification::Verified && b.holds(&e));
+        audited(&e, writes, verified, this.filter(|b| b.approved_by.is_empty()), s)
     };
     match verdict {
         Err(why) => {
@@ -455,8 +567,9 @@ pub fn evaluate(
             out.refusal = why;
             out.verification = Verification::Unverified;
         }
-        Ok(v) => {
+        Ok((v, ids)) => {
             out.verification = v;
+            out.audit_ids = ids;
             out.state = match (approved, now < e.expires_at) {
                 (_, false) => State::Expired,
                 (true, true) => State::Active,
@@ -567,29 +680,34 @@ mod tests {
 
     const NOW: &str = "2026-12-04T11:00:00Z";
 
+    /// With the audit input, and `sre` (every test person's group) may approve.
+    fn audited() -> Settings {
+        Settings { audited: true, approver_groups: vec!["sre".into()], ..Settings::default() }
+    }
+
     #[test]
     fn an_approved_exception_is_active_until_it_expires_and_then_overdue_while_off_git() {
         let s = Settings::default();
         let e = exception("bob");
-        let b = evaluate(&app(&e), None, &[], &s, true, t(NOW)).unwrap();
+        let b = evaluate(&app(&e), Stored::default(), &[], &s, true, t(NOW)).unwrap();
         assert_eq!((b.state, b.verification, b.effective, b.overdue), (State::Active, Verification::Unverifiable, true, false));
         assert_eq!(b.id, "INC-1234@1796378400000");
         let later = t("2026-12-05T10:00:00Z");
-        let b = evaluate(&app(&e), None, &[], &s, true, later).unwrap();
+        let b = evaluate(&app(&e), Stored::default(), &[], &s, true, later).unwrap();
         assert_eq!((b.state, b.effective, b.overdue), (State::Expired, false, true));
-        assert!(!evaluate(&app(&e), None, &[], &s, false, later).unwrap().overdue, "back on Git: not overdue");
+        assert!(!evaluate(&app(&e), Stored::default(), &[], &s, false, later).unwrap().overdue, "back on Git: not overdue");
         // Opened but not approved: nothing changes, and it is never overdue.
-        let pending = evaluate(&app(&exception("")), None, &[], &s, true, t(NOW)).unwrap();
+        let pending = evaluate(&app(&exception("")), Stored::default(), &[], &s, true, t(NOW)).unwrap();
         assert_eq!((pending.state, pending.effective), (State::Pending, false));
-        assert!(!evaluate(&app(&exception("")), None, &[], &s, true, later).unwrap().overdue);
+        assert!(!evaluate(&app(&exception("")), Stored::default(), &[], &s, true, later).unwrap().overdue);
         // Unverifiable approvals can be refused by configuration.
         let strict = Settings { require_verified: true, ..s.clone() };
-        assert!(!evaluate(&app(&e), None, &[], &strict, true, t(NOW)).unwrap().effective);
+        assert!(!evaluate(&app(&e), Stored::default(), &[], &strict, true, t(NOW)).unwrap().effective);
         // Removed: closed once, then nothing.
-        let active = evaluate(&app(&e), None, &[], &s, true, t(NOW)).unwrap();
-        let closed = evaluate(&json!({"metadata": {}}), Some(&active), &[], &s, true, t(NOW)).unwrap();
+        let active = evaluate(&app(&e), Stored::default(), &[], &s, true, t(NOW)).unwrap();
+        let closed = evaluate(&json!({"metadata": {}}), Stored::latest(Some(&active)), &[], &s, true, t(NOW)).unwrap();
         assert_eq!((closed.state, closed.effective), (State::Closed, false));
-        assert_eq!(evaluate(&json!({"metadata": {}}), Some(&closed), &[], &s, true, t(NOW)), None);
+        assert_eq!(evaluate(&json!({"metadata": {}}), Stored::latest(Some(&closed)), &[], &s, true, t(NOW)), None);
     }
 
     /// Malformed and out-of-range exceptions are refused with the reason.
@@ -597,7 +715,8 @@ mod tests {
     fn bad_exceptions_are_refused_with_why() {
         let s = Settings::default();
         let refusal = |e: Value| {
-            let b = evaluate(&json!({"metadata": {"annotations": {ANNOTATION: e.to_string()}}}), None, &[], &s, true, t(NOW)).unwrap();
+            let b = evaluate(&json!({"metadata": {"annotations": {ANNOTATION: e.to_string()}}}), Stored::default(), &[], &s, true, t(NOW))
+                .unwrap();
             assert_eq!((b.state, b.effective), (State::Refused, false));
             b.refusal
         };
@@ -614,7 +733,8 @@ mod tests {
         assert!(refusal(with("openedAt", json!("2026-12-24T09:00:00Z"))).contains("in the future"));
         assert!(refusal(with("approvedBy", json!("alice"))).contains("approved by alice, who opened it"));
         assert!(refusal(with("approvedAt", Value::Null)).contains("go together"));
-        let b = evaluate(&json!({"metadata": {"annotations": {ANNOTATION: "yes please"}}}), None, &[], &s, true, t(NOW)).unwrap();
+        let b =
+            evaluate(&json!({"metadata": {"annotations": {ANNOTATION: "yes please"}}}), Stored::default(), &[], &s, true, t(NOW)).unwrap();
         assert!(b.refusal.starts_with("the annotation is not a break-glass exception"), "{}", b.refusal);
         assert!(b.id.starts_with("refused@"));
     }
@@ -624,44 +744,51 @@ mod tests {
     /// in force; verified once, it stays verified without the writes (a restart).
     #[test]
     fn the_audit_input_verifies_or_refuses_the_writes() {
-        let s = Settings { audited: true, ..Settings::default() };
+        let s = audited();
         let (opened, approved) = (exception(""), exception("bob"));
         let cli = "driftwatch-break-glass/0.1.0";
         let good = [write(&opened, "alice", cli, 0), write(&approved, "bob", cli, 2)];
-        let b = evaluate(&app(&approved), None, &good, &s, true, t(NOW)).unwrap();
+        let b = evaluate(&app(&approved), Stored::default(), &good, &s, true, t(NOW)).unwrap();
         assert_eq!((b.state, b.verification, b.effective), (State::Active, Verification::Verified, true));
         assert_eq!(b.audit_ids, ["audit-alice-0", "audit-bob-2"]);
-        let unseen = evaluate(&app(&approved), None, &good[..1], &s, true, t(NOW)).unwrap();
+        let unseen = evaluate(&app(&approved), Stored::default(), &good[..1], &s, true, t(NOW)).unwrap();
         assert_eq!((unseen.verification, unseen.effective), (Verification::Unverified, false));
-        let after_restart = evaluate(&app(&approved), Some(&b), &[], &s, true, t(NOW)).unwrap();
+        let after_restart = evaluate(&app(&approved), Stored::latest(Some(&b)), &[], &s, true, t(NOW)).unwrap();
         assert_eq!((after_restart.verification, after_restart.effective), (Verification::Verified, true));
         // Alice wrote bob's approval herself.
         let forged = [write(&opened, "alice", cli, 0), write(&approved, "alice", cli, 2)];
-        let b = evaluate(&app(&approved), None, &forged, &s, true, t(NOW)).unwrap();
+        let b = evaluate(&app(&approved), Stored::default(), &forged, &s, true, t(NOW)).unwrap();
         assert_eq!((b.state, b.effective), (State::Refused, false));
         assert!(b.refusal.starts_with("forged: the audit log shows alice wrote the approval that names bob"), "{}", b.refusal);
         // Bob, but by hand.
         let by_hand = [write(&opened, "alice", cli, 0), write(&approved, "bob", "kubectl/v1.36.0", 2)];
-        let b = evaluate(&app(&approved), None, &by_hand, &s, true, t(NOW)).unwrap();
+        let b = evaluate(&app(&approved), Stored::default(), &by_hand, &s, true, t(NOW)).unwrap();
         assert!(b.refusal.contains("written by hand (user agent \"kubectl/v1.36.0\""), "{}", b.refusal);
-        assert_eq!(evaluate(&app(&approved), Some(&b), &[], &s, true, t(NOW)).unwrap().state, State::Refused, "a refusal stands");
+        assert_eq!(
+            evaluate(&app(&approved), Stored::latest(Some(&b)), &[], &s, true, t(NOW)).unwrap().state,
+            State::Refused,
+            "a refusal stands"
+        );
     }
 
     #[test]
     fn transitions_are_recorded_once_each() {
         let s = Settings::default();
-        let pending = with_transitions(evaluate(&app(&exception("")), None, &[], &s, true, t(NOW)).unwrap(), None, t(NOW));
+        let pending = with_transitions(evaluate(&app(&exception("")), Stored::default(), &[], &s, true, t(NOW)).unwrap(), None, t(NOW));
         assert_eq!(pending.events.iter().map(|e| e.event.as_str()).collect::<Vec<_>>(), ["opened"]);
-        let active = with_transitions(evaluate(&app(&exception("bob")), None, &[], &s, true, t(NOW)).unwrap(), Some(&pending), t(NOW));
+        let active =
+            with_transitions(evaluate(&app(&exception("bob")), Stored::default(), &[], &s, true, t(NOW)).unwrap(), Some(&pending), t(NOW));
         assert_eq!(
             active.events.iter().map(|e| (e.event.as_str(), e.by.as_str())).collect::<Vec<_>>(),
             [("opened", "alice"), ("approved", "bob"), ("active", "")]
         );
         assert_eq!(active.events[2].detail, "unverifiable");
         let later = t("2026-12-05T10:00:00Z");
-        let overdue = with_transitions(evaluate(&app(&exception("bob")), None, &[], &s, true, later).unwrap(), Some(&active), later);
+        let overdue =
+            with_transitions(evaluate(&app(&exception("bob")), Stored::default(), &[], &s, true, later).unwrap(), Some(&active), later);
         assert_eq!(overdue.events.iter().skip(3).map(|e| e.event.as_str()).collect::<Vec<_>>(), ["expired", "overdue"]);
-        let again = with_transitions(evaluate(&app(&exception("bob")), None, &[], &s, true, later).unwrap(), Some(&overdue), later);
+        let again =
+            with_transitions(evaluate(&app(&exception("bob")), Stored::default(), &[], &s, true, later).unwrap(), Some(&overdue), later);
         assert_eq!(again.events.len(), 5, "nothing new");
     }
 
@@ -671,45 +798,50 @@ mod tests {
     /// audit input is turned off.
     #[test]
     fn a_verified_exception_edited_by_one_person_is_not_in_force() {
-        let s = Settings { audited: true, ..Settings::default() };
+        let s = audited();
         let cli = "driftwatch-break-glass/0.1.0";
         let (opened, approved) = (exception(""), exception("bob"));
         let good = vec![write(&opened, "alice", cli, 0), write(&approved, "bob", cli, 2)];
-        let verified = evaluate(&app(&approved), None, &good, &s, true, t(NOW)).unwrap();
+        let verified = evaluate(&app(&approved), Stored::default(), &good, &s, true, t(NOW)).unwrap();
         assert!(verified.effective);
         let longer = Exception { expires_at: t("2026-12-07T10:00:00Z"), ..approved.clone() };
         let carol = Exception { opened_by: "carol".into(), ..approved.clone() };
         for edited in [&longer, &carol] {
             // The stored verdict is not reused for another value; alice's hand write is
             // the write that left it.
-            let unseen = evaluate(&app(edited), Some(&verified), &good, &s, true, t(NOW)).unwrap();
+            let unseen = evaluate(&app(edited), Stored::latest(Some(&verified)), &good, &s, true, t(NOW)).unwrap();
             assert!(!unseen.effective, "{unseen:?}");
             let mut writes = good.clone();
             writes.push(write(edited, "alice", "kubectl/v1.36.0", 30));
-            let b = evaluate(&app(edited), Some(&verified), &writes, &s, true, t(NOW)).unwrap();
+            let b = evaluate(&app(edited), Stored::latest(Some(&verified)), &writes, &s, true, t(NOW)).unwrap();
             assert_eq!((b.state, b.effective), (State::Refused, false), "{b:?}");
             assert_ne!(b.fingerprint(), verified.fingerprint());
         }
         assert_ne!(
-            evaluate(&app(&longer), None, &[], &Settings::default(), true, t(NOW)).unwrap().fingerprint(),
-            evaluate(&app(&approved), None, &[], &Settings::default(), true, t(NOW)).unwrap().fingerprint(),
+            evaluate(&app(&longer), Stored::default(), &[], &Settings::default(), true, t(NOW)).unwrap().fingerprint(),
+            evaluate(&app(&approved), Stored::default(), &[], &Settings::default(), true, t(NOW)).unwrap().fingerprint(),
             "an edited expiry is a transition to record"
         );
         // Closed, then the saved value put back: refused, also with a new expiry.
-        let closed = evaluate(&json!({"metadata": {}}), Some(&verified), &good, &s, true, t(NOW)).unwrap();
+        let closed = evaluate(&json!({"metadata": {}}), Stored::latest(Some(&verified)), &good, &s, true, t(NOW)).unwrap();
         for back in [&approved, &longer] {
-            let b = evaluate(&app(back), Some(&closed), &good, &s, true, t(NOW)).unwrap();
+            let b = evaluate(&app(back), Stored::latest(Some(&closed)), &good, &s, true, t(NOW)).unwrap();
             assert_eq!((b.state, b.effective), (State::Refused, false));
             assert!(b.refusal.contains("does not reopen"), "{}", b.refusal);
         }
         // An older exception than the latest does not come back either.
         let newer = Exception { opened_at: t("2026-12-04T10:30:00Z"), ..exception("") };
-        let latest = evaluate(&app(&newer), None, &[], &s, true, t(NOW)).unwrap();
-        assert!(evaluate(&app(&approved), Some(&latest), &good, &s, true, t(NOW)).unwrap().refusal.contains("does not come back"));
+        let latest = evaluate(&app(&newer), Stored::default(), &[], &s, true, t(NOW)).unwrap();
+        assert!(
+            evaluate(&app(&approved), Stored::latest(Some(&latest)), &good, &s, true, t(NOW))
+                .unwrap()
+                .refusal
+                .contains("does not come back")
+        );
         // A refusal stands whatever the audit setting.
         let forged = [write(&opened, "alice", cli, 0), write(&approved, "alice", cli, 2)];
-        let refused = evaluate(&app(&approved), None, &forged, &s, true, t(NOW)).unwrap();
-        let unaudited = evaluate(&app(&approved), Some(&refused), &[], &Settings::default(), true, t(NOW)).unwrap();
+        let refused = evaluate(&app(&approved), Stored::default(), &forged, &s, true, t(NOW)).unwrap();
+        let unaudited = evaluate(&app(&approved), Stored::latest(Some(&refused)), &[], &Settings::default(), true, t(NOW)).unwrap();
         assert_eq!((unaudited.state, unaudited.effective), (State::Refused, false));
     }
 
@@ -718,11 +850,11 @@ mod tests {
     /// refused.
     #[test]
     fn the_second_person_is_another_person() {
-        let s = Settings { audited: true, ..Settings::default() };
+        let s = audited();
         let cli = "driftwatch-break-glass/0.1.0";
         let (opened, approved) = (exception(""), exception("bob"));
         let judge = |approval: Write, s: &Settings| {
-            evaluate(&app(&approved), None, &[write(&opened, "alice", cli, 0), approval], s, true, t(NOW)).unwrap()
+            evaluate(&app(&approved), Stored::default(), &[write(&opened, "alice", cli, 0), approval], s, true, t(NOW)).unwrap()
         };
         let mut same_person = write(&approved, "bob", cli, 2);
         same_person.uid = "uid-alice".into();
@@ -730,7 +862,7 @@ mod tests {
         let sa = Exception { approved_by: "system:serviceaccount:ci:deployer".into(), ..approved.clone() };
         let b = evaluate(
             &app(&sa),
-            None,
+            Stored::default(),
             &[write(&opened, "alice", cli, 0), write(&sa, "system:serviceaccount:ci:deployer", cli, 2)],
             &s,
             true,
@@ -739,6 +871,9 @@ mod tests {
         .unwrap();
         assert!(b.refusal.contains("a token is no second person"), "{}", b.refusal);
         let groups = Settings { approver_groups: vec!["incident-commanders".into()], ..s.clone() };
+        assert!(
+            judge(write(&approved, "bob", cli, 2), &Settings { approver_groups: vec![], ..s.clone() }).refusal.contains("groups is empty")
+        );
         assert!(judge(write(&approved, "bob", cli, 2), &groups).refusal.contains("in none of breakGlass.approvers.groups"));
         let mut commander = write(&approved, "bob", cli, 2);
         commander.groups.push("incident-commanders".into());
@@ -749,7 +884,7 @@ mod tests {
     /// the opening out of the bounded window.
     #[test]
     fn no_op_writes_cannot_push_the_opening_out() {
-        let s = Settings { audited: true, ..Settings::default() };
+        let s = audited();
         let cli = "driftwatch-break-glass/0.1.0";
         let (opened, approved) = (exception(""), exception("bob"));
         let mut w = Writes::default();
@@ -759,8 +894,141 @@ mod tests {
         }
         w.record(write(&approved, "bob", cli, 20));
         assert_eq!(w.of("argocd/shop@u").len(), MAX_WRITES_PER_APP);
-        let b = evaluate(&app(&approved), None, w.of("argocd/shop@u"), &s, true, t(NOW)).unwrap();
+        let b = evaluate(&app(&approved), Stored::default(), w.of("argocd/shop@u"), &s, true, t(NOW)).unwrap();
         assert_eq!((b.state, b.verification, b.effective), (State::Active, Verification::Verified, true), "{}", b.refusal);
+    }
+
+    /// What the store keeps between passes, as the pipeline's stage keeps it: the
+    /// records by opening time, the last judged one, the newest exception.
+    #[derive(Default)]
+    struct Store {
+        records: std::collections::BTreeMap<u64, BreakGlass>,
+        latest: Option<u64>,
+        newest: Option<Newest>,
+    }
+
+    impl Store {
+        /// One pass over `app` with the audit input's `writes`: judged, then kept.
+        fn pass(&mut self, app: &Value, writes: &[Write], s: &Settings) -> Option<BreakGlass> {
+            let latest = self.latest.and_then(|ms| self.records.get(&ms));
+            let newest_record = self.newest.as_ref().and_then(|n| self.records.get(&n.opened_ms));
+            let stored = Stored { latest, newest_record, newest: self.newest.as_ref() };
+            let judged = evaluate(app, stored, writes, s, true, t(NOW))?;
+            let newest = Newest::after(stored.newest().as_ref(), &judged, t(NOW));
+            let kept = with_transitions(judged.clone(), stored.by_id(&judged.id).or(latest), t(NOW));
+            self.latest = Some(kept.opened_ms());
+            self.records.insert(kept.opened_ms(), kept);
+            self.newest = newest;
+            Some(judged)
+        }
+    }
+
+    fn raw(value: &str) -> Value {
+        json!({"metadata": {"annotations": {ANNOTATION: value}}})
+    }
+
+    /// Review N2: opened, approved (verified), closed; then an unreadable value, or an
+    /// older exception, written by hand; then the saved approved value put back. The
+    /// store looks the exception up by its id and by the newest the Application had:
+    /// refused, whatever was written in between, and the closed record keeps its story.
+    #[test]
+    fn a_closed_exception_does_not_come_back_whatever_is_written_in_between() {
+        let s = audited();
+        let cli = "driftwatch-break-glass/0.1.0";
+        let (opened, approved) = (exception(""), exception("bob"));
+        let older = Exception { ticket: "INC-1".into(), opened_at: t("2026-12-04T09:00:00Z"), ..exception("") };
+        for between in [raw("x"), app(&older)] {
+            let good = vec![write(&opened, "alice", cli, 0), write(&approved, "bob", cli, 2)];
+            let mut store = Store::default();
+            assert!(store.pass(&app(&opened), &good[..1], &s).unwrap().verification == Verification::Verified);
+            assert!(store.pass(&app(&approved), &good, &s).unwrap().effective);
+            assert_eq!(store.pass(&json!({"metadata": {}}), &good, &s).unwrap().state, State::Closed);
+            let b = store.pass(&between, &good, &s).unwrap();
+            assert_eq!(b.state, State::Refused, "{b:?}");
+            // The hand-written value back: the audit input has not shown that write yet.
+            let back = store.pass(&app(&approved), &good, &s).unwrap();
+            assert_eq!((back.state, back.effective), (State::Refused, false), "{back:?}");
+            assert!(back.refusal.contains("does not reopen"), "{}", back.refusal);
+            let story: Vec<&str> = store.records[&back.opened_ms()].events.iter().map(|e| e.event.as_str()).collect();
+            assert_eq!(story, ["opened", "approved", "active", "closed", "refused"]);
+        }
+    }
+
+    /// Review N2: the write that left the value the Application holds must be the
+    /// approver's, through driftwatch. alice writes the approved value again (with
+    /// driftwatch's user agent, which a client chooses): an earlier write of an equal
+    /// value by bob does not make hers his.
+    #[test]
+    fn the_write_that_left_the_value_is_the_one_judged() {
+        let s = audited();
+        let cli = "driftwatch-break-glass/0.1.0";
+        let (opened, approved) = (exception(""), exception("bob"));
+        let mut writes = vec![write(&opened, "alice", cli, 0), write(&approved, "bob", cli, 2)];
+        let verified = evaluate(&app(&approved), Stored::default(), &writes, &s, true, t(NOW)).unwrap();
+        assert!(verified.effective);
+        writes.push(Write { value: None, ..write(&approved, "alice", cli, 10) });
+        writes.push(write(&approved, "alice", cli, 11));
+        let b = evaluate(&app(&approved), Stored::latest(Some(&verified)), &writes, &s, true, t(NOW)).unwrap();
+        assert_eq!((b.state, b.effective), (State::Refused, false), "{b:?}");
+        assert!(b.refusal.starts_with("forged: the audit log shows alice wrote the approval that names bob"), "{}", b.refusal);
+    }
+
+    /// Review N11: people without a UID (client certificates, OIDC by default) are told
+    /// apart by name and group: the opener's second account, a robot in
+    /// `system:serviceaccounts` or `system:nodes`, a cloud service account, a member of
+    /// a configured machine group, and anyone when no approver group is set, are
+    /// refused; another person in the approvers' group is not.
+    #[test]
+    fn identities_without_a_uid_and_machines_are_no_second_person() {
+        let cli = "driftwatch-break-glass/0.1.0";
+        let s = Settings { machine_groups: vec!["robots".into()], ..audited() };
+        let judge = |approver: &str, uid: &str, groups: &[&str], s: &Settings| {
+            let approved = exception(approver);
+            let mut approval = write(&approved, approver, cli, 2);
+            approval.uid = uid.into();
+            approval.groups = groups.iter().map(|g| g.to_string()).collect();
+            let mut opening = write(&exception(""), "alice", cli, 0);
+            opening.uid = String::new();
+            evaluate(&app(&approved), Stored::default(), &[opening, approval], s, true, t(NOW)).unwrap()
+        };
+        for (who, groups, why) in [
+            ("alice-admin@corp.example", &["sre"][..], "one person's two accounts"),
+            ("deploy-bot", &["system:serviceaccounts", "sre"][..], "in the group system:serviceaccounts"),
+            ("node-7", &["system:nodes", "sre"][..], "a node is no person"),
+            ("ci@shop.iam.gserviceaccount.com", &["sre"][..], "machine identity"),
+            ("robot-1", &["robots", "sre"][..], "breakGlass.approvers.refuseGroups"),
+            ("carol", &["dev"][..], "in none of breakGlass.approvers.groups"),
+        ] {
+            let b = judge(who, "", groups, &s);
+            assert_eq!((b.state, b.effective), (State::Refused, false), "{who}: {b:?}");
+            assert!(b.refusal.contains(why), "{who}: {}", b.refusal);
+        }
+        assert!(judge("bob", "", &["sre"], &Settings { approver_groups: vec![], ..s.clone() }).refusal.contains("groups is empty"));
+        assert!(judge("bob", "", &["sre"], &s).effective, "another person, in the approvers' group");
+        // Without the audit input the names alone still tell a second account.
+        let b = evaluate(&app(&exception("alice-admin")), Stored::default(), &[], &Settings::default(), true, t(NOW)).unwrap();
+        assert!(b.refusal.contains("one person's two accounts"), "{}", b.refusal);
+    }
+
+    /// Review L-a: nine writes with distinct exceptions by one person do not push
+    /// another's opening out of the window; the approval after them verifies.
+    #[test]
+    fn one_writers_many_exceptions_cannot_push_the_opening_out() {
+        let s = audited();
+        let cli = "driftwatch-break-glass/0.1.0";
+        let (opened, approved) = (exception(""), exception("bob"));
+        let mut w = Writes::default();
+        w.record(write(&opened, "alice", cli, 0));
+        for i in 1..=MAX_WRITES_PER_APP as i64 + 1 {
+            let other = Exception { ticket: format!("FAKE-{i}"), ..exception("") };
+            w.record(write(&other, "mallory", "kubectl/v1.36.0", i));
+        }
+        w.record(write(&approved, "bob", cli, 20));
+        let kept = w.of("argocd/shop@u");
+        assert_eq!(kept.len(), MAX_WRITES_PER_APP);
+        assert!(kept.iter().any(|x| x.audit_id == "audit-alice-0"), "the opening was pushed out");
+        let b = evaluate(&app(&approved), Stored::default(), kept, &s, true, t(NOW)).unwrap();
+        assert_eq!((b.verification, b.effective), (Verification::Verified, true), "{}", b.refusal);
     }
 }
 #[cfg(test)]
@@ -768,7 +1036,7 @@ mod roundtrip {
     #[test]
     fn a_record_reads_back() {
         let b = super::BreakGlass { id: "x@1".into(), ticket: "x".into(), opened_at: Some(chrono::Utc::now()), ..Default::default() };
-        let r = super::Record { app_key: "a".into(), namespace: "n".into(), name: "m".into(), break_glass: b };
+        let r = super::Record { app_key: "a".into(), namespace: "n".into(), name: "m".into(), break_glass: b, newest: None };
         let json = serde_json::to_string(&r).unwrap();
         let back: Result<super::Record, _> = serde_json::from_str(&json);
         assert_eq!(back.as_ref().ok(), Some(&r), "{json} {back:?}");

@@ -329,16 +329,27 @@ impl Pipeline {
         if !annotated && latest.is_none_or(|l| l.closed) {
             return None;
         }
-        let stored = latest.and_then(|l| l.record.as_ref());
         let off_git = app.object.at("/status/sync/status").and_then(serde_json::Value::as_str) != Some("Synced");
-        let before = stored.as_ref().map(|r| &r.break_glass);
-        let judged = bg::evaluate(&app.object, before, inputs.break_glass.of(app_key), &self.runtime.break_glass, off_git, now)?;
-        let changed = before.is_none_or(|b| b.fingerprint() != judged.fingerprint());
+        let before = latest.and_then(|l| l.record.as_ref()).map(|r| &r.break_glass);
+        let stored = bg::Stored {
+            latest: before,
+            newest_record: latest.and_then(|l| l.newest_record.as_ref()).map(|r| &r.break_glass),
+            newest: latest.and_then(|l| l.newest.as_ref()),
+        };
+        let judged = bg::evaluate(&app.object, stored, inputs.break_glass.of(app_key), &self.runtime.break_glass, off_git, now)?;
+        // The newest exception moves or ends with what the annotation holds now; the
+        // store keeps it even when the judgement itself did not change.
+        let newest = bg::Newest::after(stored.newest.cloned().or_else(|| before.and_then(bg::Newest::of)).as_ref(), &judged, now);
+        let changed = before.is_none_or(|b| b.fingerprint() != judged.fingerprint()) || newest.as_ref() != stored.newest;
+        // The exception's own stored history continues (by id), whatever was judged in
+        // between.
+        let prior = stored.by_id(&judged.id).or(before);
         let record = changed.then(|| Record {
             app_key: app_key.to_string(),
             namespace: app.namespace.clone(),
             name: app.name.clone(),
-            break_glass: bg::with_transitions(judged.clone(), before, now),
+            break_glass: bg::with_transitions(judged.clone(), prior, now),
+            newest,
         });
         drift.break_glass = Some(judged);
         record

@@ -14,14 +14,19 @@ use crate::drift::break_glass::Record;
 use crate::drift::episode::Episode;
 use crate::model::{Action, Destination};
 
-/// An Application's newest stored break-glass exception.
+/// An Application's last judged break-glass exception, and its newest.
 #[derive(Debug, Clone, Default)]
 pub struct StoredException {
-    /// Whether it is closed (a closed one holds nothing; the pass judges afresh only
-    /// when the Application is annotated again).
+    /// Whether the last judged one is closed (a closed one holds nothing; the pass
+    /// judges afresh only when the Application is annotated again).
     pub closed: bool,
-    /// The stored record (`None` when unreadable: the pass judges afresh).
+    /// The last judged one's record (`None` when unreadable: the pass judges afresh).
     pub record: Option<Record>,
+    /// The newest exception the Application ever had, and whether it ended.
+    pub newest: Option<crate::drift::break_glass::Newest>,
+    /// The newest one's record, when it is not `record` (the exception a pass most
+    /// needs by id: the one a write may try to bring back).
+    pub newest_record: Option<Record>,
 }
 
 /// One Application's state as its pass reads it. Each collection is bounded by the
@@ -133,9 +138,14 @@ impl StateView {
             let (k, v) = item.map_err(storage)?;
             holds.insert(suffix(k.value()), v.value());
         }
-        let break_glass = self
-            .latest_break_glass(app)?
-            .map(|l| Ok::<_, StateError>(StoredException { closed: l.closed, record: self.break_glass(app, l.opened_ms)? }));
+        let break_glass = self.latest_break_glass(app)?.map(|l| {
+            let record = self.break_glass(app, l.opened_ms)?;
+            let newest_record = match &l.newest {
+                Some(n) if n.opened_ms != l.opened_ms => self.break_glass(app, n.opened_ms)?,
+                _ => None,
+            };
+            Ok::<_, StateError>(StoredException { closed: l.closed, record, newest: l.newest, newest_record })
+        });
         Ok(AppState {
             episode: self.latest_episode(app)?,
             operation: self.latest_operation(app)?,

@@ -449,7 +449,7 @@ async fn handle(
         return Ok(full(
             201,
             &json!({"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview", "metadata": {},
-                    "status": {"userInfo": {"username": username, "uid": format!("uid-{username}"), "groups": ["system:authenticated"]}}}),
+                    "status": {"userInfo": {"username": username, "uid": format!("uid-{username}"), "groups": ["sre", "system:authenticated"]}}}),
         ));
     }
     if let Some(user) = &person
@@ -679,7 +679,7 @@ fn patch_application(
     let n = w.audit.len();
     w.audit.push(json!({"kind": "Event", "apiVersion": "audit.k8s.io/v1", "level": "RequestResponse",
         "auditID": format!("audit-{user}-{n}"), "stage": "ResponseComplete", "requestURI": uri, "verb": "patch",
-        "user": {"username": user, "groups": ["system:authenticated"]}, "sourceIPs": ["127.0.0.1"], "userAgent": agent,
+        "user": {"username": user, "groups": ["sre", "system:authenticated"]}, "sourceIPs": ["127.0.0.1"], "userAgent": agent,
         "objectRef": {"resource": "applications", "namespace": ns, "name": name, "apiGroup": "argoproj.io", "apiVersion": "v1alpha1"},
         "responseStatus": {"metadata": {}, "code": 200}, "requestObject": request, "responseObject": obj,
         "requestReceivedTimestamp": chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Micros, true),

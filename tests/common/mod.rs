@@ -73,7 +73,8 @@ routes:
 /// PagerDuty (`oncall`, at `pd`) and a Slack incident channel (`incident`, at
 /// `incident`), and the routes of a break-glass policy: security drift under a verified
 /// exception to the incident channel, other security drift paged, an overdue exception
-/// paged. A test appends its `secretsFile` and `audit:` settings.
+/// paged; the people of group `sre` may approve. A test appends its `secretsFile` and
+/// `audit:` settings.
 pub fn break_glass_routes(pd: u16, incident: u16) -> String {
     format!(
         r#"services:
@@ -100,6 +101,9 @@ routes:
   - name: overdue
     triggers: [on-break-glass-overdue]
     recipients: [oncall:platform]
+breakGlass:
+  approvers:
+    groups: [sre]
 "#
     )
 }

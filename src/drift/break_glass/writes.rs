@@ -1,6 +1,8 @@
 //! The audit log's writes of the break-glass annotation, per Application, kept for
-//! the exceptions they open or approve (bounded; the first write of each exception is
-//! never pushed out).
+//! the exceptions they open or approve. Bounded per Application, and over the bound
+//! the writer with the most writes loses their oldest: one person's writes, however
+//! many and whatever values they leave, cannot push out another's opening or approval
+//! (review L-a).
 
 use super::*;
 
@@ -30,25 +32,28 @@ pub const MAX_WRITES_PER_APP: usize = 8;
 
 pub const MAX_APPS_WITH_WRITES: usize = 10_000;
 
+/// Brings `list` (sorted by time) within [`MAX_WRITES_PER_APP`]: the writer with the
+/// most writes loses their oldest (of two writers with as many, the one whose write
+/// is older). A writer loses none while another has more writes than they do; the
+/// newest write, the one that left the value the Application holds, is never the one
+/// to go.
+fn evict(list: &mut Vec<Write>) {
+    while list.len() > MAX_WRITES_PER_APP {
+        let mut counts: std::collections::HashMap<&str, usize> = std::collections::HashMap::new();
+        for w in list.iter() {
+            *counts.entry(w.username.as_str()).or_default() += 1;
+        }
+        let most = counts.values().copied().max().unwrap_or(0);
+        let victim = list.iter().position(|w| counts.get(w.username.as_str()) == Some(&most)).unwrap_or(0);
+        list.remove(victim);
+    }
+}
+
 /// The audit input's writes of the annotation, per Application, for as long as an
 /// exception may last (`breakGlass.maxFor`): what verifies its opening and approval.
 #[derive(Debug, Default)]
 pub struct Writes {
     by_app: std::collections::HashMap<String, Vec<Write>>,
-}
-
-/// The index of the first (oldest) write of each exception id in `list` (sorted by time).
-fn first_of_each_exception(list: &[Write]) -> Vec<usize> {
-    let mut seen = std::collections::HashSet::new();
-    let mut out = Vec::new();
-    for (i, w) in list.iter().enumerate() {
-        if let Some(id) = w.value.as_deref().and_then(|v| serde_json::from_str::<Exception>(v).ok()).map(|e| e.id())
-            && seen.insert(id)
-        {
-            out.push(i);
-        }
-    }
-    out
 }
 
 impl Writes {
@@ -58,17 +63,13 @@ impl Writes {
             return false;
         }
         let list = self.by_app.entry(w.app_key.clone()).or_default();
-        if !list.iter().any(|o| o.audit_id == w.audit_id) {
+        // The same event again (a batch posted twice), not merely the same audit ID: the
+        // client chooses that ID, and a write under a reused one must still count.
+        let again = |o: &Write| (&o.audit_id, &o.username, o.time, &o.value) == (&w.audit_id, &w.username, w.time, &w.value);
+        if !list.iter().any(again) {
             list.push(w);
             list.sort_by_key(|w| w.time);
-            // Over the bound the oldest write goes that is not the first of its
-            // exception (its opening): writes of a value already seen cannot push out
-            // the opening they would otherwise be taken for.
-            while list.len() > MAX_WRITES_PER_APP {
-                let firsts: Vec<usize> = first_of_each_exception(list);
-                let victim = (0..list.len()).find(|i| !firsts.contains(i)).unwrap_or(0);
-                list.remove(victim);
-            }
+            evict(list);
         }
         true
     }
