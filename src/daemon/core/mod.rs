@@ -505,7 +505,8 @@ impl Core {
         }
         self.note_outside_project(&key, app, &eval.drift);
         if let Some(live) = self.live.as_mut() {
-            let wanted = crate::cluster::live::Wanted::from_drift(&eval.drift, &eval.target, &app.object);
+            let scope = self.inputs.scope(app, &self.pipeline.runtime);
+            let wanted = crate::cluster::live::Wanted::from_drift(&eval.drift, &eval.target, &app.object, &scope);
             let r = live.request(&key, wanted, || crate::drift::ignore::IgnoreRules::of(&app.object));
             self.inputs.live_forgotten(r.forgotten);
         }
