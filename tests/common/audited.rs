@@ -10,10 +10,10 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
+use super::AppBuilder;
 use super::control_plane::{self as cp, apply_as};
 use super::daemon::{Daemon, wait_for};
 use super::receiver::receiver;
-use super::AppBuilder;
 
 /// A receiver for the `hook` service, with the port it listens on.
 pub fn hook() -> (Arc<Mutex<Vec<String>>>, u16) {
