@@ -51,6 +51,19 @@ mod on_a_real_api_server {
             .collect()
     }
 
+    /// Server-side applies `obj` once its kind is served: a new API server may list the
+    /// Argo CD CRDs before its discovery has them.
+    async fn apply_when_served(admin: &kube::Client, manager: &str, obj: Value) {
+        for _ in 0..300 {
+            match cp::try_apply_as(admin, manager, obj.clone()).await {
+                Err(kube::Error::Discovery(_)) => tokio::time::sleep(Duration::from_millis(100)).await,
+                Err(e) => panic!("apply: {e}"),
+                Ok(_) => return,
+            }
+        }
+        panic!("{} not served within 30 s", obj["kind"]);
+    }
+
     /// Argo CD's stock `default` AppProject (every destination and kind, no
     /// `sourceNamespaces`), the AppProject `team-a` (only namespace `team-a`, for
     /// Applications in `team-a`), a ConfigMap in `kube-system` holding a private value,
@@ -60,7 +73,7 @@ mod on_a_real_api_server {
         let admin = api.client(ADMIN).await;
         let default = json!({"apiVersion": "argoproj.io/v1alpha1", "kind": "AppProject", "metadata": {"name": "default", "namespace": "argocd"},
             "spec": {"sourceRepos": ["*"], "destinations": [{"server": "*", "namespace": "*"}], "clusterResourceWhitelist": [{"group": "*", "kind": "*"}]}});
-        apply_as(&admin, "argocd-server", default).await;
+        apply_when_served(&admin, "argocd-server", default).await;
         let team_a = json!({"apiVersion": "argoproj.io/v1alpha1", "kind": "AppProject", "metadata": {"name": "team-a", "namespace": "argocd"},
             "spec": {"sourceRepos": ["*"], "sourceNamespaces": ["team-a"], "destinations": team_a_destinations}});
         apply_as(&admin, "argocd-server", team_a).await;
@@ -261,7 +274,7 @@ mod on_a_real_api_server {
                 }
             }
             let app = application(AppBuilder::new("shop").synced().healthy().field("/spec/project", json!("shop")));
-            put_app(&admin, app.clone()).await;
+            apply_when_served(&admin, "argocd-application-controller", app.clone()).await;
             let bob = api.client(BOB).await;
             let write = |patch: Value| {
                 let (bob, app) = (bob.clone(), app.clone());
