@@ -184,13 +184,13 @@ fn main() {
     });
     // The same under an AppProject's rule (what the daemon does when it reads live
     // objects): a project with two destinations and a blacklist, checked per resource.
-    let project = driftwatch::project::ProjectPolicy::of(&json!({"spec": {
+    let project = driftwatch::project::ProjectPolicy::of(&json!({"metadata": {"name": "shop", "namespace": "argocd"}, "spec": {
         "destinations": [{"server": "https://kubernetes.default.svc", "namespace": "shop"}, {"name": "spoke-*", "namespace": "shop-*"}],
         "namespaceResourceBlacklist": [{"group": "", "kind": "ResourceQuota"}],
         "clusterResourceWhitelist": [{"group": "rbac.authorization.k8s.io", "kind": "*"}]}}));
     measure("drift under the AppProject's rule (60 resources, scope built per pass)", 20_000, || {
-        let scope =
-            driftwatch::project::Scope::of(&drifted.object, Some(&project)).resolved("https://kubernetes.default.svc", "in-cluster");
+        let scope = driftwatch::project::Scope::of(&drifted.object, Some(&project), "argocd")
+            .resolved("https://kubernetes.default.svc", "in-cluster");
         black_box(Drift::of(black_box(&drifted.object), &prod.classes, inputs.live(), "", &scope).view());
     });
     let episode = driftwatch::drift::episode::observe(None, &drifted, &drift, now).episode.expect("drifting");

@@ -86,5 +86,5 @@ kubernetes-validate --strict --quiet \
   "$out/default.yaml" "$out/ha.yaml" "$out/postgres.yaml" "$out/kustomize.yaml" "$out/kustomize-ha.yaml" \
   "$out/kustomize-postgres.yaml" "$out/kustomize-spoke.yaml" \
   deploy/kubernetes/attribution-secrets.yaml deploy/kubernetes/argocd-cluster-secrets.yaml \
-  deploy/kubernetes/break-glass-operators.yaml
+  deploy/kubernetes/break-glass-operators.yaml deploy/kubernetes/break-glass-admission.yaml
 echo "deploy: chart lint, renders, schema refusals, kustomize and schema validation passed"

@@ -11,6 +11,17 @@
 //! (no whitelist: every kind), `clusterResourceWhitelist`/`Blacklist` for cluster-scoped
 //! ones (no whitelist: none). An Application whose AppProject has not been seen may read
 //! nothing. Globs are Argo CD's: `*`, `?`, `[a-z]`, `[!x]` and `{a,b}`.
+//!
+//! `spec.project` and `spec.destination` are written by whoever may patch the
+//! Application, so before any resource is judged the Application itself must pass what
+//! Argo CD's admission checks (an Application Argo CD refuses deploys nothing, so it
+//! may reach nothing here): an Application outside Argo CD's own namespace
+//! (`attribution.argocdNamespace`) only under a project whose `sourceNamespaces` lists
+//! its namespace (`IsAppNamespacePermitted`), the project itself in Argo CD's namespace
+//! (the only place Argo CD reads projects from), and a destination with one of `name`
+//! or `server`, never both (`ValidateDestination`). Whether a kind is namespaced is the
+//! API server's answer (discovery, `cluster::live`), never the namespace the status
+//! claims for it.
 
 use serde_json::Value;
 
@@ -36,6 +47,11 @@ struct Destination {
 /// An AppProject's rule for resources.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct ProjectPolicy {
+    /// Where the AppProject is: Argo CD reads projects from its own namespace only.
+    namespace: String,
+    /// `sourceNamespaces`: the namespaces (globs, or `/regex/`) whose Applications may
+    /// use the project besides Argo CD's own.
+    source_namespaces: Vec<String>,
     destinations: Vec<Destination>,
     cluster_whitelist: Vec<GroupKind>,
     cluster_blacklist: Vec<GroupKind>,
@@ -75,13 +91,28 @@ impl ProjectPolicy {
                     .collect()
             })
             .unwrap_or_default();
+        let source_namespaces = spec
+            .and_then(|sp| sp.get("sourceNamespaces"))
+            .and_then(Value::as_array)
+            .map(|items| items.iter().filter_map(Value::as_str).take(MAX_ENTRIES).map(str::to_string).collect())
+            .unwrap_or_default();
         ProjectPolicy {
+            namespace: project.pointer("/metadata/namespace").and_then(Value::as_str).unwrap_or_default().to_string(),
+            source_namespaces,
             destinations,
             cluster_whitelist: list("clusterResourceWhitelist").unwrap_or_default(),
             cluster_blacklist: list("clusterResourceBlacklist").unwrap_or_default(),
             namespace_whitelist: list("namespaceResourceWhitelist"),
             namespace_blacklist: list("namespaceResourceBlacklist").unwrap_or_default(),
         }
+    }
+
+    /// Argo CD's `IsAppNamespacePermitted`: an Application in Argo CD's namespace may
+    /// use any project; one elsewhere only a project whose `sourceNamespaces` matches
+    /// its namespace (a glob, or a regular expression between slashes, found anywhere
+    /// in the name as Argo CD's `regexp2` does).
+    fn app_namespace_permitted(&self, app_namespace: &str, control_plane: &str) -> bool {
+        app_namespace == control_plane || self.source_namespaces.iter().any(|p| source_namespace_matches(p, app_namespace))
     }
 
     fn kind_permitted(&self, group: &str, kind: &str, namespaced: bool) -> bool {
@@ -119,15 +150,34 @@ pub struct Scope {
     policy: Option<ProjectPolicy>,
     server: String,
     name: String,
+    /// `spec.destination.namespace`: with the server, what the project's destinations
+    /// must permit before a cluster-scoped resource is read.
+    dest_namespace: String,
+    /// Why Argo CD would refuse the Application itself, so that nothing of it is read.
+    refused: Option<String>,
 }
 
 impl Scope {
-    /// The scope of the Application `app` under `policy`, its AppProject's rule (`None`:
-    /// the project has not been seen, and nothing is read).
-    pub fn of(app: &Value, policy: Option<&ProjectPolicy>) -> Scope {
+    /// The scope of the Application `app` under `policy`, the rule of the AppProject its
+    /// `spec.project` names (`None`: the project has not been seen, and nothing is
+    /// read), with `control_plane` the namespace Argo CD runs in.
+    pub fn of(app: &Value, policy: Option<&ProjectPolicy>, control_plane: &str) -> Scope {
         let d = |k: &str| app.pointer(&format!("/spec/destination/{k}")).and_then(Value::as_str).unwrap_or_default().to_string();
-        let project = app.pointer("/spec/project").and_then(Value::as_str).filter(|p| !p.is_empty()).unwrap_or("default");
-        Scope { project: project.to_string(), policy: policy.cloned(), server: d("server"), name: d("name") }
+        let project = app.pointer("/spec/project").and_then(Value::as_str).filter(|p| !p.is_empty()).unwrap_or("default").to_string();
+        let (server, name) = (d("server"), d("name"));
+        let app_namespace = app.pointer("/metadata/namespace").and_then(Value::as_str).unwrap_or_default();
+        let refused = admission(&project, policy, app_namespace, (&server, &name), control_plane);
+        Scope { project, policy: policy.cloned(), server, name, dest_namespace: d("namespace"), refused }
+    }
+
+    /// Whether Argo CD would admit the Application at all (else why not): when it would
+    /// not, nothing of it is read or indexed.
+    pub fn admitted(&self) -> Result<(), String> {
+        match (&self.refused, &self.policy) {
+            (Some(why), _) => Err(why.clone()),
+            (None, None) => Err(format!("AppProject {} has not been seen: nothing of its Applications is read", self.project)),
+            (None, Some(_)) => Ok(()),
+        }
     }
 
     /// The destination's other half filled in where it is known (a configured cluster's
@@ -152,16 +202,28 @@ impl Scope {
             cluster_whitelist: vec![all],
             ..ProjectPolicy::default()
         };
-        Scope { project: String::new(), policy: Some(policy), server: "*".into(), name: "*".into() }
+        Scope {
+            project: String::new(),
+            policy: Some(policy),
+            server: "*".into(),
+            name: "*".into(),
+            dest_namespace: "*".into(),
+            refused: None,
+        }
     }
 
     /// Whether the resource may be read for this Application, or why not (for the
     /// resource's `notRead` message).
+    /// Whether the resource may be read for this Application, or why not (for the
+    /// resource's `notRead` message). `namespace` is the one `status.resources` claims:
+    /// empty is judged as cluster-scoped, anything else as namespaced; the read itself
+    /// refuses a resource whose kind discovery serves with the other scope
+    /// ([`scope_mismatch`]), so a claim cannot move a kind from one rule to the other.
     pub fn permits(&self, group: &str, kind: &str, namespace: &str) -> Result<(), String> {
-        let Some(p) = &self.policy else {
-            return Err(format!("AppProject {} has not been seen: nothing of its Applications is read", self.project));
-        };
-        let gk = if group.is_empty() { kind.to_string() } else { format!("{kind}.{group}") };
+        // Refuses an unseen project too, so the policy is there below.
+        self.admitted()?;
+        let Some(p) = &self.policy else { return self.admitted() };
+        let gk = group_kind(group, kind);
         if !p.kind_permitted(group, kind, !namespace.is_empty()) {
             let scope = if namespace.is_empty() { "cluster-scoped " } else { "" };
             return Err(format!("AppProject {} does not permit {scope}{gk}: not read", self.project));
@@ -169,8 +231,84 @@ impl Scope {
         if !namespace.is_empty() && !p.destination_permitted(&self.server, &self.name, namespace) {
             return Err(format!("AppProject {} does not permit namespace {namespace} on this destination: not read", self.project));
         }
+        // A cluster-scoped object has no namespace to match the destinations with: the
+        // Application's own destination must be one of the project's (Argo CD refuses
+        // the Application otherwise), or a whitelisted kind could be read on any cluster.
+        if namespace.is_empty() && !p.destination_permitted(&self.server, &self.name, &self.dest_namespace) {
+            return Err(format!("AppProject {} does not permit the Application's destination: {gk} not read", self.project));
+        }
         Ok(())
     }
+}
+
+/// Why Argo CD would refuse an Application before deploying anything (`None`: it would
+/// not), from what the Application says of itself and its project's rule.
+fn admission(
+    project: &str,
+    policy: Option<&ProjectPolicy>,
+    app_namespace: &str,
+    dest: (&str, &str),
+    control_plane: &str,
+) -> Option<String> {
+    if !dest.0.is_empty() && !dest.1.is_empty() {
+        return Some(format!(
+            "the destination has both name ({}) and server ({}), which Argo CD refuses: nothing of the Application is read",
+            dest.1, dest.0
+        ));
+    }
+    let p = policy?;
+    if p.namespace != control_plane {
+        return Some(format!(
+            "AppProject {project} is in namespace {:?}, not Argo CD's ({control_plane}), where Argo CD reads projects: nothing is read",
+            p.namespace
+        ));
+    }
+    if !p.app_namespace_permitted(app_namespace, control_plane) {
+        return Some(format!(
+            "AppProject {project} does not list namespace {app_namespace} in sourceNamespaces, so Argo CD refuses the Application: nothing of it is read"
+        ));
+    }
+    None
+}
+
+fn group_kind(group: &str, kind: &str) -> String {
+    if group.is_empty() { kind.to_string() } else { format!("{kind}.{group}") }
+}
+
+/// Why a resource is not read when `status.resources` claims it with a namespace (or
+/// none) and discovery says its kind is the other scope (`namespaced`): Argo CD lists a
+/// cluster-scoped object without a namespace and a namespaced one with its namespace,
+/// so a mismatch is a hand-written status, and the project's rule was applied to the
+/// wrong scope. `None`: claim and discovery agree.
+pub fn scope_mismatch(group: &str, kind: &str, claimed_namespace: &str, namespaced: bool) -> Option<String> {
+    let gk = group_kind(group, kind);
+    match (namespaced, claimed_namespace.is_empty()) {
+        (false, false) => Some(format!(
+            "{gk} is cluster-scoped (the API server's discovery) but status.resources lists it under namespace {claimed_namespace}: \
+             judged as cluster-scoped it needs the AppProject's clusterResourceWhitelist, and it is not read"
+        )),
+        (true, true) => {
+            Some(format!("{gk} is namespaced (the API server's discovery) but status.resources gives it no namespace: not read"))
+        }
+        _ => None,
+    }
+}
+
+/// The most characters of a `sourceNamespaces` regular expression compiled.
+const MAX_REGEX_CHARS: usize = 1_000;
+
+/// One `sourceNamespaces` entry against a namespace, as Argo CD's
+/// `glob.MatchStringInList(.., glob.REGEXP)`: `/re/` is a regular expression matched
+/// anywhere in the name (one that does not compile, or uses what Rust's `regex` lacks,
+/// matches nothing), anything else a glob.
+fn source_namespace_matches(pattern: &str, namespace: &str) -> bool {
+    if let Some(re) = pattern.strip_prefix('/').and_then(|p| p.strip_suffix('/')) {
+        if re.chars().count() > MAX_REGEX_CHARS {
+            return false;
+        }
+        return regex::RegexBuilder::new(re).size_limit(1 << 20).build().is_ok_and(|r| r.is_match(namespace));
+    }
+    glob(pattern, namespace)
 }
 
 fn deny(pattern: &str) -> bool {
@@ -298,16 +436,21 @@ mod tests {
     }
 
     fn app(ns: &str, server: &str, name: &str) -> Value {
-        json!({"spec": {"project": "team-a", "destination": {"namespace": ns, "server": server, "name": name}}})
+        json!({"metadata": {"namespace": "argocd"}, "spec": {"project": "team-a", "destination": {"namespace": ns, "server": server, "name": name}}})
+    }
+
+    /// An AppProject in Argo CD's namespace with `spec`.
+    fn policy(spec: Value) -> ProjectPolicy {
+        ProjectPolicy::of(&json!({"metadata": {"name": "team-a", "namespace": "argocd"}, "spec": spec}))
     }
 
     #[test]
     fn a_project_permits_its_namespaces_kinds_and_destinations_only() {
-        let project = ProjectPolicy::of(&json!({"spec": {
+        let project = policy(json!({
             "destinations": [{"server": "https://kubernetes.default.svc", "namespace": "team-a"}, {"name": "spoke-*", "namespace": "team-a-*"}],
             "namespaceResourceBlacklist": [{"group": "", "kind": "Secret"}],
-            "clusterResourceWhitelist": [{"group": "rbac.authorization.k8s.io", "kind": "ClusterRole"}]}}));
-        let here = Scope::of(&app("team-a", "https://kubernetes.default.svc", ""), Some(&project));
+            "clusterResourceWhitelist": [{"group": "rbac.authorization.k8s.io", "kind": "ClusterRole"}]}));
+        let here = Scope::of(&app("team-a", "https://kubernetes.default.svc", ""), Some(&project), "argocd");
         assert_eq!(here.permits("apps", "Deployment", "team-a"), Ok(()));
         assert_eq!(here.permits("", "ConfigMap", "team-a"), Ok(()));
         assert!(here.permits("", "ConfigMap", "kube-system").unwrap_err().contains("namespace kube-system"));
@@ -316,24 +459,94 @@ mod tests {
         assert_eq!(here.permits("rbac.authorization.k8s.io", "ClusterRole", ""), Ok(()));
         assert!(here.permits("rbac.authorization.k8s.io", "ClusterRoleBinding", "").is_err());
         // A destination the project does not have: nothing there.
-        let prod = Scope::of(&app("team-a", "", "spoke-prod"), Some(&project));
+        let prod = Scope::of(&app("team-a", "", "spoke-prod"), Some(&project), "argocd");
         assert!(prod.permits("apps", "Deployment", "team-a").is_err());
         assert_eq!(prod.permits("apps", "Deployment", "team-a-web"), Ok(()));
-        let other = Scope::of(&app("team-a", "https://other.example.com", ""), Some(&project));
+        let other = Scope::of(&app("team-a", "https://other.example.com", ""), Some(&project), "argocd");
         assert!(other.permits("apps", "Deployment", "team-a").is_err());
         // An empty whitelist permits nothing; no project seen permits nothing.
-        let none =
-            ProjectPolicy::of(&json!({"spec": {"destinations": [{"server": "*", "namespace": "*"}], "namespaceResourceWhitelist": []}}));
-        assert!(Scope::of(&app("x", "https://k", ""), Some(&none)).permits("apps", "Deployment", "x").is_err());
-        assert!(Scope::of(&app("x", "https://k", ""), None).permits("apps", "Deployment", "x").unwrap_err().contains("has not been seen"));
+        let none = policy(json!({"destinations": [{"server": "*", "namespace": "*"}], "namespaceResourceWhitelist": []}));
+        assert!(Scope::of(&app("x", "https://k", ""), Some(&none), "argocd").permits("apps", "Deployment", "x").is_err());
+        assert!(
+            Scope::of(&app("x", "https://k", ""), None, "argocd")
+                .permits("apps", "Deployment", "x")
+                .unwrap_err()
+                .contains("has not been seen")
+        );
     }
 
     #[test]
     fn deny_patterns_exclude_what_a_wildcard_allowed() {
-        let project = ProjectPolicy::of(&json!({"spec": {"destinations": [
-            {"server": "*", "namespace": "*"}, {"server": "*", "namespace": "!kube-*"}]}}));
-        let s = Scope::of(&app("web", "https://kubernetes.default.svc", ""), Some(&project));
+        let project = policy(json!({"destinations": [{"server": "*", "namespace": "*"}, {"server": "*", "namespace": "!kube-*"}]}));
+        let s = Scope::of(&app("web", "https://kubernetes.default.svc", ""), Some(&project), "argocd");
         assert_eq!(s.permits("", "ConfigMap", "web"), Ok(()));
         assert!(s.permits("", "ConfigMap", "kube-system").is_err());
+    }
+
+    /// Review N1: `spec.project` and `spec.destination` are the Application's own
+    /// writes, so Argo CD's admission comes first. An Application outside Argo CD's
+    /// namespace uses only a project listing its namespace in `sourceNamespaces` (globs,
+    /// `/regex/`); a project outside Argo CD's namespace is none; a destination with both
+    /// name and server reaches nothing.
+    #[test]
+    fn argo_cds_admission_decides_before_any_resource() {
+        let wide = json!({"destinations": [{"server": "*", "name": "*", "namespace": "*"}],
+            "clusterResourceWhitelist": [{"group": "*", "kind": "*"}]});
+        let default = policy(wide.clone());
+        let in_ns = |ns: &str, project: &ProjectPolicy| {
+            let mut a = app("team-a", "https://kubernetes.default.svc", "");
+            a["metadata"]["namespace"] = json!(ns);
+            Scope::of(&a, Some(project), "argocd")
+        };
+        // In Argo CD's namespace: any project.
+        assert_eq!(in_ns("argocd", &default).permits("", "ConfigMap", "kube-system"), Ok(()));
+        // team-a rewrote spec.project to `default`, which lists no sourceNamespaces.
+        let why = in_ns("team-a", &default).permits("", "ConfigMap", "kube-system").unwrap_err();
+        assert!(why.contains("does not list namespace team-a in sourceNamespaces"), "{why}");
+        assert_eq!(in_ns("team-a", &default).admitted(), Err(why));
+        for (pattern, ns, want) in [
+            ("team-a", "team-a", true),
+            ("team-*", "team-a", true),
+            ("team-*", "kube-system", false),
+            ("/^team-[a-c]$/", "team-b", true),
+            ("/^team-[a-c]$/", "team-d", false),
+            ("/team/", "my-team-x", true),
+            ("/(?=x)/", "x", false),
+        ] {
+            let mut spec = wide.clone();
+            spec["sourceNamespaces"] = json!([pattern]);
+            assert_eq!(in_ns(ns, &policy(spec)).permits("", "ConfigMap", ns).is_ok(), want, "{pattern} ~ {ns}");
+        }
+        // A project of the same name in a tenant's namespace is not Argo CD's.
+        let mut spec = wide.clone();
+        spec["sourceNamespaces"] = json!(["*"]);
+        let shadow = ProjectPolicy::of(&json!({"metadata": {"name": "team-a", "namespace": "team-a"}, "spec": spec}));
+        assert!(in_ns("team-a", &shadow).permits("", "ConfigMap", "team-a").unwrap_err().contains("not Argo CD's"));
+        // Both name and server: Argo CD refuses the Application.
+        let both = Scope::of(&app("team-a", "https://kubernetes.default.svc", "spoke-prod"), Some(&default), "argocd");
+        assert!(both.permits("apps", "Deployment", "team-a").unwrap_err().contains("both name (spoke-prod) and server"));
+        assert!(both.resolved("https://kubernetes.default.svc", "spoke-prod").admitted().is_err(), "resolving does not hide it");
+    }
+
+    /// Review N1 (c): a cluster-scoped kind is judged as cluster-scoped whatever
+    /// namespace the status claims (the read refuses the mismatch), and only on a
+    /// destination the project has.
+    #[test]
+    fn cluster_scoped_kinds_need_the_whitelist_and_a_permitted_destination() {
+        let project = policy(json!({"destinations": [{"server": "https://kubernetes.default.svc", "namespace": "team-a"}],
+            "clusterResourceWhitelist": [{"group": "", "kind": "Namespace"}]}));
+        let here = Scope::of(&app("team-a", "https://kubernetes.default.svc", ""), Some(&project), "argocd");
+        assert!(here.permits("rbac.authorization.k8s.io", "ClusterRole", "").is_err());
+        assert_eq!(here.permits("", "Namespace", ""), Ok(()));
+        let why = scope_mismatch("rbac.authorization.k8s.io", "ClusterRole", "team-a", false).unwrap();
+        assert!(why.contains("ClusterRole.rbac.authorization.k8s.io is cluster-scoped"), "{why}");
+        assert!(scope_mismatch("", "ConfigMap", "", true).unwrap().contains("no namespace"));
+        assert_eq!(scope_mismatch("", "ConfigMap", "team-a", true), None);
+        assert_eq!(scope_mismatch("", "Namespace", "", false), None);
+        // Elsewhere: not one of the project's destinations.
+        let mut far = app("kube-system", "https://kubernetes.default.svc", "");
+        far["spec"]["destination"]["namespace"] = json!("kube-system");
+        let far = Scope::of(&far, Some(&project), "argocd");
+        assert!(far.permits("", "Namespace", "").unwrap_err().contains("destination"));
     }
 }

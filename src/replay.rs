@@ -76,7 +76,7 @@ pub enum Snapshot {
     App(Box<App>),
     /// An Application that was deleted (a watch `DELETED` event).
     Deleted(Box<App>),
-    Project(Project),
+    Project(Box<Project>),
     /// A live object of a managed resource (any kind with `metadata.managedFields`): it
     /// stands in for what the daemon reads from the cluster to attribute drift.
     Live(Box<Value>),
@@ -104,7 +104,7 @@ fn classify(doc: Value, label: &str) -> Snapshot {
     }
     if doc.get("kind").and_then(Value::as_str) == Some("AppProject") {
         return match Project::from_value(&doc) {
-            Ok(p) => Snapshot::Project(p),
+            Ok(p) => Snapshot::Project(Box::new(p)),
             Err(e) => Snapshot::Malformed(format!("{label}: {e}")),
         };
     }

@@ -395,7 +395,7 @@ mod on_a_real_api_server {
             api.namespaces(&["cap-apps", "team-a", "team-b"]).await;
             let admin = api.client(ADMIN).await;
             let project = json!({"apiVersion": "argoproj.io/v1alpha1", "kind": "AppProject", "metadata": {"name": "team-a", "namespace": "argocd"},
-                "spec": {"sourceRepos": ["*"], "destinations": [{"server": "https://kubernetes.default.svc", "namespace": "team-a"}]}});
+                "spec": {"sourceRepos": ["*"], "sourceNamespaces": ["cap-apps"], "destinations": [{"server": "https://kubernetes.default.svc", "namespace": "team-a"}]}});
             apply_as(&admin, "argocd-server", project).await;
             let deploy = json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web", "namespace": "team-a"},
                 "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "web"}},

@@ -99,6 +99,7 @@ fn compute(git: Option<&Value>, mut live: Value, max_value_chars: usize, mask: &
         limits: Limits { max_fields: 50, max_value_chars },
         mask,
         notes: Vec::new(),
+        in_sync: None,
     })
 }
 

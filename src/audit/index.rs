@@ -63,7 +63,15 @@ impl ManagedIndex {
         let s = |v: &Value, k: &str| v.get(k).and_then(Value::as_str).unwrap_or_default().to_string();
         let mut refs = vec![ref_key("argoproj.io", "applications", &app.namespace, &app.name)];
         let mut targets = vec![Target { app_key: key.clone(), kind: Arc::from("Application"), app_spec: true }];
-        for r in app.object.pointer("/status/resources").and_then(Value::as_array).into_iter().flatten() {
+        // An Application Argo CD would refuse (`Scope::admitted`) manages nothing: only
+        // its own spec is indexed, and no tracking label names it. Whether a listed kind
+        // is namespaced needs no discovery here: the key holds the claimed namespace and
+        // an audit event names a cluster-scoped object with none, so a cluster-scoped
+        // kind claimed under a namespace (or a namespaced one claimed without) matches
+        // no event; one claimed rightly is judged by the rule of its scope.
+        let admitted = scope.admitted().is_ok();
+        let listed = app.object.pointer("/status/resources").and_then(Value::as_array).filter(|_| admitted);
+        for r in listed.into_iter().flatten() {
             let (group, kind) = (s(r, "group"), s(r, "kind"));
             if scope.permits(&group, &kind, &s(r, "namespace")).is_err() {
                 continue;
@@ -72,7 +80,11 @@ impl ManagedIndex {
             targets.push(Target { app_key: key.clone(), kind: Arc::from(kind.as_str()), app_spec: false });
         }
         let tracking = vec![app.name.clone(), format!("{}_{}", app.namespace, app.name)];
-        let dest_ns = app.object.pointer("/spec/destination/namespace").and_then(Value::as_str).unwrap_or_default().to_string();
+        let dest_ns = match admitted {
+            true => app.object.pointer("/spec/destination/namespace").and_then(Value::as_str).unwrap_or_default().to_string(),
+            // `tracked` never matches an empty namespace.
+            false => String::new(),
+        };
         // Unchanged only when the destination namespace is too (tracking labels match by it).
         if self.by_app.get(&key).is_some_and(|(r, _, ns)| *r == refs && *ns == dest_ns) {
             return;
@@ -193,7 +205,9 @@ mod tests {
     /// change of the destination namespace alone is applied (review L5).
     #[test]
     fn only_what_the_project_permits_is_indexed_and_a_new_namespace_is_applied() {
-        let project = crate::project::ProjectPolicy::of(&json!({"spec": {"destinations": [{"server": "*", "namespace": "payments"}]}}));
+        let project = crate::project::ProjectPolicy::of(
+            &json!({"metadata": {"namespace": "argocd"}, "spec": {"destinations": [{"server": "*", "namespace": "payments"}]}}),
+        );
         let mut a = app(
             "payments-api",
             json!([
@@ -202,7 +216,7 @@ mod tests {
             {"group": "rbac.authorization.k8s.io", "kind": "ClusterRole", "namespace": "", "name": "admin"}]),
         );
         a.object["spec"]["destination"]["server"] = "https://kubernetes.default.svc".into();
-        let scope = crate::project::Scope::of(&a.object, Some(&project));
+        let scope = crate::project::Scope::of(&a.object, Some(&project), "argocd");
         let mut idx = ManagedIndex::default();
         idx.update(&a, &scope);
         assert_eq!(idx.lookup("apps", "deployments", "payments", "api").len(), 1);
@@ -210,7 +224,7 @@ mod tests {
         assert!(idx.lookup("rbac.authorization.k8s.io", "clusterroles", "", "admin").is_empty());
         assert!(idx.lookup("argoproj.io", "applications", "argocd", "payments-api")[0].app_spec, "the Application itself is");
         // Unseen project: only the Application itself.
-        idx.update(&a, &crate::project::Scope::of(&a.object, None));
+        idx.update(&a, &crate::project::Scope::of(&a.object, None, "argocd"));
         assert!(idx.lookup("apps", "deployments", "payments", "api").is_empty());
         // L5: the same resources, a new destination namespace.
         idx.update(&a, &scope);
@@ -219,5 +233,36 @@ mod tests {
         idx.update(&a, &scope);
         assert_eq!(idx.tracked("payments-api", "payments-v2").len(), 1);
         assert!(idx.tracked("payments-api", "payments").is_empty());
+    }
+
+    /// Review N1: team-a's Application rewrites its `spec.project` to `default` (every
+    /// destination and kind, no `sourceNamespaces`): Argo CD refuses it, so nothing it
+    /// lists is its, and no tracking label names it. A ClusterRole it lists under
+    /// `namespace: team-a` under a project that permits its namespaces matches no audit
+    /// event of the ClusterRole (those carry no namespace).
+    #[test]
+    fn an_application_argo_cd_refuses_manages_nothing() {
+        let default = crate::project::ProjectPolicy::of(&json!({"metadata": {"namespace": "argocd"}, "spec": {
+            "destinations": [{"server": "*", "namespace": "*"}], "clusterResourceWhitelist": [{"group": "*", "kind": "*"}]}}));
+        let mut a = app(
+            "mine",
+            json!([{"group": "", "kind": "ConfigMap", "namespace": "kube-system", "name": "kubeadm-config"},
+                   {"group": "rbac.authorization.k8s.io", "kind": "ClusterRole", "namespace": "team-a", "name": "admin"}]),
+        );
+        a.namespace = "team-a".into();
+        a.object["metadata"]["namespace"] = "team-a".into();
+        a.object["spec"]["destination"] = json!({"server": "https://kubernetes.default.svc", "namespace": "kube-system"});
+        let mut idx = ManagedIndex::default();
+        idx.update(&a, &crate::project::Scope::of(&a.object, Some(&default), "argocd"));
+        assert!(idx.lookup("", "configmaps", "kube-system", "kubeadm-config").is_empty());
+        assert!(idx.tracked("mine", "kube-system").is_empty(), "no tracking label names it");
+        assert!(idx.lookup("argoproj.io", "applications", "team-a", "mine")[0].app_spec, "its own spec still is");
+        // Listed by the project: its own resources are; the ClusterRole matches no event.
+        let listing =
+            crate::project::ProjectPolicy::of(&json!({"metadata": {"namespace": "argocd"}, "spec": {"sourceNamespaces": ["team-*"],
+            "destinations": [{"server": "*", "namespace": "*"}], "clusterResourceWhitelist": [{"group": "*", "kind": "*"}]}}));
+        idx.update(&a, &crate::project::Scope::of(&a.object, Some(&listing), "argocd"));
+        assert_eq!(idx.lookup("", "configmaps", "kube-system", "kubeadm-config").len(), 1);
+        assert!(idx.lookup("rbac.authorization.k8s.io", "clusterroles", "", "admin").is_empty());
     }
 }

@@ -34,12 +34,13 @@ pub fn diff_command(o: &DiffOptions<'_>, out: &mut dyn Write, err: &mut dyn Writ
         let target = rt.target(&app);
         // The AppProject bounds what is read, as in the daemon.
         let project_name = app.pointer("/spec/project").and_then(serde_json::Value::as_str).unwrap_or("default");
-        let policy =
-            crate::cluster::live::get_project(&client, namespace, project_name).await?.map(|p| crate::project::ProjectPolicy::of(&p));
+        let policy = crate::cluster::live::get_project(&client, &rt.attribution.argocd_namespace, project_name)
+            .await?
+            .map(|p| crate::project::ProjectPolicy::of(&p));
         let (server, dest_name) = rt.destination_of(&app);
-        let scope = crate::project::Scope::of(&app, policy.as_ref()).resolved(&server, &dest_name);
+        let scope = crate::project::Scope::of(&app, policy.as_ref(), &rt.attribution.argocd_namespace).resolved(&server, &dest_name);
         let listed = Drift::of(&app, &rt.classes, &LiveIndex::new(), &target.key(), &scope);
-        let wanted = Wanted::from_drift(&listed, &target, &app);
+        let wanted = Wanted::from_drift(&listed, &target, &app, &scope);
         let (mut fetcher, mut results) = LiveFetcher::for_runtime(&rt, client).await;
         let started = fetcher.request("diff", wanted, || crate::drift::ignore::IgnoreRules::of(&app)).started;
         let mut live = LiveIndex::new();

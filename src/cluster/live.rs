@@ -95,22 +95,21 @@ impl Wanted {
     /// The resources of an Application's `drift` that have what a read needs, in the
     /// cluster `target` (none when its destination is neither this cluster nor a
     /// configured spoke: a same-named object here would be the wrong one), and that its
-    /// AppProject permits (`notRead: outside-project` ones are never asked for).
-    pub fn from_drift(drift: &Drift, target: &Target, app: &Value) -> Vec<Wanted> {
+    /// AppProject permits as `scope` judges them (those `notRead: outside-project` by it
+    /// are never asked for). One refused by the read itself (its kind's scope is not the
+    /// claimed one) is still asked for, so that its refusal stays fresh in the cache
+    /// rather than being forgotten and asked for again at every evaluation.
+    pub fn from_drift(drift: &Drift, target: &Target, app: &Value, scope: &crate::project::Scope) -> Vec<Wanted> {
         let cluster = match target {
             Target::Local => String::new(),
             Target::Spoke(l) => l.clone(),
             Target::Elsewhere(_) => return Vec::new(),
         };
-        use crate::drift::attribution::NotReadReason;
-        let outside = |r: &&crate::drift::DriftResource| {
-            r.attribution.as_ref().and_then(|a| a.not_read.as_ref()).is_some_and(|n| n.reason == NotReadReason::OutsideProject)
-        };
         let readable: Vec<_> = drift
             .resources
             .iter()
             .filter(|r| !r.version.is_empty() && !r.kind.is_empty() && !r.name.is_empty())
-            .filter(|r| !outside(r))
+            .filter(|r| scope.permits(&r.group, &r.kind, &r.namespace).is_ok())
             .collect();
         if readable.is_empty() {
             return Vec::new();
@@ -159,6 +158,7 @@ impl Fetched {
             Err(ReadError::Refused(e)) => {
                 Some(Attribution::not_read(NotReadReason::Error, format!("cluster {}: {e}", self.wanted.cluster_label())))
             }
+            Err(ReadError::OutsideProject(e)) => Some(Attribution::not_read(NotReadReason::OutsideProject, e.clone())),
         }
     }
 }
@@ -168,15 +168,10 @@ pub async fn get_application(client: &kube::Client, namespace: &str, name: &str)
     get_argocd_object(client, "Application", "applications", namespace, name).await
 }
 
-/// An AppProject by name, from the Application's namespace or else Argo CD's
-/// (`argocd`), where projects of Applications in any namespace live.
-pub async fn get_project(client: &kube::Client, app_namespace: &str, name: &str) -> Result<Option<Value>, String> {
-    for ns in [app_namespace, "argocd"] {
-        if let Some(p) = get_argocd_object(client, "AppProject", "appprojects", ns, name).await? {
-            return Ok(Some(p));
-        }
-    }
-    Ok(None)
+/// An AppProject by name, from Argo CD's namespace (`control_plane`): the only one
+/// Argo CD reads projects from, whatever namespace the Application is in.
+pub async fn get_project(client: &kube::Client, control_plane: &str, name: &str) -> Result<Option<Value>, String> {
+    get_argocd_object(client, "AppProject", "appprojects", control_plane, name).await
 }
 
 async fn get_argocd_object(client: &kube::Client, kind: &str, plural: &str, namespace: &str, name: &str) -> Result<Option<Value>, String> {
@@ -204,6 +199,10 @@ pub enum ReadError {
     /// The API server answered with an error other than 403 (a kind it does not serve,
     /// a 500): the cluster is up; tried again after the TTL.
     Refused(String),
+    /// The API server serves the kind with the other scope than `status.resources`
+    /// claims (a cluster-scoped kind under a namespace, a namespaced one without): a
+    /// hand-written status, not read (`project::scope_mismatch`).
+    OutsideProject(String),
 }
 
 impl ReadError {
@@ -230,7 +229,7 @@ impl std::fmt::Display for ReadError {
             ReadError::SecretsOff => {
                 write!(f, "Secrets are not read unless attribution.readSecrets is true (and the opt-in RBAC grants get on secrets)")
             }
-            ReadError::Failed(e) | ReadError::Refused(e) => f.write_str(e),
+            ReadError::Failed(e) | ReadError::Refused(e) | ReadError::OutsideProject(e) => f.write_str(e),
         }
     }
 }
@@ -543,6 +542,11 @@ async fn get_object(cluster: &Cluster, full: bool, w: &Wanted) -> Result<Option<
             found
         }
     };
+    // Whether the object is namespaced is the API server's answer, never the claim the
+    // project's rule was applied to: a mismatch is refused before any request for it.
+    if let Some(why) = crate::project::scope_mismatch(&w.group, &w.kind, &w.namespace, caps.scope == Scope::Namespaced) {
+        return Err(ReadError::OutsideProject(why));
+    }
     let api: Api<DynamicObject> = match caps.scope {
         Scope::Cluster => Api::all_with(client.clone(), &ar),
         Scope::Namespaced => Api::namespaced_with(client.clone(), &w.namespace, &ar),
@@ -629,7 +633,8 @@ mod tests {
             Wanted::from_drift(
                 &serde_json::from_value(serde_json::json!({"resources": [{"kind": "X", "name": "n"}]})).unwrap(),
                 &Target::Local,
-                &serde_json::json!({})
+                &serde_json::json!({}),
+                &crate::project::Scope::unrestricted()
             ),
             vec![],
             "no version: cannot be read"

@@ -148,6 +148,12 @@ pub fn destination(app: &Value) -> (&str, &str) {
 /// The cluster an Application's resources live in.
 pub fn target(app: &Value, local: &[String], spokes: &[ClusterSpec]) -> Target {
     let (server, name) = destination(app);
+    // Argo CD refuses a destination with both: which cluster it meant is not known, so
+    // none is read (resolving either half would let the Application pick a cluster its
+    // project does not permit by naming one it does).
+    if !server.is_empty() && !name.is_empty() {
+        return Target::Elsewhere(format!("both name {name} and server {server}"));
+    }
     let is = |d: &str| (!server.is_empty() && d == server) || (!name.is_empty() && d == name);
     if local.iter().any(|d| is(d)) {
         return Target::Local;

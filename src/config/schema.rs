@@ -170,6 +170,11 @@ pub struct AttributionDef {
     /// driftwatch's token read every Secret's data: off, a drifted Secret is still
     /// classified and reported, with its attribution marked as not read.
     pub read_secrets: Option<bool>,
+    /// The namespace Argo CD runs in (`argocd` when absent): where its AppProjects are,
+    /// and the only namespace whose Applications may use any project; an Application
+    /// elsewhere may use only a project whose `sourceNamespaces` lists its namespace,
+    /// as Argo CD decides. It bounds what is read and indexed for each Application.
+    pub argocd_namespace: Option<At<String>>,
 }
 
 /// `audit:`: Kubernetes audit events as an input (a webhook backend, a log file).

@@ -19,6 +19,8 @@ pub struct AttributionSettings {
     pub ttl: std::time::Duration,
     pub destinations: Vec<String>,
     pub read_secrets: bool,
+    /// `attribution.argocdNamespace`: Argo CD's control-plane namespace.
+    pub argocd_namespace: String,
 }
 
 impl Default for AttributionSettings {
@@ -30,6 +32,7 @@ impl Default for AttributionSettings {
             ttl: std::time::Duration::from_secs(60),
             destinations: vec!["https://kubernetes.default.svc".into(), "in-cluster".into()],
             read_secrets: false,
+            argocd_namespace: "argocd".into(),
         }
     }
 }
@@ -247,7 +250,27 @@ pub(super) fn attribution(def: &AttributionDef, ctx: &mut Ctx<'_>) -> Attributio
             .unwrap_or(defaults.concurrency),
         destinations: def.destinations.clone().unwrap_or(defaults.destinations),
         read_secrets: def.read_secrets.unwrap_or(defaults.read_secrets),
+        argocd_namespace: match &def.argocd_namespace {
+            Some(ns) if !is_dns_label(&ns.value) => {
+                ctx.errors.push(ConfigError::new(
+                    ctx.file.pos(&ns.referenced),
+                    "attribution.argocdNamespace",
+                    format!("{:?} is not a namespace name (a DNS label: lowercase letters, digits and '-', at most 63)", ns.value),
+                ));
+                defaults.argocd_namespace
+            }
+            Some(ns) => ns.value.clone(),
+            None => defaults.argocd_namespace,
+        },
     }
+}
+
+/// A Kubernetes namespace name: an RFC 1123 label.
+fn is_dns_label(s: &str) -> bool {
+    (1..=63).contains(&s.len())
+        && s.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        && !s.starts_with('-')
+        && !s.ends_with('-')
 }
 
 /// `state:`: where the store is (a file, or PostgreSQL), and its bound on keys per

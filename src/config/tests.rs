@@ -207,6 +207,14 @@ fn drift_settings_routes_history_attribution() {
     let defaults = f.file("driftwatch.yaml", "{}\n").load().unwrap();
     assert!(local(&defaults, serde_json::json!({"server": "https://kubernetes.default.svc"})));
     assert!(!local(&defaults, serde_json::json!({"server": "https://remote.example.com"})), "a remote cluster");
+    // Argo CD refuses a destination with both name and server: no cluster is read.
+    let both = serde_json::json!({"name": "in-cluster", "server": "https://kubernetes.default.svc"});
+    assert!(matches!(defaults.target(&app(both)), clusters::Target::Elsewhere(d) if d.contains("both")));
+    assert_eq!(defaults.attribution.argocd_namespace, "argocd");
+    let named = f.file("driftwatch.yaml", "attribution: {argocdNamespace: gitops}\n").load().unwrap();
+    assert_eq!(named.attribution.argocd_namespace, "gitops");
+    let errors = f.file("driftwatch.yaml", "attribution:\n  argocdNamespace: Argo_CD\n").errors().join("\n");
+    assert!(errors.contains("driftwatch.yaml:2:20: attribution.argocdNamespace: \"Argo_CD\" is not a namespace name"), "{errors}");
 
     // Bad values name the key and the position; all route errors are reported.
     f.file("driftwatch.yaml", "routes:\n  - match: {class: loud}\n    triggers: [on-nothing]\n    recipients: [slack:x]\n");

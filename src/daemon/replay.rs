@@ -89,7 +89,7 @@ impl Replay {
     pub async fn step(&mut self, step: &Step) -> Result<Stepped, pass::PassError> {
         let (app, deleted) = match &step.snapshot {
             Snapshot::Project(p) => {
-                self.inputs.project_seen(p.clone());
+                self.inputs.project_seen((**p).clone());
                 return Ok(Stepped::Project(p.name.clone()));
             }
             Snapshot::Live(object) => {

@@ -41,13 +41,19 @@ impl Inputs {
 
     /// What `app`'s AppProject lets the driver read for it: the project's rule when
     /// live objects are read on the Application's behalf (an unseen project permits
-    /// nothing); unrestricted for a replay, which reads no cluster.
-    pub fn scope(&self, app: &App) -> crate::project::Scope {
-        if self.reads_live {
-            crate::project::Scope::of(&app.object, self.projects.get(&app.project).map(|p| &p.policy))
-        } else {
-            crate::project::Scope::unrestricted()
-        }
+    /// nothing, nor does an Application Argo CD would refuse: `project::Scope`), with
+    /// the destination resolved as Argo CD resolves it; unrestricted for a replay,
+    /// which reads no cluster.
+    pub fn scope(&self, app: &App, rt: &crate::config::Runtime) -> crate::project::Scope {
+        if self.reads_live { self.project_scope(app, rt) } else { crate::project::Scope::unrestricted() }
+    }
+
+    /// The rule of the AppProject `app` names, whether or not live objects are read
+    /// (the audit input's index is bounded by it too).
+    pub fn project_scope(&self, app: &App, rt: &crate::config::Runtime) -> crate::project::Scope {
+        let (server, name) = rt.destination_of(&app.object);
+        let policy = self.projects.get(&app.project).map(|p| &p.policy);
+        crate::project::Scope::of(&app.object, policy, &rt.attribution.argocd_namespace).resolved(&server, &name)
     }
 
     pub fn project(&self, name: &str) -> Option<&Project> {

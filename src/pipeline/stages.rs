@@ -90,8 +90,7 @@ impl Pipeline {
         let (app, app_key, now) = (s.app, &s.key, s.now);
         let target = rt.target(&app.object);
         let cluster = target.key();
-        let (server, name) = rt.destination_of(&app.object);
-        let scope = inputs.scope(app).resolved(&server, &name);
+        let scope = inputs.scope(app, rt);
         let mut drift =
             Drift::of(&app.object, &rt.classes, &inputs.live, &cluster, &scope).with_attempts(inputs.attempts.of(app_key), &rt.classes);
         out.break_glass = self.judge_break_glass(inputs, s, &mut drift);

@@ -470,9 +470,13 @@ impl ApiServer {
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
         // Argo CD creates the `default` AppProject at start: every destination and kind.
+        // The tests keep Applications in namespaces of their own, so these clusters
+        // enable Applications in any namespace for it (`sourceNamespaces: ['*']`, an
+        // administrator's choice); the attack corpus writes the stock one where it matters.
         self.namespaces(&["argocd"]).await;
         let default = json!({"apiVersion": "argoproj.io/v1alpha1", "kind": "AppProject", "metadata": {"name": "default", "namespace": "argocd"},
-            "spec": {"sourceRepos": ["*"], "destinations": [{"server": "*", "namespace": "*"}], "clusterResourceWhitelist": [{"group": "*", "kind": "*"}]}});
+            "spec": {"sourceRepos": ["*"], "sourceNamespaces": ["*"], "destinations": [{"server": "*", "namespace": "*"}],
+                     "clusterResourceWhitelist": [{"group": "*", "kind": "*"}]}});
         apply_as(&client, "argocd-server", default).await;
     }
 

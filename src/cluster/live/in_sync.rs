@@ -191,7 +191,7 @@ mod tests {
         let classes = crate::drift::classes::ClassMap::default();
         let got = Wanted::in_sync(&app, &Target::Local, &crate::project::Scope::unrestricted(), &classes);
         assert_eq!(got.iter().map(|w| w.name.as_str()).collect::<Vec<_>>(), ["web"]);
-        let unseen = crate::project::Scope::of(&app, None);
+        let unseen = crate::project::Scope::of(&app, None, "argocd");
         assert!(Wanted::in_sync(&app, &Target::Local, &unseen, &classes).is_empty(), "an unseen AppProject permits nothing");
         assert_eq!(revision(&app), "abc");
     }

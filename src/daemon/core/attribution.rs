@@ -12,12 +12,11 @@ impl Core {
     /// AppProject.
     pub(super) fn request_live(&mut self, key: &str, app: &App, drift: &crate::drift::Drift, target: &crate::config::clusters::Target) {
         let Some(live) = self.live.as_mut() else { return };
-        let wanted = crate::cluster::live::Wanted::from_drift(drift, target, &app.object);
+        let rt = &self.pipeline.runtime;
+        let scope = self.inputs.scope(app, rt);
+        let wanted = crate::cluster::live::Wanted::from_drift(drift, target, &app.object, &scope);
         let r = live.request(key, wanted, || crate::drift::ignore::IgnoreRules::of(&app.object));
         self.inputs.live_forgotten(r.forgotten);
-        let rt = &self.pipeline.runtime;
-        let (server, name) = rt.destination_of(&app.object);
-        let scope = self.inputs.scope(app).resolved(&server, &name);
         live.record_in_sync(&app.object, crate::cluster::live::Wanted::in_sync(&app.object, target, &scope, &rt.classes));
     }
 

@@ -38,17 +38,19 @@ impl Core {
     /// What `app` manages, for the audit input (when there is one).
     pub(super) fn index_managed(&self, app: &App) {
         if let Some(a) = &self.audit {
-            // Bounded by its AppProject whether or not live objects are read.
+            // Bounded by its AppProject whether or not live objects are read, and by
+            // Argo CD's admission of the Application itself (`project::Scope`).
             let rt = &self.pipeline.runtime;
-            let (server, name) = rt.destination_of(&app.object);
             // The audit input is this cluster's: an Application deploying to a spoke
             // manages no object here (a same-named one here is another's), so only its
             // own spec is indexed.
-            let policy = match rt.target(&app.object) {
-                crate::config::clusters::Target::Local => self.inputs.project(&app.project).map(|p| &p.policy),
-                _ => None,
+            let scope = match rt.target(&app.object) {
+                crate::config::clusters::Target::Local => self.inputs.project_scope(app, rt),
+                _ => {
+                    let (server, name) = rt.destination_of(&app.object);
+                    crate::project::Scope::of(&app.object, None, &rt.attribution.argocd_namespace).resolved(&server, &name)
+                }
             };
-            let scope = crate::project::Scope::of(&app.object, policy).resolved(&server, &name);
             a.index.write().unwrap_or_else(|p| p.into_inner()).update(app, &scope);
         }
     }
