@@ -19,7 +19,7 @@ pub enum Change {
     App(Box<App>),
     AppDeleted(Box<App>),
     Project(Project),
-    ProjectDeleted(String),
+    ProjectDeleted { namespace: String, name: String },
     /// A (re)list of one stream started: objects follow, then `ListDone`.
     ListStarted(Stream),
     /// A (re)list of one stream ended: objects of *that stream's scope* not seen since
@@ -327,7 +327,7 @@ fn to_change(kind: Kind, object: Watched, deleted: bool) -> Change {
             Err(e) => malformed(e.to_string()),
         },
         Kind::AppProject => match Project::from_value(&v) {
-            Ok(p) if deleted => Change::ProjectDeleted(p.name),
+            Ok(p) if deleted => Change::ProjectDeleted { namespace: p.namespace, name: p.name },
             Ok(p) => Change::Project(p),
             Err(e) => malformed(e.to_string()),
         },

@@ -51,8 +51,11 @@ pub const KNOWN_KINDS: &[(&str, &str, &str, &str)] = &[
 /// on Secrets would let anyone holding driftwatch's token read every Secret's data.
 pub const NOT_READ_BY_DEFAULT: &[(&str, &str)] = &[("", "Secret")];
 
-/// Class names the configuration may use.
-pub const CLASSES: &[&str] = &["rbac", "network-policy", "admission", "secret", "crd", "workload", "config", "security-context", "other"];
+/// Class names the configuration may use. `application` is a person's write to an
+/// Application itself that weakens what Argo CD enforces (decided from the fields it
+/// set, like `security-context`: [`crate::drift::classify`]).
+pub const CLASSES: &[&str] =
+    &["rbac", "network-policy", "admission", "secret", "crd", "workload", "config", "security-context", "application", "other"];
 
 /// Field managers Argo CD writes with; their fields are the desired state.
 pub const ARGOCD_MANAGERS: &[&str] = &["argocd-controller", "argocd-application-controller"];
@@ -201,7 +204,7 @@ impl ClassMap {
 }
 
 /// Classes whose drift is a security matter (escalated by the default policy).
-pub const SECURITY_CLASSES: &[&str] = &["rbac", "network-policy", "security-context", "admission"];
+pub const SECURITY_CLASSES: &[&str] = &["rbac", "network-policy", "security-context", "admission", "application"];
 
 /// At most this many attribution entries per drift.
 pub const MAX_ATTRIBUTION_ENTRIES: usize = 32;

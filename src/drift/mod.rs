@@ -517,14 +517,20 @@ fn overlaps(a: &str, b: &str) -> bool {
 }
 
 /// Fields of an Application whose write by a person weakens what Argo CD enforces or
-/// what driftwatch tells: self-heal and pruning, the project, where it deploys; a sync
-/// operation written directly (any revision, past Argo CD's RBAC and Git's review);
-/// its status (what driftwatch reads: the CRD has no status subresource); where its
-/// notifications go.
+/// what driftwatch tells: self-heal and pruning, the project, where it deploys; what it
+/// deploys (its sources: a repository, a revision, inline Helm values or Kustomize
+/// patches written past Git's review), what Argo CD ignores of the live objects; a
+/// sync operation written directly (any revision, past Argo CD's RBAC and Git's
+/// review); its status (what driftwatch reads: the CRD has no status subresource);
+/// where its notifications go.
 const APP_SECURITY_FIELDS: &[&str] = &[
     "spec.syncPolicy",
     "spec.project",
     "spec.destination",
+    "spec.source",
+    "spec.sources",
+    "spec.sourceHydrator",
+    "spec.ignoreDifferences",
     "operation",
     "status",
     "metadata.annotations.notifications.argoproj.io/",
@@ -546,10 +552,14 @@ pub(crate) fn classify(a: &mut Attempt, classes: &ClassMap) {
         // bound): not known, so taken as a security write.
         a.security_fields = vec!["(request over audit.maxBodyBytes)".to_string()];
     }
-    a.class = if !a.security_fields.is_empty() && !a.app_spec && !matches!(kind_class, "rbac" | "network-policy" | "admission") {
-        "security-context".to_string()
-    } else {
-        kind_class.to_string()
+    a.class = match (a.app_spec, a.security_fields.is_empty()) {
+        // A write to the Application that weakens what Argo CD enforces is of the
+        // `application` class (a security class, which the security routes list); one
+        // that does not (a label, a link) is `other`.
+        (true, false) => "application".to_string(),
+        (true, true) => "other".to_string(),
+        (false, false) if !matches!(kind_class, "rbac" | "network-policy" | "admission") => "security-context".to_string(),
+        (false, _) => kind_class.to_string(),
     };
     a.security = SECURITY_CLASSES.contains(&a.class.as_str()) || !a.security_fields.is_empty();
 }

@@ -52,6 +52,29 @@ mod on_a_real_api_server {
         let told = told_of_bob(&w, "bob's operation write told");
         assert!(told.contains("operation.sync.revision"), "{told}");
         assert!(told.contains(":rotating_light:"), "a direct sync is a security write: {told}");
+        let pages = w.wait_pages("bob's operation write paged", 1);
+        assert!(pages.iter().any(|(s, sev)| s.contains("bob") && sev == "critical"), "{pages:?}");
+        w.stop();
+    }
+
+    /// bob points the Application at what he wants deployed — inline Helm values that
+    /// make the container privileged, past Git's review — and turns self-heal off.
+    /// Argo CD then deploys it as desired state, so no live drift ever shows it: the
+    /// write to the Application is the only trace. Expected: paged on the security route
+    /// (class `application`), naming bob (it was class `application`, which no route
+    /// could list, and `spec.source` was not a security field: chat only).
+    #[test]
+    fn a_source_rewritten_by_a_person_is_paged() {
+        let w = world("attack-source");
+        bob_writes(
+            &w,
+            json!({"spec": {"source": {"helm": {"values": "securityContext:\n  privileged: true\n"}},
+                            "syncPolicy": {"automated": {"selfHeal": false}}}}),
+        );
+        let pages = w.wait_pages("bob's source write paged", 1);
+        assert!(pages.iter().any(|(s, sev)| s.contains("bob") && sev == "critical"), "{pages:?}");
+        let told = told_of_bob(&w, "bob's source write told");
+        assert!(told.contains("spec.source.helm.values"), "{told}");
         w.stop();
     }
 

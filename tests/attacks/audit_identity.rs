@@ -32,7 +32,7 @@ pub(crate) mod on_a_real_api_server {
     retry: {{initialBackoff: 100ms, maxBackoff: 300ms}}
 routes:
   - name: security-page
-    match: {{class: [rbac, network-policy, security-context, admission]}}
+    match: {{class: [rbac, network-policy, security-context, admission, application]}}
     triggers: [on-security-drift]
     recipients: [oncall:platform]
     continue: true

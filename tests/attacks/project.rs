@@ -183,6 +183,63 @@ mod on_a_real_api_server {
         assert!(d.stop().success());
     }
 
+    /// A tenant who may write AppProjects in its own namespace creates one named like
+    /// its real project (`team-a`, in `team-a`, permitting nothing), then deletes it.
+    /// Argo CD reads AppProjects from its own namespace only, so neither write changes
+    /// what `mine` may read: after both, alice's next change of `team-a/cfg` is read
+    /// and shown. (Before, the projects were kept by name: the copy replaced the real
+    /// `team-a`, refusing every read, and its deletion removed the real one.)
+    #[test]
+    fn a_same_named_app_project_in_a_tenants_namespace_changes_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let (api, _log) = api_server("project-elsewhere", dir.path());
+        let (_got, port) = hook();
+        std::fs::write(dir.path().join("driftwatch.yaml"), config(port, "")).unwrap();
+        let cfg = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "cfg", "namespace": "team-a"}});
+        block_on(async {
+            let admin = tenants(&api, json!([{"server": IN_CLUSTER, "namespace": "team-a"}])).await;
+            grant(&admin, "team-a", "alice", "argoproj.io", &["appprojects"], &["get", "create", "patch", "delete"]).await;
+            put_app(&admin, mine("team-a", json!({"server": IN_CLUSTER, "namespace": "team-a"}), json!([res("", "ConfigMap", "team-a", "cfg")])))
+                .await;
+        });
+        let d = Daemon::start_with(dir.path(), &[]);
+        let shows = |value: &str| {
+            resource(&d, "cfg").is_some_and(|r| {
+                r["changes"].as_array().is_some_and(|c| c.iter().any(|c| c["live"] == value))
+            })
+        };
+        wait_for("alice's first change read (the control)", Duration::from_secs(30), || shows("b"));
+        let copy = json!({"apiVersion": "argoproj.io/v1alpha1", "kind": "AppProject", "metadata": {"name": "team-a", "namespace": "team-a"},
+            "spec": {"sourceRepos": ["*"], "sourceNamespaces": ["team-a"], "destinations": []}});
+        block_on(async {
+            let alice = api.client(ALICE).await;
+            apply_as(&alice, "kubectl", copy).await;
+        });
+        let elsewhere = "driftwatch_watch_events_total{type=\"appproject_elsewhere\"}";
+        wait_for("the copy seen and set aside", Duration::from_secs(30), || d.metric(elsewhere) == Some(1.0));
+        block_on(async {
+            let alice = api.client(ALICE).await;
+            let projects: kube::Api<kube::api::DynamicObject> = kube::Api::namespaced_with(
+                alice.clone(),
+                "team-a",
+                &kube::api::ApiResource::from_gvk(&kube::api::GroupVersionKind::gvk("argoproj.io", "v1alpha1", "AppProject")),
+            );
+            projects.delete("team-a", &Default::default()).await.expect("alice may delete her copy");
+            patch_as(&alice, "kubectl-edit", &cfg, Patch::Merge(json!({"data": {"MODE": "after-the-copy"}}))).await.unwrap();
+        });
+        // The Application changes (Argo CD refreshes it): evaluated and read again.
+        block_on(async {
+            let admin = api.client(ADMIN).await;
+            let app = json!({"apiVersion": "argoproj.io/v1alpha1", "kind": "Application", "metadata": {"name": "mine", "namespace": "team-a"}});
+            let refresh = json!({"metadata": {"annotations": {"refreshed": "1"}}});
+            patch_as(&admin, "argocd-controller", &app, Patch::Merge(refresh)).await.unwrap();
+        });
+        wait_for("the deletion seen and set aside", Duration::from_secs(30), || d.metric(elsewhere) == Some(2.0));
+        wait_for("alice's change after the copy read", Duration::from_secs(30), || shows("after-the-copy"));
+        assert_eq!(not_read(&d, "cfg"), None);
+        assert!(d.stop().success());
+    }
+
     /// Review N1 (c). The admin writes AppProject `team-a` (namespace `team-a` only, no
     /// `clusterResourceWhitelist`: no cluster-scoped kind) and a ClusterRole
     /// `secret-reader` whose rule names a private resourceName. team-a's Application

@@ -11,8 +11,8 @@ impl std::fmt::Debug for ChangeSummary<'_> {
         match self.0 {
             Change::App(a) => write!(f, "app {}", a.qualified_name()),
             Change::AppDeleted(a) => write!(f, "app deleted {}", a.qualified_name()),
-            Change::Project(p) => write!(f, "project {}", p.name),
-            Change::ProjectDeleted(p) => write!(f, "project deleted {p}"),
+            Change::Project(p) => write!(f, "project {}/{}", p.namespace, p.name),
+            Change::ProjectDeleted { namespace, name } => write!(f, "project deleted {namespace}/{name}"),
             Change::ListStarted(s) => write!(f, "list started: {s}"),
             Change::ListDone(s) => write!(f, "list done: {s}"),
             Change::Malformed { kind, name, .. } => write!(f, "malformed {} {name}", kind.as_str()),
@@ -22,6 +22,12 @@ impl std::fmt::Debug for ChangeSummary<'_> {
 }
 
 impl Core {
+    /// Whether an AppProject in `namespace` is one Argo CD reads: in its own namespace
+    /// (`attribution.argocdNamespace`).
+    fn argo_cds_project(&self, namespace: &str) -> bool {
+        namespace == self.pipeline.runtime.attribution.argocd_namespace
+    }
+
     pub(super) fn handle(&mut self, change: Change) {
         tracing::debug!(change = ?ChangeSummary(&change), "watch");
         match change {
@@ -38,6 +44,14 @@ impl Core {
                 self.apps.insert(key, Kept::of(&app));
             }
             Change::AppDeleted(app) => self.deleted(*app),
+            Change::Project(p) if !self.argo_cds_project(&p.namespace) => {
+                // Argo CD reads AppProjects from its own namespace only; one elsewhere
+                // (a tenant's, named like a real one) neither replaces nor removes it.
+                METRICS.events.inc("appproject_elsewhere");
+            }
+            Change::ProjectDeleted { namespace, .. } if !self.argo_cds_project(&namespace) => {
+                METRICS.events.inc("appproject_elsewhere");
+            }
             Change::Project(p) => {
                 METRICS.events.inc("appproject_apply");
                 let name = p.name.clone();
@@ -58,7 +72,7 @@ impl Core {
                     self.reevaluate(members);
                 }
             }
-            Change::ProjectDeleted(name) => {
+            Change::ProjectDeleted { name, .. } => {
                 METRICS.events.inc("appproject_delete");
                 self.inputs.project_gone(&name);
                 // Its Applications may read nothing now.
