@@ -133,21 +133,22 @@ impl LiveFetcher {
             started += 1;
             let (book, rev) = (self.in_sync.clone(), rev.clone());
             tokio::spawn(async move {
+                // `Some(None)`: the object is not there (nothing of it is Git's, and it
+                // is not read again for this revision); `None`: the read failed.
                 let got = if known_forbidden(&cluster.forbidden, &w).is_some() {
                     None
                 } else {
                     match cluster.permits.clone().acquire_owned().await {
-                        Ok(_permit) => {
-                            tokio::time::timeout(READ_TIMEOUT, get_object(&cluster, true, &w)).await.ok().and_then(Result::ok).flatten()
-                        }
+                        Ok(_permit) => tokio::time::timeout(READ_TIMEOUT, get_object(&cluster, true, &w)).await.ok().and_then(Result::ok),
                         Err(_) => None,
                     }
                 };
                 let values = match got {
-                    Some(object) => {
+                    Some(Some(object)) => {
                         let class = w.class.clone();
                         tokio::task::spawn_blocking(move || InSync::of(&object, &class)).await.ok()
                     }
+                    Some(None) => Some(InSync::default()),
                     None => None,
                 };
                 let mut b = lock(&book);
