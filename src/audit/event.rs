@@ -150,7 +150,7 @@ pub struct Malformed {
 
 /// What decides relevance besides the index.
 pub struct Filter<'a> {
-    pub argocd_identities: &'a [String],
+    pub argocd_identities: &'a crate::config::ArgoIdentities,
     pub index: &'a ManagedIndex,
     /// When the request time is missing or unreadable.
     pub now: DateTime<Utc>,
@@ -240,13 +240,26 @@ fn consider(e: &Event, f: &Filter, out: &mut Batch) {
                 if a.app_spec {
                     with_status_fields(e, &mut a);
                 }
+                // Argo CD's API server starting a sync or a refresh for a signed-in user
+                // (its RBAC decided; `initiatedBy` names them). Anything else it writes
+                // is an attempt under its identity.
+                if f.argocd_identities.api(&e.user.username)
+                    && a.app_spec
+                    && !a.truncated
+                    && !a.fields.is_empty()
+                    && a.fields.iter().all(|p| p == "operation" || p.starts_with("operation.") || HARMLESS_APP_FIELDS.contains(&p.as_str()))
+                {
+                    out.dropped[Dropped::ArgoCd as usize] += 1;
+                    continue;
+                }
                 // A patch of an Application by a person counts unless all it set is a
                 // refresh request or the break-glass annotation (judged on its own): its
                 // `operation` (a sync of any revision), its notification annotations
                 // (where alerts go), its `status` (what driftwatch reads: the CRD has no
                 // status subresource) are writes like its spec (review N10).
                 let readable_app_patch = a.app_spec && a.verb == "patch" && a.subresource.is_empty() && a.body.is_empty();
-                if readable_app_patch && a.fields.iter().all(|p| HARMLESS_APP_FIELDS.contains(&p.as_str())) {
+                // Not when fields were left out (padding past what is shown).
+                if readable_app_patch && !a.truncated && a.fields.iter().all(|p| HARMLESS_APP_FIELDS.contains(&p.as_str())) {
                     if !wrote_break_glass {
                         out.dropped[Dropped::NotAChange as usize] += 1;
                     }
@@ -303,8 +316,12 @@ fn with_status_fields(e: &Event, a: &mut Attempt) {
     };
     paths.dedup();
     for p in paths.into_iter().take(MAX_STATUS_FIELDS) {
+        // Past what is shown only fields that may be security fields are kept (see
+        // `drift::audit::set_fields`); a status field is one.
         if a.set.len() >= MAX_SET_FIELDS {
             a.truncated = true;
+        }
+        if a.set.len() >= 2 * MAX_SET_FIELDS {
             break;
         }
         a.fields.push(p.clone());
@@ -322,7 +339,21 @@ const MAX_BREAK_GLASS_VALUE: usize = 8 << 10;
 fn break_glass_write(e: &Event, app_key: &str, now: DateTime<Utc>) -> Option<crate::drift::break_glass::Write> {
     use crate::drift::break_glass::{ANNOTATION, Write};
     let raw = e.request_object?.get();
-    if !raw.contains(ANNOTATION) && !raw.contains("driftwatch.io~1break-glass") {
+    // Decoded, not searched as text: a key spelled with JSON escapes
+    // (`driftwatch\u002eio/break-glass`) is the same key to the API server.
+    let body: serde_json::Value = serde_json::from_str(raw).ok()?;
+    let names_it = match &body {
+        serde_json::Value::Array(ops) => ops.iter().any(|op| {
+            let path = op.get("path").and_then(serde_json::Value::as_str).unwrap_or_default();
+            path.contains("driftwatch.io~1break-glass")
+                || ((path == "/metadata/annotations" || path == "/metadata")
+                    && op
+                        .get("value")
+                        .is_some_and(|v| v.get(ANNOTATION).or_else(|| v.pointer("/annotations").and_then(|a| a.get(ANNOTATION))).is_some()))
+        }),
+        other => other.pointer("/metadata/annotations").and_then(|a| a.get(ANNOTATION)).is_some(),
+    };
+    if !names_it {
         return None;
     }
     if e.response_status.as_ref().is_some_and(|r| r.code >= 400) {
@@ -351,6 +382,13 @@ fn break_glass_write(e: &Event, app_key: &str, now: DateTime<Utc>) -> Option<cra
     })
 }
 
+/// Whether a request was a dry run: a `dryRun` query parameter of `All`, the one value
+/// the API server accepts (it refuses any other). Text elsewhere in the URI that
+/// merely looks like one (`?x=dryRun=1`, `nodryRun=1`) is not.
+fn dry_run(uri: &str) -> bool {
+    uri.split_once('?').is_some_and(|(_, q)| form_urlencoded::parse(q.as_bytes()).any(|(k, v)| k == "dryRun" && v == "All"))
+}
+
 /// An Application the object belongs to: (state key, kind, the Application itself).
 type Hit = (String, String, bool);
 
@@ -361,7 +399,7 @@ fn relevant(e: &Event, f: &Filter) -> Result<Vec<Hit>, Dropped> {
     if !MUTATING.contains(&&*e.verb) {
         return Err(Dropped::Read);
     }
-    if f.argocd_identities.iter().any(|i| *i == e.user.username) {
+    if f.argocd_identities.controller(&e.user.username) {
         return Err(Dropped::ArgoCd);
     }
     if let Some(bounds) = f.times {
@@ -372,7 +410,7 @@ fn relevant(e: &Event, f: &Filter) -> Result<Vec<Hit>, Dropped> {
         }
     }
     let Some(o) = &e.object_ref else { return Err(Dropped::NotAChange) };
-    if o.subresource == "status" || e.request_uri.contains("dryRun=") {
+    if o.subresource == "status" || dry_run(&e.request_uri) {
         return Err(Dropped::NotAChange);
     }
     let hits: Vec<Hit> = f
@@ -548,11 +586,14 @@ mod tests {
         idx
     }
 
-    fn ids() -> Vec<String> {
-        vec![crate::config::ARGOCD_CONTROLLER_IDENTITY.to_string()]
+    fn ids() -> crate::config::ArgoIdentities {
+        crate::config::ArgoIdentities {
+            controllers: vec![crate::config::ARGOCD_CONTROLLER_IDENTITY.to_string()],
+            api: vec!["system:serviceaccount:argocd:argocd-server".to_string()],
+        }
     }
 
-    fn filter<'a>(ids: &'a [String], index: &'a ManagedIndex) -> Filter<'a> {
+    fn filter<'a>(ids: &'a crate::config::ArgoIdentities, index: &'a ManagedIndex) -> Filter<'a> {
         Filter { argocd_identities: ids, index, now: chrono::Utc::now(), mask: &crate::drift::mask::BUILT_IN, times: None }
     }
 
@@ -729,6 +770,109 @@ mod tests {
         let ops = app_patch(json!([{"op": "replace", "path": "/status/operationState/finishedAt", "value": "2099-01-01T00:00:00Z"}]));
         assert_eq!(ops[0].fields, ["status.operationState"]);
         assert!(app_patch(json!({})).is_empty(), "nothing set");
+    }
+
+    /// The fresh review's findings 1, 2, 4, 5, 11: padding, a look-alike `dryRun`, a
+    /// `move` away, a map set whole, `$patch: delete` and an escaped break-glass key each
+    /// hid a write. Each is an attempt now, and a security one where it touched a
+    /// security field.
+    #[test]
+    fn padding_and_patch_forms_do_not_hide_a_write() {
+        let (ids, index) = (ids(), index());
+        let f = filter(&ids, &index);
+        let classes = crate::drift::classes::ClassMap::default();
+        let on = |resource: &str, name: &str, body: serde_json::Value, uri: &str| {
+            let (group, ns) = if resource == "applications" { ("argoproj.io", "argocd") } else { ("apps", "payments") };
+            let mut ev = patch("alice", resource, ns, name, body);
+            ev["objectRef"]["apiGroup"] = json!(group);
+            ev["requestURI"] = json!(uri);
+            let mut got = parse_list(&event(ev), &f).unwrap().attempts;
+            for a in &mut got {
+                crate::drift::classify(a, &classes);
+            }
+            got
+        };
+        let deploy = |body| on("deployments", "api", body, "/apis/apps/v1/namespaces/payments/deployments/api");
+        let app = |body| on("applications", "payments-api", body, "/apis/argoproj.io/v1alpha1/namespaces/argocd/applications/payments-api");
+        // 1. 32 labels first, then privileged: still a security write naming the field.
+        let labels: serde_json::Map<String, serde_json::Value> = (0..40).map(|i| (format!("f{i}"), json!("x"))).collect();
+        let padded = deploy(json!({"metadata": {"labels": labels},
+            "spec": {"template": {"spec": {"containers": [{"name": "app", "securityContext": {"privileged": true}}]}}}}));
+        assert!(padded[0].security && padded[0].class == "security-context", "{:?}", padded[0].security_fields);
+        assert!(padded[0].set.iter().any(|s| s.path.ends_with("securityContext.privileged") && s.value == "true"), "{:?}", padded[0].set);
+        // 1. 32 refreshes, then self-heal removed: an attempt of the application class.
+        let mut ops: Vec<serde_json::Value> =
+            (0..32).map(|_| json!({"op": "add", "path": "/metadata/annotations/argocd.argoproj.io~1refresh", "value": "normal"})).collect();
+        ops.push(json!({"op": "remove", "path": "/spec/syncPolicy/automated"}));
+        let hidden = app(json!(ops));
+        assert_eq!(hidden.len(), 1, "not dropped as a refresh");
+        assert!(hidden[0].security && hidden[0].class == "application", "{:?}", hidden[0]);
+        // 2. `dryRun=` inside another parameter is no dry run; a real one is.
+        let privileged =
+            json!({"spec": {"template": {"spec": {"containers": [{"name": "app", "securityContext": {"privileged": true}}]}}}});
+        for uri in [
+            "/apis/apps/v1/namespaces/payments/deployments/api?x=dryRun=1",
+            "/apis/apps/v1/namespaces/payments/deployments/api?nodryRun=All",
+        ] {
+            assert_eq!(on("deployments", "api", privileged.clone(), uri).len(), 1, "{uri}");
+        }
+        assert!(on("deployments", "api", privileged, "/apis/apps/v1/namespaces/payments/deployments/api?dryRun=All").is_empty());
+        // 4. Annotations set whole (every notification annotation dropped): security.
+        let whole = app(json!([{"op": "add", "path": "/metadata/annotations", "value": {"argocd.argoproj.io/refresh": "normal"}}]));
+        assert!(whole[0].fields.contains(&"metadata.annotations".to_string()) && whole[0].security, "{:?}", whole[0]);
+        // 4. A revision pin moved away into a refresh annotation: security.
+        let moved = app(
+            json!([{"op": "move", "from": "/spec/source/targetRevision", "path": "/metadata/annotations/argocd.argoproj.io~1refresh"}]),
+        );
+        assert!(moved[0].fields.contains(&"spec.source.targetRevision".to_string()) && moved[0].security, "{:?}", moved[0]);
+        // 5. `$patch: delete` of a container's securityContext: a security write.
+        let deleted =
+            deploy(json!({"spec": {"template": {"spec": {"containers": [{"name": "app", "securityContext": {"$patch": "delete"}}]}}}}));
+        assert!(deleted[0].security, "{:?}", deleted[0]);
+        assert!(deleted[0].set.iter().any(|s| s.path.ends_with("securityContext") && s.value == "(removed)"), "{:?}", deleted[0].set);
+    }
+
+    /// Finding 11: the break-glass key spelled with a JSON escape is the same key: the
+    /// write is recorded (and judged) like any write of the annotation.
+    #[test]
+    fn an_escaped_break_glass_key_is_the_break_glass_annotation() {
+        let (ids, index) = (ids(), index());
+        let f = filter(&ids, &index);
+        let body = json!({"metadata": {"annotations": {"driftwatch.io/break-glass": "{}"}}});
+        let mut ev = patch("alice", "applications", "argocd", "payments-api", body);
+        ev["objectRef"]["apiGroup"] = json!("argoproj.io");
+        // The request object as the API server logs it: the text the client sent.
+        let text =
+            serde_json::to_string(&json!({"items": [ev]})).unwrap().replace("driftwatch.io/break-glass", r"driftwatch\u002eio/break-glass");
+        assert!(!text.contains("driftwatch.io/break-glass"), "{text}");
+        let batch = parse_list(text.as_bytes(), &f).unwrap();
+        assert_eq!(batch.break_glass.len(), 1, "the write is recorded");
+    }
+
+    /// Finding 6: Argo CD's API server starting a sync is Argo CD's; the same identity
+    /// patching a resource or an Application's sync policy is an attempt.
+    #[test]
+    fn argo_cds_api_server_starts_syncs_and_anything_else_it_writes_is_an_attempt() {
+        let (ids, index) = (ids(), index());
+        let f = filter(&ids, &index);
+        let server = "system:serviceaccount:argocd:argocd-server";
+        let write = |resource: &str, name: &str, body: serde_json::Value| {
+            let (group, ns) = if resource == "applications" { ("argoproj.io", "argocd") } else { ("apps", "payments") };
+            let mut ev = patch(server, resource, ns, name, body);
+            ev["objectRef"]["apiGroup"] = json!(group);
+            parse_list(&event(ev), &f).unwrap()
+        };
+        let sync = write(
+            "applications",
+            "payments-api",
+            json!({"operation": {"initiatedBy": {"username": "carol"}, "sync": {"revision": "abc"}}}),
+        );
+        assert_eq!((sync.attempts.len(), sync.dropped[Dropped::ArgoCd as usize]), (0, 1));
+        let set = write("applications", "payments-api", json!({"spec": {"syncPolicy": {"automated": null}}}));
+        assert_eq!(set.attempts.len(), 1);
+        let patched = write("deployments", "api", json!({"spec": {"replicas": 3}}));
+        assert_eq!(patched.attempts.len(), 1);
+        assert_eq!(patched.attempts[0].actor.username, server);
     }
 
     /// An event the listener kept without its objects (over `audit.maxBodyBytes`): what

@@ -123,9 +123,16 @@ impl ManagedIndex {
         }
     }
 
-    /// The Applications that list the object.
+    /// The Applications that list the object. The index names a kind by [`plural`]'s
+    /// English rule; a CRD whose plural is its kind in lower case (Gatekeeper's
+    /// constraints, OpenShift's `securitycontextconstraints`) is found by that rule
+    /// applied to the resource the event names, so an irregular plural is not a way
+    /// around the audit input.
     pub fn lookup(&self, group: &str, resource: &str, namespace: &str, name: &str) -> &[Target] {
-        self.by_ref.get(&ref_key(group, resource, namespace, name)).map(Vec::as_slice).unwrap_or_default()
+        match self.by_ref.get(&ref_key(group, resource, namespace, name)) {
+            Some(found) => found,
+            None => self.by_ref.get(&ref_key(group, &plural(resource), namespace, name)).map(Vec::as_slice).unwrap_or_default(),
+        }
     }
 
     /// The Application an object carrying Argo CD's tracking value `value` belongs to,
@@ -150,6 +157,20 @@ impl ManagedIndex {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn a_kind_whose_plural_is_its_own_name_is_found() {
+        let mut idx = ManagedIndex::default();
+        let app = app(
+            "policies",
+            json!([{"group": "constraints.gatekeeper.sh", "kind": "K8sPSPPrivilegedContainer", "name": "psp"},
+                   {"group": "security.openshift.io", "kind": "SecurityContextConstraints", "name": "restricted"}]),
+        );
+        idx.update(&app, &crate::project::Scope::unrestricted());
+        assert_eq!(idx.lookup("constraints.gatekeeper.sh", "k8spspprivilegedcontainer", "", "psp").len(), 1);
+        assert_eq!(idx.lookup("security.openshift.io", "securitycontextconstraints", "", "restricted").len(), 1);
+        assert!(idx.lookup("security.openshift.io", "securitycontextconstraints", "", "other").is_empty());
+    }
 
     #[test]
     fn kinds_become_the_resources_audit_events_name() {

@@ -142,6 +142,17 @@ fn router(sink: Sink) -> Router {
         .route("/audit", post(ingest))
         .fallback(|| async { (StatusCode::NOT_FOUND, "not found: POST /audit\n").into_response() })
         .with_state(sink)
+        .layer(axum::middleware::map_response(close_unserved))
+}
+
+/// A connection whose request was not the API server's (no valid token, another path
+/// or method) is closed after the answer: held with a request every few seconds it
+/// would keep one of the listener's slots from the API server.
+async fn close_unserved(mut r: Response) -> Response {
+    if matches!(r.status(), StatusCode::UNAUTHORIZED | StatusCode::NOT_FOUND | StatusCode::METHOD_NOT_ALLOWED) {
+        r.headers_mut().insert(header::CONNECTION, header::HeaderValue::from_static("close"));
+    }
+    r
 }
 
 /// The TLS server configuration of `audit.tls` ([`crate::tls::server_config`]); a
@@ -229,6 +240,47 @@ mod tests {
 
     /// With `clientCAFile`, a caller without a certificate the CA signed does not get
     /// past the handshake; with one it is heard. A standby replica answers 503.
+    /// The fresh review's finding 7: a connection that is not the API server's (no
+    /// token, another path) is closed after its answer, so it cannot be held open with
+    /// a request every few seconds; the API server's own keeps alive.
+    #[tokio::test]
+    async fn a_connection_without_the_token_is_closed_after_its_answer() {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let shared = crate::audit::Shared::new(&AuditSettings {
+            listen: Some("127.0.0.1:0".parse().unwrap()),
+            token: Some(crate::secret::Secret::new("t".into())),
+            ..AuditSettings::default()
+        });
+        shared.set_leading(true);
+        let (sink, _queue) = crate::audit::queue(&shared);
+        let addr = serve_within("127.0.0.1:0".parse().unwrap(), None, sink, crate::serve::Bounds::default()).await.unwrap();
+        for request in [
+            "GET / HTTP/1.1\r\nHost: x\r\n\r\n",
+            "POST /audit HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer wrong\r\nContent-Length: 2\r\n\r\n{}",
+            "GET /audit HTTP/1.1\r\nHost: x\r\n\r\n",
+        ] {
+            let mut c = tokio::net::TcpStream::connect(addr).await.unwrap();
+            c.write_all(request.as_bytes()).await.unwrap();
+            let mut got = Vec::new();
+            let ended = tokio::time::timeout(Duration::from_secs(5), c.read_to_end(&mut got)).await;
+            assert!(ended.is_ok(), "held open after {request:?}: {}", String::from_utf8_lossy(&got));
+            assert!(String::from_utf8_lossy(&got).to_ascii_lowercase().contains("connection: close"), "{request:?}");
+        }
+        // The API server's batch: answered, and the connection stays for the next one.
+        let mut c = tokio::net::TcpStream::connect(addr).await.unwrap();
+        let batch = "{\"items\": []}";
+        let request =
+            format!("POST /audit HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer t\r\nContent-Length: {}\r\n\r\n{batch}", batch.len());
+        c.write_all(request.as_bytes()).await.unwrap();
+        let mut buf = [0u8; 1024];
+        let n = c.read(&mut buf).await.unwrap();
+        let answer = String::from_utf8_lossy(&buf[..n]).to_ascii_lowercase();
+        assert!(answer.starts_with("http/1.1 200") && !answer.contains("connection: close"), "{answer}");
+        c.write_all(request.as_bytes()).await.unwrap();
+        let n = c.read(&mut buf).await.unwrap();
+        assert!(String::from_utf8_lossy(&buf[..n]).starts_with("HTTP/1.1 200"), "the second batch on the same connection");
+    }
+
     #[tokio::test]
     async fn a_client_certificate_is_required_when_a_client_ca_is_set() {
         let p = pki();

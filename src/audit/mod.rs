@@ -28,7 +28,7 @@ pub use self::index::ManagedIndex;
 pub struct Shared {
     pub index: RwLock<ManagedIndex>,
     token: RwLock<Option<Secret>>,
-    identities: RwLock<Arc<Vec<String>>>,
+    identities: RwLock<Arc<crate::config::ArgoIdentities>>,
     mask: RwLock<Arc<crate::drift::mask::Masker>>,
     /// How far from now an event may be dated (`audit.maxEventAge`/`maxEventAhead`).
     times: RwLock<event::TimeBounds>,
@@ -137,7 +137,7 @@ impl Shared {
         self.leading.load(Ordering::Acquire)
     }
 
-    pub fn identities(&self) -> Arc<Vec<String>> {
+    pub fn identities(&self) -> Arc<crate::config::ArgoIdentities> {
         self.identities.read().unwrap_or_else(|p| p.into_inner()).clone()
     }
 

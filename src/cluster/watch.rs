@@ -19,7 +19,10 @@ pub enum Change {
     App(Box<App>),
     AppDeleted(Box<App>),
     Project(Project),
-    ProjectDeleted { namespace: String, name: String },
+    ProjectDeleted {
+        namespace: String,
+        name: String,
+    },
     /// A (re)list of one stream started: objects follow, then `ListDone`.
     ListStarted(Stream),
     /// A (re)list of one stream ended: objects of *that stream's scope* not seen since

@@ -18,7 +18,7 @@ pub struct AuditSettings {
     pub tls: Option<ServerTls>,
     pub token: Option<crate::secret::Secret>,
     pub file: Option<PathBuf>,
-    pub argocd_identities: Vec<String>,
+    pub argocd_identities: ArgoIdentities,
     pub max_body_bytes: usize,
     pub window: chrono::Duration,
     pub queue: usize,
@@ -26,6 +26,30 @@ pub struct AuditSettings {
     pub mask: crate::drift::mask::Masker,
     /// How far from now an event may be dated.
     pub times: crate::drift::audit::TimeBounds,
+}
+
+/// Argo CD's identities, as the API server authenticates them.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ArgoIdentities {
+    /// Whose every write is desired state (`audit.argocdIdentities`: the application
+    /// controller, the ApplicationSet controller).
+    pub controllers: Vec<String>,
+    /// Argo CD's API server (`audit.argocdApiIdentities`): it writes for whoever
+    /// signed in to Argo CD, so only what starts or asks for a sync of an Application
+    /// (its `operation`, a refresh) is Argo CD's own; anything else it writes — a
+    /// resource patched through `argocd app patch-resource`, an Application's spec
+    /// through `argocd app set` — is an attempt named by its identity.
+    pub api: Vec<String>,
+}
+
+impl ArgoIdentities {
+    pub fn controller(&self, username: &str) -> bool {
+        self.controllers.iter().any(|i| i == username)
+    }
+
+    pub fn api(&self, username: &str) -> bool {
+        self.api.iter().any(|i| i == username)
+    }
 }
 
 /// The identity Argo CD's application controller writes with.
@@ -38,7 +62,7 @@ impl Default for AuditSettings {
             tls: None,
             token: None,
             file: None,
-            argocd_identities: vec![ARGOCD_CONTROLLER_IDENTITY.into()],
+            argocd_identities: ArgoIdentities { controllers: vec![ARGOCD_CONTROLLER_IDENTITY.into()], api: Vec::new() },
             max_body_bytes: 16 << 20,
             window: chrono::Duration::minutes(10),
             queue: 10_000,
@@ -91,7 +115,10 @@ pub(super) fn settings(def: &AuditDef, ctx: &mut Ctx<'_>, sink: &mut SecretSink<
     }
     out.file = def.file.as_deref().map(|f| relative_to(base, f));
     if let Some(ids) = &def.argocd_identities {
-        out.argocd_identities = ids.clone();
+        out.argocd_identities.controllers = ids.clone();
+    }
+    if let Some(ids) = &def.argocd_api_identities {
+        out.argocd_identities.api = ids.clone();
     }
     // Checked as every token is: a `$key` reference to a set, non-empty secret.
     out.token = def.token.as_ref().and_then(|t| sink.token("audit.token", &t.value, file.pos(&t.referenced), errors));

@@ -190,9 +190,14 @@ pub struct AuditDef {
     /// An audit log file to follow (`--audit-log-path`, JSON lines), instead of or
     /// besides the listener.
     pub file: Option<String>,
-    /// Identities whose requests are desired state (Argo CD's own).
+    /// Identities whose requests are desired state (Argo CD's controllers).
     pub argocd_identities: Option<Vec<String>>,
-    /// Largest request body accepted (`16777216`, 16 MiB; 1 KiB to 256 MiB).
+    /// Argo CD's API server's identities: their writes of an Application's `operation`
+    /// (a sync through Argo CD) and refresh are Argo CD's; anything else they write is
+    /// an attempt.
+    pub argocd_api_identities: Option<Vec<String>>,
+    /// The largest audit event kept whole (`16777216`, 16 MiB; 1 KiB to 256 MiB); a
+    /// larger one is kept without its request and response objects.
     pub max_body_bytes: Option<At<usize>>,
     /// How long one actor's attempts on one resource are one attempt (`10m`; 1m to 24h).
     pub window: Option<At<ConfigDuration>>,

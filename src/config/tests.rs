@@ -299,9 +299,10 @@ fn the_audit_section_loads_and_refuses_what_is_unsafe() {
     assert_eq!(a.listen, Some("0.0.0.0:9443".parse().unwrap()));
     assert_eq!(a.tls.as_ref().and_then(|t| t.client_ca.clone()), Some(PathBuf::from("/tls/client-ca.crt")));
     assert_eq!(a.token.as_ref().map(|t| t.expose().to_string()), Some("t0k3n-audit-0123456789".to_string()));
-    assert_eq!(a.argocd_identities.len(), 2);
+    assert_eq!(a.argocd_identities.controllers.len(), 2);
     assert_eq!((a.window, a.queue, a.max_body_bytes), (chrono::Duration::minutes(10), 10_000, 16 << 20));
-    assert_eq!(AuditSettings::default().argocd_identities, [ARGOCD_CONTROLLER_IDENTITY]);
+    assert_eq!(AuditSettings::default().argocd_identities.controllers, [ARGOCD_CONTROLLER_IDENTITY]);
+    assert!(AuditSettings::default().argocd_identities.api.is_empty());
 
     let f = Fixture::new();
     f.file("driftwatch.yaml", "audit:\n  listen: 0.0.0.0:9443\n  token: literal-token\n  window: 30s\n  queue: 5\n  maxBodyBytes: 10\n");

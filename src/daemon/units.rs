@@ -199,7 +199,9 @@ impl Shell {
                 }
                 sent
             }
-            Change::Project(_) | Change::ProjectDeleted { .. } | Change::ListStarted(_) => self.broadcast(|| Input::Change(c.clone())).await,
+            Change::Project(_) | Change::ProjectDeleted { .. } | Change::ListStarted(_) => {
+                self.broadcast(|| Input::Change(c.clone())).await
+            }
             Change::Malformed { .. } | Change::Error { .. } => self.send(0, Input::Change(c)).await,
         }
     }

@@ -195,6 +195,8 @@ impl Attempt {
             && (&self.class, self.security, &self.security_fields) == (&other.class, other.security, &other.security_fields)
             && self.app_spec == other.app_spec
             && (!self.security || (self.set == other.set && self.body == other.body))
+            // Two writes left out for size look alike whatever they set.
+            && self.body != OVER_LIMIT
     }
 
     /// Whether it names the resource `group/kind namespace/name`.
@@ -329,16 +331,60 @@ pub fn set_fields(body: &Value, mask: &Masker) -> (Vec<SetField>, bool) {
         // `-p '{}'`: nothing set.
         return (Vec::new(), false);
     }
-    let mut sink = Sink { out: Vec::new(), truncated: false, mask };
+    let mut sink = Sink::new(mask);
     sink.walk(body, String::new(), Shown::Text, false, 0);
-    (sink.out, sink.truncated)
+    sink.finish()
 }
 
-/// The fields found so far, and the masking rules.
+/// At most this many nodes of one request body are walked; past it what the write set
+/// is not all known, and it is taken as a security write ([`NOT_ALL_READ`]).
+pub const MAX_WALK_NODES: usize = 100_000;
+
+/// The field a write gets when its body was not walked to the end.
+pub const NOT_ALL_READ: &str = "(request: not all read)";
+
+/// The fields found so far, and the masking rules. Past [`MAX_SET_FIELDS`] the walk
+/// goes on, keeping only fields that may be security fields (up to as many again):
+/// padding a write with harmless fields does not push a security field out of sight.
 struct Sink<'m> {
     out: Vec<SetField>,
     truncated: bool,
+    nodes: usize,
     mask: &'m Masker,
+}
+
+impl<'m> Sink<'m> {
+    fn new(mask: &'m Masker) -> Sink<'m> {
+        Sink { out: Vec::new(), truncated: false, nodes: 0, mask }
+    }
+
+    /// Keeps a field: any within [`MAX_SET_FIELDS`], past it one that may be a
+    /// security field.
+    fn push(&mut self, f: SetField) {
+        if self.out.len() < MAX_SET_FIELDS {
+            self.out.push(f);
+            return;
+        }
+        self.truncated = true;
+        if self.out.len() < 2 * MAX_SET_FIELDS && crate::drift::classes::may_be_security_field(&f.path) {
+            self.out.push(f);
+        }
+    }
+
+    /// Whether the walk may go on (counts a node); past [`MAX_WALK_NODES`] the write
+    /// is marked not all read, once.
+    fn step(&mut self) -> bool {
+        self.nodes += 1;
+        if self.nodes == MAX_WALK_NODES + 1 {
+            self.truncated = true;
+            self.out.push(SetField { path: NOT_ALL_READ.to_string(), value: "(over the bound)".to_string() });
+        }
+        self.nodes <= MAX_WALK_NODES
+    }
+
+    fn finish(self) -> (Vec<SetField>, bool) {
+        (self.out, self.truncated)
+    }
 }
 
 /// The fields a JSON patch (RFC 6902, `kubectl patch --type=json`) sets: each op's
@@ -348,34 +394,55 @@ struct Sink<'m> {
 /// "(moved)"/"(copied)"; `test` sets nothing. What is no change for [`set_fields`]
 /// (status, managedFields, the resource version) is none here either.
 pub fn json_patch_fields(ops: &[Value], after: Option<&Value>, mask: &Masker) -> (Vec<SetField>, bool) {
-    let mut sink = Sink { out: Vec::new(), truncated: false, mask };
+    let mut sink = Sink::new(mask);
     for op in ops {
-        if sink.out.len() >= MAX_SET_FIELDS {
-            sink.truncated = true;
+        if !sink.step() {
             break;
         }
         let (Some(kind), Some(pointer)) = (op.get("op").and_then(Value::as_str), op.get("path").and_then(Value::as_str)) else {
             continue;
         };
-        let mut segments = pointer.split('/').skip(1);
-        let (first, second) = (segments.next().unwrap_or_default(), segments.next().unwrap_or_default());
-        if not_a_change("", first) || not_a_change(first, second) {
-            continue;
+        // A `move` takes its value away from `from`: that field is removed.
+        if kind == "move"
+            && let Some(from) = op.get("from").and_then(Value::as_str)
+            && let Some((path, shown)) = patched(from, after, mask)
+        {
+            sink.push(SetField { path, value: if shown == Shown::Masked { MASKED.to_string() } else { "(moved away)".to_string() } });
         }
-        let (path, shown, keyed) = pointer_to_field_path(pointer, after, mask);
-        let mark = |text: &str, out: &mut Vec<SetField>| {
-            out.push(SetField { path: path.clone(), value: if shown == Shown::Masked { MASKED.to_string() } else { text.to_string() } })
+        let Some((path, shown)) = patched(pointer, after, mask) else { continue };
+        let keyed = pointer_to_field_path(pointer, after, mask).2;
+        let mark = |text: &str, sink: &mut Sink| {
+            sink.push(SetField { path: path.clone(), value: if shown == Shown::Masked { MASKED.to_string() } else { text.to_string() } })
         };
         match (kind, op.get("value")) {
-            ("add" | "replace", Some(v)) => sink.walk(v, path.clone(), shown, keyed, 1),
-            ("remove", _) => mark("(removed)", &mut sink.out),
-            ("move", _) => mark("(moved)", &mut sink.out),
-            ("copy", _) => mark("(copied)", &mut sink.out),
+            ("add" | "replace", Some(v)) => {
+                // A map or a list set whole replaces what was there: the place itself is
+                // a field written (`add /metadata/annotations {…}` drops every other
+                // annotation), besides what the value holds.
+                if (v.is_object() || v.is_array()) && !keyed {
+                    mark("(replaced)", &mut sink);
+                }
+                sink.walk(v, path.clone(), shown, keyed, 1)
+            }
+            ("remove", _) => mark("(removed)", &mut sink),
+            ("move", _) => mark("(moved)", &mut sink),
+            ("copy", _) => mark("(copied)", &mut sink),
             _ => {}
         }
     }
-    sink.out.truncate(MAX_SET_FIELDS);
-    (sink.out, sink.truncated)
+    sink.finish()
+}
+
+/// A JSON patch's pointer as a field path and how its values show; `None` for what is
+/// no change of the object's own (its status, the API server's metadata).
+fn patched(pointer: &str, after: Option<&Value>, mask: &Masker) -> Option<(String, Shown)> {
+    let mut segments = pointer.split('/').skip(1);
+    let (first, second) = (segments.next().unwrap_or_default(), segments.next().unwrap_or_default());
+    if not_a_change("", first) || not_a_change(first, second) {
+        return None;
+    }
+    let (path, shown, _) = pointer_to_field_path(pointer, after, mask);
+    Some((path, shown))
 }
 
 /// How the values at a place of a request are shown, weakest first (places combine by
@@ -489,18 +556,17 @@ impl Sink<'_> {
     /// `keyed`: `v` is a list item addressed by its `name` (which is then no change);
     /// `shown`: how the values below show (`Masked` under a credential's name).
     fn walk(&mut self, v: &Value, path: String, shown: Shown, keyed: bool, depth: usize) {
-        if self.out.len() >= MAX_SET_FIELDS {
-            self.truncated = true;
+        if !self.step() {
             return;
         }
         let mask = self.mask;
-        let leaf = |value: &str, out: &mut Vec<SetField>| {
+        let leaf = |value: &str, sink: &mut Sink| {
             let shown = match shown {
                 Shown::Masked => MASKED.to_string(),
                 Shown::UnlessHarmless if !harmless(value) && !value.starts_with('-') => MASKED.to_string(),
                 _ => clip(&mask.text(value), MAX_VALUE_CHARS),
             };
-            out.push(SetField { path: path.clone(), value: shown });
+            sink.push(SetField { path: path.clone(), value: shown });
         };
         match v {
             Value::Object(m) if !m.is_empty() && depth < 32 => {
@@ -512,6 +578,14 @@ impl Sink<'_> {
                     Some(_) if shown == Shown::UnlessHarmless => Shown::Text,
                     _ => shown,
                 };
+                // A strategic merge patch's `$patch: delete` (or `replace`) on a map
+                // removes (or replaces) it whole: the map itself is the field written.
+                if let Some(directive) = m.get("$patch").and_then(Value::as_str)
+                    && matches!(directive, "delete" | "replace")
+                {
+                    let text = if directive == "delete" { "(removed)" } else { "(replaced)" };
+                    self.push(SetField { path: path.clone(), value: text.to_string() });
+                }
                 for (k, child) in m {
                     if not_a_change(&path, k) {
                         continue;
@@ -543,11 +617,11 @@ impl Sink<'_> {
                     self.walk(item, format!("{path}[{key}]"), under, name.is_some(), depth + 1);
                 }
             }
-            Value::Object(_) | Value::Array(_) if depth >= 32 => leaf("(nested too deep)", &mut self.out),
-            Value::Bool(b) => self.out.push(SetField { path: path.clone(), value: b.to_string() }),
-            Value::String(s) => leaf(s, &mut self.out),
-            Value::Null => self.out.push(SetField { path: path.clone(), value: "(removed)".into() }),
-            other => leaf(&other.to_string(), &mut self.out),
+            Value::Object(_) | Value::Array(_) if depth >= 32 => leaf("(nested too deep)", self),
+            Value::Bool(b) => self.push(SetField { path: path.clone(), value: b.to_string() }),
+            Value::String(s) => leaf(s, self),
+            Value::Null => self.push(SetField { path: path.clone(), value: "(removed)".into() }),
+            other => leaf(&other.to_string(), self),
         }
     }
 }

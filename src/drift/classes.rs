@@ -76,7 +76,15 @@ const SECURITY_FIELDS: &[&str] = &[
     "hostPath",
     "procMount",
     "seccompProfile",
+    // Which identity the pod runs as, and whether its token is mounted.
+    "serviceAccountName",
+    "serviceAccount",
+    "automountServiceAccountToken",
 ];
+
+/// The pod-template annotation that sets a container's AppArmor profile (before the
+/// `appArmorProfile` field).
+const APPARMOR_ANNOTATION: &str = "container.apparmor.security.beta.kubernetes.io/";
 
 /// Whether a field path is a security field for a resource of `class`.
 pub fn is_security_field(class: &str, path: &str) -> bool {
@@ -85,8 +93,16 @@ pub fn is_security_field(class: &str, path: &str) -> bool {
         "rbac" => matches!(top, "rules" | "subjects" | "roleRef" | "aggregationRule" | "automountServiceAccountToken"),
         "network-policy" => top == "spec",
         "admission" => matches!(top, "webhooks" | "spec"),
-        _ => path_segments(path).any(|seg| SECURITY_FIELDS.contains(&seg)),
+        _ => path_segments(path).any(|seg| SECURITY_FIELDS.contains(&seg)) || path.contains(APPARMOR_ANNOTATION),
     }
+}
+
+/// Whether a field path may be a security field of some class decided by its fields
+/// (a workload's pod settings, an Application's own fields): what the audit input
+/// keeps of a write past the fields it shows, so that padding cannot push a security
+/// field out of sight.
+pub fn may_be_security_field(path: &str) -> bool {
+    is_security_field("workload", path) || crate::drift::app_security_field(path)
 }
 
 /// Whether a resource of `class` keeps its security fields as values inside the object
@@ -124,6 +140,10 @@ pub fn grants(path: &str, value: &serde_json::Value) -> bool {
     if segs.contains(&"hostPath") {
         return true;
     }
+    if path.contains(APPARMOR_ANNOTATION) {
+        // `unconfined` grants; the runtime's default and a profile on the node do not.
+        return !value.as_str().is_some_and(|v| v == "runtime/default" || v.starts_with("localhost/"));
+    }
     if parent == "capabilities" {
         return leaf != "drop";
     }
@@ -142,6 +162,8 @@ pub fn grants(path: &str, value: &serde_json::Value) -> bool {
         | "gmsaCredentialSpec"
         | "gmsaCredentialSpecName" => false,
         "procMount" => value.as_str() != Some("Default"),
+        // `serviceAccountName` grants whatever the account may do: any name counts.
+        "automountServiceAccountToken" => value == &Value::Bool(true),
         "type" if matches!(parent, "seccompProfile" | "appArmorProfile") => value.as_str() == Some("Unconfined"),
         _ => true,
     }

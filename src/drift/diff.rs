@@ -65,6 +65,9 @@ pub const NOT_KNOWN: &str = "(not known)";
 pub const MASKED: &str = super::mask::MASKED;
 pub const HIDDEN: &str = "(hidden)";
 pub const CHANGED: &str = "(changed)";
+/// The change shown when an object's security values were not all read (it is over
+/// the walk's bound): a security drift, its values not known.
+pub const SECURITY_NOT_ALL_READ: &str = "(security fields: object too large to read them all)";
 
 /// Where the desired values came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -421,13 +424,26 @@ impl<'a> Walk<'a> {
     /// value is `(not known)`; where it has none, `(not set)` as it says. Returns how
     /// many were taken as Git's from `in_sync`.
     fn security_values(&mut self, live: &'a Value, desired: Option<&'a Value>, trusted: bool, in_sync: Option<&InSync>) -> usize {
-        let found = security::leaves(live, self.kind_class, &mut self.visited);
+        let found = security::leaves(live, self.kind_class);
+        if found.cut {
+            // Not every security value was seen (an object padded past the bound):
+            // what was not is not known to be Git's.
+            self.security = true;
+            self.cut = true;
+            self.push(Raw {
+                path: SECURITY_NOT_ALL_READ.to_string(),
+                at: Vec::new(),
+                desired: Shown::NotKnown,
+                live: Shown::NotKnown,
+                security: true,
+            });
+        }
         let in_desired: HashSet<String> = match desired {
-            Some(d) => security::leaves(d, self.kind_class, &mut self.visited).into_iter().map(|l| l.path).collect(),
+            Some(d) => security::leaves(d, self.kind_class).leaves.into_iter().map(|l| l.path).collect(),
             None => HashSet::new(),
         };
         let mut kept = 0;
-        for leaf in found.into_iter().filter(|l| grants(&l.path, l.value)) {
+        for leaf in found.leaves.into_iter().filter(|l| grants(&l.path, l.value)) {
             let desired = if trusted {
                 if in_desired.contains(&leaf.path) {
                     continue;

@@ -516,6 +516,14 @@ fn overlaps(a: &str, b: &str) -> bool {
     holds(a, b) || holds(b, a)
 }
 
+/// Whether `path` of an Application is one of [`APP_SECURITY_FIELDS`], or holds one
+/// (a write of `metadata.annotations` whole, a removal of `spec`).
+pub(crate) fn app_security_field(path: &str) -> bool {
+    APP_SECURITY_FIELDS
+        .iter()
+        .any(|f| path.starts_with(f) || f.strip_prefix(path).is_some_and(|rest| rest.starts_with('.')) || f.trim_end_matches('/') == path)
+}
+
 /// Fields of an Application whose write by a person weakens what Argo CD enforces or
 /// what driftwatch tells: self-heal and pruning, the project, where it deploys; what it
 /// deploys (its sources: a repository, a revision, inline Helm values or Kustomize
@@ -543,7 +551,7 @@ const APP_SECURITY_FIELDS: &[&str] = &[
 pub(crate) fn classify(a: &mut Attempt, classes: &ClassMap) {
     let kind_class = if a.app_spec { "application" } else { classes.class_of(&a.group, &a.kind) };
     a.security_fields = if a.app_spec {
-        a.fields.iter().filter(|p| APP_SECURITY_FIELDS.iter().any(|f| p.starts_with(f))).cloned().collect()
+        a.fields.iter().filter(|p| app_security_field(p)).cloned().collect()
     } else {
         a.fields.iter().filter(|p| is_security_field(kind_class, p)).cloned().collect()
     };
@@ -551,6 +559,9 @@ pub(crate) fn classify(a: &mut Attempt, classes: &ClassMap) {
         // What it set was left out for size (an attacker can pad a write past the
         // bound): not known, so taken as a security write.
         a.security_fields = vec!["(request over audit.maxBodyBytes)".to_string()];
+    } else if a.fields.iter().any(|f| f == audit::NOT_ALL_READ) {
+        // Its body was not walked to the end: the same.
+        a.security_fields.push(audit::NOT_ALL_READ.to_string());
     }
     a.class = match (a.app_spec, a.security_fields.is_empty()) {
         // A write to the Application that weakens what Argo CD enforces is of the

@@ -113,8 +113,10 @@ mod on_a_real_api_server {
             200
         );
         w.heal();
-        let pages = w.wait_pages("alice's privileged write paged", 1);
-        assert!(pages.iter().any(|(s, _)| s.contains("alice")), "{pages:?}");
+        // bob's status write is paged itself (class `application`), and alice's after it.
+        wait_for("alice's privileged write paged", Duration::from_secs(30), || w.pages().iter().any(|(s, _)| s.contains("alice")));
+        let pages = w.pages();
+        assert!(pages.iter().any(|(s, sev)| s.contains("by bob") && sev == "critical"), "{pages:?}");
         w.stop();
     }
 }

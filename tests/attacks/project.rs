@@ -186,8 +186,7 @@ mod on_a_real_api_server {
     /// A tenant who may write AppProjects in its own namespace creates one named like
     /// its real project (`team-a`, in `team-a`, permitting nothing), then deletes it.
     /// Argo CD reads AppProjects from its own namespace only, so neither write changes
-    /// what `mine` may read: after both, alice's next change of `team-a/cfg` is read
-    /// and shown. (Before, the projects were kept by name: the copy replaced the real
+    /// what `mine` may read: evaluated after both, nothing of it is refused. (Before, the projects were kept by name: the copy replaced the real
     /// `team-a`, refusing every read, and its deletion removed the real one.)
     #[test]
     fn a_same_named_app_project_in_a_tenants_namespace_changes_nothing() {
@@ -199,14 +198,15 @@ mod on_a_real_api_server {
         block_on(async {
             let admin = tenants(&api, json!([{"server": IN_CLUSTER, "namespace": "team-a"}])).await;
             grant(&admin, "team-a", "alice", "argoproj.io", &["appprojects"], &["get", "create", "patch", "delete"]).await;
-            put_app(&admin, mine("team-a", json!({"server": IN_CLUSTER, "namespace": "team-a"}), json!([res("", "ConfigMap", "team-a", "cfg")])))
-                .await;
+            put_app(
+                &admin,
+                mine("team-a", json!({"server": IN_CLUSTER, "namespace": "team-a"}), json!([res("", "ConfigMap", "team-a", "cfg")])),
+            )
+            .await;
         });
         let d = Daemon::start_with(dir.path(), &[]);
         let shows = |value: &str| {
-            resource(&d, "cfg").is_some_and(|r| {
-                r["changes"].as_array().is_some_and(|c| c.iter().any(|c| c["live"] == value))
-            })
+            resource(&d, "cfg").is_some_and(|r| r["changes"].as_array().is_some_and(|c| c.iter().any(|c| c["live"] == value)))
         };
         wait_for("alice's first change read (the control)", Duration::from_secs(30), || shows("b"));
         let copy = json!({"apiVersion": "argoproj.io/v1alpha1", "kind": "AppProject", "metadata": {"name": "team-a", "namespace": "team-a"},
@@ -227,15 +227,21 @@ mod on_a_real_api_server {
             projects.delete("team-a", &Default::default()).await.expect("alice may delete her copy");
             patch_as(&alice, "kubectl-edit", &cfg, Patch::Merge(json!({"data": {"MODE": "after-the-copy"}}))).await.unwrap();
         });
-        // The Application changes (Argo CD refreshes it): evaluated and read again.
+        wait_for("the deletion seen and set aside", Duration::from_secs(30), || d.metric(elsewhere) == Some(2.0));
+        // The Application changes (Argo CD refreshes it): evaluated again under the
+        // real project (a copy kept by name would refuse cfg: `outside-project`).
+        let evaluations = d.metric("driftwatch_evaluations_total").unwrap_or(0.0);
         block_on(async {
             let admin = api.client(ADMIN).await;
-            let app = json!({"apiVersion": "argoproj.io/v1alpha1", "kind": "Application", "metadata": {"name": "mine", "namespace": "team-a"}});
+            let app =
+                json!({"apiVersion": "argoproj.io/v1alpha1", "kind": "Application", "metadata": {"name": "mine", "namespace": "team-a"}});
             let refresh = json!({"metadata": {"annotations": {"refreshed": "1"}}});
             patch_as(&admin, "argocd-controller", &app, Patch::Merge(refresh)).await.unwrap();
         });
-        wait_for("the deletion seen and set aside", Duration::from_secs(30), || d.metric(elsewhere) == Some(2.0));
-        wait_for("alice's change after the copy read", Duration::from_secs(30), || shows("after-the-copy"));
+        wait_for("mine evaluated again after the copy", Duration::from_secs(30), || {
+            d.metric("driftwatch_evaluations_total").is_some_and(|n| n > evaluations)
+        });
+        assert_eq!(d.metric("driftwatch_live_reads_outside_project_total").unwrap_or(0.0), 0.0);
         assert_eq!(not_read(&d, "cfg"), None);
         assert!(d.stop().success());
     }

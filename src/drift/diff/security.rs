@@ -30,18 +30,28 @@ pub(super) struct Leaf<'v> {
 
 /// The security fields of `obj` for a resource of `kind_class`, named as the diff
 /// names paths (list items by `name`, else by index; a list of scalars is one value).
-/// `metadata` and `status` are not pod settings and are left out. Bounded by
-/// `visited` (shared with the rest of the diff) and [`MAX_LEAVES`].
-pub(super) fn leaves<'v>(obj: &'v Value, kind_class: &str, visited: &mut usize) -> Vec<Leaf<'v>> {
+/// The object's own `metadata` and `status` are not pod settings and are left out (a
+/// pod template's `metadata`, with the AppArmor annotation, is walked). Bounded by a budget of its own
+/// ([`MAX_VISITED`] nodes, whatever the rest of the diff spent: padding elsewhere in
+/// the object cannot use it up) and [`MAX_LEAVES`]; `cut` says whether the walk ended
+/// before the object did, so that what it did not see is taken as a security value.
+pub(super) fn leaves<'v>(obj: &'v Value, kind_class: &str) -> Leaves<'v> {
     let mut out = Vec::new();
+    let mut visited = 0;
     if let Some(m) = obj.as_object() {
         for (k, v) in m.iter().filter(|(k, _)| !matches!(k.as_str(), "metadata" | "status" | "apiVersion" | "kind")) {
             let mut path = k.clone();
             let mut at = vec![Step::Key(k.clone())];
-            walk(v, kind_class, &mut path, &mut at, 1, &mut out, visited);
+            walk(v, kind_class, &mut path, &mut at, 1, &mut out, &mut visited);
         }
     }
-    out
+    Leaves { cut: visited >= MAX_VISITED || out.len() >= MAX_LEAVES, leaves: out }
+}
+
+/// The security fields of an object, and whether the walk was cut short.
+pub(super) struct Leaves<'v> {
+    pub leaves: Vec<Leaf<'v>>,
+    pub cut: bool,
 }
 
 fn walk<'v>(
@@ -108,8 +118,8 @@ impl InSync {
         if !holds_security_values(kind_class) {
             return InSync::default();
         }
-        let mut visited = 0;
-        let digests = leaves(obj, kind_class, &mut visited)
+        let digests = leaves(obj, kind_class)
+            .leaves
             .iter()
             .filter(|l| grants(&l.path, l.value))
             .take(MAX_RECORDED)
@@ -224,6 +234,25 @@ mod tests {
         let d = diff(&stripped, None, None);
         assert_eq!(privileged(&d), Some((NOT_KNOWN.into(), "true".into(), String::new())), "{d:?}");
         assert!(d.security);
+    }
+
+    /// The fresh review's finding 3: an object padded past the walk's bound (managedFields
+    /// emptied, 100,000 env items before the `securityContext`) used up the budget the
+    /// security walk shared with the rest of the diff, and `privileged` went unseen. The
+    /// security walk has a budget of its own, and when even that is cut the drift is a
+    /// security one, saying so.
+    #[test]
+    fn padding_an_object_does_not_hide_its_security_values() {
+        let env: Vec<Value> = (0..100_000).map(|i| json!({"name": format!("P{i:05}")})).collect();
+        let container = json!({"name": "app", "image": "api:1", "env": env, "securityContext": {"privileged": true}});
+        let live = deployment(json!({}), json!([{}]), container);
+        let d = diff(&live, None, None);
+        assert!(d.security, "{:?}", d.note);
+        let env: Vec<Value> = (0..MAX_VISITED).map(|i| json!({"name": format!("P{i:06}")})).collect();
+        let over = deployment(json!({}), json!([{}]), json!({"name": "app", "env": env, "securityContext": {"privileged": true}}));
+        let d = diff(&over, None, None);
+        assert!(d.security, "{:?}", d.note);
+        assert!(d.changes.iter().any(|c| c.path == SECURITY_NOT_ALL_READ && c.security), "{:?}", d.changes.first());
     }
 
     /// A value driftwatch read while Argo CD reported the resource Synced is Git's as it
