@@ -628,9 +628,11 @@ mod on_a_real_api_server {
         assert!(refused["reason"].as_str().unwrap().contains("privileged containers are not allowed"), "{refused}");
         assert_eq!(refused["security"], true, "{refused}");
         let bob = sent.iter().find(|r| r["who"] == "bob").unwrap();
+        // The map added whole is a write of its own (it replaces what was there).
         assert_eq!(
             bob["set"],
-            json!([{"path": "spec.template.spec.containers[app].securityContext.runAsUser", "value": "0"}]),
+            json!([{"path": "spec.template.spec.containers[app].securityContext", "value": "(replaced)"},
+                   {"path": "spec.template.spec.containers[app].securityContext.runAsUser", "value": "0"}]),
             "a JSON patch is read by its ops' paths, list items by name: {bob}"
         );
         assert_eq!((bob["class"].as_str(), bob["security"].as_bool()), (Some("security-context"), Some(true)), "{bob}");

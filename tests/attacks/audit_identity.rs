@@ -108,9 +108,14 @@ routes:
         /// A strategic-merge patch as `kubectl patch` sends it, as `who`, with the
         /// `Audit-ID` header the client chose (the API server keeps it as it is).
         pub(crate) fn patch(&self, who: Who, path: &str, body: &str, audit_id: Option<&str>) -> u16 {
+            self.patch_with(who, path, "fieldManager=kubectl-patch", body, audit_id)
+        }
+
+        /// [`Self::patch`] with the query string `query`.
+        pub(crate) fn patch_with(&self, who: Who, path: &str, query: &str, body: &str, audit_id: Option<&str>) -> u16 {
             block_on(async {
                 let client = self.api.client(who).await;
-                let mut req = http::Request::patch(format!("{path}?fieldManager=kubectl-patch"))
+                let mut req = http::Request::patch(format!("{path}?{query}"))
                     .header("Content-Type", "application/strategic-merge-patch+json");
                 if let Some(id) = audit_id {
                     req = req.header("Audit-ID", id);

@@ -18,4 +18,5 @@ mod break_glass;
 mod desired_state;
 mod listeners;
 mod masking;
+mod patch_forms;
 mod project;
