@@ -220,6 +220,28 @@ async fn healthz() -> Response {
     text(StatusCode::OK, "ok\n".into(), "text/plain")
 }
 
+/// An error's text for the open `/readyz`: what a parser quotes from the file (`invalid
+/// type: string "…"`) may be a value written inline by mistake, a credential among them,
+/// so each double-quoted part is hidden, but a `$key` reference; the log and `driftwatch
+/// check` keep the whole text.
+fn hide_quoted(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    let mut parts = s.split('"');
+    if let Some(first) = parts.next() {
+        out.push_str(first);
+    }
+    let mut inside = true;
+    for part in parts {
+        out.push('"');
+        match inside && !part.starts_with('$') && !part.is_empty() {
+            true => out.push('…'),
+            false => out.push_str(part),
+        }
+        inside = !inside;
+    }
+    out
+}
+
 async fn readyz() -> Response {
     // A refused reload leaves the previous configuration running (still ready), and
     // says why here, as `driftwatch check` would.
@@ -229,7 +251,7 @@ async fn readyz() -> Response {
     if !refused.is_empty() {
         body.push_str("the last configuration reload was refused; the previous configuration is running:\n");
         for e in refused {
-            body.push_str(&format!("error: {e}\n"));
+            body.push_str(&format!("error: {}\n", hide_quoted(&e)));
         }
     }
     text(if ready { StatusCode::OK } else { StatusCode::SERVICE_UNAVAILABLE }, body, "text/plain")
@@ -417,6 +439,17 @@ mod tests {
 
     /// Review M5: at most four history or web-view data requests are answered at
     /// once; one done makes room for the next.
+
+    /// Review L-e: the open `/readyz` does not repeat what a parser quoted from the
+    /// file (a value written inline, a credential among them); references and the rest
+    /// of the message stay. (Before: the whole message.)
+    #[test]
+    fn readyz_hides_what_a_parser_quoted() {
+        assert_eq!(hide_quoted(r#"services.hook.token: invalid type: string "hunter2", expected a map"#), r#"services.hook.token: invalid type: string "…", expected a map"#);
+        assert_eq!(hide_quoted("services.hook: secret $hook-token is not set"), "services.hook: secret $hook-token is not set");
+        assert_eq!(hide_quoted(r#"a "$ref" and "x" and "" end"#), r#"a "$ref" and "…" and "" end"#);
+        assert_eq!(hide_quoted(r#"unterminated "secret"#), r#"unterminated "…"#);
+    }
     #[test]
     fn history_requests_are_answered_a_few_at_a_time() {
         let count = std::sync::atomic::AtomicUsize::new(0);

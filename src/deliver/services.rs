@@ -23,7 +23,35 @@ impl ServiceSpec {
     /// Builds the typed configuration of `kind` from the YAML mapping (without `type`).
     pub fn from_value(kind: DestinationKind, v: Value) -> Result<ServiceSpec, SettingsError> {
         let (rest, settings) = kind::split_common(v, super::kinds::limits(kind))?;
-        Ok(ServiceSpec { config: ServiceConfig::parse(kind, rest)?, settings })
+        let plain = plain_http_url(&rest, 0);
+        let config = ServiceConfig::parse(kind, rest)?;
+        // A secret sent over plain HTTP crosses the network in clear (review L-e).
+        if let Some(url) = plain
+            && config.strings().iter().any(|s| s.contains('$'))
+        {
+            return Err(SettingsError::Rule(format!(
+                "{url:?} is http:// to a host that is not loopback, and this service sends a secret: use https://"
+            )));
+        }
+        Ok(ServiceSpec { config, settings })
+    }
+}
+
+/// The first `http://` URL to a host other than loopback among a service's settings
+/// (any key, any depth: `url`, `apiUrl`, `webhookUrl`, a header's value).
+fn plain_http_url(v: &Value, depth: usize) -> Option<String> {
+    match v {
+        Value::String(s) if s.trim_start().to_ascii_lowercase().starts_with("http://") => {
+            let loopback = s.trim().parse::<reqwest::Url>().ok().is_some_and(|u| {
+                u.host_str().is_some_and(|h| {
+                    h == "localhost" || h.trim_matches(['[', ']']).parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback())
+                })
+            });
+            (!loopback).then(|| crate::text::clip(s, 200))
+        }
+        Value::Object(m) if depth < 8 => m.values().find_map(|x| plain_http_url(x, depth + 1)),
+        Value::Array(a) if depth < 8 => a.iter().find_map(|x| plain_http_url(x, depth + 1)),
+        _ => None,
     }
 }
 
@@ -32,4 +60,29 @@ impl ServiceSpec {
 pub fn build(name: &str, spec: &ServiceSpec, env: &Env) -> Result<ServiceRuntime, BuildError> {
     let deliverer = spec.config.client(name, env)?;
     Ok(kind::assemble(name, spec.config.kind(), deliverer, spec.settings, &spec.config.strings(), env))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    /// Review L-e: a service that sends a secret to a plain `http://` URL off loopback is
+    /// refused at load time; without a secret, or on loopback, or over https it loads.
+    /// (Before: every one loaded.)
+    #[test]
+    fn a_secret_over_plain_http_is_refused_at_load() {
+        let webhook = |url: &str, token: Option<&str>| {
+            let mut v = json!({"url": url});
+            if let Some(t) = token {
+                v["bearerToken"] = json!(t);
+            }
+            ServiceSpec::from_value(DestinationKind::Webhook, v)
+        };
+        let refused = webhook("http://siem.example.com/ingest", Some("$siem-token")).unwrap_err();
+        assert!(refused.to_string().contains("use https://"), "{refused}");
+        assert!(webhook("http://siem.example.com/ingest", None).is_ok());
+        assert!(webhook("http://127.0.0.1:8080/ingest", Some("$siem-token")).is_ok());
+        assert!(webhook("https://siem.example.com/ingest", Some("$siem-token")).is_ok());
+    }
 }

@@ -166,7 +166,9 @@ fn literal(s: &str) -> String {
     format!("'{}'", s.replace('\'', "''"))
 }
 
-/// Whether every host of the URL is this machine (a Unix socket, or loopback).
+/// Whether every host of the URL is this machine (a Unix socket, or loopback). A
+/// `hostaddr` is where the client connects whatever `host` says, so each of them must
+/// be loopback too (review L-e: `host=localhost hostaddr=10.0.0.9` is not local).
 fn local_only(cfg: &postgres::Config) -> bool {
     use postgres::config::Host;
     !cfg.get_hosts().is_empty()
@@ -174,6 +176,7 @@ fn local_only(cfg: &postgres::Config) -> bool {
             Host::Unix(_) => true,
             Host::Tcp(name) => name == "localhost" || name.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback()),
         })
+        && cfg.get_hostaddrs().iter().all(|ip| ip.is_loopback())
 }
 
 fn tls_config(ca_file: Option<&std::path::Path>) -> Result<rustls::ClientConfig, KvError> {

@@ -360,6 +360,11 @@ mod tests {
         opts.url = crate::secret::Secret::new("postgres://dw:hunter2@db.example.com/state?sslmode=disable".into());
         let e = StateStore::open_postgres(&opts, &Role::Tool).err().unwrap().to_string();
         assert!(e.contains("sslmode=disable") && !e.contains("hunter2"), "{e}");
+        // `host` on loopback but `hostaddr` elsewhere: where it connects is elsewhere
+        // (review L-e; before: taken as local, so in the clear).
+        opts.url = crate::secret::Secret::new("host=localhost hostaddr=192.0.2.7 user=dw password=hunter2 sslmode=disable".into());
+        let e = StateStore::open_postgres(&opts, &Role::Tool).err().unwrap().to_string();
+        assert!(e.contains("sslmode=disable") && !e.contains("hunter2"), "{e}");
         opts.url = crate::secret::Secret::new("postgres://dw:hunter2@db.example.com:99999/state".into());
         let e = StateStore::open_postgres(&opts, &Role::Tool).err().unwrap().to_string();
         assert!(!e.contains("hunter2"), "{e}");

@@ -98,6 +98,35 @@ pub struct RenderContext {
     /// The same data with every string escaped for one destination's markup, built on
     /// the first render that needs it (dropped when the data changes).
     escaped: Option<(Markup, Context)>,
+    /// The same data for the fields that render to JSON (cards, attachments, details):
+    /// every string escaped for the destination's markup where it has one, then
+    /// [`json_safe`], so a value from the cluster cannot end a JSON string and add
+    /// fields of its own, whatever the template writes around it.
+    json: Option<(Option<Markup>, Context)>,
+}
+
+/// A string as a JSON field's template may place it inside a JSON string literal
+/// without changing the JSON's structure: `"` and `\` become their full-width look-
+/// alikes, control characters spaces. Idempotent, so `{{json_escape x}}` still works.
+fn json_safe(s: &str) -> String {
+    s.chars()
+        .map(|c| match c {
+            '"' => '\u{ff02}',
+            '\\' => '\u{ff3c}',
+            c if c.is_control() => ' ',
+            c => c,
+        })
+        .collect()
+}
+
+/// `v` with every string passed through [`json_safe`] (keys left as they are).
+fn json_safe_all(v: &Value) -> Value {
+    match v {
+        Value::String(s) => Value::String(json_safe(s)),
+        Value::Array(items) => Value::Array(items.iter().map(json_safe_all).collect()),
+        Value::Object(m) => Value::Object(m.iter().map(|(k, v)| (k.clone(), json_safe_all(v))).collect()),
+        other => other.clone(),
+    }
 }
 
 /// Markup whose control characters text from the cluster must not carry into what is
@@ -195,13 +224,14 @@ impl RenderContext {
             "recipient": "",
             "resolved": false,
         });
-        RenderContext { ctx: Context::from(data), escaped: None }
+        RenderContext { ctx: Context::from(data), escaped: None, json: None }
     }
 
     /// Adds what the pass found: `drift` and `episode` (the open or last resolved one,
     /// seen at `now`; null when there is none).
     pub fn with_pass(mut self, drift: &Drift, episode: Option<&Episode>, now: DateTime<Utc>) -> RenderContext {
         self.escaped = None;
+        self.json = None;
         if let Some(map) = self.ctx.data_mut().as_object_mut() {
             map.insert("drift".into(), drift.view());
             map.insert("episode".into(), episode.map_or(Value::Null, |e| e.view(now)));
@@ -212,13 +242,16 @@ impl RenderContext {
     /// Sets one top-level value templates see (`group` for a grouped route's message).
     pub fn set(&mut self, key: &str, value: Value) {
         self.escaped = None;
+        self.json = None;
         if let Some(map) = self.ctx.data_mut().as_object_mut() {
             map.insert(key.into(), value);
         }
     }
 
-    /// The data for `t`, and the same data escaped for `markup` when asked.
-    fn for_target(&mut self, t: &Target<'_>, markup: Option<Markup>) -> (&Context, Option<&Context>) {
+    /// The data for `t`, the same data escaped for `markup` when asked, and the data
+    /// for JSON fields (escaped for `json`'s markup, then [`json_safe`]) when the
+    /// template has any (`json` is `Some`).
+    fn for_target(&mut self, t: &Target<'_>, markup: Option<Markup>, json: Option<Option<Markup>>) -> Contexts<'_> {
         let set = |ctx: &mut Context| {
             if let Some(map) = ctx.data_mut().as_object_mut() {
                 map.insert("trigger".into(), Value::String(t.trigger.into()));
@@ -228,18 +261,43 @@ impl RenderContext {
             }
         };
         set(&mut self.ctx);
-        let Some(m) = markup else { return (&self.ctx, None) };
-        if self.escaped.as_ref().is_none_or(|(have, _)| *have != m) {
+        if let Some(m) = markup
+            && self.escaped.as_ref().is_none_or(|(have, _)| *have != m)
+        {
             self.escaped = Some((m, Context::from(m.escape_all(self.ctx.data()))));
         }
-        match self.escaped.as_mut() {
-            Some((_, e)) => {
-                set(e);
-                (&self.ctx, Some(&*e))
-            }
-            None => (&self.ctx, None),
+        if let Some(jm) = json
+            && self.json.as_ref().is_none_or(|(have, _)| *have != jm)
+        {
+            let base = match jm {
+                Some(m) => m.escape_all(self.ctx.data()),
+                None => self.ctx.data().clone(),
+            };
+            self.json = Some((jm, Context::from(json_safe_all(&base))));
         }
+        let escaped = match (markup, self.escaped.as_mut()) {
+            (Some(_), Some((_, e))) => {
+                set(e);
+                Some(&*e)
+            }
+            _ => None,
+        };
+        let json_ctx = match (json, self.json.as_mut()) {
+            (Some(_), Some((_, j))) => {
+                set(j);
+                Some(&*j)
+            }
+            _ => None,
+        };
+        Contexts { ctx: &self.ctx, escaped, json: json_ctx }
     }
+}
+
+/// The contexts one target's fields render with.
+struct Contexts<'a> {
+    ctx: &'a Context,
+    escaped: Option<&'a Context>,
+    json: Option<&'a Context>,
 }
 
 /// driftwatch's helpers, then the Sprig ones (which may replace a name with Sprig's
@@ -382,13 +440,16 @@ impl TemplateSet {
             k => Markup::of(k, "message").or(Markup::of(k, "email.html")),
         };
         let kind = target.kind;
-        let (ctx, escaped) = ctx.for_target(target, markup);
+        // The JSON fields' markup: the kind's for that field (Slack's are all mrkdwn).
+        let json = fields.iter().find(|(_, (_, k))| *k == FieldKind::Json).map(|(path, _)| Markup::of(kind, path));
+        let contexts = ctx.for_target(target, markup, json);
         let mut f = Fields {
             hb: &self.hb,
             template: name,
             fields,
-            ctx,
-            escaped: escaped.map(|e| (e, kind)),
+            ctx: contexts.ctx,
+            escaped: contexts.escaped.map(|e| (e, kind)),
+            json: contexts.json,
             settings: self.settings.get(name),
             message: String::new(),
             severity: None,
@@ -416,6 +477,8 @@ pub struct Fields<'a> {
     ctx: &'a Context,
     /// The data escaped for the destination's markup, for the fields in it.
     escaped: Option<(&'a Context, crate::model::DestinationKind)>,
+    /// The data for the fields that render to JSON (see `RenderContext::json`).
+    json: Option<&'a Context>,
     settings: Option<&'a SectionSettings>,
     /// The rendered `message` (empty when the template has none).
     pub message: String,
@@ -463,12 +526,13 @@ impl Fields<'_> {
     /// The field rendered as text, if the template has it (cut at
     /// [`MAX_FIELD_BYTES`]).
     pub fn text(&self, field: &str) -> Result<Option<String>, RenderError> {
-        let Some((reg, _)) = self.fields.get(field) else { return Ok(None) };
+        let Some((reg, field_kind)) = self.fields.get(field) else { return Ok(None) };
         // Rendered into a writer that stops the render once the field passes its bound:
         // a template looping over a large list must not build a gigabyte first.
         let mut out = Bounded { buf: Vec::new(), over: false };
-        let ctx = match self.escaped {
-            Some((e, kind)) if Markup::of(kind, field).is_some() => e,
+        let ctx = match (self.json, self.escaped) {
+            (Some(j), _) if *field_kind == FieldKind::Json => j,
+            (_, Some((e, kind))) if Markup::of(kind, field).is_some() => e,
             _ => self.ctx,
         };
         let rendered = self.hb.render_with_context_to_write(reg, ctx, &mut out);

@@ -290,6 +290,40 @@ email:
     assert_eq!(out(DestinationKind::Console)["message"], format!("<https://cd.example.com|{note}>"));
 }
 
+/// Review L-g: a field that renders to JSON (a Teams card's facts, a Google Chat card,
+/// Slack attachments) written by a custom template without `json_escape`: a value from
+/// the cluster with quotes cannot end its JSON string and add fields of its own. (Before:
+/// the Teams facts gained an `injected` fact and the Slack attachment a field.)
+#[test]
+fn cluster_text_cannot_change_a_json_fields_structure() {
+    let s = set(r#"
+message: "m"
+teams:
+  facts: '[{"name": "note", "value": "{{app.metadata.annotations.note}}"}]'
+googlechat:
+  cardsV2: '[{"cardId": "c", "card": {"header": {"title": "{{app.metadata.annotations.note}}"}}}]'
+slack:
+  attachments: '[{"title": "{{app.metadata.annotations.note}}"}]'
+"#);
+    let note = r#"x", "name": "injected", "value": "https://evil.example"#;
+    let app =
+        App::from_value(json!({"kind": "Application", "metadata": {"name": "web", "namespace": "argocd", "annotations": {"note": note}}}))
+            .unwrap();
+    let ctx_map: BTreeMap<String, String> = BTreeMap::new();
+    let out = |kind: DestinationKind| {
+        let mut ctx = RenderContext::new(&app, &ctx_map);
+        let t = Target { trigger: "on-x", kind, service: kind.as_str(), recipient: "ops", resolved: false };
+        s.render("t", &mut ctx, &t, &app, encoder(kind)).unwrap().payload
+    };
+    let teams = serde_json::to_string(&out(DestinationKind::Teams)).unwrap();
+    assert!(!teams.contains(r#""name":"injected""#), "{teams}");
+    assert!(teams.contains("x\u{ff02}, \u{ff02}name\u{ff02}: \u{ff02}injected"), "shown as text: {teams}");
+    let chat = serde_json::to_string(&out(DestinationKind::Googlechat)).unwrap();
+    assert!(!chat.contains(r#""name":"injected""#), "{chat}");
+    let slack = out(DestinationKind::Slack);
+    assert_eq!(slack["attachments"][0].get("name"), None, "{slack}");
+}
+
 /// Review M7 and issue 38 item 12: Markdown destinations (Teams, Teams Workflows,
 /// Mattermost, Webex, Rocket.Chat) get cluster text with its link, image and emphasis
 /// syntax escaped, angle brackets as entities and mentions broken; Google Chat gets its

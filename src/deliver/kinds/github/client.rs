@@ -31,6 +31,8 @@ pub struct GitHubClient {
     api: String,
     auth: Auth,
     cached: Mutex<Option<Cached>>,
+    /// `repositories`: where statuses and deployments may be written (all when empty).
+    repositories: Vec<String>,
 }
 
 impl GitHubClient {
@@ -44,7 +46,8 @@ impl GitHubClient {
             _ => return Err(crate::deliver::kind::BuildError::Setting("a github service needs either token, or appID, installationID and privateKey".into())),
         };
         let api = cfg.enterprise_base_url.clone().unwrap_or_else(|| "https://api.github.com".into()).trim_end_matches('/').to_string();
-        Ok(GitHubClient { http: env.http.clone(), api, auth, cached: Mutex::new(None) })
+        let repositories = cfg.repositories.clone().unwrap_or_default();
+        Ok(GitHubClient { http: env.http.clone(), api, auth, cached: Mutex::new(None), repositories })
     }
 
     fn request(&self, method: reqwest::Method, path: &str, token: &str) -> reqwest::RequestBuilder {
@@ -94,9 +97,18 @@ impl GitHubClient {
         let Some(repo) = repo_of(repo_url) else {
             return Outcome::Permanent(format!("no GitHub repository in the Application's repoURL {repo_url:?} (github.repoURLPath)"));
         };
+        if !super::payload::allowed(&repo, &self.repositories) {
+            return Outcome::Permanent(format!(
+                "repository {}/{} is not one of this service's repositories (services.<name>.repositories)",
+                repo.owner, repo.name
+            ));
+        }
         let sha = p.get("revision").and_then(Value::as_str).map(str::trim).unwrap_or_default();
         if sha.is_empty() {
             return Outcome::Permanent("no revision to report on (github.revisionPath)".into());
+        }
+        if !super::payload::commit_sha(sha) {
+            return Outcome::Permanent(format!("revision {:?} is not a commit SHA (github.revisionPath)", crate::text::clip(sha, 80)));
         }
         let token = match self.token().await {
             Ok(t) => t,

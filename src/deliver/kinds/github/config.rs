@@ -19,6 +19,11 @@ pub struct GitHubConfig {
     /// `https://github.example.com/api/v3` for GitHub Enterprise Server.
     #[serde(rename = "enterpriseBaseURL")]
     pub enterprise_base_url: Option<String>,
+    /// The repositories statuses, deployments and comments may be written to
+    /// (`owner/name` or `owner/*`): the repository comes from the Application's
+    /// `spec.source.repoURL`, which whoever may patch the Application writes. All the
+    /// App's (or token's) repositories when absent.
+    pub repositories: Option<Vec<String>>,
 }
 
 /// Argo CD's examples write the ids as numbers (`appID: 12345`).

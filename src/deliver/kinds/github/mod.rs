@@ -55,6 +55,12 @@ impl Kind for Github {
         if !((c.token.is_some() && none) || (c.token.is_none() && app)) {
             return Err(SettingsError::Rule("a github service needs either token, or appID, installationID and privateKey".into()));
         }
+        for r in c.repositories.iter().flatten() {
+            let valid = r.split_once('/').is_some_and(|(o, n)| !o.is_empty() && !n.is_empty() && !n.contains('/'));
+            if !valid {
+                return Err(SettingsError::Rule(format!("repositories: {r:?} is not owner/name or owner/*")));
+            }
+        }
         Ok(())
     }
 

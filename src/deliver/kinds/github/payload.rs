@@ -21,7 +21,37 @@ pub fn repo_of(url: &str) -> Option<Repo> {
     let mut parts = path.rsplitn(2, '/');
     let name = parts.next()?.to_string();
     let owner = parts.next()?.rsplit('/').next()?.to_string();
-    (!owner.is_empty() && !name.is_empty()).then_some(Repo { owner, name })
+    (owner_name(&owner) && repo_name(&name)).then_some(Repo { owner, name })
+}
+
+/// A GitHub account name: letters, digits and `-`, at most 39. The repository URL is
+/// written by whoever may patch the Application, and the name goes into an API path
+/// that carries the App's token: `..` or `%2e` must not reach another path.
+fn owner_name(s: &str) -> bool {
+    !s.is_empty() && s.len() <= 39 && s.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
+}
+
+/// A GitHub repository name: letters, digits, `-`, `_` and `.`, at most 100, not `.`
+/// or `..`.
+fn repo_name(s: &str) -> bool {
+    !s.is_empty() && s.len() <= 100 && s != "." && s != ".." && s.bytes().all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b))
+}
+
+/// A commit SHA as the statuses and deployments paths take it: 7 to 64 hexadecimal
+/// digits (a revision is read from the Application's status, which its writers write).
+pub fn commit_sha(s: &str) -> bool {
+    (7..=64).contains(&s.len()) && s.bytes().all(|b| b.is_ascii_hexdigit())
+}
+
+/// Whether `repo` is one of `allowed` (`owner/name`, or `owner/*`); every repository
+/// when none is configured.
+pub fn allowed(repo: &Repo, allowed: &[String]) -> bool {
+    allowed.is_empty()
+        || allowed.iter().any(|a| match a.split_once('/') {
+            Some((owner, "*")) => owner.eq_ignore_ascii_case(&repo.owner),
+            Some((owner, name)) => owner.eq_ignore_ascii_case(&repo.owner) && name.eq_ignore_ascii_case(&repo.name),
+            None => false,
+        })
 }
 
 fn text<'a>(v: &'a Value, k: &str) -> Option<&'a str> {

@@ -32,6 +32,27 @@ fn repositories_from_git_urls() {
     assert_eq!(r("https://github.com/only-owner"), None);
 }
 
+/// Review L-c: the repository and revision come from what whoever may patch the
+/// Application writes, and go into an API path carrying the App's token: a name that
+/// is not GitHub's (`..`, `%2e%2e`, a slash) and a revision that is not a SHA are
+/// refused; `repositories` bounds where anything is written. (Before: `..` and any
+/// revision reached the path.)
+#[test]
+fn a_written_repository_or_revision_cannot_steer_the_api_path() {
+    for url in ["https://github.com/../x", "https://github.com/o/..", "https://github.com/%2e%2e/x", "https://github.com/o/a b"] {
+        assert_eq!(repo_of(url), None, "{url}");
+    }
+    assert!(payload::commit_sha("4f5e6d7c8b9a0f1e2d3c4b5a6978877665544332"));
+    for rev in ["../../../x", "main", "4f5e6d7/../x", ""] {
+        assert!(!payload::commit_sha(rev), "{rev}");
+    }
+    let repo = repo_of("https://github.com/team-a/app.git").unwrap();
+    assert!(payload::allowed(&repo, &[]));
+    assert!(payload::allowed(&repo, &["team-a/*".into()]));
+    assert!(payload::allowed(&repo, &["Team-A/App".into()]));
+    assert!(!payload::allowed(&repo, &["team-b/*".into(), "team-a/other".into()]));
+}
+
 #[test]
 fn bodies_for_status_deployment_and_comment() {
     let n = notification();
