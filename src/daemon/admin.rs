@@ -437,19 +437,22 @@ mod tests {
     use super::*;
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-    /// Review M5: at most four history or web-view data requests are answered at
-    /// once; one done makes room for the next.
-
     /// Review L-e: the open `/readyz` does not repeat what a parser quoted from the
     /// file (a value written inline, a credential among them); references and the rest
     /// of the message stay. (Before: the whole message.)
     #[test]
     fn readyz_hides_what_a_parser_quoted() {
-        assert_eq!(hide_quoted(r#"services.hook.token: invalid type: string "hunter2", expected a map"#), r#"services.hook.token: invalid type: string "…", expected a map"#);
+        assert_eq!(
+            hide_quoted(r#"services.hook.token: invalid type: string "hunter2", expected a map"#),
+            r#"services.hook.token: invalid type: string "…", expected a map"#
+        );
         assert_eq!(hide_quoted("services.hook: secret $hook-token is not set"), "services.hook: secret $hook-token is not set");
         assert_eq!(hide_quoted(r#"a "$ref" and "x" and "" end"#), r#"a "$ref" and "…" and "" end"#);
         assert_eq!(hide_quoted(r#"unterminated "secret"#), r#"unterminated "…"#);
     }
+
+    /// Review M5: at most four history or web-view data requests are answered at
+    /// once; one done makes room for the next.
     #[test]
     fn history_requests_are_answered_a_few_at_a_time() {
         let count = std::sync::atomic::AtomicUsize::new(0);

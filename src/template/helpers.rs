@@ -24,8 +24,38 @@ fn display(v: &Json) -> String {
 
 /// Escapes `s` as the body of a JSON string literal (no surrounding quotes).
 pub fn json_escape(s: &str) -> String {
-    let quoted = Json::String(s.to_string()).to_string();
+    let quoted = Json::String(json_restore_str(s)).to_string();
     quoted[1..quoted.len() - 1].to_string()
+}
+
+/// Where the data of a JSON field keeps a character that would end or escape a JSON
+/// string (see `template::json_safe`): in the private-use area, at U+E000 plus its code.
+pub fn json_hidden(c: char) -> char {
+    char::from_u32(0xE000 + u32::from(c)).unwrap_or(' ')
+}
+
+/// `s` with the characters [`json_hidden`] put back.
+pub fn json_restore_str(s: &str) -> String {
+    if !s.chars().any(|c| ('\u{E000}'..='\u{E0FF}').contains(&c)) {
+        return s.to_string();
+    }
+    s.chars()
+        .map(|c| match u32::from(c) {
+            code @ 0xE000..=0xE0FF => char::from_u32(code - 0xE000).unwrap_or(c),
+            _ => c,
+        })
+        .collect()
+}
+
+/// `v` with every string (and key) put back as [`json_restore_str`] does: what the
+/// JSON helpers serialize.
+pub fn json_restore(v: &Json) -> Json {
+    match v {
+        Json::String(s) => Json::String(json_restore_str(s)),
+        Json::Array(items) => Json::Array(items.iter().map(json_restore).collect()),
+        Json::Object(m) => Json::Object(m.iter().map(|(k, v)| (json_restore_str(k), json_restore(v))).collect()),
+        other => other.clone(),
+    }
 }
 
 /// Slack mrkdwn: only these three characters are control characters.
@@ -49,7 +79,7 @@ pub fn truncate_with(s: &str, n: usize, suffix: &str) -> String {
     out
 }
 
-handlebars_helper!(json_helper: |v: Json| v.to_string());
+handlebars_helper!(json_helper: |v: Json| json_restore(v).to_string());
 handlebars_helper!(json_escape_helper: |v: Json| json_escape(&display(v)));
 handlebars_helper!(slack_escape_helper: |v: Json| slack_escape(&display(v)));
 handlebars_helper!(truncate_helper: |v: Json, n: u64, {suffix: str = "…"}| {

@@ -106,14 +106,16 @@ pub struct RenderContext {
 }
 
 /// A string as a JSON field's template may place it inside a JSON string literal
-/// without changing the JSON's structure: `"` and `\` become their full-width look-
-/// alikes, control characters spaces. Idempotent, so `{{json_escape x}}` still works.
+/// without changing the JSON's structure: `"`, `\` and control characters become
+/// private-use characters (U+E000 plus their code), which end no string. The JSON
+/// helpers (`json_escape`, `json`, `toJson`, `toPrettyJson`) turn them back before they
+/// escape, so a template that escapes shows the text as it was
+/// ([`helpers::json_restore`]).
 fn json_safe(s: &str) -> String {
     s.chars()
         .map(|c| match c {
-            '"' => '\u{ff02}',
-            '\\' => '\u{ff3c}',
-            c if c.is_control() => ' ',
+            '"' | '\\' => helpers::json_hidden(c),
+            c if c.is_control() && u32::from(c) < 0x100 => helpers::json_hidden(c),
             c => c,
         })
         .collect()

@@ -302,7 +302,7 @@ handlebars_helper!(join_helper: |sep: Json, list: Json| match list {
     Json::Array(items) => items.iter().map(display).collect::<Vec<_>>().join(&display(sep)),
     other => display(other),
 });
-handlebars_helper!(to_pretty_json_helper: |v: Json| serde_json::to_string_pretty(v).unwrap_or_default());
+handlebars_helper!(to_pretty_json_helper: |v: Json| serde_json::to_string_pretty(&super::helpers::json_restore(v)).unwrap_or_default());
 handlebars_helper!(now_helper: | | crate::clock::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true));
 handlebars_helper!(date_helper: |layout: Json, t: Json| {
     match time_of(t) {

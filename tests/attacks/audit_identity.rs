@@ -115,8 +115,8 @@ routes:
         pub(crate) fn patch_with(&self, who: Who, path: &str, query: &str, body: &str, audit_id: Option<&str>) -> u16 {
             block_on(async {
                 let client = self.api.client(who).await;
-                let mut req = http::Request::patch(format!("{path}?{query}"))
-                    .header("Content-Type", "application/strategic-merge-patch+json");
+                let mut req =
+                    http::Request::patch(format!("{path}?{query}")).header("Content-Type", "application/strategic-merge-patch+json");
                 if let Some(id) = audit_id {
                     req = req.header("Audit-ID", id);
                 }

@@ -303,7 +303,7 @@ teams:
 googlechat:
   cardsV2: '[{"cardId": "c", "card": {"header": {"title": "{{app.metadata.annotations.note}}"}}}]'
 slack:
-  attachments: '[{"title": "{{app.metadata.annotations.note}}"}]'
+  attachments: '[{"title": "{{app.metadata.annotations.note}}", "text": "{{json_escape app.metadata.annotations.note}}"}]'
 "#);
     let note = r#"x", "name": "injected", "value": "https://evil.example"#;
     let app =
@@ -317,11 +317,13 @@ slack:
     };
     let teams = serde_json::to_string(&out(DestinationKind::Teams)).unwrap();
     assert!(!teams.contains(r#""name":"injected""#), "{teams}");
-    assert!(teams.contains("x\u{ff02}, \u{ff02}name\u{ff02}: \u{ff02}injected"), "shown as text: {teams}");
+    assert!(teams.contains("x\u{e022}, \u{e022}name\u{e022}: \u{e022}injected"), "kept as text: {teams}");
     let chat = serde_json::to_string(&out(DestinationKind::Googlechat)).unwrap();
     assert!(!chat.contains(r#""name":"injected""#), "{chat}");
     let slack = out(DestinationKind::Slack);
     assert_eq!(slack["attachments"][0].get("name"), None, "{slack}");
+    // A template that escapes shows the text as it was.
+    assert_eq!(slack["attachments"][0]["text"], note, "{slack}");
 }
 
 /// Review M7 and issue 38 item 12: Markdown destinations (Teams, Teams Workflows,
