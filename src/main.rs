@@ -400,7 +400,7 @@ fn main() -> ExitCode {
             cli::run_replay(&ReplayOptions { path, config, state, jsonl, deliver }, &mut out, &mut err)
         }
         Command::Routes { command: RoutesCommand::Test { app, live, audit, project, config, output } } => {
-            cli::routes_test(&app, (&live, &audit), project.as_deref(), config.as_deref(), output, &mut out, &mut err)
+            cli::explain_routes(&app, (&live, &audit), project.as_deref(), config.as_deref(), output, &mut out, &mut err)
         }
         Command::History { state, config, shard, app, since, until, class, limit, stats, timeline, output } => {
             cli::history::history_command(

@@ -156,6 +156,21 @@ impl Shell {
         true
     }
 
+    /// Unit `i`'s election changed: its shard is owned before the unit leads and no
+    /// longer before it stands down (the shell forwards a shard's Applications only
+    /// while its unit holds it). Returns whether a shard not held before was taken:
+    /// its Applications must be listed again.
+    pub fn took_over(&mut self, i: usize, leading: bool) -> bool {
+        let taken = self.sharded && leading && !self.owned.get(i).copied().unwrap_or(true);
+        if let Some(o) = self.owned.get_mut(i) {
+            *o = leading || !self.sharded;
+        }
+        if !leading {
+            self.placed.retain(|_, s| *s != i);
+        }
+        taken
+    }
+
     pub fn held(&self) -> Vec<usize> {
         self.owned.iter().enumerate().filter(|(_, o)| **o).map(|(i, _)| i).collect()
     }

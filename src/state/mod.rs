@@ -31,8 +31,11 @@ mod kv_error;
 mod message_refs;
 mod operations;
 mod outbox;
-pub mod pg;
-#[doc(hidden)]
+mod pg;
+/// A private PostgreSQL for the tests: compiled for the crate's own tests and, with
+/// the `test-support` feature (which the integration tests turn on), for theirs; never
+/// in the daemon.
+#[cfg(any(test, feature = "test-support"))]
 pub mod pgtest;
 mod timed;
 

@@ -22,6 +22,19 @@ impl std::fmt::Debug for ChangeSummary<'_> {
 }
 
 impl Core {
+    /// AppProject `name` changed or went: its subscriptions apply to its Applications,
+    /// and its rule bounds what is read and indexed for them (nothing, once it is
+    /// gone), so they are indexed and evaluated again now.
+    fn project_changed(&mut self, name: &str) {
+        let members: Vec<String> = self.apps.iter().filter(|(_, a)| a.project == name).map(|(k, _)| k.clone()).collect();
+        for k in &members {
+            if let Some(a) = self.apps.get(k).and_then(Kept::app) {
+                self.index_managed(&a);
+            }
+        }
+        self.reevaluate(members);
+    }
+
     /// Whether an AppProject in `namespace` is one Argo CD reads: in its own namespace
     /// (`attribution.argocdNamespace`).
     fn argo_cds_project(&self, namespace: &str) -> bool {
@@ -61,28 +74,13 @@ impl Core {
                     }
                 }
                 if self.inputs.project_seen(p) {
-                    // Project subscriptions apply to its Applications, and its rule bounds
-                    // what is read and indexed for them: evaluate them now.
-                    let members: Vec<String> = self.apps.iter().filter(|(_, a)| a.project == name).map(|(k, _)| k.clone()).collect();
-                    for k in &members {
-                        if let Some(a) = self.apps.get(k).and_then(Kept::app) {
-                            self.index_managed(&a);
-                        }
-                    }
-                    self.reevaluate(members);
+                    self.project_changed(&name);
                 }
             }
             Change::ProjectDeleted { name, .. } => {
                 METRICS.events.inc("appproject_delete");
                 self.inputs.project_gone(&name);
-                // Its Applications may read nothing now.
-                let members: Vec<String> = self.apps.iter().filter(|(_, a)| a.project == name).map(|(k, _)| k.clone()).collect();
-                for k in &members {
-                    if let Some(a) = self.apps.get(k).and_then(Kept::app) {
-                        self.index_managed(&a);
-                    }
-                }
-                self.reevaluate(members);
+                self.project_changed(&name);
             }
             Change::ListStarted(stream) => {
                 METRICS.events.inc(&format!("{}_list", stream.kind.as_str()));
@@ -118,6 +116,7 @@ impl Core {
                             for name in gone {
                                 METRICS.events.inc("appproject_delete");
                                 self.inputs.project_gone(&name);
+                                self.project_changed(&name);
                             }
                         }
                     }

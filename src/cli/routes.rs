@@ -19,7 +19,7 @@ use crate::state::StateStore;
 /// Application's drift would reach, through which route or subscription, and what
 /// would be sent now — as if driftwatch met the Application for the first time.
 #[allow(clippy::too_many_arguments)]
-pub fn routes_test(
+pub fn explain_routes(
     app_file: &Path,
     (live_files, audit_files): (&[PathBuf], &[PathBuf]),
     project_file: Option<&Path>,

@@ -1,0 +1,315 @@
+//! `driftwatch run`'s life, in named steps: the configuration, the cluster's client,
+//! where the store is, the operations endpoints, leadership, the audit input, the
+//! evaluation threads, then serving until a signal, and the shutdown. A step that
+//! cannot go on says why in whole lines ([`StartError::Refused`]), and nothing after
+//! it is started.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use futures::StreamExt;
+
+use super::core::{self, Input, LeadError};
+use super::units::{self, RELIST_AFTER, Shell};
+use super::{CONFIG_POLL, DaemonOptions, LEAD_RETRY, SharedState};
+use crate::cluster::client::ApiClient;
+use crate::cluster::watch;
+use crate::config::{self, Runtime};
+use crate::trigger::TriggerEngine;
+
+/// Why the daemon did not start or stopped early.
+pub(super) enum StartError {
+    /// What to tell the operator, line by line; the exit code says it failed.
+    Refused(Vec<String>),
+    /// An error of the machine (a signal handler, a directory).
+    Failed(anyhow::Error),
+}
+
+impl From<anyhow::Error> for StartError {
+    fn from(e: anyhow::Error) -> Self {
+        StartError::Failed(e)
+    }
+}
+
+impl From<std::io::Error> for StartError {
+    fn from(e: std::io::Error) -> Self {
+        StartError::Failed(e.into())
+    }
+}
+
+/// One `error: …` line.
+fn refused(e: impl std::fmt::Display) -> StartError {
+    StartError::Refused(vec![format!("error: {e}")])
+}
+
+/// How serving ended.
+pub(super) enum Ended {
+    Stopped,
+    /// Another daemon took the PostgreSQL store over.
+    Fenced,
+}
+
+/// The daemon's life: each step, then serving, then the shutdown.
+pub(super) async fn start_and_serve(opts: DaemonOptions) -> Result<Ended, StartError> {
+    let (engine, rt) = configuration(&opts)?;
+    let client = cluster(&opts).await?;
+    let store_at = store_location(&rt, &opts)?;
+    let ops = operations_endpoints(&opts, &rt).await?;
+    let rt = Arc::new(rt);
+    let leadership = leadership(&opts, &rt, &client)?;
+    let (audit, audit_rx) = audit_input(&rt).await?;
+    let common = Built { rt: &rt, client: &client, engine: &engine, opts: &opts, store_at: &store_at, shared: &ops.shared, audit: &audit };
+    let (shell, leading_rx) = evaluation(&common, leadership.elections).await?;
+    let shell = serve(shell, leading_rx, audit_rx, &client, &opts).await?;
+    // Stop watching first (done as `serve` returned), then let the evaluation threads
+    // finish what has arrived and in-flight deliveries finish; what is left stays in
+    // the outbox for the next start. `/healthz` answers until the end.
+    let fenced = shell.stop(leadership.membership).await;
+    let _ = ops.stop.send(());
+    Ok(if fenced { Ended::Fenced } else { Ended::Stopped })
+}
+
+/// The configuration, and every delivery client built once before anything else
+/// happens, so a missing secret or an unreadable CA file is the one error reported,
+/// with nothing created.
+fn configuration(opts: &DaemonOptions) -> Result<(Arc<TriggerEngine>, Runtime), StartError> {
+    let engine = Arc::new(TriggerEngine::new());
+    let rt = config::load_with(opts.config.as_deref(), engine.clone())
+        .map_err(|errors| StartError::Refused(errors.iter().map(|e| format!("error: {e}")).collect()))?;
+    if let Err(problems) = core::services_problems(&rt) {
+        let mut lines: Vec<String> = problems.iter().map(|p| format!("error: {p}")).collect();
+        lines.push("driftwatch does not start until the services can be built (`driftwatch check` lists the same)".into());
+        return Err(StartError::Refused(lines));
+    }
+    Ok((engine, rt))
+}
+
+/// The cluster's client: without one there is nothing to do, and nothing is created.
+async fn cluster(opts: &DaemonOptions) -> Result<ApiClient, StartError> {
+    crate::cluster::client::client(opts.kubeconfig.as_deref(), opts.context.as_deref()).await.map_err(|e| {
+        StartError::Refused(vec![
+            format!("error: {e}"),
+            "(to try driftwatch without a cluster: driftwatch run --replay examples/drift-incident)".into(),
+        ])
+    })
+}
+
+/// Where the state is kept: PostgreSQL (`state.postgres`) or a file (`--state`, else
+/// `state.path`, else `driftwatch-state.redb`), whose directory is made.
+fn store_location(rt: &Runtime, opts: &DaemonOptions) -> Result<core::StoreAt, StartError> {
+    match (&rt.state.postgres, &opts.state) {
+        (Some(_), Some(path)) => Err(refused(format!(
+            "--state {} names a file, but the configuration keeps the state in PostgreSQL (state.postgres): give one",
+            path.display()
+        ))),
+        (Some(pg), None) => Ok(core::StoreAt::Postgres(pg.clone())),
+        (None, _) => {
+            let path = opts.state.clone().or_else(|| rt.state.path.clone()).unwrap_or_else(|| PathBuf::from("driftwatch-state.redb"));
+            if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+                std::fs::create_dir_all(dir)?;
+            }
+            Ok(core::StoreAt::File(path))
+        }
+    }
+}
+
+/// The operations endpoints, serving from now on and stopped last.
+struct Operations {
+    shared: SharedState,
+    stop: tokio::sync::oneshot::Sender<()>,
+}
+
+async fn operations_endpoints(opts: &DaemonOptions, rt: &Runtime) -> Result<Operations, StartError> {
+    let shared: SharedState = Arc::new(crate::daemon::admin::Shared::default());
+    shared.set_config(rt);
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let tls = match &rt.operations_tls {
+        Some(t) => Some(
+            crate::tls::server_config(t, || crate::metrics::METRICS.ops_connections_refused.inc())
+                .map_err(|e| refused(format!("operations.tls: {e}")))?,
+        ),
+        None => None,
+    };
+    let with_tls = tls.is_some();
+    let bound = crate::daemon::admin::serve(opts.listen, shared.clone(), tls, async {
+        let _ = stopped.await;
+    })
+    .await?;
+    tracing::info!(%bound, tls = with_tls, "operations endpoints listening");
+    Ok(Operations { shared, stop })
+}
+
+/// Who sends: one election per unit — the Lease without sharding, one per shard with
+/// (and the member Lease that bounds how many one replica holds); none without
+/// leader election.
+struct Leadership {
+    membership: Option<crate::cluster::shards::Membership>,
+    elections: Vec<Option<units::Election>>,
+}
+
+fn leadership(opts: &DaemonOptions, rt: &Runtime, client: &ApiClient) -> Result<Leadership, StartError> {
+    let shards = rt.shards;
+    if shards > 1 && opts.lease.is_none() {
+        return Err(refused(format!("sharding.shards is {shards}: each shard is held through a Lease; run with --leader-election")));
+    }
+    Ok(match &opts.lease {
+        Some(cfg) if shards > 1 => {
+            let (membership, elections) = crate::cluster::shards::spawn(client.clone(), cfg.clone(), shards);
+            Leadership { membership: Some(membership), elections: elections.into_iter().map(Some).collect() }
+        }
+        Some(cfg) => Leadership { membership: None, elections: vec![Some(crate::cluster::lease::spawn(client.clone(), cfg.clone()))] },
+        None => Leadership { membership: None, elections: vec![None] },
+    })
+}
+
+/// The audit input: its listener binds before anything is evaluated, so a port in use
+/// or unreadable TLS files are a start-up error. (Not with sharding: refused at load.)
+async fn audit_input(rt: &Runtime) -> Result<(Option<Arc<crate::audit::Shared>>, Option<crate::audit::Queue>), StartError> {
+    if !rt.audit.enabled() {
+        return Ok((None, None));
+    }
+    let settings = &rt.audit;
+    let shared = crate::audit::Shared::new(settings);
+    let (sink, queue) = crate::audit::queue(&shared);
+    if let Some(addr) = settings.listen {
+        let tls = match &settings.tls {
+            Some(t) => Some(crate::audit::listener::tls_config(t).map_err(refused)?),
+            None => None,
+        };
+        let bound = crate::audit::listener::serve(addr, tls, sink.clone()).await.map_err(refused)?;
+        tracing::info!(%bound, tls = settings.tls.is_some(), "audit webhook listening (POST /audit)");
+    }
+    if let Some(file) = &settings.file {
+        crate::audit::file::follow(file.clone(), shared.clone(), sink).map_err(refused)?;
+    }
+    Ok((Some(shared), Some(queue)))
+}
+
+/// What the evaluation threads are built from.
+struct Built<'a> {
+    rt: &'a Arc<Runtime>,
+    client: &'a ApiClient,
+    engine: &'a Arc<TriggerEngine>,
+    opts: &'a DaemonOptions,
+    store_at: &'a core::StoreAt,
+    shared: &'a SharedState,
+    audit: &'a Option<Arc<crate::audit::Shared>>,
+}
+
+/// Where a unit's election says whether it leads, as `(unit, leading)`.
+type LeadingRx = tokio::sync::mpsc::Receiver<(usize, Option<bool>)>;
+
+/// One evaluation thread per unit (the whole daemon without sharding, one shard with),
+/// each started; without leader election a store that cannot be opened is a start-up
+/// error.
+async fn evaluation(b: &Built<'_>, elections: Vec<Option<units::Election>>) -> Result<(Shell, LeadingRx), StartError> {
+    let step_down_grace = match &b.opts.lease {
+        Some(l) => b.opts.shutdown_grace.min(l.duration / 4),
+        None => b.opts.shutdown_grace,
+    };
+    let shards = b.rt.shards;
+    let sharded = shards > 1;
+    let (leading_tx, leading_rx) = tokio::sync::mpsc::channel::<(usize, Option<bool>)>(elections.len().max(1) * 4);
+    let common = units::Common {
+        rt: b.rt,
+        client: b.client,
+        engine: b.engine,
+        opts: b.opts,
+        store_at: b.store_at,
+        shared: b.shared,
+        audit: b.audit,
+        step_down_grace,
+        sharded,
+        leading_tx: &leading_tx,
+    };
+    let mut units = Vec::with_capacity(elections.len());
+    for (i, election) in elections.into_iter().enumerate() {
+        units.push(units::spawn(&common, i, election).await?);
+    }
+    drop(leading_tx);
+    for unit in &mut units {
+        let Some(started) = unit.started.take() else { continue };
+        match started.await {
+            Ok(Ok(())) => {}
+            Ok(Err(LeadError::Store(e))) => return Err(refused(e)),
+            Ok(Err(LeadError::Services(errors))) => {
+                return Err(StartError::Refused(errors.iter().map(|e| format!("error: {e}")).collect()));
+            }
+            Err(_) => return Err(anyhow::anyhow!("the evaluation thread stopped while starting").into()),
+        }
+    }
+    let shell = Shell { units, owned: vec![!sharded; usize::try_from(shards).unwrap_or(1)], sharded, shards, placed: HashMap::new() };
+    Ok((shell, leading_rx))
+}
+
+/// Serves until a signal, the watch's end or a unit's: hands the watch's changes, the
+/// audit batches, the timers, reloads and the elections' word to the units. Returns the
+/// shell to stop, the watch already dropped.
+async fn serve(
+    mut shell: Shell,
+    mut leading_rx: LeadingRx,
+    mut audit_rx: Option<crate::audit::Queue>,
+    client: &ApiClient,
+    opts: &DaemonOptions,
+) -> Result<Shell, StartError> {
+    let mut changes = watch::changes(client.clone(), &opts.watch).boxed();
+    // With sharding, a shard taken over needs its Applications: the watch lists again,
+    // once for the shards taken within RELIST_AFTER of each other.
+    let mut relist_at: Option<tokio::time::Instant> = None;
+    let mut lead_retry = tokio::time::interval(LEAD_RETRY);
+    let mut config_poll = tokio::time::interval(CONFIG_POLL);
+    let mut resync = tokio::time::interval(opts.resync);
+    let mut sigterm = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+    let mut sighup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())?;
+    loop {
+        let sent = tokio::select! {
+            Some((arrived, batch)) = async { match audit_rx.as_mut() { Some(q) => q.recv().await, None => None } }, if audit_rx.is_some() => {
+                shell.send(0, Input::Audit(batch, arrived)).await
+            }
+            change = changes.next() => match change {
+                Some(c) => shell.change(c).await,
+                None => {
+                    tracing::error!("watch streams ended");
+                    break;
+                }
+            },
+            _ = async { match relist_at { Some(at) => tokio::time::sleep_until(at).await, None => std::future::pending().await } } => {
+                relist_at = None;
+                tracing::info!(shards = ?shell.held(), "listing the Applications again for the shards taken over");
+                changes = watch::changes(client.clone(), &opts.watch).boxed();
+                true
+            }
+            _ = sighup.recv() => {
+                tracing::info!("SIGHUP: reloading the configuration");
+                shell.broadcast(|| Input::Reload).await
+            }
+            _ = lead_retry.tick() => shell.broadcast(|| Input::RetryLead).await,
+            _ = config_poll.tick() => shell.broadcast(|| Input::PollConfig).await,
+            _ = resync.tick() => shell.broadcast(|| Input::Resync).await,
+            Some((i, leading)) = leading_rx.recv() => {
+                let Some(leading) = leading else {
+                    tracing::error!("leader election stopped");
+                    break;
+                };
+                if shell.took_over(i, leading) {
+                    relist_at.get_or_insert_with(|| tokio::time::Instant::now() + RELIST_AFTER);
+                }
+                shell.send(i, Input::Leading(leading)).await
+            }
+            _ = sigterm.recv() => {
+                tracing::info!("SIGTERM: stopping");
+                break;
+            }
+            _ = tokio::signal::ctrl_c() => {
+                tracing::info!("interrupted: stopping");
+                break;
+            }
+        };
+        if !sent {
+            tracing::error!("an evaluation thread stopped");
+            break;
+        }
+    }
+    Ok(shell)
+}
