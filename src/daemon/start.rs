@@ -126,7 +126,9 @@ async fn operations_endpoints(opts: &DaemonOptions, rt: &Runtime) -> Result<Oper
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let tls = match &rt.operations_tls {
         Some(t) => Some(
-            crate::tls::server_config(t, || crate::metrics::METRICS.ops_connections_refused.inc())
+            crate::tls::server_config(t, || {
+                crate::metrics::METRICS.ops_connections_refused.inc();
+            })
                 .map_err(|e| refused(format!("operations.tls: {e}")))?,
         ),
         None => None,
