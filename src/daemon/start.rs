@@ -129,7 +129,7 @@ async fn operations_endpoints(opts: &DaemonOptions, rt: &Runtime) -> Result<Oper
             crate::tls::server_config(t, || {
                 crate::metrics::METRICS.ops_connections_refused.inc();
             })
-                .map_err(|e| refused(format!("operations.tls: {e}")))?,
+            .map_err(|e| refused(format!("operations.tls: {e}")))?,
         ),
         None => None,
     };
