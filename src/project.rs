@@ -172,10 +172,10 @@ impl Scope {
 
     /// Whether Argo CD would admit the Application at all (else why not): when it would
     /// not, nothing of it is read or indexed.
-    pub fn admitted(&self) -> Result<(), String> {
+    pub fn admitted(&self) -> Result<(), Refused> {
         match (&self.refused, &self.policy) {
-            (Some(why), _) => Err(why.clone()),
-            (None, None) => Err(format!("AppProject {} has not been seen: nothing of its Applications is read", self.project)),
+            (Some(why), _) => Err(Refused(why.clone())),
+            (None, None) => Err(Refused(format!("AppProject {} has not been seen: nothing of its Applications is read", self.project))),
             (None, Some(_)) => Ok(()),
         }
     }
@@ -213,31 +213,44 @@ impl Scope {
     }
 
     /// Whether the resource may be read for this Application, or why not (for the
-    /// resource's `notRead` message).
-    /// Whether the resource may be read for this Application, or why not (for the
     /// resource's `notRead` message). `namespace` is the one `status.resources` claims:
     /// empty is judged as cluster-scoped, anything else as namespaced; the read itself
     /// refuses a resource whose kind discovery serves with the other scope
     /// ([`scope_mismatch`]), so a claim cannot move a kind from one rule to the other.
-    pub fn permits(&self, group: &str, kind: &str, namespace: &str) -> Result<(), String> {
+    pub fn permits(&self, group: &str, kind: &str, namespace: &str) -> Result<(), Refused> {
         // Refuses an unseen project too, so the policy is there below.
         self.admitted()?;
         let Some(p) = &self.policy else { return self.admitted() };
         let gk = group_kind(group, kind);
         if !p.kind_permitted(group, kind, !namespace.is_empty()) {
             let scope = if namespace.is_empty() { "cluster-scoped " } else { "" };
-            return Err(format!("AppProject {} does not permit {scope}{gk}: not read", self.project));
+            return Err(Refused(format!("AppProject {} does not permit {scope}{gk}: not read", self.project)));
         }
         if !namespace.is_empty() && !p.destination_permitted(&self.server, &self.name, namespace) {
-            return Err(format!("AppProject {} does not permit namespace {namespace} on this destination: not read", self.project));
+            return Err(Refused(format!(
+                "AppProject {} does not permit namespace {namespace} on this destination: not read",
+                self.project
+            )));
         }
         // A cluster-scoped object has no namespace to match the destinations with: the
         // Application's own destination must be one of the project's (Argo CD refuses
         // the Application otherwise), or a whitelisted kind could be read on any cluster.
         if namespace.is_empty() && !p.destination_permitted(&self.server, &self.name, &self.dest_namespace) {
-            return Err(format!("AppProject {} does not permit the Application's destination: {gk} not read", self.project));
+            return Err(Refused(format!("AppProject {} does not permit the Application's destination: {gk} not read", self.project)));
         }
         Ok(())
+    }
+}
+
+/// Why nothing of an Application, or one of its resources, is read: the `notRead`
+/// message, in Argo CD's terms.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct Refused(pub String);
+
+impl From<Refused> for String {
+    fn from(e: Refused) -> String {
+        e.0
     }
 }
 
@@ -453,9 +466,9 @@ mod tests {
         let here = Scope::of(&app("team-a", "https://kubernetes.default.svc", ""), Some(&project), "argocd");
         assert_eq!(here.permits("apps", "Deployment", "team-a"), Ok(()));
         assert_eq!(here.permits("", "ConfigMap", "team-a"), Ok(()));
-        assert!(here.permits("", "ConfigMap", "kube-system").unwrap_err().contains("namespace kube-system"));
+        assert!(here.permits("", "ConfigMap", "kube-system").unwrap_err().0.contains("namespace kube-system"));
         assert!(here.permits("", "ConfigMap", "team-b").is_err());
-        assert!(here.permits("", "Secret", "team-a").unwrap_err().contains("does not permit Secret"));
+        assert!(here.permits("", "Secret", "team-a").unwrap_err().0.contains("does not permit Secret"));
         assert_eq!(here.permits("rbac.authorization.k8s.io", "ClusterRole", ""), Ok(()));
         assert!(here.permits("rbac.authorization.k8s.io", "ClusterRoleBinding", "").is_err());
         // A destination the project does not have: nothing there.
@@ -471,6 +484,7 @@ mod tests {
             Scope::of(&app("x", "https://k", ""), None, "argocd")
                 .permits("apps", "Deployment", "x")
                 .unwrap_err()
+                .0
                 .contains("has not been seen")
         );
     }
@@ -502,7 +516,7 @@ mod tests {
         assert_eq!(in_ns("argocd", &default).permits("", "ConfigMap", "kube-system"), Ok(()));
         // team-a rewrote spec.project to `default`, which lists no sourceNamespaces.
         let why = in_ns("team-a", &default).permits("", "ConfigMap", "kube-system").unwrap_err();
-        assert!(why.contains("does not list namespace team-a in sourceNamespaces"), "{why}");
+        assert!(why.0.contains("does not list namespace team-a in sourceNamespaces"), "{why}");
         assert_eq!(in_ns("team-a", &default).admitted(), Err(why));
         for (pattern, ns, want) in [
             ("team-a", "team-a", true),
@@ -521,10 +535,10 @@ mod tests {
         let mut spec = wide.clone();
         spec["sourceNamespaces"] = json!(["*"]);
         let shadow = ProjectPolicy::of(&json!({"metadata": {"name": "team-a", "namespace": "team-a"}, "spec": spec}));
-        assert!(in_ns("team-a", &shadow).permits("", "ConfigMap", "team-a").unwrap_err().contains("not Argo CD's"));
+        assert!(in_ns("team-a", &shadow).permits("", "ConfigMap", "team-a").unwrap_err().0.contains("not Argo CD's"));
         // Both name and server: Argo CD refuses the Application.
         let both = Scope::of(&app("team-a", "https://kubernetes.default.svc", "spoke-prod"), Some(&default), "argocd");
-        assert!(both.permits("apps", "Deployment", "team-a").unwrap_err().contains("both name (spoke-prod) and server"));
+        assert!(both.permits("apps", "Deployment", "team-a").unwrap_err().0.contains("both name (spoke-prod) and server"));
         assert!(both.resolved("https://kubernetes.default.svc", "spoke-prod").admitted().is_err(), "resolving does not hide it");
     }
 
@@ -547,6 +561,6 @@ mod tests {
         let mut far = app("kube-system", "https://kubernetes.default.svc", "");
         far["spec"]["destination"]["namespace"] = json!("kube-system");
         let far = Scope::of(&far, Some(&project), "argocd");
-        assert!(far.permits("", "Namespace", "").unwrap_err().contains("destination"));
+        assert!(far.permits("", "Namespace", "").unwrap_err().0.contains("destination"));
     }
 }

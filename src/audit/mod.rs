@@ -93,7 +93,12 @@ impl Shared {
     /// reload that removes the audit input, or changes its listener, TLS files, file,
     /// or bounds, would leave the running listener accepting what the old settings
     /// allowed, so it is refused and the running configuration kept.
-    pub fn reloadable(&self, s: &AuditSettings) -> Result<(), String> {
+    pub fn reloadable(&self, s: &AuditSettings) -> Result<(), NotReloadable> {
+        self.reloadable_text(s).map_err(NotReloadable)
+    }
+
+    /// [`Self::reloadable`], its refusal as text.
+    fn reloadable_text(&self, s: &AuditSettings) -> Result<(), String> {
         if !s.enabled() {
             return Err("audit: the new configuration has no audit input, but the running listener or file goes on until a \
                         restart; restart driftwatch to turn the audit input off"
@@ -317,6 +322,17 @@ impl Queue {
         let batch = self.rx.recv().await?;
         self.shared.pending.fetch_sub(batch.1.len(), Ordering::AcqRel);
         Some(batch)
+    }
+}
+
+/// Why a reload cannot be applied to the running audit input.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct NotReloadable(pub String);
+
+impl From<NotReloadable> for String {
+    fn from(e: NotReloadable) -> String {
+        e.0
     }
 }
 

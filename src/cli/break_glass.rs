@@ -147,7 +147,7 @@ async fn run(
                 approved_by: String::new(),
                 approved_at: None,
             };
-            bg::parse(&e.to_annotation(), settings, at).map_err(Failure::Refused)?;
+            bg::parse(&e.to_annotation(), settings, at).map_err(|e| Failure::Refused(e.0))?;
             apps.write(name, &version, Some(e.to_annotation())).await?;
             writeln!(
                 out,

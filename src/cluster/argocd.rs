@@ -34,7 +34,12 @@ pub struct Resource<'a> {
 }
 
 impl ArgocdApi {
-    pub fn new(spec: &crate::config::clusters::ArgocdApi) -> Result<ArgocdApi, String> {
+    pub fn new(spec: &crate::config::clusters::ArgocdApi) -> Result<ArgocdApi, ClientError> {
+        Self::new_text(spec).map_err(ClientError)
+    }
+
+    /// [`new`], its refusal as text.
+    fn new_text(spec: &crate::config::clusters::ArgocdApi) -> Result<ArgocdApi, String> {
         let ca = spec.ca_file.as_ref().map(|p| p.display().to_string());
         let http = crate::deliver::http::client(ca.as_deref(), false).map_err(|e| format!("argocd: {e}"))?;
         Ok(ArgocdApi { http, server: spec.server.clone(), token: spec.token.clone() })
@@ -42,7 +47,12 @@ impl ArgocdApi {
 
     /// The resource's target state as Argo CD renders it, `None` when Argo CD has none
     /// (a resource to prune), or why it could not be had (for the diff's note).
-    pub async fn target(&self, r: &Resource<'_>) -> Result<Option<Value>, String> {
+    pub async fn target(&self, r: &Resource<'_>) -> Result<Option<Value>, ApiError> {
+        self.target_text(r).await.map_err(ApiError)
+    }
+
+    /// [`Self::target`], its refusal as text.
+    async fn target_text(&self, r: &Resource<'_>) -> Result<Option<Value>, String> {
         let path: String = form_urlencoded::byte_serialize(r.app_name.as_bytes()).collect();
         let url = format!("{}/api/v1/applications/{path}/managed-resources", self.server);
         let pairs = [
@@ -94,6 +104,28 @@ fn without_url(e: &reqwest::Error) -> String {
         s = s.replace(&format!(" for url ({u})"), "");
     }
     s
+}
+
+/// Why the Argo CD API client could not be built.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct ClientError(pub String);
+
+impl From<ClientError> for String {
+    fn from(e: ClientError) -> String {
+        e.0
+    }
+}
+
+/// Why Argo CD's target state could not be had (for the diff's note).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct ApiError(pub String);
+
+impl From<ApiError> for String {
+    fn from(e: ApiError) -> String {
+        e.0
+    }
 }
 
 #[cfg(test)]
@@ -149,9 +181,9 @@ mod tests {
         let t = api.target(&resource("web")).await.unwrap().unwrap();
         assert_eq!(t.pointer("/spec/replicas"), Some(&json!(3)));
         let e = api.target(&resource("other")).await.unwrap_err();
-        assert!(e.contains("is not a managed resource"), "{e}");
+        assert!(e.0.contains("is not a managed resource"), "{e}");
         let e = ArgocdApi::new(&spec("wrong")).unwrap().target(&resource("web")).await.unwrap_err();
-        assert!(e.contains("401"), "{e}");
-        assert!(!e.contains("wrong"), "the token is not in the message: {e}");
+        assert!(e.0.contains("401"), "{e}");
+        assert!(!e.0.contains("wrong"), "the token is not in the message: {e}");
     }
 }

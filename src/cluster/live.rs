@@ -520,7 +520,7 @@ async fn read(
     let recorded = lock(in_sync).by_key.get(&w.key()).map(|(_, v)| v.clone());
     let what = format!("{} {}/{}", w.kind, w.namespace, w.name);
     let (settings, w) = (settings.clone(), w.clone());
-    tokio::task::spawn_blocking(move || Some(analyse(&object, &settings, &w, argocd, recorded.as_deref())))
+    tokio::task::spawn_blocking(move || Some(analyse(&object, &settings, &w, argocd.map(|r| r.map_err(|e| e.0)), recorded.as_deref())))
         .await
         .map_err(|e| ReadError::Failed(format!("diffing {what}: {e}")))
 }

@@ -216,7 +216,12 @@ fn file_exists(base: &Path, p: &str, key: &str, pos: Option<crate::source::Pos>,
 
 /// An `https://` URL, or `http://` on loopback (tests, a port-forward). Also applied to
 /// the server an Argo CD cluster Secret names (`cluster::client`).
-pub fn server_url(s: &str) -> Result<(), String> {
+pub fn server_url(s: &str) -> Result<(), NotHttps> {
+    server_url_text(s).map_err(NotHttps)
+}
+
+/// [`server_url`], its refusal as text.
+fn server_url_text(s: &str) -> Result<(), String> {
     let url: reqwest::Url = s.parse().map_err(|e| format!("{s:?} is not a URL: {e}"))?;
     match url.scheme() {
         "https" => Ok(()),
@@ -275,7 +280,7 @@ pub fn clusters(
                 if server.is_empty() {
                     fail("token needs server (the API server's URL)".into());
                 } else if let Err(e) = server_url(&server) {
-                    fail(e);
+                    fail(e.0);
                 }
                 let ca_file = c.ca_file.as_deref().map(|p| file_exists(base, p, &format!("{key}.caFile"), pos.clone(), errors));
                 match sink.token(&format!("{key}.token"), t, pos.clone(), errors) {
@@ -303,7 +308,7 @@ pub fn argocd(
 ) -> Option<ArgocdApi> {
     let pos = file.pos(&def.referenced);
     if let Err(e) = server_url(&def.value.server) {
-        errors.push(ConfigError::new(pos.clone(), "argocd.server", e));
+        errors.push(ConfigError::new(pos.clone(), "argocd.server", e.0));
     }
     let ca_file = def.value.ca_file.as_deref().map(|p| file_exists(base, p, "argocd.caFile", pos.clone(), errors));
     let token = sink.token("argocd.token", &def.value.token, pos, errors)?;
@@ -328,4 +333,15 @@ pub fn diff(def: &DiffDef, file: &SourceFile, errors: &mut Vec<ConfigError>) -> 
         }
     }
     out
+}
+
+/// Why a server URL is refused: not https:// off loopback.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct NotHttps(pub String);
+
+impl From<NotHttps> for String {
+    fn from(e: NotHttps) -> String {
+        e.0
+    }
 }

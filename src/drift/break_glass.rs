@@ -362,7 +362,12 @@ fn refused(id: String, why: String) -> BreakGlass {
 }
 
 /// Checks an annotation's exception (format and bounds), at `now`.
-pub fn parse(value: &str, s: &Settings, now: DateTime<Utc>) -> Result<Exception, String> {
+pub fn parse(value: &str, s: &Settings, now: DateTime<Utc>) -> Result<Exception, Malformed> {
+    parse_text(value, s, now).map_err(Malformed)
+}
+
+/// [`parse`], its refusal as text.
+fn parse_text(value: &str, s: &Settings, now: DateTime<Utc>) -> Result<Exception, String> {
     let e: Exception = serde_json::from_str(value).map_err(|e| format!("the annotation is not a break-glass exception: {e}"))?;
     let bad_text = |v: &str, max: usize| v.trim().is_empty() || v.chars().count() > max || v.chars().any(char::is_control);
     if bad_text(&e.ticket, MAX_TICKET_CHARS) {
@@ -532,7 +537,7 @@ pub fn evaluate(app: &Value, stored: Stored<'_>, writes: &[Write], s: &Settings,
             // A value that is not an exception at all has no id of its own.
             let readable = serde_json::from_str::<Exception>(value).ok();
             let id = readable.as_ref().map_or_else(|| format!("refused@{:x}", fnv(value)), Exception::id);
-            let mut b = refused(id, why);
+            let mut b = refused(id, why.0);
             if let Some(e) = &readable {
                 fill(&mut b, e);
             }
@@ -637,6 +642,17 @@ pub fn with_transitions(mut current: BreakGlass, before: Option<&BreakGlass>, no
     current.events.drain(..excess);
     current.fresh = current.fresh.min(current.events.len());
     current
+}
+
+/// Why a break-glass annotation is not an exception.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct Malformed(pub String);
+
+impl From<Malformed> for String {
+    fn from(e: Malformed) -> String {
+        e.0
+    }
 }
 
 #[cfg(test)]

@@ -182,7 +182,12 @@ pub struct Input<'a> {
 
 /// The desired object in the live object's last-applied annotation: `Ok(None)` when
 /// there is none, `Err` (for the note) when it is not a JSON object.
-pub fn desired_from_last_applied(live: &Value) -> Result<Option<Value>, String> {
+pub fn desired_from_last_applied(live: &Value) -> Result<Option<Value>, NotAnObject> {
+    desired_from_last_applied_text(live).map_err(NotAnObject)
+}
+
+/// [`desired_from_last_applied`], its refusal as text.
+fn desired_from_last_applied_text(live: &Value) -> Result<Option<Value>, String> {
     let Some(raw) = live.at("/metadata/annotations").and_then(|a| a.get(LAST_APPLIED)).and_then(Value::as_str) else {
         return Ok(None);
     };
@@ -610,6 +615,17 @@ fn is_bookkeeping(path: &str) -> bool {
         || path == "metadata.annotations.deployment.kubernetes.io/revision"
 }
 
+/// Why the last-applied annotation gives no desired object (for the note).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct NotAnObject(pub String);
+
+impl From<NotAnObject> for String {
+    fn from(e: NotAnObject) -> String {
+        e.0
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -742,7 +758,7 @@ mod tests {
         assert_eq!(d.changes[0].desired, NOT_KNOWN);
         assert!(d.changes.iter().any(|c| c.path == "spec.replicas" && c.live == "5" && c.desired == NOT_KNOWN));
         obj["metadata"]["annotations"] = json!({LAST_APPLIED: "{not json"});
-        assert!(desired_from_last_applied(&obj).unwrap_err().contains("not JSON"));
+        assert!(desired_from_last_applied(&obj).unwrap_err().0.contains("not JSON"));
     }
 
     #[test]

@@ -123,7 +123,12 @@ impl PartialEq for Masker {
 impl Masker {
     /// With the operator's patterns (each a regex: a value's matches are masked, and a
     /// name it matches masks the value whole).
-    pub fn with_patterns(patterns: &[String]) -> Result<Masker, String> {
+    pub fn with_patterns(patterns: &[String]) -> Result<Masker, BadPattern> {
+        Self::with_patterns_text(patterns).map_err(BadPattern)
+    }
+
+    /// [`with_patterns`], its refusal as text.
+    fn with_patterns_text(patterns: &[String]) -> Result<Masker, String> {
         if patterns.len() > MAX_PATTERNS {
             return Err(format!("at most {MAX_PATTERNS} patterns"));
         }
@@ -294,6 +299,17 @@ fn words(name: &str) -> impl Iterator<Item = String> + '_ {
         out.push(cur);
     }
     out.into_iter()
+}
+
+/// Why `diff.mask` patterns were refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct BadPattern(pub String);
+
+impl From<BadPattern> for String {
+    fn from(e: BadPattern) -> String {
+        e.0
+    }
 }
 
 #[cfg(test)]

@@ -296,7 +296,7 @@ impl Drift {
                 let outside = scope
                     .permits(s("group"), s("kind"), s("namespace"))
                     .err()
-                    .map(|why| Attribution::not_read(attribution::NotReadReason::OutsideProject, why));
+                    .map(|why| Attribution::not_read(attribution::NotReadReason::OutsideProject, why.0));
                 let attr = match &outside {
                     Some(refused) => Some(refused),
                     None => live.get(&live_key(cluster, s("group"), s("kind"), s("namespace"), s("name"))),

@@ -77,7 +77,7 @@ pub fn analyse(
             match diff::desired_from_last_applied(object) {
                 Ok(d) => d.map(|d| (d, DesiredSource::LastApplied)),
                 Err(e) => {
-                    notes.push(e);
+                    notes.push(e.0);
                     None
                 }
             }

@@ -29,7 +29,7 @@ impl Core {
     /// a reload never weakens what the listener accepts, nor pretends to start or stop it.
     fn audit_unchangeable(&self, rt: &Runtime) -> Result<(), String> {
         match &self.audit {
-            Some(a) => a.reloadable(&rt.audit),
+            Some(a) => a.reloadable(&rt.audit).map_err(String::from),
             None if rt.audit.enabled() => {
                 Err("audit: added by a reload: the audit input starts with driftwatch; restart it to start the input".into())
             }

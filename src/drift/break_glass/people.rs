@@ -109,7 +109,12 @@ pub fn machine(w: &Write, s: &Settings) -> Option<String> {
 /// two people (neither the same name nor the same non-empty UID, nor names alike),
 /// neither a machine, and the approver in one of `breakGlass.approvers.groups`.
 /// `Err` is the refusal.
-pub fn two_people(opening: &Write, approval: &Write, s: &Settings) -> Result<(), String> {
+pub fn two_people(opening: &Write, approval: &Write, s: &Settings) -> Result<(), NotTwoPeople> {
+    two_people_text(opening, approval, s).map_err(NotTwoPeople)
+}
+
+/// [`two_people`], its refusal as text.
+fn two_people_text(opening: &Write, approval: &Write, s: &Settings) -> Result<(), String> {
     let (o, a) = (&opening.username, &approval.username);
     if !approval.uid.is_empty() && approval.uid == opening.uid {
         return Err(format!("{o} and {a} are one identity (UID {}): a second person must approve", approval.uid));
@@ -129,6 +134,17 @@ pub fn two_people(opening: &Write, approval: &Write, s: &Settings) -> Result<(),
         return Err(format!("approved by {a}, who is in none of breakGlass.approvers.groups"));
     }
     Ok(())
+}
+
+/// Why the two-person rule refused an exception.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct NotTwoPeople(pub String);
+
+impl From<NotTwoPeople> for String {
+    fn from(e: NotTwoPeople) -> String {
+        e.0
+    }
 }
 
 #[cfg(test)]
