@@ -266,7 +266,8 @@ pub struct Metrics {
     /// closed unserved (`connection-cap`, `handshake-evicted`, `tls-refused`).
     pub audit_requests: Family,
     /// Relevant audit events not handed to the evaluation, by `reason` (`queue-full`,
-    /// `batch-over-queue`, `replayed`, `too-many-apps`).
+    /// `batch-over-queue`, `replayed`, `too-many-apps`, `actor-over-budget`,
+    /// `window-full`, `objects-over-limit`, `event-over-limit`).
     pub audit_dropped: Family,
     /// Transitions of break-glass exceptions (opened, approved, active, refused,
     /// expired, overdue, closed).

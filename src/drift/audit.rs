@@ -12,7 +12,9 @@ use serde_json::Value;
 
 use super::mask::{Masker, harmless};
 
-/// At most this many attempts are kept per Application in the window (the oldest go).
+/// At most this many attempts are kept per Application in the window. Past it the
+/// oldest attempt that is not a security one goes; a security attempt goes only for a
+/// newer security attempt, the oldest first (see [`AttemptIndex::record`]).
 pub const MAX_ATTEMPTS_PER_APP: usize = 16;
 /// At most this many Applications have attempts in the window at once; past it a new
 /// Application's attempt is refused (counted by the caller).
@@ -227,12 +229,23 @@ pub enum Recorded {
     /// A new refused attempt of an identity that already had
     /// [`MAX_REFUSED_PER_ACTOR`] in the window.
     OverBudget,
+    /// A new attempt that is not a security one, on an Application whose window holds
+    /// [`MAX_ATTEMPTS_PER_APP`] security attempts: not kept (it would push one out).
+    WindowFull,
 }
 
 impl AttemptIndex {
     /// Records `a` (its `app_key` says for whom), coalescing it with the same actor's
     /// attempt on the same resource within `window`; attempts older than `window`
     /// before `now` are dropped first.
+    ///
+    /// A new attempt in a full window ([`MAX_ATTEMPTS_PER_APP`]) pushes out the oldest
+    /// attempt that is not a security one; only when every attempt there is a security
+    /// one does a new security attempt push out the oldest of them, and a new attempt
+    /// that is not a security one is not kept ([`Recorded::WindowFull`]). So harmless
+    /// writes — which anyone may make on their own objects — cannot push an earlier
+    /// security write (their own, self-healed) out of the window and so out of
+    /// attribution (review L-d).
     pub fn record(&mut self, mut a: Attempt, window: chrono::Duration, now: DateTime<Utc>) -> Recorded {
         a.received = Some(now);
         if !self.by_app.contains_key(&a.app_key) && self.by_app.len() >= MAX_APPS_WITH_ATTEMPTS {
@@ -256,6 +269,10 @@ impl AttemptIndex {
             }
             return Recorded::Coalesced;
         }
+        // Checked before a refusal is taken from the budget: one not kept spends none.
+        if !a.security && list.len() >= MAX_ATTEMPTS_PER_APP && list.iter().all(|o| o.security) {
+            return Recorded::WindowFull;
+        }
         if a.decision == Decision::Denied
             && let Err(refused) = self.take_refusal(&a.actor.display(), window, now)
         {
@@ -265,8 +282,13 @@ impl AttemptIndex {
             return refused;
         }
         let list = self.by_app.entry(a.app_key.clone()).or_default();
+        while list.len() >= MAX_ATTEMPTS_PER_APP {
+            // Newest first: the last that is not a security attempt is the oldest such;
+            // none (all security, and so is `a`, checked above): the oldest of all.
+            let oldest = list.iter().rposition(|o| !o.security).unwrap_or(list.len().saturating_sub(1));
+            list.remove(oldest);
+        }
         list.insert(0, a);
-        list.truncate(MAX_ATTEMPTS_PER_APP);
         Recorded::New
     }
 
@@ -719,6 +741,66 @@ mod tests {
         let mut a = attempt("x", "api", Decision::Allowed, 50);
         a.app_key = "ns/late@u".into();
         assert_eq!(idx.record(a, w, at(50)), Recorded::Full);
+    }
+
+    /// A privileged write by `user` on `name` at `t` (a security attempt).
+    fn privileged(user: &str, name: &str, t: i64) -> Attempt {
+        let path = "spec.template.spec.containers[app].securityContext.privileged";
+        Attempt {
+            class: "security-context".into(),
+            security: true,
+            fields: vec![path.into()],
+            security_fields: vec![path.into()],
+            set: vec![SetField { path: path.into(), value: "true".into() }],
+            ..attempt(user, name, Decision::Allowed, t)
+        }
+    }
+
+    /// Review L-d: 20 harmless writes (on as many objects, each a new attempt) after
+    /// one privileged write by the same person leave the privileged one in the
+    /// Application's window — and so in attribution — with the window still bounded;
+    /// the oldest harmless ones went instead. Before: the 16th harmless write pushed
+    /// the privileged one out ("the privileged write is still there" failed).
+    #[test]
+    fn harmless_writes_do_not_push_a_security_attempt_out_of_the_window() {
+        let mut idx = AttemptIndex::default();
+        let w = chrono::Duration::minutes(10);
+        assert_eq!(idx.record(privileged("mallory", "api", 0), w, at(0)), Recorded::New);
+        for i in 0..20 {
+            let harmless = Attempt { class: "workload".into(), ..attempt("mallory", &format!("obj{i}"), Decision::Allowed, 1 + i) };
+            assert_eq!(idx.record(harmless, w, at(1 + i)), Recorded::New);
+        }
+        let list = idx.of("argocd/app@u");
+        assert_eq!(list.len(), MAX_ATTEMPTS_PER_APP, "the bound holds");
+        assert!(list.iter().any(|a| a.security && a.id == "mallory-api-0"), "the privileged write is still there");
+        let kept: Vec<&str> = list.iter().filter(|a| !a.security).map(|a| a.name.as_str()).collect();
+        assert_eq!(kept.first(), Some(&"obj19"), "newest first");
+        assert_eq!(kept.last(), Some(&"obj5"), "the oldest harmless ones went");
+    }
+
+    /// A security attempt goes only for a newer security attempt, the oldest first; a
+    /// harmless one in a window of security attempts only is not kept (and a refused
+    /// one spends none of its identity's budget). Before (run with the variant added):
+    /// the harmless write was `New` and pushed out the oldest security attempt.
+    #[test]
+    fn security_attempts_are_pushed_out_only_by_newer_security_attempts() {
+        let mut idx = AttemptIndex::default();
+        let w = chrono::Duration::minutes(10);
+        let n = i64::try_from(MAX_ATTEMPTS_PER_APP).unwrap();
+        for i in 0..n {
+            assert_eq!(idx.record(privileged("mallory", &format!("obj{i}"), i), w, at(i)), Recorded::New);
+        }
+        let harmless = Attempt { class: "workload".into(), ..attempt("mallory", "web", Decision::Allowed, n) };
+        assert_eq!(idx.record(harmless, w, at(n)), Recorded::WindowFull);
+        let refused = Attempt { class: "workload".into(), ..attempt("eve", "web", Decision::Denied, n) };
+        assert_eq!(idx.record(refused, w, at(n)), Recorded::WindowFull);
+        assert!(!idx.refused_by.contains_key("eve"), "no refusal taken from eve's budget");
+        assert_eq!(idx.record(privileged("mallory", "newest", n + 1), w, at(n + 1)), Recorded::New);
+        let list = idx.of("argocd/app@u");
+        assert_eq!(list.len(), MAX_ATTEMPTS_PER_APP);
+        assert!(list.iter().all(|a| a.security));
+        assert!(list.iter().all(|a| a.name != "obj0"), "the oldest security attempt went for the newer one");
+        assert_eq!(list[0].name, "newest");
     }
 
     /// Review M2: one identity's new refused attempts are taken up to the budget in

@@ -1,10 +1,14 @@
 //! Drift history in the state store.
 //!
 //! - `episodes`: every drift episode, keyed by opening time then Application, as JSON;
-//!   bounded by count and age (the oldest resolved ones go first);
-//! - `episodes_by_resolved`: resolved episodes by when they resolved, so pruning by
-//!   age reads only what it drops (an open episode older than the age, a drift nobody
-//!   fixed for months, is never read to be skipped);
+//!   bounded by count and age (the oldest resolved ones go first, critical ones last:
+//!   see `prune`);
+//! - `episodes_by_resolved`: resolved episodes below critical by when they resolved, so
+//!   pruning reads only what it drops (an open episode older than the age, a drift
+//!   nobody fixed for months, is never read to be skipped);
+//! - `episodes_by_resolved_critical`: the same for resolved critical (security)
+//!   episodes, so pruning by count reaches them only once no other resolved episode is
+//!   left, without reading one to tell;
 //! - `latest_episode`: per Application, the key of its newest episode (open or last
 //!   resolved), which the pipeline reads on every evaluation;
 //! - `open_episodes`: per Application with an open episode, a summary of it (who,
@@ -23,12 +27,16 @@ use chrono::{DateTime, Utc};
 
 use super::{SEP, StateError, StateStore, from_millis, storage};
 use crate::drift::episode::{Episode, Sent};
-use crate::model::Notification;
+use crate::model::{Notification, Severity};
 
 const EPISODES: TableDefinition<&str, &str> = TableDefinition::new("episodes");
 pub(super) const LATEST: TableDefinition<&str, &str> = TableDefinition::new("latest_episode");
-/// `"<resolved at, unix ms, 15 digits>\u{0}<episode key>"` -> nothing.
+/// `"<resolved at, unix ms, 15 digits>\u{0}<episode key>"` -> nothing, for resolved
+/// episodes of a severity below critical.
 const RESOLVED: TableDefinition<&str, ()> = TableDefinition::new("episodes_by_resolved");
+/// As [`RESOLVED`], for resolved episodes of severity critical (the security ones):
+/// pruned by count only once [`RESOLVED`] is empty.
+const RESOLVED_CRITICAL: TableDefinition<&str, ()> = TableDefinition::new("episodes_by_resolved_critical");
 /// A history query looks at most this many stored episodes, newest first.
 pub const MAX_VISITED_PER_QUERY: usize = 50_000;
 
@@ -126,8 +134,10 @@ pub(super) fn create_tables(tx: &WriteTransaction) -> Result<(), StateError> {
     tx.open_table(EPISODES).map_err(storage)?;
     tx.open_table(LATEST).map_err(storage)?;
     super::index_once(tx, "episodes_by_resolved", EPISODES, RESOLVED, |k, v| {
-        Ok(serde_json::from_str::<Stored>(v).map_err(storage)?.resolved_at.map(|at| resolved_key(at, k)))
+        let stored = serde_json::from_str::<Stored>(v).map_err(storage)?;
+        Ok(stored.resolved_at.filter(|_| !stored.critical()).map(|at| resolved_key(at, k)))
     })?;
+    index_critical_once(tx)?;
     super::index_once(tx, "episodes_by_app", EPISODES, BY_APP, |k, _| Ok(Some(by_app_key(k))))?;
     index_open_once(tx)?;
     count_open_once(tx)
@@ -218,6 +228,43 @@ fn index_open_once(tx: &WriteTransaction) -> Result<(), StateError> {
     })
 }
 
+/// Moves the resolved critical episodes of a state file written before
+/// [`RESOLVED_CRITICAL`] existed out of [`RESOLVED`] into it, once per state file (one
+/// read of the history's summaries, as any index built afterwards).
+fn index_critical_once(tx: &WriteTransaction) -> Result<(), StateError> {
+    super::once_per_file(tx, "episodes_by_resolved_critical", || {
+        let episodes = tx.open_table(EPISODES).map_err(storage)?;
+        let mut resolved = tx.open_table(RESOLVED).map_err(storage)?;
+        let mut critical = tx.open_table(RESOLVED_CRITICAL).map_err(storage)?;
+        for item in episodes.iter().map_err(storage)? {
+            let (k, v) = item.map_err(storage)?;
+            // An unreadable episode is left where it is (see `reset_episode`).
+            let Ok(stored) = serde_json::from_str::<Stored>(v.value()) else { continue };
+            if let Some(at) = stored.resolved_at.filter(|_| stored.critical()) {
+                let entry = resolved_key(at, k.value());
+                resolved.remove(entry.as_str()).map_err(storage)?;
+                critical.insert(entry.as_str(), ()).map_err(storage)?;
+            }
+        }
+        Ok(())
+    })
+}
+
+/// The resolution index an episode of this severity is kept in.
+fn closed_index(critical: bool) -> TableDefinition<&'static str, ()> {
+    if critical { RESOLVED_CRITICAL } else { RESOLVED }
+}
+
+/// Removes an episode's entry from the resolution indexes (from both: which one holds
+/// it is not read, and a removal of what is not there costs one lookup).
+fn unindex_closed(tx: &WriteTransaction, at: DateTime<Utc>, episode_key: &str) -> Result<(), StateError> {
+    let entry = resolved_key(at, episode_key);
+    for index in [RESOLVED, RESOLVED_CRITICAL] {
+        tx.open_table(index).map_err(storage)?.remove(entry.as_str()).map_err(storage)?;
+    }
+    Ok(())
+}
+
 fn resolved_key(at: DateTime<Utc>, episode_key: &str) -> String {
     format!("{:015}{SEP}{episode_key}", at.timestamp_millis().max(0))
 }
@@ -226,8 +273,8 @@ fn episode_key(ep: &Episode) -> String {
     format!("{:015}{SEP}{}", ep.opened_at.timestamp_millis().max(0), ep.app_key)
 }
 
-/// What a save reads of the stored episode: its notifications and when it resolved
-/// (the rest of the JSON is skipped, not built).
+/// What a save reads of the stored episode: its notifications, when it resolved and
+/// its severity (the rest of the JSON is skipped, not built).
 #[derive(serde::Deserialize)]
 #[serde(rename_all = "camelCase")]
 struct Stored {
@@ -235,6 +282,16 @@ struct Stored {
     notifications: Vec<Sent>,
     #[serde(default)]
     resolved_at: Option<DateTime<Utc>>,
+    /// As written (`critical`, ...); read as text so an unknown one is no error.
+    #[serde(default)]
+    severity: Option<String>,
+}
+
+impl Stored {
+    /// Whether the stored episode reached severity critical (a security episode).
+    fn critical(&self) -> bool {
+        self.severity.as_deref() == Some(Severity::Critical.as_str())
+    }
 }
 
 fn parse(json: &str) -> Result<Episode, StateError> {
@@ -262,7 +319,7 @@ impl StateStore {
                 None => None,
             };
             if let Some(at) = resolved_at {
-                tx.open_table(RESOLVED).map_err(storage)?.remove(resolved_key(at, k).as_str()).map_err(storage)?;
+                unindex_closed(&tx, at, k)?;
             }
             tx.open_table(BY_APP).map_err(storage)?.remove(by_app_key(k).as_str()).map_err(storage)?;
         }
@@ -302,14 +359,16 @@ impl StateStore {
             Some(v) => serde_json::from_str::<Stored>(v.value()).ok(),
             None => None,
         };
-        let was_resolved = stored.as_ref().and_then(|s| s.resolved_at);
-        if was_resolved != ep.resolved_at {
-            let mut resolved = tx.open_table(RESOLVED).map_err(storage)?;
-            if let Some(at) = was_resolved {
-                resolved.remove(resolved_key(at, &key).as_str()).map_err(storage)?;
+        // Its entry in the resolution indexes: when it resolved, and in which (critical
+        // or not).
+        let was_resolved = stored.as_ref().and_then(|s| s.resolved_at.map(|at| (at, s.critical())));
+        let is_resolved = ep.resolved_at.map(|at| (at, ep.severity == Severity::Critical));
+        if was_resolved != is_resolved {
+            if let Some((at, critical)) = was_resolved {
+                tx.open_table(closed_index(critical)).map_err(storage)?.remove(resolved_key(at, &key).as_str()).map_err(storage)?;
             }
-            if let Some(at) = ep.resolved_at {
-                resolved.insert(resolved_key(at, &key).as_str(), ()).map_err(storage)?;
+            if let Some((at, critical)) = is_resolved {
+                tx.open_table(closed_index(critical)).map_err(storage)?.insert(resolved_key(at, &key).as_str(), ()).map_err(storage)?;
             }
         }
         let json = match stored.map(|s| s.notifications) {
@@ -513,26 +572,47 @@ impl super::StateView {
     }
 }
 
-/// Drops the oldest episodes beyond the count, and resolved ones older than the age.
-/// An open episode is never dropped for age (it is still someone's problem). Reads
-/// only what it drops: the first entries of `episodes` for the count, a range of
-/// `episodes_by_resolved` for the age.
+/// Drops episodes beyond the count, and resolved ones older than the age. Reads only
+/// what it drops: the first entries of the resolution indexes (and of `episodes`, for
+/// open ones) for the count, a range of each resolution index for the age.
+///
+/// By count, in this order, each found by its own index (no episode is read to be
+/// skipped):
+///
+/// 1. resolved episodes below critical, the longest resolved first
+///    (`episodes_by_resolved`);
+/// 2. only once none of those is left, resolved critical (security) episodes, the
+///    longest resolved first (`episodes_by_resolved_critical`): a flood of harmless
+///    episodes — allowed writes on one's own objects each open one — does not push out
+///    the record of an earlier security episode, self-healed or not;
+/// 3. only once no resolved episode is left, open ones (or unreadable ones), the oldest
+///    opened first: an open episode — a long-standing security drift — is still
+///    someone's problem.
+///
+/// By age, every resolved episode older than `history.maxAge`, critical or not; an
+/// open episode is never dropped for age.
 fn prune(episodes: &mut Table<&str, &str>, tx: &WriteTransaction, retention: Retention, now: DateTime<Utc>) -> Result<(), StateError> {
     let len = usize::try_from(episodes.len().map_err(storage)?).unwrap_or(usize::MAX);
     let excess = len.saturating_sub(retention.max_episodes.max(1));
     // Episode keys to drop, with when each resolved (its index entry goes too).
     let mut drop: BTreeMap<String, Option<DateTime<Utc>>> = BTreeMap::new();
     let mut resolved = tx.open_table(RESOLVED).map_err(storage)?;
+    let mut critical = tx.open_table(RESOLVED_CRITICAL).map_err(storage)?;
     if excess > 0 {
-        // The closed episodes go first, the longest resolved first, found by the
-        // resolution index (no episode is read): an open one — a long-standing security
-        // drift — is not pushed out by a flood of newer ones while a closed one remains.
-        for item in resolved.iter().map_err(storage)?.take(excess) {
-            let (k, _) = item.map_err(storage)?;
-            let Some((at, key)) = k.value().split_once(SEP) else { continue };
-            drop.insert(key.to_string(), at.parse::<i64>().ok().and_then(DateTime::from_timestamp_millis));
+        // The resolved ones below critical, then the critical ones, the longest
+        // resolved first, found by the resolution indexes (no episode is read).
+        for index in [&resolved, &critical] {
+            let wanted = excess.saturating_sub(drop.len());
+            if wanted == 0 {
+                break;
+            }
+            for item in index.iter().map_err(storage)?.take(wanted) {
+                let (k, _) = item.map_err(storage)?;
+                let Some((at, key)) = k.value().split_once(SEP) else { continue };
+                drop.insert(key.to_string(), at.parse::<i64>().ok().and_then(DateTime::from_timestamp_millis));
+            }
         }
-        // Not enough closed ones: the oldest of the rest (open, or unreadable).
+        // Not enough resolved ones: the oldest of the rest (open, or unreadable).
         if drop.len() < excess {
             let wanted = excess - drop.len();
             let mut more = Vec::new();
@@ -554,11 +634,13 @@ fn prune(episodes: &mut Table<&str, &str>, tx: &WriteTransaction, retention: Ret
     // A maximum age reaching before representable time drops nothing for age.
     if let Some(cutoff) = now.checked_sub_signed(retention.max_age).map(|c| c.timestamp_millis()).filter(|c| *c > 0) {
         let below = format!("{cutoff:015}");
-        for item in resolved.range(..below.as_str()).map_err(storage)? {
-            let (k, _) = item.map_err(storage)?;
-            let Some((at, key)) = k.value().split_once(SEP) else { continue };
-            let at = at.parse::<i64>().ok().and_then(DateTime::from_timestamp_millis);
-            drop.entry(key.to_string()).or_insert(at);
+        for index in [&resolved, &critical] {
+            for item in index.range(..below.as_str()).map_err(storage)? {
+                let (k, _) = item.map_err(storage)?;
+                let Some((at, key)) = k.value().split_once(SEP) else { continue };
+                let at = at.parse::<i64>().ok().and_then(DateTime::from_timestamp_millis);
+                drop.entry(key.to_string()).or_insert(at);
+            }
         }
     }
     if drop.is_empty() {
@@ -570,7 +652,10 @@ fn prune(episodes: &mut Table<&str, &str>, tx: &WriteTransaction, retention: Ret
         episodes.remove(k.as_str()).map_err(storage)?;
         by_app.remove(by_app_key(&k).as_str()).map_err(storage)?;
         if let Some(at) = resolved_at {
-            resolved.remove(resolved_key(at, &k).as_str()).map_err(storage)?;
+            // In one of the two indexes; a removal of what is not there is a lookup.
+            let entry = resolved_key(at, &k);
+            resolved.remove(entry.as_str()).map_err(storage)?;
+            critical.remove(entry.as_str()).map_err(storage)?;
         }
         let app = k.split_once(SEP).map_or("", |(_, app)| app);
         if latest.get(app).map_err(storage)?.is_some_and(|v| v.value() == k) {
@@ -648,6 +733,89 @@ mod tests {
         let names: Vec<String> = s.episodes(&HistoryQuery::default()).unwrap().into_iter().map(|e| e.name).collect();
         assert_eq!(names, ["security", "attempt4", "attempt5"]);
         assert!(s.latest_episode("argocd/security@security").unwrap().is_some(), "still open, still in the fleet view");
+    }
+
+    /// A resolved episode of `severity`, opened at minute `min` and resolved a minute
+    /// later.
+    fn closed(name: &str, min: i64, severity: crate::model::Severity) -> Episode {
+        let mut e = episode(name, min, if severity == crate::model::Severity::Critical { "rbac" } else { "workload" });
+        e.severity = severity;
+        e.resolved_at = Some(at(min + 1));
+        e
+    }
+
+    /// Review L-d: a flood of 2 × `maxEpisodes` harmless resolved episodes (allowed
+    /// writes on one's own objects each open one) after one resolved critical episode —
+    /// the self-healed attack they are meant to bury — keeps the critical one: pruning
+    /// by count takes every resolved episode below critical first. Open episodes still
+    /// outlast it. Before: the critical episode, the longest resolved, went first (kept
+    /// `open, harmless6..9`).
+    #[test]
+    fn a_flood_of_harmless_episodes_does_not_push_out_a_closed_critical_one() {
+        use crate::model::Severity;
+        let s = StateStore::in_memory().unwrap();
+        let keep5 = Retention { max_episodes: 5, max_age: chrono::Duration::days(1) };
+        s.save_episode(&closed("attack", 0, Severity::Critical), keep5, at(1)).unwrap();
+        s.save_episode(&episode("open", 1, "workload"), keep5, at(1)).unwrap();
+        for i in 0..10 {
+            s.save_episode(&closed(&format!("harmless{i}"), 2 + i, Severity::Warning), keep5, at(3 + i)).unwrap();
+        }
+        let names: Vec<String> = s.episodes(&HistoryQuery::default()).unwrap().into_iter().map(|e| e.name).collect();
+        assert_eq!(names, ["attack", "open", "harmless7", "harmless8", "harmless9"]);
+        let got = s.episodes(&HistoryQuery { app: Some("argocd/attack".into()), ..Default::default() }).unwrap();
+        assert_eq!(got.len(), 1, "the critical episode is kept, and found by its Application");
+    }
+
+    /// Among resolved critical episodes the longest resolved goes first, and only once no
+    /// resolved episode below critical is left; an open episode outlasts them all; and
+    /// `maxAge` still drops a resolved critical episode (age is the operator's choice,
+    /// not something a writer can hasten). Before: a new warning episode pushed out
+    /// `critical2` (kept `open, critical3, harmless`).
+    #[test]
+    fn critical_episodes_go_by_count_only_as_a_last_resort_and_still_age_out() {
+        use crate::model::Severity;
+        let s = StateStore::in_memory().unwrap();
+        let keep3 = Retention { max_episodes: 3, max_age: chrono::Duration::days(1) };
+        s.save_episode(&episode("open", 0, "rbac"), keep3, at(0)).unwrap();
+        for i in 1..4 {
+            s.save_episode(&closed(&format!("critical{i}"), i, Severity::Critical), keep3, at(i + 1)).unwrap();
+        }
+        let names: Vec<String> = s.episodes(&HistoryQuery::default()).unwrap().into_iter().map(|e| e.name).collect();
+        assert_eq!(names, ["open", "critical2", "critical3"], "the longest resolved critical went, the open one stays");
+        s.save_episode(&closed("harmless", 10, Severity::Error), keep3, at(11)).unwrap();
+        let names: Vec<String> = s.episodes(&HistoryQuery::default()).unwrap().into_iter().map(|e| e.name).collect();
+        assert_eq!(names, ["open", "critical2", "critical3"], "a new episode below critical goes before any critical one");
+        let later = at(20) + chrono::Duration::days(2);
+        s.save_episode(&episode("new", 20, "config"), keep3, later).unwrap();
+        let names: Vec<String> = s.episodes(&HistoryQuery::default()).unwrap().into_iter().map(|e| e.name).collect();
+        assert_eq!(names, ["open", "new"], "resolved critical episodes older than maxAge go");
+        let tx = s.db().begin_read().unwrap();
+        assert!(tx.open_table(RESOLVED_CRITICAL).unwrap().is_empty().unwrap(), "their index entries went with them");
+    }
+
+    /// A state file written before the critical index existed (its resolved critical
+    /// episodes in `episodes_by_resolved` with the rest) has them moved once, at open,
+    /// and a flood then keeps them. (No before: the index is new.)
+    #[test]
+    fn a_state_file_from_before_the_critical_index_is_indexed_once() {
+        use crate::model::Severity;
+        let s = StateStore::in_memory().unwrap();
+        let keep3 = Retention { max_episodes: 3, max_age: chrono::Duration::days(1) };
+        let attack = closed("attack", 0, Severity::Critical);
+        s.save_episode(&attack, keep3, at(1)).unwrap();
+        // As written before: the entry in the one resolution index, no marker.
+        let entry = resolved_key(at(1), &episode_key(&attack));
+        let tx = s.db().begin_write().unwrap();
+        tx.open_table(RESOLVED_CRITICAL).unwrap().remove(entry.as_str()).unwrap();
+        tx.open_table(RESOLVED).unwrap().insert(entry.as_str(), ()).unwrap();
+        tx.open_table(super::super::META).unwrap().remove("indexed:episodes_by_resolved_critical").unwrap();
+        create_tables(&tx).unwrap();
+        tx.commit().unwrap();
+        for i in 0..6 {
+            s.save_episode(&closed(&format!("harmless{i}"), 2 + i, Severity::Warning), keep3, at(3 + i)).unwrap();
+        }
+        let names: Vec<String> = s.episodes(&HistoryQuery::default()).unwrap().into_iter().map(|e| e.name).collect();
+        assert_eq!(names, ["attack", "harmless4", "harmless5"]);
     }
 
     /// Each notification's outcome is kept in its episode: delivered, refused for good

@@ -24,6 +24,7 @@ impl Core {
             match self.inputs.attempt_audited(a, &self.pipeline.runtime.classes, window, Utc::now()) {
                 Recorded::Full => METRICS.audit_dropped.inc("too-many-apps"),
                 Recorded::OverBudget => METRICS.audit_dropped.inc("actor-over-budget"),
+                Recorded::WindowFull => METRICS.audit_dropped.inc("window-full"),
                 Recorded::Coalesced => {}
                 Recorded::New => self.reevaluate([key]),
             }
