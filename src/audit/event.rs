@@ -413,12 +413,13 @@ fn relevant(e: &Event, f: &Filter) -> Result<Vec<Hit>, Dropped> {
     if o.subresource == "status" || dry_run(&e.request_uri) {
         return Err(Dropped::NotAChange);
     }
-    let hits: Vec<Hit> = f
-        .index
-        .lookup(&o.api_group, &o.resource, &o.namespace, &o.name)
-        .iter()
-        .map(|t| (t.app_key.to_string(), t.kind.to_string(), t.app_spec))
-        .collect();
+    // A `deletecollection` names no object: the Applications listing one of the
+    // collection's (`kubectl delete networkpolicies --all`).
+    let targets = match (e.verb.as_ref(), o.name.is_empty()) {
+        ("deletecollection", true) => f.index.collection(&o.api_group, &o.resource, &o.namespace),
+        _ => f.index.lookup(&o.api_group, &o.resource, &o.namespace, &o.name),
+    };
+    let hits: Vec<Hit> = targets.iter().map(|t| (t.app_key.to_string(), t.kind.to_string(), t.app_spec)).collect();
     if !hits.is_empty() {
         return Ok(hits);
     }
@@ -825,6 +826,30 @@ mod tests {
             json!([{"op": "move", "from": "/spec/source/targetRevision", "path": "/metadata/annotations/argocd.argoproj.io~1refresh"}]),
         );
         assert!(moved[0].fields.contains(&"spec.source.targetRevision".to_string()) && moved[0].security, "{:?}", moved[0]);
+        // A second review: padding with look-alike security paths past every bound
+        // still leaves the write a security one (not all read).
+        let lookalikes: serde_json::Map<String, serde_json::Value> =
+            (0..70).map(|i| (format!("p{i}.privileged"), serde_json::Value::Null)).collect();
+        let buried = app(json!({"metadata": {"annotations": lookalikes}, "spec": {"source": {"targetRevision": "evil"}}}));
+        assert!(buried[0].security, "{:?}", buried[0].fields.last());
+        // Argo CD told to stop reconciling, and `status.resources` moved away: security.
+        let skip = app(json!({"metadata": {"annotations": {"argocd.argoproj.io/skip-reconcile": "true"}}}));
+        assert!(skip[0].security && skip[0].class == "application", "{:?}", skip[0]);
+        let emptied = app(json!([{"op": "move", "from": "/status/resources", "path": "/x"}]));
+        assert!(emptied[0].fields.contains(&"status.resources".to_string()) && emptied[0].security, "{:?}", emptied[0]);
+        // Every Deployment of the namespace deleted at once (`deletecollection`), and
+        // the Application deleted: attempts, the latter a security one.
+        let mut all = patch("alice", "deployments", "payments", "", json!(null));
+        all["verb"] = json!("deletecollection");
+        all["objectRef"]["apiGroup"] = json!("apps");
+        let got = parse_list(&event(all), &f).unwrap();
+        assert_eq!(got.attempts.len(), 1, "{:?}", got.dropped);
+        let mut gone = patch("alice", "applications", "argocd", "payments-api", json!(null));
+        gone["verb"] = json!("delete");
+        gone["objectRef"]["apiGroup"] = json!("argoproj.io");
+        let mut deleted = parse_list(&event(gone), &f).unwrap().attempts;
+        crate::drift::classify(&mut deleted[0], &classes);
+        assert!(deleted[0].security && deleted[0].class == "application", "{:?}", deleted[0]);
         // 5. `$patch: delete` of a container's securityContext: a security write.
         let deleted =
             deploy(json!({"spec": {"template": {"spec": {"containers": [{"name": "app", "securityContext": {"$patch": "delete"}}]}}}}));

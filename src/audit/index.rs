@@ -31,6 +31,14 @@ pub struct ManagedIndex {
     /// Tracking value (`name`, `namespace_name`) -> Applications with their
     /// destination namespace.
     by_tracking: HashMap<String, Vec<(Arc<str>, String)>>,
+    /// A collection (`group/resource/namespace`) -> the Applications that list an
+    /// object of it, with its kind: what a `deletecollection` (no name) removes.
+    by_collection: HashMap<String, Vec<Target>>,
+}
+
+/// The collection an object key belongs to (its key without the name).
+fn collection_of(key: &str) -> &str {
+    key.rsplit_once('/').map_or(key, |(c, _)| c)
 }
 
 /// The resource (plural, lowercase) of a kind, as the API server names it.
@@ -91,6 +99,11 @@ impl ManagedIndex {
         }
         self.remove(&key);
         for (r, t) in refs.iter().zip(targets) {
+            // The Application itself too: `kubectl delete applications --all`.
+            let c = self.by_collection.entry(collection_of(r).to_string()).or_default();
+            if !c.iter().any(|o| o.app_key == t.app_key) {
+                c.push(t.clone());
+            }
             let list = self.by_ref.entry(r.clone()).or_default();
             if !list.iter().any(|o| o.app_key == t.app_key) {
                 list.push(t);
@@ -106,6 +119,12 @@ impl ManagedIndex {
     pub fn remove(&mut self, app_key: &str) {
         let Some((refs, tracking, _)) = self.by_app.remove(app_key) else { return };
         for r in refs {
+            if let Some(list) = self.by_collection.get_mut(collection_of(&r)) {
+                list.retain(|t| &*t.app_key != app_key);
+                if list.is_empty() {
+                    self.by_collection.remove(collection_of(&r));
+                }
+            }
             if let Some(list) = self.by_ref.get_mut(&r) {
                 list.retain(|t| &*t.app_key != app_key);
                 if list.is_empty() {
@@ -135,6 +154,17 @@ impl ManagedIndex {
         }
     }
 
+    /// The Applications that list an object of the collection `group/resource` in
+    /// `namespace` (empty: cluster-scoped), which a `deletecollection` removes, with
+    /// the plural rule applied as [`Self::lookup`] does.
+    pub fn collection(&self, group: &str, resource: &str, namespace: &str) -> &[Target] {
+        let key = |resource: &str| format!("{group}/{resource}/{namespace}");
+        match self.by_collection.get(&key(resource)) {
+            Some(found) => found,
+            None => self.by_collection.get(&key(&plural(resource))).map(Vec::as_slice).unwrap_or_default(),
+        }
+    }
+
     /// The Application an object carrying Argo CD's tracking value `value` belongs to,
     /// if its destination namespace is the object's: a label naming another tenant's
     /// Application on an object in one's own namespace is not that Application's.
@@ -157,6 +187,20 @@ impl ManagedIndex {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    /// A second review: `deletecollection` names no object, so it matched nothing; the
+    /// Applications that list an object of the collection are found.
+    #[test]
+    fn a_collection_is_found_by_what_its_objects_are() {
+        let mut idx = ManagedIndex::default();
+        let a = app("a", json!([{"group": "networking.k8s.io", "kind": "NetworkPolicy", "namespace": "payments", "name": "allow-web"}]));
+        idx.update(&a, &crate::project::Scope::unrestricted());
+        assert_eq!(idx.collection("networking.k8s.io", "networkpolicies", "payments").len(), 1);
+        assert_eq!(idx.collection("networking.k8s.io", "networkpolicies", "payments")[0].kind.as_ref(), "NetworkPolicy");
+        assert!(idx.collection("networking.k8s.io", "networkpolicies", "other").is_empty());
+        idx.remove(&a.state_key());
+        assert!(idx.collection("networking.k8s.io", "networkpolicies", "payments").is_empty());
+    }
 
     #[test]
     fn a_kind_whose_plural_is_its_own_name_is_found() {

@@ -41,11 +41,12 @@ impl ServiceSpec {
 /// (any key, any depth: `url`, `apiUrl`, `webhookUrl`, a header's value).
 fn plain_http_url(v: &Value, depth: usize) -> Option<String> {
     match v {
-        Value::String(s) if s.trim_start().to_ascii_lowercase().starts_with("http://") => {
-            let loopback = s.trim().parse::<reqwest::Url>().ok().is_some_and(|u| {
-                u.host_str().is_some_and(|h| {
-                    h == "localhost" || h.trim_matches(['[', ']']).parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback())
-                })
+        // As the URL parser reads it (`http:host/x` and a tab inside the scheme are
+        // `http://` too), not by its text.
+        Value::String(s) => {
+            let url = s.trim().parse::<reqwest::Url>().ok().filter(|u| u.scheme() == "http")?;
+            let loopback = url.host_str().is_some_and(|h| {
+                h == "localhost" || h.trim_matches(['[', ']']).parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback())
             });
             (!loopback).then(|| crate::text::clip(s, 200))
         }
@@ -84,5 +85,8 @@ mod tests {
         assert!(webhook("http://siem.example.com/ingest", None).is_ok());
         assert!(webhook("http://127.0.0.1:8080/ingest", Some("$siem-token")).is_ok());
         assert!(webhook("https://siem.example.com/ingest", Some("$siem-token")).is_ok());
+        // Spelled so that only the parser sees `http://` (a second review).
+        assert!(webhook("http:siem.example.com/ingest", Some("$siem-token")).is_err());
+        assert!(webhook("ht\ttp://siem.example.com/ingest", Some("$siem-token")).is_err());
     }
 }

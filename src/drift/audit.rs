@@ -390,6 +390,17 @@ impl<'m> Sink<'m> {
         self.truncated = true;
         if self.out.len() < 2 * MAX_SET_FIELDS && crate::drift::classes::may_be_security_field(&f.path) {
             self.out.push(f);
+        } else if self.out.len() >= 2 * MAX_SET_FIELDS {
+            // Past what may be kept at all: what it set is not all known (padding with
+            // look-alike fields must not push the real ones out of sight).
+            self.not_all_read();
+        }
+    }
+
+    /// Marks the write as not all read, once: a security write (`drift::classify`).
+    fn not_all_read(&mut self) {
+        if !self.out.iter().any(|f| f.path == NOT_ALL_READ) {
+            self.out.push(SetField { path: NOT_ALL_READ.to_string(), value: "(over the bound)".to_string() });
         }
     }
 
@@ -399,7 +410,7 @@ impl<'m> Sink<'m> {
         self.nodes += 1;
         if self.nodes == MAX_WALK_NODES + 1 {
             self.truncated = true;
-            self.out.push(SetField { path: NOT_ALL_READ.to_string(), value: "(over the bound)".to_string() });
+            self.not_all_read();
         }
         self.nodes <= MAX_WALK_NODES
     }
@@ -424,12 +435,20 @@ pub fn json_patch_fields(ops: &[Value], after: Option<&Value>, mask: &Masker) ->
         let (Some(kind), Some(pointer)) = (op.get("op").and_then(Value::as_str), op.get("path").and_then(Value::as_str)) else {
             continue;
         };
-        // A `move` takes its value away from `from`: that field is removed.
+        // A `move` takes its value away from `from`: that field is removed (a status
+        // field too: `status.resources` moved away empties what driftwatch reads).
         if kind == "move"
             && let Some(from) = op.get("from").and_then(Value::as_str)
-            && let Some((path, shown)) = patched(from, after, mask)
         {
-            sink.push(SetField { path, value: if shown == Shown::Masked { MASKED.to_string() } else { "(moved away)".to_string() } });
+            match patched(from, after, mask) {
+                Some((path, shown)) => sink
+                    .push(SetField { path, value: if shown == Shown::Masked { MASKED.to_string() } else { "(moved away)".to_string() } }),
+                None if from == "/status" || from.starts_with("/status/") => {
+                    let path = from.trim_start_matches('/').splitn(3, '/').take(2).collect::<Vec<_>>().join(".");
+                    sink.push(SetField { path: clip(&path, 72), value: "(moved away)".to_string() });
+                }
+                None => {}
+            }
         }
         let Some((path, shown)) = patched(pointer, after, mask) else { continue };
         let keyed = pointer_to_field_path(pointer, after, mask).2;

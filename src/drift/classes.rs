@@ -80,6 +80,9 @@ const SECURITY_FIELDS: &[&str] = &[
     "serviceAccountName",
     "serviceAccount",
     "automountServiceAccountToken",
+    // A port on the node (Pod Security's baseline), and the runtime the pod runs in.
+    "hostPort",
+    "runtimeClassName",
 ];
 
 /// The pod-template annotation that sets a container's AppArmor profile (before the

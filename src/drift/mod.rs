@@ -530,8 +530,14 @@ pub(crate) fn app_security_field(path: &str) -> bool {
 /// patches written past Git's review), what Argo CD ignores of the live objects; a
 /// sync operation written directly (any revision, past Argo CD's RBAC and Git's
 /// review); its status (what driftwatch reads: the CRD has no status subresource);
-/// where its notifications go.
+/// where its notifications go; whether Argo CD reconciles it at all, its labels (what
+/// routes select it by) and finalizers.
 const APP_SECURITY_FIELDS: &[&str] = &[
+    // Argo CD stops reconciling it (its status then stays as it was).
+    "metadata.annotations.argocd.argoproj.io/skip-reconcile",
+    // What routes and subscriptions select it by; what keeps its resources on delete.
+    "metadata.labels",
+    "metadata.finalizers",
     "spec.syncPolicy",
     "spec.project",
     "spec.destination",
@@ -562,6 +568,10 @@ pub(crate) fn classify(a: &mut Attempt, classes: &ClassMap) {
     } else if a.fields.iter().any(|f| f == audit::NOT_ALL_READ) {
         // Its body was not walked to the end: the same.
         a.security_fields.push(audit::NOT_ALL_READ.to_string());
+    }
+    // Deleting the Application (its resources stay, unwatched, with `--cascade=orphan`).
+    if a.app_spec && matches!(a.verb.as_str(), "delete" | "deletecollection") && a.security_fields.is_empty() {
+        a.security_fields.push("(the Application deleted)".to_string());
     }
     a.class = match (a.app_spec, a.security_fields.is_empty()) {
         // A write to the Application that weakens what Argo CD enforces is of the

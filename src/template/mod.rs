@@ -115,6 +115,9 @@ fn json_safe(s: &str) -> String {
     s.chars()
         .map(|c| match c {
             '"' | '\\' => helpers::json_hidden(c),
+            // The place hidden characters are kept in is not the cluster's to write:
+            // what arrives there would be put back as markup by the JSON helpers.
+            '\u{E000}'..='\u{E0FF}' => '\u{FFFD}',
             c if c.is_control() && u32::from(c) < 0x100 => helpers::json_hidden(c),
             c => c,
         })
@@ -169,6 +172,16 @@ impl Markup {
     }
 
     fn escape(self, s: &str) -> String {
+        // The private-use characters JSON fields hide `"`, `\` and control characters in
+        // are put back by the JSON helpers: arriving in the cluster's text they would
+        // come back as `<` after this escape.
+        let scrubbed;
+        let s = if s.chars().any(|c| ('\u{E000}'..='\u{E0FF}').contains(&c)) {
+            scrubbed = s.chars().map(|c| if ('\u{E000}'..='\u{E0FF}').contains(&c) { '\u{FFFD}' } else { c }).collect::<String>();
+            scrubbed.as_str()
+        } else {
+            s
+        };
         match self {
             Markup::Slack => helpers::slack_escape(s),
             Markup::Html => {

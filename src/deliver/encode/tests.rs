@@ -324,6 +324,18 @@ slack:
     assert_eq!(slack["attachments"][0].get("name"), None, "{slack}");
     // A template that escapes shows the text as it was.
     assert_eq!(slack["attachments"][0]["text"], note, "{slack}");
+    // Text that arrives in the private-use characters the JSON fields hide `"` in is
+    // not put back as markup (a second review: `\u{e03c}!channel\u{e03e}` became `<!channel>`).
+    let sneaky = "\u{e03c}!channel\u{e03e}";
+    let app = App::from_value(
+        json!({"kind": "Application", "metadata": {"name": "web", "namespace": "argocd", "annotations": {"note": sneaky}}}),
+    )
+    .unwrap();
+    let mut ctx = RenderContext::new(&app, &ctx_map);
+    let t = Target { trigger: "on-x", kind: DestinationKind::Slack, service: "slack", recipient: "ops", resolved: false };
+    let slack = s.render("t", &mut ctx, &t, &app, encoder(DestinationKind::Slack)).unwrap().payload;
+    let sent = serde_json::to_string(&slack).unwrap();
+    assert!(!sent.contains("<!channel>"), "{sent}");
 }
 
 /// Review M7 and issue 38 item 12: Markdown destinations (Teams, Teams Workflows,
