@@ -19,11 +19,21 @@ pub fn key_part(s: &str) -> Cow<'_, str> {
     if s.len() <= MAX_KEY_PART_BYTES {
         return Cow::Borrowed(s);
     }
-    const DIGEST_HEX: usize = 32;
-    let digest = sha2::Sha256::digest(s.as_bytes());
+    Cow::Owned(with_digest(s, s, MAX_KEY_PART_BYTES))
+}
+
+/// Hex digits of the digest [`with_digest`] appends (128 bits of SHA-256).
+pub const DIGEST_HEX: usize = 32;
+
+/// The start of `shown`, `#`, and [`DIGEST_HEX`] hex digits of the SHA-256 of
+/// `whole`, at most `max` bytes in all (`max` above [`DIGEST_HEX`]): what stands for a
+/// value that had to be cut or changed, so that two values that differ anywhere
+/// (past the start, or only in what was changed) stay different.
+pub fn with_digest(shown: &str, whole: &str, max: usize) -> String {
+    let digest = sha2::Sha256::digest(whole.as_bytes());
     let hex: String = digest.iter().take(DIGEST_HEX / 2).map(|b| format!("{b:02x}")).collect();
-    let start = prefix(s, MAX_KEY_PART_BYTES - DIGEST_HEX - 1);
-    Cow::Owned(format!("{start}#{hex}"))
+    let start = prefix(shown, max.saturating_sub(DIGEST_HEX + 1));
+    format!("{start}#{hex}")
 }
 
 /// `s` cut to `max` characters (with `…`).

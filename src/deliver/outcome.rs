@@ -28,6 +28,12 @@ impl Outcome {
         Outcome::Retry { reason: reason.into(), after: None }
     }
 
+    /// Whether trying again cannot help: what [`verdict`] dead-letters at once
+    /// ([`Verdict::Refused`]).
+    pub fn is_permanent(&self) -> bool {
+        matches!(self, Outcome::Permanent(_))
+    }
+
     /// Why it was not delivered (empty when it was).
     pub fn reason(&self) -> &str {
         match self {

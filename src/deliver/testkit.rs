@@ -69,6 +69,8 @@ pub struct Recorded {
 
 struct HttpState {
     requests: Vec<Recorded>,
+    /// A request whose body holds the text gets the reply, before the script.
+    rules: Vec<(String, Reply)>,
     script: VecDeque<Reply>,
     default: Reply,
 }
@@ -84,7 +86,7 @@ impl HttpReceiver {
     pub async fn start(default: Reply) -> HttpReceiver {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind loopback");
         let addr = listener.local_addr().expect("local addr");
-        let state = Arc::new(Mutex::new(HttpState { requests: Vec::new(), script: VecDeque::new(), default }));
+        let state = Arc::new(Mutex::new(HttpState { requests: Vec::new(), rules: Vec::new(), script: VecDeque::new(), default }));
         let st = state.clone();
         tokio::spawn(async move {
             while let Ok((stream, _)) = listener.accept().await {
@@ -108,6 +110,13 @@ impl HttpReceiver {
         s.script = replies.into();
     }
 
+    /// Every request whose body contains `needle` is answered `reply` (a receiver that
+    /// refuses what one record holds, whatever else the request carries); others as
+    /// scripted.
+    pub fn answer_when_body_contains(&self, needle: &str, reply: Reply) {
+        self.state.lock().expect("lock").rules.push((needle.to_string(), reply));
+    }
+
     pub fn requests(&self) -> Vec<Recorded> {
         self.state.lock().expect("lock").requests.clone()
     }
@@ -115,6 +124,7 @@ impl HttpReceiver {
     pub fn clear(&self) {
         let mut s = self.state.lock().expect("lock");
         s.requests.clear();
+        s.rules.clear();
         s.script.clear();
     }
 }
@@ -128,7 +138,11 @@ async fn handle(req: Request<Incoming>, state: Arc<Mutex<HttpState>>) -> Result<
     let body = req.into_body().collect().await.map(|b| String::from_utf8_lossy(&b.to_bytes()).to_string()).unwrap_or_default();
     let reply = {
         let mut s = state.lock().expect("lock");
-        let r = s.script.pop_front().unwrap_or_else(|| s.default.clone());
+        let ruled = s.rules.iter().find(|(needle, _)| body.contains(needle.as_str())).map(|(_, r)| r.clone());
+        let r = match ruled {
+            Some(r) => r,
+            None => s.script.pop_front().unwrap_or_else(|| s.default.clone()),
+        };
         s.requests.push(Recorded { at, method, path, headers, body, accepted: r.accepted });
         r
     };
@@ -287,6 +301,47 @@ pub async fn deliver(service: &ServiceRuntime, n: &Notification) -> super::outco
     service.deliverer.deliver(std::slice::from_ref(n)).await
 }
 
+/// Three notifications of `kind` for `service` ([`crate::deliver::ecs::tests::sample`]),
+/// each with its own record key; the second's Application is named `poisoned`, which
+/// no other text of the three holds (what a receiver scripted with
+/// [`HttpReceiver::answer_when_body_contains`] refuses).
+pub fn batch_with_a_poisoned_record(kind: crate::model::DestinationKind, service: &str) -> Vec<Notification> {
+    ["good-0", "poisoned", "good-2"]
+        .iter()
+        .enumerate()
+        .map(|(i, name)| {
+            let mut n = crate::deliver::ecs::tests::sample(kind, service);
+            n.meta.name = (*name).to_string();
+            if let Some(r) = n.record.as_mut() {
+                r.key = format!("k{i}");
+            }
+            n
+        })
+        .collect()
+}
+
+/// Delivers `batch` through the outbox as one batch (enqueued before the worker
+/// starts, so it finds them all due at once; the service's `batchSize` must hold
+/// them), with [`fast_settings`]; returns the dead letters once all settled.
+pub async fn deliver_as_one_batch(
+    mut service: ServiceRuntime,
+    state: Arc<StateStore>,
+    batch: &[Notification],
+) -> Vec<crate::state::DeadLetter> {
+    // Logged to a capture, as in `check_scenario`: tracing caches per call site, for
+    // every thread, whether a line is wanted, and a worker logging with no
+    // subscriber can leave a concurrent test's capture empty.
+    let logs = LogCapture::default();
+    let _guard = logs.install();
+    service.settings = fast_settings(service.settings);
+    state.enqueue(batch, 0).expect("enqueue");
+    let delivery = Delivery::start(vec![service], state.clone());
+    let settled = delivery.settle(Duration::from_secs(60), Duration::from_secs(20)).await;
+    delivery.shutdown(Duration::from_secs(1)).await;
+    assert!(settled, "the outbox did not drain: {:?}", state.outbox(None));
+    state.dead_letters().expect("dead letters")
+}
+
 /// `n`'s resolve.
 pub fn resolve_of(n: &Notification) -> Notification {
     let mut r = n.clone();
@@ -405,7 +460,7 @@ pub async fn https_server(default: Reply) -> (HttpsServer, TestTls) {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind loopback");
     let addr = listener.local_addr().expect("local addr");
     let acceptor = tokio_rustls::TlsAcceptor::from(tls.server.clone());
-    let state = Arc::new(Mutex::new(HttpState { requests: Vec::new(), script: VecDeque::new(), default }));
+    let state = Arc::new(Mutex::new(HttpState { requests: Vec::new(), rules: Vec::new(), script: VecDeque::new(), default }));
     let st = state.clone();
     tokio::spawn(async move {
         while let Ok((stream, _)) = listener.accept().await {

@@ -72,8 +72,7 @@ impl Deliverer for ElasticsearchClient {
 
     fn deliver<'a>(&'a self, batch: &'a [Notification]) -> BoxFuture<'a, Outcome> {
         Box::pin(async move {
-            let each = self.deliver_each(batch).await;
-            each.iter().find(|o| matches!(o, Outcome::Retry { .. })).or_else(|| each.iter().find(|o| **o != Outcome::Delivered)).cloned().unwrap_or(Outcome::Delivered)
+            crate::deliver::deliverer::batch_outcome(&self.deliver_each(batch).await)
         })
     }
 

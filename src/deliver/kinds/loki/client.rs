@@ -1,10 +1,12 @@
 //! The Loki client: a batch's records as one push (`POST /loki/api/v1/push`, JSON),
 //! answered as any HTTP request is (`204`; `429` and `5xx` retried; an entry Loki
-//! refuses for good, permanent with its reason).
+//! refuses for good, permanent with its reason). A push of several notifications
+//! that Loki refuses for good is sent again one notification a push, so each gets
+//! its own outcome ([`alone_after_refusal`]).
 
 use super::config::LokiConfig;
-use super::payload::{entries, push_body};
-use crate::deliver::deliverer::{BoxFuture, Deliverer};
+use super::payload::{Entry, entries, push_body};
+use crate::deliver::deliverer::{Answer, BoxFuture, Deliverer, alone_after_refusal, batch_outcome};
 use crate::deliver::ecs::Origin;
 use crate::deliver::env::Env;
 use crate::deliver::http::{self, Auth};
@@ -43,24 +45,38 @@ impl LokiClient {
     }
 }
 
+impl LokiClient {
+    /// One push of `entries`, and Loki's answer.
+    async fn push(&self, entries: Vec<Entry>) -> Answer {
+        let mut req = self.http.post(&self.endpoint).json(&push_body(entries));
+        if let Some(t) = &self.tenant {
+            req = req.header("X-Scope-OrgID", t);
+        }
+        req = self.auth.apply(req);
+        Answer::of(http::send(req).await.0)
+    }
+}
+
 impl Deliverer for LokiClient {
     fn max_batch(&self) -> usize {
         self.batch
     }
 
     fn deliver<'a>(&'a self, batch: &'a [Notification]) -> BoxFuture<'a, Outcome> {
+        Box::pin(async move { batch_outcome(&self.deliver_each(batch).await) })
+    }
+
+    /// The batch as one push; refused for good (a `400`: a line too long, an entry
+    /// too old), each notification's entries again as a push of their own. Each
+    /// notification's entries are made once, at one `now`: a re-send is the same
+    /// lines at the same timestamps, which Loki keeps once if the refused push had
+    /// taken some of them.
+    fn deliver_each<'a>(&'a self, batch: &'a [Notification]) -> BoxFuture<'a, Vec<Outcome>> {
         Box::pin(async move {
             let now = chrono::Utc::now();
-            let entries = batch
-                .iter()
-                .flat_map(|n| entries(n, self.schema.records(n, &self.origin, now), now))
-                .collect();
-            let mut req = self.http.post(&self.endpoint).json(&push_body(entries));
-            if let Some(t) = &self.tenant {
-                req = req.header("X-Scope-OrgID", t);
-            }
-            req = self.auth.apply(req);
-            http::send(req).await.0
+            let each: Vec<Vec<Entry>> =
+                batch.iter().map(|n| entries(n, self.schema.records(n, &self.origin, now), now).collect()).collect();
+            alone_after_refusal(batch.len(), |r| self.push(each[r].iter().flatten().cloned().collect())).await
         })
     }
 }

@@ -1,4 +1,7 @@
-//! The Splunk HEC client: sends each notification and turns the answer into an `Outcome` (delivered, retry, permanent).
+//! The Splunk HEC client: sends a batch's events in one request and turns the answer
+//! into an `Outcome` (delivered, retry, permanent). A request of several
+//! notifications that HEC refuses for good is sent again one notification a request,
+//! so each gets its own outcome ([`alone_after_refusal`]).
 
 use super::config::SplunkConfig;
 use super::payload::{EnvelopeMeta, batch_body, classify, envelope};
@@ -7,7 +10,7 @@ use crate::deliver::siem::Schema;
 use crate::deliver::http;
 use crate::deliver::outcome::Outcome;
 use crate::deliver::env::Env;
-use crate::deliver::deliverer::{BoxFuture, Deliverer};
+use crate::deliver::deliverer::{Answer, BoxFuture, Deliverer, alone_after_refusal, batch_outcome};
 use crate::model::Notification;
 use crate::secret::Secret;
 
@@ -112,52 +115,71 @@ impl Deliverer for SplunkClient {
     }
 
     fn deliver<'a>(&'a self, batch: &'a [Notification]) -> BoxFuture<'a, Outcome> {
+        Box::pin(async move { batch_outcome(&self.deliver_each(batch).await) })
+    }
+
+    /// The batch as one request; refused for good (a `400` invalid data format, a
+    /// `413` content too large), each notification's events again as a request of
+    /// their own. The envelopes are made once, at one `now`: a re-send carries the
+    /// same events with the same `event.id`s. HEC may have indexed the events before
+    /// the one it refused; sent again, they are there twice under one `event.id`.
+    fn deliver_each<'a>(&'a self, batch: &'a [Notification]) -> BoxFuture<'a, Vec<Outcome>> {
         Box::pin(async move {
             let now = chrono::Utc::now();
-            let envelopes: Vec<_> = batch
+            let each: Vec<Vec<serde_json::Value>> = batch
                 .iter()
-                .flat_map(|n| self.schema.records(n, &self.origin, now))
-                .map(|record| envelope(&self.meta, record, now))
+                .map(|n| self.schema.records(n, &self.origin, now).into_iter().map(|record| envelope(&self.meta, record, now)).collect())
                 .collect();
-            let mut req = self
-                .http
-                .post(&self.endpoint)
-                .header("Authorization", format!("Splunk {}", self.token.expose()))
-                .header("Content-Type", "application/json");
-            // HEC has no idempotency of its own: each event carries its delivery's key
-            // as `event.id`, and a request of one event (the batch a crash repeats is
-            // not always the same) carries it as `Idempotency-Key` for a proxy that
-            // honours it.
-            if let [n] = batch
-                && let Some(key) = &n.idempotency_key
-            {
-                req = req.header(crate::deliver::http::IDEMPOTENCY_KEY, key);
+            alone_after_refusal(batch.len(), |r| self.post(&batch[r.clone()], batch_body(&each[r].concat()))).await
+        })
+    }
+}
+
+impl SplunkClient {
+    /// One request of `notifications`' events (`body`), and HEC's answer; with
+    /// `useAck`, delivered once HEC acknowledges it.
+    async fn post(&self, notifications: &[Notification], body: String) -> Answer {
+        let mut req = self
+            .http
+            .post(&self.endpoint)
+            .header("Authorization", format!("Splunk {}", self.token.expose()))
+            .header("Content-Type", "application/json");
+        // HEC has no idempotency of its own: each event carries its delivery's key
+        // as `event.id`, and a request of one event (the batch a crash repeats is
+        // not always the same) carries it as `Idempotency-Key` for a proxy that
+        // honours it.
+        if let [n] = notifications
+            && let Some(key) = &n.idempotency_key
+        {
+            req = req.header(crate::deliver::http::IDEMPOTENCY_KEY, key);
+        }
+        if let Some(ack) = &self.ack {
+            req = req.header("X-Splunk-Request-Channel", &ack.channel);
+        }
+        let (outcome, body) = match req.body(body).send().await {
+            Ok(resp) => {
+                let status = resp.status().as_u16();
+                let retry_after = http::retry_after(&resp);
+                let body = http::read_body(resp).await;
+                (classify(status, retry_after, &body), body)
             }
-            if let Some(ack) = &self.ack {
-                req = req.header("X-Splunk-Request-Channel", &ack.channel);
-            }
-            let req = req.body(batch_body(&envelopes));
-            let (outcome, body) = match req.send().await {
-                Ok(resp) => {
-                    let status = resp.status().as_u16();
-                    let retry_after = http::retry_after(&resp);
-                    let body = http::read_body(resp).await;
-                    (classify(status, retry_after, &body), body)
-                }
-                Err(e) => (http::transport_error(e), String::new()),
-            };
-            match (&self.ack, outcome) {
-                (Some(ack), Outcome::Delivered) => {
-                    // HEC answered before indexing: the delivery counts once it acks.
+            Err(e) => (http::transport_error(e), String::new()),
+        };
+        match (&self.ack, outcome) {
+            (Some(ack), Outcome::Delivered) => {
+                // HEC answered before indexing: the delivery counts once it acks. A
+                // token without acknowledgement is the service's problem, not the
+                // events': the batch's outcome, never re-sent alone.
+                Answer::Final(
                     match serde_json::from_str::<serde_json::Value>(&body).ok().and_then(|v| v.get("ackId").and_then(serde_json::Value::as_u64)) {
                         Some(id) => self.acknowledged(ack, id).await,
                         None => Outcome::Permanent(
                             "HEC answered without an ackId: indexer acknowledgement is off for this token (turn it on, or set useAck: false)".into(),
                         ),
-                    }
-                }
-                (_, outcome) => outcome,
+                    },
+                )
             }
-        })
+            (_, outcome) => Answer::of(outcome),
+        }
     }
 }

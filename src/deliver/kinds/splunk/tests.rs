@@ -269,3 +269,35 @@ async fn use_ack_on_a_token_without_acknowledgement_is_refused_with_the_reason()
     assert!(matches!(&outcome, Outcome::Permanent(r) if r.contains("indexer acknowledgement is off")), "{outcome:?}");
     assert!(rx.requests()[0].headers.contains_key("x-splunk-request-channel"));
 }
+
+/// Three notifications sent to HEC as one batch, the second poisoned (review L-b);
+/// the receiver refuses (`400`, code 6) any request holding it and takes the others:
+/// the batch is refused, each notification is sent again alone, the two others are
+/// delivered and only the poisoned one is dead-lettered, permanent. Before (the fix
+/// stashed): all three dead-lettered, permanent, on the batch's one `400`.
+#[tokio::test]
+async fn a_refused_batch_dead_letters_only_the_notification_hec_refuses_alone() {
+    let rx = HttpReceiver::start(Reply::new(200, OK)).await;
+    rx.answer_when_body_contains("poisoned", Reply::new(400, r#"{"text":"Invalid data format","code":6,"invalid-event-number":1}"#));
+    let state = std::sync::Arc::new(crate::state::StateStore::in_memory().unwrap());
+    let env = crate::deliver::testkit::env(state.clone(), Secrets::from_map([("hec", TOKEN)]));
+    let service = spec(&rx.url()).build("splunk", &env).unwrap();
+    let batch = crate::deliver::testkit::batch_with_a_poisoned_record(DestinationKind::Splunk, "splunk");
+    let dead = crate::deliver::testkit::deliver_as_one_batch(service, state, &batch).await;
+    let names: Vec<&str> = dead.iter().map(|d| d.notification.meta.name.as_str()).collect();
+    assert_eq!(names, ["poisoned"], "only the poisoned notification is dead-lettered: {dead:#?}");
+    assert!(dead[0].permanent && dead[0].error.contains("HEC 400 code 6"), "{:?}", dead[0]);
+    // What each request held: its events' resource names.
+    let names = |body: &str| -> Vec<String> {
+        body.lines()
+            .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap()["event"]["orchestrator"]["resource"]["name"].as_str().unwrap().to_string())
+            .collect()
+    };
+    let reqs = rx.requests();
+    let sent: Vec<(Vec<String>, bool)> = reqs.iter().map(|r| (names(&r.body), r.accepted)).collect();
+    assert_eq!(reqs.len(), 4, "the batch, then each alone: {sent:?}");
+    assert_eq!(sent[0].0.len(), 3);
+    let mut delivered: Vec<String> = sent[1..].iter().filter(|(_, ok)| *ok).flat_map(|(n, _)| n.clone()).collect();
+    delivered.sort();
+    assert_eq!(delivered, ["good-0", "good-2"]);
+}
