@@ -753,9 +753,10 @@ pub(crate) mod tests {
         assert_eq!(privileged["http_request"]["x_forwarded_for"], json!(["10.0.0.7"]));
         assert_eq!(harmless["src_endpoint"]["ip"], "127.0.0.1");
         assert!(harmless["http_request"].get("x_forwarded_for").is_none());
+        // Each its own identity (what a SIEM's `_id` is made from).
         let ids: std::collections::BTreeSet<String> =
-            crate::deliver::kinds::elasticsearch::payload::docs(0, records.clone()).into_iter().map(|d| d.id).collect();
-        assert_eq!(ids.len(), 3, "the finding and two requests, each its own _id: {ids:?}");
+            records.iter().filter_map(|r| r["metadata"]["uid"].as_str().map(str::to_string)).collect();
+        assert_eq!(ids.len(), 3, "the finding and two requests, each its own uid: {ids:?}");
     }
 
     /// A sync by a person and an automated one: API Activity on the Application.
