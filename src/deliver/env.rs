@@ -1,18 +1,18 @@
 //! What building a delivery client needs besides the service's own configuration: the
-//! one HTTP client, the state store, the secrets, the config's `context:`.
+//! one HTTP client, the chat message references, the secrets, the config's `context:`.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
 
 use super::ecs::Origin;
 use crate::secret::{Secret, SecretError, Secrets};
-use crate::state::StateStore;
+use crate::state::MessageRefs;
 
 /// The shared inputs of every client a configuration builds.
 pub struct Env {
     /// The one shared HTTP client.
     pub http: reqwest::Client,
-    pub state: Arc<StateStore>,
+    /// The only part of the store a client may use: where its chat messages are.
+    pub refs: MessageRefs,
     pub secrets: Secrets,
     /// The config's `context:` (`argocdUrl`, `clusterName`).
     pub context: BTreeMap<String, String>,

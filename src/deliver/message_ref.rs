@@ -4,11 +4,9 @@
 //! Webex, Rocket.Chat), even after a restart. Slack also keeps its thread keys here.
 //! Every store call runs on the blocking pool, never on a tokio worker.
 
-use std::sync::Arc;
-
 use crate::deliver::outcome::Outcome;
 use crate::model::Notification;
-use crate::state::{MessageRef, StateError, StateStore};
+use crate::state::{MessageRef, MessageRefs, StateError};
 
 /// The key of a notification's message: its Application and dedup key, the same for
 /// the notification and its resolve; for a group's message, the group's run.
@@ -27,24 +25,24 @@ pub fn edits(n: &Notification) -> bool {
 
 /// A kept reference, read on the blocking pool (a redb read must not hold a tokio
 /// worker).
-pub async fn get(state: &Arc<StateStore>, service: &str, key: &str) -> Result<Option<MessageRef>, StateError> {
-    let (state, service, key) = (state.clone(), service.to_string(), key.to_string());
-    tokio::task::spawn_blocking(move || state.message_ref(&service, &key))
+pub async fn get(refs: &MessageRefs, service: &str, key: &str) -> Result<Option<MessageRef>, StateError> {
+    let (refs, service, key) = (refs.clone(), service.to_string(), key.to_string());
+    tokio::task::spawn_blocking(move || refs.get(&service, &key))
         .await
         .unwrap_or_else(|e| Err(StateError::Storage(format!("reading a message reference: {e}"))))
 }
 
 /// Keeps a reference, on the blocking pool (a durable redb commit).
-pub async fn set(state: &Arc<StateStore>, service: &str, key: &str, r: MessageRef) -> Result<(), StateError> {
-    let (state, service, key) = (state.clone(), service.to_string(), key.to_string());
-    tokio::task::spawn_blocking(move || state.set_message_ref(&service, &key, &r))
+pub async fn set(refs: &MessageRefs, service: &str, key: &str, r: MessageRef) -> Result<(), StateError> {
+    let (refs, service, key) = (refs.clone(), service.to_string(), key.to_string());
+    tokio::task::spawn_blocking(move || refs.set(&service, &key, &r))
         .await
         .unwrap_or_else(|e| Err(StateError::Storage(format!("keeping a message reference: {e}"))))
 }
 
 /// The message a resolve or a group's update should edit: `Ok(None)` when it edits
 /// nothing ([`edits`]) or nothing was kept.
-pub async fn to_edit(state: &Arc<StateStore>, service: &str, n: &Notification) -> Result<Option<MessageRef>, Outcome> {
+pub async fn to_edit(state: &MessageRefs, service: &str, n: &Notification) -> Result<Option<MessageRef>, Outcome> {
     if !edits(n) {
         return Ok(None);
     }
@@ -57,7 +55,7 @@ pub async fn to_edit(state: &Arc<StateStore>, service: &str, n: &Notification) -
 /// outcome and the response body), and a posted message's channel and id, which
 /// `sent` reads from the answer's JSON, are kept for its resolve.
 pub async fn post_or_edit<E, P>(
-    state: &Arc<StateStore>,
+    state: &MessageRefs,
     service: &str,
     n: &Notification,
     edit: impl FnOnce(MessageRef) -> E,
@@ -83,7 +81,7 @@ where
 }
 
 /// Remembers a sent message; a failure only costs the edit, so it is logged.
-pub async fn remember(state: &Arc<StateStore>, service: &str, n: &Notification, channel: &str, id: &str) {
+pub async fn remember(state: &MessageRefs, service: &str, n: &Notification, channel: &str, id: &str) {
     let Some(k) = key(n) else { return };
     let r = MessageRef { channel: channel.to_string(), ts: id.to_string(), at_ms: crate::state::to_millis(chrono::Utc::now()) };
     if let Err(e) = set(state, service, &k, r).await {

@@ -202,7 +202,7 @@ pub fn fast_settings(base: DeliverySettings) -> DeliverySettings {
 pub fn env(state: Arc<StateStore>, secrets: Secrets) -> Env {
     Env {
         http: super::http::client(None, false).expect("http client"),
-        state,
+        refs: crate::state::MessageRefs::new(state),
         secrets,
         context: [("argocdUrl".to_string(), "https://cd.example.com".to_string()), ("clusterName".to_string(), "prod".to_string())].into(),
     }

@@ -18,7 +18,7 @@ use crate::template::{RenderContext, RenderError, Rendered, Target};
 pub fn delivery_env(rt: &Runtime, state: &Arc<StateStore>) -> Result<Env, BuildError> {
     Ok(Env {
         http: crate::deliver::http::client(None, false).map_err(|e| BuildError::Http(e.to_string()))?,
-        state: state.clone(),
+        refs: crate::state::MessageRefs::new(state.clone()),
         secrets: rt.secrets.clone(),
         context: rt.context.clone(),
     })

@@ -4,6 +4,8 @@
 //! (The tables keep their first names, `slack_messages*`, so existing state files
 //! read as they are.)
 
+use std::sync::Arc;
+
 use crate::state::kv::{TableDefinition, WriteTransaction};
 use serde::{Deserialize, Serialize};
 
@@ -37,9 +39,31 @@ fn age_key(at_ms: u64, full_key: &str) -> String {
     format!("{at_ms:020}\u{0}{full_key}")
 }
 
+/// The one face of the store a chat kind gets: the references of the messages it sent,
+/// to edit them or reply in their thread. Nothing else of the store is reachable
+/// through it.
+#[derive(Clone)]
+pub struct MessageRefs(Arc<StateStore>);
+
+impl MessageRefs {
+    pub fn new(store: Arc<StateStore>) -> MessageRefs {
+        MessageRefs(store)
+    }
+
+    /// The reference kept for `key` of `service`, if any.
+    pub fn get(&self, service: &str, key: &str) -> Result<Option<MessageRef>, StateError> {
+        self.0.message_ref(service, key)
+    }
+
+    /// Keeps a message reference (the oldest go past [`MAX_MESSAGE_REFS`]).
+    pub fn set(&self, service: &str, key: &str, r: &MessageRef) -> Result<(), StateError> {
+        self.0.set_message_ref(service, key, r)
+    }
+}
+
 impl StateStore {
     /// The reference kept for `key` of `service`, if any.
-    pub fn message_ref(&self, service: &str, key: &str) -> Result<Option<MessageRef>, StateError> {
+    fn message_ref(&self, service: &str, key: &str) -> Result<Option<MessageRef>, StateError> {
         let tx = self.db().begin_read().map_err(storage)?;
         let t = tx.open_table(REFS).map_err(storage)?;
         match t.get(format!("{service}\u{0}{key}").as_str()).map_err(storage)? {
@@ -50,7 +74,7 @@ impl StateStore {
 
     /// Keeps a message reference; past [`MAX_MESSAGE_REFS`] the oldest goes, found
     /// through the age index (no scan).
-    pub fn set_message_ref(&self, service: &str, key: &str, r: &MessageRef) -> Result<(), StateError> {
+    fn set_message_ref(&self, service: &str, key: &str, r: &MessageRef) -> Result<(), StateError> {
         let full = format!("{service}\u{0}{key}");
         let tx = self.db().begin_write().map_err(storage)?;
         {

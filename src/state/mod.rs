@@ -45,7 +45,7 @@ pub use history::{HistoryQuery, OpenEpisode, Retention};
 pub use operations::MAX_OPERATIONS_PER_APP;
 pub use outbox::groups::{Group, Listed, MAX_LISTED, Member};
 
-pub use message_refs::{MAX_MESSAGE_REFS, MessageRef};
+pub use message_refs::{MAX_MESSAGE_REFS, MessageRef, MessageRefs};
 pub use outbox::{DeadLetter, EnqueueReport, MAX_DEAD_LETTERS, MAX_OUTBOX_PER_SERVICE, OutboxEntry, Quarantined, Requeued, Settle};
 use outbox::{from_json, to_json};
 

@@ -13,14 +13,14 @@ use crate::deliver::env::Env;
 use crate::deliver::deliverer::{BoxFuture, Deliverer, one_by_one};
 use crate::model::Notification;
 use crate::secret::Secret;
-use crate::state::StateStore;
+use crate::state::MessageRefs;
 
 pub struct MattermostClient {
     http: reqwest::Client,
     base: String,
     token: Secret,
     service: String,
-    state: Arc<StateStore>,
+    state: MessageRefs,
 }
 
 impl MattermostClient {
@@ -30,7 +30,7 @@ impl MattermostClient {
             base: format!("{}/api/v4/posts", cfg.api_url.trim_end_matches('/')),
             token: env.secret(&cfg.token)?,
             service: service.to_string(),
-            state: env.state.clone(),
+            state: env.refs.clone(),
         })
     }
 

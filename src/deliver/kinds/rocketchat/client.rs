@@ -13,7 +13,7 @@ use crate::deliver::env::Env;
 use crate::deliver::deliverer::{BoxFuture, Deliverer, one_by_one};
 use crate::model::Notification;
 use crate::secret::Secret;
-use crate::state::StateStore;
+use crate::state::MessageRefs;
 
 enum Auth {
     Login { email: String, password: Secret },
@@ -27,7 +27,7 @@ pub struct RocketChatClient {
     /// (user id, auth token) of the logged-in session.
     session: Mutex<Option<(String, Secret)>>,
     service: String,
-    state: Arc<StateStore>,
+    state: MessageRefs,
 }
 
 impl RocketChatClient {
@@ -43,7 +43,7 @@ impl RocketChatClient {
             auth,
             session: Mutex::new(None),
             service: service.to_string(),
-            state: env.state.clone(),
+            state: env.refs.clone(),
         })
     }
 

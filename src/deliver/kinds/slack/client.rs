@@ -13,7 +13,7 @@ use crate::deliver::deliverer::{BoxFuture, Deliverer, one_by_one};
 use crate::deliver::{http, message_ref};
 use crate::model::Notification;
 use crate::secret::Secret;
-use crate::state::{MessageRef, StateStore};
+use crate::state::{MessageRef, MessageRefs};
 
 enum Mode {
     Api { base: String, token: Secret },
@@ -26,7 +26,7 @@ pub struct SlackClient {
     mode: Mode,
     username: Option<String>,
     icon: Option<String>,
-    state: Arc<StateStore>,
+    state: MessageRefs,
     /// About one message per second per channel, as Slack asks.
     per_channel: DefaultKeyedRateLimiter<String>,
 }
@@ -51,7 +51,7 @@ impl SlackClient {
             mode,
             username: cfg.username.clone(),
             icon: cfg.icon.clone(),
-            state: env.state.clone(),
+            state: env.refs.clone(),
             per_channel: RateLimiter::keyed(Quota::per_second(NonZeroU32::MIN)),
         })
     }

@@ -14,14 +14,14 @@ use crate::deliver::env::Env;
 use crate::deliver::deliverer::{BoxFuture, Deliverer, one_by_one};
 use crate::model::Notification;
 use crate::secret::Secret;
-use crate::state::StateStore;
+use crate::state::MessageRefs;
 
 pub struct TelegramClient {
     http: reqwest::Client,
     base: String,
     token: Secret,
     service: String,
-    state: Arc<StateStore>,
+    state: MessageRefs,
 }
 
 impl TelegramClient {
@@ -31,7 +31,7 @@ impl TelegramClient {
             base: cfg.api_url.clone().unwrap_or_else(|| "https://api.telegram.org".into()).trim_end_matches('/').to_string(),
             token: env.secret(&cfg.token)?,
             service: service.to_string(),
-            state: env.state.clone(),
+            state: env.refs.clone(),
         })
     }
 

@@ -13,14 +13,14 @@ use crate::deliver::env::Env;
 use crate::deliver::deliverer::{BoxFuture, Deliverer, one_by_one};
 use crate::model::Notification;
 use crate::secret::Secret;
-use crate::state::StateStore;
+use crate::state::MessageRefs;
 
 pub struct WebexClient {
     http: reqwest::Client,
     url: String,
     token: Secret,
     service: String,
-    state: Arc<StateStore>,
+    state: MessageRefs,
 }
 
 impl WebexClient {
@@ -31,7 +31,7 @@ impl WebexClient {
             url: format!("{}/v1/messages", base.trim_end_matches('/')),
             token: env.secret(&cfg.token)?,
             service: service.to_string(),
-            state: env.state.clone(),
+            state: env.refs.clone(),
         })
     }
 
