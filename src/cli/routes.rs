@@ -88,9 +88,8 @@ fn given_inputs(
             Err(list_error) => {
                 let mut b = crate::audit::event::Batch::default();
                 for (n, line) in body.split(|c| *c == b'\n').enumerate().filter(|(_, l)| !l.iter().all(u8::is_ascii_whitespace)) {
-                    crate::audit::event::parse_line(line, &filter, &mut b).map_err(|e| {
-                        format!("{}: neither an EventList ({list_error}) nor JSON lines: line {}: {e}", f.display(), n + 1)
-                    })?;
+                    crate::audit::event::parse_line(line, &filter, &mut b)
+                        .map_err(|e| format!("{}: neither an EventList ({list_error}) nor JSON lines: line {}: {e}", f.display(), n + 1))?;
                 }
                 b
             }
@@ -143,8 +142,9 @@ impl Found<'_> {
             .iter()
             .map(|n| {
                 let (t, d) = (n.trigger.as_str(), n.destination.to_string());
-                let group =
-                    self.group_of(t, &d).map(|g| json!({"key": g.key, "labels": g.labels, "waitMs": g.wait_ms, "intervalMs": g.interval_ms}));
+                let group = self
+                    .group_of(t, &d)
+                    .map(|g| json!({"key": g.key, "labels": g.labels, "waitMs": g.wait_ms, "intervalMs": g.interval_ms}));
                 json!({"trigger": t, "destination": d, "template": n.template, "group": group})
             })
             .collect();
@@ -207,12 +207,28 @@ impl Found<'_> {
             let security = if a.security { "  [security]" } else { "" };
             let reason = if a.reason.is_empty() { String::new() } else { format!(": {}", a.reason) };
             let at = a.time.to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
-            writeln!(out, "  audit: {} {} {} {} ({}) at {at}{reason}{security}", a.actor.display(), a.decision.as_str(), a.verb, a.resource, a.class)?;
+            writeln!(
+                out,
+                "  audit: {} {} {} {} ({}) at {at}{reason}{security}",
+                a.actor.display(),
+                a.decision.as_str(),
+                a.verb,
+                a.resource,
+                a.class
+            )?;
         }
         for a in &d.attribution {
             let security = if a.security_fields.is_empty() { "" } else { "  [security]" };
             let who = a.actor.as_ref().map(|w| format!("{} via ", w.display())).unwrap_or_default();
-            writeln!(out, "  {who}{} ({}) changed {} on {} at {}{security}", a.manager, a.operation, a.fields.join(", "), a.resource, a.time)?;
+            writeln!(
+                out,
+                "  {who}{} ({}) changed {} on {} at {}{security}",
+                a.manager,
+                a.operation,
+                a.fields.join(", "),
+                a.resource,
+                a.time
+            )?;
         }
         Ok(())
     }

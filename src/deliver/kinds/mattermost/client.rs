@@ -1,6 +1,5 @@
 //! The Mattermost client: sends each notification and turns the answer into an `Outcome` (delivered, retry, permanent).
 
-use std::sync::Arc;
 
 use serde_json::json;
 

@@ -1,6 +1,6 @@
 //! The Rocket.Chat client: sends each notification and turns the answer into an `Outcome` (delivered, retry, permanent).
 
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 
 use serde_json::{Value, json};
 

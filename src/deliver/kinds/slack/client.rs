@@ -1,7 +1,6 @@
 //! The Slack client: sends each notification and turns the answer into an `Outcome` (delivered, retry, permanent).
 
 use std::num::NonZeroU32;
-use std::sync::Arc;
 
 use governor::{DefaultKeyedRateLimiter, Quota, RateLimiter};
 

@@ -1,6 +1,5 @@
 //! The Telegram client: sends each notification and turns the answer into an `Outcome` (delivered, retry, permanent).
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::{Value, json};
