@@ -163,9 +163,15 @@ pub fn grants(path: &str, value: &serde_json::Value) -> bool {
         | "localhostProfile"
         | "runAsUserName"
         | "gmsaCredentialSpec"
-        | "gmsaCredentialSpecName" => false,
+        | "gmsaCredentialSpecName"
+        // Which account and runtime: a change of them is a security change (a person's
+        // write, a manager's field), but a value alone grants nothing known, so it does
+        // not make every drifted workload a security drift when its Git value is not
+        // known.
+        | "serviceAccountName"
+        | "serviceAccount"
+        | "runtimeClassName" => false,
         "procMount" => value.as_str() != Some("Default"),
-        // `serviceAccountName` grants whatever the account may do: any name counts.
         "automountServiceAccountToken" => value == &Value::Bool(true),
         "type" if matches!(parent, "seccompProfile" | "appArmorProfile") => value.as_str() == Some("Unconfined"),
         _ => true,

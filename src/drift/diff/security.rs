@@ -255,6 +255,22 @@ mod tests {
         assert!(d.changes.iter().any(|c| c.path == SECURITY_NOT_ALL_READ && c.security), "{:?}", d.changes.first());
     }
 
+    /// Which account or runtime a pod uses is a security field (a person's write of it
+    /// pages), but the value alone grants nothing known: a drifted workload whose Git
+    /// value is not known is not a security drift for naming an account.
+    #[test]
+    fn an_account_name_alone_is_no_security_drift() {
+        let mut live = deployment(json!({}), json!([]), json!({"name": "app", "image": "api:1"}));
+        live["spec"]["template"]["spec"]["serviceAccountName"] = json!("api");
+        live["spec"]["template"]["spec"]["runtimeClassName"] = json!("gvisor");
+        let d = diff(&live, None, None);
+        assert!(!d.security, "{:?}", d.changes);
+        live["spec"]["template"]["spec"]["automountServiceAccountToken"] = json!(true);
+        live["spec"]["template"]["spec"]["containers"][0]["ports"] = json!([{"containerPort": 80, "hostPort": 80}]);
+        let d = diff(&live, None, None);
+        assert!(d.security, "a mounted token set on purpose and a port on the node grant: {:?}", d.changes);
+    }
+
     /// A value driftwatch read while Argo CD reported the resource Synced is Git's as it
     /// was read, and only as it was; a hardening value grants nothing and is no drift.
     #[test]
