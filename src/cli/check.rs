@@ -1,7 +1,11 @@
 //! `driftwatch check`: compile every trigger and template, render each template for
 //! synthetic drift, episode and group samples, print every error and warning.
 
-use super::*;
+use anyhow::Context;
+
+use super::{
+    App, CHECK_SAMPLES, DestinationKind, Drift, Episode, FAILED, OK, Path, RenderContext, Runtime, Target, Utc, Value, Write, json, load,
+};
 
 /// A group of three Applications (one resolved, or all when `resolved`) for `check`.
 fn check_group_sample(app: &App, resolved: bool) -> serde_json::Value {

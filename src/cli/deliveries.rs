@@ -1,7 +1,7 @@
 //! `driftwatch deliveries`: undelivered notifications, dead letters and quarantined
 //! entries; `deliveries retry` puts dead letters back in the outbox.
 
-use super::*;
+use super::{BAD_INPUT, FAILED, Format, OK, StateStore, Write, json};
 
 /// `driftwatch deliveries retry (--state FILE | --config FILE) (ID... | --all)`: dead
 /// letters back into the outbox. Exit 2 when an id names no dead letter, 1 when a

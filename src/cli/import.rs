@@ -1,7 +1,7 @@
 //! `driftwatch import`: an Argo CD notifications configuration converted to
 //! driftwatch's files.
 
-use super::*;
+use super::{BAD_INPUT, Format, NEEDS_HAND, OK, Path, PathBuf, Write};
 
 /// `driftwatch import FILE... --out DIR`: converts an Argo CD notifications
 /// configuration and prints the report.

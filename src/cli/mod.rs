@@ -25,7 +25,6 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use anyhow::Context as _;
 use chrono::Utc;
 use serde_json::{Value, json};
 

@@ -2,8 +2,12 @@
 //! the daemon's) does with each snapshot file, every notification as it is submitted
 //! (`show.rs`).
 
-use super::*;
 use crate::daemon::replay::{Replay, Stepped};
+use anyhow::Context;
+
+use super::{
+    App, Arc, BAD_INPUT, ConsoleWriter, FAILED, JsonLinesWriter, OK, PathBuf, Skip, Snapshot, StateStore, Utc, Value, Write, load, replay,
+};
 
 /// Options of `driftwatch run --replay`.
 #[derive(Debug, Clone, Default)]

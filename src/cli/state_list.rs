@@ -1,6 +1,6 @@
 //! `driftwatch state list`: what the store says was delivered, per Application.
 
-use super::*;
+use super::{Format, OK, StateStore, Value, Write, json};
 
 /// `driftwatch state list (--state FILE | --config FILE) [--app PREFIX]`: what the
 /// store says was delivered, per Application.

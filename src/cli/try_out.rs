@@ -2,7 +2,10 @@
 //! conditions hold) and `driftwatch template notify` (what would be sent, and `--send`
 //! to send it).
 
-use super::*;
+use super::{
+    Action, App, AppMeta, Arc, BAD_INPUT, Destination, Drift, Episode, FAILED, Format, Notification, OK, Path, RenderContext, Runtime,
+    StateStore, Target, Utc, Value, Write, json, load, read_app, unknown,
+};
 
 /// `drift` and `episode` for a single Application file, as the daemon would see them
 /// the first time it met the Application in this state (an episode opens now if it

@@ -3,7 +3,11 @@
 //! `resourceClasses`, `routes`, `history`, `breakGlass`, `attribution`, `state`,
 //! `limits`, `operations`.
 
-use super::*;
+use super::{
+    At, AttributionDef, AuditSettings, BreakGlassDef, ClassMap, ClassRule, ConfigError, ConfigFile, Destination, GlobalSubscription,
+    HistoryDef, LimitsDef, OperationsDef, Path, PostgresDef, Retention, RouteDef, RouteTree, Selector, ServerTls, ShardingDef, SourceFile,
+    StateDef, StateSettings, clusters, in_range, relative_to,
+};
 
 /// The most episodes `history.maxEpisodes` may keep: ten million, a few GB of state.
 const MAX_HISTORY_EPISODES: usize = 10_000_000;

@@ -7,7 +7,11 @@
 //! asked once, before the pass, for the Application's [`AppState`] (a group joined or
 //! left is read from the pass's snapshot through [`GroupReads`]).
 
-use super::*;
+use super::{
+    Action, App, AppMeta, AppState, ConditionResult, DateTime, Destination, Drift, Episode, Evaluation, Event, GroupReads, Inputs,
+    Notification, Pipeline, RecordOp, RenderContext, RouteHit, RouteInput, RouteSubject, Skip, StateError, StateRecord, Target, Utc,
+    dedup_key, episode, from_millis, group, new_operations, pages_held, to_millis, under_break_glass, wiring, with_now,
+};
 use crate::json::Pointer;
 
 /// The Application a pass is about, what the store holds about it, and the pass's

@@ -3,7 +3,7 @@
 //! transaction); a pass's re-arm forgets one; the oldest beyond the bound per
 //! Application go.
 
-use super::*;
+use super::{NOTIFIED, SEP, StateError, StateStore, StateView, WriteTransaction, app_range, storage};
 
 impl StateStore {
     pub fn is_notified(&self, app: &str, key: &str) -> Result<bool, StateError> {

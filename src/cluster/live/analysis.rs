@@ -2,9 +2,8 @@
 //! replay's and `routes test`'s stand-in for the cluster, with no API call): its
 //! attribution from `managedFields` and its diff against the desired values.
 
+use super::{Attribution, DesiredSource, METRICS, ReadSettings, Wanted, diff};
 use serde_json::Value;
-
-use super::*;
 
 /// The attribution and diff of a live object given as a file (a replay's or `routes
 /// test`'s stand-in for the cluster, read with no API call),

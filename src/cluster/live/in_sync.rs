@@ -11,9 +11,10 @@
 //! too (the CRD has no status subresource), and a write that lands between a change of
 //! the object and Argo CD's next compare is read as in sync; `argocd:` closes both.
 
+use super::{
+    Arc, ForResource, HashMap, InSync, LiveFetcher, MAX_CACHED, METRICS, READ_TIMEOUT, Target, Value, Wanted, get_object, known_forbidden,
+};
 use std::collections::{HashSet, VecDeque};
-
-use super::*;
 
 /// At most this many in-sync reads are on their way at once (over all clusters); more
 /// are asked for again at the Application's next evaluation.

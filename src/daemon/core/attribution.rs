@@ -3,7 +3,7 @@
 //! cluster's health (logged once when a cluster stops answering, once when it answers
 //! again).
 
-use super::*;
+use super::{App, Attribution, Core, MAX_FORBIDDEN_LOGGED, METRICS, ReadError};
 
 impl Core {
     /// The live reads an evaluation of `app` asks for: its drifted resources' (who,

@@ -3,7 +3,7 @@
 //! `on-drift-attempt` pass sees); the same actor again on the same resource within the
 //! window only counts. Also keeps the audit input's index of managed objects.
 
-use super::*;
+use super::{App, Core, Instant, METRICS, Utc};
 use crate::drift::audit::Recorded;
 
 impl Core {

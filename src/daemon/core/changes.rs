@@ -1,7 +1,7 @@
 //! What the watch says: Applications and AppProjects applied or deleted, and relists
 //! per stream, whose end deletes what a stream no longer lists.
 
-use super::*;
+use super::{App, BTreeSet, Change, Core, HashMap, Kept, Kind, METRICS, Wakeups};
 
 /// A one-line description of a change for debug logs (no whole objects).
 struct ChangeSummary<'a>(&'a Change);

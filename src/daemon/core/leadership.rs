@@ -2,7 +2,7 @@
 //! lock held, the delivery workers started), stepping down, reopening the store after
 //! a failed write, and building the services' clients.
 
-use super::*;
+use super::{Arc, Core, Delivery, Instant, METRICS, Runtime, ServiceRuntime, StateStore, StoreAt};
 
 /// Every configured service's client (`pipeline::wiring::service_clients`), each with a
 /// queue-depth series.

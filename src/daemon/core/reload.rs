@@ -1,7 +1,7 @@
 //! Reloading the configuration: everything built first, swapped in only when all of
 //! it is valid; a refused reload keeps the running configuration and says why.
 
-use super::*;
+use super::{Arc, Core, Delivery, METRICS, Pipeline, Runtime, StateStore, build_services, config, config_fingerprint};
 
 /// Whether any condition reads the clock (decided from the compiled script): only then
 /// is a periodic re-evaluation needed.

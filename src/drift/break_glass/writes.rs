@@ -4,7 +4,7 @@
 //! many and whatever values they leave, cannot push out another's opening or approval
 //! (review L-a).
 
-use super::*;
+use super::{DateTime, Utc};
 
 /// A write of the annotation the audit input saw (an allowed request on the
 /// Application that named it): who, through what, and the value it left.

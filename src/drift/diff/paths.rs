@@ -2,9 +2,8 @@
 //! fields a manager owns, where such a path is in an object, and how it is shown
 //! (`spec.template.spec.containers[app].securityContext.privileged`).
 
+use super::{MAX_DEPTH, MAX_OWNED, MAX_VISITED, Step, numbers_equal};
 use serde_json::Value;
-
-use super::*;
 
 /// One segment of a path as `managedFields` writes it.
 #[derive(Debug, Clone, PartialEq)]

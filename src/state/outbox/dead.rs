@@ -2,7 +2,10 @@
 //! `driftwatch deliveries` and put back on demand) and quarantined entries (what could
 //! not be decoded, kept as text).
 
-use super::*;
+use super::{
+    DEPTH, DUE, Deserialize, ENTRIES, MAX_OUTBOX_PER_SERVICE, Notification, OutboxEntry, PENDING, Serialize, StateError, StateStore,
+    TableDefinition, WriteTransaction, count_out, from_json, insert_entry, pending_key, storage, to_json,
+};
 
 /// id -> JSON [`DeadLetter`].
 pub(super) const DEAD: TableDefinition<u64, &str> = TableDefinition::new("dead_letters");
