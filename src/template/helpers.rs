@@ -24,7 +24,7 @@ fn display(v: &Json) -> String {
 
 /// Escapes `s` as the body of a JSON string literal (no surrounding quotes).
 pub fn json_escape(s: &str) -> String {
-    let quoted = Json::String(json_restore_str(s)).to_string();
+    let quoted = Json::String(s.to_string()).to_string();
     quoted[1..quoted.len() - 1].to_string()
 }
 
@@ -80,7 +80,9 @@ pub fn truncate_with(s: &str, n: usize, suffix: &str) -> String {
 }
 
 handlebars_helper!(json_helper: |v: Json| json_restore(v).to_string());
-handlebars_helper!(json_escape_helper: |v: Json| json_escape(&display(v)));
+// The template's data hides `"`, `\` and control characters from JSON fields
+// (`template::json_safe`): the helper puts them back, then escapes.
+handlebars_helper!(json_escape_helper: |v: Json| json_escape(&json_restore_str(&display(v))));
 handlebars_helper!(slack_escape_helper: |v: Json| slack_escape(&display(v)));
 handlebars_helper!(truncate_helper: |v: Json, n: u64, {suffix: str = "…"}| {
     truncate_with(&display(v), usize::try_from(n).unwrap_or(usize::MAX), suffix)
