@@ -222,17 +222,20 @@ enum Shown<'a> {
     NotKnown,
 }
 
-/// Computes the diff (bounded; never fails: what it cannot do goes in the note).
-pub fn compute(mut input: Input<'_>) -> ResourceDiff {
-    let mut live = normalize(input.live.clone());
-    let (mut desired, source) = match input.desired.take() {
-        Some((d, s)) => (Some(normalize(d)), s),
-        None => (None, DesiredSource::NotKnown),
-    };
-    let mut visited = 0usize;
-    let mut owned = Vec::new();
-    let mut argocd_security = Vec::new();
-    let mut ignored_by_manager = Vec::new();
+/// Who owns what of the live object, from its `managedFields`: the fields of managers
+/// other than Argo CD's, the security fields Argo CD's names own (kept to name the
+/// owner of a value the security walk lists), and the fields of the managers the
+/// Application ignores; with the nodes visited.
+#[derive(Default)]
+struct Owners {
+    visited: usize,
+    owned: Vec<Owned>,
+    argocd_security: Vec<Owned>,
+    ignored_by_manager: Vec<Vec<Seg>>,
+}
+
+fn owners(input: &Input<'_>) -> Owners {
+    let mut o = Owners::default();
     if let Some(entries) = input.live.at("/metadata/managedFields").and_then(Value::as_array) {
         for e in entries {
             let s = |k: &str| e.get(k).and_then(Value::as_str).unwrap_or_default().to_string();
@@ -242,10 +245,10 @@ pub fn compute(mut input: Input<'_>) -> ResourceDiff {
             }
             let Some(f) = e.get("fieldsV1") else { continue };
             let mut paths = Vec::new();
-            owned_paths(f, &mut Vec::new(), &mut paths, &mut visited);
+            owned_paths(f, &mut Vec::new(), &mut paths, &mut o.visited);
             let argocd = ARGOCD_MANAGERS.contains(&manager.as_str());
             if input.ignore.managers.contains(&manager) {
-                ignored_by_manager.extend(paths);
+                o.ignored_by_manager.extend(paths);
             } else if argocd {
                 // A field manager's name is whatever the client sent. What Argo CD's names
                 // own is desired state — including the fields the API server defaulted
@@ -256,21 +259,59 @@ pub fn compute(mut input: Input<'_>) -> ResourceDiff {
                 {
                     let time = s("time");
                     for segs in paths.into_iter().filter(|p| is_security_field(input.kind_class, &display(p))) {
-                        if argocd_security.len() < MAX_OWNED {
-                            argocd_security.push(Owned { segs, manager: manager.clone(), time: time.clone() });
+                        if o.argocd_security.len() < MAX_OWNED {
+                            o.argocd_security.push(Owned { segs, manager: manager.clone(), time: time.clone() });
                         }
                     }
                 }
             } else if !input.ignore_managers.contains(&manager) {
                 let time = s("time");
                 for segs in paths {
-                    if owned.len() < MAX_OWNED {
-                        owned.push(Owned { segs, manager: manager.clone(), time: time.clone() });
+                    if o.owned.len() < MAX_OWNED {
+                        o.owned.push(Owned { segs, manager: manager.clone(), time: time.clone() });
                     }
                 }
             }
         }
     }
+    o
+}
+
+/// The changes as shown, each with the newest owner of its place in the live object
+/// (found once for all changes).
+fn field_changes<'o>(raw: &[Raw<'_>], owners: impl Iterator<Item = &'o Owned>, live: &Value, input: &Input<'_>) -> Vec<FieldChange> {
+    // Where each owned field is in the live object, found once for all changes.
+    let placed: Vec<(Vec<Step>, &Owned)> =
+        if raw.is_empty() { Vec::new() } else { owners.filter_map(|o| locate(live, &o.segs).map(|(at, _)| (at, o))).collect() };
+    raw.iter()
+        .map(|r| {
+            let owner = placed
+                .iter()
+                .filter(|(at, _)| at.starts_with(&r.at) || r.at.starts_with(at))
+                .map(|(_, o)| *o)
+                .max_by(|a, b| a.time.cmp(&b.time));
+            let (desired, live) = values(r, input.secret, input.limits.max_value_chars, input.mask);
+            FieldChange {
+                path: r.path.clone(),
+                desired,
+                live,
+                manager: owner.map(|o| o.manager.clone()).unwrap_or_default(),
+                user: String::new(),
+                time: owner.map(|o| o.time.clone()).unwrap_or_default(),
+                security: r.security,
+            }
+        })
+        .collect()
+}
+
+/// Computes the diff (bounded; never fails: what it cannot do goes in the note).
+pub fn compute(mut input: Input<'_>) -> ResourceDiff {
+    let mut live = normalize(input.live.clone());
+    let (mut desired, source) = match input.desired.take() {
+        Some((d, s)) => (Some(normalize(d)), s),
+        None => (None, DesiredSource::NotKnown),
+    };
+    let Owners { visited, owned, argocd_security, ignored_by_manager } = owners(&input);
     // Ignored fields go from both objects before anything is compared.
     let mut notes = std::mem::take(&mut input.notes);
     let before = (!input.ignore.is_empty()).then(|| live.clone());
@@ -343,32 +384,7 @@ pub fn compute(mut input: Input<'_>) -> ResourceDiff {
     let mut raw = w.raw;
     raw.sort_by_key(|r| !r.security);
     raw.truncate(input.limits.max_fields);
-    // Where each owned field is in the live object, found once for all changes.
-    let placed: Vec<(Vec<Step>, &Owned)> = if raw.is_empty() {
-        Vec::new()
-    } else {
-        owned.iter().chain(&argocd_security).filter_map(|o| locate(&live, &o.segs).map(|(at, _)| (at, o))).collect()
-    };
-    let changes = raw
-        .iter()
-        .map(|r| {
-            let owner = placed
-                .iter()
-                .filter(|(at, _)| at.starts_with(&r.at) || r.at.starts_with(at))
-                .map(|(_, o)| *o)
-                .max_by(|a, b| a.time.cmp(&b.time));
-            let (desired, live) = values(r, input.secret, input.limits.max_value_chars, input.mask);
-            FieldChange {
-                path: r.path.clone(),
-                desired,
-                live,
-                manager: owner.map(|o| o.manager.clone()).unwrap_or_default(),
-                user: String::new(),
-                time: owner.map(|o| o.time.clone()).unwrap_or_default(),
-                security: r.security,
-            }
-        })
-        .collect::<Vec<_>>();
+    let changes = field_changes(&raw, owned.iter().chain(&argocd_security), &live, &input);
     notes.dedup();
     ResourceDiff { source, more: total.saturating_sub(changes.len()), changes, note: notes.join("; "), ignored, security: w.security }
 }
