@@ -415,9 +415,9 @@ fn relevant(e: &Event, f: &Filter) -> Result<Vec<Hit>, Dropped> {
     }
     // A `deletecollection` names no object: the Applications listing one of the
     // collection's (`kubectl delete networkpolicies --all`).
-    let targets = match (e.verb.as_ref(), o.name.is_empty()) {
-        ("deletecollection", true) => f.index.collection(&o.api_group, &o.resource, &o.namespace),
-        _ => f.index.lookup(&o.api_group, &o.resource, &o.namespace, &o.name),
+    let targets: Cow<[super::index::Target]> = match (e.verb.as_ref(), o.name.is_empty()) {
+        ("deletecollection", true) => Cow::Owned(f.index.collection(&o.api_group, &o.resource, &o.namespace)),
+        _ => Cow::Borrowed(f.index.lookup(&o.api_group, &o.resource, &o.namespace, &o.name)),
     };
     let hits: Vec<Hit> = targets.iter().map(|t| (t.app_key.to_string(), t.kind.to_string(), t.app_spec)).collect();
     if !hits.is_empty() {

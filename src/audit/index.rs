@@ -32,8 +32,10 @@ pub struct ManagedIndex {
     /// destination namespace.
     by_tracking: HashMap<String, Vec<(Arc<str>, String)>>,
     /// A collection (`group/resource/namespace`) -> the Applications that list an
-    /// object of it, with its kind: what a `deletecollection` (no name) removes.
-    by_collection: HashMap<String, Vec<Target>>,
+    /// object of it, with its kind: what a `deletecollection` (no name) removes. Keyed
+    /// by Application, so that keeping it costs the same however many Applications
+    /// share a namespace.
+    by_collection: HashMap<String, HashMap<Arc<str>, Target>>,
 }
 
 /// The collection an object key belongs to (its key without the name).
@@ -100,10 +102,7 @@ impl ManagedIndex {
         self.remove(&key);
         for (r, t) in refs.iter().zip(targets) {
             // The Application itself too: `kubectl delete applications --all`.
-            let c = self.by_collection.entry(collection_of(r).to_string()).or_default();
-            if !c.iter().any(|o| o.app_key == t.app_key) {
-                c.push(t.clone());
-            }
+            self.by_collection.entry(collection_of(r).to_string()).or_default().entry(t.app_key.clone()).or_insert_with(|| t.clone());
             let list = self.by_ref.entry(r.clone()).or_default();
             if !list.iter().any(|o| o.app_key == t.app_key) {
                 list.push(t);
@@ -119,9 +118,9 @@ impl ManagedIndex {
     pub fn remove(&mut self, app_key: &str) {
         let Some((refs, tracking, _)) = self.by_app.remove(app_key) else { return };
         for r in refs {
-            if let Some(list) = self.by_collection.get_mut(collection_of(&r)) {
-                list.retain(|t| &*t.app_key != app_key);
-                if list.is_empty() {
+            if let Some(apps) = self.by_collection.get_mut(collection_of(&r)) {
+                apps.remove(app_key);
+                if apps.is_empty() {
                     self.by_collection.remove(collection_of(&r));
                 }
             }
@@ -157,12 +156,10 @@ impl ManagedIndex {
     /// The Applications that list an object of the collection `group/resource` in
     /// `namespace` (empty: cluster-scoped), which a `deletecollection` removes, with
     /// the plural rule applied as [`Self::lookup`] does.
-    pub fn collection(&self, group: &str, resource: &str, namespace: &str) -> &[Target] {
+    pub fn collection(&self, group: &str, resource: &str, namespace: &str) -> Vec<Target> {
         let key = |resource: &str| format!("{group}/{resource}/{namespace}");
-        match self.by_collection.get(&key(resource)) {
-            Some(found) => found,
-            None => self.by_collection.get(&key(&plural(resource))).map(Vec::as_slice).unwrap_or_default(),
-        }
+        let apps = self.by_collection.get(&key(resource)).or_else(|| self.by_collection.get(&key(&plural(resource))));
+        apps.map(|a| a.values().cloned().collect()).unwrap_or_default()
     }
 
     /// The Application an object carrying Argo CD's tracking value `value` belongs to,
