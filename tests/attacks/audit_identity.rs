@@ -43,7 +43,7 @@ routes:
         )
     }
 
-    const PRIVILEGED: &str =
+    pub(crate) const PRIVILEGED: &str =
         r#"{"spec": {"template": {"spec": {"containers": [{"name": "app", "securityContext": {"privileged": true}}]}}}}"#;
 
     fn deployment(name: &str) -> Value {

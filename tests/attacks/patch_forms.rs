@@ -5,32 +5,38 @@
 mod on_a_real_api_server {
     use std::time::Duration;
 
-    use crate::audit_identity::on_a_real_api_server::{DEPLOY, World, world};
+    use crate::audit_identity::on_a_real_api_server::{DEPLOY, PRIVILEGED, world};
     use crate::common::control_plane::ALICE;
     use crate::common::daemon::wait_for;
 
-    /// Whether alice's write was paged (critical, naming her and the Deployment).
-    fn paged(w: &World, what: &str) {
-        wait_for(what, Duration::from_secs(30), || {
+    /// In a world of its own (`name`), alice's one patch with the query `query`, then
+    /// Argo CD's self-heal when `heal`: her write is paged (critical, naming her and the
+    /// Deployment).
+    fn paged_after(name: &str, query: &str, body: &str, heal: bool) {
+        let w = world(name);
+        assert_eq!(w.patch_with(ALICE, DEPLOY, query, body, None), 200);
+        if heal {
+            w.heal();
+        }
+        wait_for("alice's write paged", Duration::from_secs(30), || {
             w.pages().iter().any(|(s, sev)| s.contains("alice") && s.contains("Deployment payments/api") && sev == "critical")
         });
+        w.stop();
     }
+
+    const QUERY: &str = "fieldManager=kubectl-patch";
 
     /// alice sends one patch: forty labels first, then `privileged: true` (the request
     /// body keeps that order). Expected: paged (the fields past the 32 shown were
     /// dropped, the privileged one with them: a `workload` write, chat only).
     #[test]
     fn a_privileged_write_padded_with_labels_is_paged() {
-        let w = world("attack-padded");
         let labels: Vec<String> = (0..40).map(|i| format!("\"f{i}\": \"x\"")).collect();
         let body = format!(
             r#"{{"metadata": {{"labels": {{{}}}}}, "spec": {{"template": {{"spec": {{"containers": [{{"name": "app", "securityContext": {{"privileged": true}}}}]}}}}}}}}"#,
             labels.join(", ")
         );
-        assert_eq!(w.patch(ALICE, DEPLOY, &body, None), 200);
-        w.heal();
-        paged(&w, "the padded privileged write paged");
-        w.stop();
+        paged_after("attack-padded", QUERY, &body, true);
     }
 
     /// alice's privileged patch carries `?x=dryRun=1`: the API server ignores the
@@ -38,12 +44,7 @@ mod on_a_real_api_server {
     /// URI dropped it as no change).
     #[test]
     fn a_query_that_looks_like_a_dry_run_does_not_hide_the_write() {
-        let w = world("attack-dryrun");
-        let privileged = r#"{"spec": {"template": {"spec": {"containers": [{"name": "app", "securityContext": {"privileged": true}}]}}}}"#;
-        assert_eq!(w.patch_with(ALICE, DEPLOY, "fieldManager=kubectl-patch&x=dryRun=1", privileged, None), 200);
-        w.heal();
-        paged(&w, "the write under a look-alike dryRun paged");
-        w.stop();
+        paged_after("attack-dryrun", "fieldManager=kubectl-patch&x=dryRun=1", PRIVILEGED, true);
     }
 
     /// alice removes the container's `securityContext` whole with a strategic merge
@@ -51,10 +52,7 @@ mod on_a_real_api_server {
     /// skipped, the patch set nothing, and it was dropped as no change).
     #[test]
     fn a_security_context_deleted_by_directive_is_paged() {
-        let w = world("attack-patch-delete");
         let delete = r#"{"spec": {"template": {"spec": {"containers": [{"name": "app", "securityContext": {"$patch": "delete"}}]}}}}"#;
-        assert_eq!(w.patch(ALICE, DEPLOY, delete, None), 200);
-        paged(&w, "the deleted securityContext paged");
-        w.stop();
+        paged_after("attack-patch-delete", QUERY, delete, false);
     }
 }
