@@ -723,17 +723,7 @@ mod tests {
     fn only_writes_of_the_same_classes_coalesce_and_security_writes_only_when_identical() {
         let mut idx = AttemptIndex::default();
         let w = chrono::Duration::minutes(10);
-        let privileged = |t: i64, value: &str| {
-            let path = "spec.template.spec.containers[app].securityContext.privileged";
-            Attempt {
-                class: "security-context".into(),
-                security: true,
-                fields: vec![path.into()],
-                security_fields: vec![path.into()],
-                set: vec![SetField { path: path.into(), value: value.into() }],
-                ..attempt("alice", "api", Decision::Allowed, t)
-            }
-        };
+        let privileged = |t: i64, value: &str| privileged_to("alice", "api", t, value);
         let label = Attempt { class: "workload".into(), ..attempt("alice", "api", Decision::Allowed, 0) };
         assert_eq!(idx.record(label, w, at(0)), Recorded::New);
         assert_eq!(idx.record(privileged(10, "true"), w, at(10)), Recorded::New, "a privileged write after a label");
@@ -764,13 +754,18 @@ mod tests {
 
     /// A privileged write by `user` on `name` at `t` (a security attempt).
     fn privileged(user: &str, name: &str, t: i64) -> Attempt {
+        privileged_to(user, name, t, "true")
+    }
+
+    /// A write of `privileged: <value>` by `user` on `name` at `t`.
+    fn privileged_to(user: &str, name: &str, t: i64, value: &str) -> Attempt {
         let path = "spec.template.spec.containers[app].securityContext.privileged";
         Attempt {
             class: "security-context".into(),
             security: true,
             fields: vec![path.into()],
             security_fields: vec![path.into()],
-            set: vec![SetField { path: path.into(), value: "true".into() }],
+            set: vec![SetField { path: path.into(), value: value.into() }],
             ..attempt(user, name, Decision::Allowed, t)
         }
     }
