@@ -37,7 +37,7 @@ impl Applications {
         agent: &str,
         namespace: &str,
     ) -> Result<Applications, Error> {
-        let client = super::client::client_as(kubeconfig, context, Some(agent)).await.map_err(Error::Failed)?;
+        let client = super::client::client_as(kubeconfig, context, Some(agent)).await.map_err(|e| Error::Failed(e.into()))?;
         let ar = ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk("argoproj.io", "v1alpha1", "Application"), "applications");
         let api = Api::namespaced_with(client.clone(), namespace, &ar);
         Ok(Applications { client, api })

@@ -9,8 +9,20 @@ pub type ApiClient = kube::Client;
 
 /// A client from an explicit kubeconfig (and context), or the usual inference:
 /// in-cluster service account, then `$KUBECONFIG` / `~/.kube/config`.
-pub async fn client(kubeconfig: Option<&std::path::Path>, context: Option<&str>) -> Result<kube::Client, String> {
+pub async fn client(kubeconfig: Option<&std::path::Path>, context: Option<&str>) -> Result<kube::Client, ConnectError> {
     client_as(kubeconfig, context, None).await
+}
+
+/// Why no client could be made (the kubeconfig, the cluster's entry, its Secret), as
+/// text naming the cluster and the file.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct ConnectError(pub String);
+
+impl From<ConnectError> for String {
+    fn from(e: ConnectError) -> String {
+        e.0
+    }
 }
 
 /// [`client`], sending `user_agent` with every request (what the API server's audit
@@ -19,7 +31,12 @@ pub async fn client_as(
     kubeconfig: Option<&std::path::Path>,
     context: Option<&str>,
     user_agent: Option<&str>,
-) -> Result<kube::Client, String> {
+) -> Result<kube::Client, ConnectError> {
+    client_config(kubeconfig, context, user_agent).await.map_err(ConnectError)
+}
+
+/// [`client_as`], its refusal as text.
+async fn client_config(kubeconfig: Option<&std::path::Path>, context: Option<&str>, user_agent: Option<&str>) -> Result<kube::Client, String> {
     crate::tls::init_crypto();
     let options = kube::config::KubeConfigOptions { context: context.map(str::to_string), ..Default::default() };
     let mut config = match kubeconfig {
@@ -42,7 +59,12 @@ pub async fn client_as(
 /// bearer token and CA file, or (opt-in) Argo CD's own cluster Secret for it, read
 /// through the hub's client. Reads from it give up as the in-cluster ones do
 /// (`live::READ_TIMEOUT`); the connection itself is given 10 s.
-pub async fn spoke(spec: &crate::config::clusters::ClusterSpec, hub: &kube::Client) -> Result<kube::Client, String> {
+pub async fn spoke(spec: &crate::config::clusters::ClusterSpec, hub: &kube::Client) -> Result<kube::Client, ConnectError> {
+    spoke_config(spec, hub).await.map_err(ConnectError)
+}
+
+/// [`spoke`], its refusal as text.
+async fn spoke_config(spec: &crate::config::clusters::ClusterSpec, hub: &kube::Client) -> Result<kube::Client, String> {
     use crate::config::clusters::ClusterAuth;
     crate::tls::init_crypto();
     let who = &spec.label;
@@ -189,7 +211,7 @@ mod tests {
                 auth: ClusterAuth::Kubeconfig { path, context: None },
             }
         };
-        let refused = spoke(&spec("http://spoke.example.com:6443"), &hub).await.map(|_| ()).unwrap_err();
+        let refused = spoke(&spec("http://spoke.example.com:6443"), &hub).await.map(|_| ()).unwrap_err().0;
         assert!(refused.contains("must be https://") && refused.contains("spoke-1"), "{refused}");
         assert!(spoke(&spec("http://127.0.0.1:6443"), &hub).await.is_ok());
     }

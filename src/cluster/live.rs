@@ -245,7 +245,7 @@ type ForbiddenKinds = std::sync::Mutex<HashMap<(String, String), (String, Instan
 
 /// One cluster's client and what is remembered about it.
 struct Cluster {
-    client: Result<kube::Client, String>,
+    client: Result<kube::Client, super::client::ConnectError>,
     discovery: DiscoveryCache,
     forbidden: ForbiddenKinds,
     permits: Arc<Semaphore>,
@@ -298,7 +298,7 @@ impl LiveFetcher {
     /// results.
     pub fn new(
         local: kube::Client,
-        spokes: Vec<(String, Result<kube::Client, String>)>,
+        spokes: Vec<(String, Result<kube::Client, super::client::ConnectError>)>,
         concurrency: usize,
         ttl: Duration,
         settings: ReadSettings,
@@ -528,7 +528,7 @@ async fn read(
 /// The live object `w` names (`full`: the whole object, else its metadata), `None`
 /// when it does not exist; a 403 is remembered for the kind.
 async fn get_object(cluster: &Cluster, full: bool, w: &Wanted) -> Result<Option<Value>, ReadError> {
-    let client = cluster.client.as_ref().map_err(|e| ReadError::Failed(e.clone()))?;
+    let client = cluster.client.as_ref().map_err(|e| ReadError::Failed(e.0.clone()))?;
     let gvk = GroupVersionKind::gvk(&w.group, &w.version, &w.kind);
     let known = cluster.discovery.lock().await.get(&gvk).cloned();
     let (ar, caps) = match known {
