@@ -65,3 +65,4 @@ pub mod template;
 pub mod text;
 pub mod tls;
 pub mod trigger;
+pub mod unit;

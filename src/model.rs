@@ -359,6 +359,35 @@ impl Action {
     }
 }
 
+/// A Kubernetes object by identity: API group (empty for the core group), kind,
+/// namespace (empty for cluster-scoped objects) and name. What an engine's inventory
+/// lists and what a drift, an audited write or a live read is about.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct ResourceRef {
+    pub group: String,
+    pub kind: String,
+    pub namespace: String,
+    pub name: String,
+}
+
+impl ResourceRef {
+    /// The group of an `apiVersion` (`apps/v1` → `apps`, `v1` → the core group).
+    pub fn group_of(api_version: &str) -> &str {
+        api_version.rsplit_once('/').map_or("", |(g, _)| g)
+    }
+}
+
+impl fmt::Display for ResourceRef {
+    /// `Kind/namespace/name`, `Kind/name` when cluster-scoped (as Flux and `kubectl` say it).
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.namespace.is_empty() {
+            true => write!(f, "{}/{}", self.kind, self.name),
+            false => write!(f, "{}/{}/{}", self.kind, self.namespace, self.name),
+        }
+    }
+}
+
 /// What a destination may need to know about the Application beyond the rendered
 /// payload (SIEM records, PagerDuty dedup keys, links). Read once per notification.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]

@@ -13,6 +13,9 @@ const LAYERS: &[&[&str]] = &[
     &["model"],
     // Positions in configuration files (and configured durations).
     &["source"],
+    // Deployment units: an Argo CD Application, a Flux Kustomization or HelmRelease, a
+    // Fleet BundleDeployment, read into one shape.
+    &["unit"],
     // The typed records of what drifted, and the pure stages that read them: rhai
     // (trigger), handlebars (template), routing; the state store keeps episodes.
     &["drift"],

@@ -346,10 +346,8 @@ fn drifted_resource(
     };
     let mut class = kind_class;
     let security = attr.is_some_and(|a| a.security);
-    if security {
-        if !matches!(kind_class, "rbac" | "network-policy" | "admission") {
-            class = "security-context";
-        }
+    if security && !matches!(kind_class, "rbac" | "network-policy" | "admission") {
+        class = "security-context";
     }
     let resource = format!("{} {}/{}", s("kind"), s("namespace"), s("name"));
     for m in attr.map(|a| a.managers.as_slice()).unwrap_or_default() {
