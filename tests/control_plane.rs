@@ -1293,4 +1293,94 @@ mod on_a_real_api_server {
             }
         }
     }
+
+    /// A Flux Kustomization and HelmRelease and a Fleet BundleDeployment written through
+    /// the real API server with the CRDs their projects ship (`tests/data/flux`,
+    /// `tests/data/fleet`), their status through the status subresource as their
+    /// controllers write it, read back as units: the schemas keep what `unit` reads.
+    #[test]
+    fn flux_and_fleet_units_read_as_the_api_server_serves_them() {
+        use driftwatch::unit::{Change, Engine, Health, Sync, Unit};
+        let plane = cp::shared();
+        block_on(async {
+            let admin = plane.api.client(ADMIN).await;
+            plane.api.namespaces(&["units-flux", "units-fleet"]).await;
+            let objects = [
+                (
+                    json!({"apiVersion": "kustomize.toolkit.fluxcd.io/v1", "kind": "Kustomization",
+                        "metadata": {"name": "apps", "namespace": "units-flux"},
+                        "spec": {"interval": "10m", "path": "./apps", "prune": true, "serviceAccountName": "apps-deployer",
+                                 "sourceRef": {"kind": "GitRepository", "name": "fleet-infra"}}}),
+                    json!({"observedGeneration": 1,
+                        "lastAppliedRevision": "main@sha1:1111111111111111111111111111111111111111",
+                        "lastAttemptedRevision": "main@sha1:1111111111111111111111111111111111111111",
+                        "conditions": [{"type": "Ready", "status": "False", "reason": "HealthCheckFailed",
+                            "message": "timeout waiting for: [Deployment/shop/web status: 'InProgress']",
+                            "lastTransitionTime": "2026-12-07T10:00:00Z", "observedGeneration": 1}],
+                        "inventory": {"entries": [{"id": "shop_web_apps_Deployment", "v": "v1"}]}}),
+                ),
+                (
+                    json!({"apiVersion": "helm.toolkit.fluxcd.io/v2", "kind": "HelmRelease",
+                        "metadata": {"name": "podinfo", "namespace": "units-flux"},
+                        "spec": {"interval": "5m", "driftDetection": {"mode": "warn"},
+                                 "chart": {"spec": {"chart": "podinfo", "sourceRef": {"kind": "HelmRepository", "name": "podinfo"}}}}}),
+                    json!({"observedGeneration": 1, "lastAttemptedRevision": "6.7.1",
+                        "history": [{"name": "podinfo", "namespace": "units-flux", "version": 2, "status": "deployed",
+                            "chartName": "podinfo", "chartVersion": "6.7.1", "appVersion": "6.7.1",
+                            "digest": "sha256:aa", "configDigest": "sha256:bb",
+                            "firstDeployed": "2026-12-07T09:00:00Z", "lastDeployed": "2026-12-07T10:00:00Z"}],
+                        "conditions": [
+                            {"type": "Ready", "status": "True", "reason": "UpgradeSucceeded", "message": "ok",
+                             "lastTransitionTime": "2026-12-07T10:00:00Z"},
+                            {"type": "Drifted", "status": "True", "reason": "DriftDetected",
+                             "message": "Cluster state of release units-flux/podinfo.v2 has drifted from the desired state:\nDeployment/units-flux/podinfo changed (0 additions, 1 changes, 0 removals)",
+                             "lastTransitionTime": "2026-12-07T10:01:00Z"}],
+                        "inventory": {"entries": [{"id": "units-flux_podinfo_apps_Deployment", "v": "v1"}]}}),
+                ),
+                (
+                    json!({"apiVersion": "fleet.cattle.io/v1alpha1", "kind": "BundleDeployment",
+                        "metadata": {"name": "apps-web", "namespace": "units-fleet",
+                            "labels": {"fleet.cattle.io/bundle-namespace": "fleet-default", "fleet.cattle.io/cluster": "prod-eu",
+                                       "fleet.cattle.io/cluster-namespace": "fleet-default", "fleet.cattle.io/repo-name": "apps",
+                                       "fleet.cattle.io/commit": "3333333333333333333333333333333333333333"}},
+                        "spec": {"deploymentID": "s-4d5e6f:9a8b7c", "options": {"defaultNamespace": "web"}}}),
+                    json!({"appliedDeploymentID": "s-4d5e6f:9a8b7c", "ready": true, "nonModified": false,
+                        "display": {"state": "Modified"},
+                        "modifiedStatus": [{"apiVersion": "apps/v1", "kind": "Deployment", "namespace": "web", "name": "web",
+                            "patch": "{\"spec\":{\"replicas\":2}}"}],
+                        "incompleteState": true,
+                        "resources": [{"apiVersion": "apps/v1", "kind": "Deployment", "namespace": "web", "name": "web"}]}),
+                ),
+            ];
+            let mut units = Vec::new();
+            for (object, status) in objects {
+                let api = cp::api_of(&admin, &object).await;
+                let name = object["metadata"]["name"].as_str().unwrap().to_string();
+                let created: kube::api::DynamicObject = serde_json::from_value(object.clone()).unwrap();
+                api.create(&Default::default(), &created).await.unwrap_or_else(|e| panic!("{name}: {e}"));
+                // The status subresource, as the controllers write it (the main
+                // resource ignores a status).
+                api.patch_status(&name, &Default::default(), &Patch::Merge(json!({"status": status})))
+                    .await
+                    .unwrap_or_else(|e| panic!("{name} status: {e}"));
+                let read = serde_json::to_value(api.get(&name).await.unwrap()).unwrap();
+                assert!(read["status"].is_object(), "{name}: the API server kept the status: {read}");
+                units.push(Unit::read(&read).unwrap_or_else(|e| panic!("{name}: {e}")));
+            }
+            let (k, h, b) = (&units[0], &units[1], &units[2]);
+            assert_eq!(k.engine(), Engine::FluxKustomization);
+            assert!(k.reconcile.failed && k.reconcile.reason == "HealthCheckFailed", "{k:?}");
+            assert_eq!((k.sync, k.health), (Some(Sync::OutOfSync), Some(Health::Degraded)));
+            assert_eq!(k.managed[0].to_string(), "Deployment/shop/web");
+            assert_eq!(k.tenancy.service_account, "apps-deployer");
+            assert_eq!(h.engine(), Engine::FluxHelmRelease);
+            assert_eq!(h.revision.chart.as_ref().map(|c| c.release), Some(2));
+            assert!(h.drift.drifted);
+            assert_eq!(h.drift.modified[0].object.group, "apps", "the group from the inventory");
+            assert_eq!(b.engine(), Engine::Fleet);
+            assert!(b.drift.drifted && b.drift.incomplete);
+            assert_eq!((b.drift.modified[0].change, b.drift.modified[0].patch.as_str()), (Change::Modified, r#"{"spec":{"replicas":2}}"#));
+            assert_eq!(b.destination.cluster, "fleet-default/prod-eu");
+        });
+    }
 }

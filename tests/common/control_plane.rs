@@ -448,8 +448,15 @@ impl ApiServer {
     async fn apply_crds(&self) {
         let client = self.client(ADMIN).await;
         let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-        for file in ["application-crd.yaml", "appproject-crd.yaml"] {
-            let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/argocd/crds").join(file);
+        // Argo CD's, and the units of Flux and Fleet (`tests/data/*/README.md`).
+        for file in [
+            "argocd/crds/application-crd.yaml",
+            "argocd/crds/appproject-crd.yaml",
+            "flux/crds/kustomizations.yaml",
+            "flux/crds/helmreleases.yaml",
+            "fleet/crds/bundledeployments.yaml",
+        ] {
+            let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data").join(file);
             let v: Value = serde_saphyr::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
             let crd: CustomResourceDefinition = serde_json::from_value(v).unwrap();
             match crds.create(&PostParams::default(), &crd).await {
@@ -461,12 +468,14 @@ impl ApiServer {
         // Served once discovery lists both kinds and a list answers.
         let start = Instant::now();
         loop {
-            let apps = Api::<DynamicObject>::all_with(client.clone(), &application_resource());
-            let projects = Api::<DynamicObject>::all_with(client.clone(), &project_resource());
-            if apps.list(&Default::default()).await.is_ok() && projects.list(&Default::default()).await.is_ok() {
+            let mut served = true;
+            for r in [application_resource(), project_resource()].into_iter().chain(unit_resources()) {
+                served &= Api::<DynamicObject>::all_with(client.clone(), &r).list(&Default::default()).await.is_ok();
+            }
+            if served {
                 break;
             }
-            assert!(start.elapsed() < Duration::from_secs(60), "the Argo CD CRDs were not served within 60 s");
+            assert!(start.elapsed() < Duration::from_secs(60), "the CRDs were not served within 60 s");
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
         // Argo CD creates the `default` AppProject at start: every destination and kind.
@@ -515,6 +524,18 @@ fn tail(s: &str, lines: usize) -> String {
 
 pub fn application_resource() -> kube::discovery::ApiResource {
     kube::discovery::ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk("argoproj.io", "v1alpha1", "Application"), "applications")
+}
+
+/// The units of Flux and Fleet: Kustomization, HelmRelease, BundleDeployment.
+pub fn unit_resources() -> Vec<kube::discovery::ApiResource> {
+    [
+        ("kustomize.toolkit.fluxcd.io", "v1", "Kustomization", "kustomizations"),
+        ("helm.toolkit.fluxcd.io", "v2", "HelmRelease", "helmreleases"),
+        ("fleet.cattle.io", "v1alpha1", "BundleDeployment", "bundledeployments"),
+    ]
+    .into_iter()
+    .map(|(g, v, k, plural)| kube::discovery::ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(g, v, k), plural))
+    .collect()
 }
 
 pub fn project_resource() -> kube::discovery::ApiResource {
