@@ -171,7 +171,12 @@ fn main() {
     let pipeline = Pipeline::new(prod.clone());
     let mut inputs = driftwatch::pipeline::Inputs::default();
     inputs.live_read(
-        driftwatch::drift::attribution::resource_key("apps", "Deployment", "shop", "res-7"),
+        driftwatch::drift::attribution::resource_key(&driftwatch::model::ResourceRef {
+            group: "apps".into(),
+            kind: "Deployment".into(),
+            namespace: "shop".into(),
+            name: "res-7".into(),
+        }),
         Some(driftwatch::drift::attribution::attribute(&live_object, "workload", &[])),
         false,
     );
@@ -332,11 +337,13 @@ fn diff_benches() {
     let wanted = |kind: &str, class: &str, app: &Value| {
         let rules = driftwatch::drift::ignore::IgnoreRules::of(app);
         Wanted {
-            group: if kind == "Deployment" { "apps".into() } else { String::new() },
+            object: driftwatch::model::ResourceRef {
+                group: if kind == "Deployment" { "apps".into() } else { String::new() },
+                kind: kind.into(),
+                namespace: "shop".into(),
+                name: "web".into(),
+            },
             version: "v1".into(),
-            kind: kind.into(),
-            namespace: "shop".into(),
-            name: "web".into(),
             class: class.into(),
             cluster: String::new(),
             app_namespace: "argocd".into(),

@@ -15,6 +15,7 @@ use crate::drift::audit::{
     Actor, Attempt, Decision, Impersonated, MAX_GROUPS, MAX_REASON_CHARS, MAX_SET_FIELDS, OVER_LIMIT, SetField, clip, json_patch_fields,
     set_fields,
 };
+use crate::model::ResourceRef;
 
 /// The list, its events left undecoded: one event kube-apiserver would never write (a
 /// field of the wrong type) is dropped and counted, not the batch around it.
@@ -523,11 +524,8 @@ fn attempt(e: &Event, (app_key, kind, app_spec): Hit, f: &Filter) -> Attempt {
     Attempt {
         id: e.id(),
         app_key,
-        group: o.api_group.to_string(),
         resource: format!("{kind} {namespace}/{name}"),
-        kind,
-        namespace,
-        name,
+        object: ResourceRef { group: o.api_group.to_string(), kind, namespace, name },
         class: String::new(),
         security: false,
         app_spec,
@@ -651,7 +649,7 @@ mod tests {
         assert_eq!(who, [("alice", Decision::Allowed), ("mallory", Decision::Denied)]);
         let alice = &batch.attempts[0];
         assert_eq!(
-            (alice.app_key.as_str(), alice.kind.as_str(), alice.resource.as_str()),
+            (alice.app_key.as_str(), alice.object.kind.as_str(), alice.resource.as_str()),
             ("argocd/payments-api@u1", "Deployment", "Deployment payments/api")
         );
         assert_eq!(alice.actor.groups, ["sre", "system:authenticated"]);
@@ -711,7 +709,7 @@ mod tests {
         ));
         let batch = parse_list(&body, &filter(&ids, &index)).unwrap();
         let a = &batch.attempts[0];
-        assert_eq!((a.kind.as_str(), a.body.as_str()), ("Secret", "dropped"));
+        assert_eq!((a.object.kind.as_str(), a.body.as_str()), ("Secret", "dropped"));
         assert!(a.set.is_empty() && a.fields.is_empty());
         let shown = format!("{a:?}{}", serde_json::to_string(a).unwrap());
         assert!(!shown.contains("hunter2") && !shown.contains("aHVudGVyMg=="), "{shown}");
@@ -733,7 +731,7 @@ mod tests {
         create["objectRef"]["namespace"] = json!("payments");
         let batch = parse_list(&event(create), &f).unwrap();
         assert_eq!(batch.attempts.len(), 1, "created in its destination with its label: not listed yet, still its");
-        assert_eq!(batch.attempts[0].kind, "ConfigMap");
+        assert_eq!(batch.attempts[0].object.kind, "ConfigMap");
     }
 
     #[test]

@@ -122,7 +122,15 @@ fn check_drift_samples(rt: &Runtime, app: &App) -> Vec<(Drift, Option<Episode>, 
         more: 3,
         ..Default::default()
     });
-    live.insert(crate::drift::attribution::resource_key("apps", "Deployment", "ns", "web"), attribution);
+    live.insert(
+        crate::drift::attribution::resource_key(&crate::model::ResourceRef {
+            group: "apps".into(),
+            kind: "Deployment".into(),
+            namespace: "ns".into(),
+            name: "web".into(),
+        }),
+        attribution,
+    );
     let drift = Drift::of(&drifted.object, &rt.classes, &live, "", &crate::project::Scope::unrestricted());
     let open = crate::drift::episode::observe(None, &drifted, &drift, t0).episode;
     debug_assert!(open.is_some(), "the drifted sample opens an episode");

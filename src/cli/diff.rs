@@ -89,7 +89,7 @@ fn print_text(out: &mut dyn Write, namespace: &str, name: &str, target: &Target,
     for r in &drift.resources {
         let cluster = if r.cluster.is_empty() { crate::cluster::live::IN_CLUSTER } else { r.cluster.as_str() };
         let source = if r.desired_source.is_empty() { String::new() } else { format!(", desired from {}", r.desired_source) };
-        writeln!(out, "{} {}/{} ({cluster}{source})", r.kind, r.namespace, r.name)?;
+        writeln!(out, "{} {}/{} ({cluster}{source})", r.object.kind, r.object.namespace, r.object.name)?;
         if let Some(nr) = r.attribution.as_ref().and_then(|a| a.not_read.as_ref()) {
             writeln!(out, "  not read: {}", nr.message)?;
         }

@@ -249,7 +249,7 @@ pub fn write_history(episodes: &[Episode], format: HistoryFormat, now: DateTime<
     let sent = |e: &Episode| e.notifications.iter().filter(|n| n.failed.is_none()).count();
     let failed = |e: &Episode| e.notifications.len() - sent(e);
     let resources = |e: &Episode| -> String {
-        e.resources.iter().map(|r| format!("{} {}/{}", r.kind, r.namespace, r.name)).collect::<Vec<_>>().join(";")
+        e.resources.iter().map(|r| format!("{} {}/{}", r.object.kind, r.object.namespace, r.object.name)).collect::<Vec<_>>().join(";")
     };
     match format {
         HistoryFormat::Json => {

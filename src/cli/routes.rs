@@ -201,7 +201,7 @@ impl Found<'_> {
         writeln!(out, "{}  drift: {} resource(s), direction={}, severity={severity}", self.app.qualified_name(), d.count, d.direction)?;
         for r in &d.resources {
             let refined = if r.class == r.kind_class { String::new() } else { format!(" (by kind: {})", r.kind_class) };
-            writeln!(out, "  {} {}/{}  class={}{refined}", r.kind, r.namespace, r.name, r.class)?;
+            writeln!(out, "  {} {}/{}  class={}{refined}", r.object.kind, r.object.namespace, r.object.name, r.class)?;
         }
         for a in &d.attempts {
             let security = if a.security { "  [security]" } else { "" };

@@ -36,7 +36,11 @@ pub async fn client_as(
 }
 
 /// [`client_as`], its refusal as text.
-async fn client_config(kubeconfig: Option<&std::path::Path>, context: Option<&str>, user_agent: Option<&str>) -> Result<kube::Client, String> {
+async fn client_config(
+    kubeconfig: Option<&std::path::Path>,
+    context: Option<&str>,
+    user_agent: Option<&str>,
+) -> Result<kube::Client, String> {
     crate::tls::init_crypto();
     let options = kube::config::KubeConfigOptions { context: context.map(str::to_string), ..Default::default() };
     let mut config = match kubeconfig {

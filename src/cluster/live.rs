@@ -39,6 +39,7 @@ use crate::drift::attribution::{Attribution, live_key};
 use crate::drift::diff::{self, DesiredSource, InSync};
 use crate::drift::ignore::{ForResource, IgnoreRules};
 use crate::metrics::METRICS;
+use crate::model::ResourceRef;
 
 mod analysis;
 mod in_sync;
@@ -64,11 +65,8 @@ pub const IN_CLUSTER: &str = "in-cluster";
 /// One drifted resource to read.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Wanted {
-    pub group: String,
+    pub object: ResourceRef,
     pub version: String,
-    pub kind: String,
-    pub namespace: String,
-    pub name: String,
     /// Its class by kind (what counts as a security field depends on it).
     pub class: String,
     /// The spoke cluster it lives in (empty: the cluster driftwatch runs in).
@@ -84,7 +82,7 @@ pub struct Wanted {
 
 impl Wanted {
     pub fn key(&self) -> String {
-        live_key(&self.cluster, &self.group, &self.kind, &self.namespace, &self.name)
+        live_key(&self.cluster, &self.object)
     }
 
     /// What metrics and logs call its cluster.
@@ -108,8 +106,8 @@ impl Wanted {
         let readable: Vec<_> = drift
             .resources
             .iter()
-            .filter(|r| !r.version.is_empty() && !r.kind.is_empty() && !r.name.is_empty())
-            .filter(|r| scope.permits(&r.group, &r.kind, &r.namespace).is_ok())
+            .filter(|r| !r.version.is_empty() && !r.object.kind.is_empty() && !r.object.name.is_empty())
+            .filter(|r| scope.permits(&r.object.group, &r.object.kind, &r.object.namespace).is_ok())
             .collect();
         if readable.is_empty() {
             return Vec::new();
@@ -118,11 +116,8 @@ impl Wanted {
         readable
             .into_iter()
             .map(|r| Wanted {
-                group: r.group.clone(),
+                object: r.object.clone(),
                 version: r.version.clone(),
-                kind: r.kind.clone(),
-                namespace: r.namespace.clone(),
-                name: r.name.clone(),
                 class: r.kind_class.clone(),
                 cluster: cluster.clone(),
                 app_namespace: meta("namespace"),
@@ -412,7 +407,7 @@ impl LiveFetcher {
                 parsed = rules.take().map(|f| f());
             }
             if let Some(r) = &parsed {
-                w.ignore = r.for_resource(&w.group, &w.kind, &w.namespace, &w.name);
+                w.ignore = r.for_resource(&w.object.group, &w.object.kind, &w.object.namespace, &w.object.name);
                 w.notes = r.notes.clone();
             }
             self.pending.insert(key, BTreeSet::from([app.to_string()]));
@@ -427,7 +422,7 @@ impl LiveFetcher {
                 continue;
             };
             tokio::spawn(async move {
-                let not_read = crate::drift::classes::NOT_READ_BY_DEFAULT.contains(&(w.group.as_str(), w.kind.as_str()));
+                let not_read = crate::drift::classes::NOT_READ_BY_DEFAULT.contains(&(w.object.group.as_str(), w.object.kind.as_str()));
                 let result = if not_read && !settings.read_secrets {
                     Err(ReadError::SecretsOff)
                 } else if let Some(e) = known_forbidden(&cluster.forbidden, &w) {
@@ -481,10 +476,10 @@ impl LiveFetcher {
 /// The refusal remembered for `w`'s kind, while it is recent.
 fn known_forbidden(forbidden: &ForbiddenKinds, w: &Wanted) -> Option<ReadError> {
     let mut kinds = forbidden.lock().unwrap_or_else(|p| p.into_inner());
-    let key = (w.group.clone(), w.kind.clone());
+    let key = (w.object.group.clone(), w.object.kind.clone());
     match kinds.get(&key) {
         Some((resource, until)) if Instant::now() < *until => {
-            Some(ReadError::Forbidden { group: w.group.clone(), resource: resource.clone() })
+            Some(ReadError::Forbidden { group: w.object.group.clone(), resource: resource.clone() })
         }
         Some(_) => {
             kinds.remove(&key);
@@ -507,18 +502,18 @@ async fn read(
             api.target(&super::argocd::Resource {
                 app_namespace: &w.app_namespace,
                 app_name: &w.app_name,
-                group: &w.group,
+                group: &w.object.group,
                 version: &w.version,
-                kind: &w.kind,
-                namespace: &w.namespace,
-                name: &w.name,
+                kind: &w.object.kind,
+                namespace: &w.object.namespace,
+                name: &w.object.name,
             })
             .await,
         ),
         _ => None,
     };
     let recorded = lock(in_sync).by_key.get(&w.key()).map(|(_, v)| v.clone());
-    let what = format!("{} {}/{}", w.kind, w.namespace, w.name);
+    let what = format!("{} {}/{}", w.object.kind, w.object.namespace, w.object.name);
     let (settings, w) = (settings.clone(), w.clone());
     tokio::task::spawn_blocking(move || Some(analyse(&object, &settings, &w, argocd.map(|r| r.map_err(|e| e.0)), recorded.as_deref())))
         .await
@@ -529,13 +524,13 @@ async fn read(
 /// when it does not exist; a 403 is remembered for the kind.
 async fn get_object(cluster: &Cluster, full: bool, w: &Wanted) -> Result<Option<Value>, ReadError> {
     let client = cluster.client.as_ref().map_err(|e| ReadError::Failed(e.0.clone()))?;
-    let gvk = GroupVersionKind::gvk(&w.group, &w.version, &w.kind);
+    let gvk = GroupVersionKind::gvk(&w.object.group, &w.version, &w.object.kind);
     let known = cluster.discovery.lock().await.get(&gvk).cloned();
     let (ar, caps) = match known {
         Some(k) => k,
         None => {
             let found = kube::discovery::pinned_kind(client, &gvk).await.map_err(|e| {
-                let why = format!("discovery of {} in {}: {e}", w.kind, w.cluster_label());
+                let why = format!("discovery of {} in {}: {e}", w.object.kind, w.cluster_label());
                 if matches!(e, kube::Error::Api(_) | kube::Error::Discovery(_)) { ReadError::Refused(why) } else { ReadError::Failed(why) }
             })?;
             cluster.discovery.lock().await.insert(gvk, found.clone());
@@ -544,18 +539,19 @@ async fn get_object(cluster: &Cluster, full: bool, w: &Wanted) -> Result<Option<
     };
     // Whether the object is namespaced is the API server's answer, never the claim the
     // project's rule was applied to: a mismatch is refused before any request for it.
-    if let Some(why) = crate::project::scope_mismatch(&w.group, &w.kind, &w.namespace, caps.scope == Scope::Namespaced) {
+    if let Some(why) = crate::project::scope_mismatch(&w.object.group, &w.object.kind, &w.object.namespace, caps.scope == Scope::Namespaced)
+    {
         return Err(ReadError::OutsideProject(why));
     }
     let api: Api<DynamicObject> = match caps.scope {
         Scope::Cluster => Api::all_with(client.clone(), &ar),
-        Scope::Namespaced => Api::namespaced_with(client.clone(), &w.namespace, &ar),
+        Scope::Namespaced => Api::namespaced_with(client.clone(), &w.object.namespace, &ar),
     };
     METRICS.live_reads.inc();
     let got = if full {
-        api.get_opt(&w.name).await.map(|o| o.map(|o| serde_json::to_value(&o)))
+        api.get_opt(&w.object.name).await.map(|o| o.map(|o| serde_json::to_value(&o)))
     } else {
-        api.get_metadata_opt(&w.name).await.map(|o| o.map(|o| serde_json::to_value(&o)))
+        api.get_metadata_opt(&w.object.name).await.map(|o| o.map(|o| serde_json::to_value(&o)))
     };
     match got {
         Ok(Some(Ok(v))) => Ok(Some(v)),
@@ -564,12 +560,12 @@ async fn get_object(cluster: &Cluster, full: bool, w: &Wanted) -> Result<Option<
         Err(kube::Error::Api(status)) if status.is_forbidden() => {
             let mut kinds = cluster.forbidden.lock().unwrap_or_else(|p| p.into_inner());
             if kinds.len() < MAX_FORBIDDEN_KINDS {
-                kinds.insert((w.group.clone(), w.kind.clone()), (ar.plural.clone(), Instant::now() + FORBIDDEN_BACKOFF));
+                kinds.insert((w.object.group.clone(), w.object.kind.clone()), (ar.plural.clone(), Instant::now() + FORBIDDEN_BACKOFF));
             }
-            Err(ReadError::Forbidden { group: w.group.clone(), resource: ar.plural.clone() })
+            Err(ReadError::Forbidden { group: w.object.group.clone(), resource: ar.plural.clone() })
         }
         Err(e) => {
-            let why = format!("reading {} {}/{} in {}: {e}", w.kind, w.namespace, w.name, w.cluster_label());
+            let why = format!("reading {} {}/{} in {}: {e}", w.object.kind, w.object.namespace, w.object.name, w.cluster_label());
             Err(if matches!(e, kube::Error::Api(_)) { ReadError::Refused(why) } else { ReadError::Failed(why) })
         }
     }
@@ -581,11 +577,8 @@ mod tests {
 
     fn wanted(name: &str) -> Wanted {
         Wanted {
-            group: "apps".into(),
+            object: ResourceRef { group: "apps".into(), kind: "Deployment".into(), namespace: "shop".into(), name: name.into() },
             version: "v1".into(),
-            kind: "Deployment".into(),
-            namespace: "shop".into(),
-            name: name.into(),
             class: "workload".into(),
             cluster: String::new(),
             app_namespace: "argocd".into(),
@@ -660,7 +653,11 @@ mod tests {
         crate::tls::init_crypto();
         let client = kube::Client::try_from(kube::Config::new("http://127.0.0.1:9".parse().unwrap())).unwrap();
         let (mut f, mut rx) = LiveFetcher::new(client, Vec::new(), 2, Duration::from_secs(60), settings());
-        let secret = Wanted { group: String::new(), kind: "Secret".into(), class: "secret".into(), ..wanted("db") };
+        let secret = Wanted {
+            object: ResourceRef { group: String::new(), kind: "Secret".into(), ..wanted("db").object },
+            class: "secret".into(),
+            ..wanted("db")
+        };
         assert_eq!(f.request("a", vec![secret], IgnoreRules::default).started, 1);
         let done = rx.recv().await.unwrap();
         assert_eq!(done.result, Err(ReadError::SecretsOff), "answered without a request");
@@ -691,11 +688,8 @@ mod tests {
             "spec": {"replicas": 7}});
         let settings = ReadSettings { read_secrets: false, ignore_managers: Vec::new(), diff: DiffSettings::default(), argocd: None };
         let w = Wanted {
-            group: "apps".into(),
+            object: ResourceRef { group: "apps".into(), kind: "Deployment".into(), namespace: "shop".into(), name: "web".into() },
             version: "v1".into(),
-            kind: "Deployment".into(),
-            namespace: "shop".into(),
-            name: "web".into(),
             class: "workload".into(),
             cluster: String::new(),
             app_namespace: "argocd".into(),

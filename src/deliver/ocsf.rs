@@ -566,10 +566,12 @@ pub(crate) mod tests {
         let now = chrono::Utc::now();
         let alice = Attempt {
             id: "a-1".into(),
-            kind: "Deployment".into(),
-            group: "apps".into(),
-            namespace: "shop".into(),
-            name: "web".into(),
+            object: crate::model::ResourceRef {
+                group: "apps".into(),
+                kind: "Deployment".into(),
+                namespace: "shop".into(),
+                name: "web".into(),
+            },
             resource: "Deployment shop/web".into(),
             class: "security-context".into(),
             security: true,
@@ -584,10 +586,12 @@ pub(crate) mod tests {
         };
         let mallory = Attempt {
             id: "m-1".into(),
-            kind: "RoleBinding".into(),
-            group: "rbac.authorization.k8s.io".into(),
-            namespace: "shop".into(),
-            name: "admins".into(),
+            object: crate::model::ResourceRef {
+                group: "rbac.authorization.k8s.io".into(),
+                kind: "RoleBinding".into(),
+                namespace: "shop".into(),
+                name: "admins".into(),
+            },
             resource: "RoleBinding shop/admins".into(),
             class: "rbac".into(),
             security: true,
@@ -602,11 +606,13 @@ pub(crate) mod tests {
             ..Attempt::default()
         };
         let resource = DriftResource {
-            group: "apps".into(),
+            object: crate::model::ResourceRef {
+                group: "apps".into(),
+                kind: "Deployment".into(),
+                namespace: "shop".into(),
+                name: "web".into(),
+            },
             version: "v1".into(),
-            kind: "Deployment".into(),
-            namespace: "shop".into(),
-            name: "web".into(),
             class: "security-context".into(),
             changes: vec![FieldChange {
                 path: "spec.template.spec.containers[web].securityContext.privileged".into(),
@@ -716,9 +722,12 @@ pub(crate) mod tests {
         let now = chrono::Utc::now();
         let write = |id: &str, name: &str| Attempt {
             id: id.into(),
-            kind: "ConfigMap".into(),
-            namespace: "shop".into(),
-            name: name.into(),
+            object: crate::model::ResourceRef {
+                kind: "ConfigMap".into(),
+                namespace: "shop".into(),
+                name: name.into(),
+                ..Default::default()
+            },
             resource: format!("ConfigMap shop/{name}"),
             verb: "patch".into(),
             code: 200,
@@ -731,7 +740,7 @@ pub(crate) mod tests {
         let mut harmless = write("dw-harmless", "web");
         harmless.actor.source_ips = vec!["127.0.0.1".into()];
         let mut privileged = write("dw-privileged", "web");
-        privileged.kind = "Deployment".into();
+        privileged.object.kind = "Deployment".into();
         privileged.resource = "Deployment shop/web".into();
         privileged.security = true;
         let ep: Episode = serde_json::from_value(json!({"id": "argocd/web@1", "appKey": "argocd/web@u", "namespace": "argocd",

@@ -14,6 +14,7 @@ use serde_json::Value;
 pub use super::classes::{ARGOCD_MANAGERS, is_security_field};
 
 use crate::json::Pointer;
+use crate::model::ResourceRef;
 
 /// At most this many field paths are kept per manager (a manager that owns a whole
 /// object would otherwise list hundreds).
@@ -25,15 +26,18 @@ pub const MAX_MANAGERS: usize = 8;
 pub type LiveIndex = std::collections::HashMap<String, Attribution>;
 
 /// The identity of a resource: `group/kind/namespace/name`.
-pub fn resource_key(group: &str, kind: &str, namespace: &str, name: &str) -> String {
-    format!("{group}/{kind}/{namespace}/{name}")
+pub fn resource_key(r: &ResourceRef) -> String {
+    format!("{}/{}/{}/{}", r.group, r.kind, r.namespace, r.name)
 }
 
 /// The identity of a resource in a [`LiveIndex`]: [`resource_key`] in the cluster
 /// driftwatch runs in (`cluster` empty), else prefixed by the spoke cluster
 /// (`spoke-1@apps/Deployment/shop/web`), so two clusters' same-named objects differ.
-pub fn live_key(cluster: &str, group: &str, kind: &str, namespace: &str, name: &str) -> String {
-    if cluster.is_empty() { resource_key(group, kind, namespace, name) } else { format!("{cluster}@{group}/{kind}/{namespace}/{name}") }
+pub fn live_key(cluster: &str, r: &ResourceRef) -> String {
+    match cluster.is_empty() {
+        true => resource_key(r),
+        false => format!("{cluster}@{}", resource_key(r)),
+    }
 }
 
 /// One field manager of a live object, other than Argo CD's.

@@ -9,6 +9,8 @@ use std::collections::HashMap;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
+use crate::model::ResourceRef;
+
 mod fields;
 
 pub use fields::{MAX_WALK_NODES, NOT_ALL_READ, json_patch_fields, set_fields};
@@ -129,10 +131,9 @@ pub struct Attempt {
     pub id: String,
     /// The state-store key of the Application that manages the object.
     pub app_key: String,
-    pub group: String,
-    pub kind: String,
-    pub namespace: String,
-    pub name: String,
+    /// The object written: group, kind, namespace, name.
+    #[serde(flatten)]
+    pub object: ResourceRef,
     /// `Kind namespace/name`.
     pub resource: String,
     /// Its class (by kind, `security-context` when the request set a security field),
@@ -194,7 +195,7 @@ impl Attempt {
         self.decision == other.decision
             && self.actor.username == other.actor.username
             && self.actor.impersonated_user == other.actor.impersonated_user
-            && (&self.group, &self.kind, &self.namespace, &self.name) == (&other.group, &other.kind, &other.namespace, &other.name)
+            && (&self.object.group, &self.object.kind, &self.object.namespace, &self.object.name) == (&other.object.group, &other.object.kind, &other.object.namespace, &other.object.name)
             && (&self.class, self.security, &self.security_fields) == (&other.class, other.security, &other.security_fields)
             && self.app_spec == other.app_spec
             && (!self.security || (self.set == other.set && self.body == other.body))
@@ -202,9 +203,9 @@ impl Attempt {
             && self.body != OVER_LIMIT
     }
 
-    /// Whether it names the resource `group/kind namespace/name`.
-    pub fn is_on(&self, group: &str, kind: &str, namespace: &str, name: &str) -> bool {
-        (self.group.as_str(), self.kind.as_str(), self.namespace.as_str(), self.name.as_str()) == (group, kind, namespace, name)
+    /// Whether it was written to `object`.
+    pub fn is_on(&self, object: &ResourceRef) -> bool {
+        self.object == *object
     }
 }
 
@@ -360,10 +361,7 @@ mod tests {
         Attempt {
             id: format!("{user}-{name}-{t}"),
             app_key: "argocd/app@u".into(),
-            group: "apps".into(),
-            kind: "Deployment".into(),
-            namespace: "payments".into(),
-            name: name.into(),
+            object: ResourceRef { group: "apps".into(), kind: "Deployment".into(), namespace: "payments".into(), name: name.into() },
             decision,
             time: at(t),
             last_at: at(t),
@@ -385,7 +383,7 @@ mod tests {
         let list = idx.of("argocd/app@u");
         assert_eq!(list.len(), 4);
         assert_eq!(list[0].actor.username, "alice");
-        assert_eq!(list[0].name, "web", "newest first");
+        assert_eq!(list[0].object.name, "web", "newest first");
         let first = list.iter().find(|a| a.id == "alice-api-0").unwrap();
         assert_eq!((first.count, first.last_at), (2, at(60)));
         // Past the window the first is gone and alice on api is new again.
@@ -465,7 +463,7 @@ mod tests {
         let list = idx.of("argocd/app@u");
         assert_eq!(list.len(), MAX_ATTEMPTS_PER_APP, "the bound holds");
         assert!(list.iter().any(|a| a.security && a.id == "mallory-api-0"), "the privileged write is still there");
-        let kept: Vec<&str> = list.iter().filter(|a| !a.security).map(|a| a.name.as_str()).collect();
+        let kept: Vec<&str> = list.iter().filter(|a| !a.security).map(|a| a.object.name.as_str()).collect();
         assert_eq!(kept.first(), Some(&"obj19"), "newest first");
         assert_eq!(kept.last(), Some(&"obj5"), "the oldest harmless ones went");
     }
@@ -491,8 +489,8 @@ mod tests {
         let list = idx.of("argocd/app@u");
         assert_eq!(list.len(), MAX_ATTEMPTS_PER_APP);
         assert!(list.iter().all(|a| a.security));
-        assert!(list.iter().all(|a| a.name != "obj0"), "the oldest security attempt went for the newer one");
-        assert_eq!(list[0].name, "newest");
+        assert!(list.iter().all(|a| a.object.name != "obj0"), "the oldest security attempt went for the newer one");
+        assert_eq!(list[0].object.name, "newest");
     }
 
     /// Review M2: one identity's new refused attempts are taken up to the budget in

@@ -388,7 +388,7 @@ fn merge_attempts<'a>(ep: &mut Episode, attempts: impl IntoIterator<Item = &'a A
             None => ep.attempts.insert(0, kept),
         }
         ep.classes.insert(a.class.clone());
-        let known = ep.resources.iter_mut().find(|r| a.is_on(&r.group, &r.kind, &r.namespace, &r.name));
+        let known = ep.resources.iter_mut().find(|r| a.is_on(&r.object));
         if let Some(r) = known {
             // A security write on a resource the episode already has (an earlier
             // harmless write, another person's refusal) makes it a security resource:
@@ -398,11 +398,8 @@ fn merge_attempts<'a>(ep: &mut Episode, attempts: impl IntoIterator<Item = &'a A
             }
         } else if ep.resources.len() < MAX_RESOURCES {
             ep.resources.push(DriftResource {
-                group: a.group.clone(),
+                object: a.object.clone(),
                 version: String::new(),
-                kind: a.kind.clone(),
-                namespace: a.namespace.clone(),
-                name: a.name.clone(),
                 class: a.class.clone(),
                 kind_class: a.class.clone(),
                 ..DriftResource::default()
@@ -481,10 +478,7 @@ fn merge(ep: &mut Episode, sync: &str, health: &str, drift: &Drift, now: DateTim
     let belong: Vec<&Attempt> = drift
         .attempts
         .iter()
-        .filter(|a| {
-            a.received.unwrap_or(a.last_at) >= ep.opened_at
-                || ep.resources.iter().any(|r| a.is_on(&r.group, &r.kind, &r.namespace, &r.name))
-        })
+        .filter(|a| a.received.unwrap_or(a.last_at) >= ep.opened_at || ep.resources.iter().any(|r| a.is_on(&r.object)))
         .collect();
     // A security attempt makes the episode critical even where the drift (of other
     // resources) is not.
@@ -660,9 +654,12 @@ mod tests {
         use crate::drift::audit::{Actor, Decision};
         let attempt = |id: &str, who: &str, decision: Decision, security: bool| Attempt {
             id: id.into(),
-            kind: "Deployment".into(),
-            namespace: "shop".into(),
-            name: "web".into(),
+            object: crate::model::ResourceRef {
+                kind: "Deployment".into(),
+                namespace: "shop".into(),
+                name: "web".into(),
+                ..Default::default()
+            },
             resource: "Deployment shop/web".into(),
             class: "workload".into(),
             decision,
@@ -799,7 +796,7 @@ mod tests {
             "notifications": [{"trigger": "on-rbac", "service": "pd", "recipient": "", "action": "resolve", "at": "2026-03-02T03:14:00Z"}]});
         let ep: Episode = serde_json::from_value(stored).unwrap();
         assert_eq!((ep.direction, ep.resolution), (Direction::Live, Some(Resolution::Deleted)));
-        assert_eq!((ep.resources[0].kind.as_str(), ep.resources[0].kind_class.as_str()), ("Role", ""));
+        assert_eq!((ep.resources[0].object.kind.as_str(), ep.resources[0].kind_class.as_str()), ("Role", ""));
         assert_eq!(ep.attribution[0].security_fields, ["rules"]);
         assert_eq!(ep.notifications[0].action, Action::Resolve);
         assert_eq!(ep.record(at(20))["resources"][0]["attribution"], Value::Null);

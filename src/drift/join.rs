@@ -27,7 +27,7 @@ impl Drift {
         for a in attempts {
             let mut a = a.clone();
             classify(&mut a, classes);
-            let at = self.resources.iter().position(|r| a.is_on(&r.group, &r.kind, &r.namespace, &r.name));
+            let at = self.resources.iter().position(|r| a.is_on(&r.object));
             if a.decision == Decision::Allowed
                 && let Some(ri) = at
             {
@@ -56,7 +56,7 @@ impl Drift {
                         c.user = format!("{} or {who}", c.user);
                     }
                 }
-                let resource = format!("{} {}/{}", r.kind, r.namespace, r.name);
+                let resource = format!("{} {}/{}", r.object.kind, r.object.namespace, r.object.name);
                 let mut matched = false;
                 for (i, c) in self.attribution.iter_mut().enumerate().filter(|(_, c)| c.resource == resource) {
                     if !wrote(&a, &c.fields, &c.manager) {
@@ -174,7 +174,7 @@ const APP_SECURITY_FIELDS: &[&str] = &[
 /// when the audit input records it, so coalescing can compare classes, and again per
 /// pass, with the configuration of the pass).
 pub(crate) fn classify(a: &mut Attempt, classes: &ClassMap) {
-    let kind_class = if a.app_spec { "application" } else { classes.class_of(&a.group, &a.kind) };
+    let kind_class = if a.app_spec { "application" } else { classes.class_of(&a.object.group, &a.object.kind) };
     a.security_fields = if a.app_spec {
         a.fields.iter().filter(|p| app_security_field(p)).cloned().collect()
     } else {

@@ -25,7 +25,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::json::Pointer;
-use crate::model::Severity;
+use crate::model::{ResourceRef, Severity};
 
 use self::attribution::{Attribution, LiveIndex, is_security_field, live_key};
 use self::audit::{Actor, Attempt};
@@ -81,11 +81,10 @@ impl std::fmt::Display for Direction {
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", default)]
 pub struct DriftResource {
-    pub group: String,
+    /// Which object: group, kind, namespace, name.
+    #[serde(flatten)]
+    pub object: ResourceRef,
     pub version: String,
-    pub kind: String,
-    pub namespace: String,
-    pub name: String,
     /// Its class: by kind, or `security-context` when a field manager other than Argo
     /// CD's owns one of its security fields (and its kind class is not rbac,
     /// network-policy or admission).
@@ -152,7 +151,7 @@ pub fn ui_path(app: &Value, group: &str, kind: &str, namespace: &str, name: &str
 impl DriftResource {
     /// Whether `other` is the same resource (class and attribution aside).
     pub fn same_resource(&self, other: &DriftResource) -> bool {
-        (&self.group, &self.kind, &self.namespace, &self.name) == (&other.group, &other.kind, &other.namespace, &other.name)
+        self.object == other.object
     }
 }
 
@@ -191,9 +190,9 @@ impl AttributedChange {
     pub fn from_attempt(a: &Attempt) -> AttributedChange {
         AttributedChange {
             resource: a.resource.clone(),
-            kind: a.kind.clone(),
-            namespace: a.namespace.clone(),
-            name: a.name.clone(),
+            kind: a.object.kind.clone(),
+            namespace: a.object.namespace.clone(),
+            name: a.object.name.clone(),
             manager: if a.manager.is_empty() {
                 a.actor.user_agent.split('/').next().unwrap_or_default().to_string()
             } else {
@@ -335,6 +334,7 @@ fn drifted_resource(
     entries: &mut Vec<AttributedChange>,
 ) -> (DriftResource, bool) {
     let s = |k: &str| r.get(k).and_then(Value::as_str).unwrap_or_default();
+    let object = ResourceRef { group: s("group").into(), kind: s("kind").into(), namespace: s("namespace").into(), name: s("name").into() };
     let kind_class = classes.class_of(s("group"), s("kind"));
     let outside = scope
         .permits(s("group"), s("kind"), s("namespace"))
@@ -342,7 +342,7 @@ fn drifted_resource(
         .map(|why| Attribution::not_read(attribution::NotReadReason::OutsideProject, why.0));
     let attr = match &outside {
         Some(refused) => Some(refused),
-        None => live.get(&live_key(cluster, s("group"), s("kind"), s("namespace"), s("name"))),
+        None => live.get(&live_key(cluster, &object)),
     };
     let mut class = kind_class;
     let security = attr.is_some_and(|a| a.security);
@@ -380,11 +380,8 @@ fn drifted_resource(
     let diff = diff.unwrap_or_default();
     let diffed = attribution.as_ref().is_some_and(|a| a.not_read.is_none()) && diff != Default::default();
     let resource = DriftResource {
-        group: s("group").into(),
+        object,
         version: s("version").into(),
-        kind: s("kind").into(),
-        namespace: s("namespace").into(),
-        name: s("name").into(),
         class: class.into(),
         kind_class: kind_class.into(),
         attribution,
@@ -509,7 +506,10 @@ mod tests {
         let mut live = LiveIndex::new();
         let object = json!({"metadata": {"managedFields": [{"manager": "kubectl-edit", "operation": "Update", "time": "2026-03-02T03:12:00Z",
             "fieldsV1": {"f:spec": {"f:template": {"f:spec": {"f:containers": {"k:{\"name\":\"app\"}": {"f:securityContext": {"f:privileged": {}}}}}}}}}]}});
-        live.insert(resource_key("apps", "Deployment", "shop", "web"), crate::drift::attribution::attribute(&object, "workload", &[]));
+        live.insert(
+            resource_key(&ResourceRef { group: "apps".into(), kind: "Deployment".into(), namespace: "shop".into(), name: "web".into() }),
+            crate::drift::attribution::attribute(&object, "workload", &[]),
+        );
         let res = json!([{"group": "apps", "kind": "Deployment", "namespace": "shop", "name": "web", "status": "OutOfSync"},
                          {"kind": "ConfigMap", "namespace": "shop", "name": "c", "status": "OutOfSync"}]);
         // Even alongside a Git change, a security field edited by hand is critical.
@@ -538,7 +538,13 @@ mod tests {
         };
         a.diff = Some(ResourceDiff { source: DesiredSource::LastApplied, changes: vec![change], more: 2, ..Default::default() });
         let mut live = LiveIndex::new();
-        live.insert(crate::drift::attribution::live_key("spoke-1", "apps", "Deployment", "shop", "web"), a);
+        live.insert(
+            crate::drift::attribution::live_key(
+                "spoke-1",
+                &ResourceRef { group: "apps".into(), kind: "Deployment".into(), namespace: "shop".into(), name: "web".into() },
+            ),
+            a,
+        );
         let mut app = app(
             "cur",
             "cur",
@@ -589,7 +595,10 @@ mod tests {
             ..Default::default()
         });
         let mut live = LiveIndex::new();
-        live.insert(resource_key("apps", "Deployment", "shop", "web"), a);
+        live.insert(
+            resource_key(&ResourceRef { group: "apps".into(), kind: "Deployment".into(), namespace: "shop".into(), name: "web".into() }),
+            a,
+        );
         let app = app(
             "cur",
             "cur",
@@ -622,7 +631,10 @@ mod tests {
     fn a_resource_not_read_is_reported_with_why() {
         use crate::drift::attribution::{Attribution, NotReadReason};
         let mut live = LiveIndex::new();
-        live.insert(resource_key("", "Secret", "shop", "db"), Attribution::not_read(NotReadReason::SecretsOff, "off".into()));
+        live.insert(
+            resource_key(&ResourceRef { group: "".into(), kind: "Secret".into(), namespace: "shop".into(), name: "db".into() }),
+            Attribution::not_read(NotReadReason::SecretsOff, "off".into()),
+        );
         let res = json!([{"version": "v1", "kind": "Secret", "namespace": "shop", "name": "db", "status": "OutOfSync"}]);
         let d = view(&ClassMap::default(), &app("cur", "cur", res), &live);
         assert_eq!(d["classes"], json!(["secret"]), "still classified and reported");

@@ -10,6 +10,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::json::Pointer;
+use crate::model::ResourceRef;
 
 /// The revision of a sync status, operation or history entry: `revision`, else the
 /// `revisions` of a multi-source Application joined with `,`.
@@ -153,12 +154,8 @@ pub const MAX_MESSAGE_CHARS: usize = 300;
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", default)]
 pub struct SyncedResource {
-    #[serde(skip_serializing_if = "String::is_empty")]
-    pub group: String,
-    pub kind: String,
-    #[serde(skip_serializing_if = "String::is_empty")]
-    pub namespace: String,
-    pub name: String,
+    #[serde(flatten)]
+    pub object: ResourceRef,
     /// `Synced`, `SyncFailed`, `Pruned`, `PruneSkipped`.
     pub status: String,
     #[serde(skip_serializing_if = "String::is_empty")]
@@ -211,10 +208,7 @@ impl OperationRecord {
                     .map(|r| {
                         let s = |k: &str| r.get(k).and_then(Value::as_str).unwrap_or_default().to_string();
                         SyncedResource {
-                            group: s("group"),
-                            kind: s("kind"),
-                            namespace: s("namespace"),
-                            name: s("name"),
+                            object: ResourceRef { group: s("group"), kind: s("kind"), namespace: s("namespace"), name: s("name") },
                             status: s("status"),
                             message: clip(&s("message")),
                         }

@@ -117,8 +117,8 @@ impl Pipeline {
             && now < until
             && drift.resources.iter().any(|r| {
                 !r.version.is_empty()
-                    && !r.name.is_empty()
-                    && !inputs.live.contains_key(&crate::drift::attribution::live_key(&cluster, &r.group, &r.kind, &r.namespace, &r.name))
+                    && !r.object.name.is_empty()
+                    && !inputs.live.contains_key(&crate::drift::attribution::live_key(&cluster, &r.object))
             })
         {
             drift.awaiting_live = true;

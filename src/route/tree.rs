@@ -480,18 +480,18 @@ impl Route {
             let hit = s
                 .resources
                 .iter()
-                .find(|r| any(&self.classes, &r.class) && any(&self.kinds, &r.kind) && any(&self.namespaces, &r.namespace))?;
+                .find(|r| any(&self.classes, &r.class) && any(&self.kinds, &r.object.kind) && any(&self.namespaces, &r.object.namespace))?;
             let mut parts = Vec::new();
             if !self.classes.is_empty() {
                 parts.push(format!("class={}", hit.class));
             }
             if !self.kinds.is_empty() {
-                parts.push(format!("kind={}", hit.kind));
+                parts.push(format!("kind={}", hit.object.kind));
             }
             if !self.namespaces.is_empty() {
-                parts.push(format!("namespace={}", hit.namespace));
+                parts.push(format!("namespace={}", hit.object.namespace));
             }
-            reasons.push(format!("{} ({} {}/{})", parts.join(" "), hit.kind, hit.namespace, hit.name));
+            reasons.push(format!("{} ({} {}/{})", parts.join(" "), hit.object.kind, hit.object.namespace, hit.object.name));
         }
         Some(reasons)
     }

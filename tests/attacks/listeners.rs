@@ -362,9 +362,7 @@ fn two_writes_under_one_audit_id_are_two_siem_records() {
     let now = chrono::Utc::now();
     let write = |id: &str, kind: &str, name: &str| Attempt {
         id: id.into(),
-        kind: kind.into(),
-        namespace: "payments".into(),
-        name: name.into(),
+        object: driftwatch::model::ResourceRef { kind: kind.into(), namespace: "payments".into(), name: name.into(), ..Default::default() },
         resource: format!("{kind} payments/{name}"),
         verb: "patch".into(),
         code: 200,

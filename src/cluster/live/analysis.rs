@@ -5,6 +5,8 @@
 use super::{Attribution, DesiredSource, METRICS, ReadSettings, Wanted, diff};
 use serde_json::Value;
 
+use crate::model::ResourceRef;
+
 /// The attribution and diff of a live object given as a file (a replay's or `routes
 /// test`'s stand-in for the cluster, read with no API call),
 /// under the key the pipeline looks it up by; the `ignoreDifferences` of the
@@ -29,15 +31,13 @@ pub fn offline_attribution<'a>(
     let app = apps.into_iter().find(|a| lists(a));
     // Under the cluster of the Application that lists it, where the pipeline looks.
     let cluster = app.map(|a| rt.target(a).key()).unwrap_or_default();
-    let key = crate::drift::attribution::live_key(&cluster, group, kind, namespace, name);
+    let target = ResourceRef { group: group.into(), kind: kind.into(), namespace: namespace.into(), name: name.into() };
+    let key = crate::drift::attribution::live_key(&cluster, &target);
     let rules = app.map(crate::drift::ignore::IgnoreRules::of).unwrap_or_default();
     let meta = |k: &str| app.and_then(|a| a.pointer(&format!("/metadata/{k}"))).and_then(Value::as_str).unwrap_or_default().to_string();
     let wanted = Wanted {
-        group: group.into(),
+        object: target,
         version: version.into(),
-        kind: kind.into(),
-        namespace: namespace.into(),
-        name: name.into(),
         class: class.into(),
         cluster: String::new(),
         app_namespace: meta("namespace"),
@@ -86,7 +86,7 @@ pub fn analyse(
         live: object,
         desired,
         kind_class: &w.class,
-        secret: crate::drift::classes::NOT_READ_BY_DEFAULT.contains(&(w.group.as_str(), w.kind.as_str())),
+        secret: crate::drift::classes::NOT_READ_BY_DEFAULT.contains(&(w.object.group.as_str(), w.object.kind.as_str())),
         ignore: &w.ignore,
         ignore_managers: &settings.ignore_managers,
         limits: settings.diff.limits,

@@ -16,6 +16,8 @@ use super::{
 };
 use std::collections::{HashSet, VecDeque};
 
+use crate::model::ResourceRef;
+
 /// At most this many in-sync reads are on their way at once (over all clusters); more
 /// are asked for again at the Application's next evaluation.
 const MAX_IN_FLIGHT: usize = 256;
@@ -85,11 +87,13 @@ impl Wanted {
                     && crate::drift::classes::holds_security_values(class)
                     && scope.permits(s("group"), s("kind"), s("namespace")).is_ok())
                 .then(|| Wanted {
-                    group: s("group").into(),
+                    object: ResourceRef {
+                        group: s("group").into(),
+                        kind: s("kind").into(),
+                        namespace: s("namespace").into(),
+                        name: s("name").into(),
+                    },
                     version: s("version").into(),
-                    kind: s("kind").into(),
-                    namespace: s("namespace").into(),
-                    name: s("name").into(),
                     class: class.into(),
                     cluster: cluster.clone(),
                     app_namespace: meta("namespace"),
@@ -192,7 +196,7 @@ mod tests {
             {"group": "rbac.authorization.k8s.io", "version": "v1", "kind": "Role", "namespace": "shop", "name": "r", "status": "Synced"}]}});
         let classes = crate::drift::classes::ClassMap::default();
         let got = Wanted::in_sync(&app, &Target::Local, &crate::project::Scope::unrestricted(), &classes);
-        assert_eq!(got.iter().map(|w| w.name.as_str()).collect::<Vec<_>>(), ["web"]);
+        assert_eq!(got.iter().map(|w| w.object.name.as_str()).collect::<Vec<_>>(), ["web"]);
         let unseen = crate::project::Scope::of(&app, None, "argocd");
         assert!(Wanted::in_sync(&app, &Target::Local, &unseen, &classes).is_empty(), "an unseen AppProject permits nothing");
         assert_eq!(revision(&app), "abc");

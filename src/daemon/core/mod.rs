@@ -552,7 +552,7 @@ impl Core {
             .resources
             .iter()
             .filter(|r| r.attribution.as_ref().and_then(|a| a.not_read.as_ref()).is_some_and(|n| n.reason == NotReadReason::OutsideProject))
-            .map(|r| format!("{} {}/{}", r.kind, r.namespace, r.name))
+            .map(|r| format!("{} {}/{}", r.object.kind, r.object.namespace, r.object.name))
             .collect();
         let before = match now.is_empty() {
             true => self.outside_project.remove(key).unwrap_or_default(),
