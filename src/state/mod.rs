@@ -26,12 +26,10 @@ mod break_glass;
 mod history;
 mod holds;
 mod keys;
-pub(crate) mod kv;
-mod kv_error;
+mod kv;
 mod message_refs;
 mod operations;
 mod outbox;
-mod pg;
 /// A private PostgreSQL for the tests: compiled for the crate's own tests and, with
 /// the `test-support` feature (which the integration tests turn on), for theirs; never
 /// in the daemon.
@@ -52,8 +50,8 @@ use outbox::{from_json, to_json};
 use std::path::Path;
 
 use chrono::{DateTime, Utc};
+pub use kv::pg::{LeaseGeneration, PgOptions, Role};
 use kv::{Database, Field, Table, TableDefinition, WriteTransaction};
-pub use pg::{LeaseGeneration, PgOptions, Role};
 
 /// `"<app key>\u{0}<dedup key>"` -> unix milliseconds of the delivery.
 const NOTIFIED: TableDefinition<&str, u64> = TableDefinition::new("notified");
@@ -122,20 +120,6 @@ pub enum StateError {
 }
 
 impl StateError {
-    fn opening(path: &Path, e: redb::DatabaseError) -> StateError {
-        let path = path.display().to_string();
-        match e {
-            redb::DatabaseError::DatabaseAlreadyOpen => StateError::Locked { path },
-            redb::DatabaseError::Storage(redb::StorageError::Corrupted(detail)) => StateError::Corrupt { path, detail },
-            redb::DatabaseError::Storage(redb::StorageError::Io(io)) if io.kind() == std::io::ErrorKind::InvalidData => {
-                StateError::Corrupt { path, detail: io.to_string() }
-            }
-            other => StateError::Open { path, detail: other.to_string() },
-        }
-    }
-}
-
-impl StateError {
     /// An error of PostgreSQL's engine outside a table operation: a fencing refusal
     /// stays one.
     fn of_postgres(e: kv::KvError) -> StateError {
@@ -174,34 +158,6 @@ pub fn dedup_key(once_per: Option<&str>, trigger: &str, condition_key: &str, ser
         key_part(service),
         key_part(recipient)
     )
-}
-
-/// Whether a file system honours `flock`: the answer to trying it.
-#[derive(Debug, PartialEq, Eq)]
-enum LockProbe {
-    Held,
-    Busy,
-    Unsupported(String),
-}
-
-/// Takes an exclusive, non-blocking `flock` on `file` (kept until it is closed).
-fn try_lock(file: &std::fs::File) -> LockProbe {
-    use std::os::fd::AsRawFd;
-    // SAFETY: flock only reads the descriptor number, which `file` keeps open for the
-    // duration of the call.
-    if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0 {
-        return LockProbe::Held;
-    }
-    lock_probe_of(std::io::Error::last_os_error())
-}
-
-fn lock_probe_of(e: std::io::Error) -> LockProbe {
-    // Anything but "held by another" (ENOTSUP, ENOLCK, EINVAL, ENOSYS, ...) means the
-    // lock cannot be relied on.
-    match e.raw_os_error() {
-        Some(libc::EWOULDBLOCK) => LockProbe::Busy,
-        _ => LockProbe::Unsupported(e.to_string()),
-    }
 }
 
 /// The notification-state store.
@@ -282,12 +238,9 @@ impl PassWrite<'_> {
 impl StateStore {
     /// Opens (or creates) the store at `path`.
     pub fn open(path: &Path) -> Result<StateStore, StateError> {
-        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-            std::fs::create_dir_all(dir).map_err(storage)?;
-        }
-        let db = redb::Database::create(path).map_err(|e| StateError::opening(path, e))?;
+        let db = kv::redb::open(path)?;
         // A file redb opened but whose tables cannot be read is damaged too.
-        Self::init(Database::Redb(db)).map_err(|e| match e {
+        Self::init(db).map_err(|e| match e {
             StateError::Storage(detail) => StateError::Corrupt { path: path.display().to_string(), detail },
             e => e,
         })
@@ -300,22 +253,7 @@ impl StateStore {
     /// writers. A lock on `<path>.lock`, held while the store is open, proves locks
     /// work there.
     pub fn open_fenced(path: &Path) -> Result<StateStore, StateError> {
-        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-            std::fs::create_dir_all(dir).map_err(storage)?;
-        }
-        let mut lock_path = path.as_os_str().to_owned();
-        lock_path.push(".lock");
-        let lock = std::fs::OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(&lock_path)
-            .map_err(|e| StateError::Open { path: path.display().to_string(), detail: e.to_string() })?;
-        match try_lock(&lock) {
-            LockProbe::Held => {}
-            LockProbe::Busy => return Err(StateError::Locked { path: path.display().to_string() }),
-            LockProbe::Unsupported(detail) => return Err(StateError::NoLocks { path: path.display().to_string(), detail }),
-        }
+        let lock = kv::redb::lock_beside(path)?;
         let mut store = StateStore::open(path)?;
         store._fence = Some(lock);
         Ok(store)
@@ -327,14 +265,13 @@ impl StateStore {
         if let Some(store) = pgtest::postgres_if_asked() {
             return store;
         }
-        let db = redb::Database::builder().create_with_backend(redb::backends::InMemoryBackend::new()).map_err(storage)?;
-        Self::init(Database::Redb(db))
+        Self::init(kv::redb::in_memory().map_err(storage)?)
     }
 
     /// Opens the store in PostgreSQL (replicas without a shared volume): connects,
     /// migrates the schema, and takes the fence as `role` says.
     pub fn open_postgres(opts: &PgOptions, role: &Role) -> Result<StateStore, StateError> {
-        let pg = pg::Pg::open(opts, role).map_err(StateError::of_postgres)?;
+        let pg = kv::pg::Pg::open(opts, role).map_err(StateError::of_postgres)?;
         Self::init(Database::Pg(pg))
     }
 
@@ -342,7 +279,7 @@ impl StateStore {
     /// (PostgreSQL's fence): this daemon must stop writing, not reopen and take it
     /// back.
     pub fn fenced(&self) -> bool {
-        self.db.pg().is_some_and(pg::Pg::fenced)
+        self.db.pg().is_some_and(kv::pg::Pg::fenced)
     }
 
     /// Which engine holds the store (`redb`, `postgres`).
@@ -768,9 +705,12 @@ mod tests {
         assert!(matches!(StateStore::open_fenced(&path), Err(StateError::Locked { .. })));
         drop(held);
         assert!(StateStore::open_fenced(&path).is_ok(), "released with the store");
-        assert_eq!(lock_probe_of(std::io::Error::from_raw_os_error(libc::EWOULDBLOCK)), LockProbe::Busy);
+        assert_eq!(kv::redb::lock_probe_of(std::io::Error::from_raw_os_error(libc::EWOULDBLOCK)), kv::redb::LockProbe::Busy);
         for errno in [libc::ENOTSUP, libc::ENOLCK] {
-            assert!(matches!(lock_probe_of(std::io::Error::from_raw_os_error(errno)), LockProbe::Unsupported(_)), "{errno}");
+            assert!(
+                matches!(kv::redb::lock_probe_of(std::io::Error::from_raw_os_error(errno)), kv::redb::LockProbe::Unsupported(_)),
+                "{errno}"
+            );
         }
         let e = StateError::NoLocks { path: "/data/state.redb".into(), detail: "Operation not supported".into() };
         assert!(e.to_string().contains("run one replica without --leader-election"), "{e}");

@@ -435,7 +435,7 @@ mod tests {
         let server = server().unwrap();
         let opts = server.options(&fresh_schema());
         assert_eq!(opts.max_connections, 1);
-        let pg = crate::state::pg::Pg::open(&opts, &Role::Tool).unwrap();
+        let pg = crate::state::kv::pg::Pg::open(&opts, &Role::Tool).unwrap();
         let tx = pg.begin(true).unwrap();
         assert!(tx.query("SELECT 1/0", &[]).is_err());
         assert!(tx.commit().is_err(), "an aborted transaction does not commit");
@@ -465,7 +465,7 @@ mod tests {
     #[test]
     fn a_key_too_long_for_the_index_is_refused_and_the_store_still_writes() {
         let store = fresh_store(&Role::Tool).unwrap();
-        let e = store.record("argocd/app@u", &"k".repeat(crate::state::pg::MAX_KEY_BYTES + 1), 1).unwrap_err();
+        let e = store.record("argocd/app@u", &"k".repeat(crate::state::kv::pg::MAX_KEY_BYTES + 1), 1).unwrap_err();
         assert!(matches!(e, StateError::Refused(_)), "{e:?}");
         store.record("argocd/app@u", "k", 2).unwrap();
         assert_eq!(store.notified_at("argocd/app@u", "k").unwrap(), Some(2));
