@@ -98,7 +98,7 @@ fn no_module_depends_on_a_module_above_it() {
 
 #[test]
 fn the_scan_sees_an_edge_and_ignores_comments() {
-    let found = uses("use crate::state::StateStore; // crate::daemon\nlet x = crate::model::App::new(); /// crate::cli");
+    let found = uses("use crate::state::Store; // crate::daemon\nlet x = crate::model::App::new(); /// crate::cli");
     assert_eq!(found.into_iter().collect::<Vec<_>>(), ["model", "state"]);
 }
 

@@ -6,10 +6,12 @@
 
 use std::sync::Arc;
 
-use crate::state::kv::{TableDefinition, WriteTransaction};
 use serde::{Deserialize, Serialize};
 
-use super::{StateError, StateStore, from_json, storage, to_json};
+use super::kv::{TableDefinition, WriteTransaction};
+use super::store::Shared;
+use super::tables::{from_json, index_once, to_json};
+use super::{StateError, storage};
 
 /// `"<service>\u{0}<reference key>"` -> JSON [`MessageRef`].
 const REFS: TableDefinition<&str, &str> = TableDefinition::new("slack_messages");
@@ -31,7 +33,7 @@ pub struct MessageRef {
 
 pub(super) fn create_tables(tx: &WriteTransaction) -> Result<(), StateError> {
     tx.open_table(REFS).map_err(storage)?;
-    super::index_once(tx, "slack_messages_by_age", REFS, BY_AGE, |k, v| Ok(Some(age_key(from_json::<MessageRef>(v)?.at_ms, k))))?;
+    index_once(tx, "slack_messages_by_age", REFS, BY_AGE, |k, v| Ok(Some(age_key(from_json::<MessageRef>(v)?.at_ms, k))))?;
     Ok(())
 }
 
@@ -43,28 +45,16 @@ fn age_key(at_ms: u64, full_key: &str) -> String {
 /// to edit them or reply in their thread. Nothing else of the store is reachable
 /// through it.
 #[derive(Clone)]
-pub struct MessageRefs(Arc<StateStore>);
+pub struct MessageRefs(Arc<Shared>);
 
 impl MessageRefs {
-    pub fn new(store: Arc<StateStore>) -> MessageRefs {
-        MessageRefs(store)
+    pub(super) fn new(shared: Arc<Shared>) -> MessageRefs {
+        MessageRefs(shared)
     }
 
     /// The reference kept for `key` of `service`, if any.
     pub fn get(&self, service: &str, key: &str) -> Result<Option<MessageRef>, StateError> {
-        self.0.message_ref(service, key)
-    }
-
-    /// Keeps a message reference (the oldest go past [`MAX_MESSAGE_REFS`]).
-    pub fn set(&self, service: &str, key: &str, r: &MessageRef) -> Result<(), StateError> {
-        self.0.set_message_ref(service, key, r)
-    }
-}
-
-impl StateStore {
-    /// The reference kept for `key` of `service`, if any.
-    fn message_ref(&self, service: &str, key: &str) -> Result<Option<MessageRef>, StateError> {
-        let tx = self.db().begin_read().map_err(storage)?;
+        let tx = self.0.read()?;
         let t = tx.open_table(REFS).map_err(storage)?;
         match t.get(format!("{service}\u{0}{key}").as_str()).map_err(storage)? {
             Some(v) => Ok(Some(from_json(v.value())?)),
@@ -74,9 +64,9 @@ impl StateStore {
 
     /// Keeps a message reference; past [`MAX_MESSAGE_REFS`] the oldest goes, found
     /// through the age index (no scan).
-    fn set_message_ref(&self, service: &str, key: &str, r: &MessageRef) -> Result<(), StateError> {
+    pub fn set(&self, service: &str, key: &str, r: &MessageRef) -> Result<(), StateError> {
         let full = format!("{service}\u{0}{key}");
-        let tx = self.db().begin_write().map_err(storage)?;
+        let tx = self.0.write()?;
         {
             let mut t = tx.open_table(REFS).map_err(storage)?;
             let mut by_age = tx.open_table(BY_AGE).map_err(storage)?;
@@ -102,29 +92,29 @@ mod tests {
 
     #[test]
     fn message_references_past_the_bound_drop_the_oldest() {
-        let s = StateStore::in_memory().unwrap();
+        let s = crate::state::Store::in_memory().unwrap().message_refs();
         let r = |at: u64| MessageRef { channel: "C1".into(), ts: format!("{at}"), at_ms: at };
         // Inserted newest-first, so insertion order is not what decides.
         for i in (0..MAX_MESSAGE_REFS as u64 + 3).rev() {
-            s.set_message_ref("slack", &format!("k{i}"), &r(i + 10)).unwrap();
+            s.set("slack", &format!("k{i}"), &r(i + 10)).unwrap();
         }
         // k0..k2 were the oldest; refreshing k3 moves it to the newest.
         for i in 0..3 {
-            assert_eq!(s.message_ref("slack", &format!("k{i}")).unwrap(), None, "k{i}");
+            assert_eq!(s.get("slack", &format!("k{i}")).unwrap(), None, "k{i}");
         }
-        s.set_message_ref("slack", "k3", &r(1_000_000)).unwrap();
-        s.set_message_ref("slack", "new", &r(1_000_001)).unwrap();
-        assert!(s.message_ref("slack", "k3").unwrap().is_some(), "refreshed, so not the oldest");
-        assert_eq!(s.message_ref("slack", "k4").unwrap(), None, "the oldest after k3 moved");
-        assert!(s.message_ref("slack", "new").unwrap().is_some());
+        s.set("slack", "k3", &r(1_000_000)).unwrap();
+        s.set("slack", "new", &r(1_000_001)).unwrap();
+        assert!(s.get("slack", "k3").unwrap().is_some(), "refreshed, so not the oldest");
+        assert_eq!(s.get("slack", "k4").unwrap(), None, "the oldest after k3 moved");
+        assert!(s.get("slack", "new").unwrap().is_some());
     }
 
     #[test]
     fn message_refs_round_trip() {
-        let s = StateStore::in_memory().unwrap();
+        let s = crate::state::Store::in_memory().unwrap().message_refs();
         let r = MessageRef { channel: "C1".into(), ts: "1.2".into(), at_ms: 1 };
-        s.set_message_ref("slack", "k", &r).unwrap();
-        assert_eq!(s.message_ref("slack", "k").unwrap(), Some(r));
-        assert_eq!(s.message_ref("slack", "other").unwrap(), None);
+        s.set("slack", "k", &r).unwrap();
+        assert_eq!(s.get("slack", "k").unwrap(), Some(r));
+        assert_eq!(s.get("slack", "other").unwrap(), None);
     }
 }
