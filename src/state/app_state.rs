@@ -170,7 +170,7 @@ mod tests {
     use crate::state::{PassWrite, Retention, Store};
 
     fn pending(app_key: &str, key: &str, action: Action) -> Notification {
-        let mut n = crate::state::tables::outbox::tests::n("hook", key);
+        let mut n = crate::state::tables::outbox::test_notification("hook", key);
         n.action = action;
         if let Some(r) = n.record.as_mut() {
             r.app_key = app_key.into();

@@ -42,7 +42,7 @@ mod store;
 mod tables;
 
 pub use app_state::{AppState, GroupReads, NoGroups, StateView, StoredException};
-pub use history::History;
+pub use history::{History, HistoryQuery, OpenEpisode, Retention};
 pub use kv::pg::{LeaseGeneration, PgOptions, Role};
 pub use message_refs::{MAX_MESSAGE_REFS, MessageRef, MessageRefs};
 pub use outbox::{Due, Outbox};
@@ -50,7 +50,6 @@ pub use pass::{PassStore, PassWrite, Reject};
 pub use store::{DEFAULT_MAX_KEYS_PER_APP, Store};
 pub use tables::break_glass::{LatestException, MAX_EXCEPTIONS_PER_APP};
 pub use tables::dead::{DeadLetter, MAX_DEAD_LETTERS, Quarantined, Requeued};
-pub use tables::episodes::{HistoryQuery, OpenEpisode, Retention};
 pub use tables::groups::{Group, Listed, MAX_LISTED, Member};
 pub use tables::operations::MAX_OPERATIONS_PER_APP;
 pub use tables::outbox::{EnqueueReport, MAX_OUTBOX_PER_SERVICE, OutboxEntry, Settle};

@@ -232,7 +232,7 @@ pub fn postgres_if_asked() -> Option<Result<Store, StateError>> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::state::tables::outbox::tests::n;
+    use crate::state::tables::outbox::test_notification as n;
 
     fn leader(holder: &str, lease_transitions: u64) -> Role {
         leader_of(holder, 1_700_000_000, lease_transitions)

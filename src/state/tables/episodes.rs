@@ -28,7 +28,7 @@ use super::SEP;
 use crate::drift::episode::{Episode, Sent};
 use crate::model::{Notification, Severity};
 use crate::state::kv::{ReadTransaction, Table, TableDefinition, WriteTransaction};
-use crate::state::{StateError, from_millis, storage};
+use crate::state::{HistoryQuery, OpenEpisode, Retention, StateError, from_millis, storage};
 
 const EPISODES: TableDefinition<&str, &str> = TableDefinition::new("episodes");
 pub(in crate::state) const LATEST: TableDefinition<&str, &str> = TableDefinition::new("latest_episode");
@@ -48,87 +48,11 @@ const OPEN_BY_CLASS: TableDefinition<&str, u64> = TableDefinition::new("open_epi
 /// `"<namespace>/<name>\u{0}<episode key>"` -> nothing.
 const BY_APP: TableDefinition<&str, ()> = TableDefinition::new("episodes_by_app");
 
-/// What the fleet view shows of an open episode, kept beside it so a look at the fleet
-/// reads one small entry per open episode.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct OpenEpisode {
-    pub id: String,
-    pub namespace: String,
-    pub name: String,
-    #[serde(default)]
-    pub project: String,
-    #[serde(default)]
-    pub cluster: String,
-    pub opened_at: DateTime<Utc>,
-    pub severity: crate::model::Severity,
-    #[serde(default)]
-    pub classes: Vec<String>,
-    /// The person behind it (the audit input's), else the field manager that wrote it.
-    #[serde(default)]
-    pub who: String,
-    /// The ticket of the break-glass exception it is recorded against.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub break_glass: Option<String>,
-}
-
-impl OpenEpisode {
-    pub fn of(ep: &Episode) -> OpenEpisode {
-        let person = ep
-            .attempts
-            .iter()
-            .map(|a| a.actor.username.as_str())
-            .chain(ep.attribution.iter().filter_map(|a| a.actor.as_ref().map(|a| a.username.as_str())))
-            .find(|u| !u.is_empty());
-        let who = person.or_else(|| ep.attribution.first().map(|a| a.manager.as_str())).unwrap_or_default();
-        OpenEpisode {
-            id: ep.id.clone(),
-            namespace: ep.namespace.clone(),
-            name: ep.name.clone(),
-            project: ep.project.clone(),
-            cluster: ep.cluster.clone(),
-            opened_at: ep.opened_at,
-            severity: ep.severity,
-            classes: ep.classes.iter().cloned().collect(),
-            who: who.to_string(),
-            break_glass: ep.break_glass.as_ref().map(|b| b.ticket.clone()),
-        }
-    }
-}
-
 /// The by-Application index key of an episode key (`<opened>\0<ns>/<name>@<uid>`).
 fn by_app_key(episode_key: &str) -> String {
     let app_key = episode_key.split_once(SEP).map_or("", |(_, a)| a);
     let app = app_key.rsplit_once('@').map_or(app_key, |(a, _)| a);
     format!("{app}{SEP}{episode_key}")
-}
-
-/// How much history is kept.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Retention {
-    pub max_episodes: usize,
-    pub max_age: chrono::Duration,
-}
-
-impl Default for Retention {
-    fn default() -> Self {
-        Retention { max_episodes: 10_000, max_age: chrono::Duration::days(90) }
-    }
-}
-
-/// What `driftwatch history` asks for.
-#[derive(Debug, Clone, Default)]
-pub struct HistoryQuery {
-    /// `name` or `namespace/name`.
-    pub app: Option<String>,
-    /// Episodes open at or after this instant.
-    pub since: Option<DateTime<Utc>>,
-    /// Episodes opened at or before this instant (with `since`, those going on at some
-    /// time in between); operations and exceptions at or before it.
-    pub until: Option<DateTime<Utc>>,
-    pub class: Option<String>,
-    /// At most this many, the newest.
-    pub limit: Option<usize>,
 }
 
 pub(in crate::state) fn create_tables(tx: &WriteTransaction) -> Result<(), StateError> {

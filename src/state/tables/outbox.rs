@@ -438,34 +438,35 @@ pub(in crate::state) fn release(tx: &WriteTransaction, service: &str, entries: &
     Ok(released)
 }
 
+/// A notification of `ns/a@u` to `service`, dedup key `key`, template `t`.
 #[cfg(test)]
-pub(in crate::state) mod tests {
+pub(in crate::state) fn test_notification(service: &str, key: &str) -> Notification {
+    Notification {
+        app: "ns/a".into(),
+        meta: crate::model::AppMeta::default(),
+        trigger: "on-x".into(),
+        condition: 0,
+        condition_key: "[0].x".into(),
+        template: "t".into(),
+        destination: crate::model::Destination::new(service, "r"),
+        kind: crate::model::DestinationKind::Webhook,
+        action: Action::Fire,
+        severity: crate::model::Severity::Info,
+        payload: serde_json::json!({}),
+        record: Some(crate::model::StateRecord { app_key: "ns/a@u".into(), key: key.into(), op: crate::model::RecordOp::Set, seen: None }),
+        episode: None,
+        operation: None,
+        idempotency_key: None,
+        group: None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::test_notification as n;
     use super::*;
-    use crate::model::{AppMeta, Destination, DestinationKind, RecordOp, Severity, StateRecord};
     use crate::state::PassWrite;
     use crate::state::{Requeued, Settle, Store};
-
-    /// A notification of `ns/a@u` to `service`, dedup key `key`, template `t`.
-    pub(in crate::state) fn n(service: &str, key: &str) -> Notification {
-        Notification {
-            app: "ns/a".into(),
-            meta: AppMeta::default(),
-            trigger: "on-x".into(),
-            condition: 0,
-            condition_key: "[0].x".into(),
-            template: "t".into(),
-            destination: Destination::new(service, "r"),
-            kind: DestinationKind::Webhook,
-            action: Action::Fire,
-            severity: Severity::Info,
-            payload: serde_json::json!({}),
-            record: Some(StateRecord { app_key: "ns/a@u".into(), key: key.into(), op: RecordOp::Set, seen: None }),
-            episode: None,
-            operation: None,
-            idempotency_key: None,
-            group: None,
-        }
-    }
 
     /// A deleted Application with an entry in flight waits for its settle; seen again
     /// before that (a replay re-creating it), it is not purged by that settle.
