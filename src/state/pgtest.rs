@@ -170,25 +170,29 @@ impl Server {
     }
 
     /// Stops the server (fast shutdown: connections are cut, as in a failover).
-    pub fn stop(&self) -> Result<(), String> {
-        self.control("stop")
+    pub fn stop(&self) -> Result<(), ServerError> {
+        self.control("stop").map_err(ServerError)
     }
 
     /// Starts the stopped server again and waits until it accepts connections.
-    pub fn start(&self) -> Result<(), String> {
-        self.control("start")?;
-        self.wait_ready()
+    pub fn start(&self) -> Result<(), ServerError> {
+        self.control("start").and_then(|()| self.wait_ready()).map_err(ServerError)
     }
 }
 
+/// Why the private PostgreSQL could not be started, stopped or reached.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("{0}")]
+pub struct ServerError(pub String);
+
 /// A server of the caller's own (one a test stops and starts), torn down when dropped.
-pub fn private_server() -> Result<Server, String> {
-    start()
+pub fn private_server() -> Result<Server, ServerError> {
+    start().map_err(ServerError)
 }
 
 /// The process's server, started at the first call.
-pub fn server() -> Result<&'static Server, String> {
-    SERVER.get_or_init(start).as_ref().map_err(Clone::clone)
+pub fn server() -> Result<&'static Server, ServerError> {
+    SERVER.get_or_init(start).as_ref().map_err(|e| ServerError(e.clone()))
 }
 
 impl Server {
@@ -219,7 +223,7 @@ pub fn fresh_schema() -> String {
 
 /// A store in a fresh schema of the process's server.
 pub fn fresh_store(role: &Role) -> Result<Store, StateError> {
-    let server = server().map_err(StateError::Postgres)?;
+    let server = server().map_err(|e| StateError::Postgres(e.0))?;
     Store::open_postgres(&server.options(&fresh_schema()), role)
 }
 
