@@ -228,3 +228,35 @@ impl Outbox {
         self.0.read_with(|tx| outbox::is_pending(tx, app, key, template, action))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::state::tables::outbox::test_notification as n;
+    use crate::state::{Settle, Store};
+
+    /// A worker's two round trips: what is due comes with when the next is, and a
+    /// settle carries the release of what waited out an outage (one that settled or
+    /// was attempted since is left alone).
+    #[test]
+    fn due_gives_the_next_due_time_and_a_settle_carries_its_release() {
+        let s = Store::in_memory().unwrap();
+        s.enqueue(&[n("hook", "k1"), n("hook", "k2"), n("hook", "k3")], 10).unwrap();
+        let o = s.outbox();
+        let due = o.due_and_next("hook", 10, 10).unwrap();
+        assert_eq!((due.entries.len(), due.next_due_ms), (3, Some(10)));
+        let [a, b, c] = <[_; 3]>::try_from(due.entries).unwrap();
+        let retry = |next_ms| Settle::Retry { next_ms, error: "503".into() };
+        o.settle(&[(a.clone(), retry(5_000)), (b.clone(), retry(6_000))], 11).unwrap();
+        let due = o.due_and_next("hook", 12, 10).unwrap();
+        assert_eq!((due.entries.len(), due.next_due_ms), (1, Some(10)), "c is still due");
+        // The destination answers again: c delivered and a released in one transaction;
+        // b is left alone (the next attempt given for it is not the one its settle gave).
+        let released = o.settle_releasing(&[(c, Settle::Delivered)], 20, "hook", &[(a.id, 5_000), (b.id, 1)]).unwrap();
+        assert_eq!(released, 1);
+        let due = o.due_and_next("hook", 20, 10).unwrap();
+        assert_eq!(due.entries.iter().map(|e| e.id).collect::<Vec<_>>(), [a.id]);
+        assert_eq!(due.next_due_ms, Some(20), "a is due now; b still waits for 6,000");
+        assert_eq!(o.next_due_ms("hook").unwrap(), Some(20));
+        assert!(s.pass().is_notified("ns/a@u", "k3").unwrap(), "the settle in the same transaction recorded c");
+    }
+}

@@ -216,3 +216,35 @@ fn write_pass_in(
     }
     Ok(report)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::state::Store;
+    use crate::state::tables::outbox::test_notification as n;
+
+    /// The notifications of a pass for a service not configured are dead-lettered by
+    /// the pass's own write, with the note and the queued ones; a pass with nothing
+    /// else to write still writes them.
+    #[test]
+    fn a_passs_rejects_are_dead_lettered_in_its_transaction() {
+        let s = Store::in_memory().unwrap();
+        let (queued, unknown) = (n("hook", "k1"), n("nowhere", "k2"));
+        let pass = PassWrite { app_key: "ns/a@u", note: Some(Some("dropped 1")), ..Default::default() };
+        let why = "service \"nowhere\" is not configured".to_string();
+        let report = s.pass().write_pass_due(&pass, std::slice::from_ref(&queued), 10, None, &[(&unknown, why.clone())]).unwrap();
+        assert_eq!(report.queued, 1);
+        let dead = s.outbox().dead_letters().unwrap();
+        assert_eq!(dead.len(), 1);
+        assert_eq!(
+            (&dead[0].notification, dead[0].error.as_str(), dead[0].attempts, dead[0].permanent),
+            (&unknown, why.as_str(), 0, false)
+        );
+        assert_eq!(s.pass().notes().unwrap(), [("ns/a@u".to_string(), "dropped 1".to_string())]);
+        assert_eq!(s.outbox().due("hook", 10, 10).unwrap().len(), 1);
+
+        let nothing_else = PassWrite { app_key: "ns/b@u", ..Default::default() };
+        s.pass().write_pass_due(&nothing_else, &[], 11, None, &[(&unknown, why)]).unwrap();
+        assert_eq!(s.outbox().dead_letter_count().unwrap(), 2, "a pass of rejects only is written too");
+    }
+}
