@@ -46,6 +46,8 @@ pub use history::{History, HistoryQuery, OpenEpisode, Retention};
 pub use kv::pg::{LeaseGeneration, PgOptions, Role};
 pub use message_refs::{MAX_MESSAGE_REFS, MessageRef, MessageRefs};
 pub use outbox::{Due, Outbox};
+#[cfg(test)]
+pub(crate) use pass::MAX_PENDING_OPERATIONS;
 pub use pass::{PassStore, PassWrite, Reject};
 pub use store::{DEFAULT_MAX_KEYS_PER_APP, Store};
 pub use tables::break_glass::{LatestException, MAX_EXCEPTIONS_PER_APP};

@@ -8,7 +8,8 @@
 //! - `episodes`: the drift history and its indexes; `operations`, `break_glass`: the
 //!   records kept per Application in time order (`timed`);
 //! - `outbox`: entries, the due index, depth counters, in-flight markers; `dead`: dead
-//!   letters and quarantined entries; `groups`: grouped notifications.
+//!   letters and quarantined entries; `groups`: grouped notifications;
+//! - `message_refs`: where sent chat messages are.
 
 pub(super) mod apps;
 pub(super) mod break_glass;
@@ -16,6 +17,7 @@ pub(super) mod dead;
 pub(super) mod episodes;
 pub(super) mod groups;
 pub(super) mod holds;
+pub(super) mod message_refs;
 pub(super) mod notified;
 pub(super) mod operations;
 pub(super) mod outbox;
@@ -41,7 +43,7 @@ pub(super) fn create_all(tx: &WriteTransaction) -> Result<(), StateError> {
     outbox::create_tables(tx)?;
     episodes::create_tables(tx)?;
     holds::create_tables(tx)?;
-    super::message_refs::create_tables(tx)?;
+    message_refs::create_tables(tx)?;
     operations::create_tables(tx)?;
     break_glass::create_tables(tx)?;
     groups::create_tables(tx)?;

@@ -78,8 +78,7 @@ mod tests {
     use super::*;
     use crate::drift::operation::Operation;
     use crate::state::Store;
-    use crate::state::pass::MAX_PENDING_OPERATIONS;
-    use crate::state::{HistoryQuery, PassWrite, StateError};
+    use crate::state::{HistoryQuery, MAX_PENDING_OPERATIONS, PassWrite, StateError};
 
     fn op(app: &str, name: &str, ms: i64) -> OperationRecord {
         OperationRecord {
