@@ -864,7 +864,7 @@ fn get_token(addr: &str, path: &str, token: &str) -> (u16, String, Duration) {
 }
 
 fn ui() {
-    use driftwatch::state::{Retention, StateStore};
+    use driftwatch::state::{Retention, Store};
     const TOKEN: &str = "ui-bench-operations-token-0123456789";
     let apps: usize = std::env::var("LIVE_BENCH_APPS").ok().and_then(|v| v.parse().ok()).unwrap_or(10_000);
     let per_app = 10;
@@ -877,7 +877,7 @@ fn ui() {
     let now = chrono::Utc::now();
     let retention = Retention { max_episodes: apps * per_app, max_age: chrono::Duration::days(3650) };
     {
-        let store = StateStore::open(&dir.path().join("state.redb")).unwrap();
+        let store = Store::open(&dir.path().join("state.redb")).unwrap();
         let mut batch = Vec::with_capacity(apps);
         for round in 0..per_app {
             for i in 0..apps {
@@ -893,7 +893,7 @@ fn ui() {
                 ep.resolved_at = (round + 1 < per_app).then(|| opened + chrono::Duration::minutes(14));
                 batch.push(ep);
             }
-            store.save_episodes(&batch, retention, now).unwrap();
+            store.history().save_episodes(&batch, retention, now).unwrap();
             batch.clear();
         }
     }
@@ -1095,11 +1095,12 @@ fn main() {
 /// three resources with their changes and attribution, eight notifications), replayed
 /// into `dir`.
 fn replayed_episode(dir: &std::path::Path) -> driftwatch::drift::episode::Episode {
-    use driftwatch::state::{HistoryQuery, StateStore};
+    use driftwatch::state::{HistoryQuery, Store};
     let replayed = dir.join("replayed.redb");
     common::daemon::replay_production(&binary(), &replayed);
-    StateStore::open(&replayed)
+    Store::open(&replayed)
         .unwrap()
+        .history()
         .episodes(&HistoryQuery::default())
         .unwrap()
         .into_iter()
@@ -1108,7 +1109,7 @@ fn replayed_episode(dir: &std::path::Path) -> driftwatch::drift::episode::Episod
 }
 
 fn pgscale() {
-    use driftwatch::state::{PassWrite, Retention, Role, StateStore, pgtest};
+    use driftwatch::state::{PassWrite, Retention, Role, Store, pgtest};
     let dir = tempfile::tempdir().unwrap();
     let template = replayed_episode(dir.path());
     let json = serde_json::to_string(&template).unwrap();
@@ -1116,7 +1117,7 @@ fn pgscale() {
     let retention = Retention { max_episodes: 10_000_000, max_age: chrono::Duration::days(3650) };
     for rows in [10_000u64, 1_000_000] {
         let schema = pgtest::fresh_schema();
-        let store = StateStore::open_postgres(&server.options(&schema), &Role::Tool).unwrap();
+        let store = Store::open_postgres(&server.options(&schema), &Role::Tool).unwrap();
         let seeded = Instant::now();
         let mut sql = postgres::Client::connect(&server.url(), postgres::NoTls).unwrap();
         sql.batch_execute(&format!(
@@ -1134,7 +1135,7 @@ fn pgscale() {
         for i in 0..PASSES {
             let app = format!("argocd/app-{i}@u");
             let t = Instant::now();
-            let st = store.view().unwrap().app_state(&app).unwrap();
+            let st = store.pass().view().unwrap().app_state(&app).unwrap();
             assert!(st.episode.is_none());
             viewing += t.elapsed();
             let mut ep = template.clone();
@@ -1148,7 +1149,7 @@ fn pgscale() {
                 ..PassWrite::default()
             };
             let t = Instant::now();
-            store.write_pass(&pass, &[], driftwatch::state::to_millis(now)).unwrap();
+            store.pass().write_pass(&pass, &[], driftwatch::state::to_millis(now)).unwrap();
             writing += t.elapsed();
         }
         println!(

@@ -16,7 +16,7 @@ use driftwatch::config;
 use driftwatch::drift::Drift;
 use driftwatch::model::{App, DestinationKind};
 use driftwatch::pipeline::Pipeline;
-use driftwatch::state::StateStore;
+use driftwatch::state::Store;
 use driftwatch::template::{RenderContext, Target};
 use driftwatch::trigger::convert::to_dynamic;
 use serde_json::{Value, json};
@@ -65,11 +65,12 @@ fn app(i: usize) -> Value {
 /// Runs `f` `iters` times per round, 7 rounds; returns the median ns per call.
 /// Queues `notifications` and settles them as delivered, as the workers would: their
 /// keys recorded the only way they are (a settle).
-fn delivered(state: &StateStore, notifications: &[driftwatch::model::Notification]) {
-    let report = state.write_pass_due(&driftwatch::state::PassWrite::default(), notifications, 0, None).expect("queues");
+fn delivered(state: &Store, notifications: &[driftwatch::model::Notification]) {
+    let report = state.pass().write_pass_due(&driftwatch::state::PassWrite::default(), notifications, 0, None, &[]).expect("queues");
     assert_eq!(report.queued, notifications.len(), "{report:?}");
-    let settled: Vec<_> = state.outbox(None).expect("outbox").into_iter().map(|e| (e, driftwatch::state::Settle::Delivered)).collect();
-    state.settle(&settled, 0).expect("settles");
+    let settled: Vec<_> =
+        state.outbox().entries(None).expect("outbox").into_iter().map(|e| (e, driftwatch::state::Settle::Delivered)).collect();
+    state.outbox().settle(&settled, 0).expect("settles");
 }
 
 fn measure(name: &str, iters: u32, mut f: impl FnMut()) -> f64 {
@@ -122,12 +123,12 @@ fn main() {
     // condition already delivered, as in the steady state of a watched cluster.
     let pipeline = Pipeline::new(rt.clone());
     let inputs = driftwatch::pipeline::Inputs::default();
-    let state = StateStore::in_memory().expect("in-memory store");
+    let state = Store::in_memory().expect("in-memory store");
     let now = Utc::now();
-    let first = pipeline.evaluate(&inputs, &application, &state, now).expect("evaluates");
+    let first = pipeline.evaluate(&inputs, &application, &state.pass(), now).expect("evaluates");
     delivered(&state, &first.notifications);
     let pass = measure("Pipeline::evaluate, 9 triggers, steady state (no sends)", 2_000, || {
-        black_box(pipeline.evaluate(&inputs, &application, &state, now).expect("evaluates"));
+        black_box(pipeline.evaluate(&inputs, &application, &state.pass(), now).expect("evaluates"));
     });
     println!("{:<58} {:>12.0} apps/s on one core", "=> full evaluation passes", 1e9 / pass);
 
@@ -135,17 +136,17 @@ fn main() {
     // notifications to submit): evaluate, then write what was decided (re-arms here) in
     // one transaction, on a file-backed store (durable writes).
     let dir = std::env::temp_dir().join(format!("driftwatch-bench-{}", std::process::id()));
-    let file_state = StateStore::open(&dir.join("state.redb")).expect("file store");
+    let file_state = Store::open(&dir.join("state.redb")).expect("file store");
     measure("evaluate + apply re-arms, file-backed store, steady state", 500, || {
-        let eval = pipeline.evaluate(&inputs, &application, &file_state, now).expect("evaluates");
+        let eval = pipeline.evaluate(&inputs, &application, &file_state.pass(), now).expect("evaluates");
         write(&eval, &application, &file_state, &pipeline.runtime, now);
         black_box(eval);
     });
     let _ = std::fs::remove_dir_all(&dir);
 
-    let fresh = StateStore::in_memory().expect("in-memory store");
+    let fresh = Store::in_memory().expect("in-memory store");
     measure("Pipeline::evaluate, 9 triggers, first sight (renders 4)", 500, || {
-        black_box(pipeline.evaluate(&inputs, &application, &fresh, now).expect("evaluates"));
+        black_box(pipeline.evaluate(&inputs, &application, &fresh.pass(), now).expect("evaluates"));
     });
 
     // Drift intelligence.
@@ -211,7 +212,7 @@ fn main() {
     // A SIEM record of one episode notification, in each schema (what every SIEM
     // kind does per notification before its transport).
     {
-        let sight = pipeline.evaluate(&inputs, &application, &StateStore::in_memory().expect("store"), now).expect("evaluates");
+        let sight = pipeline.evaluate(&inputs, &application, &Store::in_memory().expect("store").pass(), now).expect("evaluates");
         let mut n = sight.notifications.first().cloned().expect("a notification");
         n.episode = Some(episode.view(now));
         let origin = driftwatch::deliver::ecs::Origin { cluster: "prod".into(), argocd_url: "https://argocd.example.com".into() };
@@ -227,15 +228,15 @@ fn main() {
     // read, drift, routes, the drift triggers, then the episode/hold/re-arm writes, on a
     // file-backed store, in the steady state of an open episode (everything delivered).
     let dir = std::env::temp_dir().join(format!("driftwatch-bench-prod-{}", std::process::id()));
-    let file_state = StateStore::open(&dir.join("state.redb")).expect("file store");
-    let first = pipeline.evaluate(&inputs, &drifted, &file_state, now).expect("evaluates");
+    let file_state = Store::open(&dir.join("state.redb")).expect("file store");
+    let first = pipeline.evaluate(&inputs, &drifted, &file_state.pass(), now).expect("evaluates");
     write(&first, &drifted, &file_state, &prod, now);
     delivered(&file_state, &first.notifications);
     measure("production policy: evaluate only, file store, steady", 500, || {
-        black_box(pipeline.evaluate(&inputs, &drifted, &file_state, now).expect("evaluates"));
+        black_box(pipeline.evaluate(&inputs, &drifted, &file_state.pass(), now).expect("evaluates"));
     });
     let pass = measure("production policy: evaluate + apply, file store, steady", 500, || {
-        let eval = pipeline.evaluate(&inputs, &drifted, &file_state, now).expect("evaluates");
+        let eval = pipeline.evaluate(&inputs, &drifted, &file_state.pass(), now).expect("evaluates");
         write(&eval, &drifted, &file_state, &prod, now);
         black_box(eval);
     });
@@ -269,14 +270,14 @@ fn group_benches() {
         o["metadata"]["annotations"] = json!({});
         App::from_value(o).expect("fixture is an Application")
     };
-    let pass = |p: &Pipeline, state: &StateStore, a: &App| {
-        let eval = p.evaluate(&inputs, a, state, now).expect("evaluates");
+    let pass = |p: &Pipeline, state: &Store, a: &App| {
+        let eval = p.evaluate(&inputs, a, &state.pass(), now).expect("evaluates");
         let key = a.state_key();
         let pw = driftwatch::pipeline::pass_write(&eval, &key, &p.runtime, false, now);
-        let r = state.write_pass(&pw, &eval.notifications, driftwatch::state::to_millis(now)).expect("writes the pass");
+        let r = state.pass().write_pass(&pw, &eval.notifications, driftwatch::state::to_millis(now)).expect("writes the pass");
         black_box((eval, r));
     };
-    let group_state = StateStore::open(&dir.join("grouped.redb")).expect("file store");
+    let group_state = Store::open(&dir.join("grouped.redb")).expect("file store");
     group_state.defer_durability(true);
     for i in 0..10_000 {
         pass(&grouped, &group_state, &members(i));
@@ -287,17 +288,17 @@ fn group_benches() {
         pass(&grouped, &group_state, &members(next));
         next += 1;
     });
-    let g = group_state.groups().expect("reads groups").remove(0);
+    let g = group_state.outbox().groups().expect("reads groups").remove(0);
     let row = serde_json::to_string(&g).expect("serialises").len();
     println!("{:<58} {:>12} members, row {row} bytes, {} listed", "the group after the run", g.firing, g.listed.len());
-    let plain_state = StateStore::open(&dir.join("plain.redb")).expect("file store");
+    let plain_state = Store::open(&dir.join("plain.redb")).expect("file store");
     let mut next = 0;
     measure("the same route without group: a pass queueing one entry", 300, || {
         pass(&plain, &plain_state, &members(next));
         next += 1;
     });
     // The same two in memory: the CPU the grouping adds, without the disk.
-    let (group_mem, plain_mem) = (StateStore::in_memory().expect("store"), StateStore::in_memory().expect("store"));
+    let (group_mem, plain_mem) = (Store::in_memory().expect("store"), Store::in_memory().expect("store"));
     group_mem.defer_durability(true);
     for i in 0..10_000 {
         pass(&grouped, &group_mem, &members(i));
@@ -383,11 +384,11 @@ fn diff_benches() {
 fn write(
     eval: &driftwatch::pipeline::Evaluation,
     app: &App,
-    state: &StateStore,
+    state: &Store,
     rt: &driftwatch::config::Runtime,
     now: chrono::DateTime<chrono::Utc>,
 ) {
     let key = app.state_key();
     let pass = driftwatch::pipeline::pass_write(eval, &key, rt, false, now);
-    state.write_pass(&pass, &[], driftwatch::state::to_millis(now)).expect("writes the pass");
+    state.pass().write_pass(&pass, &[], driftwatch::state::to_millis(now)).expect("writes the pass");
 }

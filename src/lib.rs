@@ -23,7 +23,8 @@
 //!   attribution from `managedFields`, and drift episodes; pure;
 //! - pure stages: [`trigger`] (the only module that knows rhai), [`template`] (the only
 //!   one that knows handlebars), [`route`] (subscriptions, label selectors, the route
-//!   tree); and [`state`], the embedded store (dedup keys, outbox, history);
+//!   tree); and [`state`], the store (redb or PostgreSQL) with one face per role: the
+//!   pass's, the outbox's, the history's, chat message references;
 //! - [`deliver`]: every destination behind the durable outbox, one folder per kind
 //!   (its configuration, its payload encoder, its client);
 //! - [`config`]: loads `driftwatch.yaml`, trigger and template files and the built-in

@@ -15,7 +15,7 @@ use chrono::{TimeZone, Utc};
 use driftwatch::config::{self, Runtime};
 use driftwatch::model::App;
 use driftwatch::pipeline::Pipeline;
-use driftwatch::state::StateStore;
+use driftwatch::state::Store;
 use proptest::prelude::*;
 use serde_json::{Value, json};
 
@@ -102,10 +102,10 @@ fn evaluate(v: Value) {
             m.entry(k).or_insert(json!(""));
         }
     }
-    let state = StateStore::in_memory().unwrap();
+    let state = Store::in_memory().unwrap();
     let pipeline = Pipeline::new(RUNTIME.clone());
     let now = Utc.with_ymd_and_hms(2026, 3, 1, 12, 0, 0).unwrap();
-    let _ = pipeline.evaluate(&driftwatch::pipeline::Inputs::default(), &app, &state, now);
+    let _ = pipeline.evaluate(&driftwatch::pipeline::Inputs::default(), &app, &state.pass(), now);
 }
 
 /// The real audit batch of `tests/data/k8s-audit` (kube-apiserver v1.36) with one more

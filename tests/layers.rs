@@ -101,7 +101,7 @@ fn no_module_depends_on_a_module_above_it() {
 
 #[test]
 fn the_scan_sees_an_edge_and_ignores_comments() {
-    let found = uses("use crate::state::StateStore; // crate::daemon\nlet x = crate::model::App::new(); /// crate::cli");
+    let found = uses("use crate::state::Store; // crate::daemon\nlet x = crate::model::App::new(); /// crate::cli");
     assert_eq!(found.into_iter().collect::<Vec<_>>(), ["model", "state"]);
 }
 
@@ -298,6 +298,30 @@ fn no_destination_kind_uses_the_queue() {
         }
     }
     assert!(offenders.is_empty(), "kinds using the queue:\n{}", offenders.join("\n"));
+}
+
+/// A destination kind gets one face of the store, its chat message references
+/// (`state::MessageRefs`, through `Env::refs`), never the store nor another face
+/// (issue 53): its code (tests aside) names no `Store`, `PassStore`, `Outbox`,
+/// `History` or `StateView`.
+#[test]
+fn no_destination_kind_names_the_store() {
+    let mut files = Vec::new();
+    rust_files(&Path::new(env!("CARGO_MANIFEST_DIR")).join("src/deliver/kinds"), &mut files);
+    assert!(files.len() > 40, "the scan found only {} files: it is not reading the kinds", files.len());
+    let faces = ["Store", "PassStore", "Outbox", "History", "StateView"];
+    let mut offenders = Vec::new();
+    for f in files.iter().filter(|f| f.file_name().is_some_and(|n| n != "tests.rs")) {
+        let text = std::fs::read_to_string(f).unwrap();
+        for line in text.lines().take_while(|l| !l.trim_start().starts_with("#[cfg(test)]")) {
+            let code = line.split("//").next().unwrap_or_default();
+            let words = code.split(|c: char| !(c.is_alphanumeric() || c == '_'));
+            if code.contains("state::") && words.into_iter().any(|w| faces.contains(&w)) {
+                offenders.push(format!("{}: {}", f.display(), line.trim()));
+            }
+        }
+    }
+    assert!(offenders.is_empty(), "kinds naming the store:\n{}", offenders.join("\n"));
 }
 
 /// No kube or k8s-openapi type outside `src/cluster/`: everything that talks to

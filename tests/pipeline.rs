@@ -18,7 +18,7 @@ use driftwatch::deliver::{Deliverer, Delivery};
 use driftwatch::model::{App, Notification, Project};
 use driftwatch::pipeline::pass::{self, preview_services};
 use driftwatch::pipeline::{Inputs, Pipeline, Skip};
-use driftwatch::state::StateStore;
+use driftwatch::state::Store;
 
 /// Records what it was given; fails the first `fail_first` deliveries (retryable).
 #[derive(Default)]
@@ -81,7 +81,7 @@ fn pipeline(config_yaml: Option<&str>, dir: &Path) -> Fixture {
 /// Application asked to be evaluated again.
 fn deliver_at(
     p: &Fixture,
-    state: &Arc<StateStore>,
+    state: &Arc<Store>,
     sink: &mut Recorder,
     app: &App,
     now: chrono::DateTime<Utc>,
@@ -92,7 +92,7 @@ fn deliver_at(
 /// [`deliver_at`] for an Application that is there (`deleted` false) or gone.
 fn deliver_pass(
     p: &Fixture,
-    state: &Arc<StateStore>,
+    state: &Arc<Store>,
     sink: &mut Recorder,
     app: &App,
     deleted: bool,
@@ -103,7 +103,7 @@ fn deliver_pass(
     let probe = Arc::new(Probe { to_fail: AtomicUsize::new(sink.fail_first.saturating_sub(sink.attempts)), ..Default::default() });
     let clock = OutboxClock::manual(driftwatch::state::to_millis(now));
     let delivery = Delivery::start_with_clock(preview_services(&p.runtime, probe.clone()), state.clone(), clock);
-    let pass = pass::run(&p.pipeline, &p.inputs, state, &delivery, app, deleted, now).unwrap();
+    let pass = pass::run(&p.pipeline, &p.inputs, &state.pass(), &delivery, app, deleted, now).unwrap();
     runtime.block_on(delivery.settle(Duration::ZERO, Duration::from_secs(30)));
     runtime.block_on(delivery.shutdown(Duration::from_secs(5)));
     sink.attempts += probe.attempts.load(Ordering::SeqCst);
@@ -120,7 +120,7 @@ fn deliver_pass(
 }
 
 /// [`deliver_at`] at a fixed instant; returns `trigger -> destination` of what was sent.
-fn step(p: &Fixture, state: &Arc<StateStore>, sink: &mut Recorder, app: &App) -> Vec<String> {
+fn step(p: &Fixture, state: &Arc<Store>, sink: &mut Recorder, app: &App) -> Vec<String> {
     let now = Utc.with_ymd_and_hms(2026, 3, 1, 12, 0, 0).unwrap();
     deliver_at(p, state, sink, app, now).0.iter().map(|n| format!("{} -> {}", n.trigger, n.destination)).collect()
 }
@@ -136,7 +136,7 @@ triggers:
 fn a_plain_trigger_rearms_when_its_condition_turns_false() {
     let dir = tempfile::tempdir().unwrap();
     let p = pipeline(Some(DEGRADED_PLAIN), dir.path());
-    let state = Arc::new(StateStore::in_memory().unwrap());
+    let state = Arc::new(Store::in_memory().unwrap());
     let app = |b: AppBuilder| b.annotate("notifications.argoproj.io/subscribe.on-degraded-plain.slack", "ops").app();
     let sent = |b| step(&p, &state, &mut Recorder::default(), &app(b));
     assert_eq!(sent(AppBuilder::new("a").synced().degraded()), ["on-degraded-plain -> slack:ops"]);
@@ -149,7 +149,7 @@ fn a_plain_trigger_rearms_when_its_condition_turns_false() {
 fn an_once_per_key_is_kept_until_its_value_changes() {
     let dir = tempfile::tempdir().unwrap();
     let p = pipeline(None, dir.path());
-    let state = Arc::new(StateStore::in_memory().unwrap());
+    let state = Arc::new(Store::in_memory().unwrap());
     let mut sink = Recorder::default();
     let app = |b: AppBuilder| b.annotate("notifications.argoproj.io/subscribe.on-out-of-sync.slack", "drift").app();
     assert_eq!(step(&p, &state, &mut sink, &app(AppBuilder::new("a").sync("OutOfSync", REV1))), ["on-out-of-sync -> slack:drift"]);
@@ -162,7 +162,7 @@ fn an_once_per_key_is_kept_until_its_value_changes() {
 fn a_failed_delivery_is_retried_by_the_outbox_and_recorded_once_even_for_once_per() {
     let dir = tempfile::tempdir().unwrap();
     let p = pipeline(None, dir.path());
-    let state = Arc::new(StateStore::in_memory().unwrap());
+    let state = Arc::new(Store::in_memory().unwrap());
     let app = AppBuilder::new("a")
         .synced()
         .healthy()
@@ -172,7 +172,7 @@ fn a_failed_delivery_is_retried_by_the_outbox_and_recorded_once_even_for_once_pe
     let mut sink = Recorder { fail_first: 1, ..Default::default() };
     let now = Utc.with_ymd_and_hms(2026, 3, 1, 12, 0, 0).unwrap();
     assert!(deliver_at(&p, &state, &mut sink, &app, now).0.is_empty(), "the receiver failed");
-    assert!(state.keys(&app.state_key()).unwrap().is_empty(), "nothing recorded for a failed send");
+    assert!(state.pass().keys(&app.state_key()).unwrap().is_empty(), "nothing recorded for a failed send");
     // The outbox's worker retries it once its backoff is over; the evaluation at that
     // time does not decide it again (it is in flight).
     let later = now + chrono::Duration::minutes(10);
@@ -191,14 +191,14 @@ fn state_survives_a_restart() {
         AppBuilder::new("a").sync("OutOfSync", REV1).annotate("notifications.argoproj.io/subscribe.on-out-of-sync.slack", "drift").app();
     {
         let p = pipeline(None, dir.path());
-        let state = Arc::new(StateStore::open(&path).unwrap());
+        let state = Arc::new(Store::open(&path).unwrap());
         assert_eq!(step(&p, &state, &mut Recorder::default(), &app).len(), 1);
     }
     // A new process: new pipeline, the store reopened from disk.
     let p = pipeline(None, dir.path());
-    let state = Arc::new(StateStore::open(&path).unwrap());
+    let state = Arc::new(Store::open(&path).unwrap());
     assert!(step(&p, &state, &mut Recorder::default(), &app).is_empty());
-    let keys = state.keys(&app.state_key()).unwrap();
+    let keys = state.pass().keys(&app.state_key()).unwrap();
     assert_eq!(keys.len(), 1);
     assert!(keys[0].0.starts_with(&format!("{REV1}:on-out-of-sync:[0].")), "{keys:?}");
     assert!(keys[0].0.ends_with(":slack:drift"), "{keys:?}");
@@ -208,15 +208,15 @@ fn state_survives_a_restart() {
 fn stale_sync_status_is_skipped_until_reconciled() {
     let dir = tempfile::tempdir().unwrap();
     let p = pipeline(None, dir.path());
-    let state = Arc::new(StateStore::in_memory().unwrap());
+    let state = Arc::new(Store::in_memory().unwrap());
     let b = AppBuilder::new("a")
         .synced()
         .healthy()
         .operation("Failed", REV1, "2026-03-01T12:00:00Z", Some("2026-03-01T12:00:10Z"))
         .annotate("notifications.argoproj.io/subscribe.on-sync-failed.slack", "ops");
-    let eval = p.evaluate(&p.inputs, &b.clone().reconciled_at("2026-03-01T12:00:05Z").app(), &state, Utc::now()).unwrap();
+    let eval = p.evaluate(&p.inputs, &b.clone().reconciled_at("2026-03-01T12:00:05Z").app(), &state.pass(), Utc::now()).unwrap();
     assert!(eval.stale && eval.notifications.is_empty());
-    let eval = p.evaluate(&p.inputs, &b.reconciled_at("2026-03-01T12:00:20Z").app(), &state, Utc::now()).unwrap();
+    let eval = p.evaluate(&p.inputs, &b.reconciled_at("2026-03-01T12:00:20Z").app(), &state.pass(), Utc::now()).unwrap();
     assert!(!eval.stale);
     assert_eq!(eval.notifications.len(), 1);
 }
@@ -234,7 +234,7 @@ fn project_subscriptions_and_global_selectors_route_without_app_annotations() {
         annotations: [("notifications.argoproj.io/subscribe.on-health-degraded.slack".to_string(), "team".to_string())].into(),
         policy: Default::default(),
     });
-    let state = Arc::new(StateStore::in_memory().unwrap());
+    let state = Arc::new(Store::in_memory().unwrap());
     let prod = AppBuilder::new("a").synced().degraded().label("env", "prod").app();
     assert_eq!(
         step(&p, &state, &mut Recorder::default(), &prod),
@@ -248,7 +248,7 @@ fn project_subscriptions_and_global_selectors_route_without_app_annotations() {
 fn unknown_services_and_triggers_are_reported_not_fatal() {
     let dir = tempfile::tempdir().unwrap();
     let p = pipeline(None, dir.path());
-    let state = Arc::new(StateStore::in_memory().unwrap());
+    let state = Arc::new(Store::in_memory().unwrap());
     let app = AppBuilder::new("a")
         .synced()
         .degraded()
@@ -256,7 +256,7 @@ fn unknown_services_and_triggers_are_reported_not_fatal() {
         .annotate("notifications.argoproj.io/subscribe.on-nonexistent.slack", "x")
         .annotate("notifications.argoproj.io/subscribe.on-health-degraded.slack", "ok")
         .app();
-    let eval = p.evaluate(&p.inputs, &app, &state, Utc::now()).unwrap();
+    let eval = p.evaluate(&p.inputs, &app, &state.pass(), Utc::now()).unwrap();
     assert_eq!(eval.notifications.len(), 1);
     assert!(eval.skipped.contains(&Skip::UnknownService { service: "hipchat".into() }), "{:?}", eval.skipped);
     assert!(eval.skipped.contains(&Skip::UnknownTrigger { trigger: "on-nonexistent".into() }), "{:?}", eval.skipped);
@@ -272,7 +272,7 @@ fn secret_values_never_reach_a_rendered_payload() {
         ),
         dir.path(),
     );
-    let state = Arc::new(StateStore::in_memory().unwrap());
+    let state = Arc::new(Store::in_memory().unwrap());
     let app = AppBuilder::new("a")
         .annotate("note", "someone pasted xoxb-TOPSECRET-0001 here")
         .annotate("notifications.argoproj.io/subscribe.on-any.slack", "ops")
@@ -304,7 +304,7 @@ templates:
         ),
         dir.path(),
     );
-    let state = Arc::new(StateStore::in_memory().unwrap());
+    let state = Arc::new(Store::in_memory().unwrap());
     let app = |b: AppBuilder| b.annotate("notifications.argoproj.io/subscribe.on-degraded-page.pagerduty", "platform").app();
     let mut sink = Recorder::default();
     assert_eq!(step(&p, &state, &mut sink, &app(AppBuilder::new("a").synced().degraded())), ["on-degraded-page -> pagerduty:platform"]);
@@ -319,7 +319,7 @@ templates:
     assert_eq!(resolved.action, driftwatch::model::Action::Resolve);
     assert_eq!(resolved.payload["summary"], "RESOLVED a");
     assert_eq!(resolved.condition_key, fired.condition_key, "the same PagerDuty dedup_key");
-    assert!(state.keys(&resolved.record.as_ref().unwrap().app_key).unwrap().is_empty(), "the key was cleared");
+    assert!(state.pass().keys(&resolved.record.as_ref().unwrap().app_key).unwrap().is_empty(), "the key was cleared");
     assert!(step(&p, &state, &mut sink, &app(AppBuilder::new("a").synced().healthy())).is_empty(), "resolved once");
     assert_eq!(step(&p, &state, &mut sink, &app(AppBuilder::new("a").synced().degraded())).len(), 1, "re-armed: a new episode pages again");
 }
@@ -344,7 +344,7 @@ templates:
         ),
         dir.path(),
     );
-    let state = Arc::new(StateStore::in_memory().unwrap());
+    let state = Arc::new(Store::in_memory().unwrap());
     let resources = serde_json::json!([
         {"group": "rbac.authorization.k8s.io", "kind": "ClusterRoleBinding", "name": "admins", "status": "OutOfSync"},
         {"group": "example.com", "kind": "Widget", "namespace": "a", "name": "w", "status": "OutOfSync"},
@@ -370,7 +370,7 @@ templates:
 /// [`deliver_at`]; returns `trigger Action` of what was sent, and the wake-up.
 fn step_at(
     p: &Fixture,
-    state: &Arc<StateStore>,
+    state: &Arc<Store>,
     sink: &mut Recorder,
     app: &App,
     now: chrono::DateTime<Utc>,
@@ -405,7 +405,7 @@ subscriptions:
     let healthy = AppBuilder::new("a").synced().healthy().app();
     let mut sink = Recorder::default();
     {
-        let state = Arc::new(StateStore::open(&path).unwrap());
+        let state = Arc::new(Store::open(&path).unwrap());
         // A 30-second blip pages nobody, and the hold-down ends with it.
         assert_eq!(step_at(&p, &state, &mut sink, &degraded, t(0)), (vec![], Some(t(120))));
         assert_eq!(step_at(&p, &state, &mut sink, &healthy, t(30)), (vec![], None));
@@ -414,7 +414,7 @@ subscriptions:
         assert_eq!(step_at(&p, &state, &mut sink, &degraded, t(120)).0, Vec::<String>::new(), "held for 60 s only");
     }
     // The hold-down survives a restart.
-    let state = Arc::new(StateStore::open(&path).unwrap());
+    let state = Arc::new(Store::open(&path).unwrap());
     let (sent, wake) = step_at(&p, &state, &mut sink, &degraded, t(180));
     assert_eq!(sent, ["on-degraded-2m Fire"]);
     assert_eq!(wake, None, "delivered just now: the repeat is scheduled by the next evaluation");
@@ -440,7 +440,7 @@ routes:
         ),
         dir.path(),
     );
-    let state = Arc::new(StateStore::in_memory().unwrap());
+    let state = Arc::new(Store::in_memory().unwrap());
     let t = |min: i64| Utc.with_ymd_and_hms(2026, 3, 1, 12, 0, 0).unwrap() + chrono::Duration::minutes(min);
     let role = serde_json::json!([{"group": "rbac.authorization.k8s.io", "version": "v1", "kind": "Role", "namespace": "a", "name": "r", "status": "OutOfSync"}]);
     // No annotation at all: the route alone pages.
@@ -461,7 +461,7 @@ routes:
     let resolve = sink.got.last().unwrap();
     assert_eq!((resolve.condition_key.as_str(), &resolve.destination), (page.condition_key.as_str(), &page.destination));
     assert!(resolve.payload["summary"].as_str().unwrap().contains("Security drift in a"), "{}", resolve.payload);
-    let history = state.episodes(&Default::default()).unwrap();
+    let history = state.history().episodes(&Default::default()).unwrap();
     assert_eq!(history.len(), 1);
     assert_eq!(history[0].duration_secs(t(99)), 14 * 60);
     let sent: Vec<&str> = history[0].notifications.iter().map(|n| n.action.as_str()).collect();
@@ -478,7 +478,7 @@ routes:
         .app();
     assert_eq!(step_at(&p, &state, &mut sink, &later, t(90)).0, ["on-sync-succeeded Fire"]);
     assert_eq!(sink.got.last().unwrap().episode, None);
-    assert_eq!(state.episodes(&Default::default()).unwrap()[0].notifications.len(), 2, "not noted in the old episode");
+    assert_eq!(state.history().episodes(&Default::default()).unwrap()[0].notifications.len(), 2, "not noted in the old episode");
 }
 
 /// Holds every delivery until opened.
@@ -502,7 +502,7 @@ impl Deliverer for Gate {
 fn applications_created_and_deleted_in_a_loop_leave_no_keys_behind() {
     let dir = tempfile::tempdir().unwrap();
     let p = pipeline(None, dir.path());
-    let state = Arc::new(StateStore::open(&dir.path().join("state.redb")).unwrap());
+    let state = Arc::new(Store::open(&dir.path().join("state.redb")).unwrap());
     let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_time().build().unwrap();
     let _entered = runtime.enter();
     let now = Utc.with_ymd_and_hms(2026, 3, 1, 12, 0, 0).unwrap();
@@ -516,17 +516,17 @@ fn applications_created_and_deleted_in_a_loop_leave_no_keys_behind() {
                 .annotate("notifications.argoproj.io/subscribe.on-out-of-sync.slack", "drift")
                 .annotate("notifications.argoproj.io/subscribe.on-deleted.slack", "drift")
                 .app();
-            let created = pass::run(&p.pipeline, &p.inputs, &state, &delivery, &app, false, now).unwrap();
+            let created = pass::run(&p.pipeline, &p.inputs, &state.pass(), &delivery, &app, false, now).unwrap();
             assert_eq!(created.submitted.enqueue.queued, 1, "on-out-of-sync goes to the outbox");
-            let deleted = pass::run(&p.pipeline, &p.inputs, &state, &delivery, &app, true, now).unwrap();
+            let deleted = pass::run(&p.pipeline, &p.inputs, &state.pass(), &delivery, &app, true, now).unwrap();
             assert_eq!(deleted.eval.notifications.len(), 1, "on-deleted sees it deleted");
         }
         // Every entry is still held: the deleted Applications wait for them.
-        let waiting = state.deleted_waiting().unwrap();
+        let waiting = state.pass().deleted_waiting().unwrap();
         gate.0.add_permits(1_000);
         assert!(runtime.block_on(delivery.settle(Duration::ZERO, Duration::from_secs(30))), "everything delivered");
-        assert_eq!(state.apps().unwrap(), Vec::<String>::new(), "no dedup key of a deleted Application is left");
-        assert_eq!((waiting, state.deleted_waiting().unwrap()), (40, 0));
+        assert_eq!(state.pass().apps().unwrap(), Vec::<String>::new(), "no dedup key of a deleted Application is left");
+        assert_eq!((waiting, state.pass().deleted_waiting().unwrap()), (40, 0));
         gate.0.forget_permits(1_000);
     }
     // A key recorded the only way one is (a delivery's settle), then the Application
@@ -536,15 +536,15 @@ fn applications_created_and_deleted_in_a_loop_leave_no_keys_behind() {
             .sync("OutOfSync", REV1)
             .annotate("notifications.argoproj.io/subscribe.on-out-of-sync.slack", "drift")
             .app();
-        pass::run(&p.pipeline, &p.inputs, &state, &delivery, &drifted, false, now).unwrap();
+        pass::run(&p.pipeline, &p.inputs, &state.pass(), &delivery, &drifted, false, now).unwrap();
         gate.0.add_permits(1);
         assert!(runtime.block_on(delivery.settle(Duration::ZERO, Duration::from_secs(30))));
-        assert!(!state.keys(&drifted.state_key()).unwrap().is_empty(), "{name}'s key recorded by its settle");
+        assert!(!state.pass().keys(&drifted.state_key()).unwrap().is_empty(), "{name}'s key recorded by its settle");
     };
     notified("quiet");
     let quiet = AppBuilder::new("quiet").synced().healthy().app();
-    pass::run(&p.pipeline, &p.inputs, &state, &delivery, &quiet, true, now).unwrap();
-    assert!(state.keys(&quiet.state_key()).unwrap().is_empty());
+    pass::run(&p.pipeline, &p.inputs, &state.pass(), &delivery, &quiet, true, now).unwrap();
+    assert!(state.pass().keys(&quiet.state_key()).unwrap().is_empty());
     // Deleted while Argo CD's sync status was stale: nothing is decided, but it is
     // retired all the same.
     let stale = AppBuilder::new("stale")
@@ -553,9 +553,9 @@ fn applications_created_and_deleted_in_a_loop_leave_no_keys_behind() {
         .reconciled_at("2026-03-01T12:00:05Z")
         .app();
     notified("stale");
-    let gone = pass::run(&p.pipeline, &p.inputs, &state, &delivery, &stale, true, now).unwrap();
+    let gone = pass::run(&p.pipeline, &p.inputs, &state.pass(), &delivery, &stale, true, now).unwrap();
     assert!(gone.eval.stale);
-    assert!(state.keys(&stale.state_key()).unwrap().is_empty(), "a stale deleted Application is purged too");
+    assert!(state.pass().keys(&stale.state_key()).unwrap().is_empty(), "a stale deleted Application is purged too");
     runtime.block_on(delivery.shutdown(Duration::from_secs(5)));
 }
 
@@ -572,37 +572,37 @@ fn a_settle_between_a_pass_snapshot_and_its_write_does_not_send_twice() {
     use driftwatch::state::{Settle, to_millis};
     let dir = tempfile::tempdir().unwrap();
     let p = pipeline(Some(DEGRADED_PLAIN), dir.path());
-    let state = StateStore::in_memory().unwrap();
+    let state = Store::in_memory().unwrap();
     let app = AppBuilder::new("a").synced().degraded().annotate("notifications.argoproj.io/subscribe.on-degraded-plain.slack", "ops").app();
     let now = Utc.with_ymd_and_hms(2026, 3, 1, 12, 0, 0).unwrap();
     let write = |eval: &driftwatch::pipeline::Evaluation| {
         let key = app.state_key();
         let pass = driftwatch::pipeline::pass_write(eval, &key, &p.runtime, false, now);
-        state.write_pass(&pass, &eval.notifications, to_millis(now)).unwrap()
+        state.pass().write_pass(&pass, &eval.notifications, to_millis(now)).unwrap()
     };
     // The second pass's snapshot, taken before anything was queued.
-    let stale = state.view().unwrap();
+    let stale = state.pass().view().unwrap();
     // The first pass queues the notification...
-    let first = p.evaluate(&p.inputs, &app, &state, now).unwrap();
+    let first = p.evaluate(&p.inputs, &app, &state.pass(), now).unwrap();
     assert_eq!(first.notifications.len(), 1);
     assert_eq!(write(&first).queued, 1);
     // ...a snapshot now sees it in flight...
-    let in_flight = state.view().unwrap();
+    let in_flight = state.pass().view().unwrap();
     // ...and a worker delivers and records it.
-    let entry = state.due("slack", to_millis(now), 10).unwrap().remove(0);
-    state.settle(&[(entry, Settle::Delivered)], to_millis(now)).unwrap();
-    assert!(state.is_notified(&app.state_key(), &first.notifications[0].record.as_ref().unwrap().key).unwrap());
+    let entry = state.outbox().due("slack", to_millis(now), 10).unwrap().remove(0);
+    state.outbox().settle(&[(entry, Settle::Delivered)], to_millis(now)).unwrap();
+    assert!(state.pass().is_notified(&app.state_key(), &first.notifications[0].record.as_ref().unwrap().key).unwrap());
 
     let second = p.evaluate_in(&p.inputs, &app, &stale.app_state(&app.state_key()).unwrap(), &stale, now).unwrap();
     assert_eq!(second.notifications.len(), 1, "the stale snapshot saw neither the delivery nor the entry");
     let report = write(&second);
     assert_eq!((report.queued, report.superseded), (0, 1), "the enqueue's re-check drops the copy");
-    assert!(state.outbox(None).unwrap().is_empty(), "nothing to send twice");
+    assert!(state.outbox().entries(None).unwrap().is_empty(), "nothing to send twice");
 
     let during = p.evaluate_in(&p.inputs, &app, &in_flight.app_state(&app.state_key()).unwrap(), &in_flight, now).unwrap();
     assert!(during.notifications.is_empty());
     assert!(matches!(during.skipped[..], [Skip::InFlight { .. }]), "{:?}", during.skipped);
-    let after = p.evaluate(&p.inputs, &app, &state, now).unwrap();
+    let after = p.evaluate(&p.inputs, &app, &state.pass(), now).unwrap();
     assert!(matches!(after.skipped[..], [Skip::AlreadyNotified { .. }]), "{:?}", after.skipped);
 }
 
@@ -617,7 +617,7 @@ fn a_grouped_route_sends_the_group_to_the_chat_and_each_application_to_the_siem(
         ),
         dir.path(),
     );
-    let state = Arc::new(StateStore::in_memory().unwrap());
+    let state = Arc::new(Store::in_memory().unwrap());
     let now = Utc.with_ymd_and_hms(2026, 3, 1, 12, 0, 0).unwrap();
     let mut sink = Recorder::default();
     let sent = |got: &[Notification]| -> Vec<String> {
@@ -668,7 +668,7 @@ fn members_leave_their_group_when_they_move_are_deleted_or_the_route_changes() {
     use driftwatch::model::Action::{Fire, Resolve};
     let dir = tempfile::tempdir().unwrap();
     let p = pipeline(Some(GROUPED_BY_REVISION), dir.path());
-    let state = Arc::new(StateStore::in_memory().unwrap());
+    let state = Arc::new(Store::in_memory().unwrap());
     let t0 = Utc.with_ymd_and_hms(2026, 3, 1, 12, 0, 0).unwrap();
     let at = |s: i64| t0 + chrono::Duration::seconds(s);
     let mut sink = Recorder::default();
@@ -684,7 +684,7 @@ fn members_leave_their_group_when_they_move_are_deleted_or_the_route_changes() {
     assert_eq!(old.1, Resolve, "its only member moved on");
     let new = moved.iter().find(|(k, _, _)| *k != first[0].0).expect("the new group's message");
     assert_eq!((new.1, new.2.as_str()), (Fire, "1 of 1"));
-    assert_eq!(state.groups().unwrap().len(), 1, "the old run ended");
+    assert_eq!(state.outbox().groups().unwrap().len(), 1, "the old run ended");
 
     let (got, _) = deliver_pass(&p, &state, &mut sink, &a(REV2, "OutOfSync"), true, at(4));
     assert_eq!(
@@ -692,7 +692,7 @@ fn members_leave_their_group_when_they_move_are_deleted_or_the_route_changes() {
         [(new.0.clone(), Resolve)],
         "deleted: it left"
     );
-    assert!(state.groups().unwrap().is_empty());
+    assert!(state.outbox().groups().unwrap().is_empty());
 
     // b joins under the grouped route; the route loses its group; b syncs.
     let b = |status: &str| AppBuilder::new("b").sync(status, REV1).healthy().app();
@@ -701,5 +701,5 @@ fn members_leave_their_group_when_they_move_are_deleted_or_the_route_changes() {
     let reloaded = pipeline(Some("routes:\n  - triggers: [on-out-of-sync]\n    recipients: [slack:drift]\n"), dir.path());
     let (got, _) = deliver_at(&reloaded, &state, &mut sink, &b("Synced"), at(8));
     assert_eq!(group_messages(&got).iter().map(|(_, a, _)| *a).collect::<Vec<_>>(), [Resolve], "the group it joined is resolved");
-    assert!(state.groups().unwrap().is_empty());
+    assert!(state.outbox().groups().unwrap().is_empty());
 }

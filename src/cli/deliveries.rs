@@ -1,13 +1,13 @@
 //! `driftwatch deliveries`: undelivered notifications, dead letters and quarantined
 //! entries; `deliveries retry` puts dead letters back in the outbox.
 
-use super::{BAD_INPUT, FAILED, Format, OK, StateStore, Write, json};
+use super::{BAD_INPUT, FAILED, Format, OK, Store, Write, json};
 
 /// `driftwatch deliveries retry (--state FILE | --config FILE) (ID... | --all)`: dead
 /// letters back into the outbox. Exit 2 when an id names no dead letter, 1 when a
 /// service's outbox is full.
-pub fn retry_dead_letters(state: &StateStore, ids: Option<&[u64]>, out: &mut dyn Write, err: &mut dyn Write) -> anyhow::Result<i32> {
-    let r = state.requeue_dead(ids, crate::state::to_millis(chrono::Utc::now()))?;
+pub fn retry_dead_letters(state: &Store, ids: Option<&[u64]>, out: &mut dyn Write, err: &mut dyn Write) -> anyhow::Result<i32> {
+    let r = state.outbox().requeue_dead(ids, crate::state::to_millis(chrono::Utc::now()))?;
     for (id, service) in &r.queued {
         writeln!(out, "#{id}: queued again for {service}")?;
     }
@@ -37,11 +37,11 @@ pub fn retry_dead_letters(state: &StateStore, ids: Option<&[u64]>, out: &mut dyn
 
 /// `driftwatch deliveries (--state FILE | --config FILE) [--failed]`: undelivered
 /// notifications (the outbox), dead letters and quarantined entries.
-pub fn deliveries(state: &StateStore, failed_only: bool, format: Format, out: &mut dyn Write) -> anyhow::Result<i32> {
-    let dead = state.dead_letters()?;
-    let quarantined = state.quarantined()?;
-    let pending = if failed_only { Vec::new() } else { state.outbox(None)? };
-    let groups = if failed_only { Vec::new() } else { state.groups()? };
+pub fn deliveries(state: &Store, failed_only: bool, format: Format, out: &mut dyn Write) -> anyhow::Result<i32> {
+    let dead = state.outbox().dead_letters()?;
+    let quarantined = state.outbox().quarantined()?;
+    let pending = if failed_only { Vec::new() } else { state.outbox().entries(None)? };
+    let groups = if failed_only { Vec::new() } else { state.outbox().groups()? };
     let time = |ms: u64| crate::state::from_millis(ms).to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
     // A group's entry is about the group, not the member whose pass queued it.
     let about = |n: &crate::model::Notification| match &n.group {

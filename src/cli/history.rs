@@ -12,7 +12,7 @@ use super::OK;
 use crate::drift::episode::Episode;
 use crate::drift::story::Step;
 use crate::duration::human_duration;
-use crate::state::{HistoryQuery, StateStore};
+use crate::state::{HistoryQuery, Store};
 
 /// Output formats of `history`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -49,18 +49,18 @@ pub fn history_command(
 
 /// The history `query` asks for, from an open store.
 fn report(
-    state: &StateStore,
+    state: &Store,
     query: &HistoryQuery,
     (format, stats, timeline): (HistoryFormat, bool, bool),
     out: &mut dyn Write,
 ) -> anyhow::Result<i32> {
-    let episodes = state.episodes(query)?;
+    let episodes = state.history().episodes(query)?;
     match (stats, timeline) {
         (true, _) => write_stats(&episodes, format, out)?,
         (false, true) => {
             let limit = query.limit.unwrap_or(usize::MAX);
-            let ops = state.operations(query, limit)?;
-            let exceptions = state.break_glass_history(query, limit)?;
+            let ops = state.history().operations(query, limit)?;
+            let exceptions = state.history().break_glass_history(query, limit)?;
             write_timeline(&crate::drift::story::timeline(&episodes, &ops, &exceptions), format, out)?
         }
         (false, false) => write_history(&episodes, format, Utc::now(), out)?,

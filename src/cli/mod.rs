@@ -35,7 +35,7 @@ use crate::model::{Action, App, AppMeta, Destination, DestinationKind, Notificat
 use crate::pipeline::Skip;
 use crate::replay::{self, Snapshot};
 use crate::source::ConfigError;
-use crate::state::StateStore;
+use crate::state::Store;
 use crate::template::{RenderContext, Target};
 use show::{ConsoleWriter, JsonLinesWriter};
 
@@ -107,7 +107,7 @@ pub fn with_store(
     (state, config, shard): (Option<&Path>, Option<&Path>, Option<u32>),
     default: Option<&Path>,
     err: &mut dyn Write,
-    command: impl FnOnce(&StateStore, &mut dyn Write) -> anyhow::Result<i32>,
+    command: impl FnOnce(&Store, &mut dyn Write) -> anyhow::Result<i32>,
 ) -> anyhow::Result<i32> {
     match open_tool_store(state, (config, shard), default, err)? {
         Ok(store) => command(&store, err),
@@ -121,7 +121,7 @@ fn open_tool_store(
     (config, shard): (Option<&Path>, Option<u32>),
     default: Option<&Path>,
     err: &mut dyn Write,
-) -> anyhow::Result<Result<StateStore, i32>> {
+) -> anyhow::Result<Result<Store, i32>> {
     let named = match (state, config) {
         (Some(p), _) => Some(p.to_path_buf()),
         (None, Some(c)) => match config::load(Some(c)) {
@@ -144,7 +144,7 @@ fn open_tool_store(
                             return Ok(Err(BAD_INPUT));
                         }
                     };
-                    return match StateStore::open_postgres(&pg, &crate::state::Role::Tool) {
+                    return match Store::open_postgres(&pg, &crate::state::Role::Tool) {
                         Ok(s) => Ok(Ok(s)),
                         Err(e) => {
                             writeln!(err, "error: {e}")?;
@@ -171,7 +171,7 @@ fn open_tool_store(
         writeln!(err, "error: {}: no such state file", path.display())?;
         return Ok(Err(BAD_INPUT));
     }
-    match StateStore::open(&path) {
+    match Store::open(&path) {
         Ok(s) => Ok(Ok(s)),
         Err(e) => {
             let held = matches!(e, crate::state::StateError::Locked { .. });

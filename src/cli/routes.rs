@@ -13,7 +13,7 @@ use crate::duration::human_duration;
 use crate::model::Severity;
 use crate::pipeline::Pipeline;
 use crate::replay::read_documents;
-use crate::state::StateStore;
+use crate::state::Store;
 
 /// `driftwatch routes test --app FILE [--live FILE ...]`: which destinations this
 /// Application's drift would reach, through which route or subscription, and what
@@ -38,9 +38,9 @@ pub fn explain_routes(
         }
     };
     let subs = pipeline.runtime.router.subscriptions(&app, inputs.project(&app.project));
-    let state = StateStore::in_memory()?;
+    let state = Store::in_memory()?;
     let now = Utc::now();
-    let eval = pipeline.evaluate(&inputs, &app, &state, now)?;
+    let eval = pipeline.evaluate(&inputs, &app, &state.pass(), now)?;
     let found = Found { app: &app, eval: &eval, subs: &subs, now };
     match format {
         Format::Json => writeln!(out, "{}", serde_json::to_string_pretty(&found.json())?)?,

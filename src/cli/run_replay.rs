@@ -6,7 +6,7 @@ use crate::daemon::replay::{Replay, Stepped};
 use anyhow::Context;
 
 use super::{
-    App, Arc, BAD_INPUT, ConsoleWriter, FAILED, JsonLinesWriter, OK, PathBuf, Skip, Snapshot, StateStore, Utc, Value, Write, load, replay,
+    App, Arc, BAD_INPUT, ConsoleWriter, FAILED, JsonLinesWriter, OK, PathBuf, Skip, Snapshot, Store, Utc, Value, Write, load, replay,
 };
 
 /// Options of `driftwatch run --replay`.
@@ -57,8 +57,8 @@ pub fn run_replay(opts: &ReplayOptions, out: &mut dyn Write, err: &mut dyn Write
     };
     let max_keys = rt.state.max_keys_per_app;
     let state = match &opts.state {
-        Some(p) => StateStore::open(p)?,
-        None => StateStore::in_memory()?,
+        Some(p) => Store::open(p)?,
+        None => Store::in_memory()?,
     };
     let state = Arc::new(match max_keys {
         Some(n) => state.with_max_keys_per_app(n),
@@ -134,8 +134,8 @@ pub fn run_replay(opts: &ReplayOptions, out: &mut dyn Write, err: &mut dyn Write
         out.flush()?;
         tokio_rt.block_on(replay.drain(wait));
         tokio_rt.block_on(replay.shutdown());
-        let dead = state.dead_letters()?.len();
-        let pending = state.outbox(None)?.len();
+        let dead = state.outbox().dead_letters()?.len();
+        let pending = state.outbox().entries(None)?.len();
         writeln!(out, "deliveries: {pending} still pending, {dead} dead letter(s) in the store; see `driftwatch deliveries --state …`")?;
         return Ok(if dead > 0 || pending > 0 { FAILED } else { OK });
     }

@@ -1,21 +1,22 @@
 //! `driftwatch state list`: what the store says was delivered, per Application.
 
-use super::{Format, OK, StateStore, Value, Write, json};
+use super::{Format, OK, Store, Value, Write, json};
 
 /// `driftwatch state list (--state FILE | --config FILE) [--app PREFIX]`: what the
 /// store says was delivered, per Application.
-pub fn state_list(state: &StateStore, app_prefix: Option<&str>, format: Format, out: &mut dyn Write) -> anyhow::Result<i32> {
+pub fn state_list(state: &Store, app_prefix: Option<&str>, format: Format, out: &mut dyn Write) -> anyhow::Result<i32> {
     let mut rows = Vec::new();
-    for app in state.apps()? {
+    for app in state.pass().apps()? {
         if app_prefix.is_some_and(|p| !app.starts_with(p)) {
             continue;
         }
-        for (key, at) in state.keys(&app)? {
+        for (key, at) in state.pass().keys(&app)? {
             let when = crate::state::from_millis(at).to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
             rows.push((app.clone(), key, when));
         }
     }
-    let notes: Vec<(String, String)> = state.notes()?.into_iter().filter(|(a, _)| app_prefix.is_none_or(|p| a.starts_with(p))).collect();
+    let notes: Vec<(String, String)> =
+        state.pass().notes()?.into_iter().filter(|(a, _)| app_prefix.is_none_or(|p| a.starts_with(p))).collect();
     match format {
         Format::Json => {
             // Notes are rows of their own: `{app, note}` instead of `{app, key, deliveredAt}`.

@@ -4,7 +4,7 @@
 
 use super::{
     Action, App, AppMeta, Arc, BAD_INPUT, Destination, Drift, Episode, FAILED, Format, Notification, OK, Path, RenderContext, Runtime,
-    StateStore, Target, Utc, Value, Write, json, load, read_app, unknown,
+    Store, Target, Utc, Value, Write, json, load, read_app, unknown,
 };
 
 /// `drift` and `episode` for a single Application file, as the daemon would see them
@@ -164,7 +164,7 @@ pub fn template_notify(
 /// Delivers notifications once through the configured services (in-memory state: a
 /// manual send is not recorded) and reports what each destination did.
 async fn send_now(rt: &Runtime, notifications: &[Notification], err: &mut dyn Write) -> anyhow::Result<i32> {
-    let state = Arc::new(StateStore::in_memory()?);
+    let state = Arc::new(Store::in_memory()?);
     let env = crate::pipeline::wiring::delivery_env(rt, &state).map_err(anyhow::Error::msg)?;
     let mut services = Vec::new();
     for n in notifications {
@@ -191,8 +191,8 @@ async fn send_now(rt: &Runtime, notifications: &[Notification], err: &mut dyn Wr
     delivery.submit(notifications)?;
     delivery.settle(std::time::Duration::from_secs(60), std::time::Duration::from_secs(90)).await;
     delivery.shutdown(std::time::Duration::from_secs(5)).await;
-    let dead = state.dead_letters()?;
-    let pending = state.outbox(None)?;
+    let dead = state.outbox().dead_letters()?;
+    let pending = state.outbox().entries(None)?;
     for d in &dead {
         writeln!(err, "failed: {} {}: {}", d.notification.kind, d.notification.destination, d.error)?;
     }

@@ -20,7 +20,7 @@ use axum::routing::get;
 use crate::metrics::METRICS;
 
 mod ui;
-use crate::state::StateStore;
+use crate::state::Store;
 
 /// What the operations endpoints read, shared with the evaluation threads: the state
 /// stores of the shards this replica holds (one without sharding; none while not
@@ -28,7 +28,7 @@ use crate::state::StateStore;
 /// running configuration's, swapped by a reload).
 #[derive(Default)]
 pub struct Shared {
-    pub stores: std::sync::RwLock<std::collections::BTreeMap<u32, Arc<StateStore>>>,
+    pub stores: std::sync::RwLock<std::collections::BTreeMap<u32, Arc<Store>>>,
     pub token: std::sync::RwLock<Option<crate::secret::Secret>>,
     /// `context.argocdUrl`, for the web view's links to Argo CD.
     pub argocd_url: std::sync::RwLock<String>,
@@ -116,7 +116,7 @@ pub type SharedState = Arc<Shared>;
 
 impl Shared {
     /// The store of `shard` (0 without sharding) while this replica holds it.
-    pub fn set_store(&self, shard: u32, store: Option<Arc<StateStore>>) {
+    pub fn set_store(&self, shard: u32, store: Option<Arc<Store>>) {
         let mut stores = self.stores.write().unwrap_or_else(|p| p.into_inner());
         match store {
             Some(s) => stores.insert(shard, s),
@@ -169,16 +169,16 @@ fn text(status: StatusCode, body: String, content_type: &'static str) -> Respons
 }
 
 /// The stores this replica holds (one without sharding), none while it does not lead.
-pub(super) fn stores(shared: &SharedState) -> Option<Vec<Arc<StateStore>>> {
-    let stores: Vec<Arc<StateStore>> = shared.stores.read().map(|s| s.values().cloned().collect()).unwrap_or_default();
+pub(super) fn stores(shared: &SharedState) -> Option<Vec<Arc<Store>>> {
+    let stores: Vec<Arc<Store>> = shared.stores.read().map(|s| s.values().cloned().collect()).unwrap_or_default();
     (!stores.is_empty()).then_some(stores)
 }
 
 /// `read` of every store in `stores`, one after another, on the blocking pool: what
 /// each shard holds, in shard order.
 pub(super) async fn each_store<T: Send + 'static>(
-    stores: Vec<Arc<StateStore>>,
-    read: impl Fn(&StateStore) -> Result<T, crate::state::StateError> + Send + 'static,
+    stores: Vec<Arc<Store>>,
+    read: impl Fn(&Store) -> Result<T, crate::state::StateError> + Send + 'static,
 ) -> Result<Vec<T>, String> {
     tokio::task::spawn_blocking(move || stores.iter().map(|s| read(s)).collect::<Result<Vec<T>, _>>())
         .await
@@ -299,8 +299,15 @@ async fn refresh_figures(shared: std::sync::Weak<Shared>, figures: Arc<Figures>)
 async fn read_figures(shared: &SharedState) {
     let Some(stores) = stores(shared) else { return };
     METRICS.ops_store_reads.inc_by(FIGURES_READS.saturating_mul(stores.len() as u64));
-    let Ok(per_shard) =
-        each_store(stores, |s| Ok((s.queue_depths()?, s.oldest_enqueued_ms()?, s.dead_letter_count()?, s.open_episodes_by_class()?))).await
+    let Ok(per_shard) = each_store(stores, |s| {
+        Ok((
+            s.outbox().queue_depths()?,
+            s.outbox().oldest_enqueued_ms()?,
+            s.outbox().dead_letter_count()?,
+            s.history().open_episodes_by_class()?,
+        ))
+    })
+    .await
     else {
         return;
     };
@@ -335,7 +342,7 @@ async fn history(State(shared): State<SharedState>, RawQuery(query): RawQuery) -
         Err(e) => return text(StatusCode::BAD_REQUEST, format!("{e}\n"), "text/plain"),
     };
     let limit = q.limit.unwrap_or(DEFAULT_HISTORY_LIMIT);
-    match each_store(stores, move |s| s.episodes(&q)).await {
+    match each_store(stores, move |s| s.history().episodes(&q)).await {
         Err(e) => text(StatusCode::INTERNAL_SERVER_ERROR, format!("{e}\n"), "text/plain"),
         Ok(per_shard) => {
             let eps = newest(per_shard.into_iter().flatten().collect(), limit);
@@ -497,7 +504,7 @@ mod tests {
     #[tokio::test]
     async fn a_busy_history_answers_503_and_counts_it() {
         let shared: SharedState = Arc::new(Shared::default());
-        shared.set_store(0, Some(Arc::new(StateStore::in_memory().unwrap())));
+        shared.set_store(0, Some(Arc::new(Store::in_memory().unwrap())));
         shared.set_token(Some(crate::secret::Secret::new("s3cret-ops-token".into())));
         let addr = serve("127.0.0.1:0".parse().unwrap(), shared.clone(), None, std::future::pending()).await.unwrap();
         let auth = Some("Bearer s3cret-ops-token");
@@ -517,7 +524,7 @@ mod tests {
     #[tokio::test]
     async fn the_history_needs_the_token_the_probes_do_not() {
         let shared: SharedState = Arc::new(Shared::default());
-        shared.set_store(0, Some(Arc::new(StateStore::in_memory().unwrap())));
+        shared.set_store(0, Some(Arc::new(Store::in_memory().unwrap())));
         shared.set_token(Some(crate::secret::Secret::new("s3cret-ops-token".into())));
         let addr = serve("127.0.0.1:0".parse().unwrap(), shared.clone(), None, std::future::pending()).await.unwrap();
         assert_eq!(get(addr, "/history", None).await, 401);

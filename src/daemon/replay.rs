@@ -18,7 +18,7 @@ use crate::model::{App, Notification};
 use crate::pipeline::pass::{self, Pass, Preview};
 use crate::pipeline::{Inputs, Pipeline};
 use crate::replay::{Snapshot, Step};
-use crate::state::StateStore;
+use crate::state::Store;
 
 /// What one step of a replay did.
 pub enum Stepped {
@@ -44,7 +44,7 @@ pub enum Stepped {
 pub struct Replay {
     pipeline: Pipeline,
     inputs: Inputs,
-    state: Arc<StateStore>,
+    state: Arc<Store>,
     delivery: Delivery,
     clock: OutboxClock,
     preview: Arc<Preview>,
@@ -62,7 +62,7 @@ impl Replay {
     /// Starts the outbox's workers over `state` (inside a tokio runtime): the
     /// configured services when `delivers`, else previews. A service that cannot be
     /// built is an error for each.
-    pub fn start(rt: Runtime, state: Arc<StateStore>, delivers: bool) -> Result<Replay, Vec<String>> {
+    pub fn start(rt: Runtime, state: Arc<Store>, delivers: bool) -> Result<Replay, Vec<String>> {
         let clock = OutboxClock::manual(0);
         let preview = Arc::new(Preview::default());
         let delivery = match delivers {
@@ -109,7 +109,7 @@ impl Replay {
         }
         self.now = observed_at(app).unwrap_or_else(Utc::now).max(self.now);
         self.clock.set(crate::state::to_millis(self.now));
-        let pass = pass::run(&self.pipeline, &self.inputs, &self.state, &self.delivery, app, deleted, self.now)?;
+        let pass = pass::run(&self.pipeline, &self.inputs, &self.state.pass(), &self.delivery, app, deleted, self.now)?;
         self.unconfigured += pass.submitted.unconfigured;
         let mut groups_sent = Vec::new();
         if !self.delivers {

@@ -47,7 +47,7 @@ mod tests {
 
     #[test]
     fn a_recipient_without_a_secret_is_a_permanent_failure_naming_the_setting() {
-        let state = std::sync::Arc::new(crate::state::StateStore::in_memory().unwrap());
+        let state = std::sync::Arc::new(crate::state::Store::in_memory().unwrap());
         let env = crate::deliver::testkit::env(state, Secrets::from_map([("pd-key", "R0UT1NG")]));
         let configured: BTreeMap<String, String> = [("platform".to_string(), "$pd-key".to_string())].into();
         let keys = PerRecipient::resolve(&configured, &env, "routing key", "routingKeys").unwrap();

@@ -22,7 +22,7 @@ use super::outcome::{ConfigDuration, DeliverySettings, RateSettings, RetrySettin
 use super::queue::Delivery;
 use crate::model::Notification;
 use crate::secret::Secrets;
-use crate::state::StateStore;
+use crate::state::Store;
 
 /// One scripted HTTP answer.
 #[derive(Debug, Clone)]
@@ -199,10 +199,10 @@ pub fn fast_settings(base: DeliverySettings) -> DeliverySettings {
     }
 }
 
-pub fn env(state: Arc<StateStore>, secrets: Secrets) -> Env {
+pub fn env(state: Arc<Store>, secrets: Secrets) -> Env {
     Env {
         http: super::http::client(None, false).expect("http client"),
-        refs: crate::state::MessageRefs::new(state),
+        refs: state.message_refs(),
         secrets,
         context: [("argocdUrl".to_string(), "https://cd.example.com".to_string()), ("clusterName".to_string(), "prod".to_string())].into(),
     }
@@ -293,7 +293,7 @@ pub async fn check_http_kind(
 
 /// The service `make` builds, on a fresh state store (message references live there).
 pub fn service(make: &dyn Fn(&Env) -> ServiceRuntime, secrets: &Secrets) -> ServiceRuntime {
-    make(&env(Arc::new(StateStore::in_memory().expect("store")), secrets.clone()))
+    make(&env(Arc::new(Store::in_memory().expect("store")), secrets.clone()))
 }
 
 /// Delivers `n` alone, straight through the service's client (no outbox, no retry).
@@ -323,11 +323,7 @@ pub fn batch_with_a_poisoned_record(kind: crate::model::DestinationKind, service
 /// Delivers `batch` through the outbox as one batch (enqueued before the worker
 /// starts, so it finds them all due at once; the service's `batchSize` must hold
 /// them), with [`fast_settings`]; returns the dead letters once all settled.
-pub async fn deliver_as_one_batch(
-    mut service: ServiceRuntime,
-    state: Arc<StateStore>,
-    batch: &[Notification],
-) -> Vec<crate::state::DeadLetter> {
+pub async fn deliver_as_one_batch(mut service: ServiceRuntime, state: Arc<Store>, batch: &[Notification]) -> Vec<crate::state::DeadLetter> {
     // Logged to a capture, as in `check_scenario`: tracing caches per call site, for
     // every thread, whether a line is wanted, and a worker logging with no
     // subscriber can leave a concurrent test's capture empty.
@@ -338,8 +334,8 @@ pub async fn deliver_as_one_batch(
     let delivery = Delivery::start(vec![service], state.clone());
     let settled = delivery.settle(Duration::from_secs(60), Duration::from_secs(20)).await;
     delivery.shutdown(Duration::from_secs(1)).await;
-    assert!(settled, "the outbox did not drain: {:?}", state.outbox(None));
-    state.dead_letters().expect("dead letters")
+    assert!(settled, "the outbox did not drain: {:?}", state.outbox().entries(None));
+    state.outbox().dead_letters().expect("dead letters")
 }
 
 /// `n`'s resolve.
@@ -361,7 +357,7 @@ pub async fn check_scenario(
 ) {
     let logs = LogCapture::default();
     let _guard = logs.install();
-    let state = Arc::new(StateStore::in_memory().expect("store"));
+    let state = Arc::new(Store::in_memory().expect("store"));
     let env = env(state.clone(), secrets.clone());
     let mut service = build(&env);
     service.settings = fast_settings(service.settings);
@@ -377,9 +373,9 @@ pub async fn check_scenario(
     let settled = delivery.settle(Duration::from_secs(60), Duration::from_secs(20)).await;
     let stats = delivery.stats(&name).expect("stats");
     delivery.shutdown(Duration::from_secs(2)).await;
-    assert!(settled, "{scenario:?}: the outbox did not drain: {:?}", state.outbox(None));
+    assert!(settled, "{scenario:?}: the outbox did not drain: {:?}", state.outbox().entries(None));
     let accepted = receiver.accepted().len() - before;
-    let dead = state.dead_letters().expect("dead letters");
+    let dead = state.outbox().dead_letters().expect("dead letters");
     let attempts = stats.attempts.load(Ordering::Relaxed);
     let record = n.record.as_ref().expect("test notifications carry a record");
     match scenario {
@@ -387,14 +383,14 @@ pub async fn check_scenario(
             assert_eq!(accepted, 1, "{scenario:?}");
             assert!(dead.is_empty(), "{scenario:?}: {dead:?}");
             assert_eq!(attempts, 1, "{scenario:?}");
-            assert!(state.is_notified(&record.app_key, &record.key).expect("state"), "{scenario:?}: recorded after success");
+            assert!(state.pass().is_notified(&record.app_key, &record.key).expect("state"), "{scenario:?}: recorded after success");
         }
         Scenario::RetryableThenSuccess | Scenario::TimeoutThenSuccess => {
             assert!(accepted >= 1, "{scenario:?}: delivered in the end");
             assert!(dead.is_empty(), "{scenario:?}: {dead:?}");
             assert!(attempts >= 2, "{scenario:?}: retried ({attempts} attempts)");
             assert!(stats.retried.load(Ordering::Relaxed) >= 1, "{scenario:?}");
-            assert!(state.is_notified(&record.app_key, &record.key).expect("state"), "{scenario:?}");
+            assert!(state.pass().is_notified(&record.app_key, &record.key).expect("state"), "{scenario:?}");
         }
         Scenario::Permanent => {
             assert_eq!(accepted, 0, "{scenario:?}");
@@ -422,7 +418,7 @@ pub async fn check_scenario(
     assert!(log_text.contains(expected), "{scenario:?}: no {expected:?} in the captured logs:\n{log_text}");
     leaked("the logs", &log_text);
     leaked("the dead letters", &serde_json::to_string(&dead).expect("json"));
-    leaked("the outbox", &serde_json::to_string(&state.outbox(None).expect("outbox")).expect("json"));
+    leaked("the outbox", &serde_json::to_string(&state.outbox().entries(None).expect("outbox")).expect("json"));
     leaked("the counters", &format!("{stats:?}"));
 }
 

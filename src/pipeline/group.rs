@@ -159,7 +159,7 @@ impl Pipeline {
     pub(super) fn leave_all_groups(
         &self,
         app: &App,
-        state: &crate::state::StateStore,
+        state: &crate::state::PassStore,
         now: chrono::DateTime<chrono::Utc>,
         eval: &mut Evaluation,
     ) -> Result<(), StateError> {

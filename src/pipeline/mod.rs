@@ -26,7 +26,7 @@ use crate::drift::Drift;
 use crate::drift::episode::{self, Episode, Event};
 use crate::model::{Action, App, AppMeta, Destination, DestinationKind, Notification, RecordOp, StateRecord};
 use crate::route::tree::{RouteHit, RouteInput, RouteSubject};
-use crate::state::{AppState, GroupReads, StateError, StateStore, dedup_key, from_millis, to_millis};
+use crate::state::{AppState, GroupReads, PassStore, StateError, dedup_key, from_millis, to_millis};
 use crate::template::{RenderContext, Target};
 use crate::trigger::ConditionResult;
 
@@ -122,7 +122,7 @@ impl Evaluation {
 
 /// What an evaluation decided about state other than deliveries — the episode (when it
 /// changed), hold-downs, re-armed keys, the retirement of a deleted Application — for
-/// [`StateStore::write_pass`].
+/// [`PassStore::write_pass`].
 pub fn pass_write<'a>(
     eval: &'a Evaluation,
     app_key: &'a str,
@@ -225,7 +225,7 @@ impl Pipeline {
     /// meanwhile (its key recorded, its entry gone) cannot be seen half. Each
     /// notification carries what its key held in the snapshot (`StateRecord::seen`);
     /// the enqueue drops it if a settle changed that since.
-    pub fn evaluate(&self, inputs: &Inputs, app: &App, state: &StateStore, now: DateTime<Utc>) -> Result<Evaluation, StateError> {
+    pub fn evaluate(&self, inputs: &Inputs, app: &App, state: &PassStore, now: DateTime<Utc>) -> Result<Evaluation, StateError> {
         if skipped_as_stale(inputs, app, now) {
             return Ok(Evaluation { stale: true, ..Evaluation::default() });
         }

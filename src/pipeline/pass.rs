@@ -21,7 +21,7 @@ use crate::deliver::queue::{OutboxClock, SubmitReport};
 use crate::deliver::{Deliverer, Delivery, ServiceRuntime};
 use crate::json::Pointer;
 use crate::model::{App, DestinationKind, Notification};
-use crate::state::{StateError, StateStore};
+use crate::state::{PassStore, StateError, Store};
 
 /// Where a pass failed: reading the store to evaluate, or writing what it decided.
 #[derive(Debug, thiserror::Error)]
@@ -49,7 +49,7 @@ pub struct Pass {
 pub fn run(
     pipeline: &Pipeline,
     inputs: &Inputs,
-    state: &StateStore,
+    state: &PassStore,
     delivery: &Delivery,
     app: &App,
     deleted: bool,
@@ -87,9 +87,10 @@ pub fn run(
     let pass = pass_write(&eval, &key, &pipeline.runtime, deleted, now);
     let wrote = !pass.is_empty() || !eval.notifications.is_empty();
     // The pass goes to the store in one transaction with its notifications, at the
-    // due times the queue gives them; then the queue wakes its workers.
+    // due times the queue gives them, and the dead letters of those for services not
+    // configured; then the queue wakes its workers.
     let plan = delivery.plan(&eval.notifications);
-    let enqueue = state.write_pass_due(&pass, &plan.known, plan.now_ms, Some(&plan.due)).map_err(PassError::Write)?;
+    let enqueue = state.write_pass_due(&pass, &plan.known, plan.now_ms, Some(&plan.due), &plan.rejects()).map_err(PassError::Write)?;
     let submitted = delivery.queued(&plan, enqueue).map_err(PassError::Write)?;
     Ok(Pass { eval, submitted, wrote })
 }
@@ -168,6 +169,6 @@ pub fn preview_services(rt: &Runtime, deliverer: Arc<dyn Deliverer>) -> Vec<Serv
 }
 
 /// Starts previews over `state` on `clock`: [`preview_services`] with `preview`.
-pub fn start_preview(rt: &Runtime, state: Arc<StateStore>, clock: OutboxClock, preview: Arc<Preview>) -> Delivery {
+pub fn start_preview(rt: &Runtime, state: Arc<Store>, clock: OutboxClock, preview: Arc<Preview>) -> Delivery {
     Delivery::start_with_clock(preview_services(rt, preview), state, clock)
 }

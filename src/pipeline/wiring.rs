@@ -10,15 +10,15 @@ use crate::deliver::ServiceRuntime;
 use crate::deliver::env::Env;
 use crate::deliver::kind::BuildError;
 use crate::model::App;
-use crate::state::StateStore;
+use crate::state::Store;
 use crate::template::{RenderContext, RenderError, Rendered, Target};
 
 /// What the services' clients share: the HTTP client, the state store (message
 /// references), the secrets and the template context.
-pub fn delivery_env(rt: &Runtime, state: &Arc<StateStore>) -> Result<Env, BuildError> {
+pub fn delivery_env(rt: &Runtime, state: &Arc<Store>) -> Result<Env, BuildError> {
     Ok(Env {
         http: crate::deliver::http::client(None, false).map_err(|e| BuildError::Http(e.to_string()))?,
-        refs: crate::state::MessageRefs::new(state.clone()),
+        refs: state.message_refs(),
         secrets: rt.secrets.clone(),
         context: rt.context.clone(),
     })
@@ -28,7 +28,7 @@ pub fn delivery_env(rt: &Runtime, state: &Arc<StateStore>) -> Result<Env, BuildE
 /// was looked for), else the first client that fails to build. The daemon's start-up,
 /// leading and reloads and `run --replay --deliver` all go through here, so they refuse
 /// the same things in the same words.
-pub fn service_clients(rt: &Runtime, state: &Arc<StateStore>) -> Result<Vec<ServiceRuntime>, Vec<String>> {
+pub fn service_clients(rt: &Runtime, state: &Arc<Store>) -> Result<Vec<ServiceRuntime>, Vec<String>> {
     if !rt.missing_secrets.is_empty() {
         return Err(rt.missing_secrets.clone());
     }

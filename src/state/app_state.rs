@@ -1,5 +1,6 @@
 //! What the store holds about one Application that its evaluation pass decides from,
-//! read at once from one snapshot ([`StateView::app_state`]): the pass asks the store
+//! read at once from one snapshot ([`StateView::app_state`], a view of
+//! `PassStore::view`): the pass asks the store
 //! one question and the stages read plain values. A second storage engine answers the
 //! same question in one query.
 //!
@@ -8,8 +9,9 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use super::outbox::groups::{Group, Member};
-use super::{SEP, StateError, StateView, app_range, storage};
+use super::kv::ReadTransaction;
+use super::tables::{apps, break_glass, episodes, groups, holds, notified, operations, outbox};
+use super::{Group, Member, StateError, storage};
 use crate::drift::break_glass::Record;
 use crate::drift::episode::Episode;
 use crate::model::{Action, Destination};
@@ -81,13 +83,19 @@ pub trait GroupReads {
     fn group_member(&self, key: &str, app: &str) -> Result<Option<Member>, StateError>;
 }
 
+/// One consistent snapshot of the store for one evaluation pass
+/// (`PassStore::view`).
+pub struct StateView {
+    tx: ReadTransaction,
+}
+
 impl GroupReads for StateView {
     fn group(&self, key: &str) -> Result<Option<Group>, StateError> {
-        StateView::group(self, key)
+        groups::group(&self.tx, key)
     }
 
     fn group_member(&self, key: &str, app: &str) -> Result<Option<Member>, StateError> {
-        StateView::group_member(self, key, app)
+        groups::member(&self.tx, key, app)
     }
 }
 
@@ -106,54 +114,50 @@ impl GroupReads for NoGroups {
 
 /// The tables [`StateView::app_state`] reads by the Application's key.
 const APP_KEYED: [&str; 9] = [
-    super::NOTIFIED.name(),
-    super::holds::HOLDS.name(),
-    super::history::LATEST.name(),
-    super::operations::OPERATIONS.latest.name(),
-    super::break_glass::EXCEPTIONS.latest.name(),
-    super::break_glass::EXCEPTIONS.records.name(),
-    super::NOTES.name(),
-    super::outbox::PENDING.name(),
-    super::outbox::groups::MEMBERSHIP.name(),
+    notified::NOTIFIED.name(),
+    holds::HOLDS.name(),
+    episodes::LATEST.name(),
+    operations::OPERATIONS.latest.name(),
+    break_glass::EXCEPTIONS.latest.name(),
+    break_glass::EXCEPTIONS.records.name(),
+    apps::NOTES.name(),
+    outbox::PENDING.name(),
+    groups::MEMBERSHIP.name(),
 ];
 
 impl StateView {
+    pub(super) fn new(tx: ReadTransaction) -> StateView {
+        StateView { tx }
+    }
+
     /// Everything the store holds about `app` that its pass decides from: point reads
     /// and range reads of its own keys, nothing of another Application's. An
     /// unreadable episode is `StateError::Episode` (the pass resets it).
     pub fn app_state(&self, app: &str) -> Result<AppState, StateError> {
-        let (lo, hi) = app_range(app);
+        let hi = format!("{app}\u{1}");
         // Every table below keyed by the Application (`<app>` or `<app>\0...`), read in
         // one round trip on PostgreSQL. A name missing here costs a round trip, not a
         // wrong answer.
         self.tx.prefetch(&APP_KEYED, app, &hi).map_err(storage)?;
-        let suffix = |k: &str| k.split_once(SEP).map(|(_, rest)| rest.to_string()).unwrap_or_default();
-        let mut notified = BTreeMap::new();
-        for item in self.tx.open_table(super::NOTIFIED).map_err(storage)?.range(lo.as_str()..hi.as_str()).map_err(storage)? {
-            let (k, v) = item.map_err(storage)?;
-            notified.insert(suffix(k.value()), v.value());
-        }
-        let mut holds = BTreeMap::new();
-        for item in self.tx.open_table(super::holds::HOLDS).map_err(storage)?.range(lo.as_str()..hi.as_str()).map_err(storage)? {
-            let (k, v) = item.map_err(storage)?;
-            holds.insert(suffix(k.value()), v.value());
-        }
-        let break_glass = self.latest_break_glass(app)?.map(|l| {
-            let record = self.break_glass(app, l.opened_ms)?;
+        let tx = &self.tx;
+        let notified: BTreeMap<String, u64> = notified::keys(tx, app)?.into_iter().collect();
+        let holds = holds::of_app(tx, app)?;
+        let break_glass = break_glass::latest(tx, app)?.map(|l| {
+            let record = break_glass::get(tx, app, l.opened_ms)?;
             let newest_record = match &l.newest {
-                Some(n) if n.opened_ms != l.opened_ms => self.break_glass(app, n.opened_ms)?,
+                Some(n) if n.opened_ms != l.opened_ms => break_glass::get(tx, app, n.opened_ms)?,
                 _ => None,
             };
             Ok::<_, StateError>(StoredException { closed: l.closed, record, newest: l.newest, newest_record })
         });
         Ok(AppState {
-            episode: self.latest_episode(app)?,
-            operation: self.latest_operation(app)?,
-            note: self.app_note(app)?,
+            episode: episodes::latest(tx, app)?,
+            operation: operations::latest(tx, app)?,
+            note: apps::note(tx, app)?,
             notified,
             holds,
-            pending: self.pending_of(app)?,
-            memberships: self.memberships(app)?.into_iter().map(|(t, d, g)| ((t, d), g)).collect(),
+            pending: outbox::pending_of(tx, app)?,
+            memberships: groups::memberships(tx, app)?.into_iter().map(|(t, d, g)| ((t, d), g)).collect(),
             break_glass: break_glass.transpose()?,
         })
     }
@@ -163,10 +167,10 @@ impl StateView {
 mod tests {
     use super::*;
     use crate::model::Notification;
-    use crate::state::{PassWrite, Retention, StateStore};
+    use crate::state::{PassWrite, Retention, Store};
 
     fn pending(app_key: &str, key: &str, action: Action) -> Notification {
-        let mut n = crate::state::outbox::tests::n("hook", key);
+        let mut n = crate::state::tables::outbox::test_notification("hook", key);
         n.action = action;
         if let Some(r) = n.record.as_mut() {
             r.app_key = app_key.into();
@@ -176,7 +180,7 @@ mod tests {
 
     #[test]
     fn one_read_gives_the_applications_own_state_and_nothing_of_its_neighbours() {
-        let s = StateStore::in_memory().unwrap();
+        let s = Store::in_memory().unwrap();
         // "ns/a@u" and "ns/a@u2": one key is a prefix of the other.
         for (app, n) in [("ns/a@u", 1), ("ns/a@u2", 2)] {
             s.record(app, &format!("k{n}"), 100 + n).unwrap();
@@ -195,9 +199,9 @@ mod tests {
                 note: Some(Some(note.as_str())),
                 deleted: false,
             };
-            s.write_pass(&pass, &[], 1).unwrap();
+            s.pass().write_pass(&pass, &[], 1).unwrap();
         }
-        let st = s.view().unwrap().app_state("ns/a@u").unwrap();
+        let st = s.pass().view().unwrap().app_state("ns/a@u").unwrap();
         assert_eq!(st.notified, [("k1".to_string(), 101)].into());
         assert_eq!(st.hold_since("on-x:h1"), Some(201));
         assert_eq!(st.holds.len(), 1);
@@ -206,7 +210,7 @@ mod tests {
         assert_eq!(st.pending.len(), 1);
         assert_eq!(st.note.as_deref(), Some("note 1"));
         assert!(st.episode.is_none() && st.operation.is_none() && st.break_glass.is_none() && !st.in_any_group());
-        let empty = s.view().unwrap().app_state("ns/b@u").unwrap();
+        let empty = s.pass().view().unwrap().app_state("ns/b@u").unwrap();
         assert!(empty.notified.is_empty() && empty.holds.is_empty() && empty.pending.is_empty() && empty.note.is_none());
     }
 }

@@ -1,98 +1,36 @@
-//! References to sent chat messages (Slack, Mattermost, Rocket.Chat, Google Chat,
-//! Webex), by service and reference key: a resolve edits the message, a follow-up
-//! replies in its thread. Bounded; the oldest goes first, found by an age index.
-//! (The tables keep their first names, `slack_messages*`, so existing state files
-//! read as they are.)
+//! The one face of the store a chat kind gets (through `deliver::env::Env::refs`):
+//! references to the messages it sent (Slack, Mattermost, Rocket.Chat, Google Chat,
+//! Webex), by service and reference key, so a resolve edits the message and a
+//! follow-up replies in its thread.
 
 use std::sync::Arc;
 
-use crate::state::kv::{TableDefinition, WriteTransaction};
-use serde::{Deserialize, Serialize};
+use super::StateError;
+use super::store::Shared;
+use super::tables::message_refs;
 
-use super::{StateError, StateStore, from_json, storage, to_json};
-
-/// `"<service>\u{0}<reference key>"` -> JSON [`MessageRef`].
-const REFS: TableDefinition<&str, &str> = TableDefinition::new("slack_messages");
-/// `"<at_ms, 20 digits>\u{0}<service>\u{0}<reference key>"` -> nothing: the message
-/// references by age, so the oldest is dropped without a scan.
-const BY_AGE: TableDefinition<&str, ()> = TableDefinition::new("slack_messages_by_age");
-
-/// Most message references kept (oldest dropped).
-pub const MAX_MESSAGE_REFS: usize = 50_000;
-
-/// Where a sent chat message is (its channel and Slack-style `ts`, or the chat's own
-/// message id in `ts`), to update it or reply in its thread.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct MessageRef {
-    pub channel: String,
-    pub ts: String,
-    pub at_ms: u64,
-}
-
-pub(super) fn create_tables(tx: &WriteTransaction) -> Result<(), StateError> {
-    tx.open_table(REFS).map_err(storage)?;
-    super::index_once(tx, "slack_messages_by_age", REFS, BY_AGE, |k, v| Ok(Some(age_key(from_json::<MessageRef>(v)?.at_ms, k))))?;
-    Ok(())
-}
-
-fn age_key(at_ms: u64, full_key: &str) -> String {
-    format!("{at_ms:020}\u{0}{full_key}")
-}
+pub use message_refs::{MAX_MESSAGE_REFS, MessageRef};
 
 /// The one face of the store a chat kind gets: the references of the messages it sent,
 /// to edit them or reply in their thread. Nothing else of the store is reachable
 /// through it.
 #[derive(Clone)]
-pub struct MessageRefs(Arc<StateStore>);
+pub struct MessageRefs(Arc<Shared>);
 
 impl MessageRefs {
-    pub fn new(store: Arc<StateStore>) -> MessageRefs {
-        MessageRefs(store)
+    pub(super) fn new(shared: Arc<Shared>) -> MessageRefs {
+        MessageRefs(shared)
     }
 
     /// The reference kept for `key` of `service`, if any.
     pub fn get(&self, service: &str, key: &str) -> Result<Option<MessageRef>, StateError> {
-        self.0.message_ref(service, key)
-    }
-
-    /// Keeps a message reference (the oldest go past [`MAX_MESSAGE_REFS`]).
-    pub fn set(&self, service: &str, key: &str, r: &MessageRef) -> Result<(), StateError> {
-        self.0.set_message_ref(service, key, r)
-    }
-}
-
-impl StateStore {
-    /// The reference kept for `key` of `service`, if any.
-    fn message_ref(&self, service: &str, key: &str) -> Result<Option<MessageRef>, StateError> {
-        let tx = self.db().begin_read().map_err(storage)?;
-        let t = tx.open_table(REFS).map_err(storage)?;
-        match t.get(format!("{service}\u{0}{key}").as_str()).map_err(storage)? {
-            Some(v) => Ok(Some(from_json(v.value())?)),
-            None => Ok(None),
-        }
+        self.0.read_with(|tx| message_refs::get(tx, service, key))
     }
 
     /// Keeps a message reference; past [`MAX_MESSAGE_REFS`] the oldest goes, found
     /// through the age index (no scan).
-    fn set_message_ref(&self, service: &str, key: &str, r: &MessageRef) -> Result<(), StateError> {
-        let full = format!("{service}\u{0}{key}");
-        let tx = self.db().begin_write().map_err(storage)?;
-        {
-            let mut t = tx.open_table(REFS).map_err(storage)?;
-            let mut by_age = tx.open_table(BY_AGE).map_err(storage)?;
-            if let Some(old) = t.insert(full.as_str(), to_json(r)?.as_str()).map_err(storage)? {
-                let at = from_json::<MessageRef>(old.value())?.at_ms;
-                by_age.remove(age_key(at, &full).as_str()).map_err(storage)?;
-            }
-            by_age.insert(age_key(r.at_ms, &full).as_str(), ()).map_err(storage)?;
-            while t.len().map_err(storage)? > MAX_MESSAGE_REFS as u64 {
-                let Some(oldest) = by_age.pop_first().map_err(storage)? else { break };
-                let oldest = oldest.0.value().to_string();
-                let Some((_, full_key)) = oldest.split_once('\u{0}') else { continue };
-                t.remove(full_key).map_err(storage)?;
-            }
-        }
-        tx.commit().map_err(storage)
+    pub fn set(&self, service: &str, key: &str, r: &MessageRef) -> Result<(), StateError> {
+        self.0.write_with(|tx| message_refs::set(tx, service, key, r))
     }
 }
 
@@ -102,29 +40,29 @@ mod tests {
 
     #[test]
     fn message_references_past_the_bound_drop_the_oldest() {
-        let s = StateStore::in_memory().unwrap();
+        let s = crate::state::Store::in_memory().unwrap().message_refs();
         let r = |at: u64| MessageRef { channel: "C1".into(), ts: format!("{at}"), at_ms: at };
         // Inserted newest-first, so insertion order is not what decides.
         for i in (0..MAX_MESSAGE_REFS as u64 + 3).rev() {
-            s.set_message_ref("slack", &format!("k{i}"), &r(i + 10)).unwrap();
+            s.set("slack", &format!("k{i}"), &r(i + 10)).unwrap();
         }
         // k0..k2 were the oldest; refreshing k3 moves it to the newest.
         for i in 0..3 {
-            assert_eq!(s.message_ref("slack", &format!("k{i}")).unwrap(), None, "k{i}");
+            assert_eq!(s.get("slack", &format!("k{i}")).unwrap(), None, "k{i}");
         }
-        s.set_message_ref("slack", "k3", &r(1_000_000)).unwrap();
-        s.set_message_ref("slack", "new", &r(1_000_001)).unwrap();
-        assert!(s.message_ref("slack", "k3").unwrap().is_some(), "refreshed, so not the oldest");
-        assert_eq!(s.message_ref("slack", "k4").unwrap(), None, "the oldest after k3 moved");
-        assert!(s.message_ref("slack", "new").unwrap().is_some());
+        s.set("slack", "k3", &r(1_000_000)).unwrap();
+        s.set("slack", "new", &r(1_000_001)).unwrap();
+        assert!(s.get("slack", "k3").unwrap().is_some(), "refreshed, so not the oldest");
+        assert_eq!(s.get("slack", "k4").unwrap(), None, "the oldest after k3 moved");
+        assert!(s.get("slack", "new").unwrap().is_some());
     }
 
     #[test]
     fn message_refs_round_trip() {
-        let s = StateStore::in_memory().unwrap();
+        let s = crate::state::Store::in_memory().unwrap().message_refs();
         let r = MessageRef { channel: "C1".into(), ts: "1.2".into(), at_ms: 1 };
-        s.set_message_ref("slack", "k", &r).unwrap();
-        assert_eq!(s.message_ref("slack", "k").unwrap(), Some(r));
-        assert_eq!(s.message_ref("slack", "other").unwrap(), None);
+        s.set("slack", "k", &r).unwrap();
+        assert_eq!(s.get("slack", "k").unwrap(), Some(r));
+        assert_eq!(s.get("slack", "other").unwrap(), None);
     }
 }

@@ -1,471 +1,70 @@
-//! The outbox (durable per-service delivery queue), dead letters and Slack message
-//! references, as tables of the state store.
+//! The face of the delivery workers (and of `driftwatch deliveries`): what is due, the
+//! settle of each attempt, the release of what waited out a destination's outage, and
+//! the dead letters.
 //!
-//! An entry is written when the pipeline decides to send, and removed — in the same
-//! transaction that records its dedup key — only when the delivery succeeded. A crash
-//! anywhere in between leaves it in the outbox, and the workers deliver it after the
-//! restart.
-//!
-//! Cost per item does not grow with the queue: entries are stored by id, an index keyed
-//! by (service, next attempt time, id) gives the due entries and the next wake-up of a
-//! service in O(log n) without decoding any other entry, and a per-service counter is
-//! the queue depth (for the bound and for `/metrics`). Outcomes of several attempts are
-//! settled in one transaction ([`StateStore::settle`]).
+//! A settle is one transaction for a batch of completions: a delivered entry leaves
+//! the outbox and its dedup key is recorded, a retried one moves in the due index, a
+//! dead one goes to the dead letters, and each outcome is noted in its drift episode
+//! (through the history's table function, in the same transaction). A worker makes two
+//! round trips per batch: [`Outbox::due_and_next`] (what is due, and when the next is)
+//! and [`Outbox::settle_releasing`].
 
-mod dead;
-pub(super) mod groups;
+use std::collections::BTreeSet;
+use std::sync::Arc;
 
-use dead::{DEAD, QUARANTINE};
-pub use dead::{DeadLetter, MAX_DEAD_LETTERS, Quarantined, Requeued};
+use super::store::Shared;
+use super::tables::{self, apps, dead, episodes, groups, notified, outbox};
+use super::{DeadLetter, Group, OutboxEntry, Quarantined, Requeued, Settle, StateError};
+use crate::model::{Notification, RecordOp};
+use crate::state::kv::WriteTransaction;
 
-use crate::state::kv::{KeyField, Table, TableDefinition, WriteTransaction};
-use serde::{Deserialize, Serialize};
+/// The face of the delivery workers (see the module's documentation).
+#[derive(Clone)]
+pub struct Outbox(Arc<Shared>);
 
-use super::{StateError, StateStore, storage};
-use crate::model::{Action, Notification, RecordOp};
-
-/// The first layout, `"<service>\u{0}<id>"` -> JSON entry: read once at open to move its
-/// entries to the tables below, then left empty.
-const OUTBOX_V1: TableDefinition<&str, &str> = TableDefinition::new("outbox");
-/// id -> JSON [`OutboxEntry`].
-const ENTRIES: TableDefinition<u64, &str> = TableDefinition::new("outbox_entries");
-/// `"<service>\u{0}<next attempt ms, 20 digits>\u{0}<id, 20 digits>"` -> id: what is due
-/// when, per service, in order.
-const DUE: TableDefinition<&str, u64> = TableDefinition::new("outbox_due");
-/// service -> how many entries it has in the outbox.
-pub(super) const DEPTH: TableDefinition<&str, u64> = TableDefinition::new("outbox_depth");
-/// `"<app>\u{0}<dedup key>\u{0}<template>\u{0}<action>"` -> outbox id: what is in flight.
-pub(super) const PENDING: TableDefinition<&str, u64> = TableDefinition::new("pending");
-
-/// Most undelivered notifications one service may hold; past it new ones are
-/// dead-lettered as "queue full" rather than growing without bound.
-pub const MAX_OUTBOX_PER_SERVICE: usize = 10_000;
-
-pub(super) fn create_tables(tx: &WriteTransaction) -> Result<(), StateError> {
-    tx.open_table(ENTRIES).map_err(storage)?;
-    tx.open_table(DUE).map_err(storage)?;
-    tx.open_table(DEPTH).map_err(storage)?;
-    migrate_v1(tx)?;
-    tx.open_table(PENDING).map_err(storage)?;
-    tx.open_table(DEAD).map_err(storage)?;
-    tx.open_table(QUARANTINE).map_err(storage)?;
-    Ok(())
+/// What a worker takes from the outbox: the entries due now, and when the next entry
+/// of its service is due (the first left in the due index; `None`: nothing left).
+#[derive(Debug, Default)]
+pub struct Due {
+    pub entries: Vec<OutboxEntry>,
+    pub next_due_ms: Option<u64>,
 }
 
-/// A notification waiting to be delivered.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct OutboxEntry {
-    pub id: u64,
-    pub notification: Notification,
-    /// Delivery attempts made so far.
-    pub attempts: u32,
-    pub enqueued_ms: u64,
-    /// Not to be tried before this instant (backoff, `Retry-After`).
-    pub next_attempt_ms: u64,
-    /// Why the last attempt failed (secrets redacted).
-    pub last_error: Option<String>,
-}
-
-/// What the oldest-age gauge reads of an entry.
-#[derive(Deserialize)]
-struct Enqueued {
-    #[serde(default)]
-    enqueued_ms: u64,
-}
-
-/// Moves the entries of the first layout (one table keyed by service and id) into the
-/// indexed one, in the transaction that opens the store.
-fn migrate_v1(tx: &WriteTransaction) -> Result<(), StateError> {
-    let mut old = tx.open_table(OUTBOX_V1).map_err(storage)?;
-    if old.is_empty().map_err(storage)? {
-        return Ok(());
-    }
-    let mut moved = Vec::new();
-    for item in old.iter().map_err(storage)? {
-        let (_, v) = item.map_err(storage)?;
-        moved.push(from_json::<OutboxEntry>(v.value())?);
-    }
-    old.retain(|_, _| false).map_err(storage)?;
-    for e in moved {
-        insert_entry(tx, &e)?;
-    }
-    Ok(())
-}
-
-fn due_key(service: &str, next_ms: u64, id: u64) -> String {
-    format!("{service}\u{0}{next_ms:020}\u{0}{id:020}")
-}
-
-fn service_range(service: &str) -> (String, String) {
-    (format!("{service}\u{0}"), format!("{service}\u{1}"))
-}
-
-/// Writes an entry, its place in the due index, and counts it.
-pub(super) fn insert_entry(tx: &WriteTransaction, e: &OutboxEntry) -> Result<(), StateError> {
-    let service = e.notification.destination.service.as_str();
-    tx.open_table(ENTRIES).map_err(storage)?.insert(e.id, to_json(e)?.as_str()).map_err(storage)?;
-    tx.open_table(DUE).map_err(storage)?.insert(due_key(service, e.next_attempt_ms, e.id).as_str(), e.id).map_err(storage)?;
-    let mut depth = tx.open_table(DEPTH).map_err(storage)?;
-    let n = depth.get(service).map_err(storage)?.map_or(0, |v| v.value());
-    depth.insert(service, n + 1).map_err(storage)?;
-    Ok(())
-}
-
-/// One entry of `service` left the outbox: its depth counter goes down (and away at 0).
-fn count_out(depth: &mut Table<&str, u64>, service: &str) -> Result<(), StateError> {
-    count_out_by(depth, service, 1)
-}
-
-/// `service`'s depth counter, `gone` entries fewer.
-fn count_out_by(depth: &mut Table<&str, u64>, service: &str, gone: u64) -> Result<(), StateError> {
-    if gone == 0 {
-        return Ok(());
-    }
-    let n = depth.get(service).map_err(storage)?.map_or(0, |v| v.value());
-    match n.saturating_sub(gone) {
-        0 => depth.remove(service).map_err(storage)?,
-        left => depth.insert(service, left).map_err(storage)?,
-    };
-    Ok(())
-}
-
-/// How a settled attempt ends for one entry.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Settle {
-    /// Delivered: removed, its dedup key recorded.
-    Delivered,
-    /// To be tried again at `next_ms`.
-    Retry { next_ms: u64, error: String },
-    /// Finally failed: moved to the dead letters (recorded as handled when permanent).
-    Dead { error: String, permanent: bool },
-}
-
-/// The in-flight identity of a notification.
-pub fn pending_key(n: &Notification) -> Option<String> {
-    let r = n.record.as_ref()?;
-    Some(pending_key_of(&r.app_key, &r.key, &n.template, n.action))
-}
-
-pub(super) fn pending_key_of(app: &str, key: &str, template: &str, action: Action) -> String {
-    format!("{app}\u{0}{key}\u{0}{template}\u{0}{}", action.as_str())
-}
-
-pub(super) fn to_json<T: Serialize>(v: &T) -> Result<String, StateError> {
-    serde_json::to_string(v).map_err(storage)
-}
-
-pub(super) fn from_json<T: for<'de> Deserialize<'de>>(s: &str) -> Result<T, StateError> {
-    serde_json::from_str(s).map_err(storage)
-}
-
-impl super::StateView {
-    /// Whether this notification (key, template, action) is waiting in the outbox.
-    pub(super) fn is_pending(&self, app: &str, key: &str, template: &str, action: Action) -> Result<bool, StateError> {
-        let t = self.tx.open_table(PENDING).map_err(storage)?;
-        Ok(t.get(pending_key_of(app, key, template, action).as_str()).map_err(storage)?.is_some())
-    }
-
-    /// Every notification of one Application waiting in the outbox: (dedup key,
-    /// template, action), a range of its own entries.
-    pub(super) fn pending_of(&self, app: &str) -> Result<std::collections::BTreeSet<(String, String, Action)>, StateError> {
-        let t = self.tx.open_table(PENDING).map_err(storage)?;
-        let (lo, hi) = super::app_range(app);
-        let mut out = std::collections::BTreeSet::new();
-        for item in t.range(lo.as_str()..hi.as_str()).map_err(storage)? {
-            let (k, _) = item.map_err(storage)?;
-            let mut parts = k.value()[lo.len()..].rsplitn(3, '\u{0}');
-            let (Some(action), Some(template), Some(key)) = (parts.next(), parts.next(), parts.next()) else { continue };
-            let action = if action == Action::Resolve.as_str() { Action::Resolve } else { Action::Fire };
-            out.insert((key.to_string(), template.to_string(), action));
-        }
-        Ok(out)
-    }
-}
-
-/// What [`StateStore::enqueue`] did with each notification.
-#[derive(Debug, Default, PartialEq)]
-pub struct EnqueueReport {
-    pub queued: usize,
-    /// Already in flight (same key, template and action).
-    pub duplicates: usize,
-    /// A settle changed the key after the pass decided (it was delivered, or resolved,
-    /// meanwhile): sending it would repeat what was just delivered.
-    pub superseded: usize,
-    /// Grouped notifications that joined a group's message already waiting.
-    pub grouped: usize,
-    /// Per service whose outbox was full, how many were not queued. Nothing about
-    /// them is recorded, so the caller decides them again once there is room.
-    pub full: std::collections::BTreeMap<String, usize>,
-}
-
-impl EnqueueReport {
-    /// Notifications refused because their service's outbox was full.
-    pub fn rejected(&self) -> usize {
-        self.full.values().sum()
-    }
-}
-
-/// The idempotency key of an outbox entry: the same for every attempt at it, across
-/// crashes and restarts (the entry keeps its id until it settles), different for every
-/// other notification (a repeat or a second firing is a new entry). Opaque, 32 hex
-/// digits; receivers that honour `Idempotency-Key` drop the copy a crash between
-/// sending and recording makes.
-pub(super) fn idempotency_key(app_key: &str, enqueued_ms: u64, id: u64) -> String {
-    use sha2::Digest;
-    let digest = sha2::Sha256::digest(format!("{app_key}\u{0}{enqueued_ms}\u{0}{id}").as_bytes());
-    digest.iter().take(16).map(|b| format!("{b:02x}")).collect()
-}
-
-impl StateStore {
-    pub(super) fn next_id(tx: &WriteTransaction) -> Result<u64, StateError> {
-        let mut meta = tx.open_table(super::META).map_err(storage)?;
-        let id = meta.get("next_id").map_err(storage)?.map_or(1, |v| v.value());
-        meta.insert("next_id", id + 1).map_err(storage)?;
-        Ok(id)
-    }
-
-    /// Whether any notification of `app` is in the outbox: a range of the in-flight
-    /// index, one entry read at most.
-    pub(super) fn has_pending_in(tx: &WriteTransaction, app: &str) -> Result<bool, StateError> {
-        let (lo, hi) = super::app_range(app);
-        let pending = tx.open_table(PENDING).map_err(storage)?;
-        let mut range = pending.range(lo.as_str()..hi.as_str()).map_err(storage)?;
-        Ok(range.next().is_some())
-    }
-
-    /// Whether this notification (key, template, action) is waiting in the outbox.
-    pub fn is_pending(&self, app: &str, key: &str, template: &str, action: Action) -> Result<bool, StateError> {
-        self.view()?.is_pending(app, key, template, action)
-    }
-
-    /// Writes notifications to the outbox in one transaction, skipping any already in
-    /// flight. Durable when this returns.
-    #[cfg(test)]
-    pub fn enqueue(&self, items: &[Notification], now_ms: u64) -> Result<EnqueueReport, StateError> {
-        let tx = self.db().begin_write().map_err(storage)?;
-        let report = Self::enqueue_in(&tx, items, now_ms, None)?;
-        tx.commit().map_err(storage)?;
-        Ok(report)
-    }
-
-    /// [`StateStore::enqueue`] inside a transaction of the caller's. Re-checks, in this
-    /// write transaction (redb serialises writers, so no settle commits in between),
-    /// what the pass decided on: a notification already in flight is a duplicate, and
-    /// one whose key a settle changed since the pass's snapshot (its `seen`) is
-    /// superseded. A full service queue refuses the entry without recording anything.
-    /// `due`: when each item is first due (by index; `now_ms` without).
-    pub(super) fn enqueue_in(
-        tx: &WriteTransaction,
-        items: &[Notification],
-        now_ms: u64,
-        due: Option<&[u64]>,
-    ) -> Result<EnqueueReport, StateError> {
-        let mut report = EnqueueReport::default();
-        let mut pending = tx.open_table(PENDING).map_err(storage)?;
-        let notified = tx.open_table(super::NOTIFIED).map_err(storage)?;
-        for (i, n) in items.iter().enumerate() {
-            let first_due = due.and_then(|d| d.get(i)).copied().unwrap_or(now_ms).max(now_ms);
-            let pkey = pending_key(n);
-            if let Some(p) = &pkey
-                && pending.get(p.as_str()).map_err(storage)?.is_some()
-            {
-                report.duplicates += 1;
-                continue;
-            }
-            if let Some(r) = &n.record {
-                let now_at = notified.get(Self::full_key(&r.app_key, &r.key).as_str()).map_err(storage)?.map(|v| v.value());
-                if now_at != r.seen {
-                    report.superseded += 1;
-                    continue;
-                }
-            }
-            if let Some(g) = &n.group {
-                match Self::join_group_in(tx, &mut pending, n, g, pkey.as_deref(), now_ms)? {
-                    groups::Joined::Queued => report.queued += 1,
-                    groups::Joined::Merged => report.grouped += 1,
-                    groups::Joined::Unchanged => report.duplicates += 1,
-                    groups::Joined::Full => *report.full.entry(n.destination.service.clone()).or_default() += 1,
-                }
-                continue;
-            }
-            let queued =
-                tx.open_table(DEPTH).map_err(storage)?.get(n.destination.service.as_str()).map_err(storage)?.map_or(0, |v| v.value());
-            if queued >= MAX_OUTBOX_PER_SERVICE as u64 {
-                *report.full.entry(n.destination.service.clone()).or_default() += 1;
-                continue;
-            }
-            let id = Self::next_id(tx)?;
-            let mut notification = n.clone();
-            let app_key = n.record.as_ref().map_or(n.app.as_str(), |r| r.app_key.as_str());
-            notification.idempotency_key = Some(idempotency_key(app_key, now_ms, id));
-            let entry = OutboxEntry { id, notification, attempts: 0, enqueued_ms: now_ms, next_attempt_ms: first_due, last_error: None };
-            insert_entry(tx, &entry)?;
-            if let Some(p) = &pkey {
-                pending.insert(p.as_str(), id).map_err(storage)?;
-            }
-            report.queued += 1;
-        }
-        Ok(report)
+impl Outbox {
+    pub(super) fn new(shared: Arc<Shared>) -> Outbox {
+        Outbox(shared)
     }
 
     /// Up to `limit` entries of `service` due at `now_ms`, the earliest due first (among
     /// those, the oldest first): a range of the due index, decoding only what it returns.
     /// An entry that cannot be decoded (damaged, or written by a newer version) is
-    /// quarantined ([`StateStore::quarantined`]) and the rest delivered: one bad entry
-    /// must not stop its service's queue.
+    /// quarantined ([`Outbox::quarantined`]) and the rest delivered: one bad entry must
+    /// not stop its service's queue.
     pub fn due(&self, service: &str, now_ms: u64, limit: usize) -> Result<Vec<OutboxEntry>, StateError> {
-        // On PostgreSQL a deposed leader takes no batch (it would send what the new
-        // leader sends).
-        if let Some(pg) = self.db().pg() {
-            pg.check_fence().map_err(StateError::of_postgres)?;
-        }
-        let mut out = Vec::new();
-        let mut bad = Vec::new();
-        {
-            let tx = self.db().begin_read().map_err(storage)?;
-            let index = tx.open_table(DUE).map_err(storage)?;
-            let entries = tx.open_table(ENTRIES).map_err(storage)?;
-            let lo = format!("{service}\u{0}");
-            let hi = format!("{service}\u{0}{:020}", now_ms.saturating_add(1));
-            let mut due = Vec::new();
-            for item in index.range(lo.as_str()..hi.as_str()).map_err(storage)?.take(limit) {
-                let (k, id) = item.map_err(storage)?;
-                due.push((k.value().to_string(), id.value()));
-            }
-            // The batch's entries in one read (one round trip on PostgreSQL).
-            let ids: Vec<u64> = due.iter().map(|(_, id)| *id).collect();
-            for ((k, id), v) in due.into_iter().zip(entries.get_many(&ids).map_err(storage)?) {
-                if let Some(v) = v {
-                    match from_json::<OutboxEntry>(v.value()) {
-                        Ok(mut e) => {
-                            Self::group_message(&tx, &mut e)?;
-                            out.push(e)
-                        }
-                        Err(e) => bad.push((k, id, e.to_string())),
-                    }
-                }
-            }
-        }
-        if !bad.is_empty() {
-            self.quarantine(service, &bad, now_ms)?;
-        }
-        Ok(out)
+        Ok(self.due_and_next(service, now_ms, limit)?.entries)
     }
 
-    /// Every value of a JSON table, in key order (for the CLI's listings).
-    pub(super) fn all_of<K: KeyField, T: for<'de> Deserialize<'de>>(&self, table: TableDefinition<K, &str>) -> Result<Vec<T>, StateError> {
-        let tx = self.db().begin_read().map_err(storage)?;
-        let t = tx.open_table(table).map_err(storage)?;
-        let mut out = Vec::new();
-        for item in t.iter().map_err(storage)? {
-            let (_, v) = item.map_err(storage)?;
-            out.push(from_json(v.value())?);
+    /// [`Outbox::due`], and in the same read when the service's next entry is due
+    /// (what [`Outbox::next_due_ms`] says), so an idle worker knows how long to sleep
+    /// without asking again.
+    pub fn due_and_next(&self, service: &str, now_ms: u64, limit: usize) -> Result<Due, StateError> {
+        // On PostgreSQL a deposed leader takes no batch (it would send what the new
+        // leader sends).
+        self.0.check_fence()?;
+        let ((entries, bad), next_due_ms) = self.0.read_with(|tx| {
+            let due = outbox::due(tx, service, now_ms, limit)?;
+            Ok((due, outbox::next_due_ms(tx, service)?))
+        })?;
+        if !bad.is_empty() {
+            self.0.write_with(|tx| dead::quarantine(tx, service, &bad, now_ms))?;
         }
-        Ok(out)
+        Ok(Due { entries, next_due_ms })
     }
 
     /// The earliest `next_attempt_ms` of `service`'s entries, if it has any: the first
     /// key of its range of the due index.
     pub fn next_due_ms(&self, service: &str) -> Result<Option<u64>, StateError> {
-        let tx = self.db().begin_read().map_err(storage)?;
-        let index = tx.open_table(DUE).map_err(storage)?;
-        let (lo, hi) = service_range(service);
-        let first = index.range(lo.as_str()..hi.as_str()).map_err(storage)?.next();
-        match first {
-            Some(item) => {
-                let (k, _) = item.map_err(storage)?;
-                Ok(k.value().split('\u{0}').nth(1).and_then(|ms| ms.parse().ok()))
-            }
-            None => Ok(None),
-        }
-    }
-
-    /// When the oldest entry still in the outbox was queued (unix ms): the first entry
-    /// by id, which the outbox gives in queueing order. One read.
-    pub fn oldest_enqueued_ms(&self) -> Result<Option<u64>, StateError> {
-        let tx = self.db().begin_read().map_err(storage)?;
-        let entries = tx.open_table(ENTRIES).map_err(storage)?;
-        let first = entries.first().map_err(storage)?;
-        Ok(match first {
-            Some((_, v)) => serde_json::from_str::<Enqueued>(v.value()).ok().map(|e| e.enqueued_ms),
-            None => None,
-        })
-    }
-
-    /// How many entries each service has in the outbox (counters, not a scan).
-    pub fn queue_depths(&self) -> Result<Vec<(String, u64)>, StateError> {
-        let tx = self.db().begin_read().map_err(storage)?;
-        let t = tx.open_table(DEPTH).map_err(storage)?;
-        let mut out = Vec::new();
-        for item in t.iter().map_err(storage)? {
-            let (k, v) = item.map_err(storage)?;
-            out.push((k.value().to_string(), v.value()));
-        }
-        Ok(out)
-    }
-
-    /// Every outbox entry (of one service, or all), in due order per service. Reads the
-    /// whole outbox: for `driftwatch deliveries`, not for a running daemon's loops.
-    pub fn outbox(&self, service: Option<&str>) -> Result<Vec<OutboxEntry>, StateError> {
-        let tx = self.db().begin_read().map_err(storage)?;
-        let index = tx.open_table(DUE).map_err(storage)?;
-        let entries = tx.open_table(ENTRIES).map_err(storage)?;
-        let ids: Vec<u64> = match service {
-            Some(s) => {
-                let (lo, hi) = service_range(s);
-                index
-                    .range::<&str>(lo.as_str()..hi.as_str())
-                    .map_err(storage)?
-                    .map(|i| i.map(|(_, id)| id.value()))
-                    .collect::<Result<_, _>>()
-            }
-            None => index.iter().map_err(storage)?.map(|i| i.map(|(_, id)| id.value())).collect::<Result<_, _>>(),
-        }
-        .map_err(storage)?;
-        let mut out = Vec::new();
-        for id in ids {
-            if let Some(v) = entries.get(id).map_err(storage)? {
-                out.push(from_json(v.value())?);
-            }
-        }
-        Ok(out)
-    }
-
-    /// Removes an entry (as it was read: its `next_attempt_ms` locates it in the index).
-    /// Takes `entries` out of the outbox: their bodies, due-index keys and pending
-    /// markers, one removal per table (on PostgreSQL one statement each, not one per
-    /// entry), and each service's depth counter once.
-    fn remove_entries(tx: &WriteTransaction, entries: &[&OutboxEntry]) -> Result<(), StateError> {
-        if entries.is_empty() {
-            return Ok(());
-        }
-        let mut by_service: std::collections::BTreeMap<&str, Vec<u64>> = std::collections::BTreeMap::new();
-        for e in entries {
-            by_service.entry(e.notification.destination.service.as_str()).or_default().push(e.id);
-        }
-        {
-            let mut bodies = tx.open_table(ENTRIES).map_err(storage)?;
-            let mut depth = tx.open_table(DEPTH).map_err(storage)?;
-            for (service, ids) in &by_service {
-                let existed = bodies.remove_many(ids).map_err(storage)?;
-                count_out_by(&mut depth, service, existed)?;
-            }
-        }
-        let due: Vec<String> =
-            entries.iter().map(|e| due_key(e.notification.destination.service.as_str(), e.next_attempt_ms, e.id)).collect();
-        tx.open_table(DUE).map_err(storage)?.remove_many(&due.iter().map(String::as_str).collect::<Vec<_>>()).map_err(storage)?;
-        let pending: Vec<String> = entries.iter().filter_map(|e| pending_key(&e.notification)).collect();
-        tx.open_table(PENDING).map_err(storage)?.remove_many(&pending.iter().map(String::as_str).collect::<Vec<_>>()).map_err(storage)?;
-        Ok(())
-    }
-
-    fn apply_record(&self, tx: &WriteTransaction, n: &Notification, now_ms: u64, failed: Option<&str>) -> Result<(), StateError> {
-        Self::note_sent_in(tx, n, now_ms, failed)?;
-        match &n.record {
-            Some(r) if r.op == RecordOp::Set => self.record_in(tx, &r.app_key, &r.key, now_ms),
-            Some(r) => Self::forget_in(tx, &r.app_key, &r.key),
-            None => Ok(()),
-        }
+        self.0.read_with(|tx| outbox::next_due_ms(tx, service))
     }
 
     /// Settles the outcomes of several attempts in one transaction (group commit): one
@@ -477,63 +76,29 @@ impl StateStore {
         if outcomes.is_empty() {
             return Ok(());
         }
-        let tx = self.db().begin_write().map_err(storage)?;
-        // Applications whose entries left the outbox here (a deleted one may be purged).
-        let mut settled = std::collections::BTreeSet::new();
-        // The same, for the members of groups whose message settled.
-        let mut members: Vec<String> = Vec::new();
-        // Entries delivered or dead: taken out of the outbox together, before the
-        // purge below looks at what is still pending.
-        let mut gone: Vec<&OutboxEntry> = Vec::new();
-        for (e, how) in outcomes {
-            if !matches!(how, Settle::Retry { .. })
-                && let Some(r) = &e.notification.record
-            {
-                settled.insert(r.app_key.as_str());
-            }
-            match how {
-                Settle::Delivered => {
-                    gone.push(e);
-                    self.apply_record(&tx, &e.notification, now_ms, None)?;
-                    members.extend(self.settle_group_in(&tx, e, None, true, now_ms)?);
-                }
-                Settle::Retry { next_ms, error } => {
-                    let service = e.notification.destination.service.as_str();
-                    let mut next = e.clone();
-                    next.attempts += 1;
-                    next.next_attempt_ms = *next_ms;
-                    next.last_error = Some(error.clone());
-                    let mut index = tx.open_table(DUE).map_err(storage)?;
-                    index.remove(due_key(service, e.next_attempt_ms, e.id).as_str()).map_err(storage)?;
-                    index.insert(due_key(service, next.next_attempt_ms, e.id).as_str(), e.id).map_err(storage)?;
-                    tx.open_table(ENTRIES).map_err(storage)?.insert(e.id, to_json(&next)?.as_str()).map_err(storage)?;
-                }
-                Settle::Dead { error, permanent } => {
-                    gone.push(e);
-                    if *permanent {
-                        self.apply_record(&tx, &e.notification, now_ms, Some(error))?;
-                    } else {
-                        // Not recorded (the next pass decides again), but the episode
-                        // says it failed.
-                        Self::note_sent_in(&tx, &e.notification, now_ms, Some(error))?;
-                    }
-                    members.extend(self.settle_group_in(&tx, e, Some(error), *permanent, now_ms)?);
-                    let dead = DeadLetter {
-                        id: e.id,
-                        failed_ms: now_ms,
-                        attempts: e.attempts + 1,
-                        error: error.clone(),
-                        permanent: *permanent,
-                        notification: e.notification.clone(),
-                    };
-                    Self::insert_dead(&tx, &dead)?;
-                }
-            }
+        let max_keys = self.0.max_keys_per_app();
+        self.0.write_with(|tx| settle_in(tx, outcomes, now_ms, max_keys))
+    }
+
+    /// [`Outbox::settle`], then in the same transaction [`Outbox::release`] of
+    /// `release` (the destination answers again); returns how many were released.
+    pub fn settle_releasing(
+        &self,
+        outcomes: &[(OutboxEntry, Settle)],
+        now_ms: u64,
+        service: &str,
+        release: &[(u64, u64)],
+    ) -> Result<usize, StateError> {
+        if outcomes.is_empty() && release.is_empty() {
+            return Ok(0);
         }
-        Self::remove_entries(&tx, &gone)?;
-        settled.extend(members.iter().map(String::as_str));
-        Self::purge_settled_in(&tx, &settled)?;
-        tx.commit().map_err(storage)
+        let max_keys = self.0.max_keys_per_app();
+        self.0.write_with(|tx| {
+            if !outcomes.is_empty() {
+                settle_in(tx, outcomes, now_ms, max_keys)?;
+            }
+            outbox::release(tx, service, release, now_ms)
+        })
     }
 
     /// Makes entries of `service` that wait out a backoff due at `now_ms` again: a
@@ -545,264 +110,153 @@ impl StateStore {
         if entries.is_empty() {
             return Ok(0);
         }
-        let tx = self.db().begin_write().map_err(storage)?;
-        let mut released = 0;
+        self.0.write_with(|tx| outbox::release(tx, service, entries, now_ms))
+    }
+
+    /// Every outbox entry (of one service, or all), in due order per service. Reads the
+    /// whole outbox: for `driftwatch deliveries`, not for a running daemon's loops.
+    pub fn entries(&self, service: Option<&str>) -> Result<Vec<OutboxEntry>, StateError> {
+        self.0.read_with(|tx| outbox::entries(tx, service))
+    }
+
+    /// How many entries each service has in the outbox (counters, not a scan).
+    pub fn queue_depths(&self) -> Result<Vec<(String, u64)>, StateError> {
+        self.0.read_with(outbox::queue_depths)
+    }
+
+    /// When the oldest entry still in the outbox was queued (unix ms). One read.
+    pub fn oldest_enqueued_ms(&self) -> Result<Option<u64>, StateError> {
+        self.0.read_with(outbox::oldest_enqueued_ms)
+    }
+
+    /// Every group with a run in progress.
+    pub fn groups(&self) -> Result<Vec<Group>, StateError> {
+        self.0.read_with(groups::all)
+    }
+
+    /// Every dead letter, oldest first.
+    pub fn dead_letters(&self) -> Result<Vec<DeadLetter>, StateError> {
+        self.0.read_with(|tx| tables::all_of(tx, dead::DEAD))
+    }
+
+    /// How many dead letters the store keeps (its length, not a scan).
+    pub fn dead_letter_count(&self) -> Result<u64, StateError> {
+        self.0.read_with(dead::count)
+    }
+
+    /// Outbox entries that could not be read, oldest first.
+    pub fn quarantined(&self) -> Result<Vec<Quarantined>, StateError> {
+        self.0.read_with(|tx| tables::all_of(tx, dead::QUARANTINE))
+    }
+
+    /// Puts dead letters back in the outbox (`ids`, or every one), due at `now_ms`
+    /// with their attempts reset, keeping their idempotency key (a receiver that did
+    /// get a delivery the sender gave up on drops the copy). One whose notification is
+    /// in flight again (decided anew meanwhile) just leaves the dead letters; one whose
+    /// service's outbox is full stays where it is. Operator's action: no re-check of
+    /// the dedup key, so a permanent failure fixed at the receiver is sent.
+    pub fn requeue_dead(&self, ids: Option<&[u64]>, now_ms: u64) -> Result<Requeued, StateError> {
+        self.0.write_with(|tx| dead::requeue(tx, ids, now_ms))
+    }
+}
+
+/// A delivered (or permanently refused) notification: its episode notes the outcome,
+/// and its dedup key is recorded (or forgotten, for a resolve that re-arms).
+fn apply_record(tx: &WriteTransaction, n: &Notification, now_ms: u64, failed: Option<&str>, max_keys: usize) -> Result<(), StateError> {
+    episodes::note_sent(tx, n, now_ms, failed)?;
+    match &n.record {
+        Some(r) if r.op == RecordOp::Set => notified::record(tx, &r.app_key, &r.key, now_ms, max_keys),
+        Some(r) => notified::forget(tx, &r.app_key, &r.key).map(drop),
+        None => Ok(()),
+    }
+}
+
+/// The settle's writes (see [`Outbox::settle`]), inside its transaction.
+fn settle_in(tx: &WriteTransaction, outcomes: &[(OutboxEntry, Settle)], now_ms: u64, max_keys: usize) -> Result<(), StateError> {
+    // Applications whose entries left the outbox here (a deleted one may be purged).
+    let mut settled = BTreeSet::new();
+    // The same, for the members of groups whose message settled.
+    let mut members: Vec<String> = Vec::new();
+    // Entries delivered or dead: taken out of the outbox together, before the purge
+    // below looks at what is still pending.
+    let mut gone: Vec<&OutboxEntry> = Vec::new();
+    for (e, how) in outcomes {
+        if !matches!(how, Settle::Retry { .. })
+            && let Some(r) = &e.notification.record
         {
-            let mut table = tx.open_table(ENTRIES).map_err(storage)?;
-            let mut index = tx.open_table(DUE).map_err(storage)?;
-            // The entries in one read (one round trip on PostgreSQL).
-            let ids: Vec<u64> = entries.iter().map(|(id, _)| *id).collect();
-            let bodies = table.get_many(&ids).map_err(storage)?;
-            for (&(id, next_ms), body) in entries.iter().zip(bodies) {
-                let mut e: OutboxEntry = match body {
-                    Some(v) => from_json(v.value())?,
-                    None => continue,
-                };
-                if e.next_attempt_ms != next_ms || next_ms <= now_ms {
-                    continue;
+            settled.insert(r.app_key.as_str());
+        }
+        match how {
+            Settle::Delivered => {
+                gone.push(e);
+                apply_record(tx, &e.notification, now_ms, None, max_keys)?;
+                members.extend(groups::settle(tx, e, None, true, now_ms, max_keys)?);
+            }
+            Settle::Retry { next_ms, error } => outbox::reschedule(tx, e, *next_ms, error)?,
+            Settle::Dead { error, permanent } => {
+                gone.push(e);
+                if *permanent {
+                    apply_record(tx, &e.notification, now_ms, Some(error), max_keys)?;
+                } else {
+                    // Not recorded (the next pass decides again), but the episode says
+                    // it failed.
+                    episodes::note_sent(tx, &e.notification, now_ms, Some(error))?;
                 }
-                index.remove(due_key(service, next_ms, id).as_str()).map_err(storage)?;
-                e.next_attempt_ms = now_ms;
-                index.insert(due_key(service, now_ms, id).as_str(), id).map_err(storage)?;
-                table.insert(id, to_json(&e)?.as_str()).map_err(storage)?;
-                released += 1;
+                members.extend(groups::settle(tx, e, Some(error), *permanent, now_ms, max_keys)?);
+                let letter = DeadLetter {
+                    id: e.id,
+                    failed_ms: now_ms,
+                    attempts: e.attempts + 1,
+                    error: error.clone(),
+                    permanent: *permanent,
+                    notification: e.notification.clone(),
+                };
+                dead::insert(tx, &letter)?;
             }
         }
-        tx.commit().map_err(storage)?;
-        Ok(released)
+    }
+    outbox::remove_entries(tx, &gone)?;
+    settled.extend(members.iter().map(String::as_str));
+    apps::purge_settled(tx, &settled)
+}
+
+/// The tests' shortcuts.
+#[cfg(test)]
+impl Outbox {
+    /// Whether this notification (key, template, action) is waiting in the outbox.
+    pub(crate) fn is_pending(&self, app: &str, key: &str, template: &str, action: crate::model::Action) -> Result<bool, StateError> {
+        self.0.read_with(|tx| outbox::is_pending(tx, app, key, template, action))
     }
 }
 
 #[cfg(test)]
-pub(in crate::state) mod tests {
-    use super::*;
-    use crate::model::{AppMeta, Destination, DestinationKind, Severity, StateRecord};
-    use crate::state::PassWrite;
+mod tests {
+    use crate::state::tables::outbox::test_notification as n;
+    use crate::state::{Settle, Store};
 
-    /// A notification of `ns/a@u` to `service`, dedup key `key`, template `t`.
-    pub(in crate::state) fn n(service: &str, key: &str) -> Notification {
-        Notification {
-            app: "ns/a".into(),
-            meta: AppMeta::default(),
-            trigger: "on-x".into(),
-            condition: 0,
-            condition_key: "[0].x".into(),
-            template: "t".into(),
-            destination: Destination::new(service, "r"),
-            kind: DestinationKind::Webhook,
-            action: Action::Fire,
-            severity: Severity::Info,
-            payload: serde_json::json!({}),
-            record: Some(StateRecord { app_key: "ns/a@u".into(), key: key.into(), op: RecordOp::Set, seen: None }),
-            episode: None,
-            operation: None,
-            idempotency_key: None,
-            group: None,
-        }
-    }
-
-    /// A deleted Application with an entry in flight waits for its settle; seen again
-    /// before that (a replay re-creating it), it is not purged by that settle.
+    /// A worker's two round trips: what is due comes with when the next is, and a
+    /// settle carries the release of what waited out an outage (one that settled or
+    /// was attempted since is left alone).
     #[test]
-    fn a_deleted_application_is_purged_by_its_last_settle_unless_it_came_back() {
-        let s = StateStore::in_memory().unwrap();
-        let deleted = |deleted| PassWrite { app_key: "ns/a@u", deleted, ..Default::default() };
-        s.record("ns/a@u", "old", 1).unwrap();
-        s.write_pass(&deleted(true), &[n("hook", "k1")], 10).unwrap();
-        assert_eq!((s.deleted_waiting().unwrap(), s.keys("ns/a@u").unwrap().len()), (1, 1), "waits for k1");
-        let entry = s.due("hook", 10, 10).unwrap().remove(0);
-        s.settle(&[(entry, Settle::Delivered)], 11).unwrap();
-        assert_eq!((s.deleted_waiting().unwrap(), s.keys("ns/a@u").unwrap()), (0, vec![]), "k1's settle purged old and k1");
-
-        s.write_pass(&deleted(true), &[n("hook", "k2")], 20).unwrap();
-        s.write_pass(&PassWrite { app_key: "ns/a@u", forgets: vec!["x"], ..Default::default() }, &[], 21).unwrap();
-        assert_eq!(s.deleted_waiting().unwrap(), 0, "seen again");
-        let entry = s.due("hook", 21, 10).unwrap().remove(0);
-        s.settle(&[(entry, Settle::Delivered)], 22).unwrap();
-        assert_eq!(s.keys("ns/a@u").unwrap().len(), 1, "k2 recorded and kept");
-    }
-
-    #[test]
-    fn enqueue_deduplicates_in_flight_and_complete_records() {
-        let s = StateStore::in_memory().unwrap();
-        let r = s.enqueue(&[n("hook", "k1"), n("hook", "k1"), n("slack", "k2")], 10).unwrap();
-        assert_eq!(r, EnqueueReport { queued: 2, duplicates: 1, ..Default::default() });
-        assert!(s.is_pending("ns/a@u", "k1", "t", Action::Fire).unwrap());
-        assert_eq!(s.enqueue(&[n("hook", "k1")], 11).unwrap().duplicates, 1, "still in flight");
-        let due = s.due("hook", 10, 10).unwrap();
-        assert_eq!(due.len(), 1);
-        s.settle(&[(due[0].clone(), Settle::Delivered)], 12).unwrap();
-        assert!(s.is_notified("ns/a@u", "k1").unwrap());
-        assert!(!s.is_pending("ns/a@u", "k1", "t", Action::Fire).unwrap());
-        assert!(s.due("hook", 100, 10).unwrap().is_empty());
-        assert_eq!(s.due("slack", 100, 10).unwrap().len(), 1, "other services untouched");
-    }
-
-    #[test]
-    fn reschedule_and_dead_letter() {
-        let s = StateStore::in_memory().unwrap();
-        s.enqueue(&[n("hook", "k1"), n("hook", "k2")], 0).unwrap();
-        s.enqueue(&[n("slack", "k3")], 7).unwrap();
-        assert_eq!((s.oldest_enqueued_ms().unwrap(), s.dead_letter_count().unwrap()), (Some(0), 0));
-        let k3 = s.due("slack", 7, 10).unwrap();
-        s.settle(&[(k3[0].clone(), Settle::Delivered)], 8).unwrap();
-        let due = s.due("hook", 0, 10).unwrap();
-        s.settle(&[(due[0].clone(), Settle::Retry { next_ms: 5_000, error: "503".into() })], 1).unwrap();
-        assert_eq!(s.due("hook", 1_000, 10).unwrap().len(), 1, "the rescheduled one waits");
-        assert_eq!(s.next_due_ms("hook").unwrap(), Some(0));
-        // In due order: k2 (due at 0) before the rescheduled k1 (due at 5000).
-        let later = s.due("hook", 5_000, 10).unwrap();
-        assert_eq!(later[1].attempts, 1);
-        assert_eq!(later[1].last_error.as_deref(), Some("503"));
-        s.settle(&[(later[1].clone(), Settle::Dead { error: "gave up after 503".into(), permanent: false })], 6_000).unwrap();
-        s.settle(&[(later[0].clone(), Settle::Dead { error: "400 bad request".into(), permanent: true })], 6_000).unwrap();
-        let dead = s.dead_letters().unwrap();
-        assert_eq!((dead.len(), s.dead_letter_count().unwrap()), (2, 2));
-        assert_eq!(s.oldest_enqueued_ms().unwrap(), None, "nothing waits");
-        assert!(!s.is_notified("ns/a@u", "k1").unwrap(), "retryable failure: decided again later");
-        assert!(s.is_notified("ns/a@u", "k2").unwrap(), "permanent failure: not re-sent");
-        assert!(s.outbox(None).unwrap().is_empty());
-    }
-
-    /// One entry that cannot be decoded is quarantined; the rest of the queue is
-    /// delivered, and its counters and in-flight index stay right.
-    #[test]
-    fn an_undecodable_entry_is_quarantined_and_the_rest_delivered() {
-        let s = StateStore::in_memory().unwrap();
-        s.enqueue(&[n("hook", "k1"), n("hook", "k2"), n("hook", "k3")], 0).unwrap();
-        let second = s.due("hook", 0, 10).unwrap()[1].id;
-        {
-            let tx = s.db().begin_write().unwrap();
-            tx.open_table(ENTRIES).unwrap().insert(second, "{\"id\": 2, \"notification\": 7").unwrap();
-            tx.commit().unwrap();
-        }
-        let due = s.due("hook", 0, 10).unwrap();
-        assert_eq!(due.iter().map(|e| e.notification.record.as_ref().unwrap().key.as_str()).collect::<Vec<_>>(), ["k1", "k3"]);
-        let q = s.quarantined().unwrap();
-        assert_eq!((q.len(), q[0].id, q[0].service.as_str()), (1, second, "hook"));
-        assert!(q[0].raw.starts_with("{\"id\": 2"), "{q:?}");
-        assert_eq!(s.queue_depths().unwrap(), vec![("hook".to_string(), 2)]);
-        assert!(!s.is_pending("ns/a@u", "k2", "t", Action::Fire).unwrap(), "its in-flight marker went with it");
-        assert_eq!(s.enqueue(&[n("hook", "k2")], 1).unwrap().queued, 1, "so it can be decided again");
-    }
-
-    /// Dead letters are re-driven: back in the outbox, due now, attempts reset, the
-    /// same idempotency key; an unknown id is reported, one in flight again dropped.
-    #[test]
-    fn dead_letters_are_requeued_on_demand() {
-        let s = StateStore::in_memory().unwrap();
-        s.enqueue(&[n("hook", "k1"), n("hook", "k2")], 0).unwrap();
-        s.enqueue(&[n("slack", "k3")], 7).unwrap();
-        assert_eq!((s.oldest_enqueued_ms().unwrap(), s.dead_letter_count().unwrap()), (Some(0), 0));
-        let k3 = s.due("slack", 7, 10).unwrap();
-        s.settle(&[(k3[0].clone(), Settle::Delivered)], 8).unwrap();
-        let due = s.due("hook", 0, 10).unwrap();
-        let key = due[0].notification.idempotency_key.clone();
-        s.settle(
-            &due.iter()
-                .map(|e| (e.clone(), Settle::Dead { error: "gave up after 10 attempt(s): HTTP 403".into(), permanent: false }))
-                .collect::<Vec<_>>(),
-            5,
-        )
-        .unwrap();
-        assert_eq!(s.dead_letters().unwrap().len(), 2);
-        // k2 was decided anew meanwhile: it is in flight again.
-        s.enqueue(&[n("hook", "k2")], 6).unwrap();
-        let ids: Vec<u64> = s.dead_letters().unwrap().iter().map(|d| d.id).collect();
-        let r = s.requeue_dead(Some(&[ids[0], ids[1], 999]), 10).unwrap();
-        assert_eq!(r, Requeued { queued: vec![(ids[0], "hook".into())], in_flight: vec![ids[1]], missing: vec![999], full: vec![] });
-        assert!(s.dead_letters().unwrap().is_empty());
-        let again = s.due("hook", 10, 10).unwrap();
-        assert_eq!(again.len(), 2, "k1 re-driven, k2 decided anew");
-        let k1 = again.iter().find(|e| e.notification.record.as_ref().unwrap().key == "k1").unwrap();
-        assert_eq!((k1.attempts, k1.next_attempt_ms, &k1.notification.idempotency_key), (0, 10, &key));
-        assert_eq!(s.requeue_dead(None, 11).unwrap(), Requeued::default(), "nothing left");
-    }
-
-    #[test]
-    fn the_outbox_survives_reopening() {
-        let dir = tempfile::tempdir().unwrap();
-        let p = dir.path().join("s.redb");
-        StateStore::open(&p).unwrap().enqueue(&[n("hook", "k1")], 0).unwrap();
-        let s = StateStore::open(&p).unwrap();
-        let entry = s.due("hook", 0, 10).unwrap().remove(0);
-        assert_eq!(entry.notification, Notification { idempotency_key: entry.notification.idempotency_key.clone(), ..n("hook", "k1") });
-        assert_eq!(entry.notification.idempotency_key.as_ref().map(String::len), Some(32), "given a key when queued");
-    }
-
-    #[test]
-    fn the_due_index_and_depth_counters_follow_every_change() {
-        let s = StateStore::in_memory().unwrap();
-        let keys: Vec<String> = (0..5).map(|i| format!("k{i}")).collect();
-        let items: Vec<Notification> = keys.iter().map(|k| n("hook", k)).chain([n("slack", "s1")]).collect();
-        s.enqueue(&items, 100).unwrap();
-        let depth = |s: &StateStore| s.queue_depths().unwrap().into_iter().collect::<std::collections::BTreeMap<_, _>>();
-        assert_eq!(depth(&s), [("hook".to_string(), 5), ("slack".to_string(), 1)].into());
-        let due = s.due("hook", 100, 10).unwrap();
-        assert_eq!(due.len(), 5);
-        // One transaction settles a batch: delivered, retried later, dead.
-        s.settle(
-            &[
-                (due[0].clone(), Settle::Delivered),
-                (due[1].clone(), Settle::Retry { next_ms: 10_000, error: "503".into() }),
-                (due[2].clone(), Settle::Dead { error: "400".into(), permanent: true }),
-            ],
-            200,
-        )
-        .unwrap();
-        assert_eq!(depth(&s)["hook"], 3, "one delivered, one dead, three left");
-        assert!(s.is_notified("ns/a@u", "k0").unwrap() && s.is_notified("ns/a@u", "k2").unwrap());
-        assert_eq!(s.due("hook", 200, 10).unwrap().len(), 2, "the retried one waits");
-        assert_eq!(s.next_due_ms("hook").unwrap(), Some(100));
-        let rest = s.due("hook", 200, 10).unwrap();
-        s.settle(&rest.iter().map(|e| (e.clone(), Settle::Delivered)).collect::<Vec<_>>(), 300).unwrap();
-        assert_eq!(s.next_due_ms("hook").unwrap(), Some(10_000), "the next wake-up is the retried entry");
-        assert_eq!(s.due("hook", 10_000, 10).unwrap()[0].attempts, 1);
-        assert_eq!(s.next_due_ms("nothing").unwrap(), None);
-        assert_eq!(s.outbox(None).unwrap().len(), 2, "the retried hook entry and slack's");
-    }
-
-    #[test]
-    fn the_outbox_bound_counts_without_scanning() {
-        let s = StateStore::in_memory().unwrap();
-        let items: Vec<Notification> = (0..MAX_OUTBOX_PER_SERVICE + 3).map(|i| n("hook", &format!("k{i}"))).collect();
-        let r = s.enqueue(&items, 0).unwrap();
-        assert_eq!((r.queued, r.rejected()), (MAX_OUTBOX_PER_SERVICE, 3));
-        assert_eq!(s.queue_depths().unwrap(), vec![("hook".to_string(), MAX_OUTBOX_PER_SERVICE as u64)]);
-        assert!(s.dead_letters().unwrap().is_empty(), "a full queue refuses; it does not dead-letter (and record) anything");
-    }
-
-    #[test]
-    fn a_state_file_of_the_first_layout_is_migrated_when_opened() {
-        let dir = tempfile::tempdir().unwrap();
-        let p = dir.path().join("s.redb");
-        {
-            // Written as the first release did: one table keyed by service and id.
-            let db = crate::state::kv::Database::Redb(redb::Database::create(&p).unwrap());
-            let tx = db.begin_write().unwrap();
-            {
-                let mut t = tx.open_table(OUTBOX_V1).unwrap();
-                for (id, key) in [(7u64, "k1"), (9, "k2")] {
-                    let e = OutboxEntry {
-                        id,
-                        notification: n("hook", key),
-                        attempts: 2,
-                        enqueued_ms: 5,
-                        next_attempt_ms: 50,
-                        last_error: None,
-                    };
-                    t.insert(format!("hook\u{0}{id:020}").as_str(), serde_json::to_string(&e).unwrap().as_str()).unwrap();
-                }
-            }
-            tx.commit().unwrap();
-        }
-        let s = StateStore::open(&p).unwrap();
-        let due = s.due("hook", 50, 10).unwrap();
-        assert_eq!(due.iter().map(|e| e.id).collect::<Vec<_>>(), vec![7, 9]);
-        assert_eq!(due[0].attempts, 2);
-        assert_eq!(s.queue_depths().unwrap(), vec![("hook".to_string(), 2)]);
-        drop(s);
-        let s = StateStore::open(&p).unwrap();
-        assert_eq!(s.outbox(None).unwrap().len(), 2, "migrated once, not twice");
+    fn due_gives_the_next_due_time_and_a_settle_carries_its_release() {
+        let s = Store::in_memory().unwrap();
+        s.enqueue(&[n("hook", "k1"), n("hook", "k2"), n("hook", "k3")], 10).unwrap();
+        let o = s.outbox();
+        let due = o.due_and_next("hook", 10, 10).unwrap();
+        assert_eq!((due.entries.len(), due.next_due_ms), (3, Some(10)));
+        let [a, b, c] = <[_; 3]>::try_from(due.entries).unwrap();
+        let retry = |next_ms| Settle::Retry { next_ms, error: "503".into() };
+        o.settle(&[(a.clone(), retry(5_000)), (b.clone(), retry(6_000))], 11).unwrap();
+        let due = o.due_and_next("hook", 12, 10).unwrap();
+        assert_eq!((due.entries.len(), due.next_due_ms), (1, Some(10)), "c is still due");
+        // The destination answers again: c delivered and a released in one transaction;
+        // b is left alone (the next attempt given for it is not the one its settle gave).
+        let released = o.settle_releasing(&[(c, Settle::Delivered)], 20, "hook", &[(a.id, 5_000), (b.id, 1)]).unwrap();
+        assert_eq!(released, 1);
+        let due = o.due_and_next("hook", 20, 10).unwrap();
+        assert_eq!(due.entries.iter().map(|e| e.id).collect::<Vec<_>>(), [a.id]);
+        assert_eq!(due.next_due_ms, Some(20), "a is due now; b still waits for 6,000");
+        assert_eq!(o.next_due_ms("hook").unwrap(), Some(20));
+        assert!(s.pass().is_notified("ns/a@u", "k3").unwrap(), "the settle in the same transaction recorded c");
     }
 }

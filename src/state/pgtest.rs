@@ -14,7 +14,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-use super::{PgOptions, Role, StateError, StateStore};
+use super::{PgOptions, Role, StateError, Store};
 
 /// The running server.
 pub struct Server {
@@ -170,25 +170,29 @@ impl Server {
     }
 
     /// Stops the server (fast shutdown: connections are cut, as in a failover).
-    pub fn stop(&self) -> Result<(), String> {
-        self.control("stop")
+    pub fn stop(&self) -> Result<(), ServerError> {
+        self.control("stop").map_err(ServerError)
     }
 
     /// Starts the stopped server again and waits until it accepts connections.
-    pub fn start(&self) -> Result<(), String> {
-        self.control("start")?;
-        self.wait_ready()
+    pub fn start(&self) -> Result<(), ServerError> {
+        self.control("start").and_then(|()| self.wait_ready()).map_err(ServerError)
     }
 }
 
+/// Why the private PostgreSQL could not be started, stopped or reached.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("{0}")]
+pub struct ServerError(pub String);
+
 /// A server of the caller's own (one a test stops and starts), torn down when dropped.
-pub fn private_server() -> Result<Server, String> {
-    start()
+pub fn private_server() -> Result<Server, ServerError> {
+    start().map_err(ServerError)
 }
 
 /// The process's server, started at the first call.
-pub fn server() -> Result<&'static Server, String> {
-    SERVER.get_or_init(start).as_ref().map_err(Clone::clone)
+pub fn server() -> Result<&'static Server, ServerError> {
+    SERVER.get_or_init(start).as_ref().map_err(|e| ServerError(e.clone()))
 }
 
 impl Server {
@@ -218,21 +222,21 @@ pub fn fresh_schema() -> String {
 }
 
 /// A store in a fresh schema of the process's server.
-pub fn fresh_store(role: &Role) -> Result<StateStore, StateError> {
-    let server = server().map_err(StateError::Postgres)?;
-    StateStore::open_postgres(&server.options(&fresh_schema()), role)
+pub fn fresh_store(role: &Role) -> Result<Store, StateError> {
+    let server = server().map_err(|e| StateError::Postgres(e.0))?;
+    Store::open_postgres(&server.options(&fresh_schema()), role)
 }
 
 /// With `DRIFTWATCH_TEST_STATE=postgres`, the store the tests take as "in memory" is
 /// one in PostgreSQL: how the store's whole test suite runs against both engines.
-pub fn postgres_if_asked() -> Option<Result<StateStore, StateError>> {
+pub fn postgres_if_asked() -> Option<Result<Store, StateError>> {
     (std::env::var("DRIFTWATCH_TEST_STATE").as_deref() == Ok("postgres")).then(|| fresh_store(&Role::Tool))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::state::outbox::tests::n;
+    use crate::state::tables::outbox::test_notification as n;
 
     fn leader(holder: &str, lease_transitions: u64) -> Role {
         leader_of(holder, 1_700_000_000, lease_transitions)
@@ -254,27 +258,27 @@ mod tests {
     fn a_deposed_leader_can_neither_record_nor_take_a_batch() {
         let server = server().unwrap();
         let opts = server.options(&fresh_schema());
-        let a = StateStore::open_postgres(&opts, &leader("a", 1)).unwrap();
+        let a = Store::open_postgres(&opts, &leader("a", 1)).unwrap();
         a.enqueue(&[n("hook", "k1")], 10).unwrap();
-        assert_eq!(a.due("hook", 10, 10).unwrap().len(), 1);
-        let b = StateStore::open_postgres(&opts, &leader("b", 2)).unwrap();
+        assert_eq!(a.outbox().due("hook", 10, 10).unwrap().len(), 1);
+        let b = Store::open_postgres(&opts, &leader("b", 2)).unwrap();
         assert!(!a.fenced());
         let e = a.enqueue(&[n("hook", "k2")], 10).expect_err("a deposed leader's write is refused");
         assert!(e.to_string().contains("fenced"), "{e}");
         assert!(a.fenced(), "the store says so, so the daemon does not reopen and take it back");
-        assert!(matches!(a.due("hook", 10, 10), Err(StateError::Fenced(_))), "no batch to send either");
-        assert_eq!(b.outbox(None).unwrap().len(), 1, "nothing of the deposed leader's last write landed");
+        assert!(matches!(a.outbox().due("hook", 10, 10), Err(StateError::Fenced(_))), "no batch to send either");
+        assert_eq!(b.outbox().entries(None).unwrap().len(), 1, "nothing of the deposed leader's last write landed");
         b.enqueue(&[n("hook", "k2")], 10).unwrap();
-        assert_eq!(b.due("hook", 10, 10).unwrap().len(), 2);
-        let again = StateStore::open_postgres(&opts, &leader("a", 1)).err().expect("an older Lease cannot take it back");
+        assert_eq!(b.outbox().due("hook", 10, 10).unwrap().len(), 2);
+        let again = Store::open_postgres(&opts, &leader("a", 1)).err().expect("an older Lease cannot take it back");
         assert!(matches!(again, StateError::Fenced(_)), "{again}");
         assert!(again.to_string().contains("taken over by b"), "{again}");
         // The same holder reopening at the same Lease (a reopen after a failed write).
-        let b2 = StateStore::open_postgres(&opts, &leader("b", 2)).unwrap();
+        let b2 = Store::open_postgres(&opts, &leader("b", 2)).unwrap();
         b2.enqueue(&[n("hook", "k3")], 10).unwrap();
-        let c = StateStore::open_postgres(&opts, &leader("a", 3)).unwrap();
+        let c = Store::open_postgres(&opts, &leader("a", 3)).unwrap();
         assert!(b2.enqueue(&[n("hook", "k4")], 10).is_err());
-        assert_eq!(c.queue_depths().unwrap(), vec![("hook".to_string(), 3)]);
+        assert_eq!(c.outbox().queue_depths().unwrap(), vec![("hook".to_string(), 3)]);
     }
 
     /// A Lease deleted by hand and created again starts its count of holder changes at
@@ -286,27 +290,27 @@ mod tests {
     fn a_lease_created_again_takes_the_store_over_and_the_deleted_one_cannot_take_it_back() {
         let server = server().unwrap();
         let opts = server.options(&fresh_schema());
-        let a = StateStore::open_postgres(&opts, &leader_of("a", 1_000, 7)).unwrap();
+        let a = Store::open_postgres(&opts, &leader_of("a", 1_000, 7)).unwrap();
         a.enqueue(&[n("hook", "k1")], 10).unwrap();
-        let b = StateStore::open_postgres(&opts, &leader_of("b", 2_000, 0)).expect("the Lease created again is newer");
+        let b = Store::open_postgres(&opts, &leader_of("b", 2_000, 0)).expect("the Lease created again is newer");
         assert!(a.enqueue(&[n("hook", "k2")], 10).is_err(), "the deleted Lease's holder is fenced");
-        let again = StateStore::open_postgres(&opts, &leader_of("a", 1_000, 9)).err().expect("an older Lease, whatever its count");
+        let again = Store::open_postgres(&opts, &leader_of("a", 1_000, 9)).err().expect("an older Lease, whatever its count");
         assert!(matches!(again, StateError::Fenced(_)), "{again}");
         assert!(again.to_string().contains("created 1970-01-01T00:33:20+00:00"), "says which Lease: {again}");
         b.enqueue(&[n("hook", "k3")], 10).unwrap();
         // Within the new Lease, its count orders holders as before.
-        let c = StateStore::open_postgres(&opts, &leader_of("c", 2_000, 1)).unwrap();
-        assert!(StateStore::open_postgres(&opts, &leader_of("b", 2_000, 0)).is_err(), "b was deposed");
-        assert_eq!(c.queue_depths().unwrap(), vec![("hook".to_string(), 2)]);
+        let c = Store::open_postgres(&opts, &leader_of("c", 2_000, 1)).unwrap();
+        assert!(Store::open_postgres(&opts, &leader_of("b", 2_000, 0)).is_err(), "b was deposed");
+        assert_eq!(c.outbox().queue_depths().unwrap(), vec![("hook".to_string(), 2)]);
         // A store last taken over before creation times were recorded (schema version
         // 1): the count alone judges, as then — a deposed holder with a lower count is
         // refused whatever its Lease's creation time; the next holder takes it, and
         // from then on the creation time is recorded.
         let schema = opts.schema.clone();
         raw(server).batch_execute(&format!("UPDATE {schema}.fence SET lease_created = NULL")).unwrap();
-        assert!(StateStore::open_postgres(&opts, &leader_of("b", 2_000, 0)).is_err(), "a lower count, after an upgrade");
-        StateStore::open_postgres(&opts, &leader_of("d", 2_000, 2)).expect("the next holder, after an upgrade");
-        StateStore::open_postgres(&opts, &leader_of("e", 3_000, 0)).expect("and a Lease created again after that");
+        assert!(Store::open_postgres(&opts, &leader_of("b", 2_000, 0)).is_err(), "a lower count, after an upgrade");
+        Store::open_postgres(&opts, &leader_of("d", 2_000, 2)).expect("the next holder, after an upgrade");
+        Store::open_postgres(&opts, &leader_of("e", 3_000, 0)).expect("and a Lease created again after that");
     }
 
     /// Two writers on one schema (two processes, or a worker and a pass) are
@@ -317,7 +321,7 @@ mod tests {
     fn concurrent_writers_lose_nothing() {
         let server = server().unwrap();
         let opts = server.options(&fresh_schema());
-        let stores: Vec<StateStore> = (0..3).map(|_| StateStore::open_postgres(&opts, &Role::Tool).unwrap()).collect();
+        let stores: Vec<Store> = (0..3).map(|_| Store::open_postgres(&opts, &Role::Tool).unwrap()).collect();
         std::thread::scope(|s| {
             for (w, store) in stores.iter().enumerate() {
                 s.spawn(move || {
@@ -327,8 +331,8 @@ mod tests {
                 });
             }
         });
-        assert_eq!(stores[0].queue_depths().unwrap(), vec![("hook".to_string(), 120)]);
-        let entries = stores[1].outbox(None).unwrap();
+        assert_eq!(stores[0].outbox().queue_depths().unwrap(), vec![("hook".to_string(), 120)]);
+        let entries = stores[1].outbox().entries(None).unwrap();
         let ids: std::collections::BTreeSet<u64> = entries.iter().map(|e| e.id).collect();
         assert_eq!((entries.len(), ids.len()), (120, 120), "every entry its own id");
     }
@@ -341,14 +345,14 @@ mod tests {
         let schema = fresh_schema();
         let mut c = raw(server);
         c.batch_execute(&format!("CREATE SCHEMA {schema}; CREATE TABLE {schema}.kv (x int);")).unwrap();
-        let e = StateStore::open_postgres(&server.options(&schema), &Role::Tool).err().unwrap().to_string();
+        let e = Store::open_postgres(&server.options(&schema), &Role::Tool).err().unwrap().to_string();
         assert!(e.contains("to version 1 failed, and changed nothing") && e.contains("\"kv\" already exists"), "{e}");
         let left: Option<String> = c.query_one(&format!("SELECT to_regclass('{schema}.schema_version')::text"), &[]).unwrap().get(0);
         assert_eq!(left, None, "rolled back whole");
         c.batch_execute(&format!("DROP TABLE {schema}.kv")).unwrap();
-        drop(StateStore::open_postgres(&server.options(&schema), &Role::Tool).unwrap());
+        drop(Store::open_postgres(&server.options(&schema), &Role::Tool).unwrap());
         c.batch_execute(&format!("INSERT INTO {schema}.schema_version (version) VALUES (99)")).unwrap();
-        let e = StateStore::open_postgres(&server.options(&schema), &Role::Tool).err().unwrap().to_string();
+        let e = Store::open_postgres(&server.options(&schema), &Role::Tool).err().unwrap().to_string();
         assert!(e.contains("version 99, written by a newer driftwatch"), "{e}");
     }
 
@@ -358,15 +362,15 @@ mod tests {
     fn a_remote_server_without_tls_is_refused_and_the_url_never_shown() {
         let mut opts = server().unwrap().options("unused");
         opts.url = crate::secret::Secret::new("postgres://dw:hunter2@db.example.com/state?sslmode=disable".into());
-        let e = StateStore::open_postgres(&opts, &Role::Tool).err().unwrap().to_string();
+        let e = Store::open_postgres(&opts, &Role::Tool).err().unwrap().to_string();
         assert!(e.contains("sslmode=disable") && !e.contains("hunter2"), "{e}");
         // `host` on loopback but `hostaddr` elsewhere: where it connects is elsewhere
         // (review L-e; before: taken as local, so in the clear).
         opts.url = crate::secret::Secret::new("host=localhost hostaddr=192.0.2.7 user=dw password=hunter2 sslmode=disable".into());
-        let e = StateStore::open_postgres(&opts, &Role::Tool).err().unwrap().to_string();
+        let e = Store::open_postgres(&opts, &Role::Tool).err().unwrap().to_string();
         assert!(e.contains("sslmode=disable") && !e.contains("hunter2"), "{e}");
         opts.url = crate::secret::Secret::new("postgres://dw:hunter2@db.example.com:99999/state".into());
-        let e = StateStore::open_postgres(&opts, &Role::Tool).err().unwrap().to_string();
+        let e = Store::open_postgres(&opts, &Role::Tool).err().unwrap().to_string();
         assert!(!e.contains("hunter2"), "{e}");
     }
 
@@ -377,7 +381,7 @@ mod tests {
         use crate::state::kv::TableDefinition;
         const T: TableDefinition<u64, &str> = TableDefinition::new("len_test");
         let store = fresh_store(&Role::Tool).unwrap();
-        let db = &store.db;
+        let db = store.db();
         let tx = db.begin_write().unwrap();
         {
             let mut t = tx.open_table(T).unwrap();
@@ -435,7 +439,7 @@ mod tests {
         let server = server().unwrap();
         let opts = server.options(&fresh_schema());
         assert_eq!(opts.max_connections, 1);
-        let pg = crate::state::pg::Pg::open(&opts, &Role::Tool).unwrap();
+        let pg = crate::state::kv::pg::Pg::open(&opts, &Role::Tool).unwrap();
         let tx = pg.begin(true).unwrap();
         assert!(tx.query("SELECT 1/0", &[]).is_err());
         assert!(tx.commit().is_err(), "an aborted transaction does not commit");
@@ -465,7 +469,7 @@ mod tests {
     #[test]
     fn a_key_too_long_for_the_index_is_refused_and_the_store_still_writes() {
         let store = fresh_store(&Role::Tool).unwrap();
-        let e = store.record("argocd/app@u", &"k".repeat(crate::state::pg::MAX_KEY_BYTES + 1), 1).unwrap_err();
+        let e = store.record("argocd/app@u", &"k".repeat(crate::state::kv::pg::MAX_KEY_BYTES + 1), 1).unwrap_err();
         assert!(matches!(e, StateError::Refused(_)), "{e:?}");
         store.record("argocd/app@u", "k", 2).unwrap();
         assert_eq!(store.notified_at("argocd/app@u", "k").unwrap(), Some(2));

@@ -21,7 +21,7 @@ use serde_json::{Value, json};
 
 use super::{SharedState, each_store, newest, stores};
 use crate::model::Severity;
-use crate::state::StateStore;
+use crate::state::Store;
 use crate::state::{HistoryQuery, OpenEpisode};
 
 const INDEX: &str = include_str!("ui/index.html");
@@ -237,7 +237,7 @@ pub(super) async fn fleet_handler(State(shared): State<SharedState>, RawQuery(qu
         return plain(StatusCode::SERVICE_UNAVAILABLE, "not leading: the leader holds the history\n".into());
     };
     let url = shared.argocd_url();
-    match each_store(stores, StateStore::open_episodes).await {
+    match each_store(stores, |s| s.history().open_episodes()).await {
         Ok(per_shard) => json_response(&fleet(per_shard.into_iter().flatten().collect(), &q, now, &url)),
         Err(e) => plain(StatusCode::INTERNAL_SERVER_ERROR, format!("{e}\n")),
     }
@@ -270,10 +270,10 @@ pub(super) async fn app_handler(State(shared): State<SharedState>, RawQuery(quer
     let limit = q.limit.unwrap_or(DEFAULT_STORY);
     // An Application lives in one shard (its cluster's) and the others answer nothing;
     // one whose destination moved to another shard has its story in both.
-    let read = move |s: &StateStore| {
-        let episodes = s.episodes(&q)?;
-        let ops = s.operations(&q, limit)?;
-        let exceptions = s.break_glass_history(&q, limit)?;
+    let read = move |s: &Store| {
+        let episodes = s.history().episodes(&q)?;
+        let ops = s.history().operations(&q, limit)?;
+        let exceptions = s.history().break_glass_history(&q, limit)?;
         Ok((episodes, ops, exceptions))
     };
     match each_store(stores, read).await {

@@ -164,7 +164,7 @@ impl Core {
         self.wakeups.remove(key);
         tracing::info!(app = %key, shard = self.shard, "the Application deploys to another shard's cluster now: retired here");
         if let Some(state) = &self.state
-            && let Err(e) = state.retire_moved(key)
+            && let Err(e) = state.pass().retire_moved(key)
         {
             tracing::warn!(app = %key, error = %e, "retiring a moved Application's state failed; its keys stay in this shard");
         }

@@ -2,11 +2,11 @@
 //! lock held, the delivery workers started), stepping down, reopening the store after
 //! a failed write, and building the services' clients.
 
-use super::{Arc, Core, Delivery, Instant, METRICS, Runtime, ServiceRuntime, StateStore, StoreAt};
+use super::{Arc, Core, Delivery, Instant, METRICS, Runtime, ServiceRuntime, Store, StoreAt};
 
 /// Every configured service's client (`pipeline::wiring::service_clients`), each with a
 /// queue-depth series.
-pub(super) fn build_services(rt: &Runtime, state: &Arc<StateStore>) -> Result<Vec<ServiceRuntime>, Vec<String>> {
+pub(super) fn build_services(rt: &Runtime, state: &Arc<Store>) -> Result<Vec<ServiceRuntime>, Vec<String>> {
     let services = crate::pipeline::wiring::service_clients(rt, state)?;
     for s in &services {
         // Every configured service has a queue-depth series, zero until something waits.
@@ -18,7 +18,7 @@ pub(super) fn build_services(rt: &Runtime, state: &Arc<StateStore>) -> Result<Ve
 /// What keeps the configuration's services from being built, checked against a
 /// throwaway store before anything is opened.
 pub(in crate::daemon) fn services_problems(rt: &Runtime) -> Result<(), Vec<String>> {
-    let probe = StateStore::in_memory().map_err(|e| vec![e.to_string()])?;
+    let probe = Store::in_memory().map_err(|e| vec![e.to_string()])?;
     build_services(rt, &Arc::new(probe)).map(drop)
 }
 
@@ -47,9 +47,9 @@ impl Core {
         }
         let opened = match &self.store_at {
             // With leader election another replica may open the same file: the file
-            // system's locks must work (StateStore::open_fenced).
-            StoreAt::File(path) if self.stand_aside.is_some() => StateStore::open_fenced(path),
-            StoreAt::File(path) => StateStore::open(path),
+            // system's locks must work (Store::open_fenced).
+            StoreAt::File(path) if self.stand_aside.is_some() => Store::open_fenced(path),
+            StoreAt::File(path) => Store::open(path),
             // In PostgreSQL the store is taken over with the Lease's generation: a
             // replica whose Lease is older cannot take it back, and once
             // this one took it, the one before it can write nothing more.
@@ -62,7 +62,7 @@ impl Core {
                 };
                 let opts = pg.clone();
                 // Connecting and migrating block: off the runtime's workers.
-                self.wait(async move { tokio::task::spawn_blocking(move || StateStore::open_postgres(&opts, &role)).await })
+                self.wait(async move { tokio::task::spawn_blocking(move || Store::open_postgres(&opts, &role)).await })
                     .unwrap_or_else(|e| Err(crate::state::StateError::Postgres(e.to_string())))
             }
         };

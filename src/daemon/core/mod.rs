@@ -35,7 +35,7 @@ use crate::drift::attribution::Attribution;
 use crate::metrics::METRICS;
 use crate::model::App;
 use crate::pipeline::Pipeline;
-use crate::state::StateStore;
+use crate::state::Store;
 use crate::trigger::TriggerEngine;
 
 /// An Application between evaluations: its JSON text, compressed (LZ4), and what the
@@ -145,7 +145,7 @@ pub(super) struct Core {
     inputs: crate::pipeline::Inputs,
     /// Open only while this process leads: the file lock of the store is what keeps a
     /// second process from writing to it.
-    state: Option<Arc<StateStore>>,
+    state: Option<Arc<Store>>,
     shared: SharedState,
     store_at: StoreAt,
     delivery: Option<Delivery>,
@@ -358,7 +358,7 @@ impl Core {
             self.wait(delivery.shutdown(self.shutdown_grace));
         }
         let pending: BTreeMap<String, u64> =
-            self.state.as_ref().and_then(|s| s.queue_depths().ok()).unwrap_or_default().into_iter().collect();
+            self.state.as_ref().and_then(|s| s.outbox().queue_depths().ok()).unwrap_or_default().into_iter().collect();
         tracing::info!(?pending, "stopped");
         self.fenced
     }
@@ -452,7 +452,7 @@ impl Core {
         // are written in one transaction before the fingerprint is recorded: a pass
         // whose write failed (a full disk) is done again, not lost until the
         // Application changes.
-        let pass = match crate::pipeline::pass::run(&self.pipeline, &self.inputs, &state, delivery, app, deleted, now) {
+        let pass = match crate::pipeline::pass::run(&self.pipeline, &self.inputs, &state.pass(), delivery, app, deleted, now) {
             Ok(p) => p,
             Err(
                 crate::pipeline::pass::PassError::Write(crate::state::StateError::Refused(reason))

@@ -1,7 +1,7 @@
 //! Reloading the configuration: everything built first, swapped in only when all of
 //! it is valid; a refused reload keeps the running configuration and says why.
 
-use super::{Arc, Core, Delivery, METRICS, Pipeline, Runtime, StateStore, build_services, config, config_fingerprint};
+use super::{Arc, Core, Delivery, METRICS, Pipeline, Runtime, Store, build_services, config, config_fingerprint};
 
 /// Whether any condition reads the clock (decided from the compiled script): only then
 /// is a periodic re-evaluation needed.
@@ -78,7 +78,7 @@ impl Core {
         let probe = match &self.state {
             Some(s) => s.clone(),
             // Not leading: validate the services against a throwaway store.
-            None => match StateStore::in_memory() {
+            None => match Store::in_memory() {
                 Ok(s) => Arc::new(s),
                 Err(e) => {
                     tracing::error!(error = %e, "configuration reload failed");

@@ -11,7 +11,7 @@ use crate::deliver::outcome::DeliverySettings;
 /// explains) takes the destination down: from then on one probe at a time goes out,
 /// with its own backoff ([`DeliverySettings::probe_wait`]), instead of every entry
 /// waiting out a backoff of its own; the first delivery brings it back up, and the
-/// entries that failed meanwhile are released (`StateStore::release`) so the whole
+/// entries that failed meanwhile are released (`Outbox::settle_releasing`, with the settle that brought it back) so the whole
 /// queue drains at the rate limit at once. (Each entry waiting out its own backoff
 /// took 64 s to drain 1,000 after an outage.)
 #[derive(Default)]

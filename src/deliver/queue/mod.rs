@@ -1,9 +1,9 @@
 //! The delivery queue over the durable outbox: [`Delivery`] starts one worker per
 //! service ([`worker`]), computes when new entries are first due ([`fair`]), follows
 //! each destination's health ([`health`]) and is steered by a clock and a leader halt
-//! ([`control`]). The pass itself is written by the pipeline (`StateStore::write_pass_due`
-//! with [`Delivery::plan`]'s due times); the queue then wakes the workers concerned
-//! ([`Delivery::queued`]).
+//! ([`control`]). The pass itself is written by the pipeline (`PassStore::write_pass_due`
+//! with [`Delivery::plan`]'s due times and rejects); the queue then wakes the workers
+//! concerned ([`Delivery::queued`]). The workers hold the store's [`Outbox`] face only.
 
 mod control;
 mod fair;
@@ -26,7 +26,7 @@ use self::worker::Worker;
 use super::deliverer::ServiceRuntime;
 use crate::metrics::METRICS;
 use crate::model::Notification;
-use crate::state::{EnqueueReport, StateError, StateStore};
+use crate::state::{EnqueueReport, Outbox, PassStore, Reject, StateError, Store};
 
 /// Counters per service, for tests and `--send` (the process-wide metrics are in `crate::metrics`).
 #[derive(Debug, Default)]
@@ -49,7 +49,9 @@ struct Handle {
 
 /// The running delivery side: a worker per service over the shared outbox.
 pub struct Delivery {
-    state: Arc<StateStore>,
+    /// For [`Delivery::submit`]'s write (a pass of no Application).
+    pass: PassStore,
+    outbox: Outbox,
     workers: BTreeMap<String, Handle>,
     shutdown: watch::Sender<bool>,
     clock: OutboxClock,
@@ -66,7 +68,7 @@ pub struct Plan {
     /// For configured services, with when each is first due (`due`, same order).
     pub known: Vec<Notification>,
     pub due: Vec<u64>,
-    /// For services not configured: dead-lettered by [`Delivery::queued`].
+    /// For services not configured: dead-lettered with the pass ([`Plan::rejects`]).
     pub unknown: Vec<Notification>,
     /// The queue's clock when planned: the pass is written at this instant.
     pub now_ms: u64,
@@ -80,25 +82,33 @@ pub struct SubmitReport {
     pub unconfigured: usize,
 }
 
+impl Plan {
+    /// The notifications for services not configured, with why: the pass's write
+    /// dead-letters them in its transaction.
+    pub fn rejects(&self) -> Vec<Reject<'_>> {
+        self.unknown.iter().map(|n| (n, format!("service {:?} is not configured", n.destination.service))).collect()
+    }
+}
+
 impl Delivery {
     /// Starts a worker per service. Notifications already in the outbox (left by a
     /// previous run) are delivered first.
-    pub fn start(services: Vec<ServiceRuntime>, state: Arc<StateStore>) -> Delivery {
+    pub fn start(services: Vec<ServiceRuntime>, state: Arc<Store>) -> Delivery {
         Delivery::start_with_clock(services, state, OutboxClock::system())
     }
 
     /// [`Delivery::start`] on a clock of the caller's.
-    pub fn start_with_clock(services: Vec<ServiceRuntime>, state: Arc<StateStore>, clock: OutboxClock) -> Delivery {
+    pub fn start_with_clock(services: Vec<ServiceRuntime>, state: Arc<Store>, clock: OutboxClock) -> Delivery {
         Delivery::start_with(services, state, clock, None)
     }
 
     /// [`Delivery::start`] for a leader: the workers stop by themselves when `halt`
     /// says it no longer leads.
-    pub fn start_leading(services: Vec<ServiceRuntime>, state: Arc<StateStore>, halt: Option<Halt>) -> Delivery {
+    pub fn start_leading(services: Vec<ServiceRuntime>, state: Arc<Store>, halt: Option<Halt>) -> Delivery {
         Delivery::start_with(services, state, OutboxClock::system(), halt)
     }
 
-    fn start_with(services: Vec<ServiceRuntime>, state: Arc<StateStore>, clock: OutboxClock, halt: Option<Halt>) -> Delivery {
+    fn start_with(services: Vec<ServiceRuntime>, state: Arc<Store>, clock: OutboxClock, halt: Option<Halt>) -> Delivery {
         let (shutdown, rx) = watch::channel(false);
         let settled = Arc::new(Notify::new());
         let store_failing = Arc::new(std::sync::atomic::AtomicBool::new(false));
@@ -110,7 +120,7 @@ impl Delivery {
             let name = service.name.clone();
             let w = Worker {
                 service,
-                state: state.clone(),
+                outbox: state.outbox(),
                 wake: wake.clone(),
                 stats: stats.clone(),
                 clock: clock.clone(),
@@ -124,7 +134,8 @@ impl Delivery {
             workers.insert(name, Handle { wake, stats, task, gap_ms, burst: service_burst });
         }
         Delivery {
-            state,
+            pass: state.pass(),
+            outbox: state.outbox(),
             workers,
             shutdown,
             clock,
@@ -140,14 +151,15 @@ impl Delivery {
     /// service that is not configured is dead-lettered.
     pub fn submit(&self, notifications: &[Notification]) -> Result<SubmitReport, StateError> {
         let plan = self.plan(notifications);
-        let enqueue = self.state.write_pass_due(&crate::state::PassWrite::default(), &plan.known, plan.now_ms, Some(&plan.due))?;
+        let enqueue =
+            self.pass.write_pass_due(&crate::state::PassWrite::default(), &plan.known, plan.now_ms, Some(&plan.due), &plan.rejects())?;
         self.queued(&plan, enqueue)
     }
 
     /// Which notifications a worker takes (the rest are for services not configured),
     /// and when each is first due: the fair share of its service between Applications.
-    /// The caller writes them with its pass (`StateStore::write_pass_due`), then hands
-    /// the report to [`Delivery::queued`].
+    /// The caller writes them with its pass (`PassStore::write_pass_due`, with
+    /// [`Plan::rejects`]), then hands the report to [`Delivery::queued`].
     pub fn plan(&self, notifications: &[Notification]) -> Plan {
         let (known, unknown): (Vec<&Notification>, Vec<&Notification>) =
             notifications.iter().partition(|n| self.workers.contains_key(&n.destination.service));
@@ -166,9 +178,9 @@ impl Delivery {
         Plan { known, unknown: unknown.into_iter().cloned().collect(), due, now_ms }
     }
 
-    /// After the pass holding `plan`'s notifications was written: counts and logs what
-    /// the outbox refused, dead-letters the notifications of unconfigured services and
-    /// wakes the workers concerned.
+    /// After the pass holding `plan`'s notifications (and its rejects) was written:
+    /// counts and logs what the outbox refused and what went to the dead letters for
+    /// an unconfigured service, and wakes the workers concerned.
     pub fn queued(&self, plan: &Plan, enqueue: EnqueueReport) -> Result<SubmitReport, StateError> {
         for (service, n) in &enqueue.full {
             METRICS.not_queued.add(&format!("{service}:full"), *n as u64);
@@ -180,7 +192,6 @@ impl Delivery {
         let mut unconfigured = 0;
         for n in &plan.unknown {
             tracing::warn!(service = %n.destination.service, app = %n.app, trigger = %n.trigger, "service is not configured; dead-lettered");
-            self.state.reject(n, &format!("service {:?} is not configured", n.destination.service), plan.now_ms)?;
             unconfigured += 1;
         }
         for n in &plan.known {
@@ -242,9 +253,9 @@ impl Delivery {
             tokio::pin!(settled);
             settled.as_mut().enable();
             // The depth counters and each service's first due time: no outbox scan.
-            let empty = self.state.queue_depths().map(|d| d.is_empty()).unwrap_or(false);
+            let empty = self.outbox.queue_depths().map(|d| d.is_empty()).unwrap_or(false);
             let horizon = self.clock.now_ms().saturating_add(u64::try_from(within.as_millis()).unwrap_or(u64::MAX));
-            let nothing_due = self.workers.keys().all(|s| self.state.next_due_ms(s).ok().flatten().is_none_or(|at| at > horizon));
+            let nothing_due = self.workers.keys().all(|s| self.outbox.next_due_ms(s).ok().flatten().is_none_or(|at| at > horizon));
             let now = tokio::time::Instant::now();
             if empty || nothing_due || now >= deadline {
                 return empty;

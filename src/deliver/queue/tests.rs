@@ -43,7 +43,7 @@ impl Deliverer for Probe {
 /// destination one after another, in order (a fire before its resolve).
 #[tokio::test]
 async fn deliveries_run_in_parallel_but_in_order_per_application() {
-    let state = Arc::new(StateStore::in_memory().unwrap());
+    let state = Arc::new(Store::in_memory().unwrap());
     let mut items = Vec::new();
     for app in 0..6 {
         for action in [Action::Fire, Action::Resolve] {
@@ -80,7 +80,7 @@ async fn deliveries_run_in_parallel_but_in_order_per_application() {
         assert_eq!(mine[0].1, Action::Fire, "the fire first");
         assert!(mine[0].3 <= mine[1].2, "one after the other: {mine:?}");
     }
-    assert_eq!(state.queue_depths().unwrap(), vec![], "the counters follow");
+    assert_eq!(state.outbox().queue_depths().unwrap(), vec![], "the counters follow");
 }
 
 /// A receiver that is down until told otherwise: counts attempts while down, the
@@ -155,7 +155,7 @@ fn apps(n: usize) -> Vec<Notification> {
 /// the entries that failed during the outage included, each delivered once.
 #[tokio::test]
 async fn a_destination_that_comes_back_drains_its_whole_queue_at_once() {
-    let state = Arc::new(StateStore::in_memory().unwrap());
+    let state = Arc::new(Store::in_memory().unwrap());
     state.enqueue(&apps(300), crate::state::to_millis(chrono::Utc::now())).unwrap();
     let outage = Arc::new(Outage::default());
     let delivery = Delivery::start(vec![outage_service(outage.clone())], state.clone());
@@ -206,7 +206,7 @@ fn an_entry_failing_alone_after_a_recovery_keeps_its_own_backoff() {
 /// nothing new starts, and the rest stays in the outbox for the next leader.
 #[tokio::test]
 async fn workers_stop_by_themselves_when_leadership_is_lost() {
-    let state = Arc::new(StateStore::in_memory().unwrap());
+    let state = Arc::new(Store::in_memory().unwrap());
     state.enqueue(&apps(100), crate::state::to_millis(chrono::Utc::now())).unwrap();
     let probe = Arc::new(Probe::default());
     let mut service = outage_service(probe.clone());
@@ -229,7 +229,7 @@ async fn workers_stop_by_themselves_when_leadership_is_lost() {
     // beyond what can be in flight at once (4) starts later.
     let late = probe.log.lock().unwrap().iter().filter(|(.., started, _)| *started > stopped_at).count();
     assert!(late <= 4, "{late} attempts started after the Lease was lost");
-    let left = state.queue_depths().unwrap();
+    let left = state.outbox().queue_depths().unwrap();
     assert_eq!(left, vec![("hook".to_string(), 100 - delivered as u64)], "what was delivered is recorded; the rest waits");
     delivery.shutdown(Duration::from_secs(1)).await;
 }
@@ -253,7 +253,7 @@ fn each_application_gets_its_share_of_a_service() {
 /// all but the flood's burst.
 #[tokio::test]
 async fn a_flood_from_one_application_does_not_delay_another() {
-    let state = Arc::new(StateStore::in_memory().unwrap());
+    let state = Arc::new(Store::in_memory().unwrap());
     let probe = Arc::new(Probe::default());
     let mut service = outage_service(probe.clone());
     service.settings.rate.per_second = 20.0;

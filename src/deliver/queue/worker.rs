@@ -22,11 +22,13 @@ use crate::deliver::deliverer::ServiceRuntime;
 use crate::deliver::outcome::{Outcome, Verdict, verdict};
 use crate::metrics::METRICS;
 use crate::model::Notification;
-use crate::state::{OutboxEntry, Settle, StateStore};
+use crate::state::{Due, Outbox, OutboxEntry, Settle};
 
 pub(super) struct Worker {
     pub(super) service: ServiceRuntime,
-    pub(super) state: Arc<StateStore>,
+    /// The store's face for the workers: two round trips per batch (what is due,
+    /// with when the next is; the settle, with any release).
+    pub(super) outbox: Outbox,
     pub(super) wake: Arc<Notify>,
     pub(super) stats: Arc<Stats>,
     pub(super) clock: OutboxClock,
@@ -36,6 +38,63 @@ pub(super) struct Worker {
     /// Set while a settle cannot be written (shared by the workers; the owner reopens
     /// the store, see `Delivery::store_failing`).
     pub(super) store_failing: Arc<std::sync::atomic::AtomicBool>,
+}
+
+/// What one worker's loop keeps from turn to turn.
+struct Running {
+    limiter: governor::DefaultDirectRateLimiter,
+    concurrency: usize,
+    max_batch: usize,
+    in_flight: JoinSet<Attempted>,
+    /// Order keys with an attempt in flight (their later entries wait).
+    busy: HashSet<String>,
+    health: Health,
+    /// A `Retry-After` from the receiver pauses the whole service, not only the entry
+    /// that got it: the receiver asked the sender to stop for that long.
+    paused_until: Option<tokio::time::Instant>,
+    halt: Option<Halt>,
+    /// When the service's next entry is due, as this turn's read of the outbox said.
+    next_due_ms: Option<u64>,
+}
+
+impl Running {
+    fn new(w: &Worker) -> Running {
+        let s = w.service.settings;
+        let per_second = s.rate.per_second.max(0.001);
+        let period = Duration::from_secs_f64(1.0 / per_second);
+        let burst = NonZeroU32::new(s.rate.burst.max(1)).unwrap_or(NonZeroU32::MIN);
+        // `with_period` only fails for a zero period, which `max(0.001)` above rules out;
+        // fall back to one per second rather than panic.
+        let quota = Quota::with_period(period).unwrap_or_else(|| Quota::per_second(NonZeroU32::MIN)).allow_burst(burst);
+        Running {
+            limiter: RateLimiter::direct(quota),
+            concurrency: s.concurrency.max(1),
+            max_batch: w.service.deliverer.max_batch().max(1),
+            in_flight: JoinSet::new(),
+            busy: HashSet::new(),
+            health: Health::default(),
+            paused_until: None,
+            halt: w.halt.clone(),
+            next_due_ms: None,
+        }
+    }
+}
+
+/// How a turn of the worker's loop went.
+enum Turn {
+    /// Attempts were started: the next turn looks again at once.
+    Started,
+    /// Stopped (a shutdown while starting).
+    Stopped,
+    /// Nothing started: wait (see `Worker::idle_wait`).
+    Idle { paused: bool, blocked: bool, free: usize },
+}
+
+/// Frees the order keys of a batch that was not started.
+fn free_keys(busy: &mut HashSet<String>, batch: &[OutboxEntry]) {
+    for e in batch {
+        busy.remove(&order_key(&e.notification));
+    }
 }
 
 /// What an attempt in flight reports back: its entries and what happened to each.
@@ -98,139 +157,145 @@ impl Worker {
     /// Pulls due entries and keeps up to `concurrency` attempts in flight, never two of
     /// one [`order_key`]; settles finished attempts together (one transaction for all
     /// that finished meanwhile); a `Retry-After` pauses the whole service. Store reads
-    /// and writes run on the blocking pool, not on the runtime's workers.
+    /// and writes run on the blocking pool, not on the runtime's workers. Each turn:
+    /// stop if asked, else settle what finished, else start what is due, else wait.
     pub(super) async fn run(self, mut shutdown: watch::Receiver<bool>) {
         let this = Arc::new(self);
-        let s = this.service.settings;
-        let per_second = s.rate.per_second.max(0.001);
-        let period = Duration::from_secs_f64(1.0 / per_second);
-        let burst = NonZeroU32::new(s.rate.burst.max(1)).unwrap_or(NonZeroU32::MIN);
-        // `with_period` only fails for a zero period, which `max(0.001)` above rules out;
-        // fall back to one per second rather than panic.
-        let quota = Quota::with_period(period).unwrap_or_else(|| Quota::per_second(NonZeroU32::MIN)).allow_burst(burst);
-        let limiter = RateLimiter::direct(quota);
-        let concurrency = s.concurrency.max(1);
-        let max_batch = this.service.deliverer.max_batch().max(1);
-        let mut in_flight: JoinSet<Attempted> = JoinSet::new();
-        // Order keys with an attempt in flight (their later entries wait).
-        let mut busy: HashSet<String> = HashSet::new();
-        let mut health = Health::default();
-        // A `Retry-After` from the receiver pauses the whole service, not only the
-        // entry that got it: the receiver asked the sender to stop for that long.
-        let mut paused_until: Option<tokio::time::Instant> = None;
-        let mut halt = this.halt.clone();
+        let mut r = Running::new(&this);
         loop {
-            if *shutdown.borrow() {
-                // Attempts in flight finish and are recorded (the caller's grace bounds
-                // how long): a stop must not turn a delivery into a repeat.
-                this.drain(&mut in_flight, &mut busy, &mut health).await;
+            if this.stop_if_asked(&mut r, &shutdown).await {
                 return;
             }
-            if let Some(h) = halt.as_ref().filter(|h| h.halted()) {
-                tracing::info!(service = %this.service.name, "no longer leading: stopping");
-                let grace = h.grace;
-                if tokio::time::timeout(grace, this.drain(&mut in_flight, &mut busy, &mut health)).await.is_err() {
-                    in_flight.abort_all();
-                }
-                return;
-            }
-            // Settle everything that finished, in one transaction.
-            let mut done = Vec::new();
-            while let Some(r) = in_flight.try_join_next() {
-                if let Ok(a) = r {
-                    done.push(a);
-                }
-            }
-            if !done.is_empty() {
-                if let Some(after) = this.settle(done, &mut busy, &mut health).await {
-                    paused_until = Some(tokio::time::Instant::now() + after);
-                }
+            if this.settle_finished(&mut r).await {
                 continue;
             }
-            let paused = paused_until.is_some_and(|t| t > tokio::time::Instant::now());
-            // While the destination is down: one probe at a time, when its wait is over.
-            let probing = health.is_down();
-            let free = match probing {
-                false => concurrency.saturating_sub(in_flight.len()),
-                true if in_flight.is_empty() && health.may_probe(tokio::time::Instant::now()) => 1,
-                true => 0,
-            };
-            let mut started = 0;
-            // Due entries were found, but every one waits for an attempt in flight of
-            // its key: only a completion can change that.
-            let mut blocked = false;
-            if free > 0 && !paused {
-                // Enough candidates to fill the free slots past entries whose key is busy.
-                let limit = free * max_batch * 2 + busy.len();
-                let due = this.due(limit).await;
-                blocked = !due.is_empty();
-                for batch in batches(due, free, max_batch, &mut busy) {
-                    tokio::select! {
-                        // A lost Lease wins over a rate-limit slot that is ready too.
-                        biased;
-                        _ = halt_signal(&mut halt) => {
-                            for e in &batch {
-                                busy.remove(&order_key(&e.notification));
-                            }
-                            break;
-                        }
-                        _ = limiter.until_ready() => {}
-                        _ = shutdown.changed() => {
-                            for e in &batch {
-                                busy.remove(&order_key(&e.notification));
-                            }
-                            this.drain(&mut in_flight, &mut busy, &mut health).await;
-                            return;
-                        }
-                    }
-                    let w = this.clone();
-                    in_flight.spawn(async move {
-                        let outcomes = w.attempt(&batch).await;
-                        Attempted { batch, outcomes, probe: probing }
-                    });
-                    started += 1;
-                }
-            }
-            if started > 0 {
-                continue;
-            }
-            // Nothing to start: wait for a completion, new work, the next due entry or
-            // the end of a pause.
-            // Down: nothing but the probe goes, so nothing else is looked at; while it is
-            // in flight only its completion (in the select) matters.
-            let down = health.down.as_ref().map(|d| in_flight.is_empty().then_some(d.probe_at));
-            let wait = this.idle_wait(paused_until.filter(|_| paused), down, blocked, free).await;
-            tokio::select! {
-                Some(r) = in_flight.join_next(), if !in_flight.is_empty() => {
-                    if let Ok(a) = r {
-                        let mut done = vec![a];
-                        while let Some(Ok(more)) = in_flight.try_join_next() {
-                            done.push(more);
-                        }
-                        if let Some(after) = this.settle(done, &mut busy, &mut health).await {
-                            paused_until = Some(tokio::time::Instant::now() + after);
-                        }
-                    }
-                }
-                _ = this.wake.notified() => {}
-                _ = tokio::time::sleep(wait) => {}
-                _ = shutdown.changed() => {}
-                _ = halt_signal(&mut halt) => {}
+            match this.start_due(&mut r, &mut shutdown).await {
+                Turn::Started => continue,
+                Turn::Stopped => return,
+                Turn::Idle { paused, blocked, free } => this.wait_idle(&mut r, &mut shutdown, paused, blocked, free).await,
             }
         }
     }
 
-    /// Up to `limit` due entries of this service (read on the blocking pool; a failed
-    /// read is logged and reads as none).
-    async fn due(&self, limit: usize) -> Vec<OutboxEntry> {
-        let (st, name, now) = (self.state.clone(), self.service.name.clone(), self.clock.now_ms());
-        match tokio::task::spawn_blocking(move || st.due(&name, now, limit)).await {
-            Ok(Ok(b)) => b,
+    /// Stops on a shutdown (attempts in flight finish and are recorded, the caller's
+    /// grace bounds how long: a stop must not turn a delivery into a repeat) or once
+    /// this replica no longer leads (within the halt's grace). Whether it stopped.
+    async fn stop_if_asked(&self, r: &mut Running, shutdown: &watch::Receiver<bool>) -> bool {
+        if *shutdown.borrow() {
+            self.drain(&mut r.in_flight, &mut r.busy, &mut r.health).await;
+            return true;
+        }
+        let Some(grace) = r.halt.as_ref().filter(|h| h.halted()).map(|h| h.grace) else { return false };
+        tracing::info!(service = %self.service.name, "no longer leading: stopping");
+        if tokio::time::timeout(grace, self.drain(&mut r.in_flight, &mut r.busy, &mut r.health)).await.is_err() {
+            r.in_flight.abort_all();
+        }
+        true
+    }
+
+    /// Settles everything that finished, in one transaction. Whether anything had.
+    async fn settle_finished(&self, r: &mut Running) -> bool {
+        let mut done = Vec::new();
+        while let Some(res) = r.in_flight.try_join_next() {
+            if let Ok(a) = res {
+                done.push(a);
+            }
+        }
+        if done.is_empty() {
+            return false;
+        }
+        if let Some(after) = self.settle(done, &mut r.busy, &mut r.health).await {
+            r.paused_until = Some(tokio::time::Instant::now() + after);
+        }
+        true
+    }
+
+    /// Starts what is due in the free slots (while the destination is down: one probe
+    /// at a time, when its wait is over), each batch after a rate-limit slot.
+    async fn start_due(self: &Arc<Self>, r: &mut Running, shutdown: &mut watch::Receiver<bool>) -> Turn {
+        let paused = r.paused_until.is_some_and(|t| t > tokio::time::Instant::now());
+        let probing = r.health.is_down();
+        let free = match probing {
+            false => r.concurrency.saturating_sub(r.in_flight.len()),
+            true if r.in_flight.is_empty() && r.health.may_probe(tokio::time::Instant::now()) => 1,
+            true => 0,
+        };
+        let mut started = 0;
+        // Due entries were found, but every one waits for an attempt in flight of its
+        // key: only a completion can change that.
+        let mut blocked = false;
+        if free > 0 && !paused {
+            // Enough candidates to fill the free slots past entries whose key is busy.
+            let limit = free * r.max_batch * 2 + r.busy.len();
+            let due = self.due(limit).await;
+            r.next_due_ms = due.next_due_ms;
+            blocked = !due.entries.is_empty();
+            for batch in batches(due.entries, free, r.max_batch, &mut r.busy) {
+                tokio::select! {
+                    // A lost Lease wins over a rate-limit slot that is ready too.
+                    biased;
+                    _ = halt_signal(&mut r.halt) => {
+                        free_keys(&mut r.busy, &batch);
+                        break;
+                    }
+                    _ = r.limiter.until_ready() => {}
+                    _ = shutdown.changed() => {
+                        free_keys(&mut r.busy, &batch);
+                        self.drain(&mut r.in_flight, &mut r.busy, &mut r.health).await;
+                        return Turn::Stopped;
+                    }
+                }
+                let w = self.clone();
+                r.in_flight.spawn(async move {
+                    let outcomes = w.attempt(&batch).await;
+                    Attempted { batch, outcomes, probe: probing }
+                });
+                started += 1;
+            }
+        }
+        match started {
+            0 => Turn::Idle { paused, blocked, free },
+            _ => Turn::Started,
+        }
+    }
+
+    /// Nothing to start: waits for a completion (and settles it), new work, the next
+    /// due entry, the end of a pause, a shutdown or a lost Lease.
+    async fn wait_idle(&self, r: &mut Running, shutdown: &mut watch::Receiver<bool>, paused: bool, blocked: bool, free: usize) {
+        // Down: nothing but the probe goes, so nothing else is looked at; while it is
+        // in flight only its completion (in the select) matters.
+        let down = r.health.down.as_ref().map(|d| r.in_flight.is_empty().then_some(d.probe_at));
+        let wait = self.idle_wait(r.paused_until.filter(|_| paused), down, blocked, free, r.next_due_ms);
+        tokio::select! {
+            Some(res) = r.in_flight.join_next(), if !r.in_flight.is_empty() => {
+                if let Ok(a) = res {
+                    let mut done = vec![a];
+                    while let Some(Ok(more)) = r.in_flight.try_join_next() {
+                        done.push(more);
+                    }
+                    if let Some(after) = self.settle(done, &mut r.busy, &mut r.health).await {
+                        r.paused_until = Some(tokio::time::Instant::now() + after);
+                    }
+                }
+            }
+            _ = self.wake.notified() => {}
+            _ = tokio::time::sleep(wait) => {}
+            _ = shutdown.changed() => {}
+            _ = halt_signal(&mut r.halt) => {}
+        }
+    }
+
+    /// Up to `limit` due entries of this service, and when its next is due (read on the
+    /// blocking pool in one transaction; a failed read is logged and reads as none).
+    async fn due(&self, limit: usize) -> Due {
+        let (outbox, name, now) = (self.outbox.clone(), self.service.name.clone(), self.clock.now_ms());
+        match tokio::task::spawn_blocking(move || outbox.due_and_next(&name, now, limit)).await {
+            Ok(Ok(due)) => due,
             Ok(Err(e)) => {
                 tracing::error!(service = %self.service.name, error = %e, "reading the outbox failed");
-                Vec::new()
+                Due::default()
             }
-            Err(_) => Vec::new(),
+            Err(_) => Due::default(),
         }
     }
 
@@ -238,14 +303,15 @@ impl Worker {
     /// destination is down (`down`: when the probe may go, `None` while it is in
     /// flight), until the probe may go, else a second; when due entries wait for their
     /// keys (`blocked`), a second (the next due time is already past: that would poll in
-    /// a loop); else until the next due entry, at most a second. A completion or new
-    /// work ends the wait sooner.
-    async fn idle_wait(
+    /// a loop); else until the next due entry (`next_due_ms`, from this turn's read),
+    /// at most a second. A completion or new work ends the wait sooner.
+    fn idle_wait(
         &self,
         paused_until: Option<tokio::time::Instant>,
         down: Option<Option<tokio::time::Instant>>,
         blocked: bool,
         free: usize,
+        next_due_ms: Option<u64>,
     ) -> Duration {
         let now = tokio::time::Instant::now();
         if let Some(t) = paused_until {
@@ -257,9 +323,8 @@ impl Worker {
             None if blocked => return Duration::from_secs(1),
             None => {}
         }
-        let (st, name) = (self.state.clone(), self.service.name.clone());
-        match tokio::task::spawn_blocking(move || st.next_due_ms(&name)).await {
-            Ok(Ok(Some(at))) if free > 0 => Duration::from_millis(at.saturating_sub(self.clock.now_ms())).min(Duration::from_secs(1)),
+        match next_due_ms {
+            Some(at) if free > 0 => Duration::from_millis(at.saturating_sub(self.clock.now_ms())).min(Duration::from_secs(1)),
             _ => Duration::from_secs(1),
         }
     }
@@ -362,7 +427,13 @@ impl Worker {
             }
             ended_by_attempt.push((a.probe, ended, after));
         }
-        self.write_settle(Arc::new(outcomes), now).await;
+        // What failed while the destination was down goes out now that it answers: released
+        // in the settle's transaction.
+        let mut release = Vec::new();
+        for (probe, ended, after) in &ended_by_attempt {
+            release.extend(health.observe(*probe, ended, *after, s));
+        }
+        let released = self.write_settle(Arc::new(outcomes), now, Arc::new(release.clone())).await;
         self.settled.notify_waiters();
         // Only now: until the outcome is written, the entries are still due in the store.
         for a in &done {
@@ -370,21 +441,8 @@ impl Worker {
                 busy.remove(&order_key(&e.notification));
             }
         }
-        let mut release = Vec::new();
-        for (probe, ended, after) in &ended_by_attempt {
-            release.extend(health.observe(*probe, ended, *after, s));
-        }
         if !release.is_empty() {
-            let (st, name, at) = (self.state.clone(), self.service.name.clone(), self.clock.now_ms());
-            match tokio::task::spawn_blocking(move || st.release(&name, &release, at)).await {
-                Ok(Ok(n)) => {
-                    tracing::info!(service = %self.service.name, released = n, "destination answers again: its queue goes out now")
-                }
-                Ok(Err(e)) => {
-                    tracing::warn!(service = %self.service.name, error = %e, "releasing the entries that failed during the outage failed; they wait out their backoff")
-                }
-                Err(_) => {}
-            }
+            tracing::info!(service = %self.service.name, released, "destination answers again: its queue goes out now")
         } else if health.is_down() && !std::mem::replace(&mut health.logged, true) {
             tracing::warn!(service = %self.service.name, "destination not answering: one probe at a time until it does");
         }
@@ -394,20 +452,21 @@ impl Worker {
         retry_after
     }
 
-    /// Writes a settle, and tries again until it is written: until then the entries
+    /// Writes a settle (with the release of `release`, whose count it returns), and
+    /// tries again until it is written: until then the entries
     /// are still due in the store, and freeing their order keys would send them again
     /// at once. A store that keeps failing holds this service's worker here (nothing
     /// it could deliver would be recorded either) and says so
     /// (`Delivery::store_failing`), so that its owner reopens the store (redb refuses
     /// every write after an I/O error until then), which stops this worker.
-    async fn write_settle(&self, outcomes: Arc<Vec<(OutboxEntry, Settle)>>, now: u64) {
+    async fn write_settle(&self, outcomes: Arc<Vec<(OutboxEntry, Settle)>>, now: u64, release: Arc<Vec<(u64, u64)>>) -> usize {
         let mut wait = Duration::from_millis(200);
         loop {
-            let (st, o) = (self.state.clone(), outcomes.clone());
-            match tokio::task::spawn_blocking(move || st.settle(&o, now)).await {
-                Ok(Ok(())) => {
+            let (outbox, o, name, rel) = (self.outbox.clone(), outcomes.clone(), self.service.name.clone(), release.clone());
+            match tokio::task::spawn_blocking(move || outbox.settle_releasing(&o, now, &name, &rel)).await {
+                Ok(Ok(released)) => {
                     self.store_failing.store(false, Ordering::Relaxed);
-                    return;
+                    return released;
                 }
                 Ok(Err(err)) => {
                     tracing::error!(service = %self.service.name, error = %err, ?wait, "recording delivery outcomes failed; will retry (the entries are held meanwhile)")

@@ -64,7 +64,7 @@ async fn a_second_target_takes_the_alert_when_the_first_is_down() {
     let down = HttpReceiver::start(Reply::new(503, "down")).await;
     let up = HttpReceiver::start(Reply::new(200, "")).await;
     let s = Spec::<super::Alertmanager>::parse(serde_json::json!({"targets": [down.url(), up.url()]})).unwrap();
-    let state = std::sync::Arc::new(crate::state::StateStore::in_memory().unwrap());
+    let state = std::sync::Arc::new(crate::state::Store::in_memory().unwrap());
     let env = crate::deliver::testkit::env(state, Secrets::default());
     let svc = s.build("alertmanager", &env).unwrap();
     let outcome = svc.deliverer.deliver(std::slice::from_ref(&notification())).await;

@@ -152,7 +152,7 @@ async fn implicit_tls_and_plain() {
     let s = spec(implicit.port, "implicit", None, false);
     let make = |env: &crate::deliver::env::Env| s.build("mail", env).unwrap();
     let before = implicit.messages().len();
-    let state = std::sync::Arc::new(crate::state::StateStore::in_memory().unwrap());
+    let state = std::sync::Arc::new(crate::state::Store::in_memory().unwrap());
     let client = make(&crate::deliver::testkit::env(state, Secrets::default()));
     let outcome = client.deliverer.deliver(&[notification_to("x@example.com")]).await;
     assert!(!matches!(outcome, crate::deliver::outcome::Outcome::Delivered), "{outcome:?}");

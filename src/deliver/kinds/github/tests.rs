@@ -132,7 +132,7 @@ async fn as_an_app_status_deployment_and_comment() {
     let s = Spec::<super::Github>::parse(serde_json::json!({"appID": 12345, "installationID": "678", "privateKey": "$gh-key", "enterpriseBaseURL": format!("{}/api/v3", rx.url())}),
     )
     .unwrap();
-    let state = std::sync::Arc::new(crate::state::StateStore::in_memory().unwrap());
+    let state = std::sync::Arc::new(crate::state::Store::in_memory().unwrap());
     let env = crate::deliver::testkit::env(state, secrets);
     let svc = s.build("github", &env).unwrap();
     let mut n = notification();

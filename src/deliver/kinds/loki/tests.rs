@@ -79,7 +79,7 @@ fn settings_are_checked() {
 async fn a_refused_batch_dead_letters_only_the_notification_loki_refuses_alone() {
     let rx = HttpReceiver::start(Reply::new(204, "")).await;
     rx.answer_when_body_contains("poisoned", Reply::new(400, "stream '{project=\"…\"}' has label value too long"));
-    let state = std::sync::Arc::new(crate::state::StateStore::in_memory().unwrap());
+    let state = std::sync::Arc::new(crate::state::Store::in_memory().unwrap());
     let env = crate::deliver::testkit::env(state.clone(), Secrets::default());
     let service = crate::deliver::testkit::maker::<super::Loki>(serde_json::json!({"url": rx.url()}))(&env);
     let batch = crate::deliver::testkit::batch_with_a_poisoned_record(DestinationKind::Loki, "loki");
@@ -102,7 +102,7 @@ async fn a_refused_batch_dead_letters_only_the_notification_loki_refuses_alone()
     assert_eq!(delivered, ["good-0", "good-2"]);
     for n in &batch {
         let r = n.record.as_ref().unwrap();
-        assert!(state.is_notified(&r.app_key, &r.key).unwrap(), "each recorded as handled: {}", n.meta.name);
+        assert!(state.pass().is_notified(&r.app_key, &r.key).unwrap(), "each recorded as handled: {}", n.meta.name);
     }
 }
 

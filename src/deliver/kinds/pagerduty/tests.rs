@@ -120,7 +120,7 @@ async fn compliance() {
 async fn unknown_recipient_is_permanent() {
     let rx = HttpReceiver::start(Reply::new(202, OK)).await;
     let env = crate::deliver::testkit::env(
-        std::sync::Arc::new(crate::state::StateStore::in_memory().unwrap()),
+        std::sync::Arc::new(crate::state::Store::in_memory().unwrap()),
         Secrets::from_map([("pd-key", KEY)]),
     );
     let client = spec(&rx.url()).build("pagerduty", &env).unwrap();

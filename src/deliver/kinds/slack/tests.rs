@@ -9,7 +9,7 @@ use crate::deliver::kind::Spec;
 use crate::deliver::testkit::{HttpReceiver, Reply, Scenario, check_scenario, env};
 use crate::model::{Action, DestinationKind};
 use crate::secret::Secrets;
-use crate::state::StateStore;
+use crate::state::Store;
 
 const TOKEN: &str = "xoxb-SECRET-TOKEN-1";
 
@@ -88,12 +88,12 @@ async fn resolve_updates_the_original_message_even_after_a_restart() {
     let path = dir.path().join("state.redb");
     let secrets = Secrets::from_map([("slack-token", TOKEN)]);
     {
-        let state = Arc::new(StateStore::open(&path).unwrap());
+        let state = Arc::new(Store::open(&path).unwrap());
         let client = api_spec(&rx.url()).build("slack", &env(state, secrets.clone())).unwrap();
         assert_eq!(client.deliverer.deliver(&[notification("k1")]).await, Outcome::Delivered);
     }
     // A new process: the message reference comes back from the store.
-    let state = Arc::new(StateStore::open(&path).unwrap());
+    let state = Arc::new(Store::open(&path).unwrap());
     let client = api_spec(&rx.url()).build("slack", &env(state, secrets)).unwrap();
     let mut resolve = notification("k1");
     resolve.action = Action::Resolve;
@@ -110,7 +110,7 @@ async fn resolve_updates_the_original_message_even_after_a_restart() {
 #[tokio::test]
 async fn a_grouping_key_threads_replies_under_the_first_message() {
     let rx = HttpReceiver::start(Reply::new(200, &posted("5.5"))).await;
-    let state = Arc::new(StateStore::in_memory().unwrap());
+    let state = Arc::new(Store::in_memory().unwrap());
     let client = api_spec(&rx.url()).build("slack", &env(state, Secrets::from_map([("slack-token", TOKEN)]))).unwrap();
     for key in ["k1", "k2"] {
         let mut n = notification(key);

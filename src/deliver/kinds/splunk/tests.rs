@@ -73,7 +73,7 @@ async fn compliance() {
 async fn several_events_share_one_request() {
     let rx = HttpReceiver::start(Reply::new(200, OK)).await;
     let secrets = Secrets::from_map([("hec", TOKEN)]);
-    let state = std::sync::Arc::new(crate::state::StateStore::in_memory().unwrap());
+    let state = std::sync::Arc::new(crate::state::Store::in_memory().unwrap());
     let env = crate::deliver::testkit::env(state.clone(), secrets);
     let mut service = spec(&rx.url()).build("splunk", &env).unwrap();
     service.settings = crate::deliver::testkit::fast_settings(service.settings);
@@ -114,7 +114,7 @@ fn a_batch_size_out_of_range_is_refused() {
 async fn ocsf_records_reach_hec_valid() {
     let rx = HttpReceiver::start(Reply::new(200, OK)).await;
     let secrets = Secrets::from_map([("hec", TOKEN)]);
-    let state = std::sync::Arc::new(crate::state::StateStore::in_memory().unwrap());
+    let state = std::sync::Arc::new(crate::state::Store::in_memory().unwrap());
     let env = crate::deliver::testkit::env(state.clone(), secrets);
     let spec = Spec::<super::Splunk>::parse(serde_json::json!({"url": rx.url(), "token": "$hec", "format": "ocsf"})).unwrap();
     let mut service = spec.build("splunk", &env).unwrap();
@@ -221,7 +221,7 @@ mod hec {
 
 fn ack_service(url: &str, ack_timeout: &str) -> crate::deliver::deliverer::ServiceRuntime {
     let secrets = Secrets::from_map([("hec", TOKEN)]);
-    let state = std::sync::Arc::new(crate::state::StateStore::in_memory().unwrap());
+    let state = std::sync::Arc::new(crate::state::Store::in_memory().unwrap());
     let env = crate::deliver::testkit::env(state, secrets);
     let spec = Spec::<super::Splunk>::parse(serde_json::json!({"url": url, "token": "$hec", "useAck": true, "ackTimeout": ack_timeout})).unwrap();
     spec.build("splunk", &env).unwrap()
@@ -279,7 +279,7 @@ async fn use_ack_on_a_token_without_acknowledgement_is_refused_with_the_reason()
 async fn a_refused_batch_dead_letters_only_the_notification_hec_refuses_alone() {
     let rx = HttpReceiver::start(Reply::new(200, OK)).await;
     rx.answer_when_body_contains("poisoned", Reply::new(400, r#"{"text":"Invalid data format","code":6,"invalid-event-number":1}"#));
-    let state = std::sync::Arc::new(crate::state::StateStore::in_memory().unwrap());
+    let state = std::sync::Arc::new(crate::state::Store::in_memory().unwrap());
     let env = crate::deliver::testkit::env(state.clone(), Secrets::from_map([("hec", TOKEN)]));
     let service = spec(&rx.url()).build("splunk", &env).unwrap();
     let batch = crate::deliver::testkit::batch_with_a_poisoned_record(DestinationKind::Splunk, "splunk");

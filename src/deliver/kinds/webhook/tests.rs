@@ -60,7 +60,7 @@ async fn tls_is_verified_by_default_and_a_private_ca_can_be_trusted() {
     let (server, tls) = crate::deliver::testkit::https_server(Reply::new(200, "ok")).await;
     let secrets = Secrets::from_map([("hook-token", TOKEN)]);
     let url = format!("https://localhost:{}", server.port());
-    let state = std::sync::Arc::new(crate::state::StateStore::in_memory().unwrap());
+    let state = std::sync::Arc::new(crate::state::Store::in_memory().unwrap());
     let env = crate::deliver::testkit::env(state, secrets);
     let untrusting = spec(&url).build("hook", &env).unwrap();
     let outcome = untrusting.deliverer.deliver(std::slice::from_ref(&notification())).await;
@@ -89,7 +89,7 @@ async fn a_refusal_during_a_token_rotation_is_retried_until_delivered() {
     let rx = HttpReceiver::start(Reply::new(200, "ok")).await;
     rx.script(vec![Reply::new(403, "token not valid"); 5]);
     let secrets = Secrets::from_map([("hook-token", TOKEN)]);
-    let state = std::sync::Arc::new(crate::state::StateStore::in_memory().unwrap());
+    let state = std::sync::Arc::new(crate::state::Store::in_memory().unwrap());
     let env = crate::deliver::testkit::env(state.clone(), secrets);
     let mut service = spec(&rx.url()).build("hook", &env).unwrap();
     service.settings = crate::deliver::testkit::fast_settings(service.settings);
@@ -101,9 +101,9 @@ async fn a_refusal_during_a_token_rotation_is_retried_until_delivered() {
     let requests = rx.requests();
     assert_eq!(requests.len(), 6, "five refusals, then the delivery");
     assert!(requests[5].accepted);
-    assert!(state.dead_letters().unwrap().is_empty(), "nothing dead-lettered");
+    assert!(state.outbox().dead_letters().unwrap().is_empty(), "nothing dead-lettered");
     let record = notification().record.unwrap();
-    assert!(state.is_notified(&record.app_key, &record.key).unwrap(), "recorded once delivered");
+    assert!(state.pass().is_notified(&record.app_key, &record.key).unwrap(), "recorded once delivered");
     let keys: std::collections::BTreeSet<&str> = requests.iter().map(|r| r.headers["idempotency-key"].as_str()).collect();
     assert_eq!(keys.len(), 1, "one key for every attempt: {keys:?}");
     assert_eq!(keys.iter().next().map(|k| k.len()), Some(32));

@@ -1,4 +1,4 @@
-//! The error of the store's engines (`kv.rs`, `pg.rs`): text, which the table modules
+//! The error of the store's engines (`kv/`): text, which the table modules
 //! map to `StateError::Storage`, and whether it is a fencing refusal (another replica
 //! took the store over), which the store reports as `StateError::Fenced`, or a value
 //! the engine refuses to hold (a key too long for PostgreSQL's index), which the store

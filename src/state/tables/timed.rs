@@ -8,19 +8,20 @@
 //! - `latest_<name>`: per Application, a short value the pipeline reads every pass to
 //!   tell whether anything is new (what it holds is the caller's).
 
-use crate::state::kv::{Database, ReadTransaction, TableDefinition, WriteTransaction};
 use chrono::{DateTime, Utc};
 use serde::de::DeserializeOwned;
 
-use super::{Retention, SEP, StateError, app_range, storage};
+use super::{SEP, app_range};
+use crate::state::kv::{ReadTransaction, TableDefinition, WriteTransaction};
+use crate::state::{Retention, StateError, storage};
 
-pub(super) struct Timed {
-    pub records: TableDefinition<&'static str, &'static str>,
-    pub by_time: TableDefinition<&'static str, ()>,
-    pub latest: TableDefinition<&'static str, &'static str>,
-    pub per_app: usize,
+pub(in crate::state) struct Timed {
+    pub(in crate::state) records: TableDefinition<&'static str, &'static str>,
+    pub(in crate::state) by_time: TableDefinition<&'static str, ()>,
+    pub(in crate::state) latest: TableDefinition<&'static str, &'static str>,
+    pub(in crate::state) per_app: usize,
     /// For log lines about an unreadable record.
-    pub what: &'static str,
+    pub(in crate::state) what: &'static str,
 }
 
 fn key(app: &str, ms: u64) -> String {
@@ -103,12 +104,11 @@ impl Timed {
     /// and at or before `q.until`, oldest first, at most `limit` (the newest).
     pub fn list<T: DeserializeOwned>(
         &self,
-        db: &Database,
-        q: &super::HistoryQuery,
+        tx: &ReadTransaction,
+        q: &crate::state::HistoryQuery,
         limit: usize,
         name_of: impl Fn(&T) -> &str,
     ) -> Result<Vec<T>, StateError> {
-        let tx = db.begin_read().map_err(storage)?;
         let table = tx.open_table(self.records).map_err(storage)?;
         let app = q.app.as_deref();
         let (since_ms, until_ms) = (q.since.map_or(0, millis), q.until.map_or(u64::MAX, millis));

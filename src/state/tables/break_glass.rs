@@ -7,17 +7,18 @@
 //! exception reads one short value, and no pruning of the records can bring a closed
 //! exception back.
 
-use crate::state::kv::{TableDefinition, WriteTransaction};
 use chrono::{DateTime, Utc};
 
+use super::SEP;
 use super::timed::Timed;
-use super::{Retention, SEP, StateError, StateStore, storage};
 use crate::drift::break_glass::{Newest, Record, State};
+use crate::state::kv::{ReadTransaction, TableDefinition, WriteTransaction};
+use crate::state::{HistoryQuery, Retention, StateError, storage};
 
 /// At most this many exceptions are kept per Application (the oldest go first).
 pub const MAX_EXCEPTIONS_PER_APP: usize = 20;
 
-pub(super) const EXCEPTIONS: Timed = Timed {
+pub(in crate::state) const EXCEPTIONS: Timed = Timed {
     records: TableDefinition::new("break_glass"),
     by_time: TableDefinition::new("break_glass_by_time"),
     latest: TableDefinition::new("latest_break_glass"),
@@ -25,7 +26,7 @@ pub(super) const EXCEPTIONS: Timed = Timed {
     what: "break-glass exception",
 };
 
-pub(super) fn create_tables(tx: &WriteTransaction) -> Result<(), StateError> {
+pub(in crate::state) fn create_tables(tx: &WriteTransaction) -> Result<(), StateError> {
     EXCEPTIONS.create(tx)
 }
 
@@ -78,42 +79,33 @@ fn parse_latest(v: &str) -> Option<LatestException> {
     Some(LatestException { opened_ms, closed, fingerprint: parts.next()?.to_string(), newest: None })
 }
 
-impl StateStore {
-    /// Stores an Application's exception as judged now (with its transitions) inside a
-    /// pass's transaction, as its newest.
-    pub(super) fn save_break_glass_in(
-        tx: &WriteTransaction,
-        r: &Record,
-        retention: Retention,
-        now: DateTime<Utc>,
-    ) -> Result<(), StateError> {
-        let json = serde_json::to_string(r).map_err(storage)?;
-        let latest = format_latest(r);
-        EXCEPTIONS.save_in(tx, &r.app_key, &[(r.opened_ms(), json)], Some(&latest), retention, now)
-    }
-
-    /// Exceptions of the Applications matching `app` (`namespace/name`, or a name),
-    /// oldest first, at most `limit` (the newest).
-    pub fn break_glass_history(&self, q: &super::HistoryQuery, limit: usize) -> Result<Vec<Record>, StateError> {
-        EXCEPTIONS.list(self.db(), q, limit, |r: &Record| r.name.as_str())
-    }
-
-    pub(super) fn forget_latest_break_glass_in(tx: &WriteTransaction, app: &str) -> Result<(), StateError> {
-        EXCEPTIONS.forget_latest_in(tx, app)
-    }
+/// Stores an Application's exception as judged now (with its transitions) inside a
+/// pass's transaction, as its newest.
+pub(in crate::state) fn save(tx: &WriteTransaction, r: &Record, retention: Retention, now: DateTime<Utc>) -> Result<(), StateError> {
+    let json = serde_json::to_string(r).map_err(storage)?;
+    let latest = format_latest(r);
+    EXCEPTIONS.save_in(tx, &r.app_key, &[(r.opened_ms(), json)], Some(&latest), retention, now)
 }
 
-impl super::StateView {
-    /// Where an Application's newest exception is, if it ever had one.
-    pub(super) fn latest_break_glass(&self, app: &str) -> Result<Option<LatestException>, StateError> {
-        Ok(EXCEPTIONS.latest(&self.tx, app)?.and_then(|v| parse_latest(&v)))
-    }
+/// Exceptions of the Applications matching `app` (`namespace/name`, or a name),
+/// oldest first, at most `limit` (the newest).
+pub(in crate::state) fn list(tx: &ReadTransaction, q: &HistoryQuery, limit: usize) -> Result<Vec<Record>, StateError> {
+    EXCEPTIONS.list(tx, q, limit, |r: &Record| r.name.as_str())
+}
 
-    /// One stored exception of an Application (an unreadable copy is none: the pass
-    /// judges afresh).
-    pub(super) fn break_glass(&self, app: &str, opened_ms: u64) -> Result<Option<Record>, StateError> {
-        Ok(EXCEPTIONS.get(&self.tx, app, opened_ms)?.and_then(|json| serde_json::from_str(&json).ok()))
-    }
+pub(in crate::state) fn forget_latest(tx: &WriteTransaction, app: &str) -> Result<(), StateError> {
+    EXCEPTIONS.forget_latest_in(tx, app)
+}
+
+/// Where an Application's newest exception is, if it ever had one.
+pub(in crate::state) fn latest(tx: &ReadTransaction, app: &str) -> Result<Option<LatestException>, StateError> {
+    Ok(EXCEPTIONS.latest(tx, app)?.and_then(|v| parse_latest(&v)))
+}
+
+/// One stored exception of an Application (an unreadable copy is none: the pass
+/// judges afresh).
+pub(in crate::state) fn get(tx: &ReadTransaction, app: &str, opened_ms: u64) -> Result<Option<Record>, StateError> {
+    Ok(EXCEPTIONS.get(tx, app, opened_ms)?.and_then(|json| serde_json::from_str(&json).ok()))
 }
 
 #[cfg(test)]

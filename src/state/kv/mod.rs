@@ -19,17 +19,17 @@ use std::borrow::Borrow;
 use std::marker::PhantomData;
 use std::ops::{Bound, RangeBounds};
 
-use super::pg;
+use self::redb::{own_pair, redb_err};
 
-pub use super::kv_error::KvError;
+mod error;
+pub(super) mod pg;
+pub(super) mod redb;
 
-fn redb_err<E: std::fmt::Display>(e: E) -> KvError {
-    KvError::new(e.to_string())
-}
+pub use error::KvError;
 
 /// A key or value type of a table: what it is as owned data, and its bytes in
 /// PostgreSQL (ordered as the key's order).
-pub trait Field: redb::Value {
+pub trait Field: ::redb::Value {
     type Owned: std::fmt::Debug;
     fn own(v: Self::SelfType<'_>) -> Self::Owned;
     fn view(o: &Self::Owned) -> Self::SelfType<'_>;
@@ -82,13 +82,13 @@ impl Field for () {
 }
 
 /// A key type.
-pub trait KeyField: Field + redb::Key {}
-impl<T: Field + redb::Key> KeyField for T {}
+pub trait KeyField: Field + ::redb::Key {}
+impl<T: Field + ::redb::Key> KeyField for T {}
 
 /// A table: its name, and its key and value types.
 pub struct TableDefinition<K: KeyField + 'static, V: Field + 'static> {
     name: &'static str,
-    redb: redb::TableDefinition<'static, K, V>,
+    redb: ::redb::TableDefinition<'static, K, V>,
 }
 
 impl<K: KeyField + 'static, V: Field + 'static> Clone for TableDefinition<K, V> {
@@ -100,7 +100,7 @@ impl<K: KeyField + 'static, V: Field + 'static> Copy for TableDefinition<K, V> {
 
 impl<K: KeyField + 'static, V: Field + 'static> TableDefinition<K, V> {
     pub const fn new(name: &'static str) -> Self {
-        TableDefinition { name, redb: redb::TableDefinition::new(name) }
+        TableDefinition { name, redb: ::redb::TableDefinition::new(name) }
     }
 
     pub const fn name(&self) -> &'static str {
@@ -120,7 +120,7 @@ impl<V: Field + 'static> Got<V> {
 
 /// The database: one engine.
 pub enum Database {
-    Redb(redb::Database),
+    Redb(::redb::Database),
     Pg(pg::Pg),
 }
 
@@ -134,7 +134,7 @@ impl Database {
 
     pub fn begin_read(&self) -> Result<ReadTransaction, KvError> {
         match self {
-            Database::Redb(db) => redb::ReadableDatabase::begin_read(db).map(ReadTransaction::Redb).map_err(redb_err),
+            Database::Redb(db) => ::redb::ReadableDatabase::begin_read(db).map(ReadTransaction::Redb).map_err(redb_err),
             Database::Pg(pg) => pg.begin(false).map(|t| ReadTransaction::Pg(Box::new(t))),
         }
     }
@@ -148,7 +148,7 @@ impl Database {
 }
 
 pub enum WriteTransaction {
-    Redb(redb::WriteTransaction),
+    Redb(::redb::WriteTransaction),
     Pg(pg::Tx),
 }
 
@@ -164,7 +164,7 @@ impl WriteTransaction {
     /// (redb's `Durability::None`; PostgreSQL's `synchronous_commit = off`).
     pub fn defer_durability(&mut self) -> Result<(), KvError> {
         match self {
-            WriteTransaction::Redb(tx) => tx.set_durability(redb::Durability::None).map_err(redb_err),
+            WriteTransaction::Redb(tx) => tx.set_durability(::redb::Durability::None).map_err(redb_err),
             WriteTransaction::Pg(tx) => {
                 tx.defer_durability();
                 Ok(())
@@ -190,7 +190,7 @@ impl WriteTransaction {
 }
 
 pub enum ReadTransaction {
-    Redb(redb::ReadTransaction),
+    Redb(::redb::ReadTransaction),
     Pg(Box<pg::Tx>),
 }
 
@@ -215,18 +215,12 @@ impl ReadTransaction {
 
 /// One table opened in a transaction.
 pub enum Table<'t, K: KeyField + 'static, V: Field + 'static> {
-    Write(redb::Table<'t, K, V>),
-    Read(redb::ReadOnlyTable<K, V>),
+    Write(::redb::Table<'t, K, V>),
+    Read(::redb::ReadOnlyTable<K, V>),
     Pg(pg::Table<'t>, PhantomData<(K, V)>),
 }
 
-type Pair<K, V> = (Got<K>, Got<V>);
-
-fn own_pair<K: KeyField + 'static, V: Field + 'static>(
-    p: Option<(redb::AccessGuard<'_, K>, redb::AccessGuard<'_, V>)>,
-) -> Option<Pair<K, V>> {
-    p.map(|(k, v)| (Got(K::own(k.value())), Got(V::own(v.value()))))
-}
+pub(super) type Pair<K, V> = (Got<K>, Got<V>);
 
 fn decode_pair<K: KeyField + 'static, V: Field + 'static>(p: Option<pg::Entry>) -> Result<Option<Pair<K, V>>, KvError> {
     p.map(|(k, v)| Ok((Got(K::decode(&k)?), Got(V::decode(&v)?)))).transpose()
@@ -244,7 +238,7 @@ fn byte_bounds<'a, K: KeyField + 'static, KR: Borrow<K::SelfType<'a>> + 'a>(r: &
 
 impl<'t, K: KeyField + 'static, V: Field + 'static> Table<'t, K, V> {
     pub fn get<'k>(&self, key: impl Borrow<K::SelfType<'k>>) -> Result<Option<Got<V>>, KvError> {
-        use redb::ReadableTable;
+        use ::redb::ReadableTable;
         let got = match self {
             Table::Write(t) => t.get(key).map_err(redb_err)?.map(|v| Got(V::own(v.value()))),
             Table::Read(t) => t.get(key).map_err(redb_err)?.map(|v| Got(V::own(v.value()))),
@@ -269,7 +263,7 @@ impl<'t, K: KeyField + 'static, V: Field + 'static> Table<'t, K, V> {
     where
         KR: Borrow<K::SelfType<'a>> + 'a,
     {
-        use redb::ReadableTable;
+        use ::redb::ReadableTable;
         match self {
             Table::Write(t) => t.range(range).map(|r| Range::Redb(r, false)).map_err(redb_err),
             Table::Read(t) => t.range(range).map(|r| Range::Redb(r, false)).map_err(redb_err),
@@ -285,7 +279,7 @@ impl<'t, K: KeyField + 'static, V: Field + 'static> Table<'t, K, V> {
     }
 
     pub fn first(&self) -> Result<Option<Pair<K, V>>, KvError> {
-        use redb::ReadableTable;
+        use ::redb::ReadableTable;
         match self {
             Table::Write(t) => Ok(own_pair(t.first().map_err(redb_err)?)),
             Table::Read(t) => Ok(own_pair(t.first().map_err(redb_err)?)),
@@ -295,7 +289,7 @@ impl<'t, K: KeyField + 'static, V: Field + 'static> Table<'t, K, V> {
 
     /// How many entries: a counter on both engines.
     pub fn len(&self) -> Result<u64, KvError> {
-        use redb::ReadableTableMetadata;
+        use ::redb::ReadableTableMetadata;
         match self {
             Table::Write(t) => t.len().map_err(redb_err),
             Table::Read(t) => t.len().map_err(redb_err),
@@ -304,7 +298,7 @@ impl<'t, K: KeyField + 'static, V: Field + 'static> Table<'t, K, V> {
     }
 
     pub fn is_empty(&self) -> Result<bool, KvError> {
-        use redb::ReadableTableMetadata;
+        use ::redb::ReadableTableMetadata;
         match self {
             Table::Write(t) => t.is_empty().map_err(redb_err),
             Table::Read(t) => t.is_empty().map_err(redb_err),
@@ -399,7 +393,7 @@ impl<'t, K: KeyField + 'static, V: Field + 'static> Table<'t, K, V> {
 
 /// An ordered range of a table; [`Range::rev`] walks it from the end.
 pub enum Range<'t, K: KeyField + 'static, V: Field + 'static> {
-    Redb(redb::Range<'t, K, V>, bool),
+    Redb(::redb::Range<'t, K, V>, bool),
     Pg(pg::Range<'t>, PhantomData<(K, V)>),
 }
 
