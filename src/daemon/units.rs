@@ -83,23 +83,25 @@ pub(super) async fn spawn(c: &Common<'_>, i: usize, election: Option<Election>) 
         runtime: c.rt.clone(),
         engine: c.engine.clone(),
         config: c.opts.config.clone(),
-        store_at: match (c.store_at, c.sharded) {
-            (core::StoreAt::Postgres(pg), true) => core::StoreAt::Postgres(pg.for_shard(shard)),
-            (at, _) => at.clone(),
-        },
         shared: c.shared.clone(),
         live,
         audit: if i == 0 { c.audit.clone() } else { None },
         streams: c.opts.watch.streams().into_iter().collect(),
         shard,
         sharded: c.sharded,
-        // Without leader election this process always sends.
-        leading: c.opts.lease.is_none(),
-        step_down_grace: c.step_down_grace,
-        shutdown_grace: c.opts.shutdown_grace,
+        lead: core::LeadOptions {
+            store_at: match (c.store_at, c.sharded) {
+                (core::StoreAt::Postgres(pg), true) => core::StoreAt::Postgres(pg.for_shard(shard)),
+                (at, _) => at.clone(),
+            },
+            // Without leader election this process always sends.
+            leading: c.opts.lease.is_none(),
+            step_down_grace: c.step_down_grace,
+            shutdown_grace: c.opts.shutdown_grace,
+            halt,
+            stand_aside,
+        },
         handle: tokio::runtime::Handle::current(),
-        halt,
-        stand_aside,
     });
     let (started_tx, started_rx) = tokio::sync::oneshot::channel::<Result<(), LeadError>>();
     let (done_tx, done_rx) = tokio::sync::oneshot::channel::<bool>();

@@ -1,7 +1,12 @@
 //! What the watch says: Applications and AppProjects applied or deleted, and relists
 //! per stream, whose end deletes what a stream no longer lists.
 
-use super::{App, BTreeSet, Change, Core, HashMap, Kept, Kind, METRICS, Wakeups};
+use std::collections::{BTreeSet, HashMap};
+
+use super::Core;
+use crate::cluster::watch::{Change, Kind, Stream};
+use crate::metrics::METRICS;
+use crate::model::{App, Project};
 
 /// A one-line description of a change for debug logs (no whole objects).
 struct ChangeSummary<'a>(&'a Change);
@@ -21,41 +26,81 @@ impl std::fmt::Debug for ChangeSummary<'_> {
     }
 }
 
+/// The watch's lists: per stream with a (re)list in progress, the objects seen so far
+/// (state keys of Applications, names of AppProjects). Per stream, because each
+/// namespace relists on its own: a `410 Gone` in one says nothing about another.
+pub(super) struct Lists {
+    listing: HashMap<Stream, BTreeSet<String>>,
+    /// Streams whose first list is done; ready once all of `streams` are.
+    done: BTreeSet<Stream>,
+    streams: BTreeSet<Stream>,
+}
+
+impl Lists {
+    pub fn new(streams: BTreeSet<Stream>) -> Lists {
+        Lists { listing: HashMap::new(), done: BTreeSet::new(), streams }
+    }
+
+    /// A (re)list of `stream` started.
+    fn started(&mut self, stream: Stream) {
+        self.listing.insert(stream, BTreeSet::new());
+    }
+
+    /// `name` (a state key or an AppProject's name) of `kind` in `namespace` was seen:
+    /// by the lists in progress that cover it.
+    fn seen(&mut self, kind: Kind, namespace: &str, name: &str) {
+        for (stream, seen) in self.listing.iter_mut() {
+            if stream.kind == kind && stream.covers(namespace) {
+                seen.insert(name.to_string());
+            }
+        }
+    }
+
+    /// A list of `stream` ended: what it saw (none if its start was not seen).
+    fn finished(&mut self, stream: &Stream) -> Option<BTreeSet<String>> {
+        let seen = self.listing.remove(stream);
+        self.done.insert(stream.clone());
+        seen
+    }
+
+    /// Whether every stream's first list is done.
+    fn all_done(&self) -> bool {
+        self.streams.iter().all(|s| self.done.contains(s))
+    }
+}
+
 impl Core {
     /// AppProject `name` changed or went: its subscriptions apply to its Applications,
     /// and its rule bounds what is read and indexed for them (nothing, once it is
     /// gone), so they are indexed and evaluated again now.
     fn project_changed(&mut self, name: &str) {
-        let members: Vec<String> = self.apps.iter().filter(|(_, a)| a.project == name).map(|(k, _)| k.clone()).collect();
+        let members = self.apps.members_of(name);
         for k in &members {
-            if let Some(a) = self.apps.get(k).and_then(Kept::app) {
-                self.index_managed(&a);
+            if let Some(a) = self.apps.get(k) {
+                self.eval.index_managed(&a);
             }
         }
         self.reevaluate(members);
     }
 
+    /// AppProject `name` is gone (deleted, or not in its relist): its members are
+    /// evaluated again without it.
+    fn project_deleted(&mut self, name: &str) {
+        METRICS.events.inc("appproject_delete");
+        self.eval.project_gone(name);
+        self.project_changed(name);
+    }
+
     /// Whether an AppProject in `namespace` is one Argo CD reads: in its own namespace
     /// (`attribution.argocdNamespace`).
     fn argo_cds_project(&self, namespace: &str) -> bool {
-        namespace == self.pipeline.runtime.attribution.argocd_namespace
+        namespace == self.eval.runtime().attribution.argocd_namespace
     }
 
     pub(super) fn handle(&mut self, change: Change) {
         tracing::debug!(change = ?ChangeSummary(&change), "watch");
         match change {
-            Change::App(app) => {
-                METRICS.events.inc("application_apply");
-                let key = app.state_key();
-                for (stream, seen) in self.listing.iter_mut() {
-                    if stream.kind == Kind::Application && stream.covers(&app.namespace) {
-                        seen.insert(key.clone());
-                    }
-                }
-                self.index_managed(&app);
-                self.evaluate(&app, false, false);
-                self.apps.insert(key, Kept::of(&app));
-            }
+            Change::App(app) => self.applied(&app),
             Change::AppDeleted(app) => self.deleted(*app),
             Change::Project(p) if !self.argo_cds_project(&p.namespace) => {
                 // Argo CD reads AppProjects from its own namespace only; one elsewhere
@@ -65,83 +110,13 @@ impl Core {
             Change::ProjectDeleted { namespace, .. } if !self.argo_cds_project(&namespace) => {
                 METRICS.events.inc("appproject_elsewhere");
             }
-            Change::Project(p) => {
-                METRICS.events.inc("appproject_apply");
-                let name = p.name.clone();
-                for (stream, seen) in self.listing.iter_mut() {
-                    if stream.kind == Kind::AppProject && stream.covers(&p.namespace) {
-                        seen.insert(name.clone());
-                    }
-                }
-                if self.inputs.project_seen(p) {
-                    self.project_changed(&name);
-                }
-            }
-            Change::ProjectDeleted { name, .. } => {
-                METRICS.events.inc("appproject_delete");
-                self.inputs.project_gone(&name);
-                self.project_changed(&name);
-            }
+            Change::Project(p) => self.project_applied(p),
+            Change::ProjectDeleted { name, .. } => self.project_deleted(&name),
             Change::ListStarted(stream) => {
                 METRICS.events.inc(&format!("{}_list", stream.kind.as_str()));
-                self.listing.insert(stream, BTreeSet::new());
+                self.lists.started(stream);
             }
-            Change::ListDone(stream) => {
-                if let Some(seen) = self.listing.remove(&stream) {
-                    // Deleted while this stream was not watching: its relist no longer
-                    // has them. Objects of other streams' namespaces are not its to judge.
-                    match stream.kind {
-                        Kind::Application => {
-                            // Keys first, each parsed only when its turn comes: a relist
-                            // without a whole namespace does not hold all of it parsed.
-                            let gone: Vec<String> = self
-                                .apps
-                                .iter()
-                                .filter(|(k, a)| stream.covers(&a.namespace) && !seen.contains(*k))
-                                .map(|(k, _)| k.clone())
-                                .collect();
-                            for k in gone {
-                                if let Some(a) = self.apps.get(&k).and_then(Kept::app) {
-                                    self.deleted(a);
-                                }
-                            }
-                        }
-                        Kind::AppProject => {
-                            let gone: Vec<String> = self
-                                .inputs
-                                .projects()
-                                .filter(|p| stream.covers(&p.namespace) && !seen.contains(&p.name))
-                                .map(|p| p.name.clone())
-                                .collect();
-                            for name in gone {
-                                METRICS.events.inc("appproject_delete");
-                                self.inputs.project_gone(&name);
-                                self.project_changed(&name);
-                            }
-                        }
-                    }
-                }
-                self.lists_done.insert(stream);
-                if self.sharded && self.leading {
-                    // A shard taken over was listed again: what the list's pages took
-                    // goes back, as at the first ready.
-                    crate::memory::release_free();
-                }
-                let all_listed = self.streams.iter().all(|s| self.lists_done.contains(s));
-                if all_listed {
-                    // Ready means the lists' passes are written, the operations of first
-                    // passes waiting for a flush included.
-                    self.flush();
-                }
-                if all_listed && METRICS.ready.set(1) == 0 {
-                    // The local API server answered the lists: it is up until a live
-                    // read says otherwise.
-                    if !METRICS.cluster_up.has(crate::cluster::live::IN_CLUSTER) {
-                        METRICS.cluster_up.set(crate::cluster::live::IN_CLUSTER, 1);
-                    }
-                    crate::memory::ready();
-                }
-            }
+            Change::ListDone(stream) => self.list_done(stream),
             Change::Malformed { kind, name, reason } => {
                 METRICS.malformed.inc(kind.as_str());
                 tracing::warn!(kind = kind.as_str(), object = %name, %reason, "malformed object skipped");
@@ -153,33 +128,88 @@ impl Core {
         }
     }
 
+    /// An Application was applied: indexed, evaluated, kept.
+    fn applied(&mut self, app: &App) {
+        METRICS.events.inc("application_apply");
+        self.lists.seen(Kind::Application, &app.namespace, &app.state_key());
+        self.eval.index_managed(app);
+        self.eval.evaluate(&mut self.lead, app, false, false);
+        self.apps.keep(app);
+    }
+
+    /// An AppProject of Argo CD's namespace was applied: its members are evaluated
+    /// again if it changed what they read.
+    fn project_applied(&mut self, p: Project) {
+        METRICS.events.inc("appproject_apply");
+        let name = p.name.clone();
+        self.lists.seen(Kind::AppProject, &p.namespace, &name);
+        if self.eval.project_seen(p) {
+            self.project_changed(&name);
+        }
+    }
+
+    /// A stream's list ended: what it no longer has was deleted while it was not
+    /// watching; once every stream is listed, the daemon is ready.
+    fn list_done(&mut self, stream: Stream) {
+        if let Some(seen) = self.lists.finished(&stream) {
+            self.relisted(&stream, &seen);
+        }
+        if self.sharded && self.lead.should_lead() {
+            // A shard taken over was listed again: what the list's pages took
+            // goes back, as at the first ready.
+            crate::memory::release_free();
+        }
+        let all_listed = self.lists.all_done();
+        if all_listed {
+            // Ready means the lists' passes are written, the operations of first
+            // passes waiting for a flush included.
+            self.flush();
+        }
+        if all_listed && METRICS.ready.set(1) == 0 {
+            // The local API server answered the lists: it is up until a live
+            // read says otherwise.
+            if !METRICS.cluster_up.has(crate::cluster::live::IN_CLUSTER) {
+                METRICS.cluster_up.set(crate::cluster::live::IN_CLUSTER, 1);
+            }
+            crate::memory::ready();
+        }
+    }
+
+    /// Deleted while `stream` was not watching: its relist (`seen`) no longer has them.
+    /// Objects of other streams' namespaces are not its to judge.
+    fn relisted(&mut self, stream: &Stream, seen: &BTreeSet<String>) {
+        match stream.kind {
+            Kind::Application => {
+                // Keys first, each parsed only when its turn comes: a relist
+                // without a whole namespace does not hold all of it parsed.
+                for k in self.apps.gone_from(stream, seen) {
+                    if let Some(a) = self.apps.get(&k) {
+                        self.deleted(a);
+                    }
+                }
+            }
+            Kind::AppProject => {
+                for name in self.eval.projects_gone_from(stream, seen) {
+                    self.project_deleted(&name);
+                }
+            }
+        }
+    }
+
     /// The Application `key` now deploys to a cluster of another shard: what this
     /// thread kept of it goes, and its state in this shard's store is retired (no last
     /// pass: it was not deleted; the other shard evaluates it from now on).
     pub(super) fn moved_away(&mut self, key: &str) {
-        if self.apps.remove(key).is_none() && self.retiring.remove(key).is_none() {
+        if !self.apps.forget(key) {
             return;
         }
-        self.forget_one(key);
-        self.wakeups.remove(key);
+        self.eval.forget(key);
+        self.eval.cancel_wakeup(key);
         tracing::info!(app = %key, shard = self.shard, "the Application deploys to another shard's cluster now: retired here");
-        if let Some(state) = &self.state
+        if let Some(state) = self.lead.store()
             && let Err(e) = state.retire_moved(key)
         {
             tracing::warn!(app = %key, error = %e, "retiring a moved Application's state failed; its keys stay in this shard");
-        }
-    }
-
-    /// Forgets what is kept about `key` beside the Application itself and its wake-up
-    /// (a deleted Application whose last pass failed keeps that): its index of managed
-    /// objects, its last fingerprint and logs, its live reads.
-    fn forget_one(&mut self, key: &str) {
-        self.unindex(key);
-        self.evaluated.remove(key);
-        self.annotation_logged.remove(key);
-        self.outside_project.remove(key);
-        if let Some(live) = self.live.as_mut() {
-            self.inputs.live_forgotten(live.request(key, Vec::new(), crate::drift::ignore::IgnoreRules::default).forgotten);
         }
     }
 
@@ -187,17 +217,11 @@ impl Core {
     /// Applications goes (the new holder lists them again), so the replica's memory is
     /// only what it owns. Nothing is evaluated: the store is closed.
     pub(super) fn forget_all(&mut self) {
-        let keys: Vec<String> = self.apps.keys().chain(self.retiring.keys()).cloned().collect();
+        let keys = self.apps.forget_all();
         for key in &keys {
-            self.forget_one(key);
+            self.eval.forget(key);
         }
-        // Emptied above; new maps give their capacity back too.
-        self.apps = HashMap::new();
-        self.retiring = HashMap::new();
-        self.evaluated = HashMap::new();
-        self.annotation_logged = HashMap::new();
-        self.outside_project = HashMap::new();
-        self.wakeups = Wakeups::default();
+        self.eval.forget_all();
         if !keys.is_empty() {
             tracing::info!(shard = self.shard, applications = keys.len(), "forgot the shard's Applications");
             crate::memory::release_free();
@@ -208,15 +232,15 @@ impl Core {
     /// state, which the store purges once its last outbox entry has settled.
     pub(super) fn deleted(&mut self, app: App) {
         METRICS.events.inc("application_delete");
-        let done = self.evaluate(&app, true, true);
+        let done = self.eval.evaluate(&mut self.lead, &app, true, true);
         let key = app.state_key();
         self.apps.remove(&key);
-        self.forget_one(&key);
-        if !done && self.state.is_some() {
+        self.eval.forget(&key);
+        if !done && self.lead.sends() {
             // Its write failed: the retry wake-up evaluates it again, as deleted.
-            self.retiring.insert(key.clone(), Kept::of(&app));
+            self.apps.retire(&app);
         } else {
-            self.wakeups.remove(&key);
+            self.eval.cancel_wakeup(&key);
         }
     }
 }
