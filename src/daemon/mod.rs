@@ -4,18 +4,19 @@
 //! configuration on SIGHUP or when its files change, serves the operations endpoints,
 //! and stops cleanly on SIGTERM.
 //!
-//! Two halves: this module is the asynchronous shell (the watch streams, leader
-//! election, signals, timers, the operations server), which only forwards what happens
-//! as `core::Input`s; `core` owns everything that evaluates and writes the state
+//! Two halves: the asynchronous shell (`start`'s steps and the
+//! `supervisor::Supervisor`: the watch streams, leader election, signals, timers,
+//! the operations server), which only forwards what happens as `eval_thread::Input`s;
+//! and `eval_thread`, which owns everything that evaluates and writes the state
 //! store, on a thread of its own, so a pass (rhai, handlebars, redb) never runs on a
 //! tokio worker, and decoding the watch overlaps with evaluating.
 
 pub mod admin;
-mod core;
+mod eval_thread;
 mod fingerprint;
 pub mod replay;
 mod start;
-mod units;
+mod supervisor;
 mod wakeups;
 
 use std::net::SocketAddr;

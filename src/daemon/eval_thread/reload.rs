@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::SystemTime;
 
-use super::Core;
+use super::EvalThread;
 use super::leadership::build_services;
 use crate::config::{self, Runtime};
 use crate::daemon::fingerprint::config_fingerprint;
@@ -64,7 +64,7 @@ fn live_settings(rt: &Runtime) -> String {
     )
 }
 
-impl Core {
+impl EvalThread {
     /// Why the running audit input cannot take `rt`'s `audit:` settings, if it cannot:
     /// a reload never weakens what the listener accepts, nor pretends to start or stop it.
     fn audit_unchangeable(&self, rt: &Runtime) -> Result<(), String> {

@@ -3,7 +3,7 @@
 
 use std::collections::{BTreeSet, HashMap};
 
-use super::Core;
+use super::EvalThread;
 use crate::cluster::watch::{Change, Kind, Stream};
 use crate::metrics::METRICS;
 use crate::model::{App, Project};
@@ -69,7 +69,7 @@ impl Lists {
     }
 }
 
-impl Core {
+impl EvalThread {
     /// AppProject `name` changed or went: its subscriptions apply to its Applications,
     /// and its rule bounds what is read and indexed for them (nothing, once it is
     /// gone), so they are indexed and evaluated again now.

@@ -3,10 +3,10 @@
 //! reload, an attribution read or its AppProject says so), writes each pass in one
 //! transaction and flushes every 100 ms, leads or stands by as leader election
 //! says, and reloads the configuration. Blocking by design: it runs on its own thread
-//! ([`Core::run`]), never on a tokio worker, and waits on the runtime only through
-//! [`Core::wait`].
+//! ([`EvalThread::run`]), never on a tokio worker, and waits on the runtime only through
+//! [`EvalThread::wait`].
 //!
-//! [`Core`] is thin: it routes each [`Input`] to the three things it owns, each in its
+//! [`EvalThread`] is thin: it routes each [`Input`] to the three things it owns, each in its
 //! own file: the Applications kept ([`apps::AppCache`]), what evaluates a pass
 //! ([`evaluator::Evaluator`]) and whether this thread sends, with the store and the
 //! delivery workers ([`leadership::Leadership`]).
@@ -38,7 +38,7 @@ use crate::drift::audit::Recorded;
 use crate::metrics::METRICS;
 use crate::trigger::TriggerEngine;
 
-/// What the shell forwards to the evaluation thread.
+/// What the supervisor forwards to the evaluation thread.
 pub(super) enum Input {
     Change(Change),
     /// With sharding: the Application (by state key) belongs to another shard now.
@@ -68,8 +68,8 @@ pub(in crate::daemon) enum StoreAt {
     Postgres(crate::state::PgOptions),
 }
 
-/// What [`Core::new`] starts from.
-pub(super) struct CoreOptions {
+/// What [`EvalThread::new`] starts from.
+pub(super) struct EvalThreadOptions {
     pub runtime: Arc<Runtime>,
     pub engine: Arc<TriggerEngine>,
     pub config: Option<PathBuf>,
@@ -80,7 +80,7 @@ pub(super) struct CoreOptions {
     pub streams: BTreeSet<Stream>,
     /// The shard this evaluation thread holds when it leads (0 without sharding).
     pub shard: u32,
-    /// Sharded: the shell forwards only the Applications of held shards, and a thread
+    /// Sharded: the supervisor forwards only the Applications of held shards, and a thread
     /// that stops leading forgets its Applications (a replica keeps only what it owns).
     pub sharded: bool,
     /// Where the store is and what leader election says.
@@ -89,9 +89,9 @@ pub(super) struct CoreOptions {
     pub handle: tokio::runtime::Handle,
 }
 
-/// One evaluation thread ([`Core::run`]): routes what the shell forwards to the
+/// One evaluation thread ([`EvalThread::run`]): routes what the supervisor forwards to the
 /// Applications kept, the evaluator and leadership.
-pub(super) struct Core {
+pub(super) struct EvalThread {
     /// The latest Application per state key, packed between evaluations.
     apps: AppCache,
     /// What evaluates a pass, and what it reads besides the Application.
@@ -120,9 +120,9 @@ const STORE_RETRY: Duration = Duration::from_secs(2);
 /// How soon a pass some of whose notifications a full outbox refused is decided again.
 const OUTBOX_FULL_RETRY: Duration = Duration::from_secs(15);
 
-impl Core {
-    pub(super) fn new(o: CoreOptions) -> Core {
-        Core {
+impl EvalThread {
+    pub(super) fn new(o: EvalThreadOptions) -> EvalThread {
+        EvalThread {
             apps: AppCache::default(),
             config: ConfigFiles::new(o.engine, o.config, &o.runtime),
             eval: Evaluator::new(o.runtime, o.live, o.audit),
@@ -141,7 +141,7 @@ impl Core {
     }
 
     /// The evaluation thread: takes over sending if it should (the result goes to
-    /// `started`), then handles inputs until [`Input::Stop`] or the shell is gone.
+    /// `started`), then handles inputs until [`Input::Stop`] or the supervisor is gone.
     /// Inputs that have already arrived are handled in bursts; what they wrote is made
     /// durable by one flush per 100 ms ([`Leadership::flush_due`]).
     /// Returns whether it ended because another daemon took the store over (fenced).
