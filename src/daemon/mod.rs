@@ -62,7 +62,11 @@ const LEAD_RETRY: Duration = Duration::from_millis(500);
 const CONFIG_POLL: Duration = Duration::from_secs(2);
 
 /// Runs until SIGTERM or SIGINT. Returns the exit code; what stopped the start-up is
-/// written to `err`. The steps are in [`start`].
+/// written to `err`. The steps, each a function of `start.rs` called in this order by
+/// `start_and_serve`: `configuration` (and every delivery client), `cluster` (the API
+/// client), `store_location`, `operations_endpoints`, `leadership`, `audit_input`,
+/// `evaluation` (the evaluation threads under a `Supervisor`), `serve` (the watches,
+/// signals and timers, until a signal) and `shutdown`.
 pub async fn run(opts: DaemonOptions, err: &mut dyn std::io::Write) -> anyhow::Result<i32> {
     match start::start_and_serve(opts).await {
         Ok(start::Ended::Stopped) => Ok(crate::exit::OK),

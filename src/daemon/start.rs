@@ -4,7 +4,6 @@
 //! cannot go on says why in whole lines ([`StartError::Refused`]), and nothing after
 //! it is started.
 
-use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -62,12 +61,16 @@ pub(super) async fn start_and_serve(opts: DaemonOptions) -> Result<Ended, StartE
     let common = Built { rt: &rt, client: &client, engine: &engine, opts: &opts, store_at: &store_at, shared: &ops.shared, audit: &audit };
     let (supervisor, leading_rx) = evaluation(&common, leadership.elections).await?;
     let supervisor = serve(supervisor, leading_rx, audit_rx, &client, &opts).await?;
-    // Stop watching first (done as `serve` returned), then let the evaluation threads
-    // finish what has arrived and in-flight deliveries finish; what is left stays in
-    // the outbox for the next start. `/healthz` answers until the end.
-    let fenced = supervisor.stop(leadership.membership).await;
+    Ok(shutdown(supervisor, leadership.membership, ops).await)
+}
+
+/// Stops watching first (done as `serve` returned), then lets the evaluation threads
+/// finish what has arrived and in-flight deliveries finish; what is left stays in the
+/// outbox for the next start. `/healthz` answers until the end.
+async fn shutdown(supervisor: Supervisor, membership: Option<crate::cluster::shards::Membership>, ops: Operations) -> Ended {
+    let fenced = supervisor.stop(membership).await;
     let _ = ops.stop.send(());
-    Ok(if fenced { Ended::Fenced } else { Ended::Stopped })
+    if fenced { Ended::Fenced } else { Ended::Stopped }
 }
 
 /// The configuration, and every delivery client built once before anything else
@@ -241,8 +244,7 @@ async fn evaluation(b: &Built<'_>, elections: Vec<Option<supervisor::Election>>)
             Err(_) => return Err(anyhow::anyhow!("the evaluation thread stopped while starting").into()),
         }
     }
-    let supervisor =
-        Supervisor { units, owned: vec![!sharded; usize::try_from(shards).unwrap_or(1)], sharded, shards, placed: HashMap::new() };
+    let supervisor = Supervisor::new(units, sharded, shards);
     Ok((supervisor, leading_rx))
 }
 

@@ -131,16 +131,23 @@ pub(super) struct Unit {
 
 /// The evaluation threads and which shards this replica holds.
 pub(super) struct Supervisor {
-    pub units: Vec<Unit>,
-    pub owned: Vec<bool>,
-    pub sharded: bool,
-    pub shards: u32,
+    units: Vec<Unit>,
+    /// Per shard, whether this replica holds it (all, without sharding).
+    owned: Vec<bool>,
+    sharded: bool,
+    shards: u32,
     /// With sharding, the shard of each Application of a held shard, by state key: an
     /// Application whose destination moves it to another shard is retired in its old one.
-    pub placed: HashMap<String, usize>,
+    placed: HashMap<String, usize>,
 }
 
 impl Supervisor {
+    /// Supervises `units` (started); with sharding, no shard is held until its election
+    /// says so.
+    pub fn new(units: Vec<Unit>, sharded: bool, shards: u32) -> Supervisor {
+        Supervisor { units, owned: vec![!sharded; usize::try_from(shards).unwrap_or(1)], sharded, shards, placed: HashMap::new() }
+    }
+
     /// Sends `input` to unit `i`; false if its thread stopped.
     pub async fn send(&self, i: usize, input: Input) -> bool {
         match self.units.get(i) {
