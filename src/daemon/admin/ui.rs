@@ -89,21 +89,35 @@ impl std::fmt::Display for BadQuery {
 }
 
 /// What every web-view data request starts from: its query, parsed, when it was asked,
-/// and the stores that answer it. A query that does not parse is answered 400, a
-/// replica that does not lead 503 (the leader holds the history).
+/// and the stores that answer it.
 struct ViewRequest<Q> {
     query: Q,
     now: DateTime<Utc>,
     stores: Vec<Arc<StateStore>>,
 }
 
+/// Why a web-view data request is refused before anything is read.
+enum Refused {
+    /// The query does not parse: 400.
+    Query(BadQuery),
+    /// This replica does not lead: 503 (the leader holds the history).
+    NotLeading,
+}
+
+impl IntoResponse for Refused {
+    fn into_response(self) -> Response {
+        match self {
+            Refused::Query(e) => plain(StatusCode::BAD_REQUEST, format!("{e}\n")),
+            Refused::NotLeading => plain(StatusCode::SERVICE_UNAVAILABLE, "not leading: the leader holds the history\n".into()),
+        }
+    }
+}
+
 impl<Q> ViewRequest<Q> {
-    fn of(shared: &SharedState, query: Option<&str>, parse: fn(&str, DateTime<Utc>) -> Result<Q, BadQuery>) -> Result<Self, Response> {
+    fn of(shared: &SharedState, query: Option<&str>, parse: fn(&str, DateTime<Utc>) -> Result<Q, BadQuery>) -> Result<Self, Refused> {
         let now = Utc::now();
-        let query = parse(query.unwrap_or_default(), now).map_err(|e| plain(StatusCode::BAD_REQUEST, format!("{e}\n")))?;
-        let Some(stores) = stores(shared) else {
-            return Err(plain(StatusCode::SERVICE_UNAVAILABLE, "not leading: the leader holds the history\n".into()));
-        };
+        let query = parse(query.unwrap_or_default(), now).map_err(Refused::Query)?;
+        let stores = stores(shared).ok_or(Refused::NotLeading)?;
         Ok(ViewRequest { query, now, stores })
     }
 }
@@ -267,7 +281,7 @@ pub(super) fn fleet(open: Vec<OpenEpisode>, q: &FleetQuery, now: DateTime<Utc>, 
 pub(super) async fn fleet_handler(State(shared): State<SharedState>, RawQuery(query): RawQuery) -> Response {
     let ViewRequest { query: q, now, stores } = match ViewRequest::of(&shared, query.as_deref(), fleet_query) {
         Ok(r) => r,
-        Err(refused) => return refused,
+        Err(refused) => return refused.into_response(),
     };
     let url = shared.argocd_url();
     match each_store(stores, StateStore::open_episodes).await {
@@ -292,7 +306,7 @@ pub(super) fn story_query(query: &str, now: DateTime<Utc>) -> Result<HistoryQuer
 pub(super) async fn app_handler(State(shared): State<SharedState>, RawQuery(query): RawQuery) -> Response {
     let ViewRequest { query: q, now, stores } = match ViewRequest::of(&shared, query.as_deref(), story_query) {
         Ok(r) => r,
-        Err(refused) => return refused,
+        Err(refused) => return refused.into_response(),
     };
     let url = shared.argocd_url();
     let app = q.app.clone();
