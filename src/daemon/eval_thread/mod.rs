@@ -2,14 +2,15 @@
 //! the watch reported, evaluates an Application when it changes (or a wake-up, a
 //! reload, an attribution read or its AppProject says so), writes each pass in one
 //! transaction and flushes every 100 ms, leads or stands by as leader election
-//! says, and reloads the configuration. Blocking by design: it runs on its own thread
-//! ([`EvalThread::run`]), never on a tokio worker, and waits on the runtime only through
-//! [`EvalThread::wait`].
+//! says, and reloads the configuration. Blocking by design: it runs on its own
+//! thread ([`EvalThread::run`]), never on a tokio worker, and waits on the runtime
+//! only through [`EvalThread::wait`].
 //!
-//! [`EvalThread`] is thin: it routes each [`Input`] to the three things it owns, each in its
-//! own file: the Applications kept ([`apps::AppCache`]), what evaluates a pass
+//! [`EvalThread`] is thin: it routes each [`Input`] to the three things it owns, each
+//! in its own file: the Applications kept ([`apps::AppCache`]), what evaluates a pass
 //! ([`evaluator::Evaluator`]) and whether this thread sends, with the store and the
-//! delivery workers ([`leadership::Leadership`]).
+//! delivery workers ([`leadership::Leadership`]). The watch's changes are handled in
+//! `changes.rs`, reloads in `reload.rs`.
 
 use std::collections::BTreeSet;
 use std::path::PathBuf;
@@ -80,8 +81,9 @@ pub(super) struct EvalThreadOptions {
     pub streams: BTreeSet<Stream>,
     /// The shard this evaluation thread holds when it leads (0 without sharding).
     pub shard: u32,
-    /// Sharded: the supervisor forwards only the Applications of held shards, and a thread
-    /// that stops leading forgets its Applications (a replica keeps only what it owns).
+    /// Sharded: the supervisor forwards only the Applications of held shards, and a
+    /// thread that stops leading forgets its Applications (a replica keeps only what it
+    /// owns).
     pub sharded: bool,
     /// Where the store is and what leader election says.
     pub lead: LeadOptions,
@@ -89,8 +91,8 @@ pub(super) struct EvalThreadOptions {
     pub handle: tokio::runtime::Handle,
 }
 
-/// One evaluation thread ([`EvalThread::run`]): routes what the supervisor forwards to the
-/// Applications kept, the evaluator and leadership.
+/// One evaluation thread ([`EvalThread::run`]): routes what the supervisor forwards
+/// to the Applications kept, the evaluator and leadership.
 pub(super) struct EvalThread {
     /// The latest Application per state key, packed between evaluations.
     apps: AppCache,
