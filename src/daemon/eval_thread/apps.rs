@@ -200,4 +200,30 @@ mod tests {
         kept.len /= 2;
         assert_eq!(kept.app(), None, "a length too short");
     }
+
+    fn app(name: &str, namespace: &str, project: &str) -> App {
+        App::from_value(serde_json::json!({"apiVersion": "argoproj.io/v1alpha1", "kind": "Application",
+                                           "metadata": {"name": name, "namespace": namespace}, "spec": {"project": project}}))
+        .unwrap()
+    }
+
+    #[test]
+    fn the_cache_finds_members_and_relist_gaps_and_passes_a_retiring_application_as_deleted() {
+        let (a, b, r) = (app("a", "argocd", "shop"), app("b", "argocd", "pay"), app("r", "tenants", "shop"));
+        let mut cache = AppCache::default();
+        cache.keep(&a);
+        cache.keep(&b);
+        cache.retire(&r);
+        assert_eq!(cache.members_of("shop"), [a.state_key()], "a retiring Application is no member");
+        assert_eq!(cache.for_pass(&a.state_key()), Some((a.clone(), false)));
+        assert_eq!(cache.for_pass(&r.state_key()), Some((r.clone(), true)));
+        let argocd = Stream { kind: crate::cluster::watch::Kind::Application, namespace: Some("argocd".into()) };
+        assert_eq!(cache.gone_from(&argocd, &BTreeSet::from([a.state_key()])), [b.state_key()]);
+        cache.retired(&r.state_key());
+        assert_eq!(cache.for_pass(&r.state_key()), None);
+        assert!(cache.forget(&a.state_key()));
+        assert!(!cache.forget(&a.state_key()), "forgotten once");
+        assert_eq!(cache.forget_all(), [b.state_key()]);
+        assert!(cache.keys().is_empty());
+    }
 }
