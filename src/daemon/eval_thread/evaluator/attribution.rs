@@ -1,7 +1,7 @@
-//! Live objects read for attribution and the diff: what they give, the
-//! re-evaluation of the Applications waiting for it when it changed, and each
-//! cluster's health (logged once when a cluster stops answering, once when it answers
-//! again).
+//! Live objects read for attribution and the diff: the reads a pass asks for, what
+//! a read gives (and which Applications waiting for it to evaluate again when it
+//! changed what is known), and each cluster's health (logged once when a cluster
+//! stops answering, once when it answers again).
 
 use super::Evaluator;
 use crate::cluster::live::ReadError;

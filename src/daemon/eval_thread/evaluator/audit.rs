@@ -1,6 +1,6 @@
 //! The evaluator's side of the audit input: its index of the objects each
 //! Application manages, and whether this replica evaluates (a standby answers 503).
-//! The audited events themselves are handled by [`super::EvalThread::audited`].
+//! The audited events themselves are recorded by `EvalThread::audited`, one pass each.
 
 use super::Evaluator;
 use crate::model::App;
