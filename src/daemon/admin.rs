@@ -174,16 +174,23 @@ pub(super) fn stores(shared: &SharedState) -> Option<Vec<Arc<Store>>> {
     (!stores.is_empty()).then_some(stores)
 }
 
+/// Why [`each_store`] read nothing.
+#[derive(Debug, thiserror::Error)]
+pub(super) enum ReadFailed {
+    #[error("{0}")]
+    Store(#[from] crate::state::StateError),
+    /// The read on the blocking pool panicked or was cancelled.
+    #[error("{0}")]
+    Task(#[from] tokio::task::JoinError),
+}
+
 /// `read` of every store in `stores`, one after another, on the blocking pool: what
 /// each shard holds, in shard order.
 pub(super) async fn each_store<T: Send + 'static>(
     stores: Vec<Arc<Store>>,
     read: impl Fn(&Store) -> Result<T, crate::state::StateError> + Send + 'static,
-) -> Result<Vec<T>, String> {
-    tokio::task::spawn_blocking(move || stores.iter().map(|s| read(s)).collect::<Result<Vec<T>, _>>())
-        .await
-        .map_err(|e| e.to_string())?
-        .map_err(|e| e.to_string())
+) -> Result<Vec<T>, ReadFailed> {
+    Ok(tokio::task::spawn_blocking(move || stores.iter().map(|s| read(s)).collect::<Result<Vec<T>, _>>()).await??)
 }
 
 /// Of the episodes several shards answered (each its newest `limit`, oldest first),

@@ -4,18 +4,19 @@
 //! configuration on SIGHUP or when its files change, serves the operations endpoints,
 //! and stops cleanly on SIGTERM.
 //!
-//! Two halves: this module is the asynchronous shell (the watch streams, leader
-//! election, signals, timers, the operations server), which only forwards what happens
-//! as `core::Input`s; `core` owns everything that evaluates and writes the state
+//! Two halves: the asynchronous shell (`start`'s steps and the
+//! `supervisor::Supervisor`: the watch streams, leader election, signals, timers,
+//! the operations server), which only forwards what happens as `eval_thread::Input`s;
+//! and `eval_thread`, which owns everything that evaluates and writes the state
 //! store, on a thread of its own, so a pass (rhai, handlebars, redb) never runs on a
 //! tokio worker, and decoding the watch overlaps with evaluating.
 
 pub mod admin;
-mod core;
+mod eval_thread;
 mod fingerprint;
 pub mod replay;
 mod start;
-mod units;
+mod supervisor;
 mod wakeups;
 
 use std::net::SocketAddr;
@@ -61,7 +62,11 @@ const LEAD_RETRY: Duration = Duration::from_millis(500);
 const CONFIG_POLL: Duration = Duration::from_secs(2);
 
 /// Runs until SIGTERM or SIGINT. Returns the exit code; what stopped the start-up is
-/// written to `err`. The steps are in [`start`].
+/// written to `err`. The steps, each a function of `start.rs` called in this order by
+/// `start_and_serve`: `configuration` (and every delivery client), `cluster` (the API
+/// client), `store_location`, `operations_endpoints`, `leadership`, `audit_input`,
+/// `evaluation` (the evaluation threads under a `Supervisor`), `serve` (the watches,
+/// signals and timers, until a signal) and `shutdown`.
 pub async fn run(opts: DaemonOptions, err: &mut dyn std::io::Write) -> anyhow::Result<i32> {
     match start::start_and_serve(opts).await {
         Ok(start::Ended::Stopped) => Ok(crate::exit::OK),

@@ -4,14 +4,13 @@
 //! cannot go on says why in whole lines ([`StartError::Refused`]), and nothing after
 //! it is started.
 
-use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 
 use futures::StreamExt;
 
-use super::core::{self, Input, LeadError};
-use super::units::{self, RELIST_AFTER, Shell};
+use super::eval_thread::{self, Input, LeadError};
+use super::supervisor::{self, RELIST_AFTER, Supervisor};
 use super::{CONFIG_POLL, DaemonOptions, LEAD_RETRY, SharedState};
 use crate::cluster::client::ApiClient;
 use crate::cluster::watch;
@@ -60,14 +59,18 @@ pub(super) async fn start_and_serve(opts: DaemonOptions) -> Result<Ended, StartE
     let leadership = leadership(&opts, &rt, &client)?;
     let (audit, audit_rx) = audit_input(&rt).await?;
     let common = Built { rt: &rt, client: &client, engine: &engine, opts: &opts, store_at: &store_at, shared: &ops.shared, audit: &audit };
-    let (shell, leading_rx) = evaluation(&common, leadership.elections).await?;
-    let shell = serve(shell, leading_rx, audit_rx, &client, &opts).await?;
-    // Stop watching first (done as `serve` returned), then let the evaluation threads
-    // finish what has arrived and in-flight deliveries finish; what is left stays in
-    // the outbox for the next start. `/healthz` answers until the end.
-    let fenced = shell.stop(leadership.membership).await;
+    let (supervisor, leading_rx) = evaluation(&common, leadership.elections).await?;
+    let supervisor = serve(supervisor, leading_rx, audit_rx, &client, &opts).await?;
+    Ok(shutdown(supervisor, leadership.membership, ops).await)
+}
+
+/// Stops watching first (done as `serve` returned), then lets the evaluation threads
+/// finish what has arrived and in-flight deliveries finish; what is left stays in the
+/// outbox for the next start. `/healthz` answers until the end.
+async fn shutdown(supervisor: Supervisor, membership: Option<crate::cluster::shards::Membership>, ops: Operations) -> Ended {
+    let fenced = supervisor.stop(membership).await;
     let _ = ops.stop.send(());
-    Ok(if fenced { Ended::Fenced } else { Ended::Stopped })
+    if fenced { Ended::Fenced } else { Ended::Stopped }
 }
 
 /// The configuration, and every delivery client built once before anything else
@@ -77,7 +80,7 @@ fn configuration(opts: &DaemonOptions) -> Result<(Arc<TriggerEngine>, Runtime), 
     let engine = Arc::new(TriggerEngine::new());
     let rt = config::load_with(opts.config.as_deref(), engine.clone())
         .map_err(|errors| StartError::Refused(errors.iter().map(|e| format!("error: {e}")).collect()))?;
-    if let Err(problems) = core::services_problems(&rt) {
+    if let Err(problems) = eval_thread::services_problems(&rt) {
         let mut lines: Vec<String> = problems.iter().map(|p| format!("error: {p}")).collect();
         lines.push("driftwatch does not start until the services can be built (`driftwatch check` lists the same)".into());
         return Err(StartError::Refused(lines));
@@ -97,19 +100,19 @@ async fn cluster(opts: &DaemonOptions) -> Result<ApiClient, StartError> {
 
 /// Where the state is kept: PostgreSQL (`state.postgres`) or a file (`--state`, else
 /// `state.path`, else `driftwatch-state.redb`), whose directory is made.
-fn store_location(rt: &Runtime, opts: &DaemonOptions) -> Result<core::StoreAt, StartError> {
+fn store_location(rt: &Runtime, opts: &DaemonOptions) -> Result<eval_thread::StoreAt, StartError> {
     match (&rt.state.postgres, &opts.state) {
         (Some(_), Some(path)) => Err(refused(format!(
             "--state {} names a file, but the configuration keeps the state in PostgreSQL (state.postgres): give one",
             path.display()
         ))),
-        (Some(pg), None) => Ok(core::StoreAt::Postgres(pg.clone())),
+        (Some(pg), None) => Ok(eval_thread::StoreAt::Postgres(pg.clone())),
         (None, _) => {
             let path = opts.state.clone().or_else(|| rt.state.path.clone()).unwrap_or_else(|| PathBuf::from("driftwatch-state.redb"));
             if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
                 std::fs::create_dir_all(dir)?;
             }
-            Ok(core::StoreAt::File(path))
+            Ok(eval_thread::StoreAt::File(path))
         }
     }
 }
@@ -147,7 +150,7 @@ async fn operations_endpoints(opts: &DaemonOptions, rt: &Runtime) -> Result<Oper
 /// leader election.
 struct Leadership {
     membership: Option<crate::cluster::shards::Membership>,
-    elections: Vec<Option<units::Election>>,
+    elections: Vec<Option<supervisor::Election>>,
 }
 
 fn leadership(opts: &DaemonOptions, rt: &Runtime, client: &ApiClient) -> Result<Leadership, StartError> {
@@ -194,7 +197,7 @@ struct Built<'a> {
     client: &'a ApiClient,
     engine: &'a Arc<TriggerEngine>,
     opts: &'a DaemonOptions,
-    store_at: &'a core::StoreAt,
+    store_at: &'a eval_thread::StoreAt,
     shared: &'a SharedState,
     audit: &'a Option<Arc<crate::audit::Shared>>,
 }
@@ -205,7 +208,7 @@ type LeadingRx = tokio::sync::mpsc::Receiver<(usize, Option<bool>)>;
 /// One evaluation thread per unit (the whole daemon without sharding, one shard with),
 /// each started; without leader election a store that cannot be opened is a start-up
 /// error.
-async fn evaluation(b: &Built<'_>, elections: Vec<Option<units::Election>>) -> Result<(Shell, LeadingRx), StartError> {
+async fn evaluation(b: &Built<'_>, elections: Vec<Option<supervisor::Election>>) -> Result<(Supervisor, LeadingRx), StartError> {
     let step_down_grace = match &b.opts.lease {
         Some(l) => b.opts.shutdown_grace.min(l.duration / 4),
         None => b.opts.shutdown_grace,
@@ -213,7 +216,7 @@ async fn evaluation(b: &Built<'_>, elections: Vec<Option<units::Election>>) -> R
     let shards = b.rt.shards;
     let sharded = shards > 1;
     let (leading_tx, leading_rx) = tokio::sync::mpsc::channel::<(usize, Option<bool>)>(elections.len().max(1) * 4);
-    let common = units::Common {
+    let common = supervisor::Common {
         rt: b.rt,
         client: b.client,
         engine: b.engine,
@@ -227,7 +230,7 @@ async fn evaluation(b: &Built<'_>, elections: Vec<Option<units::Election>>) -> R
     };
     let mut units = Vec::with_capacity(elections.len());
     for (i, election) in elections.into_iter().enumerate() {
-        units.push(units::spawn(&common, i, election).await?);
+        units.push(supervisor::spawn(&common, i, election).await?);
     }
     drop(leading_tx);
     for unit in &mut units {
@@ -241,20 +244,20 @@ async fn evaluation(b: &Built<'_>, elections: Vec<Option<units::Election>>) -> R
             Err(_) => return Err(anyhow::anyhow!("the evaluation thread stopped while starting").into()),
         }
     }
-    let shell = Shell { units, owned: vec![!sharded; usize::try_from(shards).unwrap_or(1)], sharded, shards, placed: HashMap::new() };
-    Ok((shell, leading_rx))
+    let supervisor = Supervisor::new(units, sharded, shards);
+    Ok((supervisor, leading_rx))
 }
 
 /// Serves until a signal, the watch's end or a unit's: hands the watch's changes, the
 /// audit batches, the timers, reloads and the elections' word to the units. Returns the
-/// shell to stop, the watch already dropped.
+/// supervisor to stop, the watch already dropped.
 async fn serve(
-    mut shell: Shell,
+    mut supervisor: Supervisor,
     mut leading_rx: LeadingRx,
     mut audit_rx: Option<crate::audit::Queue>,
     client: &ApiClient,
     opts: &DaemonOptions,
-) -> Result<Shell, StartError> {
+) -> Result<Supervisor, StartError> {
     let mut changes = watch::changes(client.clone(), &opts.watch).boxed();
     // With sharding, a shard taken over needs its Applications: the watch lists again,
     // once for the shards taken within RELIST_AFTER of each other.
@@ -267,10 +270,10 @@ async fn serve(
     loop {
         let sent = tokio::select! {
             Some((arrived, batch)) = async { match audit_rx.as_mut() { Some(q) => q.recv().await, None => None } }, if audit_rx.is_some() => {
-                shell.send(0, Input::Audit(batch, arrived)).await
+                supervisor.send(0, Input::Audit(batch, arrived)).await
             }
             change = changes.next() => match change {
-                Some(c) => shell.change(c).await,
+                Some(c) => supervisor.change(c).await,
                 None => {
                     tracing::error!("watch streams ended");
                     break;
@@ -278,26 +281,26 @@ async fn serve(
             },
             _ = async { match relist_at { Some(at) => tokio::time::sleep_until(at).await, None => std::future::pending().await } } => {
                 relist_at = None;
-                tracing::info!(shards = ?shell.held(), "listing the Applications again for the shards taken over");
+                tracing::info!(shards = ?supervisor.held(), "listing the Applications again for the shards taken over");
                 changes = watch::changes(client.clone(), &opts.watch).boxed();
                 true
             }
             _ = sighup.recv() => {
                 tracing::info!("SIGHUP: reloading the configuration");
-                shell.broadcast(|| Input::Reload).await
+                supervisor.broadcast(|| Input::Reload).await
             }
-            _ = lead_retry.tick() => shell.broadcast(|| Input::RetryLead).await,
-            _ = config_poll.tick() => shell.broadcast(|| Input::PollConfig).await,
-            _ = resync.tick() => shell.broadcast(|| Input::Resync).await,
+            _ = lead_retry.tick() => supervisor.broadcast(|| Input::RetryLead).await,
+            _ = config_poll.tick() => supervisor.broadcast(|| Input::PollConfig).await,
+            _ = resync.tick() => supervisor.broadcast(|| Input::Resync).await,
             Some((i, leading)) = leading_rx.recv() => {
                 let Some(leading) = leading else {
                     tracing::error!("leader election stopped");
                     break;
                 };
-                if shell.took_over(i, leading) {
+                if supervisor.took_over(i, leading) {
                     relist_at.get_or_insert_with(|| tokio::time::Instant::now() + RELIST_AFTER);
                 }
-                shell.send(i, Input::Leading(leading)).await
+                supervisor.send(i, Input::Leading(leading)).await
             }
             _ = sigterm.recv() => {
                 tracing::info!("SIGTERM: stopping");
@@ -313,5 +316,5 @@ async fn serve(
             break;
         }
     }
-    Ok(shell)
+    Ok(supervisor)
 }

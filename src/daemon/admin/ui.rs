@@ -12,6 +12,7 @@
 //! `limit`.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use axum::extract::{RawQuery, State};
 use axum::http::{StatusCode, header};
@@ -71,6 +72,56 @@ fn plain(status: StatusCode, msg: String) -> Response {
     (status, [(header::CONTENT_TYPE, "text/plain")], msg).into_response()
 }
 
+/// Why a web-view request's query was refused (answered 400 with this text).
+#[derive(Debug)]
+pub(super) struct BadQuery(String);
+
+impl From<String> for BadQuery {
+    fn from(message: String) -> Self {
+        BadQuery(message)
+    }
+}
+
+impl std::fmt::Display for BadQuery {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// What every web-view data request starts from: its query, parsed, when it was asked,
+/// and the stores that answer it.
+struct ViewRequest<Q> {
+    query: Q,
+    now: DateTime<Utc>,
+    stores: Vec<Arc<Store>>,
+}
+
+/// Why a web-view data request is refused before anything is read.
+enum Refused {
+    /// The query does not parse: 400.
+    Query(BadQuery),
+    /// This replica does not lead: 503 (the leader holds the history).
+    NotLeading,
+}
+
+impl IntoResponse for Refused {
+    fn into_response(self) -> Response {
+        match self {
+            Refused::Query(e) => plain(StatusCode::BAD_REQUEST, format!("{e}\n")),
+            Refused::NotLeading => plain(StatusCode::SERVICE_UNAVAILABLE, "not leading: the leader holds the history\n".into()),
+        }
+    }
+}
+
+impl<Q> ViewRequest<Q> {
+    fn of(shared: &SharedState, query: Option<&str>, parse: fn(&str, DateTime<Utc>) -> Result<Q, BadQuery>) -> Result<Self, Refused> {
+        let now = Utc::now();
+        let query = parse(query.unwrap_or_default(), now).map_err(Refused::Query)?;
+        let stores = stores(shared).ok_or(Refused::NotLeading)?;
+        Ok(ViewRequest { query, now, stores })
+    }
+}
+
 fn json_response(v: &Value) -> Response {
     (StatusCode::OK, [(header::CONTENT_TYPE, "application/json"), (header::CACHE_CONTROL, "no-store")], v.to_string()).into_response()
 }
@@ -122,7 +173,7 @@ pub(super) struct FleetQuery {
     offset: usize,
 }
 
-pub(super) fn fleet_query(query: &str, now: DateTime<Utc>) -> Result<FleetQuery, String> {
+pub(super) fn fleet_query(query: &str, now: DateTime<Utc>) -> Result<FleetQuery, BadQuery> {
     let p = params(query, &["class", "project", "cluster", "severity", "since", "until", "limit", "offset"])?;
     let s = |k: &str| p.get(k).filter(|v| !v.is_empty()).cloned();
     let severity = match s("severity") {
@@ -228,13 +279,9 @@ pub(super) fn fleet(open: Vec<OpenEpisode>, q: &FleetQuery, now: DateTime<Utc>, 
 }
 
 pub(super) async fn fleet_handler(State(shared): State<SharedState>, RawQuery(query): RawQuery) -> Response {
-    let now = Utc::now();
-    let q = match fleet_query(query.as_deref().unwrap_or_default(), now) {
-        Ok(q) => q,
-        Err(e) => return plain(StatusCode::BAD_REQUEST, format!("{e}\n")),
-    };
-    let Some(stores) = stores(&shared) else {
-        return plain(StatusCode::SERVICE_UNAVAILABLE, "not leading: the leader holds the history\n".into());
+    let ViewRequest { query: q, now, stores } = match ViewRequest::of(&shared, query.as_deref(), fleet_query) {
+        Ok(r) => r,
+        Err(refused) => return refused.into_response(),
     };
     let url = shared.argocd_url();
     match each_store(stores, |s| s.history().open_episodes()).await {
@@ -245,25 +292,21 @@ pub(super) async fn fleet_handler(State(shared): State<SharedState>, RawQuery(qu
 
 /// An Application's story request: `app=<namespace>/<name>` (required), `since`,
 /// `until`, `limit`.
-pub(super) fn story_query(query: &str, now: DateTime<Utc>) -> Result<HistoryQuery, String> {
+pub(super) fn story_query(query: &str, now: DateTime<Utc>) -> Result<HistoryQuery, BadQuery> {
     let p = params(query, &["app", "since", "until", "limit"])?;
     let app = p.get("app").cloned().unwrap_or_default();
     let valid = app.split_once('/').is_some_and(|(ns, name)| !ns.is_empty() && !name.is_empty() && !name.contains('/'));
     if !valid {
-        return Err(format!("app {app:?}: expected <namespace>/<name>"));
+        return Err(format!("app {app:?}: expected <namespace>/<name>").into());
     }
     let (since, until) = window(&p, now)?;
     Ok(HistoryQuery { app: Some(app), since, until, limit: Some(number(&p, "limit", DEFAULT_STORY, MAX_STORY, 1)?), class: None })
 }
 
 pub(super) async fn app_handler(State(shared): State<SharedState>, RawQuery(query): RawQuery) -> Response {
-    let now = Utc::now();
-    let q = match story_query(query.as_deref().unwrap_or_default(), now) {
-        Ok(q) => q,
-        Err(e) => return plain(StatusCode::BAD_REQUEST, format!("{e}\n")),
-    };
-    let Some(stores) = stores(&shared) else {
-        return plain(StatusCode::SERVICE_UNAVAILABLE, "not leading: the leader holds the history\n".into());
+    let ViewRequest { query: q, now, stores } = match ViewRequest::of(&shared, query.as_deref(), story_query) {
+        Ok(r) => r,
+        Err(refused) => return refused.into_response(),
     };
     let url = shared.argocd_url();
     let app = q.app.clone();

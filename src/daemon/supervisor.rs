@@ -1,7 +1,7 @@
-//! The shell's evaluation threads ("units"): one for the whole daemon without
-//! sharding, one per shard with `sharding.shards`. Each unit is an unchanged
-//! [`Core`] on a thread of its own, with its store (a shard's PostgreSQL schema), its
-//! election, its live reads and its input queue; the shell ([`Shell`]) hands each unit
+//! The evaluation threads ("units") and their [`Supervisor`]: one unit for the whole
+//! daemon without sharding, one per shard with `sharding.shards`. Each unit is an
+//! [`EvalThread`] on a thread of its own, with its store (a shard's PostgreSQL schema),
+//! its election, its live reads and its input queue; the supervisor hands each unit
 //! only the Applications of its shard while this replica holds it, and gives the
 //! Leases up when the daemon stops.
 
@@ -9,7 +9,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::core::{self, Core, Input, LeadError};
+use super::eval_thread::{self, EvalThread, Input, LeadError};
 use super::{DaemonOptions, INPUT_QUEUE, SharedState};
 use crate::cluster::lease::StandAside;
 use crate::cluster::live::LiveFetcher;
@@ -26,7 +26,7 @@ pub(super) struct Common<'a> {
     pub client: &'a crate::cluster::client::ApiClient,
     pub engine: &'a Arc<TriggerEngine>,
     pub opts: &'a DaemonOptions,
-    pub store_at: &'a core::StoreAt,
+    pub store_at: &'a eval_thread::StoreAt,
     pub shared: &'a SharedState,
     /// The audit input's index: unit 0's (sharding and the audit input exclude each other).
     pub audit: &'a Option<Arc<crate::audit::Shared>>,
@@ -38,7 +38,7 @@ pub(super) struct Common<'a> {
 }
 
 /// Starts unit `i` (shard `i` with sharding): its live reads, the forwarding of its
-/// election to the shell, and its evaluation thread.
+/// election to the supervisor, and its evaluation thread.
 pub(super) async fn spawn(c: &Common<'_>, i: usize, election: Option<Election>) -> anyhow::Result<Unit> {
     let shard = u32::try_from(i).unwrap_or(0);
     let (tx, rx) = tokio::sync::mpsc::channel::<Input>(INPUT_QUEUE);
@@ -79,33 +79,35 @@ pub(super) async fn spawn(c: &Common<'_>, i: usize, election: Option<Election>) 
         }
         None => (None, None),
     };
-    let core = Core::new(core::CoreOptions {
+    let thread = EvalThread::new(eval_thread::EvalThreadOptions {
         runtime: c.rt.clone(),
         engine: c.engine.clone(),
         config: c.opts.config.clone(),
-        store_at: match (c.store_at, c.sharded) {
-            (core::StoreAt::Postgres(pg), true) => core::StoreAt::Postgres(pg.for_shard(shard)),
-            (at, _) => at.clone(),
-        },
         shared: c.shared.clone(),
         live,
         audit: if i == 0 { c.audit.clone() } else { None },
         streams: c.opts.watch.streams().into_iter().collect(),
         shard,
         sharded: c.sharded,
-        // Without leader election this process always sends.
-        leading: c.opts.lease.is_none(),
-        step_down_grace: c.step_down_grace,
-        shutdown_grace: c.opts.shutdown_grace,
+        lead: eval_thread::LeadOptions {
+            store_at: match (c.store_at, c.sharded) {
+                (eval_thread::StoreAt::Postgres(pg), true) => eval_thread::StoreAt::Postgres(pg.for_shard(shard)),
+                (at, _) => at.clone(),
+            },
+            // Without leader election this process always sends.
+            leading: c.opts.lease.is_none(),
+            step_down_grace: c.step_down_grace,
+            shutdown_grace: c.opts.shutdown_grace,
+            halt,
+            stand_aside,
+        },
         handle: tokio::runtime::Handle::current(),
-        halt,
-        stand_aside,
     });
     let (started_tx, started_rx) = tokio::sync::oneshot::channel::<Result<(), LeadError>>();
     let (done_tx, done_rx) = tokio::sync::oneshot::channel::<bool>();
     let name = if c.sharded { format!("driftwatch-eval-{i}") } else { "driftwatch-eval".into() };
     std::thread::Builder::new().name(name).spawn(move || {
-        let fenced = core.run(rx, started_tx);
+        let fenced = thread.run(rx, started_tx);
         let _ = done_tx.send(fenced);
     })?;
     Ok(Unit { tx, started: Some(started_rx), done: done_rx, election: kept })
@@ -128,17 +130,24 @@ pub(super) struct Unit {
 }
 
 /// The evaluation threads and which shards this replica holds.
-pub(super) struct Shell {
-    pub units: Vec<Unit>,
-    pub owned: Vec<bool>,
-    pub sharded: bool,
-    pub shards: u32,
+pub(super) struct Supervisor {
+    units: Vec<Unit>,
+    /// Per shard, whether this replica holds it (all, without sharding).
+    owned: Vec<bool>,
+    sharded: bool,
+    shards: u32,
     /// With sharding, the shard of each Application of a held shard, by state key: an
     /// Application whose destination moves it to another shard is retired in its old one.
-    pub placed: HashMap<String, usize>,
+    placed: HashMap<String, usize>,
 }
 
-impl Shell {
+impl Supervisor {
+    /// Supervises `units` (started); with sharding, no shard is held until its election
+    /// says so.
+    pub fn new(units: Vec<Unit>, sharded: bool, shards: u32) -> Supervisor {
+        Supervisor { units, owned: vec![!sharded; usize::try_from(shards).unwrap_or(1)], sharded, shards, placed: HashMap::new() }
+    }
+
     /// Sends `input` to unit `i`; false if its thread stopped.
     pub async fn send(&self, i: usize, input: Input) -> bool {
         match self.units.get(i) {
@@ -157,7 +166,7 @@ impl Shell {
     }
 
     /// Unit `i`'s election changed: its shard is owned before the unit leads and no
-    /// longer before it stands down (the shell forwards a shard's Applications only
+    /// longer before it stands down (the supervisor forwards a shard's Applications only
     /// while its unit holds it). Returns whether a shard not held before was taken:
     /// its Applications must be listed again.
     pub fn took_over(&mut self, i: usize, leading: bool) -> bool {

@@ -1,11 +1,19 @@
-//! Live objects read for attribution and the diff: what they give, the
-//! re-evaluation of the Applications waiting for it when it changed, and each
-//! cluster's health (logged once when a cluster stops answering, once when it answers
-//! again).
+//! Live objects read for attribution and the diff: the reads a pass asks for, what
+//! a read gives (and which Applications waiting for it to evaluate again when it
+//! changed what is known), and each cluster's health (logged once when a cluster
+//! stops answering, once when it answers again).
 
-use super::{App, Attribution, Core, MAX_FORBIDDEN_LOGGED, METRICS, ReadError};
+use super::Evaluator;
+use crate::cluster::live::ReadError;
+use crate::drift::attribution::Attribution;
+use crate::metrics::METRICS;
+use crate::model::App;
 
-impl Core {
+/// At most this many refused resources (and clusters down) are remembered for logging
+/// once.
+const MAX_FORBIDDEN_LOGGED: usize = 256;
+
+impl Evaluator {
     /// The live reads an evaluation of `app` asks for: its drifted resources' (who,
     /// the diff), and the in-sync reading of the resources Argo CD reports Synced (their
     /// security values, the desired state for them without `argocd:`), within its
@@ -20,12 +28,12 @@ impl Core {
         live.record_in_sync(&app.object, crate::cluster::live::Wanted::in_sync(&app.object, target, &scope, &rt.classes));
     }
 
-    /// A live object was read: update its attribution and diff and re-evaluate the
-    /// Applications waiting for it when it changed what is known.
-    pub(super) fn live_read(&mut self, fetched: crate::cluster::live::Fetched) {
-        let Some(live) = self.live.as_mut() else { return };
+    /// A live object was read: update its attribution and diff. Returns the
+    /// Applications waiting for it, to be evaluated again, when it changed what is known.
+    pub fn live_read(&mut self, fetched: crate::cluster::live::Fetched) -> Vec<String> {
+        let Some(live) = self.live.as_mut() else { return Vec::new() };
         // None: nobody reports this resource as drifted any more.
-        let Some(waiting) = live.complete(&fetched) else { return };
+        let Some(waiting) = live.complete(&fetched) else { return Vec::new() };
         let f = fetched;
         let key = f.wanted.key();
         let cluster = f.wanted.cluster_label().to_string();
@@ -52,8 +60,9 @@ impl Core {
             _ => {}
         }
         // A failure does not replace what an earlier read of the resource found.
-        if self.inputs.live_read(key, next, failed) {
-            self.reevaluate(waiting);
+        match self.inputs.live_read(key, next, failed) {
+            true => waiting.into_iter().collect(),
+            false => Vec::new(),
         }
     }
 
