@@ -311,11 +311,13 @@ metrics_table! {
     malformed: Family ["kind"] = "driftwatch_malformed_objects", "Objects skipped because they were not valid";
     evaluations: Counter [] = "driftwatch_evaluations", "Application evaluations";
     /// Evaluations whose Application's subscription annotations went past the limits.
-    subscriptions_capped: Counter [] = "driftwatch_subscriptions_capped", "Evaluations of an Application whose subscription annotations name more than the limits";
+    subscriptions_capped: Counter [] = "driftwatch_subscriptions_capped",
+        "Evaluations of an Application whose subscription annotations name more than the limits";
     /// Subscription annotations refused, by `reason` (`malformed`: not the annotation's
     /// format; `limits`: past the bounds applied while it is parsed), counted once per
     /// Application and refusal (again when what is refused changes).
-    annotations_refused: Family ["reason"] = "driftwatch_subscription_annotations_refused", "Subscription annotations refused, by reason (malformed, limits)";
+    annotations_refused: Family ["reason"] = "driftwatch_subscription_annotations_refused",
+        "Subscription annotations refused, by reason (malformed, limits)";
     /// Evaluation passes the state store refused to write for what they held (a key
     /// too long): that Application's pass fails, the store stays open.
     passes_refused: Counter [] = "driftwatch_evaluations_refused", "Evaluation passes the state store refused to write for what they held";
@@ -338,7 +340,8 @@ metrics_table! {
     /// Notifications not queued, by `service:reason` (`full`: the service's outbox was
     /// at its bound, decided again later; `superseded`: a settle delivered the same
     /// key after the pass decided it).
-    not_queued: Family ["service", "reason"] = "driftwatch_notifications_not_queued", "Notifications decided but not queued, by service and reason";
+    not_queued: Family ["service", "reason"] = "driftwatch_notifications_not_queued",
+        "Notifications decided but not queued, by service and reason";
     /// Watch stream errors/restarts, by resource `kind`.
     watch_restarts: Family ["kind"] = "driftwatch_watch_restarts", "Watch stream errors (each followed by a retry)";
     /// Drift episode transitions, by `event` (opened, escalated, resolved).
@@ -348,18 +351,23 @@ metrics_table! {
     live_read_errors: Counter [] = "driftwatch_live_read_errors", "Reads of live objects that failed";
     /// Reads of live objects the RBAC refused (or a refusal remembered for the kind),
     /// by `resource` (`deployments.apps`: API resources the cluster serves).
-    live_reads_forbidden: Family ["resource"] = "driftwatch_live_reads_forbidden", "Reads of live objects for attribution that the RBAC does not allow, by resource";
+    live_reads_forbidden: Family ["resource"] = "driftwatch_live_reads_forbidden",
+        "Reads of live objects for attribution that the RBAC does not allow, by resource";
     /// Connections to the operations listener closed unserved: over its connection
     /// cap, a handshake evicted or refused.
-    ops_connections_refused: Counter [] = "driftwatch_operations_connections_refused", "Connections to the operations listener closed unserved (over its cap, a TLS handshake evicted or refused)";
+    ops_connections_refused: Counter [] = "driftwatch_operations_connections_refused",
+        "Connections to the operations listener closed unserved (over its cap, a TLS handshake evicted or refused)";
     /// History and web-view data requests answered 503: the most that run at once
     /// were running.
-    ops_queries_busy: Counter [] = "driftwatch_operations_queries_busy", "History and web-view data requests answered 503 because the most that run at once were running";
+    ops_queries_busy: Counter [] = "driftwatch_operations_queries_busy",
+        "History and web-view data requests answered 503 because the most that run at once were running";
     /// State store reads made for `/metrics` (its figures are refreshed on a timer,
     /// never per scrape: review N7).
-    ops_store_reads: Counter [] = "driftwatch_operations_store_reads", "State store reads made for the /metrics figures (refreshed on a timer, not per scrape)";
+    ops_store_reads: Counter [] = "driftwatch_operations_store_reads",
+        "State store reads made for the /metrics figures (refreshed on a timer, not per scrape)";
     /// Resources an Application's status lists outside its AppProject: never read.
-    live_reads_outside_project: Counter [] = "driftwatch_live_reads_outside_project", "Resources an Application's status lists outside its AppProject (not read, not indexed)";
+    live_reads_outside_project: Counter [] = "driftwatch_live_reads_outside_project",
+        "Resources an Application's status lists outside its AppProject (not read, not indexed)";
     /// Live reads by `cluster` (`in-cluster` or a `clusters:` entry) and `result`
     /// (`ok`, `failed`: no answer, `error`: the API server answered with one).
     cluster_reads: Family ["result", "cluster"] = "driftwatch_cluster_reads", "Live reads by cluster and result";
@@ -380,13 +388,17 @@ metrics_table! {
     audit_dropped: Family ["reason"] = "driftwatch_audit_dropped", "Relevant audit events not evaluated, by reason";
     /// Transitions of break-glass exceptions (opened, approved, active, refused,
     /// expired, overdue, closed).
-    break_glass: Family ["event"] = "driftwatch_break_glass", "Transitions of break-glass exceptions, by event (refused: malformed or forged, changes nothing)";
+    break_glass: Family ["event"] = "driftwatch_break_glass",
+        "Transitions of break-glass exceptions, by event (refused: malformed or forged, changes nothing)";
     /// From an audit request's arrival to its relevant events evaluated.
-    audit_evaluated_latency: Histogram [] = "driftwatch_audit_evaluated_seconds", "Time from an audit batch's arrival to its relevant events evaluated";
+    audit_evaluated_latency: Histogram [] = "driftwatch_audit_evaluated_seconds",
+        "Time from an audit batch's arrival to its relevant events evaluated";
     /// Seconds from a change to Argo CD reporting it, and from then to its
     /// resolution, by `class`, observed when an episode resolves.
-    detection_seconds: HistogramFamily ["class"] = "driftwatch_episode_detection_seconds", "Time from a change to Argo CD reporting it, by class";
-    resolution_seconds: HistogramFamily ["class", "resolution"] = "driftwatch_episode_resolution_seconds", "Time from Argo CD reporting a drift to its resolution, by class and how it resolved";
+    detection_seconds: HistogramFamily ["class"] = "driftwatch_episode_detection_seconds",
+        "Time from a change to Argo CD reporting it, by class";
+    resolution_seconds: HistogramFamily ["class", "resolution"] = "driftwatch_episode_resolution_seconds",
+        "Time from Argo CD reporting a drift to its resolution, by class and how it resolved";
     evaluation_latency: Histogram [] = "driftwatch_evaluation_duration_seconds", "Time to evaluate one Application";
     delivery_latency: Histogram [] = "driftwatch_delivery_duration_seconds", "Time of one delivery attempt";
     /// 1 while this replica sends; with sharding, how many shards it holds.
