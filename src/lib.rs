@@ -17,6 +17,7 @@
 //! From the bottom:
 //! - leaves: [`duration`] (Go's syntax plus days), [`clock`] (the pass's instant),
 //!   [`exit`], [`tls`], [`secret`] (`$key` references, the redactor), [`metrics`],
+//!   [`quote`] (rhai and Go string literals),
 //!   [`model`] (the owned types passed between stages); then [`source`] (positions in
 //!   configuration files, configured durations);
 //! - [`drift`]: typed records of what drifted (classes, direction, severity),
@@ -55,6 +56,7 @@ pub mod metrics;
 pub mod model;
 pub mod pipeline;
 pub mod project;
+pub mod quote;
 pub mod replay;
 pub mod route;
 pub mod secret;

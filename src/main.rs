@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
-use driftwatch::cli::{self, Format, ReplayOptions};
+use driftwatch::cli::{self, Format, ReplayOptions, ToolArgs};
 
 /// mimalloc, not glibc's allocator: see `driftwatch::memory`.
 #[global_allocator]
@@ -44,60 +44,7 @@ enum Command {
         command: StateCommand,
     },
     /// Watch a cluster and send notifications; with --replay, run on snapshot files.
-    Run {
-        /// kubeconfig file (default: in-cluster, then $KUBECONFIG or ~/.kube/config).
-        #[arg(long)]
-        kubeconfig: Option<PathBuf>,
-        /// kubeconfig context.
-        #[arg(long)]
-        context: Option<String>,
-        /// Namespace to watch (repeatable; default: all).
-        #[arg(long = "namespace", short = 'n')]
-        namespaces: Vec<String>,
-        /// Label selector on Applications.
-        #[arg(long, short = 'l')]
-        selector: Option<String>,
-        /// Namespace whose AppProjects are watched, whatever -n says (repeatable;
-        /// default: all). Argo CD keeps AppProjects in its own namespace: `argocd`.
-        #[arg(long = "projects-namespace")]
-        projects_namespaces: Vec<String>,
-        /// Address of /healthz, /readyz and /metrics.
-        #[arg(long, default_value = "0.0.0.0:9090")]
-        listen: std::net::SocketAddr,
-        /// Seconds between re-evaluations of time-dependent triggers.
-        #[arg(long, default_value_t = 60)]
-        resync: u64,
-        /// Seconds in-flight deliveries get on SIGTERM.
-        #[arg(long, default_value_t = 10)]
-        shutdown_grace: u64,
-        /// Elect one sending replica with a coordination.k8s.io Lease.
-        #[arg(long)]
-        leader_election: bool,
-        /// Name of the Lease.
-        #[arg(long, default_value = "driftwatch")]
-        lease_name: String,
-        /// Namespace of the Lease (default: $POD_NAMESPACE, else argocd).
-        #[arg(long)]
-        lease_namespace: Option<String>,
-        /// Seconds a Lease holds without renewal.
-        #[arg(long, default_value_t = 15)]
-        lease_duration: u64,
-        /// A directory of numbered snapshot files, or a multi-document YAML file.
-        #[arg(long)]
-        replay: Option<PathBuf>,
-        #[arg(long, short)]
-        config: Option<PathBuf>,
-        /// Keep notification state in this file (default: in memory).
-        #[arg(long)]
-        state: Option<PathBuf>,
-        /// Also append every notification as a JSON line to this file.
-        #[arg(long)]
-        jsonl: Option<PathBuf>,
-        /// Deliver through the configured services for real; wait at most this many
-        /// seconds at the end for deliveries to finish.
-        #[arg(long, value_name = "SECONDS", num_args = 0..=1, default_missing_value = "60")]
-        deliver: Option<u64>,
-    },
+    Run(RunArgs),
     /// Route-tree commands.
     Routes {
         #[command(subcommand)]
@@ -198,6 +145,64 @@ enum Command {
         #[arg(long, short = 'o', value_enum, default_value = "text")]
         output: Format,
     },
+}
+
+// `driftwatch run`'s flags (the variant's comment is the command's help): the
+// daemon's, and with --replay those of a replay.
+#[derive(clap::Args)]
+struct RunArgs {
+    /// kubeconfig file (default: in-cluster, then $KUBECONFIG or ~/.kube/config).
+    #[arg(long)]
+    kubeconfig: Option<PathBuf>,
+    /// kubeconfig context.
+    #[arg(long)]
+    context: Option<String>,
+    /// Namespace to watch (repeatable; default: all).
+    #[arg(long = "namespace", short = 'n')]
+    namespaces: Vec<String>,
+    /// Label selector on Applications.
+    #[arg(long, short = 'l')]
+    selector: Option<String>,
+    /// Namespace whose AppProjects are watched, whatever -n says (repeatable;
+    /// default: all). Argo CD keeps AppProjects in its own namespace: `argocd`.
+    #[arg(long = "projects-namespace")]
+    projects_namespaces: Vec<String>,
+    /// Address of /healthz, /readyz and /metrics.
+    #[arg(long, default_value = "0.0.0.0:9090")]
+    listen: std::net::SocketAddr,
+    /// Seconds between re-evaluations of time-dependent triggers.
+    #[arg(long, default_value_t = 60)]
+    resync: u64,
+    /// Seconds in-flight deliveries get on SIGTERM.
+    #[arg(long, default_value_t = 10)]
+    shutdown_grace: u64,
+    /// Elect one sending replica with a coordination.k8s.io Lease.
+    #[arg(long)]
+    leader_election: bool,
+    /// Name of the Lease.
+    #[arg(long, default_value = "driftwatch")]
+    lease_name: String,
+    /// Namespace of the Lease (default: $POD_NAMESPACE, else argocd).
+    #[arg(long)]
+    lease_namespace: Option<String>,
+    /// Seconds a Lease holds without renewal.
+    #[arg(long, default_value_t = 15)]
+    lease_duration: u64,
+    /// A directory of numbered snapshot files, or a multi-document YAML file.
+    #[arg(long)]
+    replay: Option<PathBuf>,
+    #[arg(long, short)]
+    config: Option<PathBuf>,
+    /// Keep notification state in this file (default: in memory).
+    #[arg(long)]
+    state: Option<PathBuf>,
+    /// Also append every notification as a JSON line to this file.
+    #[arg(long)]
+    jsonl: Option<PathBuf>,
+    /// Deliver through the configured services for real; wait at most this many
+    /// seconds at the end for deliveries to finish.
+    #[arg(long, value_name = "SECONDS", num_args = 0..=1, default_missing_value = "60")]
+    deliver: Option<u64>,
 }
 
 /// The store a tool that changes or lists it works on: a state file, or the one the
@@ -380,112 +385,11 @@ fn main() -> ExitCode {
     let args = Cli::parse();
     driftwatch::tls::init_crypto();
     // The daemon reports what it does; the one-shot commands only warn.
-    init_tracing(if matches!(args.command, Command::Run { replay: None, .. }) { "info" } else { "warn" });
+    init_tracing(if matches!(args.command, Command::Run(RunArgs { replay: None, .. })) { "info" } else { "warn" });
     // Unlocked handles: worker threads log to stderr and the console service prints to
     // stdout while a command runs; a lock held here for the whole run would block them.
     let (mut out, mut err) = (std::io::stdout(), std::io::stderr());
-    let result = match args.command {
-        Command::Check { config } => cli::check(config.as_deref(), &mut out, &mut err),
-        Command::Trigger { command: TriggerCommand::Run { name, app_file, config, output } } => {
-            cli::trigger_run(&name, &app_file, config.as_deref(), output, &mut out, &mut err)
-        }
-        Command::Template { command: TemplateCommand::Notify { name, app_file, recipients, config, output, send } } => {
-            cli::template_notify(&name, &app_file, &recipients, config.as_deref(), output, send, &mut out, &mut err)
-        }
-        Command::State { command: StateCommand::List { store, app, output } } => {
-            cli::with_store(store.at(), None, &mut err, |s, _| cli::state_list(s, app.as_deref(), output, &mut out))
-        }
-        Command::Run { replay: Some(path), config, state, jsonl, deliver, .. } => {
-            let deliver = deliver.map(std::time::Duration::from_secs);
-            cli::run_replay(&ReplayOptions { path, config, state, jsonl, deliver }, &mut out, &mut err)
-        }
-        Command::Routes { command: RoutesCommand::Test { app, live, audit, project, config, output } } => {
-            cli::explain_routes(&app, (&live, &audit), project.as_deref(), config.as_deref(), output, &mut out, &mut err)
-        }
-        Command::History { state, config, shard, app, since, until, class, limit, stats, timeline, output } => {
-            cli::history::history_command(
-                (state.as_deref(), config.as_deref(), shard),
-                driftwatch::state::HistoryQuery { app, class, limit, ..Default::default() },
-                (since, until),
-                (output, stats, timeline),
-                &mut err,
-            )
-        }
-        Command::Deliveries { command: Some(DeliveriesCommand::Retry { store, ids, all }), .. } => {
-            cli::with_store(store.at(), None, &mut err, |s, err| {
-                cli::retry_dead_letters(s, (!all).then_some(ids.as_slice()), &mut out, err)
-            })
-        }
-        Command::Deliveries { command: None, state, config, shard, failed, output } => {
-            cli::with_store((state.as_deref(), config.as_deref(), shard), None, &mut err, |s, _| {
-                cli::deliveries(s, failed, output, &mut out)
-            })
-        }
-        Command::BreakGlass { command } => {
-            let (app, cluster, action) = match command {
-                BreakGlassCommand::Open { app, ticket, reason, duration, cluster } => match driftwatch::duration::parse(&duration) {
-                    Ok(d) if d > chrono::Duration::zero() => (app, cluster, cli::break_glass::Action::Open { ticket, reason, duration: d }),
-                    Ok(_) => {
-                        eprintln!("error: --for {duration}: must be positive");
-                        std::process::exit(driftwatch::exit::BAD_INPUT);
-                    }
-                    Err(e) => {
-                        eprintln!("error: --for {duration}: {e}");
-                        std::process::exit(driftwatch::exit::BAD_INPUT);
-                    }
-                },
-                BreakGlassCommand::Approve { app, cluster } => (app, cluster, cli::break_glass::Action::Approve),
-                BreakGlassCommand::Close { app, cluster } => (app, cluster, cli::break_glass::Action::Close),
-                BreakGlassCommand::Show { app, cluster } => (app, cluster, cli::break_glass::Action::Show),
-            };
-            cli::break_glass::command(&cli::break_glass::Options { app: &app, cluster: cluster.options(), action }, &mut out, &mut err)
-        }
-        Command::Diff { app, cluster, output } => {
-            cli::diff::diff_command(&cli::diff::DiffOptions { app: &app, cluster: cluster.options(), output }, &mut out, &mut err)
-        }
-        Command::Import { files, out: dir, force, output } => cli::import(&files, &dir, force, output, &mut out, &mut err),
-        Command::Run {
-            replay: None,
-            config,
-            state,
-            kubeconfig,
-            context,
-            namespaces,
-            selector,
-            projects_namespaces,
-            listen,
-            resync,
-            shutdown_grace,
-            leader_election,
-            lease_name,
-            lease_namespace,
-            lease_duration,
-            ..
-        } => {
-            let lease = leader_election.then(|| driftwatch::cluster::lease::LeaseConfig {
-                name: lease_name,
-                namespace: lease_namespace.or_else(|| std::env::var("POD_NAMESPACE").ok()).unwrap_or_else(|| "argocd".into()),
-                identity: format!("{}-{}", driftwatch::deliver::hostname(), std::process::id()),
-                duration: std::time::Duration::from_secs(lease_duration.max(2)),
-            });
-            let opts = driftwatch::daemon::DaemonOptions {
-                config,
-                kubeconfig,
-                context,
-                watch: driftwatch::cluster::watch::WatchOptions { namespaces, selector, project_namespaces: projects_namespaces },
-                state,
-                listen,
-                resync: std::time::Duration::from_secs(resync.max(1)),
-                shutdown_grace: std::time::Duration::from_secs(shutdown_grace),
-                lease,
-            };
-            match tokio::runtime::Runtime::new() {
-                Ok(rt) => rt.block_on(driftwatch::daemon::run(opts, &mut err)),
-                Err(e) => Err(e.into()),
-            }
-        }
-    };
-    match result {
+    match dispatch(args.command, &mut out, &mut err) {
         Ok(code) => ExitCode::from(u8::try_from(code).unwrap_or(1)),
         Err(e) => {
             use std::io::Write;
@@ -493,4 +397,99 @@ fn main() -> ExitCode {
             ExitCode::from(1)
         }
     }
+}
+
+/// Runs the command; its exit code.
+fn dispatch(command: Command, out: &mut dyn std::io::Write, err: &mut dyn std::io::Write) -> anyhow::Result<i32> {
+    match command {
+        Command::Check { config } => cli::check(config.as_deref(), out, err),
+        Command::Trigger { command: TriggerCommand::Run { name, app_file, config, output } } => {
+            cli::trigger_run(&name, &ToolArgs { config: config.as_deref(), app_file: &app_file, format: output }, out, err)
+        }
+        Command::Template { command: TemplateCommand::Notify { name, app_file, recipients, config, output, send } } => {
+            let args = ToolArgs { config: config.as_deref(), app_file: &app_file, format: output };
+            cli::template_notify(&name, &args, (&recipients, send), out, err)
+        }
+        Command::State { command: StateCommand::List { store, app, output } } => {
+            cli::with_store(store.at(), None, err, |s, _| cli::state_list(s, app.as_deref(), output, out))
+        }
+        Command::Run(args) => run(args, out, err),
+        Command::Routes { command: RoutesCommand::Test { app, live, audit, project, config, output } } => {
+            let args = ToolArgs { config: config.as_deref(), app_file: &app, format: output };
+            cli::explain_routes(&args, (&live, &audit), project.as_deref(), out, err)
+        }
+        Command::History { state, config, shard, app, since, until, class, limit, stats, timeline, output } => {
+            cli::history::history_command(
+                (state.as_deref(), config.as_deref(), shard),
+                driftwatch::state::HistoryQuery { app, class, limit, ..Default::default() },
+                (since, until),
+                (output, stats, timeline),
+                err,
+            )
+        }
+        Command::Deliveries { command: Some(DeliveriesCommand::Retry { store, ids, all }), .. } => {
+            cli::with_store(store.at(), None, err, |s, err| cli::retry_dead_letters(s, (!all).then_some(ids.as_slice()), out, err))
+        }
+        Command::Deliveries { command: None, state, config, shard, failed, output } => {
+            cli::with_store((state.as_deref(), config.as_deref(), shard), None, err, |s, _| cli::deliveries(s, failed, output, out))
+        }
+        Command::BreakGlass { command } => break_glass(command, out, err),
+        Command::Diff { app, cluster, output } => {
+            cli::diff::diff_command(&cli::diff::DiffOptions { app: &app, cluster: cluster.options(), output }, out, err)
+        }
+        Command::Import { files, out: dir, force, output } => cli::import(&files, &dir, force, output, out, err),
+    }
+}
+
+/// `driftwatch break-glass open|approve|close|show`: the flags as the command's options.
+fn break_glass(command: BreakGlassCommand, out: &mut dyn std::io::Write, err: &mut dyn std::io::Write) -> anyhow::Result<i32> {
+    let (app, cluster, action) = match command {
+        BreakGlassCommand::Open { app, ticket, reason, duration, cluster } => match driftwatch::duration::parse(&duration) {
+            Ok(d) if d > chrono::Duration::zero() => (app, cluster, cli::break_glass::Action::Open { ticket, reason, duration: d }),
+            Ok(_) => {
+                writeln!(err, "error: --for {duration}: must be positive")?;
+                return Ok(driftwatch::exit::BAD_INPUT);
+            }
+            Err(e) => {
+                writeln!(err, "error: --for {duration}: {e}")?;
+                return Ok(driftwatch::exit::BAD_INPUT);
+            }
+        },
+        BreakGlassCommand::Approve { app, cluster } => (app, cluster, cli::break_glass::Action::Approve),
+        BreakGlassCommand::Close { app, cluster } => (app, cluster, cli::break_glass::Action::Close),
+        BreakGlassCommand::Show { app, cluster } => (app, cluster, cli::break_glass::Action::Show),
+    };
+    cli::break_glass::command(&cli::break_glass::Options { app: &app, cluster: cluster.options(), action }, out, err)
+}
+
+/// `driftwatch run`: the daemon, or with --replay a replay of snapshot files.
+fn run(args: RunArgs, out: &mut dyn std::io::Write, err: &mut dyn std::io::Write) -> anyhow::Result<i32> {
+    let RunArgs { replay, config, state, jsonl, deliver, .. } = args;
+    if let Some(path) = replay {
+        let deliver = deliver.map(std::time::Duration::from_secs);
+        return cli::run_replay(&ReplayOptions { path, config, state, jsonl, deliver }, out, err);
+    }
+    let lease = args.leader_election.then(|| driftwatch::cluster::lease::LeaseConfig {
+        name: args.lease_name,
+        namespace: args.lease_namespace.or_else(|| std::env::var("POD_NAMESPACE").ok()).unwrap_or_else(|| "argocd".into()),
+        identity: format!("{}-{}", driftwatch::deliver::hostname(), std::process::id()),
+        duration: std::time::Duration::from_secs(args.lease_duration.max(2)),
+    });
+    let opts = driftwatch::daemon::DaemonOptions {
+        config,
+        kubeconfig: args.kubeconfig,
+        context: args.context,
+        watch: driftwatch::cluster::watch::WatchOptions {
+            namespaces: args.namespaces,
+            selector: args.selector,
+            project_namespaces: args.projects_namespaces,
+        },
+        state,
+        listen: args.listen,
+        resync: std::time::Duration::from_secs(args.resync.max(1)),
+        shutdown_grace: std::time::Duration::from_secs(args.shutdown_grace),
+        lease,
+    };
+    let tokio_rt = tokio::runtime::Runtime::new()?;
+    tokio_rt.block_on(driftwatch::daemon::run(opts, err))
 }

@@ -35,6 +35,13 @@ fn labels(names: (&'static str, Option<&'static str>), value: &str) -> Labels {
     }
 }
 
+/// A family's label names as [`labels`] takes them: the first and, for two, the second.
+/// The table in [`Metrics`] gives one or two (a test renders every family and checks
+/// its labels).
+fn label_names(names: &'static [&'static str]) -> (&'static str, Option<&'static str>) {
+    (names.first().copied().unwrap_or_default(), names.get(1).copied())
+}
+
 /// A counter or gauge family with one label (two for `kind:reason`, split at the
 /// first `:`), bounded to [`MAX_SERIES`] label values.
 #[derive(Clone)]
@@ -46,12 +53,8 @@ pub struct Family<M: Clone + Default + Send + Sync + 'static = Counter<u64, Atom
 }
 
 impl<M: Clone + Default + Send + Sync + 'static> Family<M> {
-    fn new(label: &'static str) -> Self {
-        Family { names: (label, None), family: PromFamily::default(), created: Arc::default() }
-    }
-
-    fn with_two(first: &'static str, second: &'static str) -> Self {
-        Family { names: (first, Some(second)), family: PromFamily::default(), created: Arc::default() }
+    fn with_labels(labels: &'static [&'static str]) -> Self {
+        Family { names: label_names(labels), family: PromFamily::default(), created: Arc::default() }
     }
 
     fn labels_of(&self, value: &str) -> Labels {
@@ -150,12 +153,12 @@ impl HistogramFamily {
         }
     }
 
-    fn new(label: &'static str) -> Self {
-        HistogramFamily { labels: (label, None), family: PromFamily::new_with_constructor(episode_histogram), created: Mutex::default() }
-    }
-
-    fn with_two(first: &'static str, second: &'static str) -> Self {
-        HistogramFamily { labels: (first, Some(second)), ..HistogramFamily::new(first) }
+    fn with_labels(labels: &'static [&'static str]) -> Self {
+        HistogramFamily {
+            labels: label_names(labels),
+            family: PromFamily::new_with_constructor(episode_histogram),
+            created: Mutex::default(),
+        }
     }
 
     /// Observes `secs` under `value` (`class`, or `class:resolution` for a family of
@@ -186,106 +189,224 @@ fn set_all(family: &GaugeFamily, known: &Mutex<std::collections::BTreeSet<String
     }
 }
 
-/// Every metric driftwatch exports.
-pub struct Metrics {
+/// What a row of the [`Metrics`] table can be: a kind of metric that is built from its
+/// label names, has an OpenMetrics type, and registers under a name and help.
+trait Kind {
+    /// The type `/metrics` prints after `# TYPE`.
+    const TYPE: &'static str;
+    fn build(labels: &'static [&'static str]) -> Self;
+    fn register(&self, registry: &mut Registry, name: &'static str, help: &'static str);
+}
+
+impl Kind for Counter {
+    const TYPE: &'static str = "counter";
+    fn build(_: &'static [&'static str]) -> Self {
+        Counter::default()
+    }
+    fn register(&self, registry: &mut Registry, name: &'static str, help: &'static str) {
+        registry.register(name, help, self.clone());
+    }
+}
+
+impl Kind for Gauge {
+    const TYPE: &'static str = "gauge";
+    fn build(_: &'static [&'static str]) -> Self {
+        Gauge::default()
+    }
+    fn register(&self, registry: &mut Registry, name: &'static str, help: &'static str) {
+        registry.register(name, help, self.clone());
+    }
+}
+
+impl Kind for Family {
+    const TYPE: &'static str = "counter";
+    fn build(labels: &'static [&'static str]) -> Self {
+        Family::with_labels(labels)
+    }
+    fn register(&self, registry: &mut Registry, name: &'static str, help: &'static str) {
+        registry.register(name, help, self.family.clone());
+    }
+}
+
+impl Kind for GaugeFamily {
+    const TYPE: &'static str = "gauge";
+    fn build(labels: &'static [&'static str]) -> Self {
+        Family::with_labels(labels)
+    }
+    fn register(&self, registry: &mut Registry, name: &'static str, help: &'static str) {
+        registry.register(name, help, self.family.clone());
+    }
+}
+
+impl Kind for Histogram {
+    const TYPE: &'static str = "histogram";
+    fn build(_: &'static [&'static str]) -> Self {
+        Histogram::new()
+    }
+    fn register(&self, registry: &mut Registry, name: &'static str, help: &'static str) {
+        registry.register(name, help, self.0.clone());
+    }
+}
+
+impl Kind for HistogramFamily {
+    const TYPE: &'static str = "histogram";
+    fn build(labels: &'static [&'static str]) -> Self {
+        HistogramFamily::with_labels(labels)
+    }
+    fn register(&self, registry: &mut Registry, name: &'static str, help: &'static str) {
+        registry.register(name, help, self.family.clone());
+    }
+}
+
+/// Turns the table of metrics below into the [`Metrics`] struct (one public field a
+/// row), [`Metrics::new`] (each built from its label names and registered, in the
+/// table's order, which is the order `/metrics` lists them) and
+/// [`Metrics::families`]. A row reads
+/// `field: Kind ["label", ...] = "exported_name", "help";`.
+macro_rules! metrics_table {
+    ($($(#[$doc:meta])* $field:ident: $kind:ident [$($label:literal),*] = $name:literal, $help:literal;)*) => {
+        /// Every metric driftwatch exports.
+        pub struct Metrics {
+            $($(#[$doc])* pub $field: $kind,)*
+            /// Why the last configuration reload was refused (empty after a good one): not a
+            /// metric, the text `/readyz` adds for whoever looks (never a secret value).
+            reload_errors: Mutex<Vec<String>>,
+            /// Services with a queue-depth series.
+            depth_services: Mutex<std::collections::BTreeSet<String>>,
+            /// Classes with an open-episodes series.
+            open_classes: Mutex<std::collections::BTreeSet<String>>,
+            registry: Registry,
+        }
+
+        impl Metrics {
+            fn new() -> Metrics {
+                let mut m = Metrics {
+                    $($field: <$kind as Kind>::build(&[$($label),*]),)*
+                    reload_errors: Mutex::new(Vec::new()),
+                    depth_services: Mutex::default(),
+                    open_classes: Mutex::default(),
+                    registry: Registry::default(),
+                };
+                // Counters are registered without `_total`: the encoder adds it.
+                $(m.$field.register(&mut m.registry, $name, $help);)*
+                m.reload_ok.set(1);
+                m
+            }
+
+            /// Every family as `/metrics` names it (a counter's name is given without the
+            /// `_total` its samples carry, a histogram's without `_bucket`, `_sum`, `_count`),
+            /// its type and its label names: what dashboards and alerts may query. A test
+            /// renders every family and checks this list against the output.
+            pub fn families() -> &'static [(&'static str, &'static str, &'static [&'static str])] {
+                &[$(($name, <$kind as Kind>::TYPE, &[$($label),*]),)*]
+            }
+        }
+    };
+}
+
+metrics_table! {
     /// Watch events received, by `type` (`application_apply`, `appproject_delete`, ...).
-    pub events: Family,
+    events: Family ["type"] = "driftwatch_watch_events", "Watch events received, by type";
     /// Objects skipped because they were not valid, by `kind`.
-    pub malformed: Family,
-    pub evaluations: Counter,
+    malformed: Family ["kind"] = "driftwatch_malformed_objects", "Objects skipped because they were not valid";
+    evaluations: Counter [] = "driftwatch_evaluations", "Application evaluations";
     /// Evaluations whose Application's subscription annotations went past the limits.
-    pub subscriptions_capped: Counter,
+    subscriptions_capped: Counter [] = "driftwatch_subscriptions_capped",
+        "Evaluations of an Application whose subscription annotations name more than the limits";
     /// Subscription annotations refused, by `reason` (`malformed`: not the annotation's
     /// format; `limits`: past the bounds applied while it is parsed), counted once per
     /// Application and refusal (again when what is refused changes).
-    pub annotations_refused: Family,
+    annotations_refused: Family ["reason"] = "driftwatch_subscription_annotations_refused",
+        "Subscription annotations refused, by reason (malformed, limits)";
     /// Evaluation passes the state store refused to write for what they held (a key
     /// too long): that Application's pass fails, the store stays open.
-    pub passes_refused: Counter,
+    passes_refused: Counter [] = "driftwatch_evaluations_refused", "Evaluation passes the state store refused to write for what they held";
     /// Conditions that held and produced a notification, by `trigger`.
-    pub fired: Family,
+    fired: Family ["trigger"] = "driftwatch_triggers_fired", "Notifications decided, by trigger";
     /// Delivered notifications, by destination `kind`.
-    pub sent: Family,
+    sent: Family ["kind"] = "driftwatch_notifications_sent", "Notifications delivered, by destination kind";
     /// Failed attempts and dead letters, by `kind:reason` (reason: retry, permanent, exhausted).
-    pub failed: Family,
+    failed: Family ["kind", "reason"] = "driftwatch_notifications_failed", "Failed delivery attempts and dead letters";
     /// Undelivered notifications per `service`.
-    pub queue_depth: GaugeFamily,
+    queue_depth: GaugeFamily ["service"] = "driftwatch_queue_depth", "Undelivered notifications per service";
     /// Age of the oldest undelivered notification, in seconds (0: the outbox is empty).
-    pub queue_oldest: Gauge,
+    queue_oldest: Gauge [] = "driftwatch_queue_oldest_seconds", "Age of the oldest undelivered notification";
     /// Dead letters kept in the store.
-    pub dead_letters: Gauge,
+    dead_letters: Gauge [] = "driftwatch_dead_letters", "Dead letters kept in the store";
     /// Open drift episodes, by `class` (one of several classes counts in each).
-    pub episodes_open: GaugeFamily,
+    episodes_open: GaugeFamily ["class"] = "driftwatch_episodes_open", "Open drift episodes, by class";
     /// Configuration reloads, by `result` (`ok`, `refused`).
-    pub reloads: Family,
+    reloads: Family ["result"] = "driftwatch_config_reloads", "Configuration reloads, by result";
     /// Notifications not queued, by `service:reason` (`full`: the service's outbox was
     /// at its bound, decided again later; `superseded`: a settle delivered the same
     /// key after the pass decided it).
-    pub not_queued: Family,
+    not_queued: Family ["service", "reason"] = "driftwatch_notifications_not_queued",
+        "Notifications decided but not queued, by service and reason";
     /// Watch stream errors/restarts, by resource `kind`.
-    pub watch_restarts: Family,
-    pub evaluation_latency: Histogram,
-    pub delivery_latency: Histogram,
-    /// 1 while this replica sends; with sharding, how many shards it holds.
-    pub leader: Gauge,
-    /// Applications this replica keeps (with sharding, those of the shards it holds).
-    pub applications: Gauge,
-    pub reload_ok: Gauge,
-    pub ready: Gauge,
+    watch_restarts: Family ["kind"] = "driftwatch_watch_restarts", "Watch stream errors (each followed by a retry)";
     /// Drift episode transitions, by `event` (opened, escalated, resolved).
-    pub episodes: Family,
+    episodes: Family ["event"] = "driftwatch_drift_episodes", "Drift episode transitions, by event";
     /// Live objects read for attribution, and the reads that failed.
-    pub live_reads: Counter,
-    pub live_read_errors: Counter,
+    live_reads: Counter [] = "driftwatch_live_reads", "Live objects read for attribution";
+    live_read_errors: Counter [] = "driftwatch_live_read_errors", "Reads of live objects that failed";
     /// Reads of live objects the RBAC refused (or a refusal remembered for the kind),
     /// by `resource` (`deployments.apps`: API resources the cluster serves).
-    pub live_reads_forbidden: Family,
-    /// Resources an Application's status lists outside its AppProject: never read.
-    pub live_reads_outside_project: Counter,
+    live_reads_forbidden: Family ["resource"] = "driftwatch_live_reads_forbidden",
+        "Reads of live objects for attribution that the RBAC does not allow, by resource";
     /// Connections to the operations listener closed unserved: over its connection
     /// cap, a handshake evicted or refused.
-    pub ops_connections_refused: Counter,
+    ops_connections_refused: Counter [] = "driftwatch_operations_connections_refused",
+        "Connections to the operations listener closed unserved (over its cap, a TLS handshake evicted or refused)";
     /// History and web-view data requests answered 503: the most that run at once
     /// were running.
-    pub ops_queries_busy: Counter,
+    ops_queries_busy: Counter [] = "driftwatch_operations_queries_busy",
+        "History and web-view data requests answered 503 because the most that run at once were running";
     /// State store reads made for `/metrics` (its figures are refreshed on a timer,
     /// never per scrape: review N7).
-    pub ops_store_reads: Counter,
+    ops_store_reads: Counter [] = "driftwatch_operations_store_reads",
+        "State store reads made for the /metrics figures (refreshed on a timer, not per scrape)";
+    /// Resources an Application's status lists outside its AppProject: never read.
+    live_reads_outside_project: Counter [] = "driftwatch_live_reads_outside_project",
+        "Resources an Application's status lists outside its AppProject (not read, not indexed)";
     /// Live reads by `cluster` (`in-cluster` or a `clusters:` entry) and `result`
     /// (`ok`, `failed`: no answer, `error`: the API server answered with one).
-    pub cluster_reads: Family,
+    cluster_reads: Family ["result", "cluster"] = "driftwatch_cluster_reads", "Live reads by cluster and result";
     /// Whether the last read from each cluster succeeded (1) or not (0), by `cluster`.
-    pub cluster_up: GaugeFamily,
+    cluster_up: GaugeFamily ["cluster"] = "driftwatch_cluster_up", "Whether the last live read from each cluster succeeded";
     /// Drifted resources diffed, and the desired values' source (`argocd`,
     /// `last-applied`, `not-known`).
-    pub diffs: Family,
+    diffs: Family ["source"] = "driftwatch_diffs", "Drifted resources diffed, by the source of desired values";
     /// Audit events received, by `result` (`relevant`, or why dropped: `read`,
     /// `argocd`, `unmanaged`, `stage`, `not-a-change`).
-    pub audit_events: Family,
+    audit_events: Family ["result"] = "driftwatch_audit_events", "Audit events received, by result";
     /// `POST /audit` requests, by `code` (200, 400, 401, 408, 413, 503) and connections
     /// closed unserved (`connection-cap`, `handshake-evicted`, `tls-refused`).
-    pub audit_requests: Family,
+    audit_requests: Family ["code"] = "driftwatch_audit_requests", "Audit webhook requests, by status code";
     /// Relevant audit events not handed to the evaluation, by `reason` (`queue-full`,
     /// `batch-over-queue`, `replayed`, `too-many-apps`, `actor-over-budget`,
     /// `window-full`, `objects-over-limit`, `event-over-limit`).
-    pub audit_dropped: Family,
+    audit_dropped: Family ["reason"] = "driftwatch_audit_dropped", "Relevant audit events not evaluated, by reason";
     /// Transitions of break-glass exceptions (opened, approved, active, refused,
     /// expired, overdue, closed).
-    pub break_glass: Family,
+    break_glass: Family ["event"] = "driftwatch_break_glass",
+        "Transitions of break-glass exceptions, by event (refused: malformed or forged, changes nothing)";
     /// From an audit request's arrival to its relevant events evaluated.
-    pub audit_evaluated_latency: Histogram,
+    audit_evaluated_latency: Histogram [] = "driftwatch_audit_evaluated_seconds",
+        "Time from an audit batch's arrival to its relevant events evaluated";
     /// Seconds from a change to Argo CD reporting it, and from then to its
     /// resolution, by `class`, observed when an episode resolves.
-    pub detection_seconds: HistogramFamily,
-    pub resolution_seconds: HistogramFamily,
-    /// Why the last configuration reload was refused (empty after a good one): not a
-    /// metric, the text `/readyz` adds for whoever looks (never a secret value).
-    reload_errors: Mutex<Vec<String>>,
-    /// Services with a queue-depth series.
-    depth_services: Mutex<std::collections::BTreeSet<String>>,
-    /// Classes with an open-episodes series.
-    open_classes: Mutex<std::collections::BTreeSet<String>>,
-    registry: Registry,
+    detection_seconds: HistogramFamily ["class"] = "driftwatch_episode_detection_seconds",
+        "Time from a change to Argo CD reporting it, by class";
+    resolution_seconds: HistogramFamily ["class", "resolution"] = "driftwatch_episode_resolution_seconds",
+        "Time from Argo CD reporting a drift to its resolution, by class and how it resolved";
+    evaluation_latency: Histogram [] = "driftwatch_evaluation_duration_seconds", "Time to evaluate one Application";
+    delivery_latency: Histogram [] = "driftwatch_delivery_duration_seconds", "Time of one delivery attempt";
+    /// 1 while this replica sends; with sharding, how many shards it holds.
+    leader: Gauge [] = "driftwatch_leader", "1 when this replica sends notifications; with sharding, the shards it holds";
+    /// Applications this replica keeps (with sharding, those of the shards it holds).
+    applications: Gauge [] = "driftwatch_applications", "Applications this replica keeps: with sharding, those of the shards it holds";
+    reload_ok: Gauge [] = "driftwatch_config_last_reload_successful", "1 when the last configuration (re)load succeeded";
+    ready: Gauge [] = "driftwatch_ready", "1 once the initial lists are done and the configuration is loaded";
 }
 
 pub static METRICS: LazyLock<Metrics> = LazyLock::new(Metrics::new);
@@ -310,155 +431,6 @@ pub struct Prime<'a> {
 }
 
 impl Metrics {
-    fn new() -> Metrics {
-        let mut m = Metrics {
-            events: Family::new("type"),
-            malformed: Family::new("kind"),
-            evaluations: Counter::default(),
-            subscriptions_capped: Counter::default(),
-            annotations_refused: Family::new("reason"),
-            passes_refused: Counter::default(),
-            fired: Family::new("trigger"),
-            sent: Family::new("kind"),
-            failed: Family::with_two("kind", "reason"),
-            queue_depth: Family::new("service"),
-            queue_oldest: Gauge::default(),
-            dead_letters: Gauge::default(),
-            episodes_open: Family::new("class"),
-            reloads: Family::new("result"),
-            not_queued: Family::with_two("service", "reason"),
-            watch_restarts: Family::new("kind"),
-            evaluation_latency: Histogram::new(),
-            delivery_latency: Histogram::new(),
-            leader: Gauge::default(),
-            applications: Gauge::default(),
-            reload_ok: Gauge::default(),
-            ready: Gauge::default(),
-            episodes: Family::new("event"),
-            live_reads: Counter::default(),
-            live_read_errors: Counter::default(),
-            live_reads_forbidden: Family::new("resource"),
-            live_reads_outside_project: Counter::default(),
-            ops_connections_refused: Counter::default(),
-            ops_queries_busy: Counter::default(),
-            ops_store_reads: Counter::default(),
-            cluster_reads: Family::with_two("result", "cluster"),
-            cluster_up: Family::new("cluster"),
-            diffs: Family::new("source"),
-            audit_events: Family::new("result"),
-            audit_requests: Family::new("code"),
-            audit_dropped: Family::new("reason"),
-            break_glass: Family::new("event"),
-            audit_evaluated_latency: Histogram::new(),
-            detection_seconds: HistogramFamily::new("class"),
-            resolution_seconds: HistogramFamily::with_two("class", "resolution"),
-            reload_errors: Mutex::new(Vec::new()),
-            depth_services: Mutex::new(std::collections::BTreeSet::new()),
-            open_classes: Mutex::new(std::collections::BTreeSet::new()),
-            registry: Registry::default(),
-        };
-        m.reload_ok.set(1);
-        // Counters are registered without `_total`: the encoder adds it.
-        let r = &mut m.registry;
-        r.register("driftwatch_watch_events", "Watch events received, by type", m.events.family.clone());
-        r.register("driftwatch_malformed_objects", "Objects skipped because they were not valid", m.malformed.family.clone());
-        r.register("driftwatch_evaluations", "Application evaluations", m.evaluations.clone());
-        r.register(
-            "driftwatch_subscriptions_capped",
-            "Evaluations of an Application whose subscription annotations name more than the limits",
-            m.subscriptions_capped.clone(),
-        );
-        r.register(
-            "driftwatch_subscription_annotations_refused",
-            "Subscription annotations refused, by reason (malformed, limits)",
-            m.annotations_refused.family.clone(),
-        );
-        r.register(
-            "driftwatch_evaluations_refused",
-            "Evaluation passes the state store refused to write for what they held",
-            m.passes_refused.clone(),
-        );
-        r.register("driftwatch_triggers_fired", "Notifications decided, by trigger", m.fired.family.clone());
-        r.register("driftwatch_notifications_sent", "Notifications delivered, by destination kind", m.sent.family.clone());
-        r.register("driftwatch_notifications_failed", "Failed delivery attempts and dead letters", m.failed.family.clone());
-        r.register("driftwatch_queue_depth", "Undelivered notifications per service", m.queue_depth.family.clone());
-        r.register("driftwatch_queue_oldest_seconds", "Age of the oldest undelivered notification", m.queue_oldest.clone());
-        r.register("driftwatch_dead_letters", "Dead letters kept in the store", m.dead_letters.clone());
-        r.register("driftwatch_episodes_open", "Open drift episodes, by class", m.episodes_open.family.clone());
-        r.register("driftwatch_config_reloads", "Configuration reloads, by result", m.reloads.family.clone());
-        r.register(
-            "driftwatch_notifications_not_queued",
-            "Notifications decided but not queued, by service and reason",
-            m.not_queued.family.clone(),
-        );
-        r.register("driftwatch_watch_restarts", "Watch stream errors (each followed by a retry)", m.watch_restarts.family.clone());
-        r.register("driftwatch_drift_episodes", "Drift episode transitions, by event", m.episodes.family.clone());
-        r.register("driftwatch_live_reads", "Live objects read for attribution", m.live_reads.clone());
-        r.register("driftwatch_live_read_errors", "Reads of live objects that failed", m.live_read_errors.clone());
-        r.register(
-            "driftwatch_live_reads_forbidden",
-            "Reads of live objects for attribution that the RBAC does not allow, by resource",
-            m.live_reads_forbidden.family.clone(),
-        );
-        r.register(
-            "driftwatch_operations_connections_refused",
-            "Connections to the operations listener closed unserved (over its cap, a TLS handshake evicted or refused)",
-            m.ops_connections_refused.clone(),
-        );
-        r.register(
-            "driftwatch_operations_queries_busy",
-            "History and web-view data requests answered 503 because the most that run at once were running",
-            m.ops_queries_busy.clone(),
-        );
-        r.register(
-            "driftwatch_operations_store_reads",
-            "State store reads made for the /metrics figures (refreshed on a timer, not per scrape)",
-            m.ops_store_reads.clone(),
-        );
-        r.register(
-            "driftwatch_live_reads_outside_project",
-            "Resources an Application's status lists outside its AppProject (not read, not indexed)",
-            m.live_reads_outside_project.clone(),
-        );
-        r.register("driftwatch_cluster_reads", "Live reads by cluster and result", m.cluster_reads.family.clone());
-        r.register("driftwatch_cluster_up", "Whether the last live read from each cluster succeeded", m.cluster_up.family.clone());
-        r.register("driftwatch_diffs", "Drifted resources diffed, by the source of desired values", m.diffs.family.clone());
-        r.register("driftwatch_audit_events", "Audit events received, by result", m.audit_events.family.clone());
-        r.register("driftwatch_audit_requests", "Audit webhook requests, by status code", m.audit_requests.family.clone());
-        r.register("driftwatch_audit_dropped", "Relevant audit events not evaluated, by reason", m.audit_dropped.family.clone());
-        r.register(
-            "driftwatch_break_glass",
-            "Transitions of break-glass exceptions, by event (refused: malformed or forged, changes nothing)",
-            m.break_glass.family.clone(),
-        );
-        r.register(
-            "driftwatch_audit_evaluated_seconds",
-            "Time from an audit batch's arrival to its relevant events evaluated",
-            m.audit_evaluated_latency.0.clone(),
-        );
-        r.register(
-            "driftwatch_episode_detection_seconds",
-            "Time from a change to Argo CD reporting it, by class",
-            m.detection_seconds.family.clone(),
-        );
-        r.register(
-            "driftwatch_episode_resolution_seconds",
-            "Time from Argo CD reporting a drift to its resolution, by class and how it resolved",
-            m.resolution_seconds.family.clone(),
-        );
-        r.register("driftwatch_evaluation_duration_seconds", "Time to evaluate one Application", m.evaluation_latency.0.clone());
-        r.register("driftwatch_delivery_duration_seconds", "Time of one delivery attempt", m.delivery_latency.0.clone());
-        r.register("driftwatch_leader", "1 when this replica sends notifications; with sharding, the shards it holds", m.leader.clone());
-        r.register(
-            "driftwatch_applications",
-            "Applications this replica keeps: with sharding, those of the shards it holds",
-            m.applications.clone(),
-        );
-        r.register("driftwatch_config_last_reload_successful", "1 when the last configuration (re)load succeeded", m.reload_ok.clone());
-        r.register("driftwatch_ready", "1 once the initial lists are done and the configuration is loaded", m.ready.clone());
-        m
-    }
-
     /// Records why the last reload was refused (at most 20 lines kept).
     pub fn set_reload_errors(&self, mut errors: Vec<String>) {
         errors.truncate(20);
@@ -526,55 +498,6 @@ impl Metrics {
         if known.len() < MAX_SERIES && known.insert(service.to_string()) {
             self.queue_depth.set(service, self.queue_depth.get(service));
         }
-    }
-
-    /// Every family as `/metrics` names it (a counter's name is given without the
-    /// `_total` its samples carry, a histogram's without `_bucket`, `_sum`, `_count`),
-    /// its type and its label names: what dashboards and alerts may query. A test
-    /// renders every family and checks this list against the output.
-    pub fn families() -> &'static [(&'static str, &'static str, &'static [&'static str])] {
-        &[
-            ("driftwatch_watch_events", "counter", &["type"]),
-            ("driftwatch_malformed_objects", "counter", &["kind"]),
-            ("driftwatch_evaluations", "counter", &[]),
-            ("driftwatch_subscriptions_capped", "counter", &[]),
-            ("driftwatch_subscription_annotations_refused", "counter", &["reason"]),
-            ("driftwatch_evaluations_refused", "counter", &[]),
-            ("driftwatch_triggers_fired", "counter", &["trigger"]),
-            ("driftwatch_notifications_sent", "counter", &["kind"]),
-            ("driftwatch_notifications_failed", "counter", &["kind", "reason"]),
-            ("driftwatch_queue_depth", "gauge", &["service"]),
-            ("driftwatch_queue_oldest_seconds", "gauge", &[]),
-            ("driftwatch_dead_letters", "gauge", &[]),
-            ("driftwatch_episodes_open", "gauge", &["class"]),
-            ("driftwatch_config_reloads", "counter", &["result"]),
-            ("driftwatch_notifications_not_queued", "counter", &["service", "reason"]),
-            ("driftwatch_watch_restarts", "counter", &["kind"]),
-            ("driftwatch_drift_episodes", "counter", &["event"]),
-            ("driftwatch_live_reads", "counter", &[]),
-            ("driftwatch_live_read_errors", "counter", &[]),
-            ("driftwatch_live_reads_forbidden", "counter", &["resource"]),
-            ("driftwatch_live_reads_outside_project", "counter", &[]),
-            ("driftwatch_operations_connections_refused", "counter", &[]),
-            ("driftwatch_operations_queries_busy", "counter", &[]),
-            ("driftwatch_operations_store_reads", "counter", &[]),
-            ("driftwatch_cluster_reads", "counter", &["result", "cluster"]),
-            ("driftwatch_cluster_up", "gauge", &["cluster"]),
-            ("driftwatch_diffs", "counter", &["source"]),
-            ("driftwatch_audit_events", "counter", &["result"]),
-            ("driftwatch_audit_requests", "counter", &["code"]),
-            ("driftwatch_audit_dropped", "counter", &["reason"]),
-            ("driftwatch_break_glass", "counter", &["event"]),
-            ("driftwatch_audit_evaluated_seconds", "histogram", &[]),
-            ("driftwatch_episode_detection_seconds", "histogram", &["class"]),
-            ("driftwatch_episode_resolution_seconds", "histogram", &["class", "resolution"]),
-            ("driftwatch_evaluation_duration_seconds", "histogram", &[]),
-            ("driftwatch_delivery_duration_seconds", "histogram", &[]),
-            ("driftwatch_leader", "gauge", &[]),
-            ("driftwatch_applications", "gauge", &[]),
-            ("driftwatch_config_last_reload_successful", "gauge", &[]),
-            ("driftwatch_ready", "gauge", &[]),
-        ]
     }
 
     /// The OpenMetrics text exposition of every metric ([`CONTENT_TYPE`]).

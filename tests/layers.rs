@@ -8,7 +8,7 @@ use std::path::Path;
 /// Lowest first. A module may use the modules of the layers before its own, no other.
 const LAYERS: &[&[&str]] = &[
     // Leaves: no crate dependency at all.
-    &["duration", "clock", "exit", "tls", "secret", "metrics", "project", "serve", "text", "memory", "shard", "json"],
+    &["duration", "clock", "exit", "tls", "secret", "metrics", "project", "quote", "serve", "text", "memory", "shard", "json"],
     // The Application and AppProject as read (a project carries its rule: `project`).
     &["model"],
     // Positions in configuration files (and configured durations).

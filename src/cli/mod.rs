@@ -88,6 +88,52 @@ fn read_app(path: &Path, err: &mut dyn Write) -> anyhow::Result<Option<App>> {
     }
 }
 
+/// The inputs of a command that tries the configuration on one Application file:
+/// `trigger run`, `template notify` and `routes test`.
+#[derive(Debug, Clone, Copy)]
+pub struct ToolArgs<'a> {
+    /// `--config` (the built-in catalog alone when absent).
+    pub config: Option<&'a Path>,
+    /// The Application (YAML or JSON).
+    pub app_file: &'a Path,
+    pub format: Format,
+}
+
+/// What a tool names in the configuration, checked before the Application is read.
+#[derive(Debug, Clone, Copy)]
+enum Named<'a> {
+    Trigger(&'a str),
+    Template(&'a str),
+    Nothing,
+}
+
+/// What a tool starts from: the configuration loaded, and the Application read.
+struct Tool {
+    rt: Runtime,
+    app: App,
+}
+
+impl Tool {
+    /// Loads the configuration, checks that what the command names in it exists, then
+    /// reads the Application. `Err` carries the exit code once the error is written:
+    /// [`FAILED`] for a configuration that does not load, [`BAD_INPUT`] for an unknown
+    /// name or an Application file that cannot be read.
+    fn load(args: &ToolArgs<'_>, named: Named<'_>, err: &mut dyn Write) -> anyhow::Result<Result<Tool, i32>> {
+        let Some(rt) = load(args.config, err)? else { return Ok(Err(FAILED)) };
+        match named {
+            Named::Trigger(name) if !rt.triggers.contains_key(name) => {
+                return unknown(err, "trigger", name, rt.triggers.keys().map(String::as_str)).map(Err);
+            }
+            Named::Template(name) if !rt.templates.contains(name) => {
+                return unknown(err, "template", name, rt.templates.names()).map(Err);
+            }
+            _ => {}
+        }
+        let Some(app) = read_app(args.app_file, err)? else { return Ok(Err(BAD_INPUT)) };
+        Ok(Ok(Tool { rt, app }))
+    }
+}
+
 /// Where a command that reads the cluster connects, with the operator's credentials:
 /// `--kubeconfig`, `--context`, and the configuration it reads (`--config`).
 #[derive(Debug, Clone, Copy, Default)]

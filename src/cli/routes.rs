@@ -8,7 +8,7 @@ use std::sync::Arc;
 use chrono::Utc;
 use serde_json::{Value, json};
 
-use super::{BAD_INPUT, FAILED, Format, OK, load, read_app};
+use super::{BAD_INPUT, Format, Named, OK, Tool, ToolArgs};
 use crate::duration::human_duration;
 use crate::model::Severity;
 use crate::pipeline::Pipeline;
@@ -19,16 +19,16 @@ use crate::state::Store;
 /// Application's drift would reach, through which route or subscription, and what
 /// would be sent now — as if driftwatch met the Application for the first time.
 pub fn explain_routes(
-    app_file: &Path,
+    args: &ToolArgs<'_>,
     files: (&[PathBuf], &[PathBuf]),
     project_file: Option<&Path>,
-    config: Option<&Path>,
-    format: Format,
     out: &mut dyn Write,
     err: &mut dyn Write,
 ) -> anyhow::Result<i32> {
-    let Some(rt) = load(config, err)? else { return Ok(FAILED) };
-    let Some(app) = read_app(app_file, err)? else { return Ok(BAD_INPUT) };
+    let (rt, app) = match Tool::load(args, Named::Nothing, err)? {
+        Ok(Tool { rt, app }) => (rt, app),
+        Err(code) => return Ok(code),
+    };
     let pipeline = Pipeline::new(Arc::new(rt));
     let inputs = match given_inputs(&pipeline, &app, files, project_file) {
         Ok(i) => i,
@@ -42,7 +42,7 @@ pub fn explain_routes(
     let now = Utc::now();
     let eval = pipeline.evaluate(&inputs, &app, &state.pass(), now)?;
     let found = Found { app: &app, eval: &eval, subs: &subs, now };
-    match format {
+    match args.format {
         Format::Json => writeln!(out, "{}", serde_json::to_string_pretty(&found.json())?)?,
         Format::Text => found.text(out)?,
     }

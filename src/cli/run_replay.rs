@@ -49,21 +49,16 @@ fn episode_line(ep: &crate::drift::episode::Episode, now: chrono::DateTime<Utc>)
     format!("{} severity={} direction={} classes=[{}]{after}", ep.id, ep.severity.as_str(), ep.direction, classes.join(","))
 }
 
+/// The JSON lines file of `--jsonl`, appended to.
+type JsonLines = JsonLinesWriter<std::io::BufWriter<std::fs::File>>;
+
 /// `driftwatch run --replay PATH`: feeds snapshots through the real pipeline and prints
 /// every notification it would send.
 pub fn run_replay(opts: &ReplayOptions, out: &mut dyn Write, err: &mut dyn Write) -> anyhow::Result<i32> {
     let Some(rt) = load(opts.config.as_deref(), err)? else {
         return Ok(FAILED);
     };
-    let max_keys = rt.state.max_keys_per_app;
-    let state = match &opts.state {
-        Some(p) => Store::open(p)?,
-        None => Store::in_memory()?,
-    };
-    let state = Arc::new(match max_keys {
-        Some(n) => state.with_max_keys_per_app(n),
-        None => state,
-    });
+    let state = replay_store(opts, rt.state.max_keys_per_app)?;
     let steps = match replay::read_replay(&opts.path) {
         Ok(s) => s,
         Err(e) => {
@@ -110,39 +105,83 @@ pub fn run_replay(opts: &ReplayOptions, out: &mut dyn Write, err: &mut dyn Write
                 apps += 1;
                 writeln!(out, "== {}  {}{}", step.label, summarize_app(app), if deleted { " (deleted)" } else { "" })?;
                 show_pass(out, &pass.eval, now)?;
-                let mut console = ConsoleWriter::new(&mut *out);
-                for n in &pass.eval.notifications {
-                    // A group member's notification is a join (or a leave); the group's
-                    // message is shown once, when it goes out.
-                    match &n.group {
-                        Some(g) => console.show_member(n, g)?,
-                        None => console.show(n)?,
-                    }
-                    if let Some(j) = jsonl.as_mut() {
-                        j.step = step.label.clone();
-                        j.show(n)?;
-                    }
-                }
-                for n in &groups_sent {
-                    console.show(n)?;
-                }
+                show_notifications(out, &step.label, (&pass.eval.notifications, &groups_sent), jsonl.as_mut())?;
             }
         }
     }
-    if let Some(wait) = opts.deliver {
-        writeln!(out, "\nreplayed {} step(s) ({apps} Application snapshot(s)); delivering (waiting at most {wait:?})", steps.len())?;
-        out.flush()?;
-        tokio_rt.block_on(replay.drain(wait));
-        tokio_rt.block_on(replay.shutdown());
-        let dead = state.outbox().dead_letters()?.len();
-        let pending = state.outbox().entries(None)?.len();
-        writeln!(out, "deliveries: {pending} still pending, {dead} dead letter(s) in the store; see `driftwatch deliveries --state …`")?;
-        return Ok(if dead > 0 || pending > 0 { FAILED } else { OK });
+    let replayed = format!("replayed {} step(s) ({apps} Application snapshot(s))", steps.len());
+    match opts.deliver {
+        Some(wait) => deliver_the_rest(&tokio_rt, replay, &state, (wait, &replayed), out),
+        None => {
+            let (sent, failed) = end(&tokio_rt, replay, opts.state.is_none(), out)?;
+            writeln!(out, "\n{replayed}: {sent} notification(s) sent, {failed} failed, {malformed} malformed object(s) skipped")?;
+            Ok(if failed > 0 { FAILED } else { OK })
+        }
     }
-    // Without a state file nothing would ever send the group messages still waiting for
-    // their wait after the last snapshot: they go out now. With one, they stay queued
-    // for a later run.
-    if opts.state.is_none() {
+}
+
+/// The store a replay keeps its state in: `--state`, else one in memory.
+fn replay_store(opts: &ReplayOptions, max_keys: Option<usize>) -> anyhow::Result<Arc<Store>> {
+    let state = match &opts.state {
+        Some(p) => Store::open(p)?,
+        None => Store::in_memory()?,
+    };
+    Ok(Arc::new(match max_keys {
+        Some(n) => state.with_max_keys_per_app(n),
+        None => state,
+    }))
+}
+
+/// A pass's notifications as they are submitted (and to `--jsonl`), then the group
+/// messages that went out after it.
+fn show_notifications(
+    out: &mut dyn Write,
+    label: &str,
+    (submitted, groups_sent): (&[crate::model::Notification], &[crate::model::Notification]),
+    mut jsonl: Option<&mut JsonLines>,
+) -> anyhow::Result<()> {
+    let mut console = ConsoleWriter::new(&mut *out);
+    for n in submitted {
+        // A group member's notification is a join (or a leave); the group's
+        // message is shown once, when it goes out.
+        match &n.group {
+            Some(g) => console.show_member(n, g)?,
+            None => console.show(n)?,
+        }
+        if let Some(j) = jsonl.as_mut() {
+            j.step = label.to_string();
+            j.show(n)?;
+        }
+    }
+    for n in groups_sent {
+        console.show(n)?;
+    }
+    Ok(())
+}
+
+/// `--deliver`: waits (at most `wait`) for the outbox to drain, and says what is left.
+fn deliver_the_rest(
+    tokio_rt: &tokio::runtime::Runtime,
+    replay: Replay,
+    state: &Store,
+    (wait, replayed): (std::time::Duration, &str),
+    out: &mut dyn Write,
+) -> anyhow::Result<i32> {
+    writeln!(out, "\n{replayed}; delivering (waiting at most {wait:?})")?;
+    out.flush()?;
+    tokio_rt.block_on(replay.drain(wait));
+    tokio_rt.block_on(replay.shutdown());
+    let dead = state.outbox().dead_letters()?.len();
+    let pending = state.outbox().entries(None)?.len();
+    writeln!(out, "deliveries: {pending} still pending, {dead} dead letter(s) in the store; see `driftwatch deliveries --state …`")?;
+    Ok(if dead > 0 || pending > 0 { FAILED } else { OK })
+}
+
+/// Without `--deliver`: the group messages still waiting sent (`end_groups`: without a
+/// state file, as nothing would ever send them; with one they stay queued for a later
+/// run), then the previews stopped. Returns how many were sent and how many failed.
+fn end(tokio_rt: &tokio::runtime::Runtime, mut replay: Replay, end_groups: bool, out: &mut dyn Write) -> anyhow::Result<(u64, u64)> {
+    if end_groups {
         let sent = tokio_rt.block_on(replay.end_groups());
         if !sent.is_empty() {
             writeln!(out, "== after the last snapshot, when the groups' waits end")?;
@@ -154,13 +193,7 @@ pub fn run_replay(opts: &ReplayOptions, out: &mut dyn Write, err: &mut dyn Write
     }
     let unconfigured = replay.unconfigured;
     let (sent, dead) = tokio_rt.block_on(replay.shutdown());
-    let failed = dead + unconfigured as u64;
-    writeln!(
-        out,
-        "\nreplayed {} step(s) ({apps} Application snapshot(s)): {sent} notification(s) sent, {failed} failed, {malformed} malformed object(s) skipped",
-        steps.len()
-    )?;
-    Ok(if failed > 0 { FAILED } else { OK })
+    Ok((sent, dead + unconfigured as u64))
 }
 
 /// A live object's step: who changed it, and its diff.

@@ -2,9 +2,10 @@
 //! conditions hold) and `driftwatch template notify` (what would be sent, and `--send`
 //! to send it).
 
+use super::Named;
 use super::{
-    Action, App, AppMeta, Arc, BAD_INPUT, Destination, Drift, Episode, FAILED, Format, Notification, OK, Path, RenderContext, Runtime,
-    Store, Target, Utc, Value, Write, json, load, read_app, unknown,
+    Action, App, AppMeta, Arc, BAD_INPUT, Destination, Drift, Episode, FAILED, Format, Notification, OK, RenderContext, Runtime, Store,
+    Target, Tool, ToolArgs, Utc, Value, Write, json,
 };
 
 /// `drift` and `episode` for a single Application file, as the daemon would see them
@@ -18,26 +19,18 @@ fn first_sight(rt: &Runtime, app: &App, now: chrono::DateTime<Utc>) -> (Drift, O
 }
 
 /// `driftwatch trigger run NAME APP_FILE`.
-pub fn trigger_run(
-    name: &str,
-    app_file: &Path,
-    config: Option<&Path>,
-    format: Format,
-    out: &mut dyn Write,
-    err: &mut dyn Write,
-) -> anyhow::Result<i32> {
-    let Some(rt) = load(config, err)? else { return Ok(FAILED) };
-    let Some(trigger) = rt.triggers.get(name) else {
-        return unknown(err, "trigger", name, rt.triggers.keys().map(String::as_str));
+pub fn trigger_run(name: &str, args: &ToolArgs<'_>, out: &mut dyn Write, err: &mut dyn Write) -> anyhow::Result<i32> {
+    let (rt, app) = match Tool::load(args, Named::Trigger(name), err)? {
+        Ok(Tool { rt, app }) => (rt, app),
+        Err(code) => return Ok(code),
     };
-    let Some(app) = read_app(app_file, err)? else {
-        return Ok(BAD_INPUT);
-    };
+    // Tool::load checked that the trigger exists.
+    let Some(trigger) = rt.triggers.get(name) else { return Ok(BAD_INPUT) };
     let now = Utc::now();
     let (drift, episode) = first_sight(&rt, &app, now);
     let mut scope = rt.engine.prepare_pass(&app.object, &drift, episode.as_ref(), now, &trigger.reads());
     let results = crate::clock::with_now(now, || rt.engine.run(trigger, &mut scope));
-    match format {
+    match args.format {
         Format::Json => {
             let v = json!({"trigger": name, "conditions": results});
             writeln!(out, "{}", serde_json::to_string_pretty(&v)?)?;
@@ -73,22 +66,17 @@ pub fn trigger_run(
 /// `driftwatch template notify NAME APP_FILE [--recipient SERVICE:RECIPIENT ...] [--send]`:
 /// renders the template for each recipient; with `send`, delivers it for real through
 /// the configured services (to try a configuration by hand).
-#[allow(clippy::too_many_arguments)]
 pub fn template_notify(
     name: &str,
-    app_file: &Path,
-    recipients: &[String],
-    config: Option<&Path>,
-    format: Format,
-    send: bool,
+    args: &ToolArgs<'_>,
+    (recipients, send): (&[String], bool),
     out: &mut dyn Write,
     err: &mut dyn Write,
 ) -> anyhow::Result<i32> {
-    let Some(rt) = load(config, err)? else { return Ok(FAILED) };
-    if !rt.templates.contains(name) {
-        return unknown(err, "template", name, rt.templates.names());
-    }
-    let Some(app) = read_app(app_file, err)? else { return Ok(BAD_INPUT) };
+    let (rt, app) = match Tool::load(args, Named::Template(name), err)? {
+        Ok(Tool { rt, app }) => (rt, app),
+        Err(code) => return Ok(code),
+    };
     let destinations: Vec<Destination> = if recipients.is_empty() {
         vec![Destination::new("console", "")]
     } else {
@@ -134,7 +122,7 @@ pub fn template_notify(
             }
         }
     }
-    match format {
+    match args.format {
         Format::Json => {
             let list: Vec<Value> = notifications
                 .iter()

@@ -171,107 +171,178 @@ pub fn spawn(client: kube::Client, cfg: LeaseConfig) -> (watch::Receiver<bool>, 
 /// whether this Lease is taken, kept or given up ([`super::shards::Load::decide`]).
 pub(super) fn spawn_gated(client: kube::Client, cfg: LeaseConfig, gate: Option<Box<dyn Gate>>) -> (watch::Receiver<bool>, StandAside) {
     let (tx, rx) = watch::channel(false);
-    let (aside_tx, mut aside) = watch::channel(None::<tokio::time::Instant>);
+    let (aside_tx, aside) = watch::channel(None::<tokio::time::Instant>);
     let generation = std::sync::Arc::new(std::sync::Mutex::new(LeaseGeneration::default()));
     let handle = StandAside { aside: std::sync::Arc::new(aside_tx), generation: generation.clone(), identity: cfg.identity.clone() };
     let api: Api<DynamicObject> = Api::namespaced_with(client, &cfg.namespace, &resource());
-    let me = handle.clone();
-    tokio::spawn(async move {
-        let held = |holding: bool| {
-            if let Some(g) = &gate {
-                g.held(holding);
-            }
-        };
-        let period = (cfg.duration / 3).max(Duration::from_millis(100));
-        let step_down_after = cfg.duration * 2 / 3;
-        // When the last round that renewed the lease started.
-        let mut renewed_at: Option<tokio::time::Instant> = None;
+    let election = Election {
+        api,
+        period: (cfg.duration / 3).max(Duration::from_millis(100)),
+        step_down_after: cfg.duration * 2 / 3,
+        cfg,
+        gate,
+        tx,
+        aside,
+        generation,
+        me: handle.clone(),
+        renewed_at: None,
+    };
+    tokio::spawn(election.run());
+    (rx, handle)
+}
+
+/// One replica's election, carried from round to round.
+struct Election {
+    api: Api<DynamicObject>,
+    cfg: LeaseConfig,
+    gate: Option<Box<dyn Gate>>,
+    /// Whether this replica leads, for [`spawn`]'s receiver.
+    tx: watch::Sender<bool>,
+    /// Until when [`StandAside`] asks this replica to stand aside.
+    aside: watch::Receiver<Option<tokio::time::Instant>>,
+    /// The Lease's generation in the last round that held it ([`StandAside::lease_generation`]).
+    generation: std::sync::Arc<std::sync::Mutex<LeaseGeneration>>,
+    /// This election's own handle, to stand aside after giving a shard up.
+    me: StandAside,
+    /// Time between rounds: a third of the Lease's duration.
+    period: Duration,
+    /// How long after the start of its last successful round a leader stops leading.
+    step_down_after: Duration,
+    /// When the last round that renewed the lease started.
+    renewed_at: Option<tokio::time::Instant>,
+}
+
+/// What the election does after a step of a round.
+enum Then {
+    /// Go on with this round.
+    Go,
+    /// Start the next round now.
+    NextRound,
+    /// Nobody listens any more: end.
+    Stop,
+}
+
+impl Election {
+    /// Runs rounds until the receiver side is dropped.
+    async fn run(mut self) {
         loop {
             let started = tokio::time::Instant::now();
-            let aside_until = *aside.borrow_and_update();
-            if let Some(until) = aside_until.filter(|u| *u > started) {
-                if *tx.borrow() || renewed_at.is_some() {
-                    tracing::info!(identity = %cfg.identity, lease = %cfg.name, "standing aside: giving the lease up");
-                    if let Err(e) = tokio::time::timeout(period, release(&api, &cfg)).await.unwrap_or(Ok(())) {
-                        tracing::warn!(error = %e, lease = %cfg.name, "releasing the lease failed; it expires instead");
-                    }
-                }
-                renewed_at = None;
-                held(false);
-                if tx.send(false).is_err() {
-                    return;
-                }
-                // Until then, or until asked again.
-                tokio::select! {
-                    _ = tokio::time::sleep_until(until) => {}
-                    _ = aside.changed() => {}
-                }
-                continue;
-            }
-            if let Some(g) = &gate {
-                let holding = *tx.borrow();
-                match g.decide(holding) {
-                    Decision::Release => {
-                        tracing::info!(lease = %cfg.name, "more shards than this replica's share: giving this one up");
-                        // Its workers stop on this signal and its evaluation thread
-                        // closes the store; only then is the Lease given up (for one
-                        // lease duration, so that another replica takes it), or the
-                        // next holder would fence writes still under way here.
-                        held(false);
-                        if tx.send(false).is_err() {
-                            return;
-                        }
-                        tokio::time::sleep(period.min(cfg.duration / 4)).await;
-                        me.until(tokio::time::Instant::now() + cfg.duration);
-                        continue;
-                    }
-                    Decision::Skip => {
-                        renewed_at = None;
-                        tokio::select! {
-                            _ = tokio::time::sleep(period) => {}
-                            _ = aside.changed() => {}
-                        }
-                        continue;
-                    }
-                    Decision::Take | Decision::Keep => {}
-                }
-            }
-            // The client retries 429/503 with backoff on its own; a round that does not
-            // finish within the period counts as failed.
-            let round = tokio::time::timeout(period, try_acquire_or_renew(&api, &cfg, Utc::now()));
-            let result = until_deadline(round, renewed_at, step_down_after, &tx).await;
-            let leading = match result.unwrap_or_else(|_| Err(kube::Error::Service("lease request timed out".into()))) {
-                Ok(Some(held)) => {
-                    // Published before the channel says "leading": the store opens with it.
-                    *generation.lock().unwrap_or_else(|p| p.into_inner()) = held;
-                    renewed_at = Some(started);
-                    started.elapsed() < step_down_after
-                }
-                Ok(None) => false,
-                Err(e) => {
-                    tracing::warn!(error = %e, lease = %cfg.name, "lease request failed");
-                    // Keep leading only while the lease we hold cannot have expired.
-                    renewed_at.is_some_and(|t| t.elapsed() < step_down_after) && *tx.borrow()
-                }
+            let steps = match self.stand_aside(started).await {
+                Then::Go => self.ask_gate().await,
+                other => other,
             };
-            if !leading {
-                renewed_at = None;
-            }
-            if *tx.borrow() != leading {
-                tracing::info!(identity = %cfg.identity, lease = %cfg.name, leading, "leadership changed");
-            }
-            held(leading);
-            if tx.send(leading).is_err() {
+            let then = match steps {
+                Then::Go => self.round(started).await,
+                other => other,
+            };
+            if let Then::Stop = then {
                 return;
             }
-            tokio::select! {
-                _ = until_deadline(tokio::time::sleep(period), renewed_at, step_down_after, &tx) => {}
-                // Asked to stand aside: at once, not at the next round.
-                _ = aside.changed() => {}
+        }
+    }
+
+    /// Tells the gate (with shards) whether this replica holds the Lease.
+    fn held(&self, holding: bool) {
+        if let Some(g) = &self.gate {
+            g.held(holding);
+        }
+    }
+
+    /// While asked to stand aside: gives the Lease up if held, says "not leading", and
+    /// waits until then or until asked again.
+    async fn stand_aside(&mut self, started: tokio::time::Instant) -> Then {
+        let aside_until = *self.aside.borrow_and_update();
+        let Some(until) = aside_until.filter(|u| *u > started) else { return Then::Go };
+        let cfg = &self.cfg;
+        if *self.tx.borrow() || self.renewed_at.is_some() {
+            tracing::info!(identity = %cfg.identity, lease = %cfg.name, "standing aside: giving the lease up");
+            if let Err(e) = tokio::time::timeout(self.period, release(&self.api, cfg)).await.unwrap_or(Ok(())) {
+                tracing::warn!(error = %e, lease = %cfg.name, "releasing the lease failed; it expires instead");
             }
         }
-    });
-    (rx, handle)
+        self.renewed_at = None;
+        self.held(false);
+        if self.tx.send(false).is_err() {
+            return Then::Stop;
+        }
+        // Until then, or until asked again.
+        tokio::select! {
+            _ = tokio::time::sleep_until(until) => {}
+            _ = self.aside.changed() => {}
+        }
+        Then::NextRound
+    }
+
+    /// With shards: whether the replica's load lets this Lease be taken or kept.
+    async fn ask_gate(&mut self) -> Then {
+        let Some(g) = &self.gate else { return Then::Go };
+        let holding = *self.tx.borrow();
+        match g.decide(holding) {
+            Decision::Release => {
+                tracing::info!(lease = %self.cfg.name, "more shards than this replica's share: giving this one up");
+                // Its workers stop on this signal and its evaluation thread
+                // closes the store; only then is the Lease given up (for one
+                // lease duration, so that another replica takes it), or the
+                // next holder would fence writes still under way here.
+                self.held(false);
+                if self.tx.send(false).is_err() {
+                    return Then::Stop;
+                }
+                tokio::time::sleep(self.period.min(self.cfg.duration / 4)).await;
+                self.me.until(tokio::time::Instant::now() + self.cfg.duration);
+                Then::NextRound
+            }
+            Decision::Skip => {
+                self.renewed_at = None;
+                tokio::select! {
+                    _ = tokio::time::sleep(self.period) => {}
+                    _ = self.aside.changed() => {}
+                }
+                Then::NextRound
+            }
+            Decision::Take | Decision::Keep => Then::Go,
+        }
+    }
+
+    /// One round (begun at `started`): takes or renews the Lease, says whether this
+    /// replica leads, and waits for the next round.
+    async fn round(&mut self, started: tokio::time::Instant) -> Then {
+        let (cfg, step_down_after) = (&self.cfg, self.step_down_after);
+        // The client retries 429/503 with backoff on its own; a round that does not
+        // finish within the period counts as failed.
+        let round = tokio::time::timeout(self.period, try_acquire_or_renew(&self.api, cfg, Utc::now()));
+        let result = until_deadline(round, self.renewed_at, step_down_after, &self.tx).await;
+        let leading = match result.unwrap_or_else(|_| Err(kube::Error::Service("lease request timed out".into()))) {
+            Ok(Some(held)) => {
+                // Published before the channel says "leading": the store opens with it.
+                *self.generation.lock().unwrap_or_else(|p| p.into_inner()) = held;
+                self.renewed_at = Some(started);
+                started.elapsed() < step_down_after
+            }
+            Ok(None) => false,
+            Err(e) => {
+                tracing::warn!(error = %e, lease = %cfg.name, "lease request failed");
+                // Keep leading only while the lease we hold cannot have expired.
+                self.renewed_at.is_some_and(|t| t.elapsed() < step_down_after) && *self.tx.borrow()
+            }
+        };
+        if !leading {
+            self.renewed_at = None;
+        }
+        if *self.tx.borrow() != leading {
+            tracing::info!(identity = %cfg.identity, lease = %cfg.name, leading, "leadership changed");
+        }
+        self.held(leading);
+        if self.tx.send(leading).is_err() {
+            return Then::Stop;
+        }
+        tokio::select! {
+            _ = until_deadline(tokio::time::sleep(self.period), self.renewed_at, step_down_after, &self.tx) => {}
+            // Asked to stand aside: at once, not at the next round.
+            _ = self.aside.changed() => {}
+        }
+        Then::NextRound
+    }
 }
 
 /// Awaits `fut`; if this replica leads and its last renewal (`renewed_at`) becomes

@@ -14,7 +14,7 @@ use crate::drift::classes::{ClassMap, ClassRule};
 use crate::model::{Destination, DestinationKind};
 use crate::route::tree::{RouteDef, RouteTree};
 use crate::route::{GlobalSubscription, Router, Selector};
-use crate::secret::{Redactor, Secrets};
+use crate::secret::{Redactor, Secret, Secrets};
 use crate::source::{At, ConfigError, SourceFile, in_range};
 use crate::state::Retention;
 use crate::template::{TemplateSet, Warning};
@@ -323,35 +323,8 @@ pub fn load_with(config: Option<&Path>, engine: Arc<TriggerEngine>) -> Result<Ru
     let template_names: Vec<&str> = template_defs.iter().map(|(n, _, _)| n.as_str()).collect();
 
     let services = build_services(&cfg, &cfg_file, &mut errors);
-    let secrets = match &cfg.secrets_file {
-        Some(p) => match Secrets::load(&{
-            let path = relative_to(&base, p);
-            // A reload follows a rotated Secret too.
-            sources.push(path.clone());
-            path
-        }) {
-            Ok(s) => s,
-            Err(e) => {
-                errors.push(ConfigError::new(None, "secretsFile", e.to_string()));
-                Secrets::default()
-            }
-        },
-        None => Secrets::default(),
-    };
-    let mut referenced = Vec::new();
-    let mut missing_secrets = Vec::new();
-    for s in services.values() {
-        for value in s.spec.config.strings() {
-            for key in Secrets::references(value) {
-                match secrets.get(&key) {
-                    Ok(v) => referenced.push(v),
-                    Err(e) => {
-                        missing_secrets.push(format!("services.{}: {e}", s.name));
-                    }
-                }
-            }
-        }
-    }
+    let secrets = load_secrets(cfg.secrets_file.as_deref(), &base, &mut sources, &mut errors);
+    let (mut referenced, mut missing_secrets) = service_secrets(&services, &secrets);
     let mut ctx = sections::Ctx { file: &cfg_file, base: &base, errors: &mut errors };
     let limits = sections::limits(&cfg.limits, &mut ctx);
     let mut sink = clusters::SecretSink { secrets: &secrets, referenced: &mut referenced, missing: &mut missing_secrets };
@@ -420,6 +393,35 @@ pub fn load_with(config: Option<&Path>, engine: Arc<TriggerEngine>) -> Result<Ru
         }),
         _ => Err(errors),
     }
+}
+
+/// The `secretsFile` (none: no secrets), added to the files a reload follows (a rotated
+/// Secret is read again); one that cannot be read is an error.
+fn load_secrets(file: Option<&str>, base: &Path, sources: &mut Vec<PathBuf>, errors: &mut Vec<ConfigError>) -> Secrets {
+    let Some(p) = file else { return Secrets::default() };
+    let path = relative_to(base, p);
+    sources.push(path.clone());
+    Secrets::load(&path).unwrap_or_else(|e| {
+        errors.push(ConfigError::new(None, "secretsFile", e.to_string()));
+        Secrets::default()
+    })
+}
+
+/// The secrets the services' configurations reference (`$key`), and for each that is
+/// missing, the service and why.
+fn service_secrets(services: &BTreeMap<String, Service>, secrets: &Secrets) -> (Vec<Secret>, Vec<String>) {
+    let (mut referenced, mut missing) = (Vec::new(), Vec::new());
+    for s in services.values() {
+        for value in s.spec.config.strings() {
+            for key in Secrets::references(value) {
+                match secrets.get(&key) {
+                    Ok(v) => referenced.push(v),
+                    Err(e) => missing.push(format!("services.{}: {e}", s.name)),
+                }
+            }
+        }
+    }
+    (referenced, missing)
 }
 
 fn build_services(cfg: &ConfigFile, file: &SourceFile, errors: &mut Vec<ConfigError>) -> BTreeMap<String, Service> {

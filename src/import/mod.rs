@@ -11,6 +11,7 @@
 
 pub mod expr;
 pub mod gotmpl;
+mod marks;
 mod read;
 pub mod refusal;
 mod services;

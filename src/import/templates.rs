@@ -3,8 +3,8 @@
 
 use serde_json::{Map, Value, json};
 
+use super::marks::Marks;
 use super::read::{Entry, embedded};
-use super::triggers::line_at;
 use super::{Out, Refusal, commented, display, gotmpl, yaml};
 use crate::deliver::kinds::{SectionPath, section_path};
 
@@ -23,10 +23,8 @@ pub(super) fn target_section(section: &str) -> &str {
 pub(super) const OTHER_KINDS: &[&str] = &["pagerduty", "awssqs", "gitlab", "nats", "pubsub", "kafka"];
 
 struct TemplateWork<'a> {
-    e: &'a Entry,
     item: String,
-    todo: bool,
-    comments: String,
+    marks: Marks<'a>,
 }
 
 /// Fields whose rendered text must be JSON.
@@ -44,22 +42,12 @@ impl TemplateWork<'_> {
             Ok(()) => Ok(t),
             Err(e) => Err(Refusal::new(0, format!("the translation does not compile ({e}); please report this as a driftwatch bug"))),
         });
-        match translated {
-            Ok(t) => {
-                for n in t.notes {
-                    out.note(self.e, &format!("{}.{field}", self.item), &n);
-                }
-                Some(t.text)
-            }
-            Err(refused) => {
-                self.todo = true;
-                let at = Entry { line: line_at(self.e, src, refused.at), ..self.e.clone() };
-                self.comments.push_str(&out.todo(&at, &format!("{}.{field}", self.item), &refused.reason));
-                self.comments.push('\n');
-                self.comments.push_str(&commented(src));
-                None
-            }
+        let path = format!("{}.{field}", self.item);
+        let t = self.marks.translated(out, &path, src, translated)?;
+        for n in t.notes {
+            out.note(self.marks.e, &path, &n);
         }
+        Some(t.text)
     }
 
     /// One map of a destination's section (`argo`: its path in Argo CD's template,
@@ -107,7 +95,7 @@ impl TemplateWork<'_> {
             ("slack", "notifyBroadcast", Value::Bool(false)) | ("slack", "deliveryPolicy", Value::String(_))
                 if v.as_str().is_none_or(|p| p == "Post") =>
             {
-                out.note(self.e, &format!("{}.{path}", self.item), "Argo CD's default; driftwatch behaves the same");
+                out.note(self.marks.e, &format!("{}.{path}", self.item), "Argo CD's default; driftwatch behaves the same");
             }
             ("slack", "deliveryPolicy" | "notifyBroadcast", _) => self.drop_section(
                 out,
@@ -120,16 +108,13 @@ impl TemplateWork<'_> {
     }
 
     fn drop_section(&mut self, out: &mut Out, section: &str, v: &Value, reason: &str) {
-        self.todo = true;
-        self.comments.push_str(&out.todo(self.e, &format!("{}.{section}", self.item), reason));
-        self.comments.push('\n');
-        self.comments.push_str(&commented(&yaml::to_yaml(&json!({ section: v }))));
+        self.marks.mark_kept(out, &format!("{}.{section}", self.item), reason, &yaml::to_yaml(&json!({ section: v })));
     }
 }
 
 pub(super) fn template(e: &Entry, name: &str, out: &mut Out) {
     let item = format!("template {name}");
-    let mut w = TemplateWork { e, item: item.clone(), todo: false, comments: String::new() };
+    let mut w = TemplateWork { item: item.clone(), marks: Marks::new(e) };
     if name.contains('.') {
         out.note(e, &item, "a dotted template name is kept as it is; subscriptions and triggers must name it exactly");
     }
@@ -184,19 +169,21 @@ pub(super) fn template(e: &Entry, name: &str, out: &mut Out) {
                     &format!("{item}.{s}"),
                     &format!("no {s} service is configured (and driftwatch has no {s} destination); kept commented out"),
                 );
-                w.comments.push_str(&format!("# Not imported: no {s} service is configured, and driftwatch has no {s} destination.\n"));
-                w.comments.push_str(&commented(&yaml::to_yaml(&json!({ s: v }))));
+                w.marks
+                    .comments
+                    .push_str(&format!("# Not imported: no {s} service is configured, and driftwatch has no {s} destination.\n"));
+                w.marks.comments.push_str(&commented(&yaml::to_yaml(&json!({ s: v }))));
             }
             (s, v) => w.drop_section(out, s, v, &format!("`{s}` is not a template field driftwatch knows")),
         }
     }
-    if w.todo {
+    if w.marks.todo {
         out.report.templates.todo += 1;
     } else {
         out.report.templates.converted += 1;
     }
     let mut text = format!("# Imported by `driftwatch import` from {}:{} ({}).\n", e.file, e.line, e.key);
-    text.push_str(&w.comments);
+    text.push_str(&w.marks.comments);
     text.push_str(&if def.is_empty() { "{}\n".to_string() } else { yaml::to_yaml(&Value::Object(def)) });
     out.templates.insert(name.to_string(), text);
 }

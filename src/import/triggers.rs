@@ -3,23 +3,9 @@
 
 use serde_json::{Map, Value, json};
 
+use super::marks::Marks;
 use super::read::{Entry, embedded};
 use super::{Out, Refusal, commented, display, expr, yaml};
-
-/// The line of `needle` within an entry's value, as a line of the source file.
-fn inner_line(e: &Entry, needle: &str) -> usize {
-    let Value::String(s) = &e.value else { return e.line };
-    let first = needle.lines().next().unwrap_or("").trim();
-    if first.is_empty() {
-        return e.line;
-    }
-    s.lines().position(|l| l.contains(first)).map_or(e.line, |i| e.line + i + 1)
-}
-
-/// The line of `e`'s file that holds byte `at` of `src`, a text inside the entry.
-pub(super) fn line_at(e: &Entry, src: &str, at: usize) -> usize {
-    inner_line(e, src) + src.get(..at).map_or(0, |before| before.matches('\n').count())
-}
 
 /// An expr expression as rhai that compiles.
 fn translate_expr(src: &str) -> Result<String, Refusal> {
@@ -31,8 +17,8 @@ fn translate_expr(src: &str) -> Result<String, Refusal> {
 
 pub(super) fn trigger(e: &Entry, name: &str, out: &mut Out) {
     let item = format!("trigger {name}");
-    let parsed = match embedded(&e.value) {
-        Ok(v) => v,
+    let conditions = match conditions(e, &item, out) {
+        Ok(conditions) => conditions,
         Err(reason) => {
             out.report.triggers.todo += 1;
             let line = out.todo(e, &item, &reason);
@@ -40,142 +26,135 @@ pub(super) fn trigger(e: &Entry, name: &str, out: &mut Out) {
             return;
         }
     };
-    let conditions = match parsed {
-        Value::Array(items) => items,
-        Value::Object(m) => {
-            out.note(e, &item, "written as a map; Argo CD expects a list of conditions (imported as a list of one)");
-            vec![Value::Object(m)]
-        }
-        _ => {
-            out.report.triggers.todo += 1;
-            let line = out.todo(e, &item, "not a list of conditions");
-            out.triggers.insert(name.to_string(), format!("{line}\n{}[]\n", commented(&display(&e.value))));
-            return;
-        }
-    };
     let mut text = format!("# Imported by `driftwatch import` from {}:{} ({}).\n", e.file, e.line, e.key);
-    let mut todo = false;
+    let mut marks = Marks::new(e);
     let mut written = Vec::new();
     for (i, c) in conditions.iter().enumerate() {
-        let Some(c) = c.as_object() else {
-            todo = true;
-            text.push_str(&out.todo(e, &format!("{item}[{i}]"), "a condition must be a map"));
-            text.push('\n');
-            continue;
-        };
-        let mut cond = Map::new();
-        let mut comments = String::new();
-        let when = c.get("when").or_else(|| c.get("condition"));
-        match when {
-            Some(Value::Bool(b)) => {
-                cond.insert("when".into(), json!(b));
-            }
-            Some(Value::String(src)) if src.trim().is_empty() => {
-                // notifications-engine compiles an empty condition as `false`.
-                out.note(e, &format!("{item}[{i}].when"), "empty: Argo CD evaluates it as false, so the condition never sends");
-                cond.insert("when".into(), json!(false));
-            }
-            Some(Value::String(src)) => match translate_expr(src) {
-                Ok(rhai) => {
-                    cond.insert("when".into(), json!(rhai));
-                }
-                Err(refused) => {
-                    todo = true;
-                    let at = Entry { line: line_at(e, src, refused.at), ..e.clone() };
-                    comments.push_str(&out.todo(&at, &format!("{item}[{i}].when"), &refused.reason));
-                    comments.push('\n');
-                    comments.push_str(&commented(src));
-                    cond.insert("when".into(), json!(false));
-                }
-            },
-            None | Some(Value::Null) => {
-                out.note(e, &format!("{item}[{i}]"), "has no `when`: Argo CD evaluates it as false, so the condition never sends");
-                cond.insert("when".into(), json!(false));
-            }
-            Some(_) => {
-                todo = true;
-                comments.push_str(&out.todo(e, &format!("{item}[{i}].when"), "not an expression"));
-                comments.push('\n');
-                cond.insert("when".into(), json!(false));
-            }
+        let at = format!("{item}[{i}]");
+        match c.as_object() {
+            Some(c) => written.push(condition(out, &mut marks, &at, c)),
+            None => marks.mark(out, &at, "a condition must be a map"),
         }
-        if let Some(d) = c.get("description").and_then(Value::as_str) {
-            cond.insert("description".into(), json!(d));
-        }
-        let mut send: Vec<Value> = match c.get("send") {
-            Some(Value::Array(a)) => a.clone(),
-            Some(Value::String(s)) => vec![json!(s)],
-            _ => Vec::new(),
-        };
-        if let Some(t) = c.get("template").and_then(Value::as_str) {
-            // Old argocd-notifications trigger items named one template.
-            send.push(json!(t));
-        }
-        if send.is_empty() {
-            // Argo CD accepts it and sends nothing; so does driftwatch (check warns).
-            out.note(e, &format!("{item}[{i}].send"), "empty: the condition sends nothing, as in Argo CD");
-        }
-        let mut kept = Vec::new();
-        for t in send {
-            let name = t.as_str().unwrap_or_default();
-            let builtin = crate::config::catalog::TEMPLATES.iter().any(|(n, _, _)| *n == name);
-            if out.source_templates.contains(name) || builtin {
-                kept.push(t);
-            } else {
-                // Argo CD logs an error when it would send it and carries on; driftwatch
-                // refuses a configuration naming a template that does not exist. Left out
-                // of `send`, named in the mark.
-                todo = true;
-                let reason = format!(
-                    "sends template {name:?}, which the source does not define (Argo CD logs an error each time it would send it), left out of `send`: define it and add it back, or leave it out"
-                );
-                comments.push_str(&out.todo(e, &format!("{item}[{i}].send"), &reason));
-                comments.push('\n');
-            }
-        }
-        cond.insert("send".into(), Value::Array(kept));
-        match c.get("oncePer") {
-            Some(Value::String(src)) if !src.trim().is_empty() => match translate_expr(src) {
-                Ok(rhai) => {
-                    cond.insert("oncePer".into(), json!(rhai));
-                }
-                Err(refused) => {
-                    todo = true;
-                    let at = Entry { line: line_at(e, src, refused.at), ..e.clone() };
-                    comments.push_str(&out.todo(&at, &format!("{item}[{i}].oncePer"), &refused.reason));
-                    comments.push('\n');
-                    comments.push_str(&commented(src));
-                }
-            },
-            Some(other) if !other.is_null() && other.as_str().is_none() => {
-                todo = true;
-                comments.push_str(&out.todo(e, &format!("{item}[{i}].oncePer"), "not an expression"));
-                comments.push('\n');
-            }
-            _ => {}
-        }
-        for k in c.keys() {
-            if !matches!(k.as_str(), "when" | "condition" | "description" | "send" | "template" | "oncePer") {
-                let reason = match k.as_str() {
-                    "enabled" | "name" | "title" => "a field of old argocd-notifications triggers; not needed".to_string(),
-                    _ => format!("`{k}` is not a trigger field Argo CD knows; left out"),
-                };
-                out.note(e, &format!("{item}[{i}].{k}"), &reason);
-            }
-        }
-        text.push_str(&comments);
-        written.push(Value::Object(cond));
-        let _ = i;
+        // Each condition, with its TODO comments above it.
+        text.push_str(&marks.take_comments());
     }
-    // Each condition, with its TODO comments above it.
-    let body = yaml::to_yaml(&Value::Array(written));
-    text.push_str(&body);
-    if todo {
+    text.push_str(&yaml::to_yaml(&Value::Array(written)));
+    if marks.todo {
         out.report.triggers.todo += 1;
     } else {
         out.report.triggers.converted += 1;
     }
     out.triggers.insert(name.to_string(), text);
+}
+
+/// The trigger's list of conditions (a map is read as a list of one, with a note), or
+/// why it has none.
+fn conditions(e: &Entry, item: &str, out: &mut Out) -> Result<Vec<Value>, String> {
+    match embedded(&e.value)? {
+        Value::Array(items) => Ok(items),
+        Value::Object(m) => {
+            out.note(e, item, "written as a map; Argo CD expects a list of conditions (imported as a list of one)");
+            Ok(vec![Value::Object(m)])
+        }
+        _ => Err("not a list of conditions".to_string()),
+    }
+}
+
+/// One condition (`at`: `trigger <name>[<i>]`): its `when`, `description`, `send` and
+/// `oncePer`, each translated or marked; the fields driftwatch does not read noted.
+fn condition(out: &mut Out, marks: &mut Marks<'_>, at: &str, c: &Map<String, Value>) -> Value {
+    let mut cond = Map::new();
+    cond.insert("when".into(), when(out, marks, at, c.get("when").or_else(|| c.get("condition"))));
+    if let Some(d) = c.get("description").and_then(Value::as_str) {
+        cond.insert("description".into(), json!(d));
+    }
+    cond.insert("send".into(), Value::Array(send(out, marks, at, c)));
+    if let Some(rhai) = once_per(out, marks, at, c.get("oncePer")) {
+        cond.insert("oncePer".into(), json!(rhai));
+    }
+    for k in c.keys() {
+        if !matches!(k.as_str(), "when" | "condition" | "description" | "send" | "template" | "oncePer") {
+            let reason = match k.as_str() {
+                "enabled" | "name" | "title" => "a field of old argocd-notifications triggers; not needed".to_string(),
+                _ => format!("`{k}` is not a trigger field Argo CD knows; left out"),
+            };
+            out.note(marks.e, &format!("{at}.{k}"), &reason);
+        }
+    }
+    Value::Object(cond)
+}
+
+/// The condition's `when` as rhai; `false` where Argo CD would never send (empty or
+/// missing) or where it could not be translated (marked).
+fn when(out: &mut Out, marks: &mut Marks<'_>, at: &str, when: Option<&Value>) -> Value {
+    let path = format!("{at}.when");
+    match when {
+        Some(Value::Bool(b)) => json!(b),
+        Some(Value::String(src)) if src.trim().is_empty() => {
+            // notifications-engine compiles an empty condition as `false`.
+            out.note(marks.e, &path, "empty: Argo CD evaluates it as false, so the condition never sends");
+            json!(false)
+        }
+        Some(Value::String(src)) => marks.translated(out, &path, src, translate_expr(src)).map_or(json!(false), |rhai| json!(rhai)),
+        None | Some(Value::Null) => {
+            out.note(marks.e, at, "has no `when`: Argo CD evaluates it as false, so the condition never sends");
+            json!(false)
+        }
+        Some(_) => {
+            marks.mark(out, &path, "not an expression");
+            json!(false)
+        }
+    }
+}
+
+/// The templates the condition sends (`send`, and old triggers' `template`), those the
+/// source does not define left out and marked.
+fn send(out: &mut Out, marks: &mut Marks<'_>, at: &str, c: &Map<String, Value>) -> Vec<Value> {
+    let path = format!("{at}.send");
+    let mut send: Vec<Value> = match c.get("send") {
+        Some(Value::Array(a)) => a.clone(),
+        Some(Value::String(s)) => vec![json!(s)],
+        _ => Vec::new(),
+    };
+    if let Some(t) = c.get("template").and_then(Value::as_str) {
+        // Old argocd-notifications trigger items named one template.
+        send.push(json!(t));
+    }
+    if send.is_empty() {
+        // Argo CD accepts it and sends nothing; so does driftwatch (check warns).
+        out.note(marks.e, &path, "empty: the condition sends nothing, as in Argo CD");
+    }
+    let mut kept = Vec::new();
+    for t in send {
+        let name = t.as_str().unwrap_or_default();
+        let builtin = crate::config::catalog::TEMPLATES.iter().any(|(n, _, _)| *n == name);
+        if out.source_templates.contains(name) || builtin {
+            kept.push(t);
+        } else {
+            // Argo CD logs an error when it would send it and carries on; driftwatch
+            // refuses a configuration naming a template that does not exist. Left out
+            // of `send`, named in the mark.
+            let reason = format!(
+                "sends template {name:?}, which the source does not define (Argo CD logs an error each time it would send it), left out of `send`: define it and add it back, or leave it out"
+            );
+            marks.mark(out, &path, &reason);
+        }
+    }
+    kept
+}
+
+/// The condition's `oncePer` as rhai, if it has one that translates (one that does
+/// not is marked).
+fn once_per(out: &mut Out, marks: &mut Marks<'_>, at: &str, once_per: Option<&Value>) -> Option<String> {
+    let path = format!("{at}.oncePer");
+    match once_per {
+        Some(Value::String(src)) if !src.trim().is_empty() => marks.translated(out, &path, src, translate_expr(src)),
+        Some(other) if !other.is_null() && other.as_str().is_none() => {
+            marks.mark(out, &path, "not an expression");
+            None
+        }
+        _ => None,
+    }
 }
 
 #[cfg(test)]

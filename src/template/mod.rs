@@ -5,6 +5,8 @@
 //! compiled at load time. Output is not HTML-escaped (Slack's `<url|text>` must survive);
 //! a reference to a missing variable renders empty, as in Argo CD.
 
+mod context;
+mod fields;
 pub mod helpers;
 pub mod partials;
 pub mod schema;
@@ -12,15 +14,15 @@ pub mod sprig;
 
 use std::collections::BTreeMap;
 
-use handlebars::{Context, Handlebars};
-use serde_json::{Map, Value, json};
+use handlebars::Handlebars;
+use serde_json::Value;
 
-use chrono::{DateTime, Utc};
-
-use crate::drift::Drift;
-use crate::drift::episode::Episode;
 use crate::model::{App, DestinationKind, Severity};
 use crate::source::{At, ConfigError, SourceFile};
+
+use context::Markup;
+pub use context::RenderContext;
+pub use fields::{Encoder, Fields, Payload};
 
 /// Most bytes one rendered field may have; longer text is cut (JSON fields fail).
 pub const MAX_FIELD_BYTES: usize = 64 * 1024;
@@ -91,230 +93,6 @@ pub struct Rendered {
     pub severity: Severity,
 }
 
-/// The data a template sees for one Application, built once per Application and
-/// adjusted per destination (`serviceType`, `recipient`).
-pub struct RenderContext {
-    ctx: Context,
-    /// The same data with every string escaped for one destination's markup, built on
-    /// the first render that needs it (dropped when the data changes).
-    escaped: Option<(Markup, Context)>,
-    /// The same data for the fields that render to JSON (cards, attachments, details):
-    /// every string escaped for the destination's markup where it has one, then
-    /// [`json_safe`], so a value from the cluster cannot end a JSON string and add
-    /// fields of its own, whatever the template writes around it.
-    json: Option<(Option<Markup>, Context)>,
-}
-
-/// A string as a JSON field's template may place it inside a JSON string literal
-/// without changing the JSON's structure: `"`, `\` and control characters become
-/// private-use characters (U+E000 plus their code), which end no string. The JSON
-/// helpers (`json_escape`, `json`, `toJson`, `toPrettyJson`) turn them back before they
-/// escape, so a template that escapes shows the text as it was
-/// ([`helpers::json_restore`]).
-fn json_safe(s: &str) -> String {
-    s.chars()
-        .map(|c| match c {
-            '"' | '\\' => helpers::json_hidden(c),
-            // The place hidden characters are kept in is not the cluster's to write:
-            // what arrives there would be put back as markup by the JSON helpers.
-            '\u{E000}'..='\u{E0FF}' => '\u{FFFD}',
-            c if c.is_control() && u32::from(c) < 0x100 => helpers::json_hidden(c),
-            c => c,
-        })
-        .collect()
-}
-
-/// `v` with every string passed through [`json_safe`] (keys left as they are).
-fn json_safe_all(v: &Value) -> Value {
-    match v {
-        Value::String(s) => Value::String(json_safe(s)),
-        Value::Array(items) => Value::Array(items.iter().map(json_safe_all).collect()),
-        Value::Object(m) => Value::Object(m.iter().map(|(k, v)| (k.clone(), json_safe_all(v))).collect()),
-        other => other.clone(),
-    }
-}
-
-/// Markup whose control characters text from the cluster must not carry into what is
-/// sent: a `User-Agent: <!channel> <https://evil|Re-authenticate>` stays text.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Markup {
-    /// Slack mrkdwn: `&`, `<`, `>` (mentions, links and commands are written with them).
-    Slack,
-    /// HTML (an e-mail's `email.html`).
-    Html,
-    /// Markdown (Teams, Teams Workflows, Mattermost, Webex, Rocket.Chat): link, image,
-    /// emphasis and code syntax backslash-escaped, `<`/`>` (autolinks, inline HTML,
-    /// Teams' `<at>` mentions) as entities, and `@` followed by an invisible joiner so
-    /// `@channel`, `@all` and `@here` mention nobody.
-    Markdown,
-    /// Google Chat's text syntax: `<url|text>` links and `<users/all>` mentions are
-    /// written with angle brackets, which become look-alike single guillemets.
-    GoogleChat,
-}
-
-impl Markup {
-    /// Which markup a destination kind's fields are in, and whether `field` is one of them.
-    fn of(kind: crate::model::DestinationKind, field: &str) -> Option<Markup> {
-        use crate::model::DestinationKind as K;
-        match kind {
-            K::Slack => Some(Markup::Slack),
-            K::Email if field == "email.html" => Some(Markup::Html),
-            // Only the text fields: the JSON ones (cards, attachments) are written by the
-            // template's own JSON, where a backslash is an escape of JSON's.
-            K::Teams | K::TeamsWorkflows | K::Mattermost | K::Webex | K::Rocketchat
-                if matches!(field, "message" | "teams.title" | "teams.summary" | "teams.text") =>
-            {
-                Some(Markup::Markdown)
-            }
-            K::Googlechat if field == "message" => Some(Markup::GoogleChat),
-            _ => None,
-        }
-    }
-
-    fn escape(self, s: &str) -> String {
-        // The private-use characters JSON fields hide `"`, `\` and control characters in
-        // are put back by the JSON helpers: arriving in the cluster's text they would
-        // come back as `<` after this escape.
-        let scrubbed;
-        let s = if s.chars().any(|c| ('\u{E000}'..='\u{E0FF}').contains(&c)) {
-            scrubbed = s.chars().map(|c| if ('\u{E000}'..='\u{E0FF}').contains(&c) { '\u{FFFD}' } else { c }).collect::<String>();
-            scrubbed.as_str()
-        } else {
-            s
-        };
-        match self {
-            Markup::Slack => helpers::slack_escape(s),
-            Markup::Html => {
-                let mut out = String::with_capacity(s.len());
-                for c in s.chars() {
-                    match c {
-                        '&' => out.push_str("&amp;"),
-                        '<' => out.push_str("&lt;"),
-                        '>' => out.push_str("&gt;"),
-                        '"' => out.push_str("&quot;"),
-                        '\'' => out.push_str("&#39;"),
-                        c => out.push(c),
-                    }
-                }
-                out
-            }
-            Markup::Markdown => {
-                let mut out = String::with_capacity(s.len());
-                for c in s.chars() {
-                    match c {
-                        '\\' | '`' | '*' | '_' | '~' | '[' | ']' | '(' | ')' | '!' | '|' | '#' => {
-                            out.push('\\');
-                            out.push(c);
-                        }
-                        '<' => out.push_str("&lt;"),
-                        '>' => out.push_str("&gt;"),
-                        '@' => out.push_str("@\u{2060}"),
-                        c => out.push(c),
-                    }
-                }
-                out
-            }
-            Markup::GoogleChat => s.replace('<', "\u{2039}").replace('>', "\u{203a}"),
-        }
-    }
-
-    /// `v` with every string (keys left as they are) escaped.
-    fn escape_all(self, v: &Value) -> Value {
-        match v {
-            Value::String(s) => Value::String(self.escape(s)),
-            Value::Array(items) => Value::Array(items.iter().map(|i| self.escape_all(i)).collect()),
-            Value::Object(m) => Value::Object(m.iter().map(|(k, v)| (k.clone(), self.escape_all(v))).collect()),
-            other => other.clone(),
-        }
-    }
-}
-
-impl RenderContext {
-    pub fn new(app: &App, context: &BTreeMap<String, String>) -> RenderContext {
-        let data = json!({
-            "app": app.object,
-            "context": context,
-            "trigger": "",
-            "serviceType": "",
-            "recipient": "",
-            "resolved": false,
-        });
-        RenderContext { ctx: Context::from(data), escaped: None, json: None }
-    }
-
-    /// Adds what the pass found: `drift` and `episode` (the open or last resolved one,
-    /// seen at `now`; null when there is none).
-    pub fn with_pass(mut self, drift: &Drift, episode: Option<&Episode>, now: DateTime<Utc>) -> RenderContext {
-        self.escaped = None;
-        self.json = None;
-        if let Some(map) = self.ctx.data_mut().as_object_mut() {
-            map.insert("drift".into(), drift.view());
-            map.insert("episode".into(), episode.map_or(Value::Null, |e| e.view(now)));
-        }
-        self
-    }
-
-    /// Sets one top-level value templates see (`group` for a grouped route's message).
-    pub fn set(&mut self, key: &str, value: Value) {
-        self.escaped = None;
-        self.json = None;
-        if let Some(map) = self.ctx.data_mut().as_object_mut() {
-            map.insert(key.into(), value);
-        }
-    }
-
-    /// The data for `t`, the same data escaped for `markup` when asked, and the data
-    /// for JSON fields (escaped for `json`'s markup, then [`json_safe`]) when the
-    /// template has any (`json` is `Some`).
-    fn for_target(&mut self, t: &Target<'_>, markup: Option<Markup>, json: Option<Option<Markup>>) -> Contexts<'_> {
-        let set = |ctx: &mut Context| {
-            if let Some(map) = ctx.data_mut().as_object_mut() {
-                map.insert("trigger".into(), Value::String(t.trigger.into()));
-                map.insert("serviceType".into(), Value::String(t.kind.as_str().into()));
-                map.insert("recipient".into(), Value::String(t.recipient.into()));
-                map.insert("resolved".into(), Value::Bool(t.resolved));
-            }
-        };
-        set(&mut self.ctx);
-        if let Some(m) = markup
-            && self.escaped.as_ref().is_none_or(|(have, _)| *have != m)
-        {
-            self.escaped = Some((m, Context::from(m.escape_all(self.ctx.data()))));
-        }
-        if let Some(jm) = json
-            && self.json.as_ref().is_none_or(|(have, _)| *have != jm)
-        {
-            let base = match jm {
-                Some(m) => m.escape_all(self.ctx.data()),
-                None => self.ctx.data().clone(),
-            };
-            self.json = Some((jm, Context::from(json_safe_all(&base))));
-        }
-        let escaped = match (markup, self.escaped.as_mut()) {
-            (Some(_), Some((_, e))) => {
-                set(e);
-                Some(&*e)
-            }
-            _ => None,
-        };
-        let json_ctx = match (json, self.json.as_mut()) {
-            (Some(_), Some((_, j))) => {
-                set(j);
-                Some(&*j)
-            }
-            _ => None,
-        };
-        Contexts { ctx: &self.ctx, escaped, json: json_ctx }
-    }
-}
-
-/// The contexts one target's fields render with.
-struct Contexts<'a> {
-    ctx: &'a Context,
-    escaped: Option<&'a Context>,
-    json: Option<&'a Context>,
-}
-
 /// driftwatch's helpers, then the Sprig ones (which may replace a name with Sprig's
 /// meaning); registered here so that neither set depends on the other.
 fn register_helpers(hb: &mut Handlebars<'static>) {
@@ -331,30 +109,6 @@ pub(crate) fn render_text(src: &str, data: &serde_json::Value) -> Result<String,
     hb.register_escape_fn(handlebars::no_escape);
     register_helpers(&mut hb);
     hb.render_template(src, data).map_err(|e| e.to_string())
-}
-
-/// A writer that takes one byte more than [`MAX_FIELD_BYTES`], then refuses (which
-/// stops the render): what passes the bound is cut or refused by the caller anyway.
-struct Bounded {
-    buf: Vec<u8>,
-    over: bool,
-}
-
-impl std::io::Write for Bounded {
-    fn write(&mut self, data: &[u8]) -> std::io::Result<usize> {
-        let room = (MAX_FIELD_BYTES + 1).saturating_sub(self.buf.len());
-        if data.len() > room {
-            self.buf.extend_from_slice(&data[..room]);
-            self.over = true;
-            return Err(std::io::Error::other("the field passes its bound"));
-        }
-        self.buf.extend_from_slice(data);
-        Ok(data.len())
-    }
-
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
 }
 
 /// Whether a handlebars text compiles.
@@ -473,150 +227,6 @@ impl TemplateSet {
         f.severity = f.severity_of("severity")?;
         let payload = encode(&f, target, app)?;
         Ok(Rendered { payload: Value::Object(payload), severity: f.severity.unwrap_or_default() })
-    }
-}
-
-/// Shapes a destination kind's payload from a template's fields (`deliver::kinds::encoder`
-/// picks one per kind).
-pub type Encoder = fn(&Fields<'_>, &Target<'_>, &App) -> Payload;
-
-/// What an [`Encoder`] returns: the payload's fields.
-pub type Payload = Result<Map<String, Value>, RenderError>;
-
-/// The fields of one template, rendered on demand for one destination: what an
-/// [`Encoder`] reads.
-pub struct Fields<'a> {
-    hb: &'a Handlebars<'static>,
-    template: &'a str,
-    fields: &'a BTreeMap<String, (String, FieldKind)>,
-    ctx: &'a Context,
-    /// The data escaped for the destination's markup, for the fields in it.
-    escaped: Option<(&'a Context, crate::model::DestinationKind)>,
-    /// The data for the fields that render to JSON (see `RenderContext::json`).
-    json: Option<&'a Context>,
-    settings: Option<&'a SectionSettings>,
-    /// The rendered `message` (empty when the template has none).
-    pub message: String,
-    /// The template's `severity`, when it has one.
-    pub severity: Option<Severity>,
-}
-
-impl Fields<'_> {
-    /// The template's name (for errors).
-    pub fn template(&self) -> &str {
-        self.template
-    }
-
-    /// The settings of the template's `section` that are not templates, as the kind
-    /// that defines the section typed them (GitHub's: which parts it has, booleans,
-    /// required contexts).
-    pub fn settings<T: 'static>(&self, section: &str) -> Option<&T> {
-        self.settings?.iter().find(|(s, _)| *s == section)?.1.downcast_ref()
-    }
-
-    /// The payload of a kind that sends the message as rendered.
-    pub fn message_only(&self) -> Payload {
-        Ok(Map::from_iter([("message".to_string(), Value::from(self.message.clone()))]))
-    }
-
-    /// The payload of a SIEM kind: the message without trailing blank space (the record
-    /// around it is built at delivery).
-    pub fn message_trimmed(&self) -> Payload {
-        Ok(Map::from_iter([("message".to_string(), Value::from(self.message.trim_end()))]))
-    }
-
-    /// The payload of a kind that sends the message and its section's fields under
-    /// their own names (text trimmed, JSON parsed).
-    pub fn message_and_section(&self, section: &str) -> Payload {
-        let mut out = Map::from_iter([("message".to_string(), Value::from(self.message.clone()))]);
-        self.copy_section(section, &mut out)?;
-        Ok(out)
-    }
-
-    /// The paths of the fields under `prefix` (`webhook.siem.headers.`), in order.
-    pub fn paths_under(&self, prefix: &str) -> Vec<&str> {
-        self.fields.range(prefix.to_string()..).map(|(k, _)| k.as_str()).take_while(|k| k.starts_with(prefix)).collect()
-    }
-
-    /// The field rendered as text, if the template has it (cut at
-    /// [`MAX_FIELD_BYTES`]).
-    pub fn text(&self, field: &str) -> Result<Option<String>, RenderError> {
-        let Some((reg, field_kind)) = self.fields.get(field) else { return Ok(None) };
-        // Rendered into a writer that stops the render once the field passes its bound:
-        // a template looping over a large list must not build a gigabyte first.
-        let mut out = Bounded { buf: Vec::new(), over: false };
-        let ctx = match (self.json, self.escaped) {
-            (Some(j), _) if *field_kind == FieldKind::Json => j,
-            (_, Some((e, kind))) if Markup::of(kind, field).is_some() => e,
-            _ => self.ctx,
-        };
-        let rendered = self.hb.render_with_context_to_write(reg, ctx, &mut out);
-        if let Err(e) = rendered
-            && !out.over
-        {
-            return Err(RenderError::Field { template: self.template.into(), field: field.into(), message: e.to_string() });
-        }
-        let mut s = match String::from_utf8(out.buf) {
-            Ok(s) => s,
-            // Cut inside a character at the bound: keep the whole ones.
-            Err(e) => {
-                let valid = e.utf8_error().valid_up_to();
-                let mut b = e.into_bytes();
-                b.truncate(valid);
-                String::from_utf8(b).unwrap_or_default()
-            }
-        };
-        if s.len() > MAX_FIELD_BYTES {
-            if self.fields.get(field).is_some_and(|(_, k)| *k == FieldKind::Json) {
-                return Err(RenderError::TooLong { template: self.template.into(), field: field.into(), bytes: s.len() });
-            }
-            s.truncate(crate::text::prefix(&s, MAX_FIELD_BYTES).len());
-        }
-        Ok(Some(s))
-    }
-
-    /// The field as a severity (`critical`, `error`, `warning`, `info`), if the
-    /// template has it; anything else is an error naming the field.
-    pub fn severity_of(&self, field: &str) -> Result<Option<Severity>, RenderError> {
-        let Some(s) = self.text(field)? else { return Ok(None) };
-        Severity::parse(&s).map(Some).ok_or_else(|| RenderError::Field {
-            template: self.template.into(),
-            field: field.into(),
-            message: format!("severity {:?} is not one of critical, error, warning, info", s.trim()),
-        })
-    }
-
-    /// Every field of `section` the template defines, into `out` under its own name:
-    /// text trimmed, JSON parsed.
-    pub fn copy_section(&self, section: &str, out: &mut Map<String, Value>) -> Result<(), RenderError> {
-        // The fields the template defines under `section.`, in name order.
-        let prefix = format!("{section}.");
-        let fields: &BTreeMap<String, (String, FieldKind)> = self.fields;
-        for (path, (_, kind)) in fields.range(prefix.clone()..).take_while(|(k, _)| k.starts_with(&prefix)) {
-            let Some(name) = path.strip_prefix(&prefix) else { continue };
-            let value = match kind {
-                FieldKind::Text => self.text(path)?.map(|v| Value::from(v.trim())),
-                FieldKind::Json => self.json(path)?,
-            };
-            if let Some(v) = value {
-                out.insert(name.into(), v);
-            }
-        }
-        Ok(())
-    }
-
-    /// The field parsed as JSON, if the template has it and it rendered to something
-    /// (blank is absent); invalid JSON is an error naming the field.
-    pub fn json(&self, field: &str) -> Result<Option<Value>, RenderError> {
-        let Some(s) = self.text(field)? else { return Ok(None) };
-        if s.trim().is_empty() {
-            return Ok(None);
-        }
-        serde_json::from_str(&s).map(Some).map_err(|e| RenderError::InvalidJson {
-            template: self.template.into(),
-            field: field.into(),
-            error: e.to_string(),
-        })
     }
 }
 

@@ -22,6 +22,8 @@ use base64::Engine as _;
 use chrono::{DateTime, Utc};
 use handlebars::{Handlebars, JsonValue as Json, handlebars_helper};
 
+use crate::quote::{Dialect, quote};
+
 /// `s.replace(old, new)`, built only up to `cap` bytes (a field is cut at
 /// [`super::MAX_FIELD_BYTES`] anyway): an empty `old` on a long text from the cluster
 /// would otherwise build gigabytes before the field's bound applies.
@@ -142,20 +144,7 @@ pub fn go_layout(layout: &str) -> String {
 
 /// Go's `%q` of a string.
 fn go_quote(s: &str) -> String {
-    let mut out = String::from("\"");
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\t' => out.push_str("\\t"),
-            '\r' => out.push_str("\\r"),
-            c if c.is_control() => out.push_str(&format!("\\x{:02x}", c as u32)),
-            c => out.push(c),
-        }
-    }
-    out.push('"');
-    out
+    quote(s, Dialect::Go)
 }
 
 /// Go's `%v` of a JSON value, close enough for messages (`<nil>` for null).

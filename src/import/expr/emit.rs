@@ -8,6 +8,7 @@ use std::fmt::Write as _;
 
 use super::parse::E;
 use crate::import::refusal::Refusal;
+use crate::quote::{Dialect, quote};
 
 /// The condition as rhai; a long `&&`/`||` chain one operand a line, as the catalog is
 /// written.
@@ -159,21 +160,7 @@ fn is_plain_ident(s: &str) -> bool {
 }
 
 fn rhai_string(s: &str, out: &mut String) {
-    out.push('"');
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\t' => out.push_str("\\t"),
-            '\r' => out.push_str("\\r"),
-            c if c.is_control() => {
-                let _ = write!(out, "\\u{:04x}", c as u32);
-            }
-            c => out.push(c),
-        }
-    }
-    out.push('"');
+    out.push_str(&quote(s, Dialect::Rhai));
 }
 
 /// A dotted name (`time.Now`, `strings.ToUpper`) when `e` is one.
@@ -260,36 +247,8 @@ fn emit(e: &E, out: &mut String, scope: &mut Vec<String>) -> Result<(), Refusal>
             Some(n) => out.push_str(n),
             None => return Err(Refusal::new(*at, "`#` outside a predicate")),
         },
-        E::Ident(name, at) => match name.as_str() {
-            "app" => out.push_str("app"),
-            _ => {
-                if let Some((_, d)) = DURATION_UNITS.iter().find(|(k, _)| *k == name) {
-                    out.push_str(d);
-                } else {
-                    return Err(Refusal::new(*at, format!("unknown variable `{name}` (a trigger sees `app`)")));
-                }
-            }
-        },
-        E::Member(obj, name, optional) => {
-            if let Some(d) = dotted(e)
-                && let Some((_, v)) = DURATION_UNITS.iter().find(|(k, _)| *k == d)
-            {
-                out.push_str(v);
-                return Ok(());
-            }
-            if let Some(what) = scalar_literal(obj) {
-                return Err(Refusal::new(0, format!("`.{name}` of {what}: expr refuses a field of it too")));
-            }
-            paren(obj, out, scope)?;
-            if is_plain_ident(name) && !RHAI_KEYWORDS.contains(&name.as_str()) {
-                out.push_str(if *optional { "?." } else { "." });
-                out.push_str(name);
-            } else {
-                out.push_str(if *optional { "?[" } else { "[" });
-                rhai_string(name, out);
-                out.push(']');
-            }
-        }
+        E::Ident(name, at) => ident(name, *at, out)?,
+        E::Member(obj, name, optional) => member(e, (obj, name, *optional), out, scope)?,
         E::Index(obj, idx, optional) => {
             paren(obj, out, scope)?;
             out.push_str(if *optional { "?[" } else { "[" });
@@ -297,70 +256,8 @@ fn emit(e: &E, out: &mut String, scope: &mut Vec<String>) -> Result<(), Refusal>
             out.push(']');
         }
         E::Call(func, args, at) => call(func, args, *at, out, scope)?,
-        E::Unary(op, x) => {
-            if *op == "!" {
-                boolean_operand("not", x)?;
-            }
-            out.push_str(op);
-            // `- -x` and `- -1` would read as rhai's reserved `--`.
-            let mut inner = String::new();
-            paren(x, &mut inner, scope)?;
-            if inner.starts_with(['-', '+']) {
-                let _ = write!(out, "({inner})");
-            } else {
-                out.push_str(&inner);
-            }
-        }
-        E::Binary(op, a, b) => match *op {
-            "matches" => {
-                out.push_str("matches(");
-                emit_args(&[(**a).clone(), (**b).clone()], out, scope)?;
-                out.push(')');
-            }
-            "contains" | "startsWith" | "endsWith" => {
-                out.push_str(match *op {
-                    "contains" => "str_contains(",
-                    "startsWith" => "has_prefix(",
-                    _ => "has_suffix(",
-                });
-                emit_args(&[(**a).clone(), (**b).clone()], out, scope)?;
-                out.push(')');
-            }
-            ".." => {
-                paren(a, out, scope)?;
-                out.push_str("..=");
-                paren(b, out, scope)?;
-            }
-            "/" => {
-                // expr divides as floats: 5 / 2 is 2.5.
-                out.push_str("to_float(");
-                emit(a, out, scope)?;
-                out.push_str(") / ");
-                paren(b, out, scope)?;
-            }
-            "in" => {
-                // expr's `in` takes a list or a map; nil holds nothing; a string is an
-                // error (rhai's `in` would look for a substring).
-                paren_in(a, op, out, scope)?;
-                out.push_str(" in ");
-                if matches!(**b, E::Array(_) | E::Map(_)) {
-                    emit(b, out, scope)?;
-                } else {
-                    out.push_str("collection(");
-                    emit(b, out, scope)?;
-                    out.push(')');
-                }
-            }
-            _ => {
-                if matches!(*op, "&&" | "||") {
-                    boolean_operand(if *op == "&&" { "and" } else { "or" }, a)?;
-                    boolean_operand(if *op == "&&" { "and" } else { "or" }, b)?;
-                }
-                operand(a, op, out, scope)?;
-                let _ = write!(out, " {op} ");
-                operand(b, op, out, scope)?;
-            }
-        },
+        E::Unary(op, x) => unary(op, x, out, scope)?,
+        E::Binary(op, a, b) => binary(op, a, b, out, scope)?,
         E::Ternary(c, a, b) => {
             out.push_str("if ");
             emit(c, out, scope)?;
@@ -375,20 +272,135 @@ fn emit(e: &E, out: &mut String, scope: &mut Vec<String>) -> Result<(), Refusal>
             emit_args(items, out, scope)?;
             out.push(']');
         }
-        E::Map(items) => {
-            out.push_str("#{");
-            for (i, (k, v)) in items.iter().enumerate() {
-                if i > 0 {
-                    out.push_str(", ");
-                }
-                rhai_string(k, out);
-                out.push_str(": ");
-                emit(v, out, scope)?;
-            }
-            out.push('}');
-        }
+        E::Map(items) => map(items, out, scope)?,
         E::Closure(_, at) => return Err(Refusal::new(*at, "a predicate (`{...}`) outside a builtin call")),
     }
+    Ok(())
+}
+
+/// A variable: `app`, or one of Go's duration units.
+fn ident(name: &str, at: usize, out: &mut String) -> Result<(), Refusal> {
+    match name {
+        "app" => out.push_str("app"),
+        _ => {
+            if let Some((_, d)) = DURATION_UNITS.iter().find(|(k, _)| *k == name) {
+                out.push_str(d);
+            } else {
+                return Err(Refusal::new(at, format!("unknown variable `{name}` (a trigger sees `app`)")));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// `obj.name` (or `obj?.name`; `e` is the whole member expression): a duration unit,
+/// a field, or an index by string where the name is not a plain rhai identifier.
+fn member(e: &E, (obj, name, optional): (&E, &str, bool), out: &mut String, scope: &mut Vec<String>) -> Result<(), Refusal> {
+    if let Some(d) = dotted(e)
+        && let Some((_, v)) = DURATION_UNITS.iter().find(|(k, _)| *k == d)
+    {
+        out.push_str(v);
+        return Ok(());
+    }
+    if let Some(what) = scalar_literal(obj) {
+        return Err(Refusal::new(0, format!("`.{name}` of {what}: expr refuses a field of it too")));
+    }
+    paren(obj, out, scope)?;
+    if is_plain_ident(name) && !RHAI_KEYWORDS.contains(&name) {
+        out.push_str(if optional { "?." } else { "." });
+        out.push_str(name);
+    } else {
+        out.push_str(if optional { "?[" } else { "[" });
+        rhai_string(name, out);
+        out.push(']');
+    }
+    Ok(())
+}
+
+fn unary(op: &str, x: &E, out: &mut String, scope: &mut Vec<String>) -> Result<(), Refusal> {
+    if op == "!" {
+        boolean_operand("not", x)?;
+    }
+    out.push_str(op);
+    // `- -x` and `- -1` would read as rhai's reserved `--`.
+    let mut inner = String::new();
+    paren(x, &mut inner, scope)?;
+    if inner.starts_with(['-', '+']) {
+        let _ = write!(out, "({inner})");
+    } else {
+        out.push_str(&inner);
+    }
+    Ok(())
+}
+
+/// `a op b`: expr's operators that rhai spells as functions or differently, and the
+/// rest as they are.
+fn binary(op: &str, a: &E, b: &E, out: &mut String, scope: &mut Vec<String>) -> Result<(), Refusal> {
+    match op {
+        "matches" => {
+            out.push_str("matches(");
+            emit_args(&[a.clone(), b.clone()], out, scope)?;
+            out.push(')');
+        }
+        "contains" | "startsWith" | "endsWith" => {
+            out.push_str(match op {
+                "contains" => "str_contains(",
+                "startsWith" => "has_prefix(",
+                _ => "has_suffix(",
+            });
+            emit_args(&[a.clone(), b.clone()], out, scope)?;
+            out.push(')');
+        }
+        ".." => {
+            paren(a, out, scope)?;
+            out.push_str("..=");
+            paren(b, out, scope)?;
+        }
+        "/" => {
+            // expr divides as floats: 5 / 2 is 2.5.
+            out.push_str("to_float(");
+            emit(a, out, scope)?;
+            out.push_str(") / ");
+            paren(b, out, scope)?;
+        }
+        "in" => {
+            // expr's `in` takes a list or a map; nil holds nothing; a string is an
+            // error (rhai's `in` would look for a substring).
+            paren_in(a, op, out, scope)?;
+            out.push_str(" in ");
+            if matches!(b, E::Array(_) | E::Map(_)) {
+                emit(b, out, scope)?;
+            } else {
+                out.push_str("collection(");
+                emit(b, out, scope)?;
+                out.push(')');
+            }
+        }
+        _ => {
+            if matches!(op, "&&" | "||") {
+                boolean_operand(if op == "&&" { "and" } else { "or" }, a)?;
+                boolean_operand(if op == "&&" { "and" } else { "or" }, b)?;
+            }
+            operand(a, op, out, scope)?;
+            let _ = write!(out, " {op} ");
+            operand(b, op, out, scope)?;
+        }
+    }
+    Ok(())
+}
+
+/// A map literal, its keys as rhai strings.
+fn map(items: &[(String, E)], out: &mut String, scope: &mut Vec<String>) -> Result<(), Refusal> {
+    out.push_str("#{");
+    for (i, (k, v)) in items.iter().enumerate() {
+        if i > 0 {
+            out.push_str(", ");
+        }
+        rhai_string(k, out);
+        out.push_str(": ");
+        emit(v, out, scope)?;
+    }
+    out.push('}');
     Ok(())
 }
 

@@ -117,6 +117,45 @@ fn fields(chars: &[char], i: &mut usize) -> Vec<String> {
     out
 }
 
+/// Whether `c` goes on a name (`$name`, an identifier).
+fn is_word(c: char) -> bool {
+    c.is_alphanumeric() || c == '_'
+}
+
+/// The characters from `*i` while `keep` holds them, `*i` moved past them.
+fn take_while(chars: &[char], i: &mut usize, keep: impl Fn(char) -> bool) -> String {
+    let start = *i;
+    while *i < chars.len() && keep(chars[*i]) {
+        *i += 1;
+    }
+    chars[start..*i].iter().collect()
+}
+
+/// A double-quoted string from just after its opening quote (`*i`) to its closing
+/// one, `*i` moved past it; `\n`, `\t`, `\r` read as Go reads them, any other
+/// escaped character as itself.
+fn quoted(chars: &[char], i: &mut usize) -> Result<String, String> {
+    let mut s = String::new();
+    loop {
+        let c = *chars.get(*i).ok_or("unterminated string")?;
+        *i += 1;
+        match c {
+            '"' => return Ok(s),
+            '\\' => {
+                let e = *chars.get(*i).ok_or("unterminated string")?;
+                *i += 1;
+                s.push(match e {
+                    'n' => '\n',
+                    't' => '\t',
+                    'r' => '\r',
+                    other => other,
+                });
+            }
+            c => s.push(c),
+        }
+    }
+}
+
 pub(super) fn lex_action(src: &str) -> Result<Vec<Tok>, String> {
     let chars: Vec<char> = src.chars().collect();
     let mut out = Vec::new();
@@ -133,36 +172,13 @@ pub(super) fn lex_action(src: &str) -> Result<Vec<Tok>, String> {
                 out.push(Tok::Field(f));
             }
             '$' => {
-                let start = i + 1;
-                i = start;
-                while i < chars.len() && (chars[i].is_alphanumeric() || chars[i] == '_') {
-                    i += 1;
-                }
-                let name: String = chars[start..i].iter().collect();
+                i += 1;
+                let name = take_while(&chars, &mut i, is_word);
                 out.push(Tok::Var(name, fields(&chars, &mut i)));
             }
             '"' => {
-                let mut s = String::new();
                 i += 1;
-                loop {
-                    let c = *chars.get(i).ok_or("unterminated string")?;
-                    i += 1;
-                    match c {
-                        '"' => break,
-                        '\\' => {
-                            let e = *chars.get(i).ok_or("unterminated string")?;
-                            i += 1;
-                            s.push(match e {
-                                'n' => '\n',
-                                't' => '\t',
-                                'r' => '\r',
-                                other => other,
-                            });
-                        }
-                        c => s.push(c),
-                    }
-                }
-                out.push(Tok::Str(s));
+                out.push(Tok::Str(quoted(&chars, &mut i)?));
             }
             '`' => {
                 let start = i + 1;
@@ -195,12 +211,9 @@ pub(super) fn lex_action(src: &str) -> Result<Vec<Tok>, String> {
                 i += 1;
             }
             c if c.is_ascii_digit() || c == '-' || c == '+' => {
-                let start = i;
                 i += 1;
-                while i < chars.len() && (chars[i].is_ascii_alphanumeric() || chars[i] == '.' || chars[i] == '_') {
-                    i += 1;
-                }
-                out.push(Tok::Num(chars[start..i].iter().collect()));
+                let rest = take_while(&chars, &mut i, |c| c.is_ascii_alphanumeric() || c == '.' || c == '_');
+                out.push(Tok::Num(format!("{c}{rest}")));
             }
             '\'' => {
                 let end = chars[i + 1..].iter().position(|c| *c == '\'').ok_or("unterminated character")? + i + 1;
@@ -208,13 +221,7 @@ pub(super) fn lex_action(src: &str) -> Result<Vec<Tok>, String> {
                 out.push(Tok::Num(ch.chars().next().map_or(0, |c| c as u32).to_string()));
                 i = end + 1;
             }
-            c if c.is_alphabetic() || c == '_' => {
-                let start = i;
-                while i < chars.len() && (chars[i].is_alphanumeric() || chars[i] == '_') {
-                    i += 1;
-                }
-                out.push(Tok::Ident(chars[start..i].iter().collect()));
-            }
+            c if c.is_alphabetic() || c == '_' => out.push(Tok::Ident(take_while(&chars, &mut i, is_word))),
             other => return Err(format!("unexpected {other:?} in an action")),
         }
     }
