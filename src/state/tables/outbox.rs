@@ -505,8 +505,8 @@ mod tests {
         assert_eq!(s.outbox().due("slack", 100, 10).unwrap().len(), 1, "other services untouched");
     }
 
-    #[test]
-    fn reschedule_and_dead_letter() {
+    /// A store with two entries due for `hook` (k1, k2) and `slack`'s k3 delivered.
+    fn two_hook_entries_due() -> (Store, Vec<OutboxEntry>) {
         let s = Store::in_memory().unwrap();
         s.enqueue(&[n("hook", "k1"), n("hook", "k2")], 0).unwrap();
         s.enqueue(&[n("slack", "k3")], 7).unwrap();
@@ -514,6 +514,12 @@ mod tests {
         let k3 = s.outbox().due("slack", 7, 10).unwrap();
         s.outbox().settle(&[(k3[0].clone(), Settle::Delivered)], 8).unwrap();
         let due = s.outbox().due("hook", 0, 10).unwrap();
+        (s, due)
+    }
+
+    #[test]
+    fn reschedule_and_dead_letter() {
+        let (s, due) = two_hook_entries_due();
         s.outbox().settle(&[(due[0].clone(), Settle::Retry { next_ms: 5_000, error: "503".into() })], 1).unwrap();
         assert_eq!(s.outbox().due("hook", 1_000, 10).unwrap().len(), 1, "the rescheduled one waits");
         assert_eq!(s.outbox().next_due_ms("hook").unwrap(), Some(0));
@@ -557,13 +563,7 @@ mod tests {
     /// same idempotency key; an unknown id is reported, one in flight again dropped.
     #[test]
     fn dead_letters_are_requeued_on_demand() {
-        let s = Store::in_memory().unwrap();
-        s.enqueue(&[n("hook", "k1"), n("hook", "k2")], 0).unwrap();
-        s.enqueue(&[n("slack", "k3")], 7).unwrap();
-        assert_eq!((s.outbox().oldest_enqueued_ms().unwrap(), s.outbox().dead_letter_count().unwrap()), (Some(0), 0));
-        let k3 = s.outbox().due("slack", 7, 10).unwrap();
-        s.outbox().settle(&[(k3[0].clone(), Settle::Delivered)], 8).unwrap();
-        let due = s.outbox().due("hook", 0, 10).unwrap();
+        let (s, due) = two_hook_entries_due();
         let key = due[0].notification.idempotency_key.clone();
         s.outbox()
             .settle(
