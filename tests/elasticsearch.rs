@@ -130,7 +130,7 @@ fn three_crashes_during_a_drain_leave_no_duplicate_document() {
     // Each document is the OCSF record (valid against its class's schema) plus the
     // `@timestamp` a data stream requires.
     let schema: serde_json::Value = serde_json::from_str(
-        &std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/ocsf/detection_finding.json")).unwrap(),
+        &std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/ocsf/1.8.0/detection_finding.json")).unwrap(),
     )
     .unwrap();
     let validator = jsonschema::validator_for(&schema).unwrap();

@@ -1,7 +1,7 @@
 //! The production policy replayed through the binary with its SIEM in OCSF, once per
 //! SIEM kind (signed webhook, Splunk HEC, Elasticsearch, Loki, OTLP, each to a
-//! loopback receiver): every record received validates against the OCSF 1.7.0 JSON
-//! Schema of its class (`tests/data/ocsf`), and the `kubectl edit` that made a
+//! loopback receiver): every record received says OCSF 1.8.0 and validates against
+//! that version's JSON Schema of its class (`tests/data/ocsf/1.8.0`), and the `kubectl edit` that made a
 //! container privileged is one Detection Finding — created, updated when it escalated,
 //! closed when self-heal restored Git — with the masked change and who wrote it as
 //! evidence.
@@ -16,7 +16,7 @@ use common::receiver::raw_receiver;
 use serde_json::Value;
 
 fn validator(class: &str) -> jsonschema::Validator {
-    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("tests/data/ocsf/{class}.json"));
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("tests/data/ocsf/1.8.0/{class}.json"));
     jsonschema::validator_for(&serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()).unwrap()
 }
 
@@ -86,6 +86,7 @@ fn check(kind: &str, records: &[Value]) {
             Some(6003) => &activity,
             other => panic!("{kind}: class {other:?}: {r:#}"),
         };
+        assert_eq!(r["metadata"]["version"], "1.8.0", "{kind}: OCSF 1.8.0 by default");
         let errors: Vec<String> = v.iter_errors(r).map(|e| e.to_string()).collect();
         assert!(errors.is_empty(), "{kind}: {errors:#?}\n{r:#}");
     }

@@ -16,14 +16,18 @@ pub fn record_id(record: &Value) -> &str {
 }
 
 /// `ecs` (the default): one Elastic Common Schema record per notification; `ocsf`:
-/// OCSF 1.7.0 records ([`ocsf::records`]: a Detection Finding and the API Activity of
-/// each audited request, or an API Activity for a sync).
+/// OCSF 1.8.0 records ([`ocsf::records`]: a Detection Finding and the API Activity of
+/// each audited request, or an API Activity for a sync); `ocsf-1.7.0`: the same in
+/// OCSF 1.7.0.
 #[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq, Eq)]
-#[serde(rename_all = "lowercase")]
 pub enum Schema {
     #[default]
+    #[serde(rename = "ecs")]
     Ecs,
+    #[serde(rename = "ocsf")]
     Ocsf,
+    #[serde(rename = "ocsf-1.7.0")]
+    Ocsf1_7,
 }
 
 impl Schema {
@@ -31,7 +35,8 @@ impl Schema {
     pub fn records(self, n: &Notification, origin: &Origin, now: chrono::DateTime<chrono::Utc>) -> Vec<Value> {
         match self {
             Schema::Ecs => vec![ecs::record(n, origin, now)],
-            Schema::Ocsf => ocsf::records(n, origin, now),
+            Schema::Ocsf => ocsf::records(n, origin, now, ocsf::VERSION),
+            Schema::Ocsf1_7 => ocsf::records(n, origin, now, ocsf::VERSION_1_7),
         }
     }
 
@@ -39,7 +44,7 @@ impl Schema {
     pub fn fit(self, record: Value, max: usize) -> Value {
         match self {
             Schema::Ecs => ecs::fit(record, max),
-            Schema::Ocsf => ocsf::fit(record, max),
+            Schema::Ocsf | Schema::Ocsf1_7 => ocsf::fit(record, max),
         }
     }
 }

@@ -1,7 +1,8 @@
 //! The Open Cybersecurity Schema Framework records a SIEM destination with
-//! `format: ocsf` receives, OCSF 1.7.0 (what AWS Security Lake takes from a custom
-//! source, and Splunk and Datadog ingest natively): pure functions of the
-//! notification, as [`super::ecs`] is for ECS.
+//! `format: ocsf` receives, OCSF 1.8.0 (`format: ocsf-1.7.0`: 1.7.0, for a receiver
+//! that has not moved on; the two differ only in what 1.8.0 added, and no record uses
+//! it), what AWS Security Lake takes from a custom source and Splunk and Datadog ingest
+//! natively: pure functions of the notification, as [`super::ecs`] is for ECS.
 //!
 //! - A drift episode is a **Detection Finding** (class 2004): its first record is
 //!   `Create`, one after a notification of it was delivered (an escalation, a new
@@ -31,17 +32,28 @@ use crate::model::{Notification, Severity};
 use activity::{operation_activity, requests};
 use finding::detection_finding;
 
-/// The OCSF version the records follow.
-pub const VERSION: &str = "1.7.0";
+/// The OCSF version the records follow by default (`format: ocsf`).
+pub const VERSION: &str = "1.8.0";
+/// The earlier version a destination may ask for (`format: ocsf-1.7.0`).
+pub const VERSION_1_7: &str = "1.7.0";
 
 /// At most this many drifted resources and audited requests go into one finding (as
 /// in an ECS record; the whole episode is in the history).
 const MAX_RESOURCES: usize = 16;
 const MAX_REQUESTS: usize = 8;
 
-/// Every record of a notification: one finding or activity, and for an episode the
-/// API Activity of each audited request it holds.
-pub fn records(n: &Notification, origin: &Origin, now: chrono::DateTime<chrono::Utc>) -> Vec<Value> {
+/// Every record of a notification in OCSF `version` ([`VERSION`] or [`VERSION_1_7`]):
+/// one finding or activity, and for an episode the API Activity of each audited
+/// request it holds. Each says its version in `metadata.version`.
+pub fn records(n: &Notification, origin: &Origin, now: chrono::DateTime<chrono::Utc>, version: &'static str) -> Vec<Value> {
+    let mut out = records_of(n, origin, now);
+    for r in &mut out {
+        r["metadata"]["version"] = json!(version);
+    }
+    out
+}
+
+fn records_of(n: &Notification, origin: &Origin, now: chrono::DateTime<chrono::Utc>) -> Vec<Value> {
     let episode = n.episode.as_ref().filter(|e| e.is_object());
     if let Some(op) = n.operation.as_ref().filter(|o| o.is_object()) {
         return vec![operation_activity(n, op, episode, origin)];

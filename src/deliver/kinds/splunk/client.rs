@@ -59,7 +59,7 @@ impl SplunkClient {
                 source: cfg.source.clone().unwrap_or_else(|| "driftwatch".into()),
                 sourcetype: cfg.sourcetype.clone().unwrap_or_else(|| match cfg.format {
                     Schema::Ecs => "driftwatch:notification".into(),
-                    Schema::Ocsf => "driftwatch:ocsf".into(),
+                    Schema::Ocsf | Schema::Ocsf1_7 => "driftwatch:ocsf".into(),
                 }),
                 index: cfg.index.clone(),
             },

@@ -68,7 +68,11 @@ impl SyslogClient {
 
     /// The syslog lines for a notification: one, or with OCSF one per record.
     pub fn lines(&self, n: &Notification, now: chrono::DateTime<chrono::Utc>) -> Vec<String> {
-        let schema = if self.format == Format::Ocsf { Schema::Ocsf } else { Schema::Ecs };
+        let schema = match self.format {
+            Format::Ocsf => Schema::Ocsf,
+            Format::Ocsf1_7 => Schema::Ocsf1_7,
+            Format::Json | Format::Cef => Schema::Ecs,
+        };
         schema
             .records(n, &self.origin, now)
             .into_iter()
@@ -78,7 +82,7 @@ impl SyslogClient {
                     record = schema.fit(record, MAX_UDP_BYTES - 1024);
                 }
                 let msg = match self.format {
-                    Format::Json | Format::Ocsf => record.to_string(),
+                    Format::Json | Format::Ocsf | Format::Ocsf1_7 => record.to_string(),
                     Format::Cef => cef(n, &record),
                 };
                 rfc5424(&self.header, n, &msg, now)

@@ -19,8 +19,11 @@ pub enum Format {
     #[serde(alias = "ecs")]
     Json,
     Cef,
-    /// OCSF records as JSON, one message each.
+    /// OCSF 1.8.0 records as JSON, one message each.
     Ocsf,
+    /// The same in OCSF 1.7.0.
+    #[serde(rename = "ocsf-1.7.0")]
+    Ocsf1_7,
 }
 
 #[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
