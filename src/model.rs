@@ -259,6 +259,8 @@ macro_rules! destination_kinds {
             loki::Loki = "loki",
             /// OpenTelemetry logs over OTLP/HTTP, protobuf and gzip (SIEM).
             otlp::Otlp = "otlp",
+            /// Microsoft Sentinel through Azure Monitor's Logs Ingestion API (SIEM).
+            sentinel::Sentinel = "sentinel",
         }
     };
 }

@@ -48,3 +48,38 @@ impl Schema {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::Schema;
+
+    /// `format: ocsf-1.7.0` writes the same records, each saying 1.7.0 and valid against
+    /// OCSF 1.7.0's schemas; `format: ocsf` says 1.8.0 and is valid against 1.8.0's.
+    #[test]
+    fn records_follow_the_version_their_destination_asks_for() {
+        let now = chrono::Utc::now();
+        let mut n = crate::deliver::ocsf::tests::sample();
+        n.episode = Some(crate::deliver::ocsf::tests::an_episode_with_requests());
+        let (new, old) = (
+            Schema::Ocsf.records(&n, &crate::deliver::ocsf::tests::origin(), now),
+            Schema::Ocsf1_7.records(&n, &crate::deliver::ocsf::tests::origin(), now),
+        );
+        assert_eq!(new.len(), 3);
+        assert_eq!(new.len(), old.len());
+        for (a, b) in new.iter().zip(&old) {
+            assert_eq!((a["metadata"]["version"].as_str(), b["metadata"]["version"].as_str()), (Some("1.8.0"), Some("1.7.0")));
+            crate::deliver::ocsf::tests::assert_valid(a);
+            crate::deliver::ocsf::tests::assert_valid(b);
+            let (mut a, mut b) = (a.clone(), b.clone());
+            a["metadata"]["version"] = json!(null);
+            b["metadata"]["version"] = json!(null);
+            assert_eq!(a, b, "only the version differs");
+        }
+        let parsed: Schema = serde_json::from_value(json!("ocsf-1.7.0")).unwrap();
+        assert_eq!(parsed, Schema::Ocsf1_7);
+        let refused = serde_json::from_value::<Schema>(json!("ocsf-1.6.0")).unwrap_err().to_string();
+        assert!(refused.contains("ocsf-1.7.0") && refused.contains("ecs"), "the error lists what is accepted: {refused}");
+    }
+}
