@@ -50,8 +50,11 @@ impl SentinelClient {
             (None, None) => Credential::FederatedTokenFile(String::new()),
         };
         let authority = cfg.authority_host.as_deref().unwrap_or(AUTHORITY);
-        let tokens = Tokens::new(http.clone(), authority, &cfg.tenant_id, &cfg.client_id, cfg.scope.as_deref().unwrap_or(SCOPE), credential);
-        Ok(SentinelClient { http, url, tokens, schema: cfg.format, batch: cfg.batch_size.unwrap_or(100), origin: env.origin() })
+        // The credential goes to Entra ID over a client that always verifies its
+        // certificate: `caFile` and `insecureSkipVerify` are the endpoint's.
+        let tokens =
+            Tokens::new(env.http.clone(), authority, &cfg.tenant_id, &cfg.client_id, cfg.scope.as_deref().unwrap_or(SCOPE), credential);
+        Ok(SentinelClient { http, url, tokens, schema: cfg.format, batch: cfg.batch_size.unwrap_or(50), origin: env.origin() })
     }
 
     /// One call: `records` (a JSON array's items, already within [`MAX_CALL_BYTES`]).
@@ -62,23 +65,18 @@ impl SentinelClient {
             Err(o) => return Answer::Final(o),
         };
         let body = format!("[{}]", records.join(","));
-        let req = self
-            .http
-            .post(&self.url)
-            .header(reqwest::header::CONTENT_TYPE, "application/json")
-            .header(reqwest::header::AUTHORIZATION, format!("Bearer {}", token.expose()))
-            .body(body);
+        // `bearer_auth` marks the header sensitive (never indexed, never printed).
+        let req = self.http.post(&self.url).header(reqwest::header::CONTENT_TYPE, "application/json").bearer_auth(token.expose()).body(body);
         let (outcome, _) = http::send(req).await;
         if outcome.reason().starts_with("HTTP 401") {
-            self.tokens.forget().await;
+            self.tokens.forget(&token).await;
         }
         Answer::of(outcome)
     }
 
-    /// The records of the notifications in `range`, in calls of at most
-    /// [`MAX_CALL_BYTES`], one after another; the first call not delivered is the
-    /// answer (what was sent before it is in, and its repeat is the same records with
-    /// the same ids).
+    /// The records of the notifications `range` of `each`, in calls of at most
+    /// [`MAX_CALL_BYTES`] (several only for a notification whose own records need
+    /// them); the first call not delivered is the answer.
     async fn send(&self, each: &[Vec<String>], range: Range<usize>) -> Answer {
         for call in calls(each[range].iter().flatten()) {
             match self.call(&call).await {
@@ -89,24 +87,36 @@ impl SentinelClient {
         Answer::Final(Outcome::Delivered)
     }
 
-    /// A notification's records as the stream takes them: each with `TimeGenerated`
-    /// (when it was sent; the record keeps its own time) and within one call's size.
+    /// A notification's records as the stream takes them: each with `TimeGenerated`,
+    /// the time the record itself says (so a re-send is the same row), and within one
+    /// call's size.
     fn records(&self, n: &Notification, now: chrono::DateTime<chrono::Utc>) -> Vec<String> {
-        let generated = now.to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
         self.schema
             .records(n, &self.origin, now)
             .into_iter()
             .map(|mut r| {
+                let generated = time_generated(&r).unwrap_or_else(|| now.to_rfc3339_opts(chrono::SecondsFormat::Millis, true));
                 if let Some(m) = r.as_object_mut() {
                     m.insert("TimeGenerated".into(), json!(generated));
                 }
                 let text = r.to_string();
                 // A record past a call's size is shrunk as a syslog datagram is
-                // (evidence, then free text) rather than refused.
+                // (evidence, then free text); what is still too large the API refuses
+                // (413), for that notification alone.
                 if text.len() + 2 > MAX_CALL_BYTES { self.schema.fit(r, MAX_CALL_BYTES - 2).to_string() } else { text }
             })
             .collect()
     }
+}
+
+/// The time a record says it is about: OCSF's `time` (epoch milliseconds), ECS's
+/// `@timestamp`.
+fn time_generated(r: &serde_json::Value) -> Option<String> {
+    if let Some(ms) = r.get("time").and_then(serde_json::Value::as_i64) {
+        let t = chrono::DateTime::<chrono::Utc>::from_timestamp_millis(ms)?;
+        return Some(t.to_rfc3339_opts(chrono::SecondsFormat::Millis, true));
+    }
+    r.get("@timestamp").and_then(serde_json::Value::as_str).map(str::to_string)
 }
 
 /// Records grouped into calls of at most [`MAX_CALL_BYTES`] as a JSON array, in order.
@@ -127,6 +137,27 @@ fn calls<'a>(records: impl Iterator<Item = &'a String>) -> Vec<Vec<String>> {
     out
 }
 
+/// Notifications grouped, in order, so that each group's records fit one call; a
+/// notification whose records alone do not is a group of its own.
+fn groups(each: &[Vec<String>]) -> Vec<Range<usize>> {
+    let mut out: Vec<Range<usize>> = Vec::new();
+    let mut size = 2;
+    for (i, records) in each.iter().enumerate() {
+        let own: usize = records.iter().map(|r| r.len() + 1).sum();
+        match out.last_mut() {
+            Some(g) if size + own <= MAX_CALL_BYTES => {
+                g.end = i + 1;
+                size += own;
+            }
+            _ => {
+                out.push(i..i + 1);
+                size = 2 + own;
+            }
+        }
+    }
+    out
+}
+
 impl Deliverer for SentinelClient {
     fn max_batch(&self) -> usize {
         self.batch
@@ -136,14 +167,33 @@ impl Deliverer for SentinelClient {
         Box::pin(async move { batch_outcome(&self.deliver_each(batch).await) })
     }
 
-    /// The batch's records, in calls within the API's size; refused for good, each
-    /// notification's records again on their own. Each notification's records are made
-    /// once, at one `now`: a re-send is the same records.
+    /// The batch in calls cut between notifications, each within the API's size; a
+    /// call refused for good is sent again one notification at a time, so only the
+    /// one the rule refuses is dead-lettered; once a call is to be retried (`429`,
+    /// `5xx`, a token), the calls after it are not made and their notifications wait
+    /// with it. Each notification's outcome is its own: what was delivered is not sent
+    /// again.
     fn deliver_each<'a>(&'a self, batch: &'a [Notification]) -> BoxFuture<'a, Vec<Outcome>> {
         Box::pin(async move {
             let now = chrono::Utc::now();
             let each: Vec<Vec<String>> = batch.iter().map(|n| self.records(n, now)).collect();
-            alone_after_refusal(batch.len(), |r| self.send(&each, r)).await
+            let mut out = vec![Outcome::Delivered; batch.len()];
+            let mut waiting: Option<Outcome> = None;
+            for g in groups(&each) {
+                if let Some(o) = &waiting {
+                    out[g].fill(o.clone());
+                    continue;
+                }
+                let mine = &each[g.clone()];
+                let outcomes = alone_after_refusal(mine.len(), |r| self.send(mine, r)).await;
+                for (slot, o) in out[g].iter_mut().zip(outcomes) {
+                    if waiting.is_none() && matches!(o, Outcome::Retry { .. }) {
+                        waiting = Some(o.clone());
+                    }
+                    *slot = o;
+                }
+            }
+            out
         })
     }
 }
@@ -151,6 +201,11 @@ impl Deliverer for SentinelClient {
 #[cfg(test)]
 pub(super) fn calls_of(records: &[String]) -> Vec<Vec<String>> {
     calls(records.iter())
+}
+
+#[cfg(test)]
+pub(super) fn groups_of(each: &[Vec<String>]) -> Vec<Range<usize>> {
+    groups(each)
 }
 
 #[cfg(test)]

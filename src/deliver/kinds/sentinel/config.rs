@@ -26,14 +26,17 @@ pub struct SentinelConfig {
     /// Entra ID's authority; `https://login.microsoftonline.com` when absent (a
     /// sovereign cloud's otherwise).
     pub authority_host: Option<String>,
-    /// The token's scope; `https://monitor.azure.com//.default` when absent.
+    /// The token's scope; `https://monitor.azure.com//.default` when absent (a
+    /// sovereign cloud's: `https://monitor.azure.us//.default`,
+    /// `https://monitor.azure.cn//.default`).
     pub scope: Option<String>,
     /// The records' schema: `ecs` (default), `ocsf` (1.8.0) or `ocsf-1.7.0`.
     #[serde(default)]
     pub format: crate::deliver::siem::Schema,
-    /// Notifications per batch (1 to 500); 100 when absent. A batch goes in as many
-    /// calls of at most 1 MB as it needs.
+    /// Notifications per batch (1 to 100); 50 when absent. A batch goes in as many
+    /// calls of at most 1 MB as it needs, cut between notifications.
     pub batch_size: Option<usize>,
+    /// The endpoint's CA file and certificate check (Entra ID's is always checked).
     pub ca_file: Option<String>,
     #[serde(default)]
     pub insecure_skip_verify: bool,

@@ -59,8 +59,16 @@ impl Kind for Sentinel {
 
     fn validate(c: &SentinelConfig) -> Result<(), SettingsError> {
         let rule = |m: String| Err(SettingsError::Rule(m));
-        if let Some(n) = c.batch_size.filter(|n| !(1..=500).contains(n)) {
-            return rule(format!("batchSize must be from 1 to 500, not {n}"));
+        // A batch the rule refuses is sent again one notification at a time, four at
+        // once, within the attempt's timeout: kept small enough for that.
+        if let Some(n) = c.batch_size.filter(|n| !(1..=100).contains(n)) {
+            return rule(format!("batchSize must be from 1 to 100, not {n}"));
+        }
+        // They go into the URLs' paths: nothing that would end a path segment.
+        for (key, v) in [("tenantId", &c.tenant_id), ("clientId", &c.client_id), ("dcrImmutableId", &c.dcr_immutable_id), ("stream", &c.stream)] {
+            if !v.chars().all(|ch| ch.is_ascii_alphanumeric() || matches!(ch, '-' | '_' | '.')) {
+                return rule(format!("{key} may hold only letters, digits, '-', '_' and '.'"));
+            }
         }
         if !c.dcr_immutable_id.starts_with("dcr-") {
             return rule(format!("dcrImmutableId is the rule's immutable id (dcr-…), not {:?}", c.dcr_immutable_id));

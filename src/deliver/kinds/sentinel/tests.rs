@@ -8,7 +8,10 @@ use super::*;
 use crate::deliver::ecs::tests::sample;
 use crate::deliver::kind::Spec;
 use crate::deliver::outcome::Outcome;
-use crate::deliver::testkit::{HttpReceiver, Recorded, Reply, check_http_kind, deliver, maker, service};
+use crate::deliver::testkit::{
+    HttpReceiver, Recorded, Reply, batch_with_a_poisoned_record, check_all_scenarios, check_http_kind, deliver, deliver_as_one_batch, maker,
+    service,
+};
 use crate::model::DestinationKind;
 use crate::secret::Secrets;
 
@@ -92,6 +95,87 @@ async fn compliance() {
     }
     entra.requests().iter().for_each(check_token_request);
     assert!(dce.requests().iter().all(|r| !r.body.contains(CLIENT_SECRET)));
+    // The access token, which no configuration names, stays out of the logs, dead
+    // letters, outbox and counters too.
+    let refused = Reply::new(400, r#"{"error":{"code":"InvalidStream"}}"#);
+    check_all_scenarios(&dce, &make, &n, &secrets(), TOKEN, Reply::new(204, ""), refused).await;
+}
+
+/// Only the notification whose record the rule refuses is dead-lettered; the others
+/// of its batch are delivered (each sent again alone after the batch's refusal).
+#[tokio::test]
+async fn a_record_the_rule_refuses_dead_letters_only_its_notification() {
+    let entra = HttpReceiver::start(token_reply(3599)).await;
+    let dce = HttpReceiver::start(Reply::new(204, "")).await;
+    dce.answer_when_body_contains("poisoned", Reply::new(400, r#"{"error":{"code":"InvalidRecord","message":"column type mismatch"}}"#));
+    let batch = batch_with_a_poisoned_record(DestinationKind::Sentinel, "sentinel");
+    let state = std::sync::Arc::new(crate::state::Store::in_memory().unwrap());
+    let env = crate::deliver::testkit::env(state.clone(), secrets());
+    let svc = maker::<super::Sentinel>(config(&entra, &dce, "ecs"))(&env);
+    let dead = deliver_as_one_batch(svc, state, &batch).await;
+    assert_eq!(dead.len(), 1, "{dead:?}");
+    assert!(dead[0].permanent && dead[0].error.contains("InvalidRecord"), "{dead:?}");
+    let accepted: Vec<String> = dce.requests().into_iter().filter(|r| r.accepted).map(|r| r.body).collect();
+    assert!(accepted.iter().any(|b| b.contains("good-0")) && accepted.iter().any(|b| b.contains("good-2")), "{accepted:?}");
+}
+
+/// A batch that needs several calls is cut between notifications; a later call to be
+/// retried leaves the earlier calls' notifications delivered (not sent again) and
+/// keeps the rest waiting, without making the calls after it.
+#[tokio::test]
+async fn a_later_call_that_fails_retries_only_its_notifications_and_those_after() {
+    let entra = HttpReceiver::start(token_reply(3599)).await;
+    let dce = HttpReceiver::start(Reply::new(204, "")).await;
+    let svc = service(&maker::<super::Sentinel>(config(&entra, &dce, "ecs")), &secrets());
+    let big = |name: &str| {
+        let mut n = sample(DestinationKind::Sentinel, "sentinel");
+        n.meta.name = name.into();
+        n.payload = serde_json::json!({"message": format!("{name} {}", "x".repeat(400_000))});
+        n
+    };
+    let batch = [big("first"), big("second"), big("third"), big("fourth")];
+    dce.script(vec![Reply::new(204, ""), Reply::new(503, "busy").header("Retry-After", "3")]);
+    let outcomes = svc.deliverer.deliver_each(&batch).await;
+    assert_eq!(outcomes[..2], [Outcome::Delivered, Outcome::Delivered], "the first call's two");
+    assert!(outcomes[2..].iter().all(|o| matches!(o, Outcome::Retry { after: Some(d), .. } if d.as_secs() == 3)), "{outcomes:?}");
+    let calls = dce.requests();
+    assert_eq!(calls.len(), 2, "no call after the one to be retried");
+    let first = check_call(&calls[0]);
+    let names: Vec<&str> = first.as_array().unwrap().iter().map(|r| r["message"].as_str().unwrap().split(' ').next().unwrap()).collect();
+    assert_eq!(names, ["first", "second"]);
+    // The re-send is the same rows: `TimeGenerated` is the record's own time.
+    let again = svc.deliverer.deliver_each(&batch[2..]).await;
+    assert_eq!(again, [Outcome::Delivered, Outcome::Delivered]);
+    let resent = check_call(&dce.requests()[2]);
+    let retried = serde_json::from_str::<serde_json::Value>(&calls[1].body).unwrap();
+    assert_eq!(resent[0]["TimeGenerated"], retried[0]["TimeGenerated"]);
+    assert_eq!(resent[0]["TimeGenerated"], resent[0]["@timestamp"]);
+}
+
+/// Tokens are used until five minutes before they expire, a short-lived one until
+/// half its life: never at or past expiry.
+#[test]
+fn a_token_is_used_until_some_time_before_it_expires() {
+    use std::time::Duration;
+    let secs = |s: u64| Duration::from_secs(s);
+    assert_eq!(super::token::refresh_in(secs(3600)), secs(3300));
+    assert_eq!(super::token::refresh_in(secs(600)), secs(300));
+    assert_eq!(super::token::refresh_in(secs(60)), secs(30));
+    for l in [60, 61, 299, 300, 301, 599, 601, 86_400] {
+        assert!(super::token::refresh_in(secs(l)) < secs(l), "{l}");
+    }
+}
+
+/// A token request Entra ID refuses with a 400 (an expired federated assertion, a
+/// credential being rotated) is a retry of the notifications, not a dead letter.
+#[tokio::test]
+async fn a_refused_token_request_is_retried_not_dead_lettered() {
+    let entra = HttpReceiver::start(Reply::new(400, r#"{"error":"invalid_client","error_description":"AADSTS700024: Client assertion is not within its valid time range."}"#)).await;
+    let dce = HttpReceiver::start(Reply::new(204, "")).await;
+    let svc = service(&maker::<super::Sentinel>(config(&entra, &dce, "ecs")), &secrets());
+    let o = deliver(&svc, &sample(DestinationKind::Sentinel, "sentinel")).await;
+    assert!(matches!(&o, Outcome::Retry { reason, .. } if reason.starts_with("Entra ID token: HTTP 400")), "{o:?}");
+    assert!(dce.requests().is_empty());
 }
 
 /// One token serves many calls while it is fresh; one about to expire is fetched
@@ -223,5 +307,7 @@ fn settings_are_checked_at_load() {
     assert!(refused("federatedTokenFile", serde_json::json!("/t")).contains("not both"));
     assert!(refused("endpoint", serde_json::json!("http://dce.example.com")).contains("https://"));
     assert!(refused("authorityHost", serde_json::json!("http://login.example.com")).contains("https://"));
-    assert!(refused("batchSize", serde_json::json!(501)).contains("1 to 500"));
+    assert!(refused("batchSize", serde_json::json!(101)).contains("1 to 100"));
+    assert!(refused("stream", serde_json::json!("Custom-X/../y#z")).contains("only letters"));
+    assert!(refused("tenantId", serde_json::json!("t?x=1")).contains("only letters"));
 }

@@ -11,8 +11,8 @@ use crate::deliver::http;
 use crate::deliver::outcome::Outcome;
 use crate::secret::Secret;
 
-/// A token is fetched again this long before it expires (or at half its life, if
-/// that comes first).
+/// A token is fetched again this long before it expires; one that lasts less than
+/// twice this, at half its life ([`refresh_in`]).
 const REFRESH_MARGIN: Duration = Duration::from_secs(300);
 /// What Entra ID says a token lasts is taken within these bounds.
 const MIN_LIFETIME: Duration = Duration::from_secs(60);
@@ -67,14 +67,17 @@ impl Tokens {
             return Ok(token.clone());
         }
         let (token, lifetime) = self.fetch().await?;
-        let refresh_in = lifetime.saturating_sub(REFRESH_MARGIN).max(lifetime / 2);
-        *kept = Some((token.clone(), Instant::now() + refresh_in));
+        *kept = Some((token.clone(), Instant::now() + refresh_in(lifetime)));
         Ok(token)
     }
 
-    /// Forgets the kept token (the API refused it: revoked, or the rights changed).
-    pub async fn forget(&self) {
-        *self.kept.lock().await = None;
+    /// Forgets the kept token if it is still `refused` (the API answered 401 to it:
+    /// revoked, or expired early); a newer one another call fetched meanwhile stays.
+    pub async fn forget(&self, refused: &Secret) {
+        let mut kept = self.kept.lock().await;
+        if kept.as_ref().is_some_and(|(t, _)| t == refused) {
+            *kept = None;
+        }
     }
 
     /// One token request.
@@ -139,11 +142,21 @@ fn form_encode(v: &str) -> String {
         .collect()
 }
 
-/// A token request's failure as the notifications' outcome, saying it was the token.
+/// How long a token of `lifetime` is used: until [`REFRESH_MARGIN`] before it
+/// expires, or half its life if that is later (a short-lived token is not fetched
+/// again at once); always some time before it expires.
+pub fn refresh_in(lifetime: Duration) -> Duration {
+    lifetime.saturating_sub(REFRESH_MARGIN).max(lifetime / 2)
+}
+
+/// A token request's failure as the notifications' outcome, saying it was the token,
+/// and always retried: Entra ID answers a credential being rotated, an expired
+/// federated assertion or a federation not yet set up with a `400` or `401`, which
+/// is the service's state, not the notifications' (they wait, within `retry`).
 fn token_failed(o: Outcome) -> Outcome {
     match o {
         Outcome::Retry { reason, after } => Outcome::Retry { reason: format!("Entra ID token: {reason}"), after },
-        Outcome::Permanent(reason) => Outcome::Permanent(format!("Entra ID token: {reason}")),
+        Outcome::Permanent(reason) => Outcome::retry(format!("Entra ID token: {reason}")),
         other => other,
     }
 }
