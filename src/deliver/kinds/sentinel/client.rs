@@ -88,8 +88,8 @@ impl SentinelClient {
     }
 
     /// A notification's records as the stream takes them: each with `TimeGenerated`,
-    /// the time the record itself says (so a re-send is the same row), and within one
-    /// call's size.
+    /// the time the record itself says (an episode step's when it happened), and
+    /// within one call's size.
     fn records(&self, n: &Notification, now: chrono::DateTime<chrono::Utc>) -> Vec<String> {
         self.schema
             .records(n, &self.origin, now)
