@@ -24,3 +24,9 @@ pub fn with_now<R>(now: DateTime<Utc>, f: impl FnOnce() -> R) -> R {
 pub fn now() -> DateTime<Utc> {
     NOW.with(Cell::get).unwrap_or_else(Utc::now)
 }
+
+/// The wall clock in milliseconds since the epoch (what the latency of a notification
+/// is measured against, from the event's arrival to its delivery).
+pub fn wall_ms() -> u64 {
+    u64::try_from(Utc::now().timestamp_millis()).unwrap_or(0)
+}

@@ -135,6 +135,14 @@ fn episode_histogram() -> PromHistogram {
     PromHistogram::new(EPISODE_BOUNDS.iter().copied())
 }
 
+/// Bounds of the notification latency histogram (seconds: 1 ms to 2 min), fine where
+/// driftwatch's own share lies.
+const NOTIFY_BOUNDS: &[f64] = &[0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0];
+
+fn notify_histogram() -> PromHistogram {
+    PromHistogram::new(NOTIFY_BOUNDS.iter().copied())
+}
+
 /// A histogram family with one label, bounded to [`MAX_SERIES`] label values.
 pub struct HistogramFamily {
     /// One label, or two (`first:second` values, split at the first `:`).
@@ -154,11 +162,11 @@ impl HistogramFamily {
     }
 
     fn with_labels(labels: &'static [&'static str]) -> Self {
-        HistogramFamily {
-            labels: label_names(labels),
-            family: PromFamily::new_with_constructor(episode_histogram),
-            created: Mutex::default(),
-        }
+        HistogramFamily::with_buckets(labels, episode_histogram)
+    }
+
+    fn with_buckets(labels: &'static [&'static str], buckets: fn() -> PromHistogram) -> Self {
+        HistogramFamily { labels: label_names(labels), family: PromFamily::new_with_constructor(buckets), created: Mutex::default() }
     }
 
     /// Observes `secs` under `value` (`class`, or `class:resolution` for a family of
@@ -245,6 +253,30 @@ impl Kind for Histogram {
     }
     fn register(&self, registry: &mut Registry, name: &'static str, help: &'static str) {
         registry.register(name, help, self.0.clone());
+    }
+}
+
+/// A [`HistogramFamily`] with the notification latency's bounds (milliseconds to
+/// minutes) rather than an episode's (seconds to a week).
+pub struct LatencyFamily(HistogramFamily);
+
+impl LatencyFamily {
+    pub fn observe(&self, value: &str, secs: f64) {
+        self.0.observe(value, secs);
+    }
+
+    pub fn zero(&self, label: &str) {
+        self.0.zero(label);
+    }
+}
+
+impl Kind for LatencyFamily {
+    const TYPE: &'static str = "histogram";
+    fn build(labels: &'static [&'static str]) -> Self {
+        LatencyFamily(HistogramFamily::with_buckets(labels, notify_histogram))
+    }
+    fn register(&self, registry: &mut Registry, name: &'static str, help: &'static str) {
+        registry.register(name, help, self.0.family.clone());
     }
 }
 
@@ -401,6 +433,11 @@ metrics_table! {
         "Time from Argo CD reporting a drift to its resolution, by class and how it resolved";
     evaluation_latency: Histogram [] = "driftwatch_evaluation_duration_seconds", "Time to evaluate one Application";
     delivery_latency: Histogram [] = "driftwatch_delivery_duration_seconds", "Time of one delivery attempt";
+    /// From a watch or audit event reaching the daemon to the delivery of a
+    /// notification it decided being acknowledged, by destination kind: driftwatch's
+    /// own share of the time to page (with the destination's answer).
+    notification_latency: LatencyFamily ["kind"] = "driftwatch_notification_latency_seconds",
+        "Time from a watch or audit event reaching driftwatch to the delivery it decided being acknowledged, by destination kind";
     /// 1 while this replica sends; with sharding, how many shards it holds.
     leader: Gauge [] = "driftwatch_leader", "1 when this replica sends notifications; with sharding, the shards it holds";
     /// Applications this replica keeps (with sharding, those of the shards it holds).
@@ -457,6 +494,7 @@ impl Metrics {
     pub fn prime(&self, p: &Prime<'_>) {
         for k in p.kinds {
             self.sent.zero(k);
+            self.notification_latency.zero(k);
             for reason in ["retry", "exhausted", "permanent"] {
                 self.failed.zero(&format!("{k}:{reason}"));
             }

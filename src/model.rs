@@ -506,6 +506,10 @@ pub struct Notification {
     /// Applications, kept in the outbox's group (`state::outbox::groups`) rather than sent alone.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub group: Option<GroupRef>,
+    /// When the watch or audit event that decided it reached the daemon (wall-clock
+    /// ms; none in replays): its delivery's latency runs from there.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub received_ms: Option<u64>,
 }
 
 impl Notification {

@@ -215,6 +215,14 @@ fn watches_a_cluster_end_to_end() {
         assert!(metrics.contains(needle), "no {needle} in\n{metrics}");
     }
     assert!(!metrics.contains("shop-"), "an Application name is a metric label:\n{metrics}");
+    // Every delivery came from a watch event: each is one observation of the time from
+    // that event's arrival to the delivery acknowledged.
+    assert_eq!(
+        d.metric(r#"driftwatch_notification_latency_seconds_count{kind="webhook"}"#),
+        Some(n as f64),
+        "one latency per delivery:\n{metrics}"
+    );
+    assert!(d.metric(r#"driftwatch_notification_latency_seconds_sum{kind="webhook"}"#).is_some_and(|s| s > 0.0));
 
     // SIGTERM: a clean exit.
     let status = d.stop();

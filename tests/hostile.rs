@@ -385,6 +385,7 @@ fn check_config_text(text: &str) {
 fn notification(trigger: &str, message: &str, app: &str) -> driftwatch::model::Notification {
     use driftwatch::model::*;
     Notification {
+        received_ms: None,
         app: app.into(),
         meta: AppMeta { name: app.into(), namespace: "ns".into(), uid: "u".into(), project: "p".into(), ..Default::default() },
         trigger: trigger.into(),

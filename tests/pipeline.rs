@@ -103,7 +103,7 @@ fn deliver_pass(
     let probe = Arc::new(Probe { to_fail: AtomicUsize::new(sink.fail_first.saturating_sub(sink.attempts)), ..Default::default() });
     let clock = OutboxClock::manual(driftwatch::state::to_millis(now));
     let delivery = Delivery::start_with_clock(preview_services(&p.runtime, probe.clone()), state.clone(), clock);
-    let pass = pass::run(&p.pipeline, &p.inputs, &state.pass(), &delivery, app, deleted, now).unwrap();
+    let pass = pass::run(&p.pipeline, &p.inputs, &state.pass(), &delivery, app, deleted, (now, None)).unwrap();
     runtime.block_on(delivery.settle(Duration::ZERO, Duration::from_secs(30)));
     runtime.block_on(delivery.shutdown(Duration::from_secs(5)));
     sink.attempts += probe.attempts.load(Ordering::SeqCst);
@@ -516,9 +516,9 @@ fn applications_created_and_deleted_in_a_loop_leave_no_keys_behind() {
                 .annotate("notifications.argoproj.io/subscribe.on-out-of-sync.slack", "drift")
                 .annotate("notifications.argoproj.io/subscribe.on-deleted.slack", "drift")
                 .app();
-            let created = pass::run(&p.pipeline, &p.inputs, &state.pass(), &delivery, &app, false, now).unwrap();
+            let created = pass::run(&p.pipeline, &p.inputs, &state.pass(), &delivery, &app, false, (now, None)).unwrap();
             assert_eq!(created.submitted.enqueue.queued, 1, "on-out-of-sync goes to the outbox");
-            let deleted = pass::run(&p.pipeline, &p.inputs, &state.pass(), &delivery, &app, true, now).unwrap();
+            let deleted = pass::run(&p.pipeline, &p.inputs, &state.pass(), &delivery, &app, true, (now, None)).unwrap();
             assert_eq!(deleted.eval.notifications.len(), 1, "on-deleted sees it deleted");
         }
         // Every entry is still held: the deleted Applications wait for them.
@@ -536,14 +536,14 @@ fn applications_created_and_deleted_in_a_loop_leave_no_keys_behind() {
             .sync("OutOfSync", REV1)
             .annotate("notifications.argoproj.io/subscribe.on-out-of-sync.slack", "drift")
             .app();
-        pass::run(&p.pipeline, &p.inputs, &state.pass(), &delivery, &drifted, false, now).unwrap();
+        pass::run(&p.pipeline, &p.inputs, &state.pass(), &delivery, &drifted, false, (now, None)).unwrap();
         gate.0.add_permits(1);
         assert!(runtime.block_on(delivery.settle(Duration::ZERO, Duration::from_secs(30))));
         assert!(!state.pass().keys(&drifted.state_key()).unwrap().is_empty(), "{name}'s key recorded by its settle");
     };
     notified("quiet");
     let quiet = AppBuilder::new("quiet").synced().healthy().app();
-    pass::run(&p.pipeline, &p.inputs, &state.pass(), &delivery, &quiet, true, now).unwrap();
+    pass::run(&p.pipeline, &p.inputs, &state.pass(), &delivery, &quiet, true, (now, None)).unwrap();
     assert!(state.pass().keys(&quiet.state_key()).unwrap().is_empty());
     // Deleted while Argo CD's sync status was stale: nothing is decided, but it is
     // retired all the same.
@@ -553,7 +553,7 @@ fn applications_created_and_deleted_in_a_loop_leave_no_keys_behind() {
         .reconciled_at("2026-03-01T12:00:05Z")
         .app();
     notified("stale");
-    let gone = pass::run(&p.pipeline, &p.inputs, &state.pass(), &delivery, &stale, true, now).unwrap();
+    let gone = pass::run(&p.pipeline, &p.inputs, &state.pass(), &delivery, &stale, true, (now, None)).unwrap();
     assert!(gone.eval.stale);
     assert!(state.pass().keys(&stale.state_key()).unwrap().is_empty(), "a stale deleted Application is purged too");
     runtime.block_on(delivery.shutdown(Duration::from_secs(5)));

@@ -98,6 +98,7 @@ pub fn template_notify(
                 let mut payload = rendered.payload;
                 redactor.redact_json(&mut payload);
                 notifications.push(Notification {
+                    received_ms: None,
                     app: app.qualified_name(),
                     meta: AppMeta::of(&app),
                     trigger: "manual".into(),

@@ -109,7 +109,7 @@ impl Replay {
         }
         self.now = observed_at(app).unwrap_or_else(Utc::now).max(self.now);
         self.clock.set(crate::state::to_millis(self.now));
-        let pass = pass::run(&self.pipeline, &self.inputs, &self.state.pass(), &self.delivery, app, deleted, self.now)?;
+        let pass = pass::run(&self.pipeline, &self.inputs, &self.state.pass(), &self.delivery, app, deleted, (self.now, None))?;
         self.unconfigured += pass.submitted.unconfigured;
         let mut groups_sent = Vec::new();
         if !self.delivers {

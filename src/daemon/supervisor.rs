@@ -188,10 +188,11 @@ impl Supervisor {
     /// replica holds the shard (dropped otherwise: another replica has it); an
     /// AppProject and a list's start and end to all; what is only counted to the first.
     pub async fn change(&mut self, c: Change) -> bool {
+        let at = crate::clock::wall_ms();
         match &c {
             Change::App(app) | Change::AppDeleted(app) => {
                 if !self.sharded {
-                    return self.send(0, Input::Change(c)).await;
+                    return self.send(0, Input::Change(c, at)).await;
                 }
                 let shard = crate::shard::of_app(&app.object, self.shards) as usize;
                 let key = app.state_key();
@@ -207,12 +208,12 @@ impl Supervisor {
                     return false;
                 }
                 match owned {
-                    true => self.send(shard, Input::Change(c)).await,
+                    true => self.send(shard, Input::Change(c, at)).await,
                     false => true,
                 }
             }
             Change::ListDone(stream) => {
-                let sent = self.broadcast(|| Input::Change(c.clone())).await;
+                let sent = self.broadcast(|| Input::Change(c.clone(), at)).await;
                 if stream.kind == Kind::Application {
                     // This thread decoded the list: freed pages go back at once from
                     // now on, and what its pages took goes back now (the evaluation
@@ -224,9 +225,9 @@ impl Supervisor {
                 sent
             }
             Change::Project(_) | Change::ProjectDeleted { .. } | Change::ListStarted(_) => {
-                self.broadcast(|| Input::Change(c.clone())).await
+                self.broadcast(|| Input::Change(c.clone(), at)).await
             }
-            Change::Malformed { .. } | Change::Error { .. } => self.send(0, Input::Change(c)).await,
+            Change::Malformed { .. } | Change::Error { .. } => self.send(0, Input::Change(c, at)).await,
         }
     }
 

@@ -346,6 +346,7 @@ pub(crate) mod tests {
     /// A SIEM-bound notification for tests of every SIEM kind.
     pub(crate) fn sample(kind: DestinationKind, service: &str) -> Notification {
         Notification {
+            received_ms: None,
             app: "argocd/guestbook".into(),
             meta: AppMeta {
                 name: "guestbook".into(),

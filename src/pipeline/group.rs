@@ -218,6 +218,7 @@ impl Pipeline {
                 let mut payload = rendered.payload;
                 rt.redactor.redact_json(&mut payload);
                 out.notifications.push(Notification {
+                    received_ms: None,
                     app: name.clone(),
                     meta: AppMeta::of(app),
                     trigger: trigger.to_string(),

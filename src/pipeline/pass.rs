@@ -53,7 +53,7 @@ pub fn run(
     delivery: &Delivery,
     app: &App,
     deleted: bool,
-    now: DateTime<Utc>,
+    (now, received_ms): (DateTime<Utc>, Option<u64>),
 ) -> Result<Pass, PassError> {
     let stamped;
     let app = match deleted && app.object.at("/metadata/deletionTimestamp").is_none_or(Value::is_null) {
@@ -75,6 +75,11 @@ pub fn run(
         r => r.map_err(PassError::Evaluate)?,
     };
     let mut eval = eval;
+    // When the event behind this pass reached the daemon: the delivery's latency runs
+    // from there (`driftwatch_notification_latency_seconds`).
+    for n in &mut eval.notifications {
+        n.received_ms = received_ms;
+    }
     if deleted && !eval.stale {
         pipeline.leave_all_groups(app, state, now, &mut eval).map_err(PassError::Evaluate)?;
     }

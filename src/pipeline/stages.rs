@@ -435,6 +435,7 @@ impl Pipeline {
                     let mut payload = rendered.payload;
                     self.runtime.redactor.redact_json(&mut payload);
                     out.notifications.push(Notification {
+                        received_ms: None,
                         app: app.qualified_name(),
                         meta: AppMeta::of(app),
                         trigger: trigger.to_string(),

@@ -382,6 +382,7 @@ fn two_writes_under_one_audit_id_are_two_siem_records() {
         "attempts": [privileged, harmless]}))
     .unwrap();
     let n = driftwatch::model::Notification {
+        received_ms: None,
         app: "argocd/payments-api".into(),
         meta: driftwatch::model::AppMeta {
             name: "payments-api".into(),

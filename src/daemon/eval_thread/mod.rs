@@ -41,7 +41,9 @@ use crate::trigger::TriggerEngine;
 
 /// What the supervisor forwards to the evaluation thread.
 pub(super) enum Input {
-    Change(Change),
+    /// A watch change, and when the daemon took it from the watch (wall-clock
+    /// milliseconds: the start of `driftwatch_notification_latency_seconds`).
+    Change(Change, u64),
     /// With sharding: the Application (by state key) belongs to another shard now.
     Moved(String),
     /// A live object read for attribution.
@@ -215,13 +217,21 @@ impl EvalThread {
 
     fn input_one(&mut self, input: Input) {
         match input {
-            Input::Change(c) => self.handle(c),
+            Input::Change(c, received_ms) => {
+                self.eval.received(Some(received_ms));
+                self.handle(c);
+                self.eval.received(None);
+            }
             Input::Moved(key) => self.moved_away(&key),
             Input::Fetched(f) => {
                 let waiting = self.eval.live_read(*f);
                 self.reevaluate(waiting);
             }
-            Input::Audit(batch, arrived) => self.audited(batch, arrived),
+            Input::Audit(batch, arrived) => {
+                self.eval.received(crate::clock::wall_ms().checked_sub(u64::try_from(arrived.elapsed().as_millis()).unwrap_or(u64::MAX)));
+                self.audited(batch, arrived);
+                self.eval.received(None);
+            }
             Input::Reload => self.reload(),
             Input::Resync => {
                 if self.eval.resync() {

@@ -392,6 +392,9 @@ impl Worker {
                     Verdict::Delivered => {
                         self.stats.delivered.fetch_add(1, Ordering::Relaxed);
                         METRICS.sent.inc(kind);
+                        if let Some(ms) = n.received_ms.and_then(|r| now.checked_sub(r)) {
+                            METRICS.notification_latency.observe(kind, ms as f64 / 1000.0);
+                        }
                         tracing::info!(service = %self.service.name, app = %n.app, trigger = %n.trigger, destination = %n.destination, "delivered");
                         Settle::Delivered
                     }

@@ -590,6 +590,7 @@ mod tests {
     /// A notification of `ep` to `service`, recorded under `key` once delivered.
     fn notification(ep: &Episode, service: &str, key: &str) -> Notification {
         Notification {
+            received_ms: None,
             app: format!("argocd/{}", ep.name),
             meta: crate::model::AppMeta::default(),
             trigger: "on-x".into(),

@@ -487,6 +487,7 @@ mod tests {
             return crate::state::EnqueueReport::default();
         };
         let n = Notification {
+            received_ms: None,
             app: app.into(),
             meta: AppMeta::default(),
             trigger: "on-x".into(),

@@ -442,6 +442,7 @@ pub(in crate::state) fn release(tx: &WriteTransaction, service: &str, entries: &
 #[cfg(test)]
 pub(in crate::state) fn test_notification(service: &str, key: &str) -> Notification {
     Notification {
+        received_ms: None,
         app: "ns/a".into(),
         meta: crate::model::AppMeta::default(),
         trigger: "on-x".into(),

@@ -51,6 +51,9 @@ pub(super) struct Evaluator {
     clusters_down: BTreeSet<String>,
     /// The audit input: which objects Applications manage is kept in it.
     audit: Option<Arc<crate::audit::Shared>>,
+    /// When the input being handled reached the daemon (wall-clock ms), given to the
+    /// notifications its passes decide; `None` between inputs (a wake-up, a live read).
+    received_ms: Option<u64>,
 }
 
 impl Evaluator {
@@ -66,7 +69,13 @@ impl Evaluator {
             forbidden_logged: BTreeSet::new(),
             clusters_down: BTreeSet::new(),
             audit,
+            received_ms: None,
         }
+    }
+
+    /// When the input about to be handled reached the daemon (`None` once handled).
+    pub fn received(&mut self, at_ms: Option<u64>) {
+        self.received_ms = at_ms;
     }
 
     /// The running configuration.
@@ -108,7 +117,15 @@ impl Evaluator {
         // are written in one transaction before the fingerprint is recorded: a pass
         // whose write failed (a full disk) is done again, not lost until the
         // Application changes.
-        let pass = match crate::pipeline::pass::run(&self.pipeline, &self.inputs, &state.pass(), delivery, app, deleted, now) {
+        let pass = match crate::pipeline::pass::run(
+            &self.pipeline,
+            &self.inputs,
+            &state.pass(),
+            delivery,
+            app,
+            deleted,
+            (now, self.received_ms),
+        ) {
             Ok(p) => p,
             Err(PassError::Write(StateError::Refused(reason)) | PassError::Evaluate(StateError::Refused(reason))) => {
                 // This Application's input made a write the store cannot hold (nothing
