@@ -611,6 +611,7 @@ mod tests {
         m.episodes_open.set("x", 1);
         m.detection_seconds.observe("x", 1.0);
         m.resolution_seconds.observe("x:y", 1.0);
+        m.notification_latency.observe("x", 0.01);
         let out = m.render();
         let listed = Metrics::families();
         for line in out.lines().filter_map(|l| l.strip_prefix("# TYPE ")) {
