@@ -37,9 +37,10 @@ pub const MAX_PATCH_CHARS: usize = 4_096;
 pub const MAX_MESSAGE_CHARS: usize = 2_048;
 
 /// The engine a unit belongs to.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub enum Engine {
     /// Argo CD's `Application` (`argoproj.io/v1alpha1`).
+    #[default]
     ArgoCd,
     /// Flux's `Kustomization` (`kustomize.toolkit.fluxcd.io/v1`).
     FluxKustomization,
@@ -75,7 +76,7 @@ impl Engine {
 
     /// The API group, version and kind of this engine's unit.
     pub fn gvk(self) -> (&'static str, &'static str, &'static str) {
-        let (_, g, v, k) = Engine::ALL.iter().find(|(e, ..)| *e == self).copied().unwrap_or(Engine::ALL[0]);
+        let (_, g, v, k) = Engine::ALL[self as usize];
         (g, v, k)
     }
 }
@@ -231,7 +232,7 @@ pub struct Tenancy {
 #[derive(Debug, Clone, PartialEq, Default, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Unit {
-    pub engine: EngineName,
+    pub engine: Engine,
     pub namespace: String,
     pub name: String,
     pub uid: String,
@@ -248,17 +249,6 @@ pub struct Unit {
     pub managed_more: usize,
     pub destination: Destination,
     pub tenancy: Tenancy,
-}
-
-/// [`Engine`] with a default, so a [`Unit`] can be built field by field.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(transparent)]
-pub struct EngineName(pub Engine);
-
-impl Default for EngineName {
-    fn default() -> Self {
-        EngineName(Engine::ArgoCd)
-    }
 }
 
 /// Why an object is not a unit.
@@ -283,7 +273,7 @@ impl Unit {
             return Err(NotAUnit::NoName(kind));
         }
         let mut unit = Unit {
-            engine: EngineName(engine),
+            engine,
             namespace: text("/metadata/namespace").to_string(),
             name: text("/metadata/name").to_string(),
             uid: text("/metadata/uid").to_string(),
@@ -299,7 +289,7 @@ impl Unit {
     }
 
     pub fn engine(&self) -> Engine {
-        self.engine.0
+        self.engine
     }
 
     /// `namespace/name`, as the CLI and the store name a unit (with its engine, since

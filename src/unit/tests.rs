@@ -300,3 +300,12 @@ fn inventory_ids_read_as_flux_writes_them() {
         assert_eq!(inventory_id(bad), None, "{bad}");
     }
 }
+
+#[test]
+fn each_engine_reads_its_own_kind_back() {
+    for (i, (engine, group, version, kind)) in Engine::ALL.iter().enumerate() {
+        assert_eq!(*engine as usize, i, "ALL is in declaration order");
+        assert_eq!(engine.gvk(), (*group, *version, *kind));
+        assert_eq!(Engine::of(&format!("{group}/{version}"), kind), Some(*engine));
+    }
+}
