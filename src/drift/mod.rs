@@ -437,6 +437,7 @@ pub fn direction(app: &Value) -> (Direction, String, String) {
 mod tests {
     use super::*;
     use crate::drift::attribution::resource_key;
+    use crate::drift::audit::Decision;
     use serde_json::json;
 
     /// What triggers and templates see of the drift of `app`.
@@ -475,6 +476,54 @@ mod tests {
     fn app(sync_rev: &str, deployed: &str, resources: Value) -> Value {
         json!({"status": {"sync": {"status": "OutOfSync", "revision": sync_rev},
                           "history": [{"revision": "old"}, {"revision": deployed}], "resources": resources}})
+    }
+
+    /// An allowed write of a security field, seen by the audit input, makes the drift a
+    /// security drift at once: the resource `security-context`, the drift critical,
+    /// before any live read has shown the field (self-heal may erase it first).
+    #[test]
+    fn an_allowed_security_write_makes_the_drift_critical_before_any_live_read() {
+        let classes = ClassMap::default();
+        let web = ResourceRef { group: "apps".into(), kind: "Deployment".into(), namespace: "shop".into(), name: "web".into() };
+        let a = app(
+            "r2",
+            "r2",
+            json!([{"group": "apps", "version": "v1", "kind": "Deployment", "namespace": "shop", "name": "web", "status": "OutOfSync"}]),
+        );
+        let drift = Drift::of(&a, &classes, &LiveIndex::new(), "", &crate::project::Scope::unrestricted());
+        assert!(!drift.security);
+        assert_eq!(drift.severity, Some(Severity::Warning));
+        let write = |fields: &[&str]| Attempt {
+            id: "w".into(),
+            object: web.clone(),
+            decision: Decision::Allowed,
+            fields: fields.iter().map(|f| f.to_string()).collect(),
+            actor: Actor { username: "mallory".into(), ..Actor::default() },
+            ..Attempt::default()
+        };
+        let harmless = drift.clone().with_attempts(&[write(&["metadata.labels.team"])], &classes);
+        assert!(!harmless.security, "a label is no security write");
+        let escalated = drift.with_attempts(&[write(&["spec.template.spec.containers[app].securityContext.privileged"])], &classes);
+        assert!(escalated.security);
+        assert_eq!(escalated.severity, Some(Severity::Critical));
+        assert_eq!(escalated.resources[0].class, "security-context");
+        assert!(escalated.classes.iter().any(|c| c == "security-context"));
+        // A write to another object (same name, another namespace) changes nothing here.
+        let elsewhere = Attempt {
+            object: ResourceRef { namespace: "other".into(), ..web.clone() },
+            ..write(&["spec.template.spec.containers[app].securityContext.privileged"])
+        };
+        let a = app(
+            "r2",
+            "r2",
+            json!([{"group": "apps", "version": "v1", "kind": "Deployment", "namespace": "shop", "name": "web", "status": "OutOfSync"}]),
+        );
+        let untouched =
+            Drift::of(&a, &classes, &LiveIndex::new(), "", &crate::project::Scope::unrestricted()).with_attempts(&[elsewhere], &classes);
+        assert_eq!(untouched.resources[0].class, "workload");
+        // The live index is keyed by cluster, then the object: a spoke's object is not the local one.
+        assert_eq!(crate::drift::attribution::live_key("spoke-1", &web), "spoke-1@apps/Deployment/shop/web");
+        assert_eq!(crate::drift::attribution::live_key("", &web), resource_key(&web));
     }
 
     #[test]
