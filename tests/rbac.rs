@@ -173,9 +173,11 @@ fn the_service_account_holds_what_the_daemon_needs() {
             }
         }
         // Flux's and Fleet's units (watched where their CRDs are served).
-        for (group, resource) in
-            [("kustomize.toolkit.fluxcd.io", "kustomizations"), ("helm.toolkit.fluxcd.io", "helmreleases"), ("fleet.cattle.io", "bundledeployments")]
-        {
+        for (group, resource) in [
+            ("kustomize.toolkit.fluxcd.io", "kustomizations"),
+            ("helm.toolkit.fluxcd.io", "helmreleases"),
+            ("fleet.cattle.io", "bundledeployments"),
+        ] {
             for verb in ["list", "watch"] {
                 assert!(rules.iter().any(|r| r.allows(group, resource, verb, None)), "{install:?}: {verb} {resource}.{group}");
             }
