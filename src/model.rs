@@ -724,6 +724,16 @@ mod tests {
         let a =
             App::from_value(json!({"kind": "Application", "metadata": {"name": "apps", "namespace": "flux-system", "uid": "k1"}})).unwrap();
         assert_ne!(a.state_key(), k.state_key());
+        // Sharded by its destination cluster, as an Application is: one deploying here
+        // shares the shard of the local cluster's Applications.
+        let remote = App::from_value(json!({
+            "apiVersion": "kustomize.toolkit.fluxcd.io/v1", "kind": "Kustomization",
+            "metadata": {"name": "apps", "namespace": "team-a"},
+            "spec": {"kubeConfig": {"secretRef": {"name": "prod-eu"}}}
+        }))
+        .unwrap();
+        assert_eq!(k.shard(64), crate::shard::of_cluster("", 64));
+        assert_eq!(remote.shard(64), crate::shard::of_cluster("kubeconfig:team-a/prod-eu", 64));
     }
 
     #[test]
