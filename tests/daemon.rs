@@ -12,7 +12,7 @@ use std::process::Command;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use common::apiserver::FakeApiServer;
+use common::apiserver::{FakeApiServer, KUSTOMIZATIONS};
 use common::daemon::{Daemon, bodies, has, records, wait_for};
 use common::receiver::{get, receiver};
 use common::{AppBuilder, REV1, REV2};
@@ -698,6 +698,61 @@ fn applications_are_listed_once_the_projects_are() {
     );
     assert_eq!(d.metric("driftwatch_evaluations_total"), Some(3.0), "each Application evaluated once");
     assert_eq!(bodies(&got).len(), 3, "{:?}", bodies(&got));
+    assert!(d.stop().success());
+}
+
+/// On a cluster with Flux, the daemon finds Kustomizations served (discovery, a list of
+/// one) and watches them: ready ones send nothing; one turning `Ready=False` with
+/// `BuildFailed` sends the catalog's `on-reconcile-failed` once, naming the unit, the
+/// controller's reason and message and the revision attempted. A relist (the history
+/// compacted while the watch was down) sends nothing again; a new failure after it, once.
+#[test]
+fn kustomizations_are_discovered_and_watched_and_a_build_failure_sent_once() {
+    let Setup { dir, api, got, port } = setup();
+    api.install(KUSTOMIZATIONS);
+    let config = format!(
+        "services:\n  hook:\n    type: webhook\n    url: http://127.0.0.1:{port}\n    retry: {{initialBackoff: 100ms, maxBackoff: 500ms}}\ntemplates:\n{}{}",
+        common::RECONCILE_FAILED_TEMPLATE,
+        common::FLUX_SUBSCRIPTION
+    );
+    std::fs::write(dir.path().join("driftwatch.yaml"), config).unwrap();
+    const APPLIED: &str = "main@sha1:1111111111111111111111111111111111111111";
+    const ATTEMPTED: &str = "main@sha1:2222222222222222222222222222222222222222";
+    api.apply(common::kustomization("apps", APPLIED, 3));
+    api.apply(common::kustomization("infra", APPLIED, 3));
+    let d = Daemon::start(dir.path());
+    wait_for("both Kustomizations evaluated", Duration::from_secs(15), || {
+        d.metric("driftwatch_evaluations_total").is_some_and(|v| v >= 2.0)
+    });
+    assert!(api.list_arrivals().iter().any(|(r, _)| r == "kustomizations"), "{:?}", api.list_arrivals());
+    assert_eq!(d.metric(r#"driftwatch_watch_events_total{type="kustomization_list"}"#), Some(1.0));
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(bodies(&got).is_empty(), "ready units send nothing: {:?}", bodies(&got));
+
+    let message = "kustomize build failed: accumulating resources: 'apps/missing.yaml' not found";
+    api.apply(common::reconcile_failed(common::kustomization("apps", APPLIED, 3), "BuildFailed", message, ATTEMPTED));
+    wait_for("the build failure", Duration::from_secs(15), || has(&got, "BuildFailed"));
+    let sent: serde_json::Value = serde_json::from_str(&bodies(&got)[0]).unwrap();
+    assert_eq!(
+        sent,
+        serde_json::json!({"unit": "apps", "kind": "Kustomization", "reason": "BuildFailed", "message": message, "rev": ATTEMPTED, "resolved": false})
+    );
+
+    // The watch dropped while the history was compacted: 410 Gone, the Kustomizations
+    // are listed again; the failure is not sent again.
+    let lists = d.metric(r#"driftwatch_watch_events_total{type="kustomization_list"}"#).unwrap();
+    api.compact();
+    api.drop_watches();
+    wait_for("the Kustomizations' relist", Duration::from_secs(20), || {
+        d.metric(r#"driftwatch_watch_events_total{type="kustomization_list"}"#).is_some_and(|n| n > lists)
+    });
+    // A failure after the relist arrives, once.
+    api.apply(common::reconcile_failed(common::kustomization("infra", APPLIED, 3), "HealthCheckFailed", "timeout", ATTEMPTED));
+    wait_for("infra's failure", Duration::from_secs(15), || has(&got, "HealthCheckFailed"));
+    std::thread::sleep(Duration::from_millis(500));
+    let all = bodies(&got);
+    assert_eq!(all.iter().filter(|b| b.contains("BuildFailed")).count(), 1, "sent again after the relist: {all:?}");
+    assert_eq!(all.len(), 2, "{all:?}");
     assert!(d.stop().success());
 }
 

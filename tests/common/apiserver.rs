@@ -1,10 +1,13 @@
 //! A fake Kubernetes API server that speaks the real list/watch protocol over HTTP for
-//! `applications.argoproj.io` and `appprojects.argoproj.io`: lists in pages (`limit`,
+//! its custom resources — `applications.argoproj.io` and `appprojects.argoproj.io`, and
+//! Flux's `kustomizations.kustomize.toolkit.fluxcd.io` once installed
+//! ([`FakeApiServer::install`]): discovery documents, lists in pages (`limit`,
 //! `continue`) with a `resourceVersion`, chunked watch streams of JSON events from a given version,
 //! bookmarks, `410 Gone` (an `ERROR` event with `code: 410`) for versions older than the
-//! compacted history, label selectors, and connections it can drop on demand. Like the
-//! real Application CRD, it has no status subresource: a status change is an update of
-//! the whole object. It enforces RBAC as the API server does, with the rules the
+//! compacted history, label selectors, and connections it can drop on demand. Every
+//! resource is served by the same code, its objects kept under their [`Resource`].
+//! Like the real Application CRD, it has no status subresource: a status change is an
+//! update of the whole object. It enforces RBAC as the API server does, with the rules the
 //! project ships for the `driftwatch` service account (`deploy/`): a request they do
 //! not allow gets `403 Forbidden`. A request with the bearer token `user-<name>` is a
 //! person (`kubeconfig_for`), with their own rights: `SelfSubjectReview` says who they
@@ -27,10 +30,55 @@ use tokio::sync::broadcast;
 
 use super::rbac::{Rule, service_account_rules};
 
+/// A resource the server keeps objects of: its API group, version, kind and plural.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Resource {
+    pub group: &'static str,
+    pub version: &'static str,
+    pub kind: &'static str,
+    pub plural: &'static str,
+}
+
+impl Resource {
+    fn api_version(&self) -> String {
+        format!("{}/{}", self.group, self.version)
+    }
+}
+
+/// Argo CD's Applications: served from the start.
+pub const APPLICATIONS: Resource = Resource { group: "argoproj.io", version: "v1alpha1", kind: "Application", plural: "applications" };
+/// Argo CD's AppProjects: served from the start.
+pub const APPPROJECTS: Resource = Resource { group: "argoproj.io", version: "v1alpha1", kind: "AppProject", plural: "appprojects" };
+/// Flux's Kustomizations: served once installed ([`FakeApiServer::install`]), as on a
+/// cluster with Flux.
+pub const KUSTOMIZATIONS: Resource =
+    Resource { group: "kustomize.toolkit.fluxcd.io", version: "v1", kind: "Kustomization", plural: "kustomizations" };
+/// Leases (the leader election's), kept with the other objects; not watched.
+const LEASES: Resource = Resource { group: "coordination.k8s.io", version: "v1", kind: "Lease", plural: "leases" };
+
+/// The custom resources the server can serve: discovery, list, watch and get of one
+/// object, all namespaced.
+const CUSTOM: [Resource; 3] = [APPLICATIONS, APPPROJECTS, KUSTOMIZATIONS];
+
+/// The resource of `plural` (`applications`, `kustomizations`, `leases`, ...).
+fn resource_named(plural: &str) -> Resource {
+    CUSTOM
+        .into_iter()
+        .chain([LEASES])
+        .find(|r| r.plural == plural)
+        .unwrap_or_else(|| panic!("{plural}: not a resource the fake server keeps"))
+}
+
+/// The custom resource of an object, by its `kind` (an Application when it has none).
+fn resource_of(obj: &Value) -> Resource {
+    let kind = obj["kind"].as_str().unwrap_or("Application");
+    CUSTOM.into_iter().find(|r| r.kind == kind).unwrap_or_else(|| panic!("{kind}: not a kind the fake server serves"))
+}
+
 #[derive(Clone)]
 struct Event {
     rv: u64,
-    plural: &'static str,
+    resource: Resource,
     kind: &'static str,
     object: Value,
 }
@@ -38,8 +86,10 @@ struct Event {
 #[derive(Default)]
 struct World {
     rv: u64,
-    /// (plural, namespace, name) -> object.
-    objects: BTreeMap<(String, String, String), Value>,
+    /// (resource, namespace, name) -> object.
+    objects: BTreeMap<(Resource, String, String), Value>,
+    /// The custom resources served now (their CRDs installed).
+    installed: std::collections::BTreeSet<Resource>,
     history: Vec<Event>,
     /// Watches asking for versions older than this get 410 Gone.
     compacted_below: u64,
@@ -96,10 +146,14 @@ fn api_prefix(group: &str, version: &str) -> String {
     if group.is_empty() { format!("/api/{version}") } else { format!("/apis/{group}/{version}") }
 }
 
-/// The discovery document of one group version, if it is known.
-fn discovery(path: &str) -> Option<Value> {
+/// The discovery document of one group version, if it is known: the kinds of
+/// [`RESOURCES`] and the custom resources `installed`.
+fn discovery(path: &str, installed: &std::collections::BTreeSet<Resource>) -> Option<Value> {
+    let custom = installed.iter().map(|r| (r.group, r.version, r.kind, r.plural, true));
     let resources: Vec<Value> = RESOURCES
         .iter()
+        .copied()
+        .chain(custom)
         .filter(|(g, v, ..)| api_prefix(g, v) == path)
         .map(|(_, _, kind, plural, namespaced)| {
             json!({"name": plural, "singularName": kind.to_lowercase(), "namespaced": namespaced, "kind": kind,
@@ -141,10 +195,6 @@ fn full(status: u16, v: &Value) -> Response<Body> {
         .expect("response")
 }
 
-fn plural_of(kind: &str) -> &'static str {
-    if kind == "AppProject" { "appprojects" } else { "applications" }
-}
-
 fn matches_selector(obj: &Value, selector: Option<&str>) -> bool {
     let Some(sel) = selector else { return true };
     sel.split(',').filter(|s| !s.is_empty()).all(|req| match req.split_once('=') {
@@ -158,13 +208,18 @@ impl FakeApiServer {
     /// enforcing the shipped RBAC without the opt-ins.
     pub fn start() -> FakeApiServer {
         let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("runtime");
-        let mut world = World { rv: 100, rbac: Some(service_account_rules(false)), ..Default::default() };
+        let mut world = World {
+            rv: 100,
+            rbac: Some(service_account_rules(false)),
+            installed: [APPLICATIONS, APPPROJECTS].into(),
+            ..Default::default()
+        };
         // Argo CD creates the `default` AppProject at start (permits every destination and kind).
         let default_project = json!({"apiVersion": "argoproj.io/v1alpha1", "kind": "AppProject",
             "metadata": {"name": "default", "namespace": "argocd", "uid": "uid-argocd-default", "resourceVersion": "100"},
             "spec": {"sourceRepos": ["*"], "destinations": [{"server": "*", "namespace": "*"}],
                 "clusterResourceWhitelist": [{"group": "*", "kind": "*"}]}});
-        world.objects.insert(("appprojects".into(), "argocd".into(), "default".into()), default_project);
+        world.objects.insert((APPPROJECTS, "argocd".into(), "default".into()), default_project);
         let world = Arc::new(Mutex::new(world));
         let (events, _) = broadcast::channel(1024);
         let (drop_tx, _) = broadcast::channel(16);
@@ -208,9 +263,16 @@ impl FakeApiServer {
         std::mem::take(&mut self.world.lock().unwrap().audit)
     }
 
-    /// One stored object.
+    /// One stored object, by its resource's plural (`applications`, `kustomizations`).
     pub fn object(&self, plural: &str, ns: &str, name: &str) -> Option<Value> {
-        self.world.lock().unwrap().objects.get(&(plural.to_string(), ns.to_string(), name.to_string())).cloned()
+        self.world.lock().unwrap().objects.get(&(resource_named(plural), ns.to_string(), name.to_string())).cloned()
+    }
+
+    /// Installs a custom resource's CRD (as `kubectl apply` of Flux's would): from now
+    /// on discovery lists it and its objects are served like Applications (list,
+    /// watch, get), and [`FakeApiServer::apply`] takes them.
+    pub fn install(&self, resource: Resource) {
+        self.world.lock().unwrap().installed.insert(resource);
     }
 
     /// A kubeconfig whose server URL carries `/clients/<name>`: the server tells this
@@ -235,14 +297,16 @@ impl FakeApiServer {
         }
     }
 
-    /// Creates or replaces an object (ADDED or MODIFIED), as `kubectl apply` would,
-    /// including its status: the CRD has no status subresource.
+    /// Creates or replaces an object of a served custom resource (by its `kind`; an
+    /// Application when it has none) (ADDED or MODIFIED), as `kubectl apply` would,
+    /// including its status: the Application CRD has no status subresource (a
+    /// Kustomization's status is written the same way here).
     pub fn apply(&self, mut obj: Value) -> u64 {
-        let kind = obj["kind"].as_str().unwrap_or("Application").to_string();
-        let plural = plural_of(&kind);
+        let resource = resource_of(&obj);
         let ns = obj.pointer("/metadata/namespace").and_then(Value::as_str).unwrap_or("argocd").to_string();
         let name = obj.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default().to_string();
         let mut w = self.world.lock().unwrap();
+        assert!(w.installed.contains(&resource), "{}: not installed (FakeApiServer::install)", resource.plural);
         w.rv += 1;
         let rv = w.rv;
         obj["metadata"]["resourceVersion"] = json!(rv.to_string());
@@ -250,10 +314,10 @@ impl FakeApiServer {
         if obj.pointer("/metadata/uid").is_none() {
             obj["metadata"]["uid"] = json!(format!("uid-{ns}-{name}"));
         }
-        let key = (plural.to_string(), ns, name);
+        let key = (resource, ns, name);
         let kind_ev = if w.objects.contains_key(&key) { "MODIFIED" } else { "ADDED" };
         w.objects.insert(key, obj.clone());
-        let ev = Event { rv, plural, kind: kind_ev, object: obj };
+        let ev = Event { rv, resource, kind: kind_ev, object: obj };
         w.history.push(ev.clone());
         drop(w);
         let _ = self.events.send(ev);
@@ -291,13 +355,16 @@ impl FakeApiServer {
         self.world.lock().unwrap().live_gets.clone()
     }
 
-    pub fn delete(&self, plural: &'static str, ns: &str, name: &str) {
+    /// Deletes an object, by its resource's plural (`applications`, `kustomizations`,
+    /// `leases`): DELETED.
+    pub fn delete(&self, plural: &str, ns: &str, name: &str) {
+        let resource = resource_named(plural);
         let mut w = self.world.lock().unwrap();
-        let Some(mut obj) = w.objects.remove(&(plural.to_string(), ns.to_string(), name.to_string())) else { return };
+        let Some(mut obj) = w.objects.remove(&(resource, ns.to_string(), name.to_string())) else { return };
         w.rv += 1;
         let rv = w.rv;
         obj["metadata"]["resourceVersion"] = json!(rv.to_string());
-        let ev = Event { rv, plural, kind: "DELETED", object: obj };
+        let ev = Event { rv, resource, kind: "DELETED", object: obj };
         w.history.push(ev.clone());
         drop(w);
         let _ = self.events.send(ev);
@@ -353,7 +420,7 @@ impl FakeApiServer {
 
     /// The Lease object, as stored.
     pub fn lease(&self, ns: &str, name: &str) -> Option<Value> {
-        self.world.lock().unwrap().objects.get(&("leases".to_string(), ns.to_string(), name.to_string())).cloned()
+        self.world.lock().unwrap().objects.get(&(LEASES, ns.to_string(), name.to_string())).cloned()
     }
 
     /// Makes every Lease request fail (503) until turned off.
@@ -366,8 +433,9 @@ impl FakeApiServer {
         self.world.lock().unwrap().holding
     }
 
-    /// Every list request so far, in the order they arrived: its resource
-    /// (`applications`, `appprojects`) and whether a held list was waiting then.
+    /// Every list request so far, in the order they arrived: its resource's plural
+    /// (`applications`, `appprojects`, `kustomizations`) and whether a held list was
+    /// waiting then.
     pub fn list_arrivals(&self) -> Vec<(String, bool)> {
         self.world.lock().unwrap().list_arrivals.clone()
     }
@@ -385,7 +453,7 @@ impl FakeApiServer {
         lease["metadata"]["resourceVersion"] = json!(w.rv.to_string());
         let ns = lease.pointer("/metadata/namespace").and_then(Value::as_str).unwrap_or_default().to_string();
         let name = lease.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default().to_string();
-        w.objects.insert(("leases".to_string(), ns, name), lease);
+        w.objects.insert((LEASES, ns, name), lease);
     }
 
     /// (lists served, watches opened).
@@ -401,6 +469,49 @@ impl Drop for FakeApiServer {
             rt.shutdown_background();
         }
     }
+}
+
+/// A request under an installed custom resource's group version:
+/// `/apis/{group}/{version}[/namespaces/{ns}]/{plural}[/{name}]`.
+enum CustomRequest {
+    /// A list or a watch, in one namespace or in all.
+    Collection {
+        resource: Resource,
+        namespace: Option<String>,
+    },
+    Object {
+        resource: Resource,
+        namespace: String,
+        name: String,
+    },
+    /// Anything else under the group version (404).
+    Other,
+}
+
+/// What `path` asks of the custom resources `installed`; `None` for a path outside
+/// their group versions (or their discovery document).
+fn custom_request(path: &str, installed: &std::collections::BTreeSet<Resource>) -> Option<CustomRequest> {
+    let parts: Vec<&str> = path.trim_start_matches('/').split('/').collect();
+    let ["apis", group, version, rest @ ..] = parts.as_slice() else { return None };
+    if rest.is_empty() || !installed.iter().any(|r| r.group == *group && r.version == *version) {
+        return None;
+    }
+    let served = |plural: &str| installed.iter().copied().find(|r| r.group == *group && r.version == *version && r.plural == plural);
+    Some(match rest {
+        ["namespaces", ns, plural] => match served(plural) {
+            Some(resource) => CustomRequest::Collection { resource, namespace: Some(ns.to_string()) },
+            None => CustomRequest::Other,
+        },
+        ["namespaces", ns, plural, name] => match served(plural) {
+            Some(resource) => CustomRequest::Object { resource, namespace: ns.to_string(), name: name.to_string() },
+            None => CustomRequest::Other,
+        },
+        [plural] => match served(plural) {
+            Some(resource) => CustomRequest::Collection { resource, namespace: None },
+            None => CustomRequest::Other,
+        },
+        _ => CustomRequest::Other,
+    })
 }
 
 fn query(req: &Request<Incoming>) -> BTreeMap<String, String> {
@@ -483,10 +594,14 @@ async fn handle(
     if let Some(rest) = path.strip_prefix("/apis/coordination.k8s.io/v1/namespaces/") {
         return Ok(lease(req, rest, &world).await);
     }
-    if !path.starts_with("/apis/argoproj.io/") {
-        if let Some(doc) = discovery(&path) {
-            return Ok(full(200, &doc));
-        }
+    let (custom, doc) = {
+        let w = world.lock().unwrap();
+        (custom_request(&path, &w.installed), discovery(&path, &w.installed))
+    };
+    if let Some(doc) = doc {
+        return Ok(full(200, &doc));
+    }
+    let Some(custom) = custom else {
         let accept = req.headers().get("accept").and_then(|v| v.to_str().ok()).unwrap_or_default().to_string();
         let mut w = world.lock().unwrap();
         w.live_gets.push((path.clone(), accept.clone()));
@@ -498,26 +613,20 @@ async fn handle(
             Some(o) => full(200, o),
             None => full(404, &json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "code": 404, "reason": "NotFound"})),
         });
-    }
-    // /apis/argoproj.io/v1alpha1[/namespaces/{ns}]/{plural}
-    let rest = path.trim_start_matches("/apis/argoproj.io/v1alpha1/");
-    let (ns, plural) = match rest.split('/').collect::<Vec<_>>().as_slice() {
+    };
+    let (resource, ns) = match custom {
         // One object by name (`driftwatch diff`).
-        ["namespaces", ns, plural, name] if req.method() == hyper::Method::GET => {
+        CustomRequest::Object { resource, namespace, name } if req.method() == hyper::Method::GET => {
             let w = world.lock().unwrap();
-            return Ok(match w.objects.get(&(plural.to_string(), ns.to_string(), name.to_string())) {
+            return Ok(match w.objects.get(&(resource, namespace, name)) {
                 Some(o) => full(200, o),
                 None => full(404, &json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "code": 404, "reason": "NotFound"})),
             });
         }
-        ["namespaces", ns, plural] => (Some(ns.to_string()), plural.to_string()),
-        [plural] => (None, plural.to_string()),
+        CustomRequest::Collection { resource, namespace } => (resource, namespace),
         _ => return Ok(full(404, &json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "code": 404, "reason": "NotFound"}))),
     };
-    if plural != "applications" && plural != "appprojects" {
-        return Ok(full(404, &json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "code": 404, "reason": "NotFound"})));
-    }
-    let kind = if plural == "appprojects" { "AppProject" } else { "Application" };
+    let plural = resource.plural;
     let selector = q.get("labelSelector").cloned();
     let in_scope = |o: &Value| {
         ns.as_deref().is_none_or(|n| o.pointer("/metadata/namespace").and_then(Value::as_str) == Some(n))
@@ -527,7 +636,7 @@ async fn handle(
         {
             let mut w = world.lock().unwrap();
             let waiting = w.holding > 0;
-            w.list_arrivals.push((plural.clone(), waiting));
+            w.list_arrivals.push((plural.to_string(), waiting));
         }
         if ns.as_ref().is_some_and(|n| world.lock().unwrap().held_lists.contains(n)) {
             world.lock().unwrap().holding += 1;
@@ -536,6 +645,9 @@ async fn handle(
             }
             world.lock().unwrap().holding -= 1;
         }
+        // kube's `list_metadata` (driftwatch's check that it may list a kind).
+        let metadata_only =
+            req.headers().get("accept").and_then(|v| v.to_str().ok()).is_some_and(|a| a.contains("as=PartialObjectMetadataList"));
         let mut w = world.lock().unwrap();
         w.lists += 1;
         // Pages as the API server serves them: `limit` objects, then a `continue` token
@@ -548,9 +660,17 @@ async fn handle(
             Some(t) => t,
             None => (w.rv, 0),
         };
-        let mut matching = w.objects.iter().filter(|((p, _, _), o)| *p == plural && in_scope(o)).skip(offset);
+        let first = (resource, String::new(), String::new());
+        let mut matching = w.objects.range(first..).take_while(|((r, _, _), _)| *r == resource).filter(|(_, o)| in_scope(o)).skip(offset);
         let take = if limit > 0 { limit } else { usize::MAX };
-        let items: Vec<Value> = matching.by_ref().take(take).map(|(_, o)| o.clone()).collect();
+        let items: Vec<Value> = matching
+            .by_ref()
+            .take(take)
+            .map(|(_, o)| match metadata_only {
+                true => json!({"apiVersion": "meta.k8s.io/v1", "kind": "PartialObjectMetadata", "metadata": o["metadata"]}),
+                false => o.clone(),
+            })
+            .collect();
         let more = matching.next().is_some();
         let take = items.len();
         let mut metadata = json!({"resourceVersion": list_rv.to_string()});
@@ -559,10 +679,11 @@ async fn handle(
         } else {
             w.last_page_at = Some(std::time::Instant::now());
         }
-        return Ok(full(
-            200,
-            &json!({"apiVersion": "argoproj.io/v1alpha1", "kind": format!("{kind}List"), "metadata": metadata, "items": items}),
-        ));
+        let (api_version, kind) = match metadata_only {
+            true => ("meta.k8s.io/v1".to_string(), "PartialObjectMetadataList".to_string()),
+            false => (resource.api_version(), format!("{}List", resource.kind)),
+        };
+        return Ok(full(200, &json!({"apiVersion": api_version, "kind": kind, "metadata": metadata, "items": items})));
     }
     let from: u64 = q.get("resourceVersion").and_then(|v| v.parse().ok()).unwrap_or(0);
     let bookmarks = q.get("allowWatchBookmarks").map(String::as_str) == Some("true");
@@ -572,7 +693,8 @@ async fn handle(
         let mut w = world.lock().unwrap();
         w.watches += 1;
         let gone = from < w.compacted_below || ns.as_ref().and_then(|n| w.compacted_in.get(n)).is_some_and(|below| from < *below);
-        let backlog: Vec<Event> = w.history.iter().filter(|e| e.rv > from && e.plural == plural && in_scope(&e.object)).cloned().collect();
+        let backlog: Vec<Event> =
+            w.history.iter().filter(|e| e.rv > from && e.resource == resource && in_scope(&e.object)).cloned().collect();
         (backlog, gone, w.rv)
     };
     let (tx, rx) = tokio::sync::mpsc::channel::<Bytes>(64);
@@ -581,7 +703,6 @@ async fn handle(
     let scope_ns = ns.clone();
     let scope_client = client.clone();
     let scope_sel = selector.clone();
-    let plural_s = plural.clone();
     tokio::spawn(async move {
         let line = |v: Value| Bytes::from(format!("{v}\n"));
         if gone {
@@ -596,13 +717,13 @@ async fn handle(
             }
         }
         if bookmarks {
-            let b = json!({"type": "BOOKMARK", "object": {"kind": kind, "apiVersion": "argoproj.io/v1alpha1", "metadata": {"resourceVersion": current.to_string()}}});
+            let b = json!({"type": "BOOKMARK", "object": {"kind": resource.kind, "apiVersion": resource.api_version(), "metadata": {"resourceVersion": current.to_string()}}});
             let _ = tx.send(line(b)).await;
         }
         loop {
             tokio::select! {
                 ev = live.recv() => match ev {
-                    Ok(e) if e.plural == plural_s
+                    Ok(e) if e.resource == resource
                         && e.rv > last_backlog
                         && scope_ns.as_deref().is_none_or(|n| e.object.pointer("/metadata/namespace").and_then(Value::as_str) == Some(n))
                         && matches_selector(&e.object, scope_sel.as_deref()) => {
@@ -661,7 +782,7 @@ fn patch_application(
     (user, agent, uri): (&str, &str, &str),
 ) -> Response<Body> {
     let mut w = world.lock().unwrap();
-    let key = ("applications".to_string(), ns.to_string(), name.to_string());
+    let key = (APPLICATIONS, ns.to_string(), name.to_string());
     let Some(mut obj) = w.objects.get(&key).cloned() else { return status(404, "NotFound") };
     let wanted = patch.pointer("/metadata/resourceVersion").and_then(Value::as_str).map(str::to_string);
     if wanted.is_some_and(|v| Some(v.as_str()) != obj.pointer("/metadata/resourceVersion").and_then(Value::as_str)) {
@@ -684,7 +805,7 @@ fn patch_application(
         "responseStatus": {"metadata": {}, "code": 200}, "requestObject": request, "responseObject": obj,
         "requestReceivedTimestamp": chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Micros, true),
         "stageTimestamp": chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Micros, true)}));
-    let ev = Event { rv, plural: "applications", kind: "MODIFIED", object: obj.clone() };
+    let ev = Event { rv, resource: APPLICATIONS, kind: "MODIFIED", object: obj.clone() };
     w.history.push(ev.clone());
     drop(w);
     let _ = events.send(ev);
@@ -757,7 +878,7 @@ async fn lease(req: Request<Incoming>, rest: &str, world: &Arc<Mutex<World>>) ->
     if w.lease_outage {
         return status(503, "ServiceUnavailable");
     }
-    let key = |n: &str| ("leases".to_string(), ns.clone(), n.to_string());
+    let key = |n: &str| (LEASES, ns.clone(), n.to_string());
     match (method.as_str(), name) {
         ("GET", Some(n)) => match w.objects.get(&key(&n)) {
             Some(o) => full(200, o),
@@ -769,7 +890,7 @@ async fn lease(req: Request<Incoming>, rest: &str, world: &Arc<Mutex<World>>) ->
                 .objects
                 .iter()
                 .filter(|((r, n, _), o)| {
-                    r == "leases"
+                    *r == LEASES
                         && *n == ns
                         && (label.is_empty()
                             || o.pointer("/metadata/labels").and_then(|l| l.get(label)).and_then(Value::as_str) == Some(value))

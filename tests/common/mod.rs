@@ -108,6 +108,70 @@ breakGlass:
     )
 }
 
+/// The template of the catalog's `on-reconcile-failed` made to say, on the `hook`
+/// webhook, which unit failed, the controller's reason and message and the revision
+/// attempted (`rev`): an entry for a configuration's `templates:` (the built-in one has no
+/// webhook body).
+pub const RECONCILE_FAILED_TEMPLATE: &str = r#"  unit-reconcile-failed:
+    message: "{{unit.kind}} {{unit.namespace}}/{{unit.name}} failed to reconcile: {{unit.reconcile.reason}}"
+    webhook:
+      hook:
+        body: '{"unit": {{json unit.name}}, "kind": {{json unit.kind}}, "reason": {{json unit.reconcile.reason}}, "message": {{json unit.reconcile.message}}, "rev": {{json unit.revision.desired}}, "resolved": {{#if resolved}}true{{else}}false{{/if}}}'
+"#;
+
+/// The catalog's `on-reconcile-failed` sent to `hook` for every Flux unit: a
+/// configuration-level subscription.
+pub const FLUX_SUBSCRIPTION: &str = "subscriptions:\n  - recipients: [hook]\n    triggers: [on-reconcile-failed]\n    engine: flux\n";
+
+/// A Flux Kustomization in `flux-system` as kustomize-controller leaves it after applying
+/// `revision`: its spec, `managedFields` (the client's apply, the controller's status),
+/// `Ready=True`, and an inventory of `inventory` objects.
+pub fn kustomization(name: &str, revision: &str, inventory: usize) -> Value {
+    let entries: Vec<Value> = (0..inventory)
+        .map(|i| match i % 4 {
+            0 => json!({"id": format!("{name}_{name}-{i}_apps_Deployment"), "v": "v1"}),
+            1 => json!({"id": format!("{name}_{name}-{i}__Service"), "v": "v1"}),
+            2 => json!({"id": format!("{name}_{name}-{i}__ConfigMap"), "v": "v1"}),
+            _ => json!({"id": format!("{name}_{name}-{i}_networking.k8s.io_NetworkPolicy"), "v": "v1"}),
+        })
+        .collect();
+    json!({
+        "apiVersion": "kustomize.toolkit.fluxcd.io/v1", "kind": "Kustomization",
+        "metadata": {"name": name, "namespace": "flux-system", "uid": format!("uid-ks-{name}"), "generation": 1,
+            "labels": {"kustomize.toolkit.fluxcd.io/name": "flux-system", "kustomize.toolkit.fluxcd.io/namespace": "flux-system"},
+            "finalizers": ["finalizers.fluxcd.io"],
+            "managedFields": [
+                {"manager": "kustomize-controller", "operation": "Apply", "apiVersion": "kustomize.toolkit.fluxcd.io/v1",
+                 "time": "2026-12-07T09:00:00Z", "fieldsType": "FieldsV1",
+                 "fieldsV1": {"f:metadata": {"f:labels": {"f:kustomize.toolkit.fluxcd.io/name": {}, "f:kustomize.toolkit.fluxcd.io/namespace": {}}},
+                              "f:spec": {"f:interval": {}, "f:path": {}, "f:prune": {}, "f:sourceRef": {"f:kind": {}, "f:name": {}}, "f:targetNamespace": {}}}},
+                {"manager": "kustomize-controller", "operation": "Update", "apiVersion": "kustomize.toolkit.fluxcd.io/v1",
+                 "time": "2026-12-07T09:00:30Z", "fieldsType": "FieldsV1", "subresource": "status",
+                 "fieldsV1": {"f:status": {"f:conditions": {}, "f:inventory": {"f:entries": {}}, "f:lastAppliedRevision": {},
+                              "f:lastAttemptedRevision": {}, "f:observedGeneration": {}}}}
+            ]},
+        "spec": {"interval": "10m", "path": format!("./apps/{name}"), "prune": true, "wait": true, "timeout": "5m",
+                 "targetNamespace": name, "sourceRef": {"kind": "GitRepository", "name": "flux-system"}},
+        "status": {
+            "observedGeneration": 1, "lastAppliedRevision": revision, "lastAttemptedRevision": revision,
+            "lastHandledReconcileAt": "2026-12-07T09:00:00Z",
+            "conditions": [{"type": "Ready", "status": "True", "reason": "ReconciliationSucceeded",
+                            "message": format!("Applied revision: {revision}"), "lastTransitionTime": "2026-12-07T09:00:30Z",
+                            "observedGeneration": 1}],
+            "inventory": {"entries": entries}
+        }
+    })
+}
+
+/// `k` after a reconcile of `attempted` failed: `Ready=False` with kustomize-controller's
+/// `reason` and `message`; the revision applied stays.
+pub fn reconcile_failed(mut k: Value, reason: &str, message: &str, attempted: &str) -> Value {
+    k["status"]["lastAttemptedRevision"] = json!(attempted);
+    k["status"]["conditions"] = json!([{"type": "Ready", "status": "False", "reason": reason, "message": message,
+        "lastTransitionTime": "2026-12-07T10:00:00Z", "observedGeneration": 1}]);
+    k
+}
+
 pub const REV1: &str = "a1b2c3d4e5f60718293a4b5c6d7e8f9012345678";
 pub const REV2: &str = "ffeeddccbbaa99887766554433221100ffeeddcc";
 
