@@ -42,6 +42,12 @@
 //!   counting all 10,000, the largest message, Slack calls in all, from the last
 //!   resolve to "Resolved", RSS.
 //!
+//! - `units`: `LIVE_BENCH_APPS` Flux Kustomizations (10,000 unless set; an inventory of 20
+//!   objects each) and as many Applications as `ready` makes them: the lists alone,
+//!   process start -> `/readyz`, RSS, evaluations; then 100 Kustomizations/s turn
+//!   `Ready=False` with a new reason and revision for 30 s: change -> receiver p50/p99/max
+//!   of `on-reconcile-failed`.
+//!
 //! - `pgscale`: the store in PostgreSQL (in process, no daemon) with 10,000 and then
 //!   1,000,000 history rows and as many delivered keys of other Applications: the time
 //!   of a pass's view of its Application and of its write (an episode of ~3 KB), over
@@ -66,7 +72,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use common::apiserver::FakeApiServer;
+use common::apiserver::{FakeApiServer, KUSTOMIZATIONS};
 use common::receiver::get;
 use http_body_util::{BodyExt, Full};
 use hyper::body::{Bytes, Incoming};
@@ -287,6 +293,15 @@ impl Daemon {
             .unwrap_or(0.0)
     }
 
+    /// The sum of every series of the metric `name` (all its labels).
+    fn metric_sum(&self, name: &str) -> f64 {
+        let Some((_, body)) = get(&self.admin, "/metrics") else { return 0.0 };
+        body.lines()
+            .filter(|l| l.strip_prefix(name).is_some_and(|rest| rest.starts_with(['{', ' '])))
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .sum()
+    }
+
     /// With `LIVE_BENCH_SMAPS` set, the eight largest resident regions of the daemon.
     fn print_smaps(&self, label: &str) {
         if std::env::var_os("LIVE_BENCH_SMAPS").is_none() {
@@ -364,6 +379,15 @@ fn stat_cpu(path: &str) -> f64 {
     (f.get(11).copied().unwrap_or(0.0) + f.get(12).copied().unwrap_or(0.0)) / 100.0
 }
 
+/// CPU seconds the whole machine has been busy (`/proc/stat`'s first line: user, nice,
+/// system, irq, softirq and steal of every CPU): less the daemon's and this process's,
+/// what other processes took meanwhile (the VM's two cores are shared with builds).
+fn machine_busy() -> f64 {
+    let stat = std::fs::read_to_string("/proc/stat").unwrap_or_default();
+    let f: Vec<f64> = stat.lines().next().unwrap_or_default().split_whitespace().skip(1).map(|x| x.parse().unwrap_or(0.0)).collect();
+    [0, 1, 2, 5, 6, 7].iter().map(|i| f.get(*i).copied().unwrap_or(0.0)).sum::<f64>() / 100.0
+}
+
 fn percentile(sorted: &[Duration], p: f64) -> Duration {
     if sorted.is_empty() {
         return Duration::ZERO;
@@ -376,10 +400,16 @@ fn ms(d: Duration) -> String {
     format!("{:.1} ms", d.as_secs_f64() * 1000.0)
 }
 
-/// Changes `rate` Applications a second (round robin over `apps`) for `secs`: each
-/// change a new revision, OutOfSync, so each is one notification. Returns when each
-/// revision was applied.
-fn drive(api: &FakeApiServer, d: &Daemon, apps: usize, rate: u64, secs: u64, first: usize) -> (HashMap<String, Instant>, Vec<(u64, f64)>) {
+/// Makes `rate` changes a second for `secs`: change `n` applies `change(n, rev)`, whose
+/// notification carries `rev` (`rev-<first + n>`, new each time), so each is one
+/// notification. Returns when each revision was applied, and the hook's queue depth
+/// each second.
+fn drive(
+    api: &FakeApiServer,
+    d: &Daemon,
+    (rate, secs, first): (u64, u64, usize),
+    change: impl Fn(usize, &str) -> Value,
+) -> (HashMap<String, Instant>, Vec<(u64, f64)>) {
     let mut applied = HashMap::new();
     let mut depth = Vec::new();
     let start = Instant::now();
@@ -391,7 +421,7 @@ fn drive(api: &FakeApiServer, d: &Daemon, apps: usize, rate: u64, secs: u64, fir
             std::thread::sleep(wait);
         }
         let rev = format!("rev-{}", first + n);
-        api.apply(app(n % apps, "OutOfSync", &rev));
+        api.apply(change(n, &rev));
         applied.insert(rev, Instant::now());
         let second = start.elapsed().as_secs();
         if second > last_sample {
@@ -442,26 +472,164 @@ fn latency() {
     println!("latency: {APPS} Applications ready in {}, RSS {:.0} MB", ms(ready), d.rss_mb());
     for (rate, secs, first) in [(100u64, 30u64, 0usize), (1_000, 10, 1_000_000)] {
         let cpu_before = d.cpu_by_thread();
-        let bench_before = stat_cpu("/proc/self/stat");
+        let (bench_before, machine_before) = (stat_cpu("/proc/self/stat"), machine_busy());
         let start = Instant::now();
-        let (applied, depth) = drive(&api, &d, APPS, rate, secs, first);
+        // Each change a new revision, OutOfSync: one notification (on-drift).
+        let (applied, depth) = drive(&api, &d, (rate, secs, first), |n, rev| app(n % APPS, "OutOfSync", rev));
         let took = settle(&rx, &applied, start, Duration::from_secs(120));
         report_latency(&format!("latency: {APPS} apps @ {rate}/s for {secs} s"), &applied, &rx, took);
-        // Where the two cores went: the daemon's threads, and this process (the fake
-        // API server, the receiver, the driver).
-        let spent: Vec<String> = d
-            .cpu_by_thread()
-            .iter()
-            .map(|(n, c)| format!("{n} {:.1} s", c - cpu_before.iter().find(|(b, _)| b == n).map_or(0.0, |(_, b)| *b)))
-            .collect();
-        println!("latency:   CPU: daemon {}; bench process {:.1} s", spent.join(", "), stat_cpu("/proc/self/stat") - bench_before);
-        let max_depth = depth.iter().map(|(_, q)| *q).fold(0.0, f64::max);
+        report_load("latency", &d, &cpu_before, (bench_before, machine_before), &depth);
+    }
+}
+
+/// Where the two cores went during a load (the daemon's threads since `cpu_before`,
+/// this process since `bench_before`: the fake API server, the receiver, the driver;
+/// other processes since `machine_before`), the hook's queue depth each second, and RSS.
+fn report_load(label: &str, d: &Daemon, cpu_before: &[(String, f64)], (bench_before, machine_before): (f64, f64), depth: &[(u64, f64)]) {
+    let now = d.cpu_by_thread();
+    let spent: Vec<(String, f64)> =
+        now.iter().map(|(n, c)| (n.clone(), c - cpu_before.iter().find(|(b, _)| b == n).map_or(0.0, |(_, b)| *b))).collect();
+    let bench = stat_cpu("/proc/self/stat") - bench_before;
+    let others = machine_busy() - machine_before - bench - spent.iter().map(|(_, c)| c).sum::<f64>();
+    println!(
+        "{label}:   CPU: daemon {}; bench process {bench:.1} s; other processes {:.1} s",
+        spent.iter().map(|(n, c)| format!("{n} {c:.1} s")).collect::<Vec<_>>().join(", "),
+        others.max(0.0)
+    );
+    let max_depth = depth.iter().map(|(_, q)| *q).fold(0.0, f64::max);
+    println!(
+        "{label}:   queue depth per second {:?} (max {max_depth}), RSS {:.0} MB; so far: drift episode transitions {}, live reads {}",
+        depth.iter().map(|(_, q)| *q as u64).collect::<Vec<_>>(),
+        d.rss_mb(),
+        d.metric_sum("driftwatch_drift_episodes_total"),
+        d.metric_sum("driftwatch_live_reads_total")
+    );
+}
+
+/// The fake API server's own share of a list: `path`'s list in pages of 500, read and
+/// dropped (one client, nothing else running); the pages and the time.
+fn list_alone(api: &FakeApiServer, path: &str) -> (usize, Duration) {
+    let addr = api.url().trim_start_matches("http://").to_string();
+    let listed = Instant::now();
+    let mut token = String::new();
+    let mut pages = 0;
+    loop {
+        let page = format!("{path}?limit=500{}", if token.is_empty() { String::new() } else { format!("&continue={token}") });
+        let (_, body) = get(&addr, &page).expect("list page");
+        pages += 1;
+        token = body.split_once(r#""continue":""#).and_then(|(_, r)| r.split_once('"')).map(|(t, _)| t.to_string()).unwrap_or_default();
+        if token.is_empty() {
+            return (pages, listed.elapsed());
+        }
+    }
+}
+
+/// Where a start's time went: when the fake API server answered the daemon's last list
+/// page (the server sharing the machine with it) and how long after it the daemon was
+/// ready; the daemon's CPU until ready, per thread.
+fn report_start(label: &str, api: &FakeApiServer, d: &Daemon, started: Instant, ready: Duration) {
+    if let Some(last) = api.last_page_at().filter(|t| *t > started) {
         println!(
-            "latency:   queue depth per second {:?} (max {max_depth}), RSS {:.0} MB",
-            depth.iter().map(|(_, q)| *q as u64).collect::<Vec<_>>(),
-            d.rss_mb()
+            "{label}: the daemon's list answered {} after its start; ready {} after the last page",
+            ms(last - started),
+            ms((started + ready).saturating_duration_since(last))
         );
     }
+    let threads = d.cpu_by_thread();
+    println!(
+        "{label}: daemon CPU until ready {:.2} s: {}",
+        threads.iter().map(|(_, c)| c).sum::<f64>(),
+        threads.iter().map(|(n, c)| format!("{n} {c:.2} s")).collect::<Vec<_>>().join(", ")
+    );
+}
+
+const APPLICATIONS_PATH: &str = "/apis/argoproj.io/v1alpha1/applications";
+const KUSTOMIZATIONS_PATH: &str = "/apis/kustomize.toolkit.fluxcd.io/v1/kustomizations";
+
+/// The bench's configuration with Flux: the catalog's `on-reconcile-failed` to the hook
+/// for every Flux unit, its webhook body carrying the revision attempted as `rev`.
+fn units_config(port: u16) -> String {
+    let templates = format!("templates:\n{}", common::RECONCILE_FAILED_TEMPLATE);
+    config(port).replacen("templates:\n", &templates, 1) + common::FLUX_SUBSCRIPTION
+}
+
+/// The `units` scenario's Kustomization `i`: Ready, 20 objects in its inventory.
+fn unit_kustomization(i: usize) -> Value {
+    common::kustomization(&format!("ks-{i:05}"), "main@sha1:0000000000000000000000000000000000000000", 20)
+}
+
+/// `LIVE_BENCH_APPS` Kustomizations (10,000 unless set; an inventory of 20, Ready) and as
+/// many Applications (as `ready` makes them), on one replica: the lists alone, start ->
+/// `/readyz` against them (issue 54: within the list time + 5 s), RSS, evaluations; then
+/// 100 changes/s for 30 s over the Kustomizations, each one `Ready=False` with a new
+/// reason and revision (one `on-reconcile-failed` each): change -> receiver p50/p99/max.
+fn units() {
+    let api = FakeApiServer::start();
+    api.set_rbac(None);
+    api.install(KUSTOMIZATIONS);
+    let rx = Receiver::start();
+    let n: usize = std::env::var("LIVE_BENCH_APPS").ok().and_then(|v| v.parse().ok()).unwrap_or(10_000);
+    for i in 0..n {
+        api.apply(app(i, "Synced", "r0"));
+        api.apply(unit_kustomization(i));
+    }
+    let size = |v: Value| serde_json::to_string(&v).unwrap().len();
+    let (ks_size, app_size) = (size(unit_kustomization(0)), size(app(0, "Synced", "r0")));
+    let (ks_pages, ks_listed) = list_alone(&api, KUSTOMIZATIONS_PATH);
+    let (app_pages, app_listed) = list_alone(&api, APPLICATIONS_PATH);
+    let listed = ks_listed + app_listed;
+    println!(
+        "units: the lists alone (the fake API server, one after the other, read and dropped): {} ({n} Kustomizations of {ks_size} bytes, {ks_pages} pages: {}; {n} Applications of {app_size} bytes, {app_pages} pages: {})",
+        ms(listed),
+        ms(ks_listed),
+        ms(app_listed)
+    );
+    let (bench_before, machine_before) = (stat_cpu("/proc/self/stat"), machine_busy());
+    let started = Instant::now();
+    let (d, ready) = Daemon::start_with(&api, &units_config(rx.addr.port()));
+    let (bench, machine) = (stat_cpu("/proc/self/stat") - bench_before, machine_busy() - machine_before);
+    report_start("units", &api, &d, started, ready);
+    let daemon: f64 = d.cpu_by_thread().iter().map(|(_, c)| c).sum();
+    println!(
+        "units: CPU from start to ready ({:.1} s on {} cores): the daemon {daemon:.2} s, this process (the fake API server) {bench:.2} s, other processes {:.2} s",
+        ready.as_secs_f64(),
+        std::thread::available_parallelism().map_or(0, |n| n.get()),
+        (machine - daemon - bench).max(0.0)
+    );
+    let over = ready.as_secs_f64() - listed.as_secs_f64();
+    println!(
+        "units: start -> /readyz {}, {:+.2} s over the lists alone (bar: <= 5 s{})",
+        ms(ready),
+        over,
+        if over > 5.0 { ": MISSED" } else { "" }
+    );
+    std::thread::sleep(Duration::from_secs(2));
+    d.print_smaps("units");
+    println!(
+        "units: RSS {:.0} MB, {} evaluations, {} notifications sent at the start",
+        d.rss_mb(),
+        d.metric("driftwatch_evaluations_total"),
+        rx.count.load(Ordering::Relaxed)
+    );
+    // Each change one Kustomization (round robin) failing with a new reason and revision.
+    const REASONS: [&str; 4] = ["BuildFailed", "HealthCheckFailed", "ReconciliationFailed", "ArtifactFailed"];
+    let (rate, secs) = (100u64, 30u64);
+    let cpu_before = d.cpu_by_thread();
+    let (bench_before, machine_before) = (stat_cpu("/proc/self/stat"), machine_busy());
+    let start = Instant::now();
+    let (applied, depth) = drive(&api, &d, (rate, secs, 0), |c, rev| {
+        let reason = REASONS[c % REASONS.len()];
+        common::reconcile_failed(unit_kustomization(c % n), reason, &format!("{reason}: change {c}"), rev)
+    });
+    let took = settle(&rx, &applied, start, Duration::from_secs(120));
+    report_latency(
+        &format!("units: {n} Kustomizations + {n} Applications, Kustomizations failing @ {rate}/s for {secs} s"),
+        &applied,
+        &rx,
+        took,
+    );
+    report_load("units", &d, &cpu_before, (bench_before, machine_before), &depth);
+    println!("units: {} evaluations in all", d.metric("driftwatch_evaluations_total"));
 }
 
 fn ready() {
@@ -473,42 +641,11 @@ fn ready() {
         api.apply(app(i, "Synced", "r0"));
     }
     let size = serde_json::to_string(&app(0, "Synced", "r0")).unwrap().len();
-    // The API server's own share: the same list in pages of 500, read and dropped.
-    let addr = api.url().trim_start_matches("http://").to_string();
-    let listed = Instant::now();
-    let mut token = String::new();
-    let mut pages = 0;
-    loop {
-        let path = format!(
-            "/apis/argoproj.io/v1alpha1/applications?limit=500{}",
-            if token.is_empty() { String::new() } else { format!("&continue={token}") }
-        );
-        let (_, body) = get(&addr, &path).expect("list page");
-        pages += 1;
-        token = body.split_once(r#""continue":""#).and_then(|(_, r)| r.split_once('"')).map(|(t, _)| t.to_string()).unwrap_or_default();
-        if token.is_empty() {
-            break;
-        }
-    }
-    println!("ready: the list alone (the fake API server, {pages} pages read and dropped): {}", ms(listed.elapsed()));
+    let (pages, listed) = list_alone(&api, APPLICATIONS_PATH);
+    println!("ready: the list alone (the fake API server, {pages} pages read and dropped): {}", ms(listed));
     let started = Instant::now();
     let (d, ready) = Daemon::start(&api, rx.addr.port());
-    // Where the time went: the daemon's own list (the server sharing the machine with
-    // it), and what came after its last page.
-    if let Some(last) = api.last_page_at().filter(|t| *t > started) {
-        println!(
-            "ready: the daemon's list answered {} after its start; ready {} after the last page",
-            ms(last - started),
-            ms((started + ready).saturating_duration_since(last))
-        );
-    }
-    // The daemon's own share of the start-up: its CPU time until ready, per thread.
-    let threads = d.cpu_by_thread();
-    println!(
-        "ready: daemon CPU until ready {:.2} s: {}",
-        threads.iter().map(|(_, c)| c).sum::<f64>(),
-        threads.iter().map(|(n, c)| format!("{n} {c:.2} s")).collect::<Vec<_>>().join(", ")
-    );
+    report_start("ready", &api, &d, started, ready);
     std::thread::sleep(Duration::from_secs(2));
     d.print_smaps("ready");
     println!(
@@ -1088,6 +1225,9 @@ fn main() {
     }
     if want("shards") {
         shards();
+    }
+    if want("units") {
+        units();
     }
 }
 
