@@ -750,6 +750,68 @@ mod tests {
         assert_eq!(batch.attempts[0].object.kind, "ConfigMap");
     }
 
+    /// Flux's controllers write what a Flux unit lists: their writes there are Flux's,
+    /// not attempts; the same identity on an object only an Application lists is an
+    /// attempt like anyone's. A unit's status subresource written by anyone but its
+    /// controller (its inventory: what the audit index reads) is an attempt of class
+    /// `application`; the controller's own status write is not a change.
+    #[test]
+    fn flux_controllers_are_desired_state_only_on_flux_objects_and_a_units_status_is_theirs() {
+        let mut index = index();
+        index.update(
+            &App::from_value(json!({"apiVersion": "kustomize.toolkit.fluxcd.io/v1", "kind": "Kustomization",
+                "metadata": {"name": "apps", "namespace": "flux-system", "uid": "k1"},
+                "status": {"inventory": {"entries": [{"id": "shop_web_apps_Deployment", "v": "v1"}]}}}))
+            .unwrap(),
+            &crate::project::Scope::unrestricted(),
+        );
+        let mut ids = ids();
+        ids.flux = crate::config::FLUX_IDENTITIES.map(String::from).to_vec();
+        let f = filter(&ids, &index);
+        let kustomize = "system:serviceaccount:flux-system:kustomize-controller";
+        let deploy = |user: &str, ns: &str, name: &str| {
+            let mut ev = patch(user, "deployments", ns, name, json!({"spec": {"replicas": 3}}));
+            ev["objectRef"]["apiGroup"] = json!("apps");
+            event(ev)
+        };
+        let batch = parse_list(&deploy(kustomize, "shop", "web"), &f).unwrap();
+        assert!(batch.attempts.is_empty(), "kustomize-controller on its own object");
+        assert_eq!(batch.dropped[Dropped::ArgoCd as usize], 1);
+        let batch = parse_list(&deploy(kustomize, "payments", "api"), &f).unwrap();
+        assert_eq!(batch.attempts.len(), 1, "kustomize-controller on an object only an Application lists");
+        let batch = parse_list(&deploy("alice", "shop", "web"), &f).unwrap();
+        assert_eq!((batch.attempts.len(), batch.attempts[0].app_key.as_str()), (1, "Kustomization:flux-system/apps@k1"));
+        let status = |user: &str| {
+            let mut ev = patch(user, "kustomizations", "flux-system", "apps", json!({"status": {"inventory": {"entries": []}}}));
+            ev["objectRef"]["apiGroup"] = json!("kustomize.toolkit.fluxcd.io");
+            ev["objectRef"]["subresource"] = json!("status");
+            event(ev)
+        };
+        let batch = parse_list(&status(kustomize), &f).unwrap();
+        assert!(batch.attempts.is_empty(), "the controller's own status");
+        let classified = |body: Vec<u8>| {
+            let mut a = parse_list(&body, &f).unwrap().attempts.remove(0);
+            crate::drift::classify(&mut a, &crate::drift::classes::ClassMap::default());
+            a
+        };
+        let a = classified(status("mallory"));
+        assert!(a.app_spec && a.security && a.class == "application", "a status written by someone else: {a:?}");
+        let mut suspend = patch("bob", "kustomizations", "flux-system", "apps", json!({"spec": {"suspend": true}}));
+        suspend["objectRef"]["apiGroup"] = json!("kustomize.toolkit.fluxcd.io");
+        let a = classified(event(suspend));
+        assert!(a.security && a.class == "application", "flux suspend by a person: {a:?}");
+        let mut opt_out = patch(
+            "bob",
+            "deployments",
+            "shop",
+            "web",
+            json!({"metadata": {"annotations": {"kustomize.toolkit.fluxcd.io/reconcile": "disabled"}}}),
+        );
+        opt_out["objectRef"]["apiGroup"] = json!("apps");
+        let a = classified(event(opt_out));
+        assert!(a.security, "an annotation that makes Flux leave the object alone: {a:?}");
+    }
+
     #[test]
     fn an_application_spec_change_counts_a_refresh_does_not() {
         let (ids, index) = (ids(), index());

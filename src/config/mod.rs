@@ -25,7 +25,7 @@ pub mod clusters;
 mod schema;
 mod sections;
 
-pub use audit::{ARGOCD_CONTROLLER_IDENTITY, ArgoIdentities, AuditSettings, ServerTls};
+pub use audit::{ARGOCD_CONTROLLER_IDENTITY, ArgoIdentities, AuditSettings, FLEET_IDENTITIES, FLUX_IDENTITIES, ServerTls};
 pub use schema::*;
 pub use sections::AttributionSettings;
 
