@@ -10,6 +10,7 @@
 //! (and `run`) refuse until a person resolves it: nothing is dropped silently.
 
 pub mod expr;
+pub mod flux;
 pub mod gotmpl;
 mod marks;
 mod read;

@@ -99,12 +99,14 @@ pub(super) fn load(path: &Path) -> Result<Loaded, Unreadable> {
     Ok(Loaded { name, text, docs })
 }
 
-/// Reads the files into entries.
+/// Reads the files into entries. A file that holds Flux notification objects and
+/// nothing of Argo CD's is refused with a pointer to `--flux`.
 pub(super) fn read(paths: &[PathBuf]) -> Result<Input, Unreadable> {
     let mut input = Input::default();
     for path in &expand(paths)? {
         let Loaded { name, text, docs } = load(path)?;
-        let before = input.entries.len() + input.secret_keys.len();
+        let entries_before = input.entries.len();
+        let before = entries_before + input.secret_keys.len();
         match docs.as_slice() {
             [doc] if let Some(key) = catalog_key(path, doc) => {
                 input.entries.push(Entry { file: name.clone(), line: 1, key, value: doc.clone() });
@@ -114,6 +116,12 @@ pub(super) fn read(paths: &[PathBuf]) -> Result<Input, Unreadable> {
                     document(doc, &name, &text, &mut input);
                 }
             }
+        }
+        if input.entries.len() == entries_before && docs.iter().any(super::flux::is_flux_notification) {
+            return Err(Unreadable(format!(
+                "{name}: holds Flux notification-controller objects (Alert, Provider), not an Argo CD notifications \
+                 configuration: import them with `driftwatch import --flux`"
+            )));
         }
         if input.entries.len() + input.secret_keys.len() == before {
             input.unrecognised.push(name);
