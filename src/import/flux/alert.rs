@@ -221,8 +221,8 @@ fn notes(obj: &Object, spec: &Map<String, Value>, item: &str, provider: Option<&
         && triggers.contains(&ON_SUCCEEDED)
     {
         let reason = format!(
-            "eventSeverity info subscribes the {kind} service to {ON_SUCCEEDED} too, as Flux sends it every event: each successful \
-             reconcile then opens an alert; drop it from the triggers unless that is wanted"
+            "eventSeverity info subscribes the {kind} service to {ON_SUCCEEDED} too, as Flux sends it every event: each revision applied \
+             then opens an alert; drop it from the triggers unless that is wanted"
         );
         imp.out.note(&at_line(obj, obj.line), item, &reason);
     }

@@ -7,6 +7,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::{Map, Value, json};
 
+use super::super::Todo;
 use super::kinds;
 use super::read::{Object, SecretKeys};
 use super::{Imported, at_line};
@@ -25,16 +26,6 @@ impl Val {
             Val::Plain(s) | Val::Ref(s) => s,
         }
     }
-}
-
-/// A TODO (`todo`) or a note at a line of the Provider, with the original to keep
-/// commented out below a TODO.
-#[derive(Debug, Clone)]
-pub(super) struct Mark {
-    pub(super) todo: bool,
-    pub(super) line: usize,
-    pub(super) item: String,
-    pub(super) reason: String,
 }
 
 /// The Secret a Provider references: its keys when it is in the input, else the keys
@@ -61,7 +52,8 @@ pub(super) struct Ctx<'a> {
     assumed: BTreeSet<String>,
     /// References written where the Secret has no key (`$<service>-<what>`).
     placeholders: BTreeSet<String>,
-    pub(super) marks: Vec<Mark>,
+    /// TODOs (`true`) and notes, each at a line of the Provider.
+    pub(super) marks: Vec<(bool, Todo)>,
 }
 
 impl<'a> Ctx<'a> {
@@ -142,7 +134,7 @@ impl<'a> Ctx<'a> {
             "" => (self.obj.line, format!("provider {}", self.obj.id())),
             f => (self.obj.line_of(&["spec", f]), format!("provider {}.spec.{f}", self.obj.id())),
         };
-        self.marks.push(Mark { todo, line, item, reason });
+        self.marks.push((todo, Todo { file: self.obj.file.clone(), line, item, reason }));
     }
 }
 
@@ -212,17 +204,13 @@ pub(super) fn provider(
     svc.extend(settings.clone());
     let mut marks = marks;
     if let Err(e) = crate::deliver::services::ServiceSpec::from_value(mapped.kind, Value::Object(settings)) {
-        marks.push(Mark {
-            todo: true,
-            line: obj.line,
-            item: format!("provider {}", obj.id()),
-            reason: format!("driftwatch refuses the service as converted: {e}"),
-        });
+        let reason = format!("driftwatch refuses the service as converted: {e}");
+        marks.push((true, Todo { file: obj.file.clone(), line: obj.line, item: format!("provider {}", obj.id()), reason }));
     }
-    let todo = marks.iter().any(|m| m.todo);
-    for m in &marks {
+    let todo = marks.iter().any(|(todo, _)| *todo);
+    for (todo, m) in &marks {
         let e = at_line(obj, m.line);
-        if m.todo { imp.todo(&e, &m.item, &m.reason) } else { imp.out.note(&e, &m.item, &m.reason) }
+        if *todo { imp.todo(&e, &m.item, &m.reason) } else { imp.out.note(&e, &m.item, &m.reason) }
     }
     if todo {
         imp.out.report.services.todo += 1

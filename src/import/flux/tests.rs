@@ -177,7 +177,7 @@ fn an_alert_without_a_namespace_is_taken_as_default_and_marked() {
 fn a_paging_service_told_of_successes_is_noted() {
     let text = provider_with("type: pagerduty\naddress: https://events.pagerduty.com\nchannel: key", None);
     let r = import_text(&text);
-    assert!(r.has_note("alert apps/a", "each successful reconcile then opens an alert"), "{:?}", r.report.notes);
+    assert!(r.has_note("alert apps/a", "each revision applied then opens an alert"), "{:?}", r.report.notes);
 }
 
 #[test]

@@ -3,7 +3,7 @@
 
 use serde_json::json;
 
-use super::{Mapped, api_base, named, token, whole};
+use super::{Mapped, address_not_read, api_base, named, token, whole};
 use crate::import::flux::provider::{Ctx, Val};
 use crate::model::DestinationKind;
 
@@ -63,13 +63,7 @@ pub(super) fn slack(c: &mut Ctx<'_>) -> Mapped {
                 format!("{a:?} is not a chat.postMessage URL; with a token driftwatch posts to `apiUrl`/chat.postMessage: set `apiUrl`"),
             ),
         },
-        Some(Val::Ref(_)) => {
-            let secret = c.secret_name();
-            c.todo(
-                "secretRef",
-                format!("the Secret {secret}'s `address` overrides the API address and is not read: set `apiUrl` if it is not {SLACK_API}"),
-            );
-        }
+        Some(Val::Ref(_)) => address_not_read(c, "apiUrl", SLACK_API),
         None => {}
     }
     let Some(channel) = channel else {

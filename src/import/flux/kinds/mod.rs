@@ -151,15 +151,26 @@ fn api_base(c: &mut Ctx<'_>, setting: &str, path: &str, default: &str) {
                 c.todo("address", format!("{a:?} does not end in {path}: set `{setting}` to the API's base URL ({default} when absent)"))
             }
         },
-        Some(Val::Ref(_)) => c.todo(
-            "address",
-            format!(
-                "the address is in the Secret {} (not read): set `{setting}` to the API's base URL if it is not {default}",
-                c.secret_name()
-            ),
-        ),
+        Some(Val::Ref(_)) => address_not_read(c, setting, default),
         None => {}
     }
+}
+
+/// The mark for an address that is the Secret's (its value is not read), where the
+/// setting `setting` has the default `default`.
+fn address_not_read(c: &mut Ctx<'_>, setting: &str, default: &str) {
+    let secret = c.secret_name();
+    c.todo(
+        "secretRef",
+        format!("the Secret {secret}'s `address` overrides the address and is not read: set `{setting}` if it is not {default}"),
+    );
+}
+
+/// The mark for a required address that is the Secret's or absent (`given`: whether
+/// there is one), with a placeholder `setting` written in its place.
+fn address_unknown(c: &mut Ctx<'_>, given: bool, what: &str, setting: &str) {
+    let why = if given { format!("is the Secret {}'s `address` (not read)", c.secret_name()) } else { "is not set".to_string() };
+    c.todo("address", format!("the {what} URL {why}: replace the `{setting}` written in its place"));
 }
 
 /// The Secret's token; when it has none, a mark that the type needs one and a

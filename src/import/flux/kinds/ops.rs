@@ -3,7 +3,7 @@
 
 use serde_json::json;
 
-use super::{Mapped, api_base, named, token, whole};
+use super::{Mapped, address_not_read, address_unknown, api_base, named, token, whole};
 use crate::import::flux::provider::{Ctx, Val};
 use crate::model::DestinationKind;
 
@@ -17,6 +17,9 @@ pub(super) fn opsgenie(c: &mut Ctx<'_>) -> Mapped {
     Mapped { kind: DestinationKind::Opsgenie, recipient: named(c, &service) }
 }
 
+/// PagerDuty's Events API, driftwatch's `apiUrl` default.
+const PAGERDUTY: &str = "https://events.pagerduty.com";
+
 /// `pagerduty`: the channel is the integration's routing key (in the spec, as Flux
 /// has it); Flux posts to the address's scheme and host.
 pub(super) fn pagerduty(c: &mut Ctx<'_>) -> Mapped {
@@ -24,17 +27,11 @@ pub(super) fn pagerduty(c: &mut Ctx<'_>) -> Mapped {
     let service = c.service.to_string();
     match c.address() {
         Some(Val::Plain(a)) => match a.parse::<reqwest::Url>() {
-            Ok(u) if u.host_str() == Some("events.pagerduty.com") && u.scheme() == "https" => {}
+            Ok(u) if u.origin().ascii_serialization() == PAGERDUTY => {}
             Ok(u) => c.set("apiUrl", json!(u.origin().ascii_serialization())),
             Err(e) => c.todo("address", format!("{a:?} is not a URL ({e}): set `apiUrl`")),
         },
-        Some(Val::Ref(_)) => {
-            let secret = c.secret_name();
-            c.todo(
-                "secretRef",
-                format!("the Secret {secret}'s `address` is not read: set `apiUrl` if it is not https://events.pagerduty.com"),
-            );
-        }
+        Some(Val::Ref(_)) => address_not_read(c, "apiUrl", PAGERDUTY),
         None => {}
     }
     let Some(key) = c.spec_str("channel") else {
@@ -84,12 +81,7 @@ pub(super) fn alertmanager(c: &mut Ctx<'_>) -> Mapped {
             }
         },
         other => {
-            let why = if other.is_some() {
-                format!("is the Secret {}'s `address` (not read)", c.secret_name())
-            } else {
-                "is not set".to_string()
-            };
-            c.todo("address", format!("the Alertmanager URL {why}: replace the target written in its place (`https://host:port`)"));
+            address_unknown(c, other.is_some(), "Alertmanager", "targets");
             c.set("targets", json!(["https://alertmanager.invalid:9093"]));
         }
     }
@@ -114,12 +106,7 @@ pub(super) fn grafana(c: &mut Ctx<'_>) -> Mapped {
             }
         },
         other => {
-            let why = if other.is_some() {
-                format!("is the Secret {}'s `address` (not read)", c.secret_name())
-            } else {
-                "is not set".to_string()
-            };
-            c.todo("address", format!("the Grafana URL {why}: replace the `apiUrl` written in its place"));
+            address_unknown(c, other.is_some(), "Grafana", "apiUrl");
             c.set("apiUrl", json!("https://grafana.invalid/api"));
         }
     }

@@ -3,121 +3,117 @@ use serde_json::{Value, json};
 use super::*;
 use crate::import::flux::tests::{import_text, provider_with};
 
+/// Each type's Provider spec, the keys of its Secret `s`, the service written, the
+/// recipient subscriptions name, and whether it converts without a TODO.
+const CASES: &[(&str, &[&str], &str, &str, bool)] = &[
+    (
+        "type: slack\nchannel: general\naddress: https://slack.com/api/chat.postMessage",
+        &["token"],
+        r#"{"type": "slack", "token": "$s-token"}"#,
+        "p:general",
+        true,
+    ),
+    ("type: slack\nchannel: general", &["address"], r#"{"type": "slack", "webhookUrl": "$s-address"}"#, "p", true),
+    (
+        "type: discord\nusername: flux",
+        &["address"],
+        r#"{"type": "slack", "username": "flux", "webhookUrl": "$s-address/slack"}"#,
+        "p",
+        true,
+    ),
+    (
+        "type: discord\naddress: https://discord.com/api/webhooks/1/x/slack",
+        &[],
+        r#"{"type": "slack", "webhookUrl": "https://discord.com/api/webhooks/1/x/slack"}"#,
+        "p",
+        true,
+    ),
+    ("type: rocket", &["address"], r#"{"type": "slack", "webhookUrl": "$s-address"}"#, "p", true),
+    ("type: msteams", &["address"], r#"{"type": "teams-workflows", "recipientUrls": {"p": "$s-address"}}"#, "p:p", true),
+    (
+        "type: msteams\naddress: https://x.webhook.office.com/webhookb2/1",
+        &[],
+        r#"{"type": "teams", "recipientUrls": {"p": "https://x.webhook.office.com/webhookb2/1"}}"#,
+        "p:p",
+        true,
+    ),
+    ("type: googlechat", &["address"], r#"{"type": "googlechat", "webhooks": {"p": "$s-address"}}"#, "p:p", true),
+    (
+        "type: webex\naddress: https://webexapis.com/v1/messages\nchannel: room1",
+        &["token"],
+        r#"{"type": "webex", "token": "$s-token"}"#,
+        "p:room1",
+        true,
+    ),
+    ("type: telegram\nchannel: '@fluxcd'", &["token"], r#"{"type": "telegram", "token": "$s-token"}"#, "p:@fluxcd", true),
+    (
+        "type: opsgenie\naddress: https://api.eu.opsgenie.com/v2/alerts",
+        &["token"],
+        r#"{"type": "opsgenie", "apiUrl": "https://api.eu.opsgenie.com", "apiKeys": {"p": "$s-token"}}"#,
+        "p:p",
+        true,
+    ),
+    (
+        "type: pagerduty\naddress: https://events.pagerduty.com\nchannel: rk1",
+        &[],
+        r#"{"type": "pagerduty", "routingKeys": {"p": "rk1"}}"#,
+        "p:p",
+        true,
+    ),
+    (
+        "type: alertmanager\naddress: https://am.monitoring:9093/api/v2/alerts/",
+        &["token"],
+        r#"{"type": "alertmanager", "targets": ["https://am.monitoring:9093"], "bearerToken": "$s-token"}"#,
+        "p",
+        true,
+    ),
+    (
+        "type: alertmanager\naddress: https://am.example/custom/alerts\nusername: flux",
+        &["password"],
+        r#"{"type": "alertmanager", "targets": ["https://am.example"], "apiPath": "/custom/alerts", "basicAuth": {"username": "flux", "password": "$s-password"}}"#,
+        "p",
+        true,
+    ),
+    (
+        "type: grafana\naddress: https://grafana.example/api/annotations",
+        &["token"],
+        r#"{"type": "grafana", "apiUrl": "https://grafana.example/api", "apiKey": "$s-token"}"#,
+        "p:flux",
+        true,
+    ),
+    (
+        "type: github\naddress: https://github.com/org/repo",
+        &["token"],
+        r#"{"type": "github", "repositories": ["org/repo"], "token": "$s-token"}"#,
+        "p",
+        false,
+    ),
+    (
+        "type: github\naddress: https://ghe.example/org/repo.git",
+        &["token"],
+        r#"{"type": "github", "enterpriseBaseURL": "https://ghe.example/api/v3", "repositories": ["org/repo"], "token": "$s-token"}"#,
+        "p",
+        false,
+    ),
+    ("type: generic\naddress: https://hook.example/flux", &[], r#"{"type": "webhook", "url": "https://hook.example/flux"}"#, "p", false),
+    (
+        "type: generic-hmac\naddress: https://hook.example/flux",
+        &["token"],
+        r#"{"type": "signed-webhook", "url": "https://hook.example/flux", "secret": "$s-token"}"#,
+        "p",
+        true,
+    ),
+];
+
 /// Every type converts to its kind with its settings, and subscriptions name the
-/// recipient the kind reads: the Provider's spec, the keys of its Secret, the service
-/// written, the recipient, and whether it is complete.
+/// recipient the kind reads.
 #[test]
 fn each_mapped_type_converts_to_its_kind() {
-    let cases: &[(&str, &[&str], Value, &str, bool)] = &[
-        (
-            "type: slack\nchannel: general\naddress: https://slack.com/api/chat.postMessage",
-            &["token"],
-            json!({"type": "slack", "token": "$s-token"}),
-            "p:general",
-            true,
-        ),
-        ("type: slack\nchannel: general", &["address"], json!({"type": "slack", "webhookUrl": "$s-address"}), "p", true),
-        (
-            "type: discord\nusername: flux",
-            &["address"],
-            json!({"type": "slack", "username": "flux", "webhookUrl": "$s-address/slack"}),
-            "p",
-            true,
-        ),
-        (
-            "type: discord\naddress: https://discord.com/api/webhooks/1/x/slack",
-            &[],
-            json!({"type": "slack", "webhookUrl": "https://discord.com/api/webhooks/1/x/slack"}),
-            "p",
-            true,
-        ),
-        ("type: rocket", &["address"], json!({"type": "slack", "webhookUrl": "$s-address"}), "p", true),
-        ("type: msteams", &["address"], json!({"type": "teams-workflows", "recipientUrls": {"p": "$s-address"}}), "p:p", true),
-        (
-            "type: msteams\naddress: https://x.webhook.office.com/webhookb2/1",
-            &[],
-            json!({"type": "teams", "recipientUrls": {"p": "https://x.webhook.office.com/webhookb2/1"}}),
-            "p:p",
-            true,
-        ),
-        ("type: googlechat", &["address"], json!({"type": "googlechat", "webhooks": {"p": "$s-address"}}), "p:p", true),
-        (
-            "type: webex\naddress: https://webexapis.com/v1/messages\nchannel: room1",
-            &["token"],
-            json!({"type": "webex", "token": "$s-token"}),
-            "p:room1",
-            true,
-        ),
-        ("type: telegram\nchannel: '@fluxcd'", &["token"], json!({"type": "telegram", "token": "$s-token"}), "p:@fluxcd", true),
-        (
-            "type: opsgenie\naddress: https://api.eu.opsgenie.com/v2/alerts",
-            &["token"],
-            json!({"type": "opsgenie", "apiUrl": "https://api.eu.opsgenie.com", "apiKeys": {"p": "$s-token"}}),
-            "p:p",
-            true,
-        ),
-        (
-            "type: pagerduty\naddress: https://events.pagerduty.com\nchannel: rk1",
-            &[],
-            json!({"type": "pagerduty", "routingKeys": {"p": "rk1"}}),
-            "p:p",
-            true,
-        ),
-        (
-            "type: alertmanager\naddress: https://am.monitoring:9093/api/v2/alerts/",
-            &["token"],
-            json!({"type": "alertmanager", "targets": ["https://am.monitoring:9093"], "bearerToken": "$s-token"}),
-            "p",
-            true,
-        ),
-        (
-            "type: alertmanager\naddress: https://am.example/custom/alerts\nusername: flux",
-            &["password"],
-            json!({"type": "alertmanager", "targets": ["https://am.example"], "apiPath": "/custom/alerts",
-                   "basicAuth": {"username": "flux", "password": "$s-password"}}),
-            "p",
-            true,
-        ),
-        (
-            "type: grafana\naddress: https://grafana.example/api/annotations",
-            &["token"],
-            json!({"type": "grafana", "apiUrl": "https://grafana.example/api", "apiKey": "$s-token"}),
-            "p:flux",
-            true,
-        ),
-        (
-            "type: github\naddress: https://github.com/org/repo",
-            &["token"],
-            json!({"type": "github", "repositories": ["org/repo"], "token": "$s-token"}),
-            "p",
-            false,
-        ),
-        (
-            "type: github\naddress: https://ghe.example/org/repo.git",
-            &["token"],
-            json!({"type": "github", "enterpriseBaseURL": "https://ghe.example/api/v3", "repositories": ["org/repo"], "token": "$s-token"}),
-            "p",
-            false,
-        ),
-        (
-            "type: generic\naddress: https://hook.example/flux",
-            &[],
-            json!({"type": "webhook", "url": "https://hook.example/flux"}),
-            "p",
-            false,
-        ),
-        (
-            "type: generic-hmac\naddress: https://hook.example/flux",
-            &["token"],
-            json!({"type": "signed-webhook", "url": "https://hook.example/flux", "secret": "$s-token"}),
-            "p",
-            true,
-        ),
-    ];
-    for (spec, keys, service, recipient, complete) in cases {
+    for (spec, keys, service, recipient, complete) in CASES {
+        let service: Value = serde_json::from_str(service).unwrap();
         let secret = if keys.is_empty() { String::new() } else { "\nsecretRef:\n  name: s".to_string() };
         let r = import_text(&provider_with(&format!("{spec}{secret}"), (!keys.is_empty()).then_some(*keys)));
-        assert_eq!(r.service("p"), service, "{spec}\n{}", r.text);
+        assert_eq!(r.service("p"), &service, "{spec}\n{}", r.text);
         assert_eq!(r.subscriptions()[0]["recipients"], json!([recipient]), "{spec}");
         assert_eq!(r.report.complete(), *complete, "{spec}: {:?}", r.todos());
         for k in *keys {
@@ -190,7 +186,7 @@ fn what_a_type_needs_and_lacks_is_marked_with_a_placeholder_that_loads() {
     assert!(r.has_todo("provider apps/p.spec.channel", "forum topic"), "{:?}", r.todos());
     assert_eq!(r.subscriptions()[0]["recipients"], json!(["p:-1001"]));
     let r = import_text(&provider_with("type: alertmanager\nsecretRef:\n  name: s", Some(&["address", "username", "password"])));
-    assert!(r.has_todo("provider apps/p.spec.address", "replace the target"), "{:?}", r.todos());
+    assert!(r.has_todo("provider apps/p.spec.address", "replace the `targets` written in its place"), "{:?}", r.todos());
     assert!(r.has_todo("provider apps/p.spec.secretRef", "`username` is not read"), "{:?}", r.todos());
     assert!(!r.secrets.contains("s-username"), "no reference is written for a value driftwatch cannot reference: {}", r.secrets);
     let r = import_text(&provider_with(
