@@ -204,6 +204,7 @@ fn main() {
         let input = driftwatch::route::tree::RouteInput {
             labels: &drifted.labels,
             project: &drifted.project,
+            engine: "argocd",
             subject: (&episode).into(),
             break_glass: false,
         };

@@ -489,6 +489,7 @@ fn run(args: RunArgs, out: &mut dyn std::io::Write, err: &mut dyn std::io::Write
             namespaces: args.namespaces,
             selector: args.selector,
             project_namespaces: args.projects_namespaces,
+            engines: Vec::new(),
         },
         state,
         listen: args.listen,

@@ -526,7 +526,7 @@ impl Metrics {
         p.break_glass_events.iter().for_each(|e| self.break_glass.zero(e));
         p.episode_events.iter().for_each(|e| self.episodes.zero(e));
         ["ok", "refused"].iter().for_each(|r| self.reloads.zero(r));
-        ["Application", "AppProject"].iter().for_each(|k| self.watch_restarts.zero(k));
+        ["application", "appproject", "kustomization", "helmrelease", "bundledeployment"].iter().for_each(|k| self.watch_restarts.zero(k));
         ["malformed", "limits"].iter().for_each(|r| self.annotations_refused.zero(r));
     }
 

@@ -8,6 +8,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::json::Pointer;
+use crate::unit::{Engine, Unit};
 
 /// Why a document could not be taken as an Argo CD Application (or AppProject).
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -16,15 +17,17 @@ pub enum ObjectError {
     NotAnObject,
     #[error("kind is {found:?}, expected {expected:?}")]
     WrongKind { expected: &'static str, found: String },
-    #[error("apiVersion is {0:?}, expected argoproj.io/v1alpha1")]
-    WrongApiVersion(String),
+    #[error("apiVersion is {found:?}, expected {expected}")]
+    WrongApiVersion { expected: &'static str, found: String },
     #[error("field {field} has the wrong type: expected {expected}")]
     WrongType { field: &'static str, expected: &'static str },
 }
 
-/// An Argo CD `Application`, kept as the JSON the API server sent (triggers and
-/// templates see every field, as in Argo CD), plus the few metadata fields the
-/// pipeline itself needs, read once.
+/// A deployment unit as the pipeline takes it — an Argo CD `Application`, a Flux
+/// `Kustomization` or `HelmRelease`, a Fleet `BundleDeployment` — kept as the JSON the
+/// API server sent (triggers and templates see every field, as in Argo CD, as `app`),
+/// plus the few metadata fields the pipeline itself needs and the unit read into one
+/// shape (`unit`), read once.
 #[derive(Debug, Clone, PartialEq)]
 pub struct App {
     /// The whole object, exactly as received.
@@ -37,6 +40,8 @@ pub struct App {
     pub project: String,
     pub labels: BTreeMap<String, String>,
     pub annotations: BTreeMap<String, String>,
+    /// The object read as a deployment unit of its engine.
+    pub unit: Unit,
 }
 
 /// Checks the shape the pipeline relies on; anything past it is the triggers' business
@@ -57,8 +62,10 @@ fn check_kind(object: &Value, expected: &'static str) -> Result<(), ObjectError>
     }
     if let Some(v) = map.get("apiVersion") {
         match v.as_str() {
-            Some("argoproj.io/v1alpha1") => {}
-            Some(other) => return Err(ObjectError::WrongApiVersion(other.to_string())),
+            Some(found) if found == expected_api_version(expected) => {}
+            Some(other) => {
+                return Err(ObjectError::WrongApiVersion { expected: expected_api_version(expected), found: other.to_string() });
+            }
             None => {
                 return Err(ObjectError::WrongType { field: "apiVersion", expected: "a string" });
             }
@@ -78,6 +85,27 @@ fn check_kind(object: &Value, expected: &'static str) -> Result<(), ObjectError>
         }
     }
     Ok(())
+}
+
+/// The `apiVersion` objects of `kind` are read at.
+fn expected_api_version(kind: &str) -> &'static str {
+    match Engine::ALL.iter().find(|(_, _, _, k)| *k == kind) {
+        Some((Engine::FluxKustomization, ..)) => "kustomize.toolkit.fluxcd.io/v1",
+        Some((Engine::FluxHelmRelease, ..)) => "helm.toolkit.fluxcd.io/v2",
+        Some((Engine::Fleet, ..)) => "fleet.cattle.io/v1alpha1",
+        _ => "argoproj.io/v1alpha1",
+    }
+}
+
+/// The engine whose unit `object` claims to be, by its kind alone (its apiVersion is
+/// checked after): a kind no engine has is refused naming the ones there are.
+fn engine_of(object: &Value) -> Result<Engine, ObjectError> {
+    match object.get("kind") {
+        Some(Value::String(k)) => Engine::ALL.iter().find(|(_, _, _, kind)| kind == k).map(|(e, ..)| *e).ok_or_else(|| {
+            ObjectError::WrongKind { expected: "Application, Kustomization, HelmRelease or BundleDeployment", found: k.clone() }
+        }),
+        _ => Ok(Engine::ArgoCd),
+    }
 }
 
 fn string_map(meta: Option<&Value>, field: &'static str) -> Result<BTreeMap<String, String>, ObjectError> {
@@ -107,7 +135,8 @@ fn meta_str(meta: Option<&Value>, field: &'static str) -> Result<String, ObjectE
 impl App {
     /// Takes a decoded document as an Application, or says why it is not one.
     pub fn from_value(object: Value) -> Result<App, ObjectError> {
-        check_kind(&object, "Application")?;
+        let engine = engine_of(&object)?;
+        check_kind(&object, engine.kind())?;
         let meta = object.get("metadata");
         let name = meta_str(meta, "name")?;
         let namespace = meta_str(meta, "namespace")?;
@@ -115,6 +144,8 @@ impl App {
         let labels = string_map(meta, "labels")?;
         let annotations = string_map(meta, "annotations")?;
         let project = match object.at("/spec/project") {
+            // Flux and Fleet have no projects: their tenancy is the unit's (`unit.tenancy`).
+            _ if engine != Engine::ArgoCd => String::new(),
             None | Some(Value::Null) => "default".to_string(),
             Some(Value::String(p)) if p.is_empty() => "default".to_string(),
             Some(Value::String(p)) => p.clone(),
@@ -122,23 +153,68 @@ impl App {
                 return Err(ObjectError::WrongType { field: "spec.project", expected: "a string" });
             }
         };
-        Ok(App { object, name, namespace, uid, project, labels, annotations })
+        let unit = Unit::read(&object).unwrap_or_else(|_| Unit {
+            engine,
+            kind: engine.kind(),
+            namespace: namespace.clone(),
+            name: name.clone(),
+            ..Unit::default()
+        });
+        Ok(App { object, name, namespace, uid, project, labels, annotations, unit })
     }
 
     /// The key the state store files this Application's records under. The UID is part
     /// of it so that a deleted and re-created Application starts afresh, as it does in
     /// Argo CD (whose state lives in an annotation on the object itself).
+    /// A Flux or Fleet unit's key starts with its kind (`Kustomization:ns/name@uid`).
     pub fn state_key(&self) -> String {
-        if self.uid.is_empty() {
-            format!("{}/{}", self.namespace, self.name)
-        } else {
-            format!("{}/{}@{}", self.namespace, self.name, self.uid)
+        let name = match self.engine() {
+            Engine::ArgoCd => format!("{}/{}", self.namespace, self.name),
+            _ => self.qualified_name(),
+        };
+        if self.uid.is_empty() { name } else { format!("{name}@{}", self.uid) }
+    }
+
+    /// `namespace/name` (a Flux or Fleet unit: `Kind:namespace/name`), for logs and output.
+    pub fn qualified_name(&self) -> String {
+        crate::unit::qualified(self.engine(), &self.namespace, &self.name)
+    }
+
+    /// The engine this unit belongs to.
+    pub fn engine(&self) -> Engine {
+        self.unit.engine
+    }
+
+    /// Its sync status in Argo CD's words (`Synced`, `OutOfSync`, `Unknown`; empty when
+    /// not said): an Application's own `status.sync.status`, another engine's as its
+    /// unit reads it (a HelmRelease `Drifted`, a Fleet bundle `Modified`: `OutOfSync`).
+    pub fn sync_status(&self) -> &str {
+        match self.engine() {
+            Engine::ArgoCd => self.str_at("/status/sync/status").unwrap_or_default(),
+            _ => match self.unit.sync {
+                Some(crate::unit::Sync::Synced) => "Synced",
+                Some(crate::unit::Sync::OutOfSync) => "OutOfSync",
+                Some(crate::unit::Sync::Unknown) => "Unknown",
+                None => "",
+            },
         }
     }
 
-    /// `namespace/name`, for logs and output.
-    pub fn qualified_name(&self) -> String {
-        if self.namespace.is_empty() { self.name.clone() } else { format!("{}/{}", self.namespace, self.name) }
+    /// Its health in Argo CD's words (`Healthy`, `Progressing`, `Degraded`,
+    /// `Suspended`, `Missing`, `Unknown`; empty when not said).
+    pub fn health_status(&self) -> &str {
+        use crate::unit::Health;
+        match self.engine() {
+            Engine::ArgoCd => self.str_at("/status/health/status").unwrap_or_default(),
+            _ => match self.unit.health {
+                Some(Health::Healthy) => "Healthy",
+                Some(Health::Progressing) => "Progressing",
+                Some(Health::Degraded) => "Degraded",
+                Some(Health::Suspended) => "Suspended",
+                Some(Health::Unknown) => "Unknown",
+                None => "",
+            },
+        }
     }
 
     fn str_at(&self, pointer: &str) -> Option<&str> {
@@ -361,34 +437,7 @@ impl Action {
     }
 }
 
-/// A Kubernetes object by identity: API group (empty for the core group), kind,
-/// namespace (empty for cluster-scoped objects) and name. What an engine's inventory
-/// lists and what a drift, an audited write or a live read is about.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Default, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", default)]
-pub struct ResourceRef {
-    pub group: String,
-    pub kind: String,
-    pub namespace: String,
-    pub name: String,
-}
-
-impl ResourceRef {
-    /// The group of an `apiVersion` (`apps/v1` → `apps`, `v1` → the core group).
-    pub fn group_of(api_version: &str) -> &str {
-        api_version.rsplit_once('/').map_or("", |(g, _)| g)
-    }
-}
-
-impl fmt::Display for ResourceRef {
-    /// `Kind/namespace/name`, `Kind/name` when cluster-scoped (as Flux and `kubectl` say it).
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self.namespace.is_empty() {
-            true => write!(f, "{}/{}", self.kind, self.name),
-            false => write!(f, "{}/{}/{}", self.kind, self.namespace, self.name),
-        }
-    }
-}
+pub use crate::unit::ResourceRef;
 
 /// What a destination may need to know about the Application beyond the rendered
 /// payload (SIEM records, PagerDuty dedup keys, links). Read once per notification.
@@ -617,10 +666,36 @@ mod tests {
         assert_eq!(app.labels["env"], "prod");
     }
 
+    /// A Flux or Fleet unit is taken as an Application is: its kind in its key and name
+    /// (a Kustomization and an Application of one name are two), no project, its sync
+    /// and health in Argo CD's words from its unit.
+    #[test]
+    fn a_flux_unit_is_taken_with_its_kind_in_its_key() {
+        let k = App::from_value(json!({
+            "apiVersion": "kustomize.toolkit.fluxcd.io/v1", "kind": "Kustomization",
+            "metadata": {"name": "apps", "namespace": "flux-system", "uid": "k1"},
+            "spec": {"project": "ignored"},
+            "status": {"conditions": [{"type": "Ready", "status": "True", "reason": "ReconciliationSucceeded"}],
+                "lastAppliedRevision": "main@sha1:a", "lastAttemptedRevision": "main@sha1:a"}
+        }))
+        .unwrap();
+        assert_eq!(
+            (k.state_key(), k.qualified_name()),
+            ("Kustomization:flux-system/apps@k1".to_string(), "Kustomization:flux-system/apps".to_string())
+        );
+        assert_eq!((k.project.as_str(), k.sync_status(), k.health_status()), ("", "Synced", "Healthy"));
+        let a =
+            App::from_value(json!({"kind": "Application", "metadata": {"name": "apps", "namespace": "flux-system", "uid": "k1"}})).unwrap();
+        assert_ne!(a.state_key(), k.state_key());
+    }
+
     #[test]
     fn non_applications_are_refused_with_a_reason() {
         let err = App::from_value(json!({"kind": "ConfigMap", "metadata": {}})).unwrap_err();
-        assert_eq!(err.to_string(), "kind is \"ConfigMap\", expected \"Application\"");
+        assert_eq!(err.to_string(), "kind is \"ConfigMap\", expected \"Application, Kustomization, HelmRelease or BundleDeployment\"");
+        let err = App::from_value(json!({"apiVersion": "kustomize.toolkit.fluxcd.io/v1beta2", "kind": "Kustomization", "metadata": {}}))
+            .unwrap_err();
+        assert_eq!(err.to_string(), "apiVersion is \"kustomize.toolkit.fluxcd.io/v1beta2\", expected kustomize.toolkit.fluxcd.io/v1");
         let err = App::from_value(json!({"kind": "Application", "status": "broken"})).unwrap_err();
         assert_eq!(err.to_string(), "field status has the wrong type: expected a mapping");
         assert_eq!(App::from_value(json!([1])).unwrap_err(), ObjectError::NotAnObject);

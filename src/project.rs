@@ -212,6 +212,19 @@ impl Scope {
         }
     }
 
+    /// A scope that admits nothing, saying `why` (a Flux or Fleet unit deploying to a
+    /// cluster whose audit input this is not: only its own object is indexed).
+    pub fn refusing(why: &str) -> Scope {
+        Scope {
+            project: String::new(),
+            policy: None,
+            server: String::new(),
+            name: String::new(),
+            dest_namespace: String::new(),
+            refused: Some(why.to_string()),
+        }
+    }
+
     /// Whether the resource may be read for this Application, or why not (for the
     /// resource's `notRead` message). `namespace` is the one `status.resources` claims:
     /// empty is judged as cluster-scoped, anything else as namespaced; the read itself

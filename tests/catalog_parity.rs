@@ -25,7 +25,8 @@ fn eval(rt: &config::Runtime, name: &str, app: &serde_json::Value) -> (bool, Opt
     let drift = driftwatch::drift::Drift::default();
     for reads in [&t.reads(), &rt.reads] {
         assert!(!reads.app.is_whole(), "{name}: the catalog reads some of the Application: {reads:?}");
-        assert_eq!(run(rt.engine.prepare_pass(app, &drift, None, now, reads)), results, "{name}: only what is read, converted");
+        let unit = driftwatch::unit::Unit::read(app).unwrap_or_default();
+        assert_eq!(run(rt.engine.prepare_pass(app, &unit, &drift, None, now, reads)), results, "{name}: only what is read, converted");
     }
     assert_eq!(results.len(), 1, "catalog triggers have one condition");
     let r = results.remove(0);
@@ -214,6 +215,8 @@ fn every_catalog_trigger_has_a_template_and_is_covered() {
             "on-health-recovered",
             "on-live-drift",
             "on-out-of-sync",
+            "on-reconcile-failed",
+            "on-reconcile-succeeded",
             "on-rollback",
             "on-security-drift",
             "on-sync-failed",
@@ -230,4 +233,43 @@ fn every_catalog_trigger_has_a_template_and_is_covered() {
             }
         }
     }
+}
+
+/// `on-reconcile-failed` and `on-reconcile-succeeded` read the unit, one shape for every
+/// engine: a Flux Kustomization's `Ready=False` with its reason, a Fleet bundle
+/// `ErrApplied`, an Argo CD sync Failed; once per reason and revision, once per applied
+/// revision (a HelmRelease's Helm release too).
+#[test]
+fn reconcile_triggers_read_the_unit_of_every_engine() {
+    use serde_json::json;
+    let rt = config::load(None).unwrap();
+    let kustomization = |ready: &str, reason: &str, suspend: bool| {
+        json!({"apiVersion": "kustomize.toolkit.fluxcd.io/v1", "kind": "Kustomization",
+            "metadata": {"name": "apps", "namespace": "flux-system", "generation": 2},
+            "spec": {"suspend": suspend},
+            "status": {"observedGeneration": 2, "lastAppliedRevision": "main@sha1:aaa", "lastAttemptedRevision": "main@sha1:bbb",
+                "conditions": [{"type": "Ready", "status": ready, "reason": reason, "message": "kustomize build failed: accumulating resources",
+                    "lastTransitionTime": "2026-03-01T11:00:00Z"}]}})
+    };
+    let failed = kustomization("False", "BuildFailed", false);
+    assert_eq!(eval(&rt, "on-reconcile-failed", &failed), (true, Some("BuildFailed@main@sha1:bbb".into())));
+    assert!(!eval(&rt, "on-reconcile-failed", &kustomization("False", "BuildFailed", true)).0, "suspended");
+    assert!(!eval(&rt, "on-reconcile-failed", &kustomization("True", "ReconciliationSucceeded", false)).0);
+    assert!(!eval(&rt, "on-reconcile-succeeded", &failed).0);
+    let mut applied = kustomization("True", "ReconciliationSucceeded", false);
+    applied["status"]["lastAttemptedRevision"] = json!("main@sha1:aaa");
+    assert_eq!(eval(&rt, "on-reconcile-succeeded", &applied), (true, Some("main@sha1:aaa".into())));
+    let helm = json!({"apiVersion": "helm.toolkit.fluxcd.io/v2", "kind": "HelmRelease",
+        "metadata": {"name": "podinfo", "namespace": "apps"},
+        "status": {"conditions": [{"type": "Ready", "status": "True", "reason": "UpgradeSucceeded"}],
+            "history": [{"chartName": "podinfo", "chartVersion": "6.7.1", "version": 4, "status": "deployed"}]}});
+    assert_eq!(eval(&rt, "on-reconcile-succeeded", &helm), (true, Some("6.7.1#4".into())));
+    let fleet = json!({"apiVersion": "fleet.cattle.io/v1alpha1", "kind": "BundleDeployment",
+        "metadata": {"name": "apps-web", "namespace": "cluster-fleet-local-local-1a3d67d0a899"},
+        "spec": {"deploymentID": "s-1:abc"},
+        "status": {"display": {"state": "ErrApplied"}, "ready": false,
+            "conditions": [{"type": "Deployed", "status": "False", "message": "chart requires kubeVersion >=1.30"}]}});
+    assert_eq!(eval(&rt, "on-reconcile-failed", &fleet), (true, Some("ErrApplied@s-1:abc".into())));
+    let argo = base().operation("Failed", REV1, START, Some(FINISH)).sync("OutOfSync", REV1).build();
+    assert_eq!(eval(&rt, "on-reconcile-failed", &argo), (true, Some(format!("Failed@{REV1}"))));
 }

@@ -169,7 +169,13 @@ fn a_file_that_is_not_an_application_is_a_clear_error() {
     let cm = write(dir.path(), "cm.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\n");
     let o = driftwatch(&["trigger", "run", "on-created", cm.to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(2));
-    assert!(stderr(&o).contains("cm.yaml: not an Application: kind is \"ConfigMap\", expected \"Application\""), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains(
+            "cm.yaml: not an Application: kind is \"ConfigMap\", expected \"Application, Kustomization, HelmRelease or BundleDeployment\""
+        ),
+        "{}",
+        stderr(&o)
+    );
     let bad = write(dir.path(), "bad.yaml", "kind: Application\nmetadata: {name: [x\n");
     let o = driftwatch(&["template", "notify", "app-created", bad.to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(2));
@@ -183,13 +189,13 @@ fn a_file_that_is_not_an_application_is_a_clear_error() {
 fn check_passes_on_the_catalog_and_the_examples() {
     let o = driftwatch(&["check"]);
     assert!(o.status.success(), "{}", stderr(&o));
-    assert!(stdout(&o).starts_with("ok: 19 triggers, 21 templates"), "{}", stdout(&o));
+    assert!(stdout(&o).starts_with("ok: 21 triggers, 25 templates"), "{}", stdout(&o));
     let o = driftwatch(&["check", "--config", &repo("examples/drift-incident/driftwatch.yaml")]);
     assert!(o.status.success(), "{}", stderr(&o));
     // The reference configuration: valid, with warnings for its unset secrets only.
     let o = driftwatch(&["check", "--config", &repo("deploy/driftwatch.yaml")]);
     assert!(o.status.success(), "{}", stderr(&o));
-    assert!(stdout(&o).starts_with("ok: 20 triggers, 22 templates, 5 services, 5 warning(s)"), "{}", stdout(&o));
+    assert!(stdout(&o).starts_with("ok: 22 triggers, 26 templates, 5 services, 5 warning(s)"), "{}", stdout(&o));
     assert!(stderr(&o).lines().all(|l| l.starts_with("warning: services.") && l.contains("is not set")), "{}", stderr(&o));
 }
 

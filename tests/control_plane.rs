@@ -1370,7 +1370,7 @@ mod on_a_real_api_server {
             let (k, h, b) = (&units[0], &units[1], &units[2]);
             assert_eq!(k.engine(), Engine::FluxKustomization);
             assert!(k.reconcile.failed && k.reconcile.reason == "HealthCheckFailed", "{k:?}");
-            assert_eq!((k.sync, k.health), (Some(Sync::OutOfSync), Some(Health::Degraded)));
+            assert_eq!((k.sync, k.health), (Some(Sync::Unknown), Some(Health::Degraded)));
             assert_eq!(k.managed[0].to_string(), "Deployment/shop/web");
             assert_eq!(k.tenancy.service_account, "apps-deployer");
             assert_eq!(h.engine(), Engine::FluxHelmRelease);
@@ -1382,5 +1382,225 @@ mod on_a_real_api_server {
             assert_eq!((b.drift.modified[0].change, b.drift.modified[0].patch.as_str()), (Change::Modified, r#"{"spec":{"replicas":2}}"#));
             assert_eq!(b.destination.cluster, "fleet-default/prod-eu");
         });
+    }
+
+    /// Issue 54's checks on the real API server with Flux's and Fleet's own CRDs and the
+    /// audit webhook, routed by class and trigger as an existing configuration routes
+    /// them: security classes paged, drift to one Slack channel, reconcile failures to
+    /// another. (a) a person makes a Deployment in a Kustomization's inventory
+    /// privileged and kustomize-controller's ServiceAccount puts it back: paged, naming
+    /// the person, `privileged` and the Kustomization, the controller's write not; (b) a
+    /// HelmRelease in warn mode turns `Drifted=True`: told; (c) a Kustomization turns
+    /// `Ready=False` with `BuildFailed`: told with the controller's message, resolved
+    /// when ready again; (d) a Fleet BundleDeployment turns `Modified` with a recorded
+    /// patch: told, naming the bundle and the patch's value. Then a unit deleted, and a
+    /// relist after the API server restarts: nothing sent twice, a new failure once.
+    /// The statuses are written through the status subresource by the controllers'
+    /// ServiceAccounts, as the controllers write them.
+    #[test]
+    fn flux_and_fleet_units_page_the_person_their_failures_and_their_drift() {
+        use crate::common::audited::{audit_addr, audit_flags, controller};
+        let cpl = cp::shared();
+        let dir = tempfile::tempdir().unwrap();
+        let ((pd, pd_port), (drift, drift_port), (reconcile, reconcile_port)) = (hook(), hook(), hook());
+        let api = cpl.start_api_server("units", &[]);
+        api.kubeconfig(&dir.path().join("kubeconfig"), ADMIN);
+        const BUNDLES: &str = "cluster-fleet-local-local-1a3d67d0a899";
+        let web = json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web", "namespace": "shop"},
+            "spec": {"replicas": 2, "selector": {"matchLabels": {"app": "web"}},
+                     "template": {"metadata": {"labels": {"app": "web"}}, "spec": {"containers": [{"name": "web", "image": "shop:1.0"}]}}}});
+        let kustomization = json!({"apiVersion": "kustomize.toolkit.fluxcd.io/v1", "kind": "Kustomization",
+            "metadata": {"name": "apps", "namespace": "flux-system"},
+            "spec": {"interval": "10m", "path": "./apps", "prune": true, "sourceRef": {"kind": "GitRepository", "name": "flux-system"}}});
+        let helm_release = json!({"apiVersion": "helm.toolkit.fluxcd.io/v2", "kind": "HelmRelease",
+            "metadata": {"name": "podinfo", "namespace": "shop"},
+            "spec": {"interval": "5m", "driftDetection": {"mode": "warn"},
+                     "chart": {"spec": {"chart": "podinfo", "sourceRef": {"kind": "HelmRepository", "name": "podinfo", "namespace": "flux-system"}}}}});
+        let bundle = json!({"apiVersion": "fleet.cattle.io/v1alpha1", "kind": "BundleDeployment",
+            "metadata": {"name": "shop-web", "namespace": BUNDLES,
+                "labels": {"fleet.cattle.io/bundle-namespace": "fleet-local", "fleet.cattle.io/bundle-name": "shop-web",
+                           "fleet.cattle.io/cluster": "local", "fleet.cattle.io/cluster-namespace": "fleet-local",
+                           "fleet.cattle.io/repo-name": "shop", "fleet.cattle.io/commit": "3333333333333333333333333333333333333333"}},
+            "spec": {"deploymentID": "s-4d5e6f:9a8b7c", "options": {"defaultNamespace": "shop"}}});
+        const REV: &str = "main@sha1:1111111111111111111111111111111111111111";
+        let ready = |status: &str, reason: &str, message: &str| {
+            json!({"type": "Ready", "status": status, "reason": reason, "message": message,
+                   "lastTransitionTime": "2026-12-07T10:00:00Z", "observedGeneration": 1})
+        };
+        let (kustomize, helm, agent) = block_on(async {
+            api.namespaces(&["flux-system", "shop", BUNDLES]).await;
+            let admin = api.client(ADMIN).await;
+            let kustomize = controller(&api, &admin, "flux-system", "kustomize-controller").await;
+            let helm = controller(&api, &admin, "flux-system", "helm-controller").await;
+            let agent = controller(&api, &admin, "cattle-fleet-local-system", "fleet-agent").await;
+            grant(&admin, "shop", "alice", "apps", &["deployments"], &["get", "patch"]).await;
+            apply_as(&kustomize, "kustomize-controller", web.clone()).await;
+            for (unit, status) in [
+                (
+                    &kustomization,
+                    json!({"observedGeneration": 1, "lastAppliedRevision": REV, "lastAttemptedRevision": REV,
+                    "conditions": [ready("True", "ReconciliationSucceeded", &format!("Applied revision: {REV}"))],
+                    "inventory": {"entries": [{"id": "shop_web_apps_Deployment", "v": "v1"}]}}),
+                ),
+                (
+                    &helm_release,
+                    json!({"observedGeneration": 1, "lastAttemptedRevision": "6.7.1",
+                    "history": [{"name": "podinfo", "namespace": "shop", "version": 1, "status": "deployed", "chartName": "podinfo",
+                        "chartVersion": "6.7.1", "appVersion": "6.7.1", "digest": "sha256:aa", "configDigest": "sha256:bb",
+                        "firstDeployed": "2026-12-07T09:00:00Z", "lastDeployed": "2026-12-07T09:00:00Z"}],
+                    "conditions": [ready("True", "InstallSucceeded", "Helm install succeeded")],
+                    "inventory": {"entries": [{"id": "shop_podinfo_apps_Deployment", "v": "v1"}]}}),
+                ),
+                (
+                    &bundle,
+                    json!({"appliedDeploymentID": "s-4d5e6f:9a8b7c", "ready": true, "nonModified": true,
+                    "display": {"state": "Ready"}, "resources": [{"apiVersion": "apps/v1", "kind": "Deployment", "namespace": "shop", "name": "cart"}]}),
+                ),
+            ] {
+                let writer = match unit["kind"].as_str() {
+                    Some("HelmRelease") => &helm,
+                    Some("BundleDeployment") => &agent,
+                    _ => &kustomize,
+                };
+                apply_as(&admin, "kubectl", unit.clone()).await;
+                status_as(writer, unit, status).await;
+            }
+            (kustomize, helm, agent)
+        });
+        let config = format!(
+            r#"services:
+  oncall:
+    type: pagerduty
+    apiUrl: http://127.0.0.1:{pd_port}
+    routingKeys: {{platform: R0UTINGKEY}}
+  drift:
+    type: slack
+    webhookUrl: http://127.0.0.1:{drift_port}
+  reconcile:
+    type: slack
+    webhookUrl: http://127.0.0.1:{reconcile_port}
+routes:
+  - name: security-page
+    match: {{class: [rbac, network-policy, security-context, admission, application]}}
+    triggers: [on-security-drift]
+    recipients: [oncall:platform]
+    continue: true
+  - name: drift
+    triggers: [on-live-drift, on-drift-resolved, on-drift-attempt]
+    recipients: [drift]
+    continue: true
+  - name: reconcile
+    triggers: [on-reconcile-failed, on-deleted]
+    recipients: [reconcile]
+"#
+        );
+        let d = start_audited(dir.path(), &config, &api, &[]);
+
+        // (a) alice makes the Deployment privileged; kustomize-controller puts it back.
+        let privileged =
+            json!({"spec": {"template": {"spec": {"containers": [{"name": "web", "securityContext": {"privileged": true}}]}}}});
+        let heal = json!({"spec": {"template": {"spec": {"containers": [{"name": "web", "securityContext": null}]}}}});
+        let started = std::time::Instant::now();
+        block_on(async {
+            let alice = api.client(ALICE).await;
+            patch_as(&alice, "kubectl-patch", &web, Patch::Strategic(privileged)).await.unwrap();
+            patch_as(&kustomize, "kustomize-controller", &web, Patch::Strategic(heal)).await.unwrap();
+        });
+        wait_for("the page naming alice", Duration::from_secs(30), || has(&pd, "alice"));
+        eprintln!("(a) paged {} ms after the patch", started.elapsed().as_millis());
+        let page = bodies(&pd).into_iter().find(|b| b.contains("alice")).unwrap();
+        for needle in ["Kustomization flux-system/apps", "securityContext.privileged", "Deployment shop/web"] {
+            assert!(page.contains(needle), "{needle}: {page}");
+        }
+        wait_for("the drift channel's attempt", Duration::from_secs(30), || {
+            has(&drift, "Change on Kustomization flux-system/apps by alice")
+        });
+        let told = bodies(&drift).into_iter().find(|b| b.contains("by alice")).unwrap();
+        assert!(told.contains(REV) && told.contains("privileged = true"), "the revision and the value set: {told}");
+        let by_controller: Vec<String> = bodies(&pd)
+            .into_iter()
+            .chain(bodies(&drift))
+            .filter(|b| b.contains("by system:serviceaccount:flux-system:kustomize-controller"))
+            .collect();
+        assert!(by_controller.is_empty(), "the controller's own write is Flux's desired state: {by_controller:?}");
+
+        // (b) helm-controller reports drift in warn mode.
+        block_on(status_as(
+            &helm,
+            &helm_release,
+            json!({"conditions": [ready("True", "UpgradeSucceeded", "ok"),
+            {"type": "Drifted", "status": "True", "reason": "DriftDetected", "lastTransitionTime": "2026-12-07T10:05:00Z",
+             "message": "Cluster state of release shop/podinfo.v1 has drifted from the desired state:\nDeployment/shop/podinfo changed (0 additions, 1 changes, 0 removals)"}]}),
+        ));
+        wait_for("the HelmRelease's drift", Duration::from_secs(30), || has(&drift, "Live drift in HelmRelease shop/podinfo"));
+
+        // (c) the Kustomization fails to build, then is ready again.
+        block_on(status_as(
+            &kustomize,
+            &kustomization,
+            json!({"lastAttemptedRevision": "main@sha1:2222222222222222222222222222222222222222",
+            "conditions": [ready("False", "BuildFailed", "kustomize build failed: accumulating resources: 'apps/missing.yaml' not found")]}),
+        ));
+        wait_for("the build failure", Duration::from_secs(30), || has(&reconcile, "BuildFailed"));
+        assert!(has(&reconcile, "apps/missing.yaml"), "the controller's message: {:?}", bodies(&reconcile));
+        assert!(has(&reconcile, "Kustomization flux-system/apps"), "{:?}", bodies(&reconcile));
+        block_on(status_as(
+            &kustomize,
+            &kustomization,
+            json!({"lastAppliedRevision": "main@sha1:2222222222222222222222222222222222222222",
+            "conditions": [ready("True", "ReconciliationSucceeded", "Applied revision")]}),
+        ));
+        wait_for("ready again", Duration::from_secs(30), || has(&reconcile, "is ready again"));
+
+        // (d) Fleet's agent records a modified Deployment with the patch it would apply.
+        block_on(status_as(
+            &agent,
+            &bundle,
+            json!({"nonModified": false, "display": {"state": "Modified"},
+            "modifiedStatus": [{"apiVersion": "apps/v1", "kind": "Deployment", "namespace": "shop", "name": "cart", "patch": "{\"spec\":{\"replicas\":3}}"}]}),
+        ));
+        wait_for("the bundle's drift", Duration::from_secs(30), || {
+            has(&drift, &format!("Live drift in BundleDeployment {BUNDLES}/shop-web"))
+        });
+        let told = bodies(&drift).into_iter().find(|b| b.contains("BundleDeployment")).unwrap();
+        assert!(told.contains("spec.replicas: 3"), "the patch's value: {told}");
+
+        // A unit deleted.
+        block_on(async {
+            let admin = api.client(ADMIN).await;
+            cp::api_of(&admin, &helm_release).await.delete("podinfo", &Default::default()).await.unwrap();
+        });
+        wait_for("the deletion", Duration::from_secs(30), || has(&reconcile, "podinfo has been deleted"));
+
+        // A relist after the API server restarts (with the audit webhook still on):
+        // nothing is sent again, and a new failure once.
+        let sent_before = (bodies(&pd).len(), bodies(&drift).len(), bodies(&reconcile).len());
+        let ca = std::fs::read_to_string(dir.path().join("audit-ca.crt")).unwrap();
+        api.restart(&audit_flags(dir.path(), &audit_addr(&d), &ca));
+        block_on(async {
+            let kustomize = api.client_with_token(&api.service_account_token("flux-system", "kustomize-controller").await).await;
+            status_as(
+                &kustomize,
+                &kustomization,
+                json!({"conditions": [ready("False", "HealthCheckFailed", "timeout waiting for: [Deployment/shop/web]")]}),
+            )
+            .await;
+        });
+        wait_for("the failure after the relist", Duration::from_secs(60), || has(&reconcile, "HealthCheckFailed"));
+        let count = |got: &Arc<Mutex<Vec<String>>>, needle: &str| bodies(got).iter().filter(|b| b.contains(needle)).count();
+        assert_eq!(count(&reconcile, "HealthCheckFailed"), 1);
+        assert_eq!(count(&reconcile, "BuildFailed"), 1, "{:?}", bodies(&reconcile));
+        assert_eq!((bodies(&pd).len(), bodies(&drift).len()), (sent_before.0, sent_before.1), "nothing sent again after the relist");
+        drop(d);
+    }
+
+    /// Writes `status` (merged) through the status subresource of `unit`, as its
+    /// controller does.
+    async fn status_as(client: &kube::Client, unit: &Value, status: Value) {
+        let api = cp::api_of(client, unit).await;
+        let name = unit["metadata"]["name"].as_str().unwrap();
+        api.patch_status(name, &kube::api::PatchParams::default(), &Patch::Merge(json!({"status": status})))
+            .await
+            .unwrap_or_else(|e| panic!("{name} status: {e}"));
     }
 }

@@ -133,7 +133,7 @@ static AUDIT: LazyLock<(Value, driftwatch::audit::index::ManagedIndex)> = LazyLo
 /// Parses an audit `EventList` as the webhook does and each of its events as a log line;
 /// must not panic. The people whose attempts the batch holds.
 fn consider_audit(list: &Value) -> Result<Vec<String>, String> {
-    let ids = config::ArgoIdentities { controllers: vec![config::ARGOCD_CONTROLLER_IDENTITY.to_string()], api: Vec::new() };
+    let ids = config::ArgoIdentities { controllers: vec![config::ARGOCD_CONTROLLER_IDENTITY.to_string()], ..Default::default() };
     let f = driftwatch::audit::event::Filter {
         argocd_identities: &ids,
         index: &AUDIT.1,
@@ -546,7 +546,7 @@ fn the_hostile_corpus_is_refused_cleanly() {
 /// break-glass annotation written on the Application is read as a break-glass write.
 #[test]
 fn the_audit_fixture_reaches_attempts_and_break_glass_writes() {
-    let ids = config::ArgoIdentities { controllers: vec![config::ARGOCD_CONTROLLER_IDENTITY.to_string()], api: Vec::new() };
+    let ids = config::ArgoIdentities { controllers: vec![config::ARGOCD_CONTROLLER_IDENTITY.to_string()], ..Default::default() };
     let f = driftwatch::audit::event::Filter {
         argocd_identities: &ids,
         index: &AUDIT.1,

@@ -9,13 +9,14 @@ use std::path::Path;
 const LAYERS: &[&[&str]] = &[
     // Leaves: no crate dependency at all.
     &["duration", "clock", "exit", "tls", "secret", "metrics", "project", "quote", "serve", "text", "memory", "shard", "json"],
-    // The Application and AppProject as read (a project carries its rule: `project`).
+    // Deployment units: an Argo CD Application, a Flux Kustomization or HelmRelease, a
+    // Fleet BundleDeployment, read into one shape; the identity of an object they manage.
+    &["unit"],
+    // The unit as the pipeline takes it, the AppProject as read (a project carries its
+    // rule: `project`).
     &["model"],
     // Positions in configuration files (and configured durations).
     &["source"],
-    // Deployment units: an Argo CD Application, a Flux Kustomization or HelmRelease, a
-    // Fleet BundleDeployment, read into one shape.
-    &["unit"],
     // The typed records of what drifted, and the pure stages that read them: rhai
     // (trigger), handlebars (template), routing; the state store keeps episodes.
     &["drift"],

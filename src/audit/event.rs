@@ -101,7 +101,8 @@ pub enum Dropped {
     Stage,
     /// get, list, watch.
     Read,
-    /// Made by one of `argocdIdentities`.
+    /// Made by one of `argocdIdentities`, or by a Flux or Fleet controller on an object
+    /// of its own engine's unit (`fluxIdentities`, `fleetIdentities`).
     ArgoCd,
     /// A status write, a dry run, a request on no object.
     NotAChange,
@@ -411,7 +412,7 @@ fn relevant(e: &Event, f: &Filter) -> Result<Vec<Hit>, Dropped> {
         }
     }
     let Some(o) = &e.object_ref else { return Err(Dropped::NotAChange) };
-    if o.subresource == "status" || dry_run(&e.request_uri) {
+    if dry_run(&e.request_uri) {
         return Err(Dropped::NotAChange);
     }
     // A `deletecollection` names no object: the Applications listing one of the
@@ -420,9 +421,23 @@ fn relevant(e: &Event, f: &Filter) -> Result<Vec<Hit>, Dropped> {
         ("deletecollection", true) => Cow::Owned(f.index.collection(&o.api_group, &o.resource, &o.namespace)),
         _ => Cow::Borrowed(f.index.lookup(&o.api_group, &o.resource, &o.namespace, &o.name)),
     };
-    let hits: Vec<Hit> = targets.iter().map(|t| (t.app_key.to_string(), t.kind.to_string(), t.app_spec)).collect();
+    let (user, status) = (&*e.user.username, o.subresource == "status");
+    // Each unit's controller writes what it manages (a Flux or Fleet controller only
+    // its own engine's objects), and a status is its controller's record: a status
+    // write is a change only on a Flux or Fleet unit itself, whose status (through the
+    // subresource) lists what it manages.
+    let by_others = |t: &&super::index::Target| {
+        !f.argocd_identities.engine_controller(t.engine, user) && (!status || (t.app_spec && t.engine != crate::unit::Engine::ArgoCd))
+    };
+    let hits: Vec<Hit> = targets.iter().filter(by_others).map(|t| (t.app_key.to_string(), t.kind.to_string(), t.app_spec)).collect();
     if !hits.is_empty() {
         return Ok(hits);
+    }
+    if !targets.is_empty() {
+        return Err(if status { Dropped::NotAChange } else { Dropped::ArgoCd });
+    }
+    if status {
+        return Err(Dropped::NotAChange);
     }
     // An object not listed yet (just created) carrying Argo CD's tracking label or
     // annotation, in its Application's destination namespace.
@@ -589,6 +604,7 @@ mod tests {
         crate::config::ArgoIdentities {
             controllers: vec![crate::config::ARGOCD_CONTROLLER_IDENTITY.to_string()],
             api: vec!["system:serviceaccount:argocd:argocd-server".to_string()],
+            ..Default::default()
         }
     }
 

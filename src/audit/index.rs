@@ -19,6 +19,9 @@ pub struct Target {
     pub kind: Arc<str>,
     /// The object is the Application itself.
     pub app_spec: bool,
+    /// The engine of the unit that manages it: whose controller's writes of it are
+    /// desired state.
+    pub engine: crate::unit::Engine,
 }
 
 /// The managed objects of every Application.
@@ -65,14 +68,18 @@ fn ref_key(group: &str, resource: &str, namespace: &str, name: &str) -> String {
 }
 
 impl ManagedIndex {
-    /// Records (or replaces) what `app` manages: of its `status.resources`, those its
-    /// AppProject permits (`scope`), since anyone who may patch the Application may
-    /// write that list; an object outside it is not the Application's.
+    /// Records (or replaces) what `app` manages: the objects its unit lists
+    /// (`unit.managed`: an Application's `status.resources`, a Flux unit's
+    /// `status.inventory`, a Fleet bundle's `status.resources`), those `scope` permits
+    /// — an Application's AppProject, since anyone who may patch the Application may
+    /// write that list; an object outside it is not the Application's. A Flux or Fleet
+    /// unit's list is written through the status subresource, by its controller.
     pub fn update(&mut self, app: &App, scope: &crate::project::Scope) {
         let key: Arc<str> = Arc::from(app.state_key());
-        let s = |v: &Value, k: &str| v.get(k).and_then(Value::as_str).unwrap_or_default().to_string();
-        let mut refs = vec![ref_key("argoproj.io", "applications", &app.namespace, &app.name)];
-        let mut targets = vec![Target { app_key: key.clone(), kind: Arc::from("Application"), app_spec: true }];
+        let (group, _, kind) = app.engine().gvk();
+        let mut refs = vec![ref_key(group, &plural(kind), &app.namespace, &app.name)];
+        let engine = app.engine();
+        let mut targets = vec![Target { app_key: key.clone(), kind: Arc::from(kind), app_spec: true, engine }];
         // An Application Argo CD would refuse (`Scope::admitted`) manages nothing: only
         // its own spec is indexed, and no tracking label names it. Whether a listed kind
         // is namespaced needs no discovery here: the key holds the claimed namespace and
@@ -80,16 +87,19 @@ impl ManagedIndex {
         // kind claimed under a namespace (or a namespaced one claimed without) matches
         // no event; one claimed rightly is judged by the rule of its scope.
         let admitted = scope.admitted().is_ok();
-        let listed = app.object.pointer("/status/resources").and_then(Value::as_array).filter(|_| admitted);
-        for r in listed.into_iter().flatten() {
-            let (group, kind) = (s(r, "group"), s(r, "kind"));
-            if scope.permits(&group, &kind, &s(r, "namespace")).is_err() {
+        let listed = app.unit.managed.iter().filter(|_| admitted);
+        for r in listed {
+            if scope.permits(&r.group, &r.kind, &r.namespace).is_err() {
                 continue;
             }
-            refs.push(ref_key(&group, &plural(&kind), &s(r, "namespace"), &s(r, "name")));
-            targets.push(Target { app_key: key.clone(), kind: Arc::from(kind.as_str()), app_spec: false });
+            refs.push(ref_key(&r.group, &plural(&r.kind), &r.namespace, &r.name));
+            targets.push(Target { app_key: key.clone(), kind: Arc::from(r.kind.as_str()), app_spec: false, engine });
         }
-        let tracking = vec![app.name.clone(), format!("{}_{}", app.namespace, app.name)];
+        // Argo CD's tracking label names an Application (`app.kubernetes.io/instance`).
+        let tracking = match app.engine() {
+            crate::unit::Engine::ArgoCd => vec![app.name.clone(), format!("{}_{}", app.namespace, app.name)],
+            _ => Vec::new(),
+        };
         let dest_ns = match admitted {
             true => app.object.pointer("/spec/destination/namespace").and_then(Value::as_str).unwrap_or_default().to_string(),
             // `tracked` never matches an empty namespace.

@@ -28,7 +28,7 @@ pub fn trigger_run(name: &str, args: &ToolArgs<'_>, out: &mut dyn Write, err: &m
     let Some(trigger) = rt.triggers.get(name) else { return Ok(BAD_INPUT) };
     let now = Utc::now();
     let (drift, episode) = first_sight(&rt, &app, now);
-    let mut scope = rt.engine.prepare_pass(&app.object, &drift, episode.as_ref(), now, &trigger.reads());
+    let mut scope = rt.engine.prepare_pass(&app.object, &app.unit, &drift, episode.as_ref(), now, &trigger.reads());
     let results = crate::clock::with_now(now, || rt.engine.run(trigger, &mut scope));
     match args.format {
         Format::Json => {

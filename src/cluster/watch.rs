@@ -12,6 +12,7 @@ use kube::runtime::{WatchStreamExt, watcher};
 use serde_json::Value;
 
 use crate::model::{App, Project};
+use crate::unit::Engine;
 
 /// What the watch reports, in kube-free types.
 #[derive(Debug, Clone)]
@@ -64,17 +65,46 @@ impl std::fmt::Display for Stream {
     }
 }
 
+/// What a stream watches: the deployment units of one engine (an Argo CD
+/// Application, a Flux Kustomization or HelmRelease, a Fleet BundleDeployment), or
+/// Argo CD's AppProjects.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Kind {
+    /// Argo CD's Applications (`Kind::Unit(Engine::ArgoCd)` by another name).
     Application,
     AppProject,
+    /// The units of an engine other than Argo CD.
+    Unit(Engine),
 }
 
 impl Kind {
+    /// Every kind, as its metric label.
+    pub const LABELS: [&'static str; 5] = ["application", "appproject", "kustomization", "helmrelease", "bundledeployment"];
+
+    /// The stream kind of `engine`'s units.
+    pub fn of(engine: Engine) -> Kind {
+        match engine {
+            Engine::ArgoCd => Kind::Application,
+            e => Kind::Unit(e),
+        }
+    }
+
+    /// The engine whose units this kind's streams carry (`None`: AppProjects).
+    pub fn engine(self) -> Option<Engine> {
+        match self {
+            Kind::Application => Some(Engine::ArgoCd),
+            Kind::AppProject => None,
+            Kind::Unit(e) => Some(e),
+        }
+    }
+
     pub fn as_str(self) -> &'static str {
         match self {
-            Kind::Application => "application",
+            Kind::Application | Kind::Unit(Engine::ArgoCd) => "application",
             Kind::AppProject => "appproject",
+            Kind::Unit(Engine::FluxKustomization) => "kustomization",
+            Kind::Unit(Engine::FluxHelmRelease) => "helmrelease",
+            Kind::Unit(Engine::Fleet) => "bundledeployment",
         }
     }
 }
@@ -90,6 +120,10 @@ pub struct WatchOptions {
     /// `namespaces` says: Applications in `team-a` belong to projects in `argocd`); all
     /// when empty.
     pub project_namespaces: Vec<String>,
+    /// The engines besides Argo CD whose units are watched too (in `namespaces`, with
+    /// `selector`): those the API server serves and lets driftwatch list
+    /// ([`served_engines`]).
+    pub engines: Vec<Engine>,
 }
 
 impl WatchOptions {
@@ -107,16 +141,54 @@ impl WatchOptions {
         };
         let mut out = scoped(Kind::AppProject, &self.project_namespaces);
         out.extend(scoped(Kind::Application, &self.namespaces));
+        for e in self.engines.iter().filter(|e| **e != Engine::ArgoCd) {
+            out.extend(scoped(Kind::Unit(*e), &self.namespaces));
+        }
         out
     }
 }
 
 fn resource(kind: Kind) -> ApiResource {
-    let k = match kind {
-        Kind::Application => "Application",
-        Kind::AppProject => "AppProject",
+    let (group, version, k) = match kind.engine() {
+        Some(e) => e.gvk(),
+        None => ("argoproj.io", "v1alpha1", "AppProject"),
     };
-    ApiResource::from_gvk(&GroupVersionKind::gvk("argoproj.io", "v1alpha1", k))
+    ApiResource::from_gvk(&GroupVersionKind::gvk(group, version, k))
+}
+
+/// The engines besides Argo CD whose units the API server serves (discovery) and
+/// driftwatch may list (a list of one object, in the first of `namespaces` or in
+/// all): each one missing is logged once and left out, never fatal.
+pub async fn served_engines(client: &kube::Client, namespaces: &[String]) -> Vec<Engine> {
+    let mut out = Vec::new();
+    for engine in Engine::ALL.iter().map(|(e, ..)| *e).filter(|e| *e != Engine::ArgoCd) {
+        let (group, version, kind) = engine.gvk();
+        let ar = resource(Kind::Unit(engine));
+        let served = match client.list_api_group_resources(&format!("{group}/{version}")).await {
+            Ok(list) => list.resources.iter().any(|r| r.kind == kind && r.name == ar.plural),
+            Err(e) => {
+                tracing::info!(engine = engine.as_str(), kind, %e, "not served here: not watched");
+                continue;
+            }
+        };
+        if !served {
+            tracing::info!(engine = engine.as_str(), kind, "not served here: not watched");
+            continue;
+        }
+        let api: Api<Watched> = match namespaces.first() {
+            Some(ns) => Api::namespaced_with(client.clone(), ns, &ar),
+            None => Api::all_with(client.clone(), &ar),
+        };
+        match api.list_metadata(&kube::api::ListParams::default().limit(1)).await {
+            Ok(_) => {
+                tracing::info!(engine = engine.as_str(), kind, "served: watched");
+                out.push(engine);
+            }
+            Err(e) => tracing::warn!(engine = engine.as_str(), kind, %e,
+                "served, but driftwatch may not list them (grant get/list/watch, deploy/kubernetes): not watched"),
+        }
+    }
+    out
 }
 
 /// An object as kube's watcher decodes it from a list page or a watch event: its
@@ -324,7 +396,7 @@ fn to_change(kind: Kind, object: Watched, deleted: bool) -> Change {
         Err(e) => return malformed(e.to_string()),
     };
     match kind {
-        Kind::Application => match App::from_value(v) {
+        Kind::Application | Kind::Unit(_) => match App::from_value(v) {
             Ok(app) if deleted => Change::AppDeleted(Box::new(app)),
             Ok(app) => Change::App(Box::new(app)),
             Err(e) => malformed(e.to_string()),
@@ -425,7 +497,7 @@ pub fn changes(client: kube::Client, opts: &WatchOptions) -> impl futures::Strea
         // Bookmarks keep the resume point fresh; a timeout under the API server's own
         // keeps connections recycled.
         let mut config = watcher::Config::default().timeout(290);
-        if stream.kind == Kind::Application
+        if stream.kind != Kind::AppProject
             && let Some(sel) = &opts.selector
         {
             config = config.labels(sel);
@@ -439,7 +511,7 @@ pub fn changes(client: kube::Client, opts: &WatchOptions) -> impl futures::Strea
                 waiting.insert(stream.clone());
                 projects.push(stream_for(api, stream, config).boxed());
             }
-            Kind::Application => apps.push(stream_for(api, stream, config).boxed()),
+            Kind::Application | Kind::Unit(_) => apps.push(stream_for(api, stream, config).boxed()),
         }
     }
     if waiting.is_empty() {

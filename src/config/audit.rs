@@ -40,9 +40,26 @@ pub struct ArgoIdentities {
     /// resource patched through `argocd app patch-resource`, an Application's spec
     /// through `argocd app set` — is an attempt named by its identity.
     pub api: Vec<String>,
+    /// Flux's controllers (`audit.fluxIdentities`): desired state only on objects a
+    /// Flux unit manages; anywhere else, their writes are attempts like anyone's.
+    pub flux: Vec<String>,
+    /// Fleet's agents (`audit.fleetIdentities`): the same, for Fleet bundles.
+    pub fleet: Vec<String>,
 }
 
 impl ArgoIdentities {
+    /// Whether `username` is the controller of `engine`, whose writes of the objects a
+    /// unit of that engine manages are its desired state.
+    pub fn engine_controller(&self, engine: crate::unit::Engine, username: &str) -> bool {
+        use crate::unit::Engine;
+        let list = match engine {
+            Engine::ArgoCd => &self.controllers,
+            Engine::FluxKustomization | Engine::FluxHelmRelease => &self.flux,
+            Engine::Fleet => &self.fleet,
+        };
+        list.iter().any(|i| i == username)
+    }
+
     pub fn controller(&self, username: &str) -> bool {
         self.controllers.iter().any(|i| i == username)
     }
@@ -55,6 +72,15 @@ impl ArgoIdentities {
 /// The identity Argo CD's application controller writes with.
 pub const ARGOCD_CONTROLLER_IDENTITY: &str = "system:serviceaccount:argocd:argocd-application-controller";
 
+/// The identities Flux's controllers write with, as its install manifests make them.
+pub const FLUX_IDENTITIES: [&str; 2] =
+    ["system:serviceaccount:flux-system:kustomize-controller", "system:serviceaccount:flux-system:helm-controller"];
+
+/// The identities Fleet's agent writes with: downstream clusters, and Fleet's own
+/// `local` cluster.
+pub const FLEET_IDENTITIES: [&str; 2] =
+    ["system:serviceaccount:cattle-fleet-system:fleet-agent", "system:serviceaccount:cattle-fleet-local-system:fleet-agent"];
+
 impl Default for AuditSettings {
     fn default() -> Self {
         AuditSettings {
@@ -62,7 +88,12 @@ impl Default for AuditSettings {
             tls: None,
             token: None,
             file: None,
-            argocd_identities: ArgoIdentities { controllers: vec![ARGOCD_CONTROLLER_IDENTITY.into()], api: Vec::new() },
+            argocd_identities: ArgoIdentities {
+                controllers: vec![ARGOCD_CONTROLLER_IDENTITY.into()],
+                api: Vec::new(),
+                flux: FLUX_IDENTITIES.map(String::from).to_vec(),
+                fleet: FLEET_IDENTITIES.map(String::from).to_vec(),
+            },
             max_body_bytes: 16 << 20,
             window: chrono::Duration::minutes(10),
             queue: 10_000,
@@ -119,6 +150,12 @@ pub(super) fn settings(def: &AuditDef, ctx: &mut Ctx<'_>, sink: &mut SecretSink<
     }
     if let Some(ids) = &def.argocd_api_identities {
         out.argocd_identities.api = ids.clone();
+    }
+    if let Some(ids) = &def.flux_identities {
+        out.argocd_identities.flux = ids.clone();
+    }
+    if let Some(ids) = &def.fleet_identities {
+        out.argocd_identities.fleet = ids.clone();
     }
     // Checked as every token is: a `$key` reference to a set, non-empty secret.
     out.token = def.token.as_ref().and_then(|t| sink.token("audit.token", &t.value, file.pos(&t.referenced), errors));

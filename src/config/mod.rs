@@ -52,6 +52,10 @@ pub struct StateSettings {
 
 /// Everything compiled from one configuration: what the pipeline runs with. Built whole
 /// or not at all, so a reload can swap it in only when every part is valid.
+/// The cluster Fleet's own `local` cluster is, as a BundleDeployment names it
+/// (`<cluster namespace>/<cluster>`).
+pub const FLEET_LOCAL: &str = "fleet-local/local";
+
 pub struct Runtime {
     pub context: BTreeMap<String, String>,
     pub engine: Arc<TriggerEngine>,
@@ -105,6 +109,23 @@ impl Runtime {
     /// The cluster an Application's resources are read from.
     pub fn target(&self, app: &serde_json::Value) -> clusters::Target {
         clusters::target(app, &self.attribution.destinations, &self.clusters)
+    }
+
+    /// The cluster a unit of any engine deploys to: an Application's destination as
+    /// [`Runtime::target`] resolves it; a Flux unit without `kubeConfig` and a Fleet
+    /// bundle for Fleet's `local` cluster deploy here; another is a configured spoke of
+    /// that name, else elsewhere.
+    pub fn target_of(&self, app: &crate::model::App) -> clusters::Target {
+        use crate::unit::Engine;
+        let cluster = app.unit.destination.cluster.as_str();
+        match app.engine() {
+            Engine::ArgoCd => self.target(&app.object),
+            _ if cluster.is_empty() || (app.engine() == Engine::Fleet && cluster == FLEET_LOCAL) => clusters::Target::Local,
+            _ => match self.clusters.iter().find(|c| c.name == cluster) {
+                Some(c) => clusters::Target::Spoke(c.label.clone()),
+                None => clusters::Target::Elsewhere(cluster.to_string()),
+            },
+        }
     }
 
     /// The server and name of `app`'s destination cluster, each from the other where a

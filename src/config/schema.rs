@@ -27,6 +27,18 @@ pub struct SubscriptionDef {
     /// A Kubernetes label selector on the Application (`env=prod,tier in (web)`).
     #[serde(default)]
     pub selector: Option<At<String>>,
+    /// The units' engine: `argocd`, `flux`, `fleet` (one or a list; any when absent).
+    #[serde(default)]
+    pub engine: crate::route::tree::OneOrMany,
+    /// The units' kind: `Application`, `Kustomization`, `HelmRelease`, `BundleDeployment`.
+    #[serde(default)]
+    pub kind: crate::route::tree::OneOrMany,
+    /// The units' namespace.
+    #[serde(default)]
+    pub namespace: crate::route::tree::OneOrMany,
+    /// The units' name (`*`: any).
+    #[serde(default)]
+    pub name: crate::route::tree::OneOrMany,
 }
 
 /// Where notification state is kept.
@@ -196,6 +208,12 @@ pub struct AuditDef {
     /// (a sync through Argo CD) and refresh are Argo CD's; anything else they write is
     /// an attempt.
     pub argocd_api_identities: Option<Vec<String>>,
+    /// Identities whose writes are Flux's desired state, but only on objects a Flux
+    /// unit manages (kustomize-controller's and helm-controller's ServiceAccounts).
+    pub flux_identities: Option<Vec<String>>,
+    /// Identities whose writes are Fleet's desired state, but only on objects a Fleet
+    /// bundle manages (the fleet-agent's ServiceAccounts).
+    pub fleet_identities: Option<Vec<String>>,
     /// The largest audit event kept whole (`16777216`, 16 MiB; 1 KiB to 256 MiB); a
     /// larger one is kept without its request and response objects.
     pub max_body_bytes: Option<At<usize>>,

@@ -113,7 +113,28 @@ pub(super) fn subscriptions(cfg: &ConfigFile, known: &crate::route::tree::Known<
                 format!("service {:?} is not configured", d.service),
             ));
         }
-        global.push(GlobalSubscription { recipients, triggers: s.triggers.clone(), selector });
+        let units = crate::route::UnitFilter {
+            engines: s.engine.values(),
+            kinds: s.kind.values(),
+            namespaces: s.namespace.values(),
+            names: s.name.values(),
+        };
+        for e in units.engines.iter().filter(|e| !crate::route::UnitFilter::ENGINES.contains(&e.as_str())) {
+            ctx.errors.push(ConfigError::new(
+                pos.clone(),
+                format!("subscriptions[{i}].engine"),
+                format!("{e:?} is not one of argocd, flux, fleet"),
+            ));
+        }
+        let kinds: Vec<&str> = crate::unit::Engine::ALL.iter().map(|(_, _, _, k)| *k).collect();
+        for k in units.kinds.iter().filter(|k| !kinds.contains(&k.as_str())) {
+            ctx.errors.push(ConfigError::new(
+                pos.clone(),
+                format!("subscriptions[{i}].kind"),
+                format!("{k:?} is not one of {}", kinds.join(", ")),
+            ));
+        }
+        global.push(GlobalSubscription { recipients, triggers: s.triggers.clone(), selector, units });
     }
     let default_lists = cfg
         .default_triggers

@@ -53,6 +53,8 @@ pub(super) enum Ended {
 pub(super) async fn start_and_serve(opts: DaemonOptions) -> Result<Ended, StartError> {
     let (engine, rt) = configuration(&opts)?;
     let client = cluster(&opts).await?;
+    let mut opts = opts;
+    opts.watch.engines = watch::served_engines(&client, &opts.watch.namespaces).await;
     let store_at = store_location(&rt, &opts)?;
     let ops = operations_endpoints(&opts, &rt).await?;
     let rt = Arc::new(rt);

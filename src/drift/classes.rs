@@ -89,8 +89,23 @@ const SECURITY_FIELDS: &[&str] = &[
 /// `appArmorProfile` field).
 const APPARMOR_ANNOTATION: &str = "container.apparmor.security.beta.kubernetes.io/";
 
+/// Annotations on a managed object that make its engine leave it alone: Flux stops
+/// applying it (`kustomize.toolkit.fluxcd.io/reconcile: disabled`, `ssa: Ignore` or
+/// `IfNotPresent`), helm-controller stops looking for its drift, Argo CD stops
+/// comparing or pruning it. Writing one is writing oneself a silent drift.
+const ENGINE_OPT_OUT: &[&str] = &[
+    "metadata.annotations.kustomize.toolkit.fluxcd.io/reconcile",
+    "metadata.annotations.kustomize.toolkit.fluxcd.io/ssa",
+    "metadata.annotations.helm.toolkit.fluxcd.io/driftDetection",
+    "metadata.annotations.argocd.argoproj.io/compare-options",
+    "metadata.annotations.argocd.argoproj.io/sync-options",
+];
+
 /// Whether a field path is a security field for a resource of `class`.
 pub fn is_security_field(class: &str, path: &str) -> bool {
+    if ENGINE_OPT_OUT.iter().any(|f| path == *f || f.strip_prefix(path).is_some_and(|rest| rest.starts_with('.'))) {
+        return true;
+    }
     let top = path.split(['.', '[']).next().unwrap_or_default();
     match class {
         "rbac" => matches!(top, "rules" | "subjects" | "roleRef" | "aggregationRule" | "automountServiceAccountToken"),

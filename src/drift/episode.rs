@@ -67,8 +67,15 @@ pub struct Episode {
     pub app_key: String,
     pub namespace: String,
     pub name: String,
+    /// The unit's engine and kind (`flux`, `Kustomization`); empty for an Argo CD
+    /// Application (and in episodes stored before other engines were watched).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub engine: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub unit_kind: String,
     pub project: String,
-    /// `spec.destination.name`, else `spec.destination.server`.
+    /// `spec.destination.name`, else `spec.destination.server`; a Flux or Fleet
+    /// unit's destination cluster (`unit.destination.cluster`).
     pub cluster: String,
     pub opened_at: DateTime<Utc>,
     /// Set when it resolved; an episode without it is open.
@@ -259,8 +266,7 @@ fn more_severe(a: Severity, b: Severity) -> bool {
 /// One observation of `app` (with its computed `drift`) at `now`, given the last
 /// episode stored for it.
 pub fn observe(prev: Option<Episode>, app: &App, drift: &Drift, now: DateTime<Utc>) -> Observation {
-    let sync = str_at(&app.object, "/status/sync/status");
-    let health = str_at(&app.object, "/status/health/status");
+    let (sync, health) = (app.sync_status(), app.health_status());
     let deleted = app.object.at("/metadata/deletionTimestamp").is_some_and(|v| !v.is_null());
     let drifting = !deleted && (sync == "OutOfSync" || health == "Degraded");
     // Attempts of the window the last episode does not have (usually none).
@@ -322,12 +328,17 @@ pub fn observe(prev: Option<Episode>, app: &App, drift: &Drift, now: DateTime<Ut
 /// A new episode of `app`, open at `now`, nothing merged yet.
 fn new_episode(app: &App, drift: &Drift, now: DateTime<Utc>) -> Episode {
     let dest = |k: &str| str_at(&app.object, &format!("/spec/destination/{k}")).to_string();
-    let cluster = Some(dest("name")).filter(|s| !s.is_empty()).unwrap_or_else(|| dest("server"));
+    let cluster = match app.engine() {
+        crate::unit::Engine::ArgoCd => Some(dest("name")).filter(|s| !s.is_empty()).unwrap_or_else(|| dest("server")),
+        _ => app.unit.destination.cluster.clone(),
+    };
     Episode {
         id: format!("{}@{}", app.qualified_name(), now.timestamp_millis()),
         app_key: app.state_key(),
         namespace: app.namespace.clone(),
         name: app.name.clone(),
+        engine: if app.engine() == crate::unit::Engine::ArgoCd { String::new() } else { app.engine().as_str().to_string() },
+        unit_kind: if app.engine() == crate::unit::Engine::ArgoCd { String::new() } else { app.engine().kind().to_string() },
         project: app.project.clone(),
         cluster,
         opened_at: now,

@@ -143,8 +143,9 @@ pub(crate) fn app_security_field(path: &str) -> bool {
         .any(|f| path.starts_with(f) || f.strip_prefix(path).is_some_and(|rest| rest.starts_with('.')) || f.trim_end_matches('/') == path)
 }
 
-/// Fields of an Application whose write by a person weakens what Argo CD enforces or
-/// what driftwatch tells: self-heal and pruning, the project, where it deploys; what it
+/// Fields of a unit (an Application, a Flux or Fleet unit: the lists are kept apart
+/// by their names, which the other engines' objects do not have) whose write by a
+/// person weakens what its engine enforces or what driftwatch tells: self-heal and pruning, the project, where it deploys; what it
 /// deploys (its sources: a repository, a revision, inline Helm values or Kustomize
 /// patches written past Git's review), what Argo CD ignores of the live objects; a
 /// sync operation written directly (any revision, past Argo CD's RBAC and Git's
@@ -168,6 +169,32 @@ const APP_SECURITY_FIELDS: &[&str] = &[
     "status",
     "metadata.annotations.notifications.argoproj.io/",
     "metadata.annotations.driftwatch.io/",
+    // A Flux unit: reconciling paused, who it applies as and where, what it prunes or
+    // forces, what it applies (its source, path, patches, substitutions, a
+    // HelmRelease's chart and values written past Git's review), whether
+    // helm-controller looks for drift at all.
+    "spec.suspend",
+    "spec.serviceAccountName",
+    "spec.kubeConfig",
+    "spec.prune",
+    "spec.force",
+    "spec.sourceRef",
+    "spec.path",
+    "spec.patches",
+    "spec.postBuild",
+    "spec.targetNamespace",
+    "spec.driftDetection",
+    "spec.values",
+    "spec.valuesFrom",
+    "spec.chart",
+    "spec.chartRef",
+    // A Fleet BundleDeployment: paused, its options (Helm values, drift correction, the
+    // account it applies as), which deployment it is.
+    "spec.paused",
+    "spec.options",
+    "spec.stagedOptions",
+    "spec.deploymentID",
+    "spec.stagedDeploymentID",
 ];
 
 /// An attempt's class and security, from the class map and the fields it set (done

@@ -16,6 +16,7 @@ mod join;
 pub mod mask;
 pub mod operation;
 pub mod story;
+pub mod unit;
 
 pub(crate) use join::{app_security_field, classify};
 
@@ -276,6 +277,23 @@ impl Drift {
     pub fn view(&self) -> Value {
         // Plain data with string keys: serializing cannot fail.
         serde_json::to_value(self).unwrap_or(Value::Null)
+    }
+
+    /// What drifted in a deployment unit of any engine: an Argo CD Application by its
+    /// status ([`Drift::of`]), a Flux or Fleet unit by what its engine reported
+    /// ([`Drift::of_unit`]; credentials in recorded patches masked by `mask`).
+    pub fn of_app(
+        app: &crate::model::App,
+        classes: &ClassMap,
+        live: &LiveIndex,
+        cluster: &str,
+        scope: &crate::project::Scope,
+        mask: &mask::Masker,
+    ) -> Drift {
+        match app.engine() {
+            crate::unit::Engine::ArgoCd => Drift::of(&app.object, classes, live, cluster, scope),
+            _ => Drift::of_unit(&app.unit, classes, cluster, mask),
+        }
     }
 
     /// What drifted in an Application, from its status, the class map and the

@@ -92,11 +92,11 @@ impl Pipeline {
     pub(super) fn observe(&self, inputs: &Inputs, s: &Subject<'_>, out: &mut Evaluation) -> Drift {
         let rt = &self.runtime;
         let (app, app_key, now) = (s.app, &s.key, s.now);
-        let target = rt.target(&app.object);
+        let target = rt.target_of(app);
         let cluster = target.key();
         let scope = inputs.scope(app, rt);
-        let mut drift =
-            Drift::of(&app.object, &rt.classes, &inputs.live, &cluster, &scope).with_attempts(inputs.attempts.of(app_key), &rt.classes);
+        let mut drift = Drift::of_app(app, &rt.classes, &inputs.live, &cluster, &scope, &rt.diff.mask)
+            .with_attempts(inputs.attempts.of(app_key), &rt.classes);
         out.break_glass = self.judge_break_glass(inputs, s, &mut drift);
         if let Some(at) =
             drift.break_glass.as_ref().filter(|b| b.state == crate::drift::break_glass::State::Active).and_then(|b| b.expires_at)
@@ -159,7 +159,13 @@ impl Pipeline {
             let subject = out.episode.as_ref().map_or_else(|| RouteSubject::from(drift), RouteSubject::from);
             let current = out.episode.as_ref().filter(|e| e.is_open() || out.episode_event == Some(Event::Resolved));
             let break_glass = under_break_glass(drift, current).is_some();
-            out.routes = rt.routes.matches(&RouteInput { labels: &app.labels, project: &app.project, subject, break_glass });
+            out.routes = rt.routes.matches(&RouteInput {
+                labels: &app.labels,
+                project: &app.project,
+                engine: app.engine().as_str(),
+                subject,
+                break_glass,
+            });
             out.routes.iter().for_each(|hit| hit.add_to(&mut subs));
         }
         (!subs.is_empty()).then_some(subs)
@@ -179,7 +185,7 @@ impl Pipeline {
         // Taken for the loop (which writes `out`), put back after it.
         let episode = out.episode.take();
         let routes = std::mem::take(&mut out.routes);
-        let mut scope = rt.engine.prepare_pass(&s.app.object, drift, episode.as_ref(), s.now, &rt.reads);
+        let mut scope = rt.engine.prepare_pass(&s.app.object, &s.app.unit, drift, episode.as_ref(), s.now, &rt.reads);
         let belongs =
             episode.as_ref().is_some_and(Episode::is_open) || matches!(out.episode_event, Some(Event::Resolved | Event::Attempted));
         let mut p = Pass {
@@ -332,7 +338,7 @@ impl Pipeline {
         if !annotated && latest.is_none_or(|l| l.closed) {
             return None;
         }
-        let off_git = app.object.at("/status/sync/status").and_then(serde_json::Value::as_str) != Some("Synced");
+        let off_git = app.sync_status() != "Synced";
         let before = latest.and_then(|l| l.record.as_ref()).map(|r| &r.break_glass);
         let stored = bg::Stored {
             latest: before,

@@ -54,14 +54,39 @@ pub struct AppSubscriptions {
     pub capped: Option<String>,
 }
 
-/// A config-level subscription: these recipients get these triggers for every
-/// Application the selector matches.
+/// A config-level subscription: these recipients get these triggers for every unit
+/// the selector and the unit filter match.
 #[derive(Debug, Clone)]
 pub struct GlobalSubscription {
     pub recipients: Vec<Destination>,
     /// Empty means the default triggers.
     pub triggers: Vec<String>,
     pub selector: Selector,
+    pub units: UnitFilter,
+}
+
+/// Which units a config-level subscription is for: by engine (`argocd`, `flux`,
+/// `fleet`), kind (`Application`, `Kustomization`, `HelmRelease`,
+/// `BundleDeployment`), namespace and name; an empty list (or a name `*`) is any.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct UnitFilter {
+    pub engines: Vec<String>,
+    pub kinds: Vec<String>,
+    pub namespaces: Vec<String>,
+    pub names: Vec<String>,
+}
+
+impl UnitFilter {
+    /// The engines' names a filter may give.
+    pub const ENGINES: [&'static str; 3] = ["argocd", "flux", "fleet"];
+
+    pub fn matches(&self, app: &App) -> bool {
+        let any = |list: &[String], v: &str| list.is_empty() || list.iter().any(|x| x == v || x == "*");
+        any(&self.engines, app.engine().as_str())
+            && any(&self.kinds, app.engine().kind())
+            && any(&self.namespaces, &app.namespace)
+            && any(&self.names, &app.name)
+    }
 }
 
 /// One subscription as written, before default triggers are applied.
@@ -158,7 +183,7 @@ impl Router {
             )
         });
         for g in &self.global {
-            if !g.selector.matches(&app.labels) {
+            if !g.selector.matches(&app.labels) || !g.units.matches(app) {
                 continue;
             }
             for d in &g.recipients {

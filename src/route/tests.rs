@@ -99,11 +99,13 @@ fn global_subscriptions_follow_label_selectors() {
         recipients: vec![Destination::parse("slack:prod-alerts")],
         triggers: vec!["on-out-of-sync".into()],
         selector: Selector::parse("env=prod").unwrap(),
+        units: UnitFilter::default(),
     });
     r.global.push(GlobalSubscription {
         recipients: vec![Destination::parse("slack:all")],
         triggers: vec![],
         selector: Selector::default(),
+        units: UnitFilter::default(),
     });
     let AppSubscriptions { subs, .. } = r.subscriptions(&app(&[], &[("env", "prod")]), None);
     assert_eq!(flat(&subs), ["on-health-degraded -> slack:all", "on-out-of-sync -> slack:prod-alerts", "on-sync-failed -> slack:all"]);
@@ -207,4 +209,34 @@ fn a_projects_refused_annotation_is_reported_on_its_members() {
     assert!(got.errors[0].message.starts_with("project team-a: annotation notifications.argoproj.io/subscriptions"), "{}", got.errors[0]);
     let note = note(&got.errors, None).unwrap();
     assert!(note.starts_with("project team-a"), "{note}");
+}
+
+/// A config-level subscription selects units by engine, kind, namespace and name (what
+/// `driftwatch import --flux` writes for a Flux Alert's event sources).
+#[test]
+fn global_subscriptions_select_units_by_engine_kind_namespace_and_name() {
+    let mut r = router();
+    r.global.push(GlobalSubscription {
+        recipients: vec![Destination::parse("slack:flux")],
+        triggers: vec!["on-reconcile-failed".into()],
+        selector: Selector::default(),
+        units: UnitFilter {
+            engines: vec!["flux".into()],
+            kinds: vec!["Kustomization".into()],
+            namespaces: vec!["flux-system".into()],
+            names: vec!["*".into()],
+        },
+    });
+    let unit = |kind: &str, api: &str, ns: &str| {
+        App::from_value(serde_json::json!({"apiVersion": api, "kind": kind, "metadata": {"name": "apps", "namespace": ns}})).unwrap()
+    };
+    let k = unit("Kustomization", "kustomize.toolkit.fluxcd.io/v1", "flux-system");
+    assert_eq!(flat(&r.subscriptions(&k, None).subs), ["on-reconcile-failed -> slack:flux"]);
+    for other in [
+        unit("Kustomization", "kustomize.toolkit.fluxcd.io/v1", "apps"),
+        unit("HelmRelease", "helm.toolkit.fluxcd.io/v2", "flux-system"),
+        unit("Application", "argoproj.io/v1alpha1", "flux-system"),
+    ] {
+        assert!(r.subscriptions(&other, None).subs.is_empty(), "{}", other.qualified_name());
+    }
 }

@@ -62,6 +62,9 @@ pub struct MatchDef {
     /// `spec.project` of the Application.
     #[serde(default)]
     pub project: OneOrMany,
+    /// The unit's engine: `argocd`, `flux`, `fleet`.
+    #[serde(default)]
+    pub engine: OneOrMany,
     /// The episode's severity (the highest it reached): critical, error, warning, info.
     #[serde(default)]
     pub severity: OneOrMany,
@@ -157,6 +160,7 @@ pub struct Route {
     kinds: Vec<String>,
     namespaces: Vec<String>,
     projects: Vec<String>,
+    engines: Vec<String>,
     severities: Vec<Severity>,
     directions: Vec<Direction>,
     selector: Option<(String, Selector)>,
@@ -176,6 +180,8 @@ pub struct Route {
 pub struct RouteInput<'a> {
     pub labels: &'a BTreeMap<String, String>,
     pub project: &'a str,
+    /// The unit's engine (`argocd`, `flux`, `fleet`).
+    pub engine: &'a str,
     /// The episode (open or last resolved) when there is one, else the current drift.
     pub subject: RouteSubject<'a>,
     /// An approved break-glass exception is in force on the Application.
@@ -329,6 +335,9 @@ fn build_level(
             continue;
         }
         let m = &d.matcher;
+        for e in m.engine.values().iter().filter(|e| !["argocd", "flux", "fleet"].contains(&e.as_str())) {
+            errors.push((format!("{path}.match.engine"), format!("engine {e:?} is not one of argocd, flux, fleet")));
+        }
         let classes = m.class.values();
         for c in classes.iter().filter(|c| !CLASSES.contains(&c.as_str())) {
             errors.push((format!("{path}.match.class"), format!("class {c:?} is not one of {}", CLASSES.join(", "))));
@@ -389,6 +398,7 @@ fn build_level(
             kinds: m.kind.values(),
             namespaces: m.namespace.values(),
             projects: m.project.values(),
+            engines: m.engine.values(),
             severities,
             directions,
             selector,
@@ -444,6 +454,12 @@ impl Route {
                 return None;
             }
             reasons.push(format!("project={}", input.project));
+        }
+        if !self.engines.is_empty() {
+            if !self.engines.iter().any(|e| e == input.engine) {
+                return None;
+            }
+            reasons.push(format!("engine={}", input.engine));
         }
         if let Some(want) = self.break_glass {
             if want != input.break_glass {
@@ -541,7 +557,13 @@ mod tests {
         let t = tree(POLICY);
         let labels = BTreeMap::new();
         let s = subject("rbac", "live");
-        let hits = t.matches(&RouteInput { labels: &labels, project: "default", subject: RouteSubject::from(&s), break_glass: false });
+        let hits = t.matches(&RouteInput {
+            labels: &labels,
+            project: "default",
+            engine: "argocd",
+            subject: RouteSubject::from(&s),
+            break_glass: false,
+        });
         let paths: Vec<&str> = hits.iter().map(|h| h.path.as_str()).collect();
         assert_eq!(paths, ["routes[0]", "routes[1]", "routes[2]"]);
         assert_eq!(hits[0].reasons, ["class=rbac (Role prod/reader)"]);
@@ -553,7 +575,13 @@ mod tests {
         // A payments workload: no security page; the child route takes the chat part,
         // inheriting the parent's trigger.
         let s = subject("workload", "live");
-        let hits = t.matches(&RouteInput { labels: &labels, project: "payments", subject: RouteSubject::from(&s), break_glass: false });
+        let hits = t.matches(&RouteInput {
+            labels: &labels,
+            project: "payments",
+            engine: "argocd",
+            subject: RouteSubject::from(&s),
+            break_glass: false,
+        });
         let paths: Vec<&str> = hits.iter().map(|h| h.path.as_str()).collect();
         assert_eq!(paths, ["routes[1]", "routes[2].routes[0]"]);
         assert_eq!(hits[1].triggers, ["on-live-drift"]);
@@ -561,7 +589,13 @@ mod tests {
 
         // A Git change reaches only the SIEM.
         let s = subject("config", "git");
-        let hits = t.matches(&RouteInput { labels: &labels, project: "default", subject: RouteSubject::from(&s), break_glass: false });
+        let hits = t.matches(&RouteInput {
+            labels: &labels,
+            project: "default",
+            engine: "argocd",
+            subject: RouteSubject::from(&s),
+            break_glass: false,
+        });
         assert_eq!(hits.len(), 1);
         assert_eq!(hits[0].path, "routes[1]");
     }
@@ -582,17 +616,22 @@ mod tests {
         .unwrap();
         labels.insert("env".to_string(), "prod".to_string());
         assert!(
-            t.matches(&RouteInput { labels: &labels, project: "p", subject: RouteSubject::from(&s), break_glass: false }).is_empty(),
+            t.matches(&RouteInput { labels: &labels, project: "p", engine: "argocd", subject: RouteSubject::from(&s), break_glass: false })
+                .is_empty(),
             "kind and namespace on different resources"
         );
         let s: Drift = serde_json::from_value(
             json!({"severity": "warning", "resources": [{"class": "workload", "kind": "Deployment", "namespace": "prod", "name": "a"}]}),
         )
         .unwrap();
-        let hits = t.matches(&RouteInput { labels: &labels, project: "p", subject: RouteSubject::from(&s), break_glass: false });
+        let hits =
+            t.matches(&RouteInput { labels: &labels, project: "p", engine: "argocd", subject: RouteSubject::from(&s), break_glass: false });
         assert_eq!(hits[0].reasons, ["selector env=prod", "severity=warning", "kind=Deployment namespace=prod (Deployment prod/a)"]);
         labels.insert("env".to_string(), "dev".to_string());
-        assert!(t.matches(&RouteInput { labels: &labels, project: "p", subject: RouteSubject::from(&s), break_glass: false }).is_empty());
+        assert!(
+            t.matches(&RouteInput { labels: &labels, project: "p", engine: "argocd", subject: RouteSubject::from(&s), break_glass: false })
+                .is_empty()
+        );
     }
 
     #[test]
@@ -634,7 +673,9 @@ mod tests {
         );
         let s = subject("rbac", "live");
         let labels = BTreeMap::new();
-        let hits = |on: bool| t.matches(&RouteInput { labels: &labels, project: "p", subject: RouteSubject::from(&s), break_glass: on });
+        let hits = |on: bool| {
+            t.matches(&RouteInput { labels: &labels, project: "p", engine: "argocd", subject: RouteSubject::from(&s), break_glass: on })
+        };
         let under = hits(true);
         assert_eq!(under.iter().map(|h| (h.name.clone(), h.break_glass)).collect::<Vec<_>>(), [(None, true)]);
         assert_eq!(under[0].recipients, [Destination::parse("slack:incident")]);
@@ -653,7 +694,9 @@ mod tests {
         let s = subject("workload", "live");
         let labels = BTreeMap::new();
         let hit = |project: &str| {
-            t.matches(&RouteInput { labels: &labels, project, subject: RouteSubject::from(&s), break_glass: false }).remove(0).group
+            t.matches(&RouteInput { labels: &labels, project, engine: "argocd", subject: RouteSubject::from(&s), break_glass: false })
+                .remove(0)
+                .group
         };
         let inherited = GroupSpec {
             by: vec!["revision".into(), "label:team".into()],

@@ -156,6 +156,7 @@ impl RenderContext {
     pub fn new(app: &App, context: &BTreeMap<String, String>) -> RenderContext {
         let data = json!({
             "app": app.object,
+            "unit": app.unit.view(),
             "context": context,
             "trigger": "",
             "serviceType": "",

@@ -225,17 +225,23 @@ impl TriggerEngine {
         TriggerEngine { engine: engine::build(), seen: Mutex::new(SeenErrors::default()), runtime_errors: AtomicU64::new(0) }
     }
 
-    /// Converts an Application once for a whole evaluation pass.
+    /// Converts an Application (or a Flux or Fleet unit) once for a whole evaluation
+    /// pass: `app`, and `unit` read from it.
     pub fn prepare(&self, app: &serde_json::Value) -> AppScope {
-        AppScope::of(convert::to_dynamic(app))
+        let mut scope = AppScope::of(convert::to_dynamic(app));
+        let unit = crate::unit::Unit::read(app).unwrap_or_default();
+        scope.scope.push_constant_dynamic("unit", convert::to_dynamic(&unit.view()));
+        scope
     }
 
-    /// As [`TriggerEngine::prepare`], with what the pass found: `drift` and `episode`
-    /// (the open or last resolved one, seen at `now`; `()` when there is none).
-    /// Only what `reads` says the scripts to be run read is converted.
+    /// As [`TriggerEngine::prepare`], with the unit the object is (`unit`: one shape
+    /// for every engine) and what the pass found: `drift` and `episode` (the open or
+    /// last resolved one, seen at `now`; `()` when there is none). Only what `reads`
+    /// says the scripts to be run read is converted.
     pub fn prepare_pass(
         &self,
         app: &serde_json::Value,
+        unit: &crate::unit::Unit,
         drift: &Drift,
         episode: Option<&Episode>,
         now: DateTime<Utc>,
@@ -243,6 +249,7 @@ impl TriggerEngine {
     ) -> AppScope {
         let mut scope = AppScope::of(reads.app.convert(app));
         // The views are built only when a script reads them.
+        scope.scope.push_constant_dynamic("unit", reads.unit.convert_with(|| unit.view()));
         scope.scope.push_constant_dynamic("drift", reads.drift.convert_with(|| drift.view()));
         let episode = reads.episode.convert_with(|| episode.map_or(serde_json::Value::Null, |e| e.view(now)));
         scope.scope.push_constant_dynamic("episode", episode);

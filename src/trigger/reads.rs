@@ -1,4 +1,4 @@
-//! What of `app`, `drift` and `episode` the compiled scripts can read, found in their
+//! What of `app`, `unit`, `drift` and `episode` the compiled scripts can read, found in their
 //! syntax trees, so that a pass converts only that into rhai values: converting the
 //! whole Application was a tenth of a first pass's CPU (BENCHMARKS.md, "A first
 //! pass's cost"), while the catalog's conditions read a handful of its fields.
@@ -133,12 +133,18 @@ pub struct Reads {
     pub app: Paths,
     pub drift: Paths,
     pub episode: Paths,
+    pub unit: Paths,
 }
 
 impl Reads {
     /// What `ast` reads.
     pub fn of(ast: &AST) -> Reads {
-        Reads { app: Paths::of(ast, "app"), drift: Paths::of(ast, "drift"), episode: Paths::of(ast, "episode") }
+        Reads {
+            app: Paths::of(ast, "app"),
+            drift: Paths::of(ast, "drift"),
+            episode: Paths::of(ast, "episode"),
+            unit: Paths::of(ast, "unit"),
+        }
     }
 
     /// Adds what `other` reads.
@@ -146,6 +152,7 @@ impl Reads {
         self.app.merge(&other.app);
         self.drift.merge(&other.drift);
         self.episode.merge(&other.episode);
+        self.unit.merge(&other.unit);
     }
 }
 

@@ -276,7 +276,7 @@ fn a_pass_converting_only_what_its_scripts_read_decides_as_with_all_of_it() {
         let t = compile(&engine, &yaml).unwrap_or_else(|e| panic!("{e:?}"));
         let full = crate::clock::with_now(now, || engine.run(&t, &mut engine.prepare(&app)));
         assert!(full[0].result, "{when}: {full:?}");
-        let mut pruned = engine.prepare_pass(&app, &drift, None, now, &t.reads());
+        let mut pruned = engine.prepare_pass(&app, &crate::unit::Unit::default(), &drift, None, now, &t.reads());
         assert_eq!(crate::clock::with_now(now, || engine.run(&t, &mut pruned)), full, "{when}");
     }
 }

@@ -4,9 +4,9 @@
 
 use serde_json::Value;
 
+use super::ResourceRef;
 use super::{Health, Sync, Unit, bounded, push_managed};
 use crate::json::Pointer;
-use crate::model::ResourceRef;
 
 /// Argo CD stops reconciling an Application with this annotation `"true"`.
 const SKIP_RECONCILE: &str = "argocd.argoproj.io/skip-reconcile";

@@ -6,9 +6,9 @@
 
 use serde_json::Value;
 
+use super::ResourceRef;
 use super::{Change, Conditions, Health, MAX_PATCH_CHARS, Modified, Sync, Unit, bounded, push_managed, push_modified};
 use crate::json::Pointer;
-use crate::model::ResourceRef;
 
 /// Labels Fleet's controller puts on every BundleDeployment.
 const BUNDLE_NAMESPACE: &str = "fleet.cattle.io/bundle-namespace";

@@ -7,9 +7,9 @@
 
 use serde_json::Value;
 
+use super::ResourceRef;
 use super::{Change, Chart, Conditions, Health, Modified, Sync, Unit, bounded, push_managed, push_modified};
 use crate::json::Pointer;
-use crate::model::ResourceRef;
 
 /// A Kustomization's revisions, state, inventory, destination and tenancy.
 pub(super) fn read_kustomization(object: &Value, unit: &mut Unit) {
@@ -21,8 +21,10 @@ pub(super) fn read_kustomization(object: &Value, unit: &mut Unit) {
     let c = Conditions::of(object);
     unit.sync = Some(match (c.get("Ready").and_then(|r| r.status), unit.revision.applied == unit.revision.desired) {
         (Some(true), true) => Sync::Synced,
-        (Some(false), _) | (Some(true), false) => Sync::OutOfSync,
-        (None, _) => Sync::Unknown,
+        // Applied, but not the revision last attempted: Git's content waits.
+        (Some(true), false) => Sync::OutOfSync,
+        // A failed reconcile says nothing of whether the objects match (it is `reconcile`).
+        (Some(false), _) | (None, _) => Sync::Unknown,
     });
 }
 
@@ -56,9 +58,9 @@ pub(super) fn read_helm_release(object: &Value, unit: &mut Unit) {
         }
     }
     unit.sync = Some(match (unit.drift.drifted, c.get("Ready").and_then(|r| r.status)) {
-        (true, _) | (false, Some(false)) => Sync::OutOfSync,
+        (true, _) => Sync::OutOfSync,
         (false, Some(true)) => Sync::Synced,
-        (false, None) => Sync::Unknown,
+        (false, Some(false) | None) => Sync::Unknown,
     });
 }
 

@@ -13,11 +13,10 @@
 use std::fmt;
 
 use chrono::{DateTime, Utc};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::json::Pointer;
-use crate::model::ResourceRef;
 
 mod argocd;
 mod conditions;
@@ -37,7 +36,7 @@ pub const MAX_PATCH_CHARS: usize = 4_096;
 pub const MAX_MESSAGE_CHARS: usize = 2_048;
 
 /// The engine a unit belongs to.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
 pub enum Engine {
     /// Argo CD's `Application` (`argoproj.io/v1alpha1`).
     #[default]
@@ -59,13 +58,21 @@ impl Engine {
         (Engine::Fleet, "fleet.cattle.io", "v1alpha1", "BundleDeployment"),
     ];
 
+    /// The engine's name as rhai, templates, routes and subscriptions say it:
+    /// `argocd`, `flux` or `fleet` (a Flux unit's kind tells a Kustomization from a
+    /// HelmRelease).
     pub fn as_str(self) -> &'static str {
         match self {
             Engine::ArgoCd => "argocd",
-            Engine::FluxKustomization => "flux-kustomization",
-            Engine::FluxHelmRelease => "flux-helmrelease",
+            Engine::FluxKustomization | Engine::FluxHelmRelease => "flux",
             Engine::Fleet => "fleet",
         }
+    }
+
+    /// The kind of this engine's unit (`Application`, `Kustomization`, `HelmRelease`,
+    /// `BundleDeployment`).
+    pub fn kind(self) -> &'static str {
+        self.gvk().2
     }
 
     /// The engine whose unit an object of `api_version` and `kind` is.
@@ -233,6 +240,8 @@ pub struct Tenancy {
 #[serde(rename_all = "camelCase")]
 pub struct Unit {
     pub engine: Engine,
+    /// The unit's kind (`Application`, `Kustomization`, `HelmRelease`, `BundleDeployment`).
+    pub kind: &'static str,
     pub namespace: String,
     pub name: String,
     pub uid: String,
@@ -244,8 +253,12 @@ pub struct Unit {
     pub suspended: bool,
     pub drift: EngineDrift,
     /// The objects it manages (Flux's `status.inventory`, Fleet's `status.resources`,
-    /// Argo CD's `status.resources`), at most [`MAX_MANAGED`].
+    /// Argo CD's `status.resources`), at most [`MAX_MANAGED`]. Not in the view rhai and
+    /// templates see (`managedCount` is): the audit index reads it.
+    #[serde(skip)]
     pub managed: Vec<ResourceRef>,
+    /// How many objects it manages (also those past [`MAX_MANAGED`]).
+    pub managed_count: usize,
     pub managed_more: usize,
     pub destination: Destination,
     pub tenancy: Tenancy,
@@ -274,6 +287,7 @@ impl Unit {
         }
         let mut unit = Unit {
             engine,
+            kind,
             namespace: text("/metadata/namespace").to_string(),
             name: text("/metadata/name").to_string(),
             uid: text("/metadata/uid").to_string(),
@@ -292,10 +306,11 @@ impl Unit {
         self.engine
     }
 
-    /// `namespace/name`, as the CLI and the store name a unit (with its engine, since
-    /// a Kustomization and a HelmRelease may share a name).
+    /// `namespace/name` for an Argo CD Application (as Argo CD says it), else
+    /// `Kind:namespace/name` (a Kustomization and a HelmRelease may share a name, and
+    /// neither is an Application).
     pub fn key(&self) -> String {
-        format!("{}:{}/{}", self.engine(), self.namespace, self.name)
+        qualified(self.engine, &self.namespace, &self.name)
     }
 
     /// Whether this unit manages `object` (by its inventory).
@@ -310,8 +325,19 @@ impl Unit {
     }
 }
 
+/// How a unit of `engine` is named in logs, the store and the history: `namespace/name`
+/// for an Argo CD Application, `Kind:namespace/name` for the others.
+pub fn qualified(engine: Engine, namespace: &str, name: &str) -> String {
+    match (engine, namespace.is_empty()) {
+        (Engine::ArgoCd, true) => name.to_string(),
+        (Engine::ArgoCd, false) => format!("{namespace}/{name}"),
+        (_, _) => format!("{}:{namespace}/{name}", engine.kind()),
+    }
+}
+
 /// Keeps at most [`MAX_MANAGED`] objects, counting the rest.
 fn push_managed(unit: &mut Unit, object: ResourceRef) {
+    unit.managed_count += 1;
     match unit.managed.len() < MAX_MANAGED {
         true => unit.managed.push(object),
         false => unit.managed_more += 1,
@@ -329,6 +355,35 @@ fn push_modified(unit: &mut Unit, m: Modified) {
 /// A controller's text, cut at [`MAX_MESSAGE_CHARS`].
 fn bounded(s: &str) -> String {
     crate::text::clip(s, MAX_MESSAGE_CHARS)
+}
+
+/// A Kubernetes object by identity: API group (empty for the core group), kind,
+/// namespace (empty for cluster-scoped objects) and name. What an engine's inventory
+/// lists and what a drift, an audited write or a live read is about.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct ResourceRef {
+    pub group: String,
+    pub kind: String,
+    pub namespace: String,
+    pub name: String,
+}
+
+impl ResourceRef {
+    /// The group of an `apiVersion` (`apps/v1` → `apps`, `v1` → the core group).
+    pub fn group_of(api_version: &str) -> &str {
+        api_version.rsplit_once('/').map_or("", |(g, _)| g)
+    }
+}
+
+impl fmt::Display for ResourceRef {
+    /// `Kind/namespace/name`, `Kind/name` when cluster-scoped (as Flux and `kubectl` say it).
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.namespace.is_empty() {
+            true => write!(f, "{}/{}", self.kind, self.name),
+            false => write!(f, "{}/{}/{}", self.kind, self.namespace, self.name),
+        }
+    }
 }
 
 #[cfg(test)]

@@ -43,14 +43,15 @@ fn kustomization() -> Value {
 fn a_kustomization_is_a_unit_with_its_revisions_failure_inventory_and_tenancy() {
     let u = Unit::read(&kustomization()).unwrap();
     assert_eq!(u.engine(), Engine::FluxKustomization);
-    assert_eq!(u.key(), "flux-kustomization:flux-system/apps");
+    assert_eq!(u.key(), "Kustomization:flux-system/apps");
+    assert_eq!((u.view()["engine"].as_str(), u.view()["kind"].as_str()), (Some("flux"), Some("Kustomization")));
     assert_eq!(u.revision.desired, "main@sha1:2222222222222222222222222222222222222222");
     assert_eq!(u.revision.commit, "1111111111111111111111111111111111111111");
     assert_eq!(u.revision.source, "GitRepository/flux-system/fleet-infra");
     assert!(u.reconcile.failed && !u.reconcile.stalled);
     assert_eq!(u.reconcile.reason, "ReconciliationFailed");
     assert!(u.reconcile.message.contains("dry-run failed"));
-    assert_eq!(u.sync, Some(Sync::OutOfSync));
+    assert_eq!(u.sync, Some(Sync::Unknown), "a failed reconcile says nothing of the objects");
     assert_eq!(u.health, Some(Health::Degraded));
     assert_eq!(
         u.managed,

@@ -153,17 +153,24 @@ pub async fn in_force(admin: &kube::Client, user: &str, ns: Option<&str>, group:
 /// Argo CD's application controller: its ServiceAccount, bound to cluster-admin as Argo
 /// CD installs it; a client with its token.
 pub async fn argocd_controller(api: &cp::ApiServer, admin: &kube::Client) -> kube::Client {
-    api.namespaces(&["argocd"]).await;
-    let token = api.service_account_token("argocd", "argocd-application-controller").await;
+    controller(api, admin, "argocd", "argocd-application-controller").await
+}
+
+/// A controller's ServiceAccount `ns/name` (Argo CD's application controller, Flux's
+/// kustomize-controller or helm-controller, Fleet's agent), bound to cluster-admin as
+/// their installs bind it, and a client with its token.
+pub async fn controller(api: &cp::ApiServer, admin: &kube::Client, ns: &str, name: &str) -> kube::Client {
+    api.namespaces(&[ns]).await;
+    let token = api.service_account_token(ns, name).await;
     apply_as(
         admin,
         "test-setup",
         json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
-        "metadata": {"name": "argocd-application-controller"},
+        "metadata": {"name": format!("{ns}-{name}")},
         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "cluster-admin"},
-        "subjects": [{"kind": "ServiceAccount", "name": "argocd-application-controller", "namespace": "argocd"}]}),
+        "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": ns}]}),
     )
     .await;
-    in_force(admin, "system:serviceaccount:argocd:argocd-application-controller", None, "apps", "deployments", "patch").await;
+    in_force(admin, &format!("system:serviceaccount:{ns}:{name}"), None, "apps", "deployments", "patch").await;
     api.client_with_token(&token).await
 }

@@ -28,6 +28,7 @@ struct PackedApp {
     len: u32,
     namespace: String,
     project: String,
+    engine: crate::unit::Engine,
 }
 
 impl PackedApp {
@@ -38,7 +39,7 @@ impl PackedApp {
             Ok(len) => (lz4_flex::compress(&json).into_boxed_slice(), len),
             Err(_) => (Box::default(), 0),
         };
-        PackedApp { compressed, len, namespace: app.namespace.clone(), project: app.project.clone() }
+        PackedApp { compressed, len, namespace: app.namespace.clone(), project: app.project.clone(), engine: app.engine() }
     }
 
     /// The Application again. It was one when kept, so this does not fail in practice;
@@ -125,7 +126,12 @@ impl AppCache {
 
     /// The kept Applications of `stream`'s namespaces that its relist did not have.
     pub fn gone_from(&self, stream: &Stream, seen: &BTreeSet<String>) -> Vec<String> {
-        self.kept.iter().filter(|(k, a)| stream.covers(&a.namespace) && !seen.contains(*k)).map(|(k, _)| k.clone()).collect()
+        let engine = stream.kind.engine();
+        self.kept
+            .iter()
+            .filter(|(k, a)| Some(a.engine) == engine && stream.covers(&a.namespace) && !seen.contains(*k))
+            .map(|(k, _)| k.clone())
+            .collect()
     }
 
     /// This thread's part of `driftwatch_applications`: the Applications it keeps.

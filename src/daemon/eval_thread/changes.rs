@@ -131,7 +131,7 @@ impl EvalThread {
     /// An Application was applied: indexed, evaluated, kept.
     fn applied(&mut self, app: &App) {
         METRICS.events.inc("application_apply");
-        self.lists.seen(Kind::Application, &app.namespace, &app.state_key());
+        self.lists.seen(Kind::of(app.engine()), &app.namespace, &app.state_key());
         self.eval.index_managed(app);
         self.eval.evaluate(&mut self.lead, app, false, false);
         self.apps.keep(app);
@@ -179,7 +179,7 @@ impl EvalThread {
     /// Objects of other streams' namespaces are not its to judge.
     fn relisted(&mut self, stream: &Stream, seen: &BTreeSet<String>) {
         match stream.kind {
-            Kind::Application => {
+            Kind::Application | Kind::Unit(_) => {
                 // Keys first, each parsed only when its turn comes: a relist
                 // without a whole namespace does not hold all of it parsed.
                 for k in self.apps.gone_from(stream, seen) {

@@ -15,8 +15,16 @@ impl Evaluator {
             // The audit input is this cluster's: an Application deploying to a spoke
             // manages no object here (a same-named one here is another's), so only its
             // own spec is indexed.
-            let scope = match rt.target(&app.object) {
+            let scope = match rt.target_of(app) {
+                // A Flux or Fleet unit's inventory is its controller's to write (the
+                // status subresource): what it lists here is indexed.
+                crate::config::clusters::Target::Local if app.engine() != crate::unit::Engine::ArgoCd => {
+                    crate::project::Scope::unrestricted()
+                }
                 crate::config::clusters::Target::Local => self.inputs.project_scope(app, rt),
+                _ if app.engine() != crate::unit::Engine::ArgoCd => {
+                    crate::project::Scope::refusing("deploys to another cluster: its objects are not this audit input's")
+                }
                 _ => {
                     let (server, name) = rt.destination_of(&app.object);
                     crate::project::Scope::of(&app.object, None, &rt.attribution.argocd_namespace).resolved(&server, &name)
