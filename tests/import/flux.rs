@@ -269,3 +269,45 @@ fn unreadable_input_exits_2_naming_the_file() {
     assert_eq!(o.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&o.stderr).contains("no Flux notification objects found"), "{}", String::from_utf8_lossy(&o.stderr));
 }
+
+/// `driftwatch check --config DIR/driftwatch.yaml`: its exit code and stderr.
+fn check(dir: &Path) -> (i32, String) {
+    let o = Command::new(env!("CARGO_BIN_EXE_driftwatch")).args(["check", "--config"]).arg(dir.join("driftwatch.yaml")).output().unwrap();
+    (o.status.code().unwrap(), String::from_utf8_lossy(&o.stderr).to_string())
+}
+
+/// The complete configuration's import is one driftwatch loads as it is: the
+/// services, and the subscriptions with their engine, kind, namespace, name and
+/// selector, on the catalog's reconcile triggers.
+#[test]
+fn the_import_of_a_complete_configuration_passes_check() {
+    let (dir, code, report, _, _) = run(&["complete/flux-notifications.yaml"]);
+    assert_eq!(code, 0, "{report}");
+    let (code, stderr) = check(dir.path());
+    assert_eq!(code, 0, "{stderr}");
+}
+
+/// Every file's import passes check once a person has resolved its marks (here:
+/// deleted them, keeping what was written), and before that check refuses it at each
+/// mark's line, one error per TODO reported.
+#[test]
+fn every_import_passes_check_once_its_todos_are_resolved() {
+    for name in ["slack-stream.yaml", "every-provider.yaml", "kubectl-dump.yaml", "unmapped.yaml", "alert-shapes.yaml"] {
+        let (dir, code, report, text, _) = run(&[name]);
+        let todos = report["todos"].as_array().unwrap().len();
+        let (checked, stderr) = check(dir.path());
+        if code == 0 {
+            assert_eq!((checked, todos), (0, 0), "{name}: {stderr}");
+            continue;
+        }
+        assert_eq!(checked, 1, "{name}: the marks are refused");
+        let marks: Vec<&str> = stderr.lines().filter(|l| l.contains(": import: not converted by `driftwatch import`")).collect();
+        assert_eq!(marks.len(), todos, "{name}: one error per TODO: {stderr}");
+        let errors = stderr.lines().filter(|l| l.starts_with("error:")).count();
+        assert_eq!(errors, marks.len(), "{name}: only the marks are errors: {stderr}");
+        let resolved: String = text.lines().filter(|l| !l.contains("TODO(import)")).map(|l| format!("{l}\n")).collect();
+        std::fs::write(dir.path().join("driftwatch.yaml"), resolved).unwrap();
+        let (checked, stderr) = check(dir.path());
+        assert_eq!(checked, 0, "{name}: still refused once the marks are resolved: {stderr}");
+    }
+}
