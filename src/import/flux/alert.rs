@@ -64,7 +64,12 @@ fn entry(src: &Value, alert_ns: &str, recipient: &str, triggers: &[&str]) -> Res
     e.insert("kind".into(), json!(kind));
     let ns = src.get("namespace").and_then(Value::as_str).filter(|n| !n.is_empty()).unwrap_or(alert_ns);
     e.insert("namespace".into(), json!(ns));
-    match src.get("name").and_then(Value::as_str).unwrap_or("*") {
+    let name = match src.get("name") {
+        None => "*",
+        Some(Value::String(n)) => n.as_str(),
+        Some(other) => return Err(format!("the name {other} is not text")),
+    };
+    match name {
         "*" => {}
         n if n.contains(['*', '?', '[']) => {
             return Err(format!("the name {n:?} is a pattern; a subscription names a unit exactly, or any (`*`)"));
@@ -74,7 +79,7 @@ fn entry(src: &Value, alert_ns: &str, recipient: &str, triggers: &[&str]) -> Res
         }
     }
     if let Some(labels) = src.get("matchLabels").and_then(Value::as_object).filter(|m| !m.is_empty()) {
-        let mut pairs: Vec<String> = labels.iter().map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or(""))).collect();
+        let mut pairs: Vec<String> = labels.iter().map(|(k, v)| format!("{k}={}", text(v))).collect();
         pairs.sort();
         let selector = pairs.join(",");
         if let Err(err) = crate::route::selector::Selector::parse(&selector) {
@@ -85,12 +90,18 @@ fn entry(src: &Value, alert_ns: &str, recipient: &str, triggers: &[&str]) -> Res
     Ok(e)
 }
 
+/// A scalar as text (a label's value written as a number is the number's text).
+fn text(v: &Value) -> String {
+    v.as_str().map_or_else(|| v.to_string(), str::to_string)
+}
+
 /// The triggers for the Alert's severity, or a mark's reason.
 fn triggers(spec: &Map<String, Value>) -> (Vec<&'static str>, Option<String>) {
-    match spec.get("eventSeverity").and_then(Value::as_str) {
-        None | Some("info") => (vec![ON_FAILED, ON_SUCCEEDED], None),
-        Some("error") => (vec![ON_FAILED], None),
-        Some(other) => (vec![ON_FAILED, ON_SUCCEEDED], Some(format!("eventSeverity {other:?} is neither info nor error; taken as info"))),
+    match spec.get("eventSeverity") {
+        None | Some(Value::Null) => (vec![ON_FAILED, ON_SUCCEEDED], None),
+        Some(v) if v == "info" => (vec![ON_FAILED, ON_SUCCEEDED], None),
+        Some(v) if v == "error" => (vec![ON_FAILED], None),
+        Some(other) => (vec![ON_FAILED, ON_SUCCEEDED], Some(format!("eventSeverity {other} is neither info nor error; taken as info"))),
     }
 }
 
@@ -129,7 +140,7 @@ pub(super) fn alert(obj: &Object, providers: &Providers, imp: &mut Imported) {
         imp.todo(&at_line(obj, obj.line_of(&["spec", "eventSeverity"])), &format!("{item}.spec.eventSeverity"), &reason);
     }
     let provider_name = spec.get("providerRef").and_then(|r| r.get("name")).and_then(Value::as_str).unwrap_or("").to_string();
-    let provider = find(providers, &obj.namespace, &provider_name);
+    let provider = if provider_name.is_empty() { None } else { find(providers, &obj.namespace, &provider_name) };
     let recipient = provider.map_or_else(|| provider_name.clone(), |p| p.recipient.clone().unwrap_or_else(|| p.service.clone()));
     let alert_ns = match &obj.namespace {
         Some(ns) => ns.clone(),
@@ -159,7 +170,7 @@ pub(super) fn alert(obj: &Object, providers: &Providers, imp: &mut Imported) {
         }
     }
     if sources.is_empty() {
-        imp.todo(&at_line(obj, obj.line), &item, "the Alert has no eventSources: nothing to subscribe to");
+        imp.todo(&at_line(obj, obj.line), &item, "the Alert has no list of eventSources: nothing to subscribe to");
     }
     if let Some(reason) = blocked(obj, provider, &provider_name) {
         imp.out.report.subscriptions.todo += entries.len();
@@ -188,7 +199,7 @@ fn filters(obj: &Object, spec: &Map<String, Value>, item: &str, imp: &mut Import
     for (field, what) in
         [("inclusionList", "only events whose message matches one of"), ("exclusionList", "no event whose message matches one of")]
     {
-        if let Some(list) = spec.get(field).and_then(Value::as_array).filter(|l| !l.is_empty()) {
+        if let Some(list) = spec.get(field).filter(|l| !l.is_null() && l.as_array().is_none_or(|l| !l.is_empty())) {
             marked = true;
             let reason = format!(
                 "Flux sends {what} these regular expressions; driftwatch's subscriptions select units, not messages, so its subscriptions \
@@ -206,7 +217,7 @@ fn filters(obj: &Object, spec: &Map<String, Value>, item: &str, imp: &mut Import
 /// message, and a paging service told of successes.
 fn notes(obj: &Object, spec: &Map<String, Value>, item: &str, provider: Option<&Converted>, triggers: &[&str], imp: &mut Imported) {
     if let Some(meta) = spec.get("eventMetadata").and_then(Value::as_object).filter(|m| !m.is_empty()) {
-        let pairs: Vec<String> = meta.iter().map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or(""))).collect();
+        let pairs: Vec<String> = meta.iter().map(|(k, v)| format!("{k}={}", text(v))).collect();
         let reason = format!(
             "Flux adds {} to each message; driftwatch's messages come from its templates: put such values in `context:` and use them there",
             pairs.join(", ")

@@ -133,10 +133,16 @@ pub fn import(files: &[PathBuf], out_dir: &Path, force: bool) -> Result<Report, 
 }
 
 /// Each object once: where the input has one twice (same namespace and name), the last,
-/// as `kubectl apply` of the files in order would leave it, with a note.
+/// as `kubectl apply` of the files in order would leave it, with a note. One without a
+/// name is marked and left out.
 fn last_of_each(objects: &[Object], imp: &mut Imported) -> Vec<Object> {
     let mut out: Vec<Object> = Vec::new();
     for o in objects {
+        if o.name.is_empty() {
+            let original = yaml_of_spec(o);
+            imp.todo_kept(&at_line(o, o.line), "object", "it has no metadata.name (Kubernetes would refuse it); left out", &original);
+            continue;
+        }
         if let Some(i) = out.iter().position(|p| p.namespace == o.namespace && p.name == o.name) {
             let earlier = out.remove(i);
             let reason = format!("defined again at {}:{}; that one is imported", o.file, o.line);

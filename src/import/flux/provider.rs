@@ -164,7 +164,11 @@ pub(super) fn provider(
     prefix_of: &dyn Fn(&Option<String>, &str) -> String,
     imp: &mut Imported,
 ) -> Converted {
-    let ty = obj.spec().get("type").and_then(Value::as_str).unwrap_or("").to_string();
+    let ty = match obj.spec().get("type") {
+        None | Some(Value::Null) => String::new(),
+        Some(Value::String(t)) => t.clone(),
+        Some(other) => other.to_string(),
+    };
     let suspended = obj.spec().get("suspend").and_then(Value::as_bool).unwrap_or(false);
     let Some((mapper, typical)) = kinds::mapper(&ty, obj.spec()) else {
         let reason = kinds::unmapped_reason(&ty);

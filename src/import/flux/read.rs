@@ -165,12 +165,13 @@ impl Locator<'_> {
     }
 }
 
-/// Whether a document is one of notification-controller's objects, or a List holding
-/// one.
+/// Whether a document is a notification-controller `Alert` or `Provider`, or a List
+/// holding one.
 pub fn is_flux_notification(doc: &Value) -> bool {
     match doc.get("kind").and_then(Value::as_str) {
         Some("List") => doc.get("items").and_then(Value::as_array).is_some_and(|items| items.iter().any(is_flux_notification)),
-        _ => doc.get("apiVersion").and_then(Value::as_str).is_some_and(|v| v.starts_with(GROUP)),
+        Some("Alert" | "Provider") => doc.get("apiVersion").and_then(Value::as_str).is_some_and(|v| v.starts_with(GROUP)),
+        _ => false,
     }
 }
 
@@ -390,5 +391,6 @@ metadata:
             serde_json::json!({"kind": "List", "items": [{"apiVersion": "notification.toolkit.fluxcd.io/v1beta3", "kind": "Alert"}]});
         assert!(is_flux_notification(&list));
         assert!(!is_flux_notification(&serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap"})));
+        assert!(!is_flux_notification(&serde_json::json!({"apiVersion": "notification.toolkit.fluxcd.io/v1", "kind": "Receiver"})));
     }
 }

@@ -225,3 +225,32 @@ fn bad_yaml_names_the_file_line_and_column() {
     let mut parts = rest.split(':');
     assert!(parts.next().unwrap().parse::<usize>().is_ok() && parts.next().unwrap().parse::<usize>().is_ok(), "{e}");
 }
+
+/// Objects Kubernetes would refuse are marked, and never read as something wider (a
+/// name that is not text is not `*`, a severity that is not text is not left out).
+#[test]
+fn malformed_objects_are_marked_never_widened() {
+    let r = import_text(
+        "apiVersion: notification.toolkit.fluxcd.io/v1beta3\nkind: Provider\nspec: {type: generic}\n---\n\
+         apiVersion: notification.toolkit.fluxcd.io/v1beta3\nkind: Provider\nmetadata: {name: p, namespace: x}\nspec: {type: 42}\n---\n\
+         apiVersion: notification.toolkit.fluxcd.io/v1beta3\nkind: Alert\nmetadata: {name: a, namespace: x}\n\
+         spec: {providerRef: p, eventSources: all, eventSeverity: 3, inclusionList: x}\n---\n\
+         apiVersion: notification.toolkit.fluxcd.io/v1beta3\nkind: Alert\nmetadata: {name: b, namespace: x}\n\
+         spec: {providerRef: {name: p}, eventSources: [7, {kind: Kustomization, name: 5}, {kind: HelmRelease, name: w, matchLabels: {n: 1}}]}\n",
+    );
+    for (item, words) in [
+        ("object", "no metadata.name"),
+        ("provider x/p", "unknown provider type `42`"),
+        ("alert x/a", "no providerRef"),
+        ("alert x/a", "no list of eventSources"),
+        ("alert x/a.spec.eventSeverity", "eventSeverity 3"),
+        ("alert x/a.spec.inclusionList", "regular expressions"),
+        ("alert x/b.eventSources[0]", "unknown event source kind"),
+        ("alert x/b.eventSources[1]", "the name 5 is not text"),
+        ("alert x/b", "its type `42` was not converted"),
+    ] {
+        assert!(r.has_todo(item, words), "{item}: {words}: {:#?}", r.todos());
+    }
+    assert!(r.text.contains("#       selector: n=1\n"), "a label written as a number keeps its value: {}", r.text);
+    assert!(r.config.get("services").is_none() && r.config.get("subscriptions").is_none(), "{}", r.text);
+}
