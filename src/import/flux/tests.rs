@@ -254,3 +254,12 @@ fn malformed_objects_are_marked_never_widened() {
     assert!(r.text.contains("#       selector: n=1\n"), "a label written as a number keeps its value: {}", r.text);
     assert!(r.config.get("services").is_none() && r.config.get("subscriptions").is_none(), "{}", r.text);
 }
+
+/// The triggers the subscriptions name are the catalog's, so an import loads without
+/// defining them.
+#[test]
+fn the_reconcile_triggers_are_in_the_catalog() {
+    for t in [alert::ON_FAILED, alert::ON_SUCCEEDED] {
+        assert!(crate::config::catalog::TRIGGERS.iter().any(|(n, _, _)| *n == t), "{t}");
+    }
+}
