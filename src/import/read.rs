@@ -80,6 +80,19 @@ fn catalog_key(path: &Path, doc: &Value) -> Option<String> {
     }
 }
 
+/// The API group of Flux notification-controller's objects.
+pub(super) const FLUX_GROUP: &str = "notification.toolkit.fluxcd.io/";
+
+/// Whether a document is a notification-controller `Alert` or `Provider`, or a List
+/// holding one.
+pub(super) fn is_flux_notification(doc: &Value) -> bool {
+    match doc.get("kind").and_then(Value::as_str) {
+        Some("List") => doc.get("items").and_then(Value::as_array).is_some_and(|items| items.iter().any(is_flux_notification)),
+        Some("Alert" | "Provider") => doc.get("apiVersion").and_then(Value::as_str).is_some_and(|v| v.starts_with(FLUX_GROUP)),
+        _ => false,
+    }
+}
+
 /// One input file read: its name as given, its text and its YAML documents.
 pub(super) struct Loaded {
     pub(super) name: String,
@@ -117,7 +130,7 @@ pub(super) fn read(paths: &[PathBuf]) -> Result<Input, Unreadable> {
                 }
             }
         }
-        if input.entries.len() == entries_before && docs.iter().any(super::flux::is_flux_notification) {
+        if input.entries.len() == entries_before && docs.iter().any(is_flux_notification) {
             return Err(Unreadable(format!(
                 "{name}: holds Flux notification-controller objects (Alert, Provider), not an Argo CD notifications \
                  configuration: import them with `driftwatch import --flux`"

@@ -12,8 +12,6 @@ mod kinds;
 mod provider;
 mod read;
 
-pub use read::is_flux_notification;
-
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 

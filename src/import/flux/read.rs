@@ -11,8 +11,7 @@ use serde_json::{Map, Value};
 use super::super::Unreadable;
 use super::super::read::{Loaded, expand, load};
 
-/// The API group of notification-controller's objects.
-pub(super) const GROUP: &str = "notification.toolkit.fluxcd.io/";
+pub(super) use super::super::read::FLUX_GROUP as GROUP;
 
 /// An `Alert` or a `Provider`: where it starts, its identity, the object, and its text
 /// (for the line of a field).
@@ -165,16 +164,6 @@ impl Locator<'_> {
     }
 }
 
-/// Whether a document is a notification-controller `Alert` or `Provider`, or a List
-/// holding one.
-pub fn is_flux_notification(doc: &Value) -> bool {
-    match doc.get("kind").and_then(Value::as_str) {
-        Some("List") => doc.get("items").and_then(Value::as_array).is_some_and(|items| items.iter().any(is_flux_notification)),
-        Some("Alert" | "Provider") => doc.get("apiVersion").and_then(Value::as_str).is_some_and(|v| v.starts_with(GROUP)),
-        _ => false,
-    }
-}
-
 /// Reads the files (a directory: its `.yaml`/`.yml` files at any depth).
 pub(super) fn read(paths: &[PathBuf]) -> Result<Input, Unreadable> {
     let mut input = Input::default();
@@ -288,6 +277,7 @@ fn identity(v: &Value) -> (String, Option<String>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::import::read::is_flux_notification;
 
     fn read_text(text: &str) -> Input {
         let dir = tempfile::tempdir().unwrap();
