@@ -180,6 +180,16 @@ impl App {
         crate::unit::qualified(self.engine(), &self.namespace, &self.name)
     }
 
+    /// The shard of this unit among `shards`: by its destination cluster, whatever its
+    /// engine (an Application's `spec.destination`, a Flux unit's kubeconfig, a Fleet
+    /// bundle's cluster).
+    pub fn shard(&self, shards: u32) -> u32 {
+        match self.engine() {
+            Engine::ArgoCd => crate::shard::of_app(&self.object, shards),
+            _ => crate::shard::of_cluster(&self.unit.destination.cluster, shards),
+        }
+    }
+
     /// The engine this unit belongs to.
     pub fn engine(&self) -> Engine {
         self.unit.engine
@@ -453,9 +463,31 @@ pub struct AppMeta {
     pub health_status: String,
     #[serde(default)]
     pub revision: String,
+    /// The unit's engine and kind (`flux`, `Kustomization`); empty for an Argo CD
+    /// Application (and in notifications queued before other engines were watched).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub engine: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub kind: String,
 }
 
 impl AppMeta {
+    /// The resource a SIEM record names: `applications.argoproj.io`,
+    /// `kustomizations.kustomize.toolkit.fluxcd.io`, ...
+    pub fn resource_type(&self) -> &'static str {
+        match self.kind.as_str() {
+            "Kustomization" => "kustomizations.kustomize.toolkit.fluxcd.io",
+            "HelmRelease" => "helmreleases.helm.toolkit.fluxcd.io",
+            "BundleDeployment" => "bundledeployments.fleet.cattle.io",
+            _ => "applications.argoproj.io",
+        }
+    }
+
+    /// The unit's kind (`Application` for an Argo CD Application).
+    pub fn kind(&self) -> &str {
+        if self.kind.is_empty() { "Application" } else { &self.kind }
+    }
+
     pub fn of(app: &App) -> AppMeta {
         let s = |p: &str| app.object.at(p).and_then(Value::as_str).unwrap_or_default().to_string();
         AppMeta {
@@ -463,9 +495,14 @@ impl AppMeta {
             namespace: app.namespace.clone(),
             uid: app.uid.clone(),
             project: app.project.clone(),
-            sync_status: s("/status/sync/status"),
-            health_status: s("/status/health/status"),
-            revision: s("/status/sync/revision"),
+            sync_status: app.sync_status().to_string(),
+            health_status: app.health_status().to_string(),
+            revision: match app.engine() {
+                Engine::ArgoCd => s("/status/sync/revision"),
+                _ => app.unit.revision.desired.clone(),
+            },
+            engine: if app.engine() == Engine::ArgoCd { String::new() } else { app.engine().as_str().to_string() },
+            kind: if app.engine() == Engine::ArgoCd { String::new() } else { app.engine().kind().to_string() },
         }
     }
 }
@@ -687,6 +724,16 @@ mod tests {
         let a =
             App::from_value(json!({"kind": "Application", "metadata": {"name": "apps", "namespace": "flux-system", "uid": "k1"}})).unwrap();
         assert_ne!(a.state_key(), k.state_key());
+        // Sharded by its destination cluster, as an Application is: one deploying here
+        // shares the shard of the local cluster's Applications.
+        let remote = App::from_value(json!({
+            "apiVersion": "kustomize.toolkit.fluxcd.io/v1", "kind": "Kustomization",
+            "metadata": {"name": "apps", "namespace": "team-a"},
+            "spec": {"kubeConfig": {"secretRef": {"name": "prod-eu"}}}
+        }))
+        .unwrap();
+        assert_eq!(k.shard(64), crate::shard::of_cluster("", 64));
+        assert_eq!(remote.shard(64), crate::shard::of_cluster("kubeconfig:team-a/prod-eu", 64));
     }
 
     #[test]

@@ -192,6 +192,8 @@ fn check_passes_on_the_catalog_and_the_examples() {
     assert!(stdout(&o).starts_with("ok: 21 triggers, 25 templates"), "{}", stdout(&o));
     let o = driftwatch(&["check", "--config", &repo("examples/drift-incident/driftwatch.yaml")]);
     assert!(o.status.success(), "{}", stderr(&o));
+    let o = driftwatch(&["check", "--config", &repo("examples/flux-fleet/driftwatch.yaml")]);
+    assert!(o.status.success(), "{}", stderr(&o));
     // The reference configuration: valid, with warnings for its unset secrets only.
     let o = driftwatch(&["check", "--config", &repo("deploy/driftwatch.yaml")]);
     assert!(o.status.success(), "{}", stderr(&o));
@@ -256,6 +258,43 @@ fn replay_of_the_drift_incident_example() {
     let out = stdout(&o);
     assert!(out.contains("(sync status is stale: skipped until Argo CD re-reconciles)"), "{out}");
     assert!(out.contains("5 notification(s) sent, 0 failed"), "{out}");
+}
+
+/// The Flux and Fleet example: the same routes and templates for a Kustomization, a
+/// HelmRelease and a Fleet bundle — a failed build told once and resolved, drift reported
+/// by helm-controller and by Fleet's agent (the patch's values shown, a security field
+/// paged), everything resolved when fixed.
+#[test]
+fn replay_of_the_flux_and_fleet_example() {
+    let dir = tempfile::tempdir().unwrap();
+    let (o, sent) = replay_jsonl(dir.path(), &repo("examples/flux-fleet"), &repo("examples/flux-fleet/driftwatch.yaml"), None);
+    assert_eq!(
+        sent.iter().map(summary).collect::<Vec<_>>(),
+        [
+            "01-ready.yaml#1 on-reconcile-succeeded[0] slack:deploys fire",
+            "01-ready.yaml#2 on-reconcile-succeeded[0] slack:deploys fire",
+            "01-ready.yaml#3 on-reconcile-succeeded[0] slack:deploys fire",
+            "02-build-failed.yaml on-reconcile-failed[0] slack:deploys fire",
+            "04-drifted.yaml#1 on-live-drift[0] slack:drift fire",
+            "04-drifted.yaml#2 on-live-drift[0] slack:drift fire",
+            "04-drifted.yaml#2 on-security-drift[0] pagerduty:platform fire",
+            "05-fixed.yaml#1 on-reconcile-failed[0] slack:deploys resolve",
+            "05-fixed.yaml#1 on-reconcile-succeeded[0] slack:deploys fire",
+            "05-fixed.yaml#2 on-drift-resolved[0] slack:drift fire",
+            "05-fixed.yaml#2 on-live-drift[0] slack:drift resolve",
+            "05-fixed.yaml#3 on-drift-resolved[0] slack:drift fire",
+            "05-fixed.yaml#3 on-live-drift[0] slack:drift resolve",
+            "05-fixed.yaml#3 on-security-drift[0] pagerduty:platform resolve",
+        ]
+    );
+    let text = |i: usize| sent[i]["payload"]["text"].as_str().unwrap_or_default().to_string();
+    assert!(text(3).contains("Kustomization flux-system/apps failed to reconcile: BuildFailed"), "{}", text(3));
+    assert!(text(3).contains("no such file or directory"), "the controller's message: {}", text(3));
+    assert!(text(4).contains("Deployment shop/podinfo (changed: 0 additions, 1 changes, 0 removals)"), "{}", text(4));
+    assert!(text(5).contains("spec.replicas: 2 → (changed)"), "the patch's value: {}", text(5));
+    assert!(text(5).contains("securityContext.privileged: (removed)"), "{}", text(5));
+    assert_eq!(sent[6]["payload"]["severity"], "critical");
+    assert!(stdout(&o).contains("14 notification(s) sent, 0 failed"), "{}", stdout(&o));
 }
 
 /// The production policy example: a Git change notifies chat quietly, live drift alerts

@@ -172,6 +172,16 @@ fn the_service_account_holds_what_the_daemon_needs() {
                 assert!(rules.iter().any(|r| r.allows("argoproj.io", resource, verb, None)), "{install:?}: {verb} {resource}");
             }
         }
+        // Flux's and Fleet's units (watched where their CRDs are served).
+        for (group, resource) in [
+            ("kustomize.toolkit.fluxcd.io", "kustomizations"),
+            ("helm.toolkit.fluxcd.io", "helmreleases"),
+            ("fleet.cattle.io", "bundledeployments"),
+        ] {
+            for verb in ["list", "watch"] {
+                assert!(rules.iter().any(|r| r.allows(group, resource, verb, None)), "{install:?}: {verb} {resource}.{group}");
+            }
+        }
         for verb in ["get", "list", "create", "update", "delete"] {
             assert!(rules.iter().any(|r| r.allows("coordination.k8s.io", "leases", verb, Some("argocd"))), "{install:?}: {verb} leases");
         }

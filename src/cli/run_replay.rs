@@ -26,16 +26,21 @@ pub struct ReplayOptions {
 }
 
 fn summarize_app(app: &App) -> String {
-    let s = |p: &str| app.object.pointer(p).and_then(Value::as_str).unwrap_or("-").to_string();
-    let rev = s("/status/sync/revision");
-    let rev = if rev.len() > 7 { rev[..7].to_string() } else { rev };
+    let or_dash = |s: &str| if s.is_empty() { "-".to_string() } else { s.to_string() };
+    let u = &app.unit;
+    let operation = match app.engine() {
+        crate::unit::Engine::ArgoCd => app.object.pointer("/status/operationState/phase").and_then(Value::as_str).unwrap_or_default(),
+        _ if u.reconcile.failed => u.reconcile.reason.as_str(),
+        _ => "",
+    };
+    let rev = if u.revision.commit.is_empty() { &u.revision.desired } else { &u.revision.commit };
     format!(
         "{}  sync={} health={} operation={} revision={}",
         app.qualified_name(),
-        s("/status/sync/status"),
-        s("/status/health/status"),
-        s("/status/operationState/phase"),
-        rev
+        or_dash(app.sync_status()),
+        or_dash(app.health_status()),
+        or_dash(operation),
+        or_dash(&rev.chars().take(7).collect::<String>())
     )
 }
 

@@ -194,7 +194,7 @@ impl Supervisor {
                 if !self.sharded {
                     return self.send(0, Input::Change(c, at)).await;
                 }
-                let shard = crate::shard::of_app(&app.object, self.shards) as usize;
+                let shard = app.shard(self.shards) as usize;
                 let key = app.state_key();
                 let deleted = matches!(c, Change::AppDeleted(_));
                 let owned = self.owned.get(shard).copied().unwrap_or(false);

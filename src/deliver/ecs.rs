@@ -44,7 +44,7 @@ pub fn record(n: &Notification, origin: &Origin, now: chrono::DateTime<chrono::U
             "type": "kubernetes",
             "cluster": {"name": origin.cluster},
             "namespace": n.meta.namespace,
-            "resource": {"type": "applications.argoproj.io", "name": n.meta.name, "id": n.meta.uid},
+            "resource": {"type": n.meta.resource_type(), "name": n.meta.name, "id": n.meta.uid},
         },
         "rule": {"name": n.trigger, "id": n.condition_key, "ruleset": "driftwatch"},
         "labels": {
@@ -356,6 +356,7 @@ pub(crate) mod tests {
                 sync_status: "OutOfSync".into(),
                 health_status: "Healthy".into(),
                 revision: "a1b2c3d".into(),
+                ..AppMeta::default()
             },
             trigger: "on-out-of-sync".into(),
             condition: 0,

@@ -240,3 +240,19 @@ fn global_subscriptions_select_units_by_engine_kind_namespace_and_name() {
         assert!(r.subscriptions(&other, None).subs.is_empty(), "{}", other.qualified_name());
     }
 }
+
+/// The annotation forms of Applications work on a Flux or Fleet unit's own annotations.
+#[test]
+fn a_flux_units_subscription_annotations_are_read_as_an_applications() {
+    let r = router();
+    let k = App::from_value(serde_json::json!({
+        "apiVersion": "kustomize.toolkit.fluxcd.io/v1", "kind": "Kustomization",
+        "metadata": {"name": "apps", "namespace": "flux-system",
+            "annotations": {"notifications.argoproj.io/subscribe.on-reconcile-failed.slack": "flux-alerts;platform"}}
+    }))
+    .unwrap();
+    assert_eq!(
+        flat(&r.subscriptions(&k, None).subs),
+        ["on-reconcile-failed -> slack:flux-alerts", "on-reconcile-failed -> slack:platform"]
+    );
+}

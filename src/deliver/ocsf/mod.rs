@@ -110,11 +110,14 @@ fn list<'a>(v: &'a Value, k: &str) -> &'a [Value] {
 
 /// The Application as an OCSF resource.
 fn application(n: &Notification, origin: &Origin) -> Value {
-    let mut r = json!({"type": "Application", "name": n.meta.name, "namespace": n.meta.namespace});
+    let mut r = json!({"type": n.meta.kind(), "name": n.meta.name, "namespace": n.meta.namespace});
     if !n.meta.uid.is_empty() {
         r["uid"] = json!(n.meta.uid);
     }
-    let mut labels = vec![format!("argocd_project:{}", n.meta.project)];
+    let mut labels = match n.meta.engine.as_str() {
+        "" => vec![format!("argocd_project:{}", n.meta.project)],
+        engine => vec![format!("engine:{engine}")],
+    };
     if !origin.cluster.is_empty() {
         labels.push(format!("cluster:{}", origin.cluster));
     }
