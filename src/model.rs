@@ -483,6 +483,14 @@ impl AppMeta {
         }
     }
 
+    /// The unit's page in Argo CD's UI under `base` (`context.argocdUrl`): none for a
+    /// Flux or Fleet unit (an Application's page of the same name is another's), or
+    /// without a base.
+    pub fn argocd_link(&self, base: &str) -> Option<String> {
+        (self.engine.is_empty() && !base.is_empty())
+            .then(|| format!("{}/applications/{}/{}", base.trim_end_matches('/'), self.namespace, self.name))
+    }
+
     /// The unit's kind (`Application` for an Argo CD Application).
     pub fn kind(&self) -> &str {
         if self.kind.is_empty() { "Application" } else { &self.kind }
