@@ -10,13 +10,49 @@
 //! ([`alone_after_refusal`]), so only the one the receiver refuses is dead-lettered;
 //! once a call is to be retried (`429`, `5xx`, a token), the calls after it are not
 //! made and their notifications wait with it. Each notification's outcome is its own:
-//! what was delivered is not sent again.
+//! what was delivered is not sent again. A client that implements [`Api`] (its
+//! batch size, call size, records and one call) is a [`Deliverer`] that does this.
 
 use std::future::Future;
 use std::ops::Range;
 
-use super::deliverer::{Answer, alone_after_refusal};
+use super::deliverer::{Answer, BoxFuture, Deliverer, alone_after_refusal, batch_outcome};
 use super::outcome::Outcome;
+use crate::model::Notification;
+
+/// An API that takes records in calls of bounded size and answers a call as a whole:
+/// what a client says of it to be the [`Deliverer`] the module describes.
+pub trait Api: Send + Sync {
+    /// Notifications per batch (a service's `batchSize`).
+    fn batch_size(&self) -> usize;
+    /// How large a call may be.
+    fn size(&self) -> CallSize;
+    /// A notification's records at `now`, encoded, each within the size's
+    /// [`CallSize::room`].
+    fn records(&self, n: &Notification, now: chrono::DateTime<chrono::Utc>) -> Vec<String>;
+    /// One call carrying `records` (within the size): the receiver's answer.
+    fn call(&self, records: Vec<String>) -> BoxFuture<'_, Answer>;
+}
+
+impl<A: Api> Deliverer for A {
+    fn max_batch(&self) -> usize {
+        self.batch_size()
+    }
+
+    fn deliver<'a>(&'a self, batch: &'a [Notification]) -> BoxFuture<'a, Outcome> {
+        Box::pin(async move { batch_outcome(&self.deliver_each(batch).await) })
+    }
+
+    /// Each notification's records made once, at one `now` (a re-send carries the
+    /// same records), sent as the module says.
+    fn deliver_each<'a>(&'a self, batch: &'a [Notification]) -> BoxFuture<'a, Vec<Outcome>> {
+        Box::pin(async move {
+            let now = chrono::Utc::now();
+            let each: Vec<Vec<String>> = batch.iter().map(|n| self.records(n, now)).collect();
+            self.size().deliver_each(&each, |records| self.call(records)).await
+        })
+    }
+}
 
 /// How large a call may be.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -44,12 +80,12 @@ impl CallSize {
         let mut out: Vec<Vec<String>> = Vec::new();
         let mut size = self.envelope;
         for r in records {
-            let room = !out.is_empty() && size + r.len() + 1 <= self.max;
-            if !room {
+            let cost = Self::cost([r]);
+            if out.is_empty() || size + cost > self.max {
                 out.push(Vec::new());
                 size = self.envelope;
             }
-            size += r.len() + 1;
+            size += cost;
             if let Some(c) = out.last_mut() {
                 c.push(r.clone());
             }

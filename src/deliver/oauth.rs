@@ -58,6 +58,24 @@ impl Kept {
         Ok(token)
     }
 
+    /// Sends `req` with the token ([`Kept::token`]) as its bearer: the answer
+    /// ([`http::send`]), or `Err` the token's failure (the service's, not the request's:
+    /// a kind never splits a batch for it). A `401` forgets the token, so the retry
+    /// fetches another.
+    pub async fn send<F, Fut>(&self, req: reqwest::RequestBuilder, fetch: F) -> Result<(Outcome, Option<String>), Outcome>
+    where
+        F: FnOnce() -> Fut,
+        Fut: Future<Output = Result<(Secret, Duration), Outcome>>,
+    {
+        let token = self.token(fetch).await?;
+        // `bearer_auth` marks the header sensitive (never indexed, never printed).
+        let (outcome, body) = http::send(req.bearer_auth(token.expose())).await;
+        if outcome.reason().starts_with("HTTP 401") {
+            self.forget(&token).await;
+        }
+        Ok((outcome, body))
+    }
+
     /// Forgets the kept token if it is still `refused` (the API answered 401 to it:
     /// revoked, or expired early); a newer one another call fetched meanwhile stays.
     pub async fn forget(&self, refused: &Secret) {

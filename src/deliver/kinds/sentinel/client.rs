@@ -11,12 +11,11 @@ use serde_json::json;
 
 use super::config::SentinelConfig;
 use super::token::{Credential, Tokens};
-use crate::deliver::calls::CallSize;
-use crate::deliver::deliverer::{Answer, BoxFuture, Deliverer, batch_outcome};
+use crate::deliver::calls::{self, CallSize};
+use crate::deliver::deliverer::{Answer, BoxFuture};
 use crate::deliver::ecs::Origin;
 use crate::deliver::env::Env;
 use crate::deliver::http;
-use crate::deliver::outcome::Outcome;
 use crate::deliver::siem::Schema;
 use crate::model::Notification;
 
@@ -57,22 +56,15 @@ impl SentinelClient {
             Tokens::new(env.http.clone(), authority, &cfg.tenant_id, &cfg.client_id, cfg.scope.as_deref().unwrap_or(SCOPE), credential);
         Ok(SentinelClient { http, url, tokens, schema: cfg.format, batch: cfg.batch_size.unwrap_or(50), origin: env.origin() })
     }
+}
 
-    /// One call: `records` (a JSON array's items, already within [`MAX_CALL_BYTES`]).
-    async fn call(&self, records: Vec<String>) -> Answer {
-        let token = match self.tokens.token().await {
-            Ok(t) => t,
-            // The token's failure is the service's, not a record's: never split for it.
-            Err(o) => return Answer::Final(o),
-        };
-        let body = format!("[{}]", records.join(","));
-        // `bearer_auth` marks the header sensitive (never indexed, never printed).
-        let req = self.http.post(&self.url).header(reqwest::header::CONTENT_TYPE, "application/json").bearer_auth(token.expose()).body(body);
-        let (outcome, _) = http::send(req).await;
-        if outcome.reason().starts_with("HTTP 401") {
-            self.tokens.forget(&token).await;
-        }
-        Answer::of(outcome)
+impl calls::Api for SentinelClient {
+    fn batch_size(&self) -> usize {
+        self.batch
+    }
+
+    fn size(&self) -> CallSize {
+        CALL
     }
 
     /// A notification's records as the stream takes them: each with `TimeGenerated`,
@@ -95,23 +87,13 @@ impl SentinelClient {
             })
             .collect()
     }
-}
 
-impl Deliverer for SentinelClient {
-    fn max_batch(&self) -> usize {
-        self.batch
-    }
-
-    fn deliver<'a>(&'a self, batch: &'a [Notification]) -> BoxFuture<'a, Outcome> {
-        Box::pin(async move { batch_outcome(&self.deliver_each(batch).await) })
-    }
-
-    /// The batch in calls cut between notifications ([`crate::deliver::calls`]).
-    fn deliver_each<'a>(&'a self, batch: &'a [Notification]) -> BoxFuture<'a, Vec<Outcome>> {
+    /// One call: `records` (a JSON array's items, already within [`MAX_CALL_BYTES`]).
+    fn call(&self, records: Vec<String>) -> BoxFuture<'_, Answer> {
         Box::pin(async move {
-            let now = chrono::Utc::now();
-            let each: Vec<Vec<String>> = batch.iter().map(|n| self.records(n, now)).collect();
-            CALL.deliver_each(&each, |records| self.call(records)).await
+            let body = format!("[{}]", records.join(","));
+            let req = self.http.post(&self.url).header(reqwest::header::CONTENT_TYPE, "application/json").body(body);
+            self.tokens.send(req).await.map_or_else(Answer::Final, |(outcome, _)| Answer::of(outcome))
         })
     }
 }

@@ -8,7 +8,7 @@ use crate::deliver::ecs::tests::sample;
 use crate::deliver::kind::Spec;
 use crate::deliver::outcome::Outcome;
 use crate::deliver::testkit::{
-    HttpReceiver, Recorded, Reply, batch_with_a_poisoned_record, check_all_scenarios, check_http_kind, deliver, deliver_as_one_batch, maker,
+    HttpReceiver, Recorded, Reply, batch_with_a_poisoned_record, form, check_all_scenarios, check_http_kind, deliver, deliver_as_one_batch, maker,
     service,
 };
 use crate::model::DestinationKind;
@@ -45,26 +45,6 @@ fn check_call(r: &Recorded) -> serde_json::Value {
         assert!(chrono::DateTime::parse_from_rfc3339(rec["TimeGenerated"].as_str().unwrap()).is_ok(), "TimeGenerated: {rec}");
     }
     records
-}
-
-/// A form body (`application/x-www-form-urlencoded`) as its fields.
-fn form(body: &str) -> std::collections::HashMap<String, String> {
-    let decode = |s: &str| {
-        let bytes = s.replace('+', " ").into_bytes();
-        let mut out = Vec::new();
-        let mut i = 0;
-        while i < bytes.len() {
-            if bytes[i] == b'%' && i + 2 < bytes.len() {
-                out.push(u8::from_str_radix(std::str::from_utf8(&bytes[i + 1..i + 3]).unwrap(), 16).unwrap());
-                i += 3;
-            } else {
-                out.push(bytes[i]);
-                i += 1;
-            }
-        }
-        String::from_utf8(out).unwrap()
-    };
-    body.split('&').filter_map(|kv| kv.split_once('=')).map(|(k, v)| (decode(k), decode(v))).collect()
 }
 
 /// The token request: client credentials for Monitor's scope, the secret in the form.

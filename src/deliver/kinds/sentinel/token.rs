@@ -44,15 +44,9 @@ impl Tokens {
         }
     }
 
-    /// The token to send: the kept one while it is fresh, else a new one. `Err` is the
-    /// outcome of the notifications that needed it (always retried).
-    pub async fn token(&self) -> Result<Secret, Outcome> {
-        self.kept.token(|| self.fetch()).await
-    }
-
-    /// Forgets the kept token if it is still `refused` (see [`oauth::Kept::forget`]).
-    pub async fn forget(&self, refused: &Secret) {
-        self.kept.forget(refused).await
+    /// Sends `req` with a token ([`oauth::Kept::send`]).
+    pub async fn send(&self, req: reqwest::RequestBuilder) -> Result<(Outcome, Option<String>), Outcome> {
+        self.kept.send(req, || self.fetch()).await
     }
 
     /// One token request.
