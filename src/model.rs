@@ -347,6 +347,8 @@ macro_rules! destination_kinds {
             otlp::Otlp = "otlp",
             /// Microsoft Sentinel through Azure Monitor's Logs Ingestion API (SIEM).
             sentinel::Sentinel = "sentinel",
+            /// Google Security Operations (Chronicle) through the Chronicle API's `logs.import` (SIEM).
+            secops::Secops = "secops",
         }
     };
 }
