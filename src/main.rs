@@ -109,13 +109,19 @@ enum Command {
         command: BreakGlassCommand,
     },
     /// Convert an Argo CD notifications configuration (argocd-notifications-cm, its
-    /// Secret, or argo-cd Helm values) into driftwatch.yaml, triggers/ and templates/.
+    /// Secret, or argo-cd Helm values) into driftwatch.yaml, triggers/ and templates/;
+    /// with --flux, Flux's Providers and Alerts into services and subscriptions.
     /// Exit 0: all converted; 3: some items need a hand (marked TODO(import)); 2: input
     /// unreadable.
     Import {
-        /// ConfigMap, Secret, List or Helm values files.
+        /// ConfigMap, Secret, List or Helm values files (with --flux: Alert, Provider and
+        /// Secret objects).
         #[arg(required = true)]
         files: Vec<PathBuf>,
+        /// The files are Flux notification-controller objects: Providers become services,
+        /// Alerts subscriptions.
+        #[arg(long)]
+        flux: bool,
         /// Directory to write into (created when missing).
         #[arg(long, default_value = ".")]
         out: PathBuf,
@@ -437,7 +443,7 @@ fn dispatch(command: Command, out: &mut dyn std::io::Write, err: &mut dyn std::i
         Command::Diff { app, cluster, output } => {
             cli::diff::diff_command(&cli::diff::DiffOptions { app: &app, cluster: cluster.options(), output }, out, err)
         }
-        Command::Import { files, out: dir, force, output } => cli::import(&files, &dir, force, output, out, err),
+        Command::Import { files, flux, out: dir, force, output } => cli::import(&files, &dir, force, flux, output, out, err),
     }
 }
 

@@ -441,7 +441,7 @@ metrics_table! {
     /// 1 while this replica sends; with sharding, how many shards it holds.
     leader: Gauge [] = "driftwatch_leader", "1 when this replica sends notifications; with sharding, the shards it holds";
     /// Applications this replica keeps (with sharding, those of the shards it holds).
-    applications: Gauge [] = "driftwatch_applications", "Applications this replica keeps: with sharding, those of the shards it holds";
+    applications: Gauge [] = "driftwatch_applications", "Deployment units (Applications, Flux and Fleet units) this replica keeps: with sharding, those of the shards it holds";
     reload_ok: Gauge [] = "driftwatch_config_last_reload_successful", "1 when the last configuration (re)load succeeded";
     ready: Gauge [] = "driftwatch_ready", "1 once the initial lists are done and the configuration is loaded";
 }

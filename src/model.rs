@@ -347,6 +347,8 @@ macro_rules! destination_kinds {
             otlp::Otlp = "otlp",
             /// Microsoft Sentinel through Azure Monitor's Logs Ingestion API (SIEM).
             sentinel::Sentinel = "sentinel",
+            /// Google Security Operations (Chronicle) through the Chronicle API's `logs.import` (SIEM).
+            secops::Secops = "secops",
         }
     };
 }
@@ -481,6 +483,14 @@ impl AppMeta {
             "BundleDeployment" => "bundledeployments.fleet.cattle.io",
             _ => "applications.argoproj.io",
         }
+    }
+
+    /// The unit's page in Argo CD's UI under `base` (`context.argocdUrl`): none for a
+    /// Flux or Fleet unit (an Application's page of the same name is another's), or
+    /// without a base.
+    pub fn argocd_link(&self, base: &str) -> Option<String> {
+        (self.engine.is_empty() && !base.is_empty())
+            .then(|| format!("{}/applications/{}/{}", base.trim_end_matches('/'), self.namespace, self.name))
     }
 
     /// The unit's kind (`Application` for an Argo CD Application).

@@ -212,6 +212,28 @@ impl Scope {
         }
     }
 
+    /// A scope that permits namespaced objects in `namespaces` only (no cluster-scoped
+    /// ones): a tenant's Flux unit, whose inventory may name objects its controller
+    /// applied anywhere.
+    pub fn namespaces(namespaces: &[&str]) -> Scope {
+        let policy = ProjectPolicy {
+            destinations: namespaces
+                .iter()
+                .filter(|n| !n.is_empty())
+                .map(|n| Destination { server: "*".into(), name: "*".into(), namespace: (*n).to_string() })
+                .collect(),
+            ..ProjectPolicy::default()
+        };
+        Scope {
+            project: String::new(),
+            policy: Some(policy),
+            server: "*".into(),
+            name: "*".into(),
+            dest_namespace: namespaces.first().map(|n| n.to_string()).unwrap_or_default(),
+            refused: None,
+        }
+    }
+
     /// A scope that admits nothing, saying `why` (a Flux or Fleet unit deploying to a
     /// cluster whose audit input this is not: only its own object is indexed).
     pub fn refusing(why: &str) -> Scope {
@@ -435,6 +457,19 @@ fn one(p: &[char], pi: usize, c: char) -> Option<(bool, usize)> {
 
 #[cfg(test)]
 mod tests {
+    /// Review M3: a tenant's Flux unit manages objects of its namespace and target
+    /// namespace only: a ConfigMap of kube-system its controller applied, or a
+    /// cluster-scoped object, is not its to be told of.
+    #[test]
+    fn a_tenants_flux_unit_is_bounded_to_its_namespaces() {
+        let scope = Scope::namespaces(&["team-a", "shop"]);
+        assert!(scope.permits("apps", "Deployment", "team-a").is_ok());
+        assert!(scope.permits("", "ConfigMap", "shop").is_ok());
+        assert!(scope.permits("", "ConfigMap", "kube-system").is_err());
+        assert!(scope.permits("rbac.authorization.k8s.io", "ClusterRole", "").is_err());
+        assert!(Scope::namespaces(&["team-a", ""]).permits("", "ConfigMap", "").is_err(), "an empty target namespace permits nothing");
+    }
+
     use super::*;
     use serde_json::json;
 

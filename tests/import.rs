@@ -2,7 +2,11 @@
 //! the Argo CD docs show, each with golden outputs (`tests/import/corpus/<case>/expected`,
 //! rewritten with `UPDATE_GOLDEN=1 cargo test --test import`); what an imported template
 //! renders, against text written by hand from Go's semantics; the command's report and
-//! exit codes. The catalog round trip is in `catalog_parity.rs`.
+//! exit codes. The catalog round trip is in `catalog_parity.rs`. `import --flux` is in
+//! `import/flux.rs`.
+
+#[path = "import/flux.rs"]
+mod flux;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

@@ -426,8 +426,19 @@ fn relevant(e: &Event, f: &Filter) -> Result<Vec<Hit>, Dropped> {
     // its own engine's objects), and a status is its controller's record: a status
     // write is a change only on a Flux or Fleet unit itself, whose status (through the
     // subresource) lists what it manages.
+    // Fleet's agent writes a BundleDeployment's status on the manager with its
+    // registration account, in the BundleDeployment's own namespace.
+    let fleet_agent = |t: &super::index::Target| {
+        status
+            && t.engine == crate::unit::Engine::Fleet
+            && !t.input
+            && !o.namespace.is_empty()
+            && user.strip_prefix("system:serviceaccount:").and_then(|r| r.split_once(':')).is_some_and(|(ns, _)| ns == o.namespace)
+    };
     let by_others = |t: &&super::index::Target| {
-        !f.argocd_identities.engine_controller(t.engine, user) && (!status || (t.app_spec && t.engine != crate::unit::Engine::ArgoCd))
+        !f.argocd_identities.engine_controller(t.engine, user)
+            && !fleet_agent(t)
+            && (!status || (t.app_spec && !t.input && t.engine != crate::unit::Engine::ArgoCd))
     };
     let hits: Vec<Hit> = targets.iter().filter(by_others).map(|t| (t.app_key.to_string(), t.kind.to_string(), t.app_spec)).collect();
     if !hits.is_empty() {
@@ -438,6 +449,21 @@ fn relevant(e: &Event, f: &Filter) -> Result<Vec<Hit>, Dropped> {
     }
     if status {
         return Err(Dropped::NotAChange);
+    }
+    // A Flux or Fleet unit the index does not have yet (just created, or not yet seen
+    // by the watch) written by anyone but its engine's controller: an attempt on the
+    // unit it is (by its key, with the uid the API server answered), which the unit's
+    // first pass takes. (A person creating a Kustomization steers kustomize-controller,
+    // whose writes are Flux's from then on.)
+    if let Some(engine) = unit_engine(&o.api_group, &o.resource)
+        && !f.argocd_identities.engine_controller(engine, &e.user.username)
+    {
+        let uid = e.response_object.or(e.request_object).and_then(|b| serde_json::from_str::<Meta>(b.get()).ok()).map(|m| m.metadata.uid);
+        let mut key = crate::unit::qualified(engine, &o.namespace, &o.name);
+        if let Some(uid) = uid.filter(|u| !u.is_empty()) {
+            key = format!("{key}@{uid}");
+        }
+        return Ok(vec![(key, engine.kind().to_string(), true)]);
     }
     // An object not listed yet (just created) carrying Argo CD's tracking label or
     // annotation, in its Application's destination namespace.
@@ -463,8 +489,20 @@ struct Meta {
     metadata: MetaFields,
 }
 
+/// The engine whose units the resource `group/resource` holds (Flux's and Fleet's: an
+/// Application not indexed yet is Argo CD's admission's to judge).
+fn unit_engine(group: &str, resource: &str) -> Option<crate::unit::Engine> {
+    crate::unit::Engine::ALL
+        .iter()
+        .filter(|(e, ..)| *e != crate::unit::Engine::ArgoCd)
+        .find(|(_, g, _, kind)| *g == group && super::index::plural(kind) == resource)
+        .map(|(e, ..)| *e)
+}
+
 #[derive(Deserialize, Default)]
 struct MetaFields {
+    #[serde(default)]
+    uid: String,
     #[serde(default)]
     labels: BTreeMap<String, String>,
     #[serde(default)]
@@ -748,6 +786,189 @@ mod tests {
         let batch = parse_list(&event(create), &f).unwrap();
         assert_eq!(batch.attempts.len(), 1, "created in its destination with its label: not listed yet, still its");
         assert_eq!(batch.attempts[0].object.kind, "ConfigMap");
+    }
+
+    /// Flux's controllers write what a Flux unit lists: their writes there are Flux's,
+    /// not attempts; the same identity on an object only an Application lists is an
+    /// attempt like anyone's. A unit's status subresource written by anyone but its
+    /// controller (its inventory: what the audit index reads) is an attempt of class
+    /// `application`; the controller's own status write is not a change.
+    #[test]
+    fn flux_controllers_are_desired_state_only_on_flux_objects_and_a_units_status_is_theirs() {
+        let mut index = index();
+        index.update(
+            &App::from_value(json!({"apiVersion": "kustomize.toolkit.fluxcd.io/v1", "kind": "Kustomization",
+                "metadata": {"name": "apps", "namespace": "flux-system", "uid": "k1"},
+                "status": {"inventory": {"entries": [{"id": "shop_web_apps_Deployment", "v": "v1"}]}}}))
+            .unwrap(),
+            &crate::project::Scope::unrestricted(),
+        );
+        let mut ids = ids();
+        ids.flux = crate::config::FLUX_IDENTITIES.map(String::from).to_vec();
+        let f = filter(&ids, &index);
+        let kustomize = "system:serviceaccount:flux-system:kustomize-controller";
+        let deploy = |user: &str, ns: &str, name: &str| {
+            let mut ev = patch(user, "deployments", ns, name, json!({"spec": {"replicas": 3}}));
+            ev["objectRef"]["apiGroup"] = json!("apps");
+            event(ev)
+        };
+        let batch = parse_list(&deploy(kustomize, "shop", "web"), &f).unwrap();
+        assert!(batch.attempts.is_empty(), "kustomize-controller on its own object");
+        assert_eq!(batch.dropped[Dropped::ArgoCd as usize], 1);
+        let batch = parse_list(&deploy(kustomize, "payments", "api"), &f).unwrap();
+        assert_eq!(batch.attempts.len(), 1, "kustomize-controller on an object only an Application lists");
+        let batch = parse_list(&deploy("alice", "shop", "web"), &f).unwrap();
+        assert_eq!((batch.attempts.len(), batch.attempts[0].app_key.as_str()), (1, "Kustomization:flux-system/apps@k1"));
+        let status = |user: &str| {
+            let mut ev = patch(user, "kustomizations", "flux-system", "apps", json!({"status": {"inventory": {"entries": []}}}));
+            ev["objectRef"]["apiGroup"] = json!("kustomize.toolkit.fluxcd.io");
+            ev["objectRef"]["subresource"] = json!("status");
+            event(ev)
+        };
+        let batch = parse_list(&status(kustomize), &f).unwrap();
+        assert!(batch.attempts.is_empty(), "the controller's own status");
+        let classified = |body: Vec<u8>| {
+            let mut a = parse_list(&body, &f).unwrap().attempts.remove(0);
+            crate::drift::classify(&mut a, &crate::drift::classes::ClassMap::default());
+            a
+        };
+        let a = classified(status("mallory"));
+        assert!(a.app_spec && a.security && a.class == "application", "a status written by someone else: {a:?}");
+        let mut suspend = patch("bob", "kustomizations", "flux-system", "apps", json!({"spec": {"suspend": true}}));
+        suspend["objectRef"]["apiGroup"] = json!("kustomize.toolkit.fluxcd.io");
+        let a = classified(event(suspend));
+        assert!(a.security && a.class == "application", "flux suspend by a person: {a:?}");
+        let mut opt_out = patch(
+            "bob",
+            "deployments",
+            "shop",
+            "web",
+            json!({"metadata": {"annotations": {"kustomize.toolkit.fluxcd.io/reconcile": "disabled"}}}),
+        );
+        opt_out["objectRef"]["apiGroup"] = json!("apps");
+        let a = classified(event(opt_out));
+        assert!(a.security, "an annotation that makes Flux leave the object alone: {a:?}");
+    }
+
+    /// The second review of the Flux and Fleet rules: a unit created by a person is an
+    /// attempt before the watch has indexed it (H1); any field of a unit but a reconcile
+    /// request is a security write (H2: `postRenderers`, `images`, `interval`); what a
+    /// unit reads (its GitRepository, its values ConfigMap) is the unit's (H3), its
+    /// status its own controller's; Fleet's agent writes a BundleDeployment's status
+    /// with an account of the BundleDeployment's namespace (M4).
+    #[test]
+    fn units_created_their_fields_and_their_inputs_are_the_units() {
+        let mut index = ManagedIndex::default();
+        let flux = App::from_value(json!({"apiVersion": "helm.toolkit.fluxcd.io/v2", "kind": "HelmRelease",
+            "metadata": {"name": "podinfo", "namespace": "flux-system", "uid": "h1"},
+            "spec": {"chart": {"spec": {"chart": "podinfo", "sourceRef": {"kind": "HelmRepository", "name": "podinfo"}}},
+                     "valuesFrom": [{"kind": "ConfigMap", "name": "podinfo-values"}]}}))
+        .unwrap();
+        index.update(&flux, &crate::project::Scope::unrestricted());
+        let fleet = App::from_value(json!({"apiVersion": "fleet.cattle.io/v1alpha1", "kind": "BundleDeployment",
+            "metadata": {"name": "shop", "namespace": "cluster-fleet-default-prod-1", "uid": "b1",
+                "labels": {"fleet.cattle.io/bundle-namespace": "fleet-default", "fleet.cattle.io/bundle-name": "shop",
+                           "fleet.cattle.io/repo-name": "apps"}}}))
+        .unwrap();
+        index.update(&fleet, &crate::project::Scope::unrestricted());
+        let mut ids = ids();
+        ids.flux = crate::config::FLUX_IDENTITIES.map(String::from).to_vec();
+        ids.fleet = crate::config::FLEET_IDENTITIES.map(String::from).to_vec();
+        let f = filter(&ids, &index);
+        let write = |user: &str, group: &str, resource: &str, ns: &str, name: &str, body: serde_json::Value| {
+            let mut ev = patch(user, resource, ns, name, body);
+            ev["objectRef"]["apiGroup"] = json!(group);
+            event(ev)
+        };
+        let classified = |body: Vec<u8>| {
+            let mut a = parse_list(&body, &f).unwrap().attempts.remove(0);
+            crate::drift::classify(&mut a, &crate::drift::classes::ClassMap::default());
+            a
+        };
+        // H1: created by a person, not indexed yet: an attempt on the unit it is.
+        let mut create = serde_json::from_slice::<serde_json::Value>(&write(
+            "mallory",
+            "kustomize.toolkit.fluxcd.io",
+            "kustomizations",
+            "team-a",
+            "x",
+            json!({"spec": {"path": "./", "sourceRef": {"kind": "GitRepository", "name": "evil"}}}),
+        ))
+        .unwrap()["items"][0]
+            .clone();
+        create["verb"] = json!("create");
+        create["responseObject"] = json!({"kind": "Kustomization", "metadata": {"name": "x", "namespace": "team-a", "uid": "new-1"}});
+        let a = classified(event(create));
+        assert_eq!(a.app_key, "Kustomization:team-a/x@new-1");
+        assert!(a.security && a.class == "application", "{a:?}");
+        // H2: a HelmRelease's post-renderer, by a person.
+        let a = classified(write(
+            "bob",
+            "helm.toolkit.fluxcd.io",
+            "helmreleases",
+            "flux-system",
+            "podinfo",
+            json!({"spec": {"postRenderers": [{"kustomize": {"patches": []}}]}}),
+        ));
+        assert!(a.security && a.class == "application", "{a:?}");
+        let a = classified(write(
+            "bob",
+            "helm.toolkit.fluxcd.io",
+            "helmreleases",
+            "flux-system",
+            "podinfo",
+            json!({"metadata": {"annotations": {"reconcile.fluxcd.io/requestedAt": "2026-12-07T10:00:00Z"}}}),
+        ));
+        assert!(!a.security, "flux reconcile asks for nothing to change: {a:?}");
+        // H3: its chart's source and its values are the unit's.
+        let a = classified(write(
+            "bob",
+            "source.toolkit.fluxcd.io",
+            "helmrepositories",
+            "flux-system",
+            "podinfo",
+            json!({"spec": {"url": "https://charts.example.net/fork"}}),
+        ));
+        assert_eq!((a.app_key.as_str(), a.class.as_str(), a.security), ("HelmRelease:flux-system/podinfo@h1", "application", true));
+        let a =
+            classified(write("bob", "", "configmaps", "flux-system", "podinfo-values", json!({"data": {"values.yaml": "replicas: 3"}})));
+        assert!(a.security && a.app_key == "HelmRelease:flux-system/podinfo@h1", "{a:?}");
+        let mut status = serde_json::from_slice::<serde_json::Value>(&write(
+            "system:serviceaccount:flux-system:source-controller",
+            "source.toolkit.fluxcd.io",
+            "helmrepositories",
+            "flux-system",
+            "podinfo",
+            json!({"status": {}}),
+        ))
+        .unwrap()["items"][0]
+            .clone();
+        status["objectRef"]["subresource"] = json!("status");
+        assert!(parse_list(&event(status), &f).unwrap().attempts.is_empty(), "source-controller's status");
+        // Fleet: its Bundle is the bundle's; the agent's registration account writes the status.
+        let a = classified(write(
+            "bob",
+            "fleet.cattle.io",
+            "bundles",
+            "fleet-default",
+            "shop",
+            json!({"spec": {"helm": {"values": {"x": 1}}}}),
+        ));
+        assert_eq!((a.app_key.as_str(), a.security), ("BundleDeployment:cluster-fleet-default-prod-1/shop@b1", true));
+        let mut agent = serde_json::from_slice::<serde_json::Value>(&write(
+            "system:serviceaccount:cluster-fleet-default-prod-1:request-abc",
+            "fleet.cattle.io",
+            "bundledeployments",
+            "cluster-fleet-default-prod-1",
+            "shop",
+            json!({"status": {"ready": true}}),
+        ))
+        .unwrap()["items"][0]
+            .clone();
+        agent["objectRef"]["subresource"] = json!("status");
+        assert!(parse_list(&event(agent.clone()), &f).unwrap().attempts.is_empty(), "the agent's registration account");
+        agent["user"]["username"] = json!("system:serviceaccount:other-ns:request-abc");
+        assert_eq!(parse_list(&event(agent), &f).unwrap().attempts.len(), 1, "another namespace's account");
     }
 
     #[test]

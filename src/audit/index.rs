@@ -22,6 +22,10 @@ pub struct Target {
     /// The engine of the unit that manages it: whose controller's writes of it are
     /// desired state.
     pub engine: crate::unit::Engine,
+    /// The object is one the unit reads (a Flux source, a values ConfigMap, a Fleet
+    /// Bundle), not the unit itself: a write is of the unit's class `application`, but
+    /// its status is its own controller's.
+    pub input: bool,
 }
 
 /// The managed objects of every Application.
@@ -79,7 +83,7 @@ impl ManagedIndex {
         let (group, _, kind) = app.engine().gvk();
         let mut refs = vec![ref_key(group, &plural(kind), &app.namespace, &app.name)];
         let engine = app.engine();
-        let mut targets = vec![Target { app_key: key.clone(), kind: Arc::from(kind), app_spec: true, engine }];
+        let mut targets = vec![Target { app_key: key.clone(), kind: Arc::from(kind), app_spec: true, engine, input: false }];
         // An Application Argo CD would refuse (`Scope::admitted`) manages nothing: only
         // its own spec is indexed, and no tracking label names it. Whether a listed kind
         // is namespaced needs no discovery here: the key holds the claimed namespace and
@@ -93,7 +97,15 @@ impl ManagedIndex {
                 continue;
             }
             refs.push(ref_key(&r.group, &plural(&r.kind), &r.namespace, &r.name));
-            targets.push(Target { app_key: key.clone(), kind: Arc::from(r.kind.as_str()), app_spec: false, engine });
+            targets.push(Target { app_key: key.clone(), kind: Arc::from(r.kind.as_str()), app_spec: false, engine, input: false });
+        }
+        // What the unit reads: a write there is a write of the unit.
+        for r in app.unit.inputs.iter().filter(|_| admitted) {
+            if scope.permits(&r.group, &r.kind, &r.namespace).is_err() {
+                continue;
+            }
+            refs.push(ref_key(&r.group, &plural(&r.kind), &r.namespace, &r.name));
+            targets.push(Target { app_key: key.clone(), kind: Arc::from(r.kind.as_str()), app_spec: true, engine, input: true });
         }
         // Argo CD's tracking label names an Application (`app.kubernetes.io/instance`).
         let tracking = match app.engine() {

@@ -1,12 +1,22 @@
-//! `driftwatch import`: an Argo CD notifications configuration converted to
-//! driftwatch's files.
+//! `driftwatch import`: an Argo CD notifications configuration, or Flux's notification
+//! objects, converted to driftwatch's files.
 
 use super::{BAD_INPUT, Format, NEEDS_HAND, OK, Path, PathBuf, Write};
 
-/// `driftwatch import FILE... --out DIR`: converts an Argo CD notifications
-/// configuration and prints the report.
-pub fn import(files: &[PathBuf], dir: &Path, force: bool, format: Format, out: &mut dyn Write, err: &mut dyn Write) -> anyhow::Result<i32> {
-    let report = match crate::import::import(files, dir, force) {
+/// `driftwatch import [--flux] FILE... --out DIR`: converts an Argo CD notifications
+/// configuration (with `flux`, Flux notification-controller objects) and prints the
+/// report.
+pub fn import(
+    files: &[PathBuf],
+    dir: &Path,
+    force: bool,
+    flux: bool,
+    format: Format,
+    out: &mut dyn Write,
+    err: &mut dyn Write,
+) -> anyhow::Result<i32> {
+    let imported = if flux { crate::import::flux::import(files, dir, force) } else { crate::import::import(files, dir, force) };
+    let report = match imported {
         Ok(r) => r,
         Err(e) => {
             writeln!(err, "error: {e}")?;

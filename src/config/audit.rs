@@ -48,6 +48,17 @@ pub struct ArgoIdentities {
 }
 
 impl ArgoIdentities {
+    /// The namespaces Flux's controllers run in (of their ServiceAccounts in
+    /// `audit.fluxIdentities`): a Flux unit there is the platform's, which may manage
+    /// objects anywhere.
+    pub fn flux_namespaces(&self) -> Vec<&str> {
+        self.flux
+            .iter()
+            .filter_map(|i| i.strip_prefix("system:serviceaccount:"))
+            .filter_map(|r| r.split_once(':').map(|(ns, _)| ns))
+            .collect()
+    }
+
     /// Whether `username` is the controller of `engine`, whose writes of the objects a
     /// unit of that engine manages are its desired state.
     pub fn engine_controller(&self, engine: crate::unit::Engine, username: &str) -> bool {
@@ -73,13 +84,22 @@ impl ArgoIdentities {
 pub const ARGOCD_CONTROLLER_IDENTITY: &str = "system:serviceaccount:argocd:argocd-application-controller";
 
 /// The identities Flux's controllers write with, as its install manifests make them.
-pub const FLUX_IDENTITIES: [&str; 2] =
-    ["system:serviceaccount:flux-system:kustomize-controller", "system:serviceaccount:flux-system:helm-controller"];
+pub const FLUX_IDENTITIES: [&str; 3] = [
+    "system:serviceaccount:flux-system:kustomize-controller",
+    "system:serviceaccount:flux-system:helm-controller",
+    "system:serviceaccount:flux-system:source-controller",
+];
 
-/// The identities Fleet's agent writes with: downstream clusters, and Fleet's own
-/// `local` cluster.
-pub const FLEET_IDENTITIES: [&str; 2] =
-    ["system:serviceaccount:cattle-fleet-system:fleet-agent", "system:serviceaccount:cattle-fleet-local-system:fleet-agent"];
+/// The identities Fleet writes with: its agent (downstream clusters, and Fleet's own
+/// `local` cluster), and on the manager its controller and gitjob, which write the
+/// Bundles and BundleDeployments from Git. (An agent's registration account, in a
+/// BundleDeployment's own namespace, writes that BundleDeployment's status.)
+pub const FLEET_IDENTITIES: [&str; 4] = [
+    "system:serviceaccount:cattle-fleet-system:fleet-agent",
+    "system:serviceaccount:cattle-fleet-local-system:fleet-agent",
+    "system:serviceaccount:cattle-fleet-system:fleet-controller",
+    "system:serviceaccount:cattle-fleet-system:gitjob",
+];
 
 impl Default for AuditSettings {
     fn default() -> Self {

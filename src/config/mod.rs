@@ -25,7 +25,7 @@ pub mod clusters;
 mod schema;
 mod sections;
 
-pub use audit::{ARGOCD_CONTROLLER_IDENTITY, ArgoIdentities, AuditSettings, ServerTls};
+pub use audit::{ARGOCD_CONTROLLER_IDENTITY, ArgoIdentities, AuditSettings, FLEET_IDENTITIES, FLUX_IDENTITIES, ServerTls};
 pub use schema::*;
 pub use sections::AttributionSettings;
 
@@ -120,7 +120,10 @@ impl Runtime {
         let cluster = app.unit.destination.cluster.as_str();
         match app.engine() {
             Engine::ArgoCd => self.target(&app.object),
-            _ if cluster.is_empty() || (app.engine() == Engine::Fleet && cluster == FLEET_LOCAL) => clusters::Target::Local,
+            _ if cluster.is_empty() => clusters::Target::Local,
+            // Fleet's local cluster, as its labels say and as Fleet names its namespace
+            // (a label alone can be rewritten).
+            Engine::Fleet if cluster == FLEET_LOCAL && app.namespace.starts_with("cluster-fleet-local-local-") => clusters::Target::Local,
             _ => match self.clusters.iter().find(|c| c.name == cluster) {
                 Some(c) => clusters::Target::Spoke(c.label.clone()),
                 None => clusters::Target::Elsewhere(cluster.to_string()),

@@ -62,10 +62,9 @@ pub fn record(n: &Notification, origin: &Origin, now: chrono::DateTime<chrono::U
         (None, Some(ep), Some(map)) => add_episode(map, ep),
         _ => {}
     }
-    if !origin.argocd_url.is_empty()
+    if let Some(url) = n.meta.argocd_link(&origin.argocd_url)
         && let Some(map) = v.as_object_mut()
     {
-        let url = format!("{}/applications/{}/{}", origin.argocd_url.trim_end_matches('/'), n.meta.namespace, n.meta.name);
         map.insert("url".into(), json!({"full": url}));
     }
     v

@@ -73,6 +73,22 @@ pub fn client_for(
     }
 }
 
+/// Why `url` may not carry a token or a credential: not a URL, or `http://` to a host
+/// that is not loopback (`None`: it may; loopback is for tests and port-forwards).
+pub fn not_https(url: &str) -> Option<String> {
+    let parsed = match reqwest::Url::parse(url) {
+        Ok(u) => u,
+        Err(e) => return Some(format!("is not a URL: {e}")),
+    };
+    let host = parsed.host_str().unwrap_or_default().trim_start_matches('[').trim_end_matches(']');
+    let loopback = host == "localhost" || host.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback());
+    match parsed.scheme() {
+        "https" => None,
+        "http" if loopback => None,
+        other => Some(format!("must be https:// (it carries a token), not {other}://")),
+    }
+}
+
 /// Sends a request and classifies the answer. Transport errors (refused, reset, TLS
 /// handshake, a certificate not accepted, timeout) are retried.
 pub async fn send(req: reqwest::RequestBuilder) -> (Outcome, Option<String>) {

@@ -9,17 +9,21 @@
 //! (the shared compliance harness against a real listener), and in `mod.rs` its
 //! [`kind::Kind`]; `kinds/mod.rs` registers each in one line. The rest is machinery
 //! that names no kind: the queue ([`queue`]), the contract a kind implements ([`deliverer`]), outcomes,
-//! HTTP, the client environment ([`env`]). A replay's previews are delivered by a
+//! HTTP, the client environment ([`env`]), records in calls of bounded size ([`calls`]),
+//! OAuth tokens kept and refreshed ([`oauth`]) and RS256 JWTs ([`jwt`]). A replay's previews are delivered by a
 //! deliverer that takes everything (`pipeline::pass::Preview`).
 
+pub mod calls;
 pub mod deliverer;
 pub mod ecs;
 pub mod encode;
 pub mod env;
 pub mod http;
+pub mod jwt;
 pub mod kind;
 pub mod kinds;
 pub mod message_ref;
+pub mod oauth;
 pub mod ocsf;
 pub mod outcome;
 pub mod queue;

@@ -15,6 +15,16 @@ pub fn record_id(record: &Value) -> &str {
     record.pointer("/metadata/uid").or_else(|| record.pointer("/event/id")).and_then(Value::as_str).unwrap_or_default()
 }
 
+/// The time a record says it is about (an episode step's when it happened): OCSF's
+/// `time` (epoch milliseconds), ECS's `@timestamp`.
+pub fn record_time(record: &Value) -> Option<chrono::DateTime<chrono::Utc>> {
+    if let Some(ms) = record.get("time").and_then(Value::as_i64) {
+        return chrono::DateTime::<chrono::Utc>::from_timestamp_millis(ms);
+    }
+    let text = record.get("@timestamp").and_then(Value::as_str)?;
+    chrono::DateTime::parse_from_rfc3339(text).ok().map(|t| t.with_timezone(&chrono::Utc))
+}
+
 /// `ecs` (the default): one Elastic Common Schema record per notification; `ocsf`:
 /// OCSF 1.8.0 records ([`ocsf::records`]: a Detection Finding and the API Activity of
 /// each audited request, or an API Activity for a sync); `ocsf-1.7.0`: the same in

@@ -67,8 +67,13 @@ pub struct Recorded {
     pub accepted: bool,
 }
 
+/// An answer a stand-in decides from the request itself ([`HttpReceiver::answer_with`]).
+type Check = Arc<dyn Fn(&Recorded) -> Option<Reply> + Send + Sync>;
+
 struct HttpState {
     requests: Vec<Recorded>,
+    /// Answers a request it finds fault with, before the rules and the script.
+    check: Option<Check>,
     /// A request whose body holds the text gets the reply, before the script.
     rules: Vec<(String, Reply)>,
     script: VecDeque<Reply>,
@@ -86,7 +91,8 @@ impl HttpReceiver {
     pub async fn start(default: Reply) -> HttpReceiver {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind loopback");
         let addr = listener.local_addr().expect("local addr");
-        let state = Arc::new(Mutex::new(HttpState { requests: Vec::new(), rules: Vec::new(), script: VecDeque::new(), default }));
+        let state =
+            Arc::new(Mutex::new(HttpState { requests: Vec::new(), check: None, rules: Vec::new(), script: VecDeque::new(), default }));
         let st = state.clone();
         tokio::spawn(async move {
             while let Ok((stream, _)) = listener.accept().await {
@@ -117,6 +123,15 @@ impl HttpReceiver {
         self.state.lock().expect("lock").rules.push((needle.to_string(), reply));
     }
 
+    /// Every request is first shown to `check`, which answers the ones it finds
+    /// fault with (`Some`) as the real service would: a token endpoint that verifies
+    /// the JWT it is sent, an API that checks the bearer token, path and body. The
+    /// others are answered by the rules and the script. Kept by [`HttpReceiver::clear`]:
+    /// it is what the service is, not a scenario.
+    pub fn answer_with(&self, check: impl Fn(&Recorded) -> Option<Reply> + Send + Sync + 'static) {
+        self.state.lock().expect("lock").check = Some(Arc::new(check));
+    }
+
     pub fn requests(&self) -> Vec<Recorded> {
         self.state.lock().expect("lock").requests.clone()
     }
@@ -136,14 +151,19 @@ async fn handle(req: Request<Incoming>, state: Arc<Mutex<HttpState>>) -> Result<
     let headers: BTreeMap<String, String> =
         req.headers().iter().map(|(k, v)| (k.as_str().to_lowercase(), v.to_str().unwrap_or_default().to_string())).collect();
     let body = req.into_body().collect().await.map(|b| String::from_utf8_lossy(&b.to_bytes()).to_string()).unwrap_or_default();
+    let mut recorded = Recorded { at, method, path, headers, body, accepted: false };
+    let check = state.lock().expect("lock").check.clone();
+    // Outside the lock: a check may take its time (verifying a signature).
+    let checked = check.and_then(|c| c(&recorded));
     let reply = {
         let mut s = state.lock().expect("lock");
-        let ruled = s.rules.iter().find(|(needle, _)| body.contains(needle.as_str())).map(|(_, r)| r.clone());
-        let r = match ruled {
+        let ruled = s.rules.iter().find(|(needle, _)| recorded.body.contains(needle.as_str())).map(|(_, r)| r.clone());
+        let r = match checked.or(ruled) {
             Some(r) => r,
             None => s.script.pop_front().unwrap_or_else(|| s.default.clone()),
         };
-        s.requests.push(Recorded { at, method, path, headers, body, accepted: r.accepted });
+        recorded.accepted = r.accepted;
+        s.requests.push(recorded);
         r
     };
     if !reply.delay.is_zero() {
@@ -154,6 +174,11 @@ async fn handle(req: Request<Incoming>, state: Arc<Mutex<HttpState>>) -> Result<
         resp = resp.header(k, v);
     }
     Ok(resp.body(Full::new(Bytes::from(reply.body))).expect("valid response"))
+}
+
+/// A form body (`application/x-www-form-urlencoded`) as its fields.
+pub fn form(body: &str) -> std::collections::HashMap<String, String> {
+    form_urlencoded::parse(body.as_bytes()).into_owned().collect()
 }
 
 /// Captures every log line written while it is installed on this thread.
@@ -456,7 +481,7 @@ pub async fn https_server(default: Reply) -> (HttpsServer, TestTls) {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind loopback");
     let addr = listener.local_addr().expect("local addr");
     let acceptor = tokio_rustls::TlsAcceptor::from(tls.server.clone());
-    let state = Arc::new(Mutex::new(HttpState { requests: Vec::new(), rules: Vec::new(), script: VecDeque::new(), default }));
+    let state = Arc::new(Mutex::new(HttpState { requests: Vec::new(), check: None, rules: Vec::new(), script: VecDeque::new(), default }));
     let st = state.clone();
     tokio::spawn(async move {
         while let Ok((stream, _)) = listener.accept().await {

@@ -97,6 +97,8 @@ const ENGINE_OPT_OUT: &[&str] = &[
     "metadata.annotations.kustomize.toolkit.fluxcd.io/reconcile",
     "metadata.annotations.kustomize.toolkit.fluxcd.io/ssa",
     "metadata.annotations.helm.toolkit.fluxcd.io/driftDetection",
+    "metadata.annotations.kustomize.toolkit.fluxcd.io/prune",
+    "metadata.annotations.helm.sh/resource-policy",
     "metadata.annotations.argocd.argoproj.io/compare-options",
     "metadata.annotations.argocd.argoproj.io/sync-options",
 ];

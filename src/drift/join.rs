@@ -197,12 +197,28 @@ const APP_SECURITY_FIELDS: &[&str] = &[
     "spec.stagedDeploymentID",
 ];
 
+/// The fields of a Flux or Fleet unit (or of an input it reads) whose write by a person
+/// changes nothing it applies: asking Flux for a reconcile now (`flux reconcile`).
+fn unit_harmless_field(path: &str) -> bool {
+    path == "metadata.annotations.reconcile.fluxcd.io/requestedAt"
+}
+
 /// An attempt's class and security, from the class map and the fields it set (done
 /// when the audit input records it, so coalescing can compare classes, and again per
 /// pass, with the configuration of the pass).
 pub(crate) fn classify(a: &mut Attempt, classes: &ClassMap) {
     let kind_class = if a.app_spec { "application" } else { classes.class_of(&a.object.group, &a.object.kind) };
-    a.security_fields = if a.app_spec {
+    a.security_fields = if a.app_spec && a.object.group != "argoproj.io" {
+        // A Flux or Fleet unit, or an input it reads (its source, its values), by a
+        // person: every field decides what is applied, so every write is one, but for
+        // the few that change nothing (an allow-list, not a deny-list: a new field of
+        // their CRDs fails closed). A Secret's body is never read: what it set is not
+        // known, and the write is taken as one.
+        match a.fields.iter().filter(|p| !unit_harmless_field(p)).cloned().collect::<Vec<_>>() {
+            set if set.is_empty() && a.body == "dropped" => vec!["(an input the unit reads, written)".to_string()],
+            set => set,
+        }
+    } else if a.app_spec {
         a.fields.iter().filter(|p| app_security_field(p)).cloned().collect()
     } else {
         a.fields.iter().filter(|p| is_security_field(kind_class, p)).cloned().collect()

@@ -123,7 +123,11 @@ fn patch_changes(patch: &str, kind_class: &str, mask: &Masker) -> (Vec<FieldChan
             "the recorded patch could not be read whole".into(),
         );
     };
-    let (fields, truncated) = set_fields(&body, mask);
+    let (mut fields, truncated) = set_fields(&body, mask);
+    if kind_class == "secret" {
+        // A Secret's values are never shown, whatever their name or shape.
+        fields.iter_mut().for_each(|f| f.value = super::mask::MASKED.to_string());
+    }
     let mut changes: Vec<FieldChange> = fields
         .into_iter()
         .map(|f| FieldChange {
@@ -229,5 +233,17 @@ mod tests {
         assert_eq!((ok.direction, ok.count, ok.severity), (Direction::None, 0, None));
         let failed = Drift::of_unit(&k("False"), &ClassMap::default(), "", &Masker::default());
         assert_eq!((failed.direction, failed.degraded, failed.severity), (Direction::None, true, Some(crate::model::Severity::Warning)));
+    }
+
+    /// Review M1: a Secret's values in a recorded patch are never shown, whatever their
+    /// name or shape (base64 of `admin:hunter2`).
+    #[test]
+    fn a_secrets_patch_shows_no_value() {
+        let unit = fleet(json!([{"apiVersion": "v1", "kind": "Secret", "namespace": "web", "name": "creds",
+            "patch": "{\"data\":{\"config\":\"YWRtaW46aHVudGVyMg==\"},\"stringData\":{\"settings\":\"admin hunter2\"}}"}]));
+        let d = Drift::of_unit(&unit, &ClassMap::default(), "", &Masker::default());
+        let text = serde_json::to_string(&d.view()).unwrap();
+        assert!(!text.contains("YWRtaW46aHVudGVyMg") && !text.contains("hunter2"), "{text}");
+        assert_eq!(d.resources[0].changes.len(), 2);
     }
 }

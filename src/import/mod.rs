@@ -10,6 +10,7 @@
 //! (and `run`) refuse until a person resolves it: nothing is dropped silently.
 
 pub mod expr;
+pub mod flux;
 pub mod gotmpl;
 mod marks;
 mod read;
@@ -152,6 +153,18 @@ impl Out {
     fn note(&mut self, e: &Entry, item: &str, reason: &str) {
         self.report.notes.push(Todo { file: e.file.clone(), line: e.line, item: item.to_string(), reason: reason.to_string() });
     }
+
+    /// A note for each file that held nothing to import.
+    fn note_unrecognised(&mut self, files: &[String]) {
+        for name in files {
+            self.report.notes.push(Todo {
+                file: name.clone(),
+                line: 1,
+                item: "file".into(),
+                reason: "nothing to import was found in it".into(),
+            });
+        }
+    }
 }
 
 /// `text` as YAML comment lines (the original of what was not converted).
@@ -170,23 +183,22 @@ pub fn import(files: &[PathBuf], out_dir: &Path, force: bool) -> Result<Report, 
             input.unrecognised.join(", ")
         )));
     }
+    refuse_overwrite(out_dir, force)?;
+    let mut out = Out::new(&input);
+    out.note_unrecognised(&input.unrecognised);
+    for e in &input.entries {
+        convert_entry(e, &mut out);
+    }
+    write::write(&write::Origin::argocd(&input), out, out_dir)
+}
+
+/// An existing `driftwatch.yaml` in `out_dir` is not replaced without `force`.
+fn refuse_overwrite(out_dir: &Path, force: bool) -> Result<(), Unreadable> {
     let cfg_path = out_dir.join("driftwatch.yaml");
     if cfg_path.exists() && !force {
         return Err(Unreadable(format!("{} exists; import into an empty directory, or pass --force to replace it", cfg_path.display())));
     }
-    let mut out = Out::new(&input);
-    for name in &input.unrecognised {
-        out.report.notes.push(Todo {
-            file: name.clone(),
-            line: 1,
-            item: "file".into(),
-            reason: "nothing to import was found in it".into(),
-        });
-    }
-    for e in &input.entries {
-        convert_entry(e, &mut out);
-    }
-    write::write(&input, out, out_dir)
+    Ok(())
 }
 
 fn convert_entry(e: &Entry, out: &mut Out) {

@@ -47,7 +47,7 @@ fn is_notifications_key(k: &str) -> bool {
 
 /// The YAML files of `paths`: a file as given, a directory's `.yaml`/`.yml` files at
 /// any depth in name order (Argo CD's catalog as argo-cd keeps it is a directory).
-fn expand(paths: &[PathBuf]) -> Result<Vec<PathBuf>, Unreadable> {
+pub(super) fn expand(paths: &[PathBuf]) -> Result<Vec<PathBuf>, Unreadable> {
     let mut files = Vec::new();
     for path in paths {
         if !path.is_dir() {
@@ -80,17 +80,46 @@ fn catalog_key(path: &Path, doc: &Value) -> Option<String> {
     }
 }
 
-/// Reads the files into entries.
+/// The API group of Flux notification-controller's objects.
+pub(super) const FLUX_GROUP: &str = "notification.toolkit.fluxcd.io/";
+
+/// Whether a document is a notification-controller `Alert` or `Provider`, or a List
+/// holding one.
+pub(super) fn is_flux_notification(doc: &Value) -> bool {
+    match doc.get("kind").and_then(Value::as_str) {
+        Some("List") => doc.get("items").and_then(Value::as_array).is_some_and(|items| items.iter().any(is_flux_notification)),
+        Some("Alert" | "Provider") => doc.get("apiVersion").and_then(Value::as_str).is_some_and(|v| v.starts_with(FLUX_GROUP)),
+        _ => false,
+    }
+}
+
+/// One input file read: its name as given, its text and its YAML documents.
+pub(super) struct Loaded {
+    pub(super) name: String,
+    pub(super) text: String,
+    pub(super) docs: Vec<Value>,
+}
+
+/// Reads and parses one file; an error names the file, and for YAML that does not
+/// parse the line and column (never the parser's snippet, which could hold a secret).
+pub(super) fn load(path: &Path) -> Result<Loaded, Unreadable> {
+    let name = path.display().to_string();
+    let text = std::fs::read_to_string(path).map_err(|e| Unreadable(format!("{name}: cannot read: {e}")))?;
+    let docs: Vec<Value> = serde_saphyr::from_multiple(&text).map_err(|e| {
+        let at = e.location().map(|l| format!("{}:{}: ", l.line(), l.column())).unwrap_or_default();
+        Unreadable(format!("{name}:{at}not YAML: {}", e.without_snippet().to_string().lines().next().unwrap_or("")))
+    })?;
+    Ok(Loaded { name, text, docs })
+}
+
+/// Reads the files into entries. A file that holds Flux notification objects and
+/// nothing of Argo CD's is refused with a pointer to `--flux`.
 pub(super) fn read(paths: &[PathBuf]) -> Result<Input, Unreadable> {
     let mut input = Input::default();
     for path in &expand(paths)? {
-        let name = path.display().to_string();
-        let text = std::fs::read_to_string(path).map_err(|e| Unreadable(format!("{name}: cannot read: {e}")))?;
-        let docs: Vec<Value> = serde_saphyr::from_multiple(&text).map_err(|e| {
-            let at = e.location().map(|l| format!("{}:{}: ", l.line(), l.column())).unwrap_or_default();
-            Unreadable(format!("{name}:{at}not YAML: {}", e.without_snippet().to_string().lines().next().unwrap_or("")))
-        })?;
-        let before = input.entries.len() + input.secret_keys.len();
+        let Loaded { name, text, docs } = load(path)?;
+        let entries_before = input.entries.len();
+        let before = entries_before + input.secret_keys.len();
         match docs.as_slice() {
             [doc] if let Some(key) = catalog_key(path, doc) => {
                 input.entries.push(Entry { file: name.clone(), line: 1, key, value: doc.clone() });
@@ -100,6 +129,12 @@ pub(super) fn read(paths: &[PathBuf]) -> Result<Input, Unreadable> {
                     document(doc, &name, &text, &mut input);
                 }
             }
+        }
+        if input.entries.len() == entries_before && docs.iter().any(is_flux_notification) {
+            return Err(Unreadable(format!(
+                "{name}: holds Flux notification-controller objects (Alert, Provider), not an Argo CD notifications \
+                 configuration: import them with `driftwatch import --flux`"
+            )));
         }
         if input.entries.len() + input.secret_keys.len() == before {
             input.unrecognised.push(name);

@@ -24,15 +24,36 @@ fn file_name(name: &str) -> String {
     name.chars().map(|c| if c.is_alphanumeric() || matches!(c, '-' | '_' | '.') { c } else { '_' }).collect()
 }
 
-pub(super) fn write(input: &Input, mut out: Out, dir: &Path) -> Result<Report, Unreadable> {
+/// What the output says of its source: the files it came from, the secret keys they
+/// hold (key, and the file and line of each), the opening comment of the secrets
+/// skeleton and the comment under the first line of `driftwatch.yaml`.
+pub(super) struct Origin<'a> {
+    pub(super) sources: Vec<&'a str>,
+    pub(super) secret_keys: &'a BTreeMap<String, (String, usize)>,
+    pub(super) secrets_header: &'a str,
+    pub(super) config_header: &'a str,
+}
+
+impl<'a> Origin<'a> {
+    /// An Argo CD configuration's: the secret's keys are the same as the Secret's.
+    pub(super) fn argocd(input: &'a Input) -> Origin<'a> {
+        let mut sources: Vec<&str> = input.entries.iter().map(|e| e.file.as_str()).collect();
+        sources.dedup();
+        Origin {
+            sources,
+            secret_keys: &input.secret_keys,
+            secrets_header: "# Secrets of the imported configuration: keys only, never values. Fill in each value,\n\
+                             # or point secretsFile in driftwatch.yaml at the directory where the\n\
+                             # argocd-notifications-secret Secret is mounted (the keys are the same).\n",
+            config_header: "# Triggers are in triggers/, templates in templates/ (both read from next to this file).\n",
+        }
+    }
+}
+
+pub(super) fn write(origin: &Origin<'_>, mut out: Out, dir: &Path) -> Result<Report, Unreadable> {
     let mut report = std::mem::take(&mut out.report);
-    let sources: Vec<&str> = {
-        let mut s: Vec<&str> = input.entries.iter().map(|e| e.file.as_str()).collect();
-        s.dedup();
-        s
-    };
     let mut secret_keys: BTreeMap<String, String> = BTreeMap::new();
-    for (k, (file, line)) in &input.secret_keys {
+    for (k, (file, line)) in origin.secret_keys {
         secret_keys.insert(k.clone(), format!("from {file}:{line}"));
     }
     for (k, svc) in &out.secret_refs {
@@ -40,18 +61,14 @@ pub(super) fn write(input: &Input, mut out: Out, dir: &Path) -> Result<Report, U
     }
     if !secret_keys.is_empty() {
         out.config.insert("secretsFile".into(), json!("secrets.yaml"));
-        let mut text = String::from(
-            "# Secrets of the imported configuration: keys only, never values. Fill in each value,\n\
-             # or point secretsFile in driftwatch.yaml at the directory where the\n\
-             # argocd-notifications-secret Secret is mounted (the keys are the same).\n",
-        );
+        let mut text = origin.secrets_header.to_string();
         for (k, why) in &secret_keys {
             text.push_str(&format!("# {k}: \"\"   # {why}\n"));
         }
         write_file(dir, "secrets.yaml", &text, &mut report)?;
     }
-    let mut cfg = format!("# Imported by `driftwatch import` from {}.\n", sources.join(", "));
-    cfg.push_str("# Triggers are in triggers/, templates in templates/ (both read from next to this file).\n");
+    let mut cfg = format!("# Imported by `driftwatch import` from {}.\n", origin.sources.join(", "));
+    cfg.push_str(origin.config_header);
     if !out.config.is_empty() {
         cfg.push_str(&yaml::to_yaml(&Value::Object(std::mem::take(&mut out.config))));
     }

@@ -23,6 +23,9 @@ pub struct OpenEpisode {
     pub id: String,
     pub namespace: String,
     pub name: String,
+    /// A Flux or Fleet unit's kind (`Kustomization`); empty for an Application.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub unit_kind: String,
     #[serde(default)]
     pub project: String,
     #[serde(default)]
@@ -52,6 +55,7 @@ impl OpenEpisode {
             id: ep.id.clone(),
             namespace: ep.namespace.clone(),
             name: ep.name.clone(),
+            unit_kind: ep.unit_kind.clone(),
             project: ep.project.clone(),
             cluster: ep.cluster.clone(),
             opened_at: ep.opened_at,

@@ -156,7 +156,7 @@ impl RenderContext {
     pub fn new(app: &App, context: &BTreeMap<String, String>) -> RenderContext {
         let data = json!({
             "app": app.object,
-            "unit": app.unit.view(),
+            "unit": app.unit.view_masked(&|s| crate::drift::mask::BUILT_IN.text(s).into_owned()),
             "context": context,
             "trigger": "",
             "serviceType": "",

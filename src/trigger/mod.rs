@@ -230,7 +230,9 @@ impl TriggerEngine {
     pub fn prepare(&self, app: &serde_json::Value) -> AppScope {
         let mut scope = AppScope::of(convert::to_dynamic(app));
         let unit = crate::unit::Unit::read(app).unwrap_or_default();
-        scope.scope.push_constant_dynamic("unit", convert::to_dynamic(&unit.view()));
+        scope
+            .scope
+            .push_constant_dynamic("unit", convert::to_dynamic(&unit.view_masked(&|s| crate::drift::mask::BUILT_IN.text(s).into_owned())));
         scope
     }
 
@@ -249,7 +251,10 @@ impl TriggerEngine {
     ) -> AppScope {
         let mut scope = AppScope::of(reads.app.convert(app));
         // The views are built only when a script reads them.
-        scope.scope.push_constant_dynamic("unit", reads.unit.convert_with(|| unit.view()));
+        scope.scope.push_constant_dynamic(
+            "unit",
+            reads.unit.convert_with(|| unit.view_masked(&|s| crate::drift::mask::BUILT_IN.text(s).into_owned())),
+        );
         scope.scope.push_constant_dynamic("drift", reads.drift.convert_with(|| drift.view()));
         let episode = reads.episode.convert_with(|| episode.map_or(serde_json::Value::Null, |e| e.view(now)));
         scope.scope.push_constant_dynamic("episode", episode);

@@ -7,11 +7,12 @@
 use serde_json::Value;
 
 use super::ResourceRef;
-use super::{Change, Conditions, Health, MAX_PATCH_CHARS, Modified, Sync, Unit, bounded, push_managed, push_modified};
+use super::{Change, Conditions, Health, MAX_PATCH_CHARS, Modified, Sync, Unit, bounded, push_input, push_managed, push_modified};
 use crate::json::Pointer;
 
 /// Labels Fleet's controller puts on every BundleDeployment.
 const BUNDLE_NAMESPACE: &str = "fleet.cattle.io/bundle-namespace";
+const BUNDLE_NAME: &str = "fleet.cattle.io/bundle-name";
 const CLUSTER: &str = "fleet.cattle.io/cluster";
 const CLUSTER_NAMESPACE: &str = "fleet.cattle.io/cluster-namespace";
 const COMMIT: &str = "fleet.cattle.io/commit";
@@ -68,6 +69,10 @@ pub(super) fn read(object: &Value, unit: &mut Unit) {
     let option = |k: &str| object.at("/spec/options").and_then(|o| o.get(k)).and_then(Value::as_str).unwrap_or_default();
     unit.destination.namespace = if option("namespace").is_empty() { option("defaultNamespace") } else { option("namespace") }.to_string();
     unit.tenancy.boundary = label(BUNDLE_NAMESPACE).to_string();
+    // What the agent applies comes from the Bundle, which fleet-controller makes from
+    // the GitRepo: both on the manager, in the bundle's namespace.
+    push_input(unit, "fleet.cattle.io", "Bundle", label(BUNDLE_NAMESPACE), label(BUNDLE_NAME));
+    push_input(unit, "fleet.cattle.io", "GitRepo", label(BUNDLE_NAMESPACE), label(REPO));
     unit.tenancy.service_account = option("serviceAccount").to_string();
 }
 

@@ -8,7 +8,7 @@
 use serde_json::Value;
 
 use super::ResourceRef;
-use super::{Change, Chart, Conditions, Health, Modified, Sync, Unit, bounded, push_managed, push_modified};
+use super::{Change, Chart, Conditions, Health, Modified, Sync, Unit, bounded, push_input, push_managed, push_modified};
 use crate::json::Pointer;
 
 /// A Kustomization's revisions, state, inventory, destination and tenancy.
@@ -99,6 +99,10 @@ fn read_common(object: &Value, unit: &mut Unit) {
     });
     for entry in object.at("/status/inventory/entries").and_then(Value::as_array).map_or(&[][..], Vec::as_slice) {
         if let Some(r) = entry.get("id").and_then(Value::as_str).and_then(inventory_id) {
+            // `__` is a `:` Flux wrote, or two `_` of the name itself: both spellings.
+            if r.name.contains(':') {
+                push_managed(unit, ResourceRef { name: r.name.replace(':', "__"), ..r.clone() });
+            }
             push_managed(unit, r);
         }
     }
@@ -113,20 +117,54 @@ fn read_common(object: &Value, unit: &mut Unit) {
     let source = object.at("/spec/sourceRef").or_else(|| object.at("/spec/chart/spec/sourceRef")).or_else(|| object.at("/spec/chartRef"));
     if let Some(s) = source {
         let f = |k: &str| s.get(k).and_then(Value::as_str).unwrap_or_default();
-        let ns = if f("namespace").is_empty() { unit.namespace.as_str() } else { f("namespace") };
+        let ns = if f("namespace").is_empty() { unit.namespace.clone() } else { f("namespace").to_string() };
         unit.revision.source = format!("{}/{ns}/{}", f("kind"), f("name"));
+    }
+    read_inputs(object, unit);
+}
+
+/// The objects a Flux unit reads besides itself: its sources (in source-controller's
+/// group), the ConfigMaps and Secrets of its substitutions and values, its kubeconfig
+/// and decryption Secrets.
+fn read_inputs(object: &Value, unit: &mut Unit) {
+    const SOURCES: &str = "source.toolkit.fluxcd.io";
+    let own = unit.namespace.clone();
+    let refs = ["/spec/sourceRef", "/spec/chart/spec/sourceRef", "/spec/chartRef"];
+    for r in refs.iter().filter_map(|p| object.at(p)) {
+        let f = |k: &str| r.get(k).and_then(Value::as_str).unwrap_or_default().to_string();
+        let ns = if f("namespace").is_empty() { own.clone() } else { f("namespace") };
+        push_input(unit, SOURCES, &f("kind"), &ns, &f("name"));
+    }
+    for list in ["/spec/postBuild/substituteFrom", "/spec/valuesFrom"] {
+        for r in object.at(list).and_then(Value::as_array).map_or(&[][..], Vec::as_slice) {
+            let f = |k: &str| r.get(k).and_then(Value::as_str).unwrap_or_default().to_string();
+            if matches!(f("kind").as_str(), "ConfigMap" | "Secret") {
+                push_input(unit, "", &f("kind"), &own, &f("name"));
+            }
+        }
+    }
+    for (pointer, kind) in [
+        ("/spec/kubeConfig/secretRef/name", "Secret"),
+        ("/spec/kubeConfig/configMapRef/name", "ConfigMap"),
+        ("/spec/decryption/secretRef/name", "Secret"),
+    ] {
+        if let Some(name) = object.at(pointer).and_then(Value::as_str) {
+            push_input(unit, "", kind, &own, name);
+        }
     }
 }
 
 /// An inventory entry's object: `<namespace>_<name>_<group>_<kind>`, a name's `:`
-/// written `__` (RBAC names), the namespace and group empty when there is none. `None`
-/// for an entry not of that form.
+/// written `__` (RBAC names), the namespace and group empty when there is none. The
+/// namespace (a DNS label), the group (a DNS subdomain) and the kind hold no `_`, so
+/// they are taken from the ends and the name is what is between (an RBAC name may hold
+/// `_`). `None` for an entry not of that form.
 pub fn inventory_id(id: &str) -> Option<ResourceRef> {
     let (namespace, rest) = id.split_once('_')?;
     let (rest, kind) = rest.rsplit_once('_')?;
     let (name, group) = rest.rsplit_once('_')?;
     let name = name.replace("__", ":");
-    if name.is_empty() || kind.is_empty() || name.contains('_') {
+    if name.is_empty() || kind.is_empty() {
         return None;
     }
     Some(ResourceRef { group: group.to_string(), kind: kind.to_string(), namespace: namespace.to_string(), name })
@@ -146,28 +184,34 @@ fn commit(revision: &str) -> Option<&str> {
 /// `Deployment/default/web removed` (helm-controller's summary; `excluded` and
 /// `unchanged` lines are not drift).
 fn drifted_objects(message: &str) -> impl Iterator<Item = Modified> + '_ {
-    message.lines().skip(1).filter_map(|line| {
-        let (name, what) = line.trim().split_once(' ')?;
-        let mut parts = name.splitn(3, '/');
-        let kind = parts.next()?;
-        let (namespace, name) = match (parts.next(), parts.next()) {
-            (Some(ns), Some(n)) => (ns, n),
-            (Some(n), None) => ("", n),
-            _ => return None,
-        };
-        let change = match what {
-            "removed" => Change::Missing,
-            w if w.starts_with("changed") => Change::Modified,
-            _ => return None,
-        };
-        let summary = what.strip_prefix("changed").map(|s| s.trim().trim_start_matches('(').trim_end_matches(')').to_string());
-        Some(Modified {
-            object: ResourceRef { group: String::new(), kind: kind.into(), namespace: namespace.into(), name: name.into() },
-            change,
-            patch: String::new(),
-            summary: summary.unwrap_or_default(),
+    // Past the bound the unit's list is cut (and says so): no more lines are read.
+    message
+        .lines()
+        .skip(1)
+        .take(super::MAX_MESSAGE_CHARS)
+        .filter_map(|line| {
+            let (name, what) = line.trim().split_once(' ')?;
+            let mut parts = name.splitn(3, '/');
+            let kind = parts.next()?;
+            let (namespace, name) = match (parts.next(), parts.next()) {
+                (Some(ns), Some(n)) => (ns, n),
+                (Some(n), None) => ("", n),
+                _ => return None,
+            };
+            let change = match what {
+                "removed" => Change::Missing,
+                w if w.starts_with("changed") => Change::Modified,
+                _ => return None,
+            };
+            let summary = what.strip_prefix("changed").map(|s| s.trim().trim_start_matches('(').trim_end_matches(')').to_string());
+            Some(Modified {
+                object: ResourceRef { group: String::new(), kind: kind.into(), namespace: namespace.into(), name: name.into() },
+                change,
+                patch: String::new(),
+                summary: summary.unwrap_or_default(),
+            })
         })
-    })
+        .take(super::MAX_MODIFIED + 1)
 }
 
 /// The drifted object with its API group, from the inventory entry of the same kind,

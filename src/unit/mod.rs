@@ -30,6 +30,8 @@ pub use conditions::Conditions;
 pub const MAX_MANAGED: usize = 10_000;
 /// At most this many drifted objects are kept per unit (Fleet itself stops at 10).
 pub const MAX_MODIFIED: usize = 100;
+/// At most this many inputs are kept per unit.
+pub const MAX_INPUTS: usize = 64;
 /// A recorded patch is cut past this many characters.
 pub const MAX_PATCH_CHARS: usize = 4_096;
 /// A controller's reason and message are cut past this many characters.
@@ -260,6 +262,13 @@ pub struct Unit {
     /// How many objects it manages (also those past [`MAX_MANAGED`]).
     pub managed_count: usize,
     pub managed_more: usize,
+    /// What the unit reads to decide what it applies, besides its own object: Flux's
+    /// source (`sourceRef`, a HelmRelease's chart source or `chartRef`), the ConfigMaps
+    /// and Secrets of `postBuild.substituteFrom` and `valuesFrom`, its `kubeConfig` and
+    /// decryption Secrets; Fleet's Bundle and GitRepo. A person's write of one changes
+    /// what the unit applies as surely as a write of the unit (at most [`MAX_INPUTS`]).
+    #[serde(skip)]
+    pub inputs: Vec<ResourceRef>,
     pub destination: Destination,
     pub tenancy: Tenancy,
 }
@@ -319,9 +328,27 @@ impl Unit {
     }
 
     /// The unit as rhai and templates see it (`unit`): the fields above in camelCase,
-    /// the engine as its name.
+    /// the engine as its name. Unmasked: what is shown goes through
+    /// [`Unit::view_masked`].
     pub fn view(&self) -> Value {
         serde_json::to_value(self).unwrap_or(Value::Null)
+    }
+
+    /// [`Unit::view`] with the text its controller wrote (reasons, messages — an
+    /// error may quote a value it failed on) through `mask`, and recorded patches left
+    /// out (what they set is shown masked as the drift's changes).
+    pub fn view_masked(&self, mask: &dyn Fn(&str) -> String) -> Value {
+        let mut u = self.clone();
+        u.managed = Vec::new();
+        u.inputs = Vec::new();
+        for t in [&mut u.reconcile.reason, &mut u.reconcile.message, &mut u.drift.reason, &mut u.drift.message] {
+            *t = mask(t);
+        }
+        for m in &mut u.drift.modified {
+            m.patch = String::new();
+            m.summary = mask(&m.summary);
+        }
+        u.view()
     }
 }
 
@@ -341,6 +368,13 @@ fn push_managed(unit: &mut Unit, object: ResourceRef) {
     match unit.managed.len() < MAX_MANAGED {
         true => unit.managed.push(object),
         false => unit.managed_more += 1,
+    }
+}
+
+/// Keeps at most [`MAX_INPUTS`] inputs.
+fn push_input(unit: &mut Unit, group: &str, kind: &str, namespace: &str, name: &str) {
+    if !kind.is_empty() && !name.is_empty() && unit.inputs.len() < MAX_INPUTS {
+        unit.inputs.push(ResourceRef { group: group.into(), kind: kind.into(), namespace: namespace.into(), name: name.into() });
     }
 }
 

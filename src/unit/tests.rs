@@ -58,6 +58,8 @@ fn a_kustomization_is_a_unit_with_its_revisions_failure_inventory_and_tenancy() 
         vec![
             r("apps", "Deployment", "shop", "web"),
             r("rbac.authorization.k8s.io", "ClusterRole", "", "shop-reader"),
+            // `__` as the `:` Flux wrote, and as two `_` of a name: both indexed.
+            r("rbac.authorization.k8s.io", "Role", "shop", "system__leader-locking__web"),
             r("rbac.authorization.k8s.io", "Role", "shop", "system:leader-locking:web"),
             r("", "Secret", "shop", "web-config"),
         ]
@@ -297,7 +299,8 @@ fn inventory_ids_read_as_flux_writes_them() {
         inventory_id("_system__aggregate-to-edit_rbac.authorization.k8s.io_ClusterRole").map(|r| r.name),
         Some("system:aggregate-to-edit".into())
     );
-    for bad in ["", "a", "a_b", "ns__apps_Deployment", "ns_a_b_c_apps_Deployment"] {
+    assert_eq!(inventory_id("ns_a_b_c_apps_Deployment").map(|r| r.name), Some("a_b_c".into()), "the name is what the ends leave");
+    for bad in ["", "a", "a_b", "ns__apps_Deployment"] {
         assert_eq!(inventory_id(bad), None, "{bad}");
     }
 }
@@ -309,4 +312,31 @@ fn each_engine_reads_its_own_kind_back() {
         assert_eq!(engine.gvk(), (*group, *version, *kind));
         assert_eq!(Engine::of(&format!("{group}/{version}"), kind), Some(*engine));
     }
+}
+
+/// Review L1: an RBAC name may hold `_` (the namespace, group and kind cannot), and `__`
+/// is indexed both as the `:` Flux wrote and as itself.
+#[test]
+fn inventory_names_with_underscores_are_read() {
+    assert_eq!(
+        inventory_id("team_my_role_rbac.authorization.k8s.io_Role"),
+        Some(r("rbac.authorization.k8s.io", "Role", "team", "my_role"))
+    );
+    let mut k = kustomization();
+    k["status"]["inventory"]["entries"] = json!([{"id": "_system__controller__x_rbac.authorization.k8s.io_ClusterRole", "v": "v1"}]);
+    let u = Unit::read(&k).unwrap();
+    let names: Vec<&str> = u.managed.iter().map(|m| m.name.as_str()).collect();
+    assert_eq!(names, ["system__controller__x", "system:controller:x"]);
+}
+
+/// Review M2: what rhai and templates see of a controller's text is masked (an error
+/// may quote the value it failed on), and recorded patches are left out of the view.
+#[test]
+fn the_view_shown_masks_the_controllers_text() {
+    let mut k = kustomization();
+    k["status"]["conditions"][0]["message"] = json!("Secret/db dry-run failed: Invalid value: \"postgres://app:hunter2@db:5432/app\"");
+    let u = Unit::read(&k).unwrap();
+    let shown = u.view_masked(&|s| s.replace("hunter2", "(masked)"));
+    assert!(!shown.to_string().contains("hunter2"), "{shown}");
+    assert!(u.view().to_string().contains("hunter2"), "the unmasked view is the reader's own");
 }

@@ -16,6 +16,7 @@ mod app_writes;
 mod audit_identity;
 mod break_glass;
 mod desired_state;
+mod flux_fleet;
 mod listeners;
 mod masking;
 mod patch_forms;

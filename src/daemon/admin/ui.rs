@@ -345,6 +345,7 @@ mod tests {
             id: format!("argocd/{name}@{min}"),
             namespace: "argocd".into(),
             name: name.into(),
+            unit_kind: String::new(),
             project: project.into(),
             cluster: "in-cluster".into(),
             opened_at: DateTime::from_timestamp(1_800_000_000 + min * 60, 0).unwrap(),

@@ -103,8 +103,8 @@ pub(super) fn detection_finding(n: &Notification, ep: Option<&Value>, origin: &O
             unmapped["break_glass_ticket"] = t.clone();
         }
     }
-    if !origin.argocd_url.is_empty() {
-        unmapped["url"] = json!(format!("{}/applications/{}/{}", origin.argocd_url.trim_end_matches('/'), n.meta.namespace, n.meta.name));
+    if let Some(url) = n.meta.argocd_link(&origin.argocd_url) {
+        unmapped["url"] = json!(url);
     }
     v.insert("unmapped".into(), unmapped);
     Value::Object(v)

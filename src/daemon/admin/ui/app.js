@@ -148,8 +148,10 @@
       tr.appendChild(el("td", when(ep.openedAt)));
       tr.appendChild(el("td", ep.duration));
       const name = el("td");
-      const a = el("a", ep.namespace + "/" + ep.name);
-      a.href = "#app=" + encodeURIComponent(ep.namespace + "/" + ep.name);
+      // A Flux or Fleet unit is named and looked up by its kind too.
+      const unit = (ep.unitKind ? ep.unitKind + ":" : "") + ep.namespace + "/" + ep.name;
+      const a = el("a", unit);
+      a.href = "#app=" + encodeURIComponent(unit);
       name.appendChild(a);
       if (ep.breakGlass) name.appendChild(el("span", "break-glass " + ep.breakGlass, "tag"));
       tr.appendChild(name);
@@ -182,9 +184,10 @@
     showRange(p);
     const data = await api("/ui/api/app", { app, since: p.get("since"), until: p.get("until") });
     $("story-title").textContent = app;
-    $("where").textContent = "an Application's story";
+    $("where").textContent = "a unit's story";
     const [ns, name] = app.includes("/") ? app.split("/", 2) : ["argocd", app];
-    const link = argocdLink(data.argocdUrl, ns, name);
+    // A Flux or Fleet unit (`Kind:namespace/name`) has no page in Argo CD.
+    const link = ns.includes(":") ? null : argocdLink(data.argocdUrl, ns, name);
     const a = $("argocd-link");
     a.hidden = !link;
     if (link) a.href = link;

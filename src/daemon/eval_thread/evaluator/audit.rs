@@ -17,9 +17,17 @@ impl Evaluator {
             // own spec is indexed.
             let scope = match rt.target_of(app) {
                 // A Flux or Fleet unit's inventory is its controller's to write (the
-                // status subresource): what it lists here is indexed.
+                // status subresource), from what the unit's sources hold: a tenant's
+                // Flux unit (one outside the namespaces Flux's controllers run in)
+                // manages objects of its own namespace and target namespace only, so it
+                // cannot claim another team's objects and be told of their writes.
                 crate::config::clusters::Target::Local if app.engine() != crate::unit::Engine::ArgoCd => {
-                    crate::project::Scope::unrestricted()
+                    let trusted = rt.audit.argocd_identities.flux_namespaces();
+                    match app.engine() {
+                        crate::unit::Engine::Fleet => crate::project::Scope::unrestricted(),
+                        _ if trusted.contains(&app.namespace.as_str()) => crate::project::Scope::unrestricted(),
+                        _ => crate::project::Scope::namespaces(&[&app.namespace, &app.unit.destination.namespace]),
+                    }
                 }
                 crate::config::clusters::Target::Local => self.inputs.project_scope(app, rt),
                 _ if app.engine() != crate::unit::Engine::ArgoCd => {

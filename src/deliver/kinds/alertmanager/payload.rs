@@ -11,6 +11,10 @@ pub fn alerts(n: &Notification, argocd_url: &str, now: chrono::DateTime<chrono::
     labels.insert("alertname".into(), json!(n.trigger));
     labels.insert("application".into(), json!(n.meta.name));
     labels.insert("namespace".into(), json!(n.meta.namespace));
+    // A Kustomization and a HelmRelease of one name are two alerts, not one.
+    if !n.meta.kind.is_empty() {
+        labels.insert("kind".into(), json!(n.meta.kind));
+    }
     if !n.meta.project.is_empty() {
         labels.insert("project".into(), json!(n.meta.project));
     }
@@ -31,8 +35,7 @@ pub fn alerts(n: &Notification, argocd_url: &str, now: chrono::DateTime<chrono::
     }
     let generator =
         p.get("generatorURL").and_then(Value::as_str).map(str::trim).filter(|g| !g.is_empty()).map(str::to_string).or_else(|| {
-            (!argocd_url.is_empty())
-                .then(|| format!("{}/applications/{}/{}", argocd_url.trim_end_matches('/'), n.meta.namespace, n.meta.name))
+            n.meta.argocd_link(argocd_url)
         });
     let ts = now.to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
     let mut alert = Map::new();

@@ -73,7 +73,7 @@ impl GitHubClient {
         {
             return Ok(c.token.clone());
         }
-        let jwt = app_jwt(key, app_id, now).map_err(|e| Outcome::Permanent(e.to_string()))?;
+        let jwt = app_jwt(key, app_id, now).map_err(|e| Outcome::Permanent(format!("GitHub App: {e}")))?;
         let path = format!("/app/installations/{installation_id}/access_tokens");
         let (outcome, body) = http::send(self.request(reqwest::Method::POST, &path, &jwt)).await;
         if outcome != Outcome::Delivered {

@@ -9,7 +9,7 @@ use crate::secret::Secrets;
 
 const TOKEN: &str = "ghp_SECRET_token_123";
 /// A throwaway RSA key for the App tests (generated for them; it signs nothing else).
-const KEY_PEM: &str = include_str!("test_key.pem");
+const KEY_PEM: &str = include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/keys/github-app-test-key.pem"));
 
 fn notification() -> crate::model::Notification {
     let mut n = sample(DestinationKind::Github, "github");

@@ -73,8 +73,7 @@ pub fn create(n: &Notification, argocd_url: &str) -> Value {
     }
     let mut details = p.get("details").and_then(Value::as_object).cloned().unwrap_or_default();
     details.entry("application").or_insert_with(|| json!(n.app));
-    if !argocd_url.is_empty() {
-        let href = format!("{}/applications/{}/{}", argocd_url.trim_end_matches('/'), n.meta.namespace, n.meta.name);
+    if let Some(href) = n.meta.argocd_link(argocd_url) {
         details.entry("argocdUrl").or_insert_with(|| json!(href));
     }
     // Opsgenie takes string values only in details.

@@ -106,6 +106,7 @@ fn log_record(n: &Notification, record: &Value, now_ns: u64) -> LogRecord {
         string_attr("argocd.application.name", &n.meta.name),
         string_attr("argocd.application.namespace", &n.meta.namespace),
         string_attr("argocd.project", &n.meta.project),
+        string_attr("driftwatch.unit.kind", n.meta.kind()),
         string_attr("driftwatch.trigger", &n.trigger),
         string_attr("driftwatch.action", n.action.as_str()),
     ];

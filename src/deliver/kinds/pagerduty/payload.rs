@@ -49,10 +49,9 @@ pub fn event(n: &Notification, routing_key: &str, argocd_url: &str, now: chrono:
         "payload": payload,
         "client": "driftwatch",
     });
-    if !argocd_url.is_empty()
+    if let Some(href) = n.meta.argocd_link(argocd_url)
         && let Some(map) = body.as_object_mut()
     {
-        let href = format!("{}/applications/{}/{}", argocd_url.trim_end_matches('/'), n.meta.namespace, n.meta.name);
         map.insert("client_url".into(), json!(href));
         map.insert("links".into(), json!([{"href": href, "text": format!("{} in Argo CD", n.app)}]));
     }

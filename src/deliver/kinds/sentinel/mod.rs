@@ -27,22 +27,6 @@ pub fn encode(f: &crate::template::Fields<'_>, _: &crate::template::Target<'_>, 
     f.message_trimmed()
 }
 
-/// Why `url` may not carry a token: not a URL, or `http://` to a host that is not
-/// loopback (`None`: it may).
-fn not_https(url: &str) -> Option<String> {
-    let parsed = match reqwest::Url::parse(url) {
-        Ok(u) => u,
-        Err(e) => return Some(format!("is not a URL: {e}")),
-    };
-    let host = parsed.host_str().unwrap_or_default().trim_start_matches('[').trim_end_matches(']');
-    let loopback = host == "localhost" || host.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback());
-    match parsed.scheme() {
-        "https" => None,
-        "http" if loopback => None,
-        other => Some(format!("must be https:// (it carries a token), not {other}://")),
-    }
-}
-
 /// The Sentinel kind: what the registry (`deliver::kinds`) needs of it.
 pub struct Sentinel;
 
@@ -81,7 +65,7 @@ impl Kind for Sentinel {
         }
         // A token or a federated assertion goes to both: never in clear.
         for (key, url) in [("endpoint", Some(&c.endpoint)), ("authorityHost", c.authority_host.as_ref())] {
-            if let Some(why) = url.and_then(|u| not_https(u)) {
+            if let Some(why) = url.and_then(|u| crate::deliver::http::not_https(u)) {
                 return rule(format!("{key} {why}"));
             }
         }

@@ -4,12 +4,11 @@
 //! the rule refuses). Every call is checked for the token the endpoint issued, the
 //! API version, the rule and stream, and the 1 MB bound.
 
-use super::*;
 use crate::deliver::ecs::tests::sample;
 use crate::deliver::kind::Spec;
 use crate::deliver::outcome::Outcome;
 use crate::deliver::testkit::{
-    HttpReceiver, Recorded, Reply, batch_with_a_poisoned_record, check_all_scenarios, check_http_kind, deliver, deliver_as_one_batch, maker,
+    HttpReceiver, Recorded, Reply, batch_with_a_poisoned_record, form, check_all_scenarios, check_http_kind, deliver, deliver_as_one_batch, maker,
     service,
 };
 use crate::model::DestinationKind;
@@ -46,26 +45,6 @@ fn check_call(r: &Recorded) -> serde_json::Value {
         assert!(chrono::DateTime::parse_from_rfc3339(rec["TimeGenerated"].as_str().unwrap()).is_ok(), "TimeGenerated: {rec}");
     }
     records
-}
-
-/// A form body (`application/x-www-form-urlencoded`) as its fields.
-fn form(body: &str) -> std::collections::HashMap<String, String> {
-    let decode = |s: &str| {
-        let bytes = s.replace('+', " ").into_bytes();
-        let mut out = Vec::new();
-        let mut i = 0;
-        while i < bytes.len() {
-            if bytes[i] == b'%' && i + 2 < bytes.len() {
-                out.push(u8::from_str_radix(std::str::from_utf8(&bytes[i + 1..i + 3]).unwrap(), 16).unwrap());
-                i += 3;
-            } else {
-                out.push(bytes[i]);
-                i += 1;
-            }
-        }
-        String::from_utf8(out).unwrap()
-    };
-    body.split('&').filter_map(|kv| kv.split_once('=')).map(|(k, v)| (decode(k), decode(v))).collect()
 }
 
 /// The token request: client credentials for Monitor's scope, the secret in the form.
@@ -152,20 +131,6 @@ async fn a_later_call_that_fails_retries_only_its_notifications_and_those_after(
     assert_eq!(resent[0]["TimeGenerated"], time.to_rfc3339_opts(chrono::SecondsFormat::Millis, true));
 }
 
-/// Tokens are used until five minutes before they expire, a short-lived one until
-/// half its life: never at or past expiry.
-#[test]
-fn a_token_is_used_until_some_time_before_it_expires() {
-    use std::time::Duration;
-    let secs = |s: u64| Duration::from_secs(s);
-    assert_eq!(super::token::refresh_in(secs(3600)), secs(3300));
-    assert_eq!(super::token::refresh_in(secs(600)), secs(300));
-    assert_eq!(super::token::refresh_in(secs(60)), secs(30));
-    for l in [60, 61, 299, 300, 301, 599, 601, 86_400] {
-        assert!(super::token::refresh_in(secs(l)) < secs(l), "{l}");
-    }
-}
-
 /// A token request Entra ID refuses with a 400 (an expired federated assertion, a
 /// credential being rotated) is a retry of the notifications, not a dead letter.
 #[tokio::test]
@@ -239,21 +204,6 @@ async fn a_federated_token_file_is_the_client_assertion() {
     assert!(!form.contains_key("client_secret"));
 }
 
-/// A batch larger than a call goes in several calls, each within 1 MB, every record
-/// once and in order.
-#[test]
-fn a_batch_is_cut_into_calls_within_one_megabyte() {
-    let records: Vec<String> = (0..300).map(|i| format!(r#"{{"i":{i},"pad":"{}"}}"#, "x".repeat(9_000))).collect();
-    let calls = client::calls_of(&records);
-    assert!(calls.len() >= 3, "{} calls", calls.len());
-    let mut seen = Vec::new();
-    for c in &calls {
-        assert!(format!("[{}]", c.join(",")).len() <= MAX_CALL_BYTES);
-        seen.extend(client::as_value(c).as_array().unwrap().iter().map(|r| r["i"].as_u64().unwrap()));
-    }
-    assert_eq!(seen, (0..300).collect::<Vec<u64>>());
-}
-
 /// The shipped rule (`deploy/sentinel/`) declares every top-level field the records
 /// carry, so the rule drops none: for ECS and for OCSF, for a finding with its API
 /// Activities and for a sync.
@@ -285,7 +235,6 @@ fn the_shipped_rules_declare_every_field_the_records_carry() {
     }
 }
 
-
 /// What cannot work is refused when the configuration loads: a rule id or stream of
 /// the wrong shape, both credentials or none, and a token sent in clear.
 #[test]
@@ -310,19 +259,4 @@ fn settings_are_checked_at_load() {
     assert!(refused("batchSize", serde_json::json!(101)).contains("1 to 100"));
     assert!(refused("stream", serde_json::json!("Custom-X/../y#z")).contains("only letters"));
     assert!(refused("tenantId", serde_json::json!("t?x=1")).contains("only letters"));
-}
-
-/// Notifications are grouped into calls without cutting one apart: small ones share a
-/// call, one that fills a call alone is a group of its own.
-#[test]
-fn calls_are_cut_between_notifications() {
-    let small = vec![r#"{"s":1}"#.to_string()];
-    let big = vec!["x".repeat(600_000), "y".repeat(600_000)];
-    let each = vec![small.clone(), small.clone(), big, small.clone()];
-    assert_eq!(client::groups_of(&each), vec![0..2, 2..3, 3..4]);
-    let many: Vec<Vec<String>> = (0..40).map(|_| vec!["z".repeat(60_000)]).collect();
-    let groups = client::groups_of(&many);
-    assert!(groups.len() >= 3);
-    assert_eq!(groups.iter().map(|g| g.len()).sum::<usize>(), 40, "every notification in one group, in order");
-    assert!(groups.windows(2).all(|w| w[0].end == w[1].start));
 }
