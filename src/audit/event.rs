@@ -11,11 +11,14 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 
 use super::index::ManagedIndex;
+
+mod relevant;
 use crate::drift::audit::{
     Actor, Attempt, Decision, Impersonated, MAX_GROUPS, MAX_REASON_CHARS, MAX_SET_FIELDS, OVER_LIMIT, SetField, clip, json_patch_fields,
     set_fields,
 };
 use crate::model::ResourceRef;
+use relevant::{Hit, relevant};
 
 /// The list, its events left undecoded: one event kube-apiserver would never write (a
 /// field of the wrong type) is dropped and counted, not the batch around it.
@@ -382,145 +385,6 @@ fn break_glass_write(e: &Event, app_key: &str, now: DateTime<Utc>) -> Option<cra
         time: DateTime::parse_from_rfc3339(&e.request_received_timestamp).map(|t| t.with_timezone(&Utc)).unwrap_or(now),
         value,
     })
-}
-
-/// Whether a request was a dry run: a `dryRun` query parameter of `All`, the one value
-/// the API server accepts (it refuses any other). Text elsewhere in the URI that
-/// merely looks like one (`?x=dryRun=1`, `nodryRun=1`) is not.
-fn dry_run(uri: &str) -> bool {
-    uri.split_once('?').is_some_and(|(_, q)| form_urlencoded::parse(q.as_bytes()).any(|(k, v)| k == "dryRun" && v == "All"))
-}
-
-/// An Application the object belongs to: (state key, kind, the Application itself).
-type Hit = (String, String, bool);
-
-fn relevant(e: &Event, f: &Filter) -> Result<Vec<Hit>, Dropped> {
-    if e.stage != "ResponseComplete" && e.stage != "Panic" {
-        return Err(Dropped::Stage);
-    }
-    if !MUTATING.contains(&&*e.verb) {
-        return Err(Dropped::Read);
-    }
-    if f.argocd_identities.controller(&e.user.username) {
-        return Err(Dropped::ArgoCd);
-    }
-    if let Some(bounds) = f.times {
-        // An event without a readable time is taken as received now.
-        let t = DateTime::parse_from_rfc3339(&e.request_received_timestamp).map(|t| t.with_timezone(&Utc)).unwrap_or(f.now);
-        if !bounds.admit(t, f.now) {
-            return Err(Dropped::OutOfTime);
-        }
-    }
-    let Some(o) = &e.object_ref else { return Err(Dropped::NotAChange) };
-    if dry_run(&e.request_uri) {
-        return Err(Dropped::NotAChange);
-    }
-    // A `deletecollection` names no object: the Applications listing one of the
-    // collection's (`kubectl delete networkpolicies --all`).
-    let targets: Cow<[super::index::Target]> = match (e.verb.as_ref(), o.name.is_empty()) {
-        ("deletecollection", true) => Cow::Owned(f.index.collection(&o.api_group, &o.resource, &o.namespace)),
-        _ => Cow::Borrowed(f.index.lookup(&o.api_group, &o.resource, &o.namespace, &o.name)),
-    };
-    let (user, status) = (&*e.user.username, o.subresource == "status");
-    // Each unit's controller writes what it manages (a Flux or Fleet controller only
-    // its own engine's objects), and a status is its controller's record: a status
-    // write is a change only on a Flux or Fleet unit itself, whose status (through the
-    // subresource) lists what it manages.
-    // Fleet's agent writes a BundleDeployment's status on the manager with its
-    // registration account, in the BundleDeployment's own namespace.
-    let fleet_agent = |t: &super::index::Target| {
-        status
-            && t.engine == crate::unit::Engine::Fleet
-            && !t.input
-            && !o.namespace.is_empty()
-            && user.strip_prefix("system:serviceaccount:").and_then(|r| r.split_once(':')).is_some_and(|(ns, _)| ns == o.namespace)
-    };
-    let by_others = |t: &&super::index::Target| {
-        !f.argocd_identities.engine_controller(t.engine, user)
-            && !fleet_agent(t)
-            && (!status || (t.app_spec && !t.input && t.engine != crate::unit::Engine::ArgoCd))
-    };
-    let hits: Vec<Hit> = targets.iter().filter(by_others).map(|t| (t.app_key.to_string(), t.kind.to_string(), t.app_spec)).collect();
-    if !hits.is_empty() {
-        return Ok(hits);
-    }
-    if !targets.is_empty() {
-        return Err(if status { Dropped::NotAChange } else { Dropped::ArgoCd });
-    }
-    if status {
-        return Err(Dropped::NotAChange);
-    }
-    // A Flux or Fleet unit the index does not have yet (just created, or not yet seen
-    // by the watch) written by anyone but its engine's controller: an attempt on the
-    // unit it is (by its key, with the uid the API server answered), which the unit's
-    // first pass takes. (A person creating a Kustomization steers kustomize-controller,
-    // whose writes are Flux's from then on.)
-    if let Some(engine) = unit_engine(&o.api_group, &o.resource)
-        && !f.argocd_identities.engine_controller(engine, &e.user.username)
-    {
-        let uid = e.response_object.or(e.request_object).and_then(|b| serde_json::from_str::<Meta>(b.get()).ok()).map(|m| m.metadata.uid);
-        let mut key = crate::unit::qualified(engine, &o.namespace, &o.name);
-        if let Some(uid) = uid.filter(|u| !u.is_empty()) {
-            key = format!("{key}@{uid}");
-        }
-        return Ok(vec![(key, engine.kind().to_string(), true)]);
-    }
-    // An object not listed yet (just created) carrying Argo CD's tracking label or
-    // annotation, in its Application's destination namespace.
-    if e.verb == "create" && !body_is_secret(&o.resource, &o.subresource) {
-        let body = e.response_object.or(e.request_object);
-        if let Some(tracking) = body.and_then(|b| tracking_of(b.get())) {
-            let kind = body.and_then(|b| kind_of(b.get())).unwrap_or_default();
-            let hits: Vec<Hit> =
-                f.index.tracked(&tracking, &o.namespace).into_iter().map(|k| (k.to_string(), kind.clone(), false)).collect();
-            if !hits.is_empty() {
-                return Ok(hits);
-            }
-        }
-    }
-    Err(Dropped::Unmanaged)
-}
-
-#[derive(Deserialize, Default)]
-struct Meta {
-    #[serde(default)]
-    kind: String,
-    #[serde(default)]
-    metadata: MetaFields,
-}
-
-/// The engine whose units the resource `group/resource` holds (Flux's and Fleet's: an
-/// Application not indexed yet is Argo CD's admission's to judge).
-fn unit_engine(group: &str, resource: &str) -> Option<crate::unit::Engine> {
-    crate::unit::Engine::ALL
-        .iter()
-        .filter(|(e, ..)| *e != crate::unit::Engine::ArgoCd)
-        .find(|(_, g, _, kind)| *g == group && super::index::plural(kind) == resource)
-        .map(|(e, ..)| *e)
-}
-
-#[derive(Deserialize, Default)]
-struct MetaFields {
-    #[serde(default)]
-    uid: String,
-    #[serde(default)]
-    labels: BTreeMap<String, String>,
-    #[serde(default)]
-    annotations: BTreeMap<String, String>,
-}
-
-/// The Application an object names: the tracking annotation's first part
-/// (`app:group/Kind:ns/name`), else the instance label.
-fn tracking_of(body: &str) -> Option<String> {
-    let m: Meta = serde_json::from_str(body).ok()?;
-    if let Some(id) = m.metadata.annotations.get("argocd.argoproj.io/tracking-id") {
-        return id.split(':').next().map(str::to_string);
-    }
-    m.metadata.labels.get("app.kubernetes.io/instance").cloned()
-}
-
-fn kind_of(body: &str) -> Option<String> {
-    serde_json::from_str::<Meta>(body).ok().map(|m| m.kind).filter(|k| !k.is_empty())
 }
 
 fn strings(list: &[Cow<str>]) -> Vec<String> {

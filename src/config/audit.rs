@@ -130,6 +130,20 @@ impl AuditSettings {
     }
 }
 
+/// The engines' identities as configured, each list replacing its default.
+fn identities(def: &AuditDef, ids: &mut ArgoIdentities) {
+    for (given, list) in [
+        (&def.argocd_identities, &mut ids.controllers),
+        (&def.argocd_api_identities, &mut ids.api),
+        (&def.flux_identities, &mut ids.flux),
+        (&def.fleet_identities, &mut ids.fleet),
+    ] {
+        if let Some(given) = given {
+            list.clone_from(given);
+        }
+    }
+}
+
 /// `audit:` validated: addresses parsed, values in range, the token a secret
 /// reference, and a listener that only an authenticated API server can use.
 pub(super) fn settings(def: &AuditDef, ctx: &mut Ctx<'_>, sink: &mut SecretSink<'_>) -> AuditSettings {
@@ -165,18 +179,7 @@ pub(super) fn settings(def: &AuditDef, ctx: &mut Ctx<'_>, sink: &mut SecretSink<
         }
     }
     out.file = def.file.as_deref().map(|f| relative_to(base, f));
-    if let Some(ids) = &def.argocd_identities {
-        out.argocd_identities.controllers = ids.clone();
-    }
-    if let Some(ids) = &def.argocd_api_identities {
-        out.argocd_identities.api = ids.clone();
-    }
-    if let Some(ids) = &def.flux_identities {
-        out.argocd_identities.flux = ids.clone();
-    }
-    if let Some(ids) = &def.fleet_identities {
-        out.argocd_identities.fleet = ids.clone();
-    }
+    identities(def, &mut out.argocd_identities);
     // Checked as every token is: a `$key` reference to a set, non-empty secret.
     out.token = def.token.as_ref().and_then(|t| sink.token("audit.token", &t.value, file.pos(&t.referenced), errors));
     let listen_pos = def.listen.as_ref().and_then(|l| file.pos(&l.referenced));

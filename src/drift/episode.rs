@@ -233,10 +233,6 @@ pub struct Observation {
     pub event: Option<Event>,
 }
 
-fn str_at<'a>(v: &'a Value, p: &str) -> &'a str {
-    v.at(p).and_then(Value::as_str).unwrap_or_default()
-}
-
 /// Whether the operation finished after the episode opened (it may have ended it).
 fn since_opened(ep: &Episode, op: &super::operation::Operation) -> bool {
     op.phase == "Succeeded" && op.finished_at.is_some_and(|t| t >= ep.opened_at)
@@ -327,7 +323,7 @@ pub fn observe(prev: Option<Episode>, app: &App, drift: &Drift, now: DateTime<Ut
 
 /// A new episode of `app`, open at `now`, nothing merged yet.
 fn new_episode(app: &App, drift: &Drift, now: DateTime<Utc>) -> Episode {
-    let dest = |k: &str| str_at(&app.object, &format!("/spec/destination/{k}")).to_string();
+    let dest = |k: &str| app.object.at(&format!("/spec/destination/{k}")).and_then(Value::as_str).unwrap_or_default().to_string();
     let cluster = match app.engine() {
         crate::unit::Engine::ArgoCd => Some(dest("name")).filter(|s| !s.is_empty()).unwrap_or_else(|| dest("server")),
         _ => app.unit.destination.cluster.clone(),

@@ -106,6 +106,9 @@ pub struct GroupDef {
     pub template: Option<String>,
 }
 
+/// The engines a route may match (`match.engine`).
+const ENGINES: [&str; 3] = ["argocd", "flux", "fleet"];
+
 /// The `by` values a group may be keyed on (besides `label:<key>`).
 pub const GROUP_BY: [&str; 7] = ["revision", "project", "class", "severity", "cluster", "namespace", "destinationNamespace"];
 /// At most this many `by` values.
@@ -335,30 +338,20 @@ fn build_level(
             continue;
         }
         let m = &d.matcher;
-        for e in m.engine.values().iter().filter(|e| !["argocd", "flux", "fleet"].contains(&e.as_str())) {
-            errors.push((format!("{path}.match.engine"), format!("engine {e:?} is not one of argocd, flux, fleet")));
-        }
         let classes = m.class.values();
-        for c in classes.iter().filter(|c| !CLASSES.contains(&c.as_str())) {
-            errors.push((format!("{path}.match.class"), format!("class {c:?} is not one of {}", CLASSES.join(", "))));
-        }
-        let mut severities = Vec::new();
-        for s in m.severity.values() {
-            match Severity::parse(&s) {
-                Some(s) => severities.push(s),
-                None => {
-                    errors.push((format!("{path}.match.severity"), format!("severity {s:?} is not one of critical, error, warning, info")))
-                }
-            }
-        }
-        let mut directions = Vec::new();
-        for dir in m.direction.values() {
-            match Direction::parse(&dir) {
-                Some(d) => directions.push(d),
-                None => errors.push((
-                    format!("{path}.match.direction"),
-                    format!("direction {dir:?} is not one of {}", Direction::ALL.map(Direction::as_str).join(", ")),
-                )),
+        let severities: Vec<Severity> = m.severity.values().iter().filter_map(|s| Severity::parse(s)).collect();
+        let directions: Vec<Direction> = m.direction.values().iter().filter_map(|d| Direction::parse(d)).collect();
+        let directions_known = Direction::ALL.map(Direction::as_str);
+        for (key, given, known) in [
+            ("engine", m.engine.values(), &ENGINES[..]),
+            ("class", classes.clone(), CLASSES),
+            // Any case, as `Severity::parse` reads it.
+            ("severity", m.severity.values().into_iter().filter(|s| Severity::parse(s).is_none()).collect(), &[][..]),
+            ("direction", m.direction.values(), &directions_known[..]),
+        ] {
+            for v in given.iter().filter(|v| !known.contains(&v.as_str())) {
+                let known = if key == "severity" { "critical, error, warning, info".to_string() } else { known.join(", ") };
+                errors.push((format!("{path}.match.{key}"), format!("{key} {v:?} is not one of {known}")));
             }
         }
         let selector = match &m.selector {
