@@ -234,7 +234,9 @@ fn consider(e: &Event, f: &Filter, out: &mut Batch) {
     match relevant(e, f) {
         Ok(targets) => {
             for t in targets {
-                let wrote_break_glass = match t.2.then(|| break_glass_write(e, &t.0, f.now)).flatten() {
+                // The break-glass annotation is an Application's (never read from a
+                // Secret a Flux unit reads, or any other unit's input).
+                let wrote_break_glass = match (t.2 && t.1 == "Application").then(|| break_glass_write(e, &t.0, f.now)).flatten() {
                     Some(w) => {
                         out.break_glass.push(w);
                         true
@@ -833,6 +835,93 @@ mod tests {
         assert!(parse_list(&event(agent.clone()), &f).unwrap().attempts.is_empty(), "the agent's registration account");
         agent["user"]["username"] = json!("system:serviceaccount:other-ns:request-abc");
         assert_eq!(parse_list(&event(agent), &f).unwrap().attempts.len(), 1, "another namespace's account");
+    }
+
+    /// The second review: padding with the one harmless field hides nothing (1); what a
+    /// unit deploying elsewhere reads is indexed (2); a person's status write of an
+    /// input (a GitRepository's artifact) is an attempt (3); an object a unit both lists
+    /// and reads is kept as read (4); a body the audit policy did not log is not known,
+    /// so a security write (5); Argo CD's controller writing an object only a Flux unit
+    /// lists is an attempt (10).
+    #[test]
+    fn padding_remote_units_input_statuses_and_argo_cds_controller_on_flux_objects() {
+        let mut index = ManagedIndex::default();
+        let remote = App::from_value(json!({"apiVersion": "kustomize.toolkit.fluxcd.io/v1", "kind": "Kustomization",
+            "metadata": {"name": "flux-system", "namespace": "flux-system", "uid": "k1"},
+            "spec": {"sourceRef": {"kind": "GitRepository", "name": "flux-system"}, "kubeConfig": {"secretRef": {"name": "prod"}}},
+            "status": {"inventory": {"entries": [{"id": "flux-system_flux-system_source.toolkit.fluxcd.io_GitRepository", "v": "v1"},
+                                                 {"id": "shop_web_apps_Deployment", "v": "v1"}]}}}))
+        .unwrap();
+        index.update_with(&remote, &crate::project::Scope::refusing("elsewhere"), &crate::project::Scope::unrestricted());
+        let mut ids = ids();
+        ids.flux = crate::config::FLUX_IDENTITIES.map(String::from).to_vec();
+        let f = filter(&ids, &index);
+        let ev = |user: &str, group: &str, resource: &str, name: &str, body: serde_json::Value| {
+            let mut ev = patch(user, resource, "flux-system", name, body);
+            ev["objectRef"]["apiGroup"] = json!(group);
+            ev
+        };
+        let classified = |v: serde_json::Value| {
+            let mut a = parse_list(&event(v), &f).unwrap().attempts.remove(0);
+            crate::drift::classify(&mut a, &crate::drift::classes::ClassMap::default());
+            a
+        };
+        // (2) and (4): the kubeconfig Secret and the GitRepository it lists and reads.
+        let a = classified(ev("bob", "", "secrets", "prod", json!({"data": {"value": "eA=="}})));
+        assert!(a.security && a.class == "application", "{a:?}");
+        let a = classified(ev(
+            "bob",
+            "source.toolkit.fluxcd.io",
+            "gitrepositories",
+            "flux-system",
+            json!({"spec": {"url": "https://evil/repo"}}),
+        ));
+        assert!(a.app_spec && a.security && a.class == "application", "{a:?}");
+        assert!(
+            parse_list(&event(ev("alice", "apps", "deployments", "web", json!({"spec": {"replicas": 3}}))), &f)
+                .unwrap()
+                .attempts
+                .is_empty(),
+            "what a unit deploying elsewhere lists is not this cluster's"
+        );
+        // (1): 32 reconcile requests, then the real change.
+        let mut ops: Vec<serde_json::Value> = (0..32)
+            .map(|i| json!({"op": "add", "path": "/metadata/annotations/reconcile.fluxcd.io~1requestedAt", "value": format!("{i}")}))
+            .collect();
+        ops.push(json!({"op": "replace", "path": "/spec/url", "value": "https://evil/repo"}));
+        let a = classified(ev("bob", "source.toolkit.fluxcd.io", "gitrepositories", "flux-system", json!(ops)));
+        assert!(a.security, "padded: {a:?}");
+        // (3): the artifact the controllers download, written through /status by a person.
+        let mut status = ev(
+            "bob",
+            "source.toolkit.fluxcd.io",
+            "gitrepositories",
+            "flux-system",
+            json!({"status": {"artifact": {"url": "http://evil/x.tgz", "digest": "sha256:00"}}}),
+        );
+        status["objectRef"]["subresource"] = json!("status");
+        let a = classified(status.clone());
+        assert!(a.security && a.class == "application", "{a:?}");
+        status["user"]["username"] = json!("system:serviceaccount:flux-system:source-controller");
+        assert!(parse_list(&event(status), &f).unwrap().attempts.is_empty(), "source-controller's own");
+        // (5): a ConfigMap the unit reads, logged at Metadata (no body).
+        let mut local = ManagedIndex::default();
+        let k = App::from_value(json!({"apiVersion": "kustomize.toolkit.fluxcd.io/v1", "kind": "Kustomization",
+            "metadata": {"name": "apps", "namespace": "flux-system", "uid": "k2"},
+            "spec": {"postBuild": {"substituteFrom": [{"kind": "ConfigMap", "name": "vars"}]}},
+            "status": {"inventory": {"entries": [{"id": "shop_web_apps_Deployment", "v": "v1"}]}}}))
+        .unwrap();
+        local.update(&k, &crate::project::Scope::unrestricted());
+        let f = filter(&ids, &local);
+        let mut metadata_only = patch("bob", "configmaps", "flux-system", "vars", json!({}));
+        metadata_only.as_object_mut().unwrap().remove("requestObject");
+        let mut a = parse_list(&event(metadata_only), &f).unwrap().attempts.remove(0);
+        crate::drift::classify(&mut a, &crate::drift::classes::ClassMap::default());
+        assert!(a.security, "a body not logged: {a:?}");
+        // (10): Argo CD's controller on an object only the Kustomization lists.
+        let mut argo = patch(crate::config::ARGOCD_CONTROLLER_IDENTITY, "deployments", "shop", "web", json!({"spec": {"replicas": 3}}));
+        argo["objectRef"]["apiGroup"] = json!("apps");
+        assert_eq!(parse_list(&event(argo), &f).unwrap().attempts.len(), 1);
     }
 
     #[test]

@@ -79,6 +79,14 @@ impl ManagedIndex {
     /// write that list; an object outside it is not the Application's. A Flux or Fleet
     /// unit's list is written through the status subresource, by its controller.
     pub fn update(&mut self, app: &App, scope: &crate::project::Scope) {
+        self.update_with(app, scope, scope);
+    }
+
+    /// [`Self::update`], with what the unit reads bounded by `inputs` rather than by
+    /// `scope`: a unit deploying to another cluster manages nothing here, but what it
+    /// reads (its source, its values, its kubeconfig; a Fleet bundle's Bundle and
+    /// GitRepo) is here all the same.
+    pub fn update_with(&mut self, app: &App, scope: &crate::project::Scope, inputs: &crate::project::Scope) {
         let key: Arc<str> = Arc::from(app.state_key());
         let (group, _, kind) = app.engine().gvk();
         let mut refs = vec![ref_key(group, &plural(kind), &app.namespace, &app.name)];
@@ -91,6 +99,12 @@ impl ManagedIndex {
         // kind claimed under a namespace (or a namespaced one claimed without) matches
         // no event; one claimed rightly is judged by the rule of its scope.
         let admitted = scope.admitted().is_ok();
+        // What the unit reads first: an object it both lists and reads (the bootstrap
+        // Kustomization's own GitRepository) is kept as read, a write of it the unit's.
+        for r in app.unit.inputs.iter().filter(|r| inputs.permits(&r.group, &r.kind, &r.namespace).is_ok()) {
+            refs.push(ref_key(&r.group, &plural(&r.kind), &r.namespace, &r.name));
+            targets.push(Target { app_key: key.clone(), kind: Arc::from(r.kind.as_str()), app_spec: true, engine, input: true });
+        }
         let listed = app.unit.managed.iter().filter(|_| admitted);
         for r in listed {
             if scope.permits(&r.group, &r.kind, &r.namespace).is_err() {
@@ -98,14 +112,6 @@ impl ManagedIndex {
             }
             refs.push(ref_key(&r.group, &plural(&r.kind), &r.namespace, &r.name));
             targets.push(Target { app_key: key.clone(), kind: Arc::from(r.kind.as_str()), app_spec: false, engine, input: false });
-        }
-        // What the unit reads: a write there is a write of the unit.
-        for r in app.unit.inputs.iter().filter(|_| admitted) {
-            if scope.permits(&r.group, &r.kind, &r.namespace).is_err() {
-                continue;
-            }
-            refs.push(ref_key(&r.group, &plural(&r.kind), &r.namespace, &r.name));
-            targets.push(Target { app_key: key.clone(), kind: Arc::from(r.kind.as_str()), app_spec: true, engine, input: true });
         }
         // Argo CD's tracking label names an Application (`app.kubernetes.io/instance`).
         let tracking = match app.engine() {

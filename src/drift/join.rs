@@ -214,8 +214,14 @@ pub(crate) fn classify(a: &mut Attempt, classes: &ClassMap) {
         // the few that change nothing (an allow-list, not a deny-list: a new field of
         // their CRDs fails closed). A Secret's body is never read: what it set is not
         // known, and the write is taken as one.
+        // A body cut past the fields shown (padded with harmless ones) or not logged at
+        // all is not known, and taken as a security write.
         match a.fields.iter().filter(|p| !unit_harmless_field(p)).cloned().collect::<Vec<_>>() {
-            set if set.is_empty() && a.body == "dropped" => vec!["(an input the unit reads, written)".to_string()],
+            set if set.is_empty() && matches!(a.body.as_str(), "dropped" | "not-sent") => vec!["(what was written: not known)".to_string()],
+            mut set if a.truncated => {
+                set.push("(more fields than shown)".to_string());
+                set
+            }
             set => set,
         }
     } else if a.app_spec {

@@ -129,6 +129,21 @@ fn read_common(object: &Value, unit: &mut Unit) {
 fn read_inputs(object: &Value, unit: &mut Unit) {
     const SOURCES: &str = "source.toolkit.fluxcd.io";
     let own = unit.namespace.clone();
+    // The kubeconfig and decryption Secrets and the sources first: a long list of
+    // values cannot push them past the bound.
+    for (pointer, kind) in [
+        ("/spec/kubeConfig/secretRef/name", "Secret"),
+        ("/spec/kubeConfig/configMapRef/name", "ConfigMap"),
+        ("/spec/decryption/secretRef/name", "Secret"),
+    ] {
+        if let Some(name) = object.at(pointer).and_then(Value::as_str) {
+            push_input(unit, "", kind, &own, name);
+        }
+    }
+    // The HelmChart helm-controller makes for a HelmRelease's `spec.chart`, named in its status.
+    if let Some(chart) = object.at("/status/helmChart").and_then(Value::as_str).and_then(|c| c.split_once('/')) {
+        push_input(unit, SOURCES, "HelmChart", chart.0, chart.1);
+    }
     let refs = ["/spec/sourceRef", "/spec/chart/spec/sourceRef", "/spec/chartRef"];
     for r in refs.iter().filter_map(|p| object.at(p)) {
         let f = |k: &str| r.get(k).and_then(Value::as_str).unwrap_or_default().to_string();
@@ -141,15 +156,6 @@ fn read_inputs(object: &Value, unit: &mut Unit) {
             if matches!(f("kind").as_str(), "ConfigMap" | "Secret") {
                 push_input(unit, "", &f("kind"), &own, &f("name"));
             }
-        }
-    }
-    for (pointer, kind) in [
-        ("/spec/kubeConfig/secretRef/name", "Secret"),
-        ("/spec/kubeConfig/configMapRef/name", "ConfigMap"),
-        ("/spec/decryption/secretRef/name", "Secret"),
-    ] {
-        if let Some(name) = object.at(pointer).and_then(Value::as_str) {
-            push_input(unit, "", kind, &own, name);
         }
     }
 }

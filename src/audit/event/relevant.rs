@@ -28,9 +28,6 @@ pub(super) fn relevant(e: &Event, f: &Filter) -> Result<Vec<Hit>, Dropped> {
     if !MUTATING.contains(&&*e.verb) {
         return Err(Dropped::Read);
     }
-    if f.argocd_identities.controller(&e.user.username) {
-        return Err(Dropped::ArgoCd);
-    }
     if let Some(bounds) = f.times {
         // An event without a readable time is taken as received now.
         let t = DateTime::parse_from_rfc3339(&e.request_received_timestamp).map(|t| t.with_timezone(&Utc)).unwrap_or(f.now);
@@ -65,7 +62,7 @@ pub(super) fn relevant(e: &Event, f: &Filter) -> Result<Vec<Hit>, Dropped> {
     let by_others = |t: &&crate::audit::index::Target| {
         !f.argocd_identities.engine_controller(t.engine, user)
             && !fleet_agent(t)
-            && (!status || (t.app_spec && !t.input && t.engine != crate::unit::Engine::ArgoCd))
+            && (!status || (t.app_spec && t.engine != crate::unit::Engine::ArgoCd))
     };
     let hits: Vec<Hit> = targets.iter().filter(by_others).map(|t| (t.app_key.to_string(), t.kind.to_string(), t.app_spec)).collect();
     if !hits.is_empty() {
@@ -76,6 +73,11 @@ pub(super) fn relevant(e: &Event, f: &Filter) -> Result<Vec<Hit>, Dropped> {
     }
     if status {
         return Err(Dropped::NotAChange);
+    }
+    // Argo CD's controller writes what no unit lists yet (it creates what it deploys):
+    // Argo CD's, except a Flux or Fleet unit it would create (steering another engine).
+    if f.argocd_identities.controller(&e.user.username) && unit_engine(&o.api_group, &o.resource).is_none() {
+        return Err(Dropped::ArgoCd);
     }
     // A Flux or Fleet unit the index does not have yet (just created, or not yet seen
     // by the watch) written by anyone but its engine's controller: an attempt on the

@@ -8,38 +8,39 @@ use crate::model::App;
 impl Evaluator {
     /// What `app` manages, for the audit input (when there is one).
     pub fn index_managed(&self, app: &App) {
-        if let Some(a) = &self.audit {
-            // Bounded by its AppProject whether or not live objects are read, and by
-            // Argo CD's admission of the Application itself (`project::Scope`).
-            let rt = &self.pipeline.runtime;
-            // The audit input is this cluster's: an Application deploying to a spoke
-            // manages no object here (a same-named one here is another's), so only its
-            // own spec is indexed.
-            let scope = match rt.target_of(app) {
-                // A Flux or Fleet unit's inventory is its controller's to write (the
-                // status subresource), from what the unit's sources hold: a tenant's
-                // Flux unit (one outside the namespaces Flux's controllers run in)
-                // manages objects of its own namespace and target namespace only, so it
-                // cannot claim another team's objects and be told of their writes.
-                crate::config::clusters::Target::Local if app.engine() != crate::unit::Engine::ArgoCd => {
-                    let trusted = rt.audit.argocd_identities.flux_namespaces();
-                    match app.engine() {
-                        crate::unit::Engine::Fleet => crate::project::Scope::unrestricted(),
-                        _ if trusted.contains(&app.namespace.as_str()) => crate::project::Scope::unrestricted(),
-                        _ => crate::project::Scope::namespaces(&[&app.namespace, &app.unit.destination.namespace]),
-                    }
-                }
-                crate::config::clusters::Target::Local => self.inputs.project_scope(app, rt),
-                _ if app.engine() != crate::unit::Engine::ArgoCd => {
-                    crate::project::Scope::refusing("deploys to another cluster: its objects are not this audit input's")
-                }
-                _ => {
-                    let (server, name) = rt.destination_of(&app.object);
-                    crate::project::Scope::of(&app.object, None, &rt.attribution.argocd_namespace).resolved(&server, &name)
-                }
-            };
-            a.index.write().unwrap_or_else(|p| p.into_inner()).update(app, &scope);
-        }
+        use crate::config::clusters::Target;
+        use crate::project::Scope;
+        use crate::unit::Engine;
+        let Some(a) = &self.audit else { return };
+        let rt = &self.pipeline.runtime;
+        // A Flux or Fleet unit's inventory is its controller's to write (the status
+        // subresource), from what the unit's sources hold: a tenant's Flux unit (one
+        // outside the namespaces Flux's controllers run in) manages and reads objects of
+        // its own namespace and target namespace only, so it cannot claim another
+        // team's objects and be told of their writes. What it reads is in this cluster
+        // wherever it deploys.
+        let own = match app.engine() {
+            Engine::ArgoCd => None,
+            Engine::Fleet => Some(Scope::unrestricted()),
+            _ if rt.audit.argocd_identities.flux_namespaces().contains(&app.namespace.as_str()) => Some(Scope::unrestricted()),
+            _ => Some(Scope::namespaces(&[&app.namespace, &app.unit.destination.namespace])),
+        };
+        // The audit input is this cluster's: a unit deploying to a spoke manages no
+        // object here (a same-named one here is another's), so only its own object (and
+        // what it reads) is indexed. An Application is bounded by its AppProject whether
+        // or not live objects are read, and by Argo CD's admission of the Application
+        // itself (`project::Scope`).
+        let scope = match (rt.target_of(app), &own) {
+            (Target::Local, Some(own)) => own.clone(),
+            (Target::Local, None) => self.inputs.project_scope(app, rt),
+            (_, Some(_)) => Scope::refusing("deploys to another cluster: its objects are not this audit input's"),
+            (_, None) => {
+                let (server, name) = rt.destination_of(&app.object);
+                Scope::of(&app.object, None, &rt.attribution.argocd_namespace).resolved(&server, &name)
+            }
+        };
+        let inputs = own.unwrap_or_else(|| scope.clone());
+        a.index.write().unwrap_or_else(|p| p.into_inner()).update_with(app, &scope, &inputs);
     }
 
     /// Forgets a deleted Application in the audit input.
