@@ -202,12 +202,17 @@ impl Scope {
             cluster_whitelist: vec![all],
             ..ProjectPolicy::default()
         };
+        Scope::on_any_cluster(policy, "*")
+    }
+
+    /// A scope of `policy` on any cluster (no project, nothing refused).
+    fn on_any_cluster(policy: ProjectPolicy, dest_namespace: &str) -> Scope {
         Scope {
             project: String::new(),
             policy: Some(policy),
             server: "*".into(),
             name: "*".into(),
-            dest_namespace: "*".into(),
+            dest_namespace: dest_namespace.to_string(),
             refused: None,
         }
     }
@@ -224,14 +229,7 @@ impl Scope {
                 .collect(),
             ..ProjectPolicy::default()
         };
-        Scope {
-            project: String::new(),
-            policy: Some(policy),
-            server: "*".into(),
-            name: "*".into(),
-            dest_namespace: namespaces.first().map(|n| n.to_string()).unwrap_or_default(),
-            refused: None,
-        }
+        Scope::on_any_cluster(policy, namespaces.first().copied().unwrap_or_default())
     }
 
     /// A scope that admits nothing, saying `why` (a Flux or Fleet unit deploying to a

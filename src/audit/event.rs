@@ -767,24 +767,11 @@ mod tests {
         let a = classified(event(create));
         assert_eq!(a.app_key, "Kustomization:team-a/x@new-1");
         assert!(a.security && a.class == "application", "{a:?}");
+        let helm = |body| write("bob", "helm.toolkit.fluxcd.io", "helmreleases", "flux-system", "podinfo", body);
         // H2: a HelmRelease's post-renderer, by a person.
-        let a = classified(write(
-            "bob",
-            "helm.toolkit.fluxcd.io",
-            "helmreleases",
-            "flux-system",
-            "podinfo",
-            json!({"spec": {"postRenderers": [{"kustomize": {"patches": []}}]}}),
-        ));
+        let a = classified(helm(json!({"spec": {"postRenderers": [{"kustomize": {"patches": []}}]}})));
         assert!(a.security && a.class == "application", "{a:?}");
-        let a = classified(write(
-            "bob",
-            "helm.toolkit.fluxcd.io",
-            "helmreleases",
-            "flux-system",
-            "podinfo",
-            json!({"metadata": {"annotations": {"reconcile.fluxcd.io/requestedAt": "2026-12-07T10:00:00Z"}}}),
-        ));
+        let a = classified(helm(json!({"metadata": {"annotations": {"reconcile.fluxcd.io/requestedAt": "2026-12-07T10:00:00Z"}}})));
         assert!(!a.security, "flux reconcile asks for nothing to change: {a:?}");
         // H3: its chart's source and its values are the unit's.
         let a = classified(write(

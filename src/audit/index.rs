@@ -88,9 +88,9 @@ impl ManagedIndex {
     /// GitRepo) is here all the same.
     pub fn update_with(&mut self, app: &App, scope: &crate::project::Scope, inputs: &crate::project::Scope) {
         let key: Arc<str> = Arc::from(app.state_key());
-        let (group, _, kind) = app.engine().gvk();
-        let mut refs = vec![ref_key(group, &plural(kind), &app.namespace, &app.name)];
         let engine = app.engine();
+        let (group, _, kind) = engine.gvk();
+        let mut refs = vec![ref_key(group, engine.resource(), &app.namespace, &app.name)];
         let mut targets = vec![Target { app_key: key.clone(), kind: Arc::from(kind), app_spec: true, engine, input: false }];
         // An Application Argo CD would refuse (`Scope::admitted`) manages nothing: only
         // its own spec is indexed, and no tracking label names it. Whether a listed kind

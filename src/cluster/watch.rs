@@ -78,9 +78,6 @@ pub enum Kind {
 }
 
 impl Kind {
-    /// Every kind, as its metric label.
-    pub const LABELS: [&'static str; 5] = ["application", "appproject", "kustomization", "helmrelease", "bundledeployment"];
-
     /// The stream kind of `engine`'s units.
     pub fn of(engine: Engine) -> Kind {
         match engine {
@@ -149,11 +146,13 @@ impl WatchOptions {
 }
 
 fn resource(kind: Kind) -> ApiResource {
-    let (group, version, k) = match kind.engine() {
-        Some(e) => e.gvk(),
-        None => ("argoproj.io", "v1alpha1", "AppProject"),
-    };
-    ApiResource::from_gvk(&GroupVersionKind::gvk(group, version, k))
+    match kind.engine() {
+        Some(e) => {
+            let (group, version, k) = e.gvk();
+            ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(group, version, k), e.resource())
+        }
+        None => ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk("argoproj.io", "v1alpha1", "AppProject"), "appprojects"),
+    }
 }
 
 /// The engines besides Argo CD whose units the API server serves (discovery) and

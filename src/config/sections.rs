@@ -126,7 +126,7 @@ pub(super) fn subscriptions(cfg: &ConfigFile, known: &crate::route::tree::Known<
                 format!("{e:?} is not one of argocd, flux, fleet"),
             ));
         }
-        let kinds: Vec<&str> = crate::unit::Engine::ALL.iter().map(|(_, _, _, k)| *k).collect();
+        let kinds: Vec<&str> = crate::unit::Engine::ALL.iter().map(|(e, ..)| e.kind()).collect();
         for k in units.kinds.iter().filter(|k| !kinds.contains(&k.as_str())) {
             ctx.errors.push(ConfigError::new(
                 pos.clone(),

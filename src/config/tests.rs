@@ -145,6 +145,24 @@ fn every_error_is_reported_not_just_the_first() {
     assert_eq!(e.len(), 8, "{e:#?}");
 }
 
+/// A subscription's engine and kind are refused, at the subscription's line, unless
+/// an engine and a unit kind driftwatch knows.
+#[test]
+fn a_subscriptions_engine_and_kind_are_checked() {
+    let f = Fixture::new();
+    f.file(
+        "driftwatch.yaml",
+        "services:\n  slack: {type: slack, webhookUrl: http://127.0.0.1:9}\nsubscriptions:\n  - recipients: [slack:x]\n    engine: jenkins\n    kind: [Kustomization, GitRepository]\n",
+    );
+    let e = f.errors();
+    assert_eq!(e.len(), 2, "{e:#?}");
+    assert!(e[0].contains("driftwatch.yaml:4:5: subscriptions[0].engine: \"jenkins\" is not one of argocd, flux, fleet"), "{e:#?}");
+    assert!(
+        e[1].contains("subscriptions[0].kind: \"GitRepository\" is not one of Application, Kustomization, HelmRelease, BundleDeployment"),
+        "{e:#?}"
+    );
+}
+
 #[test]
 fn handlebars_errors_point_at_the_line_in_the_file() {
     let f = Fixture::new();

@@ -85,22 +85,18 @@ fn check_kind(object: &Value, expected: &'static str) -> Result<(), ObjectError>
     Ok(())
 }
 
-/// The `apiVersion` objects of `kind` are read at.
+/// The `apiVersion` objects of `kind` are read at (an AppProject: Argo CD's).
 fn expected_api_version(kind: &str) -> &'static str {
-    match Engine::ALL.iter().find(|(_, _, _, k)| *k == kind) {
-        Some((Engine::FluxKustomization, ..)) => "kustomize.toolkit.fluxcd.io/v1",
-        Some((Engine::FluxHelmRelease, ..)) => "helm.toolkit.fluxcd.io/v2",
-        Some((Engine::Fleet, ..)) => "fleet.cattle.io/v1alpha1",
-        _ => "argoproj.io/v1alpha1",
-    }
+    Engine::of_kind(kind).unwrap_or(Engine::ArgoCd).api_version()
 }
 
 /// The engine whose unit `object` claims to be, by its kind alone (its apiVersion is
 /// checked after): a kind no engine has is refused naming the ones there are.
 fn engine_of(object: &Value) -> Result<Engine, ObjectError> {
     match object.get("kind") {
-        Some(Value::String(k)) => Engine::ALL.iter().find(|(_, _, _, kind)| kind == k).map(|(e, ..)| *e).ok_or_else(|| {
-            ObjectError::WrongKind { expected: "Application, Kustomization, HelmRelease or BundleDeployment", found: k.clone() }
+        Some(Value::String(k)) => Engine::of_kind(k).ok_or_else(|| ObjectError::WrongKind {
+            expected: "Application, Kustomization, HelmRelease or BundleDeployment",
+            found: k.clone(),
         }),
         _ => Ok(Engine::ArgoCd),
     }
@@ -185,6 +181,15 @@ impl App {
         match self.engine() {
             Engine::ArgoCd => crate::shard::of_app(&self.object, shards),
             _ => crate::shard::of_cluster(&self.unit.destination.cluster, shards),
+        }
+    }
+
+    /// `what` of its engine for a Flux or Fleet unit; empty for an Argo CD Application
+    /// (what records stored before other engines were watched hold, and keep meaning).
+    pub fn not_argocd(&self, what: fn(Engine) -> &'static str) -> String {
+        match self.engine() {
+            Engine::ArgoCd => String::new(),
+            e => what(e).to_string(),
         }
     }
 

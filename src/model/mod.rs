@@ -237,8 +237,8 @@ impl AppMeta {
                 Engine::ArgoCd => s("/status/sync/revision"),
                 _ => app.unit.revision.desired.clone(),
             },
-            engine: if app.engine() == Engine::ArgoCd { String::new() } else { app.engine().as_str().to_string() },
-            kind: if app.engine() == Engine::ArgoCd { String::new() } else { app.engine().kind().to_string() },
+            engine: app.not_argocd(Engine::as_str),
+            kind: app.not_argocd(Engine::kind),
         }
     }
 }

@@ -539,6 +539,11 @@ mod tests {
       recipients: [slack:payments-drift]
 "#;
 
+    /// What an Argo CD Application of `project` with `labels` and the drift `s` matches.
+    fn matched(t: &RouteTree, labels: &BTreeMap<String, String>, project: &str, s: &Drift, break_glass: bool) -> Vec<RouteHit> {
+        t.matches(&RouteInput { labels, project, engine: "argocd", subject: RouteSubject::from(s), break_glass })
+    }
+
     fn subject(class: &str, direction: &str) -> Drift {
         serde_json::from_value(json!({"severity": "warning", "direction": direction,
                "resources": [{"class": class, "kind": "Role", "namespace": "prod", "name": "reader"}]}))
@@ -550,13 +555,7 @@ mod tests {
         let t = tree(POLICY);
         let labels = BTreeMap::new();
         let s = subject("rbac", "live");
-        let hits = t.matches(&RouteInput {
-            labels: &labels,
-            project: "default",
-            engine: "argocd",
-            subject: RouteSubject::from(&s),
-            break_glass: false,
-        });
+        let hits = matched(&t, &labels, "default", &s, false);
         let paths: Vec<&str> = hits.iter().map(|h| h.path.as_str()).collect();
         assert_eq!(paths, ["routes[0]", "routes[1]", "routes[2]"]);
         assert_eq!(hits[0].reasons, ["class=rbac (Role prod/reader)"]);
@@ -568,13 +567,7 @@ mod tests {
         // A payments workload: no security page; the child route takes the chat part,
         // inheriting the parent's trigger.
         let s = subject("workload", "live");
-        let hits = t.matches(&RouteInput {
-            labels: &labels,
-            project: "payments",
-            engine: "argocd",
-            subject: RouteSubject::from(&s),
-            break_glass: false,
-        });
+        let hits = matched(&t, &labels, "payments", &s, false);
         let paths: Vec<&str> = hits.iter().map(|h| h.path.as_str()).collect();
         assert_eq!(paths, ["routes[1]", "routes[2].routes[0]"]);
         assert_eq!(hits[1].triggers, ["on-live-drift"]);
@@ -582,13 +575,7 @@ mod tests {
 
         // A Git change reaches only the SIEM.
         let s = subject("config", "git");
-        let hits = t.matches(&RouteInput {
-            labels: &labels,
-            project: "default",
-            engine: "argocd",
-            subject: RouteSubject::from(&s),
-            break_glass: false,
-        });
+        let hits = matched(&t, &labels, "default", &s, false);
         assert_eq!(hits.len(), 1);
         assert_eq!(hits[0].path, "routes[1]");
     }
@@ -608,22 +595,32 @@ mod tests {
             {"class": "config", "kind": "ConfigMap", "namespace": "prod", "name": "b"}]}))
         .unwrap();
         labels.insert("env".to_string(), "prod".to_string());
-        assert!(
-            t.matches(&RouteInput { labels: &labels, project: "p", engine: "argocd", subject: RouteSubject::from(&s), break_glass: false })
-                .is_empty(),
-            "kind and namespace on different resources"
-        );
+        assert!(matched(&t, &labels, "p", &s, false).is_empty(), "kind and namespace on different resources");
         let s: Drift = serde_json::from_value(
             json!({"severity": "warning", "resources": [{"class": "workload", "kind": "Deployment", "namespace": "prod", "name": "a"}]}),
         )
         .unwrap();
-        let hits =
-            t.matches(&RouteInput { labels: &labels, project: "p", engine: "argocd", subject: RouteSubject::from(&s), break_glass: false });
+        let hits = matched(&t, &labels, "p", &s, false);
         assert_eq!(hits[0].reasons, ["selector env=prod", "severity=warning", "kind=Deployment namespace=prod (Deployment prod/a)"]);
         labels.insert("env".to_string(), "dev".to_string());
-        assert!(
-            t.matches(&RouteInput { labels: &labels, project: "p", engine: "argocd", subject: RouteSubject::from(&s), break_glass: false })
-                .is_empty()
+        assert!(matched(&t, &labels, "p", &s, false).is_empty());
+    }
+
+    /// `match: {engine: …}` takes the units of that engine only; an engine no one has
+    /// is refused at load time with its path.
+    #[test]
+    fn a_route_matches_by_engine() {
+        let t = tree("- match: {engine: [flux, fleet]}\n  triggers: [on-reconcile-failed]\n  recipients: [slack:flux]\n");
+        let (labels, s) = (BTreeMap::new(), subject("workload", "live"));
+        let input = |engine| RouteInput { labels: &labels, project: "", engine, subject: RouteSubject::from(&s), break_glass: false };
+        assert_eq!(t.matches(&input("flux"))[0].reasons, ["engine=flux"]);
+        assert!(t.matches(&input("argocd")).is_empty());
+        let defs: Vec<At<RouteDef>> =
+            serde_saphyr::from_str("- match: {engine: jenkins}\n  triggers: [on-x]\n  recipients: [slack:x]\n").unwrap();
+        let errs = RouteTree::build(&defs, &known(&|s| s == "slack")).unwrap_err();
+        assert_eq!(
+            errs.iter().map(|(k, m, _)| format!("{k}: {m}")).collect::<Vec<_>>(),
+            ["routes[0].match.engine: engine \"jenkins\" is not one of argocd, flux, fleet"]
         );
     }
 
@@ -666,9 +663,7 @@ mod tests {
         );
         let s = subject("rbac", "live");
         let labels = BTreeMap::new();
-        let hits = |on: bool| {
-            t.matches(&RouteInput { labels: &labels, project: "p", engine: "argocd", subject: RouteSubject::from(&s), break_glass: on })
-        };
+        let hits = |on: bool| matched(&t, &labels, "p", &s, on);
         let under = hits(true);
         assert_eq!(under.iter().map(|h| (h.name.clone(), h.break_glass)).collect::<Vec<_>>(), [(None, true)]);
         assert_eq!(under[0].recipients, [Destination::parse("slack:incident")]);
@@ -686,11 +681,7 @@ mod tests {
         );
         let s = subject("workload", "live");
         let labels = BTreeMap::new();
-        let hit = |project: &str| {
-            t.matches(&RouteInput { labels: &labels, project, engine: "argocd", subject: RouteSubject::from(&s), break_glass: false })
-                .remove(0)
-                .group
-        };
+        let hit = |project: &str| matched(&t, &labels, project, &s, false).remove(0).group;
         let inherited = GroupSpec {
             by: vec!["revision".into(), "label:team".into()],
             wait: std::time::Duration::from_secs(30),

@@ -52,12 +52,12 @@ pub enum Engine {
 }
 
 impl Engine {
-    /// Every engine, with the API group, version and kind of its unit.
+    /// Every engine, with the `apiVersion`, kind and resource (plural) of its unit.
     pub const ALL: [(Engine, &'static str, &'static str, &'static str); 4] = [
-        (Engine::ArgoCd, "argoproj.io", "v1alpha1", "Application"),
-        (Engine::FluxKustomization, "kustomize.toolkit.fluxcd.io", "v1", "Kustomization"),
-        (Engine::FluxHelmRelease, "helm.toolkit.fluxcd.io", "v2", "HelmRelease"),
-        (Engine::Fleet, "fleet.cattle.io", "v1alpha1", "BundleDeployment"),
+        (Engine::ArgoCd, "argoproj.io/v1alpha1", "Application", "applications"),
+        (Engine::FluxKustomization, "kustomize.toolkit.fluxcd.io/v1", "Kustomization", "kustomizations"),
+        (Engine::FluxHelmRelease, "helm.toolkit.fluxcd.io/v2", "HelmRelease", "helmreleases"),
+        (Engine::Fleet, "fleet.cattle.io/v1alpha1", "BundleDeployment", "bundledeployments"),
     ];
 
     /// The engine's name as rhai, templates, routes and subscriptions say it:
@@ -79,14 +79,34 @@ impl Engine {
 
     /// The engine whose unit an object of `api_version` and `kind` is.
     pub fn of(api_version: &str, kind: &str) -> Option<Engine> {
-        let (group, version) = api_version.split_once('/')?;
-        Engine::ALL.iter().find(|(_, g, v, k)| *g == group && *v == version && *k == kind).map(|(e, ..)| *e)
+        Engine::ALL.iter().find(|(_, a, k, _)| *a == api_version && *k == kind).map(|(e, ..)| *e)
+    }
+
+    /// The engine whose unit has the kind `kind` (whatever its `apiVersion`).
+    pub fn of_kind(kind: &str) -> Option<Engine> {
+        Engine::ALL.iter().find(|(_, _, k, _)| *k == kind).map(|(e, ..)| *e)
+    }
+
+    /// The engine whose units the API resource `group/resource` holds.
+    pub fn of_resource(group: &str, resource: &str) -> Option<Engine> {
+        Engine::ALL.iter().find(|(e, _, _, r)| *r == resource && e.gvk().0 == group).map(|(e, ..)| *e)
+    }
+
+    /// The `apiVersion` of this engine's unit.
+    pub fn api_version(self) -> &'static str {
+        Engine::ALL[self as usize].1
+    }
+
+    /// The API resource (plural) of this engine's unit, as audit events name it.
+    pub fn resource(self) -> &'static str {
+        Engine::ALL[self as usize].3
     }
 
     /// The API group, version and kind of this engine's unit.
     pub fn gvk(self) -> (&'static str, &'static str, &'static str) {
-        let (_, g, v, k) = Engine::ALL[self as usize];
-        (g, v, k)
+        let (_, api_version, kind, _) = Engine::ALL[self as usize];
+        let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
+        (group, version, kind)
     }
 }
 
@@ -315,18 +335,6 @@ impl Unit {
         self.engine
     }
 
-    /// `namespace/name` for an Argo CD Application (as Argo CD says it), else
-    /// `Kind:namespace/name` (a Kustomization and a HelmRelease may share a name, and
-    /// neither is an Application).
-    pub fn key(&self) -> String {
-        qualified(self.engine, &self.namespace, &self.name)
-    }
-
-    /// Whether this unit manages `object` (by its inventory).
-    pub fn manages(&self, object: &ResourceRef) -> bool {
-        self.managed.iter().any(|m| m == object)
-    }
-
     /// The unit as rhai and templates see it (`unit`): the fields above in camelCase,
     /// the engine as its name. Unmasked: what is shown goes through
     /// [`Unit::view_masked`].
@@ -338,17 +346,23 @@ impl Unit {
     /// error may quote a value it failed on) through `mask`, and recorded patches left
     /// out (what they set is shown masked as the drift's changes).
     pub fn view_masked(&self, mask: &dyn Fn(&str) -> String) -> Value {
-        let mut u = self.clone();
-        u.managed = Vec::new();
-        u.inputs = Vec::new();
-        for t in [&mut u.reconcile.reason, &mut u.reconcile.message, &mut u.drift.reason, &mut u.drift.message] {
-            *t = mask(t);
+        // The view holds neither the inventory nor the inputs: masking it in place
+        // copies nothing of them.
+        let mut v = self.view();
+        for p in ["/reconcile/reason", "/reconcile/message", "/drift/reason", "/drift/message"] {
+            if let Some(t) = v.pointer_mut(p).filter(|t| t.is_string()) {
+                *t = Value::String(mask(t.as_str().unwrap_or_default()));
+            }
         }
-        for m in &mut u.drift.modified {
-            m.patch = String::new();
-            m.summary = mask(&m.summary);
+        for m in v.pointer_mut("/drift/modified").and_then(Value::as_array_mut).into_iter().flatten() {
+            if let Some(m) = m.as_object_mut() {
+                m.remove("patch");
+                if let Some(Value::String(s)) = m.get_mut("summary") {
+                    *s = mask(s);
+                }
+            }
         }
-        u.view()
+        v
     }
 }
 

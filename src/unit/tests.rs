@@ -43,7 +43,7 @@ fn kustomization() -> Value {
 fn a_kustomization_is_a_unit_with_its_revisions_failure_inventory_and_tenancy() {
     let u = Unit::read(&kustomization()).unwrap();
     assert_eq!(u.engine(), Engine::FluxKustomization);
-    assert_eq!(u.key(), "Kustomization:flux-system/apps");
+    assert_eq!(qualified(u.engine, &u.namespace, &u.name), "Kustomization:flux-system/apps");
     assert_eq!((u.view()["engine"].as_str(), u.view()["kind"].as_str()), (Some("flux"), Some("Kustomization")));
     assert_eq!(u.revision.desired, "main@sha1:2222222222222222222222222222222222222222");
     assert_eq!(u.revision.commit, "1111111111111111111111111111111111111111");
@@ -64,7 +64,6 @@ fn a_kustomization_is_a_unit_with_its_revisions_failure_inventory_and_tenancy() 
             r("", "Secret", "shop", "web-config"),
         ]
     );
-    assert!(u.manages(&r("apps", "Deployment", "shop", "web")));
     assert_eq!(u.destination.cluster, "kubeconfig:flux-system/prod-eu-kubeconfig");
     assert_eq!(u.destination.namespace, "shop");
     assert_eq!(u.tenancy, Tenancy { boundary: "flux-system".into(), service_account: "apps-deployer".into() });
@@ -307,10 +306,14 @@ fn inventory_ids_read_as_flux_writes_them() {
 
 #[test]
 fn each_engine_reads_its_own_kind_back() {
-    for (i, (engine, group, version, kind)) in Engine::ALL.iter().enumerate() {
+    for (i, (engine, api_version, kind, resource)) in Engine::ALL.iter().enumerate() {
         assert_eq!(*engine as usize, i, "ALL is in declaration order");
-        assert_eq!(engine.gvk(), (*group, *version, *kind));
-        assert_eq!(Engine::of(&format!("{group}/{version}"), kind), Some(*engine));
+        let (group, version, k) = engine.gvk();
+        assert_eq!((format!("{group}/{version}").as_str(), k), (*api_version, *kind));
+        assert_eq!(Engine::of(api_version, kind), Some(*engine));
+        assert_eq!(Engine::of_kind(kind), Some(*engine));
+        assert_eq!(Engine::of_resource(group, resource), Some(*engine));
+        assert_eq!(*resource, format!("{}s", kind.to_lowercase()), "the resource audit events name");
     }
 }
 

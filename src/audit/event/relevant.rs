@@ -46,12 +46,12 @@ pub(super) fn relevant(e: &Event, f: &Filter) -> Result<Vec<Hit>, Dropped> {
         _ => Cow::Borrowed(f.index.lookup(&o.api_group, &o.resource, &o.namespace, &o.name)),
     };
     let (user, status) = (&*e.user.username, o.subresource == "status");
-    // Each unit's controller writes what it manages (a Flux or Fleet controller only
-    // its own engine's objects), and a status is its controller's record: a status
-    // write is a change only on a Flux or Fleet unit itself, whose status (through the
-    // subresource) lists what it manages.
-    // Fleet's agent writes a BundleDeployment's status on the manager with its
-    // registration account, in the BundleDeployment's own namespace.
+    // Each engine's controller writes what its units list or read (Argo CD's too: never
+    // another engine's objects), and a status is its controller's record: a status
+    // write is a change only on what a Flux or Fleet unit is or reads (the unit's
+    // inventory; a source's artifact), whose status is a subresource. Fleet's agent
+    // writes a BundleDeployment's status on the manager with its registration account,
+    // in the BundleDeployment's own namespace.
     let fleet_agent = |t: &crate::audit::index::Target| {
         status
             && t.engine == crate::unit::Engine::Fleet
@@ -76,7 +76,8 @@ pub(super) fn relevant(e: &Event, f: &Filter) -> Result<Vec<Hit>, Dropped> {
     }
     // Argo CD's controller writes what no unit lists yet (it creates what it deploys):
     // Argo CD's, except a Flux or Fleet unit it would create (steering another engine).
-    if f.argocd_identities.controller(&e.user.username) && unit_engine(&o.api_group, &o.resource).is_none() {
+    let unit = unit_engine(&o.api_group, &o.resource);
+    if unit.is_none() && f.argocd_identities.controller(user) {
         return Err(Dropped::ArgoCd);
     }
     // A Flux or Fleet unit the index does not have yet (just created, or not yet seen
@@ -84,8 +85,8 @@ pub(super) fn relevant(e: &Event, f: &Filter) -> Result<Vec<Hit>, Dropped> {
     // unit it is (by its key, with the uid the API server answered), which the unit's
     // first pass takes. (A person creating a Kustomization steers kustomize-controller,
     // whose writes are Flux's from then on.)
-    if let Some(engine) = unit_engine(&o.api_group, &o.resource)
-        && !f.argocd_identities.engine_controller(engine, &e.user.username)
+    if let Some(engine) = unit
+        && !f.argocd_identities.engine_controller(engine, user)
     {
         let uid = e.response_object.or(e.request_object).and_then(|b| serde_json::from_str::<Meta>(b.get()).ok()).map(|m| m.metadata.uid);
         let mut key = crate::unit::qualified(engine, &o.namespace, &o.name);
@@ -121,11 +122,7 @@ struct Meta {
 /// The engine whose units the resource `group/resource` holds (Flux's and Fleet's: an
 /// Application not indexed yet is Argo CD's admission's to judge).
 fn unit_engine(group: &str, resource: &str) -> Option<crate::unit::Engine> {
-    crate::unit::Engine::ALL
-        .iter()
-        .filter(|(e, ..)| *e != crate::unit::Engine::ArgoCd)
-        .find(|(_, g, _, kind)| *g == group && crate::audit::index::plural(kind) == resource)
-        .map(|(e, ..)| *e)
+    crate::unit::Engine::of_resource(group, resource).filter(|e| *e != crate::unit::Engine::ArgoCd)
 }
 
 #[derive(Deserialize, Default)]
