@@ -247,11 +247,14 @@ fn consider(e: &Event, f: &Filter, out: &mut Batch) {
                 if a.app_spec {
                     with_status_fields(e, &mut a);
                 }
+                // An Application's own (what is harmless of a Flux or Fleet unit, or of
+                // what it reads, is `drift::classify`'s allow-list).
+                let application = a.app_spec && a.object.group == "argoproj.io";
                 // Argo CD's API server starting a sync or a refresh for a signed-in user
                 // (its RBAC decided; `initiatedBy` names them). Anything else it writes
                 // is an attempt under its identity.
                 if f.argocd_identities.api(&e.user.username)
-                    && a.app_spec
+                    && application
                     && !a.truncated
                     && !a.fields.is_empty()
                     && a.fields.iter().all(|p| p == "operation" || p.starts_with("operation.") || HARMLESS_APP_FIELDS.contains(&p.as_str()))
@@ -264,7 +267,7 @@ fn consider(e: &Event, f: &Filter, out: &mut Batch) {
                 // `operation` (a sync of any revision), its notification annotations
                 // (where alerts go), its `status` (what driftwatch reads: the CRD has no
                 // status subresource) are writes like its spec (review N10).
-                let readable_app_patch = a.app_spec && a.verb == "patch" && a.subresource.is_empty() && a.body.is_empty();
+                let readable_app_patch = application && a.verb == "patch" && a.subresource.is_empty() && a.body.is_empty();
                 // Not when fields were left out (padding past what is shown).
                 if readable_app_patch && !a.truncated && a.fields.iter().all(|p| HARMLESS_APP_FIELDS.contains(&p.as_str())) {
                     if !wrote_break_glass {
@@ -905,6 +908,12 @@ mod tests {
         let mut a = parse_list(&event(metadata_only), &f).unwrap().attempts.remove(0);
         crate::drift::classify(&mut a, &crate::drift::classes::ClassMap::default());
         assert!(a.security, "a body not logged: {a:?}");
+        // (9): the break-glass annotation is an Application's: written on what a Flux
+        // unit reads, it is no exception of that unit (and the write is an attempt).
+        let bg =
+            patch("bob", "configmaps", "flux-system", "vars", json!({"metadata": {"annotations": {"driftwatch.io/break-glass": "{}"}}}));
+        let batch = parse_list(&event(bg), &f).unwrap();
+        assert!(batch.break_glass.is_empty() && batch.attempts.len() == 1, "{:?}", batch.attempts);
         // (10): Argo CD's controller on an object only the Kustomization lists.
         let mut argo = patch(crate::config::ARGOCD_CONTROLLER_IDENTITY, "deployments", "shop", "web", json!({"spec": {"replicas": 3}}));
         argo["objectRef"]["apiGroup"] = json!("apps");
