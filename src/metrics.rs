@@ -416,7 +416,7 @@ metrics_table! {
     audit_requests: Family ["code"] = "driftwatch_audit_requests", "Audit webhook requests, by status code";
     /// Relevant audit events not handed to the evaluation, by `reason` (`queue-full`,
     /// `batch-over-queue`, `replayed`, `too-many-apps`, `actor-over-budget`,
-    /// `window-full`, `objects-over-limit`, `event-over-limit`).
+    /// `window-full`, `objects-over-limit`, `event-over-limit`, `inbox-full`).
     audit_dropped: Family ["reason"] = "driftwatch_audit_dropped", "Relevant audit events not evaluated, by reason";
     /// Transitions of break-glass exceptions (opened, approved, active, refused,
     /// expired, overdue, closed).

@@ -188,6 +188,13 @@ pub fn parse_line(line: &[u8], f: &Filter, out: &mut Batch) -> Result<(), Malfor
     Ok(())
 }
 
+/// Whether the event on `line` could concern a unit whatever the index holds
+/// ([`relevant::admitted`]), or why not.
+pub fn admit_line(line: &[u8], times: Option<TimeBounds>, now: DateTime<Utc>) -> Result<Result<(), Dropped>, Malformed> {
+    let e: Event = serde_json::from_slice(line).map_err(|error| Malformed { what: "Event", error })?;
+    Ok(relevant::admitted(&e, times, now))
+}
+
 const MUTATING: &[&str] = &["create", "update", "patch", "delete", "deletecollection"];
 
 /// Resources whose request bodies carry secret data or fresh credentials at
@@ -483,16 +490,16 @@ fn attempt(e: &Event, (app_key, kind, app_spec): Hit, f: &Filter) -> Attempt {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::model::App;
     use serde_json::json;
 
-    fn data(name: &str) -> Vec<u8> {
+    pub(crate) fn data(name: &str) -> Vec<u8> {
         std::fs::read(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/k8s-audit").join(name)).unwrap()
     }
 
-    fn index() -> ManagedIndex {
+    pub(crate) fn index() -> ManagedIndex {
         let mut idx = ManagedIndex::default();
         idx.update(
             &App::from_value(json!({"apiVersion": "argoproj.io/v1alpha1", "kind": "Application",
@@ -507,7 +514,7 @@ mod tests {
         idx
     }
 
-    fn ids() -> crate::config::ArgoIdentities {
+    pub(crate) fn ids() -> crate::config::ArgoIdentities {
         crate::config::ArgoIdentities {
             controllers: vec![crate::config::ARGOCD_CONTROLLER_IDENTITY.to_string()],
             api: vec!["system:serviceaccount:argocd:argocd-server".to_string()],

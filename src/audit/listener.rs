@@ -6,7 +6,9 @@
 //! `maxBodyBytes` keeps who did what without its object bodies, and what could not be
 //! kept is counted. A body that is not an `EventList` gets 400, a full queue 503 (the
 //! API server retries the batch), a body slower than 30 s 408; 200 once the relevant
-//! events are queued. The handler never waits on the evaluation.
+//! events are queued. The handler never waits on the evaluation. With the state in
+//! PostgreSQL every replica takes batches and writes them to the audit inbox before
+//! its 200 ([`super::inbox`]).
 
 mod items;
 
@@ -74,6 +76,32 @@ async fn forward(mut body: Body, tx: tokio::sync::mpsc::Sender<Bytes>) -> Read {
 }
 
 impl Shared {
+    /// Cuts the body arriving on `rx` into events and keeps those that could concern
+    /// a unit whatever the index holds, for the audit inbox (CPU: run it off the async
+    /// workers).
+    fn keep(&self, mut rx: tokio::sync::mpsc::Receiver<Bytes>) -> Result<super::inbox::Kept, items::NotAList> {
+        let mut scanner = items::Items::new(self.max_body);
+        let (mut kept, mut cuts, mut elided) = (super::inbox::Kept::default(), Vec::new(), 0u64);
+        let mut dropped = event::Batch::default();
+        let (times, now) = (self.times(), chrono::Utc::now());
+        while let Some(chunk) = rx.blocking_recv() {
+            scanner.feed(&chunk, &mut cuts)?;
+            for cut in cuts.drain(..) {
+                elided += u64::from(cut.elided);
+                match event::admit_line(&cut.bytes, Some(times), now) {
+                    Ok(Ok(())) => kept.add(&cut.bytes),
+                    Ok(Err(d)) => dropped.dropped[d as usize] += 1,
+                    Err(_) => dropped.dropped[event::Dropped::Malformed as usize] += 1,
+                }
+            }
+        }
+        scanner.finish()?;
+        super::count(&dropped);
+        METRICS.audit_dropped.add("objects-over-limit", elided);
+        METRICS.audit_dropped.add("event-over-limit", scanner.over_limit);
+        Ok(kept)
+    }
+
     /// Cuts the body arriving on `rx` into events and filters each as it is complete
     /// (CPU: run it off the async workers). The index is read-locked per chunk, not for
     /// the whole body, so the evaluation thread is not held by a slow sender.
@@ -111,6 +139,9 @@ async fn ingest(State(sink): State<Sink>, headers: HeaderMap, body: Body) -> Res
     if !shared.authorized(headers.get(header::AUTHORIZATION).map(|v| v.as_bytes())) {
         return reply(StatusCode::UNAUTHORIZED, "a valid bearer token is required (audit.token)");
     }
+    if let Some(relay) = sink.relay.clone() {
+        return relayed(shared, relay, body).await;
+    }
     if !shared.leading() {
         return reply(StatusCode::SERVICE_UNAVAILABLE, "this replica is on standby; the leader takes audit batches");
     }
@@ -134,6 +165,38 @@ async fn ingest(State(sink): State<Sink>, headers: HeaderMap, body: Body) -> Res
                 reply(StatusCode::SERVICE_UNAVAILABLE, "the audit queue is full; send the batch again later")
             }
         }
+    }
+}
+
+/// A batch for the audit inbox, on any replica (a standby too): 200 once what could
+/// concern a unit is written there, 503 when the inbox is full or cannot be written
+/// (the API server sends the batch again).
+async fn relayed(shared: Arc<Shared>, relay: super::inbox::Relay, body: Body) -> Response {
+    let (tx, rx) = tokio::sync::mpsc::channel(CHUNKS_IN_FLIGHT);
+    let cutter = tokio::task::spawn_blocking(move || shared.keep(rx));
+    let read = tokio::time::timeout(BODY_TIMEOUT, forward(body, tx)).await;
+    let kept = match (read, cutter.await) {
+        (Err(_), _) => return reply(StatusCode::REQUEST_TIMEOUT, "the body did not arrive within 30 s"),
+        (_, Err(_)) => return reply(StatusCode::INTERNAL_SERVER_ERROR, "decoding the batch failed"),
+        (_, Ok(Err(e))) => {
+            tracing::warn!(error = %e, "refused an audit batch that is not an EventList");
+            return reply(StatusCode::BAD_REQUEST, &e.to_string());
+        }
+        (Ok(Read::Cut), _) => return reply(StatusCode::BAD_REQUEST, "the body was cut off"),
+        (Ok(Read::Whole | Read::Stopped), Ok(Ok(kept))) => kept,
+    };
+    let at = chrono::Utc::now();
+    match tokio::task::spawn_blocking(move || relay.write(kept, at)).await {
+        Ok(Ok(true)) => reply(StatusCode::OK, "ok"),
+        Ok(Ok(false)) => {
+            METRICS.audit_dropped.inc("inbox-full");
+            reply(StatusCode::SERVICE_UNAVAILABLE, "the audit inbox is full; send the batch again later")
+        }
+        Ok(Err(e)) => {
+            tracing::warn!(error = %e, "could not write an audit batch to the inbox");
+            reply(StatusCode::SERVICE_UNAVAILABLE, "the audit inbox cannot be written now; send the batch again later")
+        }
+        Err(_) => reply(StatusCode::INTERNAL_SERVER_ERROR, "writing the batch failed"),
     }
 }
 

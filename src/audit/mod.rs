@@ -7,6 +7,7 @@
 
 pub mod event;
 pub mod file;
+pub mod inbox;
 pub mod index;
 pub mod listener;
 
@@ -207,6 +208,9 @@ impl From<event::Batch> for Relevant {
 pub struct Sink {
     shared: Arc<Shared>,
     tx: mpsc::Sender<(Instant, Relevant)>,
+    /// With the state in PostgreSQL: batches go to the audit inbox, for every shard's
+    /// leader, instead of this replica's queue ([`inbox`]).
+    relay: Option<inbox::Relay>,
 }
 
 /// The receiving end: what the daemon forwards to the evaluation thread.
@@ -218,7 +222,7 @@ pub struct Queue {
 /// A bounded queue of relevant events.
 pub fn queue(shared: &Arc<Shared>) -> (Sink, Queue) {
     let (tx, rx) = mpsc::channel(shared.queue.max(1));
-    (Sink { shared: shared.clone(), tx }, Queue { shared: shared.clone(), rx })
+    (Sink { shared: shared.clone(), tx, relay: None }, Queue { shared: shared.clone(), rx })
 }
 
 impl Relevant {
@@ -244,6 +248,16 @@ impl Shared {
         before - r.len()
     }
 
+    /// Drops from `r` the events already taken and remembers the rest: a shard's
+    /// leader reading the inbox again after a restart or a failed write.
+    pub fn fresh(&self, r: &mut Relevant) {
+        let replayed = self.drop_replayed(r);
+        if replayed > 0 {
+            METRICS.audit_dropped.add("replayed", replayed as u64);
+        }
+        self.remember(r.keys());
+    }
+
     /// Remembers queued events against replays, forgetting the oldest past the bound.
     fn remember(&self, keys: Vec<String>) {
         let mut seen = self.seen.lock().unwrap_or_else(|p| p.into_inner());
@@ -261,6 +275,12 @@ impl Shared {
 }
 
 impl Sink {
+    /// Batches the listener takes go to the audit inbox through `relay` (the file
+    /// follower still queues here).
+    pub fn relaying(self, relay: inbox::Relay) -> Sink {
+        Sink { relay: Some(relay), ..self }
+    }
+
     /// Queues a batch's relevant events whole, or refuses it whole when the queue has
     /// no room (counted): never waits.
     ///

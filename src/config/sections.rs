@@ -319,9 +319,8 @@ pub(super) fn state(def: &StateDef, ctx: &mut Ctx<'_>, sink: &mut clusters::Secr
 }
 
 /// `sharding:`: how many shards (1 without). More than one needs the state in
-/// PostgreSQL (each shard's state is a schema of its own there) and no audit input (the
-/// API server posts its audit batches to one replica, which would hold only its own
-/// shards' Applications and drop the others' attempts).
+/// PostgreSQL (each shard's state is a schema of its own there); the audit input with
+/// it is the listener (the audit inbox hands each batch to every shard), not a file.
 pub(super) fn sharding(def: Option<&At<ShardingDef>>, state: &StateSettings, audit: &AuditSettings, ctx: &mut Ctx<'_>) -> u32 {
     let Some(def) = def else { return 1 };
     let Some(shards) = def.value.shards.as_ref().and_then(|v| ctx.in_range("sharding.shards", v, 1, crate::shard::MAX_SHARDS as usize))
@@ -343,12 +342,14 @@ pub(super) fn sharding(def: Option<&At<ShardingDef>>, state: &StateSettings, aud
         )),
         _ => {}
     }
-    if shards > 1 && audit.enabled() {
+    // With shards, batches reach whichever replica the Service picks and go to every
+    // shard's leader through the audit inbox (`audit::inbox`); a log file is one node's.
+    if shards > 1 && audit.file.is_some() {
         ctx.errors.push(ConfigError::new(
             pos,
             "sharding.shards",
-            "and audit: both set: the API server posts audit batches to one replica, which holds only its own shards' Applications; \
-             run the audit input without sharding",
+            "and audit.file: both set: an audit log file is one node's, and each replica would read its own; \
+             with shards, take the API server's batches through audit.listen (every replica takes them)",
         ));
     }
     u32::try_from(shards).unwrap_or(1)

@@ -530,7 +530,7 @@ fn state_in_postgres_is_validated_at_load() {
 }
 
 #[test]
-fn shards_are_refused_without_postgresql_with_the_audit_input_or_out_of_range() {
+fn shards_are_refused_without_postgresql_with_an_audit_file_or_out_of_range() {
     let f = Fixture::new();
     f.file("driftwatch.yaml", "sharding:\n  shards: 4\n");
     let e = f.errors();
@@ -543,8 +543,14 @@ fn shards_are_refused_without_postgresql_with_the_audit_input_or_out_of_range() 
         "driftwatch.yaml",
         "secretsFile: secrets.yaml\nstate:\n  postgres:\n    url: $pg\nsharding:\n  shards: 4\naudit:\n  listen: 127.0.0.1:0\n  token: $audit-token\n",
     );
+    let rt = f.load().unwrap();
+    assert_eq!((rt.shards, rt.audit.listen.is_some()), (4, true), "the listener with shards goes through the audit inbox");
+    f.file(
+        "driftwatch.yaml",
+        "secretsFile: secrets.yaml\nstate:\n  postgres:\n    url: $pg\nsharding:\n  shards: 4\naudit:\n  file: /var/log/audit.log\n",
+    );
     let e = f.errors();
-    assert!(e.iter().any(|e| e.contains("sharding.shards") && e.contains("audit")), "{e:?}");
+    assert!(e.iter().any(|e| e.contains("D/driftwatch.yaml:6:3") && e.contains("audit.file")), "{e:?}");
     let long = "s".repeat(60);
     f.file(
         "driftwatch.yaml",

@@ -59,10 +59,19 @@ pub(super) async fn start_and_serve(opts: DaemonOptions) -> Result<Ended, StartE
     let ops = operations_endpoints(&opts, &rt).await?;
     let rt = Arc::new(rt);
     let leadership = leadership(&opts, &rt, &client)?;
-    let (audit, audit_rx) = audit_input(&rt).await?;
-    let common = Built { rt: &rt, client: &client, engine: &engine, opts: &opts, store_at: &store_at, shared: &ops.shared, audit: &audit };
+    let audit = audit_input(&rt).await?;
+    let common = Built {
+        rt: &rt,
+        client: &client,
+        engine: &engine,
+        opts: &opts,
+        store_at: &store_at,
+        shared: &ops.shared,
+        audit: &audit.shared,
+        inbox: &audit.inbox,
+    };
     let (supervisor, leading_rx) = evaluation(&common, leadership.elections).await?;
-    let supervisor = serve(supervisor, leading_rx, audit_rx, &client, &opts).await?;
+    let supervisor = serve(supervisor, leading_rx, audit.queue, audit.arrived, &client, &opts).await?;
     Ok(shutdown(supervisor, leadership.membership, ops).await)
 }
 
@@ -170,28 +179,56 @@ fn leadership(opts: &DaemonOptions, rt: &Runtime, client: &ApiClient) -> Result<
     })
 }
 
+/// The audit input as started: the index unit 0 keeps, the queue of what its listener
+/// or file took, and with the state in PostgreSQL the audit inbox every unit reads and
+/// the word that a batch arrived here.
+struct AuditInput {
+    shared: Option<Arc<crate::audit::Shared>>,
+    queue: Option<crate::audit::Queue>,
+    inbox: Option<crate::state::AuditInbox>,
+    arrived: Option<tokio::sync::mpsc::Receiver<()>>,
+}
+
 /// The audit input: its listener binds before anything is evaluated, so a port in use
-/// or unreadable TLS files are a start-up error. (Not with sharding: refused at load.)
-async fn audit_input(rt: &Runtime) -> Result<(Option<Arc<crate::audit::Shared>>, Option<crate::audit::Queue>), StartError> {
+/// or unreadable TLS files are a start-up error. With the state in PostgreSQL the
+/// listener writes to the audit inbox (`audit::inbox`), on every replica.
+async fn audit_input(rt: &Runtime) -> Result<AuditInput, StartError> {
     if !rt.audit.enabled() {
-        return Ok((None, None));
+        return Ok(AuditInput { shared: None, queue: None, inbox: None, arrived: None });
     }
     let settings = &rt.audit;
     let shared = crate::audit::Shared::new(settings);
     let (sink, queue) = crate::audit::queue(&shared);
+    let (mut inbox, mut arrived) = (None, None);
     if let Some(addr) = settings.listen {
         let tls = match &settings.tls {
             Some(t) => Some(crate::audit::listener::tls_config(t).map_err(refused)?),
             None => None,
         };
-        let bound = crate::audit::listener::serve(addr, tls, sink.clone()).await.map_err(refused)?;
-        tracing::info!(%bound, tls = settings.tls.is_some(), "audit webhook listening (POST /audit)");
+        let mut listener_sink = sink.clone();
+        if let Some(pg) = rt.state.postgres.clone() {
+            // The store every replica shares, opened as a tool: no fencing epoch is
+            // taken (the shards' own stores carry theirs). Opened off the workers.
+            let opened = tokio::task::spawn_blocking(move || crate::state::Store::open_postgres(&pg, &crate::state::Role::Tool))
+                .await
+                .map_err(|e| refused(format!("audit inbox: {e}")))?
+                .map_err(|e| refused(format!("audit inbox: {e}")))?;
+            let (tx, rx) = tokio::sync::mpsc::channel(1);
+            let relay = crate::audit::inbox::Relay { inbox: opened.audit_inbox(), cluster: Arc::from(IN_CLUSTER), arrived: tx };
+            listener_sink = listener_sink.relaying(relay);
+            (inbox, arrived) = (Some(opened.audit_inbox()), Some(rx));
+        }
+        let bound = crate::audit::listener::serve(addr, tls, listener_sink).await.map_err(refused)?;
+        tracing::info!(%bound, tls = settings.tls.is_some(), inbox = inbox.is_some(), "audit webhook listening (POST /audit)");
     }
     if let Some(file) = &settings.file {
         crate::audit::file::follow(file.clone(), shared.clone(), sink).map_err(refused)?;
     }
-    Ok((Some(shared), Some(queue)))
+    Ok(AuditInput { shared: Some(shared), queue: Some(queue), inbox, arrived })
 }
+
+/// The name of the cluster driftwatch runs in, as Argo CD names it.
+const IN_CLUSTER: &str = "in-cluster";
 
 /// What the evaluation threads are built from.
 struct Built<'a> {
@@ -202,6 +239,7 @@ struct Built<'a> {
     store_at: &'a eval_thread::StoreAt,
     shared: &'a SharedState,
     audit: &'a Option<Arc<crate::audit::Shared>>,
+    inbox: &'a Option<crate::state::AuditInbox>,
 }
 
 /// Where a unit's election says whether it leads, as `(unit, leading)`.
@@ -226,6 +264,7 @@ async fn evaluation(b: &Built<'_>, elections: Vec<Option<supervisor::Election>>)
         store_at: b.store_at,
         shared: b.shared,
         audit: b.audit,
+        inbox: b.inbox,
         step_down_grace,
         sharded,
         leading_tx: &leading_tx,
@@ -257,9 +296,12 @@ async fn serve(
     mut supervisor: Supervisor,
     mut leading_rx: LeadingRx,
     mut audit_rx: Option<crate::audit::Queue>,
+    mut inbox_rx: Option<tokio::sync::mpsc::Receiver<()>>,
     client: &ApiClient,
     opts: &DaemonOptions,
 ) -> Result<Supervisor, StartError> {
+    let mut inbox_poll = tokio::time::interval(eval_thread::INBOX_POLL);
+    let reads_inbox = inbox_rx.is_some();
     let mut changes = watch::changes(client.clone(), &opts.watch).boxed();
     // With sharding, a shard taken over needs its Applications: the watch lists again,
     // once for the shards taken within RELIST_AFTER of each other.
@@ -274,6 +316,10 @@ async fn serve(
             Some((arrived, batch)) = async { match audit_rx.as_mut() { Some(q) => q.recv().await, None => None } }, if audit_rx.is_some() => {
                 supervisor.send(0, Input::Audit(batch, arrived)).await
             }
+            Some(()) = async { match inbox_rx.as_mut() { Some(rx) => rx.recv().await, None => None } }, if inbox_rx.is_some() => {
+                supervisor.broadcast(|| Input::Inbox).await
+            }
+            _ = inbox_poll.tick(), if reads_inbox => supervisor.broadcast(|| Input::Inbox).await,
             change = changes.next() => match change {
                 Some(c) => supervisor.change(c).await,
                 None => {

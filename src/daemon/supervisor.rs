@@ -28,8 +28,11 @@ pub(super) struct Common<'a> {
     pub opts: &'a DaemonOptions,
     pub store_at: &'a eval_thread::StoreAt,
     pub shared: &'a SharedState,
-    /// The audit input's index: unit 0's (sharding and the audit input exclude each other).
+    /// The audit input's index: unit 0's (the listener's and the file follower's);
+    /// with the audit inbox every other unit has one of its own.
     pub audit: &'a Option<Arc<crate::audit::Shared>>,
+    /// The audit inbox, which every unit reads while it leads (the state in PostgreSQL).
+    pub inbox: &'a Option<crate::state::AuditInbox>,
     pub step_down_grace: Duration,
     pub sharded: bool,
     /// Where a unit's election says whether it leads, as `(unit, leading)`; `None` when
@@ -85,7 +88,12 @@ pub(super) async fn spawn(c: &Common<'_>, i: usize, election: Option<Election>) 
         config: c.opts.config.clone(),
         shared: c.shared.clone(),
         live,
-        audit: if i == 0 { c.audit.clone() } else { None },
+        audit: match (i, c.inbox) {
+            (0, _) => c.audit.clone(),
+            (_, Some(_)) => c.audit.as_ref().map(|_| crate::audit::Shared::new(&c.rt.audit)),
+            (_, None) => None,
+        },
+        inbox: c.inbox.clone().map(|inbox| eval_thread::InboxReader::new(inbox, c.rt.shards)),
         streams: c.opts.watch.streams().into_iter().collect(),
         shard,
         sharded: c.sharded,

@@ -14,7 +14,9 @@
 //! - [`History`] (`history.rs`): drift episodes, the fleet's open ones, sync
 //!   operations and break-glass exceptions;
 //! - [`MessageRefs`] (`message_refs.rs`): where sent chat messages are, the only
-//!   part of the store a destination kind gets.
+//!   part of the store a destination kind gets;
+//! - [`AuditInbox`] and [`InboxCursor`] (`inbox.rs`): audit batches any replica
+//!   received, for each shard's leader, and a shard's place in them.
 //!
 //! The tables are private to `tables/`, free functions over a transaction that the
 //! faces call by name; the engines sit behind one small key-value face (`kv/`), and
@@ -29,6 +31,7 @@
 
 mod app_state;
 mod history;
+mod inbox;
 mod kv;
 mod message_refs;
 mod outbox;
@@ -43,6 +46,7 @@ mod tables;
 
 pub use app_state::{AppState, GroupReads, NoGroups, StateView, StoredException};
 pub use history::{History, HistoryQuery, OpenEpisode, Retention};
+pub use inbox::{AuditInbox, InboxBatch, InboxCursor, MAX_INBOX_BATCHES};
 pub use kv::pg::{LeaseGeneration, PgOptions, Role};
 pub use message_refs::{MAX_MESSAGE_REFS, MessageRef, MessageRefs};
 pub use outbox::{Due, Outbox};

@@ -125,6 +125,16 @@ impl Store {
         MessageRefs::new(self.0.clone())
     }
 
+    /// The audit inbox's shared face (on the store every replica opens as a tool).
+    pub fn audit_inbox(&self) -> super::AuditInbox {
+        super::AuditInbox::new(self.0.clone())
+    }
+
+    /// A shard's place in the audit inbox (on the shard's own store).
+    pub fn inbox_cursor(&self) -> super::InboxCursor {
+        super::InboxCursor::new(self.0.clone())
+    }
+
     /// Whether a write was refused because another replica took the store over
     /// (PostgreSQL's fence): this daemon must stop writing, not reopen and take it
     /// back.

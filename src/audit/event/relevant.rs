@@ -21,24 +21,33 @@ fn dry_run(uri: &str) -> bool {
 /// An Application the object belongs to: (state key, kind, the Application itself).
 pub(super) type Hit = (String, String, bool);
 
-pub(super) fn relevant(e: &Event, f: &Filter) -> Result<Vec<Hit>, Dropped> {
+/// Whether an event could concern a unit whatever the index holds: a completed,
+/// mutating, in-time request naming an object, not a dry run. What the receiving
+/// replica keeps for the shards (`audit::inbox`); everything [`relevant`] keeps passes
+/// it, since `relevant` begins with it.
+pub(super) fn admitted(e: &Event, times: Option<super::TimeBounds>, now: DateTime<Utc>) -> Result<(), Dropped> {
     if e.stage != "ResponseComplete" && e.stage != "Panic" {
         return Err(Dropped::Stage);
     }
     if !MUTATING.contains(&&*e.verb) {
         return Err(Dropped::Read);
     }
-    if let Some(bounds) = f.times {
+    if let Some(bounds) = times {
         // An event without a readable time is taken as received now.
-        let t = DateTime::parse_from_rfc3339(&e.request_received_timestamp).map(|t| t.with_timezone(&Utc)).unwrap_or(f.now);
-        if !bounds.admit(t, f.now) {
+        let t = DateTime::parse_from_rfc3339(&e.request_received_timestamp).map(|t| t.with_timezone(&Utc)).unwrap_or(now);
+        if !bounds.admit(t, now) {
             return Err(Dropped::OutOfTime);
         }
     }
-    let Some(o) = &e.object_ref else { return Err(Dropped::NotAChange) };
-    if dry_run(&e.request_uri) {
+    if e.object_ref.is_none() || dry_run(&e.request_uri) {
         return Err(Dropped::NotAChange);
     }
+    Ok(())
+}
+
+pub(super) fn relevant(e: &Event, f: &Filter) -> Result<Vec<Hit>, Dropped> {
+    admitted(e, f.times, f.now)?;
+    let Some(o) = &e.object_ref else { return Err(Dropped::NotAChange) };
     // A `deletecollection` names no object: the Applications listing one of the
     // collection's (`kubectl delete networkpolicies --all`).
     let targets: Cow<[crate::audit::index::Target]> = match (e.verb.as_ref(), o.name.is_empty()) {

@@ -63,8 +63,13 @@ impl Lists {
         seen
     }
 
+    /// The streams watched.
+    pub(super) fn streams(&self) -> &BTreeSet<Stream> {
+        &self.streams
+    }
+
     /// Whether every stream's first list is done.
-    fn all_done(&self) -> bool {
+    pub(super) fn all_done(&self) -> bool {
         self.streams.iter().all(|s| self.done.contains(s))
     }
 }
@@ -114,9 +119,13 @@ impl EvalThread {
             Change::ProjectDeleted { name, .. } => self.project_deleted(&name),
             Change::ListStarted(stream) => {
                 METRICS.events.inc(&format!("{}_list", stream.kind.as_str()));
+                self.inbox_listed(&stream, false);
                 self.lists.started(stream);
             }
-            Change::ListDone(stream) => self.list_done(stream),
+            Change::ListDone(stream) => {
+                self.inbox_listed(&stream, true);
+                self.list_done(stream);
+            }
             Change::Malformed { kind, name, reason } => {
                 METRICS.malformed.inc(kind.as_str());
                 tracing::warn!(kind = kind.as_str(), object = %name, %reason, "malformed object skipped");

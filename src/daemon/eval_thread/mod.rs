@@ -22,12 +22,14 @@ use tokio::sync::{mpsc, oneshot};
 mod apps;
 mod changes;
 mod evaluator;
+mod inbox;
 mod leadership;
 mod reload;
 
 use self::apps::AppCache;
 use self::changes::Lists;
 use self::evaluator::Evaluator;
+pub(super) use self::inbox::{INBOX_POLL, InboxReader};
 use self::leadership::Leadership;
 pub(super) use self::leadership::{LeadError, LeadOptions, services_problems};
 use self::reload::ConfigFiles;
@@ -60,6 +62,8 @@ pub(super) enum Input {
     RetryLead,
     /// Look at the configuration files: reload if they changed.
     PollConfig,
+    /// A batch may be waiting in the audit inbox: the shard's leader reads it.
+    Inbox,
     /// Finish what has arrived, stop the workers and return.
     Stop,
 }
@@ -80,6 +84,9 @@ pub(super) struct EvalThreadOptions {
     pub live: Option<LiveFetcher>,
     /// The audit input's shared index (none without `audit:`).
     pub audit: Option<Arc<crate::audit::Shared>>,
+    /// With the state in PostgreSQL and the audit listener: the inbox this unit reads
+    /// its shard's audit events from.
+    pub inbox: Option<InboxReader>,
     pub streams: BTreeSet<Stream>,
     /// The shard this evaluation thread holds when it leads (0 without sharding).
     pub shard: u32,
@@ -112,6 +119,8 @@ pub(super) struct EvalThread {
     sharded: bool,
     /// The runtime the delivery workers, live reads and waits run on.
     handle: tokio::runtime::Handle,
+    /// The audit inbox, read while this unit leads (with the state in PostgreSQL).
+    inbox: Option<InboxReader>,
 }
 
 /// At most this many inputs that have already arrived are handled before the loop
@@ -136,6 +145,7 @@ impl EvalThread {
             shard: o.shard,
             sharded: o.sharded,
             handle: o.handle,
+            inbox: o.inbox,
         }
     }
 
@@ -264,6 +274,7 @@ impl EvalThread {
                     self.reload();
                 }
             }
+            Input::Inbox => self.read_inbox(),
             Input::Stop => {}
         }
     }
@@ -304,6 +315,7 @@ impl EvalThread {
     /// when it fails.
     fn lead(&mut self) -> Result<(), LeadError> {
         if self.lead.take_over(self.eval.runtime())? {
+            self.inbox_taken_over();
             self.eval.forget_fingerprints();
             self.reevaluate_all();
         }
@@ -335,17 +347,18 @@ impl EvalThread {
     }
 
     /// Makes the passes written since the last flush durable; if that fails, they are
-    /// evaluated again.
-    fn flush(&mut self) {
+    /// evaluated again (and it returns false).
+    fn flush(&mut self) -> bool {
         let lost = self.lead.flush();
         if lost.is_empty() {
-            return;
+            return true;
         }
         let now = chrono::Utc::now();
         for k in lost {
             self.eval.store_failed(&k, now);
         }
         self.lead.write_failed();
+        false
     }
 
     /// Evaluates the Applications whose wake-up time has come.

@@ -9,7 +9,8 @@
 //!   records kept per Application in time order (`timed`);
 //! - `outbox`: entries, the due index, depth counters, in-flight markers; `dead`: dead
 //!   letters and quarantined entries; `groups`: grouped notifications;
-//! - `message_refs`: where sent chat messages are.
+//! - `message_refs`: where sent chat messages are; `inbox`: the audit batches any
+//!   replica received, for each shard's leader, and each shard's place in them.
 
 pub(super) mod apps;
 pub(super) mod break_glass;
@@ -17,6 +18,7 @@ pub(super) mod dead;
 pub(super) mod episodes;
 pub(super) mod groups;
 pub(super) mod holds;
+pub(super) mod inbox;
 pub(super) mod message_refs;
 pub(super) mod notified;
 pub(super) mod operations;
@@ -47,6 +49,7 @@ pub(super) fn create_all(tx: &WriteTransaction) -> Result<(), StateError> {
     operations::create_tables(tx)?;
     break_glass::create_tables(tx)?;
     groups::create_tables(tx)?;
+    inbox::create_tables(tx)?;
     Ok(())
 }
 

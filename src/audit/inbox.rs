@@ -1,0 +1,135 @@
+//! The audit input with replicas and shards: whichever replica the API server's batch
+//! reaches (the leader of a shard, of another shard, or a standby) keeps the events
+//! that could concern a unit — every mutating, completed, in-time, non-dry-run request
+//! naming an object: which unit an event is about is only known to the shard that holds
+//! the unit ([`event::admitted`]) — writes them to the audit inbox in PostgreSQL and
+//! answers 200 only once they are there ([`Relay`]). Each shard's leader reads the inbox
+//! after its place, judges each event against its own index as a single replica does
+//! ([`read`]), and records its place once the passes are durable; a batch that arrived
+//! while a shard had no leader waits for the next one.
+
+use std::sync::Arc;
+
+use chrono::{DateTime, Utc};
+use serde_json::value::RawValue;
+
+use super::{Relevant, Shared, event};
+use crate::state::{AuditInbox, InboxBatch, StateError};
+
+/// The events a receiving replica keeps of one batch, as a JSON array.
+#[derive(Debug, Default)]
+pub struct Kept {
+    json: Vec<u8>,
+    pub events: usize,
+}
+
+impl Kept {
+    /// Keeps one event's JSON (as the listener cut it out of the list).
+    pub fn add(&mut self, event: &[u8]) {
+        self.json.push(if self.events == 0 { b'[' } else { b',' });
+        self.json.extend_from_slice(event);
+        self.events += 1;
+    }
+
+    fn into_json(mut self) -> Result<String, StateError> {
+        self.json.push(b']');
+        String::from_utf8(self.json).map_err(|_| StateError::Refused("an audit event is not UTF-8".into()))
+    }
+}
+
+/// What the receiving replica writes to: the inbox, the cluster whose API server posts
+/// here, and the local shards' wake-up.
+#[derive(Clone)]
+pub struct Relay {
+    pub inbox: AuditInbox,
+    pub cluster: Arc<str>,
+    /// Tells this replica's shards that a batch arrived (full: they are told already).
+    pub arrived: tokio::sync::mpsc::Sender<()>,
+}
+
+impl Relay {
+    /// Writes what was kept of a batch (blocking: call it off the async workers).
+    /// `Ok(false)`: the inbox is full and nothing was written.
+    pub fn write(&self, kept: Kept, at: DateTime<Utc>) -> Result<bool, StateError> {
+        if kept.events == 0 {
+            return Ok(true);
+        }
+        let batch = InboxBatch { at_ms: crate::state::to_millis(at), cluster: self.cluster.to_string(), events: kept.into_json()? };
+        let written = self.inbox.push(&batch)?.is_some();
+        if written {
+            let _ = self.arrived.try_send(());
+        }
+        Ok(written)
+    }
+}
+
+/// What a shard's leader takes of one inbox batch: its events judged against this
+/// shard's index as if they had just arrived (their age from when the batch did), those
+/// already taken dropped.
+pub fn read(shared: &Shared, batch: &InboxBatch) -> Relevant {
+    let (ids, mask, times) = (shared.identities(), shared.mask(), shared.times());
+    let index = shared.index.read().unwrap_or_else(|p| p.into_inner());
+    let now = crate::state::from_millis(batch.at_ms);
+    let f = event::Filter { argocd_identities: &ids, index: &index, now, mask: &mask, times: Some(times) };
+    let mut out = event::Batch::default();
+    match serde_json::from_str::<Vec<&RawValue>>(&batch.events) {
+        Ok(events) => {
+            for e in events {
+                if event::parse_line(e.get().as_bytes(), &f, &mut out).is_err() {
+                    out.dropped[event::Dropped::Malformed as usize] += 1;
+                }
+            }
+        }
+        Err(_) => out.dropped[event::Dropped::Malformed as usize] += 1,
+    }
+    drop(index);
+    // Every shard reads every batch: an event about another shard's unit is not counted
+    // as unmanaged here.
+    out.dropped[event::Dropped::Unmanaged as usize] = 0;
+    super::count(&out);
+    let mut relevant = Relevant::from(out);
+    shared.fresh(&mut relevant);
+    relevant
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::AuditSettings;
+
+    /// A batch kept by a receiving replica reads back, at a shard, as the attempts the
+    /// single-replica path finds in the same events, judged at the batch's arrival; the
+    /// same batch taken twice gives nothing the second time.
+    #[test]
+    fn a_relayed_batch_reads_as_the_direct_one_once() {
+        use crate::audit::event::tests::{data, ids, index};
+        let body = data("eventlist-changes-1.json");
+        let list: serde_json::Value = serde_json::from_slice(&body).unwrap();
+        let items = list["items"].as_array().unwrap();
+        let settings = AuditSettings { argocd_identities: ids(), ..AuditSettings::default() };
+        let shared = Shared::new(&settings);
+        *shared.index.write().unwrap() = index();
+        // The events' own time: the batch arrived when they were made.
+        let at = chrono::DateTime::parse_from_rfc3339(items[0]["requestReceivedTimestamp"].as_str().unwrap()).unwrap().with_timezone(&Utc);
+        let mut kept = Kept::default();
+        for e in items {
+            let bytes = serde_json::to_vec(e).unwrap();
+            if event::admit_line(&bytes, Some(shared.times()), at).unwrap().is_ok() {
+                kept.add(&bytes);
+            }
+        }
+        assert!(kept.events > 0 && kept.events < items.len(), "reads and watches are not kept: {} of {}", kept.events, items.len());
+        let batch = InboxBatch { at_ms: crate::state::to_millis(at), cluster: "in-cluster".into(), events: kept.into_json().unwrap() };
+        let direct = {
+            let index = shared.index.read().unwrap();
+            let (ids, mask) = (shared.identities(), shared.mask());
+            let f = event::Filter { argocd_identities: &ids, index: &index, now: at, mask: &mask, times: Some(shared.times()) };
+            event::parse_list(&body, &f).unwrap()
+        };
+        let relayed = read(&shared, &batch);
+        let people = |a: &[crate::drift::audit::Attempt]| a.iter().map(|a| (a.id.clone(), a.actor.username.clone())).collect::<Vec<_>>();
+        assert_eq!(people(&direct.attempts).len(), 2, "alice and mallory");
+        assert_eq!(people(&relayed.attempts), people(&direct.attempts));
+        assert!(read(&shared, &batch).is_empty(), "taken once");
+    }
+}

@@ -1,0 +1,143 @@
+//! A shard's leader reading the audit inbox (`audit::inbox`): the batches any replica
+//! received after this shard's place, judged against this shard's own index, one pass
+//! per new attempt as for a batch of its own listener; then the passes made durable and
+//! the place recorded (fenced: a deposed leader cannot move it), and what every shard
+//! has taken forgotten. Not before the shard's Applications are all indexed since it
+//! took the shard: an event read earlier would find no unit and be lost.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use super::EvalThread;
+use crate::cluster::watch::Stream;
+use crate::state::AuditInbox;
+
+/// Batches read per round trip, and per turn at most (the loop then looks at the
+/// flush, the watch and the wake-ups again; the next poll goes on).
+const BATCHES_PER_READ: usize = 16;
+const MAX_BATCHES_PER_TURN: usize = 256;
+
+/// How often the daemon asks every shard's leader to read the inbox, besides when a
+/// batch arrives at this replica.
+pub(in crate::daemon) const INBOX_POLL: Duration = Duration::from_millis(200);
+
+/// What a unit reading the inbox keeps.
+pub(in crate::daemon) struct InboxReader {
+    inbox: AuditInbox,
+    shards: u32,
+    /// The place read up to; `None`: read it from the shard's store first (after
+    /// taking the shard over, or when recording it failed).
+    at: Option<u64>,
+    /// With sharding, per stream: whether a list that started after this unit took the
+    /// shard over has ended. The index is whole once every stream's has.
+    listed: BTreeMap<Stream, bool>,
+}
+
+impl InboxReader {
+    pub(in crate::daemon) fn new(inbox: AuditInbox, shards: u32) -> InboxReader {
+        InboxReader { inbox, shards, at: None, listed: BTreeMap::new() }
+    }
+}
+
+impl EvalThread {
+    /// This unit took its shard over: its place is read again, and with sharding its
+    /// index is whole only after the relist that follows.
+    pub(super) fn inbox_taken_over(&mut self) {
+        if let Some(r) = self.inbox.as_mut() {
+            r.at = None;
+            r.listed.clear();
+        }
+    }
+
+    /// A list of `stream` started (`done` false) or ended.
+    pub(super) fn inbox_listed(&mut self, stream: &Stream, done: bool) {
+        if let Some(r) = self.inbox.as_mut() {
+            match done {
+                false => {
+                    r.listed.insert(stream.clone(), false);
+                }
+                true => {
+                    if let Some(d) = r.listed.get_mut(stream) {
+                        *d = true;
+                    }
+                }
+            }
+        }
+    }
+
+    /// Whether this unit's index holds every Application of its shard.
+    fn indexed(&self, r: &InboxReader) -> bool {
+        match self.sharded {
+            true => self.lists.streams().iter().all(|s| r.listed.get(s).copied().unwrap_or(false)),
+            false => self.lists.all_done(),
+        }
+    }
+
+    /// Reads what came after this shard's place (see the module's documentation).
+    pub(super) fn read_inbox(&mut self) {
+        let Some(r) = self.inbox.as_ref() else { return };
+        let (Some(store), Some(shared)) = (self.lead.store().cloned(), self.eval.audit().cloned()) else { return };
+        if !self.indexed(r) {
+            return;
+        }
+        let (inbox, shards) = (r.inbox.clone(), r.shards);
+        let cursor = store.inbox_cursor();
+        let start = match r.at {
+            Some(at) => at,
+            None => match cursor.get() {
+                Ok(at) => at,
+                Err(e) => return tracing::warn!(error = %e, shard = self.shard, "cannot read this shard's place in the audit inbox"),
+            },
+        };
+        let mut at = start;
+        let mut taken = 0;
+        'read: while taken < MAX_BATCHES_PER_TURN {
+            let batches = match inbox.after(at, BATCHES_PER_READ) {
+                Ok(b) => b,
+                Err(e) => {
+                    tracing::warn!(error = %e, "cannot read the audit inbox");
+                    break 'read;
+                }
+            };
+            if batches.is_empty() {
+                break;
+            }
+            for (seq, batch) in batches {
+                let relevant = crate::audit::inbox::read(&shared, &batch);
+                let waited = crate::clock::wall_ms().saturating_sub(batch.at_ms);
+                let arrived = Instant::now().checked_sub(Duration::from_millis(waited)).unwrap_or_else(Instant::now);
+                self.eval.received(Some(batch.at_ms));
+                self.audited(relevant, arrived);
+                self.eval.received(None);
+                (at, taken) = (seq, taken + 1);
+            }
+        }
+        if let Some(r) = self.inbox.as_mut() {
+            r.at = Some(at);
+        }
+        if at == start {
+            return;
+        }
+        self.record_place(&cursor, &inbox, (at, shards));
+    }
+
+    /// The passes of what was read made durable, then the place recorded and what all
+    /// shards took forgotten. When either fails the place is read again from the store
+    /// next time: what was read is read again, and what was already taken is dropped
+    /// as replayed or sends nothing twice (a notification's key).
+    fn record_place(&mut self, cursor: &crate::state::InboxCursor, inbox: &AuditInbox, (at, shards): (u64, u32)) {
+        let recorded =
+            self.flush() && cursor.set(at).inspect_err(|e| tracing::warn!(error = %e, "cannot record the audit inbox place")).is_ok();
+        if !recorded {
+            if let Some(r) = self.inbox.as_mut() {
+                r.at = None;
+            }
+            return;
+        }
+        let max_age = self.eval.runtime().audit.times.max_age;
+        let expired = chrono::Utc::now().checked_sub_signed(max_age).map_or(0, crate::state::to_millis);
+        if let Err(e) = inbox.ack(self.shard, at, shards, expired) {
+            tracing::warn!(error = %e, "cannot forget what every shard took of the audit inbox");
+        }
+    }
+}
