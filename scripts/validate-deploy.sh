@@ -72,7 +72,6 @@ refuse "two replicas without persistence" --set replicaCount=2 --set persistence
 refuse "the state in PostgreSQL without the Secret of its URL" --set postgres.enabled=true
 refuse "a PostgreSQL schema name that is not an identifier" --set postgres.enabled=true --set postgres.existingSecret=pg --set postgres.schema=Drift-Watch
 refuse "shards without PostgreSQL" --set postgres.shards=4
-refuse "shards with the audit input" --set postgres.enabled=true --set postgres.existingSecret=pg --set postgres.shards=4 --set audit.enabled=true
 refuse "more shards than driftwatch takes" --set postgres.enabled=true --set postgres.existingSecret=pg --set postgres.shards=257
 refuse "a NetworkPolicy peer that is not a mapping" --set networkPolicy.ingressFrom[0]=anyone
 
