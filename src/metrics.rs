@@ -418,6 +418,9 @@ metrics_table! {
     /// `batch-over-queue`, `replayed`, `too-many-apps`, `actor-over-budget`,
     /// `window-full`, `objects-over-limit`, `event-over-limit`, `inbox-full`).
     audit_dropped: Family ["reason"] = "driftwatch_audit_dropped", "Relevant audit events not evaluated, by reason";
+    /// With the state in PostgreSQL: audit batches in the inbox that some shard has not
+    /// taken yet (as this replica last saw when one of its shards read it).
+    audit_inbox: Gauge [] = "driftwatch_audit_inbox_batches", "Audit batches waiting in the inbox for a shard's leader";
     /// Transitions of break-glass exceptions (opened, approved, active, refused,
     /// expired, overdue, closed).
     break_glass: Family ["event"] = "driftwatch_break_glass",

@@ -112,7 +112,8 @@ mod on_a_real_api_server {
                 grant(&admin, "argocd", who, "argoproj.io", &["applications"], &["get", "patch"]).await;
             }
             crate::common::control_plane::apply_as(&controller, "argocd-controller", deploy.clone()).await;
-            let res = json!({"group": "apps", "version": "v1", "kind": "Deployment", "namespace": "payments", "name": "api", "status": "Synced"});
+            let res =
+                json!({"group": "apps", "version": "v1", "kind": "Deployment", "namespace": "payments", "name": "api", "status": "Synced"});
             put_app(
                 &controller,
                 application(
@@ -142,7 +143,8 @@ mod on_a_real_api_server {
         let held = |ds: &[Option<Daemon>]| ds.iter().flatten().map(|d| d.metric("driftwatch_leader").unwrap_or(0.0)).sum::<f64>();
         wait_for("every shard held", Duration::from_secs(60), || held(&ds) == f64::from(SHARDS));
 
-        let privileged = json!({"spec": {"template": {"spec": {"containers": [{"name": "app", "securityContext": {"privileged": true}}]}}}});
+        let privileged =
+            json!({"spec": {"template": {"spec": {"containers": [{"name": "app", "securityContext": {"privileged": true}}]}}}});
         let heal = json!({"spec": {"template": {"spec": {"containers": [{"name": "app", "securityContext": null}]}}}});
         let names: Vec<String> = clusters.iter().map(|c| format!("on-cluster-{c}")).chain(["payments-api".to_string()]).collect();
         let write = |who: Who, apps: &[String]| {
@@ -168,7 +170,8 @@ mod on_a_real_api_server {
         let paged = |who: &str, app: &str| records().iter().filter(|r| r["who"] == who && r["app"] == app).count();
         // How many distinct notifications paged `who` on `app`.
         let notifications = |who: &str, app: &str| {
-            let mut keys: Vec<Option<String>> = pages().into_iter().filter(|(_, r)| r["who"] == who && r["app"] == app).map(|(k, _)| k).collect();
+            let mut keys: Vec<Option<String>> =
+                pages().into_iter().filter(|(_, r)| r["who"] == who && r["app"] == app).map(|(k, _)| k).collect();
             keys.sort();
             keys.dedup();
             keys.len()

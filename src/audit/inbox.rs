@@ -59,6 +59,9 @@ impl Relay {
         if written {
             let _ = self.arrived.try_send(());
         }
+        if let Ok(n) = self.inbox.len() {
+            crate::metrics::METRICS.audit_inbox.set(i64::try_from(n).unwrap_or(i64::MAX));
+        }
         Ok(written)
     }
 }

@@ -139,5 +139,8 @@ impl EvalThread {
         if let Err(e) = inbox.ack(self.shard, at, shards, expired) {
             tracing::warn!(error = %e, "cannot forget what every shard took of the audit inbox");
         }
+        if let Ok(n) = inbox.len() {
+            crate::metrics::METRICS.audit_inbox.set(i64::try_from(n).unwrap_or(i64::MAX));
+        }
     }
 }
