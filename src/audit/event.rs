@@ -170,7 +170,8 @@ pub use crate::drift::audit::TimeBounds;
 
 /// An `EventList` body (what the webhook backend posts).
 pub fn parse_list(body: &[u8], f: &Filter) -> Result<Batch, Malformed> {
-    let list: EventList = serde_json::from_slice(body).map_err(|error| Malformed { what: "EventList", error })?;
+    let body = utf8(body);
+    let list: EventList = serde_json::from_slice(&body).map_err(|error| Malformed { what: "EventList", error })?;
     let mut out = Batch::default();
     for raw in list.items {
         match serde_json::from_str::<Event>(raw.get()) {
@@ -183,16 +184,43 @@ pub fn parse_list(body: &[u8], f: &Filter) -> Result<Batch, Malformed> {
 
 /// One line of an audit log file (`--audit-log-path`: one `Event` per line).
 pub fn parse_line(line: &[u8], f: &Filter, out: &mut Batch) -> Result<(), Malformed> {
-    let e: Event = serde_json::from_slice(line).map_err(|error| Malformed { what: "Event", error })?;
+    let line = utf8(line);
+    let e: Event = serde_json::from_slice(&line).map_err(|error| Malformed { what: "Event", error })?;
     consider(&e, f, out);
     Ok(())
 }
 
-/// Whether the event on `line` could concern a unit whatever the index holds
-/// ([`relevant::admitted`]), or why not.
-pub fn admit_line(line: &[u8], times: Option<TimeBounds>, now: DateTime<Utc>) -> Result<Result<(), Dropped>, Malformed> {
-    let e: Event = serde_json::from_slice(line).map_err(|error| Malformed { what: "Event", error })?;
-    Ok(relevant::admitted(&e, times, now))
+/// `bytes` as valid UTF-8: the API server logs a request body as it came, and a
+/// string holding bytes that are not UTF-8 (an annotation ending in 0xFF) would make
+/// the whole event undecodable, and so unseen; each such byte is read as U+FFFD and
+/// the event is judged like any other.
+fn utf8(bytes: &[u8]) -> Cow<'_, [u8]> {
+    match std::str::from_utf8(bytes) {
+        Ok(_) => Cow::Borrowed(bytes),
+        Err(_) => Cow::Owned(String::from_utf8_lossy(bytes).into_owned().into_bytes()),
+    }
+}
+
+/// What the receiving replica keeps of one event for the audit inbox: `None` when no
+/// unit can be concerned whatever the index holds ([`relevant::admitted`]: why, in
+/// `Err`), else the event as valid UTF-8, without its request and response objects
+/// when its resource's bodies carry credentials (never stored).
+pub fn admit_line(line: &[u8], times: Option<TimeBounds>, now: DateTime<Utc>) -> Result<Result<Vec<u8>, Dropped>, Malformed> {
+    let line = utf8(line);
+    let e: Event = serde_json::from_slice(&line).map_err(|error| Malformed { what: "Event", error })?;
+    if let Err(d) = relevant::admitted(&e, times, now) {
+        return Ok(Err(d));
+    }
+    let secret = e.object_ref.as_ref().is_some_and(|o| body_is_secret(&o.resource, &o.subresource));
+    if !secret {
+        return Ok(Ok(line.into_owned()));
+    }
+    let mut v: serde_json::Value = serde_json::from_slice(&line).map_err(|error| Malformed { what: "Event", error })?;
+    if let Some(o) = v.as_object_mut() {
+        o.remove("requestObject");
+        o.remove("responseObject");
+    }
+    serde_json::to_vec(&v).map(Ok).map_err(|error| Malformed { what: "Event", error })
 }
 
 const MUTATING: &[&str] = &["create", "update", "patch", "delete", "deletecollection"];
@@ -624,6 +652,36 @@ pub(crate) mod tests {
         json!({"auditID": "x1", "stage": "ResponseComplete", "verb": "patch", "user": {"username": user},
                "objectRef": {"resource": resource, "namespace": ns, "name": name, "apiVersion": "v1"},
                "responseStatus": {"code": 200}, "requestObject": body, "requestReceivedTimestamp": "2026-12-03T10:31:10.623397Z"})
+    }
+
+    /// A string of the request body holding bytes that are not UTF-8 (an annotation
+    /// ending in 0xFF beside a privileged container) does not hide the event: it is
+    /// read with U+FFFD in their place and judged, here and by the audit inbox's keep;
+    /// a token request's bodies are not kept for the inbox.
+    #[test]
+    fn bytes_that_are_not_utf8_do_not_hide_a_write_and_credentials_are_not_kept() {
+        let (ids, index) = (ids(), index());
+        let body = json!({"metadata": {"annotations": {"note": "MARK"}},
+            "spec": {"template": {"spec": {"containers": [{"name": "app", "securityContext": {"privileged": true}}]}}}});
+        let mut v = patch("alice", "deployments", "payments", "api", body);
+        v["objectRef"]["apiGroup"] = json!("apps");
+        let mut with_group = serde_json::to_vec(&v).unwrap();
+        let at = with_group.windows(4).position(|w| w == b"MARK").unwrap();
+        with_group.splice(at..at + 4, [0xffu8, 0xfe]);
+        assert!(std::str::from_utf8(&with_group).is_err());
+        let mut out = Batch::default();
+        parse_line(&with_group, &filter(&ids, &index), &mut out).unwrap();
+        assert_eq!(out.attempts.len(), 1, "{:?}", out.dropped);
+        assert!(out.attempts[0].set.iter().any(|f| f.path.ends_with("securityContext.privileged")), "{:?}", out.attempts[0].set);
+        let kept = admit_line(&with_group, None, chrono::Utc::now()).unwrap().unwrap();
+        assert!(std::str::from_utf8(&kept).is_ok(), "kept as UTF-8");
+        let token = json!({"auditID": "t1", "stage": "ResponseComplete", "verb": "create", "user": {"username": "alice"},
+            "objectRef": {"resource": "serviceaccounts", "subresource": "token", "namespace": "payments", "name": "api", "apiVersion": "v1"},
+            "responseStatus": {"code": 201}, "responseObject": {"status": {"token": "eyJ-fresh-token"}},
+            "requestReceivedTimestamp": "2026-12-03T10:31:10.623397Z"});
+        let kept = admit_line(&serde_json::to_vec(&token).unwrap(), None, chrono::Utc::now()).unwrap().unwrap();
+        let kept = String::from_utf8(kept).unwrap();
+        assert!(!kept.contains("eyJ-fresh-token") && kept.contains("\"t1\""), "{kept}");
     }
 
     /// Secret data never survives the ingest: the body is not even parsed.

@@ -16,6 +16,11 @@ use serde_json::value::RawValue;
 use super::{Relevant, Shared, event};
 use crate::state::{AuditInbox, InboxBatch, StateError};
 
+/// What one inbox row holds at most (a batch over it is written in several rows; an
+/// event over it, up to `audit.maxBodyBytes`, alone in one): what a replica holds of
+/// a batch, and what a shard's leader reads at once.
+pub const MAX_ROW_BYTES: usize = 4 << 20;
+
 /// The events a receiving replica keeps of one batch, as a JSON array.
 #[derive(Debug, Default)]
 pub struct Kept {
@@ -29,6 +34,11 @@ impl Kept {
         self.json.push(if self.events == 0 { b'[' } else { b',' });
         self.json.extend_from_slice(event);
         self.events += 1;
+    }
+
+    /// The bytes kept so far.
+    pub fn bytes(&self) -> usize {
+        self.json.len()
     }
 
     fn into_json(mut self) -> Result<String, StateError> {
@@ -100,6 +110,42 @@ mod tests {
     use super::*;
     use crate::config::AuditSettings;
 
+    /// A batch of twelve 1 MiB events is written in rows of bounded size as it is read
+    /// (a replica never holds the whole batch), every event in one of them.
+    #[test]
+    fn a_large_batch_is_kept_in_rows_of_bounded_size() {
+        let store = crate::state::Store::in_memory().unwrap();
+        let (arrived, _told) = tokio::sync::mpsc::channel(1);
+        let relay = Relay { inbox: store.audit_inbox(), cluster: Arc::from("in-cluster"), arrived };
+        let shared = Shared::new(&AuditSettings::default());
+        let big = "x".repeat(1 << 20);
+        let now = Utc::now().to_rfc3339();
+        let items: Vec<serde_json::Value> = (0..12)
+            .map(|i| {
+                serde_json::json!({"auditID": format!("a{i}"), "stage": "ResponseComplete", "verb": "patch", "user": {"username": "alice"},
+                    "objectRef": {"resource": "configmaps", "namespace": "payments", "name": format!("c{i}"), "apiVersion": "v1"},
+                    "responseStatus": {"code": 200}, "requestObject": {"data": {"k": big}}, "requestReceivedTimestamp": now})
+            })
+            .collect();
+        let body = serde_json::to_vec(&serde_json::json!({"kind": "EventList", "apiVersion": "audit.k8s.io/v1", "items": items})).unwrap();
+        let (tx, rx) = tokio::sync::mpsc::channel(4);
+        let feeder = std::thread::spawn(move || {
+            for c in body.chunks(64 * 1024) {
+                tx.blocking_send(axum::body::Bytes::copy_from_slice(c)).unwrap();
+            }
+        });
+        assert!(shared.keep_for_test(rx, &relay).unwrap().unwrap());
+        feeder.join().unwrap();
+        let (mut at, mut rows, mut events) = (0, 0, 0);
+        while let Some((seq, batch)) = store.audit_inbox().next_after(at).unwrap() {
+            assert!(batch.events.len() <= MAX_ROW_BYTES + (1 << 20) + 1024, "row {seq}: {} bytes", batch.events.len());
+            events += serde_json::from_str::<Vec<&RawValue>>(&batch.events).unwrap().len();
+            (at, rows) = (seq, rows + 1);
+        }
+        assert_eq!(events, 12);
+        assert!(rows >= 3, "{rows} rows");
+    }
+
     /// A batch kept by a receiving replica reads back, at a shard, as the attempts the
     /// single-replica path finds in the same events, judged at the batch's arrival; the
     /// same batch taken twice gives nothing the second time.
@@ -117,8 +163,8 @@ mod tests {
         let mut kept = Kept::default();
         for e in items {
             let bytes = serde_json::to_vec(e).unwrap();
-            if event::admit_line(&bytes, Some(shared.times()), at).unwrap().is_ok() {
-                kept.add(&bytes);
+            if let Ok(event) = event::admit_line(&bytes, Some(shared.times()), at).unwrap() {
+                kept.add(&event);
             }
         }
         assert!(kept.events > 0 && kept.events < items.len(), "reads and watches are not kept: {} of {}", kept.events, items.len());

@@ -76,30 +76,54 @@ async fn forward(mut body: Body, tx: tokio::sync::mpsc::Sender<Bytes>) -> Read {
 }
 
 impl Shared {
-    /// Cuts the body arriving on `rx` into events and keeps those that could concern
-    /// a unit whatever the index holds, for the audit inbox (CPU: run it off the async
-    /// workers).
-    fn keep(&self, mut rx: tokio::sync::mpsc::Receiver<Bytes>) -> Result<super::inbox::Kept, items::NotAList> {
+    /// Cuts the body arriving on `rx` into events, keeps those that could concern a
+    /// unit whatever the index holds and writes them to the audit inbox through
+    /// `relay`, a row whenever what is kept reaches [`super::inbox::MAX_ROW_BYTES`] and
+    /// the rest at the end: what is held is one row and one event at most (CPU and
+    /// blocking I/O: run it off the async workers). `Ok(false)`: the inbox is full.
+    fn keep(
+        &self,
+        mut rx: tokio::sync::mpsc::Receiver<Bytes>,
+        relay: &super::inbox::Relay,
+    ) -> Result<Result<bool, crate::state::StateError>, items::NotAList> {
         let mut scanner = items::Items::new(self.max_body);
         let (mut kept, mut cuts, mut elided) = (super::inbox::Kept::default(), Vec::new(), 0u64);
         let mut dropped = event::Batch::default();
         let (times, now) = (self.times(), chrono::Utc::now());
+        let mut written = Ok(true);
         while let Some(chunk) = rx.blocking_recv() {
             scanner.feed(&chunk, &mut cuts)?;
             for cut in cuts.drain(..) {
                 elided += u64::from(cut.elided);
                 match event::admit_line(&cut.bytes, Some(times), now) {
-                    Ok(Ok(())) => kept.add(&cut.bytes),
+                    Ok(Ok(event)) => kept.add(&event),
                     Ok(Err(d)) => dropped.dropped[d as usize] += 1,
                     Err(_) => dropped.dropped[event::Dropped::Malformed as usize] += 1,
+                }
+                // Once a row could not be written the rest is read, not written: the
+                // API server sends the whole batch again.
+                if kept.bytes() >= super::inbox::MAX_ROW_BYTES && matches!(written, Ok(true)) {
+                    written = relay.write(std::mem::take(&mut kept), now);
                 }
             }
         }
         scanner.finish()?;
+        if matches!(written, Ok(true)) {
+            written = relay.write(kept, now);
+        }
         super::count(&dropped);
         METRICS.audit_dropped.add("objects-over-limit", elided);
         METRICS.audit_dropped.add("event-over-limit", scanner.over_limit);
-        Ok(kept)
+        Ok(written)
+    }
+
+    #[cfg(test)]
+    pub(super) fn keep_for_test(
+        &self,
+        rx: tokio::sync::mpsc::Receiver<Bytes>,
+        relay: &super::inbox::Relay,
+    ) -> Result<Result<bool, crate::state::StateError>, items::NotAList> {
+        self.keep(rx, relay)
     }
 
     /// Cuts the body arriving on `rx` into events and filters each as it is complete
@@ -173,30 +197,25 @@ async fn ingest(State(sink): State<Sink>, headers: HeaderMap, body: Body) -> Res
 /// (the API server sends the batch again).
 async fn relayed(shared: Arc<Shared>, relay: super::inbox::Relay, body: Body) -> Response {
     let (tx, rx) = tokio::sync::mpsc::channel(CHUNKS_IN_FLIGHT);
-    let cutter = tokio::task::spawn_blocking(move || shared.keep(rx));
+    let cutter = tokio::task::spawn_blocking(move || shared.keep(rx, &relay));
     let read = tokio::time::timeout(BODY_TIMEOUT, forward(body, tx)).await;
-    let kept = match (read, cutter.await) {
-        (Err(_), _) => return reply(StatusCode::REQUEST_TIMEOUT, "the body did not arrive within 30 s"),
-        (_, Err(_)) => return reply(StatusCode::INTERNAL_SERVER_ERROR, "decoding the batch failed"),
+    match (read, cutter.await) {
+        (Err(_), _) => reply(StatusCode::REQUEST_TIMEOUT, "the body did not arrive within 30 s"),
+        (_, Err(_)) => reply(StatusCode::INTERNAL_SERVER_ERROR, "decoding the batch failed"),
         (_, Ok(Err(e))) => {
             tracing::warn!(error = %e, "refused an audit batch that is not an EventList");
-            return reply(StatusCode::BAD_REQUEST, &e.to_string());
+            reply(StatusCode::BAD_REQUEST, &e.to_string())
         }
-        (Ok(Read::Cut), _) => return reply(StatusCode::BAD_REQUEST, "the body was cut off"),
-        (Ok(Read::Whole | Read::Stopped), Ok(Ok(kept))) => kept,
-    };
-    let at = chrono::Utc::now();
-    match tokio::task::spawn_blocking(move || relay.write(kept, at)).await {
-        Ok(Ok(true)) => reply(StatusCode::OK, "ok"),
-        Ok(Ok(false)) => {
+        (Ok(Read::Cut), _) => reply(StatusCode::BAD_REQUEST, "the body was cut off"),
+        (Ok(Read::Whole | Read::Stopped), Ok(Ok(Ok(true)))) => reply(StatusCode::OK, "ok"),
+        (Ok(Read::Whole | Read::Stopped), Ok(Ok(Ok(false)))) => {
             METRICS.audit_dropped.inc("inbox-full");
             reply(StatusCode::SERVICE_UNAVAILABLE, "the audit inbox is full; send the batch again later")
         }
-        Ok(Err(e)) => {
+        (Ok(Read::Whole | Read::Stopped), Ok(Ok(Err(e)))) => {
             tracing::warn!(error = %e, "could not write an audit batch to the inbox");
             reply(StatusCode::SERVICE_UNAVAILABLE, "the audit inbox cannot be written now; send the batch again later")
         }
-        Err(_) => reply(StatusCode::INTERNAL_SERVER_ERROR, "writing the batch failed"),
     }
 }
 

@@ -28,10 +28,9 @@ pub struct InboxBatch {
 }
 
 impl InboxBatch {
-    /// `"<at_ms, 20 digits>\t<cluster>\n<events>"`: the arrival is read without the
-    /// events (forgetting expired batches reads only that).
+    /// `"<at_ms>\t<cluster>\n<events>"`.
     fn encode(&self) -> String {
-        format!("{:020}\t{}\n{}", self.at_ms, self.cluster, self.events)
+        format!("{}\t{}\n{}", self.at_ms, self.cluster, self.events)
     }
 
     fn decode(v: &str) -> Result<InboxBatch, StateError> {
@@ -39,11 +38,6 @@ impl InboxBatch {
         let (head, events) = v.split_once('\n').ok_or_else(bad)?;
         let (at, cluster) = head.split_once('\t').ok_or_else(bad)?;
         Ok(InboxBatch { at_ms: at.parse().map_err(|_| bad())?, cluster: cluster.to_string(), events: events.to_string() })
-    }
-
-    /// The arrival of an encoded batch.
-    fn arrived(v: &str) -> u64 {
-        v.get(..20).and_then(|at| at.parse().ok()).unwrap_or(0)
     }
 }
 
@@ -68,13 +62,22 @@ impl AuditInbox {
             return Err(StateError::Refused(format!("cluster name {:?} holds a tab or a line break", batch.cluster)));
         }
         let encoded = batch.encode();
-        self.0.write_with(|tx| inbox::push(tx, &encoded, max))
+        self.0.write_with(|tx| inbox::push(tx, &encoded, batch.at_ms, max))
     }
 
-    /// At most `limit` batches after `seq`, in order.
-    pub fn after(&self, seq: u64, limit: usize) -> Result<Vec<(u64, InboxBatch)>, StateError> {
-        let rows = self.0.read_with(|tx| inbox::after(tx, seq, limit))?;
-        rows.into_iter().map(|(s, v)| InboxBatch::decode(&v).map(|b| (s, b))).collect()
+    /// The first batch after `seq` (the next number, or the first held when those
+    /// after `seq` were forgotten), read alone.
+    pub fn next_after(&self, seq: u64) -> Result<Option<(u64, InboxBatch)>, StateError> {
+        match self.0.read_with(|tx| inbox::next(tx, seq))? {
+            Some((s, v)) => InboxBatch::decode(&v).map(|b| Some((s, b))),
+            None => Ok(None),
+        }
+    }
+
+    /// The last sequence number given (0: none): a shard's place past it belongs to an
+    /// inbox that was emptied and made again.
+    pub fn last_given(&self) -> Result<u64, StateError> {
+        self.0.read_with(inbox::last_given)
     }
 
     /// How many batches wait (for one shard or another).
@@ -92,8 +95,7 @@ impl AuditInbox {
     /// `expired_before_ms` (taken by nobody in time, the audit input would drop it).
     /// Returns how many batches were forgotten.
     pub fn ack(&self, shard: u32, seq: u64, shards: u32, expired_before_ms: u64) -> Result<usize, StateError> {
-        let expired = |v: &str| InboxBatch::arrived(v) < expired_before_ms;
-        self.0.write_with(|tx| inbox::ack(tx, (shard, seq), shards.max(1), expired, MAX_FORGOTTEN))
+        self.0.write_with(|tx| inbox::ack(tx, (shard, seq), shards.max(1), expired_before_ms, MAX_FORGOTTEN))
     }
 }
 
@@ -137,12 +139,12 @@ mod tests {
         let inbox = store.audit_inbox();
         let seqs: Vec<u64> = (0..5).map(|n| inbox.push(&batch(1_000 + u64::from(n), n)).unwrap().unwrap()).collect();
         assert_eq!(seqs, vec![1, 2, 3, 4, 5]);
-        let after2 = inbox.after(2, 2).unwrap();
-        assert_eq!(after2, vec![(3, batch(1_002, 2)), (4, batch(1_003, 3))]);
+        assert_eq!(inbox.next_after(2).unwrap(), Some((3, batch(1_002, 2))));
+        assert_eq!(inbox.next_after(5).unwrap(), None);
         // Shard 0 took up to 4, shard 1 up to 2: only 1 and 2 go.
         assert_eq!(inbox.ack(0, 4, 2, 0).unwrap(), 0, "shard 1 has taken nothing yet");
         assert_eq!(inbox.ack(1, 2, 2, 0).unwrap(), 2);
-        assert_eq!(inbox.after(0, 10).unwrap().iter().map(|(s, _)| *s).collect::<Vec<_>>(), vec![3, 4, 5]);
+        assert_eq!(inbox.next_after(0).unwrap().map(|(s, _)| s), Some(3), "the first held after what was forgotten");
         // Expired before 1_004: 3 and 4 go though shard 1 has not taken them.
         assert_eq!(inbox.ack(1, 2, 2, 1_004).unwrap(), 2);
         assert_eq!(inbox.len().unwrap(), 1);
@@ -150,6 +152,7 @@ mod tests {
         assert_eq!(inbox.ack(1, 5, 2, 0).unwrap(), 1);
         assert!(inbox.is_empty().unwrap());
         assert_eq!(inbox.push(&batch(2_000, 9)).unwrap(), Some(6), "numbers never go back once emptied");
+        assert_eq!(inbox.last_given().unwrap(), 6);
         let bad = InboxBatch { cluster: "a\tb".into(), ..batch(1, 1) };
         assert!(matches!(inbox.push(&bad), Err(StateError::Refused(_))));
     }

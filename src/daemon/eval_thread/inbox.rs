@@ -12,10 +12,9 @@ use super::EvalThread;
 use crate::cluster::watch::Stream;
 use crate::state::AuditInbox;
 
-/// Batches read per round trip, and per turn at most (the loop then looks at the
-/// flush, the watch and the wake-ups again; the next poll goes on).
-const BATCHES_PER_READ: usize = 16;
-const MAX_BATCHES_PER_TURN: usize = 256;
+/// Batches read per turn at most, each alone (the loop then looks at the flush, the
+/// watch and the wake-ups again; the next poll goes on).
+const MAX_BATCHES_PER_TURN: usize = 64;
 
 /// How often the daemon asks every shard's leader to read the inbox, besides when a
 /// batch arrives at this replica.
@@ -40,11 +39,18 @@ impl InboxReader {
 }
 
 impl EvalThread {
-    /// This unit took its shard over: its place is read again, and with sharding its
-    /// index is whole only after the relist that follows.
+    /// This unit took its store over (a takeover, or a reopen after a failed write):
+    /// its place is read again from the store.
     pub(super) fn inbox_taken_over(&mut self) {
         if let Some(r) = self.inbox.as_mut() {
             r.at = None;
+        }
+    }
+
+    /// Its election gave this unit the shard: with sharding, its index is whole only
+    /// after the relist that follows (a reopen of the store keeps the index).
+    pub(super) fn inbox_owned(&mut self) {
+        if let Some(r) = self.inbox.as_mut() {
             r.listed.clear();
         }
     }
@@ -77,48 +83,70 @@ impl EvalThread {
     pub(super) fn read_inbox(&mut self) {
         let Some(r) = self.inbox.as_ref() else { return };
         let (Some(store), Some(shared)) = (self.lead.store().cloned(), self.eval.audit().cloned()) else { return };
-        if !self.indexed(r) {
+        if !self.indexed(r) || self.lead.write_failing() {
             return;
         }
-        let (inbox, shards) = (r.inbox.clone(), r.shards);
+        let (inbox, shards, at) = (r.inbox.clone(), r.shards, r.at);
         let cursor = store.inbox_cursor();
-        let start = match r.at {
-            Some(at) => at,
-            None => match cursor.get() {
-                Ok(at) => at,
-                Err(e) => return tracing::warn!(error = %e, shard = self.shard, "cannot read this shard's place in the audit inbox"),
-            },
-        };
+        let Some(start) = self.place(at, &cursor, &inbox) else { return };
+        let max_age = self.eval.runtime().audit.times.max_age;
         let mut at = start;
-        let mut taken = 0;
-        'read: while taken < MAX_BATCHES_PER_TURN {
-            let batches = match inbox.after(at, BATCHES_PER_READ) {
-                Ok(b) => b,
+        for _ in 0..MAX_BATCHES_PER_TURN {
+            let (seq, batch) = match inbox.next_after(at) {
+                Ok(Some(b)) => b,
+                Ok(None) => break,
                 Err(e) => {
                     tracing::warn!(error = %e, "cannot read the audit inbox");
-                    break 'read;
+                    break;
                 }
             };
-            if batches.is_empty() {
-                break;
+            at = seq;
+            // Past the age bound since it arrived (its shard had no leader that long):
+            // its events would be refused as replays if they arrived now.
+            let arrived = crate::state::from_millis(batch.at_ms);
+            if arrived.checked_add_signed(max_age).is_none_or(|until| until < chrono::Utc::now()) {
+                crate::metrics::METRICS.audit_dropped.inc("inbox-expired");
+                continue;
             }
-            for (seq, batch) in batches {
-                let relevant = crate::audit::inbox::read(&shared, &batch);
-                let waited = crate::clock::wall_ms().saturating_sub(batch.at_ms);
-                let arrived = Instant::now().checked_sub(Duration::from_millis(waited)).unwrap_or_else(Instant::now);
-                self.eval.received(Some(batch.at_ms));
-                self.audited(relevant, arrived);
-                self.eval.received(None);
-                (at, taken) = (seq, taken + 1);
-            }
+            let relevant = crate::audit::inbox::read(&shared, &batch);
+            let waited = crate::clock::wall_ms().saturating_sub(batch.at_ms);
+            let arrived = Instant::now().checked_sub(Duration::from_millis(waited)).unwrap_or_else(Instant::now);
+            self.eval.received(Some(batch.at_ms));
+            self.audited(relevant, arrived);
+            self.eval.received(None);
         }
         if let Some(r) = self.inbox.as_mut() {
             r.at = Some(at);
         }
-        if at == start {
-            return;
+        if at != start {
+            self.record_place(&cursor, &inbox, (at, shards));
         }
-        self.record_place(&cursor, &inbox, (at, shards));
+    }
+
+    /// Where this shard's reading goes on from: `at`, else its place in its store. A
+    /// place past the last number the inbox gave belongs to an inbox emptied and made
+    /// again (a restored database): read from its start (what was sent is not sent
+    /// again).
+    fn place(&self, at: Option<u64>, cursor: &crate::state::InboxCursor, inbox: &AuditInbox) -> Option<u64> {
+        if let Some(at) = at {
+            return Some(at);
+        }
+        match cursor.get().and_then(|at| inbox.last_given().map(|last| (at, last))) {
+            Ok((at, last)) if at > last => {
+                tracing::warn!(
+                    shard = self.shard,
+                    place = at,
+                    last,
+                    "this shard's place is past the audit inbox's last batch: reading it from its start"
+                );
+                Some(0)
+            }
+            Ok((at, _)) => Some(at),
+            Err(e) => {
+                tracing::warn!(error = %e, shard = self.shard, "cannot read this shard's place in the audit inbox");
+                None
+            }
+        }
     }
 
     /// The passes of what was read made durable, then the place recorded and what all
@@ -126,8 +154,11 @@ impl EvalThread {
     /// next time: what was read is read again, and what was already taken is dropped
     /// as replayed or sends nothing twice (a notification's key).
     fn record_place(&mut self, cursor: &crate::state::InboxCursor, inbox: &AuditInbox, (at, shards): (u64, u32)) {
-        let recorded =
-            self.flush() && cursor.set(at).inspect_err(|e| tracing::warn!(error = %e, "cannot record the audit inbox place")).is_ok();
+        // A pass that failed its write (its attempt only in memory until it is tried
+        // again) keeps the place where it is.
+        let recorded = self.flush()
+            && !self.lead.write_failing()
+            && cursor.set(at).inspect_err(|e| tracing::warn!(error = %e, "cannot record the audit inbox place")).is_ok();
         if !recorded {
             if let Some(r) = self.inbox.as_mut() {
                 r.at = None;

@@ -358,6 +358,11 @@ impl Leadership {
         self.reopen = true;
     }
 
+    /// Whether a write failed and the store is not reopened yet.
+    pub fn write_failing(&self) -> bool {
+        self.reopen
+    }
+
     /// Whether the store is to be reopened now: a write failed (a pass's, or a settle
     /// of the workers: no pass may be failing in a quiet cluster), at most once per
     /// [`STORE_RETRY`].

@@ -249,6 +249,11 @@ impl EvalThread {
                 }
             }
             Input::Leading(true) => {
+                if !self.lead.sends() {
+                    // Its election gave it the shard: with sharding, its Applications are
+                    // listed again before it reads the audit inbox.
+                    self.inbox_owned();
+                }
                 self.lead.set_leading(true);
                 let _ = self.lead();
             }
