@@ -8,13 +8,15 @@
 //! - `episodes`: the drift history and its indexes; `operations`, `break_glass`: the
 //!   records kept per Application in time order (`timed`);
 //! - `outbox`: entries, the due index, depth counters, in-flight markers; `dead`: dead
-//!   letters and quarantined entries; `groups`: grouped notifications;
+//!   letters and quarantined entries; `groups`: grouped notifications; `files`: the
+//!   outbox in queueing order and the file a service is writing;
 //! - `message_refs`: where sent chat messages are.
 
 pub(super) mod apps;
 pub(super) mod break_glass;
 pub(super) mod dead;
 pub(super) mod episodes;
+pub(super) mod files;
 pub(super) mod groups;
 pub(super) mod holds;
 pub(super) mod message_refs;
@@ -47,6 +49,7 @@ pub(super) fn create_all(tx: &WriteTransaction) -> Result<(), StateError> {
     operations::create_tables(tx)?;
     break_glass::create_tables(tx)?;
     groups::create_tables(tx)?;
+    files::create_tables(tx)?;
     Ok(())
 }
 
