@@ -1,0 +1,1 @@
+//! The Security Lake destination against loopback stand-ins.
