@@ -55,11 +55,10 @@ impl Moto {
     fn objects(&self) -> BTreeMap<String, Vec<Value>> {
         let o = Command::new("python3").arg(root().join("tests/support/lake_read.py")).args([&self.url, BUCKET]).output().unwrap();
         assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-        String::from_utf8_lossy(&o.stdout)
-            .lines()
-            .map(|l| serde_json::from_str::<Value>(l).unwrap())
-            .map(|v| (v["key"].as_str().unwrap().to_string(), v["rows"].as_array().unwrap().clone()))
-            .collect()
+        let lines: Vec<Value> = String::from_utf8_lossy(&o.stdout).lines().map(|l| serde_json::from_str::<Value>(l).unwrap()).collect();
+        let (end, objects) = lines.split_last().expect("lake_read.py's output");
+        assert_eq!(end["end"].as_u64(), Some(objects.len() as u64), "every object read");
+        objects.iter().map(|v| (v["key"].as_str().unwrap().to_string(), v["rows"].as_array().unwrap().clone())).collect()
     }
 }
 
@@ -79,8 +78,9 @@ fn raw(port: u16, request: &str) -> String {
 }
 
 /// The production example's configuration with its SIEM a Security Lake custom source
-/// at `endpoint` (chat and paging to the console), written into `dir`.
-fn config(dir: &Path, endpoint: &str) -> PathBuf {
+/// at `endpoint` (chat and paging to the console), with `extra` settings (YAML lines
+/// of the service), written into `dir`.
+fn config(dir: &Path, endpoint: &str, extra: &str) -> PathBuf {
     let production = std::fs::read_to_string(root().join("examples/production/driftwatch.yaml")).unwrap();
     let (head, rest) = production.split_once("services:\n").unwrap();
     let (_, rest) = rest.split_once("\ntriggers:\n").unwrap();
@@ -88,7 +88,7 @@ fn config(dir: &Path, endpoint: &str) -> PathBuf {
     let lake = format!(
         "  siem:\n    type: securitylake\n    bucket: {BUCKET}\n    region: eu-west-1\n    accountId: \"123456789012\"\n    \
          sourceName: driftwatch\n    endpoint: {endpoint}\n    pathStyle: true\n    accessKeyId: $lake-key-id\n    \
-         secretAccessKey: $lake-secret\n    format: ocsf\n    retry: {{maxAttempts: 1000, deadline: 1h}}\n"
+         secretAccessKey: $lake-secret\n    format: ocsf\n    retry: {{maxAttempts: 1000, deadline: 1h}}\n{extra}"
     );
     let config = format!("{head}services:\n  chat: {{type: console}}\n  oncall: {{type: console}}\n{lake}\ntriggers:\n{rest}\n");
     let path = dir.join("driftwatch.yaml");
@@ -139,12 +139,19 @@ fn check_objects(objects: &BTreeMap<String, Vec<Value>>) -> Vec<String> {
 }
 
 /// The production example through moto, read back with pyarrow: Parquet files of one
-/// OCSF class each, partitioned as Security Lake requires, every row schema-valid.
+/// OCSF class each, partitioned as Security Lake requires, every row schema-valid;
+/// written with the credentials of a role assumed through moto's STS (the custom
+/// source's provider role, with its external id).
 #[test]
 fn the_production_example_lands_in_security_lake_as_parquet() {
     let moto = Moto::start();
     let dir = tempfile::tempdir().unwrap();
-    let config = config(dir.path(), &moto.url);
+    let role = format!(
+        "    roleArn: arn:aws:iam::123456789012:role/AmazonSecurityLake-Provider-driftwatch-eu-west-1\n    \
+         externalId: lake-external-id\n    stsEndpoint: {}/\n",
+        moto.url
+    );
+    let config = config(dir.path(), &moto.url, &role);
     let o = replay(dir.path(), &root().join("examples/production"), &config).output().unwrap();
     assert!(o.status.success(), "{}\n{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
     let objects = moto.objects();
@@ -303,7 +310,7 @@ fn three_sigkills_while_files_are_written_leave_every_record_once() {
     let moto = Moto::start();
     let gate = Gate::start(&moto.url);
     let dir = tempfile::tempdir().unwrap();
-    let config = config(dir.path(), &gate.url);
+    let config = config(dir.path(), &gate.url, "");
     let last = root().join("examples/production/11-healthy.yaml");
 
     gate.set(Hold::Before { skip: 0 });
