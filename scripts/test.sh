@@ -2,8 +2,9 @@
 # The whole test suite: the deploy manifests and chart, formatting, lints, unit,
 # integration and doc tests.
 # The e-mail tests run a real SMTP server (aiosmtpd, from PyPI), and the OTLP tests
-# decode with the official protobuf definitions (opentelemetry-proto, from PyPI), both
-# installed here when missing; the web view's test runs Debian's Chromium, installed here when missing;
+# decode with the official protobuf definitions (opentelemetry-proto, from PyPI), and
+# the Security Lake tests run moto's S3 server and read back with pyarrow (both from
+# PyPI), all installed here when missing; the web view's test runs Debian's Chromium, installed here when missing;
 # every other listener (HTTP, syslog UDP/TCP/TLS) the tests start themselves, and the
 # state store's tests start a private PostgreSQL (Debian's postgresql, installed here
 # when missing) and run the store's suite a second time in it.
@@ -26,6 +27,12 @@ fi
 # The OTLP tests decode what driftwatch sends with the official protobuf definitions.
 if ! python3 -c 'import opentelemetry.proto.collector.logs.v1.logs_service_pb2' 2>/dev/null; then
   python3 -m pip install --quiet --disable-pip-version-check opentelemetry-proto
+fi
+
+# The Security Lake tests write to a real S3 protocol server (moto's server mode) and
+# read the Parquet objects back with pyarrow.
+if ! python3 -c 'import moto.server, flask, pyarrow, boto3' 2>/dev/null; then
+  python3 -m pip install --quiet --disable-pip-version-check 'moto[server]' pyarrow
 fi
 
 # The web view's browser test runs Debian's headless Chromium.

@@ -132,6 +132,8 @@ impl Replay {
 
     /// Waits at most `wait` for the outbox to drain (`--deliver`).
     pub async fn drain(&self, wait: std::time::Duration) {
+        // Files are closed now, not after their age: nothing more is coming.
+        self.delivery.close_files();
         self.delivery.settle(std::time::Duration::from_secs(3600), wait).await;
     }
 

@@ -103,6 +103,21 @@ where
     }
 }
 
+/// How a destination that writes files cuts its queue into them
+/// ([`Deliverer::files`]): a file is the service's oldest notifications, in queueing
+/// order, closed once the oldest has waited `age`, once one more would pass
+/// `max_weight` (of [`Deliverer::weight`]) or `max_count`, or when the queue is asked
+/// to close its files (a drain, a stop). The queue (`deliver::queue::files`) marks a
+/// file's last notification durably before the file is sent, and settles all of a
+/// file's notifications together, so a file retaken after a crash holds the same
+/// notifications.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FileCut {
+    pub age: std::time::Duration,
+    pub max_weight: u64,
+    pub max_count: usize,
+}
+
 /// A destination client: delivers a batch (one notification unless `max_batch` says
 /// more) and says what happened.
 pub trait Deliverer: Send + Sync {
@@ -111,6 +126,19 @@ pub trait Deliverer: Send + Sync {
         1
     }
     fn deliver<'a>(&'a self, batch: &'a [Notification]) -> BoxFuture<'a, Outcome>;
+
+    /// Whether this destination writes files of many notifications, and how they are
+    /// cut ([`FileCut`]): its queue then hands it each whole file as one batch, and
+    /// its outcome is the whole file's. `None` (the default): batches of
+    /// [`Deliverer::max_batch`].
+    fn files(&self) -> Option<FileCut> {
+        None
+    }
+
+    /// What `n` adds to a file ([`FileCut::max_weight`]): bytes of its records.
+    fn weight(&self, _n: &Notification) -> u64 {
+        0
+    }
 
     /// Delivers a batch and says what happened to each notification, in order: for a
     /// destination that answers per item (Elasticsearch's `_bulk`, where one request

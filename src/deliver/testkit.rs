@@ -357,6 +357,8 @@ pub async fn deliver_as_one_batch(mut service: ServiceRuntime, state: Arc<Store>
     service.settings = fast_settings(service.settings);
     state.enqueue(batch, 0).expect("enqueue");
     let delivery = Delivery::start(vec![service], state.clone());
+    // A kind that writes files closes them at once rather than after their age.
+    delivery.close_files();
     let settled = delivery.settle(Duration::from_secs(60), Duration::from_secs(20)).await;
     delivery.shutdown(Duration::from_secs(1)).await;
     assert!(settled, "the outbox did not drain: {:?}", state.outbox().entries(None));
@@ -395,6 +397,7 @@ pub async fn check_scenario(
     let before = receiver.accepted().len();
     let delivery = Delivery::start(vec![service], state.clone());
     delivery.submit(std::slice::from_ref(&n)).expect("submit");
+    delivery.close_files();
     let settled = delivery.settle(Duration::from_secs(60), Duration::from_secs(20)).await;
     let stats = delivery.stats(&name).expect("stats");
     delivery.shutdown(Duration::from_secs(2)).await;

@@ -75,6 +75,8 @@ macro_rules! destination_kinds {
             sentinel::Sentinel = "sentinel",
             /// Google Security Operations (Chronicle) through the Chronicle API's `logs.import` (SIEM).
             secops::Secops = "secops",
+            /// Amazon Security Lake: OCSF in Parquet files under a custom source's S3 prefix (SIEM).
+            securitylake::SecurityLake = "securitylake",
         }
     };
 }

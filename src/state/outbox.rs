@@ -13,7 +13,7 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use super::store::Shared;
-use super::tables::{self, apps, dead, episodes, groups, notified, outbox};
+use super::tables::{self, apps, dead, episodes, files, groups, notified, outbox};
 use super::{DeadLetter, Group, OutboxEntry, Quarantined, Requeued, Settle, StateError};
 use crate::model::{Notification, RecordOp};
 use crate::state::kv::WriteTransaction;
@@ -99,6 +99,28 @@ impl Outbox {
             }
             outbox::release(tx, service, release, now_ms)
         })
+    }
+
+    /// For a service that writes files: its first `limit` entries in queueing order
+    /// (oldest first, due or not), and the last id of the file it marked
+    /// ([`Outbox::mark_file`]). An entry that cannot be decoded is quarantined, as
+    /// [`Outbox::due`] does.
+    pub fn file_head(&self, service: &str, now_ms: u64, limit: usize) -> Result<(Vec<OutboxEntry>, Option<u64>), StateError> {
+        // On PostgreSQL a deposed leader takes no file (it would write what the new
+        // leader writes).
+        self.0.check_fence()?;
+        let (entries, bad, marked) = self.0.read_with(|tx| files::head(tx, service, limit))?;
+        if !bad.is_empty() {
+            self.0.write_with(|tx| dead::quarantine(tx, service, &bad, now_ms))?;
+        }
+        Ok((entries, marked))
+    }
+
+    /// Marks, durably, the file `service` is about to send: its entries up to
+    /// `last_id`. Written before the file goes out, so a restart retakes the same
+    /// entries (and writes the same object) rather than a larger set.
+    pub fn mark_file(&self, service: &str, last_id: u64) -> Result<(), StateError> {
+        self.0.write_with(|tx| files::mark(tx, service, last_id))
     }
 
     /// Makes entries of `service` that wait out a backoff due at `now_ms` again: a

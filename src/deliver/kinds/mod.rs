@@ -228,7 +228,10 @@ mod tests {
             DestinationKind::ALL.into_iter().filter(|k| f(*k)).map(DestinationKind::as_str).collect::<Vec<_>>()
         };
         assert_eq!(named(pages), ["pagerduty", "opsgenie", "alertmanager", "pushover"]);
-        assert_eq!(named(is_siem), ["splunk", "signed-webhook", "syslog", "elasticsearch", "loki", "otlp", "sentinel", "secops"]);
+        assert_eq!(
+            named(is_siem),
+            ["splunk", "signed-webhook", "syslog", "elasticsearch", "loki", "otlp", "sentinel", "secops", "securitylake"]
+        );
     }
 
     /// Every folder here is in the list of kinds, and each is named after its kind.
@@ -397,7 +400,16 @@ mod tests {
                     assert!(
                         matches!(
                             kind.as_str(),
-                            "console" | "splunk" | "signed-webhook" | "syslog" | "elasticsearch" | "loki" | "otlp" | "sentinel" | "secops"
+                            "console"
+                                | "splunk"
+                                | "signed-webhook"
+                                | "syslog"
+                                | "elasticsearch"
+                                | "loki"
+                                | "otlp"
+                                | "sentinel"
+                                | "secops"
+                                | "securitylake"
                         ),
                         "{kind:?} has no Argo CD mapping"
                     )

@@ -7,6 +7,7 @@
 
 mod control;
 mod fair;
+mod files;
 mod health;
 #[cfg(test)]
 mod tests;
@@ -60,6 +61,9 @@ pub struct Delivery {
     /// When a full outbox was last logged.
     full_logged: std::sync::Mutex<Option<std::time::Instant>>,
     fair: std::sync::Mutex<FairShare>,
+    /// Asks the workers of services that write files to close their open file now
+    /// ([`Delivery::close_files`]).
+    closing: Arc<std::sync::atomic::AtomicBool>,
 }
 
 /// The notifications of a pass as the queue takes them ([`Delivery::plan`]).
@@ -112,6 +116,7 @@ impl Delivery {
         let (shutdown, rx) = watch::channel(false);
         let settled = Arc::new(Notify::new());
         let store_failing = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let closing = Arc::new(std::sync::atomic::AtomicBool::new(false));
         let mut workers = BTreeMap::new();
         for service in services {
             let (service_rate, service_burst) = (service.settings.rate.per_second, service.settings.rate.burst);
@@ -127,10 +132,15 @@ impl Delivery {
                 settled: settled.clone(),
                 halt: halt.clone(),
                 store_failing: store_failing.clone(),
+                closing: closing.clone(),
             };
             // A rate of a thousand a second or more needs no spacing (previews, tests).
             let gap_ms = if service_rate >= 1000.0 { 0 } else { (1000.0 / service_rate.max(0.001)) as u64 };
-            let task = tokio::spawn(w.run(rx.clone()));
+            // A service that writes files has a worker that cuts its queue into them.
+            let task = match w.service.deliverer.files() {
+                Some(cut) => tokio::spawn(w.run_files(rx.clone(), cut)),
+                None => tokio::spawn(w.run(rx.clone())),
+            };
             workers.insert(name, Handle { wake, stats, task, gap_ms, burst: service_burst });
         }
         Delivery {
@@ -143,6 +153,17 @@ impl Delivery {
             store_failing,
             full_logged: std::sync::Mutex::new(None),
             fair: Default::default(),
+            closing,
+        }
+    }
+
+    /// Closes the open files of the services that write files (`Deliverer::files`)
+    /// now, and every later one as soon as it has entries: a drain (`run --replay
+    /// --deliver`) sends everything rather than waiting out each file's age.
+    pub fn close_files(&self) {
+        self.closing.store(true, Ordering::Relaxed);
+        for h in self.workers.values() {
+            h.wake.notify_one();
         }
     }
 

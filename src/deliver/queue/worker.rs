@@ -38,6 +38,9 @@ pub(super) struct Worker {
     /// Set while a settle cannot be written (shared by the workers; the owner reopens
     /// the store, see `Delivery::store_failing`).
     pub(super) store_failing: Arc<std::sync::atomic::AtomicBool>,
+    /// Set when the queue is asked to close open files now (a drain): only a
+    /// service that writes files reads it (`super::files`).
+    pub(super) closing: Arc<std::sync::atomic::AtomicBool>,
 }
 
 /// What one worker's loop keeps from turn to turn.
@@ -462,7 +465,7 @@ impl Worker {
     /// it could deliver would be recorded either) and says so
     /// (`Delivery::store_failing`), so that its owner reopens the store (redb refuses
     /// every write after an I/O error until then), which stops this worker.
-    async fn write_settle(&self, outcomes: Arc<Vec<(OutboxEntry, Settle)>>, now: u64, release: Arc<Vec<(u64, u64)>>) -> usize {
+    pub(super) async fn write_settle(&self, outcomes: Arc<Vec<(OutboxEntry, Settle)>>, now: u64, release: Arc<Vec<(u64, u64)>>) -> usize {
         let mut wait = Duration::from_millis(200);
         loop {
             let (outbox, o, name, rel) = (self.outbox.clone(), outcomes.clone(), self.service.name.clone(), release.clone());

@@ -8,7 +8,8 @@
 //! - `episodes`: the drift history and its indexes; `operations`, `break_glass`: the
 //!   records kept per Application in time order (`timed`);
 //! - `outbox`: entries, the due index, depth counters, in-flight markers; `dead`: dead
-//!   letters and quarantined entries; `groups`: grouped notifications;
+//!   letters and quarantined entries; `groups`: grouped notifications; `files`: the
+//!   outbox in queueing order and the file a service is writing;
 //! - `message_refs`: where sent chat messages are; `inbox`: the audit batches any
 //!   replica received, for each shard's leader, and each shard's place in them.
 
@@ -16,6 +17,7 @@ pub(super) mod apps;
 pub(super) mod break_glass;
 pub(super) mod dead;
 pub(super) mod episodes;
+pub(super) mod files;
 pub(super) mod groups;
 pub(super) mod holds;
 pub(super) mod inbox;
@@ -50,6 +52,7 @@ pub(super) fn create_all(tx: &WriteTransaction) -> Result<(), StateError> {
     break_glass::create_tables(tx)?;
     groups::create_tables(tx)?;
     inbox::create_tables(tx)?;
+    files::create_tables(tx)?;
     Ok(())
 }
 
