@@ -420,6 +420,10 @@ metrics_table! {
     audit_dropped: Family ["reason"] = "driftwatch_audit_dropped", "Relevant audit events not evaluated, by reason";
     /// With the state in PostgreSQL: audit batches in the inbox that some shard has not
     /// taken yet (as this replica last saw when one of its shards read it).
+    /// When each cluster's API server last had a batch taken (unix seconds; 0: never
+    /// since start): `in-cluster`, and each spoke with an `auditToken` (bounded by
+    /// `clusters:`).
+    audit_last_batch: GaugeFamily ["cluster"] = "driftwatch_audit_last_batch_timestamp_seconds", "When each cluster's audit feed last had a batch taken";
     audit_inbox: Gauge [] = "driftwatch_audit_inbox_batches", "Audit batches waiting in the inbox for a shard's leader";
     /// Transitions of break-glass exceptions (opened, approved, active, refused,
     /// expired, overdue, closed).

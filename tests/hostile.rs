@@ -140,6 +140,7 @@ fn consider_audit(list: &Value) -> Result<Vec<String>, String> {
         now: Utc::now(),
         mask: &driftwatch::drift::mask::Masker::default(),
         times: None,
+        cluster: "",
     };
     let body = serde_json::to_vec(list).map_err(|e| e.to_string())?;
     let batch = driftwatch::audit::event::parse_list(&body, &f).map_err(|e| e.to_string());
@@ -553,6 +554,7 @@ fn the_audit_fixture_reaches_attempts_and_break_glass_writes() {
         now: Utc::now(),
         mask: &driftwatch::drift::mask::Masker::default(),
         times: None,
+        cluster: "",
     };
     let mut list = AUDIT.0.clone();
     let last = list["items"].as_array().map_or(0, Vec::len) - 1;

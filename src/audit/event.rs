@@ -164,6 +164,9 @@ pub struct Filter<'a> {
     /// How far from `now` a request's time may be (`None`: any; a file given to the
     /// CLI is read whenever it was written).
     pub times: Option<TimeBounds>,
+    /// The cluster whose API server logged the events, as its credential said: empty
+    /// for the cluster driftwatch runs in, else a spoke's label (`clusters[]`).
+    pub cluster: &'a str,
 }
 
 pub use crate::drift::audit::TimeBounds;
@@ -483,6 +486,7 @@ fn attempt(e: &Event, (app_key, kind, app_spec): Hit, f: &Filter) -> Attempt {
         app_key,
         resource: format!("{kind} {namespace}/{name}"),
         object: ResourceRef { group: o.api_group.to_string(), kind, namespace, name },
+        cluster: f.cluster.to_string(),
         class: String::new(),
         security: false,
         app_spec,
@@ -551,7 +555,7 @@ pub(crate) mod tests {
     }
 
     fn filter<'a>(ids: &'a crate::config::ArgoIdentities, index: &'a ManagedIndex) -> Filter<'a> {
-        Filter { argocd_identities: ids, index, now: chrono::Utc::now(), mask: &crate::drift::mask::BUILT_IN, times: None }
+        Filter { argocd_identities: ids, index, now: chrono::Utc::now(), mask: &crate::drift::mask::BUILT_IN, times: None, cluster: "" }
     }
 
     /// Review M2: an allowed patch that set nothing (`kubectl patch -p '{}'`) is no
@@ -682,6 +686,53 @@ pub(crate) mod tests {
         let kept = admit_line(&serde_json::to_vec(&token).unwrap(), None, chrono::Utc::now()).unwrap().unwrap();
         let kept = String::from_utf8(kept).unwrap();
         assert!(!kept.contains("eyJ-fresh-token") && kept.contains("\"t1\""), "{kept}");
+    }
+
+    /// A spoke's feed: its events match the objects of the Applications deploying
+    /// there (not a same-named object of the hub's, nor the hub's events its objects),
+    /// the person named with the spoke; its own engines' identities are the desired
+    /// state there, the hub's controller identity is anyone; a unit kind written in a
+    /// spoke is no unit of driftwatch's.
+    #[test]
+    fn a_spokes_events_match_the_units_deploying_there() {
+        let mut idx = ManagedIndex::default();
+        let app = App::from_value(json!({"apiVersion": "argoproj.io/v1alpha1", "kind": "Application",
+            "metadata": {"name": "edge-web", "namespace": "argocd", "uid": "u9"},
+            "spec": {"project": "default", "destination": {"server": "https://edge-1.example:6443", "namespace": "edge"}},
+            "status": {"resources": [{"group": "apps", "kind": "Deployment", "namespace": "edge", "name": "web"}]}}))
+        .unwrap();
+        idx.update_in(&app, "edge-1", &crate::project::Scope::unrestricted(), &crate::project::Scope::unrestricted());
+        let privileged =
+            json!({"spec": {"template": {"spec": {"containers": [{"name": "web", "securityContext": {"privileged": true}}]}}}});
+        let mut write = patch("alice", "deployments", "edge", "web", privileged);
+        write["objectRef"]["apiGroup"] = json!("apps");
+        let spoke_ids = crate::config::ArgoIdentities {
+            controllers: vec!["system:serviceaccount:kube-system:argocd-manager".into()],
+            flux: vec!["system:serviceaccount:kube-system:argocd-manager".into()],
+            fleet: vec!["system:serviceaccount:kube-system:argocd-manager".into()],
+            api: Vec::new(),
+        };
+        let hub_ids = ids();
+        let in_spoke = Filter { cluster: "edge-1", ..filter(&spoke_ids, &idx) };
+        let batch = parse_list(&event(write.clone()), &in_spoke).unwrap();
+        assert_eq!(batch.attempts.len(), 1, "{:?}", batch.dropped);
+        assert_eq!((batch.attempts[0].cluster.as_str(), batch.attempts[0].app_key.as_str()), ("edge-1", "argocd/edge-web@u9"));
+        let from_hub = parse_list(&event(write.clone()), &filter(&hub_ids, &idx)).unwrap();
+        assert_eq!(
+            (from_hub.attempts.len(), from_hub.dropped[Dropped::Unmanaged as usize]),
+            (0, 1),
+            "the hub's own payments/web is not the spoke's"
+        );
+        let mut by_argo = write.clone();
+        by_argo["user"]["username"] = json!("system:serviceaccount:kube-system:argocd-manager");
+        assert_eq!(parse_list(&event(by_argo), &in_spoke).unwrap().dropped[Dropped::ArgoCd as usize], 1);
+        let mut by_hub_controller = write;
+        by_hub_controller["user"]["username"] = json!(crate::config::ARGOCD_CONTROLLER_IDENTITY);
+        assert_eq!(parse_list(&event(by_hub_controller), &in_spoke).unwrap().attempts.len(), 1, "the hub's account is anyone in the spoke");
+        let ks = json!({"auditID": "k1", "stage": "ResponseComplete", "verb": "create", "user": {"username": "alice"},
+            "objectRef": {"apiGroup": "kustomize.toolkit.fluxcd.io", "resource": "kustomizations", "namespace": "edge", "name": "x", "apiVersion": "v1"},
+            "responseStatus": {"code": 201}, "requestReceivedTimestamp": "2026-12-03T10:31:10.623397Z"});
+        assert_eq!(parse_list(&event(ks), &in_spoke).unwrap().dropped[Dropped::Unmanaged as usize], 1);
     }
 
     /// Secret data never survives the ingest: the body is not even parsed.

@@ -97,7 +97,14 @@ fn read_batch(path: &Path, r: &mut BufReader<std::fs::File>, line: &mut Vec<u8>,
             Ok(Line::Whole) => {
                 lines += 1;
                 let index = shared.index.read().unwrap_or_else(|p| p.into_inner());
-                let f = event::Filter { argocd_identities: &ids, index: &index, now: chrono::Utc::now(), mask: &mask, times: Some(times) };
+                let f = event::Filter {
+                    argocd_identities: &ids,
+                    index: &index,
+                    now: chrono::Utc::now(),
+                    mask: &mask,
+                    times: Some(times),
+                    cluster: "",
+                };
                 if event::parse_line(line, &f, &mut batch).is_err() {
                     METRICS.audit_events.inc("malformed");
                 }

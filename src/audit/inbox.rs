@@ -8,8 +8,6 @@
 //! ([`read`]), and records its place once the passes are durable; a batch that arrived
 //! while a shard had no leader waits for the next one.
 
-use std::sync::Arc;
-
 use chrono::{DateTime, Utc};
 use serde_json::value::RawValue;
 
@@ -47,12 +45,10 @@ impl Kept {
     }
 }
 
-/// What the receiving replica writes to: the inbox, the cluster whose API server posts
-/// here, and the local shards' wake-up.
+/// What the receiving replica writes to: the inbox, and the local shards' wake-up.
 #[derive(Clone)]
 pub struct Relay {
     pub inbox: AuditInbox,
-    pub cluster: Arc<str>,
     /// Tells this replica's shards that a batch arrived (full: they are told already).
     pub arrived: tokio::sync::mpsc::Sender<()>,
 }
@@ -60,11 +56,12 @@ pub struct Relay {
 impl Relay {
     /// Writes what was kept of a batch (blocking: call it off the async workers).
     /// `Ok(false)`: the inbox is full and nothing was written.
-    pub fn write(&self, kept: Kept, at: DateTime<Utc>) -> Result<bool, StateError> {
+    /// `cluster`: whose API server sent it (`""`: this one's).
+    pub fn write(&self, kept: Kept, at: DateTime<Utc>, cluster: &str) -> Result<bool, StateError> {
         if kept.events == 0 {
             return Ok(true);
         }
-        let batch = InboxBatch { at_ms: crate::state::to_millis(at), cluster: self.cluster.to_string(), events: kept.into_json()? };
+        let batch = InboxBatch { at_ms: crate::state::to_millis(at), cluster: cluster.to_string(), events: kept.into_json()? };
         let written = self.inbox.push(&batch)?.is_some();
         if written {
             let _ = self.arrived.try_send(());
@@ -80,10 +77,10 @@ impl Relay {
 /// shard's index as if they had just arrived (their age from when the batch did), those
 /// already taken dropped.
 pub fn read(shared: &Shared, batch: &InboxBatch) -> Relevant {
-    let (ids, mask, times) = (shared.identities(), shared.mask(), shared.times());
+    let (ids, mask, times) = (shared.identities_in(&batch.cluster), shared.mask(), shared.times());
     let index = shared.index.read().unwrap_or_else(|p| p.into_inner());
     let now = crate::state::from_millis(batch.at_ms);
-    let f = event::Filter { argocd_identities: &ids, index: &index, now, mask: &mask, times: Some(times) };
+    let f = event::Filter { argocd_identities: &ids, index: &index, now, mask: &mask, times: Some(times), cluster: &batch.cluster };
     let mut out = event::Batch::default();
     match serde_json::from_str::<Vec<&RawValue>>(&batch.events) {
         Ok(events) => {
@@ -116,7 +113,7 @@ mod tests {
     fn a_large_batch_is_kept_in_rows_of_bounded_size() {
         let store = crate::state::Store::in_memory().unwrap();
         let (arrived, _told) = tokio::sync::mpsc::channel(1);
-        let relay = Relay { inbox: store.audit_inbox(), cluster: Arc::from("in-cluster"), arrived };
+        let relay = Relay { inbox: store.audit_inbox(), arrived };
         let shared = Shared::new(&AuditSettings::default());
         let big = "x".repeat(1 << 20);
         let now = Utc::now().to_rfc3339();
@@ -168,11 +165,12 @@ mod tests {
             }
         }
         assert!(kept.events > 0 && kept.events < items.len(), "reads and watches are not kept: {} of {}", kept.events, items.len());
-        let batch = InboxBatch { at_ms: crate::state::to_millis(at), cluster: "in-cluster".into(), events: kept.into_json().unwrap() };
+        let batch = InboxBatch { at_ms: crate::state::to_millis(at), cluster: String::new(), events: kept.into_json().unwrap() };
         let direct = {
             let index = shared.index.read().unwrap();
             let (ids, mask) = (shared.identities(), shared.mask());
-            let f = event::Filter { argocd_identities: &ids, index: &index, now: at, mask: &mask, times: Some(shared.times()) };
+            let f =
+                event::Filter { argocd_identities: &ids, index: &index, now: at, mask: &mask, times: Some(shared.times()), cluster: "" };
             event::parse_list(&body, &f).unwrap()
         };
         let relayed = read(&shared, &batch);

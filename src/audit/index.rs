@@ -71,6 +71,15 @@ fn ref_key(group: &str, resource: &str, namespace: &str, name: &str) -> String {
     format!("{group}/{resource}/{namespace}/{name}")
 }
 
+/// A key in the cluster `cluster` (a spoke's label; empty: the cluster driftwatch runs
+/// in, whose keys carry no prefix). No group, resource or tracking value holds U+0001.
+fn in_cluster(cluster: &str, key: String) -> String {
+    match cluster {
+        "" => key,
+        c => format!("{c}\u{1}{key}"),
+    }
+}
+
 impl ManagedIndex {
     /// Records (or replaces) what `app` manages: the objects its unit lists
     /// (`unit.managed`: an Application's `status.resources`, a Flux unit's
@@ -87,6 +96,13 @@ impl ManagedIndex {
     /// reads (its source, its values, its kubeconfig; a Fleet bundle's Bundle and
     /// GitRepo) is here all the same.
     pub fn update_with(&mut self, app: &App, scope: &crate::project::Scope, inputs: &crate::project::Scope) {
+        self.update_in(app, "", scope, inputs);
+    }
+
+    /// [`Self::update_with`] for a unit deploying to the spoke `cluster` (whose API
+    /// server posts its own audit batches): what it lists, and the objects carrying its
+    /// tracking label, are that cluster's; the unit itself and what it reads are here.
+    pub fn update_in(&mut self, app: &App, cluster: &str, scope: &crate::project::Scope, inputs: &crate::project::Scope) {
         let key: Arc<str> = Arc::from(app.state_key());
         let engine = app.engine();
         let (group, _, kind) = engine.gvk();
@@ -110,12 +126,14 @@ impl ManagedIndex {
             if scope.permits(&r.group, &r.kind, &r.namespace).is_err() {
                 continue;
             }
-            refs.push(ref_key(&r.group, &plural(&r.kind), &r.namespace, &r.name));
+            refs.push(in_cluster(cluster, ref_key(&r.group, &plural(&r.kind), &r.namespace, &r.name)));
             targets.push(Target { app_key: key.clone(), kind: Arc::from(r.kind.as_str()), app_spec: false, engine, input: false });
         }
         // Argo CD's tracking label names an Application (`app.kubernetes.io/instance`).
         let tracking = match app.engine() {
-            crate::unit::Engine::ArgoCd => vec![app.name.clone(), format!("{}_{}", app.namespace, app.name)],
+            crate::unit::Engine::ArgoCd => {
+                vec![in_cluster(cluster, app.name.clone()), in_cluster(cluster, format!("{}_{}", app.namespace, app.name))]
+            }
             _ => Vec::new(),
         };
         let dest_ns = match admitted {
@@ -175,9 +193,18 @@ impl ManagedIndex {
     /// applied to the resource the event names, so an irregular plural is not a way
     /// around the audit input.
     pub fn lookup(&self, group: &str, resource: &str, namespace: &str, name: &str) -> &[Target] {
-        match self.by_ref.get(&ref_key(group, resource, namespace, name)) {
+        self.lookup_in("", group, resource, namespace, name)
+    }
+
+    /// [`Self::lookup`] of an object in the cluster `cluster` (empty: this one).
+    pub fn lookup_in(&self, cluster: &str, group: &str, resource: &str, namespace: &str, name: &str) -> &[Target] {
+        match self.by_ref.get(&in_cluster(cluster, ref_key(group, resource, namespace, name))) {
             Some(found) => found,
-            None => self.by_ref.get(&ref_key(group, &plural(resource), namespace, name)).map(Vec::as_slice).unwrap_or_default(),
+            None => self
+                .by_ref
+                .get(&in_cluster(cluster, ref_key(group, &plural(resource), namespace, name)))
+                .map(Vec::as_slice)
+                .unwrap_or_default(),
         }
     }
 
@@ -185,7 +212,12 @@ impl ManagedIndex {
     /// `namespace` (empty: cluster-scoped), which a `deletecollection` removes, with
     /// the plural rule applied as [`Self::lookup`] does.
     pub fn collection(&self, group: &str, resource: &str, namespace: &str) -> Vec<Target> {
-        let key = |resource: &str| format!("{group}/{resource}/{namespace}");
+        self.collection_in("", group, resource, namespace)
+    }
+
+    /// [`Self::collection`] in the cluster `cluster` (empty: this one).
+    pub fn collection_in(&self, cluster: &str, group: &str, resource: &str, namespace: &str) -> Vec<Target> {
+        let key = |resource: &str| in_cluster(cluster, format!("{group}/{resource}/{namespace}"));
         let apps = self.by_collection.get(&key(resource)).or_else(|| self.by_collection.get(&key(&plural(resource))));
         apps.map(|a| a.values().cloned().collect()).unwrap_or_default()
     }
@@ -194,8 +226,13 @@ impl ManagedIndex {
     /// if its destination namespace is the object's: a label naming another tenant's
     /// Application on an object in one's own namespace is not that Application's.
     pub fn tracked(&self, value: &str, namespace: &str) -> Vec<Arc<str>> {
+        self.tracked_in("", value, namespace)
+    }
+
+    /// [`Self::tracked`] for an object in the cluster `cluster` (empty: this one).
+    pub fn tracked_in(&self, cluster: &str, value: &str, namespace: &str) -> Vec<Arc<str>> {
         self.by_tracking
-            .get(value)
+            .get(&in_cluster(cluster, value.to_string()))
             .into_iter()
             .flatten()
             .filter(|(_, dest)| !namespace.is_empty() && dest == namespace)

@@ -85,6 +85,7 @@ impl Shared {
         &self,
         mut rx: tokio::sync::mpsc::Receiver<Bytes>,
         relay: &super::inbox::Relay,
+        cluster: &str,
     ) -> Result<Result<bool, crate::state::StateError>, items::NotAList> {
         let mut scanner = items::Items::new(self.max_body);
         let (mut kept, mut cuts, mut elided) = (super::inbox::Kept::default(), Vec::new(), 0u64);
@@ -103,13 +104,13 @@ impl Shared {
                 // Once a row could not be written the rest is read, not written: the
                 // API server sends the whole batch again.
                 if kept.bytes() >= super::inbox::MAX_ROW_BYTES && matches!(written, Ok(true)) {
-                    written = relay.write(std::mem::take(&mut kept), now);
+                    written = relay.write(std::mem::take(&mut kept), now, cluster);
                 }
             }
         }
         scanner.finish()?;
         if matches!(written, Ok(true)) {
-            written = relay.write(kept, now);
+            written = relay.write(kept, now, cluster);
         }
         super::count(&dropped);
         METRICS.audit_dropped.add("objects-over-limit", elided);
@@ -123,13 +124,13 @@ impl Shared {
         rx: tokio::sync::mpsc::Receiver<Bytes>,
         relay: &super::inbox::Relay,
     ) -> Result<Result<bool, crate::state::StateError>, items::NotAList> {
-        self.keep(rx, relay)
+        self.keep(rx, relay, "")
     }
 
     /// Cuts the body arriving on `rx` into events and filters each as it is complete
     /// (CPU: run it off the async workers). The index is read-locked per chunk, not for
     /// the whole body, so the evaluation thread is not held by a slow sender.
-    fn take(&self, mut rx: tokio::sync::mpsc::Receiver<Bytes>) -> Result<event::Batch, items::NotAList> {
+    fn take(&self, mut rx: tokio::sync::mpsc::Receiver<Bytes>, cluster: &str) -> Result<event::Batch, items::NotAList> {
         let mut scanner = items::Items::new(self.max_body);
         let (mut batch, mut cuts, mut elided) = (event::Batch::default(), Vec::new(), 0u64);
         while let Some(chunk) = rx.blocking_recv() {
@@ -137,9 +138,10 @@ impl Shared {
             if cuts.is_empty() {
                 continue;
             }
-            let (ids, mask, times) = (self.identities(), self.mask(), self.times());
+            let (ids, mask, times) = (self.identities_in(cluster), self.mask(), self.times());
             let index = self.index.read().unwrap_or_else(|p| p.into_inner());
-            let f = event::Filter { argocd_identities: &ids, index: &index, now: chrono::Utc::now(), mask: &mask, times: Some(times) };
+            let f =
+                event::Filter { argocd_identities: &ids, index: &index, now: chrono::Utc::now(), mask: &mask, times: Some(times), cluster };
             for cut in cuts.drain(..) {
                 elided += u64::from(cut.elided);
                 if event::parse_line(&cut.bytes, &f, &mut batch).is_err() {
@@ -160,17 +162,27 @@ impl Shared {
 async fn ingest(State(sink): State<Sink>, headers: HeaderMap, body: Body) -> Response {
     let arrived = std::time::Instant::now();
     let shared = sink.shared.clone();
-    if !shared.authorized(headers.get(header::AUTHORIZATION).map(|v| v.as_bytes())) {
-        return reply(StatusCode::UNAUTHORIZED, "a valid bearer token is required (audit.token)");
+    let Some(cluster) = shared.feed(headers.get(header::AUTHORIZATION).map(|v| v.as_bytes())) else {
+        return reply(StatusCode::UNAUTHORIZED, "a valid bearer token is required (audit.token, or a cluster's auditToken)");
+    };
+    let label = Shared::feed_label(&cluster).to_string();
+    let answer = match sink.relay.clone() {
+        Some(relay) => relayed(shared, relay, body, cluster).await,
+        None => queued(&sink, shared, body, cluster, arrived).await,
+    };
+    if answer.status() == StatusCode::OK {
+        METRICS.audit_last_batch.set(&label, crate::clock::wall_ms() / 1000);
     }
-    if let Some(relay) = sink.relay.clone() {
-        return relayed(shared, relay, body).await;
-    }
+    answer
+}
+
+/// A batch for this replica's queue (the state in a file: the leader takes it).
+async fn queued(sink: &Sink, shared: Arc<Shared>, body: Body, cluster: String, arrived: std::time::Instant) -> Response {
     if !shared.leading() {
         return reply(StatusCode::SERVICE_UNAVAILABLE, "this replica is on standby; the leader takes audit batches");
     }
     let (tx, rx) = tokio::sync::mpsc::channel(CHUNKS_IN_FLIGHT);
-    let cutter = tokio::task::spawn_blocking(move || shared.take(rx));
+    let cutter = tokio::task::spawn_blocking(move || shared.take(rx, &cluster));
     // On a timeout the sender is dropped with `forward`, which ends the cutter.
     let read = tokio::time::timeout(BODY_TIMEOUT, forward(body, tx)).await;
     let taken = cutter.await;
@@ -195,9 +207,9 @@ async fn ingest(State(sink): State<Sink>, headers: HeaderMap, body: Body) -> Res
 /// A batch for the audit inbox, on any replica (a standby too): 200 once what could
 /// concern a unit is written there, 503 when the inbox is full or cannot be written
 /// (the API server sends the batch again).
-async fn relayed(shared: Arc<Shared>, relay: super::inbox::Relay, body: Body) -> Response {
+async fn relayed(shared: Arc<Shared>, relay: super::inbox::Relay, body: Body, cluster: String) -> Response {
     let (tx, rx) = tokio::sync::mpsc::channel(CHUNKS_IN_FLIGHT);
-    let cutter = tokio::task::spawn_blocking(move || shared.keep(rx, &relay));
+    let cutter = tokio::task::spawn_blocking(move || shared.keep(rx, &relay, &cluster));
     let read = tokio::time::timeout(BODY_TIMEOUT, forward(body, tx)).await;
     match (read, cutter.await) {
         (Err(_), _) => reply(StatusCode::REQUEST_TIMEOUT, "the body did not arrive within 30 s"),

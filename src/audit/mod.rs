@@ -30,6 +30,9 @@ pub struct Shared {
     pub index: RwLock<ManagedIndex>,
     token: RwLock<Option<Secret>>,
     identities: RwLock<Arc<crate::config::ArgoIdentities>>,
+    /// The spokes' feeds (`clusters[].auditToken`): a batch's cluster is the one whose
+    /// token it carries.
+    spokes: RwLock<Arc<Vec<crate::config::SpokeFeed>>>,
     mask: RwLock<Arc<crate::drift::mask::Masker>>,
     /// How far from now an event may be dated (`audit.maxEventAge`/`maxEventAhead`).
     times: RwLock<event::TimeBounds>,
@@ -78,6 +81,7 @@ impl Shared {
             index: RwLock::new(ManagedIndex::default()),
             token: RwLock::new(s.token.clone()),
             identities: RwLock::new(Arc::new(s.argocd_identities.clone())),
+            spokes: RwLock::new(Arc::new(s.spokes.clone())),
             mask: RwLock::new(Arc::new(s.mask.clone())),
             times: RwLock::new(s.times),
             pending: AtomicUsize::new(0),
@@ -110,6 +114,12 @@ impl Shared {
                         input was built from the old values and keeps them until a restart; restart driftwatch to apply them"
                 .into());
         }
+        let labels = |l: &[crate::config::SpokeFeed]| l.iter().map(|f| f.cluster.clone()).collect::<Vec<_>>();
+        if labels(&s.spokes) != labels(&self.spokes.read().unwrap_or_else(|p| p.into_inner())) {
+            return Err("the clusters with an auditToken changed: the running listener takes batches from the ones it started \
+                        with until a restart (a token may be rotated by a reload)"
+                .into());
+        }
         if s.token.is_none() && self.started.listen.is_some() && !self.started.client_certificate() {
             return Err("audit.token removed while the running listener verifies no client certificate: it would accept anyone".into());
         }
@@ -121,6 +131,7 @@ impl Shared {
     pub fn reload(&self, s: &AuditSettings) {
         *self.token.write().unwrap_or_else(|p| p.into_inner()) = s.token.clone();
         *self.identities.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(s.argocd_identities.clone());
+        *self.spokes.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(s.spokes.clone());
         *self.mask.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(s.mask.clone());
         *self.times.write().unwrap_or_else(|p| p.into_inner()) = s.times;
     }
@@ -151,18 +162,53 @@ impl Shared {
     /// a running TLS configuration that verifies client certificates authenticates;
     /// "no token" never means "open".
     pub fn authorized(&self, authorization: Option<&[u8]>) -> bool {
+        self.feed(authorization).is_some_and(|c| c.is_empty())
+    }
+
+    /// Whose audit feed `authorization` is: `""` for this cluster's API server (its
+    /// token, or without a token a verified client certificate), a spoke's label for
+    /// its `auditToken`; `None`: nobody's. Every token is compared (constant time each).
+    pub fn feed(&self, authorization: Option<&[u8]>) -> Option<String> {
+        let spokes = self.spokes.read().unwrap_or_else(|p| p.into_inner()).clone();
+        let spoke = spokes.iter().filter(|f| f.token.is_bearer(authorization)).map(|f| f.cluster.clone()).next_back();
         let token = self.token.read().unwrap_or_else(|p| p.into_inner());
-        match token.as_ref() {
-            Some(t) => t.is_bearer(authorization),
-            None => self.started.client_certificate(),
+        match (token.as_ref(), spoke) {
+            (Some(t), _) if t.is_bearer(authorization) => Some(String::new()),
+            (_, Some(s)) => Some(s),
+            // No token: a verified client certificate is this cluster's API server.
+            (None, None) if self.started.client_certificate() => Some(String::new()),
+            _ => None,
         }
+    }
+
+    /// Whose writes are the engines' in `cluster` (`""`: this one). A spoke no longer
+    /// configured (a batch kept from before a restart) has none: every write there is
+    /// judged as anyone's.
+    pub fn identities_in(&self, cluster: &str) -> Arc<crate::config::ArgoIdentities> {
+        if cluster.is_empty() {
+            return self.identities();
+        }
+        let spokes = self.spokes.read().unwrap_or_else(|p| p.into_inner());
+        Arc::new(spokes.iter().find(|f| f.cluster == cluster).map(|f| f.identities.clone()).unwrap_or_default())
+    }
+
+    /// The label a feed's batches are counted under (`in-cluster`: this one).
+    pub fn feed_label(cluster: &str) -> &str {
+        if cluster.is_empty() { "in-cluster" } else { cluster }
+    }
+
+    /// The feeds' labels, to prime their series.
+    pub fn feed_labels(&self) -> Vec<String> {
+        let spokes = self.spokes.read().unwrap_or_else(|p| p.into_inner());
+        std::iter::once("in-cluster".to_string()).chain(spokes.iter().map(|f| f.cluster.clone())).collect()
     }
 
     /// Decodes and filters a batch (CPU: call it off the async workers).
     pub fn filter(&self, body: &[u8]) -> Result<event::Batch, event::Malformed> {
         let (ids, mask, times) = (self.identities(), self.mask(), self.times());
         let index = self.index.read().unwrap_or_else(|p| p.into_inner());
-        let f = event::Filter { argocd_identities: &ids, index: &index, now: chrono::Utc::now(), mask: &mask, times: Some(times) };
+        let f =
+            event::Filter { argocd_identities: &ids, index: &index, now: chrono::Utc::now(), mask: &mask, times: Some(times), cluster: "" };
         let batch = event::parse_list(body, &f)?;
         count(&batch);
         Ok(batch)

@@ -82,6 +82,7 @@ fn given_inputs(
             now: Utc::now(),
             mask: &rt.diff.mask,
             times: None,
+            cluster: "",
         };
         let batch = match crate::audit::event::parse_list(&body, &filter) {
             Ok(b) => b,

@@ -213,6 +213,7 @@ mod tests {
                 name: "spoke-1".into(),
                 server: server.into(),
                 auth: ClusterAuth::Kubeconfig { path, context: None },
+                audit: None,
             }
         };
         let refused = spoke(&spec("http://spoke.example.com:6443"), &hub).await.map(|_| ()).unwrap_err().0;

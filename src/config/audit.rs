@@ -26,6 +26,48 @@ pub struct AuditSettings {
     pub mask: crate::drift::mask::Masker,
     /// How far from now an event may be dated.
     pub times: crate::drift::audit::TimeBounds,
+    /// The spokes whose API servers post their own batches (`clusters[].auditToken`).
+    pub spokes: Vec<SpokeFeed>,
+}
+
+/// A spoke's audit feed: its label, the token its API server posts with, and whose
+/// writes there are the engines' (one list for every engine's units there).
+#[derive(Debug, Clone, PartialEq)]
+pub struct SpokeFeed {
+    pub cluster: String,
+    pub token: crate::secret::Secret,
+    pub identities: ArgoIdentities,
+}
+
+/// `audit` with the spokes' feeds of `clusters`: each needs the listener, and a token
+/// of its own (the token is what tells a batch's cluster).
+pub fn with_spokes(
+    audit: AuditSettings,
+    clusters: &[super::clusters::ClusterSpec],
+    defs: &[crate::source::At<super::clusters::ClusterDef>],
+    file: &crate::source::SourceFile,
+    errors: &mut Vec<ConfigError>,
+) -> AuditSettings {
+    let mut spokes: Vec<SpokeFeed> = Vec::new();
+    for c in clusters {
+        let Some(a) = &c.audit else { continue };
+        let i = defs.iter().position(|d| d.value.name.as_deref().or(d.value.server.as_deref()) == Some(c.label.as_str()));
+        let pos = i.and_then(|i| defs.get(i)).and_then(|d| file.pos(&d.referenced));
+        let key = format!("clusters[{}].auditToken", i.unwrap_or_default());
+        if audit.listen.is_none() {
+            errors.push(ConfigError::new(pos, key, "needs audit.listen: the spoke's API server posts its batches there"));
+            continue;
+        }
+        let taken = |t: &crate::secret::Secret| t.expose() == a.token.expose();
+        if audit.token.as_ref().is_some_and(taken) || spokes.iter().any(|s| taken(&s.token)) {
+            errors.push(ConfigError::new(pos, key, "is another cluster's audit token too: a batch's cluster is told by its token alone"));
+            continue;
+        }
+        let ids = a.identities.clone();
+        let identities = ArgoIdentities { controllers: ids.clone(), api: Vec::new(), flux: ids.clone(), fleet: ids };
+        spokes.push(SpokeFeed { cluster: c.label.clone(), token: a.token.clone(), identities });
+    }
+    AuditSettings { spokes, ..audit }
 }
 
 /// Argo CD's identities, as the API server authenticates them.
@@ -119,6 +161,7 @@ impl Default for AuditSettings {
             queue: 10_000,
             mask: crate::drift::mask::Masker::default(),
             times: crate::drift::audit::TimeBounds { max_age: chrono::Duration::hours(1), max_ahead: chrono::Duration::minutes(5) },
+            spokes: Vec::new(),
         }
     }
 }

@@ -38,6 +38,27 @@ pub struct ClusterDef {
     pub argocd_secret: Option<String>,
     /// Where that Secret is (`argocd` when absent).
     pub argocd_namespace: Option<String>,
+    /// The bearer token (`$key`) this cluster's API server posts its audit batches to
+    /// `audit.listen` with: what tells its events from the hub's and other spokes'.
+    pub audit_token: Option<String>,
+    /// Whose writes in this cluster are the engines' own (Argo CD's cluster account,
+    /// Fleet's agent, a Flux kubeconfig's identity); [`DEFAULT_SPOKE_IDENTITIES`] when
+    /// absent.
+    pub audit_identities: Option<Vec<String>>,
+}
+
+/// The identities of a spoke's writes that are the engines' when
+/// `clusters[].auditIdentities` is absent: Argo CD's cluster account (what `argocd
+/// cluster add` creates) and Fleet's agent.
+pub const DEFAULT_SPOKE_IDENTITIES: &[&str] =
+    &["system:serviceaccount:kube-system:argocd-manager", "system:serviceaccount:cattle-fleet-system:fleet-agent"];
+
+/// A spoke's audit feed: the credential its API server posts with, and whose writes
+/// there are the engines'.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SpokeAudit {
+    pub token: Secret,
+    pub identities: Vec<String>,
 }
 
 /// `argocd:` as written.
@@ -91,6 +112,8 @@ pub struct ClusterSpec {
     pub name: String,
     pub server: String,
     pub auth: ClusterAuth,
+    /// Its audit feed (`auditToken`), if its API server posts to `audit.listen`.
+    pub audit: Option<SpokeAudit>,
 }
 
 /// Argo CD's API, validated.
@@ -293,9 +316,36 @@ pub fn clusters(
                 continue;
             }
         };
-        out.push(ClusterSpec { label, name, server, auth });
+        let audit = spoke_audit(c, &key, pos.clone(), sink, errors);
+        out.push(ClusterSpec { label, name, server, auth, audit });
     }
     out
+}
+
+/// A spoke's `auditToken` and `auditIdentities`, validated.
+fn spoke_audit(
+    c: &ClusterDef,
+    key: &str,
+    pos: Option<crate::source::Pos>,
+    sink: &mut SecretSink<'_>,
+    errors: &mut Vec<ConfigError>,
+) -> Option<SpokeAudit> {
+    let Some(t) = &c.audit_token else {
+        if c.audit_identities.is_some() {
+            errors.push(ConfigError::new(pos, format!("{key}.auditIdentities"), "goes with auditToken (this cluster's audit feed)"));
+        }
+        return None;
+    };
+    let token = sink.token(&format!("{key}.auditToken"), t, pos.clone(), errors)?;
+    let identities = match &c.audit_identities {
+        Some(ids) if ids.is_empty() || ids.iter().any(|i| i.trim().is_empty()) => {
+            errors.push(ConfigError::new(pos, format!("{key}.auditIdentities"), "must list identities (none empty)"));
+            return None;
+        }
+        Some(ids) => ids.clone(),
+        None => DEFAULT_SPOKE_IDENTITIES.iter().map(|s| s.to_string()).collect(),
+    };
+    Some(SpokeAudit { token, identities })
 }
 
 /// `argocd:` validated.

@@ -25,7 +25,7 @@ pub mod clusters;
 mod schema;
 mod sections;
 
-pub use audit::{ARGOCD_CONTROLLER_IDENTITY, ArgoIdentities, AuditSettings, FLEET_IDENTITIES, FLUX_IDENTITIES, ServerTls};
+pub use audit::{ARGOCD_CONTROLLER_IDENTITY, ArgoIdentities, AuditSettings, FLEET_IDENTITIES, FLUX_IDENTITIES, ServerTls, SpokeFeed};
 pub use schema::*;
 pub use sections::AttributionSettings;
 
@@ -361,6 +361,7 @@ pub fn load_with(config: Option<&Path>, engine: Arc<TriggerEngine>) -> Result<Ru
     let state = sections::state(&cfg.state, &mut ctx, &mut sink);
     let shards = sections::sharding(cfg.sharding.as_ref(), &state, &audit, &mut ctx);
     let audit = AuditSettings { mask: diff.mask.clone(), ..audit };
+    let audit = audit::with_spokes(audit, &spokes, &cfg.clusters, ctx.file, ctx.errors);
     // Every secret `run` refuses to start without (services, operations, audit, clusters,
     // Argo CD), reported by `check` in the same words.
     warnings

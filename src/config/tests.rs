@@ -566,3 +566,35 @@ fn shards_are_refused_without_postgresql_with_an_audit_file_or_out_of_range() {
     f.file("driftwatch.yaml", "secretsFile: secrets.yaml\nstate:\n  postgres:\n    url: $pg\n");
     assert_eq!(f.load().unwrap().shards, 1);
 }
+
+/// A spoke's audit feed: its token a `$key`, with `audit.listen`, its own (not the
+/// hub's nor another spoke's), its identities defaulted to Argo CD's cluster account and
+/// Fleet's agent; each refusal at its line.
+#[test]
+fn a_spokes_audit_token_needs_the_listener_and_a_token_of_its_own() {
+    let f = Fixture::new();
+    let config = |audit: &str, second: &str| {
+        format!(
+            "secretsFile: secrets.yaml\nclusters:\n  - name: edge-1\n    server: https://edge-1.example:6443\n    kubeconfig: k\n    auditToken: $edge-audit\n  - name: edge-2\n    server: https://edge-2.example:6443\n    kubeconfig: k\n    auditToken: {second}\n    auditIdentities: [system:serviceaccount:flux-system:remote-applier]\n{audit}"
+        )
+    };
+    let listener = "audit:\n  listen: 127.0.0.1:0\n  token: $hub-audit\n";
+    f.file("secrets.yaml", "edge-audit: tok-edge-1-0123456789\nedge2-audit: tok-edge-2-0123456789\nhub-audit: tok-hub-0123456789\n")
+        .file("k", "apiVersion: v1\nkind: Config\n");
+    f.file("driftwatch.yaml", &config(listener, "$edge2-audit"));
+    let rt = f.load().unwrap();
+    let feeds: Vec<(&str, &str, Vec<String>)> =
+        rt.audit.spokes.iter().map(|s| (s.cluster.as_str(), s.token.expose(), s.identities.controllers.clone())).collect();
+    assert_eq!(feeds[0].0, "edge-1");
+    assert_eq!(feeds[0].2, clusters::DEFAULT_SPOKE_IDENTITIES.iter().map(|s| s.to_string()).collect::<Vec<_>>());
+    assert_eq!((feeds[1].0, feeds[1].1), ("edge-2", "tok-edge-2-0123456789"));
+    assert_eq!(feeds[1].2, ["system:serviceaccount:flux-system:remote-applier"]);
+    f.file("driftwatch.yaml", &config("", "$edge2-audit"));
+    let e = f.errors();
+    assert!(e.iter().any(|e| e.contains("D/driftwatch.yaml:3:5") && e.contains("auditToken") && e.contains("audit.listen")), "{e:?}");
+    f.file("driftwatch.yaml", &config(listener, "$hub-audit"));
+    let e = f.errors();
+    assert!(e.iter().any(|e| e.contains("D/driftwatch.yaml:7:5") && e.contains("another cluster's audit token")), "{e:?}");
+    f.file("driftwatch.yaml", &config(listener, "tok-literal"));
+    assert!(f.errors().iter().any(|e| e.contains("clusters[1].auditToken") && e.contains("must reference a secret")));
+}

@@ -198,6 +198,9 @@ async fn audit_input(rt: &Runtime) -> Result<AuditInput, StartError> {
     }
     let settings = &rt.audit;
     let shared = crate::audit::Shared::new(settings);
+    for feed in shared.feed_labels() {
+        crate::metrics::METRICS.audit_last_batch.set(&feed, 0);
+    }
     let (sink, queue) = crate::audit::queue(&shared);
     let (mut inbox, mut arrived) = (None, None);
     if let Some(addr) = settings.listen {
@@ -214,7 +217,7 @@ async fn audit_input(rt: &Runtime) -> Result<AuditInput, StartError> {
                 .map_err(|e| refused(format!("audit inbox: {e}")))?
                 .map_err(|e| refused(format!("audit inbox: {e}")))?;
             let (tx, rx) = tokio::sync::mpsc::channel(1);
-            let relay = crate::audit::inbox::Relay { inbox: opened.audit_inbox(), cluster: Arc::from(IN_CLUSTER), arrived: tx };
+            let relay = crate::audit::inbox::Relay { inbox: opened.audit_inbox(), arrived: tx };
             listener_sink = listener_sink.relaying(relay);
             (inbox, arrived) = (Some(opened.audit_inbox()), Some(rx));
         }
@@ -226,9 +229,6 @@ async fn audit_input(rt: &Runtime) -> Result<AuditInput, StartError> {
     }
     Ok(AuditInput { shared: Some(shared), queue: Some(queue), inbox, arrived })
 }
-
-/// The name of the cluster driftwatch runs in, as Argo CD names it.
-const IN_CLUSTER: &str = "in-cluster";
 
 /// What the evaluation threads are built from.
 struct Built<'a> {

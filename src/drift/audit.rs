@@ -134,6 +134,10 @@ pub struct Attempt {
     /// The object written: group, kind, namespace, name.
     #[serde(flatten)]
     pub object: ResourceRef,
+    /// The spoke whose API server logged the request (its label in `clusters:`);
+    /// empty: the cluster driftwatch runs in.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub cluster: String,
     /// `Kind namespace/name`.
     pub resource: String,
     /// Its class (by kind, `security-context` when the request set a security field),
@@ -198,6 +202,7 @@ impl Attempt {
             && (&self.object.group, &self.object.kind, &self.object.namespace, &self.object.name) == (&other.object.group, &other.object.kind, &other.object.namespace, &other.object.name)
             && (&self.class, self.security, &self.security_fields) == (&other.class, other.security, &other.security_fields)
             && self.app_spec == other.app_spec
+            && self.cluster == other.cluster
             && (!self.security || (self.set == other.set && self.body == other.body))
             // Two writes left out for size look alike whatever they set.
             && self.body != OVER_LIMIT

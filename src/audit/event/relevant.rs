@@ -51,8 +51,8 @@ pub(super) fn relevant(e: &Event, f: &Filter) -> Result<Vec<Hit>, Dropped> {
     // A `deletecollection` names no object: the Applications listing one of the
     // collection's (`kubectl delete networkpolicies --all`).
     let targets: Cow<[crate::audit::index::Target]> = match (e.verb.as_ref(), o.name.is_empty()) {
-        ("deletecollection", true) => Cow::Owned(f.index.collection(&o.api_group, &o.resource, &o.namespace)),
-        _ => Cow::Borrowed(f.index.lookup(&o.api_group, &o.resource, &o.namespace, &o.name)),
+        ("deletecollection", true) => Cow::Owned(f.index.collection_in(f.cluster, &o.api_group, &o.resource, &o.namespace)),
+        _ => Cow::Borrowed(f.index.lookup_in(f.cluster, &o.api_group, &o.resource, &o.namespace, &o.name)),
     };
     let (user, status) = (&*e.user.username, o.subresource == "status");
     // Each engine's controller writes what its units list or read (Argo CD's too: never
@@ -83,6 +83,11 @@ pub(super) fn relevant(e: &Event, f: &Filter) -> Result<Vec<Hit>, Dropped> {
     if status {
         return Err(Dropped::NotAChange);
     }
+    // A spoke holds no unit (units are the hub's objects): what its index does not
+    // list, or carry one of its Applications' tracking label, is not managed.
+    if !f.cluster.is_empty() {
+        return tracked(e, f).ok_or(Dropped::Unmanaged);
+    }
     // Argo CD's controller writes what no unit lists yet (it creates what it deploys):
     // Argo CD's, except a Flux or Fleet unit it would create (steering another engine).
     let unit = unit_engine(&o.api_group, &o.resource);
@@ -104,20 +109,22 @@ pub(super) fn relevant(e: &Event, f: &Filter) -> Result<Vec<Hit>, Dropped> {
         }
         return Ok(vec![(key, engine.kind().to_string(), true)]);
     }
-    // An object not listed yet (just created) carrying Argo CD's tracking label or
-    // annotation, in its Application's destination namespace.
-    if e.verb == "create" && !body_is_secret(&o.resource, &o.subresource) {
-        let body = e.response_object.or(e.request_object);
-        if let Some(tracking) = body.and_then(|b| tracking_of(b.get())) {
-            let kind = body.and_then(|b| kind_of(b.get())).unwrap_or_default();
-            let hits: Vec<Hit> =
-                f.index.tracked(&tracking, &o.namespace).into_iter().map(|k| (k.to_string(), kind.clone(), false)).collect();
-            if !hits.is_empty() {
-                return Ok(hits);
-            }
-        }
+    tracked(e, f).ok_or(Dropped::Unmanaged)
+}
+
+/// An object not listed yet (just created) carrying Argo CD's tracking label or
+/// annotation, in its Application's destination namespace (in the event's cluster).
+fn tracked(e: &Event, f: &Filter) -> Option<Vec<Hit>> {
+    let o = e.object_ref.as_ref()?;
+    if e.verb != "create" || body_is_secret(&o.resource, &o.subresource) {
+        return None;
     }
-    Err(Dropped::Unmanaged)
+    let body = e.response_object.or(e.request_object);
+    let tracking = body.and_then(|b| tracking_of(b.get()))?;
+    let kind = body.and_then(|b| kind_of(b.get())).unwrap_or_default();
+    let hits: Vec<Hit> =
+        f.index.tracked_in(f.cluster, &tracking, &o.namespace).into_iter().map(|k| (k.to_string(), kind.clone(), false)).collect();
+    (!hits.is_empty()).then_some(hits)
 }
 
 #[derive(Deserialize, Default)]

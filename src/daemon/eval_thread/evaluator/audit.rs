@@ -30,17 +30,25 @@ impl Evaluator {
         // what it reads) is indexed. An Application is bounded by its AppProject whether
         // or not live objects are read, and by Argo CD's admission of the Application
         // itself (`project::Scope`).
-        let scope = match (rt.target_of(app), &own) {
-            (Target::Local, Some(own)) => own.clone(),
-            (Target::Local, None) => self.inputs.project_scope(app, rt),
-            (_, Some(_)) => Scope::refusing("deploys to another cluster: its objects are not this audit input's"),
-            (_, None) => {
+        // A spoke whose API server posts its own batches (`clusters[].auditToken`): the
+        // unit's objects are indexed as that cluster's, bounded as a local unit's are.
+        let target = rt.target_of(app);
+        let fed = match &target {
+            Target::Spoke(label) => rt.audit.spokes.iter().any(|f| f.cluster == *label).then(|| label.clone()),
+            _ => None,
+        };
+        let scope = match (&target, &own, &fed) {
+            (Target::Local, Some(own), _) | (_, Some(own), Some(_)) => own.clone(),
+            (Target::Local, None, _) | (_, None, Some(_)) => self.inputs.project_scope(app, rt),
+            (_, Some(_), None) => Scope::refusing("deploys to another cluster: its objects are not this audit input's"),
+            (_, None, None) => {
                 let (server, name) = rt.destination_of(&app.object);
                 Scope::of(&app.object, None, &rt.attribution.argocd_namespace).resolved(&server, &name)
             }
         };
         let inputs = own.unwrap_or_else(|| scope.clone());
-        a.index.write().unwrap_or_else(|p| p.into_inner()).update_with(app, &scope, &inputs);
+        let cluster = fed.as_deref().unwrap_or_default();
+        a.index.write().unwrap_or_else(|p| p.into_inner()).update_in(app, cluster, &scope, &inputs);
     }
 
     /// Forgets a deleted Application in the audit input.
