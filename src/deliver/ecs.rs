@@ -277,8 +277,10 @@ fn compact_episode(ep: &Value, event_name: &str) -> Value {
     );
     let attempts = list("attempts");
     if !attempts.is_empty() {
-        let keys =
-            ["id", "resource", "class", "security", "verb", "decision", "code", "reason", "manager", "auditId", "time", "count", "actor"];
+        let keys = [
+            "id", "resource", "cluster", "class", "security", "verb", "decision", "code", "reason", "manager", "auditId", "time", "count",
+            "actor",
+        ];
         out.insert(
             "attempts".into(),
             Value::Array(

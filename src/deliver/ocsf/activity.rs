@@ -140,7 +140,8 @@ fn request_activity(a: &Value, attempt: bool, uid: &str, episode: &str, n: &Noti
     if let Some(imp) = actor.get("impersonatedUser").filter(|x| x.is_object()) {
         unmapped["impersonated_user"] = imp.clone();
     }
-    for k in ["set", "fields", "securityFields", "count"] {
+    // The spoke whose API server logged it (absent: the hub).
+    for k in ["cluster", "set", "fields", "securityFields", "count"] {
         if let Some(x) = a.get(k).filter(|x| !x.is_null()) {
             unmapped[k] = x.clone();
         }
