@@ -324,6 +324,41 @@ templates:
     assert_eq!(step(&p, &state, &mut sink, &app(AppBuilder::new("a").synced().degraded())).len(), 1, "re-armed: a new episode pages again");
 }
 
+/// A unit ready again while its failure's page is still in flight (its key not
+/// recorded yet) has nothing to resolve in that pass; the pass asks to be woken, so
+/// that once the page settles its resolve follows (it used to be lost: nothing looked
+/// at the Application again).
+#[test]
+fn a_resolve_whose_firing_is_in_flight_is_looked_at_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = pipeline(
+        Some(
+            r#"
+triggers:
+  on-degraded-page:
+    - when: app.status.health.status == "Degraded"
+      oncePer: app.status.sync.revision
+      resolve: true
+      send: [page]
+templates:
+  page:
+    message: "{{#if resolved}}RESOLVED{{else}}FIRING{{/if}} {{app.metadata.name}}"
+"#,
+        ),
+        dir.path(),
+    );
+    let state = Arc::new(Store::in_memory().unwrap());
+    let app = |b: AppBuilder| b.annotate("notifications.argoproj.io/subscribe.on-degraded-page.pagerduty", "platform").app();
+    let now = Utc.with_ymd_and_hms(2026, 3, 1, 12, 0, 0).unwrap();
+    // The receiver fails the page: it stays in the outbox, to be sent again.
+    let mut down = Recorder { fail_first: 1_000, ..Recorder::default() };
+    let (sent, _) = step_at(&p, &state, &mut down, &app(AppBuilder::new("a").synced().degraded()), now);
+    assert!(sent.is_empty(), "not delivered: {sent:?}");
+    let (sent, wake) = step_at(&p, &state, &mut down, &app(AppBuilder::new("a").synced().healthy()), now);
+    assert!(sent.is_empty(), "nothing to resolve yet: {sent:?}");
+    assert!(wake.is_some_and(|w| w > now), "looked at again once the page in flight settles: {wake:?}");
+}
+
 #[test]
 fn drift_classes_reach_triggers_and_templates() {
     let dir = tempfile::tempdir().unwrap();

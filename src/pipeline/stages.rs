@@ -14,6 +14,9 @@ use super::{
 };
 use crate::json::Pointer;
 
+/// How soon a resolve whose firing is still in flight is looked at again.
+const RESOLVE_RECHECK: chrono::Duration = chrono::Duration::seconds(2);
+
 /// The Application a pass is about, what the store holds about it, and the pass's
 /// instant: what every stage reads.
 pub(super) struct Subject<'a> {
@@ -407,6 +410,13 @@ impl Pipeline {
         for (key, at) in s.state.notified.iter().filter(|(key, _)| key.ends_with(&suffix)) {
             let record = StateRecord { app_key: s.key.clone(), key: key.clone(), op: RecordOp::Clear, seen: Some(*at) };
             self.render_all(p, Send { trigger: f.trigger, r: f.r, action: Action::Resolve, record }, d, out);
+        }
+        // A firing still in flight (queued or being sent, its key not recorded yet) has
+        // nothing to resolve now, and nothing would look at the Application again once
+        // its settle records the key: the unit would stay failed at the receiver. It is
+        // looked at again shortly, until the firing settles and its resolve is sent.
+        if s.state.pending.iter().any(|(key, _, action)| *action == Action::Fire && key.ends_with(&suffix)) {
+            out.wake(s.now + RESOLVE_RECHECK);
         }
     }
 
