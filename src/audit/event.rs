@@ -733,6 +733,25 @@ pub(crate) mod tests {
             "objectRef": {"apiGroup": "kustomize.toolkit.fluxcd.io", "resource": "kustomizations", "namespace": "edge", "name": "x", "apiVersion": "v1"},
             "responseStatus": {"code": 201}, "requestReceivedTimestamp": "2026-12-03T10:31:10.623397Z"});
         assert_eq!(parse_list(&event(ks), &in_spoke).unwrap().dropped[Dropped::Unmanaged as usize], 1);
+        // Argo CD's cluster account creating what a sync adds there, labelled: Argo CD's.
+        let created = json!({"auditID": "c1", "stage": "ResponseComplete", "verb": "create",
+            "user": {"username": "system:serviceaccount:kube-system:argocd-manager"},
+            "objectRef": {"resource": "configmaps", "namespace": "edge", "name": "new", "apiVersion": "v1"},
+            "responseStatus": {"code": 201}, "requestReceivedTimestamp": "2026-12-03T10:31:10.623397Z",
+            "requestObject": {"kind": "ConfigMap", "metadata": {"labels": {"app.kubernetes.io/instance": "edge-web"}}}});
+        assert_eq!(parse_list(&event(created.clone()), &in_spoke).unwrap().dropped[Dropped::ArgoCd as usize], 1);
+        let mut by_alice = created;
+        by_alice["user"]["username"] = json!("alice");
+        assert_eq!(parse_list(&event(by_alice), &in_spoke).unwrap().attempts.len(), 1, "a person's labelled object is the Application's");
+        // A hub Application claiming a group holding the key separator is not the spoke's.
+        let mut claim = ManagedIndex::default();
+        let forged = App::from_value(json!({"apiVersion": "argoproj.io/v1alpha1", "kind": "Application",
+            "metadata": {"name": "mine", "namespace": "argocd", "uid": "u8"},
+            "spec": {"project": "default", "destination": {"namespace": "edge"}},
+            "status": {"resources": [{"group": "edge-1\u{1}apps", "kind": "Deployment", "namespace": "edge", "name": "web"}]}}))
+        .unwrap();
+        claim.update(&forged, &crate::project::Scope::unrestricted());
+        assert!(claim.lookup_in("edge-1", "apps", "deployments", "edge", "web").is_empty());
     }
 
     /// Secret data never survives the ingest: the body is not even parsed.

@@ -77,10 +77,13 @@ impl Relay {
 /// shard's index as if they had just arrived (their age from when the batch did), those
 /// already taken dropped.
 pub fn read(shared: &Shared, batch: &InboxBatch) -> Relevant {
-    let (ids, mask, times) = (shared.identities_in(&batch.cluster), shared.mask(), shared.times());
+    // The first inbox build wrote the hub's batches as `in-cluster` (no spoke may be
+    // called so).
+    let cluster = if batch.cluster == "in-cluster" { "" } else { batch.cluster.as_str() };
+    let (ids, mask, times) = (shared.identities_in(cluster), shared.mask(), shared.times());
     let index = shared.index.read().unwrap_or_else(|p| p.into_inner());
     let now = crate::state::from_millis(batch.at_ms);
-    let f = event::Filter { argocd_identities: &ids, index: &index, now, mask: &mask, times: Some(times), cluster: &batch.cluster };
+    let f = event::Filter { argocd_identities: &ids, index: &index, now, mask: &mask, times: Some(times), cluster };
     let mut out = event::Batch::default();
     match serde_json::from_str::<Vec<&RawValue>>(&batch.events) {
         Ok(events) => {

@@ -72,12 +72,11 @@ fn ref_key(group: &str, resource: &str, namespace: &str, name: &str) -> String {
 }
 
 /// A key in the cluster `cluster` (a spoke's label; empty: the cluster driftwatch runs
-/// in, whose keys carry no prefix). No group, resource or tracking value holds U+0001.
+/// in): every key starts with its cluster and U+0001, which no label holds (refused at
+/// load), so a group, name or tracking value holding U+0001 (a tenant writes those)
+/// cannot make one cluster's key another's.
 fn in_cluster(cluster: &str, key: String) -> String {
-    match cluster {
-        "" => key,
-        c => format!("{c}\u{1}{key}"),
-    }
+    format!("{cluster}\u{1}{key}")
 }
 
 impl ManagedIndex {
@@ -106,7 +105,7 @@ impl ManagedIndex {
         let key: Arc<str> = Arc::from(app.state_key());
         let engine = app.engine();
         let (group, _, kind) = engine.gvk();
-        let mut refs = vec![ref_key(group, engine.resource(), &app.namespace, &app.name)];
+        let mut refs = vec![in_cluster("", ref_key(group, engine.resource(), &app.namespace, &app.name))];
         let mut targets = vec![Target { app_key: key.clone(), kind: Arc::from(kind), app_spec: true, engine, input: false }];
         // An Application Argo CD would refuse (`Scope::admitted`) manages nothing: only
         // its own spec is indexed, and no tracking label names it. Whether a listed kind
@@ -118,7 +117,7 @@ impl ManagedIndex {
         // What the unit reads first: an object it both lists and reads (the bootstrap
         // Kustomization's own GitRepository) is kept as read, a write of it the unit's.
         for r in app.unit.inputs.iter().filter(|r| inputs.permits(&r.group, &r.kind, &r.namespace).is_ok()) {
-            refs.push(ref_key(&r.group, &plural(&r.kind), &r.namespace, &r.name));
+            refs.push(in_cluster("", ref_key(&r.group, &plural(&r.kind), &r.namespace, &r.name)));
             targets.push(Target { app_key: key.clone(), kind: Arc::from(r.kind.as_str()), app_spec: true, engine, input: true });
         }
         let listed = app.unit.managed.iter().filter(|_| admitted);

@@ -54,13 +54,34 @@ pub fn with_spokes(
         let i = defs.iter().position(|d| d.value.name.as_deref().or(d.value.server.as_deref()) == Some(c.label.as_str()));
         let pos = i.and_then(|i| defs.get(i)).and_then(|d| file.pos(&d.referenced));
         let key = format!("clusters[{}].auditToken", i.unwrap_or_default());
+        let refuse = |why: &str, errors: &mut Vec<ConfigError>| errors.push(ConfigError::new(pos.clone(), key.clone(), why.to_string()));
         if audit.listen.is_none() {
-            errors.push(ConfigError::new(pos, key, "needs audit.listen: the spoke's API server posts its batches there"));
+            refuse("needs audit.listen: the spoke's API server posts its batches there", errors);
+            continue;
+        }
+        // Without the hub's token, a client certificate alone says "the hub": a
+        // spoke's API server, which holds one too, could post as the hub.
+        if audit.token.is_none() {
+            refuse(
+                "needs audit.token: with spokes' feeds the hub's API server is told by its own token, not by a client certificate alone",
+                errors,
+            );
+            continue;
+        }
+        // Matched by either spelling of its destination (name, server), so neither
+        // escapes the feed; its label is a key of the audit index.
+        let def = i.and_then(|i| defs.get(i)).map(|d| &d.value);
+        if def.is_none_or(|d| d.name.as_deref().unwrap_or_default().is_empty() || d.server.as_deref().unwrap_or_default().is_empty()) {
+            refuse("needs both name and server: an Application may name its destination either way", errors);
+            continue;
+        }
+        if c.label == "in-cluster" || c.label.chars().any(char::is_control) {
+            refuse("the cluster's name may not be in-cluster (the hub's) nor hold control characters", errors);
             continue;
         }
         let taken = |t: &crate::secret::Secret| t.expose() == a.token.expose();
         if audit.token.as_ref().is_some_and(taken) || spokes.iter().any(|s| taken(&s.token)) {
-            errors.push(ConfigError::new(pos, key, "is another cluster's audit token too: a batch's cluster is told by its token alone"));
+            refuse("is another cluster's audit token too: a batch's cluster is told by its token alone", errors);
             continue;
         }
         let ids = a.identities.clone();

@@ -279,7 +279,7 @@ pub fn clusters(
             continue;
         }
         let label = if name.is_empty() { server.clone() } else { name.clone() };
-        if out.iter().any(|o| (!name.is_empty() && o.name == name) || (!server.is_empty() && o.server == server)) {
+        if out.iter().any(|o| (!name.is_empty() && o.name == name) || (!server.is_empty() && o.server == server) || o.label == label) {
             fail(format!("{label:?} is configured twice"));
         }
         if local.iter().any(|l| *l == name || *l == server) {

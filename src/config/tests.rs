@@ -597,4 +597,13 @@ fn a_spokes_audit_token_needs_the_listener_and_a_token_of_its_own() {
     assert!(e.iter().any(|e| e.contains("D/driftwatch.yaml:7:5") && e.contains("another cluster's audit token")), "{e:?}");
     f.file("driftwatch.yaml", &config(listener, "tok-literal"));
     assert!(f.errors().iter().any(|e| e.contains("clusters[1].auditToken") && e.contains("must reference a secret")));
+    // Matched by one spelling only, a destination spelled the other way would escape it.
+    f.file("driftwatch.yaml", &config(listener, "$edge2-audit").replace("    server: https://edge-2.example:6443\n", ""));
+    let e = f.errors();
+    assert!(e.iter().any(|e| e.contains("D/driftwatch.yaml:7:5") && e.contains("both name and server")), "{e:?}");
+    f.file("driftwatch.yaml", &config(listener, "$edge2-audit").replace("name: edge-2", "name: in-cluster"));
+    assert!(f.errors().iter().any(|e| e.contains("may not be in-cluster")), "{:?}", f.errors());
+    // Without the hub's token a client certificate alone would say "the hub".
+    f.file("driftwatch.yaml", &config("audit:\n  listen: 127.0.0.1:0\n", "$edge2-audit"));
+    assert!(f.errors().iter().any(|e| e.contains("needs audit.token")), "{:?}", f.errors());
 }

@@ -86,6 +86,10 @@ pub(super) fn relevant(e: &Event, f: &Filter) -> Result<Vec<Hit>, Dropped> {
     // A spoke holds no unit (units are the hub's objects): what its index does not
     // list, or carry one of its Applications' tracking label, is not managed.
     if !f.cluster.is_empty() {
+        // Argo CD's cluster account there creates what a sync adds, labelled.
+        if f.argocd_identities.controller(user) {
+            return Err(Dropped::ArgoCd);
+        }
         return tracked(e, f).ok_or(Dropped::Unmanaged);
     }
     // Argo CD's controller writes what no unit lists yet (it creates what it deploys):
