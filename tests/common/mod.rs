@@ -7,6 +7,7 @@ pub mod audited;
 pub mod control_plane;
 pub mod daemon;
 pub mod elasticsearch;
+pub mod ocsf;
 pub mod rbac;
 pub mod receiver;
 pub mod tls;
