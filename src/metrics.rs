@@ -615,6 +615,7 @@ mod tests {
         m.cluster_reads.inc("x:y");
         m.queue_depth.set("x", 1);
         m.cluster_up.set("x", 1);
+        m.audit_last_batch.set("x", 1);
         m.episodes_open.set("x", 1);
         m.detection_seconds.observe("x", 1.0);
         m.resolution_seconds.observe("x:y", 1.0);
