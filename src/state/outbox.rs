@@ -93,12 +93,16 @@ impl Outbox {
             return Ok(0);
         }
         let max_keys = self.0.max_keys_per_app();
-        self.0.write_with(|tx| {
-            if !outcomes.is_empty() {
-                settle_in(tx, outcomes, now_ms, max_keys)?;
-            }
-            outbox::release(tx, service, release, now_ms)
-        })
+        // The Applications' keys the settle reads and writes, read with its BEGIN.
+        let apps: BTreeSet<&str> =
+            outcomes.iter().filter_map(|(e, _)| e.notification.record.as_ref()).map(|r| r.app_key.as_str()).collect();
+        let tx = self.0.write_for(apps)?;
+        if !outcomes.is_empty() {
+            settle_in(&tx, outcomes, now_ms, max_keys)?;
+        }
+        let released = outbox::release(&tx, service, release, now_ms)?;
+        tx.commit().map_err(super::storage)?;
+        Ok(released)
     }
 
     /// Makes entries of `service` that wait out a backoff due at `now_ms` again: a

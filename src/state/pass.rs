@@ -126,7 +126,7 @@ impl PassStore {
                 return Ok(EnqueueReport::default());
             }
         }
-        let mut tx = self.0.write()?;
+        let mut tx = self.0.write_for([pass.app_key])?;
         if deferred {
             tx.defer_durability().map_err(super::storage)?;
         }

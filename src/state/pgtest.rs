@@ -474,4 +474,48 @@ mod tests {
         store.record("argocd/app@u", "k", 2).unwrap();
         assert_eq!(store.notified_at("argocd/app@u", "k").unwrap(), Some(2));
     }
+
+    /// A write transaction that read a range with its BEGIN answers reads inside it
+    /// from what it read and wrote since, buffers the writes whose outcome it knows, and
+    /// sends them before its next statement or with the COMMIT: another transaction
+    /// sees each of them, counted; a transaction dropped uncommitted writes nothing.
+    #[test]
+    fn a_write_transaction_answers_from_what_it_knows_and_sends_its_writes_with_the_commit() {
+        use crate::state::kv::pg::{Pg, Span};
+        use std::ops::Bound;
+        let server = server().unwrap();
+        let pg = Pg::open(&server.options(&fresh_schema()), &Role::Tool).unwrap();
+        let tx = pg.begin(true).unwrap();
+        tx.table("t").insert(b"a0".to_vec(), b"old".to_vec()).unwrap();
+        tx.table("t").insert(b"z9".to_vec(), b"far".to_vec()).unwrap();
+        tx.commit().unwrap();
+        let (v, kv) = (|s: &str| s.as_bytes().to_vec(), |k: &str, v: &str| (k.as_bytes().to_vec(), v.as_bytes().to_vec()));
+        let span = [Span { tables: &["t"], lo: b"a", hi: b"b" }];
+        let tx = pg.begin_write(&span).unwrap();
+        let t = tx.table("t");
+        assert_eq!(t.get(b"a0").unwrap(), Some(v("old")));
+        assert_eq!(t.insert(v("a1"), v("new")).unwrap(), None);
+        assert_eq!(t.insert(v("a0"), v("newer")).unwrap(), Some(v("old")));
+        assert_eq!(t.remove(b"a2").unwrap(), None);
+        let inside: Vec<_> = t.range(Bound::Included(v("a")), Bound::Excluded(v("b"))).map(Result::unwrap).collect();
+        assert_eq!(inside, [kv("a0", "newer"), kv("a1", "new")]);
+        // Outside the range: asked, after the buffered writes.
+        assert_eq!(t.remove(b"z9").unwrap(), Some(v("far")));
+        assert_eq!(t.len().unwrap(), 2);
+        assert_eq!(t.remove(b"a1").unwrap(), Some(v("new")));
+        assert_eq!(t.insert(v("a3"), v("x")).unwrap(), None);
+        assert_eq!(t.remove_all(&[v("a3"), v("a8"), v("z9")]).unwrap(), 1);
+        assert_eq!(t.insert(v("a3"), v("y")).unwrap(), None);
+        tx.commit().unwrap();
+        let tx = pg.begin(false).unwrap();
+        let all: Vec<_> = tx.table("t").range(Bound::Unbounded, Bound::Unbounded).map(Result::unwrap).collect();
+        assert_eq!(all, [kv("a0", "newer"), kv("a3", "y")]);
+        assert_eq!(tx.table("t").len().unwrap(), 2);
+        drop(tx);
+        let tx = pg.begin_write(&span).unwrap();
+        assert_eq!(tx.table("t").insert(v("a4"), v("z")).unwrap(), None);
+        drop(tx);
+        let tx = pg.begin(false).unwrap();
+        assert_eq!((tx.table("t").get(b"a4").unwrap(), tx.table("t").len().unwrap()), (None, 2), "nothing of a dropped transaction");
+    }
 }

@@ -163,6 +163,18 @@ impl Shared {
         self.db.begin_write().map_err(storage)
     }
 
+    /// A write transaction that reads with its BEGIN what a write for `apps` reads and
+    /// writes (`tables::written_spans`): on PostgreSQL the BEGIN, the fence's lock and
+    /// those reads are one round trip, and the writes go with the COMMIT.
+    pub(super) fn write_for<'a>(&self, apps: impl IntoIterator<Item = &'a str>) -> Result<WriteTransaction, StateError> {
+        if self.db.pg().is_none() {
+            return self.write();
+        }
+        let spans = super::tables::written_spans(apps);
+        let spans: Vec<(&[&'static str], &str, &str)> = spans.iter().map(|(t, lo, hi)| (*t, lo.as_str(), hi.as_str())).collect();
+        self.db.begin_write_reading(&spans).map_err(storage)
+    }
+
     /// A write transaction with what `f` writes, committed.
     pub(super) fn write_with<T>(&self, f: impl FnOnce(&WriteTransaction) -> Result<T, StateError>) -> Result<T, StateError> {
         let tx = self.write()?;

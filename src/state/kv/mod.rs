@@ -132,6 +132,21 @@ impl Database {
         }
     }
 
+    /// [`Database::begin_write`] that also reads `spans` — (tables, lo, hi): every entry
+    /// of those tables with a key in `lo..hi` — with the fence's lock (PostgreSQL: one
+    /// round trip; reads and writes inside them later cost none). redb reads in place
+    /// and needs nothing.
+    pub fn begin_write_reading(&self, spans: &[(&[&'static str], &str, &str)]) -> Result<WriteTransaction, KvError> {
+        match self {
+            Database::Redb(_) => self.begin_write(),
+            Database::Pg(pg) => {
+                let spans: Vec<pg::Span<'_>> =
+                    spans.iter().map(|(tables, lo, hi)| pg::Span { tables, lo: lo.as_bytes(), hi: hi.as_bytes() }).collect();
+                pg.begin_write(&spans).map(WriteTransaction::Pg)
+            }
+        }
+    }
+
     pub fn begin_read(&self) -> Result<ReadTransaction, KvError> {
         match self {
             Database::Redb(db) => ::redb::ReadableDatabase::begin_read(db).map(ReadTransaction::Redb).map_err(redb_err),

@@ -42,9 +42,9 @@ const RESOLVED_CRITICAL: TableDefinition<&str, ()> = TableDefinition::new("episo
 pub const MAX_VISITED_PER_QUERY: usize = 50_000;
 
 /// State key -> [`OpenEpisode`] (JSON) of its open episode.
-const OPEN: TableDefinition<&str, &str> = TableDefinition::new("open_episodes");
+pub(in crate::state) const OPEN: TableDefinition<&str, &str> = TableDefinition::new("open_episodes");
 /// Class -> how many open episodes have it (`none`: those with no class).
-const OPEN_BY_CLASS: TableDefinition<&str, u64> = TableDefinition::new("open_episodes_by_class");
+pub(in crate::state) const OPEN_BY_CLASS: TableDefinition<&str, u64> = TableDefinition::new("open_episodes_by_class");
 /// `"<namespace>/<name>\u{0}<episode key>"` -> nothing.
 const BY_APP: TableDefinition<&str, ()> = TableDefinition::new("episodes_by_app");
 
