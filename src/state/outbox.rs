@@ -49,9 +49,8 @@ impl Outbox {
     /// without asking again.
     pub fn due_and_next(&self, service: &str, now_ms: u64, limit: usize) -> Result<Due, StateError> {
         // On PostgreSQL a deposed leader takes no batch (it would send what the new
-        // leader sends).
-        self.0.check_fence()?;
-        let ((entries, bad), next_due_ms) = self.0.read_with(|tx| {
+        // leader sends): the fence is checked in the read's first round trip.
+        let ((entries, bad), next_due_ms) = self.0.read_fenced_with(|tx| {
             let due = outbox::due(tx, service, now_ms, limit)?;
             Ok((due, outbox::next_due_ms(tx, service)?))
         })?;

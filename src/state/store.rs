@@ -171,7 +171,8 @@ impl Shared {
             return self.write();
         }
         let spans = super::tables::written_spans(apps);
-        let spans: Vec<(&[&'static str], &str, &str)> = spans.iter().map(|(t, lo, hi)| (*t, lo.as_str(), hi.as_str())).collect();
+        let spans: Vec<kv::Reads<'_>> =
+            spans.iter().map(|(tables, lo, hi, follow)| kv::Reads { tables, lo: lo.as_str(), hi: hi.as_str(), follow }).collect();
         self.db.begin_write_reading(&spans).map_err(storage)
     }
 
@@ -196,13 +197,15 @@ impl Shared {
         self.deferred.load(Ordering::Relaxed)
     }
 
-    /// On PostgreSQL, refuses a deposed leader (it would send what the new leader
-    /// sends); nothing on redb.
-    pub(super) fn check_fence(&self) -> Result<(), StateError> {
-        match self.db.pg() {
-            Some(pg) => pg.check_fence().map_err(StateError::of_postgres),
-            None => Ok(()),
-        }
+    /// What one read transaction gives, on PostgreSQL after the fence's check in its
+    /// first round trip: a deposed leader takes no batch (it would send what the new
+    /// leader sends).
+    pub(super) fn read_fenced_with<T>(&self, f: impl FnOnce(&ReadTransaction) -> Result<T, StateError>) -> Result<T, StateError> {
+        let tx = self.db.begin_read_fenced().map_err(|e| match e.fenced {
+            true => StateError::of_postgres(e),
+            false => storage(e),
+        })?;
+        f(&tx)
     }
 
     pub(super) fn pending(&self) -> std::sync::MutexGuard<'_, Vec<PendingOperations>> {

@@ -94,6 +94,48 @@ impl<'t> Table<'t> {
         Ok(old)
     }
 
+    /// Sets `k` to `v` without asking what it was (a write transaction's key made
+    /// new, from an id it took): sent with the next statement or the COMMIT, and
+    /// counted in `kv_len` by the statement itself.
+    pub fn put(&self, k: Vec<u8>, v: Vec<u8>) -> Result<(), KvError> {
+        if !self.tx.write || self.tx.known.borrow().value(self.name, &k).is_some() || k.len() > MAX_KEY_BYTES {
+            return self.insert(k, v).map(drop);
+        }
+        let t = literal(self.name);
+        self.tx.buffer(&format!(
+            "WITH old AS (SELECT 1 FROM kv WHERE {}), up AS (INSERT INTO kv (t, k, v) VALUES ({t}, {}, {}) ON CONFLICT (t, k) DO UPDATE SET v = excluded.v) \
+             INSERT INTO kv_len (t, n) SELECT {t}, 1 WHERE NOT EXISTS (SELECT 1 FROM old) ON CONFLICT (t) DO UPDATE SET n = kv_len.n + excluded.n",
+            self.row(&k),
+            bytea_literal(&k),
+            bytea_literal(&v)
+        ));
+        self.tx.known.borrow_mut().set(self.name, k, Some(v));
+        Ok(())
+    }
+
+    /// Removes `keys` without asking how many there were: sent with the next
+    /// statement or the COMMIT, a thousand a statement, counted in `kv_len` by the
+    /// statement itself.
+    pub fn delete_all(&self, keys: &[Vec<u8>]) -> Result<(), KvError> {
+        if !self.tx.write {
+            return self.remove_all(keys).map(drop);
+        }
+        let t = literal(self.name);
+        for chunk in keys.chunks(1000) {
+            let ks: Vec<String> = chunk.iter().map(|k| bytea_literal(k)).collect();
+            self.tx.buffer(&format!(
+                "WITH d AS (DELETE FROM kv WHERE t = {t} AND k IN ({}) RETURNING 1) \
+                 INSERT INTO kv_len (t, n) SELECT {t}, -count(*) FROM d HAVING count(*) > 0 ON CONFLICT (t) DO UPDATE SET n = kv_len.n + excluded.n",
+                ks.join(", ")
+            ));
+        }
+        let mut known = self.tx.known.borrow_mut();
+        for k in keys {
+            known.set(self.name, k.clone(), None);
+        }
+        Ok(())
+    }
+
     pub fn remove(&self, k: &[u8]) -> Result<Option<Vec<u8>>, KvError> {
         let known = self.tx.known.borrow().value(self.name, k);
         let old = match known {

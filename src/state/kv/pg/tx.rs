@@ -36,6 +36,8 @@ pub struct Tx {
     failed: Cell<bool>,
     /// Entries added (or removed) per table, written to `kv_len` at commit.
     pub(super) counts: RefCell<BTreeMap<&'static str, i64>>,
+    /// The store's count of round trips.
+    round_trips: std::sync::Arc<std::sync::atomic::AtomicU64>,
 }
 
 /// A stored entry: key and value bytes.
@@ -46,11 +48,14 @@ type Params<'a> = [(&'a (dyn ToSql + Sync), Type)];
 /// How a read transaction begins: one snapshot for all its statements.
 const READ_BEGIN: &str = "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY";
 
-/// A range of keys of some tables, read whole: `lo..hi`.
+/// A range of keys of some tables, read whole: `lo..hi`; and for each `(target, via)`
+/// of `follow`, the entry of `target` whose key is the value of `via`'s entry `lo` (an
+/// Application's latest episode, through its pointer).
 pub struct Span<'a> {
     pub tables: &'a [&'static str],
     pub lo: &'a [u8],
     pub hi: &'a [u8],
+    pub follow: &'a [(&'static str, &'static str)],
 }
 
 /// What a transaction knows without asking: ranges it read whole (a key in one and not
@@ -147,7 +152,16 @@ fn spans_sql(spans: &[&Span<'_>]) -> String {
         .iter()
         .map(|sp| {
             let names: Vec<String> = sp.tables.iter().map(|t| literal(t)).collect();
-            format!("(t IN ({}) AND k >= {} AND k < {})", names.join(", "), bytea_literal(sp.lo), bytea_literal(sp.hi))
+            let mut part = format!("(t IN ({}) AND k >= {} AND k < {})", names.join(", "), bytea_literal(sp.lo), bytea_literal(sp.hi));
+            for (target, via) in sp.follow {
+                part.push_str(&format!(
+                    " OR (t = {} AND k = (SELECT v FROM kv WHERE t = {} AND k = {}))",
+                    literal(target),
+                    literal(via),
+                    bytea_literal(sp.lo)
+                ));
+            }
+            part
         })
         .collect();
     format!("SELECT t, v, k FROM kv WHERE {}", parts.join(" OR "))
@@ -159,7 +173,7 @@ fn hex_column(r: &postgres::SimpleQueryRow, i: usize) -> Result<Option<Vec<u8>>,
 }
 
 impl Tx {
-    pub(super) fn new(c: Conn, write: bool) -> Tx {
+    pub(super) fn new(c: Conn, write: bool, round_trips: std::sync::Arc<std::sync::atomic::AtomicU64>) -> Tx {
         Tx {
             conn: RefCell::new(Some(c)),
             write,
@@ -169,7 +183,12 @@ impl Tx {
             durable: Cell::new(true),
             failed: Cell::new(false),
             counts: RefCell::new(BTreeMap::new()),
+            round_trips,
         }
+    }
+
+    fn trip(&self) {
+        self.round_trips.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     }
 
     pub fn table(&self, name: &'static str) -> Table<'_> {
@@ -211,7 +230,8 @@ impl Tx {
         let mut known = self.known.borrow_mut();
         for r in &rows {
             let (Some(t), Some(v), Some(k)) = (r.get(0), hex_column(r, 1)?, hex_column(r, 2)?) else { continue };
-            let Some(table) = spans.iter().flat_map(|s| s.tables.iter()).find(|n| **n == t) else { continue };
+            let followed = spans.iter().flat_map(|s| s.follow.iter().map(|(target, _)| target));
+            let Some(table) = spans.iter().flat_map(|s| s.tables.iter()).chain(followed).find(|n| **n == t) else { continue };
             known.set(table, k, Some(v));
         }
         for sp in &spans {
@@ -221,8 +241,16 @@ impl Tx {
     }
 
     /// [`Tx::prefetch_with`] of one range.
-    pub fn prefetch(&self, tables: &[&'static str], lo: &[u8], hi: &[u8]) -> Result<(), KvError> {
-        self.prefetch_with("", &[Span { tables, lo, hi }]).map(drop)
+    pub fn prefetch(&self, tables: &[&'static str], lo: &[u8], hi: &[u8], follow: &[(&'static str, &'static str)]) -> Result<(), KvError> {
+        self.prefetch_with("", &[Span { tables, lo, hi, follow }]).map(drop)
+    }
+
+    /// Begins a read transaction with the fence's epoch read, in one round trip.
+    pub(super) fn begin_reading_epoch(&self) -> Result<Option<i64>, KvError> {
+        // Begun even if it fails: the drop must end the transaction.
+        self.begun.set(true);
+        let rows = self.send_rows(&format!("{READ_BEGIN}; SELECT epoch FROM fence WHERE name = 'state'"))?;
+        Ok(rows.first().and_then(|r| r.get(0)).and_then(|s| s.parse().ok()))
     }
 
     /// Commits with `synchronous_commit = off`.
@@ -279,9 +307,11 @@ impl Tx {
         let mut slot = self.conn.borrow_mut();
         let Some(c) = slot.as_mut() else { return Err(KvError::new("the transaction has ended")) };
         if !self.begun.get() {
+            self.trip();
             c.batch_execute(READ_BEGIN).map_err(pg_err)?;
             self.begun.set(true);
         }
+        self.trip();
         c.query_typed(sql, params).map_err(|e| {
             self.failed.set(true);
             pg_err(e)
@@ -293,6 +323,7 @@ impl Tx {
     pub(super) fn simple(&self, sql: &str) -> Result<Vec<postgres::SimpleQueryMessage>, KvError> {
         let mut slot = self.conn.borrow_mut();
         let Some(c) = slot.as_mut() else { return Err(KvError::new("the transaction has ended")) };
+        self.trip();
         c.simple_query(sql).map_err(|e| {
             self.failed.set(true);
             pg_err(e)
@@ -327,6 +358,7 @@ impl Tx {
         sql.push_str("COMMIT");
         drop(counts);
         let Some(mut c) = self.conn.borrow_mut().take() else { return Err(KvError::new("the transaction has ended")) };
+        self.trip();
         c.batch_execute(&sql).map_err(|e| {
             // A statement before the COMMIT failed: the transaction is aborted and
             // still open. It must not go back to the pool so (a broken connection is
@@ -346,6 +378,7 @@ impl Drop for Tx {
             // A read ends as it began; a write that did not commit is undone. A
             // connection that cannot say so is broken, and the pool drops it.
             let end = if self.write { "ROLLBACK" } else { "COMMIT" };
+            self.trip();
             if let Err(e) = c.batch_execute(end) {
                 tracing::debug!(error = %e, "ending a PostgreSQL transaction failed");
             }
