@@ -95,12 +95,17 @@ impl Outbox {
         // The Applications' keys the settle reads and writes, read with its BEGIN.
         let apps: BTreeSet<&str> =
             outcomes.iter().filter_map(|(e, _)| e.notification.record.as_ref()).map(|r| r.app_key.as_str()).collect();
+        // The passes committed before this transaction begins are durable once it
+        // commits (it waits for the disk): the evaluation thread's flush then has
+        // nothing to do.
+        let passes = self.0.deferred_so_far();
         let tx = self.0.write_for(apps)?;
         if !outcomes.is_empty() {
             settle_in(&tx, outcomes, now_ms, max_keys)?;
         }
         let released = outbox::release(&tx, service, release, now_ms)?;
         tx.commit().map_err(super::storage)?;
+        self.0.made_durable(passes);
         Ok(released)
     }
 

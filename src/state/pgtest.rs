@@ -562,4 +562,28 @@ mod tests {
         assert_eq!(trips[1], [2, 2, 5, 4], "(view, write, due, settle)");
         assert!(trips[0].iter().sum::<u64>() <= 16, "{trips:?}");
     }
+
+    /// A settle waits for the disk, and so makes every pass committed before it durable:
+    /// the flush after it has nothing to do (no round trip); after another pass it
+    /// writes again.
+    #[test]
+    fn a_settle_makes_the_passes_before_it_durable_and_the_flush_skips() {
+        use crate::state::tables::episodes::tests::{episode, notification};
+        use crate::state::{PassWrite, Settle};
+        let store = fresh_store(&Role::Leader { holder: "me".into(), lease: None }).unwrap();
+        store.defer_durability(true);
+        let pg = store.db().pg().unwrap();
+        let ep = episode("durable", 0, "config");
+        let pass = PassWrite { app_key: &ep.app_key, at_ms: 1, ..Default::default() };
+        store.pass().write_pass(&pass, &[notification(&ep, "hook", "k1")], 1).unwrap();
+        let due = store.outbox().due_and_next("hook", 10, 10).unwrap();
+        store.outbox().settle_releasing(&[(due.entries[0].clone(), Settle::Delivered)], 10, "hook", &[]).unwrap();
+        let before = pg.round_trips();
+        store.flush().unwrap();
+        assert_eq!(pg.round_trips(), before, "the settle made the pass durable");
+        store.pass().write_pass(&pass, &[notification(&ep, "hook", "k2")], 11).unwrap();
+        let before = pg.round_trips();
+        store.flush().unwrap();
+        assert_eq!(pg.round_trips() - before, 2, "a pass after the settle: BEGIN with the fence's lock, the durable COMMIT");
+    }
 }

@@ -35,6 +35,11 @@ pub(super) struct Shared {
     /// saw ended (an Application's first pass, most of a start's), written by the next
     /// write transaction of a pass or by [`Store::flush`], oldest first.
     pending_operations: std::sync::Mutex<Vec<PendingOperations>>,
+    /// Passes committed without waiting for the disk so far, and how many of them a
+    /// settle's durable commit has made durable since (a durable commit makes every
+    /// commit before it durable): [`Store::flush`] has nothing to do while they agree.
+    deferred_commits: std::sync::atomic::AtomicU64,
+    made_durable: std::sync::atomic::AtomicU64,
 }
 
 /// A pass's sync operations waiting for a write transaction.
@@ -97,6 +102,8 @@ impl Store {
             max_keys_per_app: AtomicUsize::new(DEFAULT_MAX_KEYS_PER_APP),
             deferred: AtomicBool::new(false),
             pending_operations: std::sync::Mutex::new(Vec::new()),
+            deferred_commits: std::sync::atomic::AtomicU64::new(0),
+            made_durable: std::sync::atomic::AtomicU64::new(0),
         })))
     }
 
@@ -149,8 +156,16 @@ impl Store {
     /// Makes every commit so far durable: one write to the disk for a burst of passes.
     /// A settled delivery does the same (its commit is durable and covers what came
     /// before it). The operations of passes that wrote nothing else go in this commit.
+    /// Nothing to do when a settle committed durably after the last deferred pass and
+    /// no operations wait (the evaluation thread then waits for no disk at all).
     pub fn flush(&self) -> Result<(), StateError> {
-        self.0.commit_with_pending(self.0.write()?, |_| Ok(()))
+        let passes = self.0.deferred_commits.load(Ordering::Acquire);
+        if self.0.pending().is_empty() && self.0.made_durable.load(Ordering::Acquire) >= passes {
+            return Ok(());
+        }
+        self.0.commit_with_pending(self.0.write()?, |_| Ok(()))?;
+        self.0.made_durable.fetch_max(passes, Ordering::AcqRel);
+        Ok(())
     }
 }
 
@@ -187,6 +202,23 @@ impl Shared {
     /// What one read transaction gives.
     pub(super) fn read_with<T>(&self, f: impl FnOnce(&ReadTransaction) -> Result<T, StateError>) -> Result<T, StateError> {
         f(&self.read()?)
+    }
+
+    /// A pass committed without waiting for the disk.
+    pub(super) fn deferred_commit(&self) {
+        self.deferred_commits.fetch_add(1, Ordering::AcqRel);
+    }
+
+    /// The deferred commits counted so far, read before a durable transaction begins:
+    /// once it commits, [`Shared::made_durable`] with this.
+    pub(super) fn deferred_so_far(&self) -> u64 {
+        self.deferred_commits.load(Ordering::Acquire)
+    }
+
+    /// A durable commit that began after `passes` deferred ones committed made them
+    /// durable.
+    pub(super) fn made_durable(&self, passes: u64) {
+        self.made_durable.fetch_max(passes, Ordering::AcqRel);
     }
 
     pub(super) fn max_keys_per_app(&self) -> usize {
