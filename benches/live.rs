@@ -1210,7 +1210,9 @@ fn main() {
     let args: Vec<String> = std::env::args().skip(1).filter(|a| !a.starts_with("--")).collect();
     let all = args.is_empty();
     let want = |name: &str| all || args.iter().any(|a| a == name);
-    println!("live benchmark: the release binary, the fake API server, a keep-alive loopback receiver");
+    println!(
+        "live benchmark: the release binary, the fake API server (a real one for `latency` with KUBEBUILDER_ASSETS), a keep-alive loopback receiver"
+    );
     if want("ready") {
         ready();
     }
