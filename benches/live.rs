@@ -7,6 +7,10 @@
 //!
 //! - `latency`: 1,000 Applications, 100 status changes/s for 30 s, then 1,000/s for
 //!   10 s: watch event -> receiver p50/p99/max, deliveries/s, queue depth over time.
+//!   With `KUBEBUILDER_ASSETS` set, on a real etcd and kube-apiserver instead, the
+//!   changes patched through its API at 100 and 500/s: end to end, the API server's
+//!   write, from its answer to the receiver and driftwatch's own share side by side
+//!   (`live/real.rs`).
 //! - `ready`: 10,000 Applications of ~5 KB (with managedFields): process start ->
 //!   `/readyz`, and RSS once ready.
 //! - `drain`: 10,000 notifications queued while the receiver answers 429 with
@@ -63,6 +67,8 @@
 
 #[path = "../tests/common/mod.rs"]
 mod common;
+#[path = "live/real.rs"]
+mod real;
 
 use std::collections::HashMap;
 use std::convert::Infallible;
@@ -218,6 +224,18 @@ fn app(i: usize, sync: &str, rev: &str) -> Value {
     })
 }
 
+/// What a daemon is pointed at: the fake API server, or a real one (`real.rs`).
+trait Cluster {
+    /// Writes a kubeconfig for the daemon at `path`.
+    fn kubeconfig(&self, path: &std::path::Path);
+}
+
+impl Cluster for FakeApiServer {
+    fn kubeconfig(&self, path: &std::path::Path) {
+        FakeApiServer::kubeconfig(self, path);
+    }
+}
+
 /// The daemon binary: this build's, or `LIVE_BENCH_BIN`.
 fn binary() -> String {
     std::env::var("LIVE_BENCH_BIN").unwrap_or_else(|_| env!("CARGO_BIN_EXE_driftwatch").to_string())
@@ -230,16 +248,16 @@ struct Daemon {
 }
 
 impl Daemon {
-    fn start(api: &FakeApiServer, receiver_port: u16) -> (Daemon, Duration) {
+    fn start(api: &dyn Cluster, receiver_port: u16) -> (Daemon, Duration) {
         Daemon::start_with(api, &config(receiver_port))
     }
 
-    fn start_with(api: &FakeApiServer, config: &str) -> (Daemon, Duration) {
+    fn start_with(api: &dyn Cluster, config: &str) -> (Daemon, Duration) {
         Daemon::start_in(api, config, tempfile::tempdir().unwrap())
     }
 
     /// Starts the daemon in `dir` (whose `state.redb` may be seeded already).
-    fn start_in(api: &FakeApiServer, config: &str, dir: tempfile::TempDir) -> (Daemon, Duration) {
+    fn start_in(api: &dyn Cluster, config: &str, dir: tempfile::TempDir) -> (Daemon, Duration) {
         let started = Instant::now();
         let d = Daemon::spawn_in(api, config, dir, &[]);
         d.wait_ready(started);
@@ -255,7 +273,7 @@ impl Daemon {
     }
 
     /// Starts the daemon in `dir` with `extra` arguments, without waiting for it.
-    fn spawn_in(api: &FakeApiServer, config: &str, dir: tempfile::TempDir, extra: &[&str]) -> Daemon {
+    fn spawn_in(api: &dyn Cluster, config: &str, dir: tempfile::TempDir, extra: &[&str]) -> Daemon {
         api.kubeconfig(&dir.path().join("kubeconfig"));
         std::fs::write(dir.path().join("driftwatch.yaml"), config).unwrap();
         if config.contains("$pg-url") {
@@ -1192,12 +1210,18 @@ fn main() {
     let args: Vec<String> = std::env::args().skip(1).filter(|a| !a.starts_with("--")).collect();
     let all = args.is_empty();
     let want = |name: &str| all || args.iter().any(|a| a == name);
-    println!("live benchmark: the release binary, the fake API server, a keep-alive loopback receiver");
+    println!(
+        "live benchmark: the release binary, the fake API server (a real one for `latency` with KUBEBUILDER_ASSETS), a keep-alive loopback receiver"
+    );
     if want("ready") {
         ready();
     }
     if want("latency") {
-        latency();
+        match common::control_plane::assets() {
+            // KUBEBUILDER_ASSETS: on a real kube-apiserver (real.rs).
+            Some(_) => real::latency(),
+            None => latency(),
+        }
     }
     if want("drain") {
         drain();

@@ -138,7 +138,9 @@ impl StateView {
         // Every table below keyed by the Application (`<app>` or `<app>\0...`), read in
         // one round trip on PostgreSQL. A name missing here costs a round trip, not a
         // wrong answer.
-        self.tx.prefetch(&APP_KEYED, app, &hi).map_err(storage)?;
+        // Its latest episode too, through its pointer.
+        let reads = crate::state::kv::Reads { tables: &APP_KEYED, lo: app, hi: &hi, follow: &super::tables::FOLLOWED };
+        self.tx.prefetch(&reads).map_err(storage)?;
         let tx = &self.tx;
         let notified: BTreeMap<String, u64> = notified::keys(tx, app)?.into_iter().collect();
         let holds = holds::of_app(tx, app)?;

@@ -114,10 +114,10 @@ impl InboxCursor {
     }
 
     /// Records that this shard took everything up to `seq`. On PostgreSQL the write is
-    /// fenced like a pass's (a deposed leader's is refused) and durable, which makes
-    /// every pass written before it durable too.
+    /// fenced like a pass's (its transaction takes the fence's lock and a deposed
+    /// leader's is refused) and durable, which makes every pass written before it
+    /// durable too.
     pub fn set(&self, seq: u64) -> Result<(), StateError> {
-        self.0.check_fence()?;
         self.0.write_with(|tx| inbox::set_cursor(tx, seq))
     }
 }

@@ -49,9 +49,8 @@ impl Outbox {
     /// without asking again.
     pub fn due_and_next(&self, service: &str, now_ms: u64, limit: usize) -> Result<Due, StateError> {
         // On PostgreSQL a deposed leader takes no batch (it would send what the new
-        // leader sends).
-        self.0.check_fence()?;
-        let ((entries, bad), next_due_ms) = self.0.read_with(|tx| {
+        // leader sends): the fence is checked in the read's first round trip.
+        let ((entries, bad), next_due_ms) = self.0.read_fenced_with(|tx| {
             let due = outbox::due(tx, service, now_ms, limit)?;
             Ok((due, outbox::next_due_ms(tx, service)?))
         })?;
@@ -93,12 +92,21 @@ impl Outbox {
             return Ok(0);
         }
         let max_keys = self.0.max_keys_per_app();
-        self.0.write_with(|tx| {
-            if !outcomes.is_empty() {
-                settle_in(tx, outcomes, now_ms, max_keys)?;
-            }
-            outbox::release(tx, service, release, now_ms)
-        })
+        // The Applications' keys the settle reads and writes, read with its BEGIN.
+        let apps: BTreeSet<&str> =
+            outcomes.iter().filter_map(|(e, _)| e.notification.record.as_ref()).map(|r| r.app_key.as_str()).collect();
+        // The passes committed before this transaction begins are durable once it
+        // commits (it waits for the disk): the evaluation thread's flush then has
+        // nothing to do.
+        let passes = self.0.deferred_so_far();
+        let tx = self.0.write_for(apps)?;
+        if !outcomes.is_empty() {
+            settle_in(&tx, outcomes, now_ms, max_keys)?;
+        }
+        let released = outbox::release(&tx, service, release, now_ms)?;
+        tx.commit().map_err(super::storage)?;
+        self.0.made_durable(passes);
+        Ok(released)
     }
 
     /// For a service that writes files: its first `limit` entries in queueing order
@@ -108,8 +116,7 @@ impl Outbox {
     pub fn file_head(&self, service: &str, now_ms: u64, limit: usize) -> Result<(Vec<OutboxEntry>, Option<u64>), StateError> {
         // On PostgreSQL a deposed leader takes no file (it would write what the new
         // leader writes).
-        self.0.check_fence()?;
-        let (entries, bad, marked) = self.0.read_with(|tx| files::head(tx, service, limit))?;
+        let (entries, bad, marked) = self.0.read_fenced_with(|tx| files::head(tx, service, limit))?;
         if !bad.is_empty() {
             self.0.write_with(|tx| dead::quarantine(tx, service, &bad, now_ms))?;
         }

@@ -126,12 +126,16 @@ impl PassStore {
                 return Ok(EnqueueReport::default());
             }
         }
-        let mut tx = self.0.write()?;
+        let mut tx = self.0.write_for([pass.app_key])?;
         if deferred {
             tx.defer_durability().map_err(super::storage)?;
         }
         // What waits goes first, in the order the passes decided it.
-        self.0.commit_with_pending(tx, |tx| write_pass_in(tx, pass, notifications, now_ms, due, rejects))
+        let report = self.0.commit_with_pending(tx, |tx| write_pass_in(tx, pass, notifications, now_ms, due, rejects))?;
+        if deferred {
+            self.0.deferred_commit();
+        }
+        Ok(report)
     }
 
     /// Forgets an Application's latest episode when it cannot be read (damaged, or

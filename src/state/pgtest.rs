@@ -444,7 +444,7 @@ mod tests {
         assert!(tx.query("SELECT 1/0", &[]).is_err());
         assert!(tx.commit().is_err(), "an aborted transaction does not commit");
         let tx = pg.begin(false).unwrap();
-        tx.prefetch(&["notified"], b"a", b"b").unwrap();
+        tx.prefetch(&["notified"], b"a", b"b", &[]).unwrap();
         assert!(tx.query("SELECT 1/0", &[]).is_err());
         drop(tx);
         // A counter that overflows makes the commit's own statement fail.
@@ -473,5 +473,117 @@ mod tests {
         assert!(matches!(e, StateError::Refused(_)), "{e:?}");
         store.record("argocd/app@u", "k", 2).unwrap();
         assert_eq!(store.notified_at("argocd/app@u", "k").unwrap(), Some(2));
+    }
+
+    /// A write transaction that read a range with its BEGIN answers reads inside it
+    /// from what it read and wrote since, buffers the writes whose outcome it knows, and
+    /// sends them before its next statement or with the COMMIT: another transaction
+    /// sees each of them, counted; a transaction dropped uncommitted writes nothing.
+    #[test]
+    fn a_write_transaction_answers_from_what_it_knows_and_sends_its_writes_with_the_commit() {
+        use crate::state::kv::pg::{Pg, Span};
+        use std::ops::Bound;
+        let server = server().unwrap();
+        let pg = Pg::open(&server.options(&fresh_schema()), &Role::Tool).unwrap();
+        let tx = pg.begin(true).unwrap();
+        tx.table("t").insert(b"a0".to_vec(), b"old".to_vec()).unwrap();
+        tx.table("t").insert(b"z9".to_vec(), b"far".to_vec()).unwrap();
+        tx.commit().unwrap();
+        let (v, kv) = (|s: &str| s.as_bytes().to_vec(), |k: &str, v: &str| (k.as_bytes().to_vec(), v.as_bytes().to_vec()));
+        let span = [Span { tables: &["t"], lo: b"a", hi: b"b", follow: &[] }];
+        let tx = pg.begin_write(&span).unwrap();
+        let t = tx.table("t");
+        assert_eq!(t.get(b"a0").unwrap(), Some(v("old")));
+        assert_eq!(t.insert(v("a1"), v("new")).unwrap(), None);
+        assert_eq!(t.insert(v("a0"), v("newer")).unwrap(), Some(v("old")));
+        assert_eq!(t.remove(b"a2").unwrap(), None);
+        let inside: Vec<_> = t.range(Bound::Included(v("a")), Bound::Excluded(v("b"))).map(Result::unwrap).collect();
+        assert_eq!(inside, [kv("a0", "newer"), kv("a1", "new")]);
+        // Outside the range: asked, after the buffered writes.
+        assert_eq!(t.remove(b"z9").unwrap(), Some(v("far")));
+        assert_eq!(t.len().unwrap(), 2);
+        assert_eq!(t.remove(b"a1").unwrap(), Some(v("new")));
+        assert_eq!(t.insert(v("a3"), v("x")).unwrap(), None);
+        assert_eq!(t.remove_all(&[v("a3"), v("a8"), v("z9")]).unwrap(), 1);
+        assert_eq!(t.insert(v("a3"), v("y")).unwrap(), None);
+        tx.commit().unwrap();
+        let tx = pg.begin(false).unwrap();
+        let all: Vec<_> = tx.table("t").range(Bound::Unbounded, Bound::Unbounded).map(Result::unwrap).collect();
+        assert_eq!(all, [kv("a0", "newer"), kv("a3", "y")]);
+        assert_eq!(tx.table("t").len().unwrap(), 2);
+        drop(tx);
+        let tx = pg.begin_write(&span).unwrap();
+        assert_eq!(tx.table("t").insert(v("a4"), v("z")).unwrap(), None);
+        drop(tx);
+        let tx = pg.begin(false).unwrap();
+        assert_eq!((tx.table("t").get(b"a4").unwrap(), tx.table("t").len().unwrap()), (None, 2), "nothing of a dropped transaction");
+    }
+
+    /// What a pass and its delivery cost in round trips (the cost that multiplies on a
+    /// busy machine): a pass's view of its Application, the write of its episode and
+    /// its notification, the worker's read of what is due (with the fence's check), and
+    /// the settle that records the key and notes the episode; the second time round,
+    /// with the episode and its keys there.
+    #[test]
+    fn a_pass_and_its_delivery_take_a_few_round_trips() {
+        use crate::state::tables::episodes::tests::{episode, notification};
+        use crate::state::{PassWrite, Retention, Settle};
+        let store = fresh_store(&Role::Leader { holder: "me".into(), lease: None }).unwrap();
+        let pg = store.db().pg().unwrap();
+        let ep = episode("trips", 0, "config");
+        let keep = Retention { max_episodes: 10, max_age: chrono::Duration::days(1) };
+        let mut trips = Vec::new();
+        for (i, key) in ["k1", "k2"].into_iter().enumerate() {
+            let mut costs = Vec::new();
+            let mut before = pg.round_trips();
+            let mut took = |costs: &mut Vec<u64>| {
+                let now = pg.round_trips();
+                costs.push(now - before);
+                before = now;
+            };
+            store.pass().view().unwrap().app_state(&ep.app_key).unwrap();
+            took(&mut costs);
+            let pass = PassWrite { app_key: &ep.app_key, at_ms: 1, episode: Some((&ep, keep)), ..Default::default() };
+            store.pass().write_pass(&pass, &[notification(&ep, "hook", key)], 1 + i as u64).unwrap();
+            took(&mut costs);
+            let due = store.outbox().due_and_next("hook", 10, 10).unwrap();
+            took(&mut costs);
+            store.outbox().settle_releasing(&[(due.entries[0].clone(), Settle::Delivered)], 10, "hook", &[]).unwrap();
+            took(&mut costs);
+            assert!(store.pass().is_notified(&ep.app_key, key).unwrap());
+            trips.push(costs);
+        }
+        // The view: its BEGIN with every read (the latest episode through its pointer),
+        // its COMMIT. The write: its BEGIN with the fence's lock and its reads, its
+        // writes with the COMMIT. The worker's read: its BEGIN with the fence, the due
+        // range, the entries, the next due time, its COMMIT. The settle: its BEGIN
+        // with its reads, the entries removed, the due index with the COMMIT. (The first
+        // pass also creates the episode's index entries and the outbox's counter.)
+        assert_eq!(trips[1], [2, 2, 5, 4], "(view, write, due, settle)");
+        assert!(trips[0].iter().sum::<u64>() <= 16, "{trips:?}");
+    }
+
+    /// A settle waits for the disk, and so makes every pass committed before it durable:
+    /// the flush after it has nothing to do (no round trip); after another pass it
+    /// writes again.
+    #[test]
+    fn a_settle_makes_the_passes_before_it_durable_and_the_flush_skips() {
+        use crate::state::tables::episodes::tests::{episode, notification};
+        use crate::state::{PassWrite, Settle};
+        let store = fresh_store(&Role::Leader { holder: "me".into(), lease: None }).unwrap();
+        store.defer_durability(true);
+        let pg = store.db().pg().unwrap();
+        let ep = episode("durable", 0, "config");
+        let pass = PassWrite { app_key: &ep.app_key, at_ms: 1, ..Default::default() };
+        store.pass().write_pass(&pass, &[notification(&ep, "hook", "k1")], 1).unwrap();
+        let due = store.outbox().due_and_next("hook", 10, 10).unwrap();
+        store.outbox().settle_releasing(&[(due.entries[0].clone(), Settle::Delivered)], 10, "hook", &[]).unwrap();
+        let before = pg.round_trips();
+        store.flush().unwrap();
+        assert_eq!(pg.round_trips(), before, "the settle made the pass durable");
+        store.pass().write_pass(&pass, &[notification(&ep, "hook", "k2")], 11).unwrap();
+        let before = pg.round_trips();
+        store.flush().unwrap();
+        assert_eq!(pg.round_trips() - before, 2, "a pass after the settle: BEGIN with the fence's lock, the durable COMMIT");
     }
 }

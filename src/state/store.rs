@@ -35,6 +35,11 @@ pub(super) struct Shared {
     /// saw ended (an Application's first pass, most of a start's), written by the next
     /// write transaction of a pass or by [`Store::flush`], oldest first.
     pending_operations: std::sync::Mutex<Vec<PendingOperations>>,
+    /// Passes committed without waiting for the disk so far, and how many of them a
+    /// settle's durable commit has made durable since (a durable commit makes every
+    /// commit before it durable): [`Store::flush`] has nothing to do while they agree.
+    deferred_commits: std::sync::atomic::AtomicU64,
+    made_durable: std::sync::atomic::AtomicU64,
 }
 
 /// A pass's sync operations waiting for a write transaction.
@@ -97,6 +102,8 @@ impl Store {
             max_keys_per_app: AtomicUsize::new(DEFAULT_MAX_KEYS_PER_APP),
             deferred: AtomicBool::new(false),
             pending_operations: std::sync::Mutex::new(Vec::new()),
+            deferred_commits: std::sync::atomic::AtomicU64::new(0),
+            made_durable: std::sync::atomic::AtomicU64::new(0),
         })))
     }
 
@@ -159,8 +166,16 @@ impl Store {
     /// Makes every commit so far durable: one write to the disk for a burst of passes.
     /// A settled delivery does the same (its commit is durable and covers what came
     /// before it). The operations of passes that wrote nothing else go in this commit.
+    /// Nothing to do when a settle committed durably after the last deferred pass and
+    /// no operations wait (the evaluation thread then waits for no disk at all).
     pub fn flush(&self) -> Result<(), StateError> {
-        self.0.commit_with_pending(self.0.write()?, |_| Ok(()))
+        let passes = self.0.deferred_commits.load(Ordering::Acquire);
+        if self.0.pending().is_empty() && self.0.made_durable.load(Ordering::Acquire) >= passes {
+            return Ok(());
+        }
+        self.0.commit_with_pending(self.0.write()?, |_| Ok(()))?;
+        self.0.made_durable.fetch_max(passes, Ordering::AcqRel);
+        Ok(())
     }
 }
 
@@ -171,6 +186,19 @@ impl Shared {
 
     pub(super) fn write(&self) -> Result<WriteTransaction, StateError> {
         self.db.begin_write().map_err(storage)
+    }
+
+    /// A write transaction that reads with its BEGIN what a write for `apps` reads and
+    /// writes (`tables::written_spans`): on PostgreSQL the BEGIN, the fence's lock and
+    /// those reads are one round trip, and the writes go with the COMMIT.
+    pub(super) fn write_for<'a>(&self, apps: impl IntoIterator<Item = &'a str>) -> Result<WriteTransaction, StateError> {
+        if self.db.pg().is_none() {
+            return self.write();
+        }
+        let spans = super::tables::written_spans(apps);
+        let spans: Vec<kv::Reads<'_>> =
+            spans.iter().map(|(tables, lo, hi, follow)| kv::Reads { tables, lo: lo.as_str(), hi: hi.as_str(), follow }).collect();
+        self.db.begin_write_reading(&spans).map_err(storage)
     }
 
     /// A write transaction with what `f` writes, committed.
@@ -186,6 +214,23 @@ impl Shared {
         f(&self.read()?)
     }
 
+    /// A pass committed without waiting for the disk.
+    pub(super) fn deferred_commit(&self) {
+        self.deferred_commits.fetch_add(1, Ordering::AcqRel);
+    }
+
+    /// The deferred commits counted so far, read before a durable transaction begins:
+    /// once it commits, [`Shared::made_durable`] with this.
+    pub(super) fn deferred_so_far(&self) -> u64 {
+        self.deferred_commits.load(Ordering::Acquire)
+    }
+
+    /// A durable commit that began after `passes` deferred ones committed made them
+    /// durable.
+    pub(super) fn made_durable(&self, passes: u64) {
+        self.made_durable.fetch_max(passes, Ordering::AcqRel);
+    }
+
     pub(super) fn max_keys_per_app(&self) -> usize {
         self.max_keys_per_app.load(Ordering::Relaxed)
     }
@@ -194,13 +239,15 @@ impl Shared {
         self.deferred.load(Ordering::Relaxed)
     }
 
-    /// On PostgreSQL, refuses a deposed leader (it would send what the new leader
-    /// sends); nothing on redb.
-    pub(super) fn check_fence(&self) -> Result<(), StateError> {
-        match self.db.pg() {
-            Some(pg) => pg.check_fence().map_err(StateError::of_postgres),
-            None => Ok(()),
-        }
+    /// What one read transaction gives, on PostgreSQL after the fence's check in its
+    /// first round trip: a deposed leader takes no batch (it would send what the new
+    /// leader sends).
+    pub(super) fn read_fenced_with<T>(&self, f: impl FnOnce(&ReadTransaction) -> Result<T, StateError>) -> Result<T, StateError> {
+        let tx = self.db.begin_read_fenced().map_err(|e| match e.fenced {
+            true => StateError::of_postgres(e),
+            false => storage(e),
+        })?;
+        f(&tx)
     }
 
     pub(super) fn pending(&self) -> std::sync::MutexGuard<'_, Vec<PendingOperations>> {

@@ -318,6 +318,11 @@ impl ApiServer {
         format!("https://127.0.0.1:{}", self.port.lock().unwrap())
     }
 
+    /// The CA that signed its serving certificate (PEM).
+    pub fn ca_pem(&self) -> String {
+        self.base.ca_pem.clone()
+    }
+
     /// Its log so far.
     pub fn log(&self) -> String {
         std::fs::read_to_string(self.log_path()).unwrap_or_default()

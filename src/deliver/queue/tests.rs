@@ -283,3 +283,57 @@ async fn a_flood_from_one_application_does_not_delay_another() {
     delivery.shutdown(Duration::from_secs(1)).await;
     assert!(before <= 3, "{before} of the flood went before the page");
 }
+
+/// Takes every notification at once.
+struct Takes;
+
+impl Deliverer for Takes {
+    fn deliver<'a>(&'a self, _: &'a [Notification]) -> BoxFuture<'a, Outcome> {
+        Box::pin(async { Outcome::Delivered })
+    }
+}
+
+/// The observations of `driftwatch_notification_latency_seconds{kind}` above 5 s, and
+/// in all.
+fn latencies_over_5s(kind: &str) -> (f64, f64) {
+    let out = crate::metrics::METRICS.render();
+    let value = |prefix: String| {
+        out.lines().find(|l| l.starts_with(&prefix)).and_then(|l| l.rsplit(' ').next()?.parse::<f64>().ok()).unwrap_or(0.0)
+    };
+    let all = value(format!("driftwatch_notification_latency_seconds_count{{kind=\"{kind}\"}}"));
+    let within = value(format!("driftwatch_notification_latency_seconds_bucket{{kind=\"{kind}\",le=\"5.0\"}}"));
+    (all - within, all)
+}
+
+/// A delivery of a notification that carries its event's arrival (`received_ms`, kept
+/// in the outbox entry) is one observation of the notification latency, from that
+/// arrival to the acknowledgement; one without (a timer's pass, a replay) is none.
+#[tokio::test]
+async fn a_delivery_observes_the_time_from_its_events_arrival() {
+    let kind = DestinationKind::Mattermost;
+    let state = Arc::new(Store::in_memory().unwrap());
+    let mut timed = sample(kind, "chat");
+    // Its event reached the daemon 6 s ago.
+    timed.received_ms = Some(crate::clock::wall_ms() - 6_000);
+    let mut untimed = sample(kind, "chat");
+    untimed.app = "argocd/other".into();
+    if let Some(r) = untimed.record.as_mut() {
+        r.app_key = "argocd/other@u-2".into();
+    }
+    state.enqueue(&[timed, untimed], 0).unwrap();
+    let (over_before, all_before) = latencies_over_5s(kind.as_str());
+    let mut settings = DeliverySettings::with_limits(1000.0, 100, 16);
+    settings.concurrency = 1;
+    let service = ServiceRuntime {
+        name: "chat".into(),
+        kind,
+        deliverer: Arc::new(Takes),
+        settings,
+        redactor: crate::secret::Secrets::default().redactor(Vec::new()),
+    };
+    let delivery = Delivery::start(vec![service], state.clone());
+    assert!(delivery.settle(Duration::from_secs(60), Duration::from_secs(20)).await, "both delivered");
+    delivery.shutdown(Duration::from_secs(1)).await;
+    let (over, all) = latencies_over_5s(kind.as_str());
+    assert_eq!((over - over_before, all - all_before), (1.0, 1.0), "one observation, of at least its 6 s");
+}

@@ -118,6 +118,17 @@ impl<V: Field + 'static> Got<V> {
     }
 }
 
+/// What a transaction reads at once: every entry of `tables` with a key in `lo..hi`,
+/// and for each `(target, via)` of `follow` the entry of `target` whose key is the
+/// value of `via`'s entry `lo`. Later reads there cost no round trip (PostgreSQL);
+/// missing one costs a round trip, never a wrong answer.
+pub struct Reads<'a> {
+    pub tables: &'a [&'static str],
+    pub lo: &'a str,
+    pub hi: &'a str,
+    pub follow: &'a [(&'static str, &'static str)],
+}
+
 /// The database: one engine.
 pub enum Database {
     Redb(::redb::Database),
@@ -129,6 +140,31 @@ impl Database {
         match self {
             Database::Redb(db) => db.begin_write().map(WriteTransaction::Redb).map_err(redb_err),
             Database::Pg(pg) => pg.begin(true).map(WriteTransaction::Pg),
+        }
+    }
+
+    /// [`Database::begin_write`] that also reads `spans` ([`Reads`]) with the fence's lock (PostgreSQL: one
+    /// round trip; reads and writes inside them later cost none). redb reads in place
+    /// and needs nothing.
+    pub fn begin_write_reading(&self, spans: &[Reads<'_>]) -> Result<WriteTransaction, KvError> {
+        match self {
+            Database::Redb(_) => self.begin_write(),
+            Database::Pg(pg) => {
+                let spans: Vec<pg::Span<'_>> = spans
+                    .iter()
+                    .map(|r| pg::Span { tables: r.tables, lo: r.lo.as_bytes(), hi: r.hi.as_bytes(), follow: r.follow })
+                    .collect();
+                pg.begin_write(&spans).map(WriteTransaction::Pg)
+            }
+        }
+    }
+
+    /// [`Database::begin_read`] that refuses a deposed leader (PostgreSQL's fence, read
+    /// in the transaction's first round trip); nothing more on redb.
+    pub fn begin_read_fenced(&self) -> Result<ReadTransaction, KvError> {
+        match self {
+            Database::Pg(pg) => pg.begin_read_fenced().map(|t| ReadTransaction::Pg(Box::new(t))),
+            Database::Redb(_) => self.begin_read(),
         }
     }
 
@@ -198,10 +234,10 @@ impl ReadTransaction {
     /// Reads every entry of `tables` whose key lies in `lo..hi` at once, so the reads
     /// that follow inside that range cost no round trip (PostgreSQL; redb reads its
     /// pages in place and needs nothing).
-    pub fn prefetch(&self, tables: &[&'static str], lo: &str, hi: &str) -> Result<(), KvError> {
+    pub fn prefetch(&self, reads: &Reads<'_>) -> Result<(), KvError> {
         match self {
             ReadTransaction::Redb(_) => Ok(()),
-            ReadTransaction::Pg(tx) => tx.prefetch(tables, lo.as_bytes(), hi.as_bytes()),
+            ReadTransaction::Pg(tx) => tx.prefetch(reads.tables, reads.lo.as_bytes(), reads.hi.as_bytes(), reads.follow),
         }
     }
 
@@ -320,6 +356,25 @@ impl<'t, K: KeyField + 'static, V: Field + 'static> Table<'t, K, V> {
             Table::Write(t) => Ok(t.insert(key, value).map_err(redb_err)?.map(|v| Got(V::own(v.value())))),
             Table::Read(_) => Err(Self::read_only()),
             Table::Pg(t, _) => t.insert(K::encode(key.borrow()), V::encode(value.borrow()))?.map(|v| V::decode(&v).map(Got)).transpose(),
+        }
+    }
+
+    /// Sets `key` to `value` when what it was does not matter (a key made new from an
+    /// id just taken): on PostgreSQL sent with the next statement or the COMMIT rather
+    /// than in a round trip of its own.
+    pub fn put<'k, 'v>(&mut self, key: impl Borrow<K::SelfType<'k>>, value: impl Borrow<V::SelfType<'v>>) -> Result<(), KvError> {
+        match self {
+            Table::Pg(t, _) => t.put(K::encode(key.borrow()), V::encode(value.borrow())),
+            _ => self.insert(key, value).map(drop),
+        }
+    }
+
+    /// Removes `keys` when how many there were does not matter: on PostgreSQL sent
+    /// with the next statement or the COMMIT.
+    pub fn delete_many<'k, Q: Borrow<K::SelfType<'k>>>(&mut self, keys: &[Q]) -> Result<(), KvError> {
+        match self {
+            Table::Pg(t, _) => t.delete_all(&keys.iter().map(|k| K::encode(k.borrow())).collect::<Vec<_>>()),
+            _ => self.remove_many(keys).map(drop),
         }
     }
 

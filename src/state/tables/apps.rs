@@ -13,7 +13,7 @@ use crate::state::{StateError, storage};
 pub(in crate::state) const NOTES: TableDefinition<&str, &str> = TableDefinition::new("app_notes");
 /// Deleted Applications whose outbox entries have not all settled yet (state key ->
 /// when the deletion was seen, unix ms): their state is purged when the last settles.
-const DELETED: TableDefinition<&str, u64> = TableDefinition::new("deleted_apps");
+pub(in crate::state) const DELETED: TableDefinition<&str, u64> = TableDefinition::new("deleted_apps");
 
 pub(in crate::state) fn create_tables(tx: &WriteTransaction) -> Result<(), StateError> {
     tx.open_table(DELETED).map_err(storage)?;

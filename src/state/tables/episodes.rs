@@ -30,7 +30,7 @@ use crate::model::{Notification, Severity};
 use crate::state::kv::{ReadTransaction, Table, TableDefinition, WriteTransaction};
 use crate::state::{HistoryQuery, OpenEpisode, Retention, StateError, from_millis, storage};
 
-const EPISODES: TableDefinition<&str, &str> = TableDefinition::new("episodes");
+pub(in crate::state) const EPISODES: TableDefinition<&str, &str> = TableDefinition::new("episodes");
 pub(in crate::state) const LATEST: TableDefinition<&str, &str> = TableDefinition::new("latest_episode");
 /// `"<resolved at, unix ms, 15 digits>\u{0}<episode key>"` -> nothing, for resolved
 /// episodes of a severity below critical.
@@ -42,9 +42,9 @@ const RESOLVED_CRITICAL: TableDefinition<&str, ()> = TableDefinition::new("episo
 pub const MAX_VISITED_PER_QUERY: usize = 50_000;
 
 /// State key -> [`OpenEpisode`] (JSON) of its open episode.
-const OPEN: TableDefinition<&str, &str> = TableDefinition::new("open_episodes");
+pub(in crate::state) const OPEN: TableDefinition<&str, &str> = TableDefinition::new("open_episodes");
 /// Class -> how many open episodes have it (`none`: those with no class).
-const OPEN_BY_CLASS: TableDefinition<&str, u64> = TableDefinition::new("open_episodes_by_class");
+pub(in crate::state) const OPEN_BY_CLASS: TableDefinition<&str, u64> = TableDefinition::new("open_episodes_by_class");
 /// `"<namespace>/<name>\u{0}<episode key>"` -> nothing.
 const BY_APP: TableDefinition<&str, ()> = TableDefinition::new("episodes_by_app");
 
@@ -562,7 +562,7 @@ fn prune(episodes: &mut Table<&str, &str>, tx: &WriteTransaction, retention: Ret
 }
 
 #[cfg(test)]
-mod tests {
+pub(in crate::state) mod tests {
     use super::*;
     use crate::model::{Action, App};
     use crate::state::Store;
@@ -572,7 +572,7 @@ mod tests {
         DateTime::parse_from_rfc3339("2026-03-02T03:00:00Z").unwrap().with_timezone(&Utc) + chrono::Duration::minutes(min)
     }
 
-    fn episode(name: &str, min: i64, class: &str) -> Episode {
+    pub(in crate::state) fn episode(name: &str, min: i64, class: &str) -> Episode {
         let app = App::from_value(json!({"apiVersion": "argoproj.io/v1alpha1", "kind": "Application",
             "metadata": {"name": name, "namespace": "argocd", "uid": name},
             "status": {"sync": {"status": "OutOfSync"}}}))
@@ -588,7 +588,7 @@ mod tests {
     }
 
     /// A notification of `ep` to `service`, recorded under `key` once delivered.
-    fn notification(ep: &Episode, service: &str, key: &str) -> Notification {
+    pub(in crate::state) fn notification(ep: &Episode, service: &str, key: &str) -> Notification {
         Notification {
             received_ms: None,
             app: format!("argocd/{}", ep.name),

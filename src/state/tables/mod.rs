@@ -56,6 +56,49 @@ pub(super) fn create_all(tx: &WriteTransaction) -> Result<(), StateError> {
     Ok(())
 }
 
+/// The tables keyed by the Application (`<app>` or `<app>\0...`) that a pass's write
+/// and a settle read and write: on PostgreSQL their Applications' ranges are read with
+/// the BEGIN ([`written_spans`]), so what they read and write there costs no round trip.
+const WRITTEN_BY_APP: [&str; 11] = [
+    notified::NOTIFIED.name(),
+    holds::HOLDS.name(),
+    episodes::LATEST.name(),
+    episodes::OPEN.name(),
+    operations::OPERATIONS.latest.name(),
+    break_glass::EXCEPTIONS.latest.name(),
+    apps::NOTES.name(),
+    apps::DELETED.name(),
+    outbox::PENDING.name(),
+    groups::MEMBERSHIP.name(),
+    break_glass::EXCEPTIONS.records.name(),
+];
+
+/// Small tables a pass's write and a settle read whole: the outbox's depth counters
+/// (one per service) and the open episodes' class counters.
+const WRITTEN_WHOLE: [&str; 2] = [outbox::DEPTH.name(), episodes::OPEN_BY_CLASS.name()];
+
+/// The key ranges a write for `apps` reads with its BEGIN (`kv::Database::begin_write_reading`):
+/// each Application's keys, the small counter tables, and the next outbox id. Missing
+/// one costs a round trip, never a wrong answer.
+pub(super) fn written_spans<'a>(
+    apps: impl IntoIterator<Item = &'a str>,
+) -> Vec<(&'static [&'static str], String, String, &'static [Followed])> {
+    let mut spans: Vec<(&'static [&'static str], String, String, &'static [Followed])> =
+        apps.into_iter().map(|a| (&WRITTEN_BY_APP[..], a.to_string(), format!("{a}\u{1}"), &FOLLOWED[..])).collect();
+    spans.push((&WRITTEN_WHOLE[..], String::new(), "\u{10ffff}".to_string(), &[]));
+    spans.push((&NEXT_ID[..], "next_id".to_string(), "next_id\u{0}".to_string(), &[]));
+    spans
+}
+
+/// (target, pointer): an entry read through a pointer keyed by the Application.
+type Followed = (&'static str, &'static str);
+
+/// The Application's latest episode, through `latest_episode` (its key is not the
+/// Application's): read with its keys by a pass's view, its write and a settle.
+pub(super) const FOLLOWED: [Followed; 1] = [(episodes::EPISODES.name(), episodes::LATEST.name())];
+
+const NEXT_ID: [&str; 1] = [META.name()];
+
 /// `"<app key>\u{0}<key>"`: a key of a table keyed per Application.
 pub(super) fn full_key(app: &str, key: &str) -> String {
     format!("{app}{SEP}{key}")

@@ -96,8 +96,9 @@ fn service_range(service: &str) -> (String, String) {
 /// Writes an entry, its place in the due index, and counts it.
 pub(in crate::state) fn insert_entry(tx: &WriteTransaction, e: &OutboxEntry) -> Result<(), StateError> {
     let service = e.notification.destination.service.as_str();
-    tx.open_table(ENTRIES).map_err(storage)?.insert(e.id, to_json(e)?.as_str()).map_err(storage)?;
-    tx.open_table(DUE).map_err(storage)?.insert(due_key(service, e.next_attempt_ms, e.id).as_str(), e.id).map_err(storage)?;
+    // Keys of a new id: what they were does not matter (PostgreSQL sends them later).
+    tx.open_table(ENTRIES).map_err(storage)?.put(e.id, to_json(e)?.as_str()).map_err(storage)?;
+    tx.open_table(DUE).map_err(storage)?.put(due_key(service, e.next_attempt_ms, e.id).as_str(), e.id).map_err(storage)?;
     let mut depth = tx.open_table(DEPTH).map_err(storage)?;
     let n = depth.get(service).map_err(storage)?.map_or(0, |v| v.value());
     depth.insert(service, n + 1).map_err(storage)?;
@@ -387,9 +388,9 @@ pub(in crate::state) fn remove_entries(tx: &WriteTransaction, entries: &[&Outbox
         }
     }
     let due: Vec<String> = entries.iter().map(|e| due_key(e.notification.destination.service.as_str(), e.next_attempt_ms, e.id)).collect();
-    tx.open_table(DUE).map_err(storage)?.remove_many(&due.iter().map(String::as_str).collect::<Vec<_>>()).map_err(storage)?;
+    tx.open_table(DUE).map_err(storage)?.delete_many(&due.iter().map(String::as_str).collect::<Vec<_>>()).map_err(storage)?;
     let pending: Vec<String> = entries.iter().filter_map(|e| pending_key(&e.notification)).collect();
-    tx.open_table(PENDING).map_err(storage)?.remove_many(&pending.iter().map(String::as_str).collect::<Vec<_>>()).map_err(storage)?;
+    tx.open_table(PENDING).map_err(storage)?.delete_many(&pending.iter().map(String::as_str).collect::<Vec<_>>()).map_err(storage)?;
     Ok(())
 }
 

@@ -56,15 +56,17 @@ impl Pg {
         self.fenced.load(std::sync::atomic::Ordering::Relaxed)
     }
 
-    /// Refuses (and remembers) when another daemon took the store over since this one
-    /// did: checked before a delivery worker takes a batch, so a deposed leader starts
-    /// no send after the takeover committed. One read, no lock.
-    pub fn check_fence(&self) -> Result<(), KvError> {
-        let Some(mine) = self.epoch else { return Ok(()) };
-        let mut c = self.conn()?;
-        let row = c.query_typed_one("SELECT epoch FROM fence WHERE name = 'state'", &[]).map_err(pg_err)?;
-        let now: i64 = row.try_get(0).map_err(pg_err)?;
-        self.refuse_unless(mine, now)
+    /// A read transaction whose first round trip begins it and reads the fence: refused
+    /// (and remembered) when another daemon took the store over since this one did.
+    /// A delivery worker reads its batch so: a deposed leader starts no send after the
+    /// takeover committed. No lock.
+    pub fn begin_read_fenced(&self) -> Result<super::Tx, KvError> {
+        let tx = self.begin(false)?;
+        let Some(mine) = self.epoch else { return Ok(tx) };
+        match tx.begin_reading_epoch()? {
+            Some(now) => self.refuse_unless(mine, now).map(|()| tx),
+            None => Err(KvError::new("the fence row of the state schema is missing")),
+        }
     }
 
     pub(super) fn refuse_unless(&self, mine: i64, now: i64) -> Result<(), KvError> {

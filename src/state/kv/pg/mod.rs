@@ -35,7 +35,7 @@ mod tx;
 
 pub use pool::Pg;
 pub use table::{Range, Table};
-pub use tx::{Entry, Tx};
+pub use tx::{Entry, Span, Tx};
 
 type Manager = PostgresConnectionManager<MakeRustlsConnect>;
 type Conn = r2d2::PooledConnection<Manager>;

@@ -7,7 +7,7 @@ use r2d2_postgres::PostgresConnectionManager;
 use r2d2_postgres::r2d2;
 use tokio_postgres_rustls::MakeRustlsConnect;
 
-use super::{Conn, KvError, Manager, PgOptions, Role, Tx, ident};
+use super::{Conn, KvError, Manager, PgOptions, Role, Span, Tx, ident};
 
 /// PostgreSQL, opened.
 pub struct Pg {
@@ -22,6 +22,8 @@ pub struct Pg {
     /// at once rather than have every pass wait for a connect timeout (the evaluation
     /// thread would stall for each Application during an outage or a failover).
     pub(super) down_until: std::sync::Mutex<Option<std::time::Instant>>,
+    /// Round trips of this store's transactions (what a pass's cost is made of).
+    pub(super) round_trips: std::sync::Arc<std::sync::atomic::AtomicU64>,
 }
 
 /// How long a checkout waits for a connection (at most; `connectTimeout` if shorter).
@@ -111,6 +113,7 @@ impl Pg {
             epoch: None,
             fenced: std::sync::atomic::AtomicBool::new(false),
             down_until: std::sync::Mutex::new(None),
+            round_trips: std::sync::Arc::default(),
         };
         pg.migrate()?;
         if let Role::Leader { holder, lease } = role {
@@ -139,23 +142,35 @@ impl Pg {
     /// A transaction: a write one locks the fence row first (and checks the epoch), a
     /// read one is a snapshot.
     pub fn begin(&self, write: bool) -> Result<Tx, KvError> {
-        let c = self.conn()?;
-        if !write {
-            return Ok(Tx::new(c, false));
+        match write {
+            true => self.begin_write(&[]),
+            false => self.conn().map(|c| Tx::new(c, false, self.round_trips.clone())),
         }
+    }
+
+    /// A write transaction that locks the fence row (and checks the epoch) and reads
+    /// `spans` whole, in one round trip: what it reads or writes there later costs none
+    /// (`tx.rs`).
+    pub fn begin_write(&self, spans: &[Span<'_>]) -> Result<Tx, KvError> {
+        let c = self.conn()?;
         // The transaction exists from here: whatever fails below, its drop rolls it
         // back before the connection goes back to the pool.
-        let tx = Tx::new(c, true);
-        let rows = tx.simple("BEGIN; SELECT epoch FROM fence WHERE name = 'state' FOR UPDATE")?;
-        let held = rows.iter().find_map(|m| match m {
-            postgres::SimpleQueryMessage::Row(r) => r.get(0).and_then(|s| s.parse::<i64>().ok()),
-            _ => None,
-        });
+        let tx = Tx::new(c, true, self.round_trips.clone());
+        let rows = tx.prefetch_with("BEGIN; SELECT epoch FROM fence WHERE name = 'state' FOR UPDATE; ", spans)?;
+        let held = rows.iter().find_map(|r| r.get(0).and_then(|s| s.parse::<i64>().ok()));
         match (self.epoch, held) {
             (_, None) => Err(KvError::new("the fence row of the state schema is missing")),
             (Some(mine), Some(now)) => self.refuse_unless(mine, now).map(|()| tx),
             (None, Some(_)) => Ok(tx),
         }
+    }
+}
+
+impl Pg {
+    /// Round trips of this store's transactions so far.
+    #[cfg(test)]
+    pub fn round_trips(&self) -> u64 {
+        self.round_trips.load(std::sync::atomic::Ordering::Relaxed)
     }
 }
 
