@@ -203,12 +203,16 @@ fn the_dashboard_and_the_alerts_query_what_the_binary_exposes() {
     // Issue 40: every family the dashboard and the alert rules read has a series from
     // the start, at 0, so a panel shows 0, not "No data" (a counter's samples end in
     // `_total`, a histogram's in `_bucket`...). The queue depth is per configured
-    // service: with none configured there is none, and one appears with the first.
+    // service: with none configured there is none, and one appears with the first. An
+    // audit feed's last batch time is per configured feed (primed at 0 when the audit
+    // input starts): without one there is none.
     let has_sample = |family: &str| body.lines().any(|l| !l.starts_with('#') && l.starts_with(family));
-    for family in used.iter().filter(|f| **f != "driftwatch_queue_depth") {
+    let per_configured = ["driftwatch_queue_depth", "driftwatch_audit_last_batch_timestamp_seconds"];
+    for family in used.iter().filter(|f| !per_configured.contains(f)) {
         assert!(has_sample(family), "/metrics has no series of {family} before the first event:\n{body}");
     }
     assert!(!has_sample("driftwatch_queue_depth"), "a queue depth without a service");
+    assert!(!has_sample("driftwatch_audit_last_batch_timestamp_seconds"), "a feed's time without an audit input");
     std::fs::write(
         dir.path().join("driftwatch.yaml"),
         "context: {argocdUrl: https://argocd.example.com}\nservices:\n  hook: {type: webhook, url: http://127.0.0.1:9}\noperations:\n  open: true\n",
