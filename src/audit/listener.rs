@@ -182,7 +182,8 @@ async fn queued(sink: &Sink, shared: Arc<Shared>, body: Body, cluster: String, a
         return reply(StatusCode::SERVICE_UNAVAILABLE, "this replica is on standby; the leader takes audit batches");
     }
     let (tx, rx) = tokio::sync::mpsc::channel(CHUNKS_IN_FLIGHT);
-    let cutter = tokio::task::spawn_blocking(move || shared.take(rx, &cluster));
+    let of = cluster.clone();
+    let cutter = tokio::task::spawn_blocking(move || shared.take(rx, &of));
     // On a timeout the sender is dropped with `forward`, which ends the cutter.
     let read = tokio::time::timeout(BODY_TIMEOUT, forward(body, tx)).await;
     let taken = cutter.await;
@@ -195,7 +196,7 @@ async fn queued(sink: &Sink, shared: Arc<Shared>, body: Body, cluster: String, a
         }
         (Ok(Read::Cut), _) => reply(StatusCode::BAD_REQUEST, "the body was cut off"),
         (Ok(Read::Whole | Read::Stopped), Ok(Ok(batch))) => {
-            if sink.offer(arrived, batch.into()) {
+            if sink.offer_from(arrived, batch.into(), &cluster) {
                 reply(StatusCode::OK, "ok")
             } else {
                 reply(StatusCode::SERVICE_UNAVAILABLE, "the audit queue is full; send the batch again later")

@@ -259,6 +259,12 @@ pub struct Sink {
     relay: Option<inbox::Relay>,
 }
 
+/// What of a bound (the audit queue, the audit inbox) the spokes' batches may fill: four
+/// fifths, the rest kept for the batches of the cluster driftwatch runs in.
+pub fn spokes_share(bound: usize) -> usize {
+    bound / 5 * 4
+}
+
 /// The receiving end: what the daemon forwards to the evaluation thread.
 pub struct Queue {
     shared: Arc<Shared>,
@@ -334,8 +340,18 @@ impl Sink {
     /// would send it again until it gives up, losing everything in it (review L3): its
     /// first `audit.queue` events are taken like a batch that fits, and the rest are
     /// dropped and counted (`driftwatch_audit_dropped_total{reason="batch-over-queue"}`).
-    pub fn offer(&self, arrived: Instant, mut attempts: Relevant) -> bool {
-        let cap = self.shared.queue;
+    pub fn offer(&self, arrived: Instant, attempts: Relevant) -> bool {
+        self.offer_from(arrived, attempts, "")
+    }
+
+    /// [`Self::offer`] of a batch from the cluster `cluster` (`""`: this one): a spoke's
+    /// batches may fill the queue only to [`spokes_share`], so that a spoke's token
+    /// holder flooding it cannot keep the hub's batches out.
+    pub fn offer_from(&self, arrived: Instant, mut attempts: Relevant, cluster: &str) -> bool {
+        let cap = match cluster {
+            "" => self.shared.queue,
+            _ => spokes_share(self.shared.queue),
+        };
         if attempts.len() > cap {
             let over = attempts.len() - cap;
             let keep_bg = attempts.break_glass.len().min(cap);
@@ -353,7 +369,7 @@ impl Sink {
         }
         let keys = attempts.keys();
         let before = self.shared.pending.fetch_add(n, Ordering::AcqRel);
-        if before.saturating_add(n) > self.shared.queue || self.tx.try_send((arrived, attempts)).is_err() {
+        if before.saturating_add(n) > cap || self.tx.try_send((arrived, attempts)).is_err() {
             self.shared.pending.fetch_sub(n, Ordering::AcqRel);
             METRICS.audit_dropped.add("queue-full", n as u64);
             return false;
@@ -421,6 +437,12 @@ mod tests {
         assert_eq!(queue.recv().await.map(|b| b.1.len()), Some(2));
         assert!(sink.offer(now, batch(2)));
         assert!(sink.offer(now, Relevant::default()), "nothing to queue is no refusal");
+        // A spoke's batch may fill four fifths of the queue only: the rest is the hub's.
+        let wide = Shared::new(&AuditSettings { queue: 10, ..AuditSettings::default() });
+        let (spoke_sink, _q) = super::queue(&wide);
+        assert!(spoke_sink.offer_from(now, batch(8), "edge-1"));
+        assert!(!spoke_sink.offer_from(now, batch(1), "edge-1"), "past the spokes' share");
+        assert!(spoke_sink.offer_from(now, batch(2), ""), "the hub's batch still fits");
         // A batch larger than the whole queue: once the queue is empty, its first 3 are
         // taken and the rest counted, instead of a refusal on every retry.
         while queue.rx.try_recv().is_ok() {}

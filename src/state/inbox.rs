@@ -15,6 +15,10 @@ use super::tables::inbox;
 /// it again later) rather than the inbox growing while a shard has no leader.
 pub const MAX_INBOX_BATCHES: u64 = 10_000;
 
+/// Batches the spokes' feeds may fill the inbox to: four fifths of it, the rest kept
+/// for the hub's.
+pub const MAX_SPOKE_BATCHES: u64 = MAX_INBOX_BATCHES / 5 * 4;
+
 /// Batches forgotten per acknowledgement at most (the rest go with the next ones).
 const MAX_FORGOTTEN: usize = 1_000;
 
@@ -53,8 +57,12 @@ impl AuditInbox {
     /// Appends `batch` durably; its sequence number, or `None` when the inbox is full.
     /// A cluster name holding a tab or a line break is refused (the configuration's
     /// names never do).
+    /// A spoke's batch (its `cluster` not empty) is refused past
+    /// [`MAX_SPOKE_BATCHES`]: a spoke's token holder flooding the inbox cannot keep the
+    /// hub's batches out.
     pub fn push(&self, batch: &InboxBatch) -> Result<Option<u64>, StateError> {
-        self.push_within(batch, MAX_INBOX_BATCHES)
+        let max = if batch.cluster.is_empty() { MAX_INBOX_BATCHES } else { MAX_SPOKE_BATCHES };
+        self.push_within(batch, max)
     }
 
     fn push_within(&self, batch: &InboxBatch, max: u64) -> Result<Option<u64>, StateError> {

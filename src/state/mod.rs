@@ -46,7 +46,7 @@ mod tables;
 
 pub use app_state::{AppState, GroupReads, NoGroups, StateView, StoredException};
 pub use history::{History, HistoryQuery, OpenEpisode, Retention};
-pub use inbox::{AuditInbox, InboxBatch, InboxCursor, MAX_INBOX_BATCHES};
+pub use inbox::{AuditInbox, InboxBatch, InboxCursor, MAX_INBOX_BATCHES, MAX_SPOKE_BATCHES};
 pub use kv::pg::{LeaseGeneration, PgOptions, Role};
 pub use message_refs::{MAX_MESSAGE_REFS, MessageRef, MessageRefs};
 pub use outbox::{Due, Outbox};
