@@ -176,32 +176,40 @@ async fn ingest(State(sink): State<Sink>, headers: HeaderMap, body: Body) -> Res
     answer
 }
 
+/// Reads the body as it arrives into `cut` (on a blocking thread): what `cut` made of
+/// it, or the answer to a body that timed out, was cut off or is not a list.
+async fn read_body<T: Send + 'static>(
+    body: Body,
+    cut: impl FnOnce(tokio::sync::mpsc::Receiver<Bytes>) -> Result<T, items::NotAList> + Send + 'static,
+) -> Result<T, Response> {
+    let (tx, rx) = tokio::sync::mpsc::channel(CHUNKS_IN_FLIGHT);
+    let cutter = tokio::task::spawn_blocking(move || cut(rx));
+    // On a timeout the sender is dropped with `forward`, which ends the cutter.
+    let read = tokio::time::timeout(BODY_TIMEOUT, forward(body, tx)).await;
+    match (read, cutter.await) {
+        (Err(_), _) => Err(reply(StatusCode::REQUEST_TIMEOUT, "the body did not arrive within 30 s")),
+        (_, Err(_)) => Err(reply(StatusCode::INTERNAL_SERVER_ERROR, "decoding the batch failed")),
+        (_, Ok(Err(e))) => {
+            tracing::warn!(error = %e, "refused an audit batch that is not an EventList");
+            Err(reply(StatusCode::BAD_REQUEST, &e.to_string()))
+        }
+        (Ok(Read::Cut), _) => Err(reply(StatusCode::BAD_REQUEST, "the body was cut off")),
+        (Ok(Read::Whole | Read::Stopped), Ok(Ok(taken))) => Ok(taken),
+    }
+}
+
 /// A batch for this replica's queue (the state in a file: the leader takes it).
 async fn queued(sink: &Sink, shared: Arc<Shared>, body: Body, cluster: String, arrived: std::time::Instant) -> Response {
     if !shared.leading() {
         return reply(StatusCode::SERVICE_UNAVAILABLE, "this replica is on standby; the leader takes audit batches");
     }
-    let (tx, rx) = tokio::sync::mpsc::channel(CHUNKS_IN_FLIGHT);
     let of = cluster.clone();
-    let cutter = tokio::task::spawn_blocking(move || shared.take(rx, &of));
-    // On a timeout the sender is dropped with `forward`, which ends the cutter.
-    let read = tokio::time::timeout(BODY_TIMEOUT, forward(body, tx)).await;
-    let taken = cutter.await;
-    match (read, taken) {
-        (Err(_), _) => reply(StatusCode::REQUEST_TIMEOUT, "the body did not arrive within 30 s"),
-        (_, Err(_)) => reply(StatusCode::INTERNAL_SERVER_ERROR, "decoding the batch failed"),
-        (_, Ok(Err(e))) => {
-            tracing::warn!(error = %e, "refused an audit batch that is not an EventList");
-            reply(StatusCode::BAD_REQUEST, &e.to_string())
-        }
-        (Ok(Read::Cut), _) => reply(StatusCode::BAD_REQUEST, "the body was cut off"),
-        (Ok(Read::Whole | Read::Stopped), Ok(Ok(batch))) => {
-            if sink.offer_from(arrived, batch.into(), &cluster) {
-                reply(StatusCode::OK, "ok")
-            } else {
-                reply(StatusCode::SERVICE_UNAVAILABLE, "the audit queue is full; send the batch again later")
-            }
-        }
+    match read_body(body, move |rx| shared.take(rx, &of)).await {
+        Err(answer) => answer,
+        Ok(batch) => match sink.offer_from(arrived, batch.into(), &cluster) {
+            true => reply(StatusCode::OK, "ok"),
+            false => reply(StatusCode::SERVICE_UNAVAILABLE, "the audit queue is full; send the batch again later"),
+        },
     }
 }
 
@@ -209,23 +217,14 @@ async fn queued(sink: &Sink, shared: Arc<Shared>, body: Body, cluster: String, a
 /// concern a unit is written there, 503 when the inbox is full or cannot be written
 /// (the API server sends the batch again).
 async fn relayed(shared: Arc<Shared>, relay: super::inbox::Relay, body: Body, cluster: String) -> Response {
-    let (tx, rx) = tokio::sync::mpsc::channel(CHUNKS_IN_FLIGHT);
-    let cutter = tokio::task::spawn_blocking(move || shared.keep(rx, &relay, &cluster));
-    let read = tokio::time::timeout(BODY_TIMEOUT, forward(body, tx)).await;
-    match (read, cutter.await) {
-        (Err(_), _) => reply(StatusCode::REQUEST_TIMEOUT, "the body did not arrive within 30 s"),
-        (_, Err(_)) => reply(StatusCode::INTERNAL_SERVER_ERROR, "decoding the batch failed"),
-        (_, Ok(Err(e))) => {
-            tracing::warn!(error = %e, "refused an audit batch that is not an EventList");
-            reply(StatusCode::BAD_REQUEST, &e.to_string())
-        }
-        (Ok(Read::Cut), _) => reply(StatusCode::BAD_REQUEST, "the body was cut off"),
-        (Ok(Read::Whole | Read::Stopped), Ok(Ok(Ok(true)))) => reply(StatusCode::OK, "ok"),
-        (Ok(Read::Whole | Read::Stopped), Ok(Ok(Ok(false)))) => {
+    match read_body(body, move |rx| shared.keep(rx, &relay, &cluster)).await {
+        Err(answer) => answer,
+        Ok(Ok(true)) => reply(StatusCode::OK, "ok"),
+        Ok(Ok(false)) => {
             METRICS.audit_dropped.inc("inbox-full");
             reply(StatusCode::SERVICE_UNAVAILABLE, "the audit inbox is full; send the batch again later")
         }
-        (Ok(Read::Whole | Read::Stopped), Ok(Ok(Err(e)))) => {
+        Ok(Err(e)) => {
             tracing::warn!(error = %e, "could not write an audit batch to the inbox");
             reply(StatusCode::SERVICE_UNAVAILABLE, "the audit inbox cannot be written now; send the batch again later")
         }
