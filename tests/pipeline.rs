@@ -284,12 +284,8 @@ fn secret_values_never_reach_a_rendered_payload() {
     assert!(text.contains("someone pasted *** here"), "{text}");
 }
 
-#[test]
-fn a_resolve_trigger_sends_resolve_when_its_condition_clears_then_rearms() {
-    let dir = tempfile::tempdir().unwrap();
-    let p = pipeline(
-        Some(
-            r#"
+/// A page while an Application is Degraded, resolved when it is not.
+const DEGRADED_PAGE: &str = r#"
 triggers:
   on-degraded-page:
     - when: app.status.health.status == "Degraded"
@@ -300,10 +296,12 @@ templates:
   page:
     message: "{{#if resolved}}RESOLVED{{else}}FIRING{{/if}} {{app.metadata.name}}"
     severity: critical
-"#,
-        ),
-        dir.path(),
-    );
+"#;
+
+#[test]
+fn a_resolve_trigger_sends_resolve_when_its_condition_clears_then_rearms() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = pipeline(Some(DEGRADED_PAGE), dir.path());
     let state = Arc::new(Store::in_memory().unwrap());
     let app = |b: AppBuilder| b.annotate("notifications.argoproj.io/subscribe.on-degraded-page.pagerduty", "platform").app();
     let mut sink = Recorder::default();
@@ -331,22 +329,7 @@ templates:
 #[test]
 fn a_resolve_whose_firing_is_in_flight_is_looked_at_again() {
     let dir = tempfile::tempdir().unwrap();
-    let p = pipeline(
-        Some(
-            r#"
-triggers:
-  on-degraded-page:
-    - when: app.status.health.status == "Degraded"
-      oncePer: app.status.sync.revision
-      resolve: true
-      send: [page]
-templates:
-  page:
-    message: "{{#if resolved}}RESOLVED{{else}}FIRING{{/if}} {{app.metadata.name}}"
-"#,
-        ),
-        dir.path(),
-    );
+    let p = pipeline(Some(DEGRADED_PAGE), dir.path());
     let state = Arc::new(Store::in_memory().unwrap());
     let app = |b: AppBuilder| b.annotate("notifications.argoproj.io/subscribe.on-degraded-page.pagerduty", "platform").app();
     let now = Utc.with_ymd_and_hms(2026, 3, 1, 12, 0, 0).unwrap();

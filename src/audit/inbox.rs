@@ -181,5 +181,10 @@ mod tests {
         assert_eq!(people(&direct.attempts).len(), 2, "alice and mallory");
         assert_eq!(people(&relayed.attempts), people(&direct.attempts));
         assert!(read(&shared, &batch).is_empty(), "taken once");
+        // The first inbox build wrote the hub's batches as `in-cluster`: read as the hub's.
+        let fresh = Shared::new(&settings);
+        *fresh.index.write().unwrap() = index();
+        let old_row = InboxBatch { cluster: "in-cluster".into(), ..batch };
+        assert_eq!(people(&read(&fresh, &old_row).attempts), people(&direct.attempts));
     }
 }

@@ -603,6 +603,15 @@ fn a_spokes_audit_token_needs_the_listener_and_a_token_of_its_own() {
     assert!(e.iter().any(|e| e.contains("D/driftwatch.yaml:7:5") && e.contains("both name and server")), "{e:?}");
     f.file("driftwatch.yaml", &config(listener, "$edge2-audit").replace("name: edge-2", "name: in-cluster"));
     assert!(f.errors().iter().any(|e| e.contains("may not be in-cluster")), "{:?}", f.errors());
+    // One cluster's name is another's server: one label for two clusters.
+    f.file(
+        "driftwatch.yaml",
+        &config(listener, "$edge2-audit")
+            .replace("name: edge-2", "name: https://edge-1.example:6443")
+            .replace("    server: https://edge-2.example:6443\n", "    server: https://edge-1b.example:6443\n")
+            .replace("name: edge-1\n    server: https://edge-1.example:6443", "server: https://edge-1.example:6443"),
+    );
+    assert!(f.errors().iter().any(|e| e.contains("configured twice")), "{:?}", f.errors());
     // Without the hub's token a client certificate alone would say "the hub".
     f.file("driftwatch.yaml", &config("audit:\n  listen: 127.0.0.1:0\n", "$edge2-audit"));
     assert!(f.errors().iter().any(|e| e.contains("needs audit.token")), "{:?}", f.errors());
