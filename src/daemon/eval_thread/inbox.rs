@@ -23,7 +23,6 @@ pub(in crate::daemon) const INBOX_POLL: Duration = Duration::from_millis(200);
 /// What a unit reading the inbox keeps.
 pub(in crate::daemon) struct InboxReader {
     inbox: AuditInbox,
-    shards: u32,
     /// The place read up to; `None`: read it from the shard's store first (after
     /// taking the shard over, or when recording it failed).
     at: Option<u64>,
@@ -33,8 +32,8 @@ pub(in crate::daemon) struct InboxReader {
 }
 
 impl InboxReader {
-    pub(in crate::daemon) fn new(inbox: AuditInbox, shards: u32) -> InboxReader {
-        InboxReader { inbox, shards, at: None, listed: BTreeMap::new() }
+    pub(in crate::daemon) fn new(inbox: AuditInbox) -> InboxReader {
+        InboxReader { inbox, at: None, listed: BTreeMap::new() }
     }
 }
 
@@ -86,7 +85,7 @@ impl EvalThread {
         if !self.indexed(r) || self.lead.write_failing() {
             return;
         }
-        let (inbox, shards, at) = (r.inbox.clone(), r.shards, r.at);
+        let (inbox, at) = (r.inbox.clone(), r.at);
         let cursor = store.inbox_cursor();
         let Some(start) = self.place(at, &cursor, &inbox) else { return };
         let max_age = self.eval.runtime().audit.times.max_age;
@@ -119,7 +118,7 @@ impl EvalThread {
             r.at = Some(at);
         }
         if at != start {
-            self.record_place(&cursor, &inbox, (at, shards));
+            self.record_place(&cursor, &inbox, at);
         }
     }
 
@@ -153,7 +152,7 @@ impl EvalThread {
     /// shards took forgotten. When either fails the place is read again from the store
     /// next time: what was read is read again, and what was already taken is dropped
     /// as replayed or sends nothing twice (a notification's key).
-    fn record_place(&mut self, cursor: &crate::state::InboxCursor, inbox: &AuditInbox, (at, shards): (u64, u32)) {
+    fn record_place(&mut self, cursor: &crate::state::InboxCursor, inbox: &AuditInbox, at: u64) {
         // A pass that failed its write (its attempt only in memory until it is tried
         // again) keeps the place where it is.
         let recorded = self.flush()
@@ -167,7 +166,7 @@ impl EvalThread {
         }
         let max_age = self.eval.runtime().audit.times.max_age;
         let expired = chrono::Utc::now().checked_sub_signed(max_age).map_or(0, crate::state::to_millis);
-        if let Err(e) = inbox.ack(self.shard, at, shards, expired) {
+        if let Err(e) = inbox.ack(self.shard, at, self.eval.runtime().shards, expired) {
             tracing::warn!(error = %e, "cannot forget what every shard took of the audit inbox");
         }
         if let Ok(n) = inbox.len() {
