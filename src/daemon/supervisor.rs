@@ -93,7 +93,7 @@ pub(super) async fn spawn(c: &Common<'_>, i: usize, election: Option<Election>) 
             (_, Some(_)) => c.audit.as_ref().map(|_| crate::audit::Shared::new(&c.rt.audit)),
             (_, None) => None,
         },
-        inbox: c.inbox.clone().map(|inbox| eval_thread::InboxReader::new(inbox)),
+        inbox: c.inbox.clone().map(eval_thread::InboxReader::new),
         streams: c.opts.watch.streams().into_iter().collect(),
         shard,
         sharded: c.sharded,
