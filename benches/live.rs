@@ -12,7 +12,9 @@
 //!   write, from its answer to the receiver and driftwatch's own share side by side
 //!   (`live/real.rs`).
 //! - `ready`: 10,000 Applications of ~5 KB (with managedFields): process start ->
-//!   `/readyz`, and RSS once ready.
+//!   `/readyz`, and RSS once ready. With `KUBEBUILDER_ASSETS` set, on a real etcd and
+//!   kube-apiserver instead, the daemon started `LIVE_BENCH_RUNS` times, each run every
+//!   build of `LIVE_BENCH_BINS` in turn (`live/real.rs`).
 //! - `drain`: 10,000 notifications queued while the receiver answers 429 with
 //!   `Retry-After: 3`, then the receiver recovers: drain time and deliveries/s; CPU
 //!   while idle-waiting.
@@ -236,10 +238,22 @@ impl Cluster for FakeApiServer {
     }
 }
 
-/// The daemon binary: this build's, or `LIVE_BENCH_BIN`.
+/// The daemon binary: the one a scenario chose ([`use_binary`]), else `LIVE_BENCH_BIN`,
+/// else this build's.
 fn binary() -> String {
+    if let Some(bin) = CHOSEN_BINARY.lock().unwrap().clone() {
+        return bin;
+    }
     std::env::var("LIVE_BENCH_BIN").unwrap_or_else(|_| env!("CARGO_BIN_EXE_driftwatch").to_string())
 }
+
+/// A scenario that alternates builds names the next daemon's binary (`None`: back to
+/// [`binary`]'s default).
+fn use_binary(bin: Option<String>) {
+    *CHOSEN_BINARY.lock().unwrap() = bin;
+}
+
+static CHOSEN_BINARY: std::sync::Mutex<Option<String>> = std::sync::Mutex::new(None);
 
 struct Daemon {
     child: Child,
@@ -777,17 +791,24 @@ fn outage() {
     rx.unavailable.store(false, Ordering::Relaxed);
     let switched = Instant::now();
     let before = rx.count.load(Ordering::Relaxed);
+    // The first delivery after recovery is the probe's (it waits out the probe's
+    // backoff); the rest is the drain.
+    let mut first = None;
     while (rx.count.load(Ordering::Relaxed) - before) < N as u64 && switched.elapsed() < Duration::from_secs(300) {
-        std::thread::sleep(Duration::from_millis(5));
+        if first.is_none() && rx.count.load(Ordering::Relaxed) > before {
+            first = Some(switched.elapsed());
+        }
+        std::thread::sleep(Duration::from_millis(1));
     }
     let last = rx.last.lock().unwrap().unwrap_or(switched);
     std::thread::sleep(Duration::from_secs(2));
     let bodies = rx.bodies.lock().unwrap().clone();
     let distinct: std::collections::BTreeSet<&String> = bodies.iter().collect();
     println!(
-        "outage: {N} queued while the receiver answered 503; {} answers of 503 in all, {refused_while_waiting} in 6 s of waiting, CPU {idle_cpu:.3} s in those 6 s ({:.3} core); after recovery every notification in {:.2} s, {} delivered, {} distinct (repeats: {})",
+        "outage: {N} queued while the receiver answered 503; {} answers of 503 in all, {refused_while_waiting} in 6 s of waiting, CPU {idle_cpu:.3} s in those 6 s ({:.3} core); after recovery the first (the probe) in {:.2} s, every notification in {:.2} s, {} delivered, {} distinct (repeats: {})",
         rx.refused.load(Ordering::Relaxed),
         idle_cpu / 6.0,
+        first.unwrap_or_default().as_secs_f64(),
         last.saturating_duration_since(switched).as_secs_f64(),
         bodies.len(),
         distinct.len(),
@@ -1214,7 +1235,11 @@ fn main() {
         "live benchmark: the release binary, the fake API server (a real one for `latency` with KUBEBUILDER_ASSETS), a keep-alive loopback receiver"
     );
     if want("ready") {
-        ready();
+        match common::control_plane::assets() {
+            // KUBEBUILDER_ASSETS: on a real kube-apiserver (real.rs).
+            Some(_) => real::ready(),
+            None => ready(),
+        }
     }
     if want("latency") {
         match common::control_plane::assets() {

@@ -62,10 +62,10 @@ impl Driver {
         Driver { rt, http, apps, metrics: format!("{}/metrics", api.url()) }
     }
 
-    /// Creates the Applications (50 requests at a time), Synced at `r0`.
-    fn create(&self) {
+    /// Creates `n` Applications (50 requests at a time), Synced at `r0`.
+    fn create(&self, n: usize) {
         self.rt.block_on(async {
-            for chunk in (0..APPS).collect::<Vec<_>>().chunks(50) {
+            for chunk in (0..n).collect::<Vec<_>>().chunks(50) {
                 let mut posts = tokio::task::JoinSet::new();
                 for i in chunk {
                     let mut obj = app(*i, "Synced", "r0");
@@ -76,7 +76,20 @@ impl Driver {
                     }
                     // Required by the CRD's schema (the fake API server does not check).
                     obj["status"]["operationState"]["operation"] = json!({"sync": {"revision": "r0"}});
-                    posts.spawn(self.http.post(&self.apps).bearer_auth(ADMIN.token).json(&obj).send());
+                    let post = self.http.post(&self.apps).bearer_auth(ADMIN.token).json(&obj);
+                    posts.spawn(async move {
+                        // The API server may end an HTTP/2 connection with GOAWAY
+                        // (`too_many_internal_resets`) over thousands of creates: a
+                        // request on it is sent again on a new connection.
+                        let mut tries = 0;
+                        loop {
+                            let Some(req) = post.try_clone() else { return post.send().await };
+                            match req.send().await {
+                                Err(e) if tries < 5 && e.is_request() => tries += 1,
+                                r => return r,
+                            }
+                        }
+                    });
                 }
                 while let Some(r) = posts.join_next().await {
                     let r = r.unwrap().expect("create an Application");
@@ -217,7 +230,7 @@ pub fn latency() {
     let api = &plane.api;
     let driver = Driver::new(api);
     let created = Instant::now();
-    driver.create();
+    driver.create(APPS);
     println!("latency (real API server {}): {APPS} Applications created in {}", api.url(), ms(created.elapsed()));
     let rx = Receiver::start();
     let (d, ready) = Daemon::start(api, rx.addr.port());
@@ -299,4 +312,42 @@ fn report(label: &str, writes: &HashMap<String, Write>, rx: &Receiver, took: Dur
         "{label}:   from the answer -> receiver: {}",
         stats(got.iter().map(|(w, at)| at.saturating_duration_since(w.answered)).collect())
     );
+}
+
+/// `ready` on a real kube-apiserver: `LIVE_BENCH_APPS` (10,000) Applications created
+/// through the API once, then the daemon started `LIVE_BENCH_RUNS` (3) times on them,
+/// each run every binary of `LIVE_BENCH_BINS` (comma-separated paths; this build by
+/// default) in turn, so an old and a new build alternate on the same control plane:
+/// start -> `/readyz`, and RSS at ready, 2 s and 10 s after (idle: nothing changes).
+pub fn ready() {
+    let plane = cp::shared();
+    let api = &plane.api;
+    let driver = Driver::new(api);
+    let apps: usize = std::env::var("LIVE_BENCH_APPS").ok().and_then(|v| v.parse().ok()).unwrap_or(10_000);
+    let runs: usize = std::env::var("LIVE_BENCH_RUNS").ok().and_then(|v| v.parse().ok()).unwrap_or(3);
+    let bins: Vec<String> = std::env::var("LIVE_BENCH_BINS")
+        .map(|v| v.split(',').map(|b| b.trim().to_string()).filter(|b| !b.is_empty()).collect())
+        .unwrap_or_else(|_| vec![super::binary()]);
+    let created = Instant::now();
+    driver.create(apps);
+    println!("ready (real API server {}): {apps} Applications created in {}", api.url(), ms(created.elapsed()));
+    let rx = Receiver::start();
+    for run in 1..=runs {
+        for bin in &bins {
+            super::use_binary(Some(bin.clone()));
+            let (d, ready) = Daemon::start(api, rx.addr.port());
+            let at_ready = d.rss_mb();
+            std::thread::sleep(Duration::from_secs(2));
+            let two = d.rss_mb();
+            d.print_smaps("ready (real API server)");
+            std::thread::sleep(Duration::from_secs(8));
+            println!(
+                "ready (real API server): run {run}, {bin}: start -> /readyz {}, RSS at ready {at_ready:.0} MB, 2 s after {two:.0} MB, 10 s after {:.0} MB, {} Applications kept",
+                ms(ready),
+                d.rss_mb(),
+                d.metric("driftwatch_applications")
+            );
+        }
+    }
+    super::use_binary(None);
 }
