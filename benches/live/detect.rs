@@ -311,7 +311,7 @@ fn report(label: &str, bench: &Bench, writes: &[Write], rx: &Receiver, (before, 
             slowest.push((page.saturating_duration_since(b), &w.rev, [from(w.answered), from(b), from(*page)]));
         }
     }
-    slowest.sort_by(|a, b| b.0.cmp(&a.0));
+    slowest.sort_by_key(|s| std::cmp::Reverse(s.0));
     let bodies = rx.bodies.lock().unwrap().clone();
     let revs: std::collections::HashSet<&str> = writes.iter().map(|w| w.rev.as_str()).collect();
     let pages = bodies
