@@ -65,12 +65,22 @@
 //! state of the one before it); with `DRIFTWATCH_PG_FSYNC=on` the server waits for the
 //! disk as a production server does.
 //!
+//! - `detect`: time to detect on a real etcd and kube-apiserver (`KUBEBUILDER_ASSETS`;
+//!   nothing without it): people's privileged patches, each taken back at once by Argo
+//!   CD, posted by the API servers' audit webhooks (batch mode, 1 s), at 10 and 50
+//!   writes/s, on one replica and on 3 replicas × 4 shards: write -> page p50/p99, the
+//!   API server's batch wait apart, unpaged writes, CPU per audit event (`live/detect.rs`).
+//!
 //! Figures go to BENCHMARKS.md with the command, machine and date.
 
 #[path = "../tests/common/mod.rs"]
 mod common;
+#[path = "live/detect.rs"]
+mod detect;
 #[path = "live/real.rs"]
 mod real;
+#[path = "live/relay.rs"]
+mod relay;
 
 use std::collections::HashMap;
 use std::convert::Infallible;
@@ -1277,6 +1287,9 @@ fn main() {
     }
     if want("units") {
         units();
+    }
+    if want("detect") {
+        detect::detect();
     }
 }
 

@@ -146,7 +146,7 @@ impl Driver {
 
 /// The cumulative buckets (upper bound, count) of histogram `name`, summed over its
 /// series whose labels include every one of `labels`.
-fn buckets(text: &str, name: &str, labels: &[&str]) -> Vec<(f64, f64)> {
+pub(super) fn buckets(text: &str, name: &str, labels: &[&str]) -> Vec<(f64, f64)> {
     let prefix = format!("{name}_bucket{{");
     let mut out: Vec<(f64, f64)> = Vec::new();
     for line in text.lines() {
@@ -169,7 +169,7 @@ fn buckets(text: &str, name: &str, labels: &[&str]) -> Vec<(f64, f64)> {
 
 /// The `q` quantile (seconds) of what a histogram counted between two scrapes, and
 /// how many it counted, interpolated within the bucket as `histogram_quantile` does.
-fn quantile(before: &[(f64, f64)], after: &[(f64, f64)], q: f64) -> (Option<f64>, f64) {
+pub(super) fn quantile(before: &[(f64, f64)], after: &[(f64, f64)], q: f64) -> (Option<f64>, f64) {
     let delta: Vec<(f64, f64)> =
         after.iter().map(|(le, c)| (*le, c - before.iter().find(|(b, _)| b == le).map_or(0.0, |(_, b)| *b))).collect();
     let total = delta.last().map_or(0.0, |(_, c)| *c);
@@ -191,18 +191,19 @@ fn quantile(before: &[(f64, f64)], after: &[(f64, f64)], q: f64) -> (Option<f64>
     (None, total)
 }
 
-fn in_ms(s: Option<f64>) -> String {
+pub(super) fn in_ms(s: Option<f64>) -> String {
     s.map_or("-".into(), |s| format!("{:.1} ms", s * 1000.0))
 }
 
-fn stats(mut lat: Vec<Duration>) -> String {
+pub(super) fn stats(mut lat: Vec<Duration>) -> String {
     lat.sort();
     format!("p50 {}, p99 {}, max {}", ms(percentile(&lat, 0.5)), ms(percentile(&lat, 0.99)), ms(lat.last().copied().unwrap_or_default()))
 }
 
-/// The rates and durations of the phases: `LIVE_BENCH_RATES=100:30,500:20`.
-fn phases() -> Vec<(u64, u64)> {
-    let spec = std::env::var("LIVE_BENCH_RATES").unwrap_or_else(|_| "100:30,500:20".into());
+/// The rates and durations of the phases: `LIVE_BENCH_RATES=100:30,500:20` (`default`
+/// when unset).
+pub(super) fn phases(default: &str) -> Vec<(u64, u64)> {
+    let spec = std::env::var("LIVE_BENCH_RATES").unwrap_or_else(|_| default.into());
     spec.split(',').filter_map(|p| p.split_once(':')).filter_map(|(r, s)| Some((r.trim().parse().ok()?, s.trim().parse().ok()?))).collect()
 }
 
@@ -236,7 +237,7 @@ pub fn latency() {
     let (d, ready) = Daemon::start(api, rx.addr.port());
     println!("latency (real API server): ready in {}, RSS {:.0} MB", ms(ready), d.rss_mb());
     let mut first = 0;
-    for (rate, secs) in phases() {
+    for (rate, secs) in phases("100:30,500:20") {
         let label = format!("latency (real API server): {APPS} apps @ {rate}/s for {secs} s");
         let cpu_before = d.cpu_by_thread();
         let (bench_before, machine_before) = (stat_cpu("/proc/self/stat"), machine_busy());
