@@ -39,6 +39,9 @@ pub struct Load {
     /// than the bound between them (each saw the same count under it, and one replica
     /// took three of four shards, only to give two back).
     deciding: std::sync::Mutex<()>,
+    /// Bumped when the members counted change or a shard (or a claim) is no longer
+    /// held: the elections that skipped decide again at once ([`Gate::changes`]).
+    changes: watch::Sender<u64>,
 }
 
 impl Load {
@@ -54,13 +57,22 @@ impl Load {
             joined: std::sync::OnceLock::new(),
             settle,
             deciding: std::sync::Mutex::new(()),
+            changes: watch::channel(0).0,
         }
     }
 
     /// The members alive, as the last member round counted them.
     fn set_members(&self, alive: u32) -> u32 {
         self.joined.get_or_init(std::time::Instant::now);
-        self.members.swap(alive, Ordering::Relaxed)
+        let before = self.members.swap(alive, Ordering::Relaxed);
+        if before != alive {
+            self.changed();
+        }
+        before
+    }
+
+    fn changed(&self) {
+        self.changes.send_modify(|n| *n = n.wrapping_add(1));
     }
 
     /// How many shards this replica holds.
@@ -75,8 +87,11 @@ impl Load {
     }
 
     pub(super) fn set(&self, shard: usize, holding: bool) {
-        if let Some(h) = self.holding.get(shard) {
-            h.store(holding, Ordering::Relaxed);
+        if let Some(h) = self.holding.get(shard)
+            && h.swap(holding, Ordering::Relaxed)
+            && !holding
+        {
+            self.changed();
         }
     }
 
@@ -121,6 +136,10 @@ impl Gate for ShardGate {
 
     fn held(&self, holding: bool) {
         self.load.set(self.shard, holding);
+    }
+
+    fn changes(&self) -> watch::Receiver<u64> {
+        self.load.changes.subscribe()
     }
 }
 
@@ -188,11 +207,16 @@ fn renewed(lease: &DynamicObject) -> Option<(DateTime<Utc>, i64)> {
 
 /// Renews this replica's member Lease and counts the members alive, every third of the
 /// lease duration, until the process ends.
+/// A round comes early, just past another member's expiry, when that comes first:
+/// a replica killed is counted out as its member Lease expires, not up to a period
+/// later, and the bound rises with it ([`lease::next_round`]).
 async fn members(api: Api<DynamicObject>, cfg: LeaseConfig, name: String, load: Arc<Load>) {
     let period = (cfg.duration / 3).max(Duration::from_millis(100));
     loop {
+        let mut next_expiry = None;
         match tokio::time::timeout(period, member_round(&api, &cfg, &name, Utc::now())).await {
-            Ok(Ok(alive)) => {
+            Ok(Ok(Members { alive, next_expiry: expiry })) => {
+                next_expiry = expiry;
                 let before = load.set_members(alive);
                 if before != alive {
                     tracing::info!(replicas = alive, bound = load.bound(), held = load.held(), "shard members changed");
@@ -203,13 +227,21 @@ async fn members(api: Api<DynamicObject>, cfg: LeaseConfig, name: String, load: 
             }
             Err(_) => tracing::warn!(lease = %name, "member lease round timed out"),
         }
-        tokio::time::sleep(period).await;
+        tokio::time::sleep(lease::next_round(period, next_expiry, Utc::now())).await;
     }
 }
 
+/// What a member round counted.
+struct Members {
+    /// The members alive, this one included.
+    alive: u32,
+    /// The first expiry of another member alive (if it does not renew).
+    next_expiry: Option<DateTime<Utc>>,
+}
+
 /// One member round: create or renew this replica's member Lease, then list the
-/// election's members; returns how many are alive (this one included).
-async fn member_round(api: &Api<DynamicObject>, cfg: &LeaseConfig, name: &str, now: DateTime<Utc>) -> Result<u32, kube::Error> {
+/// election's members and count those alive.
+async fn member_round(api: &Api<DynamicObject>, cfg: &LeaseConfig, name: &str, now: DateTime<Utc>) -> Result<Members, kube::Error> {
     let secs = cfg.duration.as_secs().max(1);
     let spec = json!({"holderIdentity": cfg.identity, "leaseDurationSeconds": secs,
                       "renewTime": now.to_rfc3339_opts(chrono::SecondsFormat::Micros, true)});
@@ -227,10 +259,15 @@ async fn member_round(api: &Api<DynamicObject>, cfg: &LeaseConfig, name: &str, n
     }
     let listed = api.list(&ListParams::default().labels(&format!("{MEMBER_LABEL}={}", cfg.name))).await?;
     let mut alive = 0u32;
+    let mut next_expiry: Option<DateTime<Utc>> = None;
     for lease in &listed.items {
         let Some((at, secs)) = renewed(lease) else { continue };
         let expiry = chrono::TimeDelta::try_seconds(secs).and_then(|d| at.checked_add_signed(d));
-        if expiry.is_some_and(|e| e >= now) || lease.metadata.name.as_deref() == Some(name) {
+        let mine = lease.metadata.name.as_deref() == Some(name);
+        if let Some(e) = expiry.filter(|e| *e >= now && !mine) {
+            next_expiry = Some(next_expiry.map_or(e, |n| n.min(e)));
+        }
+        if expiry.is_some_and(|e| e >= now) || mine {
             alive = alive.saturating_add(1);
             continue;
         }
@@ -242,7 +279,7 @@ async fn member_round(api: &Api<DynamicObject>, cfg: &LeaseConfig, name: &str, n
             let _ = api.delete(n, &DeleteParams::default()).await;
         }
     }
-    Ok(alive.max(1))
+    Ok(Members { alive: alive.max(1), next_expiry })
 }
 
 #[cfg(test)]
@@ -288,6 +325,35 @@ mod tests {
         let l = Load::new(4, Duration::from_secs(60));
         l.set_members(1);
         assert_eq!(l.decide(0, false), Decision::Skip);
+    }
+
+    /// The elections that skipped are woken when a decision could come out otherwise:
+    /// the members counted anew, a claim that failed, a shard given up; not by a count
+    /// that stayed the same or a shard taken.
+    #[test]
+    fn the_load_tells_the_elections_when_a_decision_could_change() {
+        let l = load(8, 3, &[0, 1]);
+        let gate = ShardGate { shard: 5, load: Arc::new(l) };
+        let mut rx = gate.changes();
+        let mut changed = || {
+            let c = rx.has_changed().unwrap();
+            rx.borrow_and_update();
+            c
+        };
+        gate.load.set_members(3);
+        assert!(!changed(), "the same count");
+        gate.load.set_members(2);
+        assert!(changed(), "a replica gone: the bound rises");
+        assert_eq!(gate.decide(false), Decision::Take);
+        assert!(!changed(), "a claim");
+        gate.held(false);
+        assert!(changed(), "the claim failed: another shard may be taken");
+        gate.held(true);
+        assert!(!changed(), "a shard taken");
+        gate.held(false);
+        assert!(changed(), "a shard given up or lost");
+        gate.held(false);
+        assert!(!changed(), "not held before either");
     }
 
     #[test]
