@@ -258,9 +258,22 @@ async fn member_round(api: &Api<DynamicObject>, cfg: &LeaseConfig, name: &str, n
         }
     }
     let listed = api.list(&ListParams::default().labels(&format!("{MEMBER_LABEL}={}", cfg.name))).await?;
+    let (members, long_gone) = count_members(&listed.items, name, now);
+    for n in long_gone {
+        // Another replica may delete it first: either way it is gone.
+        let _ = api.delete(n, &DeleteParams::default()).await;
+    }
+    Ok(members)
+}
+
+/// Of the member Leases listed at `now`: the members alive (this one, `name`, always
+/// among them), the first expiry of another alive, and the names of those expired
+/// [`MEMBER_GC_DURATIONS`] lease durations (to delete).
+fn count_members<'a>(items: &'a [DynamicObject], name: &str, now: DateTime<Utc>) -> (Members, Vec<&'a str>) {
     let mut alive = 0u32;
     let mut next_expiry: Option<DateTime<Utc>> = None;
-    for lease in &listed.items {
+    let mut long_gone = Vec::new();
+    for lease in items {
         let Some((at, secs)) = renewed(lease) else { continue };
         let expiry = chrono::TimeDelta::try_seconds(secs).and_then(|d| at.checked_add_signed(d));
         let mine = lease.metadata.name.as_deref() == Some(name);
@@ -271,15 +284,14 @@ async fn member_round(api: &Api<DynamicObject>, cfg: &LeaseConfig, name: &str, n
             alive = alive.saturating_add(1);
             continue;
         }
-        let long_gone = chrono::TimeDelta::try_seconds(secs.saturating_mul(i64::from(MEMBER_GC_DURATIONS)))
+        let gone = chrono::TimeDelta::try_seconds(secs.saturating_mul(i64::from(MEMBER_GC_DURATIONS)))
             .and_then(|d| at.checked_add_signed(d))
             .is_none_or(|e| e < now);
-        if long_gone && let Some(n) = lease.metadata.name.as_deref() {
-            // Another replica may delete it first: either way it is gone.
-            let _ = api.delete(n, &DeleteParams::default()).await;
+        if gone && let Some(n) = lease.metadata.name.as_deref() {
+            long_gone.push(n);
         }
     }
-    Ok(Members { alive: alive.max(1), next_expiry })
+    (Members { alive: alive.max(1), next_expiry }, long_gone)
 }
 
 #[cfg(test)]
@@ -354,6 +366,36 @@ mod tests {
         assert!(changed(), "a shard given up or lost");
         gate.held(false);
         assert!(!changed(), "not held before either");
+    }
+
+    /// A member round counts the others alive until their expiry, and says when the
+    /// first of them expires (its next round comes just past it); not this replica's
+    /// own, nor one already expired (no round comes early for it).
+    #[test]
+    fn a_member_round_counts_the_others_alive_and_their_first_expiry() {
+        let now = DateTime::parse_from_rfc3339("2026-12-07T12:00:00Z").unwrap().with_timezone(&Utc);
+        let member = |name: &str, renewed_ago_s: i64, secs: i64| {
+            let mut l = DynamicObject::new(name, &lease::resource());
+            let at = now - chrono::TimeDelta::seconds(renewed_ago_s);
+            l.data = json!({"spec": {"renewTime": at.to_rfc3339_opts(chrono::SecondsFormat::Micros, true), "leaseDurationSeconds": secs}});
+            l
+        };
+        let at = |s: i64| now + chrono::TimeDelta::seconds(s);
+        let items = [
+            member("me", 40, 15), // this replica's own: counted, its expiry not asked for
+            member("b", 5, 15),   // alive until +10 s
+            member("c", 12, 15),  // alive until +3 s: the first
+            member("d", 20, 15),  // expired 5 s ago: not counted, kept a while
+            member("e", 200, 15), // expired past ten durations: deleted
+        ];
+        let (m, gone) = count_members(&items, "me", now);
+        assert_eq!((m.alive, m.next_expiry, gone), (3, Some(at(3)), vec!["e"]));
+        // Alone: one member, no other expiry to wait for.
+        let (m, gone) = count_members(&items[..1], "me", now);
+        assert_eq!((m.alive, m.next_expiry, gone.len()), (1, None, 0));
+        // Not listed yet (a create the list does not show): still one.
+        let (m, _) = count_members(&items[3..4], "me", now);
+        assert_eq!((m.alive, m.next_expiry), (1, None));
     }
 
     #[test]
