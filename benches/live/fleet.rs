@@ -266,7 +266,7 @@ impl Sampler {
             let mut pg = postgres_pids();
             let mut n = 0u64;
             while o.load(Ordering::Relaxed) {
-                if n % 20 == 0 {
+                if n.is_multiple_of(20) {
                     pg = postgres_pids();
                 }
                 n += 1;
