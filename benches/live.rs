@@ -59,6 +59,11 @@
 //!   of a pass's view of its Application and of its write (an episode of ~3 KB), over
 //!   2,000 passes — whether a pass's cost grows with the tables.
 //!
+//! - `fleet` (only when named; needs `KUBEBUILDER_ASSETS`): 100,000 Applications
+//!   (`LIVE_BENCH_APPS`) on a real control plane, 3 replicas and 8 shards in
+//!   PostgreSQL: the list time, each replica's start → ready and to its shards' Applications
+//!   kept, RSS, and a replica's `kill -9` taken over (`live/fleet.rs`).
+//!
 //! `LIVE_BENCH_STATE=postgres` keeps the daemon's state in PostgreSQL instead of the
 //! redb file: a private server (`driftwatch::state::pgtest`) on a Unix socket, a fresh
 //! schema per daemon (`LIVE_BENCH_PG_SCHEMA=name`: one for all, so a daemon finds the
@@ -77,6 +82,8 @@
 mod common;
 #[path = "live/detect.rs"]
 mod detect;
+#[path = "live/fleet.rs"]
+mod fleet;
 #[path = "live/real.rs"]
 mod real;
 #[path = "live/relay.rs"]
@@ -400,6 +407,10 @@ impl Daemon {
 impl Drop for Daemon {
     /// SIGTERM first (a profiler the daemon runs under writes its report on exit).
     fn drop(&mut self) {
+        // Already ended (killed by the scenario): its pid may be another process's now.
+        if let Ok(Some(_)) = self.child.try_wait() {
+            return;
+        }
         let _ = Command::new("kill").args(["-TERM", &self.child.id().to_string()]).status();
         let started = Instant::now();
         while started.elapsed() < Duration::from_secs(30) {
@@ -1290,6 +1301,10 @@ fn main() {
     }
     if want("detect") {
         detect::detect();
+    }
+    // Only when named: minutes long, and gigabytes in etcd and the API server.
+    if args.iter().any(|a| a == "fleet") {
+        fleet::fleet();
     }
 }
 

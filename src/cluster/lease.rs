@@ -31,6 +31,10 @@ pub enum Decision {
 pub trait Gate: Send + Sync + 'static {
     fn decide(&self, holding: bool) -> Decision;
     fn held(&self, holding: bool);
+    /// Changes whenever a decision could come out otherwise (the replicas counted
+    /// anew, a shard given up, a claim that failed): an election that skipped decides
+    /// again at once instead of a period later.
+    fn changes(&self) -> watch::Receiver<u64>;
 }
 
 #[derive(Debug, Clone)]
@@ -64,23 +68,29 @@ fn created(lease: &DynamicObject) -> i64 {
     lease.metadata.creation_timestamp.as_ref().map_or(0, |t| t.0.as_second())
 }
 
-/// One round: acquire the lease if free or expired, renew it if ours. Returns the
-/// Lease's generation when this replica holds it now (the fencing token of the state in
-/// PostgreSQL: its count of holder changes grows with every change of holder, and a
-/// Lease deleted and created again is newer by its creation time).
-pub async fn try_acquire_or_renew(
-    api: &Api<DynamicObject>,
-    cfg: &LeaseConfig,
-    now: DateTime<Utc>,
-) -> Result<Option<LeaseGeneration>, kube::Error> {
+/// What a round found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Acquired {
+    /// This replica holds the Lease now, at this generation (the fencing token of the
+    /// state in PostgreSQL: its count of holder changes grows with every change of
+    /// holder, and a Lease deleted and created again is newer by its creation time).
+    Held(LeaseGeneration),
+    /// Another replica holds it: until `expires` unless it renews (as the Lease says,
+    /// by the holder's clock), or `None` when another replica won it this instant.
+    Elsewhere { expires: Option<DateTime<Utc>> },
+}
+
+/// One round: acquire the lease if free or expired, renew it if ours.
+pub async fn try_acquire_or_renew(api: &Api<DynamicObject>, cfg: &LeaseConfig, now: DateTime<Utc>) -> Result<Acquired, kube::Error> {
     let secs = cfg.duration.as_secs().max(1);
     let spec = |acquire: DateTime<Utc>, transitions: u64| json!({"holderIdentity": cfg.identity, "leaseDurationSeconds": secs, "acquireTime": micro(acquire), "renewTime": micro(now), "leaseTransitions": transitions});
+    let raced = Acquired::Elsewhere { expires: None };
     let Some(mut lease) = api.get_opt(&cfg.name).await? else {
         let mut obj = DynamicObject::new(&cfg.name, &resource()).within(&cfg.namespace);
         obj.data = json!({"spec": spec(now, 0)});
         return match api.create(&PostParams::default(), &obj).await {
-            Ok(made) => Ok(Some(LeaseGeneration { created: created(&made), transitions: 0 })),
-            Err(e) if is_conflict(&e) => Ok(None),
+            Ok(made) => Ok(Acquired::Held(LeaseGeneration { created: created(&made), transitions: 0 })),
+            Err(e) if is_conflict(&e) => Ok(raced),
             Err(e) => Err(e),
         };
     };
@@ -90,24 +100,39 @@ pub async fn try_acquire_or_renew(
     let duration = s.get("leaseDurationSeconds").and_then(Value::as_i64).unwrap_or(secs as i64);
     let renewed = parse(s.get("renewTime")).unwrap_or(DateTime::<Utc>::MIN_UTC);
     let transitions = s.get("leaseTransitions").and_then(Value::as_u64).unwrap_or(0);
+    // The Lease comes from the cluster: an expiry that is not representable (a
+    // nonsensical leaseDurationSeconds) counts as expired rather than panicking.
+    let expiry = chrono::TimeDelta::try_seconds(duration).and_then(|d| renewed.checked_add_signed(d));
     let (new_spec, held) = if holder == cfg.identity {
         (spec(parse(s.get("acquireTime")).unwrap_or(now), transitions), transitions)
-    } else if holder.is_empty()
-        // The Lease comes from the cluster: an expiry that is not representable (a
-        // nonsensical leaseDurationSeconds) counts as expired rather than panicking.
-        || chrono::TimeDelta::try_seconds(duration).and_then(|d| renewed.checked_add_signed(d)).is_none_or(|expiry| expiry < now)
-    {
+    } else if holder.is_empty() || expiry.is_none_or(|expiry| expiry < now) {
         (spec(now, transitions.saturating_add(1)), transitions.saturating_add(1))
     } else {
-        return Ok(None);
+        return Ok(Acquired::Elsewhere { expires: expiry });
     };
     lease.data["spec"] = new_spec;
     // The replace carries the resourceVersion we read: a concurrent writer makes it 409.
     match api.replace(&cfg.name, &PostParams::default(), &lease).await {
-        Ok(_) => Ok(Some(LeaseGeneration { created: born, transitions: held })),
-        Err(e) if is_conflict(&e) => Ok(None),
+        Ok(_) => Ok(Acquired::Held(LeaseGeneration { created: born, transitions: held })),
+        Err(e) if is_conflict(&e) => Ok(raced),
         Err(e) => Err(e),
     }
+}
+
+/// How long after its expiry a Lease is asked for again: the expiry is compared to the
+/// clock strictly, and a round must not come a moment early.
+const PAST_EXPIRY: Duration = Duration::from_millis(50);
+
+/// When the next round starts, `now`: after a renewal `period`, or — while another
+/// replica holds the Lease until `expires` — just past that expiry if it comes first,
+/// so that a dead holder's Lease is taken as it expires rather than up to a period
+/// later (a live holder renews it before then: the round finds it renewed and waits
+/// again). Never less than [`PAST_EXPIRY`]: an expiry already past does not make a
+/// busy loop.
+pub(super) fn next_round(period: Duration, expires: Option<DateTime<Utc>>, now: DateTime<Utc>) -> Duration {
+    let Some(at) = expires else { return period };
+    let until = (at - now).to_std().unwrap_or(Duration::ZERO).saturating_add(PAST_EXPIRY);
+    until.clamp(PAST_EXPIRY.min(period), period)
 }
 
 /// Gives the Lease up if this replica holds it (`holderIdentity` emptied, as
@@ -177,6 +202,7 @@ pub(super) fn spawn_gated(client: kube::Client, cfg: LeaseConfig, gate: Option<B
     let api: Api<DynamicObject> = Api::namespaced_with(client, &cfg.namespace, &resource());
     let election = Election {
         api,
+        load_changes: gate.as_ref().map(|g| g.changes()),
         period: (cfg.duration / 3).max(Duration::from_millis(100)),
         step_down_after: cfg.duration * 2 / 3,
         cfg,
@@ -196,6 +222,8 @@ struct Election {
     api: Api<DynamicObject>,
     cfg: LeaseConfig,
     gate: Option<Box<dyn Gate>>,
+    /// The gate's [`Gate::changes`], which ends a skipped round early.
+    load_changes: Option<watch::Receiver<u64>>,
     /// Whether this replica leads, for [`spawn`]'s receiver.
     tx: watch::Sender<bool>,
     /// Until when [`StandAside`] asks this replica to stand aside.
@@ -276,6 +304,10 @@ impl Election {
     /// With shards: whether the replica's load lets this Lease be taken or kept.
     async fn ask_gate(&mut self) -> Then {
         let Some(g) = &self.gate else { return Then::Go };
+        if let Some(rx) = self.load_changes.as_mut() {
+            // What changed before this decision is in it.
+            rx.borrow_and_update();
+        }
         let holding = *self.tx.borrow();
         match g.decide(holding) {
             Decision::Release => {
@@ -297,6 +329,7 @@ impl Election {
                 tokio::select! {
                     _ = tokio::time::sleep(self.period) => {}
                     _ = self.aside.changed() => {}
+                    _ = load_changed(&mut self.load_changes) => {}
                 }
                 Then::NextRound
             }
@@ -312,14 +345,18 @@ impl Election {
         // finish within the period counts as failed.
         let round = tokio::time::timeout(self.period, try_acquire_or_renew(&self.api, cfg, Utc::now()));
         let result = until_deadline(round, self.renewed_at, step_down_after, &self.tx).await;
+        let mut expires = None;
         let leading = match result.unwrap_or_else(|_| Err(kube::Error::Service("lease request timed out".into()))) {
-            Ok(Some(held)) => {
+            Ok(Acquired::Held(held)) => {
                 // Published before the channel says "leading": the store opens with it.
                 *self.generation.lock().unwrap_or_else(|p| p.into_inner()) = held;
                 self.renewed_at = Some(started);
                 started.elapsed() < step_down_after
             }
-            Ok(None) => false,
+            Ok(Acquired::Elsewhere { expires: at }) => {
+                expires = at;
+                false
+            }
             Err(e) => {
                 tracing::warn!(error = %e, lease = %cfg.name, "lease request failed");
                 // Keep leading only while the lease we hold cannot have expired.
@@ -336,13 +373,25 @@ impl Election {
         if self.tx.send(leading).is_err() {
             return Then::Stop;
         }
+        let wait = next_round(self.period, expires, Utc::now());
         tokio::select! {
-            _ = until_deadline(tokio::time::sleep(self.period), self.renewed_at, step_down_after, &self.tx) => {}
+            _ = until_deadline(tokio::time::sleep(wait), self.renewed_at, step_down_after, &self.tx) => {}
             // Asked to stand aside: at once, not at the next round.
             _ = self.aside.changed() => {}
         }
         Then::NextRound
     }
+}
+
+/// Resolves when the gate's load changes; never without a gate, or once its sender is
+/// gone.
+async fn load_changed(rx: &mut Option<watch::Receiver<u64>>) {
+    if let Some(rx) = rx
+        && rx.changed().await.is_ok()
+    {
+        return;
+    }
+    std::future::pending().await
 }
 
 /// Awaits `fut`; if this replica leads and its last renewal (`renewed_at`) becomes
@@ -366,4 +415,26 @@ async fn until_deadline<F: std::future::Future>(
         }
     }
     fut.await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_round_comes_just_past_another_holders_expiry_when_that_is_before_the_period() {
+        let now = DateTime::parse_from_rfc3339("2026-12-07T12:00:00Z").unwrap().with_timezone(&Utc);
+        let period = Duration::from_secs(5);
+        let at = |ms: i64| Some(now + chrono::TimeDelta::milliseconds(ms));
+        // Held by this replica, or won by another this instant: a period.
+        assert_eq!(next_round(period, None, now), period);
+        // Another's Lease expiring within the period: just past its expiry.
+        assert_eq!(next_round(period, at(2_000), now), Duration::from_millis(2_050));
+        // Renewed, expiring after the period: a period, then look again.
+        assert_eq!(next_round(period, at(14_000), now), period);
+        // Already past (the holder's clock ahead of ours): soon, but not at once.
+        assert_eq!(next_round(period, at(-3_000), now), PAST_EXPIRY);
+        // A period shorter than the margin is kept.
+        assert_eq!(next_round(Duration::from_millis(20), at(-3_000), now), Duration::from_millis(20));
+    }
 }

@@ -39,6 +39,9 @@ pub struct Load {
     /// than the bound between them (each saw the same count under it, and one replica
     /// took three of four shards, only to give two back).
     deciding: std::sync::Mutex<()>,
+    /// Bumped when the members counted change or a shard (or a claim) is no longer
+    /// held: the elections that skipped decide again at once ([`Gate::changes`]).
+    changes: watch::Sender<u64>,
 }
 
 impl Load {
@@ -54,13 +57,22 @@ impl Load {
             joined: std::sync::OnceLock::new(),
             settle,
             deciding: std::sync::Mutex::new(()),
+            changes: watch::channel(0).0,
         }
     }
 
     /// The members alive, as the last member round counted them.
     fn set_members(&self, alive: u32) -> u32 {
         self.joined.get_or_init(std::time::Instant::now);
-        self.members.swap(alive, Ordering::Relaxed)
+        let before = self.members.swap(alive, Ordering::Relaxed);
+        if before != alive {
+            self.changed();
+        }
+        before
+    }
+
+    fn changed(&self) {
+        self.changes.send_modify(|n| *n = n.wrapping_add(1));
     }
 
     /// How many shards this replica holds.
@@ -75,8 +87,11 @@ impl Load {
     }
 
     pub(super) fn set(&self, shard: usize, holding: bool) {
-        if let Some(h) = self.holding.get(shard) {
-            h.store(holding, Ordering::Relaxed);
+        if let Some(h) = self.holding.get(shard)
+            && h.swap(holding, Ordering::Relaxed)
+            && !holding
+        {
+            self.changed();
         }
     }
 
@@ -121,6 +136,10 @@ impl Gate for ShardGate {
 
     fn held(&self, holding: bool) {
         self.load.set(self.shard, holding);
+    }
+
+    fn changes(&self) -> watch::Receiver<u64> {
+        self.load.changes.subscribe()
     }
 }
 
@@ -188,11 +207,16 @@ fn renewed(lease: &DynamicObject) -> Option<(DateTime<Utc>, i64)> {
 
 /// Renews this replica's member Lease and counts the members alive, every third of the
 /// lease duration, until the process ends.
+/// A round comes early, just past another member's expiry, when that comes first:
+/// a replica killed is counted out as its member Lease expires, not up to a period
+/// later, and the bound rises with it ([`lease::next_round`]).
 async fn members(api: Api<DynamicObject>, cfg: LeaseConfig, name: String, load: Arc<Load>) {
     let period = (cfg.duration / 3).max(Duration::from_millis(100));
     loop {
+        let mut next_expiry = None;
         match tokio::time::timeout(period, member_round(&api, &cfg, &name, Utc::now())).await {
-            Ok(Ok(alive)) => {
+            Ok(Ok(Members { alive, next_expiry: expiry })) => {
+                next_expiry = expiry;
                 let before = load.set_members(alive);
                 if before != alive {
                     tracing::info!(replicas = alive, bound = load.bound(), held = load.held(), "shard members changed");
@@ -203,13 +227,21 @@ async fn members(api: Api<DynamicObject>, cfg: LeaseConfig, name: String, load: 
             }
             Err(_) => tracing::warn!(lease = %name, "member lease round timed out"),
         }
-        tokio::time::sleep(period).await;
+        tokio::time::sleep(lease::next_round(period, next_expiry, Utc::now())).await;
     }
 }
 
+/// What a member round counted.
+struct Members {
+    /// The members alive, this one included.
+    alive: u32,
+    /// The first expiry of another member alive (if it does not renew).
+    next_expiry: Option<DateTime<Utc>>,
+}
+
 /// One member round: create or renew this replica's member Lease, then list the
-/// election's members; returns how many are alive (this one included).
-async fn member_round(api: &Api<DynamicObject>, cfg: &LeaseConfig, name: &str, now: DateTime<Utc>) -> Result<u32, kube::Error> {
+/// election's members and count those alive.
+async fn member_round(api: &Api<DynamicObject>, cfg: &LeaseConfig, name: &str, now: DateTime<Utc>) -> Result<Members, kube::Error> {
     let secs = cfg.duration.as_secs().max(1);
     let spec = json!({"holderIdentity": cfg.identity, "leaseDurationSeconds": secs,
                       "renewTime": now.to_rfc3339_opts(chrono::SecondsFormat::Micros, true)});
@@ -226,23 +258,40 @@ async fn member_round(api: &Api<DynamicObject>, cfg: &LeaseConfig, name: &str, n
         }
     }
     let listed = api.list(&ListParams::default().labels(&format!("{MEMBER_LABEL}={}", cfg.name))).await?;
+    let (members, long_gone) = count_members(&listed.items, name, now);
+    for n in long_gone {
+        // Another replica may delete it first: either way it is gone.
+        let _ = api.delete(n, &DeleteParams::default()).await;
+    }
+    Ok(members)
+}
+
+/// Of the member Leases listed at `now`: the members alive (this one, `name`, always
+/// among them), the first expiry of another alive, and the names of those expired
+/// [`MEMBER_GC_DURATIONS`] lease durations (to delete).
+fn count_members<'a>(items: &'a [DynamicObject], name: &str, now: DateTime<Utc>) -> (Members, Vec<&'a str>) {
     let mut alive = 0u32;
-    for lease in &listed.items {
+    let mut next_expiry: Option<DateTime<Utc>> = None;
+    let mut long_gone = Vec::new();
+    for lease in items {
         let Some((at, secs)) = renewed(lease) else { continue };
         let expiry = chrono::TimeDelta::try_seconds(secs).and_then(|d| at.checked_add_signed(d));
-        if expiry.is_some_and(|e| e >= now) || lease.metadata.name.as_deref() == Some(name) {
+        let mine = lease.metadata.name.as_deref() == Some(name);
+        if let Some(e) = expiry.filter(|e| *e >= now && !mine) {
+            next_expiry = Some(next_expiry.map_or(e, |n| n.min(e)));
+        }
+        if expiry.is_some_and(|e| e >= now) || mine {
             alive = alive.saturating_add(1);
             continue;
         }
-        let long_gone = chrono::TimeDelta::try_seconds(secs.saturating_mul(i64::from(MEMBER_GC_DURATIONS)))
+        let gone = chrono::TimeDelta::try_seconds(secs.saturating_mul(i64::from(MEMBER_GC_DURATIONS)))
             .and_then(|d| at.checked_add_signed(d))
             .is_none_or(|e| e < now);
-        if long_gone && let Some(n) = lease.metadata.name.as_deref() {
-            // Another replica may delete it first: either way it is gone.
-            let _ = api.delete(n, &DeleteParams::default()).await;
+        if gone && let Some(n) = lease.metadata.name.as_deref() {
+            long_gone.push(n);
         }
     }
-    Ok(alive.max(1))
+    (Members { alive: alive.max(1), next_expiry }, long_gone)
 }
 
 #[cfg(test)]
@@ -288,6 +337,65 @@ mod tests {
         let l = Load::new(4, Duration::from_secs(60));
         l.set_members(1);
         assert_eq!(l.decide(0, false), Decision::Skip);
+    }
+
+    /// The elections that skipped are woken when a decision could come out otherwise:
+    /// the members counted anew, a claim that failed, a shard given up; not by a count
+    /// that stayed the same or a shard taken.
+    #[test]
+    fn the_load_tells_the_elections_when_a_decision_could_change() {
+        let l = load(8, 3, &[0, 1]);
+        let gate = ShardGate { shard: 5, load: Arc::new(l) };
+        let mut rx = gate.changes();
+        let mut changed = || {
+            let c = rx.has_changed().unwrap();
+            rx.borrow_and_update();
+            c
+        };
+        gate.load.set_members(3);
+        assert!(!changed(), "the same count");
+        gate.load.set_members(2);
+        assert!(changed(), "a replica gone: the bound rises");
+        assert_eq!(gate.decide(false), Decision::Take);
+        assert!(!changed(), "a claim");
+        gate.held(false);
+        assert!(changed(), "the claim failed: another shard may be taken");
+        gate.held(true);
+        assert!(!changed(), "a shard taken");
+        gate.held(false);
+        assert!(changed(), "a shard given up or lost");
+        gate.held(false);
+        assert!(!changed(), "not held before either");
+    }
+
+    /// A member round counts the others alive until their expiry, and says when the
+    /// first of them expires (its next round comes just past it); not this replica's
+    /// own, nor one already expired (no round comes early for it).
+    #[test]
+    fn a_member_round_counts_the_others_alive_and_their_first_expiry() {
+        let now = DateTime::parse_from_rfc3339("2026-12-07T12:00:00Z").unwrap().with_timezone(&Utc);
+        let member = |name: &str, renewed_ago_s: i64, secs: i64| {
+            let mut l = DynamicObject::new(name, &lease::resource());
+            let at = now - chrono::TimeDelta::seconds(renewed_ago_s);
+            l.data = json!({"spec": {"renewTime": at.to_rfc3339_opts(chrono::SecondsFormat::Micros, true), "leaseDurationSeconds": secs}});
+            l
+        };
+        let at = |s: i64| now + chrono::TimeDelta::seconds(s);
+        let items = [
+            member("me", 40, 15), // this replica's own: counted, its expiry not asked for
+            member("b", 5, 15),   // alive until +10 s
+            member("c", 12, 15),  // alive until +3 s: the first
+            member("d", 20, 15),  // expired 5 s ago: not counted, kept a while
+            member("e", 200, 15), // expired past ten durations: deleted
+        ];
+        let (m, gone) = count_members(&items, "me", now);
+        assert_eq!((m.alive, m.next_expiry, gone), (3, Some(at(3)), vec!["e"]));
+        // Alone: one member, no other expiry to wait for.
+        let (m, gone) = count_members(&items[..1], "me", now);
+        assert_eq!((m.alive, m.next_expiry, gone.len()), (1, None, 0));
+        // Not listed yet (a create the list does not show): still one.
+        let (m, _) = count_members(&items[3..4], "me", now);
+        assert_eq!((m.alive, m.next_expiry), (1, None));
     }
 
     #[test]
