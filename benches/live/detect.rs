@@ -420,18 +420,10 @@ fn report_feeds(label: &str, bench: &Bench, bursts: &[Vec<Burst>]) {
 /// CPU over the phase: the daemons per audit event the API servers sent and per write,
 /// the control plane, PostgreSQL, this process, the rest; the load.
 fn report_cpu(label: &str, writes: usize, (before, after): (&Snapshot, &Snapshot)) {
-    let events: f64 = after
-        .apis
-        .iter()
-        .zip(&before.apis)
-        .map(|(a, b)| counter(a, "apiserver_audit_event_total") - counter(b, "apiserver_audit_event_total"))
-        .sum();
-    let errors: f64 = after
-        .apis
-        .iter()
-        .zip(&before.apis)
-        .map(|(a, b)| counter(a, "apiserver_audit_error_total") - counter(b, "apiserver_audit_error_total"))
-        .sum();
+    // A counter's growth over the phase, summed over the API servers.
+    let grown = |name: &str| -> f64 { after.apis.iter().zip(&before.apis).map(|(a, b)| counter(a, name) - counter(b, name)).sum() };
+    let events = grown("apiserver_audit_event_total");
+    let errors = grown("apiserver_audit_error_total");
     let per: Vec<f64> = after.daemons.iter().zip(&before.daemons).map(|(a, b)| a.0 - b.0).collect();
     let daemons: f64 = per.iter().sum();
     let proc = |name: &str| after.procs.get(name).copied().unwrap_or(0.0) - before.procs.get(name).copied().unwrap_or(0.0);
