@@ -212,6 +212,7 @@ fn renewed(lease: &DynamicObject) -> Option<(DateTime<Utc>, i64)> {
 /// later, and the bound rises with it ([`lease::next_round`]).
 async fn members(api: Api<DynamicObject>, cfg: LeaseConfig, name: String, load: Arc<Load>) {
     let period = (cfg.duration / 3).max(Duration::from_millis(100));
+    let mut early = false;
     loop {
         let mut next_expiry = None;
         match tokio::time::timeout(period, member_round(&api, &cfg, &name, Utc::now())).await {
@@ -227,8 +228,23 @@ async fn members(api: Api<DynamicObject>, cfg: LeaseConfig, name: String, load: 
             }
             Err(_) => tracing::warn!(lease = %name, "member lease round timed out"),
         }
-        tokio::time::sleep(lease::next_round(period, next_expiry, Utc::now())).await;
+        let wait;
+        (wait, early) = member_wait(period, next_expiry, Utc::now(), early);
+        tokio::time::sleep(wait).await;
     }
+}
+
+/// How long the member loop waits before its next round, and whether that round comes
+/// early: just past another member's expiry ([`lease::next_round`]), but never two
+/// early rounds in a row. Member Leases are anyone's to write who may write Leases in
+/// the namespace: staggered expiries would otherwise bring a round (an update and a
+/// list of them all) every 50 ms; this way at most two rounds come per period.
+fn member_wait(period: Duration, next_expiry: Option<DateTime<Utc>>, now: DateTime<Utc>, last_early: bool) -> (Duration, bool) {
+    if last_early {
+        return (period, false);
+    }
+    let wait = lease::next_round(period, next_expiry, now);
+    (wait, wait < period)
 }
 
 /// What a member round counted.
@@ -396,6 +412,27 @@ mod tests {
         // Not listed yet (a create the list does not show): still one.
         let (m, _) = count_members(&items[3..4], "me", now);
         assert_eq!((m.alive, m.next_expiry), (1, None));
+    }
+
+    /// Staggered expiries of member Leases written by anyone: one early round, then a
+    /// whole period, whatever they say.
+    #[test]
+    fn staggered_member_expiries_bring_at_most_one_early_round_a_period() {
+        let period = Duration::from_secs(5);
+        let mut now = DateTime::parse_from_rfc3339("2026-12-08T03:00:00Z").unwrap().with_timezone(&Utc);
+        let (mut early, mut rounds, mut elapsed) = (false, 0, Duration::ZERO);
+        while elapsed < period * 10 {
+            // A forged member Lease always expiring 60 ms from now.
+            let wait;
+            (wait, early) = member_wait(period, Some(now + chrono::TimeDelta::milliseconds(60)), now, early);
+            elapsed += wait;
+            now += chrono::TimeDelta::from_std(wait).unwrap();
+            rounds += 1;
+        }
+        assert!(rounds <= 20, "{rounds} rounds in 10 periods");
+        // A real member's expiry within the period is still met early once.
+        let (wait, was_early) = member_wait(period, Some(now + chrono::TimeDelta::seconds(2)), now, false);
+        assert_eq!((wait, was_early), (Duration::from_millis(2_050), true));
     }
 
     #[test]
